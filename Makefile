@@ -1,0 +1,89 @@
+# SPDX-License-Identifier: GPL-2.0-only
+# latch: build everything into build/.  `make V=1` shows the full commands.
+#   make            BPF objects, skeletons, latch
+#   make deps       install the Debian packages latch needs (safe to re-run)
+#   make check      unit tests (tests/) and root selftests (selftests/)
+#   make bench      benchmarks, printed as one table
+#   make demo       the README's main job
+.DELETE_ON_ERROR:
+.SUFFIXES:
+
+BUILD ?= build
+CC ?= gcc
+CLANG ?= clang
+BPFTOOL ?= bpftool
+ARCH := $(shell uname -m | sed 's/x86_64/x86/;s/aarch64/arm64/')
+
+ifeq ($(V),1)
+Q =
+msg =
+else
+Q = @
+msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
+endif
+
+PKGS := libbpf libnl-route-3.0 libnl-3.0 jansson
+CFLAGS ?= -O2 -g
+CFLAGS += -std=gnu11 -Wall -Wextra -Wshadow -Wmissing-prototypes -Wno-unused-parameter \
+	  -D_GNU_SOURCE -I$(BUILD) -I. $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+LDLIBS += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lelf -lz
+BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Wall -Werror -I$(BUILD) -Ibpf
+
+BPF_SRCS := $(wildcard bpf/*.bpf.c)
+BPF_OBJS := $(patsubst bpf/%.bpf.c,$(BUILD)/%.bpf.o,$(BPF_SRCS))
+SKELS := $(patsubst bpf/%.bpf.c,$(BUILD)/%.skel.h,$(BPF_SRCS))
+
+LIB_SRCS := $(wildcard loader/*.c)
+LIB_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRCS))
+CLI_SRCS := $(wildcard cli/*.c)
+CLI_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(CLI_SRCS))
+
+all: $(BUILD)/latch $(BPF_OBJS)
+
+$(BUILD) $(BUILD)/loader $(BUILD)/cli $(BUILD)/tests $(BUILD)/selftests $(BUILD)/bench:
+	$(Q)mkdir -p $@
+
+$(BUILD)/vmlinux.h: | $(BUILD)
+	$(call msg,GEN,$@)
+	$(Q)$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@
+
+$(BUILD)/%.bpf.o: bpf/%.bpf.c bpf/latch_abi.h bpf/latch_parse.h $(BUILD)/vmlinux.h | $(BUILD)
+	$(call msg,BPF,$@)
+	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@.tmp.o
+	$(Q)$(BPFTOOL) gen object $@ $@.tmp.o
+	$(Q)rm -f $@.tmp.o
+
+$(BUILD)/%.skel.h: $(BUILD)/%.bpf.o
+	$(call msg,GEN-SKEL,$@)
+	$(Q)$(BPFTOOL) gen skeleton $< name $(subst -,_,$*) > $@
+
+$(BUILD)/loader/%.o: loader/%.c $(wildcard loader/*.h) bpf/latch_abi.h $(SKELS) | $(BUILD)/loader
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/cli/%.o: cli/%.c $(wildcard cli/*.h loader/*.h) bpf/latch_abi.h | $(BUILD)/cli
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/liblatch.a: $(LIB_OBJS)
+	$(call msg,AR,$@)
+	$(Q)$(AR) rcs $@ $^
+
+$(BUILD)/latch: $(CLI_OBJS) $(BUILD)/liblatch.a
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+include tests/tests.mk
+include selftests/selftests.mk
+include bench/bench.mk
+
+deps:
+	@bash .ci/deps.sh
+
+demo: all
+	@bash selftests/demo.sh
+
+clean:
+	rm -rf $(BUILD)
+
+.PHONY: all deps check unit selftest bench demo clean

@@ -1,0 +1,309 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * latch_abi.h - the one header shared by the kernel and user-space sides.
+ *
+ * Everything that crosses the kernel boundary lives here: map keys and
+ * values, the verdict and reason codes, and the event struct.  Every struct
+ * is checked with _Static_assert so that a layout change breaks the build
+ * instead of silently mis-reading a pinned map.  docs/maps.md describes each
+ * map and how to read it with bpftool.
+ */
+#ifndef LATCH_ABI_H
+#define LATCH_ABI_H
+
+#ifdef __BPF__
+/* vmlinux.h already provides the __u8.. / __be16.. types. */
+#else
+#include <linux/bpf.h> /* struct bpf_spin_lock */
+#include <linux/types.h>
+#include <stddef.h>
+#endif
+
+/* Bumped whenever a pinned map's layout changes; stored in the config map. */
+#define LATCH_ABI_VERSION 1
+
+/* Sizes; overridable at build time. */
+#ifndef LATCH_POLICY_MAX
+#define LATCH_POLICY_MAX 131072 /* per map; two policy generations fit */
+#endif
+#ifndef LATCH_TIMED_MAX
+#define LATCH_TIMED_MAX 16384
+#endif
+#ifndef LATCH_FLOW_MAX
+#define LATCH_FLOW_MAX 65536
+#endif
+#define LATCH_RULES_MAX 16	/* port rules per address or prefix */
+#define LATCH_HOST_PORTS_MAX 8
+#define LATCH_RINGBUF_BYTES (256 * 1024)
+#define LATCH_IFNAMSIZ 16
+
+/*
+ * Verdict reasons.  Pass reasons are small positive numbers; drop reasons are
+ * negative and start at -200, so they can never be mistaken for a TC_ACT_*
+ * value (-1..8).  The tc programs return TC_ACT_OK or TC_ACT_SHOT; the reason
+ * goes to the counters and to deny events.  Keep latch_reason_names[] in
+ * loader/reasons.c in step with this enum.
+ */
+enum latch_reason {
+	LATCH_PASS_FLOW = 1,	     /* packet of a flow already allowed */
+	LATCH_PASS_HOST_SERVICE = 2, /* to a configured host-address port */
+	LATCH_PASS_DNS = 3,	     /* to the resolver, within the bucket */
+	LATCH_PASS_POLICY = 4,	     /* permanent exact or prefix entry */
+	LATCH_PASS_TIMED = 5,	     /* timed entry before its deadline */
+	LATCH_PASS_ARP = 6,	     /* ARP between guest and host */
+	LATCH_PASS_ND = 7,	     /* IPv6 neighbour discovery with the host */
+	LATCH_PASS_RETURN = 8,	     /* into the guest: reply on a guest flow */
+	LATCH_PASS_LAST = LATCH_PASS_RETURN,
+
+	LATCH_DROP_MALFORMED = -200,	 /* truncated or inconsistent headers */
+	LATCH_DROP_VLAN = -201,		 /* 802.1Q/802.1ad tag, in-band or offloaded */
+	LATCH_DROP_ETHERTYPE = -202,	 /* not IPv4, IPv6 or ARP */
+	LATCH_DROP_SPOOF_MAC = -203,	 /* source MAC is not the assigned one */
+	LATCH_DROP_SPOOF_IP = -204,	 /* source IP is not the assigned one */
+	LATCH_DROP_ARP = -205,		 /* ARP not between guest and host */
+	LATCH_DROP_ND = -206,		 /* ICMPv6 ND/MLD not towards the host */
+	LATCH_DROP_FRAGMENT = -207,	 /* IPv4 fragment or IPv6 fragment header */
+	LATCH_DROP_IP_OPTIONS = -208,	 /* IPv4 options (source routing etc.) */
+	LATCH_DROP_EXT_HDR = -209,	 /* IPv6 routing header or too deep a chain */
+	LATCH_DROP_PROTO = -210,	 /* not TCP, UDP or ICMP echo (tunnels too) */
+	LATCH_DROP_HOST_PORT = -211,	 /* host address, port not a host service */
+	LATCH_DROP_DNS_NOT_RESOLVER = -212, /* port 53 to anything but the resolver */
+	LATCH_DROP_DNS_RATE = -213,	 /* DNS bucket empty */
+	LATCH_DROP_POLICY = -214,	 /* no entry allows the destination */
+	LATCH_DROP_NO_FLOW = -215,	 /* into the guest, not a reply */
+	LATCH_DROP_NO_CONFIG = -216,	 /* config map missing or unset */
+	LATCH_DROP_LAST = LATCH_DROP_NO_CONFIG,
+};
+
+#define LATCH_PASS_COUNT LATCH_PASS_LAST
+#define LATCH_DROP_COUNT (LATCH_DROP_MALFORMED - LATCH_DROP_LAST + 1)
+#define LATCH_REASON_SLOTS (1 + LATCH_PASS_COUNT + LATCH_DROP_COUNT)
+
+/* Direction of a packet, seen from the guest. */
+enum latch_dir {
+	LATCH_DIR_FROM_GUEST = 0, /* tc ingress of the host end */
+	LATCH_DIR_TO_GUEST = 1,	  /* tc egress of the host end */
+	LATCH_DIR_COUNT = 2,
+};
+
+/* Index into the per-CPU counter array for (reason, direction). */
+static inline int latch_counter_slot(int reason, int dir)
+{
+	int r;
+
+	if (reason > 0 && reason <= LATCH_PASS_LAST)
+		r = reason;
+	else if (reason <= LATCH_DROP_MALFORMED && reason >= LATCH_DROP_LAST)
+		r = LATCH_PASS_COUNT + 1 + (LATCH_DROP_MALFORMED - reason);
+	else
+		r = 0; /* unknown: its own slot, never expected */
+	return r * LATCH_DIR_COUNT + dir;
+}
+
+/* Extra counters that are not packet verdicts. */
+enum latch_stat {
+	LATCH_STAT_EVENTS_SENT = 0,
+	LATCH_STAT_EVENTS_SUPPRESSED = 1, /* over the event rate limit */
+	LATCH_STAT_EVENTS_LOST = 2,	  /* ring buffer reservation failed */
+	LATCH_STAT_COUNT = 3,
+};
+#define LATCH_COUNTER_SLOTS (LATCH_REASON_SLOTS * LATCH_DIR_COUNT + LATCH_STAT_COUNT)
+#define LATCH_STAT_SLOT(s) (LATCH_REASON_SLOTS * LATCH_DIR_COUNT + (s))
+
+struct latch_counter {
+	__u64 packets;
+	__u64 bytes;
+};
+_Static_assert(sizeof(struct latch_counter) == 16, "latch_counter layout");
+
+/*
+ * Per-sandbox configuration: the one element of the "settings" array.  Written by
+ * the loader before the programs are attached; flags & LATCH_CFG_READY must be
+ * set or every packet is dropped with LATCH_DROP_NO_CONFIG.
+ */
+#define LATCH_CFG_READY (1u << 0)
+#define LATCH_CFG_HAVE_IP4 (1u << 1)
+#define LATCH_CFG_HAVE_IP6 (1u << 2)
+#define LATCH_CFG_HAVE_RESOLVER4 (1u << 3)
+#define LATCH_CFG_HAVE_RESOLVER6 (1u << 4)
+#define LATCH_CFG_HAVE_PREFIX4 (1u << 5) /* sticky: prefix4 may hold entries */
+#define LATCH_CFG_HAVE_PREFIX6 (1u << 6)
+#define LATCH_CFG_HAVE_TIMED4 (1u << 7)
+#define LATCH_CFG_HAVE_TIMED6 (1u << 8)
+
+struct latch_config {
+	__u32 abi_version;
+	__u32 flags;
+	__u32 ifindex;			/* the link the programs were attached to */
+	char ifname[LATCH_IFNAMSIZ];
+	__u8 guest_mac[6];
+	__u16 n_host_ports;
+	__be32 guest_ip4;
+	__be32 host_ip4;
+	__be32 resolver_ip4;
+	__u8 guest_ip6[16];
+	__u8 host_ip6[16];
+	__u8 resolver_ip6[16];
+	__be16 host_ports[LATCH_HOST_PORTS_MAX];
+	__u32 dns_rate;	   /* DNS packets per second */
+	__u32 dns_burst;   /* bucket depth, packets */
+	__u32 event_rate;  /* deny events per second */
+	__u32 event_burst; /* event bucket depth */
+	/*
+	 * The policy generation that lookups use (0 or 1).  A whole new policy
+	 * is written under the other generation and made live by flipping this
+	 * one field.
+	 */
+	__u32 policy_gen;
+	/*
+	 * Bumped whenever something is removed from the policy.  Flows carry the
+	 * version they were allowed under; a flow from an older version is
+	 * checked against the policy again before its packet passes.
+	 */
+	__u32 policy_version;
+};
+_Static_assert(sizeof(struct latch_config) == 136, "latch_config layout");
+_Static_assert(__builtin_offsetof(struct latch_config, guest_ip6) == 48, "latch_config layout");
+_Static_assert(__builtin_offsetof(struct latch_config, policy_gen) == 128, "latch_config layout");
+
+/* Protocol values in rules: ANY matches TCP, UDP and ICMP echo. */
+#define LATCH_PROTO_ANY 0
+#define LATCH_PROTO_ICMP 1 /* echo only; ICMPv6 echo for v6 entries */
+#define LATCH_PROTO_TCP 6
+#define LATCH_PROTO_UDP 17
+
+/*
+ * One port rule.  An address or prefix carries up to LATCH_RULES_MAX of
+ * them.  port_lo..port_hi is inclusive (host byte order); 0..65535 is any
+ * port.  ICMP echo matches a rule whose proto is ICMP, or ANY with the full
+ * port range.  expires_ns is on the boot clock (bpf_ktime_get_boot_ns,
+ * CLOCK_BOOTTIME); 0 means no deadline.
+ */
+struct latch_rule {
+	__u64 expires_ns;
+	__u16 port_lo;
+	__u16 port_hi;
+	__u8 proto;
+	__u8 origin; /* enum latch_origin: who asked for it, for `show` */
+	__u16 pad;
+};
+_Static_assert(sizeof(struct latch_rule) == 16, "latch_rule layout");
+
+enum latch_origin {
+	LATCH_ORIGIN_EGRESS = 0, /* latch egress ... allow */
+	LATCH_ORIGIN_GRANT = 1,
+	LATCH_ORIGIN_LEARNED = 2,
+	LATCH_ORIGIN_PROFILE = 3,
+};
+
+struct latch_rules {
+	__u32 n;
+	__u32 pad;
+	struct latch_rule rule[LATCH_RULES_MAX];
+};
+_Static_assert(sizeof(struct latch_rules) == 8 + 16 * LATCH_RULES_MAX, "latch_rules layout");
+
+/* exact4: HASH, one address of one policy generation. */
+struct latch_exact4_key {
+	__u32 gen;
+	__be32 addr;
+};
+_Static_assert(sizeof(struct latch_exact4_key) == 8, "latch_exact4_key layout");
+
+struct latch_exact6_key {
+	__u32 gen;
+	__u8 addr[16];
+};
+_Static_assert(sizeof(struct latch_exact6_key) == 20, "latch_exact6_key layout");
+
+/*
+ * prefix4/prefix6: LPM_TRIE.  prefixlen counts the 32 generation bits plus
+ * the address prefix, so a lookup of (gen, addr) with prefixlen 32+32 finds
+ * the longest prefix of that generation only.
+ */
+struct latch_prefix4_key {
+	__u32 prefixlen;
+	__u32 gen;
+	__be32 addr;
+};
+_Static_assert(sizeof(struct latch_prefix4_key) == 12, "latch_prefix4_key layout");
+
+struct latch_prefix6_key {
+	__u32 prefixlen;
+	__u32 gen;
+	__u8 addr[16];
+};
+_Static_assert(sizeof(struct latch_prefix6_key) == 24, "latch_prefix6_key layout");
+
+/* timed4/timed6: LPM_TRIE of timed entries (grants, learned); no generation. */
+struct latch_timed4_key {
+	__u32 prefixlen;
+	__be32 addr;
+};
+_Static_assert(sizeof(struct latch_timed4_key) == 8, "latch_timed4_key layout");
+
+struct latch_timed6_key {
+	__u32 prefixlen;
+	__u8 addr[16];
+};
+_Static_assert(sizeof(struct latch_timed6_key) == 20, "latch_timed6_key layout");
+
+/*
+ * flow4/flow6: LRU_HASH of flows the guest opened, keyed from the guest's
+ * side.  The guest address is not in the key: anti-spoofing guarantees it.
+ * For ICMP echo, local_port is the echo identifier and remote_port is 0.
+ */
+struct latch_flow4_key {
+	__be32 remote_addr;
+	__be16 remote_port;
+	__be16 local_port;
+	__u8 proto;
+	__u8 pad[3];
+};
+_Static_assert(sizeof(struct latch_flow4_key) == 12, "latch_flow4_key layout");
+
+struct latch_flow6_key {
+	__u8 remote_addr[16];
+	__be16 remote_port;
+	__be16 local_port;
+	__u8 proto;
+	__u8 pad[3];
+};
+_Static_assert(sizeof(struct latch_flow6_key) == 24, "latch_flow6_key layout");
+
+struct latch_flow {
+	__u64 expires_ns;     /* deadline of the entry that allowed it; 0 none */
+	__u32 policy_version; /* config.policy_version when allowed */
+	__s32 reason;	      /* the pass reason that allowed it */
+};
+_Static_assert(sizeof(struct latch_flow) == 16, "latch_flow layout");
+
+/* A token bucket (GCRA): one element of dns_bucket and event_bucket. */
+struct latch_bucket {
+	struct bpf_spin_lock lock;
+	__u32 suppressed; /* event bucket: refusals since the last event sent */
+	__u64 tat_ns;	  /* theoretical arrival time of the next packet */
+};
+
+/* Deny event, sent through the ring buffer "events". */
+struct latch_event {
+	__u64 time_ns; /* boot clock */
+	__s32 reason;
+	__u8 dir;
+	__u8 family; /* 4 or 6; 0 for non-IP frames */
+	__u8 proto;
+	__u8 pad;
+	__u32 suppressed; /* events dropped by the rate limit since the last one */
+	__u16 eth_proto;  /* host byte order */
+	__be16 src_port;
+	__be16 dst_port;
+	__u16 pad2;
+	__u8 src_addr[16]; /* v4 in the first 4 bytes */
+	__u8 dst_addr[16];
+	__u8 src_mac[6];
+	__u8 pad3[2];
+};
+_Static_assert(sizeof(struct latch_event) == 72, "latch_event layout");
+_Static_assert(__builtin_offsetof(struct latch_event, src_addr) == 28, "latch_event layout");
+
+#endif /* LATCH_ABI_H */

@@ -1,0 +1,542 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * latch_tc.bpf.c - the egress latch on a sandbox link.
+ *
+ * Two tc programs sit on the host end of a sandbox's link (a VM's tap, a
+ * container's veth).  latch_from_guest runs on clsact ingress and sees every
+ * packet the guest sends; latch_to_guest runs on clsact egress and sees every
+ * packet the guest would receive.  Everything is dropped unless a check below
+ * says otherwise, and every verdict is counted under its reason.
+ *
+ * One loaded copy of this object serves one sandbox: its maps are pinned
+ * under /sys/fs/bpf/latch/NAME/ and the config map holds that sandbox's
+ * addresses, so no lookup needs a sandbox key.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_endian.h>
+#include <bpf/bpf_helpers.h>
+
+#include "latch_abi.h"
+#include "latch_parse.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* settings: the sandbox's addresses, ports, rates and policy generation. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct latch_config);
+} settings SEC(".maps");
+
+/* exact4/exact6: permanent single-address entries, per policy generation. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, LATCH_POLICY_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct latch_exact4_key);
+	__type(value, struct latch_rules);
+} exact4 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, LATCH_POLICY_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct latch_exact6_key);
+	__type(value, struct latch_rules);
+} exact6 SEC(".maps");
+
+/* prefix4/prefix6: permanent CIDR entries, per policy generation. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, LATCH_POLICY_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct latch_prefix4_key);
+	__type(value, struct latch_rules);
+} prefix4 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, LATCH_POLICY_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct latch_prefix6_key);
+	__type(value, struct latch_rules);
+} prefix6 SEC(".maps");
+
+/* timed4/timed6: entries with a deadline (grants, learned names). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, LATCH_TIMED_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct latch_timed4_key);
+	__type(value, struct latch_rules);
+} timed4 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, LATCH_TIMED_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct latch_timed6_key);
+	__type(value, struct latch_rules);
+} timed6 SEC(".maps");
+
+/* flow4/flow6: flows the guest opened; replies may come back in. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, LATCH_FLOW_MAX);
+	__type(key, struct latch_flow4_key);
+	__type(value, struct latch_flow);
+} flow4 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, LATCH_FLOW_MAX);
+	__type(key, struct latch_flow6_key);
+	__type(value, struct latch_flow);
+} flow6 SEC(".maps");
+
+/* counters: per-CPU packets and bytes by (reason, direction), plus stats. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, LATCH_COUNTER_SLOTS);
+	__type(key, __u32);
+	__type(value, struct latch_counter);
+} counters SEC(".maps");
+
+/* dns_bucket: the sandbox's DNS token bucket. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct latch_bucket);
+} dns_bucket SEC(".maps");
+
+/* event_bucket: rate limit of deny events for this sandbox. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct latch_bucket);
+} event_bucket SEC(".maps");
+
+/* events: deny events for latchd and `latch monitor`. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, LATCH_RINGBUF_BYTES);
+} events SEC(".maps");
+
+static __always_inline void count(__u32 slot, __u64 bytes)
+{
+	struct latch_counter *c = bpf_map_lookup_elem(&counters, &slot);
+
+	if (c) {
+		c->packets++;
+		c->bytes += bytes;
+	}
+}
+
+/*
+ * GCRA token bucket: allows `burst` packets at once and `rate` per second
+ * after that.  A rate of 0 allows nothing.  Returns 1 to allow.
+ */
+static __always_inline int bucket_take(struct latch_bucket *b, __u32 rate, __u32 burst, __u64 now,
+				       __u32 *suppressed)
+{
+	__u64 interval, tolerance, tat;
+	int ok = 0;
+
+	if (!rate || !burst)
+		return 0;
+	interval = 1000000000ULL / rate;
+	tolerance = interval * burst;
+	bpf_spin_lock(&b->lock);
+	tat = b->tat_ns > now ? b->tat_ns : now;
+	if (tat - now < tolerance) {
+		b->tat_ns = tat + interval;
+		ok = 1;
+		if (suppressed) {
+			*suppressed = b->suppressed;
+			b->suppressed = 0;
+		}
+	} else {
+		b->suppressed++;
+	}
+	bpf_spin_unlock(&b->lock);
+	return ok;
+}
+
+static __always_inline void deny_event(const struct latch_config *cfg, const struct latch_pkt *p,
+				       int reason, int dir)
+{
+	__u32 zero = 0, suppressed = 0;
+	struct latch_bucket *b = bpf_map_lookup_elem(&event_bucket, &zero);
+	struct latch_event *e;
+
+	if (!b)
+		return;
+	if (!bucket_take(b, cfg->event_rate, cfg->event_burst, bpf_ktime_get_boot_ns(), &suppressed)) {
+		count(LATCH_STAT_SLOT(LATCH_STAT_EVENTS_SUPPRESSED), 0);
+		return;
+	}
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count(LATCH_STAT_SLOT(LATCH_STAT_EVENTS_LOST), 0);
+		return;
+	}
+	__builtin_memset(e, 0, sizeof(*e));
+	e->time_ns = bpf_ktime_get_boot_ns();
+	e->reason = reason;
+	e->dir = dir;
+	e->family = p->family;
+	e->proto = p->proto;
+	e->suppressed = suppressed;
+	e->eth_proto = p->eth_proto;
+	e->src_port = p->sport;
+	e->dst_port = p->dport;
+	__builtin_memcpy(e->src_addr, p->saddr, 16);
+	__builtin_memcpy(e->dst_addr, p->daddr, 16);
+	__builtin_memcpy(e->src_mac, p->smac, 6);
+	bpf_ringbuf_submit(e, 0);
+	count(LATCH_STAT_SLOT(LATCH_STAT_EVENTS_SENT), 0);
+}
+
+static __always_inline int verdict(struct __sk_buff *skb, const struct latch_config *cfg,
+				   const struct latch_pkt *p, int reason, int dir)
+{
+	count(latch_counter_slot(reason, dir), skb->len);
+	if (reason > 0)
+		return TC_ACT_OK;
+	if (cfg)
+		deny_event(cfg, p, reason, dir);
+	return TC_ACT_SHOT;
+}
+
+/*
+ * Does one of the rules allow (proto, port)?  Rules with a deadline count
+ * only before it; *expires gets the deadline of the rule that matched.  The
+ * clock is read only when a timed rule is looked at.
+ */
+static __always_inline int rules_allow(const struct latch_rules *r, const struct latch_pkt *p,
+				       __u64 *now, __u64 *expires)
+{
+	__u16 port = bpf_ntohs(p->dport);
+	__u8 proto = p->l4_class;
+
+	for (int i = 0; i < LATCH_RULES_MAX; i++) {
+		const struct latch_rule *rule = &r->rule[i];
+
+		if (i >= r->n)
+			break;
+		if (proto == LATCH_PROTO_ICMP) {
+			if (rule->proto != LATCH_PROTO_ICMP &&
+			    !(rule->proto == LATCH_PROTO_ANY && rule->port_lo == 0 &&
+			      rule->port_hi == 0xffff))
+				continue;
+		} else {
+			if (rule->proto != LATCH_PROTO_ANY && rule->proto != proto)
+				continue;
+			if (port < rule->port_lo || port > rule->port_hi)
+				continue;
+		}
+		if (rule->expires_ns) {
+			if (!*now)
+				*now = bpf_ktime_get_boot_ns();
+			if (*now >= rule->expires_ns)
+				continue;
+		}
+		*expires = rule->expires_ns;
+		return 1;
+	}
+	return 0;
+}
+
+/*
+ * The policy decision for a destination, in this order: the permanent exact
+ * entry of the active generation (a hash: names resolve to these), then the
+ * longest permanent prefix, then the longest timed entry.  An entry whose
+ * rules don't match falls through to the next map, and the loader copies a
+ * prefix's rules into the more specific prefixes under it, so the longest
+ * match alone is enough inside one trie.  The tries are skipped while
+ * nothing was ever put in them.
+ */
+static __always_inline int policy_decide(const struct latch_config *cfg, const struct latch_pkt *p,
+					 __u64 *now, __u64 *expires)
+{
+	const struct latch_rules *r;
+
+	if (p->family == 4) {
+		struct latch_exact4_key ek = { .gen = cfg->policy_gen };
+
+		__builtin_memcpy(&ek.addr, p->daddr, 4);
+		r = bpf_map_lookup_elem(&exact4, &ek);
+		if (r && rules_allow(r, p, now, expires))
+			return LATCH_PASS_POLICY;
+		if (cfg->flags & LATCH_CFG_HAVE_PREFIX4) {
+			struct latch_prefix4_key pk = { .prefixlen = 64, .gen = cfg->policy_gen };
+
+			__builtin_memcpy(&pk.addr, p->daddr, 4);
+			r = bpf_map_lookup_elem(&prefix4, &pk);
+			if (r && rules_allow(r, p, now, expires))
+				return LATCH_PASS_POLICY;
+		}
+		if (cfg->flags & LATCH_CFG_HAVE_TIMED4) {
+			struct latch_timed4_key tk = { .prefixlen = 32 };
+
+			__builtin_memcpy(&tk.addr, p->daddr, 4);
+			r = bpf_map_lookup_elem(&timed4, &tk);
+			if (r && rules_allow(r, p, now, expires))
+				return LATCH_PASS_TIMED;
+		}
+		return LATCH_DROP_POLICY;
+	}
+
+	struct latch_exact6_key ek = { .gen = cfg->policy_gen };
+
+	__builtin_memcpy(ek.addr, p->daddr, 16);
+	r = bpf_map_lookup_elem(&exact6, &ek);
+	if (r && rules_allow(r, p, now, expires))
+		return LATCH_PASS_POLICY;
+	if (cfg->flags & LATCH_CFG_HAVE_PREFIX6) {
+		struct latch_prefix6_key pk = { .prefixlen = 32 + 128, .gen = cfg->policy_gen };
+
+		__builtin_memcpy(pk.addr, p->daddr, 16);
+		r = bpf_map_lookup_elem(&prefix6, &pk);
+		if (r && rules_allow(r, p, now, expires))
+			return LATCH_PASS_POLICY;
+	}
+	if (cfg->flags & LATCH_CFG_HAVE_TIMED6) {
+		struct latch_timed6_key tk = { .prefixlen = 128 };
+
+		__builtin_memcpy(tk.addr, p->daddr, 16);
+		r = bpf_map_lookup_elem(&timed6, &tk);
+		if (r && rules_allow(r, p, now, expires))
+			return LATCH_PASS_TIMED;
+	}
+	return LATCH_DROP_POLICY;
+}
+
+static __always_inline int is_host(const struct latch_config *cfg, const struct latch_pkt *p)
+{
+	if (p->family == 4)
+		return (cfg->flags & LATCH_CFG_HAVE_IP4) && addr4_eq(p->daddr, cfg->host_ip4);
+	return (cfg->flags & LATCH_CFG_HAVE_IP6) && addr6_eq(p->daddr, cfg->host_ip6);
+}
+
+static __always_inline int is_resolver(const struct latch_config *cfg, const struct latch_pkt *p)
+{
+	if (p->family == 4)
+		return (cfg->flags & LATCH_CFG_HAVE_RESOLVER4) && addr4_eq(p->daddr, cfg->resolver_ip4);
+	return (cfg->flags & LATCH_CFG_HAVE_RESOLVER6) && addr6_eq(p->daddr, cfg->resolver_ip6);
+}
+
+static __always_inline int is_host_service(const struct latch_config *cfg, const struct latch_pkt *p)
+{
+	if (p->l4_class != LATCH_PROTO_TCP && p->l4_class != LATCH_PROTO_UDP)
+		return 0;
+	for (int i = 0; i < LATCH_HOST_PORTS_MAX; i++) {
+		if (i >= cfg->n_host_ports)
+			break;
+		if (cfg->host_ports[i] == p->dport)
+			return 1;
+	}
+	return 0;
+}
+
+static __always_inline int is_dns(const struct latch_pkt *p)
+{
+	return (p->l4_class == LATCH_PROTO_TCP || p->l4_class == LATCH_PROTO_UDP) &&
+	       p->dport == bpf_htons(53);
+}
+
+/*
+ * Where may the guest send this packet?  The order is the contract in
+ * DESIGN.md: host services, then DNS (resolver only, within the bucket), then
+ * policy.  `fresh` is 0 when re-checking an existing flow for a reply, where
+ * the DNS bucket must not be charged again.
+ */
+static __always_inline int decide_destination(const struct latch_config *cfg, const struct latch_pkt *p,
+					      int fresh, __u64 *now, __u64 *expires)
+{
+	__u32 zero = 0;
+
+	*expires = 0;
+	if (is_host(cfg, p)) {
+		if (is_host_service(cfg, p))
+			return LATCH_PASS_HOST_SERVICE;
+		if (!(is_dns(p) && is_resolver(cfg, p)))
+			return LATCH_DROP_HOST_PORT;
+	}
+	if (is_dns(p)) {
+		struct latch_bucket *b;
+
+		if (!is_resolver(cfg, p))
+			return LATCH_DROP_DNS_NOT_RESOLVER;
+		if (!fresh)
+			return LATCH_PASS_DNS;
+		/* TCP DNS is charged per connection (its SYN), UDP per datagram. */
+		if (p->l4_class == LATCH_PROTO_TCP && !p->tcp_syn)
+			return LATCH_PASS_DNS;
+		b = bpf_map_lookup_elem(&dns_bucket, &zero);
+		if (!b)
+			return LATCH_DROP_NO_CONFIG;
+		if (!*now)
+			*now = bpf_ktime_get_boot_ns();
+		return bucket_take(b, cfg->dns_rate, cfg->dns_burst, *now, NULL) ? LATCH_PASS_DNS
+										  : LATCH_DROP_DNS_RATE;
+	}
+	return policy_decide(cfg, p, now, expires);
+}
+
+/* The flow key of a packet, from the guest's side. */
+static __always_inline void flow_key4(const struct latch_pkt *p, int from_guest, struct latch_flow4_key *k)
+{
+	__builtin_memset(k, 0, sizeof(*k));
+	k->proto = p->proto;
+	if (from_guest) {
+		__builtin_memcpy(&k->remote_addr, p->daddr, 4);
+		k->remote_port = p->dport;
+		k->local_port = p->sport;
+	} else {
+		__builtin_memcpy(&k->remote_addr, p->saddr, 4);
+		k->remote_port = p->sport;
+		k->local_port = p->dport;
+	}
+}
+
+static __always_inline void flow_key6(const struct latch_pkt *p, int from_guest, struct latch_flow6_key *k)
+{
+	__builtin_memset(k, 0, sizeof(*k));
+	k->proto = p->proto;
+	if (from_guest) {
+		__builtin_memcpy(k->remote_addr, p->daddr, 16);
+		k->remote_port = p->dport;
+		k->local_port = p->sport;
+	} else {
+		__builtin_memcpy(k->remote_addr, p->saddr, 16);
+		k->remote_port = p->sport;
+		k->local_port = p->dport;
+	}
+}
+
+static __always_inline void *flow_lookup(const struct latch_pkt *p, int from_guest, void *key)
+{
+	if (p->family == 4) {
+		flow_key4(p, from_guest, key);
+		return bpf_map_lookup_elem(&flow4, key);
+	}
+	flow_key6(p, from_guest, key);
+	return bpf_map_lookup_elem(&flow6, key);
+}
+
+static __always_inline void flow_store(const struct latch_pkt *p, void *key, const struct latch_config *cfg,
+				       int reason, __u64 expires)
+{
+	struct latch_flow f = { .expires_ns = expires, .policy_version = cfg->policy_version, .reason = reason };
+
+	if (p->family == 4)
+		bpf_map_update_elem(&flow4, key, &f, BPF_ANY);
+	else
+		bpf_map_update_elem(&flow6, key, &f, BPF_ANY);
+}
+
+/* Is a recorded flow still good without asking the policy again? */
+static __always_inline int flow_current(const struct latch_flow *f, const struct latch_config *cfg, __u64 *now)
+{
+	if (f->policy_version != cfg->policy_version)
+		return 0;
+	if (!f->expires_ns)
+		return 1;
+	if (!*now)
+		*now = bpf_ktime_get_boot_ns();
+	return *now < f->expires_ns;
+}
+
+static __always_inline const struct latch_config *get_config(void)
+{
+	__u32 zero = 0;
+	const struct latch_config *cfg = bpf_map_lookup_elem(&settings, &zero);
+
+	if (!cfg || !(cfg->flags & LATCH_CFG_READY) || cfg->abi_version != LATCH_ABI_VERSION)
+		return NULL;
+	return cfg;
+}
+
+SEC("tc")
+int latch_from_guest(struct __sk_buff *skb)
+{
+	const struct latch_config *cfg = get_config();
+	struct latch_pkt p;
+	union {
+		struct latch_flow4_key k4;
+		struct latch_flow6_key k6;
+	} key;
+	struct latch_flow *f;
+	__u64 now = 0, expires = 0;
+	int reason;
+
+	__builtin_memset(&p, 0, sizeof(p));
+	if (!cfg)
+		return verdict(skb, NULL, &p, LATCH_DROP_NO_CONFIG, LATCH_DIR_FROM_GUEST);
+	reason = latch_parse(skb, &p, LATCH_DIR_FROM_GUEST);
+	if (reason < 0)
+		return verdict(skb, cfg, &p, reason, LATCH_DIR_FROM_GUEST);
+	reason = check_link_from_guest(cfg, &p);
+	if (reason)
+		return verdict(skb, cfg, &p, reason, LATCH_DIR_FROM_GUEST);
+
+	/* Established flows skip the policy lookups while nothing was removed. */
+	f = flow_lookup(&p, 1, &key);
+	if (f && !is_dns(&p) && flow_current(f, cfg, &now))
+		return verdict(skb, cfg, &p, LATCH_PASS_FLOW, LATCH_DIR_FROM_GUEST);
+
+	reason = decide_destination(cfg, &p, 1, &now, &expires);
+	if (reason > 0 && !(f && flow_current(f, cfg, &now)))
+		flow_store(&p, &key, cfg, reason, expires);
+	return verdict(skb, cfg, &p, reason, LATCH_DIR_FROM_GUEST);
+}
+
+SEC("tc")
+int latch_to_guest(struct __sk_buff *skb)
+{
+	const struct latch_config *cfg = get_config();
+	struct latch_pkt p, out;
+	union {
+		struct latch_flow4_key k4;
+		struct latch_flow6_key k6;
+	} key;
+	struct latch_flow *f;
+	__u64 now = 0, expires = 0;
+	int reason;
+
+	__builtin_memset(&p, 0, sizeof(p));
+	if (!cfg)
+		return verdict(skb, NULL, &p, LATCH_DROP_NO_CONFIG, LATCH_DIR_TO_GUEST);
+	reason = latch_parse(skb, &p, LATCH_DIR_TO_GUEST);
+	if (reason < 0)
+		return verdict(skb, cfg, &p, reason, LATCH_DIR_TO_GUEST);
+	reason = check_link_to_guest(cfg, &p);
+	if (reason)
+		return verdict(skb, cfg, &p, reason, LATCH_DIR_TO_GUEST);
+
+	f = flow_lookup(&p, 0, &key);
+	if (!f)
+		return verdict(skb, cfg, &p, LATCH_DROP_NO_FLOW, LATCH_DIR_TO_GUEST);
+	if (flow_current(f, cfg, &now))
+		return verdict(skb, cfg, &p, LATCH_PASS_RETURN, LATCH_DIR_TO_GUEST);
+
+	/*
+	 * The policy changed or the entry's deadline passed since the flow was
+	 * recorded: ask again, as if the guest were sending to the remote end.
+	 */
+	latch_pkt_reverse(&p, &out);
+	reason = decide_destination(cfg, &out, 0, &now, &expires);
+	if (reason < 0) {
+		if (p.family == 4)
+			bpf_map_delete_elem(&flow4, &key);
+		else
+			bpf_map_delete_elem(&flow6, &key);
+		return verdict(skb, cfg, &p, LATCH_DROP_NO_FLOW, LATCH_DIR_TO_GUEST);
+	}
+	flow_store(&out, &key, cfg, reason, expires);
+	return verdict(skb, cfg, &p, LATCH_PASS_RETURN, LATCH_DIR_TO_GUEST);
+}
