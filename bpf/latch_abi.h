@@ -185,9 +185,12 @@ struct latch_rule {
 	__u16 port_hi;
 	__u8 proto;
 	__u8 origin; /* enum latch_origin: who asked for it, for `show` */
-	__u16 pad;
+	__u16 flags; /* LATCH_RULE_*: user-space bookkeeping, ignored by the programs */
 };
 _Static_assert(sizeof(struct latch_rule) == 16, "latch_rule layout");
+
+/* Copied from a covering prefix so the longest match alone decides. */
+#define LATCH_RULE_INHERITED (1u << 0)
 
 enum latch_origin {
 	LATCH_ORIGIN_EGRESS = 0, /* latch egress ... allow */

@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * cli.h - what the `latch` commands share: the noun table entry, exit codes,
+ * and one way to print results and errors (text, or JSON under --json).
+ */
+#ifndef LATCH_CLI_H
+#define LATCH_CLI_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+enum latch_exit {
+	LATCH_EXIT_OK = 0,
+	LATCH_EXIT_FAILED = 1,
+	LATCH_EXIT_USAGE = 2,
+	LATCH_EXIT_UNVERIFIED = 3,
+};
+
+struct latch_cmd {
+	const char *name;
+	int (*fn)(int argc, char **argv);
+	const char *usage;
+	const char *help;
+};
+
+extern bool latch_json;
+
+/* Print "latch: ..." (or {"error": ...} under --json) and return code. */
+__attribute__((format(printf, 2, 3))) int latch_err(int code, const char *fmt, ...);
+/* Under --json: print the object; in text mode it is only freed. Takes ownership. */
+void latch_json_out(json_t *obj);
+/* Refuse early, with one line, when the caller can't touch BPF or links. */
+int latch_need_root(const char *what);
+
+int cmd_attach(int argc, char **argv);
+int cmd_detach(int argc, char **argv);
+int cmd_status(int argc, char **argv);
+int cmd_egress(int argc, char **argv);
+int cmd_doctor(int argc, char **argv);
+
+#endif

@@ -1,0 +1,247 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * cmd_doctor.c - `latch doctor`: is this host able to enforce?
+ *
+ * Every check is a probe of the real thing (load the programs, put clsact on
+ * a link in a throwaway netns, connect to libvirt), never a guess from
+ * version numbers.  Each failure comes with the command that fixes it.
+ */
+#include <bpf/libbpf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libvirt/libvirt.h>
+#include <libvirt/virterror.h>
+#include <linux/magic.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/capability.h>
+#include <sys/vfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "latch_tc.skel.h"
+#include "loader/sandbox.h"
+#include "loader/tc.h"
+
+enum level { OK, WARN, FAIL };
+
+struct check {
+	const char *name;
+	enum level level;
+	char detail[640];
+	char fix[256];
+};
+
+static void set(struct check *c, enum level l, const char *detail, const char *fix)
+{
+	c->level = l;
+	snprintf(c->detail, sizeof(c->detail), "%s", detail);
+	snprintf(c->fix, sizeof(c->fix), "%s", fix ? fix : "");
+}
+
+static void check_btf(struct check *c)
+{
+	c->name = "kernel BTF";
+	if (access("/sys/kernel/btf/vmlinux", R_OK) == 0)
+		set(c, OK, "/sys/kernel/btf/vmlinux is readable", NULL);
+	else
+		set(c, FAIL, "/sys/kernel/btf/vmlinux is missing",
+		    "boot a kernel built with CONFIG_DEBUG_INFO_BTF=y (Debian's 5.10+ kernels are)");
+}
+
+static void check_bpffs(struct check *c)
+{
+	struct statfs st;
+	char d[512];
+
+	c->name = "bpffs";
+	if (statfs(latch_bpffs_root(), &st) == 0 && st.f_type == BPF_FS_MAGIC) {
+		snprintf(d, sizeof(d), "mounted at %s", latch_bpffs_root());
+		set(c, OK, d, NULL);
+	} else {
+		snprintf(d, sizeof(d), "not mounted at %s (latch mounts it on the first attach)", latch_bpffs_root());
+		set(c, WARN, d, "mount -t bpf bpf /sys/fs/bpf");
+	}
+}
+
+static void check_caps(struct check *c)
+{
+	cap_t caps = cap_get_proc();
+	cap_flag_value_t bpf = CAP_CLEAR, net = CAP_CLEAR, sys = CAP_CLEAR;
+
+	c->name = "capabilities";
+	if (caps) {
+		cap_get_flag(caps, CAP_BPF, CAP_EFFECTIVE, &bpf);
+		cap_get_flag(caps, CAP_NET_ADMIN, CAP_EFFECTIVE, &net);
+		cap_get_flag(caps, CAP_SYS_ADMIN, CAP_EFFECTIVE, &sys);
+		cap_free(caps);
+	}
+	if ((bpf == CAP_SET || sys == CAP_SET) && net == CAP_SET)
+		set(c, OK, "CAP_BPF and CAP_NET_ADMIN are effective", NULL);
+	else
+		set(c, FAIL, "CAP_BPF or CAP_NET_ADMIN missing", "run latch as root (sudo latch ...)");
+}
+
+/*
+ * Load latch's programs and attach them to clsact on lo of a throwaway
+ * network namespace, in a child process so this one's netns is untouched.
+ */
+static void check_load_and_clsact(struct check *load, struct check *cls)
+{
+	int pipefd[2], status;
+	char buf[2] = { 'x', 'x' };
+	pid_t pid;
+
+	load->name = "BPF programs load";
+	cls->name = "clsact + cls_bpf";
+	if (pipe(pipefd)) {
+		set(load, FAIL, "pipe failed", NULL);
+		set(cls, FAIL, "not probed", NULL);
+		return;
+	}
+	pid = fork();
+	if (pid == 0) {
+		struct latch_tc *s;
+		char r[2] = { 'n', 'n' };
+		bool created;
+
+		close(pipefd[0]);
+		s = latch_tc__open_and_load();
+		r[0] = s ? 'y' : 'n';
+		if (s && unshare(CLONE_NEWNET) == 0 && latch_tc_hook_create(1, &created) == 0) {
+			r[1] = latch_tc_attach(1, false, bpf_program__fd(s->progs.latch_from_guest), false) == 0 &&
+					       latch_tc_attach(1, true, bpf_program__fd(s->progs.latch_to_guest), false) == 0
+				       ? 'y'
+				       : 'n';
+		}
+		if (write(pipefd[1], r, 2) != 2)
+			_exit(1);
+		latch_tc__destroy(s);
+		_exit(0);
+	}
+	close(pipefd[1]);
+	if (pid > 0) {
+		if (read(pipefd[0], buf, 2) != 2)
+			buf[0] = buf[1] = 'x';
+		waitpid(pid, &status, 0);
+	}
+	close(pipefd[0]);
+	if (buf[0] == 'y')
+		set(load, OK, "the verifier accepted latch_from_guest and latch_to_guest", NULL);
+	else
+		set(load, FAIL, "the kernel refused latch's programs",
+		    "run `latch -v doctor` for the verifier log; a 5.15+ kernel with BTF is needed");
+	if (buf[1] == 'y')
+		set(cls, OK, "clsact created and both filters attached in a scratch netns", NULL);
+	else
+		set(cls, FAIL, "could not attach to clsact in a scratch netns",
+		    "load the sch_ingress and cls_bpf modules (modprobe sch_ingress cls_bpf)");
+}
+
+static void check_cgroup2(struct check *c)
+{
+	FILE *f = fopen("/proc/mounts", "r");
+	char dev[256], mnt[512], type[64], line[1024], d[600];
+	bool found = false;
+
+	c->name = "cgroup v2";
+	while (f && fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%255s %511s %63s", dev, mnt, type) == 3 && !strcmp(type, "cgroup2")) {
+			found = true;
+			break;
+		}
+	}
+	if (f)
+		fclose(f);
+	if (found) {
+		snprintf(d, sizeof(d), "mounted at %s", mnt);
+		set(c, OK, d, NULL);
+	} else {
+		set(c, FAIL, "no cgroup2 mount in /proc/mounts (rooms need it)",
+		    "mount -t cgroup2 none /sys/fs/cgroup/unified");
+	}
+}
+
+static void quiet_libvirt(void *arg, virErrorPtr e)
+{
+	/* the check reports the failure in its own words */
+}
+
+static void check_libvirt(struct check *c)
+{
+	virConnectPtr conn;
+	char d[256];
+	unsigned long ver = 0;
+
+	c->name = "libvirt";
+	virSetErrorFunc(NULL, quiet_libvirt);
+	conn = virConnectOpenReadOnly("qemu:///system");
+	if (!conn) {
+		set(c, FAIL, "cannot connect to qemu:///system (VM sandboxes need it)",
+		    "apt-get install libvirt-daemon-system; virtlogd -d; libvirtd -d");
+		return;
+	}
+	virConnectGetLibVersion(conn, &ver);
+	snprintf(d, sizeof(d), "qemu:///system answers (libvirt %lu.%lu.%lu)", ver / 1000000, ver / 1000 % 1000,
+		 ver % 1000);
+	set(c, OK, d, NULL);
+	virConnectClose(conn);
+}
+
+static void check_kvm(struct check *c)
+{
+	FILE *f = fopen("/proc/cpuinfo", "r");
+	char line[4096];
+	bool virt = false;
+
+	c->name = "KVM";
+	while (f && fgets(line, sizeof(line), f))
+		if (!strncmp(line, "flags", 5) && (strstr(line, " vmx") || strstr(line, " svm")))
+			virt = true;
+	if (f)
+		fclose(f);
+	if (access("/dev/kvm", R_OK | W_OK))
+		set(c, WARN, "no usable /dev/kvm: guests run under TCG (software emulation, slower)",
+		    "enable virtualization in firmware and modprobe kvm_intel or kvm_amd");
+	else if (!virt)
+		set(c, WARN, "/dev/kvm exists but the CPU shows no vmx/svm: guests run under TCG",
+		    "give this VM nested virtualization to use KVM");
+	else
+		set(c, OK, "/dev/kvm and vmx/svm present", NULL);
+}
+
+int cmd_doctor(int argc, char **argv)
+{
+	struct check c[8];
+	int n = 0, failed = 0;
+	json_t *arr = json_array();
+	static const char *const lv[] = { "ok", "warn", "FAIL" };
+
+	memset(c, 0, sizeof(c));
+	if (argc != 1)
+		return latch_err(LATCH_EXIT_USAGE, "doctor takes no arguments");
+	check_btf(&c[n++]);
+	check_bpffs(&c[n++]);
+	check_caps(&c[n++]);
+	check_load_and_clsact(&c[n], &c[n + 1]);
+	n += 2;
+	check_cgroup2(&c[n++]);
+	check_libvirt(&c[n++]);
+	check_kvm(&c[n++]);
+	for (int i = 0; i < n; i++) {
+		if (c[i].level == FAIL)
+			failed++;
+		if (!latch_json) {
+			printf("%-4s  %-18s %s\n", lv[c[i].level], c[i].name, c[i].detail);
+			if (c[i].level != OK && *c[i].fix)
+				printf("      %-18s fix: %s\n", "", c[i].fix);
+		}
+		json_array_append_new(arr, json_pack("{s:s, s:s, s:s, s:s}", "check", c[i].name, "result",
+						     lv[c[i].level], "detail", c[i].detail, "fix", c[i].fix));
+	}
+	latch_json_out(json_pack("{s:o, s:i}", "checks", arr, "failed", failed));
+	return failed ? LATCH_EXIT_FAILED : 0;
+}

@@ -1,0 +1,147 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * cmd_egress.c - `latch egress NAME allow|revoke|show`.
+ *
+ * Every ENTRY is parsed before the first map is touched, so one bad entry
+ * means nothing was applied.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "loader/policy.h"
+#include "loader/sandbox.h"
+
+static const char *origin_name(int o)
+{
+	switch (o) {
+	case LATCH_ORIGIN_GRANT: return "grant";
+	case LATCH_ORIGIN_LEARNED: return "learned";
+	case LATCH_ORIGIN_PROFILE: return "profile";
+	default: return "egress";
+	}
+}
+
+static int show_one(const struct latch_policy_item *it, void *arg)
+{
+	json_t *arr = arg;
+	char text[160];
+	uint64_t now = latch_now_boot_ns();
+	json_t *o;
+
+	latch_entry_format(&it->entry, text, sizeof(text));
+	o = json_pack("{s:s, s:s}", "entry", text, "origin", origin_name(it->rule.origin));
+	if (it->rule.expires_ns)
+		json_object_set_new(o, "seconds_left",
+				    json_real((double)(it->rule.expires_ns - now) / 1e9));
+	json_array_append_new(arr, o);
+	if (!latch_json) {
+		if (it->rule.expires_ns)
+			printf("  %-44s %-8s %.1f s left\n", text, origin_name(it->rule.origin),
+			       (double)(it->rule.expires_ns - now) / 1e9);
+		else
+			printf("  %-44s %-8s permanent\n", text, origin_name(it->rule.origin));
+	}
+	return 0;
+}
+
+int cmd_egress(int argc, char **argv)
+{
+	char err[LATCH_ERR_MAX];
+	const char *name, *verb;
+	struct latch_entry *entries;
+	struct latch_sandbox *sb;
+	uint32_t for_s = 0;
+	int n = 0, rc = 0;
+
+	if (argc < 3)
+		return latch_err(LATCH_EXIT_USAGE, "usage: latch egress NAME allow|revoke ENTRY... | show");
+	name = argv[1];
+	verb = argv[2];
+	if (latch_parse_name(name, err, sizeof(err)))
+		return latch_err(LATCH_EXIT_USAGE, "%s", err);
+	if (strcmp(verb, "allow") && strcmp(verb, "revoke") && strcmp(verb, "show"))
+		return latch_err(LATCH_EXIT_USAGE, "egress: unknown action '%s'; use allow, revoke or show", verb);
+
+	entries = calloc(argc, sizeof(*entries));
+	if (!entries)
+		return latch_err(LATCH_EXIT_FAILED, "out of memory");
+	for (int i = 3; i < argc; i++) {
+		if (!strcmp(argv[i], "--for")) {
+			if (strcmp(verb, "allow")) {
+				rc = latch_err(LATCH_EXIT_USAGE, "--for goes with allow");
+				goto out;
+			}
+			if (i + 1 >= argc || latch_parse_uint(argv[i + 1], 1, 31536000, &for_s)) {
+				rc = latch_err(LATCH_EXIT_USAGE, "--for needs a number of seconds from 1 to 31536000");
+				goto out;
+			}
+			i++;
+			continue;
+		}
+		if (!strcmp(verb, "show")) {
+			rc = latch_err(LATCH_EXIT_USAGE, "show takes no entries");
+			goto out;
+		}
+		if (latch_parse_entry(argv[i], &entries[n], err, sizeof(err))) {
+			rc = latch_err(LATCH_EXIT_USAGE, "%s", err);
+			goto out;
+		}
+		n++;
+	}
+	if (strcmp(verb, "show") && !n) {
+		rc = latch_err(LATCH_EXIT_USAGE, "%s needs at least one ENTRY (ADDR|CIDR[:PORTS][/tcp|udp|icmp])", verb);
+		goto out;
+	}
+	if (latch_need_root("egress")) {
+		rc = LATCH_EXIT_USAGE;
+		goto out;
+	}
+	sb = latch_sandbox_open(name, err, sizeof(err));
+	if (!sb) {
+		rc = latch_err(LATCH_EXIT_USAGE, "%s", err);
+		goto out;
+	}
+	if (!strcmp(verb, "show")) {
+		json_t *arr = json_array();
+
+		if (!latch_json)
+			printf("%s egress:\n", name);
+		int count = latch_policy_list(sb, show_one, arr);
+
+		if (!latch_json && count == 0)
+			printf("  (nothing: default deny)\n");
+		latch_json_out(json_pack("{s:s, s:o}", "sandbox", name, "entries", arr));
+	} else {
+		uint64_t expires = for_s ? latch_now_boot_ns() + (uint64_t)for_s * 1000000000ULL : 0;
+
+		for (int i = 0; i < n && !rc; i++) {
+			char text[160];
+			int e = !strcmp(verb, "allow")
+					? latch_policy_allow(sb, &entries[i], expires, LATCH_ORIGIN_EGRESS, err, sizeof(err))
+					: latch_policy_revoke(sb, &entries[i], err, sizeof(err));
+
+			if (e) {
+				rc = latch_err(e == -ENOENT || e == -EINVAL ? LATCH_EXIT_USAGE : LATCH_EXIT_FAILED, "%s",
+					       err);
+				break;
+			}
+			latch_entry_format(&entries[i], text, sizeof(text));
+			if (!latch_json) {
+				if (for_s)
+					printf("%s %s for %u s\n", !strcmp(verb, "allow") ? "allowed" : "revoked", text,
+					       for_s);
+				else
+					printf("%s %s\n", !strcmp(verb, "allow") ? "allowed" : "revoked", text);
+			}
+		}
+		if (!rc)
+			latch_json_out(json_pack("{s:s, s:s, s:i}", "sandbox", name, "action", verb, "entries", n));
+	}
+	latch_sandbox_free(sb);
+out:
+	free(entries);
+	return rc;
+}

@@ -1,0 +1,154 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * latch.c - the `latch` command: global options and the noun table.
+ *
+ * Nouns match on a unique prefix (`latch st` is status), bpftool style.
+ * Every command takes --json; every error goes through latch_err().
+ */
+#include <bpf/libbpf.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/capability.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+
+bool latch_json;
+static bool verbose;
+
+static const struct latch_cmd cmds[] = {
+	{ "attach", cmd_attach,
+	  "attach NAME --dev IFACE --guest-mac MAC --guest-ip IP[,IP6] --host-ip IP[,IP6]\n"
+	  "             [--resolver IP[,IP6]] [--host-port PORT]... [--dns-rate N] [--dns-burst N]\n"
+	  "       attach NAME",
+	  "put default-deny egress on a link; with NAME alone, re-attach from its pins" },
+	{ "detach", cmd_detach, "detach NAME", "take enforcement off a link and remove its pins" },
+	{ "egress", cmd_egress,
+	  "egress NAME allow ENTRY... [--for SECONDS]\n"
+	  "       egress NAME revoke ENTRY...\n"
+	  "       egress NAME show",
+	  "change or show what a sandbox may reach; ENTRY is ADDR|CIDR[:PORTS][/tcp|udp|icmp]" },
+	{ "status", cmd_status, "status [NAME]", "what the kernel enforces now, read back from it" },
+	{ "doctor", cmd_doctor, "doctor", "check this host, with a fix for each failure" },
+};
+
+#define NCMDS (sizeof(cmds) / sizeof(cmds[0]))
+
+int latch_err(int code, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (latch_json) {
+		json_t *o = json_pack("{s:s, s:i}", "error", msg, "exit", code);
+
+		json_dumpf(o, stdout, JSON_INDENT(2));
+		putchar('\n');
+		json_decref(o);
+	} else {
+		fprintf(stderr, "latch: %s\n", msg);
+	}
+	return code;
+}
+
+void latch_json_out(json_t *obj)
+{
+	if (latch_json && obj) {
+		json_dumpf(obj, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+		putchar('\n');
+	}
+	json_decref(obj);
+}
+
+int latch_need_root(const char *what)
+{
+	cap_t caps = cap_get_proc();
+	cap_flag_value_t bpf = CAP_CLEAR, net = CAP_CLEAR, admin = CAP_CLEAR;
+
+	if (caps) {
+		cap_get_flag(caps, CAP_BPF, CAP_EFFECTIVE, &bpf);
+		cap_get_flag(caps, CAP_NET_ADMIN, CAP_EFFECTIVE, &net);
+		cap_get_flag(caps, CAP_SYS_ADMIN, CAP_EFFECTIVE, &admin);
+		cap_free(caps);
+	}
+	if ((bpf == CAP_SET || admin == CAP_SET) && net == CAP_SET)
+		return 0;
+	return latch_err(LATCH_EXIT_USAGE, "%s needs root (CAP_BPF and CAP_NET_ADMIN); run it with sudo", what);
+}
+
+static int libbpf_quiet(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	if (level == LIBBPF_DEBUG && !verbose)
+		return 0;
+	if (level != LIBBPF_WARN && !verbose)
+		return 0;
+	return vfprintf(stderr, fmt, ap);
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: latch [--json] [-v] COMMAND ...\n\n");
+	for (size_t i = 0; i < NCMDS; i++)
+		fprintf(f, "  latch %s\n      %s\n", cmds[i].usage, cmds[i].help);
+	fprintf(f, "\nexit codes: 0 ok, 1 failed, 2 usage, 3 posture not verified\n"
+		   "LATCH_BPFFS moves the bpffs root (default /sys/fs/bpf).\n");
+}
+
+int main(int argc, char **argv)
+{
+	const struct latch_cmd *match = NULL;
+	int i = 1, nmatch = 0, sub_argc;
+	char *sub_argv[256];
+
+	/* --json and -v may stand anywhere; strip them before dispatch */
+	sub_argc = 0;
+	for (int a = 0; a < argc && sub_argc < 255; a++) {
+		if (a > 0 && !strcmp(argv[a], "--json"))
+			latch_json = true;
+		else if (a > 0 && (!strcmp(argv[a], "-v") || !strcmp(argv[a], "--verbose")))
+			verbose = true;
+		else
+			sub_argv[sub_argc++] = argv[a];
+	}
+	sub_argv[sub_argc] = NULL;
+	argc = sub_argc;
+	argv = sub_argv;
+	libbpf_set_print(libbpf_quiet);
+
+	if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+		if (argc >= 3) {
+			for (size_t c = 0; c < NCMDS; c++)
+				if (!strcmp(cmds[c].name, argv[2])) {
+					printf("usage: latch %s\n%s\n", cmds[c].usage, cmds[c].help);
+					return 0;
+				}
+		}
+		usage(argc < 2 ? stderr : stdout);
+		return argc < 2 ? LATCH_EXIT_USAGE : 0;
+	}
+	for (size_t c = 0; c < NCMDS; c++) {
+		if (!strcmp(cmds[c].name, argv[i])) {
+			match = &cmds[c];
+			nmatch = 1;
+			break;
+		}
+		if (!strncmp(cmds[c].name, argv[i], strlen(argv[i]))) {
+			match = &cmds[c];
+			nmatch++;
+		}
+	}
+	if (nmatch == 0)
+		return latch_err(LATCH_EXIT_USAGE, "unknown command '%s'; see `latch help`", argv[i]);
+	if (nmatch > 1)
+		return latch_err(LATCH_EXIT_USAGE, "'%s' is ambiguous; see `latch help`", argv[i]);
+	for (int a = 2; a < argc; a++)
+		if (!strcmp(argv[a], "--help") || !strcmp(argv[a], "-h")) {
+			printf("usage: latch %s\n%s\n", match->usage, match->help);
+			return 0;
+		}
+	return match->fn(argc - 1, argv + 1);
+}

@@ -1,0 +1,289 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * parse.c - sandbox names, MACs, addresses, ports and egress entries.
+ *
+ * Errors say what was wrong and how to write it, because the operator is
+ * usually typing these by hand.
+ */
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "loader/parse.h"
+
+__attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err && errlen) {
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return -EINVAL;
+}
+
+int latch_parse_name(const char *s, char *err, size_t errlen)
+{
+	size_t n = strlen(s);
+
+	if (n < 1 || n > LATCH_NAME_MAX)
+		return fail(err, errlen, "sandbox name '%s' must be 1-%d characters of a-z, 0-9 and '-'", s,
+			    LATCH_NAME_MAX);
+	for (size_t i = 0; i < n; i++)
+		if (!(islower((unsigned char)s[i]) || isdigit((unsigned char)s[i]) || s[i] == '-'))
+			return fail(err, errlen, "sandbox name '%s' has '%c'; use only a-z, 0-9 and '-'", s,
+				    s[i]);
+	return 0;
+}
+
+int latch_parse_mac(const char *s, uint8_t mac[6], char *err, size_t errlen)
+{
+	unsigned int b[6];
+	char tail;
+
+	if (sscanf(s, "%2x:%2x:%2x:%2x:%2x:%2x%c", &b[0], &b[1], &b[2], &b[3], &b[4], &b[5], &tail) != 6 ||
+	    strlen(s) != 17)
+		return fail(err, errlen, "MAC '%s' is not of the form 52:54:00:12:34:56", s);
+	for (int i = 0; i < 6; i++)
+		mac[i] = b[i];
+	if (mac[0] & 1)
+		return fail(err, errlen, "MAC '%s' is a multicast address; give the guest's unicast MAC", s);
+	return 0;
+}
+
+int latch_parse_addr(const char *s, struct latch_addr *a, char *err, size_t errlen)
+{
+	memset(a, 0, sizeof(*a));
+	if (inet_pton(AF_INET, s, &a->v4) == 1) {
+		a->family = AF_INET;
+		return 0;
+	}
+	if (inet_pton(AF_INET6, s, &a->v6) == 1) {
+		a->family = AF_INET6;
+		return 0;
+	}
+	return fail(err, errlen, "'%s' is not an IPv4 or IPv6 address", s);
+}
+
+int latch_parse_uint(const char *s, uint32_t min, uint32_t max, uint32_t *out)
+{
+	char *end;
+	unsigned long v;
+
+	if (!*s || !isdigit((unsigned char)*s))
+		return -EINVAL;
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || *end || v < min || v > max)
+		return -ERANGE;
+	*out = v;
+	return 0;
+}
+
+int latch_parse_port(const char *s, uint16_t *port, char *err, size_t errlen)
+{
+	uint32_t v;
+
+	if (latch_parse_uint(s, 1, 65535, &v))
+		return fail(err, errlen, "port '%s' must be a number from 1 to 65535", s);
+	*port = v;
+	return 0;
+}
+
+int latch_parse_ports(const char *s, struct latch_port_range *out, int max, int *n, char *err, size_t errlen)
+{
+	char buf[256], *save = NULL, *tok;
+
+	*n = 0;
+	if (strlen(s) >= sizeof(buf))
+		return fail(err, errlen, "port list '%s' is too long", s);
+	if (!*s)
+		return fail(err, errlen, "empty port list after ':'; write e.g. :443 or :80,443 or :8000-8100");
+	strcpy(buf, s);
+	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		char *dash = strchr(tok, '-');
+		uint16_t lo = 0, hi = 0;
+
+		if (dash) {
+			*dash = '\0';
+			if (latch_parse_port(tok, &lo, err, errlen) || latch_parse_port(dash + 1, &hi, err, errlen))
+				return -EINVAL;
+			if (lo > hi)
+				return fail(err, errlen, "port range %u-%u runs backwards; write %u-%u", lo, hi, hi,
+					    lo);
+		} else {
+			if (latch_parse_port(tok, &lo, err, errlen))
+				return -EINVAL;
+			hi = lo;
+		}
+		if (*n >= max)
+			return fail(err, errlen, "port list '%s' has more than %d parts; use a range", s, max);
+		out[*n].lo = lo;
+		out[*n].hi = hi;
+		(*n)++;
+	}
+	if (!*n)
+		return fail(err, errlen, "empty port list '%s'", s);
+	return 0;
+}
+
+static int host_bits_clear(const struct latch_addr *a, int plen)
+{
+	int bits = a->family == AF_INET ? 32 : 128;
+
+	for (int i = plen; i < bits; i++)
+		if (a->bytes[i / 8] & (0x80 >> (i % 8)))
+			return 0;
+	return 1;
+}
+
+static void clear_host_bits(struct latch_addr *a, int plen)
+{
+	int bits = a->family == AF_INET ? 32 : 128;
+
+	for (int i = plen; i < bits; i++)
+		a->bytes[i / 8] &= ~(0x80 >> (i % 8));
+}
+
+/* ADDR or ADDR/PLEN */
+static int parse_cidr(char *s, const char *whole, struct latch_entry *e, char *err, size_t errlen)
+{
+	char *slash = strchr(s, '/');
+	int max;
+	uint32_t plen;
+
+	if (slash)
+		*slash = '\0';
+	if (latch_parse_addr(s, &e->addr, NULL, 0))
+		return fail(err, errlen,
+			    "'%s': '%s' is not an IPv4 or IPv6 address (write ADDR|CIDR[:PORTS][/tcp|udp|icmp], "
+			    "IPv6 with ports in brackets: [2001:db8::1]:443)",
+			    whole, s);
+	max = e->addr.family == AF_INET ? 32 : 128;
+	e->prefixlen = max;
+	if (slash) {
+		if (latch_parse_uint(slash + 1, 0, max, &plen))
+			return fail(err, errlen, "'%s': prefix length '%s' must be 0 to %d", whole, slash + 1, max);
+		e->prefixlen = plen;
+		if (!host_bits_clear(&e->addr, plen)) {
+			char fixed[INET6_ADDRSTRLEN];
+			struct latch_addr net = e->addr;
+
+			clear_host_bits(&net, plen);
+			latch_addr_format(&net, fixed, sizeof(fixed));
+			return fail(err, errlen, "'%s' has host bits set; did you mean %s/%u?", whole, fixed, plen);
+		}
+	}
+	return 0;
+}
+
+int latch_parse_entry(const char *s, struct latch_entry *e, char *err, size_t errlen)
+{
+	char buf[512], *addr, *ports = NULL, *p;
+	size_t n = strlen(s);
+	static const struct {
+		const char *suffix;
+		uint8_t proto;
+	} protos[] = { { "/tcp", LATCH_PROTO_TCP }, { "/udp", LATCH_PROTO_UDP }, { "/icmp", LATCH_PROTO_ICMP } };
+
+	memset(e, 0, sizeof(*e));
+	if (n == 0 || n >= sizeof(buf))
+		return fail(err, errlen, "entry '%s' is empty or too long", s);
+	strcpy(buf, s);
+	e->proto = LATCH_PROTO_ANY;
+	for (size_t i = 0; i < sizeof(protos) / sizeof(protos[0]); i++) {
+		size_t sl = strlen(protos[i].suffix);
+
+		if (n > sl && !strcasecmp(buf + n - sl, protos[i].suffix)) {
+			e->proto = protos[i].proto;
+			buf[n - sl] = '\0';
+			break;
+		}
+	}
+
+	if (buf[0] == '[') {
+		p = strchr(buf, ']');
+		if (!p)
+			return fail(err, errlen, "'%s': '[' without ']'; write [2001:db8::1]:443", s);
+		*p = '\0';
+		addr = buf + 1;
+		if (p[1] == ':')
+			ports = p + 2;
+		else if (p[1])
+			return fail(err, errlen, "'%s': expected ':PORTS' after ']'", s);
+		if (!strchr(addr, ':'))
+			return fail(err, errlen, "'%s': brackets are for IPv6; write IPv4 as 203.0.113.7:443", s);
+	} else if ((p = strchr(buf, ':')) && strchr(p + 1, ':')) {
+		addr = buf; /* bare IPv6: no ports without brackets */
+	} else {
+		addr = buf;
+		if (p) {
+			*p = '\0';
+			ports = p + 1;
+		}
+	}
+	if (parse_cidr(addr, s, e, err, errlen))
+		return -EINVAL;
+	if (ports) {
+		char perr[LATCH_ERR_MAX];
+
+		if (latch_parse_ports(ports, e->ports, LATCH_RULES_MAX, &e->n_ports, perr, sizeof(perr)))
+			return fail(err, errlen, "'%s': %s", s, perr);
+		if (e->proto == LATCH_PROTO_ICMP)
+			return fail(err, errlen, "'%s': ICMP has no ports; write ADDR/icmp", s);
+	}
+	return 0;
+}
+
+void latch_addr_format(const struct latch_addr *a, char *buf, size_t len)
+{
+	if (!inet_ntop(a->family, a->bytes, buf, len))
+		snprintf(buf, len, "?");
+}
+
+void latch_entry_format(const struct latch_entry *e, char *buf, size_t len)
+{
+	char a[INET6_ADDRSTRLEN], cidr[INET6_ADDRSTRLEN + 8], ports[160] = "";
+	int full = e->prefixlen == (e->addr.family == AF_INET ? 32 : 128);
+	size_t off = 0;
+
+	latch_addr_format(&e->addr, a, sizeof(a));
+	if (full)
+		snprintf(cidr, sizeof(cidr), "%s", a);
+	else
+		snprintf(cidr, sizeof(cidr), "%s/%d", a, e->prefixlen);
+	for (int i = 0; i < e->n_ports && off < sizeof(ports); i++) {
+		if (e->ports[i].lo == e->ports[i].hi)
+			off += snprintf(ports + off, sizeof(ports) - off, "%s%u", i ? "," : "", e->ports[i].lo);
+		else
+			off += snprintf(ports + off, sizeof(ports) - off, "%s%u-%u", i ? "," : "", e->ports[i].lo,
+					e->ports[i].hi);
+	}
+	snprintf(buf, len, "%s%s%s%s%s%s", e->addr.family == AF_INET6 && *ports ? "[" : "", cidr,
+		 e->addr.family == AF_INET6 && *ports ? "]" : "", *ports ? ":" : "", ports,
+		 e->proto == LATCH_PROTO_TCP	? "/tcp"
+		 : e->proto == LATCH_PROTO_UDP	? "/udp"
+		 : e->proto == LATCH_PROTO_ICMP ? "/icmp"
+						: "");
+}
+
+void latch_entry_rule(const struct latch_entry *e, int i, uint64_t expires_ns, int origin, struct latch_rule *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->expires_ns = expires_ns;
+	out->proto = e->proto;
+	out->origin = origin;
+	if (e->n_ports == 0) {
+		out->port_lo = 0;
+		out->port_hi = 0xffff;
+	} else {
+		out->port_lo = e->ports[i].lo;
+		out->port_hi = e->ports[i].hi;
+	}
+}

@@ -1,0 +1,610 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * policy.c - entries into the exact, prefix and timed maps, and back out.
+ *
+ * The programs look up the exact hash, then the longest prefix, then the
+ * longest timed entry, and an entry whose rules don't match falls through
+ * to the next map.  Inside one trie only the longest match is seen, so every
+ * prefix carries copies of the rules of the prefixes that cover it.
+ */
+#include <arpa/inet.h>
+#include <bpf/bpf.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "loader/policy.h"
+
+__attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err && errlen) {
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return -EINVAL;
+}
+
+static int same_ports(const struct latch_rule *a, const struct latch_rule *b)
+{
+	return a->proto == b->proto && a->port_lo == b->port_lo && a->port_hi == b->port_hi;
+}
+
+int latch_rules_merge(struct latch_rules *r, const struct latch_rule *rule)
+{
+	for (__u32 i = 0; i < r->n; i++) {
+		struct latch_rule *x = &r->rule[i];
+
+		if (!same_ports(x, rule) || (x->flags & LATCH_RULE_INHERITED) != (rule->flags & LATCH_RULE_INHERITED))
+			continue;
+		if (rule->flags & LATCH_RULE_INHERITED) {
+			if (x->expires_ns == rule->expires_ns)
+				return 0;
+			continue;
+		}
+		/* The newest word on an entry wins: a grant may be shortened too. */
+		x->expires_ns = rule->expires_ns;
+		x->origin = rule->origin;
+		return 0;
+	}
+	if (r->n >= LATCH_RULES_MAX)
+		return -E2BIG;
+	r->rule[r->n++] = *rule;
+	return 0;
+}
+
+static void rules_delete_at(struct latch_rules *r, __u32 i)
+{
+	memmove(&r->rule[i], &r->rule[i + 1], (r->n - i - 1) * sizeof(r->rule[0]));
+	r->n--;
+	memset(&r->rule[r->n], 0, sizeof(r->rule[0]));
+}
+
+int latch_rules_remove(struct latch_rules *r, const struct latch_entry *e)
+{
+	int removed = 0;
+
+	for (__u32 i = 0; i < r->n;) {
+		struct latch_rule *x = &r->rule[i];
+		int match = 0;
+
+		if (!(x->flags & LATCH_RULE_INHERITED)) {
+			if (e->n_ports == 0)
+				match = e->proto == LATCH_PROTO_ANY || x->proto == e->proto;
+			for (int p = 0; p < e->n_ports && !match; p++)
+				match = x->proto == e->proto && x->port_lo == e->ports[p].lo &&
+					x->port_hi == e->ports[p].hi;
+		}
+		if (match) {
+			rules_delete_at(r, i);
+			removed++;
+		} else {
+			i++;
+		}
+	}
+	return removed;
+}
+
+int latch_rules_prune(struct latch_rules *r, uint64_t now_ns)
+{
+	int removed = 0;
+
+	for (__u32 i = 0; i < r->n;) {
+		if (r->rule[i].expires_ns && r->rule[i].expires_ns <= now_ns) {
+			rules_delete_at(r, i);
+			removed++;
+		} else {
+			i++;
+		}
+	}
+	return removed;
+}
+
+/* One kind of policy map and how its keys are laid out. */
+struct kind {
+	enum latch_map_id map;
+	int family;
+	int lpm;
+	int gen;
+};
+
+static const struct kind kinds[] = {
+	{ LATCH_MAP_EXACT4, AF_INET, 0, 1 },  { LATCH_MAP_EXACT6, AF_INET6, 0, 1 },
+	{ LATCH_MAP_PREFIX4, AF_INET, 1, 1 }, { LATCH_MAP_PREFIX6, AF_INET6, 1, 1 },
+	{ LATCH_MAP_TIMED4, AF_INET, 1, 0 },  { LATCH_MAP_TIMED6, AF_INET6, 1, 0 },
+};
+
+static int alen(const struct kind *k)
+{
+	return k->family == AF_INET ? 4 : 16;
+}
+
+static const struct kind *kind_for(int family, int full, int timed)
+{
+	int base = timed ? 4 : full ? 0 : 2;
+
+	return &kinds[base + (family == AF_INET6)];
+}
+
+/* Keys are {[prefixlen][gen] addr}; see latch_abi.h. */
+static void key_make(const struct kind *k, __u32 gen, const uint8_t *addr, int plen, uint8_t *key)
+{
+	size_t off = 0;
+
+	if (k->lpm) {
+		__u32 pl = plen + (k->gen ? 32 : 0);
+
+		memcpy(key, &pl, 4);
+		off = 4;
+	}
+	if (k->gen) {
+		memcpy(key + off, &gen, 4);
+		off += 4;
+	}
+	memcpy(key + off, addr, alen(k));
+}
+
+static void key_parse(const struct kind *k, const uint8_t *key, __u32 *gen, uint8_t *addr, int *plen)
+{
+	size_t off = 0;
+	__u32 pl = alen(k) * 8;
+
+	*gen = 0;
+	if (k->lpm) {
+		memcpy(&pl, key, 4);
+		off = 4;
+		if (k->gen)
+			pl -= 32;
+	}
+	if (k->gen) {
+		memcpy(gen, key + off, 4);
+		off += 4;
+	}
+	memset(addr, 0, 16);
+	memcpy(addr, key + off, alen(k));
+	*plen = pl;
+}
+
+static int covers(const uint8_t *net, int plen, const uint8_t *addr)
+{
+	for (int i = 0; i < plen; i++)
+		if ((net[i / 8] ^ addr[i / 8]) & (0x80 >> (i % 8)))
+			return 0;
+	return 1;
+}
+
+static int fd_of(struct latch_sandbox *sb, const struct kind *k)
+{
+	return latch_sandbox_map_fd(sb, k->map);
+}
+
+/* Rules of the nearest covering prefix, if any. */
+static int lpm_ancestor(struct latch_sandbox *sb, const struct kind *k, __u32 gen, const uint8_t *addr, int plen,
+			struct latch_rules *out)
+{
+	uint8_t key[32];
+
+	if (plen == 0)
+		return 0;
+	key_make(k, gen, addr, plen - 1, key);
+	return bpf_map_lookup_elem(fd_of(sb, k), key, out) == 0;
+}
+
+/* Rewrite one prefix: its own rules plus its nearest ancestor's, or delete it. */
+static int lpm_refresh(struct latch_sandbox *sb, const struct kind *k, __u32 gen, const uint8_t *addr, int plen,
+		       const struct latch_rules *own_in)
+{
+	struct latch_rules v = { 0 }, anc;
+	uint8_t key[32];
+
+	for (__u32 i = 0; i < own_in->n; i++)
+		if (!(own_in->rule[i].flags & LATCH_RULE_INHERITED))
+			v.rule[v.n++] = own_in->rule[i];
+	key_make(k, gen, addr, plen, key);
+	if (!v.n)
+		return bpf_map_delete_elem(fd_of(sb, k), key) && errno != ENOENT ? -errno : 0;
+	if (lpm_ancestor(sb, k, gen, addr, plen, &anc)) {
+		for (__u32 i = 0; i < anc.n; i++) {
+			struct latch_rule r = anc.rule[i];
+
+			r.flags |= LATCH_RULE_INHERITED;
+			if (latch_rules_merge(&v, &r))
+				return -E2BIG;
+		}
+	}
+	return bpf_map_update_elem(fd_of(sb, k), key, &v, BPF_ANY) ? -errno : 0;
+}
+
+struct desc {
+	uint8_t addr[16];
+	int plen;
+};
+
+static int cmp_desc(const void *a, const void *b)
+{
+	return ((const struct desc *)a)->plen - ((const struct desc *)b)->plen;
+}
+
+/* Refresh every prefix strictly under (addr, plen), shortest first. */
+static int lpm_refresh_below(struct latch_sandbox *sb, const struct kind *k, __u32 gen, const uint8_t *addr, int plen)
+{
+	uint8_t key[32], next[32], a[16];
+	struct desc *d = NULL;
+	int n = 0, cap = 0, rc = 0, pl;
+	void *prev = NULL;
+	__u32 g;
+
+	while (bpf_map_get_next_key(fd_of(sb, k), prev, next) == 0) {
+		memcpy(key, next, sizeof(key));
+		prev = key;
+		key_parse(k, key, &g, a, &pl);
+		if (g != gen || pl <= plen || !covers(addr, plen, a))
+			continue;
+		if (n == cap) {
+			struct desc *nd = realloc(d, (cap = cap ? cap * 2 : 16) * sizeof(*d));
+
+			if (!nd) {
+				free(d);
+				return -ENOMEM;
+			}
+			d = nd;
+		}
+		memcpy(d[n].addr, a, 16);
+		d[n++].plen = pl;
+	}
+	qsort(d, n, sizeof(*d), cmp_desc);
+	for (int i = 0; i < n && !rc; i++) {
+		struct latch_rules v;
+
+		key_make(k, gen, d[i].addr, d[i].plen, key);
+		if (bpf_map_lookup_elem(fd_of(sb, k), key, &v) == 0)
+			rc = lpm_refresh(sb, k, gen, d[i].addr, d[i].plen, &v);
+	}
+	free(d);
+	return rc;
+}
+
+static int set_flags(struct latch_sandbox *sb, __u32 flags, int bump_version)
+{
+	struct latch_config cfg;
+	int err = latch_sandbox_read_config(sb, &cfg);
+
+	if (err)
+		return err;
+	if ((cfg.flags & flags) == flags && !bump_version)
+		return 0;
+	cfg.flags |= flags;
+	if (bump_version)
+		cfg.policy_version++;
+	return latch_sandbox_write_config(sb, &cfg);
+}
+
+static __u32 have_flag(const struct kind *k)
+{
+	if (k->map == LATCH_MAP_PREFIX4)
+		return LATCH_CFG_HAVE_PREFIX4;
+	if (k->map == LATCH_MAP_PREFIX6)
+		return LATCH_CFG_HAVE_PREFIX6;
+	if (k->map == LATCH_MAP_TIMED4)
+		return LATCH_CFG_HAVE_TIMED4;
+	if (k->map == LATCH_MAP_TIMED6)
+		return LATCH_CFG_HAVE_TIMED6;
+	return 0;
+}
+
+int latch_policy_allow(struct latch_sandbox *sb, const struct latch_entry *e, uint64_t expires_ns, int origin,
+		       char *err, size_t errlen)
+{
+	int full = e->prefixlen == (e->addr.family == AF_INET ? 32 : 128);
+	const struct kind *k = kind_for(e->addr.family, full, expires_ns != 0);
+	struct latch_rules v = { 0 };
+	struct latch_config cfg;
+	uint8_t key[32];
+	char text[160];
+	int rc;
+
+	if (latch_sandbox_read_config(sb, &cfg))
+		return fail(err, errlen, "cannot read the config of '%s'", latch_sandbox_name(sb));
+	latch_entry_format(e, text, sizeof(text));
+	key_make(k, cfg.policy_gen, e->addr.bytes, e->prefixlen, key);
+	bpf_map_lookup_elem(fd_of(sb, k), key, &v);
+	if (expires_ns)
+		latch_rules_prune(&v, latch_now_boot_ns());
+	for (int i = 0; i < (e->n_ports ? e->n_ports : 1); i++) {
+		struct latch_rule r;
+
+		latch_entry_rule(e, i, expires_ns, origin, &r);
+		if (latch_rules_merge(&v, &r))
+			return fail(err, errlen, "%s: more than %d port rules on one address; use a range", text,
+				    LATCH_RULES_MAX);
+	}
+	/* Flags first: a trie entry must never sit where the program skips it. */
+	rc = set_flags(sb, have_flag(k), 0);
+	if (!rc && k->lpm) {
+		rc = lpm_refresh(sb, k, cfg.policy_gen, e->addr.bytes, e->prefixlen, &v);
+		if (!rc)
+			rc = lpm_refresh_below(sb, k, cfg.policy_gen, e->addr.bytes, e->prefixlen);
+	} else if (!rc) {
+		rc = bpf_map_update_elem(fd_of(sb, k), key, &v, BPF_ANY) ? -errno : 0;
+	}
+	if (rc == -E2BIG)
+		return fail(err, errlen, "%s: with the prefixes that cover it, more than %d port rules", text,
+			    LATCH_RULES_MAX);
+	if (rc)
+		return fail(err, errlen, "%s: map update failed: %s", text, strerror(-rc));
+	return 0;
+}
+
+int latch_policy_revoke(struct latch_sandbox *sb, const struct latch_entry *e, char *err, size_t errlen)
+{
+	int full = e->prefixlen == (e->addr.family == AF_INET ? 32 : 128);
+	struct latch_config cfg;
+	char text[160];
+	int removed = 0, rc = 0;
+
+	if (latch_sandbox_read_config(sb, &cfg))
+		return fail(err, errlen, "cannot read the config of '%s'", latch_sandbox_name(sb));
+	latch_entry_format(e, text, sizeof(text));
+	for (int timed = 0; timed < 2 && !rc; timed++) {
+		const struct kind *k = kind_for(e->addr.family, full, timed);
+		struct latch_rules v;
+		uint8_t key[32];
+		int n;
+
+		key_make(k, cfg.policy_gen, e->addr.bytes, e->prefixlen, key);
+		/* an LPM lookup would return a covering prefix: check the key is exact */
+		if (k->lpm) {
+			uint8_t next[32], cur[32];
+			void *prev = NULL;
+			int found = 0;
+			size_t ks = k->family == AF_INET ? (k->gen ? 12 : 8) : (k->gen ? 24 : 20);
+
+			while (!found && bpf_map_get_next_key(fd_of(sb, k), prev, next) == 0) {
+				memcpy(cur, next, sizeof(cur));
+				prev = cur;
+				found = !memcmp(cur, key, ks);
+			}
+			if (!found)
+				continue;
+		}
+		if (bpf_map_lookup_elem(fd_of(sb, k), key, &v))
+			continue;
+		n = latch_rules_remove(&v, e);
+		if (!n)
+			continue;
+		removed += n;
+		if (k->lpm) {
+			rc = lpm_refresh(sb, k, cfg.policy_gen, e->addr.bytes, e->prefixlen, &v);
+			if (!rc)
+				rc = lpm_refresh_below(sb, k, cfg.policy_gen, e->addr.bytes, e->prefixlen);
+		} else if (v.n) {
+			rc = bpf_map_update_elem(fd_of(sb, k), key, &v, BPF_ANY) ? -errno : 0;
+		} else {
+			rc = bpf_map_delete_elem(fd_of(sb, k), key) ? -errno : 0;
+		}
+	}
+	if (rc)
+		return fail(err, errlen, "%s: map update failed: %s", text, strerror(-rc));
+	if (!removed) {
+		fail(err, errlen, "%s: no such entry (see `latch egress %s show`)", text, latch_sandbox_name(sb));
+		return -ENOENT;
+	}
+	/* Established flows to what was removed must be checked again. */
+	rc = set_flags(sb, 0, 1);
+	return rc ? fail(err, errlen, "cannot bump the policy version: %s", strerror(-rc)) : 0;
+}
+
+static int cmp_entry_addr(const void *a, const void *b)
+{
+	const struct latch_entry *x = a, *y = b;
+
+	if (x->addr.family != y->addr.family)
+		return x->addr.family - y->addr.family;
+	return memcmp(x->addr.bytes, y->addr.bytes, 16);
+}
+
+/* Delete every key of one generation from a map. */
+static int drop_generation(struct latch_sandbox *sb, const struct kind *k, __u32 gen)
+{
+	uint8_t key[32], next[32], a[16];
+	uint8_t *del = NULL;
+	size_t ks = k->family == AF_INET ? (k->lpm ? 12 : 8) : (k->lpm ? 24 : 20);
+	int n = 0, cap = 0, pl;
+	void *prev = NULL;
+	__u32 g;
+
+	while (bpf_map_get_next_key(fd_of(sb, k), prev, next) == 0) {
+		memcpy(key, next, sizeof(key));
+		prev = key;
+		key_parse(k, key, &g, a, &pl);
+		if (g != gen)
+			continue;
+		if (n == cap) {
+			uint8_t *nd = realloc(del, (cap = cap ? cap * 2 : 1024) * ks);
+
+			if (!nd) {
+				free(del);
+				return -ENOMEM;
+			}
+			del = nd;
+		}
+		memcpy(del + n * ks, key, ks);
+		n++;
+	}
+	for (int i = 0; i < n; i++)
+		bpf_map_delete_elem(fd_of(sb, k), del + i * ks);
+	free(del);
+	return 0;
+}
+
+int latch_policy_replace(struct latch_sandbox *sb, const struct latch_entry *entries, int n, char *err,
+			 size_t errlen)
+{
+	struct latch_entry *sorted = NULL;
+	struct latch_config cfg;
+	__u32 next_gen, flags = 0;
+	uint8_t *keys = NULL;
+	struct latch_rules *vals = NULL;
+	int rc = 0;
+
+	if (latch_sandbox_read_config(sb, &cfg))
+		return fail(err, errlen, "cannot read the config of '%s'", latch_sandbox_name(sb));
+	next_gen = cfg.policy_gen ^ 1;
+	/* Anything left over under the idle generation from an interrupted switch */
+	for (int i = 0; i < 4; i++)
+		drop_generation(sb, &kinds[i], next_gen);
+
+	sorted = malloc((n ? n : 1) * sizeof(*sorted));
+	keys = malloc((n ? n : 1) * 20);
+	vals = calloc(n ? n : 1, sizeof(*vals));
+	if (!sorted || !keys || !vals) {
+		rc = fail(err, errlen, "out of memory");
+		goto out;
+	}
+	memcpy(sorted, entries, n * sizeof(*sorted));
+	qsort(sorted, n, sizeof(*sorted), cmp_entry_addr);
+
+	/* Exact entries: merge per address, then one batch per family. */
+	for (int fam = 0; fam < 2 && !rc; fam++) {
+		const struct kind *k = &kinds[fam];
+		int cnt = 0;
+
+		for (int i = 0; i < n; i++) {
+			const struct latch_entry *e = &sorted[i];
+
+			if (e->addr.family != k->family || e->prefixlen != alen(k) * 8)
+				continue;
+			if (!cnt || memcmp(keys + (cnt - 1) * 20 + 4, e->addr.bytes, alen(k))) {
+				memset(&vals[cnt], 0, sizeof(vals[cnt]));
+				key_make(k, next_gen, e->addr.bytes, e->prefixlen, keys + cnt * 20);
+				cnt++;
+			}
+			for (int p = 0; p < (e->n_ports ? e->n_ports : 1); p++) {
+				struct latch_rule r;
+				char text[160];
+
+				latch_entry_rule(e, p, 0, LATCH_ORIGIN_PROFILE, &r);
+				if (latch_rules_merge(&vals[cnt - 1], &r)) {
+					latch_entry_format(e, text, sizeof(text));
+					rc = fail(err, errlen, "%s: more than %d port rules on one address", text,
+						  LATCH_RULES_MAX);
+					break;
+				}
+			}
+			if (rc)
+				break;
+		}
+		if (rc || !cnt)
+			continue;
+		/* keys were laid out 20 bytes apart; pack them to the map's key size */
+		size_t ks = k->family == AF_INET ? 8 : 20;
+
+		for (int i = 1; i < cnt && ks != 20; i++)
+			memmove(keys + i * ks, keys + i * 20, ks);
+		__u32 count = cnt;
+		LIBBPF_OPTS(bpf_map_batch_opts, bo);
+
+		if (bpf_map_update_batch(fd_of(sb, k), keys, vals, &count, &bo))
+			rc = fail(err, errlen, "batch update of %s failed after %u entries: %s",
+				  latch_map_names[k->map], count, strerror(errno));
+	}
+	/* Prefixes: one by one, so that covering rules are copied down. */
+	for (int i = 0; i < n && !rc; i++) {
+		const struct latch_entry *e = &sorted[i];
+		const struct kind *k;
+		struct latch_rules v = { 0 };
+		uint8_t key[32];
+
+		if (e->prefixlen == (e->addr.family == AF_INET ? 32 : 128))
+			continue;
+		k = kind_for(e->addr.family, 0, 0);
+		flags |= have_flag(k);
+		key_make(k, next_gen, e->addr.bytes, e->prefixlen, key);
+		bpf_map_lookup_elem(fd_of(sb, k), key, &v);
+		for (int p = 0; p < (e->n_ports ? e->n_ports : 1) && !rc; p++) {
+			struct latch_rule r;
+
+			latch_entry_rule(e, p, 0, LATCH_ORIGIN_PROFILE, &r);
+			if (latch_rules_merge(&v, &r))
+				rc = fail(err, errlen, "too many port rules on one prefix");
+		}
+		if (!rc && set_flags(sb, flags, 0))
+			rc = fail(err, errlen, "cannot update the config");
+		if (!rc && (lpm_refresh(sb, k, next_gen, e->addr.bytes, e->prefixlen, &v) ||
+			    lpm_refresh_below(sb, k, next_gen, e->addr.bytes, e->prefixlen)))
+			rc = fail(err, errlen, "prefix update failed: %s", strerror(errno));
+	}
+	if (rc) {
+		for (int i = 0; i < 4; i++)
+			drop_generation(sb, &kinds[i], next_gen);
+		goto out;
+	}
+	/* The switch: one update of the config map. */
+	latch_sandbox_read_config(sb, &cfg);
+	cfg.policy_gen = next_gen;
+	cfg.policy_version++;
+	cfg.flags |= flags;
+	if (latch_sandbox_write_config(sb, &cfg)) {
+		rc = fail(err, errlen, "cannot switch the policy generation: %s", strerror(errno));
+		for (int i = 0; i < 4; i++)
+			drop_generation(sb, &kinds[i], next_gen);
+		goto out;
+	}
+	for (int i = 0; i < 4; i++)
+		drop_generation(sb, &kinds[i], next_gen ^ 1);
+out:
+	free(sorted);
+	free(keys);
+	free(vals);
+	return rc;
+}
+
+int latch_policy_list(struct latch_sandbox *sb, int (*fn)(const struct latch_policy_item *it, void *arg), void *arg)
+{
+	uint64_t now = latch_now_boot_ns();
+	struct latch_config cfg;
+	int count = 0;
+
+	if (latch_sandbox_read_config(sb, &cfg))
+		return -EIO;
+	for (size_t ki = 0; ki < sizeof(kinds) / sizeof(kinds[0]); ki++) {
+		const struct kind *k = &kinds[ki];
+		uint8_t key[32], next[32];
+		void *prev = NULL;
+
+		while (bpf_map_get_next_key(fd_of(sb, k), prev, next) == 0) {
+			struct latch_policy_item it = { 0 };
+			struct latch_rules v;
+			__u32 g;
+
+			memcpy(key, next, sizeof(key));
+			prev = key;
+			if (bpf_map_lookup_elem(fd_of(sb, k), key, &v))
+				continue;
+			it.entry.addr.family = k->family;
+			key_parse(k, key, &g, it.entry.addr.bytes, &it.entry.prefixlen);
+			if (k->gen && g != cfg.policy_gen)
+				continue;
+			it.timed = !k->gen;
+			for (__u32 i = 0; i < v.n && i < LATCH_RULES_MAX; i++) {
+				const struct latch_rule *r = &v.rule[i];
+
+				if ((r->flags & LATCH_RULE_INHERITED) || (r->expires_ns && r->expires_ns <= now))
+					continue;
+				it.rule = *r;
+				it.entry.proto = r->proto;
+				it.entry.n_ports = !(r->port_lo == 0 && r->port_hi == 0xffff);
+				it.entry.ports[0].lo = r->port_lo;
+				it.entry.ports[0].hi = r->port_hi;
+				count++;
+				if (fn)
+					fn(&it, arg);
+			}
+		}
+	}
+	return count;
+}

@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * policy.h - egress entries in a sandbox's policy maps.
+ *
+ * Single addresses go to the exact hash maps, prefixes to the prefix tries,
+ * and anything with a deadline to the timed tries.  Inside a trie the longest
+ * match decides alone, so this module copies a prefix's rules into every
+ * more specific prefix under it (marked LATCH_RULE_INHERITED) and keeps those
+ * copies right as entries come and go.
+ */
+#ifndef LATCH_LOADER_POLICY_H
+#define LATCH_LOADER_POLICY_H
+
+#include <stdint.h>
+
+#include "loader/parse.h"
+#include "loader/sandbox.h"
+
+/* Merge a rule into a set: same proto and ports updates the deadline. */
+int latch_rules_merge(struct latch_rules *r, const struct latch_rule *rule);
+/* Remove own rules matching the entry (all own rules when it has no ports); returns how many. */
+int latch_rules_remove(struct latch_rules *r, const struct latch_entry *e);
+/* Drop rules whose deadline has passed; returns how many. */
+int latch_rules_prune(struct latch_rules *r, uint64_t now_ns);
+
+/*
+ * Allow an entry; expires_ns 0 for a permanent entry, else a CLOCK_BOOTTIME
+ * deadline.  Returns 0, or -errno with a line in err.
+ */
+int latch_policy_allow(struct latch_sandbox *sb, const struct latch_entry *e, uint64_t expires_ns, int origin,
+		       char *err, size_t errlen);
+/* Remove an entry's rules from the permanent and timed maps; bumps the policy version. */
+int latch_policy_revoke(struct latch_sandbox *sb, const struct latch_entry *e, char *err, size_t errlen);
+
+/*
+ * Replace the whole permanent policy with entries[]: written under the idle
+ * generation, made live with one config update, then the old generation is
+ * deleted.  Timed entries are kept.
+ */
+int latch_policy_replace(struct latch_sandbox *sb, const struct latch_entry *entries, int n, char *err,
+			 size_t errlen);
+
+struct latch_policy_item {
+	struct latch_entry entry; /* address/prefix; ports and proto of the one rule */
+	struct latch_rule rule;
+	int timed;
+};
+/* Calls fn for each own (not inherited) rule that has not expired; returns the count. */
+int latch_policy_list(struct latch_sandbox *sb, int (*fn)(const struct latch_policy_item *it, void *arg),
+		      void *arg);
+
+#endif

@@ -1,0 +1,616 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * sandbox.c - load, pin, attach, re-attach, detach and observe a sandbox.
+ *
+ * Order matters everywhere here, because a sandbox link must never pass
+ * traffic unfiltered once latch has claimed it: maps are created and the
+ * config written before the programs are attached; a re-attach swaps the
+ * filter in place (BPF_TC_F_REPLACE) instead of removing it first.
+ */
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <dirent.h>
+#include <errno.h>
+#include <linux/magic.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "latch_tc.skel.h"
+#include "loader/sandbox.h"
+#include "loader/tc.h"
+
+const char *const latch_map_names[LATCH_MAP_COUNT] = {
+	[LATCH_MAP_SETTINGS] = "settings",	   [LATCH_MAP_EXACT4] = "exact4",
+	[LATCH_MAP_EXACT6] = "exact6",		   [LATCH_MAP_PREFIX4] = "prefix4",
+	[LATCH_MAP_PREFIX6] = "prefix6",	   [LATCH_MAP_TIMED4] = "timed4",
+	[LATCH_MAP_TIMED6] = "timed6",		   [LATCH_MAP_FLOW4] = "flow4",
+	[LATCH_MAP_FLOW6] = "flow6",		   [LATCH_MAP_COUNTERS] = "counters",
+	[LATCH_MAP_DNS_BUCKET] = "dns_bucket",	   [LATCH_MAP_EVENT_BUCKET] = "event_bucket",
+	[LATCH_MAP_EVENTS] = "events",
+};
+
+static const char *const prog_pin_names[LATCH_DIR_COUNT] = { "prog_from_guest", "prog_to_guest" };
+
+struct latch_sandbox {
+	char name[LATCH_NAME_MAX + 1];
+	int fd[LATCH_MAP_COUNT];
+};
+
+__attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err && errlen) {
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return -1;
+}
+
+uint64_t latch_now_boot_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
+const char *latch_bpffs_root(void)
+{
+	const char *r = getenv("LATCH_BPFFS");
+
+	return r && *r ? r : "/sys/fs/bpf";
+}
+
+int latch_sandbox_dir(const char *name, char *buf, size_t len)
+{
+	int n = snprintf(buf, len, "%s/latch%s%s", latch_bpffs_root(), name ? "/" : "", name ? name : "");
+
+	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+static int pin_path(const char *name, const char *file, char *buf, size_t len)
+{
+	int n = snprintf(buf, len, "%s/latch/%s/%s", latch_bpffs_root(), name, file);
+
+	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+static bool is_bpffs(const char *path)
+{
+	struct statfs st;
+
+	return statfs(path, &st) == 0 && st.f_type == BPF_FS_MAGIC;
+}
+
+int latch_bpffs_ensure(char *err, size_t errlen)
+{
+	const char *root = latch_bpffs_root();
+	char dir[PATH_MAX];
+
+	if (!is_bpffs(root)) {
+		if (mkdir(root, 0700) && errno != EEXIST)
+			return fail(err, errlen, "cannot create %s: %s", root, strerror(errno));
+		if (mount("bpf", root, "bpf", 0, "mode=0700"))
+			return fail(err, errlen, "bpffs is not mounted at %s and mounting it failed: %s (run as root)",
+				    root, strerror(errno));
+		if (!is_bpffs(root))
+			return fail(err, errlen, "%s is not a bpffs even after mounting one", root);
+	}
+	latch_sandbox_dir(NULL, dir, sizeof(dir));
+	if (mkdir(dir, 0700) && errno != EEXIST)
+		return fail(err, errlen, "cannot create %s: %s", dir, strerror(errno));
+	return 0;
+}
+
+bool latch_sandbox_exists(const char *name)
+{
+	char path[PATH_MAX];
+	struct stat st;
+
+	return pin_path(name, latch_map_names[LATCH_MAP_SETTINGS], path, sizeof(path)) == 0 &&
+	       stat(path, &st) == 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int latch_sandbox_list(int (*fn)(const char *name, void *arg), void *arg)
+{
+	char dir[PATH_MAX], *names[1024];
+	struct dirent *de;
+	int n = 0;
+	DIR *d;
+
+	latch_sandbox_dir(NULL, dir, sizeof(dir));
+	d = opendir(dir);
+	if (!d)
+		return errno == ENOENT ? 0 : -errno;
+	while ((de = readdir(d)) && n < 1024) {
+		if (de->d_name[0] == '.' || latch_parse_name(de->d_name, NULL, 0))
+			continue;
+		if (latch_sandbox_exists(de->d_name))
+			names[n++] = strdup(de->d_name);
+	}
+	closedir(d);
+	qsort(names, n, sizeof(names[0]), cmp_str);
+	for (int i = 0; i < n; i++) {
+		if (fn)
+			fn(names[i], arg);
+		free(names[i]);
+	}
+	return n;
+}
+
+/* Remove every pin of a sandbox and its directory. */
+static void unpin_all(const char *name)
+{
+	char path[PATH_MAX];
+
+	for (int i = 0; i < LATCH_MAP_COUNT; i++)
+		if (!pin_path(name, latch_map_names[i], path, sizeof(path)))
+			unlink(path);
+	for (int i = 0; i < LATCH_DIR_COUNT; i++)
+		if (!pin_path(name, prog_pin_names[i], path, sizeof(path)))
+			unlink(path);
+	if (!latch_sandbox_dir(name, path, sizeof(path)))
+		rmdir(path);
+}
+
+static struct bpf_map *skel_map(struct latch_tc *s, enum latch_map_id id)
+{
+	return bpf_object__find_map_by_name(s->obj, latch_map_names[id]);
+}
+
+/* Open the skeleton with every map pointed at its pin path. */
+static struct latch_tc *open_pinned(const char *name, char *err, size_t errlen)
+{
+	struct latch_tc *s = latch_tc__open();
+	char path[PATH_MAX];
+
+	if (!s) {
+		fail(err, errlen, "cannot open the BPF object: %s", strerror(errno));
+		return NULL;
+	}
+	for (int i = 0; i < LATCH_MAP_COUNT; i++) {
+		struct bpf_map *m = skel_map(s, i);
+
+		if (!m || pin_path(name, latch_map_names[i], path, sizeof(path)) ||
+		    bpf_map__set_pin_path(m, path)) {
+			fail(err, errlen, "cannot set the pin path of map %s", latch_map_names[i]);
+			latch_tc__destroy(s);
+			return NULL;
+		}
+	}
+	return s;
+}
+
+static int pin_programs(struct latch_tc *s, const char *name, char *err, size_t errlen)
+{
+	struct bpf_program *progs[LATCH_DIR_COUNT] = { s->progs.latch_from_guest, s->progs.latch_to_guest };
+	char path[PATH_MAX];
+
+	for (int i = 0; i < LATCH_DIR_COUNT; i++) {
+		if (pin_path(name, prog_pin_names[i], path, sizeof(path)))
+			return fail(err, errlen, "pin path too long");
+		/* Replacing our own program pin is the point of a re-attach. */
+		unlink(path);
+		if (bpf_program__pin(progs[i], path))
+			return fail(err, errlen, "cannot pin %s: %s", path, strerror(errno));
+	}
+	return 0;
+}
+
+static void config_from_opts(const struct latch_sandbox_opts *o, int ifindex, bool own_qdisc,
+			     struct latch_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->abi_version = LATCH_ABI_VERSION;
+	c->ifindex = ifindex;
+	snprintf(c->ifname, sizeof(c->ifname), "%s", o->ifname);
+	memcpy(c->guest_mac, o->guest_mac, 6);
+	if (o->guest_ip4.family) {
+		c->flags |= LATCH_CFG_HAVE_IP4;
+		c->guest_ip4 = o->guest_ip4.v4.s_addr;
+		c->host_ip4 = o->host_ip4.v4.s_addr;
+	}
+	if (o->guest_ip6.family) {
+		c->flags |= LATCH_CFG_HAVE_IP6;
+		memcpy(c->guest_ip6, &o->guest_ip6.v6, 16);
+		memcpy(c->host_ip6, &o->host_ip6.v6, 16);
+	}
+	if (o->resolver_ip4.family) {
+		c->flags |= LATCH_CFG_HAVE_RESOLVER4;
+		c->resolver_ip4 = o->resolver_ip4.v4.s_addr;
+	}
+	if (o->resolver_ip6.family) {
+		c->flags |= LATCH_CFG_HAVE_RESOLVER6;
+		memcpy(c->resolver_ip6, &o->resolver_ip6.v6, 16);
+	}
+	for (int i = 0; i < o->n_host_ports && i < LATCH_HOST_PORTS_MAX; i++)
+		c->host_ports[i] = htons(o->host_ports[i]);
+	c->n_host_ports = o->n_host_ports;
+	c->dns_rate = o->dns_rate;
+	c->dns_burst = o->dns_burst;
+	c->event_rate = o->event_rate;
+	c->event_burst = o->event_burst;
+	if (own_qdisc)
+		c->flags |= LATCH_CFG_OWN_QDISC;
+	c->flags |= LATCH_CFG_READY;
+}
+
+int latch_sandbox_create(const struct latch_sandbox_opts *o, char *err, size_t errlen)
+{
+	char dir[PATH_MAX];
+	struct latch_config cfg;
+	struct latch_tc *s = NULL;
+	int ifindex = if_nametoindex(o->ifname);
+	bool own_qdisc = false, attached[LATCH_DIR_COUNT] = { false, false };
+	__u32 zero = 0;
+	int err_no;
+
+	if (!ifindex)
+		return fail(err, errlen, "device '%s' does not exist; give the host end of the sandbox's link",
+			    o->ifname);
+	if (latch_bpffs_ensure(err, errlen))
+		return -1;
+	if (latch_sandbox_exists(o->name))
+		return fail(err, errlen, "sandbox '%s' already exists; `latch detach %s` first", o->name, o->name);
+	latch_sandbox_dir(o->name, dir, sizeof(dir));
+	if (mkdir(dir, 0700))
+		return fail(err, errlen, "cannot create %s: %s", dir, strerror(errno));
+
+	s = open_pinned(o->name, err, errlen);
+	if (!s)
+		goto fail;
+	if (latch_tc__load(s)) {
+		fail(err, errlen, "cannot load the BPF programs: %s", strerror(errno));
+		goto fail;
+	}
+	if (pin_programs(s, o->name, err, errlen))
+		goto fail;
+	err_no = latch_tc_hook_create(ifindex, &own_qdisc);
+	if (err_no) {
+		fail(err, errlen, "cannot add a clsact qdisc to %s: %s", o->ifname, strerror(-err_no));
+		goto fail;
+	}
+	config_from_opts(o, ifindex, own_qdisc, &cfg);
+	if (bpf_map_update_elem(bpf_map__fd(s->maps.settings), &zero, &cfg, BPF_ANY)) {
+		fail(err, errlen, "cannot write the config map: %s", strerror(errno));
+		goto fail;
+	}
+	/* Leaving the guest first: that is the direction that must never be open. */
+	err_no = latch_tc_attach(ifindex, false, bpf_program__fd(s->progs.latch_from_guest), false);
+	if (!err_no) {
+		attached[LATCH_DIR_FROM_GUEST] = true;
+		err_no = latch_tc_attach(ifindex, true, bpf_program__fd(s->progs.latch_to_guest), false);
+		attached[LATCH_DIR_TO_GUEST] = !err_no;
+	}
+	if (err_no) {
+		fail(err, errlen, "cannot attach to %s: %s%s", o->ifname, strerror(-err_no),
+		     err_no == -EEXIST ? " (another filter holds latch's handle; is it attached under another name?)"
+				       : "");
+		goto fail;
+	}
+	latch_tc__destroy(s);
+	return 0;
+fail:
+	for (int d = 0; d < LATCH_DIR_COUNT; d++)
+		if (attached[d])
+			latch_tc_detach(ifindex, d == LATCH_DIR_TO_GUEST);
+	if (own_qdisc)
+		latch_tc_hook_destroy(ifindex);
+	latch_tc__destroy(s);
+	unpin_all(o->name);
+	return -1;
+}
+
+int latch_sandbox_reattach(const char *name, char *err, size_t errlen)
+{
+	struct latch_sandbox *sb;
+	struct latch_config cfg;
+	struct latch_tc *s = NULL;
+	int ifindex, rc = -1, e;
+	bool created;
+
+	if (latch_bpffs_ensure(err, errlen))
+		return -1;
+	sb = latch_sandbox_open(name, err, errlen);
+	if (!sb)
+		return -1;
+	if (latch_sandbox_read_config(sb, &cfg)) {
+		fail(err, errlen, "cannot read the config of '%s'", name);
+		goto out;
+	}
+	ifindex = if_nametoindex(cfg.ifname);
+	if (!ifindex) {
+		fail(err, errlen, "device '%s' of sandbox '%s' does not exist; create it, then re-attach", cfg.ifname,
+		     name);
+		goto out;
+	}
+	s = open_pinned(name, err, errlen);
+	if (!s)
+		goto out;
+	if (latch_tc__load(s)) {
+		fail(err, errlen, "cannot load the BPF programs on the pinned maps of '%s': %s (pins from another "
+				  "latch version? `latch detach %s` and attach again)",
+		     name, strerror(errno), name);
+		goto out;
+	}
+	e = latch_tc_hook_create(ifindex, &created);
+	if (e) {
+		fail(err, errlen, "cannot add a clsact qdisc to %s: %s", cfg.ifname, strerror(-e));
+		goto out;
+	}
+	/* Replace in place: there is no moment without a filter. */
+	e = latch_tc_attach(ifindex, false, bpf_program__fd(s->progs.latch_from_guest), true);
+	if (!e)
+		e = latch_tc_attach(ifindex, true, bpf_program__fd(s->progs.latch_to_guest), true);
+	if (e) {
+		fail(err, errlen, "cannot attach to %s: %s", cfg.ifname, strerror(-e));
+		goto out;
+	}
+	if (pin_programs(s, name, err, errlen))
+		goto out;
+	if (cfg.ifindex != (__u32)ifindex || created) {
+		cfg.ifindex = ifindex;
+		if (created)
+			cfg.flags |= LATCH_CFG_OWN_QDISC;
+		latch_sandbox_write_config(sb, &cfg);
+	}
+	rc = 0;
+out:
+	latch_tc__destroy(s);
+	latch_sandbox_free(sb);
+	return rc;
+}
+
+int latch_sandbox_detach(const char *name, char *err, size_t errlen)
+{
+	struct latch_sandbox *sb = latch_sandbox_open(name, err, errlen);
+	struct latch_config cfg;
+	int ifindex;
+
+	if (!sb)
+		return -1;
+	if (latch_sandbox_read_config(sb, &cfg) == 0) {
+		ifindex = if_nametoindex(cfg.ifname);
+		/* the device may be gone already: then so are its filters */
+		if (ifindex) {
+			latch_tc_detach(ifindex, false);
+			latch_tc_detach(ifindex, true);
+			if (cfg.flags & LATCH_CFG_OWN_QDISC) {
+				struct latch_tc_filter f[8];
+
+				/* only when nobody else put a filter on it meanwhile */
+				if (latch_tc_list(ifindex, false, f, 8) <= 0 && latch_tc_list(ifindex, true, f, 8) <= 0)
+					latch_tc_hook_destroy(ifindex);
+			}
+		}
+	}
+	latch_sandbox_free(sb);
+	unpin_all(name);
+	return 0;
+}
+
+struct latch_sandbox *latch_sandbox_open(const char *name, char *err, size_t errlen)
+{
+	struct latch_sandbox *sb;
+	char path[PATH_MAX];
+
+	if (!latch_sandbox_exists(name)) {
+		fail(err, errlen, "no sandbox '%s' (see `latch status`)", name);
+		errno = ENOENT;
+		return NULL;
+	}
+	sb = calloc(1, sizeof(*sb));
+	if (!sb)
+		return NULL;
+	snprintf(sb->name, sizeof(sb->name), "%s", name);
+	for (int i = 0; i < LATCH_MAP_COUNT; i++) {
+		pin_path(name, latch_map_names[i], path, sizeof(path));
+		sb->fd[i] = bpf_obj_get(path);
+		if (sb->fd[i] < 0) {
+			fail(err, errlen, "sandbox '%s' is missing its pinned map %s: %s", name, path, strerror(errno));
+			latch_sandbox_free(sb);
+			errno = ENOENT;
+			return NULL;
+		}
+	}
+	return sb;
+}
+
+void latch_sandbox_free(struct latch_sandbox *sb)
+{
+	if (!sb)
+		return;
+	for (int i = 0; i < LATCH_MAP_COUNT; i++)
+		if (sb->fd[i] > 0)
+			close(sb->fd[i]);
+	free(sb);
+}
+
+const char *latch_sandbox_name(const struct latch_sandbox *sb)
+{
+	return sb->name;
+}
+
+int latch_sandbox_map_fd(const struct latch_sandbox *sb, enum latch_map_id id)
+{
+	return sb->fd[id];
+}
+
+int latch_sandbox_read_config(const struct latch_sandbox *sb, struct latch_config *cfg)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(sb->fd[LATCH_MAP_SETTINGS], &zero, cfg) ? -errno : 0;
+}
+
+int latch_sandbox_write_config(const struct latch_sandbox *sb, const struct latch_config *cfg)
+{
+	__u32 zero = 0;
+
+	return bpf_map_update_elem(sb->fd[LATCH_MAP_SETTINGS], &zero, cfg, BPF_ANY) ? -errno : 0;
+}
+
+static uint32_t pinned_prog_id(const char *name, int dir)
+{
+	struct bpf_prog_info info = { 0 };
+	__u32 len = sizeof(info);
+	char path[PATH_MAX];
+	int fd;
+
+	if (pin_path(name, prog_pin_names[dir], path, sizeof(path)))
+		return 0;
+	fd = bpf_obj_get(path);
+	if (fd < 0)
+		return 0;
+	if (bpf_obj_get_info_by_fd(fd, &info, &len))
+		info.id = 0;
+	close(fd);
+	return info.id;
+}
+
+int latch_sandbox_posture(const struct latch_sandbox *sb, struct latch_posture *p)
+{
+	static const char *const dir_names[LATCH_DIR_COUNT] = { "ingress (from guest)", "egress (to guest)" };
+	struct latch_config cfg;
+	int ifindex;
+
+	memset(p, 0, sizeof(*p));
+	if (latch_sandbox_read_config(sb, &cfg)) {
+		snprintf(p->why, sizeof(p->why), "config map unreadable");
+		return 0;
+	}
+	if (!(cfg.flags & LATCH_CFG_READY)) {
+		snprintf(p->why, sizeof(p->why), "config not marked ready: every packet is dropped");
+		return 0;
+	}
+	ifindex = if_nametoindex(cfg.ifname);
+	p->ifindex = ifindex;
+	p->device_present = ifindex != 0;
+	p->device_matches = ifindex && (uint32_t)ifindex == cfg.ifindex;
+	for (int d = 0; d < LATCH_DIR_COUNT; d++)
+		p->pinned_id[d] = pinned_prog_id(sb->name, d);
+	if (!p->device_present) {
+		snprintf(p->why, sizeof(p->why), "device %s does not exist", cfg.ifname);
+		return 0;
+	}
+	for (int d = 0; d < LATCH_DIR_COUNT; d++) {
+		struct latch_tc_filter f[16];
+		struct latch_hook_state *h = &p->hook[d];
+		int n = latch_tc_list(ifindex, d == LATCH_DIR_TO_GUEST, f, 16);
+
+		if (n == -ENOENT) {
+			if (!*p->why)
+				snprintf(p->why, sizeof(p->why), "no clsact qdisc on %s", cfg.ifname);
+			continue;
+		}
+		if (n < 0)
+			return n;
+		h->present = true;
+		h->n_filters = n;
+		for (int i = 0; i < n && i < 16; i++) {
+			if (f[i].prio == LATCH_TC_PRIORITY && f[i].handle == LATCH_TC_HANDLE) {
+				h->attached_id = f[i].prog_id;
+				h->direct_action = f[i].direct_action;
+				h->first = i == 0;
+			}
+		}
+		if (*p->why)
+			continue;
+		if (!h->attached_id)
+			snprintf(p->why, sizeof(p->why), "no latch filter on %s %s", cfg.ifname, dir_names[d]);
+		else if (h->attached_id != p->pinned_id[d])
+			snprintf(p->why, sizeof(p->why), "%s %s runs program %u, not latch's pinned %u", cfg.ifname,
+				 dir_names[d], h->attached_id, p->pinned_id[d]);
+		else if (!h->first)
+			snprintf(p->why, sizeof(p->why), "another filter runs before latch's on %s %s", cfg.ifname,
+				 dir_names[d]);
+		else if (!h->direct_action)
+			snprintf(p->why, sizeof(p->why), "latch's filter on %s %s is not direct-action", cfg.ifname,
+				 dir_names[d]);
+	}
+	p->enforced = !*p->why;
+	return 0;
+}
+
+int latch_sandbox_counters(const struct latch_sandbox *sb, struct latch_counter out[LATCH_COUNTER_SLOTS])
+{
+	int ncpu = libbpf_num_possible_cpus();
+	struct latch_counter *v;
+
+	if (ncpu <= 0)
+		return -EINVAL;
+	v = calloc(ncpu, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	for (__u32 i = 0; i < LATCH_COUNTER_SLOTS; i++) {
+		out[i].packets = out[i].bytes = 0;
+		if (bpf_map_lookup_elem(sb->fd[LATCH_MAP_COUNTERS], &i, v))
+			continue;
+		for (int c = 0; c < ncpu; c++) {
+			out[i].packets += v[c].packets;
+			out[i].bytes += v[c].bytes;
+		}
+	}
+	free(v);
+	return 0;
+}
+
+int latch_sandbox_map_count(const struct latch_sandbox *sb, enum latch_map_id id)
+{
+	unsigned char key[64], next[64];
+	int n = 0;
+	void *prev = NULL;
+
+	while (bpf_map_get_next_key(sb->fd[id], prev, next) == 0) {
+		memcpy(key, next, sizeof(key));
+		prev = key;
+		n++;
+	}
+	return n;
+}
+
+const char *latch_reason_name(int reason)
+{
+	switch (reason) {
+	case LATCH_PASS_FLOW: return "pass_flow";
+	case LATCH_PASS_HOST_SERVICE: return "pass_host_service";
+	case LATCH_PASS_DNS: return "pass_dns";
+	case LATCH_PASS_POLICY: return "pass_policy";
+	case LATCH_PASS_TIMED: return "pass_timed";
+	case LATCH_PASS_ARP: return "pass_arp";
+	case LATCH_PASS_ND: return "pass_nd";
+	case LATCH_PASS_RETURN: return "pass_return";
+	case LATCH_DROP_MALFORMED: return "drop_malformed";
+	case LATCH_DROP_VLAN: return "drop_vlan";
+	case LATCH_DROP_ETHERTYPE: return "drop_ethertype";
+	case LATCH_DROP_SPOOF_MAC: return "drop_spoof_mac";
+	case LATCH_DROP_SPOOF_IP: return "drop_spoof_ip";
+	case LATCH_DROP_ARP: return "drop_arp";
+	case LATCH_DROP_ND: return "drop_nd";
+	case LATCH_DROP_FRAGMENT: return "drop_fragment";
+	case LATCH_DROP_IP_OPTIONS: return "drop_ip_options";
+	case LATCH_DROP_EXT_HDR: return "drop_ext_hdr";
+	case LATCH_DROP_PROTO: return "drop_proto";
+	case LATCH_DROP_HOST_PORT: return "drop_host_port";
+	case LATCH_DROP_DNS_NOT_RESOLVER: return "drop_dns_not_resolver";
+	case LATCH_DROP_DNS_RATE: return "drop_dns_rate";
+	case LATCH_DROP_POLICY: return "drop_policy";
+	case LATCH_DROP_NO_FLOW: return "drop_no_flow";
+	case LATCH_DROP_NO_CONFIG: return "drop_no_config";
+	default: return "unknown";
+	}
+}

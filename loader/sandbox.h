@@ -1,0 +1,128 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * sandbox.h - one sandbox's kernel enforcement: load, pin, attach, observe.
+ *
+ * A sandbox is one loaded copy of bpf/latch_tc.bpf.c whose maps and programs
+ * are pinned under $LATCH_BPFFS/latch/NAME/ (default /sys/fs/bpf).  The pins
+ * are the source of truth: everything here that reports state reads it back
+ * from the kernel, never from what was asked for.
+ */
+#ifndef LATCH_LOADER_SANDBOX_H
+#define LATCH_LOADER_SANDBOX_H
+
+#include <net/if.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "bpf/latch_abi.h"
+#include "loader/parse.h"
+
+/* Not a datapath flag: the loader created the clsact qdisc and may remove it. */
+#define LATCH_CFG_OWN_QDISC (1u << 16)
+
+#define LATCH_TC_HANDLE 0x1a7c
+#define LATCH_TC_PRIORITY 1
+
+enum latch_map_id {
+	LATCH_MAP_SETTINGS,
+	LATCH_MAP_EXACT4,
+	LATCH_MAP_EXACT6,
+	LATCH_MAP_PREFIX4,
+	LATCH_MAP_PREFIX6,
+	LATCH_MAP_TIMED4,
+	LATCH_MAP_TIMED6,
+	LATCH_MAP_FLOW4,
+	LATCH_MAP_FLOW6,
+	LATCH_MAP_COUNTERS,
+	LATCH_MAP_DNS_BUCKET,
+	LATCH_MAP_EVENT_BUCKET,
+	LATCH_MAP_EVENTS,
+	LATCH_MAP_COUNT,
+};
+
+extern const char *const latch_map_names[LATCH_MAP_COUNT];
+
+struct latch_sandbox_opts {
+	char name[LATCH_NAME_MAX + 1];
+	char ifname[IF_NAMESIZE];
+	uint8_t guest_mac[6];
+	struct latch_addr guest_ip4, host_ip4, resolver_ip4; /* family 0 when unset */
+	struct latch_addr guest_ip6, host_ip6, resolver_ip6;
+	uint16_t host_ports[LATCH_HOST_PORTS_MAX];
+	int n_host_ports;
+	uint32_t dns_rate, dns_burst;
+	uint32_t event_rate, event_burst;
+};
+
+/* Defaults for the rates when the operator gives none. */
+#define LATCH_DEFAULT_DNS_RATE 20
+#define LATCH_DEFAULT_DNS_BURST 40
+#define LATCH_DEFAULT_EVENT_RATE 50
+#define LATCH_DEFAULT_EVENT_BURST 100
+
+struct latch_sandbox; /* opened pins: map fds and the config */
+
+/* The bpffs root in use ($LATCH_BPFFS or /sys/fs/bpf), and latch's dir in it. */
+const char *latch_bpffs_root(void);
+int latch_sandbox_dir(const char *name, char *buf, size_t len);
+/* Check that the root is bpffs, mounting it when it is missing. */
+int latch_bpffs_ensure(char *err, size_t errlen);
+
+bool latch_sandbox_exists(const char *name);
+/* Calls fn for each pinned sandbox name, sorted; returns the count or -errno. */
+int latch_sandbox_list(int (*fn)(const char *name, void *arg), void *arg);
+
+/*
+ * Load a fresh copy, pin maps and programs, write the config, then attach
+ * both directions.  On failure nothing is left behind.
+ */
+int latch_sandbox_create(const struct latch_sandbox_opts *o, char *err, size_t errlen);
+/*
+ * Load fresh programs on the pinned maps (state and counters kept) and
+ * attach them to the device named in the config, replacing whatever latch
+ * filter is there.  What `latch attach NAME` and `latch boot apply` use.
+ */
+int latch_sandbox_reattach(const char *name, char *err, size_t errlen);
+/* Take the filters off the device (and the clsact qdisc if latch made it), remove the pins. */
+int latch_sandbox_detach(const char *name, char *err, size_t errlen);
+
+struct latch_sandbox *latch_sandbox_open(const char *name, char *err, size_t errlen);
+void latch_sandbox_free(struct latch_sandbox *sb);
+const char *latch_sandbox_name(const struct latch_sandbox *sb);
+int latch_sandbox_map_fd(const struct latch_sandbox *sb, enum latch_map_id id);
+int latch_sandbox_read_config(const struct latch_sandbox *sb, struct latch_config *cfg);
+int latch_sandbox_write_config(const struct latch_sandbox *sb, const struct latch_config *cfg);
+
+/* Observed posture of one direction's hook. */
+struct latch_hook_state {
+	bool present;	    /* clsact hook exists */
+	int n_filters;	    /* filters on the hook */
+	uint32_t attached_id; /* prog id of latch's filter (handle/prio), 0 if none */
+	bool first;	    /* latch's filter runs before any other */
+	bool direct_action;
+};
+
+struct latch_posture {
+	bool device_present;
+	bool device_matches; /* ifindex still the one attached to */
+	uint32_t ifindex;
+	uint32_t pinned_id[LATCH_DIR_COUNT]; /* ids of the pinned programs */
+	struct latch_hook_state hook[LATCH_DIR_COUNT];
+	bool enforced; /* both directions: latch's pinned program, first, direct-action */
+	char why[160]; /* when not enforced: the first thing found wrong */
+};
+
+int latch_sandbox_posture(const struct latch_sandbox *sb, struct latch_posture *p);
+
+/* Counters summed over CPUs, indexed by latch_counter_slot() / LATCH_STAT_SLOT(). */
+int latch_sandbox_counters(const struct latch_sandbox *sb, struct latch_counter out[LATCH_COUNTER_SLOTS]);
+/* Entries in a map (walks the keys). */
+int latch_sandbox_map_count(const struct latch_sandbox *sb, enum latch_map_id id);
+
+/* Name of a reason code ("drop_policy"), or "unknown". */
+const char *latch_reason_name(int reason);
+
+/* CLOCK_BOOTTIME in ns: the clock the programs check deadlines against. */
+uint64_t latch_now_boot_ns(void);
+
+#endif

@@ -1,0 +1,12 @@
+# SPDX-License-Identifier: GPL-2.0-only
+# Root selftests: BPF programs exercised in the kernel.
+#   make selftest-prog   the tc programs over a table of crafted packets
+
+$(BUILD)/selftests/prog_table: selftests/prog_table.c bpf/latch_abi.h $(BUILD)/latch_tc.skel.h | $(BUILD)/selftests
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LDLIBS)
+
+selftest-prog: $(BUILD)/selftests/prog_table
+	$(Q)$(BUILD)/selftests/prog_table
+
+.PHONY: selftest-prog
