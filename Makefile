@@ -80,6 +80,14 @@ include bench/bench.mk
 deps:
 	@bash .ci/deps.sh
 
+# Unit tests first (no root), then the root selftests; each prints its summary.
+check: all
+	$(Q)$(MAKE) --no-print-directory unit
+	$(Q)$(MAKE) --no-print-directory selftest
+
+selftest: all $(SELFTEST_BINS)
+	$(Q)bash selftests/run.sh
+
 demo: all
 	@bash selftests/demo.sh
 
