@@ -100,14 +100,18 @@ static __always_inline int mac_eq(const __u8 *a, const __u8 *b)
 	return x[0] == y[0] && x[1] == y[1] && x[2] == y[2];
 }
 
-/* Transport header at off: ports, ICMP echo identifiers, ND targets. */
-static __always_inline int parse_l4(struct __sk_buff *skb, struct latch_pkt *p, __u32 off, int dir)
+/*
+ * Transport header at off: ports, ICMP echo identifiers, ND targets.  end is
+ * where the IP packet ends by its own length field: bytes past it are
+ * trimmed by the stack, so a port written there must not be believed.
+ */
+static __always_inline int parse_l4(struct __sk_buff *skb, struct latch_pkt *p, __u32 off, __u32 end, int dir)
 {
 	__u8 b[24];
 
 	switch (p->proto) {
 	case IPPROTO_TCP:
-		if (read_bytes(skb, off, b, 14))
+		if (off + 20 > end || read_bytes(skb, off, b, 14))
 			return LATCH_DROP_MALFORMED;
 		__builtin_memcpy(&p->sport, b, 2);
 		__builtin_memcpy(&p->dport, b + 2, 2);
@@ -115,7 +119,7 @@ static __always_inline int parse_l4(struct __sk_buff *skb, struct latch_pkt *p, 
 		p->l4_class = LATCH_PROTO_TCP;
 		return 0;
 	case IPPROTO_UDP:
-		if (read_bytes(skb, off, b, 8))
+		if (off + 8 > end || read_bytes(skb, off, b, 8))
 			return LATCH_DROP_MALFORMED;
 		__builtin_memcpy(&p->sport, b, 2);
 		__builtin_memcpy(&p->dport, b + 2, 2);
@@ -126,7 +130,7 @@ static __always_inline int parse_l4(struct __sk_buff *skb, struct latch_pkt *p, 
 		int v6 = p->proto == IPPROTO_ICMPV6;
 		__u8 req = v6 ? 128 : 8, rep = v6 ? 129 : 0;
 
-		if (read_bytes(skb, off, b, 8))
+		if (off + 8 > end || read_bytes(skb, off, b, 8))
 			return LATCH_DROP_MALFORMED;
 		p->icmp_type = b[0];
 		/* An echo identifier plays the local port, from the guest's side. */
@@ -139,7 +143,8 @@ static __always_inline int parse_l4(struct __sk_buff *skb, struct latch_pkt *p, 
 		} else if (v6 && b[0] >= 130 && b[0] <= 143) {
 			/* MLD (130-132, 143) and ND (133-137) */
 			p->nd = 1;
-			if ((b[0] == 135 || b[0] == 136) && read_bytes(skb, off + 8, p->nd_target, 16))
+			if ((b[0] == 135 || b[0] == 136) &&
+			    (off + 24 > end || read_bytes(skb, off + 8, p->nd_target, 16)))
 				return LATCH_DROP_MALFORMED;
 		}
 		return 0;
@@ -171,13 +176,13 @@ static __always_inline int parse_ipv4(struct __sk_buff *skb, struct latch_pkt *p
 	p->proto = ip.protocol;
 	p->saddr[0] = ip.saddr;
 	p->daddr[0] = ip.daddr;
-	return parse_l4(skb, p, ETH_HLEN + sizeof(ip), dir);
+	return parse_l4(skb, p, ETH_HLEN + sizeof(ip), ETH_HLEN + tot_len, dir);
 }
 
 static __always_inline int parse_ipv6(struct __sk_buff *skb, struct latch_pkt *p, int dir)
 {
 	struct ipv6hdr ip6;
-	__u32 off = ETH_HLEN + sizeof(ip6);
+	__u32 off = ETH_HLEN + sizeof(ip6), end;
 	__u8 nh;
 	int i;
 
@@ -188,6 +193,7 @@ static __always_inline int parse_ipv6(struct __sk_buff *skb, struct latch_pkt *p
 	/* payload_len 0 would be a jumbogram: not on a sandbox link */
 	if (!ip6.payload_len || bpf_ntohs(ip6.payload_len) > skb->len - off)
 		return LATCH_DROP_MALFORMED;
+	end = off + bpf_ntohs(ip6.payload_len);
 	p->family = 6;
 	p->hop_limit = ip6.hop_limit;
 	__builtin_memcpy(p->saddr, &ip6.saddr, 16);
@@ -219,7 +225,7 @@ static __always_inline int parse_ipv6(struct __sk_buff *skb, struct latch_pkt *p
 	if (nh == IPPROTO_HOPOPTS || nh == IPPROTO_DSTOPTS)
 		return LATCH_DROP_EXT_HDR; /* chain longer than we walk */
 	p->proto = nh;
-	return parse_l4(skb, p, off, dir);
+	return parse_l4(skb, p, off, end, dir);
 }
 
 static __always_inline int parse_arp(struct __sk_buff *skb, struct latch_pkt *p)

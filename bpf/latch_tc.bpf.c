@@ -151,7 +151,8 @@ static __always_inline int bucket_take(struct latch_bucket *b, __u32 rate, __u32
 	tolerance = interval * burst;
 	bpf_spin_lock(&b->lock);
 	tat = b->tat_ns > now ? b->tat_ns : now;
-	if (tat - now < tolerance) {
+	/* room for one more interval inside the burst window */
+	if (tat + interval - now <= tolerance) {
 		b->tat_ns = tat + interval;
 		ok = 1;
 		if (suppressed) {

@@ -2,6 +2,8 @@
 # Root selftests: BPF programs exercised in the kernel.
 #   make selftest-prog   the tc programs over a table of crafted packets
 
+SELFTEST_BINS += $(BUILD)/selftests/prog_table
+
 $(BUILD)/selftests/prog_table: selftests/prog_table.c bpf/latch_abi.h $(BUILD)/latch_tc.skel.h | $(BUILD)/selftests
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LDLIBS)
