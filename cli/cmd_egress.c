@@ -27,7 +27,7 @@ static const char *origin_name(int o)
 static int show_one(const struct latch_policy_item *it, void *arg)
 {
 	json_t *arr = arg;
-	char text[160];
+	char text[LATCH_ENTRY_TEXT_MAX];
 	uint64_t now = latch_now_boot_ns();
 	json_t *o;
 
@@ -118,7 +118,7 @@ int cmd_egress(int argc, char **argv)
 		uint64_t expires = for_s ? latch_now_boot_ns() + (uint64_t)for_s * 1000000000ULL : 0;
 
 		for (int i = 0; i < n && !rc; i++) {
-			char text[160];
+			char text[LATCH_ENTRY_TEXT_MAX];
 			int e = !strcmp(verb, "allow")
 					? latch_policy_allow(sb, &entries[i], expires, LATCH_ORIGIN_EGRESS, err, sizeof(err))
 					: latch_policy_revoke(sb, &entries[i], err, sizeof(err));

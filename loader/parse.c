@@ -44,14 +44,17 @@ int latch_parse_name(const char *s, char *err, size_t errlen)
 
 int latch_parse_mac(const char *s, uint8_t mac[6], char *err, size_t errlen)
 {
-	unsigned int b[6];
-	char tail;
-
-	if (sscanf(s, "%2x:%2x:%2x:%2x:%2x:%2x%c", &b[0], &b[1], &b[2], &b[3], &b[4], &b[5], &tail) != 6 ||
-	    strlen(s) != 17)
+	/* exactly xx:xx:xx:xx:xx:xx; sscanf alone would take signs, blanks, 0x */
+	if (strlen(s) != 17)
 		return fail(err, errlen, "MAC '%s' is not of the form 52:54:00:12:34:56", s);
-	for (int i = 0; i < 6; i++)
-		mac[i] = b[i];
+	for (int i = 0; i < 17; i++)
+		if (i % 3 == 2 ? s[i] != ':' : !isxdigit((unsigned char)s[i]))
+			return fail(err, errlen, "MAC '%s' is not of the form 52:54:00:12:34:56", s);
+	for (int i = 0; i < 6; i++) {
+		char hex[3] = { s[i * 3], s[i * 3 + 1], 0 };
+
+		mac[i] = strtoul(hex, NULL, 16);
+	}
 	if (mac[0] & 1)
 		return fail(err, errlen, "MAC '%s' is a multicast address; give the guest's unicast MAC", s);
 	return 0;
@@ -105,6 +108,8 @@ int latch_parse_ports(const char *s, struct latch_port_range *out, int max, int 
 		return fail(err, errlen, "port list '%s' is too long", s);
 	if (!*s)
 		return fail(err, errlen, "empty port list after ':'; write e.g. :443 or :80,443 or :8000-8100");
+	if (s[0] == ',' || s[strlen(s) - 1] == ',' || strstr(s, ",,"))
+		return fail(err, errlen, "port list '%s' has an empty part; write e.g. 80,443", s);
 	strcpy(buf, s);
 	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
 		char *dash = strchr(tok, '-');
@@ -249,7 +254,7 @@ void latch_addr_format(const struct latch_addr *a, char *buf, size_t len)
 
 void latch_entry_format(const struct latch_entry *e, char *buf, size_t len)
 {
-	char a[INET6_ADDRSTRLEN], cidr[INET6_ADDRSTRLEN + 8], ports[160] = "";
+	char a[INET6_ADDRSTRLEN], cidr[INET6_ADDRSTRLEN + 8], ports[LATCH_ENTRY_TEXT_MAX] = "";
 	int full = e->prefixlen == (e->addr.family == AF_INET ? 32 : 128);
 	size_t off = 0;
 

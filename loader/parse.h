@@ -16,7 +16,9 @@
 #include "bpf/latch_abi.h"
 
 #define LATCH_NAME_MAX 32
-#define LATCH_ERR_MAX 256
+#define LATCH_ERR_MAX 512
+/* room for the longest entry latch_entry_format() writes: 16 ranges and an IPv6 CIDR */
+#define LATCH_ENTRY_TEXT_MAX 320
 
 struct latch_addr {
 	int family; /* AF_INET or AF_INET6 */

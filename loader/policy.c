@@ -304,7 +304,7 @@ int latch_policy_allow(struct latch_sandbox *sb, const struct latch_entry *e, ui
 	struct latch_rules v = { 0 };
 	struct latch_config cfg;
 	uint8_t key[32];
-	char text[160];
+	char text[LATCH_ENTRY_TEXT_MAX];
 	int rc;
 
 	if (latch_sandbox_read_config(sb, &cfg))
@@ -343,7 +343,7 @@ int latch_policy_revoke(struct latch_sandbox *sb, const struct latch_entry *e, c
 {
 	int full = e->prefixlen == (e->addr.family == AF_INET ? 32 : 128);
 	struct latch_config cfg;
-	char text[160];
+	char text[LATCH_ENTRY_TEXT_MAX];
 	int removed = 0, rc = 0;
 
 	if (latch_sandbox_read_config(sb, &cfg))
@@ -485,7 +485,7 @@ int latch_policy_replace(struct latch_sandbox *sb, const struct latch_entry *ent
 			}
 			for (int p = 0; p < (e->n_ports ? e->n_ports : 1); p++) {
 				struct latch_rule r;
-				char text[160];
+				char text[LATCH_ENTRY_TEXT_MAX];
 
 				latch_entry_rule(e, p, 0, LATCH_ORIGIN_PROFILE, &r);
 				if (latch_rules_merge(&vals[cnt - 1], &r)) {
