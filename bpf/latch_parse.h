@@ -39,6 +39,7 @@ struct latch_pkt {
 	__u32 saddr[4]; /* v4 in saddr[0] */
 	__u32 daddr[4];
 	__u32 nd_target[4];
+	__u32 inner_src[4]; /* ICMP error: source of the packet it quotes */
 	__be32 arp_spa;
 	__be32 arp_tpa;
 	__be16 sport; /* ICMP echo: the identifier is the local port */
@@ -54,7 +55,7 @@ struct latch_pkt {
 	__u8 icmp_type;
 	__u8 hop_limit;
 	__u8 nd; /* ICMPv6 neighbour discovery or MLD */
-	__u8 pad;
+	__u8 icmp_error; /* into the guest: an error about a guest packet */
 };
 
 /* Copy len bytes at off: straight from the linear area, else from the skb. */
@@ -100,6 +101,59 @@ static __always_inline int mac_eq(const __u8 *a, const __u8 *b)
 	return x[0] == y[0] && x[1] == y[1] && x[2] == y[2];
 }
 
+static __always_inline int icmp_is_error(int v6, __u8 type)
+{
+	/* v4: unreachable (incl. fragmentation needed), time exceeded, parameter
+	 * problem; v6: unreachable, packet too big, time exceeded, parameter */
+	return v6 ? type >= 1 && type <= 4 : type == 3 || type == 11 || type == 12;
+}
+
+/*
+ * An ICMP error into the guest quotes the guest's own packet.  It is let in
+ * as part of that packet's flow (path MTU discovery depends on it), so the
+ * flow tuple is taken from the quote: its destination is the remote end.
+ */
+static __always_inline int parse_icmp_error(struct __sk_buff *skb, struct latch_pkt *p, __u32 off, __u32 end,
+					    int v6)
+{
+	__u8 inner_proto;
+	__be16 ports[2];
+
+	if (!v6) {
+		struct iphdr in;
+
+		if (off + sizeof(in) + 4 > end || read_bytes(skb, off, &in, sizeof(in)))
+			return LATCH_DROP_MALFORMED;
+		if (in.version != 4 || in.ihl != 5)
+			return 0;
+		inner_proto = in.protocol;
+		p->inner_src[0] = in.saddr;
+		p->saddr[0] = in.daddr;
+		off += sizeof(in);
+	} else {
+		struct ipv6hdr in6;
+
+		if (off + sizeof(in6) + 4 > end || read_bytes(skb, off, &in6, sizeof(in6)))
+			return LATCH_DROP_MALFORMED;
+		if (in6.version != 6)
+			return 0;
+		inner_proto = in6.nexthdr;
+		__builtin_memcpy(p->inner_src, &in6.saddr, 16);
+		__builtin_memcpy(p->saddr, &in6.daddr, 16);
+		off += sizeof(in6);
+	}
+	if (inner_proto != IPPROTO_TCP && inner_proto != IPPROTO_UDP)
+		return 0; /* l4_class stays 0: refused */
+	if (read_bytes(skb, off, ports, 4))
+		return LATCH_DROP_MALFORMED;
+	p->proto = inner_proto;
+	p->l4_class = inner_proto == IPPROTO_TCP ? LATCH_PROTO_TCP : LATCH_PROTO_UDP;
+	p->sport = ports[1]; /* the remote port */
+	p->dport = ports[0]; /* the guest's port */
+	p->icmp_error = 1;
+	return 0;
+}
+
 /*
  * Transport header at off: ports, ICMP echo identifiers, ND targets.  end is
  * where the IP packet ends by its own length field: bytes past it are
@@ -140,6 +194,8 @@ static __always_inline int parse_l4(struct __sk_buff *skb, struct latch_pkt *p, 
 		} else if (dir == LATCH_DIR_TO_GUEST && b[0] == rep) {
 			__builtin_memcpy(&p->dport, b + 4, 2);
 			p->l4_class = LATCH_PROTO_ICMP;
+		} else if (dir == LATCH_DIR_TO_GUEST && icmp_is_error(v6, b[0])) {
+			return parse_icmp_error(skb, p, off + 8, end, v6);
 		} else if (v6 && b[0] >= 130 && b[0] <= 143) {
 			/* MLD (130-132, 143) and ND (133-137) */
 			p->nd = 1;
@@ -348,6 +404,10 @@ static __always_inline int check_link_to_guest(const struct latch_config *cfg, c
 		return LATCH_DROP_NO_FLOW;
 	if (!p->l4_class)
 		return LATCH_DROP_PROTO;
+	/* an error about a packet the guest did not send */
+	if (p->icmp_error && (p->family == 4 ? !addr4_eq(p->inner_src, cfg->guest_ip4)
+					     : !addr6_eq(p->inner_src, cfg->guest_ip6)))
+		return LATCH_DROP_NO_FLOW;
 	return 0;
 }
 

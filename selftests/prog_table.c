@@ -82,6 +82,7 @@ struct pkt {
 	uint8_t ext[8];
 	uint16_t arp_op;
 	const char *arp_sha; /* NULL: the frame's source MAC */
+	const struct pkt *quote; /* ICMP error: the packet it quotes */
 };
 
 struct t;
@@ -190,6 +191,9 @@ static bool is_v6(const char *s)
 	return strchr(s, ':') != NULL;
 }
 
+static size_t build_ip4(const struct pkt *k, uint8_t *b);
+static size_t build_ip6(const struct pkt *k, uint8_t *b);
+
 /* The transport header and a little payload. */
 static size_t build_l4(const struct pkt *k, uint8_t *b)
 {
@@ -212,6 +216,17 @@ static size_t build_l4(const struct pkt *k, uint8_t *b)
 	case IPPROTO_ICMPV6:
 		memset(b, 0, 24);
 		b[0] = k->icmp_type;
+		if (k->quote) {
+			/* an error: its header, then the quoted IP header and 8 bytes */
+			uint8_t q[256];
+			size_t ql = is_v6(k->quote->src) ? build_ip6(k->quote, q) : build_ip4(k->quote, q);
+			size_t keep = (is_v6(k->quote->src) ? 40 : 20) + 8;
+
+			b[1] = k->proto == IPPROTO_ICMP ? 4 : 0; /* v4: fragmentation needed */
+			put16(b + 6, 1280);			 /* the MTU it reports */
+			memcpy(b + 8, q, keep < ql ? keep : ql);
+			return 8 + (keep < ql ? keep : ql);
+		}
 		if (k->nd_target) {
 			ip6(k->nd_target, b + 8);
 			return 24;
@@ -556,6 +571,21 @@ static int reset(struct t *t)
 }
 
 /* Setups: state a row needs beyond the baseline. */
+
+/* The guest sends the packet an ICMP error will quote. */
+static int open_quoted_flow(struct t *t, const struct row *r)
+{
+	return run(t, FROM, r->pkt.quote, NULL) == OK ? 0 : -1;
+}
+
+/* The guest's flow to 198.51.100.10:443, whatever the row quotes. */
+static int open_guest_tcp_flow(struct t *t, const struct row *r)
+{
+	const struct pkt k = { .src = GUEST4, .dst = "198.51.100.10", .proto = IPPROTO_TCP,
+			       .sport = GUEST_PORT, .dport = 443, .tcp_flags = TCP_SYN };
+
+	return run(t, FROM, &k, NULL) == OK ? 0 : -1;
+}
 
 static int open_flow(struct t *t, const struct row *r)
 {
@@ -957,6 +987,22 @@ static const struct row table[] = {
 	  .verdict = SHOT, .reason = LATCH_DROP_NO_FLOW },
 	{ .name = "icmp echo request into the guest is dropped", .dir = TO,
 	  .pkt = { ICMP4_IN("198.51.100.20", 8) },
+	  .verdict = SHOT, .reason = LATCH_DROP_PROTO },
+	/* ICMP errors about the guest's own flows: path MTU discovery needs them */
+	{ .name = "v4 fragmentation-needed for a guest flow passes", .dir = TO,
+	  .pkt = { ICMP4_IN("198.51.100.99", 3), .quote = &(const struct pkt){ TCP4(GUEST4, "198.51.100.10", 443) } },
+	  .verdict = OK, .reason = LATCH_PASS_RETURN, .setup = open_quoted_flow },
+	{ .name = "v6 packet-too-big for a guest flow passes", .dir = TO,
+	  .pkt = { ICMP6_IN("2001:db8:99::1", 2), .quote = &(const struct pkt){ TCP6(GUEST6, "2001:db8:2::10", 443) } },
+	  .verdict = OK, .reason = LATCH_PASS_RETURN, .setup = open_quoted_flow },
+	{ .name = "v4 icmp error for a flow the guest never opened is dropped", .dir = TO,
+	  .pkt = { ICMP4_IN("198.51.100.99", 3), .quote = &(const struct pkt){ TCP4(GUEST4, "198.51.100.10", 443) } },
+	  .verdict = SHOT, .reason = LATCH_DROP_NO_FLOW },
+	{ .name = "v4 icmp error quoting another sender is dropped", .dir = TO,
+	  .pkt = { ICMP4_IN("198.51.100.99", 3), .quote = &(const struct pkt){ TCP4("192.0.2.3", "198.51.100.10", 443) } },
+	  .verdict = SHOT, .reason = LATCH_DROP_NO_FLOW, .setup = open_guest_tcp_flow },
+	{ .name = "v6 icmp error quoting a tunnel packet is dropped", .dir = TO,
+	  .pkt = { ICMP6_IN("2001:db8:99::1", 1), .quote = &(const struct pkt){ .src = GUEST6, .dst = "2001:db8:2::10", .proto = 47 } },
 	  .verdict = SHOT, .reason = LATCH_DROP_PROTO },
 
 	/* configuration */
