@@ -33,12 +33,12 @@ BPF_SRCS := $(wildcard bpf/*.bpf.c)
 BPF_OBJS := $(patsubst bpf/%.bpf.c,$(BUILD)/%.bpf.o,$(BPF_SRCS))
 SKELS := $(patsubst bpf/%.bpf.c,$(BUILD)/%.skel.h,$(BPF_SRCS))
 
-LIB_SRCS := $(wildcard loader/*.c)
+LIB_SRCS := $(wildcard loader/*.c) vm/agent_client.c
 LIB_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRCS))
 CLI_SRCS := $(wildcard cli/*.c)
 CLI_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(CLI_SRCS))
 
-all: $(BUILD)/latch $(BPF_OBJS)
+all: $(BUILD)/latch $(BPF_OBJS) $(BUILD)/vm/latch-agent
 
 $(BUILD) $(BUILD)/loader $(BUILD)/cli $(BUILD)/tests $(BUILD)/selftests $(BUILD)/bench:
 	$(Q)mkdir -p $@
@@ -65,6 +65,13 @@ $(BUILD)/cli/%.o: cli/%.c $(wildcard cli/*.h loader/*.h) bpf/latch_abi.h | $(BUI
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@
 
+$(BUILD)/vm:
+	$(Q)mkdir -p $@
+
+$(BUILD)/vm/%.o: vm/%.c $(wildcard vm/*.h) | $(BUILD)/vm
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CFLAGS) -c $< -o $@
+
 $(BUILD)/liblatch.a: $(LIB_OBJS)
 	$(call msg,AR,$@)
 	$(Q)$(AR) rcs $@ $^
@@ -72,6 +79,26 @@ $(BUILD)/liblatch.a: $(LIB_OBJS)
 $(BUILD)/latch: $(CLI_OBJS) $(BUILD)/liblatch.a
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+# The default guest image and its agent (the VM sandbox work; not in `check` yet).
+# The agent is static and built without the pkg-config flags of the host side.
+IMAGE_DIR ?= /var/lib/latch/images/default
+AGENT_CFLAGS := -std=gnu11 -Os -static -Wall -Wextra -Wshadow -Wmissing-prototypes -D_GNU_SOURCE -I.
+
+$(BUILD)/vm/latch-agent: vm/agent.c vm/agent_proto.h | $(BUILD)/vm
+	$(call msg,CC-STATIC,$@)
+	$(Q)$(CC) $(AGENT_CFLAGS) -o $@ $<
+	$(Q)strip $@
+
+$(BUILD)/vm/agent_selftest: $(BUILD)/vm/agent_selftest.o $(BUILD)/vm/agent_client.o
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(CFLAGS) -o $@ $^
+
+image: $(BUILD)/vm/latch-agent
+	vm/image.sh $(IMAGE_DIR) $(BUILD)/vm/latch-agent
+
+vm-proof: image $(BUILD)/vm/agent_selftest
+	vm/agent_proof.sh $(IMAGE_DIR) $(BUILD)/vm/agent_selftest
 
 include tests/tests.mk
 include selftests/selftests.mk
@@ -94,4 +121,4 @@ demo: all
 clean:
 	rm -rf $(BUILD)
 
-.PHONY: all deps check unit selftest bench demo clean
+.PHONY: all deps check unit selftest bench demo clean image vm-proof

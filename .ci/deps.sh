@@ -12,6 +12,8 @@ PKGS=(
 	# run and test
 	iproute2 nftables iperf3 jq socat ncat python3 dnsmasq-base knot-dnsutils
 	libvirt-daemon-system qemu-system-x86 util-linux procps
+	# the default guest image
+	busybox-static cpio kmod xz-utils zstd libc6-dev
 )
 
 missing=()

@@ -1,0 +1,572 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * agent.c - latch's guest agent: runs commands for `latch exec` inside the
+ * default guest and streams their output back over virtio-serial.
+ *
+ * It is built static (gcc -static -Os) and runs as /sbin/latch-agent from
+ * the initramfs, respawned by busybox init.  It finds the virtio-serial port
+ * named org.latch.agent in /sys/class/virtio-ports (or takes a device path
+ * as its only argument) and serves one request at a time.  The framing is
+ * documented in vm/agent_proto.h: 16-byte header {magic, type, flags, id,
+ * len} then len bytes; EXEC carries {timeout_ms, output_limit, argc, flags}
+ * and argv; the answer is STDOUT/STDERR chunks then one EXIT.
+ *
+ * Nothing here allocates: requests and frames live in static buffers sized
+ * by LAGENT_MAX_PAYLOAD, and output past the limit is read and dropped, so
+ * a command that prints forever costs a bounded amount of guest memory.
+ *
+ * The host end of a virtio-serial port comes and goes: while nobody is
+ * connected, read() returns 0 and poll() says POLLHUP, so the agent sleeps
+ * briefly and retries instead of spinning, and a hang-up during a command
+ * kills that command (the requester is gone; nobody would see the result).
+ */
+#include <dirent.h>
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "vm/agent_proto.h"
+
+#define HDR_LEN sizeof(struct lagent_hdr)
+#define IDLE_SLEEP_MS 50    /* poll period while the host end is closed */
+#define DRAIN_GRACE_MS 250  /* after the command exits, for its pipes to close */
+
+extern char **environ;
+
+static int port_fd = -1;
+static int sig_fd = -1;
+static uint8_t req[HDR_LEN + LAGENT_MAX_PAYLOAD + 1]; /* +1: a NUL after argv */
+static uint8_t frame[HDR_LEN + LAGENT_MAX_PAYLOAD];
+static char *cmd_argv[LAGENT_MAX_ARGC + 1];
+
+static char *const cmd_env[] = {
+	"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+	"HOME=/root",
+	"LANG=C",
+	NULL,
+};
+
+static void logx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void logx(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("latch-agent: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+static void sleep_ms(unsigned int ms)
+{
+	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000 };
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static bool host_gone(void)
+{
+	struct pollfd p = { .fd = port_fd, .events = 0 };
+
+	return poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR));
+}
+
+/*
+ * Read exactly n bytes.  Returns 0, or -EPIPE when the host end closed: the
+ * session is over and whatever was half-read belongs to nobody.
+ */
+static int port_read(uint8_t *buf, size_t n)
+{
+	size_t got = 0;
+
+	while (got < n) {
+		ssize_t r = read(port_fd, buf + got, n - got);
+
+		if (r > 0) {
+			got += (size_t)r;
+		} else if (r == 0) {
+			return -EPIPE;
+		} else if (errno == EAGAIN) {
+			struct pollfd p = { .fd = port_fd, .events = POLLIN };
+
+			if (poll(&p, 1, -1) < 0 && errno != EINTR)
+				return -errno;
+		} else if (errno != EINTR) {
+			return -errno;
+		}
+	}
+	return 0;
+}
+
+/* Write all of buf, waiting for room; -EPIPE once the host end is gone. */
+static int port_write(const uint8_t *buf, size_t n)
+{
+	size_t done = 0;
+
+	while (done < n) {
+		ssize_t w = write(port_fd, buf + done, n - done);
+
+		if (w > 0) {
+			done += (size_t)w;
+		} else if (w < 0 && errno == EAGAIN) {
+			struct pollfd p = { .fd = port_fd, .events = POLLOUT };
+
+			if (poll(&p, 1, -1) < 0 && errno != EINTR)
+				return -errno;
+			if ((p.revents & (POLLHUP | POLLERR)) && !(p.revents & POLLOUT))
+				return -EPIPE;
+		} else if (w < 0 && errno != EINTR) {
+			return -EPIPE;
+		}
+	}
+	return 0;
+}
+
+/* Send a frame whose payload the caller already put at frame + HDR_LEN. */
+static int send_frame(uint16_t type, uint32_t id, uint32_t len)
+{
+	struct lagent_hdr h = {
+		.magic = htole32(LAGENT_MAGIC),
+		.type = htole16(type),
+		.id = htole32(id),
+		.len = htole32(len),
+	};
+
+	memcpy(frame, &h, HDR_LEN);
+	return port_write(frame, HDR_LEN + len);
+}
+
+static int send_error(uint32_t id, int err, const char *msg)
+{
+	struct lagent_error e = { .err = (int32_t)htole32((uint32_t)err) };
+	size_t mlen = strlen(msg);
+
+	memcpy(frame + HDR_LEN, &e, sizeof(e));
+	memcpy(frame + HDR_LEN + sizeof(e), msg, mlen);
+	return send_frame(LAGENT_ERROR, id, (uint32_t)(sizeof(e) + mlen));
+}
+
+static int send_pong(uint32_t id)
+{
+	struct lagent_pong p = {
+		.version = htole32(LAGENT_VERSION),
+		.max_payload = htole32(LAGENT_MAX_PAYLOAD),
+	};
+	struct utsname u;
+
+	/* p is zeroed: a copy one short of the field stays NUL-terminated. */
+	if (uname(&u) == 0)
+		memcpy(p.release, u.release, strnlen(u.release, sizeof(p.release) - 1));
+	memcpy(frame + HDR_LEN, &p, sizeof(p));
+	return send_frame(LAGENT_PONG, id, sizeof(p));
+}
+
+/*
+ * Check that the payload is exactly argc NUL-terminated strings and point
+ * cmd_argv at them.  Returns argc, or -EINVAL.
+ */
+static int parse_argv(uint8_t *p, uint32_t len, uint32_t argc)
+{
+	uint32_t i = 0, off = 0;
+
+	if (argc == 0 || argc > LAGENT_MAX_ARGC || len == 0 || p[len - 1] != '\0')
+		return -EINVAL;
+	while (off < len) {
+		size_t slen = strnlen((char *)p + off, len - off);
+
+		if (i == argc)
+			return -EINVAL;
+		cmd_argv[i++] = (char *)p + off;
+		off += (uint32_t)slen + 1;
+	}
+	if (i != argc)
+		return -EINVAL;
+	cmd_argv[i] = NULL;
+	return (int)argc;
+}
+
+static void kill_group(pid_t pid)
+{
+	/* The child may not have reached setsid() yet: hit it directly too. */
+	kill(-pid, SIGKILL);
+	kill(pid, SIGKILL);
+}
+
+static void __attribute__((noreturn)) child(int out_w, int err_w)
+{
+	sigset_t none;
+	int null_fd;
+
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	signal(SIGPIPE, SIG_DFL);
+	setsid();
+	/* CLOEXEC: dup2 makes the copy on 0 inheritable; the original must not leak. */
+	null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (null_fd < 0 || dup2(null_fd, 0) < 0 || dup2(out_w, 1) < 0 || dup2(err_w, 2) < 0)
+		_exit(126);
+	/* The workspace is where the agent's work belongs, when it exists. */
+	if (chdir("/workspace") < 0 && chdir("/") < 0)
+		_exit(126);
+	environ = (char **)cmd_env;
+	execvp(cmd_argv[0], cmd_argv);
+	dprintf(2, "latch-agent: %s: %s\n", cmd_argv[0], strerror(errno));
+	_exit(errno == ENOENT ? 127 : 126);
+}
+
+struct run {
+	uint32_t id;
+	uint64_t limit, out_bytes, sent, dropped;
+	bool truncated;
+};
+
+/* Forward one read's worth of a pipe, or drop it past the limit. */
+static int relay(struct run *r, int fd, uint16_t type, bool *open)
+{
+	ssize_t n = read(fd, frame + HDR_LEN, LAGENT_CHUNK);
+	uint64_t room;
+
+	if (n < 0)
+		return (errno == EAGAIN || errno == EINTR) ? 0 : -errno;
+	if (n == 0) {
+		*open = false;
+		return 0;
+	}
+	r->out_bytes += (uint64_t)n;
+	room = r->limit - r->sent;
+	if ((uint64_t)n > room) {
+		r->dropped += (uint64_t)n - room;
+		r->truncated = true;
+		n = (ssize_t)room;
+	}
+	if (n == 0)
+		return 0;
+	r->sent += (uint64_t)n;
+	return send_frame(type, r->id, (uint32_t)n);
+}
+
+static int do_exec(uint32_t id, uint8_t *p, uint32_t len)
+{
+	struct lagent_exec ex;
+	struct run r = { .id = id };
+	struct lagent_exit ee = { 0 };
+	int out[2] = { -1, -1 }, err[2] = { -1, -1 };
+	bool out_open = true, err_open = true, reaped = false, timed_out = false;
+	uint64_t start, deadline = 0, reaped_at = 0;
+	int status = 0, ret = 0;
+	pid_t pid;
+
+	if (len < sizeof(ex))
+		return send_error(id, EINVAL, "exec: short request");
+	memcpy(&ex, p, sizeof(ex));
+	if (parse_argv(p + sizeof(ex), len - (uint32_t)sizeof(ex), le32toh(ex.argc)) < 0)
+		return send_error(id, EINVAL, "exec: malformed argv");
+	r.limit = le32toh(ex.output_limit);
+	if (r.limit == 0 || r.limit > LAGENT_OUTPUT_CAP)
+		r.limit = LAGENT_OUTPUT_CAP;
+	/* A request left in the channel by a requester that already left. */
+	if (host_gone())
+		return -EPIPE;
+
+	if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0) {
+		ret = send_error(id, errno, "exec: pipe");
+		goto out;
+	}
+	start = now_ms();
+	if (le32toh(ex.timeout_ms))
+		deadline = start + le32toh(ex.timeout_ms);
+	pid = fork();
+	if (pid < 0) {
+		ret = send_error(id, errno, "exec: fork");
+		goto out;
+	}
+	if (pid == 0)
+		child(out[1], err[1]);
+	close(out[1]);
+	close(err[1]);
+	out[1] = err[1] = -1;
+	fcntl(out[0], F_SETFL, O_NONBLOCK);
+	fcntl(err[0], F_SETFL, O_NONBLOCK);
+
+	while (!reaped || out_open || err_open) {
+		struct pollfd fds[4] = {
+			{ .fd = port_fd, .events = POLLIN },
+			{ .fd = sig_fd, .events = POLLIN },
+			{ .fd = out_open ? out[0] : -1, .events = POLLIN },
+			{ .fd = err_open ? err[0] : -1, .events = POLLIN },
+		};
+		int timeout = -1;
+		uint64_t now = now_ms();
+
+		if (reaped) {
+			/* Something the command left behind still holds its pipes. */
+			if (now >= reaped_at + DRAIN_GRACE_MS)
+				break;
+			timeout = (int)(reaped_at + DRAIN_GRACE_MS - now);
+		} else if (deadline && !timed_out) {
+			if (now >= deadline) {
+				kill_group(pid);
+				timed_out = true;
+				continue;
+			}
+			timeout = (int)(deadline - now);
+		}
+		if (poll(fds, 4, timeout) < 0) {
+			if (errno == EINTR)
+				continue;
+			ret = -errno;
+			kill_group(pid);
+			break;
+		}
+		/*
+		 * A requester that leaves makes the port hang up.  One that
+		 * leaves and is replaced at once may flip host_connected back
+		 * before we look, but the newcomer's first frame shows up here:
+		 * clients send nothing while a command runs, so any input also
+		 * means the requester of this command is gone.
+		 */
+		if (fds[0].revents & (POLLHUP | POLLERR | POLLIN)) {
+			logx("%s; killing %s",
+			     fds[0].revents & POLLIN ? "new request" : "host hung up", cmd_argv[0]);
+			ret = -EPIPE;
+			kill_group(pid);
+			break;
+		}
+		if (fds[1].revents & POLLIN) {
+			struct signalfd_siginfo si;
+
+			while (read(sig_fd, &si, sizeof(si)) > 0)
+				;
+			if (!reaped && waitpid(pid, &status, WNOHANG) == pid) {
+				reaped = true;
+				reaped_at = now_ms();
+			}
+		}
+		if (fds[2].revents & (POLLIN | POLLHUP))
+			ret = relay(&r, out[0], LAGENT_STDOUT, &out_open);
+		if (!ret && (fds[3].revents & (POLLIN | POLLHUP)))
+			ret = relay(&r, err[0], LAGENT_STDERR, &err_open);
+		if (ret) {
+			kill_group(pid);
+			break;
+		}
+	}
+	if (!reaped) {
+		while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+			;
+	}
+	if (ret)
+		goto out;
+
+	if (WIFSIGNALED(status)) {
+		ee.how = htole32(LAGENT_SIGNALED);
+		ee.code = (int32_t)htole32((uint32_t)WTERMSIG(status));
+	} else {
+		ee.how = htole32(LAGENT_EXITED);
+		ee.code = (int32_t)htole32((uint32_t)WEXITSTATUS(status));
+	}
+	ee.flags = htole32((r.truncated ? LAGENT_EXIT_TRUNCATED : 0) |
+			   (timed_out ? LAGENT_EXIT_TIMED_OUT : 0));
+	ee.duration_ms = htole32((uint32_t)(now_ms() - start));
+	ee.out_bytes = htole64(r.out_bytes);
+	ee.dropped = htole64(r.dropped);
+	memcpy(frame + HDR_LEN, &ee, sizeof(ee));
+	ret = send_frame(LAGENT_EXIT, id, sizeof(ee));
+out:
+	for (int i = 0; i < 2; i++) {
+		if (out[i] >= 0)
+			close(out[i]);
+		if (err[i] >= 0)
+			close(err[i]);
+	}
+	return ret;
+}
+
+/*
+ * Read one frame into req.  A header without the magic means we are out of
+ * step with the host (an earlier session died mid-frame): slide one byte
+ * and look again.  Returns 0 or -EPIPE.
+ */
+static int read_frame(struct lagent_hdr *h)
+{
+	int ret = port_read(req, HDR_LEN);
+
+	while (!ret) {
+		memcpy(h, req, HDR_LEN);
+		h->magic = le32toh(h->magic);
+		h->type = le16toh(h->type);
+		h->id = le32toh(h->id);
+		h->len = le32toh(h->len);
+		if (h->magic == LAGENT_MAGIC)
+			break;
+		memmove(req, req + 1, HDR_LEN - 1);
+		ret = port_read(req + HDR_LEN - 1, 1);
+	}
+	if (ret)
+		return ret;
+	if (h->len > LAGENT_MAX_PAYLOAD) {
+		/* Can't hold it; answer, then resync on the next magic. */
+		return send_error(h->id, EMSGSIZE, "request too large");
+	}
+	ret = port_read(req + HDR_LEN, h->len);
+	req[HDR_LEN + h->len] = '\0';
+	return ret;
+}
+
+static void serve(void)
+{
+	for (;;) {
+		struct lagent_hdr h;
+		int ret = read_frame(&h);
+
+		if (ret == -EPIPE) {
+			/* Nobody on the host end: wait for the next connection. */
+			sleep_ms(IDLE_SLEEP_MS);
+			continue;
+		}
+		if (ret < 0) {
+			logx("port: %s", strerror(-ret));
+			sleep_ms(IDLE_SLEEP_MS);
+			continue;
+		}
+		if (h.len > LAGENT_MAX_PAYLOAD)
+			continue;
+		switch (h.type) {
+		case LAGENT_PING:
+			send_pong(h.id);
+			break;
+		case LAGENT_EXEC:
+			do_exec(h.id, req + HDR_LEN, h.len);
+			break;
+		default:
+			send_error(h.id, EOPNOTSUPP, "unknown request type");
+			break;
+		}
+	}
+}
+
+/*
+ * Find /dev/NAME for the port whose sysfs name is org.latch.agent.  Without
+ * udev there is no /dev/virtio-ports/ symlink; devtmpfs has the vportNpM
+ * node, and if even that is missing we make it from the sysfs dev numbers.
+ */
+static int find_port(char *path, size_t len)
+{
+	const char *base = "/sys/class/virtio-ports";
+	DIR *d = opendir(base);
+	struct dirent *de;
+	int found = -ENOENT;
+
+	if (!d)
+		return -errno;
+	while ((de = readdir(d))) {
+		char buf[512], name[64];
+		unsigned int maj, min;
+		FILE *f;
+
+		if (de->d_name[0] == '.')
+			continue;
+		if ((size_t)snprintf(buf, sizeof(buf), "%s/%s/name", base, de->d_name) >= sizeof(buf))
+			continue;
+		f = fopen(buf, "re");
+		if (!f)
+			continue;
+		if (!fgets(name, sizeof(name), f))
+			name[0] = '\0';
+		fclose(f);
+		name[strcspn(name, "\n")] = '\0';
+		if (strcmp(name, LAGENT_PORT_NAME))
+			continue;
+		if ((size_t)snprintf(path, len, "/dev/%s", de->d_name) >= len)
+			continue;
+		found = 0;
+		if (access(path, F_OK) == 0)
+			break;
+		f = NULL;
+		if ((size_t)snprintf(buf, sizeof(buf), "%s/%s/dev", base, de->d_name) < sizeof(buf))
+			f = fopen(buf, "re");
+		if (f && fscanf(f, "%u:%u", &maj, &min) == 2 &&
+		    mknod(path, S_IFCHR | 0600, makedev(maj, min)) < 0)
+			found = -errno;
+		if (f)
+			fclose(f);
+		break;
+	}
+	closedir(d);
+	return found;
+}
+
+int main(int argc, char **argv)
+{
+	char path[128];
+	sigset_t chld;
+	bool told = false;
+
+	if (argc > 2 || (argc == 2 && argv[1][0] == '-')) {
+		fprintf(stderr, "usage: latch-agent [DEVICE]\n");
+		return 2;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	/* SIGCHLD arrives through a signalfd, so poll() sees it without races. */
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &chld, NULL);
+	sig_fd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (sig_fd < 0) {
+		logx("signalfd: %s", strerror(errno));
+		return 1;
+	}
+
+	if (argc == 2 && strlen(argv[1]) >= sizeof(path)) {
+		logx("%s: path too long", argv[1]);
+		return 2;
+	}
+	for (;;) {
+		int ret = 0;
+
+		if (argc == 2)
+			snprintf(path, sizeof(path), "%s", argv[1]);
+		else
+			ret = find_port(path, sizeof(path));
+		if (!ret) {
+			port_fd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+			if (port_fd >= 0)
+				break;
+			ret = -errno;
+		}
+		if (!told) {
+			logx("waiting for port %s: %s", argc == 2 ? path : LAGENT_PORT_NAME,
+			     strerror(-ret));
+			told = true;
+		}
+		/* The port's name arrives from the host a little after probe. */
+		sleep_ms(200);
+	}
+	logx("serving on %s", path);
+	serve();
+}

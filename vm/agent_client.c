@@ -1,0 +1,387 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * agent_client.c - talk to a guest's latch agent over its virtio-serial
+ * channel socket: ping it, run a command, relay the output.
+ *
+ * The guest is the untrusted side here.  Frames go through a fixed buffer
+ * one maximum frame long, a length past LAGENT_MAX_PAYLOAD is a protocol
+ * error, output beyond the limit is dropped on this side too, and waits
+ * carry a deadline derived from the command's timeout.  Frames answering an
+ * earlier request (a PONG to a repeated ping, the tail of a cancelled run)
+ * are recognised by their id and skipped.
+ */
+#include <endian.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "vm/agent_client.h"
+
+#define HDR_LEN sizeof(struct lagent_hdr)
+#define RBUF_LEN (HDR_LEN + LAGENT_MAX_PAYLOAD)
+/* While waiting for a booting guest, ask again this often. */
+#define PING_RESEND_MS 250
+
+struct latch_agent {
+	int fd;
+	uint32_t next_id;
+	size_t start, end; /* unread bytes are rbuf[start..end) */
+	uint8_t rbuf[RBUF_LEN];
+	uint8_t wbuf[HDR_LEN + LAGENT_MAX_PAYLOAD];
+};
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Milliseconds left before deadline for poll(); deadline < 0 means none. */
+static int poll_timeout(int64_t deadline)
+{
+	int64_t left;
+
+	if (deadline < 0)
+		return -1;
+	left = deadline - now_ms();
+	if (left <= 0)
+		return 0;
+	return left > 60000 ? 60000 : (int)left;
+}
+
+static int wait_fd(int fd, short events, int64_t deadline)
+{
+	struct pollfd p = { .fd = fd, .events = events };
+	int n = poll(&p, 1, poll_timeout(deadline));
+
+	if (n < 0)
+		return -errno;
+	if (n == 0)
+		return deadline >= 0 && now_ms() >= deadline ? -ETIMEDOUT : 0;
+	return 0;
+}
+
+int latch_agent_connect(const char *sock_path, struct latch_agent **out)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct latch_agent *a;
+	int ret;
+
+	*out = NULL;
+	if (strlen(sock_path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	memcpy(sa.sun_path, sock_path, strlen(sock_path) + 1);
+	a = calloc(1, sizeof(*a));
+	if (!a)
+		return -ENOMEM;
+	a->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (a->fd < 0) {
+		ret = -errno;
+		goto err;
+	}
+	if (connect(a->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		ret = -errno;
+		goto err;
+	}
+	/* Ids only need to differ from a previous client's on the same channel. */
+	if (getrandom(&a->next_id, sizeof(a->next_id), GRND_NONBLOCK) != sizeof(a->next_id))
+		a->next_id = (uint32_t)now_ms() ^ (uint32_t)getpid();
+	*out = a;
+	return 0;
+err:
+	if (a->fd >= 0)
+		close(a->fd);
+	free(a);
+	return ret;
+}
+
+void latch_agent_close(struct latch_agent *a)
+{
+	if (!a)
+		return;
+	close(a->fd);
+	free(a);
+}
+
+static int send_all(struct latch_agent *a, const uint8_t *buf, size_t n, int64_t deadline)
+{
+	size_t done = 0;
+
+	while (done < n) {
+		ssize_t w = send(a->fd, buf + done, n - done, MSG_NOSIGNAL | MSG_DONTWAIT);
+		int ret;
+
+		if (w > 0) {
+			done += (size_t)w;
+			continue;
+		}
+		if (errno != EAGAIN && errno != EINTR)
+			return -errno;
+		ret = wait_fd(a->fd, POLLOUT, deadline);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+static int send_request(struct latch_agent *a, uint16_t type, uint32_t id, uint32_t len,
+			int64_t deadline)
+{
+	struct lagent_hdr h = {
+		.magic = htole32(LAGENT_MAGIC),
+		.type = htole16(type),
+		.id = htole32(id),
+		.len = htole32(len),
+	};
+
+	memcpy(a->wbuf, &h, HDR_LEN);
+	return send_all(a, a->wbuf, HDR_LEN + len, deadline);
+}
+
+/* Make n bytes available at rbuf + start.  -ECONNRESET when the channel closes. */
+static int need(struct latch_agent *a, size_t n, int64_t deadline)
+{
+	while (a->end - a->start < n) {
+		ssize_t r;
+		int ret;
+
+		if (a->start && RBUF_LEN - a->start < n) {
+			memmove(a->rbuf, a->rbuf + a->start, a->end - a->start);
+			a->end -= a->start;
+			a->start = 0;
+		}
+		r = recv(a->fd, a->rbuf + a->end, RBUF_LEN - a->end, MSG_DONTWAIT);
+		if (r > 0) {
+			a->end += (size_t)r;
+			continue;
+		}
+		if (r == 0)
+			return -ECONNRESET;
+		if (errno != EAGAIN && errno != EINTR)
+			return -errno;
+		ret = wait_fd(a->fd, POLLIN, deadline);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/*
+ * Next whole frame: header into *h, payload left at rbuf + start + HDR_LEN
+ * until the following call.  Bytes before a magic are skipped one at a time,
+ * which is how a stream left mid-frame by an earlier client gets back in step.
+ */
+static int next_frame(struct latch_agent *a, struct lagent_hdr *h, const uint8_t **payload,
+		      int64_t deadline)
+{
+	int ret;
+
+	for (;;) {
+		ret = need(a, HDR_LEN, deadline);
+		if (ret)
+			return ret;
+		memcpy(h, a->rbuf + a->start, HDR_LEN);
+		if (le32toh(h->magic) == LAGENT_MAGIC)
+			break;
+		a->start++;
+	}
+	h->type = le16toh(h->type);
+	h->flags = le16toh(h->flags);
+	h->id = le32toh(h->id);
+	h->len = le32toh(h->len);
+	if (h->len > LAGENT_MAX_PAYLOAD)
+		return -EPROTO;
+	ret = need(a, HDR_LEN + h->len, deadline);
+	if (ret)
+		return ret;
+	*payload = a->rbuf + a->start + HDR_LEN;
+	a->start += HDR_LEN + h->len;
+	return 0;
+}
+
+int latch_agent_ping(struct latch_agent *a, int timeout_ms, char *release, size_t len)
+{
+	int64_t deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
+	uint32_t first = a->next_id;
+	int ret;
+
+	for (;;) {
+		int64_t resend = now_ms() + PING_RESEND_MS;
+		int64_t until = deadline >= 0 && deadline < resend ? deadline : resend;
+		uint32_t id = a->next_id++;
+
+		ret = send_request(a, LAGENT_PING, id, 0, deadline);
+		if (ret)
+			return ret;
+		for (;;) {
+			struct lagent_pong pong;
+			struct lagent_hdr h;
+			const uint8_t *p;
+
+			ret = next_frame(a, &h, &p, until);
+			if (ret == -ETIMEDOUT && until != deadline)
+				break; /* the guest may have missed it while booting */
+			if (ret)
+				return ret;
+			/* Any of this call's pings will do; ids wrap, so compare by distance. */
+			if (h.type != LAGENT_PONG || h.id - first > id - first)
+				continue;
+			if (h.len != sizeof(pong))
+				return -EPROTO;
+			memcpy(&pong, p, sizeof(pong));
+			if (le32toh(pong.version) != LAGENT_VERSION)
+				return -EPROTONOSUPPORT;
+			if (release && len) {
+				size_t n = strnlen(pong.release, sizeof(pong.release));
+
+				n = n < len - 1 ? n : len - 1;
+				memcpy(release, pong.release, n);
+				release[n] = '\0';
+			}
+			return 0;
+		}
+	}
+}
+
+static int write_all(int fd, const uint8_t *buf, size_t n)
+{
+	while (n) {
+		ssize_t w = write(fd, buf, n);
+
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN) {
+				struct pollfd p = { .fd = fd, .events = POLLOUT };
+
+				poll(&p, 1, -1);
+				continue;
+			}
+			return -errno;
+		}
+		buf += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+static int build_exec(struct latch_agent *a, const char *const argv[],
+		      const struct latch_agent_exec_opts *opts, uint32_t *len)
+{
+	struct lagent_exec ex = { 0 };
+	size_t off = sizeof(ex);
+	uint32_t argc = 0;
+
+	for (; argv[argc]; argc++) {
+		size_t n = strlen(argv[argc]) + 1;
+
+		if (argc == LAGENT_MAX_ARGC || off + n > LAGENT_MAX_PAYLOAD)
+			return -E2BIG;
+		memcpy(a->wbuf + HDR_LEN + off, argv[argc], n);
+		off += n;
+	}
+	if (!argc)
+		return -EINVAL;
+	ex.timeout_ms = htole32(opts ? opts->timeout_ms : 0);
+	ex.output_limit = htole32(opts ? opts->output_limit : 0);
+	ex.argc = htole32(argc);
+	memcpy(a->wbuf + HDR_LEN, &ex, sizeof(ex));
+	*len = (uint32_t)off;
+	return 0;
+}
+
+int latch_agent_exec(struct latch_agent *a, const char *const argv[],
+		     const struct latch_agent_exec_opts *opts, int out_fd, int err_fd,
+		     struct latch_agent_result *res)
+{
+	uint32_t timeout = opts ? opts->timeout_ms : 0;
+	uint64_t limit = opts && opts->output_limit ? opts->output_limit : LAGENT_OUTPUT_CAP;
+	int64_t deadline = timeout ? now_ms() + timeout + LATCH_AGENT_GRACE_MS : -1;
+	uint32_t id = a->next_id++, len;
+	int ret;
+
+	memset(res, 0, sizeof(*res));
+	if (limit > LAGENT_OUTPUT_CAP)
+		limit = LAGENT_OUTPUT_CAP;
+	ret = build_exec(a, argv, opts, &len);
+	if (ret)
+		return ret;
+	ret = send_request(a, LAGENT_EXEC, id, len, deadline);
+	if (ret)
+		return ret;
+
+	for (;;) {
+		struct lagent_hdr h;
+		const uint8_t *p;
+		struct lagent_exit ee;
+		struct lagent_error er;
+
+		ret = next_frame(a, &h, &p, deadline);
+		if (ret)
+			return ret;
+		if (h.id != id)
+			continue;
+		switch (h.type) {
+		case LAGENT_STDOUT:
+		case LAGENT_STDERR: {
+			int fd = h.type == LAGENT_STDOUT ? out_fd : err_fd;
+			uint64_t n = h.len;
+
+			if (res->relayed + n > limit) {
+				n = limit - res->relayed;
+				res->flags |= LATCH_AGENT_HOST_TRUNCATED;
+			}
+			if (fd >= 0 && n) {
+				ret = write_all(fd, p, (size_t)n);
+				if (ret)
+					return ret;
+			}
+			res->relayed += n;
+			break;
+		}
+		case LAGENT_EXIT:
+			if (h.len != sizeof(ee))
+				return -EPROTO;
+			memcpy(&ee, p, sizeof(ee));
+			res->how = (int)le32toh(ee.how);
+			res->code = (int32_t)le32toh((uint32_t)ee.code);
+			res->flags |= le32toh(ee.flags) & (LAGENT_EXIT_TRUNCATED | LAGENT_EXIT_TIMED_OUT);
+			res->duration_ms = le32toh(ee.duration_ms);
+			res->out_bytes = le64toh(ee.out_bytes);
+			if (res->how != LAGENT_EXITED && res->how != LAGENT_SIGNALED)
+				return -EPROTO;
+			return 0;
+		case LAGENT_ERROR: {
+			size_t mlen;
+			int err;
+
+			if (h.len < sizeof(er))
+				return -EPROTO;
+			memcpy(&er, p, sizeof(er));
+			mlen = h.len - sizeof(er);
+			mlen = mlen < sizeof(res->message) - 1 ? mlen : sizeof(res->message) - 1;
+			memcpy(res->message, p + sizeof(er), mlen);
+			res->message[mlen] = '\0';
+			err = (int32_t)le32toh((uint32_t)er.err);
+			return err > 0 && err < 4096 ? -err : -EPROTO;
+		}
+		default:
+			return -EPROTO;
+		}
+	}
+}
+
+int latch_agent_status(const struct latch_agent_result *res)
+{
+	return res->how == LAGENT_SIGNALED ? 128 + res->code : res->code;
+}

@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * agent_client.h - the host side of the guest agent: run a command in a
+ * guest and relay its stdout, stderr and exit status.
+ *
+ * The guest end is vm/agent.c; the channel is the Unix socket that libvirt
+ * binds for
+ *   <channel type='unix'>
+ *     <source mode='bind' path='SOCK'/>
+ *     <target type='virtio' name='org.latch.agent'/>
+ *   </channel>
+ * The wire format is in vm/agent_proto.h.  Everything the guest sends is
+ * treated as hostile: lengths are checked, output is capped here as well as
+ * in the guest, and a deadline bounds every wait that was given one.
+ *
+ * All functions return 0 or -errno.
+ */
+#ifndef LATCH_VM_AGENT_CLIENT_H
+#define LATCH_VM_AGENT_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vm/agent_proto.h"
+
+struct latch_agent; /* one connection to one guest's agent */
+
+/* Extra time the host waits past a command's own timeout before giving up. */
+#define LATCH_AGENT_GRACE_MS 5000
+
+/* latch_agent_result.flags, beside LAGENT_EXIT_*: the host dropped output. */
+#define LATCH_AGENT_HOST_TRUNCATED (1u << 16)
+
+struct latch_agent_exec_opts {
+	uint32_t timeout_ms;   /* 0: none; the guest kills the command at this */
+	uint32_t output_limit; /* stdout+stderr bytes relayed; 0: LAGENT_OUTPUT_CAP */
+};
+
+struct latch_agent_result {
+	int how;		/* LAGENT_EXITED or LAGENT_SIGNALED */
+	int code;		/* exit status or signal number */
+	unsigned int flags;	/* LAGENT_EXIT_* | LATCH_AGENT_HOST_TRUNCATED */
+	uint32_t duration_ms;	/* as the guest measured it */
+	uint64_t out_bytes;	/* produced in the guest, per the guest */
+	uint64_t relayed;	/* written to out_fd/err_fd by us */
+	char message[128];	/* why the agent refused; guest text, sanitise before printing */
+};
+
+/* Connect to the channel socket.  *out is freed with latch_agent_close(). */
+int latch_agent_connect(const char *sock_path, struct latch_agent **out);
+/* Closing while a command runs cancels it: the guest kills its process group. */
+void latch_agent_close(struct latch_agent *a);
+
+/*
+ * Wait up to timeout_ms (-1: forever) for the agent to answer, e.g. while the
+ * guest boots.  release (may be NULL) gets the guest's `uname -r`.
+ */
+int latch_agent_ping(struct latch_agent *a, int timeout_ms, char *release, size_t len);
+
+/*
+ * Run argv (NULL-terminated) in the guest, with stdin from /dev/null.
+ * stdout and stderr chunks are written to out_fd and err_fd as they arrive
+ * (-1 discards).  Returns 0 when the command ran (its status is in *res),
+ * -ETIMEDOUT when the guest did not finish within timeout_ms plus
+ * LATCH_AGENT_GRACE_MS, -EINTR when a signal interrupted the wait (close the
+ * connection to cancel the command), -EPROTO on a malformed answer, -E2BIG
+ * when argv does not fit in one frame, or the agent's errno when it refused.
+ * A write error on out_fd/err_fd is returned as is; the caller ignores
+ * SIGPIPE if those may be pipes.
+ */
+int latch_agent_exec(struct latch_agent *a, const char *const argv[],
+		     const struct latch_agent_exec_opts *opts, int out_fd, int err_fd,
+		     struct latch_agent_result *res);
+
+/* The status a shell would report: the exit code, or 128 + signal. */
+int latch_agent_status(const struct latch_agent_result *res);
+
+#endif
