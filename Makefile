@@ -33,7 +33,8 @@ BPF_SRCS := $(wildcard bpf/*.bpf.c)
 BPF_OBJS := $(patsubst bpf/%.bpf.c,$(BUILD)/%.bpf.o,$(BPF_SRCS))
 SKELS := $(patsubst bpf/%.bpf.c,$(BUILD)/%.skel.h,$(BPF_SRCS))
 
-LIB_SRCS := $(wildcard loader/*.c) vm/agent_client.c
+# vm/agent.c is the guest side (static, below); agent_selftest.c is a test driver
+LIB_SRCS := $(wildcard loader/*.c) $(filter-out vm/agent.c vm/agent_selftest.c,$(wildcard vm/*.c))
 LIB_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRCS))
 CLI_SRCS := $(wildcard cli/*.c)
 CLI_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(CLI_SRCS))
