@@ -20,7 +20,7 @@
 #endif
 
 /* Bumped whenever a pinned map's layout changes; stored in the config map. */
-#define LATCH_ABI_VERSION 1
+#define LATCH_ABI_VERSION 2
 
 /* Sizes; overridable at build time. */
 #ifndef LATCH_POLICY_MAX
@@ -280,6 +280,25 @@ struct latch_flow {
 	__s32 reason;	      /* the pass reason that allowed it */
 };
 _Static_assert(sizeof(struct latch_flow) == 16, "latch_flow layout");
+
+/*
+ * flow_hot: per-CPU, the last flow that passed from the guest on this CPU.
+ * A packet of the same flow under the same policy version passes on one
+ * compare instead of a hash lookup.  The flow table entry is still looked
+ * up every LATCH_FLOW_HOT_USES packets, so the LRU keeps the flow (replies
+ * depend on it).
+ */
+#define LATCH_FLOW_HOT_USES 64
+
+struct latch_flow_hot {
+	__u32 key[6];	      /* latch_flow4_key or latch_flow6_key, zero-padded */
+	__u32 family;	      /* 4 or 6; 0 when empty */
+	__u32 policy_version; /* as in struct latch_flow */
+	__u64 expires_ns;
+	__u32 uses; /* packets since the flow table was last consulted */
+	__u32 pad;
+};
+_Static_assert(sizeof(struct latch_flow_hot) == 48, "latch_flow_hot layout");
 
 /* A token bucket (GCRA): one element of dns_bucket and event_bucket. */
 struct latch_bucket {

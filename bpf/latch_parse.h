@@ -58,14 +58,19 @@ struct latch_pkt {
 	__u8 icmp_error; /* into the guest: an error about a guest packet */
 };
 
-/* Copy len bytes at off: straight from the linear area, else from the skb. */
+/*
+ * Copy len bytes at off: straight from the linear area, else from the skb.
+ * Headers in the linear area are copied with word loads: clang would
+ * otherwise copy byte by byte, not knowing the alignment, and the kernel
+ * allows unaligned packet loads on every JIT latch supports.
+ */
 static __always_inline int read_bytes(struct __sk_buff *skb, __u32 off, void *dst, __u32 len)
 {
 	void *data = (void *)(long)skb->data;
 	void *end = (void *)(long)skb->data_end;
 
 	if (off <= 256 && data + off + len <= end) {
-		__builtin_memcpy(dst, data + off, len);
+		__builtin_memcpy(dst, __builtin_assume_aligned(data + off, 4), len);
 		return 0;
 	}
 	return bpf_skb_load_bytes(skb, off, dst, len);

@@ -95,6 +95,14 @@ struct {
 	__type(value, struct latch_flow);
 } flow6 SEC(".maps");
 
+/* flow_hot: per-CPU, the last flow that passed from the guest. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct latch_flow_hot);
+} flow_hot SEC(".maps");
+
 /* counters: per-CPU packets and bytes by (reason, direction), plus stats. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -452,6 +460,28 @@ static __always_inline int flow_current(const struct latch_flow *f, const struct
 	return *now < f->expires_ns;
 }
 
+union flow_key {
+	struct latch_flow4_key k4;
+	struct latch_flow6_key k6;
+	__u32 w[6];
+};
+
+static __always_inline int hot_matches(const struct latch_flow_hot *h, const union flow_key *k, __u32 family)
+{
+	return h->family == family && h->key[0] == k->w[0] && h->key[1] == k->w[1] && h->key[2] == k->w[2] &&
+	       h->key[3] == k->w[3] && h->key[4] == k->w[4] && h->key[5] == k->w[5];
+}
+
+static __always_inline void hot_store(struct latch_flow_hot *h, const union flow_key *k, __u32 family,
+				      const struct latch_config *cfg, __u64 expires)
+{
+	__builtin_memcpy(h->key, k->w, sizeof(h->key));
+	h->family = family;
+	h->policy_version = cfg->policy_version;
+	h->expires_ns = expires;
+	h->uses = 0;
+}
+
 static __always_inline const struct latch_config *get_config(void)
 {
 	__u32 zero = 0;
@@ -466,13 +496,12 @@ SEC("tc")
 int latch_from_guest(struct __sk_buff *skb)
 {
 	const struct latch_config *cfg = get_config();
+	struct latch_flow_hot *hot;
 	struct latch_pkt p;
-	union {
-		struct latch_flow4_key k4;
-		struct latch_flow6_key k6;
-	} key;
+	union flow_key key;
 	struct latch_flow *f;
 	__u64 now = 0, expires = 0;
+	__u32 zero = 0;
 	int reason;
 
 	__builtin_memset(&p, 0, sizeof(p));
@@ -485,14 +514,35 @@ int latch_from_guest(struct __sk_buff *skb)
 	if (reason)
 		return verdict(skb, cfg, &p, reason, LATCH_DIR_FROM_GUEST);
 
-	/* Established flows skip the policy lookups while nothing was removed. */
-	f = flow_lookup(&p, 1, &key);
-	if (f && !is_dns(&p) && flow_current(f, cfg, &now))
+	/*
+	 * Established flows skip the policy lookups while nothing was removed:
+	 * first this CPU's last flow, then the flow table.  DNS is never cached:
+	 * every query is charged to the bucket.
+	 */
+	__builtin_memset(&key, 0, sizeof(key));
+	hot = bpf_map_lookup_elem(&flow_hot, &zero);
+	if (p.family == 4)
+		flow_key4(&p, 1, &key.k4);
+	else
+		flow_key6(&p, 1, &key.k6);
+	if (hot && !is_dns(&p) && hot_matches(hot, &key, p.family) &&
+	    hot->policy_version == cfg->policy_version && ++hot->uses < LATCH_FLOW_HOT_USES &&
+	    (!hot->expires_ns || (now = bpf_ktime_get_boot_ns()) < hot->expires_ns))
 		return verdict(skb, cfg, &p, LATCH_PASS_FLOW, LATCH_DIR_FROM_GUEST);
 
+	f = p.family == 4 ? bpf_map_lookup_elem(&flow4, &key.k4) : bpf_map_lookup_elem(&flow6, &key.k6);
+	if (f && !is_dns(&p) && flow_current(f, cfg, &now)) {
+		if (hot)
+			hot_store(hot, &key, p.family, cfg, f->expires_ns);
+		return verdict(skb, cfg, &p, LATCH_PASS_FLOW, LATCH_DIR_FROM_GUEST);
+	}
+
 	reason = decide_destination(cfg, &p, 1, &now, &expires);
-	if (reason > 0 && !(f && flow_current(f, cfg, &now)))
+	if (reason > 0 && !(f && flow_current(f, cfg, &now))) {
 		flow_store(&p, &key, cfg, reason, expires);
+		if (hot && !is_dns(&p))
+			hot_store(hot, &key, p.family, cfg, expires);
+	}
 	return verdict(skb, cfg, &p, reason, LATCH_DIR_FROM_GUEST);
 }
 
@@ -501,10 +551,7 @@ int latch_to_guest(struct __sk_buff *skb)
 {
 	const struct latch_config *cfg = get_config();
 	struct latch_pkt p, out;
-	union {
-		struct latch_flow4_key k4;
-		struct latch_flow6_key k6;
-	} key;
+	union flow_key key;
 	struct latch_flow *f;
 	__u64 now = 0, expires = 0;
 	int reason;

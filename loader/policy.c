@@ -407,6 +407,53 @@ static int cmp_entry_addr(const void *a, const void *b)
 	return memcmp(x->addr.bytes, y->addr.bytes, 16);
 }
 
+/* Delete every key of one generation from an exact (hash) map, in batches. */
+static int drop_generation_hash(struct latch_sandbox *sb, const struct kind *k, __u32 gen)
+{
+	size_t ks = k->family == AF_INET ? sizeof(struct latch_exact4_key) : sizeof(struct latch_exact6_key);
+	enum { CHUNK = 4096 };
+	uint8_t *keys = malloc(CHUNK * ks), *del = malloc(CHUNK * ks);
+	struct latch_rules *vals = malloc(CHUNK * sizeof(*vals));
+	__u64 in = 0, out = 0;
+	void *inp = NULL;
+	int rc = 0, done = 0;
+
+	if (!keys || !del || !vals) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	while (!done) {
+		__u32 count = CHUNK, n_del = 0;
+		LIBBPF_OPTS(bpf_map_batch_opts, bo);
+
+		if (bpf_map_lookup_batch(fd_of(sb, k), inp, &out, keys, vals, &count, &bo)) {
+			if (errno != ENOENT) {
+				rc = -errno;
+				break;
+			}
+			done = 1; /* the last, possibly partial, batch */
+		}
+		for (__u32 i = 0; i < count; i++) {
+			__u32 g;
+
+			memcpy(&g, keys + i * ks, sizeof(g)); /* gen is the first field */
+			if (g == gen)
+				memcpy(del + n_del++ * ks, keys + i * ks, ks);
+		}
+		if (n_del && bpf_map_delete_batch(fd_of(sb, k), del, &n_del, &bo)) {
+			rc = -errno;
+			break;
+		}
+		in = out;
+		inp = &in;
+	}
+out:
+	free(keys);
+	free(del);
+	free(vals);
+	return rc;
+}
+
 /* Delete every key of one generation from a map. */
 static int drop_generation(struct latch_sandbox *sb, const struct kind *k, __u32 gen)
 {
@@ -417,6 +464,9 @@ static int drop_generation(struct latch_sandbox *sb, const struct kind *k, __u32
 	void *prev = NULL;
 	__u32 g;
 
+	if (!k->lpm)
+		return drop_generation_hash(sb, k, gen);
+	/* tries have no batch lookup; they hold real prefixes only, so few keys */
 	while (bpf_map_get_next_key(fd_of(sb, k), prev, next) == 0) {
 		memcpy(key, next, sizeof(key));
 		prev = key;
@@ -441,6 +491,26 @@ static int drop_generation(struct latch_sandbox *sb, const struct kind *k, __u32
 	return 0;
 }
 
+int latch_policy_gc(struct latch_sandbox *sb)
+{
+	struct latch_config cfg;
+	int rc = 0;
+
+	if (latch_sandbox_read_config(sb, &cfg))
+		return -EIO;
+	if (!(cfg.flags & LATCH_CFG_IDLE_DIRTY))
+		return 0;
+	for (int i = 0; i < 4 && !rc; i++)
+		rc = drop_generation(sb, &kinds[i], cfg.policy_gen ^ 1);
+	if (rc)
+		return rc;
+	/* re-read: only this one bit changes, everything else stays as the kernel has it */
+	if (latch_sandbox_read_config(sb, &cfg))
+		return -EIO;
+	cfg.flags &= ~LATCH_CFG_IDLE_DIRTY;
+	return latch_sandbox_write_config(sb, &cfg);
+}
+
 int latch_policy_replace(struct latch_sandbox *sb, const struct latch_entry *entries, int n, char *err,
 			 size_t errlen)
 {
@@ -454,9 +524,15 @@ int latch_policy_replace(struct latch_sandbox *sb, const struct latch_entry *ent
 	if (latch_sandbox_read_config(sb, &cfg))
 		return fail(err, errlen, "cannot read the config of '%s'", latch_sandbox_name(sb));
 	next_gen = cfg.policy_gen ^ 1;
-	/* Anything left over under the idle generation from an interrupted switch */
-	for (int i = 0; i < 4; i++)
-		drop_generation(sb, &kinds[i], next_gen);
+	/* Leftovers under the idle generation (a switch not yet collected, or cut short) */
+	if (cfg.flags & LATCH_CFG_IDLE_DIRTY) {
+		rc = latch_policy_gc(sb);
+		if (rc)
+			return fail(err, errlen, "cannot clear the idle policy generation: %s", strerror(-rc));
+	}
+	cfg.flags |= LATCH_CFG_IDLE_DIRTY;
+	if (latch_sandbox_write_config(sb, &cfg))
+		return fail(err, errlen, "cannot update the config of '%s'", latch_sandbox_name(sb));
 
 	sorted = malloc((n ? n : 1) * sizeof(*sorted));
 	keys = malloc((n ? n : 1) * 20);
@@ -554,8 +630,7 @@ int latch_policy_replace(struct latch_sandbox *sb, const struct latch_entry *ent
 			drop_generation(sb, &kinds[i], next_gen);
 		goto out;
 	}
-	for (int i = 0; i < 4; i++)
-		drop_generation(sb, &kinds[i], next_gen ^ 1);
+	/* The old generation is now the idle one: latch_policy_gc() removes it. */
 out:
 	free(sorted);
 	free(keys);

@@ -34,11 +34,13 @@ int latch_policy_revoke(struct latch_sandbox *sb, const struct latch_entry *e, c
 
 /*
  * Replace the whole permanent policy with entries[]: written under the idle
- * generation, made live with one config update, then the old generation is
- * deleted.  Timed entries are kept.
+ * generation and made live with one config update.  Timed entries are kept.
+ * The old generation stays behind, idle and marked dirty, until
+ * latch_policy_gc() deletes it; call that right after, off the critical path.
  */
 int latch_policy_replace(struct latch_sandbox *sb, const struct latch_entry *entries, int n, char *err,
 			 size_t errlen);
+int latch_policy_gc(struct latch_sandbox *sb);
 
 struct latch_policy_item {
 	struct latch_entry entry; /* address/prefix; ports and proto of the one rule */

@@ -31,7 +31,8 @@ const char *const latch_map_names[LATCH_MAP_COUNT] = {
 	[LATCH_MAP_EXACT6] = "exact6",		   [LATCH_MAP_PREFIX4] = "prefix4",
 	[LATCH_MAP_PREFIX6] = "prefix6",	   [LATCH_MAP_TIMED4] = "timed4",
 	[LATCH_MAP_TIMED6] = "timed6",		   [LATCH_MAP_FLOW4] = "flow4",
-	[LATCH_MAP_FLOW6] = "flow6",		   [LATCH_MAP_COUNTERS] = "counters",
+	[LATCH_MAP_FLOW6] = "flow6",		   [LATCH_MAP_FLOW_HOT] = "flow_hot",
+	[LATCH_MAP_COUNTERS] = "counters",
 	[LATCH_MAP_DNS_BUCKET] = "dns_bucket",	   [LATCH_MAP_EVENT_BUCKET] = "event_bucket",
 	[LATCH_MAP_EVENTS] = "events",
 };

@@ -17,8 +17,9 @@
 #include "bpf/latch_abi.h"
 #include "loader/parse.h"
 
-/* Not a datapath flag: the loader created the clsact qdisc and may remove it. */
-#define LATCH_CFG_OWN_QDISC (1u << 16)
+/* Not datapath flags, bookkeeping of the loader's in the config map: */
+#define LATCH_CFG_OWN_QDISC (1u << 16)	/* latch created the clsact qdisc and may remove it */
+#define LATCH_CFG_IDLE_DIRTY (1u << 17) /* the idle policy generation may hold entries */
 
 #define LATCH_TC_HANDLE 0x1a7c
 #define LATCH_TC_PRIORITY 1
@@ -33,6 +34,7 @@ enum latch_map_id {
 	LATCH_MAP_TIMED6,
 	LATCH_MAP_FLOW4,
 	LATCH_MAP_FLOW6,
+	LATCH_MAP_FLOW_HOT,
 	LATCH_MAP_COUNTERS,
 	LATCH_MAP_DNS_BUCKET,
 	LATCH_MAP_EVENT_BUCKET,

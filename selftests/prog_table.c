@@ -528,6 +528,20 @@ static void clear_map(struct bpf_map *m)
 			break;
 }
 
+/* Forget every CPU's last flow: a per-CPU array can only be overwritten. */
+static int clear_flow_hot(struct t *t)
+{
+	struct latch_flow_hot *v = calloc(t->ncpus, sizeof(*v));
+	__u32 zero = 0;
+	int err;
+
+	if (!v)
+		return -1;
+	err = bpf_map_update_elem(bpf_map__fd(t->skel->maps.flow_hot), &zero, v, 0);
+	free(v);
+	return err;
+}
+
 /*
  * The baseline policy (generation 0):
  *   198.51.100.10       TCP 443, UDP 5000-5010
@@ -548,6 +562,7 @@ static int reset(struct t *t)
 
 	clear_map(t->skel->maps.flow4);
 	clear_map(t->skel->maps.flow6);
+	err |= clear_flow_hot(t);
 	err |= bpf_map_update_elem(bpf_map__fd(t->skel->maps.dns_bucket), &zero, &zero_bucket, 0);
 	err |= bpf_map_update_elem(bpf_map__fd(t->skel->maps.event_bucket), &zero, &zero_bucket, 0);
 	err |= set_config(t, &t->cfg);
@@ -611,6 +626,24 @@ static int open_flow_then_revoke(struct t *t, const struct row *r)
 	if (open_flow(t, r) || bump_policy_version(t))
 		return -1;
 	return is_v6(r->pkt.src) ? delete_exact6(t, r->pkt.src) : delete_exact4(t, r->pkt.src);
+}
+
+/* Send the row's packet twice (the second one from this CPU's flow_hot), then revoke its entry. */
+static int warm_then_revoke(struct t *t, const struct row *r)
+{
+	if (run(t, FROM, &r->pkt, NULL) != OK || run(t, FROM, &r->pkt, NULL) != OK || bump_policy_version(t))
+		return -1;
+	return delete_exact4(t, r->pkt.dst);
+}
+
+/* Warm flow_hot on a grant that runs out 200 ms later, and let it run out. */
+static int warm_on_short_grant(struct t *t, const struct row *r)
+{
+	if (timed4(t, "198.51.100.128", 26, RULES(tcp(443, 443, boot_ns() + 200000000ULL))) ||
+	    run(t, FROM, &r->pkt, NULL) != OK || run(t, FROM, &r->pkt, NULL) != OK)
+		return -1;
+	usleep(300000);
+	return 0;
 }
 
 /* Open the flow, then remove something else from the policy. */
@@ -720,6 +753,13 @@ static const struct row table[] = {
 	{ .name = "v4 timed entry is dead after its deadline", .dir = FROM,
 	  .pkt = { TCP4(GUEST4, "198.51.100.200", 443) },
 	  .verdict = SHOT, .reason = LATCH_DROP_POLICY },
+	/* the per-CPU last-flow cache must not outlive a removal or a deadline */
+	{ .name = "v4 established flow is cut on the packet after a revoke", .dir = FROM,
+	  .pkt = { TCP4(GUEST4, "198.51.100.10", 443) },
+	  .verdict = SHOT, .reason = LATCH_DROP_POLICY, .setup = warm_then_revoke },
+	{ .name = "v4 established flow is cut when its grant runs out", .dir = FROM,
+	  .pkt = { TCP4(GUEST4, "198.51.100.140", 443) },
+	  .verdict = SHOT, .reason = LATCH_DROP_POLICY, .setup = warm_on_short_grant },
 	{ .name = "v4 icmp echo passes an all-ports any rule", .dir = FROM,
 	  .pkt = { PING4(GUEST4, "198.51.100.20") }, .verdict = OK, .reason = LATCH_PASS_POLICY },
 	{ .name = "v4 icmp echo is not allowed by a port-only rule", .dir = FROM,

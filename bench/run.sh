@@ -1,0 +1,465 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-only
+# bench/run.sh - latch's benchmarks, printed as one table beside no filter
+# and nftables, with the targets.  Run through `make bench` (root).
+#
+# Topology: two private network namespaces made here and nowhere else,
+#
+#   lbn-guest-PID: lbn-gv 198.18.128.2/24  <-veth->  lbn-host-PID: lbn-hv 198.18.128.1/24
+#
+# "Guest egress" is guest -> host traffic: it arrives on lbn-hv's ingress,
+# where latch (tc clsact ingress, `latch attach`) or nftables (an inet table
+# on the device's ingress hook) decides.  latch is told the host address is
+# 198.18.128.254, so traffic to 198.18.128.1:5201 is not a "host service": it
+# is decided by the policy, in which 198.18.128.1:5201 is one of the N
+# entries.  Fill entries are distinct /32 addresses with one port each from
+# 198.18.0.0/15 (RFC 2544, minus 198.18.128.0/24), 198.51.100.0/24 and
+# 203.0.113.0/24 -- the shape of host-resolved names.  Nothing here touches
+# the root namespace, eth0 or ip_forward; every run removes its namespaces,
+# bpffs pins ($LATCH_BPFFS=/sys/fs/bpf/latch-bench-PID) and processes (by
+# PID), pass or fail.
+#
+# Parts (repetitions interleaved: rep 1 of every configuration, then rep 2...)
+#   testrun  BPF_PROG_TEST_RUN ns/packet of latch_from_guest on a private
+#            skeleton, 16 / 1,024 / 65,536 entries: hit with the flow cached,
+#            hit through the policy lookup (first packet of a flow), port
+#            miss, address miss (bench/testrun.c explains the method)
+#   inplace  XDP live frames injected into lbn-hv's receive path (bench/inject.c),
+#            ns/packet with no filter, latch and nftables at each size, and
+#            with bench_progs' empty tc program on the same hook (the cost of
+#            the clsact hook itself, for reading latch's overhead)
+#   tput     iperf3 guest -> host, TCP Gbit/s and UDP 64-byte kpps (sent, and
+#            delivered to the server),
+#            no filter / latch / nftables at $BENCH_TPUT_N entries
+#   ctl      65,536 entries loaded (latch_policy_replace / nft -f) and one entry
+#            added (latch_policy_allow / nft add element); CLI wall clocks too,
+#            and the map primitives latch_policy_replace is built of (ctl diag)
+#
+# Environment: BENCH_REPS (3), BENCH_SIZES ("16 1024 65536"), BENCH_TPUT_N
+# (1024), BENCH_INJECT_PKTS (2000000 per config and rep, as BENCH_INJECT_RUNS (4)
+# runs of which the fastest counts), BENCH_REPEAT (1000000), BENCH_PAIRS
+# (20000), BENCH_SECS (3, per iperf3 run), BENCH_ADDS (1000),
+# BENCH_OUT (results dir, default $BUILD/bench/results-TIME).
+# A target that is missed prints MISS; the exit status is 0 all the same
+# (machines are noisy), non-zero only when the benchmark itself failed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+BUILD=$(cd "${BUILD:-build}" && pwd)
+LATCH=$BUILD/latch
+INJECT=$BUILD/bench/inject
+TESTRUN=$BUILD/bench/testrun
+CTL=$BUILD/bench/ctl
+
+REPS=${BENCH_REPS:-3}
+SIZES=${BENCH_SIZES:-16 1024 65536}
+TPUT_N=${BENCH_TPUT_N:-1024}
+INJECT_PKTS=${BENCH_INJECT_PKTS:-2000000}
+INJECT_RUNS=${BENCH_INJECT_RUNS:-4}
+REPEAT=${BENCH_REPEAT:-1000000}
+PAIRS=${BENCH_PAIRS:-20000}
+SECS=${BENCH_SECS:-3}
+ADDS=${BENCH_ADDS:-1000}
+OUT=${BENCH_OUT:-$BUILD/bench/results-$(date +%Y%m%d-%H%M%S)}
+BIG=$(printf '%s\n' $SIZES | sort -n | tail -1)
+SMALL=$(printf '%s\n' $SIZES | sort -n | head -1)
+
+GNS=lbn-guest-$$
+HNS=lbn-host-$$
+GIF=lbn-gv
+HIF=lbn-hv
+GUEST_IP=198.18.128.2
+HOST_IP=198.18.128.1
+LATCH_HOST_IP=198.18.128.254 # what latch is told: HOST_IP is then policy-decided
+PORT=5201
+SB=lbn
+NFT_TABLE=lbn_bench
+export LATCH_BPFFS=/sys/fs/bpf/latch-bench-$$
+
+log() { printf '[bench %s] %s\n' "$(date +%T)" "$*" >&2; }
+die() { log "FAILED: $*"; exit 1; }
+G() { ip netns exec "$GNS" "$@"; }
+# nsenter keeps our mount namespace, so /sys/fs/bpf and $LATCH_BPFFS stay visible
+H() { nsenter --net="/run/netns/$HNS" "$@"; }
+now_ns() { date +%s%N; }
+
+[ "$(id -u)" = 0 ] || die "needs root (network namespaces, BPF, nftables)"
+for x in "$LATCH" "$INJECT" "$TESTRUN" "$CTL"; do [ -x "$x" ] || die "$x missing; run \`make bench\`"; done
+
+# Packages: iperf3, nftables, jq (Debian names), installed when missing.
+need=()
+command -v iperf3 >/dev/null || need+=(iperf3)
+command -v nft >/dev/null || need+=(nftables)
+command -v jq >/dev/null || need+=(jq)
+if [ ${#need[@]} -gt 0 ]; then
+	log "installing ${need[*]}"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}" >&2 ||
+		{ apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}" >&2; } ||
+		die "cannot install ${need[*]}"
+fi
+
+IPERF_PID=""
+MOUNTED_BPFFS=0
+LATCH_ON=0
+cleanup() {
+	local rc=$?
+	set +e
+	trap - EXIT INT TERM
+	if [ -n "$IPERF_PID" ]; then kill "$IPERF_PID" 2>/dev/null; wait "$IPERF_PID" 2>/dev/null; fi
+	[ "$LATCH_ON" = 1 ] && H "$LATCH" detach "$SB" >/dev/null 2>&1
+	rm -rf "$LATCH_BPFFS"
+	[ "$MOUNTED_BPFFS" = 1 ] && [ -z "$(ls -A /sys/fs/bpf 2>/dev/null)" ] && umount /sys/fs/bpf
+	ip netns del "$GNS" 2>/dev/null	# takes the veth pair, qdiscs and nft table with it
+	ip netns del "$HNS" 2>/dev/null
+	exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+mkdir -p "$OUT"
+LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
+RAW=$OUT/raw.csv
+echo "part,metric,impl,n,rep,value" > "$RAW"
+rec() { echo "$1,$2,$3,$4,$5,$6" >> "$RAW"; }
+
+# ---------------------------------------------------------------- setup
+# $LATCH_BPFFS must sit on a bpffs; a fresh machine has none at /sys/fs/bpf.
+if [ "$(stat -f -c %T /sys/fs/bpf 2>/dev/null)" != bpf_fs ]; then
+	mount -t bpf bpf /sys/fs/bpf || die "cannot mount bpffs at /sys/fs/bpf"
+	MOUNTED_BPFFS=1
+fi
+mkdir -p "$LATCH_BPFFS"
+
+ip netns add "$GNS"
+ip netns add "$HNS"
+ip link add "$GIF" netns "$GNS" type veth peer name "$HIF" netns "$HNS"
+for ns in "$GNS" "$HNS"; do
+	ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
+	ip -n "$ns" link set lo up
+done
+ip -n "$GNS" addr add "$GUEST_IP/24" dev "$GIF"
+ip -n "$HNS" addr add "$HOST_IP/24" dev "$HIF"
+ip -n "$GNS" link set "$GIF" up
+ip -n "$HNS" link set "$HIF" up
+GMAC=$(ip -n "$GNS" -br link show "$GIF" | awk '{ print $3 }')
+HMAC=$(ip -n "$HNS" -br link show "$HIF" | awk '{ print $3 }')
+# static neighbours: no ARP during the measurements (nor through the filters)
+ip -n "$GNS" neigh replace "$HOST_IP" lladdr "$HMAC" dev "$GIF" nud permanent
+ip -n "$HNS" neigh replace "$GUEST_IP" lladdr "$GMAC" dev "$HIF" nud permanent
+
+# Allowlists: N distinct addresses, one port each, HOST_IP PORT among them.
+genlist() {	# genlist N SEED FILE
+	awk -v n="$1" -v seed="$2" -v real="$HOST_IP" -v rport="$PORT" 'BEGIN {
+		srand(seed); at = int(rand() * n); got = 0
+		while (got < n) {
+			if (got == at) { print real, rport; got++; continue }
+			r = rand()
+			if (r < 0.004)      a = "198.51.100." int(rand() * 256)
+			else if (r < 0.008) a = "203.0.113." int(rand() * 256)
+			else {
+				b = 18 + int(rand() * 2); c = int(rand() * 256)
+				if (b == 18 && c == 128) continue	# the link subnet
+				a = "198." b "." c "." int(rand() * 256)
+			}
+			if (a in seen) continue
+			seen[a] = 1; print a, 1024 + int(rand() * 64512); got++
+		}
+	}' > "$3"
+}
+for n in $(printf '%s\n' $SIZES $TPUT_N | sort -nu); do genlist "$n" 42 "$OUT/allow-$n.txt"; done
+genlist "$BIG" 4242 "$OUT/allow-b-$BIG.txt"	# a second list for replace
+MISS=""
+for i in $(seq 1 254); do	# an address inside the filled range, in no list
+	grep -q "^198\.19\.7\.$i " "$OUT"/allow-*.txt || { MISS=198.19.7.$i; break; }
+done
+[ -n "$MISS" ] || die "no miss address"
+
+# nftables: inet table, set of ipv4_addr . inet_service, ingress hook of HIF, default drop
+nft_ruleset() {	# nft_ruleset LIST
+	echo "table inet $NFT_TABLE {"
+	echo "	set allow4 {"
+	echo "		type ipv4_addr . inet_service"
+	printf '		elements = { '
+	awk 'NR > 1 { printf(", ") } { printf("%s . %s", $1, $2) }' "$1"
+	echo " }"
+	echo "	}"
+	echo "	chain guest_egress {"
+	echo "		type filter hook ingress device \"$HIF\" priority filter; policy drop;"
+	echo "		meta l4proto { tcp, udp } ip daddr . th dport @allow4 accept"
+	echo "		meta l4proto icmp accept"
+	echo "	}"
+	echo "}"
+}
+for n in $(printf '%s\n' $SIZES $TPUT_N | sort -nu); do nft_ruleset "$OUT/allow-$n.txt" > "$OUT/nft-$n.nft"; done
+
+latch_on() {	# latch_on N: attach, then the policy of N entries through latch's API
+	H "$LATCH" attach "$SB" --dev "$HIF" --guest-mac "$GMAC" --guest-ip "$GUEST_IP" \
+		--host-ip "$LATCH_HOST_IP" >/dev/null || die "latch attach"
+	LATCH_ON=1
+	H "$CTL" "$SB" load "$OUT/allow-$1.txt" >/dev/null || die "latch policy load"
+}
+latch_off() { [ "$LATCH_ON" = 0 ] || H "$LATCH" detach "$SB" >/dev/null || die "latch detach"; LATCH_ON=0; }
+nft_off() { H nft delete table inet "$NFT_TABLE" 2>/dev/null || true; }
+TCNULL=0
+tcnull_on() {	# the empty tc program on the same hook: what the hook itself costs
+	H tc qdisc add dev "$HIF" clsact && TCNULL=1 &&
+		H tc filter add dev "$HIF" ingress pref 1 handle 1 bpf direct-action \
+			obj "$BUILD/bench/bench_progs.bpf.o" sec tc || die "tc filter (tcnull)"
+}
+tcnull_off() { [ "$TCNULL" = 0 ] || H tc qdisc del dev "$HIF" clsact || die "tc qdisc del"; TCNULL=0; }
+
+apply() {	# apply CONFIG: none | tcnull | latch:N | nft:N
+	latch_off
+	nft_off
+	tcnull_off
+	case $1 in
+	none) ;;
+	tcnull) tcnull_on ;;
+	latch:*) latch_on "${1#*:}" ;;
+	nft:*) H nft -f "$OUT/nft-${1#*:}.nft" || die "nft -f" ;;
+	*) die "unknown config $1" ;;
+	esac
+}
+
+# On first use of a config: PORT must pass; with a filter PORT+1 must be dropped.
+check() {
+	local rc=0
+	G timeout 1 bash -c "exec 3<>/dev/tcp/$HOST_IP/$((PORT + 1))" 2>/dev/null || rc=$?
+	if [ "$1" = none ] || [ "$1" = tcnull ]; then
+		[ "$rc" != 124 ] || die "$1: port $((PORT + 1)) blocked without a filter"
+	else
+		[ "$rc" = 124 ] || die "$1: port $((PORT + 1)) NOT blocked (rc=$rc)"
+	fi
+	G timeout 2 bash -c "exec 3<>/dev/tcp/$HOST_IP/$PORT" || die "$1: port $PORT blocked"
+}
+
+inject() { H taskset -c 1 "$INJECT" "$HIF" "$HMAC" "$GMAC" "$GUEST_IP" "$HOST_IP" "$PORT" "$1"; }
+
+latch_passed() {	# packets latch passed from the guest (any pass reason)
+	H "$LATCH" --json status "$SB" |
+		jq '[.. | objects | select(has("reason") and has("direction")) |
+		     select(.direction == "from-guest" and (.reason | startswith("pass"))) | .packets] | add // 0'
+}
+
+H iperf3 -s -B "$HOST_IP" -p "$PORT" -D --pidfile "$OUT/iperf3.pid"
+for _ in $(seq 50); do [ -s "$OUT/iperf3.pid" ] && break; sleep 0.1; done
+IPERF_PID=$(tr -d '\0' < "$OUT/iperf3.pid")
+[ -n "$IPERF_PID" ] || die "iperf3 server did not start"
+sleep 0.3
+log "results go to $OUT (reps $REPS, sizes $SIZES)"
+
+# ---------------------------------------------------------------- testrun
+log "testrun: BPF_PROG_TEST_RUN, $REPEAT packets per run, $PAIRS pairs for the policy path"
+args=()
+for n in $SIZES; do args+=("$OUT/allow-$n.txt"); done
+taskset -c 1 "$TESTRUN" -d "$HOST_IP" -p "$PORT" -m "$MISS" -r "$REPS" -n "$REPEAT" -s "$PAIRS" "${args[@]}" |
+	sed -n 's/^n=\([0-9]*\) case=\([a-z_0-9]*\) rep=\([0-9]*\) ns=\([0-9.-]*\)$/testrun,\2,latch,\1,\3,\4/p' >> "$RAW"
+[ "${PIPESTATUS[0]}" = 0 ] || die "testrun"
+
+# ---------------------------------------------------------------- inplace + tput
+configs=(none tcnull)
+for n in $SIZES; do configs+=("latch:$n"); done
+for n in $SIZES; do configs+=("nft:$n"); done
+for c in "latch:$TPUT_N" "nft:$TPUT_N"; do
+	[[ " ${configs[*]} " == *" $c "* ]] || configs+=("$c")
+done
+nc=${#configs[@]}
+declare -A checked=()
+for ((r = 1; r <= REPS; r++)); do
+	for ((i = 0; i < nc; i++)); do
+		c=${configs[$(((i + r - 1) % nc))]}	# rotate: no config always runs first
+		impl=${c%%:*}; n=${c#*:}; case $c in none|tcnull) n=0 ;; esac
+		apply "$c"
+		if [ -z "${checked[$c]:-}" ]; then check "$c"; checked[$c]=1; fi
+		log "rep $r/$REPS $c"
+		before=0; [ "$impl" = latch ] && before=$(latch_passed)
+		# best of INJECT_RUNS short runs: interference from the rest of the
+		# machine only ever adds time, and every config gets the same treatment
+		v=""
+		for ((k = 0; k < INJECT_RUNS; k++)); do
+			x=$(inject $((INJECT_PKTS / INJECT_RUNS)) | sed -n 's/.*kernel_ns_per_pkt=\([0-9.]*\).*/\1/p')
+			[ -n "$x" ] || die "inject ($c)"
+			if [ -z "$v" ] || [ "$x" -lt "$v" ]; then v=$x; fi
+		done
+		if [ "$impl" = latch ]; then	# the frames really went through latch, and passed
+			after=$(latch_passed)
+			[ $((after - before)) -ge "$INJECT_PKTS" ] ||
+				die "latch passed $((after - before)) of $INJECT_PKTS injected frames"
+		fi
+		rec inplace rx_ns "$impl" "$n" "$r" "$v"
+		if [ "$c" = none ] || [ "$n" = "$TPUT_N" ]; then
+			j=$(G timeout $((SECS + 15)) iperf3 -c "$HOST_IP" -p "$PORT" -t "$SECS" -A 0,1 -J) || die "iperf3 tcp ($c)"
+			rec tput tcp_gbps "$impl" "$TPUT_N" "$r" "$(jq '.end.sum_received.bits_per_second / 1e9' <<<"$j")"
+			j=$(G timeout $((SECS + 15)) iperf3 -c "$HOST_IP" -p "$PORT" -u -b 0 -l 64 -t "$SECS" -A 0,1 -J) ||
+				die "iperf3 udp ($c)"
+			# sent: the sender's rate, whose CPU also runs the veth receive path and
+			# the filter; delivered: read by the server (the rest overflowed its socket)
+			rec tput udp_tx_kpps "$impl" "$TPUT_N" "$r" "$(jq '.end.sum_sent.packets / .end.sum_sent.seconds / 1e3' <<<"$j")"
+			rec tput udp_rx_kpps "$impl" "$TPUT_N" "$r" \
+				"$(jq '(.end.sum_received.packets - .end.sum_received.lost_packets) / .end.sum_received.seconds / 1e3' <<<"$j")"
+		fi
+	done
+done
+apply none
+
+# ---------------------------------------------------------------- ctl
+log "ctl: latch API and CLI, $BIG entries"
+latch_on "$SMALL"
+H "$CTL" "$SB" bench "$OUT/allow-$BIG.txt" "$OUT/allow-b-$BIG.txt" "$REPS" "$ADDS" |
+	sed -n 's/^op=\([a-z]*\) n=\([0-9]*\) rep=\([0-9]*\) us=\([0-9.]*\)$/ctl,\1,latch,\2,\3,\4/p' >> "$RAW"
+[ "${PIPESTATUS[0]}" = 0 ] || die "ctl bench"
+for ((r = 1; r <= REPS; r++)); do
+	for k in 1 2 3 4; do
+		t0=$(now_ns); H "$LATCH" egress "$SB" allow 198.18.128.200:443 >/dev/null; t1=$(now_ns)
+		rec ctl cli_add latch "$BIG" "$r" $(((t1 - t0) / 1000))
+		H "$LATCH" egress "$SB" revoke 198.18.128.200:443 >/dev/null
+	done
+done
+latch_off
+"$CTL" - diag "$OUT/allow-$BIG.txt" "$REPS" |
+	sed -n 's/^op=\([a-z_0-9]*\) n=\([0-9]*\) rep=\([0-9]*\) us=\([0-9.]*\)$/ctl,\1,latch,\2,\3,\4/p' >> "$RAW"
+[ "${PIPESTATUS[0]}" = 0 ] || die "ctl diag"
+
+log "ctl: nftables, $BIG entries"
+{
+	echo "flush set inet $NFT_TABLE allow4"
+	printf 'add element inet %s allow4 { ' "$NFT_TABLE"
+	awk 'NR > 1 { printf(", ") } { printf("%s . %s", $1, $2) }' "$OUT/allow-b-$BIG.txt"
+	echo " }"
+} > "$OUT/nft-replace-$BIG.nft"
+for ((r = 1; r <= REPS; r++)); do
+	nft_off
+	t0=$(now_ns); H nft -f "$OUT/nft-$BIG.nft"; t1=$(now_ns)
+	rec ctl load nft "$BIG" "$r" $(((t1 - t0) / 1000))
+	t0=$(now_ns); H nft -f "$OUT/nft-replace-$BIG.nft"; t1=$(now_ns)
+	rec ctl replace nft "$BIG" "$r" $(((t1 - t0) / 1000))
+	for k in 1 2 3 4; do
+		t0=$(now_ns); H nft add element inet "$NFT_TABLE" allow4 "{ 198.18.128.200 . 443 }"; t1=$(now_ns)
+		rec ctl cli_add nft "$BIG" "$r" $(((t1 - t0) / 1000))
+		H nft delete element inet "$NFT_TABLE" allow4 "{ 198.18.128.200 . 443 }"
+	done
+done
+nft_off
+
+# ---------------------------------------------------------------- table
+{
+	uname -r | sed 's/^/kernel: /'
+	echo "cpus: $(nproc)"
+	iperf3 --version | head -1
+	nft --version
+	echo "load average: start $LOAD_START, end $(cut -d' ' -f1-3 /proc/loadavg)"
+	echo "reps: $REPS  sizes: $SIZES  inject: $INJECT_PKTS  repeat: $REPEAT  pairs: $PAIRS  secs: $SECS"
+	echo "git: $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo -)"
+} > "$OUT/env.txt"
+
+# med PART METRIC IMPL N: median over reps, "" when nothing was recorded
+med() {
+	awk -F, -v p="$1" -v m="$2" -v i="$3" -v n="$4" '$1 == p && $2 == m && $3 == i && $4 == n { print $6 }' "$RAW" |
+		sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+rng() {	# rng PART METRIC IMPL N FMT: "[min..max]" over reps
+	awk -F, -v p="$1" -v m="$2" -v i="$3" -v n="$4" -v f="$5" '$1 == p && $2 == m && $3 == i && $4 == n {
+		if (!c++ || $6 < lo) lo = $6; if (c == 1 || $6 > hi) hi = $6 }
+		END { if (c) printf("[" f ".." f "]", lo, hi) }' "$RAW"
+}
+calc() { awk "BEGIN { printf(\"$1\", $2) }"; }
+ok() { awk "BEGIN { exit !($1) }" && echo PASS || echo MISS; }
+thou() { echo "$1" | sed ':a; s/\B[0-9]\{3\}\>/,&/; ta'; }
+
+FMT='%-40s %8s  %-19s  %-24s  %-24s  %-28s %s\n'
+row() { printf "$FMT" "$@"; }
+{
+	row "measurement" "entries" "none" "latch" "nftables" "target (latch)" "result"
+	row "----------------------------------------" "--------" "-------------------" "------------------------" "------------------------" "----------------------------" "------"
+	declare -A base=()
+	for cse in hit_cached hit_policy port_miss addr_miss addr_miss_noevents tc_pass; do
+		case $cse in
+		hit_cached) label="test-run hit (flow cached), ns/pkt" ;;
+		hit_policy) label="test-run hit (policy lookup), ns/pkt" ;;
+		port_miss) label="test-run port miss, ns/pkt" ;;
+		addr_miss) label="test-run address miss, ns/pkt" ;;
+		addr_miss_noevents) label="test-run addr miss, events off, ns/pkt" ;;
+		tc_pass) label="test-run floor (empty tc prog), ns/pkt" ;;
+		esac
+		for n in $SIZES; do
+			v=$(med testrun "$cse" latch "$n")
+			tgt="" res=""
+			case $cse in tc_pass|addr_miss_noevents) tgt="(information)" ;; esac
+			if [ -z "$tgt" ] && [ "$n" = "$BIG" ] && [ "$BIG" != "$SMALL" ]; then
+				b=$(med testrun "$cse" latch "$SMALL")
+				tgt="<= 1.2 x $(calc %.0f "$b") = $(calc %.0f "1.2 * $b")"
+				res=$(ok "$v <= 1.2 * $b")
+			fi
+			row "$label" "$(thou "$n")" "-" "$(calc %.0f "$v")" "-" "$tgt" "$res"
+		done
+	done
+	none=$(med inplace rx_ns none 0)
+	t=$(med inplace rx_ns tcnull 0)
+	row "in-place rx path, empty tc prog, ns/pkt" "-" "$(calc %.0f "$none") $(rng inplace rx_ns none 0 %d)" \
+		"$(calc %.0f "$t") ($(calc %+.0f "$t - $none")) $(rng inplace rx_ns tcnull 0 %d)" \
+		"-" "(information: hook floor)" ""
+	for n in $SIZES; do
+		l=$(med inplace rx_ns latch "$n"); f=$(med inplace rx_ns nft "$n")
+		lo=$(calc %.0f "$l - $none"); fo=$(calc %.0f "$f - $none")
+		row "in-place rx path, ns/pkt (overhead)" "$(thou "$n")" "$(calc %.0f "$none")" \
+			"$(calc %.0f "$l") ($(calc %+.0f "$lo")) $(rng inplace rx_ns latch "$n" %d)" \
+			"$(calc %.0f "$f") ($(calc %+.0f "$fo")) $(rng inplace rx_ns nft "$n" %d)" \
+			"<= +50 and < nft (+$fo)" "$(ok "$lo <= 50 && $lo < $fo")"
+	done
+	for m in tcp_gbps udp_tx_kpps udp_rx_kpps; do
+		case $m in
+		tcp_gbps) label="veth iperf3 TCP, Gbit/s"; f1=%.2f ;;
+		udp_tx_kpps) label="veth iperf3 UDP 64 B, kpps sent"; f1=%.0f ;;
+		udp_rx_kpps) label="veth iperf3 UDP 64 B, kpps delivered"; f1=%.0f ;;
+		esac
+		z=$(med tput "$m" none "$TPUT_N"); l=$(med tput "$m" latch "$TPUT_N"); f=$(med tput "$m" nft "$TPUT_N")
+		row "$label" "$(thou "$TPUT_N")" "$(calc "$f1" "$z") $(rng tput "$m" none "$TPUT_N" "$f1")" \
+			"$(calc "$f1" "$l") ($(calc %+.0f%% "100 * ($l - $z) / $z")) $(rng tput "$m" latch "$TPUT_N" "$f1")" \
+			"$(calc "$f1" "$f") ($(calc %+.0f%% "100 * ($f - $z) / $z")) $(rng tput "$m" nft "$TPUT_N" "$f1")" \
+			">= 95% of none ($(calc "$f1" "0.95 * $z"))" "$(ok "$l >= 0.95 * $z")"
+	done
+	l=$(med ctl load latch "$BIG"); f=$(med ctl load nft "$BIG")
+	row "load $(thou "$BIG") entries, ms" "$(thou "$BIG")" "-" "$(calc %.1f "$l / 1000") (API)" \
+		"$(calc %.1f "$f / 1000") (nft -f)" "< 100 ms" "$(ok "$l < 100000")"
+	l=$(med ctl loadgc latch "$BIG")
+	row "  then the idle generation collected, ms" "$(thou "$BIG")" "-" "$(calc %.1f "$l / 1000") (API)" "-" \
+		"(information: after the switch)" ""
+	l=$(med ctl replace latch "$BIG"); f=$(med ctl replace nft "$BIG")
+	row "replace $(thou "$BIG") by $(thou "$BIG") others, ms" "$(thou "$BIG")" "-" "$(calc %.1f "$l / 1000") (API)" \
+		"$(calc %.1f "$f / 1000") (nft -f)" "(information)" ""
+	l=$(med ctl replacegc latch "$BIG")
+	row "  then the old generation collected, ms" "$(thou "$BIG")" "-" "$(calc %.1f "$l / 1000") (API)" "-" \
+		"(information: after the switch)" ""
+	l=$(med ctl add latch "$BIG")
+	row "add one entry, us" "$(thou "$BIG")" "-" "$(calc %.1f "$l") (API)" "-" "< 50 us" "$(ok "$l < 50")"
+	l=$(med ctl cli_add latch "$BIG"); f=$(med ctl cli_add nft "$BIG")
+	row "add one entry with the CLI, us" "$(thou "$BIG")" "-" "$(calc %.0f "$l") (latch)" \
+		"$(calc %.0f "$f") (nft add)" "(information: process)" ""
+	for op in prim_batch_insert prim_walk prim_walk_2n prim_elem_delete prim_lookup_batch_2n prim_batch_delete; do
+		case $op in
+		prim_batch_insert) label="  map: update_batch of N, ms" ;;
+		prim_walk) label="  map: get_next_key walk of N, ms" ;;
+		prim_walk_2n) label="  map: get_next_key walk of 2N, ms" ;;
+		prim_elem_delete) label="  map: N x delete_elem, ms" ;;
+		prim_lookup_batch_2n) label="  map: lookup_batch of 2N, ms" ;;
+		prim_batch_delete) label="  map: delete_batch of N, ms" ;;
+		esac
+		l=$(med ctl "$op" latch "$BIG")
+		row "$label" "$(thou "$BIG")" "-" "$(calc %.1f "$l / 1000")" "-" "(information: exact4-shaped)" ""
+	done
+} > "$OUT/table.txt"
+
+echo
+echo "latch benchmarks: medians of $REPS reps [min..max]; raw figures in $OUT/raw.csv"
+echo "$(uname -r), $(nproc) CPUs, load average at start $LOAD_START, at end $(cut -d' ' -f1-3 /proc/loadavg)"
+cat "$OUT/table.txt"
+echo
+echo "test-run: BPF_PROG_TEST_RUN repeat $REPEAT, guest TCP SYN; the policy-lookup hit is the first packet of a"
+echo "  flow, measured as hit (flow cached) + median(repeat=1 policy run - repeat=1 cached run) over $PAIRS pairs."
+echo "in-place: XDP live frames (UDP, 64 B payload) into $HIF's receive path, per rep the best of $INJECT_RUNS runs of"
+echo "  $((INJECT_PKTS / INJECT_RUNS)) frames; overhead = filter - none.  Throughput: iperf3 -t $SECS, client CPU 0, server CPU 1."
+echo "load/replace: until the new policy is live (staged under the idle generation, then one config update);"
+echo "  the old generation is deleted after that by latch_policy_gc (lookup_batch + delete_batch), shown below it."
+echo "map: primitives timed on a private hash map shaped like exact4 (bench/ctl.c diag), for reference."
+echo "address miss: $MISS; nftables: inet table, ipv4_addr . inet_service set, ingress hook of $HIF, policy drop."
+exit 0

@@ -1,0 +1,378 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * testrun.c - per-packet cost of latch_from_guest through BPF_PROG_TEST_RUN.
+ *
+ *   testrun [-d DST] [-p PORT] [-m MISS_ADDR] [-r REPS] [-n REPEAT] [-s PAIRS] LIST...
+ *
+ * For each LIST (lines "A.B.C.D PORT"; its length is the size reported), a
+ * private copy of bpf/latch_tc.bpf.c is loaded from the skeleton (nothing is
+ * pinned or attached), given a sandbox config (guest 02:00:00:00:00:02 /
+ * 198.18.128.2, host address 198.18.128.254 so that DST is decided by the
+ * policy), and its exact4 map is filled with the list, one /32 with one port
+ * each, exactly as latch_policy_replace writes them (latch_parse_entry +
+ * latch_entry_rule + latch_rules_merge, generation 0).  Then, per rep, a
+ * TCP SYN from the guest is run through latch_from_guest:
+ *
+ *   hit_cached   to DST:PORT, REPEAT times in one test run.  The first packet
+ *                records a flow in flow4, so every later one takes the flow
+ *                fast path (LATCH_PASS_FLOW): this is the steady state of an
+ *                established flow.
+ *   hit_policy   the first packet of a flow (LATCH_PASS_POLICY): flow4 lookup
+ *                misses, exact4 is looked up, the rules checked and the flow
+ *                stored.  One test run cannot repeat this (the first run
+ *                stores the flow), so it is measured by difference: PAIRS
+ *                times, the flow entry is deleted from user space and one
+ *                packet run (repeat=1, takes the policy path), then the same
+ *                packet is run once more (repeat=1, now the flow path).  A
+ *                repeat=1 figure carries the test-run framework's fixed cost
+ *                (clock reads, ~tens of ns); it is the same in both runs of a
+ *                pair, so the median of the paired differences is the extra
+ *                cost of the policy path, and
+ *                    hit_policy = hit_cached + median(policy_1 - flow_1).
+ *                The raw repeat=1 medians are printed too (hit_policy_r1,
+ *                hit_cached_r1).  The counters confirm which path was taken.
+ *   port_miss    to DST:80 (address listed, port not) -> TC_ACT_SHOT
+ *   addr_miss    to MISS_ADDR:PORT (in no list)        -> TC_ACT_SHOT
+ *                Misses store no flow, so REPEAT runs are all alike; each one
+ *                also pays deny_event, which after the event burst is the
+ *                rate-limited (suppressed) path -- what a flood costs.
+ *   addr_miss_noevents  the address miss with the config's event_rate at 0
+ *                (diagnostic: what the deny-event rate limiter costs a drop)
+ *   tc_pass      bench_progs' one-instruction tc program: the framework floor.
+ *
+ * Prints one line per measurement: "n=N case=CASE rep=R ns=NS".
+ * Exits non-zero when a verdict or a counter is not what the case expects.
+ */
+#include <arpa/inet.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bpf/latch_abi.h"
+#include "loader/parse.h"
+#include "loader/policy.h"
+#include "latch_tc.skel.h"
+#include "bench_progs.skel.h"
+
+#define TC_ACT_OK 0
+#define TC_ACT_SHOT 2
+#define GUEST_MAC "\x02\x00\x00\x00\x00\x02"
+#define GUEST_IP "198.18.128.2"
+#define HOST_IP "198.18.128.254" /* not DST: DST is decided by the policy */
+#define GUEST_PORT 40000
+
+static const char *dst = "198.18.128.1", *miss = "198.19.7.1";
+static int port = 5201, reps = 3, pairs = 20000;
+static unsigned int repeat = 1000000;
+static int ncpus;
+
+static int quiet_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	return level == LIBBPF_DEBUG ? 0 : vfprintf(stderr, fmt, ap);
+}
+
+static void die(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	fprintf(stderr, "testrun: ");
+	vfprintf(stderr, fmt, ap);
+	fprintf(stderr, "\n");
+	va_end(ap);
+	exit(1);
+}
+
+/* Ethernet + IPv4 + TCP SYN, 54 bytes. */
+static size_t syn(uint8_t *b, const char *daddr, int dport)
+{
+	uint8_t *ip = b + 14, *tcp = ip + 20;
+
+	memset(b, 0, 54);
+	memcpy(b, "\x02\x00\x00\x00\x00\x01", 6);
+	memcpy(b + 6, GUEST_MAC, 6);
+	b[12] = 0x08;
+	ip[0] = 0x45;
+	ip[3] = 40;
+	ip[6] = 0x40; /* DF */
+	ip[8] = 64;
+	ip[9] = IPPROTO_TCP;
+	inet_pton(AF_INET, GUEST_IP, ip + 12);
+	if (inet_pton(AF_INET, daddr, ip + 16) != 1)
+		die("bad address %s", daddr);
+	tcp[0] = GUEST_PORT >> 8;
+	tcp[1] = GUEST_PORT & 0xff;
+	tcp[2] = dport >> 8;
+	tcp[3] = dport & 0xff;
+	tcp[7] = 1;
+	tcp[12] = 5 << 4;
+	tcp[13] = 0x02;
+	tcp[14] = tcp[15] = 0xff;
+	return 54;
+}
+
+/* One test run; returns the kernel's average ns per run, checks the verdict. */
+static unsigned int run(int prog_fd, const uint8_t *pkt, size_t len, unsigned int rep, int want)
+{
+	LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = pkt, .data_size_in = len, .repeat = rep);
+
+	if (bpf_prog_test_run_opts(prog_fd, &o))
+		die("BPF_PROG_TEST_RUN: %s", strerror(errno));
+	if ((int)o.retval != want)
+		die("verdict %u, expected %d", o.retval, want);
+	return o.duration;
+}
+
+static uint64_t counter(struct latch_tc *s, int reason)
+{
+	struct latch_counter v[ncpus];
+	__u32 slot = latch_counter_slot(reason, LATCH_DIR_FROM_GUEST);
+	uint64_t sum = 0;
+
+	if (bpf_map_lookup_elem(bpf_map__fd(s->maps.counters), &slot, v))
+		die("counters: %s", strerror(errno));
+	for (int c = 0; c < ncpus; c++)
+		sum += v[c].packets;
+	return sum;
+}
+
+static int cmp_long(const void *a, const void *b)
+{
+	long x = *(const long *)a, y = *(const long *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static long median(long *v, int n)
+{
+	qsort(v, n, sizeof(*v), cmp_long);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* Fill exact4 (generation 0) from a list; returns the number of entries. */
+static int fill(struct latch_tc *s, const char *path)
+{
+	FILE *f = fopen(path, "r");
+	struct latch_exact4_key *keys = NULL;
+	struct latch_rules *vals = NULL;
+	char addr[64], text[96], err[LATCH_ERR_MAX];
+	unsigned int p;
+	int n = 0, cap = 0;
+
+	if (!f)
+		die("%s: %s", path, strerror(errno));
+	while (fscanf(f, "%63s %u", addr, &p) == 2) {
+		struct latch_entry e;
+		struct latch_rule r;
+
+		snprintf(text, sizeof(text), "%s:%u", addr, p);
+		if (latch_parse_entry(text, &e, err, sizeof(err)) || e.addr.family != AF_INET || e.prefixlen != 32)
+			die("%s: %s", text, err);
+		if (n == cap) {
+			cap = cap ? cap * 2 : 1024;
+			keys = realloc(keys, cap * sizeof(*keys));
+			vals = realloc(vals, cap * sizeof(*vals));
+			if (!keys || !vals)
+				die("out of memory");
+		}
+		keys[n] = (struct latch_exact4_key){ .gen = 0, .addr = e.addr.v4.s_addr };
+		memset(&vals[n], 0, sizeof(vals[n]));
+		latch_entry_rule(&e, 0, 0, LATCH_ORIGIN_PROFILE, &r);
+		latch_rules_merge(&vals[n], &r);
+		n++;
+	}
+	fclose(f);
+	__u32 count = n;
+	if (n && bpf_map_update_batch(bpf_map__fd(s->maps.exact4), keys, vals, &count, NULL))
+		die("exact4 batch update: %s (after %u)", strerror(errno), count);
+	free(keys);
+	free(vals);
+	return n;
+}
+
+static void configure(struct latch_tc *s)
+{
+	struct latch_config c = { .abi_version = LATCH_ABI_VERSION };
+	__u32 zero = 0;
+
+	c.flags = LATCH_CFG_READY | LATCH_CFG_HAVE_IP4 | LATCH_CFG_HAVE_RESOLVER4;
+	c.ifindex = 1;
+	snprintf(c.ifname, sizeof(c.ifname), "bench0");
+	memcpy(c.guest_mac, GUEST_MAC, 6);
+	inet_pton(AF_INET, GUEST_IP, &c.guest_ip4);
+	inet_pton(AF_INET, HOST_IP, &c.host_ip4);
+	c.resolver_ip4 = c.host_ip4;
+	c.dns_rate = LATCH_DEFAULT_DNS_RATE;
+	c.dns_burst = LATCH_DEFAULT_DNS_BURST;
+	c.event_rate = LATCH_DEFAULT_EVENT_RATE;
+	c.event_burst = LATCH_DEFAULT_EVENT_BURST;
+	if (bpf_map_update_elem(bpf_map__fd(s->maps.settings), &zero, &c, BPF_ANY))
+		die("settings: %s", strerror(errno));
+}
+
+static void set_event_rate(struct latch_tc *s, __u32 rate)
+{
+	struct latch_config c;
+	__u32 zero = 0;
+
+	if (bpf_map_lookup_elem(bpf_map__fd(s->maps.settings), &zero, &c))
+		die("settings: %s", strerror(errno));
+	c.event_rate = rate;
+	if (bpf_map_update_elem(bpf_map__fd(s->maps.settings), &zero, &c, BPF_ANY))
+		die("settings: %s", strerror(errno));
+}
+
+static void out(int n, const char *c, int rep, double ns)
+{
+	printf("n=%d case=%s rep=%d ns=%.1f\n", n, c, rep, ns);
+	fflush(stdout);
+}
+
+struct size_ctx {
+	struct latch_tc *s;
+	int n;
+};
+
+static struct size_ctx setup(const char *path)
+{
+	struct size_ctx c;
+
+	c.s = latch_tc__open_and_load();
+	if (!c.s)
+		die("cannot load latch_tc: %s", strerror(errno));
+	configure(c.s);
+	c.n = fill(c.s, path);
+	return c;
+}
+
+/* Forget every CPU's last flow (flow_hot), so the next packet looks further. */
+static void clear_flow_hot(const struct size_ctx *c)
+{
+	static struct latch_flow_hot *v;
+	__u32 zero = 0;
+
+	if (!v && !(v = calloc(ncpus, sizeof(*v))))
+		die("out of memory");
+	if (bpf_map_update_elem(bpf_map__fd(c->s->maps.flow_hot), &zero, v, 0))
+		die("flow_hot clear: %s", strerror(errno));
+}
+
+/* One rep of every case on one loaded copy. */
+static void bench_rep(const struct size_ctx *c, int r, int floor_fd)
+{
+	static long *diff, *p1, *c1;
+	uint8_t hit[64], pmiss[64], amiss[64];
+	size_t len = syn(hit, dst, port);
+	struct latch_flow4_key fk = { .remote_port = htons(port), .local_port = htons(GUEST_PORT),
+				      .proto = IPPROTO_TCP };
+	int fd = bpf_program__fd(c->s->progs.latch_from_guest), flow_fd = bpf_map__fd(c->s->maps.flow4);
+	uint64_t before;
+	unsigned int cached;
+
+	if (!diff) {
+		diff = calloc(pairs, sizeof(long));
+		p1 = calloc(pairs, sizeof(long));
+		c1 = calloc(pairs, sizeof(long));
+		if (!diff || !p1 || !c1)
+			die("out of memory");
+	}
+	syn(pmiss, dst, 80);
+	syn(amiss, miss, port);
+	inet_pton(AF_INET, dst, &fk.remote_addr);
+
+	out(c->n, "tc_pass", r, run(floor_fd, hit, len, repeat, TC_ACT_OK));
+
+	/* prime the flow, then the steady state */
+	run(fd, hit, len, 1, TC_ACT_OK);
+	before = counter(c->s, LATCH_PASS_FLOW);
+	cached = run(fd, hit, len, repeat, TC_ACT_OK);
+	if (counter(c->s, LATCH_PASS_FLOW) - before != repeat)
+		die("hit_cached: not every packet took the flow path");
+	out(c->n, "hit_cached", r, cached);
+
+	before = counter(c->s, LATCH_PASS_POLICY);
+	for (int i = 0; i < pairs; i++) {
+		if (bpf_map_delete_elem(flow_fd, &fk) && errno != ENOENT)
+			die("flow4 delete: %s", strerror(errno));
+		clear_flow_hot(c);
+		p1[i] = run(fd, hit, len, 1, TC_ACT_OK);
+		c1[i] = run(fd, hit, len, 1, TC_ACT_OK);
+		diff[i] = p1[i] - c1[i];
+	}
+	if (counter(c->s, LATCH_PASS_POLICY) - before != (uint64_t)pairs)
+		die("hit_policy: the policy path was not taken once per pair");
+	out(c->n, "hit_policy", r, cached + median(diff, pairs));
+	out(c->n, "hit_policy_r1", r, median(p1, pairs));
+	out(c->n, "hit_cached_r1", r, median(c1, pairs));
+
+	before = counter(c->s, LATCH_DROP_POLICY);
+	out(c->n, "port_miss", r, run(fd, pmiss, len, repeat, TC_ACT_SHOT));
+	out(c->n, "addr_miss", r, run(fd, amiss, len, repeat, TC_ACT_SHOT));
+	if (counter(c->s, LATCH_DROP_POLICY) - before != 2ull * repeat)
+		die("misses: not every packet was dropped by the policy");
+
+	/*
+	 * Diagnostic: the same address miss with deny events switched off
+	 * (event_rate 0: bucket_take returns before its spin lock and clock
+	 * read).  The difference is what the event rate limiter costs a drop.
+	 */
+	set_event_rate(c->s, 0);
+	out(c->n, "addr_miss_noevents", r, run(fd, amiss, len, repeat, TC_ACT_SHOT));
+	set_event_rate(c->s, LATCH_DEFAULT_EVENT_RATE);
+}
+
+int main(int argc, char **argv)
+{
+	struct bench_progs *bp;
+	int opt;
+
+	while ((opt = getopt(argc, argv, "d:p:m:r:n:s:")) != -1) {
+		switch (opt) {
+		case 'd': dst = optarg; break;
+		case 'p': port = atoi(optarg); break;
+		case 'm': miss = optarg; break;
+		case 'r': reps = atoi(optarg); break;
+		case 'n': repeat = strtoul(optarg, NULL, 0); break;
+		case 's': pairs = atoi(optarg); break;
+		default:
+			fprintf(stderr, "usage: %s [-d DST] [-p PORT] [-m MISS] [-r REPS] [-n REPEAT] [-s PAIRS] LIST...\n",
+				argv[0]);
+			return 2;
+		}
+	}
+	if (optind >= argc || reps < 1 || pairs < 1 || repeat < 1)
+		die("need at least one LIST, and positive -r, -n, -s");
+	libbpf_set_print(quiet_print);
+	ncpus = libbpf_num_possible_cpus();
+	if (ncpus < 1)
+		die("cannot count CPUs");
+	bp = bench_progs__open_and_load();
+	if (!bp)
+		die("cannot load bench_progs: %s", strerror(errno));
+	/*
+	 * Every size is loaded first, then the reps go round all sizes (starting
+	 * one further each rep) so that machine noise spreads over all of them.
+	 */
+	int nsz = argc - optind;
+	struct size_ctx *c = calloc(nsz, sizeof(*c));
+
+	if (!c)
+		die("out of memory");
+	for (int i = 0; i < nsz; i++)
+		c[i] = setup(argv[optind + i]);
+	for (int r = 1; r <= reps; r++)
+		for (int i = 0; i < nsz; i++)
+			bench_rep(&c[(i + r - 1) % nsz], r, bpf_program__fd(bp->progs.tc_pass));
+	for (int i = 0; i < nsz; i++)
+		latch_tc__destroy(c[i].s);
+	free(c);
+	bench_progs__destroy(bp);
+	return 0;
+}
