@@ -37,5 +37,12 @@ int cmd_detach(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 int cmd_egress(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
+int cmd_up(int argc, char **argv);
+int cmd_down(int argc, char **argv);
+int cmd_destroy(int argc, char **argv);
+int cmd_ls(int argc, char **argv);
+int cmd_exec(int argc, char **argv);
+/* For `status`: a VM sandbox's domain, accelerator and routing; -ENOENT when NAME is no VM. */
+int latch_vm_status_lines(const char *name, json_t *o);
 
 #endif

@@ -55,6 +55,28 @@ static int parse_rate(const char *opt, const char *s, uint32_t *out)
 	return 0;
 }
 
+/*
+ * Read the posture back after attaching: the filters are in place only if
+ * the kernel says so (someone else's filter may still run first).
+ */
+static int verify_attached(const char *name)
+{
+	char err[LATCH_ERR_MAX];
+	struct latch_sandbox *sb = latch_sandbox_open(name, err, sizeof(err));
+	struct latch_posture p;
+
+	if (!sb)
+		return latch_err(LATCH_EXIT_UNVERIFIED, "%s: cannot read the posture back: %s", name, err);
+	if (latch_sandbox_posture(sb, &p) || !p.enforced) {
+		latch_sandbox_free(sb);
+		return latch_err(LATCH_EXIT_UNVERIFIED,
+				 "%s is attached but NOT ENFORCED: %s (see `tc filter show`; remove it and re-attach)",
+				 name, p.why);
+	}
+	latch_sandbox_free(sb);
+	return 0;
+}
+
 int cmd_attach(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -144,6 +166,8 @@ int cmd_attach(int argc, char **argv)
 					 o.name);
 		if (latch_sandbox_reattach(o.name, err, sizeof(err)))
 			return latch_err(LATCH_EXIT_FAILED, "%s", err);
+		if (verify_attached(o.name))
+			return LATCH_EXIT_UNVERIFIED;
 		if (!latch_json)
 			printf("re-attached %s from its pins\n", o.name);
 		latch_json_out(json_pack("{s:s, s:s}", "sandbox", o.name, "action", "reattached"));
@@ -175,6 +199,8 @@ int cmd_attach(int argc, char **argv)
 	rc = latch_sandbox_create(&o, err, sizeof(err));
 	if (rc)
 		return latch_err(LATCH_EXIT_FAILED, "%s", err);
+	if (verify_attached(o.name))
+		return LATCH_EXIT_UNVERIFIED;
 	if (!latch_json)
 		printf("attached %s to %s: default deny\n", o.name, o.ifname);
 	latch_json_out(json_pack("{s:s, s:s, s:s}", "sandbox", o.name, "device", o.ifname, "action", "attached"));
@@ -260,6 +286,8 @@ static bool status_one(const char *name, json_t *arr)
 					      p.hook[d].n_filters, "attached_prog_id", p.hook[d].attached_id,
 					      "pinned_prog_id", p.pinned_id[d], "first", p.hook[d].first));
 	json_object_set_new(o, "hooks", hooks);
+	if (latch_json)
+		latch_vm_status_lines(name, o);
 	counts = json_object();
 	for (size_t i = 0; i < sizeof(counted) / sizeof(counted[0]); i++)
 		json_object_set_new(counts, latch_map_names[counted[i]],
@@ -297,6 +325,7 @@ static bool status_one(const char *name, json_t *arr)
 			       p.hook[d].present ? "yes" : "NO", p.hook[d].n_filters, p.hook[d].attached_id,
 			       p.pinned_id[d], p.hook[d].attached_id && !p.hook[d].first ? ", NOT FIRST" : "");
 		printf("  guest:    %s %s   host: %s %s\n", g4, g6, h4, h6);
+		latch_vm_status_lines(name, o);
 		printf("  entries:  ");
 		for (size_t i = 0; i < sizeof(counted) / sizeof(counted[0]); i++)
 			printf("%s%s %d", i ? ", " : "", latch_map_names[counted[i]],

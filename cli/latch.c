@@ -30,6 +30,14 @@ static const struct latch_cmd cmds[] = {
 	  "       egress NAME show",
 	  "change or show what a sandbox may reach; ENTRY is ADDR|CIDR[:PORTS][/tcp|udp|icmp]" },
 	{ "status", cmd_status, "status [NAME]", "what the kernel enforces now, read back from it" },
+	{ "up", cmd_up, "up NAME [--image I] [--memory MiB] [--cpus N] [--workspace DIR] [--timeout S]",
+	  "start a VM sandbox: tap, enforcement verified, routing, then the guest; prints the observed posture" },
+	{ "down", cmd_down, "down NAME [--timeout S]", "stop a VM sandbox's guest; its tap, enforcement and state stay" },
+	{ "destroy", cmd_destroy, "destroy NAME",
+	  "remove a VM sandbox: domain, tap, routing, masquerade, pins and state" },
+	{ "ls", cmd_ls, "ls", "VM sandboxes with their domain state and observed posture" },
+	{ "exec", cmd_exec, "exec NAME [--timeout S] -- CMD...",
+	  "run a command in a VM sandbox's guest; relays its output and exits with its status" },
 	{ "doctor", cmd_doctor, "doctor", "check this host, with a fix for each failure" },
 };
 
@@ -95,7 +103,8 @@ static void usage(FILE *f)
 	for (size_t i = 0; i < NCMDS; i++)
 		fprintf(f, "  latch %s\n      %s\n", cmds[i].usage, cmds[i].help);
 	fprintf(f, "\nexit codes: 0 ok, 1 failed, 2 usage, 3 posture not verified\n"
-		   "LATCH_BPFFS moves the bpffs root (default /sys/fs/bpf).\n");
+		   "LATCH_BPFFS moves the bpffs root (default /sys/fs/bpf); LATCH_ROOT moves /etc/latch,\n"
+		   "/var/lib/latch and /run/latch.\n");
 }
 
 int main(int argc, char **argv)

@@ -29,6 +29,13 @@ int latch_tc_hook_create(int ifindex, bool *created)
 	struct bpf_tc_hook h;
 	int err;
 
+	*created = false;
+	/* Look first: creating over an existing clsact makes the kernel complain aloud. */
+	err = latch_tc_list(ifindex, false, NULL, 0);
+	if (err >= 0)
+		return 0;
+	if (err != -ENOENT)
+		return err;
 	hook_init(&h, ifindex, BPF_TC_INGRESS | BPF_TC_EGRESS);
 	err = bpf_tc_hook_create(&h);
 	*created = err == 0;

@@ -1,0 +1,397 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * cmd_vm.c - `latch up`, `down`, `destroy`, `ls` and `exec`: VM sandboxes.
+ *
+ * The work is in vm/sandbox_vm.c; this file parses, prints what was observed
+ * (never what was asked for), and maps failures to exit codes: 2 for bad
+ * input, 1 for a runtime failure, 3 when enforcement was not verified.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "vm/agent_client.h"
+#include "vm/sandbox_vm.h"
+
+static void addr_s(const struct latch_addr *a, char *buf, size_t len)
+{
+	if (!a->family || !inet_ntop(a->family, a->bytes, buf, len))
+		snprintf(buf, len, "-");
+}
+
+static const char *posture_word(const struct latch_vm_observed *o)
+{
+	if (!o->pins)
+		return "NOT ENFORCED";
+	return o->posture.enforced ? "enforced" : "NOT ENFORCED";
+}
+
+static json_t *obs_json(const struct latch_vm_observed *o)
+{
+	char g4[64], h4[64], g6[64], h6[64], mac[18];
+	const struct latch_vm_state *s = &o->st;
+
+	addr_s(&s->guest4, g4, sizeof(g4));
+	addr_s(&s->host4, h4, sizeof(h4));
+	addr_s(&s->guest6, g6, sizeof(g6));
+	addr_s(&s->host6, h6, sizeof(h6));
+	snprintf(mac, sizeof(mac), "%02x:%02x:%02x:%02x:%02x:%02x", s->mac[0], s->mac[1], s->mac[2], s->mac[3],
+		 s->mac[4], s->mac[5]);
+	json_t *j = json_pack("{s:s, s:s, s:b, s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:s, s:s, s:i, s:i}", "sandbox",
+			      s->name, "tap", s->tap, "enforced", o->pins && o->posture.enforced, "guest_ip4", g4,
+			      "host_ip4", h4, "guest_ip6", g6, "host_ip6", h6, "mac", mac, "uplink",
+			      *s->uplink ? s->uplink : "none (unreachable default)", "table", s->table, "image",
+			      s->image, "workspace", s->workspace, "memory_mib", s->memory_mib, "cpus", s->cpus);
+
+	if (o->pins && !o->posture.enforced)
+		json_object_set_new(j, "why", json_string(o->posture.why));
+	else if (!o->pins)
+		json_object_set_new(j, "why", json_string("no pinned enforcement"));
+	json_object_set_new(j, "domain", json_string(o->libvirt_ok ? o->dom.state : "unknown (libvirt unreachable)"));
+	json_object_set_new(j, "accelerator", json_string(*o->dom.accel ? o->dom.accel : "-"));
+	json_object_set_new(j, "routing", json_pack("{s:b, s:b, s:b, s:b, s:b}", "tap_up", o->net.up, "rule",
+						    o->net.rule4, "default_route", o->net.default4, "unreachable",
+						    o->net.unreachable4, "masquerade", o->net.masq4));
+	return j;
+}
+
+static void obs_print(const struct latch_vm_observed *o)
+{
+	char g4[64], h4[64], g6[64], h6[64];
+	const struct latch_vm_state *s = &o->st;
+
+	addr_s(&s->guest4, g4, sizeof(g4));
+	addr_s(&s->host4, h4, sizeof(h4));
+	addr_s(&s->guest6, g6, sizeof(g6));
+	addr_s(&s->host6, h6, sizeof(h6));
+	printf("%s: %s%s\n", s->name, posture_word(o),
+	       o->pins && o->posture.enforced ? " (verified in the kernel)" : "");
+	if (o->pins && !o->posture.enforced)
+		printf("  why:         %s\n", o->posture.why);
+	printf("  domain:      " LATCH_DOMAIN_PREFIX "%s %s, accelerator %s (observed)\n", s->name,
+	       o->libvirt_ok ? o->dom.state : "unknown (libvirt unreachable)", *o->dom.accel ? o->dom.accel : "-");
+	printf("  tap:         %s (%s), hooks: from-guest prog %u, to-guest prog %u\n", s->tap,
+	       o->net.tap ? (o->net.up ? "up" : "down") : "MISSING", o->posture.hook[LATCH_DIR_FROM_GUEST].attached_id,
+	       o->posture.hook[LATCH_DIR_TO_GUEST].attached_id);
+	printf("  guest:       %s/30 %s  mac %02x:%02x:%02x:%02x:%02x:%02x\n", g4, g6, s->mac[0], s->mac[1],
+	       s->mac[2], s->mac[3], s->mac[4], s->mac[5]);
+	printf("  host:        %s %s (gateway, resolver)\n", h4, h6);
+	printf("  routing:     table %u (%s), rule %s, default %s%s\n", s->table,
+	       *s->uplink ? s->uplink : "no uplink", o->net.rule4 ? "present" : "MISSING",
+	       o->net.default4 ? (o->net.unreachable4 ? "unreachable" : "via uplink") : "MISSING",
+	       *s->uplink ? (o->net.masq4 ? ", masquerade" : ", masquerade MISSING") : "");
+	printf("  guest image: %s, %u MiB, %u cpu(s)%s%s\n", s->image, s->memory_mib, s->cpus,
+	       *s->workspace ? ", workspace " : "", s->workspace);
+}
+
+static int fail_code(enum latch_vm_fail f)
+{
+	return (int)f;
+}
+
+int cmd_up(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "image", required_argument, NULL, 'i' },   { "memory", required_argument, NULL, 'm' },
+		{ "cpus", required_argument, NULL, 'c' },    { "workspace", required_argument, NULL, 'w' },
+		{ "timeout", required_argument, NULL, 't' }, { NULL, 0, NULL, 0 },
+	};
+	struct latch_vm_up_opts o = {
+		.image = LATCH_VM_DEFAULT_IMAGE,
+		.memory_mib = LATCH_VM_DEFAULT_MEMORY,
+		.cpus = LATCH_VM_DEFAULT_CPUS,
+		.boot_timeout_ms = LATCH_VM_BOOT_TIMEOUT_MS,
+	};
+	static struct latch_vm_up_result res;
+	enum latch_vm_fail fail;
+	char err[LATCH_ERR_MAX];
+	uint32_t u;
+	int c;
+
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'i':
+			if (strlen(optarg) >= sizeof(o.image))
+				return latch_err(LATCH_EXIT_USAGE, "unknown image '%s'", optarg);
+			strcpy(o.image, optarg);
+			break;
+		case 'm':
+			if (latch_parse_uint(optarg, 64, 65536, &o.memory_mib))
+				return latch_err(LATCH_EXIT_USAGE, "--memory '%s': give 64..65536 (MiB)", optarg);
+			break;
+		case 'c':
+			if (latch_parse_uint(optarg, 1, 64, &o.cpus))
+				return latch_err(LATCH_EXIT_USAGE, "--cpus '%s': give 1..64", optarg);
+			break;
+		case 'w':
+			if (!realpath(optarg, o.workspace))
+				return latch_err(LATCH_EXIT_USAGE, "--workspace '%s': %s", optarg, strerror(errno));
+			break;
+		case 't':
+			if (latch_parse_uint(optarg, 1, 3600, &u))
+				return latch_err(LATCH_EXIT_USAGE, "--timeout '%s': give 1..3600 seconds", optarg);
+			o.boot_timeout_ms = u * 1000;
+			break;
+		default:
+			return latch_err(LATCH_EXIT_USAGE, "up: unknown or incomplete option '%s'; see `latch help up`",
+					 argv[optind - 1]);
+		}
+	}
+	if (optind != argc - 1)
+		return latch_err(LATCH_EXIT_USAGE, "up takes one NAME; see `latch help up`");
+	if (latch_parse_name(argv[optind], err, sizeof(err)))
+		return latch_err(LATCH_EXIT_USAGE, "%s", err);
+	snprintf(o.name, sizeof(o.name), "%s", argv[optind]);
+	if (latch_need_root("up"))
+		return LATCH_EXIT_USAGE;
+	if (latch_vm_up(&o, &res, &fail, err, sizeof(err)))
+		return latch_err(fail_code(fail), "up %s: %s", o.name, err);
+
+	json_t *j = obs_json(&res.obs);
+
+	json_object_set_new(j, "guest_release", json_string(res.release));
+	json_object_set_new(j, "accelerator_probe", json_string(res.accel_why));
+	json_object_set_new(j, "image_built", json_boolean(res.image_built));
+	json_object_set_new(j, "ms_to_enforced", json_integer(res.ms_enforced));
+	json_object_set_new(j, "ms_to_domain_started", json_integer(res.ms_domain));
+	json_object_set_new(j, "ms_to_agent", json_integer(res.ms_agent));
+	if (!latch_json) {
+		obs_print(&res.obs);
+		printf("  guest:       agent answers, kernel %s\n", res.release);
+		printf("  accelerator: %s (%s)\n", *res.obs.dom.accel ? res.obs.dom.accel : "-", res.accel_why);
+		printf("  timing:      enforcement verified %lld ms, domain started %lld ms, agent answered %lld ms "
+		       "after `up` began\n",
+		       (long long)res.ms_enforced, (long long)res.ms_domain, (long long)res.ms_agent);
+	}
+	latch_json_out(j);
+	/* the observation after boot is what counts */
+	if (!res.obs.pins || !res.obs.posture.enforced)
+		return LATCH_EXIT_UNVERIFIED;
+	return 0;
+}
+
+static int one_name(int argc, char **argv, int first_opt_ok, const char *what)
+{
+	char err[LATCH_ERR_MAX];
+
+	if (argc != 2)
+		return latch_err(LATCH_EXIT_USAGE, "%s takes one NAME; see `latch help %s`", what, what);
+	if (latch_parse_name(argv[1], err, sizeof(err)))
+		return latch_err(LATCH_EXIT_USAGE, "%s", err);
+	return latch_need_root(what) ? LATCH_EXIT_USAGE : 0;
+}
+
+int cmd_down(int argc, char **argv)
+{
+	enum latch_vm_fail fail;
+	char err[LATCH_ERR_MAX];
+	int timeout_ms = LATCH_VM_DOWN_TIMEOUT_MS, rc;
+	bool forced;
+	uint32_t u;
+
+	if (argc == 4 && !strcmp(argv[2], "--timeout")) {
+		if (latch_parse_uint(argv[3], 0, 3600, &u))
+			return latch_err(LATCH_EXIT_USAGE, "--timeout '%s': give 0..3600 seconds", argv[3]);
+		timeout_ms = u * 1000;
+		argc = 2;
+	}
+	rc = one_name(argc, argv, 0, "down");
+	if (rc)
+		return rc;
+	if (latch_vm_down(argv[1], timeout_ms, &forced, &fail, err, sizeof(err)))
+		return latch_err(fail_code(fail), "down %s: %s", argv[1], err);
+	if (!latch_json)
+		printf("%s: guest stopped%s; tap, enforcement and state kept (`latch destroy %s` removes them)\n",
+		       argv[1], forced ? " (forced after the shutdown timeout)" : "", argv[1]);
+	latch_json_out(json_pack("{s:s, s:s, s:b}", "sandbox", argv[1], "action", "down", "forced", forced));
+	return 0;
+}
+
+int cmd_destroy(int argc, char **argv)
+{
+	enum latch_vm_fail fail;
+	char err[LATCH_ERR_MAX];
+	int rc = one_name(argc, argv, 0, "destroy");
+
+	if (rc)
+		return rc;
+	if (latch_vm_destroy(argv[1], &fail, err, sizeof(err)))
+		return latch_err(fail_code(fail), "destroy %s: %s", argv[1], err);
+	if (!latch_json)
+		printf("%s: destroyed (domain, tap, routing, masquerade, pins and state removed)\n", argv[1]);
+	latch_json_out(json_pack("{s:s, s:s}", "sandbox", argv[1], "action", "destroyed"));
+	return 0;
+}
+
+struct ls_ctx {
+	json_t *arr;
+	int unverified;
+};
+
+static int ls_cb(const char *name, void *arg)
+{
+	struct ls_ctx *c = arg;
+	static struct latch_vm_observed o;
+
+	if (latch_vm_observe(name, &o))
+		return 0;
+	if (!o.pins || !o.posture.enforced)
+		c->unverified++;
+	if (!latch_json) {
+		char g4[64];
+
+		addr_s(&o.st.guest4, g4, sizeof(g4));
+		printf("%-14s %-13s %-14s %-5s %-16s %s\n", name, posture_word(&o),
+		       o.libvirt_ok ? o.dom.state : "unknown", *o.dom.accel ? o.dom.accel : "-", g4, o.st.tap);
+	}
+	json_array_append_new(c->arr, obs_json(&o));
+	return 0;
+}
+
+int cmd_ls(int argc, char **argv)
+{
+	struct ls_ctx c = { .arr = json_array() };
+	int n;
+
+	if (argc != 1) {
+		json_decref(c.arr);
+		return latch_err(LATCH_EXIT_USAGE, "ls takes no arguments");
+	}
+	if (latch_need_root("ls")) {
+		json_decref(c.arr);
+		return LATCH_EXIT_USAGE;
+	}
+	if (!latch_json)
+		printf("%-14s %-13s %-14s %-5s %-16s %s\n", "NAME", "POSTURE", "DOMAIN", "ACCEL", "GUEST", "TAP");
+	n = latch_state_list(ls_cb, &c);
+	if (n < 0) {
+		json_decref(c.arr);
+		return latch_err(LATCH_EXIT_FAILED, "cannot list sandboxes: %s", strerror(-n));
+	}
+	latch_json_out(json_pack("{s:o, s:b}", "sandboxes", c.arr, "verified", c.unverified == 0));
+	return c.unverified ? LATCH_EXIT_UNVERIFIED : 0;
+}
+
+/* A memfd's content as a JSON string (bytes that are not UTF-8 become '?'). */
+static json_t *slurp(int fd)
+{
+	off_t len = lseek(fd, 0, SEEK_END);
+	char *buf;
+	json_t *j;
+
+	if (len <= 0 || !(buf = malloc(len + 1))) {
+		close(fd);
+		return json_string("");
+	}
+	if (pread(fd, buf, len, 0) != len)
+		len = 0;
+	close(fd);
+	buf[len] = '\0';
+	j = json_stringn(buf, len);
+	if (!j) {
+		for (off_t k = 0; k < len; k++)
+			if ((unsigned char)buf[k] >= 0x80 || !buf[k])
+				buf[k] = '?';
+		j = json_stringn(buf, len);
+	}
+	free(buf);
+	return j;
+}
+
+int cmd_exec(int argc, char **argv)
+{
+	struct latch_agent_exec_opts eo = { 0 };
+	struct latch_agent_result r;
+	struct latch_agent *a = NULL;
+	char err[LATCH_ERR_MAX], sock[PATH_MAX];
+	int i = 2, ret, out_fd = STDOUT_FILENO, err_fd = STDERR_FILENO;
+	uint32_t u;
+
+	if (argc < 2)
+		return latch_err(LATCH_EXIT_USAGE, "usage: latch exec NAME [--timeout S] -- CMD...");
+	if (latch_parse_name(argv[1], err, sizeof(err)))
+		return latch_err(LATCH_EXIT_USAGE, "%s", err);
+	if (i + 1 < argc && !strcmp(argv[i], "--timeout")) {
+		if (latch_parse_uint(argv[i + 1], 1, 86400, &u))
+			return latch_err(LATCH_EXIT_USAGE, "--timeout '%s': give 1..86400 seconds", argv[i + 1]);
+		eo.timeout_ms = u * 1000;
+		i += 2;
+	}
+	if (i < argc && !strcmp(argv[i], "--"))
+		i++;
+	if (i >= argc)
+		return latch_err(LATCH_EXIT_USAGE, "exec needs a command: latch exec NAME -- CMD...");
+	if (latch_need_root("exec"))
+		return LATCH_EXIT_USAGE;
+	if (!latch_state_exists(argv[1]))
+		return latch_err(LATCH_EXIT_USAGE, "no VM sandbox '%s' (see `latch ls`)", argv[1]);
+	latch_vm_agent_path(argv[1], sock, sizeof(sock));
+	ret = latch_agent_connect(sock, &a);
+	if (ret == 0)
+		ret = latch_agent_ping(a, 5000, NULL, 0);
+	if (ret) {
+		latch_agent_close(a);
+		return latch_err(LATCH_EXIT_FAILED, "the agent of %s does not answer (%s); is it up? see `latch ls`",
+				 argv[1], strerror(-ret));
+	}
+	signal(SIGPIPE, SIG_IGN);
+	/* under --json the output is collected and goes into the object */
+	if (latch_json) {
+		out_fd = memfd_create("latch-exec-out", MFD_CLOEXEC);
+		err_fd = memfd_create("latch-exec-err", MFD_CLOEXEC);
+		if (out_fd < 0 || err_fd < 0) {
+			latch_agent_close(a);
+			return latch_err(LATCH_EXIT_FAILED, "memfd_create: %s", strerror(errno));
+		}
+	}
+	ret = latch_agent_exec(a, (const char *const *)argv + i, &eo, out_fd, err_fd, &r);
+	latch_agent_close(a);
+	if (ret) {
+		if (latch_json) {
+			close(out_fd);
+			close(err_fd);
+		}
+		return latch_err(LATCH_EXIT_FAILED, "exec in %s: %s", argv[1], strerror(-ret));
+	}
+	if (latch_json) {
+		json_t *j = json_pack("{s:s, s:i, s:b, s:i, s:b}", "sandbox", argv[1], "status",
+				      latch_agent_status(&r), "signaled", r.how == LAGENT_SIGNALED, "duration_ms",
+				      r.duration_ms, "truncated", r.flags != 0);
+
+		json_object_set_new(j, "stdout", slurp(out_fd));
+		json_object_set_new(j, "stderr", slurp(err_fd));
+		latch_json_out(j);
+	}
+	return latch_agent_status(&r);
+}
+
+int latch_vm_status_lines(const char *name, json_t *o)
+{
+	static struct latch_vm_observed ob;
+
+	if (latch_vm_observe(name, &ob))
+		return -ENOENT;
+	json_object_set_new(o, "domain", json_string(ob.libvirt_ok ? ob.dom.state : "unknown"));
+	json_object_set_new(o, "accelerator", json_string(*ob.dom.accel ? ob.dom.accel : "-"));
+	json_object_set_new(o, "routing_table", json_integer(ob.st.table));
+	if (!latch_json) {
+		printf("  domain:   " LATCH_DOMAIN_PREFIX "%s %s, accelerator %s (observed)\n", name,
+		       ob.libvirt_ok ? ob.dom.state : "unknown (libvirt unreachable)",
+		       *ob.dom.accel ? ob.dom.accel : "-");
+		printf("  routing:  table %u, %s, rule %s\n", ob.st.table,
+		       ob.net.default4 ? (ob.net.unreachable4 ? "unreachable default" : "default via uplink")
+				       : "NO default route",
+		       ob.net.rule4 ? "present" : "MISSING");
+	}
+	return 0;
+}

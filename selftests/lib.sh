@@ -1,0 +1,353 @@
+# shellcheck shell=bash
+# SPDX-License-Identifier: GPL-2.0-only
+# lib.sh - shared by the live network-namespace selftests (selftests/live_*.sh).
+#
+# Source it and call lts_setup (lts_init, lts_topo_up, lts_servers).  It
+# builds three namespaces that exist only for this test run (names carry the
+# script's PID, so runs never collide):
+#
+#   G "guest"  g0  192.0.2.2/30  2001:db8:1::2/64  MAC 02:00:00:00:00:02
+#        |  veth
+#   H "host"   hg0 192.0.2.1/30  2001:db8:1::1/64   <- latch attaches here
+#              hi0 198.51.100.253/30 2001:db8:fe::1/64
+#        |  veth
+#   I "internet" ih0 198.51.100.254/30 2001:db8:fe::2/64, fake servers on lo:
+#              203.0.113.10 .20 .53, 198.51.100.10, 2001:db8:ff::10 ::20 ::30 ::53
+#
+# H forwards (inside H only).  Sandbox sources use routing table 100, which
+# knows only the guest link, the fake internet and `unreachable default`.
+# The root namespace's routing, forwarding and eth0 are never touched, and
+# every packet stays among these namespaces.
+#
+# Output follows selftests/prog_table: "ok NAME", "FAIL NAME: why",
+# "skip NAME: why", then "N passed, M failed" (and "K skipped").  The exit
+# status is 1 if anything failed, 77 if the whole script was skipped.
+#
+# Everything created (namespaces, bpffs pins, processes, temp files) is
+# removed by an EXIT trap, pass or fail; processes are killed by PID only.
+# latch runs in H through `nsenter --net` (so /sys/fs/bpf stays visible)
+# with LATCH_BPFFS=/sys/fs/bpf/latch-selftest-PID.  If bpffs is not mounted
+# at /sys/fs/bpf at all, lts_init mounts it there (as latch itself would) and
+# leaves that mount in place.
+#
+# Probes wait LTS_T seconds (default 2) for an answer they expect and
+# LTS_T_DENY (default 0.5) for one they expect never to come.
+
+set -u
+
+LTS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+LTS_TOP=$(cd "$LTS_DIR/.." && pwd)
+LATCH_BIN=${LATCH_BIN:-$LTS_TOP/build/latch}
+if [ -x /usr/bin/python3 ]; then LTS_PY=/usr/bin/python3; else LTS_PY=python3; fi
+LTS_NET="$LTS_DIR/lts_net.py"
+
+LTS_G=lts-g-$$
+LTS_H=lts-h-$$
+LTS_I=lts-i-$$
+LTS_NAME=lts-$$ # sandbox name
+LTS_BPFFS=/sys/fs/bpf/latch-selftest-$$
+LTS_PINS=$LTS_BPFFS/latch/$LTS_NAME
+LTS_TMP=
+LTS_PIDS=()
+LTS_NS_MADE=()
+LTS_PASSED=0
+LTS_FAILED=0
+LTS_SKIPPED=0
+
+GUEST_MAC=02:00:00:00:00:02
+GUEST4=192.0.2.2
+HOST4=192.0.2.1
+GUEST6=2001:db8:1::2
+HOST6=2001:db8:1::1
+SRV_A=203.0.113.10  # servers in I
+SRV_B=203.0.113.20
+SRV_DNS=203.0.113.53
+SRV_C=198.51.100.10
+SRV6_A=2001:db8:ff::10
+SRV6_B=2001:db8:ff::20
+SRV6_DNS=2001:db8:ff::53
+SRV6_C=2001:db8:ff::30
+# ports the echo servers in I listen on
+SRV_TCP_PORTS=(80 443 7000 8080)
+SRV_UDP_PORTS=(443 5000)
+
+# ------------------------------------------------------------ results
+
+ok() {
+	LTS_PASSED=$((LTS_PASSED + 1))
+	echo "ok $*"
+}
+
+fail() {
+	LTS_FAILED=$((LTS_FAILED + 1))
+	local name=$1
+	shift
+	echo "FAIL $name: $*"
+}
+
+skip() {
+	LTS_SKIPPED=$((LTS_SKIPPED + 1))
+	local name=$1
+	shift
+	echo "skip $name: $*"
+}
+
+# check NAME CMD...: ok when CMD exits 0
+check() {
+	local name=$1
+	shift
+	if "$@" >/dev/null 2>&1; then ok "$name"; else fail "$name" "\`$*\` failed"; fi
+}
+
+# check_not NAME CMD...: ok when CMD exits non-zero (probes wait LTS_T_DENY)
+check_not() {
+	local name=$1
+	shift
+	if LTS_T=$LTS_T_DENY "$@" >/dev/null 2>&1; then fail "$name" "\`$*\` succeeded"; else ok "$name"; fi
+}
+
+# check_cmp NAME A OP B: numeric test, e.g. check_cmp "x grew" "$after" -gt "$before"
+check_cmp() {
+	local name=$1 a=$2 op=$3 b=$4
+	if test "$a" "$op" "$b" 2>/dev/null; then ok "$name"; else fail "$name" "expected $a $op $b"; fi
+}
+
+# check_eq NAME GOT WANT
+check_eq() {
+	if [ "$2" == "$3" ]; then ok "$1"; else fail "$1" "got '$2', want '$3'"; fi
+}
+
+lts_done() {
+	[ "$LTS_SKIPPED" -gt 0 ] && echo "$LTS_SKIPPED skipped"
+	echo "$LTS_PASSED passed, $LTS_FAILED failed"
+	[ "$LTS_FAILED" -eq 0 ] && exit 0
+	exit 1
+}
+
+# lts_skip_all WHY: the whole script cannot run here
+lts_skip_all() {
+	echo "skip ${0##*/}: $*"
+	echo "0 passed, 0 failed"
+	exit 77
+}
+
+# ------------------------------------------------------------ setup, cleanup
+
+lts_cleanup() {
+	local pid ns
+	trap - EXIT INT TERM HUP
+	for pid in "${LTS_PIDS[@]}"; do
+		kill -TERM "$pid" 2>/dev/null
+	done
+	for pid in "${LTS_PIDS[@]}"; do
+		for _ in 1 2 3 4 5 6 7 8 9 10; do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.05
+		done
+		kill -KILL "$pid" 2>/dev/null
+		wait "$pid" 2>/dev/null
+	done
+	# anything still running inside our namespaces was started by this test;
+	# deleting the namespaces removes the veths, so latch's qdiscs and filters too
+	for ns in "${LTS_NS_MADE[@]}"; do
+		for pid in $(ip netns pids "$ns" 2>/dev/null); do
+			kill -KILL "$pid" 2>/dev/null
+		done
+		ip netns del "$ns" 2>/dev/null
+	done
+	[ -n "$LTS_BPFFS" ] && [ -d "$LTS_BPFFS" ] && rm -rf "$LTS_BPFFS"
+	[ -n "$LTS_TMP" ] && rm -rf "$LTS_TMP"
+}
+
+lts_init() {
+	local t
+	[ "$(id -u)" = 0 ] || lts_skip_all "needs root"
+	[ -x "$LATCH_BIN" ] || lts_skip_all "no $LATCH_BIN; run make"
+	for t in ip tc nsenter jq bpftool setpriv timeout "$LTS_PY"; do
+		command -v "$t" >/dev/null || lts_skip_all "needs $t"
+	done
+	grep -qs " /sys/fs/bpf bpf " /proc/mounts || mount -t bpf bpf /sys/fs/bpf ||
+		lts_skip_all "no bpffs at /sys/fs/bpf"
+	trap lts_cleanup EXIT
+	trap 'exit 130' INT TERM HUP
+	LTS_TMP=$(mktemp -d /tmp/latch-selftest.XXXXXX)
+	mkdir -p "$LTS_BPFFS"
+}
+
+# latch ARGS...: run latch in H (nsenter keeps /sys/fs/bpf, `ip netns exec` would not)
+latch() {
+	LATCH_BPFFS=$LTS_BPFFS nsenter --net="/run/netns/$LTS_H" -- "$LATCH_BIN" "$@"
+}
+
+in_g() { ip netns exec "$LTS_G" "$@"; }
+in_h() { ip netns exec "$LTS_H" "$@"; }
+in_i() { ip netns exec "$LTS_I" "$@"; }
+
+# lts_bg NS OUTFILE CMD...: start CMD in namespace NS, remember its PID
+lts_bg() {
+	local ns=$1 out=$2
+	shift 2
+	ip netns exec "$ns" "$@" >"$out" 2>&1 &
+	LTS_PIDS+=($!)
+}
+
+# lts_wait_ready FILE: wait up to 5 s for a server to print "ready"
+lts_wait_ready() {
+	for _ in $(seq 50); do
+		grep -qs '^ready' "$1" && return 0
+		sleep 0.1
+	done
+	echo "server did not start: $(cat "$1")" >&2
+	return 1
+}
+
+lts_ns_add() {
+	ip netns add "$1" || return 1
+	LTS_NS_MADE+=("$1")
+	ip -n "$1" link set lo up
+	ip netns exec "$1" sysctl -qw net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0 \
+		net.ipv6.conf.all.accept_ra=0 net.ipv6.conf.default.accept_ra=0 \
+		net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0 >/dev/null
+}
+
+# _x CMD...: run one topology step, remember a failure
+_x() {
+	"$@" && return 0
+	echo "topology: \`$*\` failed" >&2
+	LTS_TOPO_ERR=1
+}
+
+lts_topo_up() {
+	local ns a
+	for ns in "$LTS_G" "$LTS_H" "$LTS_I"; do
+		[ -e "/run/netns/$ns" ] && { echo "namespace $ns exists already" >&2; return 1; }
+		lts_ns_add "$ns" || return 1
+	done
+	LTS_TOPO_ERR=0
+	# G <-> H
+	_x ip -n "$LTS_G" link add g0 address "$GUEST_MAC" type veth peer name hg0 address 02:00:00:00:00:01 \
+		netns "$LTS_H"
+	_x ip -n "$LTS_G" addr add "$GUEST4/30" dev g0
+	_x ip -n "$LTS_G" addr add "$GUEST6/64" dev g0 nodad
+	_x ip -n "$LTS_G" link set g0 up
+	_x ip -n "$LTS_G" route add default via "$HOST4"
+	_x ip -n "$LTS_G" -6 route add default via "$HOST6"
+	_x ip -n "$LTS_H" addr add "$HOST4/30" dev hg0
+	_x ip -n "$LTS_H" addr add "$HOST6/64" dev hg0 nodad
+	_x ip -n "$LTS_H" link set hg0 up
+	# H <-> I
+	_x ip -n "$LTS_H" link add hi0 type veth peer name ih0 netns "$LTS_I"
+	_x ip -n "$LTS_H" addr add 198.51.100.253/30 dev hi0
+	_x ip -n "$LTS_H" addr add 2001:db8:fe::1/64 dev hi0 nodad
+	_x ip -n "$LTS_H" link set hi0 up
+	_x ip -n "$LTS_I" addr add 198.51.100.254/30 dev ih0
+	_x ip -n "$LTS_I" addr add 2001:db8:fe::2/64 dev ih0 nodad
+	_x ip -n "$LTS_I" link set ih0 up
+	for a in "$SRV_A" "$SRV_B" "$SRV_DNS" "$SRV_C"; do
+		_x ip -n "$LTS_I" addr add "$a/32" dev lo
+	done
+	for a in "$SRV6_A" "$SRV6_B" "$SRV6_C" "$SRV6_DNS"; do
+		_x ip -n "$LTS_I" addr add "$a/128" dev lo nodad
+	done
+	_x ip -n "$LTS_I" route add 192.0.2.0/24 via 198.51.100.253
+	_x ip -n "$LTS_I" -6 route add 2001:db8:1::/48 via 2001:db8:fe::1
+	# H routes the sandbox through a table of its own: fake internet only
+	_x ip netns exec "$LTS_H" sysctl -qw net.ipv4.ip_forward=1 net.ipv6.conf.all.forwarding=1 >/dev/null
+	_x ip -n "$LTS_H" rule add from 192.0.2.0/24 lookup 100 pref 100
+	_x ip -n "$LTS_H" -6 rule add from 2001:db8:1::/48 lookup 100 pref 100
+	_x ip -n "$LTS_H" route add 192.0.2.0/24 dev hg0 table 100
+	_x ip -n "$LTS_H" route add 198.51.100.252/30 dev hi0 table 100
+	_x ip -n "$LTS_H" route add 203.0.113.0/24 via 198.51.100.254 dev hi0 table 100
+	_x ip -n "$LTS_H" route add 198.51.100.0/24 via 198.51.100.254 dev hi0 table 100
+	_x ip -n "$LTS_H" route add unreachable default table 100
+	_x ip -n "$LTS_H" -6 route add 2001:db8:1::/48 dev hg0 table 100
+	_x ip -n "$LTS_H" -6 route add 2001:db8:fe::/64 dev hi0 table 100
+	_x ip -n "$LTS_H" -6 route add 2001:db8:ff::/48 via 2001:db8:fe::2 dev hi0 table 100
+	_x ip -n "$LTS_H" -6 route add unreachable default table 100
+	# replies to a spoofed guest source (192.0.2.6) find the guest link too
+	_x ip -n "$LTS_H" route add 192.0.2.0/24 dev hg0
+	return $LTS_TOPO_ERR
+}
+
+# lts_servers: echo servers in I on SRV_TCP_PORTS / SRV_UDP_PORTS
+lts_servers() {
+	local args=() p
+	for p in "${SRV_TCP_PORTS[@]}"; do args+=(--tcp "$p"); done
+	for p in "${SRV_UDP_PORTS[@]}"; do args+=(--udp "$p"); done
+	for p in "$SRV_A" "$SRV_B" "$SRV_C" "$SRV_DNS" "$SRV6_A" "$SRV6_B" "$SRV6_C" "$SRV6_DNS"; do
+		args+=(--addr "$p")
+	done
+	lts_bg "$LTS_I" "$LTS_TMP/serve-i.out" "$LTS_PY" "$LTS_NET" serve "${args[@]}" --lifetime 300
+	lts_wait_ready "$LTS_TMP/serve-i.out"
+}
+
+# lts_attach [OPTIONS...]: the standard attach of the guest link
+lts_attach() {
+	latch attach "$LTS_NAME" --dev hg0 --guest-mac "$GUEST_MAC" --guest-ip "$GUEST4,$GUEST6" \
+		--host-ip "$HOST4,$HOST6" "$@"
+}
+
+# ------------------------------------------------------------ probes from the guest
+
+# seconds a probe waits for its answer: when it is expected (a slow answer is
+# still an answer), and when it is not (in these namespaces an answer takes
+# milliseconds; the baselines before attach show it)
+LTS_T=${LTS_T:-2}
+LTS_T_DENY=${LTS_T_DENY:-0.5}
+
+tcp_ok() { in_g "$LTS_PY" "$LTS_NET" tcp "$@" --timeout "$LTS_T"; }      # HOST PORT [--bind SRC]
+udp_ok() { in_g "$LTS_PY" "$LTS_NET" udp "$@" --timeout "$LTS_T"; }      # HOST PORT [--bind SRC]
+ping_ok() { in_g "$LTS_PY" "$LTS_NET" ping "$@" --timeout "$LTS_T"; }    # HOST [--bind SRC]
+# dns_answered HOST [--count N] [--tcp]: prints how many queries were answered
+dns_answered() { in_g "$LTS_PY" "$LTS_NET" dns "$@" --wait "$LTS_T"; }
+dns_ok() { [ "$(dns_answered "$@")" -gt 0 ] 2>/dev/null; }
+
+# ------------------------------------------------------------ reading latch back
+
+# status_json: `latch --json status NAME` (exit status ignored)
+status_json() { latch --json status "$LTS_NAME" 2>/dev/null; }
+
+# counter REASON [DIRECTION]: packets counted under a reason (default from-guest)
+counter() {
+	local n
+	n=$(status_json | jq -r --arg r "$1" --arg d "${2:-from-guest}" \
+		'[.sandboxes[0].counters[] | select(.reason == $r and .direction == $d) | .packets] | add // 0')
+	echo "${n:-0}"
+}
+
+# pins_snapshot: everything latch keeps, in a comparable text form
+pins_snapshot() {
+	local f
+	(cd "$LTS_BPFFS" 2>/dev/null && find . | sort)
+	[ -d "$LTS_PINS" ] || return 0
+	for f in settings exact4 exact6 prefix4 prefix6 timed4 timed6; do
+		echo "map dump pinned $LTS_PINS/$f"
+	done | bpftool -j batch file - 2>&1
+	echo
+	latch --json egress "$LTS_NAME" show 2>&1 | jq -c '.entries | map(del(.seconds_left))'
+}
+
+# map_id MAP: the kernel id of a pinned map
+map_id() { bpftool -j map show pinned "$LTS_PINS/$1" | jq -r .id; }
+
+# own_latch_pids: latch processes started by this test (found by their LATCH_BPFFS)
+own_latch_pids() {
+	local pid
+	for pid in $(pgrep -x latch); do
+		# a zombie's environ is unreadable; it runs nothing any more
+		{ tr '\0' '\n' <"/proc/$pid/environ"; } 2>/dev/null | grep -qx "LATCH_BPFFS=$LTS_BPFFS" && echo "$pid"
+	done
+}
+
+# lts_setup: init, topology and the servers in I; a failure here fails the script
+lts_setup() {
+	lts_init
+	if ! lts_topo_up; then
+		fail setup "could not build the test namespaces"
+		lts_done
+	fi
+	if ! lts_servers; then
+		fail setup "the fake servers in I did not start"
+		lts_done
+	fi
+}

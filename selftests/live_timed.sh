@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only
+# live_timed.sh - a timed entry stops passing packets within 1 s of its
+# deadline, even on an established TCP connection, and even after every
+# latch process was killed with SIGKILL: the kernel program checks the
+# deadline on every packet, nothing in user space has to remove it.
+# Control: a connection under a permanent entry, open in parallel the whole
+# time, keeps flowing past the deadline.
+# shellcheck source=selftests/lib.sh
+. "$(dirname "$0")/lib.sh"
+lts_setup
+
+FOR=3      # seconds the timed entry lasts
+AFTER=2.5  # how long the streams keep sending past the deadline
+LOG=$LTS_TMP/recv.log
+PORT=7100
+
+uptime_s() { cut -d' ' -f1 /proc/uptime; } # CLOCK_BOOTTIME, the clock of latch's deadlines
+
+lts_bg "$LTS_I" "$LTS_TMP/serve-log.out" "$LTS_PY" "$LTS_NET" serve --tcp "$PORT" --log "$LOG" --lifetime 120
+lts_wait_ready "$LTS_TMP/serve-log.out" || fail setup "logging server did not start"
+check "baseline: tcp $SRV_B:$PORT answers without latch" tcp_ok "$SRV_B" "$PORT"
+
+if ! lts_attach >/dev/null; then
+	fail attach "latch attach failed"
+	lts_done
+fi
+check "allow $SRV_A:$PORT/tcp permanently" latch egress "$LTS_NAME" allow "$SRV_A:$PORT/tcp"
+
+# latch processes of our own, busy reading the maps while the entry is live
+(for _ in $(seq 300); do latch status "$LTS_NAME" >/dev/null 2>&1; done) &
+loop=$!
+LTS_PIDS+=("$loop")
+
+t0=$(uptime_s)
+check "allow $SRV_B:$PORT/tcp --for $FOR" latch egress "$LTS_NAME" allow "$SRV_B:$PORT/tcp" --for "$FOR"
+t1=$(uptime_s)
+deadline_max=$(awk "BEGIN{print $t1 + $FOR}")
+deadline_min=$(awk "BEGIN{print $t0 + $FOR}")
+duration=$(awk "BEGIN{print $FOR + $AFTER}")
+
+# two long connections, one line every 100 ms each
+in_g "$LTS_PY" "$LTS_NET" stream "$SRV_A" "$PORT" --duration "$duration" >/dev/null 2>&1 &
+sa=$!
+LTS_PIDS+=("$sa")
+in_g "$LTS_PY" "$LTS_NET" stream "$SRV_B" "$PORT" --duration "$duration" >/dev/null 2>&1 &
+sb=$!
+LTS_PIDS+=("$sb")
+
+# SIGKILL every latch process this test started, well before the deadline:
+# freeze the loop, kill its latch child in flight (if any), then the loop
+sleep 0.8
+kill -STOP "$loop" 2>/dev/null
+killed=0
+for p in $(own_latch_pids); do
+	kill -KILL "$p" 2>/dev/null && killed=$((killed + 1))
+done
+{
+	kill -KILL "$loop"
+	wait "$loop"
+} 2>/dev/null
+for _ in 1 2 3 4 5; do
+	[ -z "$(own_latch_pids)" ] && break
+	sleep 0.1
+done
+echo "# SIGKILLed the status loop and $killed latch process(es) in flight"
+check_eq "no latch process of this test is left (pgrep -x latch)" "$(own_latch_pids | tr '\n' ' ')" ""
+
+wait "$sa"
+ra=$?
+wait "$sb"
+rb=$?
+check_eq "the permanent-entry connection was established" "$ra" 0
+check_eq "the timed-entry connection was established" "$rb" 0
+
+last_a=$(awk -v a="$SRV_A" '$2 == a { t = $1 } END { print t + 0 }' "$LOG")
+last_b=$(awk -v b="$SRV_B" '$2 == b { t = $1 } END { print t + 0 }' "$LOG")
+lines_b=$(awk -v b="$SRV_B" '$2 == b' "$LOG" | wc -l)
+echo "# deadline in [$deadline_min, $deadline_max]; last line: timed $last_b ($lines_b lines), permanent $last_a"
+
+# Invariant: the timed connection stops within 1 s of the deadline...
+check_cmp "timed: the last line arrived before deadline + 1 s" \
+	"$(awk "BEGIN{print ($last_b < $deadline_max + 1)}")" -eq 1
+# ...but not long before it: it was passing until the deadline came
+check_cmp "timed: lines kept arriving until deadline - 0.5 s" \
+	"$(awk "BEGIN{print ($last_b > $deadline_min - 0.5)}")" -eq 1
+# Control: the permanent connection kept flowing well past the deadline.
+check_cmp "control: the permanent connection still flowed at deadline + 1.5 s" \
+	"$(awk "BEGIN{print ($last_a > $deadline_max + 1.5)}")" -eq 1
+# and new connections follow the same clock
+check_not "timed: a new connection to $SRV_B:$PORT after the deadline is denied" tcp_ok "$SRV_B" "$PORT"
+check "control: a new connection to $SRV_A:$PORT still passes" tcp_ok "$SRV_A" "$PORT"
+
+lts_done

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only
+# run.sh - run the root selftests and add up their results.
+#
+#   bash selftests/run.sh [NAME...]     NAME: live_reach, prog_table, ... (default: all)
+#
+# Runs build/selftests/prog_table (if built) and every selftests/live_*.sh,
+# one after another (the live tests measure time and rates), each under a
+# time limit.  Each prints "ok ..."/"FAIL ..." lines and ends with
+# "N passed, M failed" (and "K skipped"); exit 77 means the whole test was
+# skipped.  The last line here is "N passed, M failed" with ", K skipped"
+# appended when something was skipped; the exit status is 1 if anything
+# failed.
+set -u
+cd "$(dirname "$0")/.." || exit 1
+
+LIMIT=${LTS_LIMIT:-150} # seconds per test program
+passed=0
+failed=0
+skipped=0
+summary=()
+
+tests=()
+[ -x build/selftests/prog_table ] && tests+=(build/selftests/prog_table)
+for t in selftests/live_*.sh; do
+	[ -e "$t" ] && tests+=("$t")
+done
+if [ $# -gt 0 ]; then
+	want=("$@")
+	sel=()
+	for t in "${tests[@]}"; do
+		b=${t##*/}
+		b=${b%.sh}
+		for w in "${want[@]}"; do
+			[ "$b" = "${w%.sh}" ] && sel+=("$t")
+		done
+	done
+	tests=("${sel[@]}")
+fi
+
+for t in "${tests[@]}"; do
+	name=${t##*/}
+	name=${name%.sh}
+	echo "=== $name"
+	out=$(mktemp /tmp/latch-selftest-run.XXXXXX)
+	start=$SECONDS
+	if [[ "$t" == *.sh ]]; then
+		timeout -k 10 "$LIMIT" bash "$t" 2>&1 | tee "$out"
+	else
+		timeout -k 10 "$LIMIT" "$t" 2>&1 | tee "$out"
+	fi
+	rc=${PIPESTATUS[0]}
+	secs=$((SECONDS - start))
+	p=0 f=0 s=0
+	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out" | tail -1)
+	if [ -n "$line" ]; then
+		p=$(sed -E 's/^([0-9]+) passed.*/\1/' <<<"$line")
+		f=$(sed -E 's/^[0-9]+ passed, ([0-9]+) failed.*/\1/' <<<"$line")
+	fi
+	sline=$(grep -E '^[0-9]+ skipped$' "$out" | tail -1)
+	[ -n "$sline" ] && s=${sline%% *}
+	if [ "$rc" = 77 ]; then
+		s=$((s + 1))
+		note="skipped"
+	elif [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+		f=$((f + 1))
+		note="TIMED OUT after ${LIMIT}s"
+	elif [ -z "$line" ]; then
+		f=$((f + 1))
+		note="exit $rc with no result line"
+	elif [ "$rc" != 0 ] && [ "$f" = 0 ]; then
+		f=1
+		note="exit $rc"
+	else
+		note="exit $rc"
+	fi
+	rm -f "$out"
+	passed=$((passed + p))
+	failed=$((failed + f))
+	skipped=$((skipped + s))
+	summary+=("$(printf '%-16s %4d passed %4d failed %4d skipped  %3ds  %s' "$name" "$p" "$f" "$s" "$secs" "$note")")
+done
+
+# A test killed outright (timeout -k) could not run its own cleanup: remove
+# what a dead test process left behind (namespaces lts-[ghi]-PID, their
+# processes, and /sys/fs/bpf/latch-selftest-PID).
+for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E '^lts-[ghi]-[0-9]+$'); do
+	kill -0 "${ns##*-}" 2>/dev/null && continue
+	echo "# removing $ns, left behind by a test that was killed"
+	for p in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
+	ip netns del "$ns"
+done
+for d in /sys/fs/bpf/latch-selftest-*; do
+	[ -d "$d" ] || continue
+	kill -0 "${d##*-}" 2>/dev/null && continue
+	echo "# removing $d, left behind by a test that was killed"
+	rm -rf "$d"
+done
+
+echo "==="
+for l in "${summary[@]}"; do echo "$l"; done
+if [ "$skipped" -gt 0 ]; then
+	echo "$passed passed, $failed failed, $skipped skipped"
+else
+	echo "$passed passed, $failed failed"
+fi
+[ "$failed" -eq 0 ]

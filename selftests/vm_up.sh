@@ -1,0 +1,192 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-only
+#
+# vm_up.sh - a real guest under libvirt (TCG here) behind latch: `latch up`,
+# the observed posture, `latch exec`, attacks from inside the guest beside a
+# control that must succeed, then `down` and `destroy`, and proof that the
+# tap, pins, rule, routes and domain are gone.
+#
+# Invariant defended: the boundary arrives first and holds - a guest sees
+# only what the kernel filter on its tap lets through, and everything latch
+# made for a sandbox goes away with it.
+#
+# Test traffic never leaves the machine: the sandbox pool is a documentation
+# range the host does not use, there is NO uplink (the sandbox's table has
+# `unreachable default`), and the one allowed destination is a listener on a
+# documentation address on the host's own lo.  State lives under a temp
+# LATCH_ROOT, pins under $LATCH_BPFFS; everything is removed by the EXIT trap,
+# pass or fail, and only processes this script started are killed, by PID.
+# libvirtd and virtlogd are started when they are not running, and left
+# running (other guest tests use them).
+#
+# Prints "ok ..." / "FAIL ..." lines and "N passed, M failed".  Exit 1 on
+# any failure, 77 when it can't run here.
+set -u
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+TOP=$(cd "$HERE/.." && pwd)
+LATCH_BIN=${LATCH_BIN:-$TOP/build/latch}
+NAME=t-vm
+TAP=lt-$NAME
+TABLE=31300
+CTRL_ADDR=203.0.113.77	# a documentation address, on lo, for the allowed control
+CTRL_PORT=18080
+HOSTSVC_PORT=18081	# listened on at the sandbox's host address; not a host service
+DENIED=203.0.113.10
+
+pass=0 failn=0
+ok() { echo "ok $*"; pass=$((pass + 1)); }
+fail() { echo "FAIL $*"; failn=$((failn + 1)); }
+check() { local name=$1; shift; if "$@"; then ok "$name"; else fail "$name"; fi; }
+skip_all() { echo "skip vm_up: $*"; exit 77; }
+
+[ "$(id -u)" = 0 ] || skip_all "needs root"
+[ -x "$LATCH_BIN" ] || skip_all "no $LATCH_BIN; run make"
+for t in ip jq python3 timeout libvirtd virtlogd; do
+	command -v "$t" >/dev/null || skip_all "needs $t"
+done
+
+# A /24 of documentation space this host does not use (this testbed's eth0 may sit in 192.0.2.0/24).
+POOL=
+for cand in ${LATCH_VM_POOLS:-192.0.2 198.51.100}; do
+	if ! ip -o addr show | grep -q " inet $cand\." && ! ip route show table all | grep -q "^$cand\."; then
+		POOL=$cand
+		break
+	fi
+done
+[ -n "$POOL" ] || skip_all "both 192.0.2.0/24 and 198.51.100.0/24 are in use on this host"
+HOST4=$POOL.1
+GUEST4=$POOL.2
+
+TMP=
+PIDS=()
+ADDED_CTRL=0
+cleanup() {
+	local p
+	[ -n "$TMP" ] && LATCH_ROOT=$TMP/root LATCH_BPFFS=$BPFFS "$LATCH_BIN" destroy "$NAME" >/dev/null 2>&1
+	for p in "${PIDS[@]}"; do
+		kill "$p" 2>/dev/null && wait "$p" 2>/dev/null
+	done
+	[ "$ADDED_CTRL" = 1 ] && ip addr del "$CTRL_ADDR/32" dev lo 2>/dev/null
+	[ -n "${BPFFS:-}" ] && rm -rf "$BPFFS" 2>/dev/null
+	[ -n "$TMP" ] && rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM HUP
+
+grep -qs " /sys/fs/bpf bpf " /proc/mounts || mount -t bpf bpf /sys/fs/bpf || skip_all "no bpffs"
+BPFFS=/sys/fs/bpf/latch-vmtest-$$
+mkdir -p "$BPFFS"
+TMP=$(mktemp -d /tmp/latch-vmtest.XXXXXX)
+chmod 0755 "$TMP" # libvirtd and its qemu user walk into run/latch
+mkdir -p "$TMP/root/etc/latch"
+cat > "$TMP/root/etc/latch/latch.conf" <<EOF
+# vm_up.sh: documentation addresses only, and no uplink
+pool = $POOL.0/24
+table_base = $TABLE
+images = ${LATCH_IMAGES:-/var/lib/latch/images}
+EOF
+chmod 0644 "$TMP/root/etc/latch/latch.conf"
+export LATCH_ROOT=$TMP/root LATCH_BPFFS=$BPFFS
+L() { "$LATCH_BIN" "$@"; }
+
+pgrep -x virtlogd >/dev/null || virtlogd -d
+pgrep -x libvirtd >/dev/null || { libvirtd -d; sleep 1; }
+
+# --- bad input first: one line, exit 2, nothing created ----------------------
+out=$(L up "$NAME" --image no-such-image 2>&1); rc=$?
+check "up_unknown_image_exits_2_and_creates_nothing" \
+	test "$rc" = 2 -a "$(echo "$out" | wc -l)" = 1 -a ! -e "/sys/class/net/$TAP" -a ! -e "$LATCH_ROOT/var/lib/latch/sandboxes/$NAME"
+out=$(L up averyveryverylongname 2>&1); rc=$?
+check "up_name_too_long_for_tap_exits_2" test "$rc" = 2
+
+# --- up ------------------------------------------------------------------------
+t0=$(date +%s%N)
+up_json=$(L --json up "$NAME" 2>"$TMP/up.err"); rc=$?
+t1=$(date +%s%N)
+if [ "$rc" != 0 ]; then
+	fail "up_starts_guest_behind_verified_enforcement: exit $rc: $(cat "$TMP/up.err")"
+	echo "$pass passed, $failn failed"
+	exit 1
+fi
+ok "up_starts_guest_behind_verified_enforcement ($(( (t1 - t0) / 1000000 )) ms wall)"
+echo "$up_json" | jq -r '"   enforced after \(.ms_to_enforced) ms, domain started after \(.ms_to_domain_started) ms, agent after \(.ms_to_agent) ms; accelerator \(.accelerator); guest \(.guest_ip4) kernel \(.guest_release)"'
+check "up_enforcement_verified_before_domain_started" \
+	test "$(echo "$up_json" | jq '.ms_to_enforced < .ms_to_domain_started and .ms_to_domain_started <= .ms_to_agent')" = true
+check "up_reports_observed_accelerator" test "$(echo "$up_json" | jq -r .accelerator)" = tcg -o \
+	"$(echo "$up_json" | jq -r .accelerator)" = kvm
+
+st=$(L --json status "$NAME"); rc=$?
+check "status_shows_enforced" test "$rc" = 0 -a "$(echo "$st" | jq -r '.sandboxes[0].enforced')" = true
+accel=$(echo "$st" | jq -r '.sandboxes[0].accelerator')
+if [ -e /dev/kvm ] && grep -qE ' (vmx|svm)' /proc/cpuinfo; then want=kvm; else want=tcg; fi
+check "status_shows_accelerator_$want" test "$accel" = "$want"
+check "status_shows_domain_running" test "$(echo "$st" | jq -r '.sandboxes[0].domain')" = running
+check "ls_lists_sandbox_enforced" bash -c "'$LATCH_BIN' --json ls | jq -e '.sandboxes[] | select(.sandbox==\"$NAME\" and .enforced and .domain==\"running\")' >/dev/null"
+
+# --- the host side, observed with tools latch does not use ---------------------
+check "tap_up_with_host_address" bash -c "ip -o addr show dev $TAP | grep -q ' $HOST4/30 '"
+check "rule_from_subnet_to_own_table" bash -c "ip rule show | grep -q 'from $POOL.0/30 lookup $TABLE'"
+check "table_has_unreachable_default" bash -c "ip route show table $TABLE | grep -q '^unreachable default'"
+check "no_masquerade_without_uplink" bash -c "! nft list table inet latch >/dev/null 2>&1"
+
+# --- exec ----------------------------------------------------------------------
+rel=$(L exec "$NAME" -- uname -r); rc=$?
+check "exec_uname_r ($rel)" test "$rc" = 0 -a -n "$rel"
+L exec "$NAME" -- sh -c 'echo out; echo err >&2; exit 7' >"$TMP/o" 2>"$TMP/e"; rc=$?
+check "exec_relays_stdout_stderr_and_exit_code" test "$rc" = 7 -a "$(cat "$TMP/o")" = out -a "$(cat "$TMP/e")" = err
+check "guest_has_assigned_address" bash -c "'$LATCH_BIN' exec $NAME -- ip -4 addr show | grep -q 'inet $GUEST4/30'"
+
+counter() { # REASON: packets from the guest
+	L --json status "$NAME" | jq "[.sandboxes[0].counters[] | select(.reason==\"$1\" and .direction==\"from-guest\") | .packets] | add // 0"
+}
+
+# Listeners in the host netns: one at the sandbox's host address (no host service), one on lo for the control.
+mkdir -p "$TMP/www"
+echo "hello-from-host" > "$TMP/www/index.html"
+ip addr add "$CTRL_ADDR/32" dev lo && ADDED_CTRL=1
+(cd "$TMP/www" && exec python3 -m http.server --bind "$HOST4" "$HOSTSVC_PORT" >/dev/null 2>&1) &
+PIDS+=($!)
+(cd "$TMP/www" && exec python3 -m http.server --bind "$CTRL_ADDR" "$CTRL_PORT" >/dev/null 2>&1) &
+PIDS+=($!)
+for _ in $(seq 50); do
+	[ "$(ss -ltnH "( sport = :$CTRL_PORT or sport = :$HOSTSVC_PORT )" | wc -l)" = 2 ] && break
+	sleep 0.1
+done
+
+# From inside the guest: busybox nc sends an HTTP/0.9 `GET /` and waits 3 s.
+# --- attacks from inside, each beside a control --------------------------------
+hp0=$(counter drop_host_port)
+host_get() { python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=3).read().decode())' "$1" 2>/dev/null; }
+check "control_host_port_answers_from_host_itself" bash -c "$(declare -f host_get); host_get http://$HOST4:$HOSTSVC_PORT/ | grep -q hello-from-host"
+check "guest_cannot_reach_host_port_that_is_no_service" bash -c "! guest_out=\$('$LATCH_BIN' exec $NAME -- sh -c \"echo 'GET /' | nc -w 3 $HOST4 $HOSTSVC_PORT\" 2>/dev/null) || ! echo \"\$guest_out\" | grep -q hello"
+check "host_port_drop_counted_by_kernel" test "$(counter drop_host_port)" -gt "$hp0"
+
+dp0=$(counter drop_policy)
+check "guest_cannot_reach_denied_address_before_allow" bash -c "! '$LATCH_BIN' exec $NAME -- sh -c \"echo 'GET /' | nc -w 3 $CTRL_ADDR $CTRL_PORT\" 2>/dev/null | grep -q hello"
+check "guest_cannot_ping_denied_documentation_address" bash -c "! '$LATCH_BIN' exec $NAME -- ping -c 1 -W 2 $DENIED >/dev/null 2>&1"
+check "policy_drops_counted_by_kernel" test "$(counter drop_policy)" -gt "$dp0"
+
+L egress "$NAME" allow "$CTRL_ADDR:$CTRL_PORT" >/dev/null
+check "control_allowed_destination_answers_guest" bash -c "'$LATCH_BIN' exec $NAME -- sh -c \"echo 'GET /' | nc -w 3 $CTRL_ADDR $CTRL_PORT\" 2>/dev/null | grep -q hello-from-host"
+check "allowed_entry_does_not_open_other_ports" bash -c "! '$LATCH_BIN' exec $NAME -- sh -c \"echo 'GET /' | nc -w 3 $CTRL_ADDR $HOSTSVC_PORT\" 2>/dev/null | grep -q hello"
+
+# --- down keeps the boundary; destroy removes everything -------------------------
+L down "$NAME" >/dev/null; rc=$?
+st=$(L --json status "$NAME")
+check "down_stops_domain" test "$rc" = 0 -a "$(echo "$st" | jq -r '.sandboxes[0].domain')" = shutoff
+check "down_keeps_tap_and_enforcement" test -e "/sys/class/net/$TAP" -a "$(echo "$st" | jq -r '.sandboxes[0].enforced')" = true
+
+L destroy "$NAME" >/dev/null; rc=$?
+check "destroy_exits_0" test "$rc" = 0
+check "destroy_removes_tap" test ! -e "/sys/class/net/$TAP"
+check "destroy_removes_pins" test ! -e "$BPFFS/latch/$NAME"
+check "destroy_removes_rule" bash -c "! ip rule show | grep -q 'lookup $TABLE'"
+check "destroy_removes_table_routes" test -z "$(ip route show table $TABLE 2>/dev/null)"
+check "destroy_removes_domain" bash -c "! '$LATCH_BIN' --json ls | jq -e '.sandboxes[]' >/dev/null && ! virsh -q -c qemu:///system dominfo latch-$NAME >/dev/null 2>&1"
+check "destroy_removes_state" test ! -e "$LATCH_ROOT/var/lib/latch/sandboxes/$NAME"
+out=$(L destroy "$NAME" 2>&1); rc=$?
+check "destroy_again_is_one_line_exit_2" test "$rc" = 2
+
+echo "$pass passed, $failn failed"
+[ "$failn" = 0 ]
