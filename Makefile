@@ -62,14 +62,14 @@ $(BUILD)/loader/%.o: loader/%.c $(wildcard loader/*.h) bpf/latch_abi.h $(SKELS) 
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/cli/%.o: cli/%.c $(wildcard cli/*.h loader/*.h) bpf/latch_abi.h | $(BUILD)/cli
+$(BUILD)/cli/%.o: cli/%.c $(wildcard cli/*.h loader/*.h vm/*.h) bpf/latch_abi.h $(SKELS) | $(BUILD)/cli
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/vm:
 	$(Q)mkdir -p $@
 
-$(BUILD)/vm/%.o: vm/%.c $(wildcard vm/*.h) | $(BUILD)/vm
+$(BUILD)/vm/%.o: vm/%.c $(wildcard vm/*.h loader/*.h) bpf/latch_abi.h $(SKELS) | $(BUILD)/vm
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@
 
