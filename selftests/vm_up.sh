@@ -100,6 +100,21 @@ check "up_unknown_image_exits_2_and_creates_nothing" \
 out=$(L up averyveryverylongname 2>&1); rc=$?
 check "up_name_too_long_for_tap_exits_2" test "$rc" = 2
 
+CONF=$LATCH_ROOT/etc/latch/latch.conf
+chmod 0666 "$CONF"
+out=$(L up "$NAME" 2>&1); rc=$?
+chmod 0644 "$CONF"
+check "config_writable_by_others_refused" test "$rc" = 2 -a -n "$(echo "$out" | grep 'latch.conf: writable by group or others')"
+cp "$CONF" "$TMP/conf.good"
+echo "pool = 10.0.0.0/8" >> "$CONF"
+out=$(L up "$NAME" 2>&1); rc=$?
+cp "$TMP/conf.good" "$CONF"
+check "config_error_names_file_and_line" test "$rc" = 2 -a -n "$(echo "$out" | grep "latch.conf:5: 'pool' given twice")"
+
+# A guest that can't answer in time: everything made so far is rolled back.
+out=$(L up "$NAME" --timeout 1 2>&1); rc=$?
+check "up_failure_rolls_back_tap_pins_rule_domain_state" bash -c "[ $rc = 1 ] && [ ! -e /sys/class/net/$TAP ] && [ ! -e $BPFFS/latch/$NAME ] && ! ip rule show | grep -q 'lookup $TABLE' && [ -z \"\$(ip route show table $TABLE 2>/dev/null)\" ] && [ ! -e $LATCH_ROOT/var/lib/latch/sandboxes/$NAME ] && ! virsh -q -c qemu:///system dominfo latch-$NAME >/dev/null 2>&1"
+
 # --- up ------------------------------------------------------------------------
 t0=$(date +%s%N)
 up_json=$(L --json up "$NAME" 2>"$TMP/up.err"); rc=$?
@@ -176,6 +191,10 @@ L down "$NAME" >/dev/null; rc=$?
 st=$(L --json status "$NAME")
 check "down_stops_domain" test "$rc" = 0 -a "$(echo "$st" | jq -r '.sandboxes[0].domain')" = shutoff
 check "down_keeps_tap_and_enforcement" test -e "/sys/class/net/$TAP" -a "$(echo "$st" | jq -r '.sandboxes[0].enforced')" = true
+
+L up "$NAME" >/dev/null 2>&1; rc=$?
+check "up_after_down_restarts_behind_the_same_enforcement" bash -c "[ $rc = 0 ] && '$LATCH_BIN' exec $NAME -- true && '$LATCH_BIN' --json status $NAME | jq -e '.sandboxes[0].enforced and .sandboxes[0].domain == \"running\"' >/dev/null"
+check "allowed_entry_survives_down_and_up" bash -c "'$LATCH_BIN' exec $NAME -- sh -c \"echo 'GET /' | nc -w 3 $CTRL_ADDR $CTRL_PORT\" 2>/dev/null | grep -q hello-from-host"
 
 L destroy "$NAME" >/dev/null; rc=$?
 check "destroy_exits_0" test "$rc" = 0

@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * config.h - latch.conf, and where latch keeps things on disk.
+ *
+ * /etc/latch/latch.conf is `key = value` lines ('#' starts a comment).  It
+ * says which pool the sandboxes' /30s come from, which uplink allowed traffic
+ * leaves by, and which routing tables and rule priority latch may use.  The
+ * file must be owned by root and writable by nobody else; every error reads
+ * `file:line: message`.  LATCH_ROOT moves /etc/latch, /var/lib/latch and
+ * /run/latch under one directory, for tests.
+ *
+ * Modules never read the file themselves: they get a struct latch_conf.
+ */
+#ifndef LATCH_VM_CONFIG_H
+#define LATCH_VM_CONFIG_H
+
+#include <limits.h>
+#include <net/if.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "loader/parse.h"
+
+struct latch_conf {
+	char path[PATH_MAX];	   /* the file read, or "" when none exists */
+	struct latch_addr pool4;   /* network of the v4 pool, carved into /30s */
+	int pool4_len;		   /* its prefix length, 8..30 */
+	struct latch_addr pool6;   /* family 0: no IPv6; else carved into /64s */
+	int pool6_len;		   /* 16..64 */
+	char uplink[IF_NAMESIZE];  /* "" when no uplink: `unreachable default` */
+	struct latch_addr gateway4; /* next hop on the uplink (family 0: none, on-link) */
+	struct latch_addr gateway6;
+	uint32_t table_base;	   /* sandbox i routes in table table_base + i */
+	uint32_t rule_priority;	   /* priority of the `from SUBNET` rules */
+	char images[PATH_MAX];	   /* image cache; one directory per image name */
+};
+
+/* Defaults when the file says nothing (the v4 pool is not for tests). */
+#define LATCH_CONF_POOL4 "10.213.0.0/16"
+#define LATCH_CONF_TABLE_BASE 21300
+#define LATCH_CONF_RULE_PRIORITY 10213
+
+/*
+ * $LATCH_ROOT/SUFFIX, or /SUFFIX without it; suffix is e.g.
+ * "var/lib/latch/sandboxes".  Returns 0 or -ENAMETOOLONG.
+ */
+int latch_path(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/*
+ * Read the config ($LATCH_ROOT/etc/latch/latch.conf).  A missing file gives
+ * the defaults.  Returns 0, or -errno with `file:line: message` in err.
+ */
+int latch_conf_load(struct latch_conf *c, char *err, size_t errlen);
+/* Parse one file; what latch_conf_load() uses, and what tests can call. */
+int latch_conf_parse_file(const char *path, struct latch_conf *c, char *err, size_t errlen);
+
+/* Number of sandboxes the pool has room for. */
+uint32_t latch_conf_pool_size(const struct latch_conf *c);
+
+#endif

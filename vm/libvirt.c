@@ -1,0 +1,317 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * libvirt.c - define, start, stop, undefine and read latch's domains
+ * through the libvirt C API (never virsh).
+ *
+ * libvirt prints its errors to stderr unless told otherwise; latch installs a
+ * silent handler and turns virGetLastErrorMessage() into its own one line.
+ * The XML is built here from checked values, and every string that came
+ * from the operator (paths) is escaped.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <libvirt/libvirt.h>
+#include <libvirt/virterror.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "vm/libvirt.h"
+
+struct latch_virt {
+	virConnectPtr conn;
+};
+
+__attribute__((format(printf, 4, 5))) static int vfail(char *err, size_t errlen, int ret, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return ret;
+}
+
+static void quiet(void *data, virErrorPtr e)
+{
+}
+
+static const char *lasterr(void)
+{
+	const char *m = virGetLastErrorMessage();
+
+	return m ? m : "unknown libvirt error";
+}
+
+struct latch_virt *latch_virt_open(char *err, size_t errlen)
+{
+	struct latch_virt *v;
+
+	virSetErrorFunc(NULL, quiet);
+	v = calloc(1, sizeof(*v));
+	if (!v) {
+		vfail(err, errlen, 0, "out of memory");
+		return NULL;
+	}
+	v->conn = virConnectOpen(LATCH_LIBVIRT_URI);
+	if (!v->conn) {
+		vfail(err, errlen, 0, "libvirt unreachable at %s: %s (start it: virtlogd -d; libvirtd -d)",
+		      LATCH_LIBVIRT_URI, lasterr());
+		free(v);
+		errno = ECONNREFUSED;
+		return NULL;
+	}
+	return v;
+}
+
+void latch_virt_close(struct latch_virt *v)
+{
+	if (!v)
+		return;
+	if (v->conn)
+		virConnectClose(v->conn);
+	free(v);
+}
+
+bool latch_kvm_usable(char *why, size_t len)
+{
+	char line[4096];
+	bool flag = false;
+	FILE *f;
+	int fd;
+
+	fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+	if (fd < 0) {
+		snprintf(why, len, "/dev/kvm: %s", strerror(errno));
+		return false;
+	}
+	close(fd);
+	f = fopen("/proc/cpuinfo", "re");
+	if (f) {
+		while (!flag && fgets(line, sizeof(line), f))
+			if (!strncmp(line, "flags", 5) && (strstr(line, " vmx") || strstr(line, " svm")))
+				flag = true;
+		fclose(f);
+	}
+	if (!flag) {
+		/* a nested setup can offer /dev/kvm and still hang every guest after the BIOS */
+		snprintf(why, len, "/dev/kvm is present but the CPU shows neither vmx nor svm");
+		return false;
+	}
+	snprintf(why, len, "/dev/kvm and %s", "hardware virtualisation flags present");
+	return true;
+}
+
+/* Append s to the buffer, escaped for an XML attribute or text. */
+static void xesc(FILE *f, const char *s)
+{
+	for (; *s; s++) {
+		switch (*s) {
+		case '&': fputs("&amp;", f); break;
+		case '<': fputs("&lt;", f); break;
+		case '>': fputs("&gt;", f); break;
+		case '\'': fputs("&apos;", f); break;
+		case '"': fputs("&quot;", f); break;
+		default: fputc(*s, f);
+		}
+	}
+}
+
+char *latch_domain_xml(const struct latch_domain_opts *o)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	if (!f)
+		return NULL;
+	fprintf(f, "<domain type='%s'>\n", o->kvm ? "kvm" : "qemu");
+	fprintf(f, "  <name>" LATCH_DOMAIN_PREFIX "%s</name>\n", o->name);
+	fprintf(f, "  <metadata><latch:sandbox xmlns:latch='" LATCH_XMLNS "' name='%s'/></metadata>\n", o->name);
+	fprintf(f, "  <memory unit='MiB'>%u</memory>\n  <vcpu>%u</vcpu>\n", o->memory_mib, o->cpus);
+	fprintf(f, "  <os>\n    <type arch='x86_64'>hvm</type>\n    <kernel>");
+	xesc(f, o->kernel);
+	fprintf(f, "</kernel>\n    <initrd>");
+	xesc(f, o->initrd);
+	fprintf(f, "</initrd>\n    <cmdline>");
+	xesc(f, o->cmdline);
+	fprintf(f, "</cmdline>\n  </os>\n");
+	fprintf(f, "  <features><acpi/></features>\n");
+	if (o->kvm)
+		fprintf(f, "  <cpu mode='host-passthrough'/>\n");
+	fprintf(f, "  <clock offset='utc'/>\n");
+	/* a guest that panics or reboots stops; it never comes back unobserved */
+	fprintf(f, "  <on_poweroff>destroy</on_poweroff>\n  <on_reboot>destroy</on_reboot>\n"
+		   "  <on_crash>destroy</on_crash>\n");
+	fprintf(f, "  <devices>\n");
+	fprintf(f, "    <interface type='ethernet'>\n"
+		   "      <mac address='%02x:%02x:%02x:%02x:%02x:%02x'/>\n"
+		   "      <target dev='%s' managed='no'/>\n"
+		   "      <model type='virtio'/>\n"
+		   "    </interface>\n",
+		o->mac[0], o->mac[1], o->mac[2], o->mac[3], o->mac[4], o->mac[5], o->tap);
+	fprintf(f, "    <channel type='unix'>\n      <source mode='bind' path='");
+	xesc(f, o->agent_sock);
+	fprintf(f, "'/>\n      <target type='virtio' name='org.latch.agent'/>\n    </channel>\n");
+	if (*o->workspace) {
+		fprintf(f, "    <filesystem type='mount' accessmode='mapped'>\n      <source dir='");
+		xesc(f, o->workspace);
+		fprintf(f, "'/>\n      <target dir='workspace'/>\n    </filesystem>\n");
+	}
+	fprintf(f, "    <serial type='pty'><target port='0'/></serial>\n");
+	fprintf(f, "    <console type='pty'><target type='serial' port='0'/></console>\n");
+	fprintf(f, "    <controller type='usb' model='none'/>\n");
+	fprintf(f, "    <memballoon model='none'/>\n");
+	fprintf(f, "  </devices>\n</domain>\n");
+	if (fclose(f)) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
+static virDomainPtr lookup(struct latch_virt *v, const char *name)
+{
+	char dn[LATCH_NAME_MAX + sizeof(LATCH_DOMAIN_PREFIX)];
+
+	snprintf(dn, sizeof(dn), LATCH_DOMAIN_PREFIX "%s", name);
+	return virDomainLookupByName(v->conn, dn);
+}
+
+int latch_domain_create(struct latch_virt *v, const struct latch_domain_opts *o, char *err, size_t errlen)
+{
+	char *xml = latch_domain_xml(o);
+	virDomainPtr d;
+
+	if (!xml)
+		return vfail(err, errlen, -ENOMEM, "out of memory building the domain XML");
+	d = lookup(v, o->name);
+	if (d) {
+		virDomainFree(d);
+		free(xml);
+		return vfail(err, errlen, -EEXIST, "a domain named " LATCH_DOMAIN_PREFIX "%s already exists", o->name);
+	}
+	d = virDomainDefineXML(v->conn, xml);
+	free(xml);
+	if (!d)
+		return vfail(err, errlen, -EINVAL, "libvirt refused the domain: %s", lasterr());
+	if (virDomainCreate(d) < 0) {
+		vfail(err, errlen, -EIO, "libvirt could not start " LATCH_DOMAIN_PREFIX "%s: %s", o->name, lasterr());
+		virDomainUndefine(d);
+		virDomainFree(d);
+		return -EIO;
+	}
+	virDomainFree(d);
+	return 0;
+}
+
+int latch_domain_start(struct latch_virt *v, const char *name, char *err, size_t errlen)
+{
+	virDomainPtr d = lookup(v, name);
+	int r;
+
+	if (!d)
+		return vfail(err, errlen, -ENOENT, "no domain " LATCH_DOMAIN_PREFIX "%s", name);
+	r = virDomainIsActive(d) == 1 ? 0 : virDomainCreate(d);
+	if (r < 0)
+		vfail(err, errlen, -EIO, "libvirt could not start " LATCH_DOMAIN_PREFIX "%s: %s", name, lasterr());
+	virDomainFree(d);
+	return r < 0 ? -EIO : 0;
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int latch_domain_stop(struct latch_virt *v, const char *name, int timeout_ms, bool *forced, char *err,
+		      size_t errlen)
+{
+	virDomainPtr d = lookup(v, name);
+	int64_t deadline = now_ms() + timeout_ms;
+	int state = VIR_DOMAIN_NOSTATE, reason, ret = 0;
+
+	*forced = false;
+	if (!d)
+		return vfail(err, errlen, -ENOENT, "no domain " LATCH_DOMAIN_PREFIX "%s", name);
+	if (virDomainIsActive(d) != 1)
+		goto out;
+	virDomainShutdown(d); /* a guest without ACPI handling ignores it; the deadline covers that */
+	while (now_ms() < deadline) {
+		if (virDomainGetState(d, &state, &reason, 0) == 0 && state == VIR_DOMAIN_SHUTOFF)
+			goto out;
+		usleep(200 * 1000);
+	}
+	*forced = true;
+	if (virDomainDestroy(d) < 0 && virDomainIsActive(d) == 1)
+		ret = vfail(err, errlen, -EIO, "cannot stop " LATCH_DOMAIN_PREFIX "%s: %s", name, lasterr());
+out:
+	virDomainFree(d);
+	return ret;
+}
+
+int latch_domain_remove(struct latch_virt *v, const char *name, char *err, size_t errlen)
+{
+	virDomainPtr d = lookup(v, name);
+	int ret = 0;
+
+	if (!d)
+		return 0;
+	if (virDomainIsActive(d) == 1 && virDomainDestroy(d) < 0 && virDomainIsActive(d) == 1)
+		ret = vfail(err, errlen, -EIO, "cannot stop " LATCH_DOMAIN_PREFIX "%s: %s", name, lasterr());
+	else if (virDomainUndefine(d) < 0)
+		ret = vfail(err, errlen, -EIO, "cannot undefine " LATCH_DOMAIN_PREFIX "%s: %s", name, lasterr());
+	virDomainFree(d);
+	return ret;
+}
+
+static const char *state_name(int s)
+{
+	switch (s) {
+	case VIR_DOMAIN_RUNNING: return "running";
+	case VIR_DOMAIN_BLOCKED: return "blocked";
+	case VIR_DOMAIN_PAUSED: return "paused";
+	case VIR_DOMAIN_SHUTDOWN: return "shutting-down";
+	case VIR_DOMAIN_SHUTOFF: return "shutoff";
+	case VIR_DOMAIN_CRASHED: return "crashed";
+	case VIR_DOMAIN_PMSUSPENDED: return "suspended";
+	default: return "unknown";
+	}
+}
+
+int latch_domain_info(struct latch_virt *v, const char *name, struct latch_domain_info *info)
+{
+	virDomainPtr d = lookup(v, name);
+	int state, reason;
+	char *x;
+
+	memset(info, 0, sizeof(*info));
+	snprintf(info->state, sizeof(info->state), "absent");
+	if (!d)
+		return 0;
+	info->exists = true;
+	x = virDomainGetMetadata(d, VIR_DOMAIN_METADATA_ELEMENT, LATCH_XMLNS, 0);
+	info->latch_managed = x != NULL;
+	free(x);
+	if (virDomainGetState(d, &state, &reason, 0) == 0)
+		snprintf(info->state, sizeof(info->state), "%s", state_name(state));
+	if (virDomainIsActive(d) == 1) {
+		/* the live definition: what the running qemu was started as */
+		x = virDomainGetXMLDesc(d, 0);
+		if (x) {
+			if (strstr(x, "<domain type='kvm'") || strstr(x, "<domain type=\"kvm\""))
+				snprintf(info->accel, sizeof(info->accel), "kvm");
+			else if (strstr(x, "<domain type='qemu'") || strstr(x, "<domain type=\"qemu\""))
+				snprintf(info->accel, sizeof(info->accel), "tcg");
+			free(x);
+		}
+	}
+	virDomainFree(d);
+	return 0;
+}

@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * libvirt.h - latch's guests as libvirt domains, through the libvirt C API.
+ *
+ * A latch domain is named latch-NAME, boots the image's kernel and initrd
+ * directly, has exactly one NIC (an ethernet interface on the tap latch made
+ * and filtered, managed='no'), the agent's virtio-serial channel, and an
+ * optional 9p workspace.  It carries
+ *   <metadata><latch:sandbox xmlns:latch='https://latch.invalid/1' name='NAME'/></metadata>
+ * so latch-managed domains can be recognised (by the boot hook, by `ls`).
+ *
+ * The accelerator is chosen by probing (/dev/kvm and vmx/svm in cpuinfo) and
+ * reported as observed: the `type` of the running domain's live XML.
+ */
+#ifndef LATCH_VM_LIBVIRT_H
+#define LATCH_VM_LIBVIRT_H
+
+#include <limits.h>
+#include <net/if.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "loader/parse.h"
+
+#define LATCH_DOMAIN_PREFIX "latch-"
+#define LATCH_XMLNS "https://latch.invalid/1"
+#define LATCH_LIBVIRT_URI "qemu:///system"
+
+struct latch_virt; /* a connection to libvirtd */
+
+struct latch_domain_opts {
+	char name[LATCH_NAME_MAX + 1];
+	bool kvm;		 /* domain type kvm, else qemu (TCG) */
+	uint32_t memory_mib, cpus;
+	char kernel[PATH_MAX], initrd[PATH_MAX];
+	char cmdline[512];
+	uint8_t mac[6];
+	char tap[IF_NAMESIZE];
+	char agent_sock[PATH_MAX];
+	char workspace[PATH_MAX]; /* "" : none */
+};
+
+/* Connect to qemu:///system; NULL with a line in err when libvirtd is not there. */
+struct latch_virt *latch_virt_open(char *err, size_t errlen);
+void latch_virt_close(struct latch_virt *v);
+
+/* KVM usable here: /dev/kvm openable and vmx or svm among the cpu flags.  why says which is missing. */
+bool latch_kvm_usable(char *why, size_t len);
+
+/* The domain XML for o; returns a malloc'd string or NULL (errno set). */
+char *latch_domain_xml(const struct latch_domain_opts *o);
+
+/* Define and start; on failure the domain is undefined again. */
+int latch_domain_create(struct latch_virt *v, const struct latch_domain_opts *o, char *err, size_t errlen);
+/* ACPI shutdown, wait up to timeout_ms for shutoff, then destroy.  0 when it is off. */
+int latch_domain_stop(struct latch_virt *v, const char *name, int timeout_ms, bool *forced, char *err,
+		      size_t errlen);
+/* Destroy if running, then undefine; 0 when there is no such domain. */
+int latch_domain_remove(struct latch_virt *v, const char *name, char *err, size_t errlen);
+
+struct latch_domain_info {
+	bool exists;
+	bool latch_managed; /* carries latch's metadata element */
+	char state[16];	    /* running, shutoff, paused, ... */
+	char accel[8];	    /* "kvm" or "tcg", from the live XML; "" when not running */
+};
+int latch_domain_info(struct latch_virt *v, const char *name, struct latch_domain_info *info);
+
+/* Start an already defined (shut off) domain. */
+int latch_domain_start(struct latch_virt *v, const char *name, char *err, size_t errlen);
+
+#endif
