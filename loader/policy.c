@@ -182,6 +182,32 @@ static int fd_of(struct latch_sandbox *sb, const struct kind *k)
 	return latch_sandbox_map_fd(sb, k->map);
 }
 
+static size_t key_size(const struct kind *k)
+{
+	return (k->lpm ? 4 : 0) + (k->gen ? 4 : 0) + alen(k);
+}
+
+/*
+ * The value stored under exactly this key.  A trie lookup answers with the
+ * longest covering prefix instead, which would hand a parent's rules to a
+ * child as its own, so tries are walked for the key itself.
+ */
+static int lookup_exact(struct latch_sandbox *sb, const struct kind *k, const uint8_t *key, struct latch_rules *v)
+{
+	uint8_t cur[32], next[32];
+	void *prev = NULL;
+
+	if (!k->lpm)
+		return bpf_map_lookup_elem(fd_of(sb, k), key, v) == 0;
+	while (bpf_map_get_next_key(fd_of(sb, k), prev, next) == 0) {
+		memcpy(cur, next, sizeof(cur));
+		prev = cur;
+		if (!memcmp(cur, key, key_size(k)))
+			return bpf_map_lookup_elem(fd_of(sb, k), key, v) == 0;
+	}
+	return 0;
+}
+
 /* Rules of the nearest covering prefix, if any. */
 static int lpm_ancestor(struct latch_sandbox *sb, const struct kind *k, __u32 gen, const uint8_t *addr, int plen,
 			struct latch_rules *out)
@@ -311,7 +337,8 @@ int latch_policy_allow(struct latch_sandbox *sb, const struct latch_entry *e, ui
 		return fail(err, errlen, "cannot read the config of '%s'", latch_sandbox_name(sb));
 	latch_entry_format(e, text, sizeof(text));
 	key_make(k, cfg.policy_gen, e->addr.bytes, e->prefixlen, key);
-	bpf_map_lookup_elem(fd_of(sb, k), key, &v);
+	if (!lookup_exact(sb, k, key, &v))
+		memset(&v, 0, sizeof(v));
 	if (expires_ns)
 		latch_rules_prune(&v, latch_now_boot_ns());
 	for (int i = 0; i < (e->n_ports ? e->n_ports : 1); i++) {
@@ -356,22 +383,7 @@ int latch_policy_revoke(struct latch_sandbox *sb, const struct latch_entry *e, c
 		int n;
 
 		key_make(k, cfg.policy_gen, e->addr.bytes, e->prefixlen, key);
-		/* an LPM lookup would return a covering prefix: check the key is exact */
-		if (k->lpm) {
-			uint8_t next[32], cur[32];
-			void *prev = NULL;
-			int found = 0;
-			size_t ks = k->family == AF_INET ? (k->gen ? 12 : 8) : (k->gen ? 24 : 20);
-
-			while (!found && bpf_map_get_next_key(fd_of(sb, k), prev, next) == 0) {
-				memcpy(cur, next, sizeof(cur));
-				prev = cur;
-				found = !memcmp(cur, key, ks);
-			}
-			if (!found)
-				continue;
-		}
-		if (bpf_map_lookup_elem(fd_of(sb, k), key, &v))
+		if (!lookup_exact(sb, k, key, &v))
 			continue;
 		n = latch_rules_remove(&v, e);
 		if (!n)
@@ -398,9 +410,10 @@ int latch_policy_revoke(struct latch_sandbox *sb, const struct latch_entry *e, c
 	return rc ? fail(err, errlen, "cannot bump the policy version: %s", strerror(-rc)) : 0;
 }
 
+/* Sorts pointers, not the entries: 65,536 moves of a pointer, not of 100 bytes. */
 static int cmp_entry_addr(const void *a, const void *b)
 {
-	const struct latch_entry *x = a, *y = b;
+	const struct latch_entry *x = *(const struct latch_entry *const *)a, *y = *(const struct latch_entry *const *)b;
 
 	if (x->addr.family != y->addr.family)
 		return x->addr.family - y->addr.family;
@@ -459,7 +472,7 @@ static int drop_generation(struct latch_sandbox *sb, const struct kind *k, __u32
 {
 	uint8_t key[32], next[32], a[16];
 	uint8_t *del = NULL;
-	size_t ks = k->family == AF_INET ? (k->lpm ? 12 : 8) : (k->lpm ? 24 : 20);
+	size_t ks = key_size(k);
 	int n = 0, cap = 0, pl;
 	void *prev = NULL;
 	__u32 g;
@@ -514,7 +527,7 @@ int latch_policy_gc(struct latch_sandbox *sb)
 int latch_policy_replace(struct latch_sandbox *sb, const struct latch_entry *entries, int n, char *err,
 			 size_t errlen)
 {
-	struct latch_entry *sorted = NULL;
+	const struct latch_entry **sorted = NULL;
 	struct latch_config cfg;
 	__u32 next_gen, flags = 0;
 	uint8_t *keys = NULL;
@@ -541,7 +554,8 @@ int latch_policy_replace(struct latch_sandbox *sb, const struct latch_entry *ent
 		rc = fail(err, errlen, "out of memory");
 		goto out;
 	}
-	memcpy(sorted, entries, n * sizeof(*sorted));
+	for (int i = 0; i < n; i++)
+		sorted[i] = &entries[i];
 	qsort(sorted, n, sizeof(*sorted), cmp_entry_addr);
 
 	/* Exact entries: merge per address, then one batch per family. */
@@ -550,7 +564,7 @@ int latch_policy_replace(struct latch_sandbox *sb, const struct latch_entry *ent
 		int cnt = 0;
 
 		for (int i = 0; i < n; i++) {
-			const struct latch_entry *e = &sorted[i];
+			const struct latch_entry *e = sorted[i];
 
 			if (e->addr.family != k->family || e->prefixlen != alen(k) * 8)
 				continue;
@@ -590,7 +604,7 @@ int latch_policy_replace(struct latch_sandbox *sb, const struct latch_entry *ent
 	}
 	/* Prefixes: one by one, so that covering rules are copied down. */
 	for (int i = 0; i < n && !rc; i++) {
-		const struct latch_entry *e = &sorted[i];
+		const struct latch_entry *e = sorted[i];
 		const struct kind *k;
 		struct latch_rules v = { 0 };
 		uint8_t key[32];
@@ -600,7 +614,8 @@ int latch_policy_replace(struct latch_sandbox *sb, const struct latch_entry *ent
 		k = kind_for(e->addr.family, 0, 0);
 		flags |= have_flag(k);
 		key_make(k, next_gen, e->addr.bytes, e->prefixlen, key);
-		bpf_map_lookup_elem(fd_of(sb, k), key, &v);
+		if (!lookup_exact(sb, k, key, &v))
+			memset(&v, 0, sizeof(v));
 		for (int p = 0; p < (e->n_ports ? e->n_ports : 1) && !rc; p++) {
 			struct latch_rule r;
 

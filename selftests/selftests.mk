@@ -12,3 +12,10 @@ selftest-prog: $(BUILD)/selftests/prog_table
 	$(Q)$(BUILD)/selftests/prog_table
 
 .PHONY: selftest-prog
+
+# The loader's policy maps, judged by the pinned program (selftests/policy_api.c).
+SELFTEST_BINS += $(BUILD)/selftests/policy_api
+
+$(BUILD)/selftests/policy_api: selftests/policy_api.c $(wildcard loader/*.h) bpf/latch_abi.h $(BUILD)/liblatch.a | $(BUILD)/selftests
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(BUILD)/liblatch.a $(LDLIBS)

@@ -1,0 +1,246 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * policy_api.c - the loader's policy maps, judged by the pinned program.
+ *
+ * Invariant: what loader/policy.c writes is what the kernel enforces.  A
+ * prefix's rules reach the more specific prefixes under it in whichever
+ * order they were added and after either is revoked; a revoke cuts what it
+ * named and nothing else; a timed entry dies at its deadline; a whole-policy
+ * replace is live after one switch, keeps timed entries, and its collection
+ * leaves only the live generation behind.
+ *
+ * Every verdict comes from the sandbox's own pinned latch_from_guest, run
+ * with BPF_PROG_TEST_RUN on a crafted SYN, so a bookkeeping slip in user
+ * space shows up as a wrong verdict.  The sandbox is attached to a veth in a
+ * private network namespace this process makes (unshare), under a private
+ * LATCH_BPFFS, and removed at the end.  Prints ok/FAIL lines and
+ * `N passed, M failed`; exits 77 when not root.
+ */
+#include <arpa/inet.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <errno.h>
+#include <net/if.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <limits.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "loader/policy.h"
+#include "loader/sandbox.h"
+
+#define NAME "pol-api"
+#define GUEST_MAC "02:00:00:00:00:02"
+#define GUEST4 "192.0.2.2"
+
+static int passed, failed;
+static int prog_fd = -1;
+
+static void check(const char *what, int ok)
+{
+	printf("%s %s\n", ok ? "ok" : "FAIL", what);
+	if (ok)
+		passed++;
+	else
+		failed++;
+}
+
+/* A TCP SYN from the guest to dst:port through the pinned program: 1 if it passes. */
+static int passes(const char *dst, int port)
+{
+	uint8_t f[54] = { 0 };
+	LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = f, .data_size_in = sizeof(f), .repeat = 1);
+
+	memcpy(f, "\x02\x00\x00\x00\x00\x01\x02\x00\x00\x00\x00\x02\x08\x00", 14);
+	f[14] = 0x45;
+	f[17] = 40; /* tot_len */
+	f[22] = 64;
+	f[23] = 6;
+	inet_pton(AF_INET, GUEST4, f + 26);
+	inet_pton(AF_INET, dst, f + 30);
+	f[34] = 40000 >> 8;
+	f[35] = 40000 & 0xff;
+	f[36] = port >> 8;
+	f[37] = port & 0xff;
+	f[46] = 5 << 4;
+	f[47] = 0x02;
+	if (bpf_prog_test_run_opts(prog_fd, &o))
+		return -1;
+	return o.retval == 0;
+}
+
+static struct latch_entry entry(const char *s)
+{
+	struct latch_entry e;
+	char err[LATCH_ERR_MAX];
+
+	if (latch_parse_entry(s, &e, err, sizeof(err))) {
+		fprintf(stderr, "policy_api: %s\n", err);
+		exit(1);
+	}
+	return e;
+}
+
+static int allow(struct latch_sandbox *sb, const char *s, uint64_t expires)
+{
+	struct latch_entry e = entry(s);
+	char err[LATCH_ERR_MAX];
+
+	return latch_policy_allow(sb, &e, expires, LATCH_ORIGIN_EGRESS, err, sizeof(err));
+}
+
+static int revoke_entry(struct latch_sandbox *sb, const char *s)
+{
+	struct latch_entry e = entry(s);
+	char err[LATCH_ERR_MAX];
+
+	return latch_policy_revoke(sb, &e, err, sizeof(err));
+}
+
+/* Keys of one generation in a map. */
+static int count_gen(struct latch_sandbox *sb, enum latch_map_id id, __u32 gen)
+{
+	struct latch_exact4_key k, next;
+	void *prev = NULL;
+	int n = 0;
+
+	while (bpf_map_get_next_key(latch_sandbox_map_fd(sb, id), prev, &next) == 0) {
+		k = next;
+		prev = &k;
+		n += k.gen == gen;
+	}
+	return n;
+}
+
+static void test_prefixes(struct latch_sandbox *sb)
+{
+	/* the broader prefix first, then a narrower one with another port */
+	check("allow 198.51.100.0/24:80", allow(sb, "198.51.100.0/24:80", 0) == 0);
+	check("allow 198.51.100.128/25:8080", allow(sb, "198.51.100.128/25:8080", 0) == 0);
+	check("inside the /25, the /24's port 80 still passes", passes("198.51.100.200", 80) == 1);
+	check("inside the /25, its own 8080 passes", passes("198.51.100.200", 8080) == 1);
+	check("outside the /25, 8080 is dropped", passes("198.51.100.10", 8080) == 0);
+	check("revoke 198.51.100.0/24:80", revoke_entry(sb, "198.51.100.0/24:80") == 0);
+	check("after the revoke, port 80 inside the /25 is dropped", passes("198.51.100.200", 80) == 0);
+	check("after the revoke, the /25's 8080 still passes", passes("198.51.100.200", 8080) == 1);
+	check("revoke 198.51.100.128/25:8080", revoke_entry(sb, "198.51.100.128/25:8080") == 0);
+
+	/* the narrower first: the broader one must reach down into it */
+	check("allow 203.0.113.64/26:22 first", allow(sb, "203.0.113.64/26:22", 0) == 0);
+	check("then allow 203.0.113.0/24:443", allow(sb, "203.0.113.0/24:443", 0) == 0);
+	check("inside the /26, the /24's 443 passes", passes("203.0.113.70", 443) == 1);
+	check("inside the /26, its own 22 passes", passes("203.0.113.70", 22) == 1);
+	check("outside the /26, 22 is dropped", passes("203.0.113.7", 22) == 0);
+
+	/* an exact entry falls through to the prefix that covers it */
+	check("allow 203.0.113.5:25 (exact)", allow(sb, "203.0.113.5:25", 0) == 0);
+	check("the exact entry's 25 passes", passes("203.0.113.5", 25) == 1);
+	check("the covering prefix's 443 passes for the exact address", passes("203.0.113.5", 443) == 1);
+	check("revoking what was never allowed is refused", revoke_entry(sb, "203.0.113.5:26") == -ENOENT);
+	check("revoke 203.0.113.0/24:443", revoke_entry(sb, "203.0.113.0/24:443") == 0);
+	check("after it, 443 to the exact address is dropped", passes("203.0.113.5", 443) == 0);
+	check("and the exact entry's 25 still passes", passes("203.0.113.5", 25) == 1);
+}
+
+static void test_timed(struct latch_sandbox *sb)
+{
+	uint64_t soon = latch_now_boot_ns() + 600000000ULL;
+
+	check("allow 198.51.100.77:443 for 0.6 s", allow(sb, "198.51.100.77:443", soon) == 0);
+	check("the timed entry passes before its deadline", passes("198.51.100.77", 443) == 1);
+	usleep(800000);
+	check("the timed entry is dropped after its deadline", passes("198.51.100.77", 443) == 0);
+}
+
+static void test_replace(struct latch_sandbox *sb)
+{
+	static const char *const a[] = { "198.51.100.1:443", "198.51.100.2:443", "198.51.100.0/28:853" };
+	static const char *const b[] = { "198.51.100.3:443", "198.51.100.4:80,443/tcp" };
+	struct latch_entry ea[3], eb[2];
+	struct latch_config cfg;
+	char err[LATCH_ERR_MAX];
+	uint64_t hour = latch_now_boot_ns() + 3600ULL * 1000000000ULL;
+	__u32 gen;
+
+	for (int i = 0; i < 3; i++)
+		ea[i] = entry(a[i]);
+	for (int i = 0; i < 2; i++)
+		eb[i] = entry(b[i]);
+	check("a timed entry before the switches", allow(sb, "198.51.100.99:443", hour) == 0);
+	check("replace with policy A", latch_policy_replace(sb, ea, 3, err, sizeof(err)) == 0);
+	check("collect after A", latch_policy_gc(sb) == 0);
+	check("A's entry passes", passes("198.51.100.2", 443) == 1);
+	check("A's prefix entry passes", passes("198.51.100.9", 853) == 1);
+	check("what came before A is gone", passes("203.0.113.5", 25) == 0);
+	latch_sandbox_read_config(sb, &cfg);
+	gen = cfg.policy_gen;
+	check("replace with policy B", latch_policy_replace(sb, eb, 2, err, sizeof(err)) == 0);
+	latch_sandbox_read_config(sb, &cfg);
+	check("the switch flipped the generation", cfg.policy_gen == (gen ^ 1));
+	check("B is live before the old generation is collected", passes("198.51.100.4", 80) == 1);
+	check("A is dead before the old generation is collected", passes("198.51.100.2", 443) == 0);
+	check("A's prefix is dead too", passes("198.51.100.9", 853) == 0);
+	check("the timed entry survived the switch", passes("198.51.100.99", 443) == 1);
+	check("the old generation is still there, marked idle",
+	      count_gen(sb, LATCH_MAP_EXACT4, gen) == 2 && (cfg.flags & LATCH_CFG_IDLE_DIRTY));
+	check("collect after B", latch_policy_gc(sb) == 0);
+	latch_sandbox_read_config(sb, &cfg);
+	check("only B's generation is left, and the mark is cleared",
+	      count_gen(sb, LATCH_MAP_EXACT4, gen) == 0 && count_gen(sb, LATCH_MAP_EXACT4, gen ^ 1) == 2 &&
+		      !(cfg.flags & LATCH_CFG_IDLE_DIRTY));
+	check("B still passes after the collection", passes("198.51.100.3", 443) == 1);
+	check("B's /tcp entry keeps UDP-only ports closed: port 22 dropped", passes("198.51.100.4", 22) == 0);
+}
+
+int main(void)
+{
+	char bpffs[64], err[LATCH_ERR_MAX], path[PATH_MAX];
+	struct latch_sandbox_opts o = { .name = NAME, .ifname = "pa-host", .n_host_ports = 0,
+					.dns_rate = 1, .dns_burst = 1, .event_rate = 10, .event_burst = 10 };
+	struct latch_sandbox *sb;
+
+	if (geteuid()) {
+		printf("skip policy_api: needs root\n");
+		return 77;
+	}
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	libbpf_set_print(NULL);
+	/* a private netns: the veth and everything on it vanish with this process */
+	if (unshare(CLONE_NEWNET) || system("ip link add pa-host type veth peer name pa-guest && ip link set pa-host up"))
+		return fprintf(stderr, "policy_api: cannot make the private netns and veth\n"), 1;
+	snprintf(bpffs, sizeof(bpffs), "/sys/fs/bpf/latch-polapi-%d", getpid());
+	setenv("LATCH_BPFFS", bpffs, 1);
+	mkdir(bpffs, 0700);
+	latch_parse_mac(GUEST_MAC, o.guest_mac, NULL, 0);
+	latch_parse_addr(GUEST4, &o.guest_ip4, NULL, 0);
+	latch_parse_addr("192.0.2.1", &o.host_ip4, NULL, 0);
+	o.resolver_ip4 = o.host_ip4;
+	if (latch_sandbox_create(&o, err, sizeof(err))) {
+		fprintf(stderr, "policy_api: %s\n", err);
+		rmdir(bpffs);
+		return 1;
+	}
+	sb = latch_sandbox_open(NAME, err, sizeof(err));
+	snprintf(path, sizeof(path), "%s/latch/%s/prog_from_guest", bpffs, NAME);
+	prog_fd = bpf_obj_get(path);
+	if (!sb || prog_fd < 0) {
+		fprintf(stderr, "policy_api: cannot open the pins\n");
+		failed++;
+	} else {
+		check("default deny before any entry", passes("198.51.100.200", 80) == 0);
+		test_prefixes(sb);
+		test_timed(sb);
+		test_replace(sb);
+	}
+	latch_sandbox_free(sb);
+	latch_sandbox_detach(NAME, err, sizeof(err));
+	snprintf(path, sizeof(path), "%s/latch", bpffs);
+	rmdir(path);
+	rmdir(bpffs);
+	printf("%d passed, %d failed\n", passed, failed);
+	return failed ? 1 : 0;
+}
