@@ -22,6 +22,7 @@ summary=()
 
 tests=()
 [ -x build/selftests/prog_table ] && tests+=(build/selftests/prog_table)
+[ -x build/selftests/policy_api ] && tests+=(build/selftests/policy_api)
 for t in selftests/live_*.sh; do
 	[ -e "$t" ] && tests+=("$t")
 done
