@@ -4,7 +4,8 @@
 #   make deps       install the Debian packages latch needs (safe to re-run)
 #   make check      unit tests (tests/) and root selftests (selftests/)
 #   make bench      benchmarks, printed as one table
-#   make demo       the README's main job
+#   make demo       the README's main job: latch up on the default guest image
+#   make demo-netns the same boundary on a network namespace (no VM)
 .DELETE_ON_ERROR:
 .SUFFIXES:
 
@@ -22,7 +23,7 @@ Q = @
 msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
-PKGS := libbpf libnl-route-3.0 libnl-3.0 jansson libvirt libnftables
+PKGS := libbpf libnl-route-3.0 libnl-3.0 jansson libvirt libnftables libarchive
 CFLAGS ?= -O2 -g
 CFLAGS += -std=gnu11 -Wall -Wextra -Wshadow -Wmissing-prototypes -Wno-unused-parameter \
 	  -D_GNU_SOURCE -I$(BUILD) -I. $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
@@ -34,12 +35,12 @@ BPF_OBJS := $(patsubst bpf/%.bpf.c,$(BUILD)/%.bpf.o,$(BPF_SRCS))
 SKELS := $(patsubst bpf/%.bpf.c,$(BUILD)/%.skel.h,$(BPF_SRCS))
 
 # vm/agent.c is the guest side (static, below); agent_selftest.c is a test driver
-LIB_SRCS := $(wildcard loader/*.c) $(filter-out vm/agent.c vm/agent_selftest.c,$(wildcard vm/*.c))
+LIB_SRCS := $(wildcard loader/*.c) $(filter-out vm/agent.c vm/agent_selftest.c vm/guest_rawsend.c,$(wildcard vm/*.c))
 LIB_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRCS))
 CLI_SRCS := $(wildcard cli/*.c)
 CLI_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(CLI_SRCS))
 
-all: $(BUILD)/latch $(BPF_OBJS) $(BUILD)/vm/latch-agent
+all: $(BUILD)/latch $(BPF_OBJS) $(BUILD)/vm/latch-agent $(BUILD)/vm/latch-rawsend
 
 $(BUILD) $(BUILD)/loader $(BUILD)/cli $(BUILD)/tests $(BUILD)/selftests $(BUILD)/bench:
 	$(Q)mkdir -p $@
@@ -75,13 +76,15 @@ $(BUILD)/vm/%.o: vm/%.c $(wildcard vm/*.h loader/*.h) bpf/latch_abi.h $(SKELS) |
 
 $(BUILD)/liblatch.a: $(LIB_OBJS)
 	$(call msg,AR,$@)
+	$(Q)rm -f $@ # ar never drops a member: a stale object (a main()) would linger
 	$(Q)$(AR) rcs $@ $^
 
 $(BUILD)/latch: $(CLI_OBJS) $(BUILD)/liblatch.a
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
-# The default guest image and its agent (the VM sandbox work; not in `check` yet).
+# The default guest image, its agent and latch-rawsend (the attack selftest's
+# raw frame sender); `selftests/run.sh` runs `make image` before the guest tests.
 # The agent is static and built without the pkg-config flags of the host side.
 IMAGE_DIR ?= /var/lib/latch/images/default
 AGENT_CFLAGS := -std=gnu11 -Os -static -Wall -Wextra -Wshadow -Wmissing-prototypes -D_GNU_SOURCE -I.
@@ -91,15 +94,25 @@ $(BUILD)/vm/latch-agent: vm/agent.c vm/agent_proto.h | $(BUILD)/vm
 	$(Q)$(CC) $(AGENT_CFLAGS) -o $@ $<
 	$(Q)strip $@
 
+# The guest attack selftest's raw frame sender, also static, also in the image.
+$(BUILD)/vm/latch-rawsend: vm/guest_rawsend.c | $(BUILD)/vm
+	$(call msg,CC-STATIC,$@)
+	$(Q)$(CC) $(AGENT_CFLAGS) -o $@ $<
+	$(Q)strip $@
+
 $(BUILD)/vm/agent_selftest: $(BUILD)/vm/agent_selftest.o $(BUILD)/vm/agent_client.o
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) -o $@ $^
 
-image: $(BUILD)/vm/latch-agent
+image: $(BUILD)/vm/latch-agent $(BUILD)/vm/latch-rawsend
 	vm/image.sh $(IMAGE_DIR) $(BUILD)/vm/latch-agent
 
 vm-proof: image $(BUILD)/vm/agent_selftest
 	vm/agent_proof.sh $(IMAGE_DIR) $(BUILD)/vm/agent_selftest
+
+# The debian image (debootstrap, minutes) and a boot of it under latch; never in `check`.
+vm-debian-proof: all
+	vm/debian_proof.sh
 
 include tests/tests.mk
 include selftests/selftests.mk
@@ -117,9 +130,12 @@ selftest: all $(SELFTEST_BINS)
 	$(Q)bash selftests/run.sh
 
 demo: all
+	@bash selftests/demo_vm.sh
+
+demo-netns: all
 	@bash selftests/demo.sh
 
 clean:
 	rm -rf $(BUILD)
 
-.PHONY: all deps check unit selftest bench demo clean image vm-proof
+.PHONY: all deps check unit selftest bench demo demo-netns clean image vm-proof vm-debian-proof

@@ -7,7 +7,7 @@ set -euo pipefail
 PKGS=(
 	# build
 	make gcc clang llvm pkg-config libbpf-dev bpftool libelf-dev zlib1g-dev
-	libnl-3-dev libnl-route-3-dev libjansson-dev libcap-dev libvirt-dev libnftables-dev
+	libnl-3-dev libnl-route-3-dev libjansson-dev libcap-dev libvirt-dev libnftables-dev libarchive-dev
 	libcriterion-dev
 	# run and test
 	iproute2 nftables iperf3 jq socat ncat python3 dnsmasq-base knot-dnsutils

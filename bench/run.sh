@@ -34,6 +34,13 @@
 #   ctl      65,536 entries loaded (latch_policy_replace / nft -f) and one entry
 #            added (latch_policy_allow / nft add element); CLI wall clocks too,
 #            and the map primitives latch_policy_replace is built of (ctl diag)
+#   vm       `latch up` on the default guest image, BENCH_VM_REPS (3) times:
+#            ms to enforcement verified on the tap and ms to the guest agent
+#            answering (as `latch --json up` reports them), with the
+#            accelerator in use; enforcement must come first.  Skipped with a
+#            line when libvirt is unreachable or BENCH_VM=0.  Its sandbox
+#            lives under a temp LATCH_ROOT, on a documentation /24 the host
+#            does not use, with no uplink, and is destroyed after each rep.
 #
 # Environment: BENCH_REPS (3), BENCH_SIZES ("16 1024 65536"), BENCH_TPUT_N
 # (1024), BENCH_TPUT_RUNS (3 iperf3 runs per config and rep, the best counts), BENCH_INJECT_PKTS (2000000 per config and rep, as BENCH_INJECT_RUNS (4)
@@ -102,10 +109,15 @@ fi
 IPERF_PID=""
 MOUNTED_BPFFS=0
 LATCH_ON=0
+VM_ROOT=""
 cleanup() {
 	local rc=$?
 	set +e
 	trap - EXIT INT TERM
+	if [ -n "$VM_ROOT" ]; then
+		LATCH_ROOT=$VM_ROOT/root "$LATCH" destroy lbn-vm >/dev/null 2>&1
+		rm -rf "$VM_ROOT"
+	fi
 	if [ -n "$IPERF_PID" ]; then kill "$IPERF_PID" 2>/dev/null; wait "$IPERF_PID" 2>/dev/null; fi
 	[ "$LATCH_ON" = 1 ] && H "$LATCH" detach "$SB" >/dev/null 2>&1
 	rm -rf "$LATCH_BPFFS"
@@ -351,7 +363,56 @@ for ((r = 1; r <= REPS; r++)); do
 done
 nft_off
 
-# ---------------------------------------------------------------- table
+# ---------------------------------------------------------------- vm
+# free_pool CIDR...: the first candidate that overlaps no route and no address on this host
+free_pool() {
+	python3 - "$@" <<'PY'
+import ipaddress, json, subprocess, sys
+used = []
+for cmd in (["ip", "-j", "route", "show", "table", "all"], ["ip", "-j", "addr", "show"]):
+    for r in json.loads(subprocess.run(cmd, capture_output=True, text=True).stdout or "[]"):
+        for d in [r.get("dst")] + [a.get("local") + "/" + str(a.get("prefixlen")) for a in r.get("addr_info", []) if a.get("family") == "inet"]:
+            if d and d != "default" and ":" not in d:
+                try:
+                    used.append(ipaddress.ip_network(d, strict=False))
+                except ValueError:
+                    pass
+for c in sys.argv[1:]:
+    n = ipaddress.ip_network(c)
+    if not any(n.overlaps(u) for u in used):
+        print(c)
+        break
+PY
+}
+VM_NOTE=""
+vm_part() {
+	local pool="" r j
+	if [ "${BENCH_VM:-1}" = 0 ]; then VM_NOTE="vm: skipped (BENCH_VM=0)"; return 0; fi
+	if ! virsh -q -c qemu:///system version >/dev/null 2>&1; then
+		VM_NOTE="vm: skipped, libvirt unreachable at qemu:///system (start it: virtlogd -d; libvirtd -d)"
+		return 0
+	fi
+	pool=$(free_pool 198.51.100.64/26 198.51.100.0/26 203.0.113.128/26)
+	if [ -z "$pool" ]; then VM_NOTE="vm: skipped, no free documentation /26 for the pool"; return 0; fi
+	make -C "$ROOT" --no-print-directory image >/dev/null 2>&1 || log "make image failed; latch up builds it"
+	VM_ROOT=$(mktemp -d /tmp/latch-vmbench.XXXXXX)
+	chmod 0755 "$VM_ROOT"
+	mkdir -p "$VM_ROOT/root/etc/latch"
+	printf 'pool = %s\ntable_base = 31600\nimages = %s\n' "$pool" "${LATCH_IMAGES:-/var/lib/latch/images}" \
+		> "$VM_ROOT/root/etc/latch/latch.conf"
+	for r in $(seq "${BENCH_VM_REPS:-3}"); do
+		log "vm rep $r: latch up"
+		j=$(LATCH_ROOT=$VM_ROOT/root "$LATCH" --json up lbn-vm 2>&1) || { log "latch up failed: $j"; VM_NOTE="vm: latch up failed"; break; }
+		rec vm enforced "$(jq -r .accelerator <<<"$j")" 0 "$r" "$(jq -r .ms_to_enforced <<<"$j")"
+		rec vm domain "$(jq -r .accelerator <<<"$j")" 0 "$r" "$(jq -r .ms_to_domain_started <<<"$j")"
+		rec vm agent "$(jq -r .accelerator <<<"$j")" 0 "$r" "$(jq -r .ms_to_agent <<<"$j")"
+		LATCH_ROOT=$VM_ROOT/root "$LATCH" destroy lbn-vm >/dev/null || die "latch destroy"
+	done
+	rm -rf "$VM_ROOT"
+	VM_ROOT=""
+}
+vm_part
+
 {
 	uname -r | sed 's/^/kernel: /'
 	echo "cpus: $(nproc)"
@@ -477,4 +538,19 @@ echo "load/replace: until the new policy is live (staged under the idle generati
 echo "  the old generation is deleted after that by latch_policy_gc (lookup_batch + delete_batch), shown below it."
 echo "map: primitives timed on a private hash map shaped like exact4 (bench/ctl.c diag), for reference."
 echo "address miss: $MISS; nftables: inet table, ipv4_addr . inet_service set, ingress hook of $HIF, policy drop."
+echo
+if [ -n "$VM_NOTE" ]; then
+	echo "$VM_NOTE"
+fi
+accel=$(awk -F, '$1 == "vm" { print $3; exit }' "$RAW")
+if [ -n "$accel" ]; then
+	e=$(med vm enforced "$accel" 0); d=$(med vm domain "$accel" 0); a=$(med vm agent "$accel" 0)
+	n=$(awk -F, '$1 == "vm" && $2 == "agent"' "$RAW" | wc -l)
+	echo "VM sandbox, \`latch up\` on the default image, accelerator $accel: medians of $n [min..max]"
+	printf '  %-46s %8s ms %s\n' "up -> enforcement verified on the tap" "$e" "$(rng vm enforced "$accel" 0 %d)"
+	printf '  %-46s %8s ms %s\n' "up -> domain started" "$d" "$(rng vm domain "$accel" 0 %d)"
+	printf '  %-46s %8s ms %s\n' "up -> guest agent answering" "$a" "$(rng vm agent "$accel" 0 %d)"
+	first=$(awk -F, '$1 == "vm" { v[$5 "," $2] = $6; r[$5] = 1 } END { for (k in r) if (!(v[k ",enforced"] < v[k ",agent"])) { print "MISS"; exit } print "PASS" }' "$RAW")
+	printf '  %-46s %11s %s\n' "enforcement before the agent, every rep" "" "$first"
+fi
 exit 0

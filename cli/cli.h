@@ -42,6 +42,11 @@ int cmd_down(int argc, char **argv);
 int cmd_destroy(int argc, char **argv);
 int cmd_ls(int argc, char **argv);
 int cmd_exec(int argc, char **argv);
+int cmd_image(int argc, char **argv);
+int cmd_backup(int argc, char **argv);
+int cmd_restore(int argc, char **argv);
+int cmd_task(int argc, char **argv);
+int cmd_boot(int argc, char **argv);
 /* For `status`: a VM sandbox's domain, accelerator and routing; -ENOENT when NAME is no VM. */
 int latch_vm_status_lines(const char *name, json_t *o);
 

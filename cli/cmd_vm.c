@@ -165,6 +165,9 @@ int cmd_up(int argc, char **argv)
 	json_object_set_new(j, "ms_to_enforced", json_integer(res.ms_enforced));
 	json_object_set_new(j, "ms_to_domain_started", json_integer(res.ms_domain));
 	json_object_set_new(j, "ms_to_agent", json_integer(res.ms_agent));
+	json_object_set_new(j, "state_restored", json_boolean(res.restored));
+	if (*res.restore_note)
+		json_object_set_new(j, "restore_note", json_string(res.restore_note));
 	if (!latch_json) {
 		obs_print(&res.obs);
 		printf("  guest:       agent answers, kernel %s\n", res.release);
@@ -172,6 +175,11 @@ int cmd_up(int argc, char **argv)
 		printf("  timing:      enforcement verified %lld ms, domain started %lld ms, agent answered %lld ms "
 		       "after `up` began\n",
 		       (long long)res.ms_enforced, (long long)res.ms_domain, (long long)res.ms_agent);
+		if (res.restored)
+			printf("  state:       restored into the guest (%llu bytes of tar)\n",
+			       (unsigned long long)res.restored_bytes);
+		else if (*res.restore_note)
+			printf("  state:       NOT restored: %s\n", res.restore_note);
 	}
 	latch_json_out(j);
 	/* the observation after boot is what counts */
@@ -193,10 +201,10 @@ static int one_name(int argc, char **argv, int first_opt_ok, const char *what)
 
 int cmd_down(int argc, char **argv)
 {
+	struct latch_vm_down_result dr;
 	enum latch_vm_fail fail;
 	char err[LATCH_ERR_MAX];
 	int timeout_ms = LATCH_VM_DOWN_TIMEOUT_MS, rc;
-	bool forced;
 	uint32_t u;
 
 	if (argc == 4 && !strcmp(argv[2], "--timeout")) {
@@ -208,12 +216,19 @@ int cmd_down(int argc, char **argv)
 	rc = one_name(argc, argv, 0, "down");
 	if (rc)
 		return rc;
-	if (latch_vm_down(argv[1], timeout_ms, &forced, &fail, err, sizeof(err)))
+	if (latch_vm_down(argv[1], timeout_ms, &dr, &fail, err, sizeof(err)))
 		return latch_err(fail_code(fail), "down %s: %s", argv[1], err);
-	if (!latch_json)
+	if (!latch_json) {
+		if (dr.backed_up)
+			printf("%s: guest state backed up (%u entries, %llu bytes)\n", argv[1], dr.backup_files,
+			       (unsigned long long)dr.backup_bytes);
+		else
+			fprintf(stderr, "latch: down %s: guest state NOT backed up: %s\n", argv[1], dr.backup_note);
 		printf("%s: guest stopped%s; tap, enforcement and state kept (`latch destroy %s` removes them)\n",
-		       argv[1], forced ? " (forced after the shutdown timeout)" : "", argv[1]);
-	latch_json_out(json_pack("{s:s, s:s, s:b}", "sandbox", argv[1], "action", "down", "forced", forced));
+		       argv[1], dr.forced ? " (forced after the shutdown timeout)" : "", argv[1]);
+	}
+	latch_json_out(json_pack("{s:s, s:s, s:b, s:b, s:s}", "sandbox", argv[1], "action", "down", "forced",
+				 dr.forced, "backed_up", dr.backed_up, "backup_note", dr.backup_note));
 	return 0;
 }
 

@@ -38,6 +38,16 @@ static const struct latch_cmd cmds[] = {
 	{ "ls", cmd_ls, "ls", "VM sandboxes with their domain state and observed posture" },
 	{ "exec", cmd_exec, "exec NAME [--timeout S] -- CMD...",
 	  "run a command in a VM sandbox's guest; relays its output and exits with its status" },
+	{ "backup", cmd_backup, "backup NAME",
+	  "copy the guest's state directory (/var/lib/agent-state) to the host; `down` does it first" },
+	{ "restore", cmd_restore, "restore NAME", "copy the host's backup of the guest state back into the guest" },
+	{ "task", cmd_task, "task NAME [--timeout S] -- CMD...",
+	  "run a command in a sealed throwaway clone of NAME (its state, nothing but host services); "
+	  "the clone is destroyed at the end, also on Ctrl-C or SIGTERM" },
+	{ "boot", cmd_boot, "boot install | boot apply",
+	  "install the boot unit and libvirt hook; re-create every sandbox's tap and enforcement (at boot)" },
+	{ "image", cmd_image, "image build [--image default|debian] [--force]",
+	  "build a guest image into the image cache; a current image is kept unless --force" },
 	{ "doctor", cmd_doctor, "doctor", "check this host, with a fix for each failure" },
 };
 

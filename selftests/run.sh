@@ -4,10 +4,15 @@
 #
 #   bash selftests/run.sh [NAME...]     NAME: live_reach, prog_table, ... (default: all)
 #
-# Runs build/selftests/prog_table (if built) and every selftests/live_*.sh,
-# one after another (the live tests measure time and rates), each under a
-# time limit.  Each prints "ok ..."/"FAIL ..." lines and ends with
-# "N passed, M failed" (and "K skipped"); exit 77 means the whole test was
+# Runs build/selftests/prog_table (if built), every selftests/live_*.sh and
+# every selftests/vm_*.sh (real guests under libvirt), one after another (the
+# live tests measure time and rates), each under a time limit: LTS_LIMIT
+# seconds (default 150), LTS_VM_LIMIT (default 420) for the guest tests.
+# Before the first guest test the default guest image is brought up to date
+# once (`make image`: a no-op when its cache under /var/lib/latch/images is
+# current); if that fails the guest tests still run, and fail or skip.
+# Each prints "ok ..."/"FAIL ..." lines and ends with "N passed, M failed"
+# (and "K skipped"); exit 77 means the whole test was
 # skipped.  The last line here is "N passed, M failed" with ", K skipped"
 # appended when something was skipped; the exit status is 1 if anything
 # failed.
@@ -15,6 +20,8 @@ set -u
 cd "$(dirname "$0")/.." || exit 1
 
 LIMIT=${LTS_LIMIT:-150} # seconds per test program
+VM_LIMIT=${LTS_VM_LIMIT:-420} # seconds per guest test (TCG boots, several execs)
+image_done=0
 passed=0
 failed=0
 skipped=0
@@ -23,7 +30,7 @@ summary=()
 tests=()
 [ -x build/selftests/prog_table ] && tests+=(build/selftests/prog_table)
 [ -x build/selftests/policy_api ] && tests+=(build/selftests/policy_api)
-for t in selftests/live_*.sh; do
+for t in selftests/live_*.sh selftests/vm_*.sh; do
 	[ -e "$t" ] && tests+=("$t")
 done
 if [ $# -gt 0 ]; then
@@ -39,16 +46,47 @@ if [ $# -gt 0 ]; then
 	tests=("${sel[@]}")
 fi
 
+# vm_leftovers BEFORE: a guest test killed by the time limit may not have run
+# its own cleanup; destroy the sandboxes in the temp LATCH_ROOTs
+# (/tmp/latch-vm*) that appeared while it ran, and remove them.  Only those:
+# another run's guests are left alone.
+vm_leftovers() {
+	local d sb
+	for d in /tmp/latch-vm*; do
+		[ -d "$d/root/var/lib/latch/sandboxes" ] || continue
+		grep -qxF "$d" <<<"$1" && continue
+		for sb in "$d"/root/var/lib/latch/sandboxes/*; do
+			[ -d "$sb" ] || continue
+			echo "# destroying sandbox ${sb##*/}, left behind by a guest test that was killed"
+			LATCH_ROOT=$d/root LATCH_BPFFS=/sys/fs/bpf/latch-vmtest-leftover build/latch destroy "${sb##*/}" \
+				>/dev/null 2>&1
+		done
+		rm -rf "$d"
+	done
+	rm -rf /sys/fs/bpf/latch-vmtest-leftover
+}
+
 for t in "${tests[@]}"; do
 	name=${t##*/}
 	name=${name%.sh}
 	echo "=== $name"
 	out=$(mktemp /tmp/latch-selftest-run.XXXXXX)
+	limit=$LIMIT
+	if [[ "$name" == vm_* ]]; then
+		limit=$VM_LIMIT
+		if [ "$image_done" = 0 ]; then
+			image_done=1
+			make --no-print-directory image >/dev/null 2>"$out.img" ||
+				echo "# make image failed: $(tail -n1 "$out.img")"
+			rm -f "$out.img"
+		fi
+	fi
+	before=$(ls -d /tmp/latch-vm* 2>/dev/null || true)
 	start=$SECONDS
 	if [[ "$t" == *.sh ]]; then
-		timeout -k 10 "$LIMIT" bash "$t" 2>&1 | tee "$out"
+		timeout -k 10 "$limit" bash "$t" 2>&1 | tee "$out"
 	else
-		timeout -k 10 "$LIMIT" "$t" 2>&1 | tee "$out"
+		timeout -k 10 "$limit" "$t" 2>&1 | tee "$out"
 	fi
 	rc=${PIPESTATUS[0]}
 	secs=$((SECONDS - start))
@@ -65,7 +103,8 @@ for t in "${tests[@]}"; do
 		note="skipped"
 	elif [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
 		f=$((f + 1))
-		note="TIMED OUT after ${LIMIT}s"
+		note="TIMED OUT after ${limit}s"
+		[[ "$name" == vm_* ]] && vm_leftovers "$before"
 	elif [ -z "$line" ]; then
 		f=$((f + 1))
 		note="exit $rc with no result line"

@@ -18,6 +18,10 @@
 # version, busybox, the agent) and the sha256 of every output.  When the
 # inputs are unchanged and the outputs still match, nothing is rebuilt, so
 # `latch up` can call this every time.  Exit codes: 0 ok, 1 failed, 2 usage.
+#
+# latch-rawsend (vm/guest_rawsend.c, static), found beside the agent or at
+# $LATCH_RAWSEND, goes in too: the guest attack selftest sends crafted frames
+# with it.  An image without it still boots; those attacks then fail loudly.
 set -euo pipefail
 umask 022
 export LC_ALL=C
@@ -61,11 +65,16 @@ for t in apt-get apt-cache dpkg-deb cpio gzip modinfo sha256sum flock; do
 	command -v "$t" >/dev/null || die "$t not found; apt-get install -y apt dpkg cpio gzip kmod coreutils util-linux"
 done
 [ -x "$BUSYBOX" ] || die "$BUSYBOX not found; apt-get install -y busybox-static"
+RAWSEND=${LATCH_RAWSEND:-}
+if [ -z "$RAWSEND" ] && [ -n "$AGENT" ]; then
+	RAWSEND=$(dirname "$AGENT")/latch-rawsend
+fi
+[ -x "$RAWSEND" ] || RAWSEND=
 if [ -z "$AGENT" ] || [ ! -x "$AGENT" ]; then
 	die "guest agent not found; build it with 'make build/vm/latch-agent' or pass its path"
 fi
 # A dynamic busybox or agent would die in the initramfs, which has no libc.
-for b in "$BUSYBOX" "$AGENT"; do
+for b in "$BUSYBOX" "$AGENT" $RAWSEND; do
 	if command -v readelf >/dev/null && readelf -l "$b" 2>/dev/null | grep -q INTERP; then
 		die "$b is dynamically linked; the initramfs needs static binaries (busybox-static, gcc -static)"
 	fi
@@ -92,6 +101,7 @@ inputs() {
 	printf 'kernel_pkg %s %s\n' "$kpkg" "$kver"
 	printf 'busybox %s\n' "$(sha "$BUSYBOX")"
 	printf 'agent %s\n' "$(sha "$AGENT")"
+	[ -z "$RAWSEND" ] || printf 'rawsend %s\n' "$(sha "$RAWSEND")"
 }
 
 current() {
@@ -195,6 +205,11 @@ cp "$BUSYBOX" "$ROOT/bin/busybox"
 	[ "$a" = bin/busybox ] || [ -e "$ROOT/$a" ] || ln -s /bin/busybox "$ROOT/$a"
 done
 install -m 0755 "$AGENT" "$ROOT/sbin/latch-agent"
+if [ -n "$RAWSEND" ]; then
+	install -m 0755 "$RAWSEND" "$ROOT/usr/bin/latch-rawsend"
+else
+	say "no latch-rawsend beside $AGENT; the image goes without it (make build/vm/latch-rawsend)"
+fi
 mknod -m 0600 "$ROOT/dev/console" c 5 1 2>/dev/null || true
 mknod -m 0666 "$ROOT/dev/null" c 1 3 2>/dev/null || true
 

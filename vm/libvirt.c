@@ -7,6 +7,12 @@
  * silent handler and turns virGetLastErrorMessage() into its own one line.
  * The XML is built here from checked values, and every string that came
  * from the operator (paths) is escaped.
+ *
+ * An image directory that holds a disk.qcow2 beside its vmlinuz (the
+ * `debian` image) gets that disk as vda, <transient shareBacking='yes'/>:
+ * the guest writes to an overlay that libvirt throws away when the domain
+ * stops, so the image is shared by every sandbox built on it.  Its DAC label
+ * is left alone (root-owned, 0644): qemu may read the image, never write it.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -37,6 +43,18 @@ __attribute__((format(printf, 4, 5))) static int vfail(char *err, size_t errlen,
 
 static void quiet(void *data, virErrorPtr e)
 {
+}
+
+/* DIR/disk.qcow2 for the image whose kernel is DIR/vmlinuz; false when there is none. */
+static bool image_disk(const char *kernel, char *buf, size_t len)
+{
+	const char *slash = strrchr(kernel, '/');
+	int n;
+
+	if (!slash)
+		return false;
+	n = snprintf(buf, len, "%.*s/" LATCH_IMAGE_DISK, (int)(slash - kernel), kernel);
+	return n > 0 && (size_t)n < len && access(buf, R_OK) == 0;
 }
 
 static const char *lasterr(void)
@@ -122,7 +140,7 @@ static void xesc(FILE *f, const char *s)
 
 char *latch_domain_xml(const struct latch_domain_opts *o)
 {
-	char *buf = NULL;
+	char disk[PATH_MAX], *buf = NULL;
 	size_t len = 0;
 	FILE *f = open_memstream(&buf, &len);
 
@@ -147,6 +165,14 @@ char *latch_domain_xml(const struct latch_domain_opts *o)
 	fprintf(f, "  <on_poweroff>destroy</on_poweroff>\n  <on_reboot>destroy</on_reboot>\n"
 		   "  <on_crash>destroy</on_crash>\n");
 	fprintf(f, "  <devices>\n");
+	if (image_disk(o->kernel, disk, sizeof(disk))) {
+		fprintf(f, "    <disk type='file' device='disk'>\n"
+			   "      <driver name='qemu' type='qcow2'/>\n      <source file='");
+		xesc(f, disk);
+		/* read-only for qemu: never chown the shared image to it */
+		fprintf(f, "'>\n        <seclabel model='dac' relabel='no'/>\n      </source>\n"
+			   "      <target dev='vda' bus='virtio'/>\n      <transient shareBacking='yes'/>\n    </disk>\n");
+	}
 	fprintf(f, "    <interface type='ethernet'>\n"
 		   "      <mac address='%02x:%02x:%02x:%02x:%02x:%02x'/>\n"
 		   "      <target dev='%s' managed='no'/>\n"

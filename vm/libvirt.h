@@ -5,7 +5,8 @@
  * A latch domain is named latch-NAME, boots the image's kernel and initrd
  * directly, has exactly one NIC (an ethernet interface on the tap latch made
  * and filtered, managed='no'), the agent's virtio-serial channel, and an
- * optional 9p workspace.  It carries
+ * optional 9p workspace, plus the image's disk.qcow2 as a transient vda
+ * when the image has one (`--image debian`).  It carries
  *   <metadata><latch:sandbox xmlns:latch='https://latch.invalid/1' name='NAME'/></metadata>
  * so latch-managed domains can be recognised (by the boot hook, by `ls`).
  *
@@ -26,6 +27,8 @@
 #define LATCH_DOMAIN_PREFIX "latch-"
 #define LATCH_XMLNS "https://latch.invalid/1"
 #define LATCH_LIBVIRT_URI "qemu:///system"
+/* An image directory with this file beside vmlinuz boots it as a transient vda. */
+#define LATCH_IMAGE_DISK "disk.qcow2"
 
 struct latch_virt; /* a connection to libvirtd */
 

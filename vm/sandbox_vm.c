@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "vm/agent_client.h"
+#include "vm/guest_state.h"
 #include "vm/sandbox_vm.h"
 
 __attribute__((format(printf, 5, 6))) static int ufail(char *err, size_t errlen, enum latch_vm_fail *fail,
@@ -173,6 +174,70 @@ static int posture_of(const char *name, struct latch_posture *p, char *err, size
 	return r;
 }
 
+int latch_vm_enforce_fresh(const struct latch_vm_state *st, char *err, size_t errlen)
+{
+	struct latch_sandbox_opts so;
+
+	memset(&so, 0, sizeof(so));
+	snprintf(so.name, sizeof(so.name), "%s", st->name);
+	snprintf(so.ifname, sizeof(so.ifname), "%s", st->tap);
+	memcpy(so.guest_mac, st->mac, 6);
+	so.guest_ip4 = st->guest4;
+	so.host_ip4 = so.resolver_ip4 = st->host4;
+	so.guest_ip6 = st->guest6;
+	so.host_ip6 = so.resolver_ip6 = st->host6;
+	so.dns_rate = LATCH_DEFAULT_DNS_RATE;
+	so.dns_burst = LATCH_DEFAULT_DNS_BURST;
+	so.event_rate = LATCH_DEFAULT_EVENT_RATE;
+	so.event_burst = LATCH_DEFAULT_EVENT_BURST;
+	return latch_sandbox_create(&so, err, errlen) ? -EIO : 0;
+}
+
+/* The domain of a state: the image's kernel and initrd, addresses on the command line. */
+static int domain_opts(const struct latch_vm_state *st, struct latch_domain_opts *d, char *accel_why,
+		       size_t whylen)
+{
+	char g4[64], h4[64], g6[64], h6[64];
+
+	memset(d, 0, sizeof(*d));
+	snprintf(d->name, sizeof(d->name), "%s", st->name);
+	d->kvm = latch_kvm_usable(accel_why, whylen);
+	d->memory_mib = st->memory_mib;
+	d->cpus = st->cpus;
+	if (snprintf(d->kernel, sizeof(d->kernel), "%s/vmlinuz", st->image_dir) >= (int)sizeof(d->kernel) ||
+	    snprintf(d->initrd, sizeof(d->initrd), "%s/initrd.img", st->image_dir) >= (int)sizeof(d->initrd))
+		return -ENAMETOOLONG;
+	fmt_addr(&st->guest4, g4, sizeof(g4));
+	fmt_addr(&st->host4, h4, sizeof(h4));
+	fmt_addr(&st->guest6, g6, sizeof(g6));
+	fmt_addr(&st->host6, h6, sizeof(h6));
+	if (st->guest6.family)
+		snprintf(d->cmdline, sizeof(d->cmdline),
+			 "console=ttyS0 quiet panic=-1 latch.ip=%s/30 latch.gw=%s latch.ip6=%s/64 latch.gw6=%s", g4,
+			 h4, g6, h6);
+	else
+		snprintf(d->cmdline, sizeof(d->cmdline), "console=ttyS0 quiet panic=-1 latch.ip=%s/30 latch.gw=%s",
+			 g4, h4);
+	memcpy(d->mac, st->mac, 6);
+	snprintf(d->tap, sizeof(d->tap), "%s", st->tap);
+	latch_vm_agent_path(st->name, d->agent_sock, sizeof(d->agent_sock));
+	snprintf(d->workspace, sizeof(d->workspace), "%s", st->workspace);
+	return 0;
+}
+
+/* Put the host copy of the guest state back, when there is one; never fatal. */
+static void restore_state(const char *name, struct latch_vm_up_result *res)
+{
+	char dir[PATH_MAX];
+	int r;
+
+	if (latch_guest_state_dir(name, dir, sizeof(dir)) || access(dir, F_OK))
+		return;
+	r = latch_guest_state_restore(name, NULL, &res->restored_bytes, res->restore_note,
+				      sizeof(res->restore_note));
+	res->restored = r == 0;
+}
+
 /* Undo in reverse; each step acts only on what exists. */
 static void teardown(struct latch_virt *v, const struct latch_vm_state *st, bool keep_state)
 {
@@ -216,13 +281,12 @@ static int restart(const struct latch_vm_up_opts *o, struct latch_vm_up_result *
 	if (!v)
 		return -ECONNREFUSED;
 	latch_domain_info(v, o->name, &di);
-	if (!di.exists || !di.latch_managed) {
+	if (di.exists && !di.latch_managed) {
 		ret = ufail(err, errlen, fail, LATCH_VM_FAIL_INPUT,
-			    "sandbox '%s' exists but has no latch domain; `latch destroy %s` and `up` again", o->name,
-			    o->name);
+			    "a libvirt domain " LATCH_DOMAIN_PREFIX "%s exists and latch did not make it", o->name);
 		goto out;
 	}
-	if (strcmp(di.state, "shutoff")) {
+	if (di.exists && strcmp(di.state, "shutoff")) {
 		ret = ufail(err, errlen, fail, LATCH_VM_FAIL_INPUT, "sandbox '%s' is already up (domain %s)", o->name,
 			    di.state);
 		goto out;
@@ -246,10 +310,24 @@ static int restart(const struct latch_vm_up_opts *o, struct latch_vm_up_result *
 	ret = latch_net_up(&n, err, errlen);
 	if (ret)
 		goto out;
-	latch_kvm_usable(res->accel_why, sizeof(res->accel_why));
 	latch_vm_agent_path(o->name, sock, sizeof(sock));
 	unlink(sock);
-	ret = latch_domain_start(v, o->name, err, errlen);
+	if (di.exists) {
+		latch_kvm_usable(res->accel_why, sizeof(res->accel_why));
+		ret = latch_domain_start(v, o->name, err, errlen);
+	} else {
+		/* the domain is gone (undefined by hand, or a rebuild): a fresh guest on the same tap */
+		struct latch_domain_opts d;
+
+		if (!image_present(st->image_dir) && (ret = build_image(st->image_dir, err, errlen)))
+			goto out;
+		ret = domain_opts(st, &d, res->accel_why, sizeof(res->accel_why));
+		if (ret) {
+			snprintf(err, errlen, "image path %s is too long", st->image_dir);
+			goto out;
+		}
+		ret = latch_domain_create(v, &d, err, errlen);
+	}
 	if (ret)
 		goto out;
 	res->ms_domain = now_ms() - t0;
@@ -262,6 +340,7 @@ static int restart(const struct latch_vm_up_opts *o, struct latch_vm_up_result *
 		goto out;
 	}
 	res->ms_agent = now_ms() - t0;
+	restore_state(o->name, res);
 out:
 	latch_virt_close(v);
 	return ret;
@@ -282,10 +361,14 @@ static int check_up_opts(const struct latch_vm_up_opts *o, const struct latch_co
 		return ufail(err, errlen, fail, LATCH_VM_FAIL_INPUT, "unknown image '%s'", o->image);
 	if (snprintf(image_dir, dirlen, "%s/%s", c->images, o->image) >= (int)dirlen)
 		return ufail(err, errlen, fail, LATCH_VM_FAIL_INPUT, "image path too long");
+	if (!strcmp(o->image, "debian") && !image_present(image_dir))
+		return ufail(err, errlen, fail, LATCH_VM_FAIL_INPUT,
+			     "image 'debian' is not built yet; run `latch image build --image debian` first "
+			     "(debootstrap, a few minutes)");
 	if (strcmp(o->image, LATCH_VM_DEFAULT_IMAGE) && !image_present(image_dir))
 		return ufail(err, errlen, fail, LATCH_VM_FAIL_INPUT,
-			     "unknown image '%s': no %s/vmlinuz and initrd.img; only '%s' is built by latch "
-			     "(`--image debian` is not implemented yet)",
+			     "unknown image '%s': no %s/vmlinuz and initrd.img; use '%s', or build 'debian' with "
+			     "`latch image build --image debian`",
 			     o->image, image_dir, LATCH_VM_DEFAULT_IMAGE);
 	if (o->memory_mib < 64 || o->memory_mib > 65536)
 		return ufail(err, errlen, fail, LATCH_VM_FAIL_INPUT, "--memory %u: give 64..65536 MiB", o->memory_mib);
@@ -307,12 +390,11 @@ int latch_vm_up(const struct latch_vm_up_opts *o, struct latch_vm_up_result *res
 	int64_t t0 = now_ms();
 	struct latch_vm_state *st = &res->obs.st;
 	struct latch_domain_opts d;
-	struct latch_sandbox_opts so;
 	struct latch_net_opts n;
 	struct latch_posture p;
 	struct latch_virt *v = NULL;
 	struct latch_conf conf;
-	char e[LATCH_ERR_MAX], image_dir[PATH_MAX], g4[64], h4[64], g6[64], h6[64];
+	char e[LATCH_ERR_MAX], image_dir[PATH_MAX];
 	bool tap_created = false;
 	int lock, ret;
 
@@ -390,19 +472,7 @@ int latch_vm_up(const struct latch_vm_up_opts *o, struct latch_vm_up_result *res
 		goto rollback;
 
 	/* 3. enforcement on it */
-	memset(&so, 0, sizeof(so));
-	snprintf(so.name, sizeof(so.name), "%s", st->name);
-	snprintf(so.ifname, sizeof(so.ifname), "%s", st->tap);
-	memcpy(so.guest_mac, st->mac, 6);
-	so.guest_ip4 = st->guest4;
-	so.host_ip4 = so.resolver_ip4 = st->host4;
-	so.guest_ip6 = st->guest6;
-	so.host_ip6 = so.resolver_ip6 = st->host6;
-	so.dns_rate = LATCH_DEFAULT_DNS_RATE;
-	so.dns_burst = LATCH_DEFAULT_DNS_BURST;
-	so.event_rate = LATCH_DEFAULT_EVENT_RATE;
-	so.event_burst = LATCH_DEFAULT_EVENT_BURST;
-	if (latch_sandbox_create(&so, e, sizeof(e))) {
+	if (latch_vm_enforce_fresh(st, e, sizeof(e))) {
 		ret = ufail(err, errlen, fail, LATCH_VM_FAIL_RUNTIME, "enforcement on %s: %s", st->tap, e);
 		goto rollback;
 	}
@@ -431,32 +501,11 @@ int latch_vm_up(const struct latch_vm_up_opts *o, struct latch_vm_up_result *res
 	}
 
 	/* 7. the domain */
-	memset(&d, 0, sizeof(d));
-	snprintf(d.name, sizeof(d.name), "%s", st->name);
-	d.kvm = latch_kvm_usable(res->accel_why, sizeof(res->accel_why));
-	d.memory_mib = st->memory_mib;
-	d.cpus = st->cpus;
-	if (snprintf(d.kernel, sizeof(d.kernel), "%s/vmlinuz", image_dir) >= (int)sizeof(d.kernel) ||
-	    snprintf(d.initrd, sizeof(d.initrd), "%s/initrd.img", image_dir) >= (int)sizeof(d.initrd)) {
+	if (domain_opts(st, &d, res->accel_why, sizeof(res->accel_why))) {
 		ret = ufail(err, errlen, fail, LATCH_VM_FAIL_INPUT, "image path %s is too long", image_dir);
 		goto rollback;
 	}
-	fmt_addr(&st->guest4, g4, sizeof(g4));
-	fmt_addr(&st->host4, h4, sizeof(h4));
-	fmt_addr(&st->guest6, g6, sizeof(g6));
-	fmt_addr(&st->host6, h6, sizeof(h6));
-	if (st->guest6.family)
-		snprintf(d.cmdline, sizeof(d.cmdline),
-			 "console=ttyS0 quiet panic=-1 latch.ip=%s/30 latch.gw=%s latch.ip6=%s/64 latch.gw6=%s", g4,
-			 h4, g6, h6);
-	else
-		snprintf(d.cmdline, sizeof(d.cmdline), "console=ttyS0 quiet panic=-1 latch.ip=%s/30 latch.gw=%s", g4,
-			 h4);
-	memcpy(d.mac, st->mac, 6);
-	snprintf(d.tap, sizeof(d.tap), "%s", st->tap);
-	latch_vm_agent_path(st->name, d.agent_sock, sizeof(d.agent_sock));
 	unlink(d.agent_sock);
-	snprintf(d.workspace, sizeof(d.workspace), "%s", st->workspace);
 	ret = latch_domain_create(v, &d, err, errlen);
 	if (ret)
 		goto rollback;
@@ -468,6 +517,7 @@ int latch_vm_up(const struct latch_vm_up_opts *o, struct latch_vm_up_result *res
 	if (ret)
 		goto rollback;
 	res->ms_agent = now_ms() - t0;
+	restore_state(o->name, res); /* a state that outlived `destroy`: none, unless put there */
 	latch_virt_close(v);
 	close(lock);
 	latch_vm_observe(o->name, &res->obs);
@@ -485,8 +535,8 @@ unlock:
 	return ret;
 }
 
-int latch_vm_down(const char *name, int timeout_ms, bool *forced, enum latch_vm_fail *fail, char *err,
-		  size_t errlen)
+int latch_vm_down(const char *name, int timeout_ms, struct latch_vm_down_result *dr, enum latch_vm_fail *fail,
+		  char *err, size_t errlen)
 {
 	struct latch_vm_state st;
 	struct latch_virt *v;
@@ -494,7 +544,7 @@ int latch_vm_down(const char *name, int timeout_ms, bool *forced, enum latch_vm_
 	int lock, ret;
 
 	*fail = LATCH_VM_FAIL_RUNTIME;
-	*forced = false;
+	memset(dr, 0, sizeof(*dr));
 	lock = latch_state_lock(err, errlen);
 	if (lock < 0)
 		return lock;
@@ -509,7 +559,10 @@ int latch_vm_down(const char *name, int timeout_ms, bool *forced, enum latch_vm_
 		ret = -ECONNREFUSED;
 		goto out;
 	}
-	/* a clean power-off first: the guest gets to flush its workspace */
+	/* the agent's memory first, while the guest still has it */
+	dr->backed_up = latch_guest_state_backup(name, &dr->backup_bytes, &dr->backup_files, dr->backup_note,
+						 sizeof(dr->backup_note)) == 0;
+	/* a clean power-off: the guest gets to flush its workspace */
 	if (!latch_vm_agent_path(name, sock, sizeof(sock))) {
 		struct latch_agent *a = NULL;
 
@@ -523,7 +576,7 @@ int latch_vm_down(const char *name, int timeout_ms, bool *forced, enum latch_vm_
 			latch_agent_close(a);
 		}
 	}
-	ret = latch_domain_stop(v, name, timeout_ms, forced, err, errlen);
+	ret = latch_domain_stop(v, name, timeout_ms, &dr->forced, err, errlen);
 	if (ret == -ENOENT)
 		ret = 0; /* no domain: nothing to stop */
 	latch_virt_close(v);

@@ -64,13 +64,28 @@ struct latch_vm_up_result {
 	int64_t ms_enforced;		/* from the start of up to enforcement verified */
 	int64_t ms_domain;		/* ... to the domain started */
 	int64_t ms_agent;		/* ... to the agent answering */
+	bool restored;			/* the host copy of the guest state was put back */
+	uint64_t restored_bytes;
+	char restore_note[LATCH_ERR_MAX]; /* why it was not, when there was one to restore */
+};
+
+struct latch_vm_down_result {
+	bool forced;			/* destroyed after the shutdown timeout */
+	bool backed_up;			/* the guest state was copied to the host first */
+	uint64_t backup_bytes;
+	uint32_t backup_files;
+	char backup_note[LATCH_ERR_MAX]; /* why it was not */
 };
 
 int latch_vm_up(const struct latch_vm_up_opts *o, struct latch_vm_up_result *res, enum latch_vm_fail *fail,
 		char *err, size_t errlen);
-/* Shut the guest down (bounded), then destroy it; tap, pins and state stay. */
-int latch_vm_down(const char *name, int timeout_ms, bool *forced, enum latch_vm_fail *fail, char *err,
-		  size_t errlen);
+/*
+ * Back the guest state up (latch_guest_state_backup; a failure is reported in
+ * dr, not fatal), shut the guest down (bounded), then destroy it; tap, pins
+ * and state stay.
+ */
+int latch_vm_down(const char *name, int timeout_ms, struct latch_vm_down_result *dr, enum latch_vm_fail *fail,
+		  char *err, size_t errlen);
 /* Remove domain, routing, masquerade, pins, tap and state; what exists of them. */
 int latch_vm_destroy(const char *name, enum latch_vm_fail *fail, char *err, size_t errlen);
 
@@ -78,6 +93,12 @@ int latch_vm_destroy(const char *name, enum latch_vm_fail *fail, char *err, size
 int latch_vm_observe(const char *name, struct latch_vm_observed *obs);
 /* The agent's socket for NAME. */
 int latch_vm_agent_path(const char *name, char *buf, size_t len);
+/*
+ * Create NAME's enforcement on its tap from its state alone, with an empty
+ * policy (default deny): for `boot apply` when the pins are gone, and
+ * what `up` does.  The tap must exist.
+ */
+int latch_vm_enforce_fresh(const struct latch_vm_state *st, char *err, size_t errlen);
 /* Fill the net options of a state (for latch_net_*). */
 void latch_vm_net_opts(const struct latch_vm_state *st, struct latch_net_opts *n);
 

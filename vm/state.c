@@ -11,6 +11,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -261,26 +262,22 @@ int latch_state_load(const char *name, struct latch_vm_state *st, char *err, siz
 	return ret;
 }
 
+static int remove_cb(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	return remove(path) && errno != ENOENT ? -1 : 0;
+}
+
 int latch_state_remove(const char *name)
 {
-	char dir[PATH_MAX], path[PATH_MAX + 32];
-	struct dirent *de;
-	DIR *d;
+	char dir[PATH_MAX];
+	struct stat sb;
 
 	if (latch_state_dir(name, dir, sizeof(dir)))
 		return -ENAMETOOLONG;
-	d = opendir(dir);
-	if (!d)
+	if (lstat(dir, &sb))
 		return errno == ENOENT ? 0 : -errno;
-	/* only files: latch writes nothing deeper here yet */
-	while ((de = readdir(d))) {
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		if (snprintf(path, sizeof(path), "%s/%s", dir, de->d_name) < (int)sizeof(path))
-			unlink(path);
-	}
-	closedir(d);
-	if (rmdir(dir) && errno != ENOENT)
+	/* the state file, and the guest-state backup tree beside it; symlinks are not followed */
+	if (nftw(dir, remove_cb, 16, FTW_DEPTH | FTW_PHYS) && errno != ENOENT)
 		return -errno;
 	return 0;
 }

@@ -1,0 +1,192 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-only
+#
+# vm_boot.sh - the reboot path without rebooting: `latch boot apply` puts a
+# sandbox's tap and enforcement back (from the pins, or default-deny when the
+# pins are gone) before libvirt starts its guest, and the qemu hook that
+# `latch boot install` writes refuses a latch domain whose enforcement is
+# gone.
+#
+# Invariant defended: the boundary arrives first - at boot, default-deny is in
+# place before any guest gets a packet, and libvirt can't start a latch guest
+# behind a tap latch can't verify.
+#
+# The hook is installed for real only when /etc/libvirt/hooks/qemu does not
+# exist, as a wrapper that hands this test's domain alone to latch; it is
+# removed afterwards and libvirtd gets SIGHUP both times.  Test traffic never
+# leaves the machine: a documentation /26, no uplink, the allowed destination
+# a listener on a documentation address on lo.  Prints ok/FAIL lines and
+# "N passed, M failed"; exit 1 on a failure, 77 when it can't run here.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+TOP=$(cd "$HERE/.." && pwd)
+LATCH_BIN=${LATCH_BIN:-$TOP/build/latch}
+NAME=t-boot
+TAP=lt-$NAME
+DOM=latch-$NAME
+TABLE=31500
+POOL=${LATCH_BOOT_POOL:-198.51.100.192}	# a /26 of 198.51.100.0/24, beside other guest tests
+CTRL_ADDR=203.0.113.90
+CTRL_PORT=18095
+DENIED=203.0.113.91
+HOOK=/etc/libvirt/hooks/qemu
+
+pass=0 failn=0
+ok() { echo "ok $*"; pass=$((pass + 1)); }
+fail() { echo "FAIL $*"; failn=$((failn + 1)); }
+check() { local name=$1; shift; if "$@"; then ok "$name"; else fail "$name"; fi; }
+skip_all() { echo "skip vm_boot: $*"; exit 77; }
+
+[ "$(id -u)" = 0 ] || skip_all "needs root"
+[ -x "$LATCH_BIN" ] || skip_all "no $LATCH_BIN; run make"
+for t in ip tc jq python3 libvirtd virtlogd virsh; do
+	command -v "$t" >/dev/null || skip_all "needs $t"
+done
+
+TMP=
+BPFFS=
+PIDS=()
+ADDED_CTRL=0
+HOOK_INSTALLED=0
+V() { virsh -q -c qemu:///system "$@"; }
+hup_libvirtd() {
+	local p
+	for p in $(pgrep -x libvirtd); do kill -HUP "$p"; done
+	sleep 2
+}
+cleanup() {
+	local p
+	set +e
+	[ -n "$TMP" ] && "$LATCH_BIN" destroy "$NAME" >/dev/null 2>&1
+	if [ "$HOOK_INSTALLED" = 1 ]; then
+		rm -f "$HOOK"
+		rmdir /etc/libvirt/hooks 2>/dev/null
+		hup_libvirtd
+	fi
+	for p in "${PIDS[@]}"; do
+		kill "$p" 2>/dev/null && wait "$p" 2>/dev/null
+	done
+	[ "$ADDED_CTRL" = 1 ] && ip addr del "$CTRL_ADDR/32" dev lo 2>/dev/null
+	[ -n "$BPFFS" ] && rm -rf "$BPFFS" 2>/dev/null
+	[ -n "$TMP" ] && rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM HUP
+
+grep -qs " /sys/fs/bpf bpf " /proc/mounts || mount -t bpf bpf /sys/fs/bpf || skip_all "no bpffs"
+BPFFS=/sys/fs/bpf/latch-boottest-$$
+mkdir -p "$BPFFS"
+TMP=$(mktemp -d /tmp/latch-boottest.XXXXXX)
+chmod 0755 "$TMP"
+mkdir -p "$TMP/root/etc/latch"
+cat > "$TMP/root/etc/latch/latch.conf" <<CONF
+# vm_boot.sh: documentation addresses only, and no uplink
+pool = $POOL/26
+table_base = $TABLE
+images = ${LATCH_IMAGES:-/var/lib/latch/images}
+CONF
+chmod 0644 "$TMP/root/etc/latch/latch.conf"
+export LATCH_ROOT=$TMP/root LATCH_BPFFS=$BPFFS
+L() { "$LATCH_BIN" "$@"; }
+# busybox nc in the guest: an HTTP/0.9 GET, 3 s
+guest_get() { L exec "$NAME" -- sh -c "echo 'GET /' | nc -w 3 $1 $2" 2>/dev/null | grep -q hello-from-host; }
+
+pgrep -x virtlogd >/dev/null || virtlogd -d
+pgrep -x libvirtd >/dev/null || { libvirtd -d; sleep 1; }
+
+mkdir -p "$TMP/www"
+echo "hello-from-host" > "$TMP/www/index.html"
+ip addr add "$CTRL_ADDR/32" dev lo && ADDED_CTRL=1
+(cd "$TMP/www" && exec python3 -m http.server --bind "$CTRL_ADDR" "$CTRL_PORT" >/dev/null 2>&1) &
+PIDS+=($!)
+for _ in $(seq 50); do
+	[ "$(ss -ltnH "( sport = :$CTRL_PORT )" | wc -l)" = 1 ] && break
+	sleep 0.1
+done
+
+if ! L up "$NAME" >"$TMP/up.out" 2>&1; then
+	fail "up: $(cat "$TMP/up.out")"
+	echo "$pass passed, $failn failed"
+	exit 1
+fi
+ok "up $NAME"
+L egress "$NAME" allow "$CTRL_ADDR:$CTRL_PORT" >/dev/null
+check "before: allowed destination answers" guest_get "$CTRL_ADDR" "$CTRL_PORT"
+
+# --- boot install writes the unit and the hook under LATCH_ROOT -------------------
+L boot install >/dev/null
+UNIT=$LATCH_ROOT/etc/systemd/system/latch-boot.service
+check "install_writes_unit_before_libvirt" bash -c "grep -qx 'DefaultDependencies=no' '$UNIT' && grep -q '^Before=libvirtd.service virtqemud.service' '$UNIT' && grep -qx 'ExecStart=$LATCH_BIN boot apply' '$UNIT' && [ -L '$LATCH_ROOT/etc/systemd/system/libvirtd.service.wants/latch-boot.service' ]"
+check "install_writes_executable_hook" test -x "$LATCH_ROOT/etc/libvirt/hooks/qemu"
+
+# --- "reboot": the domain dies, the tap and its filters are gone, the pins stay ----
+V destroy "$DOM" >/dev/null
+ip link del "$TAP"
+check "tap_gone" test ! -e "/sys/class/net/$TAP"
+rc=0
+out=$(L boot apply 2>&1) || rc=$?
+check "boot_apply_exit_0 ($out)" test "$rc" = 0
+check "boot_apply_recreates_tap_with_verified_enforcement" bash -c "[ -e /sys/class/net/$TAP ] && '$LATCH_BIN' --json status $NAME | jq -e '.sandboxes[0].enforced' >/dev/null"
+check "tc_shows_latch_filters_on_new_tap" bash -c "tc filter show dev $TAP ingress | grep -q 'bpf' && tc filter show dev $TAP egress | grep -q 'bpf'"
+
+# the guest starts through libvirt, not latch; the first thing it does is test the boundary
+V start "$DOM" >/dev/null
+for _ in $(seq 600); do L exec "$NAME" -- true >/dev/null 2>&1 && break; sleep 0.1; done
+check "after_boot: denied destination fails" bash -c "! '$LATCH_BIN' exec $NAME -- ping -c 1 -W 2 $DENIED >/dev/null 2>&1"
+check "after_boot: denied port on allowed address fails" bash -c "! '$LATCH_BIN' exec $NAME -- sh -c \"echo 'GET /' | nc -w 3 $CTRL_ADDR 18096\" 2>/dev/null | grep -q hello"
+check "after_boot: allowed destination works (policy kept in the pins)" guest_get "$CTRL_ADDR" "$CTRL_PORT"
+check "after_boot: status verified" bash -c "'$LATCH_BIN' status $NAME >/dev/null"
+
+# --- pins gone too: boot apply leaves default-deny ---------------------------------
+V destroy "$DOM" >/dev/null
+ip link del "$TAP"
+rm -rf "$BPFFS/latch/$NAME"
+rc=0
+out=$(L boot apply 2>&1) || rc=$?
+check "boot_apply_without_pins_makes_fresh_default_deny ($out)" bash -c "[ $rc = 0 ] && echo \"\$1\" | grep -q 'fresh default-deny'" _ "$out"
+V start "$DOM" >/dev/null
+for _ in $(seq 600); do L exec "$NAME" -- true >/dev/null 2>&1 && break; sleep 0.1; done
+if guest_get "$CTRL_ADDR" "$CTRL_PORT"; then
+	fail "without_pins: formerly allowed destination now denied"
+else
+	ok "without_pins: formerly allowed destination now denied"
+fi
+L egress "$NAME" allow "$CTRL_ADDR:$CTRL_PORT" >/dev/null
+check "without_pins: allowing again works" guest_get "$CTRL_ADDR" "$CTRL_PORT"
+
+# --- the hook refuses a latch domain whose enforcement is gone -----------------------
+if [ -e "$HOOK" ]; then
+	echo "skip hook: $HOOK exists; not replacing it"
+else
+	mkdir -p /etc/libvirt/hooks
+	cat > "$HOOK" <<HK
+#!/bin/sh
+# vm_boot.sh (temporary): only this test's domain goes to latch's hook
+case "\$1" in $DOM) exec '$LATCH_ROOT/etc/libvirt/hooks/qemu' "\$@" ;; esac
+exit 0
+HK
+	chmod 0755 "$HOOK"
+	HOOK_INSTALLED=1
+	hup_libvirtd
+	V destroy "$DOM" >/dev/null
+	rc=0
+	V start "$DOM" >/dev/null 2>&1 || rc=$?
+	check "hook_lets_verified_domain_start" test "$rc" = 0
+	V destroy "$DOM" >/dev/null
+	tc qdisc del dev "$TAP" clsact
+	check "qdisc_removed_status_not_verified" bash -c "! '$LATCH_BIN' status $NAME >/dev/null 2>&1"
+	rc=0
+	out=$(V start "$DOM" 2>&1) || rc=$?
+	echo "$out" > "$TMP/hook.out"
+	check "hook_refuses_domain_whose_enforcement_was_removed" bash -c "[ $rc != 0 ] && grep -q 'refusing to start' '$TMP/hook.out'"
+	echo "   libvirt said: $(grep -o 'latch: refusing.*' "$TMP/hook.out" | head -1)"
+	check "refused_domain_not_running" bash -c "! virsh -q -c qemu:///system domstate $DOM | grep -q running"
+	L boot apply >/dev/null
+	rc=0
+	V start "$DOM" >/dev/null 2>&1 || rc=$?
+	check "after_boot_apply_hook_lets_it_start" test "$rc" = 0
+fi
+
+echo "$pass passed, $failn failed"
+[ "$failn" = 0 ]

@@ -1,0 +1,216 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * boot.c - `latch boot apply`, `latch boot install` and the qemu hook check.
+ *
+ * apply re-creates a sandbox's tap from its recorded state and puts the
+ * enforcement back before anything can flow: the tap is made down and bare,
+ * the programs are attached (from the pins, or fresh with an empty policy
+ * when the pins are gone), the posture is read back, and only then is the
+ * tap brought up and routed.  A sandbox whose posture can't be verified is
+ * left with its tap down; the hook then refuses its domain.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "vm/boot.h"
+#include "vm/config.h"
+#include "vm/libvirt.h"
+#include "vm/net.h"
+#include "vm/sandbox_vm.h"
+#include "vm/state.h"
+
+static int posture(const char *name, struct latch_posture *p, char *err, size_t errlen)
+{
+	struct latch_sandbox *sb = latch_sandbox_open(name, err, errlen);
+	int r;
+
+	memset(p, 0, sizeof(*p));
+	if (!sb)
+		return -ENOENT;
+	r = latch_sandbox_posture(sb, p);
+	latch_sandbox_free(sb);
+	return r;
+}
+
+int latch_boot_apply_one(const char *name, struct latch_boot_result *r)
+{
+	struct latch_vm_state st;
+	struct latch_net_opts n;
+	struct latch_posture p;
+	char e[LATCH_ERR_MAX - 128];
+	int ret;
+
+	memset(r, 0, sizeof(*r));
+	ret = latch_state_load(name, &st, r->note, sizeof(r->note));
+	if (ret)
+		return ret;
+	if (latch_bpffs_ensure(e, sizeof(e)))
+		return snprintf(r->note, sizeof(r->note), "bpffs: %s", e), -ENODEV;
+	ret = latch_net_tap_create(st.tap, &r->tap_created, r->note, sizeof(r->note));
+	if (ret)
+		return ret;
+	if (latch_sandbox_exists(name)) {
+		r->from_pins = true;
+		if (latch_sandbox_reattach(name, e, sizeof(e)))
+			return snprintf(r->note, sizeof(r->note), "re-attach from the pins: %s", e), -EIO;
+	} else if (latch_vm_enforce_fresh(&st, e, sizeof(e))) {
+		return snprintf(r->note, sizeof(r->note), "no pins, and fresh enforcement failed: %s", e), -EIO;
+	}
+	if (posture(name, &p, e, sizeof(e)) || !p.enforced)
+		return snprintf(r->note, sizeof(r->note), "not verified: %s", p.enforced ? e : p.why), -EPERM;
+	r->enforced = true;
+	latch_vm_net_opts(&st, &n);
+	r->routed = latch_net_up(&n, r->note, sizeof(r->note)) == 0;
+	return 0;
+}
+
+static int write_file(const char *path, const char *text, mode_t mode, char *err, size_t errlen)
+{
+	char tmp[PATH_MAX + 8], dir[PATH_MAX], *slash;
+	FILE *f;
+
+	snprintf(dir, sizeof(dir), "%s", path);
+	for (slash = dir + 1; (slash = strchr(slash, '/')); slash++) {
+		*slash = '\0';
+		if (mkdir(dir, 0755) && errno != EEXIST)
+			return snprintf(err, errlen, "mkdir %s: %s", dir, strerror(errno)), -errno;
+		*slash = '/';
+	}
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	f = fopen(tmp, "w");
+	if (!f)
+		return snprintf(err, errlen, "%s: %s", tmp, strerror(errno)), -errno;
+	fputs(text, f);
+	if (fflush(f) || fsync(fileno(f)) || fchmod(fileno(f), mode)) {
+		fclose(f);
+		unlink(tmp);
+		return snprintf(err, errlen, "%s: %s", tmp, strerror(errno)), -EIO;
+	}
+	fclose(f);
+	if (rename(tmp, path))
+		return snprintf(err, errlen, "%s: %s", path, strerror(errno)), -errno;
+	return 0;
+}
+
+/* Environment lines that carry LATCH_ROOT/LATCH_BPFFS into what runs without ours. */
+static void env_of(char *unit_env, size_t ulen, char *sh_env, size_t slen)
+{
+	const char *root = getenv("LATCH_ROOT"), *bpffs = getenv("LATCH_BPFFS");
+
+	*unit_env = *sh_env = '\0';
+	if (root && *root) {
+		snprintf(unit_env + strlen(unit_env), ulen - strlen(unit_env), "Environment=LATCH_ROOT=%s\n", root);
+		snprintf(sh_env + strlen(sh_env), slen - strlen(sh_env), "export LATCH_ROOT='%s'\n", root);
+	}
+	if (bpffs && *bpffs) {
+		snprintf(unit_env + strlen(unit_env), ulen - strlen(unit_env), "Environment=LATCH_BPFFS=%s\n", bpffs);
+		snprintf(sh_env + strlen(sh_env), slen - strlen(sh_env), "export LATCH_BPFFS='%s'\n", bpffs);
+	}
+}
+
+int latch_boot_install(const char *latch_bin, void (*wrote)(const char *path, void *arg), void *arg, char *err,
+		       size_t errlen)
+{
+	static const char *const wants[] = { "sysinit.target", "libvirtd.service", "virtqemud.service" };
+	char unit[PATH_MAX], hook[PATH_MAX], link[PATH_MAX], dir[PATH_MAX];
+	char uenv[2 * PATH_MAX + 64], senv[2 * PATH_MAX + 64], text[8192];
+	int r;
+
+	if (strchr(latch_bin, '\'') || strchr(latch_bin, '\n') || latch_bin[0] != '/')
+		return snprintf(err, errlen, "latch's path '%s' can't go into a unit", latch_bin), -EINVAL;
+	env_of(uenv, sizeof(uenv), senv, sizeof(senv));
+	if (latch_path(unit, sizeof(unit), "etc/systemd/system/latch-boot.service") ||
+	    latch_path(hook, sizeof(hook), "etc/libvirt/hooks/qemu"))
+		return snprintf(err, errlen, "path too long"), -ENAMETOOLONG;
+	snprintf(text, sizeof(text),
+		 "# Written by `latch boot install`.\n"
+		 "# Default-deny on every latch sandbox's tap before libvirt can start a guest.\n"
+		 "[Unit]\n"
+		 "Description=latch: the boundary before any guest\n"
+		 "DefaultDependencies=no\n"
+		 "After=sys-fs-bpf.mount local-fs.target\n"
+		 "Wants=sys-fs-bpf.mount\n"
+		 "Before=libvirtd.service virtqemud.service libvirt-guests.service\n"
+		 "\n"
+		 "[Service]\n"
+		 "Type=oneshot\n"
+		 "RemainAfterExit=yes\n"
+		 "%s"
+		 "ExecStart=%s boot apply\n"
+		 "\n"
+		 "[Install]\n"
+		 "WantedBy=sysinit.target libvirtd.service virtqemud.service\n",
+		 uenv, latch_bin);
+	r = write_file(unit, text, 0644, err, errlen);
+	if (r)
+		return r;
+	wrote(unit, arg);
+	for (size_t i = 0; i < sizeof(wants) / sizeof(wants[0]); i++) {
+		if (latch_path(dir, sizeof(dir), "etc/systemd/system/%s.wants", wants[i]) ||
+		    snprintf(link, sizeof(link), "%s/latch-boot.service", dir) >= (int)sizeof(link))
+			return snprintf(err, errlen, "path too long"), -ENAMETOOLONG;
+		mkdir(dir, 0755);
+		unlink(link);
+		if (symlink(unit, link))
+			return snprintf(err, errlen, "symlink %s: %s", link, strerror(errno)), -errno;
+		wrote(link, arg);
+	}
+	snprintf(text, sizeof(text),
+		 "#!/bin/sh\n"
+		 "# Written by `latch boot install`: libvirt runs this as qemu DOMAIN OP SUBOP, with the\n"
+		 "# domain XML on stdin.  A non-zero exit on prepare/start stops the domain from starting.\n"
+		 "# latch refuses a latch-managed domain whose enforcement it can't verify.\n"
+		 "%s"
+		 "exec '%s' boot hook \"$@\"\n",
+		 senv, latch_bin);
+	r = write_file(hook, text, 0755, err, errlen);
+	if (r)
+		return r;
+	wrote(hook, arg);
+	return 0;
+}
+
+static int count(const char *hay, const char *needle)
+{
+	int n = 0;
+
+	for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle))
+		n++;
+	return n;
+}
+
+int latch_boot_hook_check(const char *dom, const char *op, const char *xml, char *err, size_t errlen)
+{
+	const size_t plen = strlen(LATCH_DOMAIN_PREFIX);
+	bool prefixed = !strncmp(dom, LATCH_DOMAIN_PREFIX, plen);
+	struct latch_vm_state st;
+	struct latch_posture p;
+	char e[LATCH_ERR_MAX], want[64];
+	const char *name = dom + plen;
+
+	if (strcmp(op, "prepare") && strcmp(op, "start") && strcmp(op, "restore"))
+		return 0;
+	if (!prefixed && !strstr(xml, LATCH_XMLNS))
+		return 0;
+	if (!prefixed)
+		return snprintf(err, errlen, "domain %s carries latch's metadata but not its name", dom), -EPERM;
+	if (latch_state_load(name, &st, e, sizeof(e)))
+		return snprintf(err, errlen, "no latch state for sandbox '%s': %s", name, e), -EPERM;
+	if (!latch_net_tap_exists(st.tap))
+		return snprintf(err, errlen, "tap %s is missing (`latch boot apply`)", st.tap), -EPERM;
+	if (posture(name, &p, e, sizeof(e)))
+		return snprintf(err, errlen, "no pinned enforcement for '%s': %s", name, e), -EPERM;
+	if (!p.enforced)
+		return snprintf(err, errlen, "enforcement on %s not verified: %s", st.tap, p.why), -EPERM;
+	/* the domain's only NIC must be that tap */
+	snprintf(want, sizeof(want), "<target dev='%s'", st.tap);
+	if (count(xml, "<interface ") != 1 || count(xml, "<interface type='ethernet'") != 1 || !strstr(xml, want))
+		return snprintf(err, errlen, "domain %s has a NIC other than its filtered tap %s", dom, st.tap), -EPERM;
+	return 0;
+}
