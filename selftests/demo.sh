@@ -34,15 +34,15 @@ inh() { nsenter --net=/run/netns/$H "$@"; }
 
 step "a guest namespace behind a veth, and a fake internet on documentation addresses"
 for ns in $G $H $N; do ip netns add $ns; ip -n $ns link set lo up; done
-ip -n $H link add lt-demo type veth peer name eth0 netns $G
-ip -n $H link add up0 type veth peer name eth0 netns $N
-ip -n $G addr add 192.0.2.2/30 dev eth0
+ip -n $H link add lt-demo type veth peer name veth-in netns $G
+ip -n $H link add up0 type veth peer name veth-in netns $N
+ip -n $G addr add 192.0.2.2/30 dev veth-in
 ip -n $H addr add 192.0.2.1/30 dev lt-demo
 ip -n $H addr add 198.51.100.1/30 dev up0
-ip -n $N addr add 198.51.100.2/30 dev eth0
+ip -n $N addr add 198.51.100.2/30 dev veth-in
 ip -n $N addr add 203.0.113.10/32 dev lo
 ip -n $N addr add 203.0.113.20/32 dev lo
-for l in "$G eth0" "$H lt-demo" "$H up0" "$N eth0"; do set -- $l; ip -n $1 link set $2 up; done
+for l in "$G veth-in" "$H lt-demo" "$H up0" "$N veth-in"; do set -- $l; ip -n $1 link set $2 up; done
 ip -n $G route add default via 192.0.2.1
 ip -n $N route add 192.0.2.0/30 via 198.51.100.1
 # the sandbox's own routing table: the fake internet, and nothing else
@@ -58,7 +58,7 @@ for _ in $(seq 50); do # up to 5 s for both servers to listen
 	[ "$(ip netns exec $N ss -Hltn 'sport = :80' | wc -l)" -ge 2 ] && break
 	sleep 0.1
 done
-gmac=$(ip -n $G -br link show eth0 | awk '{print $3}')
+gmac=$(ip -n $G -br link show veth-in | awk '{print $3}')
 echo "guest 192.0.2.2 ($gmac), host end lt-demo 192.0.2.1"
 
 probe() { # probe ADDR: can the guest fetch http://ADDR/ ?
