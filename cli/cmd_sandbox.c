@@ -6,6 +6,7 @@
  * changes nothing.  status reports only what it read back from the kernel.
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <getopt.h>
 #include <net/if.h>
 #include <stdio.h>
@@ -61,19 +62,16 @@ static int parse_rate(const char *opt, const char *s, uint32_t *out)
  */
 static int verify_attached(const char *name)
 {
-	char err[LATCH_ERR_MAX];
-	struct latch_sandbox *sb = latch_sandbox_open(name, err, sizeof(err));
+	char err[LATCH_ERR_MAX] = "";
 	struct latch_posture p;
+	int r = latch_sandbox_posture_of(name, &p, err, sizeof(err));
 
-	if (!sb)
+	if (r == -ENOENT)
 		return latch_err(LATCH_EXIT_UNVERIFIED, "%s: cannot read the posture back: %s", name, err);
-	if (latch_sandbox_posture(sb, &p) || !p.enforced) {
-		latch_sandbox_free(sb);
+	if (r || !p.enforced)
 		return latch_err(LATCH_EXIT_UNVERIFIED,
 				 "%s is attached but NOT ENFORCED: %s (see `tc filter show`; remove it and re-attach)",
-				 name, p.why);
-	}
-	latch_sandbox_free(sb);
+				 name, r ? strerror(-r) : p.why);
 	return 0;
 }
 

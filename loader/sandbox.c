@@ -547,6 +547,19 @@ int latch_sandbox_posture(const struct latch_sandbox *sb, struct latch_posture *
 	return 0;
 }
 
+int latch_sandbox_posture_of(const char *name, struct latch_posture *p, char *err, size_t errlen)
+{
+	struct latch_sandbox *sb = latch_sandbox_open(name, err, errlen);
+	int r;
+
+	memset(p, 0, sizeof(*p));
+	if (!sb)
+		return -ENOENT;
+	r = latch_sandbox_posture(sb, p);
+	latch_sandbox_free(sb);
+	return r;
+}
+
 int latch_sandbox_counters(const struct latch_sandbox *sb, struct latch_counter out[LATCH_COUNTER_SLOTS])
 {
 	int ncpu = libbpf_num_possible_cpus();

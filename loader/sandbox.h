@@ -115,6 +115,8 @@ struct latch_posture {
 };
 
 int latch_sandbox_posture(const struct latch_sandbox *sb, struct latch_posture *p);
+/* The same for a sandbox by name: -ENOENT (with a line in err) when it has no pins. */
+int latch_sandbox_posture_of(const char *name, struct latch_posture *p, char *err, size_t errlen);
 
 /* Counters summed over CPUs, indexed by latch_counter_slot() / LATCH_STAT_SLOT(). */
 int latch_sandbox_counters(const struct latch_sandbox *sb, struct latch_counter out[LATCH_COUNTER_SLOTS]);

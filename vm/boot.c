@@ -25,19 +25,6 @@
 #include "vm/sandbox_vm.h"
 #include "vm/state.h"
 
-static int posture(const char *name, struct latch_posture *p, char *err, size_t errlen)
-{
-	struct latch_sandbox *sb = latch_sandbox_open(name, err, errlen);
-	int r;
-
-	memset(p, 0, sizeof(*p));
-	if (!sb)
-		return -ENOENT;
-	r = latch_sandbox_posture(sb, p);
-	latch_sandbox_free(sb);
-	return r;
-}
-
 int latch_boot_apply_one(const char *name, struct latch_boot_result *r)
 {
 	struct latch_vm_state st;
@@ -62,7 +49,7 @@ int latch_boot_apply_one(const char *name, struct latch_boot_result *r)
 	} else if (latch_vm_enforce_fresh(&st, e, sizeof(e))) {
 		return snprintf(r->note, sizeof(r->note), "no pins, and fresh enforcement failed: %s", e), -EIO;
 	}
-	if (posture(name, &p, e, sizeof(e)) || !p.enforced)
+	if (latch_sandbox_posture_of(name, &p, e, sizeof(e)) || !p.enforced)
 		return snprintf(r->note, sizeof(r->note), "not verified: %s", p.enforced ? e : p.why), -EPERM;
 	r->enforced = true;
 	latch_vm_net_opts(&st, &n);
@@ -204,7 +191,7 @@ int latch_boot_hook_check(const char *dom, const char *op, const char *xml, char
 		return snprintf(err, errlen, "no latch state for sandbox '%s': %s", name, e), -EPERM;
 	if (!latch_net_tap_exists(st.tap))
 		return snprintf(err, errlen, "tap %s is missing (`latch boot apply`)", st.tap), -EPERM;
-	if (posture(name, &p, e, sizeof(e)))
+	if (latch_sandbox_posture_of(name, &p, e, sizeof(e)))
 		return snprintf(err, errlen, "no pinned enforcement for '%s': %s", name, e), -EPERM;
 	if (!p.enforced)
 		return snprintf(err, errlen, "enforcement on %s not verified: %s", st.tap, p.why), -EPERM;

@@ -161,19 +161,6 @@ static int wait_agent(struct latch_virt *v, const char *name, const char *sock, 
 	return -ETIMEDOUT;
 }
 
-static int posture_of(const char *name, struct latch_posture *p, char *err, size_t errlen)
-{
-	struct latch_sandbox *sb = latch_sandbox_open(name, err, errlen);
-	int r;
-
-	memset(p, 0, sizeof(*p));
-	if (!sb)
-		return -ENOENT;
-	r = latch_sandbox_posture(sb, p);
-	latch_sandbox_free(sb);
-	return r;
-}
-
 int latch_vm_enforce_fresh(const struct latch_vm_state *st, char *err, size_t errlen)
 {
 	struct latch_sandbox_opts so;
@@ -297,9 +284,9 @@ static int restart(const struct latch_vm_up_opts *o, struct latch_vm_up_result *
 			    st->tap, o->name);
 		goto out;
 	}
-	if (posture_of(o->name, &p, e, sizeof(e)) == 0 && !p.enforced)
+	if (latch_sandbox_posture_of(o->name, &p, e, sizeof(e)) == 0 && !p.enforced)
 		latch_sandbox_reattach(o->name, e, sizeof(e));
-	if (posture_of(o->name, &p, e, sizeof(e)) || !p.enforced) {
+	if (latch_sandbox_posture_of(o->name, &p, e, sizeof(e)) || !p.enforced) {
 		ret = ufail(err, errlen, fail, LATCH_VM_FAIL_POSTURE,
 			    "enforcement on %s could not be verified (%s); the domain was not started", st->tap,
 			    p.enforced ? e : p.why);
@@ -478,7 +465,7 @@ int latch_vm_up(const struct latch_vm_up_opts *o, struct latch_vm_up_result *res
 	}
 
 	/* 4. read it back: nothing starts unless the kernel says it is enforced */
-	if (posture_of(st->name, &p, e, sizeof(e)) || !p.enforced) {
+	if (latch_sandbox_posture_of(st->name, &p, e, sizeof(e)) || !p.enforced) {
 		ret = ufail(err, errlen, fail, LATCH_VM_FAIL_POSTURE,
 			    "enforcement on %s could not be verified (%s); no domain was started", st->tap,
 			    p.enforced ? e : p.why);
@@ -664,7 +651,7 @@ int latch_vm_observe(const char *name, struct latch_vm_observed *obs)
 	obs->have_state = true;
 	obs->pins = latch_sandbox_exists(name);
 	if (obs->pins)
-		posture_of(name, &obs->posture, e, sizeof(e));
+		latch_sandbox_posture_of(name, &obs->posture, e, sizeof(e));
 	v = latch_virt_open(e, sizeof(e));
 	if (v) {
 		obs->libvirt_ok = true;
