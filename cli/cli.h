@@ -47,6 +47,14 @@ int cmd_backup(int argc, char **argv);
 int cmd_restore(int argc, char **argv);
 int cmd_task(int argc, char **argv);
 int cmd_boot(int argc, char **argv);
+int cmd_audit(int argc, char **argv);
+/*
+ * Record a change that was made in the audit log; takes ownership of fields
+ * (NULL for none).  A log that can't be written costs one warning line on
+ * stderr, never the command: enforcement does not depend on the log.
+ */
+void latch_audit_note(const char *sandbox, const char *kind, const char *decision, const char *reason,
+		      json_t *fields);
 /* For `status`: a VM sandbox's domain, accelerator and routing; -ENOENT when NAME is no VM. */
 int latch_vm_status_lines(const char *name, json_t *o);
 

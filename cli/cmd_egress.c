@@ -129,6 +129,10 @@ int cmd_egress(int argc, char **argv)
 				break;
 			}
 			latch_entry_format(&entries[i], text, sizeof(text));
+			latch_audit_note(name, "egress", verb,
+					 !strcmp(verb, "allow") ? "cli.egress.allow" : "cli.egress.revoke",
+					 for_s ? json_pack("{s:s, s:i}", "entry", text, "for_s", (int)for_s)
+					       : json_pack("{s:s}", "entry", text));
 			if (!latch_json) {
 				if (for_s)
 					printf("%s %s for %u s\n", !strcmp(verb, "allow") ? "allowed" : "revoked", text,

@@ -166,6 +166,7 @@ int cmd_attach(int argc, char **argv)
 			return latch_err(LATCH_EXIT_FAILED, "%s", err);
 		if (verify_attached(o.name))
 			return LATCH_EXIT_UNVERIFIED;
+		latch_audit_note(o.name, "attach", "reattach", "cli.attach.reattach", NULL);
 		if (!latch_json)
 			printf("re-attached %s from its pins\n", o.name);
 		latch_json_out(json_pack("{s:s, s:s}", "sandbox", o.name, "action", "reattached"));
@@ -199,6 +200,7 @@ int cmd_attach(int argc, char **argv)
 		return latch_err(LATCH_EXIT_FAILED, "%s", err);
 	if (verify_attached(o.name))
 		return LATCH_EXIT_UNVERIFIED;
+	latch_audit_note(o.name, "attach", "attach", "cli.attach", json_pack("{s:s}", "device", o.ifname));
 	if (!latch_json)
 		printf("attached %s to %s: default deny\n", o.name, o.ifname);
 	latch_json_out(json_pack("{s:s, s:s, s:s}", "sandbox", o.name, "device", o.ifname, "action", "attached"));
@@ -219,6 +221,7 @@ int cmd_detach(int argc, char **argv)
 		return latch_err(LATCH_EXIT_USAGE, "no sandbox '%s'", argv[1]);
 	if (latch_sandbox_detach(argv[1], err, sizeof(err)))
 		return latch_err(LATCH_EXIT_FAILED, "%s", err);
+	latch_audit_note(argv[1], "attach", "detach", "cli.detach", NULL);
 	if (!latch_json)
 		printf("detached %s\n", argv[1]);
 	latch_json_out(json_pack("{s:s, s:s}", "sandbox", argv[1], "action", "detached"));

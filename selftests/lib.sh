@@ -176,7 +176,8 @@ lts_init() {
 
 # latch ARGS...: run latch in H (nsenter keeps /sys/fs/bpf, `ip netns exec` would not)
 latch() {
-	LATCH_BPFFS=$LTS_BPFFS nsenter --net="/run/netns/$LTS_H" -- "$LATCH_BIN" "$@"
+	# LATCH_ROOT keeps the audit log (and any state) of a test in its temp dir
+	LATCH_ROOT=$LTS_TMP/root LATCH_BPFFS=$LTS_BPFFS nsenter --net="/run/netns/$LTS_H" -- "$LATCH_BIN" "$@"
 }
 
 in_g() { ip netns exec "$LTS_G" "$@"; }

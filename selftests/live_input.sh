@@ -12,7 +12,7 @@ lts_setup
 
 # latch_nobody ARGS...: latch in H as uid/gid 65534 with no capabilities
 latch_nobody() {
-	LATCH_BPFFS=$LTS_BPFFS nsenter --net="/run/netns/$LTS_H" -- \
+	LATCH_ROOT=$LTS_TMP/root LATCH_BPFFS=$LTS_BPFFS nsenter --net="/run/netns/$LTS_H" -- \
 		setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all "$LATCH_BIN" "$@"
 }
 

@@ -5,7 +5,7 @@
 
 UNIT_SRCS := $(wildcard tests/test_*.c)
 
-$(BUILD)/tests/unit: $(UNIT_SRCS) $(wildcard loader/*.h) bpf/latch_abi.h $(BUILD)/liblatch.a | $(BUILD)/tests
+$(BUILD)/tests/unit: $(UNIT_SRCS) $(wildcard loader/*.h audit/*.h) bpf/latch_abi.h $(BUILD)/liblatch.a | $(BUILD)/tests
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) -o $@ $(UNIT_SRCS) $(BUILD)/liblatch.a $(LDLIBS) -lcriterion
 

@@ -1,0 +1,118 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * audit.h - the audit log: one sqlite file (WAL mode) of hash-chained entries.
+ *
+ * Every decision latch makes (a grant, a revoke, an attach, a refusal, a
+ * kernel deny) becomes one entry.  Each entry's hash covers all its columns
+ * and the previous entry's hash, so audit_verify() can name the first entry
+ * that was edited, deleted or moved by hand.  An entry reported as written is
+ * on disk (synchronous=FULL), and each (sandbox, kind) may write at most
+ * AUDIT_RATE_DEFAULT entries in any 60 s; the rest are counted and the count
+ * rides on the next entry written for that pair as the field "suppressed".
+ *
+ * The log records enforcement; it never takes part in it.  Callers that
+ * change policy do so first and treat a failed append as a warning.
+ */
+#ifndef LATCH_AUDIT_H
+#define LATCH_AUDIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define AUDIT_RATE_DEFAULT 120	     /* entries per (sandbox, kind) per window */
+#define AUDIT_WINDOW_NS 60000000000ULL /* the window: any 60 s, sliding */
+#define AUDIT_TOKEN_MAX 64	     /* sandbox, kind, decision, reason */
+#define AUDIT_FIELDS_MAX 8192	     /* the fields' JSON text, compact */
+#define AUDIT_HASH_HEX 64	     /* SHA-256 in lower-case hex */
+
+/* Where latch keeps the log, under $LATCH_ROOT (default /). */
+#define AUDIT_DEFAULT_SUFFIX "var/lib/latch/audit.db"
+
+struct audit_log;
+
+struct audit_opts {
+	/*
+	 * Wall-clock time in ns since the epoch (UTC); NULL means
+	 * CLOCK_REALTIME.  Both the entries' time and the rate limit read it,
+	 * so a test can step through a window without sleeping.
+	 */
+	uint64_t (*clock)(void *arg);
+	void *clock_arg;
+	/* Owner the file and its directory must have: 0 (root) unless a test says otherwise. */
+	uid_t owner;
+	/* Entries per (sandbox, kind) per window; 0 means AUDIT_RATE_DEFAULT. */
+	unsigned int rate;
+	/* Open an existing log for reading only: never create it, -ENOENT when it is missing. */
+	int readonly;
+};
+
+struct audit_entry {
+	int64_t id;	  /* set by audit_append(); 1, 2, 3... with no gaps */
+	uint64_t time_ns; /* set by audit_append() from the clock */
+	const char *sandbox;
+	const char *kind;     /* "egress", "attach", "dns", "broker", "kernel"... */
+	const char *decision; /* "allow", "deny", "revoke", "attach"... */
+	const char *reason;   /* stable code, e.g. "cli.egress.allow"; never free text */
+	const char *fields;   /* a JSON object's text; NULL means {} */
+	/* Only in entries handed to an audit_query() callback: */
+	const char *prev_hash;
+	const char *hash;
+};
+
+struct audit_filter {
+	const char *sandbox; /* NULL: every sandbox */
+	const char *kind;    /* NULL: every kind */
+	uint64_t since_ns;   /* 0: from the start */
+};
+
+struct audit_verify_result {
+	int64_t checked;      /* entries walked */
+	int64_t first_bad_id; /* 0 when the chain is whole */
+	char why[160];	      /* what is wrong at first_bad_id */
+};
+
+/*
+ * Open (creating when allowed) the log at path.  The file and its directory
+ * must be owned by opts->owner and not group- or world-writable; otherwise
+ * NULL with errno EPERM and one line in err naming the path and the fix.
+ */
+struct audit_log *audit_open(const char *path, const struct audit_opts *opts, char *err, size_t errlen);
+void audit_close(struct audit_log *log);
+
+/*
+ * Append one entry and fill in its id and time.  0 when it is durably
+ * written; -EAGAIN when the (sandbox, kind) is over its rate, so the entry
+ * was only counted; -EINVAL for a bad token or fields; other -errno when the
+ * database failed (audit_error() says how).
+ */
+int audit_append(struct audit_log *log, struct audit_entry *e);
+
+/*
+ * Call fn for each entry that passes the filter, oldest first.  A non-zero
+ * return from fn stops the walk and is returned; otherwise the number of
+ * entries seen, or -errno.
+ */
+int audit_query(struct audit_log *log, const struct audit_filter *f,
+		int (*fn)(const struct audit_entry *e, void *arg), void *arg);
+
+/*
+ * Walk the whole chain.  0 when it is whole; -EBADMSG with res naming the
+ * first broken entry; other -errno when the database could not be read.
+ */
+int audit_verify(struct audit_log *log, struct audit_verify_result *res);
+
+/* The last database error of this log, for messages. */
+const char *audit_error(const struct audit_log *log);
+
+/* The hash of one entry as audit_append() computes it (exposed for tests). */
+void audit_entry_hash(const struct audit_entry *e, const char *prev_hash, char out[AUDIT_HASH_HEX + 1]);
+
+/*
+ * Parse a --since value into ns since the epoch: "30s", "15m", "2h", "7d"
+ * (that long before now_ns), "@1700000000" (epoch seconds), or
+ * "2026-11-30", "2026-11-30T12:00", "2026-11-30T12:00:05[Z]" (UTC).
+ */
+int audit_parse_since(const char *s, uint64_t now_ns, uint64_t *out);
+
+#endif

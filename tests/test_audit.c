@@ -1,0 +1,436 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * test_audit.c - the audit log's promises, on a log in a fresh temp dir.
+ *
+ * The log must: chain every entry to the one before so that an edit, a
+ * deletion or a move made with raw sqlite is named at the right id; keep the
+ * chain across a close and reopen (a latchd restart); stay in WAL mode; refuse
+ * a file or directory that someone else could rewrite; and hold each
+ * (sandbox, kind) to 120 entries in any minute, carrying the count of the
+ * rest on the next entry written.  The clock is a variable here, so a window
+ * passes without sleeping, and the owner is the test's own uid, so no root.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <jansson.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "audit/audit.h"
+
+static char dir[64], path[128];
+static uint64_t fake_now;
+
+static uint64_t fake_clock(void *arg)
+{
+	return fake_now;
+}
+
+static void setup(void)
+{
+	snprintf(dir, sizeof(dir), "/tmp/latch-audit-XXXXXX");
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/audit.db", dir);
+	fake_now = 1764500000ULL * 1000000000ULL;
+}
+
+static void teardown(void)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	if (system(cmd))
+		cr_log_warn("could not remove %s", dir);
+}
+
+static struct audit_log *open_log(void)
+{
+	struct audit_opts o = { .clock = fake_clock, .owner = getuid() };
+	char err[256] = "";
+	struct audit_log *log = audit_open(path, &o, err, sizeof(err));
+
+	cr_assert_not_null(log, "audit_open: %s", err);
+	return log;
+}
+
+static int64_t add(struct audit_log *log, const char *sb, const char *kind, const char *fields)
+{
+	struct audit_entry e = {
+		.sandbox = sb, .kind = kind, .decision = "allow", .reason = "test.add", .fields = fields,
+	};
+	int rc = audit_append(log, &e);
+
+	cr_assert_eq(rc, 0, "append %s/%s: %d %s", sb, kind, rc, audit_error(log));
+	fake_now += 1000;
+	return e.id;
+}
+
+static void raw_exec(const char *sql)
+{
+	sqlite3 *db;
+	char *msg = NULL;
+
+	cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+	cr_assert_eq(sqlite3_exec(db, sql, NULL, NULL, &msg), SQLITE_OK, "%s: %s", sql, msg ? msg : "");
+	sqlite3_close(db);
+}
+
+struct collect {
+	int n;
+	int64_t ids[512];
+	char fields[512][256];
+};
+
+static int collect_one(const struct audit_entry *e, void *arg)
+{
+	struct collect *c = arg;
+
+	if (c->n < 512) {
+		c->ids[c->n] = e->id;
+		snprintf(c->fields[c->n], sizeof(c->fields[0]), "%s", e->fields);
+	}
+	c->n++;
+	return 0;
+}
+
+static int64_t verify_bad(struct audit_log *log, char *why, size_t len)
+{
+	struct audit_verify_result r;
+	int rc = audit_verify(log, &r);
+
+	if (why)
+		snprintf(why, len, "%s", r.why);
+	cr_assert(rc == 0 || rc == -EBADMSG, "verify failed to read: %d %s", rc, audit_error(log));
+	return rc ? r.first_bad_id : 0;
+}
+
+TestSuite(audit, .init = setup, .fini = teardown);
+
+Test(audit, test_append_then_query_filters_by_sandbox_kind_and_since)
+{
+	struct audit_log *log = open_log();
+	struct audit_filter f = { 0 };
+	struct collect *c = calloc(1, sizeof(*c));
+	uint64_t mid;
+
+	cr_assert_eq(add(log, "alpha", "egress", "{\"entry\":\"10.0.0.1:443\"}"), 1);
+	cr_assert_eq(add(log, "beta", "egress", NULL), 2);
+	mid = fake_now;
+	cr_assert_eq(add(log, "alpha", "attach", "{\"device\":\"veth0\"}"), 3);
+	cr_assert_eq(add(log, "alpha", "egress", "{\"b\":1,\"a\":2}"), 4);
+
+	cr_assert_eq(audit_query(log, &f, collect_one, c), 4);
+	cr_assert_str_eq(c->fields[1], "{}");
+	/* stored canonical: compact, keys sorted */
+	cr_assert_str_eq(c->fields[3], "{\"a\":2,\"b\":1}");
+
+	memset(c, 0, sizeof(*c));
+	f.sandbox = "alpha";
+	cr_assert_eq(audit_query(log, &f, collect_one, c), 3);
+	memset(c, 0, sizeof(*c));
+	f.kind = "egress";
+	cr_assert_eq(audit_query(log, &f, collect_one, c), 2);
+	cr_assert_eq(c->ids[0], 1);
+	cr_assert_eq(c->ids[1], 4);
+	memset(c, 0, sizeof(*c));
+	f.since_ns = mid;
+	cr_assert_eq(audit_query(log, &f, collect_one, c), 1);
+	cr_assert_eq(c->ids[0], 4);
+	free(c);
+	audit_close(log);
+}
+
+Test(audit, test_append_refuses_free_text_tokens_and_non_object_fields)
+{
+	struct audit_log *log = open_log();
+	struct audit_entry e = { .sandbox = "a", .kind = "egress", .decision = "allow", .reason = "has space" };
+
+	cr_assert_eq(audit_append(log, &e), -EINVAL);
+	e.reason = "ok";
+	e.fields = "[1,2]";
+	cr_assert_eq(audit_append(log, &e), -EINVAL);
+	e.fields = "{\"a\":1,\"a\":2}";
+	cr_assert_eq(audit_append(log, &e), -EINVAL);
+	cr_assert_eq(verify_bad(log, NULL, 0), 0);
+	cr_assert_eq(audit_query(log, NULL, NULL, NULL), 0, "a refused entry must not be written");
+	audit_close(log);
+}
+
+Test(audit, test_chain_verifies_and_hash_covers_prev)
+{
+	struct audit_log *log = open_log();
+	struct audit_verify_result r;
+
+	for (int i = 0; i < 10; i++)
+		add(log, "alpha", i % 2 ? "egress" : "attach", "{\"i\":1}");
+	cr_assert_eq(audit_verify(log, &r), 0, "%s", r.why);
+	cr_assert_eq(r.checked, 10);
+	cr_assert_eq(r.first_bad_id, 0);
+	audit_close(log);
+}
+
+Test(audit, test_verify_names_the_row_edited_by_raw_sqlite)
+{
+	struct audit_log *log = open_log();
+	char why[160];
+
+	for (int i = 0; i < 6; i++)
+		add(log, "alpha", "egress", "{\"entry\":\"10.0.0.1:443\"}");
+	raw_exec("UPDATE entries SET fields = '{\"entry\":\"0.0.0.0/0\"}' WHERE id = 4");
+	cr_assert_eq(verify_bad(log, why, sizeof(why)), 4, "%s", why);
+	cr_assert(strstr(why, "edited"), "why: %s", why);
+	audit_close(log);
+}
+
+Test(audit, test_verify_catches_an_edit_whose_hash_was_recomputed_at_the_next_row)
+{
+	struct audit_log *log = open_log();
+	struct audit_entry e = { .id = 3, .sandbox = "alpha", .kind = "egress", .decision = "deny",
+				 .reason = "test.add", .fields = "{}" };
+	struct collect *c = calloc(1, sizeof(*c));
+	char h[AUDIT_HASH_HEX + 1], sql[512], prev[AUDIT_HASH_HEX + 1];
+	sqlite3 *db;
+	sqlite3_stmt *st;
+
+	for (int i = 0; i < 5; i++)
+		add(log, "alpha", "egress", NULL);
+	/* a forger who knows the scheme rewrites row 3 and its own hash... */
+	cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+	cr_assert_eq(sqlite3_prepare_v2(db, "SELECT prev_hash, time_ns FROM entries WHERE id = 3", -1, &st, NULL),
+		     SQLITE_OK);
+	cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
+	snprintf(prev, sizeof(prev), "%s", sqlite3_column_text(st, 0));
+	e.time_ns = sqlite3_column_int64(st, 1);
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	audit_entry_hash(&e, prev, h);
+	snprintf(sql, sizeof(sql), "UPDATE entries SET decision = 'deny', hash = '%s' WHERE id = 3", h);
+	raw_exec(sql);
+	/* ...and the link from row 4 breaks instead */
+	cr_assert_eq(verify_bad(log, NULL, 0), 4);
+	free(c);
+	audit_close(log);
+}
+
+Test(audit, test_verify_catches_a_delete_in_the_middle)
+{
+	struct audit_log *log = open_log();
+	char why[160];
+
+	for (int i = 0; i < 5; i++)
+		add(log, "alpha", "egress", NULL);
+	raw_exec("DELETE FROM entries WHERE id = 3");
+	cr_assert_eq(verify_bad(log, why, sizeof(why)), 4, "%s", why);
+	cr_assert(strstr(why, "deleted"), "why: %s", why);
+	audit_close(log);
+}
+
+Test(audit, test_verify_catches_a_delete_of_the_first_row)
+{
+	struct audit_log *log = open_log();
+
+	for (int i = 0; i < 3; i++)
+		add(log, "alpha", "egress", NULL);
+	raw_exec("DELETE FROM entries WHERE id = 1");
+	cr_assert_eq(verify_bad(log, NULL, 0), 2);
+	audit_close(log);
+}
+
+Test(audit, test_verify_catches_two_rows_swapped)
+{
+	struct audit_log *log = open_log();
+
+	add(log, "alpha", "egress", "{\"n\":1}");
+	add(log, "alpha", "egress", "{\"n\":2}");
+	add(log, "alpha", "egress", "{\"n\":3}");
+	add(log, "alpha", "egress", "{\"n\":4}");
+	/* move rows 2 and 3, columns and hashes, to each other's ids */
+	raw_exec("UPDATE entries SET id = -2 WHERE id = 2;"
+		 "UPDATE entries SET id = 2 WHERE id = 3;"
+		 "UPDATE entries SET id = 3 WHERE id = -2;");
+	cr_assert_eq(verify_bad(log, NULL, 0), 2);
+	audit_close(log);
+}
+
+Test(audit, test_chain_survives_close_and_reopen)
+{
+	struct audit_log *log = open_log();
+	struct audit_verify_result r;
+
+	add(log, "alpha", "egress", NULL);
+	add(log, "alpha", "egress", NULL);
+	audit_close(log);
+	log = open_log();
+	cr_assert_eq(add(log, "alpha", "egress", NULL), 3);
+	cr_assert_eq(audit_verify(log, &r), 0, "%s", r.why);
+	cr_assert_eq(r.checked, 3);
+	audit_close(log);
+}
+
+Test(audit, test_two_handles_appending_build_one_chain)
+{
+	struct audit_log *a = open_log(), *b = open_log();
+	struct audit_verify_result r;
+
+	for (int i = 0; i < 20; i++)
+		add(i % 2 ? a : b, "alpha", "egress", NULL);
+	cr_assert_eq(audit_verify(a, &r), 0, "%s", r.why);
+	cr_assert_eq(r.checked, 20);
+	audit_close(a);
+	audit_close(b);
+}
+
+Test(audit, test_log_is_in_wal_mode)
+{
+	struct audit_log *log = open_log();
+	sqlite3 *db;
+	sqlite3_stmt *st;
+
+	add(log, "alpha", "egress", NULL);
+	cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+	cr_assert_eq(sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &st, NULL), SQLITE_OK);
+	cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
+	cr_assert_str_eq((const char *)sqlite3_column_text(st, 0), "wal");
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	audit_close(log);
+}
+
+Test(audit, test_121st_entry_in_a_minute_is_counted_and_rides_on_the_next)
+{
+	struct audit_log *log = open_log();
+	struct audit_entry e = { .sandbox = "alpha", .kind = "dns", .decision = "deny", .reason = "dns.refused" };
+	struct audit_filter f = { .sandbox = "alpha", .kind = "dns" };
+	struct collect *c = calloc(1, sizeof(*c));
+	uint64_t start = fake_now;
+	json_t *o;
+
+	for (int i = 0; i < 120; i++) {
+		e.fields = NULL;
+		cr_assert_eq(audit_append(log, &e), 0, "entry %d: %s", i + 1, audit_error(log));
+		fake_now += 100000000ULL; /* 12 s for all 120 */
+	}
+	cr_assert_eq(audit_append(log, &e), -EAGAIN, "the 121st within a minute must be suppressed");
+	cr_assert_eq(audit_append(log, &e), -EAGAIN);
+	cr_assert_eq(audit_append(log, &e), -EAGAIN);
+	/* the window slides: a minute after the first, one slot frees */
+	fake_now = start + AUDIT_WINDOW_NS - 1;
+	cr_assert_eq(audit_append(log, &e), -EAGAIN, "59.999... s after the first is still inside the window");
+	fake_now = start + AUDIT_WINDOW_NS;
+	e.fields = "{\"name\":\"exfil.example\"}";
+	cr_assert_eq(audit_append(log, &e), 0, "%s", audit_error(log));
+	cr_assert_eq(audit_query(log, &f, collect_one, c), 121);
+	o = json_loads(c->fields[120], 0, NULL);
+	cr_assert_not_null(o);
+	cr_assert_eq(json_integer_value(json_object_get(o, "suppressed")), 4, "fields: %s", c->fields[120]);
+	cr_assert_str_eq(json_string_value(json_object_get(o, "name")), "exfil.example");
+	json_decref(o);
+	/* the count went with that entry: the next one, 0.1 s on as a second slot frees, carries none */
+	fake_now += 100000000ULL;
+	e.fields = NULL;
+	cr_assert_eq(audit_append(log, &e), 0);
+	memset(c, 0, sizeof(*c));
+	cr_assert_eq(audit_query(log, &f, collect_one, c), 122);
+	cr_assert_str_eq(c->fields[121], "{}");
+	cr_assert_eq(verify_bad(log, NULL, 0), 0);
+	free(c);
+	audit_close(log);
+}
+
+Test(audit, test_rate_is_per_sandbox_and_kind)
+{
+	struct audit_log *log = open_log();
+	struct audit_entry e = { .decision = "deny", .reason = "dns.refused" };
+
+	e.sandbox = "alpha";
+	e.kind = "dns";
+	for (int i = 0; i < 120; i++)
+		cr_assert_eq(audit_append(log, &e), 0);
+	cr_assert_eq(audit_append(log, &e), -EAGAIN);
+	e.kind = "egress"; /* same sandbox, other kind */
+	cr_assert_eq(audit_append(log, &e), 0, "a flood of one kind must not crowd out another");
+	e.sandbox = "beta"; /* other sandbox, same kind */
+	e.kind = "dns";
+	cr_assert_eq(audit_append(log, &e), 0, "one sandbox's flood must not silence another");
+	audit_close(log);
+}
+
+Test(audit, test_refuses_world_writable_directory_with_the_fix)
+{
+	struct audit_opts o = { .clock = fake_clock, .owner = getuid() };
+	char err[256] = "";
+
+	cr_assert_eq(chmod(dir, 0777), 0);
+	cr_assert_null(audit_open(path, &o, err, sizeof(err)));
+	cr_assert_eq(errno, EPERM);
+	cr_assert(strstr(err, dir) && strstr(err, "chmod go-w"), "err: %s", err);
+}
+
+Test(audit, test_refuses_group_writable_file_with_the_fix)
+{
+	struct audit_log *log = open_log();
+	struct audit_opts o = { .clock = fake_clock, .owner = getuid() };
+	char err[256] = "";
+
+	audit_close(log);
+	cr_assert_eq(chmod(path, 0660), 0);
+	cr_assert_null(audit_open(path, &o, err, sizeof(err)));
+	cr_assert_eq(errno, EPERM);
+	cr_assert(strstr(err, path) && strstr(err, "chmod go-w"), "err: %s", err);
+}
+
+Test(audit, test_refuses_a_file_of_another_owner)
+{
+	struct audit_opts o = { .clock = fake_clock, .owner = getuid() + 1 };
+	char err[256] = "";
+
+	cr_assert_null(audit_open(path, &o, err, sizeof(err)));
+	cr_assert_eq(errno, EPERM);
+	cr_assert(strstr(err, "chown"), "err: %s", err);
+}
+
+Test(audit, test_creates_the_file_0600_whatever_the_umask)
+{
+	struct stat st;
+	mode_t old = umask(0);
+	struct audit_log *log = open_log();
+
+	umask(old);
+	cr_assert_eq(stat(path, &st), 0);
+	cr_assert_eq(st.st_mode & 0777, 0600);
+	audit_close(log);
+}
+
+Test(audit, test_readonly_open_of_a_missing_log_creates_nothing)
+{
+	struct audit_opts o = { .owner = getuid(), .readonly = 1 };
+	char err[256] = "";
+
+	cr_assert_null(audit_open(path, &o, err, sizeof(err)));
+	cr_assert_eq(errno, ENOENT);
+	cr_assert_neq(access(path, F_OK), 0);
+}
+
+Test(audit, test_parse_since)
+{
+	uint64_t now = 1764500000ULL * 1000000000ULL, t;
+
+	cr_assert_eq(audit_parse_since("15m", now, &t), 0);
+	cr_assert_eq(t, now - 900ULL * 1000000000ULL);
+	cr_assert_eq(audit_parse_since("2d", now, &t), 0);
+	cr_assert_eq(t, now - 172800ULL * 1000000000ULL);
+	cr_assert_eq(audit_parse_since("@1700000000", now, &t), 0);
+	cr_assert_eq(t, 1700000000ULL * 1000000000ULL);
+	cr_assert_eq(audit_parse_since("2026-11-30", now, &t), 0);
+	cr_assert_eq(t, 1795996800ULL * 1000000000ULL);
+	cr_assert_eq(audit_parse_since("2026-11-30T12:00:05Z", now, &t), 0);
+	cr_assert_eq(t, (1795996800ULL + 43205) * 1000000000ULL);
+	cr_assert_eq(audit_parse_since("15", now, &t), -EINVAL);
+	cr_assert_eq(audit_parse_since("15x", now, &t), -EINVAL);
+	cr_assert_eq(audit_parse_since("yesterday", now, &t), -EINVAL);
+	cr_assert_eq(audit_parse_since("2026-13-01", now, &t), -EINVAL);
+}
