@@ -1,0 +1,295 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-only
+#
+# vm_uplink.sh - the uplink path of a VM sandbox: `uplink` and `gateway` in
+# latch.conf, a routing table of the sandbox's own with the default towards
+# the uplink, and masquerade for the sandbox's subnet only.
+#
+# The uplink is a veth into a fake-internet namespace this test creates
+# (ltu-net-PID): its root-namespace end ltu-upPID is the configured `uplink`,
+# the namespace end is the `gateway`, and an HTTP server sits in the
+# namespace on another documentation address, reached only via that veth.
+# Shown with tools latch does not use:
+#   (a) before `egress allow` the guest can't reach the server;
+#   (b) after it, it can;
+#   (c) the server sees the connection from the uplink's address (masquerade);
+#   (d) the sandbox's table holds exactly latch's two routes (its subnet on the
+#       tap, default via the gateway on the uplink).  With an uplink latch's
+#       table has `default via GATEWAY`, not `unreachable default`, so instead
+#       of "unrouted is unreachable" this shows that nothing from the guest is
+#       ever routed to the host's default-route device (eth0): `ip route get
+#       ADDR from GUEST iif TAP` for the server, other documentation addresses,
+#       the host's own gateway and LAN never names it, and a guard nft table of
+#       this test counts (and drops) every packet forwarded to it while the
+#       guest sends to such addresses after they were allowed: the count stays
+#       0 while the counter of the allowed path grows;
+#   (e) `nft list table inet latch` masquerades `ip saddr . oifname` in a set
+#       whose one element is SUBNET/30 . uplink, and nothing else;
+#   (f) after destroy: no latch table (or at least no element), no rule, no
+#       routes, and `ip route show table main` and `ip rule` exactly as before.
+#
+# Test traffic never leaves the machine: every address is documentation
+# space, the server lives in the test's namespace, the namespace does not
+# forward, and the guard table drops anything forwarded to the default-route
+# device for the whole run, whatever latch does.  The EXIT trap destroys the
+# sandbox, kills the server (by PID), and removes the namespace, the veth, the
+# guard table and the temp dirs, pass or fail.
+#
+# Prints "ok ..." / "FAIL ..." lines and "N passed, M failed".  Exit 1 on
+# any failure, 77 when it can't run here.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+TOP=$(cd "$HERE/.." && pwd)
+LATCH_BIN=${LATCH_BIN:-$TOP/build/latch}
+NAME=t-upl
+TAP=lt-$NAME
+TABLE=31900
+NS=ltu-net-$$
+UP=ltu-up$$		# root-namespace end: the configured uplink
+PEER=ltu-pe$$		# namespace end: the gateway
+SRV=203.0.113.99	# the fake-internet server, on the namespace's lo
+SRV_PORT=18095
+OTHER=203.0.113.44	# a documentation address nobody answers
+GUARD=ltu_guard_$$	# this test's own nft table (inet)
+
+pass=0 failn=0
+ok() { echo "ok $*"; pass=$((pass + 1)); }
+fail() { echo "FAIL $*"; failn=$((failn + 1)); }
+check() { local name=$1; shift; if "$@" >/dev/null 2>&1; then ok "$name"; else fail "$name"; fi; }
+skip_all() { echo "skip vm_uplink: $*"; echo "0 passed, 0 failed"; exit 77; }
+
+[ "$(id -u)" = 0 ] || skip_all "needs root"
+[ -x "$LATCH_BIN" ] || skip_all "no $LATCH_BIN; run make"
+for t in ip jq python3 timeout libvirtd virtlogd nft ss; do
+	command -v "$t" >/dev/null || skip_all "needs $t"
+done
+
+# free_net CIDR...: the first candidate that overlaps no route and no address on this host
+free_net() {
+	python3 - "$@" <<'PY'
+import ipaddress, json, subprocess, sys
+used = []
+for cmd in (["ip", "-j", "route", "show", "table", "all"], ["ip", "-j", "addr", "show"]):
+    for r in json.loads(subprocess.run(cmd, capture_output=True, text=True).stdout or "[]"):
+        for d in [r.get("dst")] + [a.get("local") + "/" + str(a.get("prefixlen")) for a in r.get("addr_info", []) if a.get("family") == "inet"]:
+            if d and d != "default" and ":" not in d:
+                try:
+                    used.append(ipaddress.ip_network(d, strict=False))
+                except ValueError:
+                    pass
+for c in sys.argv[1:]:
+    n = ipaddress.ip_network(c)
+    if not any(n.overlaps(u) for u in used):
+        print(c)
+        break
+PY
+}
+# The host's default-route device and gateway (eth0 and 192.0.2.1 here): never to be used.
+DEFDEV=$(ip -j route show default | jq -r '.[0].dev // "eth0"')
+DEFGW=$(ip -j route show default | jq -r '.[0].gateway // "192.0.2.1"')
+DEFNET=$(ip -j -4 addr show dev "$DEFDEV" 2>/dev/null | jq -r '.[0].addr_info[0].local // "192.0.2.2"')
+LANADDR=${DEFNET%.*}.77 # another address on the host's LAN
+
+UPNET=$(free_net 203.0.113.248/30 198.51.100.248/30)
+[ -n "$UPNET" ] || skip_all "no free documentation /30 for the uplink veth"
+UPBASE=${UPNET%/*}
+UPADDR=${UPBASE%.*}.$((${UPBASE##*.} + 1))	# ours, on $UP
+GW=${UPBASE%.*}.$((${UPBASE##*.} + 2))	# the namespace's, the gateway
+
+TMP=
+BPFFS=
+PIDS=()
+cleanup() {
+	local p
+	set +e
+	[ -n "$TMP" ] && "$LATCH_BIN" destroy "$NAME" >/dev/null 2>&1
+	for p in "${PIDS[@]}"; do
+		kill "$p" 2>/dev/null && wait "$p" 2>/dev/null
+	done
+	ip link del "$UP" 2>/dev/null
+	ip netns del "$NS" 2>/dev/null
+	nft delete table inet "$GUARD" 2>/dev/null
+	[ -n "$BPFFS" ] && rm -rf "$BPFFS"
+	[ -n "$TMP" ] && rm -rf "$TMP"
+	return 0
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM HUP
+
+grep -qs " /sys/fs/bpf bpf " /proc/mounts || mount -t bpf bpf /sys/fs/bpf || skip_all "no bpffs"
+BPFFS=/sys/fs/bpf/latch-vmupl-$$
+mkdir -p "$BPFFS"
+TMP=$(mktemp -d /tmp/latch-vmupl.XXXXXX)
+chmod 0755 "$TMP" # libvirtd and its qemu user walk into run/latch
+
+# --- the guard, first: anything forwarded to the default-route device is counted and dropped
+nft -f - <<EOF
+table inet $GUARD {
+	counter to_default_dev { }
+	counter guest_to_uplink { }
+	chain guardfwd {
+		type filter hook forward priority -400; policy accept;
+		oifname "$DEFDEV" counter name to_default_dev drop
+		iifname "$TAP" oifname "$UP" counter name guest_to_uplink
+	}
+}
+EOF
+guard() { nft -j list counter inet "$GUARD" "$1" | jq '.nftables[] | select(.counter) | .counter.packets'; }
+
+# --- the fake internet ---------------------------------------------------------------
+ip netns add "$NS"
+ip link add "$UP" type veth peer name "$PEER"
+ip link set "$PEER" netns "$NS"
+ip addr add "$UPADDR/30" dev "$UP"
+ip link set "$UP" up
+ip -n "$NS" link set lo up
+ip -n "$NS" addr add "$GW/30" dev "$PEER"
+ip -n "$NS" addr add "$SRV/32" dev lo
+ip -n "$NS" link set "$PEER" up
+# The namespace knows only its veth and lo: no default, no route to the sandbox pool, no forwarding.
+echo 0 | ip netns exec "$NS" tee /proc/sys/net/ipv4/ip_forward >/dev/null
+mkdir -p "$TMP/www"
+echo "hello-from-fake-internet" > "$TMP/www/index.html"
+(cd "$TMP/www" && exec ip netns exec "$NS" python3 -m http.server --bind "$SRV" "$SRV_PORT" >"$TMP/srv.log" 2>&1) &
+PIDS+=($!)
+for _ in $(seq 50); do
+	ip netns exec "$NS" ss -ltnH "( sport = :$SRV_PORT )" | grep -q . && break
+	sleep 0.1
+done
+
+POOL=$(free_net ${LATCH_VM_POOLS:-198.51.100.0/26 198.51.100.64/26 203.0.113.128/26 203.0.113.192/26})
+[ -n "$POOL" ] || skip_all "no free documentation /26 for the pool on this host"
+NET=${POOL%.*/*}
+FIRST=${POOL#"$NET".}
+FIRST=${FIRST%/*}
+SUBNET=$NET.$FIRST/30
+HOST4=$NET.$((FIRST + 1))
+GUEST4=$NET.$((FIRST + 2))
+
+mkdir -p "$TMP/root/etc/latch"
+cat > "$TMP/root/etc/latch/latch.conf" <<EOF
+# vm_uplink.sh: documentation addresses only; the uplink is a veth into $NS
+pool = $POOL
+uplink = $UP
+gateway = $GW
+table_base = $TABLE
+images = ${LATCH_IMAGES:-/var/lib/latch/images}
+EOF
+chmod 0644 "$TMP/root/etc/latch/latch.conf"
+export LATCH_ROOT=$TMP/root LATCH_BPFFS=$BPFFS
+L() { "$LATCH_BIN" "$@"; }
+G() { timeout 60 "$LATCH_BIN" exec "$NAME" -- "$@"; } # run in the guest
+guest_get() { G sh -c "echo 'GET /' | nc -w 3 $1 $2" 2>/dev/null || true; }
+
+pgrep -x virtlogd >/dev/null || virtlogd -d
+pgrep -x libvirtd >/dev/null || { libvirtd -d; sleep 1; }
+
+# The root namespace's routing before latch touches it (the veth is the test's, already there).
+main_before=$(ip route show table main)
+rule_before=$(ip rule show)
+rule6_before=$(ip -6 rule show)
+had_latch_table=0
+nft list table inet latch >/dev/null 2>&1 && had_latch_table=1
+
+# --- up ----------------------------------------------------------------------------------
+rc=0
+up_json=$(L --json up "$NAME" 2>"$TMP/up.err") || rc=$?
+if [ "$rc" != 0 ]; then
+	fail "up_with_uplink: exit $rc: $(cat "$TMP/up.err")"
+	echo "$pass passed, $failn failed"
+	exit 1
+fi
+ok "up_with_uplink (guest $(echo "$up_json" | jq -r .guest_ip4), accelerator $(echo "$up_json" | jq -r .accelerator))"
+check "guest_has_assigned_address" bash -c "'$LATCH_BIN' exec $NAME -- ip -4 addr show | grep -q 'inet $GUEST4/30'"
+check "rule_from_subnet_to_own_table" bash -c "ip rule show | grep -q 'from $SUBNET lookup $TABLE'"
+
+# (a) not yet allowed
+out=$(guest_get "$SRV" "$SRV_PORT")
+check "a_guest_cannot_reach_server_before_allow" bash -c "! echo '$out' | grep -q hello && ! grep -q 'GET /' '$TMP/srv.log'"
+
+# (b) allowed
+L egress "$NAME" allow "$SRV:$SRV_PORT" >/dev/null
+out=$(guest_get "$SRV" "$SRV_PORT")
+check "b_guest_reaches_server_after_allow" bash -c "echo '$out' | grep -q hello-from-fake-internet"
+check "b_allow_opens_only_that_port" bash -c "! '$LATCH_BIN' exec $NAME -- sh -c \"echo 'GET /' | nc -w 2 $SRV 18096\" 2>/dev/null | grep -q ."
+
+# (c) masquerade: the server saw the uplink's address, never the guest's
+srcs=$(grep 'GET /' "$TMP/srv.log" | awk '{print $1}' | sort -u | tr '\n' ' ')
+echo "   server saw: ${srcs:-nothing}"
+check "c_server_sees_uplink_address_not_guest" test "$srcs" = "$UPADDR "
+
+# (d) the sandbox's table: exactly latch's two routes
+tbl=$(ip route show table "$TABLE" | sed 's/ *$//' | sort)
+want=$(printf '%s\n' "$SUBNET dev $TAP proto static scope link" "default via $GW dev $UP proto static" | sort)
+echo "   table $TABLE: $(echo "$tbl" | tr '\n' ';')"
+check "d_table_holds_exactly_latch_routes" test "$tbl" = "$want"
+check "d_table_has_no_route_naming_$DEFDEV" bash -c "! ip route show table $TABLE | grep -qw '$DEFDEV'"
+bad=
+for dst in "$SRV" "$OTHER" 198.51.100.250 203.0.113.1 "$DEFGW" "$LANADDR" "$HOST4"; do
+	r=$(ip route get "$dst" from "$GUEST4" iif "$TAP" 2>&1 || true)
+	echo "   route get $dst from $GUEST4 iif $TAP: $(echo "$r" | head -n1)"
+	case "$dst" in
+	"$HOST4") echo "$r" | grep -q "^local $HOST4 " || bad="$bad $dst" ;; # the host's own address on the tap
+	*) echo "$r" | grep -q " via $GW dev $UP " || bad="$bad $dst" ;;
+	esac
+	echo "$r" | grep -qw "$DEFDEV" && bad="$bad $dst($DEFDEV)"
+done
+check "d_route_get_never_names_${DEFDEV}_only_uplink${bad:+ (wrong:$bad)}" test -z "$bad"
+
+# Allow addresses that are not the server, including the host's own gateway and LAN, and send to them.
+L egress "$NAME" allow "$OTHER" "$DEFGW" "$LANADDR" >/dev/null
+g0=$(guard to_default_dev)
+u0=$(guard guest_to_uplink)
+for dst in "$OTHER" "$DEFGW" "$LANADDR"; do
+	out=$(guest_get "$dst" 80)
+	[ -z "$out" ] || bad="$bad $dst"
+	G ping -c 2 -W 1 "$dst" >/dev/null 2>&1 && bad="$bad ping:$dst"
+done
+check "d_allowed_but_unrouted_destinations_unreachable${bad:+ (answered:$bad)}" test -z "$bad"
+g1=$(guard to_default_dev)
+u1=$(guard guest_to_uplink)
+echo "   forwarded guest->uplink packets +$((u1 - u0)), forwarded to $DEFDEV +$((g1 - g0)) (whole run: $g1)"
+check "d_guest_traffic_forwarded_to_uplink_counted" test "$u1" -gt "$u0"
+check "d_nothing_forwarded_to_${DEFDEV}" test "$g1" = 0
+
+# (e) masquerade for the sandbox's subnet only
+nft list table inet latch > "$TMP/nft.txt" 2>&1 || true
+sed 's/^/   | /' "$TMP/nft.txt"
+elems=$(nft -j list set inet latch masq4 | jq -c '[.nftables[] | select(.set) | .set.elem[]? | .concat | [.[0].prefix.addr + "/" + (.[0].prefix.len|tostring), .[1]]]')
+echo "   masq4 elements: $elems"
+if [ "$had_latch_table" = 0 ]; then
+	check "e_masq4_has_exactly_this_subnet_and_uplink" test "$elems" = "[[\"$NET.$FIRST/30\",\"$UP\"]]"
+else
+	check "e_masq4_has_this_subnet_and_uplink" bash -c "echo '$elems' | jq -e 'index([\"$NET.$FIRST/30\",\"$UP\"]) != null'"
+fi
+check "e_no_masquerade_element_for_${DEFDEV}" bash -c "! echo '$elems' | grep -q '\"$DEFDEV\"' && ! nft -j list set inet latch masq6 | grep -q '\"$DEFDEV\"'"
+masq_rules=$(nft -j list table inet latch | jq -c '[.nftables[] | select(.rule) | select(.rule.expr | any(has("masquerade"))) | .rule.expr[0].match.right]')
+check "e_every_masquerade_rule_matches_the_sets_only ($masq_rules)" test "$masq_rules" = '["@masq4","@masq6"]'
+check "e_no_other_masquerade_on_host_names_${DEFDEV}" bash -c "! nft list ruleset | grep -E 'masquerade|snat' | grep -qw '$DEFDEV'"
+
+# Information, not a check: replies come in on the uplink, so latch enables forwarding on it.
+# With that, a packet entering from the uplink side may be routed by the main table (this
+# test's guard drops it).  latch leaves that forwarding on after destroy.
+echo "   note: forwarding on $UP=$(cat /proc/sys/net/ipv4/conf/"$UP"/forwarding); route get $DEFGW from $GW iif $UP: $(ip route get "$DEFGW" from "$GW" iif "$UP" 2>&1 | head -n1)"
+
+# (f) destroy: everything latch made for the sandbox is gone, the root namespace's routing is as before
+rc=0
+L destroy "$NAME" >/dev/null 2>&1 || rc=$?
+check "f_destroy_exits_0" test "$rc" = 0
+check "f_destroy_removes_tap" test ! -e "/sys/class/net/$TAP"
+check "f_destroy_removes_rule" bash -c "! ip rule show | grep -q 'lookup $TABLE'"
+check "f_destroy_removes_table_routes" test -z "$(ip route show table "$TABLE" 2>/dev/null)"
+if [ "$had_latch_table" = 0 ]; then
+	check "f_destroy_removes_latch_nft_table" bash -c "! nft list table inet latch"
+else
+	check "f_destroy_removes_masquerade_element" bash -c "! nft list set inet latch masq4 | grep -q '$NET.$FIRST/30'"
+fi
+check "f_main_table_as_before" test "$(ip route show table main)" = "$main_before"
+check "f_ip_rules_as_before" test "$(ip rule show)" = "$rule_before" -a "$(ip -6 rule show)" = "$rule6_before"
+check "f_no_route_left_naming_$TAP" bash -c "! ip route show table all | grep -E -w '$TAP'"
+echo "   after destroy: forwarding on $UP=$(cat /proc/sys/net/ipv4/conf/"$UP"/forwarding) (latch does not reset it)"
+check "f_nothing_forwarded_to_${DEFDEV}_whole_run" test "$(guard to_default_dev)" = 0
+
+echo "$pass passed, $failn failed"
+[ "$failn" = 0 ]
