@@ -268,10 +268,25 @@ masq_rules=$(nft -j list table inet latch | jq -c '[.nftables[] | select(.rule) 
 check "e_every_masquerade_rule_matches_the_sets_only ($masq_rules)" test "$masq_rules" = '["@masq4","@masq6"]'
 check "e_no_other_masquerade_on_host_names_${DEFDEV}" bash -c "! nft list ruleset | grep -E 'masquerade|snat' | grep -qw '$DEFDEV'"
 
-# Information, not a check: replies come in on the uplink, so latch enables forwarding on it.
-# With that, a packet entering from the uplink side may be routed by the main table (this
-# test's guard drops it).  latch leaves that forwarding on after destroy.
-echo "   note: forwarding on $UP=$(cat /proc/sys/net/ipv4/conf/"$UP"/forwarding); route get $DEFGW from $GW iif $UP: $(ip route get "$DEFGW" from "$GW" iif "$UP" 2>&1 | head -n1)"
+# (g) latch turned forwarding on for the uplink (it was off on this fresh veth), so
+# the uplink is guarded: packets arriving on it are forwarded only as replies into
+# latch's taps, never for the uplink's network to anywhere else.
+check "g_uplink_forwarding_on_while_a_sandbox_uses_it" test "$(cat /proc/sys/net/ipv4/conf/"$UP"/forwarding)" = 1
+check "g_uplink_is_in_latchs_forward_guard" bash -c "nft list set inet latch fwd_guard | grep -q '\"$UP\"'"
+guard_drops() { nft -j list chain inet latch forward | jq '[.nftables[] | select(.rule) | .rule.expr[] | select(.counter) | .counter.packets] | add // 0'; }
+no_flow() { "$LATCH_BIN" --json status "$NAME" | jq '[.sandboxes[0].counters[] | select(.reason == "drop_no_flow") | .packets] | add // 0'; }
+# The attack from the uplink side: the fake internet routes the sandbox subnet at us
+# and opens new connections to the guest (only ever towards the tap, never eth0).
+ip -n "$NS" route add "$SUBNET" via "$UPADDR" dev "$PEER"
+d0=$(guard_drops); n0=$(no_flow)
+ip netns exec "$NS" ping -c 3 -i 0.2 -W 1 "$GUEST4" >/dev/null 2>&1 || true
+ip netns exec "$NS" timeout 3 bash -c "exec 3<>/dev/tcp/$GUEST4/22" 2>/dev/null || true
+d1=$(guard_drops); n1=$(no_flow)
+check "g_new_connections_from_the_uplink_side_dropped_by_the_guard (+$((d1 - d0)))" test "$d1" -gt "$d0"
+check "g_they_never_reached_the_tap (drop_no_flow +$((n1 - n0)))" test "$n1" = "$n0"
+out=$("$LATCH_BIN" exec "$NAME" -- sh -c "echo 'GET /' | nc -w 3 $SRV $SRV_PORT" 2>/dev/null || true)
+check "g_control_replies_to_the_guest_still_pass" bash -c "echo '$out' | grep -q hello-from-fake-internet"
+ip -n "$NS" route del "$SUBNET" via "$UPADDR" dev "$PEER"
 
 # (f) destroy: everything latch made for the sandbox is gone, the root namespace's routing is as before
 rc=0
@@ -288,7 +303,7 @@ fi
 check "f_main_table_as_before" test "$(ip route show table main)" = "$main_before"
 check "f_ip_rules_as_before" test "$(ip rule show)" = "$rule_before" -a "$(ip -6 rule show)" = "$rule6_before"
 check "f_no_route_left_naming_$TAP" bash -c "! ip route show table all | grep -E -w '$TAP'"
-echo "   after destroy: forwarding on $UP=$(cat /proc/sys/net/ipv4/conf/"$UP"/forwarding) (latch does not reset it)"
+check "f_destroy_turns_uplink_forwarding_back_off" test "$(cat /proc/sys/net/ipv4/conf/"$UP"/forwarding)" = 0
 check "f_nothing_forwarded_to_${DEFDEV}_whole_run" test "$(guard to_default_dev)" = 0
 
 echo "$pass passed, $failn failed"

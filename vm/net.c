@@ -375,7 +375,7 @@ static int nft_element(char *buf, size_t len, const char *verb, const struct lat
 			subnet->family == AF_INET ? 4 : 6, a, plen, uplink);
 }
 
-static int masq_add(const struct latch_net_opts *o, char *err, size_t errlen)
+static int masq_add(const struct latch_net_opts *o, bool guard_uplink, char *err, size_t errlen)
 {
 	static const char setup[] =
 		"add table inet " LATCH_NFT_TABLE "\n"
@@ -383,7 +383,16 @@ static int masq_add(const struct latch_net_opts *o, char *err, size_t errlen)
 		"add set inet " LATCH_NFT_TABLE " masq4 { type ipv4_addr . ifname; flags interval; }\n"
 		"add set inet " LATCH_NFT_TABLE " masq6 { type ipv6_addr . ifname; flags interval; }\n"
 		"add rule inet " LATCH_NFT_TABLE " postrouting ip saddr . oifname @masq4 masquerade\n"
-		"add rule inet " LATCH_NFT_TABLE " postrouting ip6 saddr . oifname @masq6 masquerade\n";
+		"add rule inet " LATCH_NFT_TABLE " postrouting ip6 saddr . oifname @masq6 masquerade\n"
+		/*
+		 * An uplink on which latch had to turn forwarding on forwards
+		 * only replies into latch's taps: never for the uplink's network
+		 * to anywhere else (the host is no router for them).
+		 */
+		"add set inet " LATCH_NFT_TABLE " fwd_guard { type ifname; }\n"
+		"add chain inet " LATCH_NFT_TABLE " forward { type filter hook forward priority filter; policy accept; }\n"
+		"add rule inet " LATCH_NFT_TABLE " forward iifname @fwd_guard oifname != \"lt-*\" counter drop\n"
+		"add rule inet " LATCH_NFT_TABLE " forward iifname @fwd_guard ct state != { established, related } counter drop\n";
 	char cmd[512], msg[256];
 	int n;
 
@@ -392,10 +401,63 @@ static int masq_add(const struct latch_net_opts *o, char *err, size_t errlen)
 		return nfail(err, errlen, -EIO, "nftables: cannot create table inet %s: %s", LATCH_NFT_TABLE, msg);
 	n = nft_element(cmd, sizeof(cmd), "add", &o->subnet4, 30, o->uplink);
 	if (o->subnet6.family)
-		nft_element(cmd + n, sizeof(cmd) - n, "add", &o->subnet6, 64, o->uplink);
+		n += nft_element(cmd + n, sizeof(cmd) - n, "add", &o->subnet6, 64, o->uplink);
+	if (guard_uplink)
+		snprintf(cmd + n, sizeof(cmd) - n, "add element inet " LATCH_NFT_TABLE " fwd_guard { \"%s\" }\n",
+			 o->uplink);
 	if (nft_run(cmd, msg, sizeof(msg)))
 		return nfail(err, errlen, -EIO, "nftables: cannot add masquerade for %s: %s", o->tap, msg);
 	return 0;
+}
+
+/* Is IPv4 forwarding on for dev now? */
+static bool forwarding_on(const char *dev)
+{
+	char path[160], v = '0';
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/sys/net/ipv4/conf/%s/forwarding", dev);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		if (read(fd, &v, 1) != 1)
+			v = '0';
+		close(fd);
+	}
+	return v == '1';
+}
+
+/*
+ * Latch's table is going: turn forwarding off again on every uplink that
+ * latch turned it on for (the fwd_guard set lists exactly those).
+ */
+static void unguard_uplinks(void)
+{
+	struct nft_ctx *nft = nft_ctx_new(NFT_CTX_DEFAULT);
+	const char *out, *p;
+
+	if (!nft)
+		return;
+	nft_ctx_buffer_output(nft);
+	nft_ctx_buffer_error(nft);
+	if (nft_run_cmd_from_buffer(nft, "list set inet " LATCH_NFT_TABLE " fwd_guard") == 0) {
+		out = nft_ctx_get_output_buffer(nft);
+		p = out ? strstr(out, "elements") : NULL;
+		/* elements = { "up0", "up1" }: each quoted name */
+		while (p && (p = strchr(p, '"'))) {
+			const char *end = strchr(p + 1, '"');
+			char dev[IF_NAMESIZE];
+
+			if (!end)
+				break;
+			if (end - p - 1 > 0 && end - p - 1 < IF_NAMESIZE) {
+				memcpy(dev, p + 1, end - p - 1);
+				dev[end - p - 1] = '\0';
+				sysctl_dev("ipv4", dev, "forwarding", "0");
+			}
+			p = end + 1;
+		}
+	}
+	nft_ctx_free(nft);
 }
 
 static bool nft_set_empty(const char *set)
@@ -434,9 +496,11 @@ static int masq_del(const struct latch_net_opts *o, char *err, size_t errlen)
 	}
 	if (nft_run(cmd, msg, sizeof(msg)))
 		return nfail(err, errlen, -EIO, "nftables: cannot remove masquerade for %s: %s", o->tap, msg);
-	/* the last sandbox out removes latch's table */
-	if (nft_set_empty("masq4") && nft_set_empty("masq6"))
+	/* the last sandbox out removes latch's table, and the forwarding it turned on */
+	if (nft_set_empty("masq4") && nft_set_empty("masq6")) {
+		unguard_uplinks();
 		nft_run("delete table inet " LATCH_NFT_TABLE, NULL, 0);
+	}
 	return 0;
 }
 
@@ -478,6 +542,7 @@ static void down_quiet(struct nl_sock *sk, const struct latch_net_opts *o)
 int latch_net_up(const struct latch_net_opts *o, char *err, size_t errlen)
 {
 	int tapidx = if_nametoindex(o->tap), upidx = 0, r, ret;
+	bool guard_uplink = false;
 	struct nl_sock *sk;
 
 	if (!tapidx)
@@ -495,6 +560,7 @@ int latch_net_up(const struct latch_net_opts *o, char *err, size_t errlen)
 		goto fail;
 	if (upidx) {
 		/* replies come in on the uplink and are forwarded to the tap */
+		guard_uplink = !forwarding_on(o->uplink);
 		ret = link_up(sk, o->uplink, true, err, errlen);
 		if (ret)
 			goto fail;
@@ -518,7 +584,7 @@ int latch_net_up(const struct latch_net_opts *o, char *err, size_t errlen)
 		goto fail;
 	}
 	if (upidx) {
-		ret = masq_add(o, err, errlen);
+		ret = masq_add(o, guard_uplink, err, errlen);
 		if (ret)
 			goto fail;
 	}
