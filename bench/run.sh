@@ -366,23 +366,7 @@ nft_off
 # ---------------------------------------------------------------- vm
 # free_pool CIDR...: the first candidate that overlaps no route and no address on this host
 free_pool() {
-	python3 - "$@" <<'PY'
-import ipaddress, json, subprocess, sys
-used = []
-for cmd in (["ip", "-j", "route", "show", "table", "all"], ["ip", "-j", "addr", "show"]):
-    for r in json.loads(subprocess.run(cmd, capture_output=True, text=True).stdout or "[]"):
-        for d in [r.get("dst")] + [a.get("local") + "/" + str(a.get("prefixlen")) for a in r.get("addr_info", []) if a.get("family") == "inet"]:
-            if d and d != "default" and ":" not in d:
-                try:
-                    used.append(ipaddress.ip_network(d, strict=False))
-                except ValueError:
-                    pass
-for c in sys.argv[1:]:
-    n = ipaddress.ip_network(c)
-    if not any(n.overlaps(u) for u in used):
-        print(c)
-        break
-PY
+	python3 "$ROOT/selftests/free_net.py" "$@"
 }
 VM_NOTE=""
 vm_part() {

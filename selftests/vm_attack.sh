@@ -59,23 +59,7 @@ done
 
 # free_pool CIDR...: the first candidate that overlaps no route and no address on this host
 free_pool() {
-	python3 - "$@" <<'PY'
-import ipaddress, json, subprocess, sys
-used = []
-for cmd in (["ip", "-j", "route", "show", "table", "all"], ["ip", "-j", "addr", "show"]):
-    for r in json.loads(subprocess.run(cmd, capture_output=True, text=True).stdout or "[]"):
-        for d in [r.get("dst")] + [a.get("local") + "/" + str(a.get("prefixlen")) for a in r.get("addr_info", []) if a.get("family") == "inet"]:
-            if d and d != "default" and ":" not in d:
-                try:
-                    used.append(ipaddress.ip_network(d, strict=False))
-                except ValueError:
-                    pass
-for c in sys.argv[1:]:
-    n = ipaddress.ip_network(c)
-    if not any(n.overlaps(u) for u in used):
-        print(c)
-        break
-PY
+	python3 "$TOP/selftests/free_net.py" "$@"
 }
 # A /26 of documentation space that no route or address on this host touches
 # (eth0 may sit in 192.0.2.0/24; other guest tests may hold other /26s).

@@ -67,23 +67,7 @@ done
 
 # free_net CIDR...: the first candidate that overlaps no route and no address on this host
 free_net() {
-	python3 - "$@" <<'PY'
-import ipaddress, json, subprocess, sys
-used = []
-for cmd in (["ip", "-j", "route", "show", "table", "all"], ["ip", "-j", "addr", "show"]):
-    for r in json.loads(subprocess.run(cmd, capture_output=True, text=True).stdout or "[]"):
-        for d in [r.get("dst")] + [a.get("local") + "/" + str(a.get("prefixlen")) for a in r.get("addr_info", []) if a.get("family") == "inet"]:
-            if d and d != "default" and ":" not in d:
-                try:
-                    used.append(ipaddress.ip_network(d, strict=False))
-                except ValueError:
-                    pass
-for c in sys.argv[1:]:
-    n = ipaddress.ip_network(c)
-    if not any(n.overlaps(u) for u in used):
-        print(c)
-        break
-PY
+	python3 "$TOP/selftests/free_net.py" "$@"
 }
 # The host's default-route device and gateway (eth0 and 192.0.2.1 here): never to be used.
 DEFDEV=$(ip -j route show default | jq -r '.[0].dev // "eth0"')

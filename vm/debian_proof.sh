@@ -22,23 +22,7 @@ command -v debootstrap >/dev/null && command -v qemu-img >/dev/null ||
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -q debootstrap qemu-utils e2fsprogs >&2
 # free_pool CIDR...: the first candidate that overlaps no route and no address on this host
 free_pool() {
-	python3 - "$@" <<'PY'
-import ipaddress, json, subprocess, sys
-used = []
-for cmd in (["ip", "-j", "route", "show", "table", "all"], ["ip", "-j", "addr", "show"]):
-    for r in json.loads(subprocess.run(cmd, capture_output=True, text=True).stdout or "[]"):
-        for d in [r.get("dst")] + [a.get("local") + "/" + str(a.get("prefixlen")) for a in r.get("addr_info", []) if a.get("family") == "inet"]:
-            if d and d != "default" and ":" not in d:
-                try:
-                    used.append(ipaddress.ip_network(d, strict=False))
-                except ValueError:
-                    pass
-for c in sys.argv[1:]:
-    n = ipaddress.ip_network(c)
-    if not any(n.overlaps(u) for u in used):
-        print(c)
-        break
-PY
+	python3 "$TOP/selftests/free_net.py" "$@"
 }
 POOL=$(free_pool 198.51.100.64/26 198.51.100.0/26 203.0.113.128/26)
 [ -n "$POOL" ] || { echo "${0##*/}: no free documentation /26 for the pool on this host" >&2; exit 1; }
