@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "audit/audit.h"
+#include "loader/parse.h"
 
 static const char genesis[AUDIT_HASH_HEX + 1] = "0000000000000000000000000000000000000000000000000000000000000000";
 
@@ -51,18 +52,6 @@ struct audit_log {
 	struct rl_slot *rl[RL_BUCKETS];
 	char errmsg[256];
 };
-
-__attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return -1;
-}
 
 static uint64_t realtime_ns(void *arg)
 {
@@ -114,13 +103,13 @@ static int check_owner(const char *path, const struct stat *st, uid_t owner, int
 		       size_t errlen)
 {
 	if (!is_dir && !S_ISREG(st->st_mode))
-		return fail(err, errlen, "audit log %s is not a regular file; remove it and let latch create it", path);
+		return latch_errf(err, errlen, -1, "audit log %s is not a regular file; remove it and let latch create it", path);
 	if (st->st_uid != owner)
-		return fail(err, errlen, "audit log %s %s is owned by uid %u, not %u; fix: chown %u %s",
+		return latch_errf(err, errlen, -1, "audit log %s %s is owned by uid %u, not %u; fix: chown %u %s",
 			    is_dir ? "directory" : "file", path, (unsigned)st->st_uid, (unsigned)owner,
 			    (unsigned)owner, path);
 	if (st->st_mode & (S_IWGRP | S_IWOTH))
-		return fail(err, errlen, "audit log %s %s is group- or world-writable (mode %04o); fix: chmod go-w %s",
+		return latch_errf(err, errlen, -1, "audit log %s %s is group- or world-writable (mode %04o); fix: chmod go-w %s",
 			    is_dir ? "directory" : "file", path, (unsigned)(st->st_mode & 07777), path);
 	return 0;
 }
@@ -150,7 +139,7 @@ static int check_paths(const char *path, const struct audit_opts *o, char *err, 
 	struct stat st;
 
 	if (snprintf(dir, sizeof(dir), "%s", path) >= (int)sizeof(dir)) {
-		fail(err, errlen, "audit log path %s is too long", path);
+		latch_errf(err, errlen, -1, "audit log path %s is too long", path);
 		return -ENAMETOOLONG;
 	}
 	dirname(dir);
@@ -158,22 +147,22 @@ static int check_paths(const char *path, const struct audit_opts *o, char *err, 
 		int e = errno;
 
 		if (e != ENOENT || o->readonly) {
-			fail(err, errlen, "audit log directory %s: %s", dir, strerror(e));
+			latch_errf(err, errlen, -1, "audit log directory %s: %s", dir, strerror(e));
 			return -e;
 		}
 		e = mkdir_p(dir);
 		if (e) {
-			fail(err, errlen, "audit log directory %s: mkdir: %s", dir, strerror(-e));
+			latch_errf(err, errlen, -1, "audit log directory %s: mkdir: %s", dir, strerror(-e));
 			return e;
 		}
 		if (stat(dir, &st)) {
 			e = errno;
-			fail(err, errlen, "audit log directory %s: %s", dir, strerror(e));
+			latch_errf(err, errlen, -1, "audit log directory %s: %s", dir, strerror(e));
 			return -e;
 		}
 	}
 	if (!S_ISDIR(st.st_mode)) {
-		fail(err, errlen, "audit log directory %s is not a directory", dir);
+		latch_errf(err, errlen, -1, "audit log directory %s is not a directory", dir);
 		return -ENOTDIR;
 	}
 	if (check_owner(dir, &st, o->owner, 1, err, errlen))
@@ -182,7 +171,7 @@ static int check_paths(const char *path, const struct audit_opts *o, char *err, 
 		int e = errno, fd;
 
 		if (e != ENOENT || o->readonly) {
-			fail(err, errlen, e == ENOENT ? "no audit log at %s yet: nothing has been recorded"
+			latch_errf(err, errlen, -1, e == ENOENT ? "no audit log at %s yet: nothing has been recorded"
 						      : "audit log %s: %s",
 			     path, strerror(e));
 			return -e;
@@ -191,14 +180,14 @@ static int check_paths(const char *path, const struct audit_opts *o, char *err, 
 		fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 		if (fd < 0 && errno != EEXIST) {
 			e = errno;
-			fail(err, errlen, "audit log %s: create: %s", path, strerror(e));
+			latch_errf(err, errlen, -1, "audit log %s: create: %s", path, strerror(e));
 			return -e;
 		}
 		if (fd >= 0)
 			close(fd);
 		if (lstat(path, &st)) {
 			e = errno;
-			fail(err, errlen, "audit log %s: %s", path, strerror(e));
+			latch_errf(err, errlen, -1, "audit log %s: %s", path, strerror(e));
 			return -e;
 		}
 	}
@@ -236,7 +225,7 @@ struct audit_log *audit_open(const char *path, const struct audit_opts *opts, ch
 	}
 	log = calloc(1, sizeof(*log));
 	if (!log) {
-		fail(err, errlen, "out of memory");
+		latch_errf(err, errlen, -1, "out of memory");
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -251,7 +240,7 @@ struct audit_log *audit_open(const char *path, const struct audit_opts *opts, ch
 				     SQLITE_OPEN_FULLMUTEX,
 			     NULL);
 	if (rc != SQLITE_OK) {
-		fail(err, errlen, "audit log %s: %s", path, log->db ? sqlite3_errmsg(log->db) : "cannot open");
+		latch_errf(err, errlen, -1, "audit log %s: %s", path, log->db ? sqlite3_errmsg(log->db) : "cannot open");
 		e = sqlite_errno(rc);
 		goto fail_db;
 	}
@@ -262,7 +251,7 @@ struct audit_log *audit_open(const char *path, const struct audit_opts *opts, ch
 		if (rc == SQLITE_OK)
 			rc = sqlite3_exec(log->db, schema, NULL, NULL, &msg);
 		if (rc != SQLITE_OK) {
-			fail(err, errlen, "audit log %s: %s", path, msg ? msg : sqlite3_errmsg(log->db));
+			latch_errf(err, errlen, -1, "audit log %s: %s", path, msg ? msg : sqlite3_errmsg(log->db));
 			sqlite3_free(msg);
 			e = sqlite_errno(rc);
 			goto fail_db;

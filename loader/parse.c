@@ -16,7 +16,7 @@
 
 #include "loader/parse.h"
 
-__attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errlen, const char *fmt, ...)
+int latch_errf(char *err, size_t errlen, int ret, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -25,7 +25,7 @@ __attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errlen, 
 		vsnprintf(err, errlen, fmt, ap);
 		va_end(ap);
 	}
-	return -EINVAL;
+	return ret;
 }
 
 int latch_parse_name(const char *s, char *err, size_t errlen)
@@ -33,11 +33,11 @@ int latch_parse_name(const char *s, char *err, size_t errlen)
 	size_t n = strlen(s);
 
 	if (n < 1 || n > LATCH_NAME_MAX)
-		return fail(err, errlen, "sandbox name '%s' must be 1-%d characters of a-z, 0-9 and '-'", s,
+		return latch_errf(err, errlen, -EINVAL, "sandbox name '%s' must be 1-%d characters of a-z, 0-9 and '-'", s,
 			    LATCH_NAME_MAX);
 	for (size_t i = 0; i < n; i++)
 		if (!(islower((unsigned char)s[i]) || isdigit((unsigned char)s[i]) || s[i] == '-'))
-			return fail(err, errlen, "sandbox name '%s' has '%c'; use only a-z, 0-9 and '-'", s,
+			return latch_errf(err, errlen, -EINVAL, "sandbox name '%s' has '%c'; use only a-z, 0-9 and '-'", s,
 				    s[i]);
 	return 0;
 }
@@ -46,17 +46,17 @@ int latch_parse_mac(const char *s, uint8_t mac[6], char *err, size_t errlen)
 {
 	/* exactly xx:xx:xx:xx:xx:xx; sscanf alone would take signs, blanks, 0x */
 	if (strlen(s) != 17)
-		return fail(err, errlen, "MAC '%s' is not of the form 52:54:00:12:34:56", s);
+		return latch_errf(err, errlen, -EINVAL, "MAC '%s' is not of the form 52:54:00:12:34:56", s);
 	for (int i = 0; i < 17; i++)
 		if (i % 3 == 2 ? s[i] != ':' : !isxdigit((unsigned char)s[i]))
-			return fail(err, errlen, "MAC '%s' is not of the form 52:54:00:12:34:56", s);
+			return latch_errf(err, errlen, -EINVAL, "MAC '%s' is not of the form 52:54:00:12:34:56", s);
 	for (int i = 0; i < 6; i++) {
 		char hex[3] = { s[i * 3], s[i * 3 + 1], 0 };
 
 		mac[i] = strtoul(hex, NULL, 16);
 	}
 	if (mac[0] & 1)
-		return fail(err, errlen, "MAC '%s' is a multicast address; give the guest's unicast MAC", s);
+		return latch_errf(err, errlen, -EINVAL, "MAC '%s' is a multicast address; give the guest's unicast MAC", s);
 	return 0;
 }
 
@@ -71,7 +71,7 @@ int latch_parse_addr(const char *s, struct latch_addr *a, char *err, size_t errl
 		a->family = AF_INET6;
 		return 0;
 	}
-	return fail(err, errlen, "'%s' is not an IPv4 or IPv6 address", s);
+	return latch_errf(err, errlen, -EINVAL, "'%s' is not an IPv4 or IPv6 address", s);
 }
 
 int latch_parse_uint(const char *s, uint32_t min, uint32_t max, uint32_t *out)
@@ -94,7 +94,7 @@ int latch_parse_port(const char *s, uint16_t *port, char *err, size_t errlen)
 	uint32_t v;
 
 	if (latch_parse_uint(s, 1, 65535, &v))
-		return fail(err, errlen, "port '%s' must be a number from 1 to 65535", s);
+		return latch_errf(err, errlen, -EINVAL, "port '%s' must be a number from 1 to 65535", s);
 	*port = v;
 	return 0;
 }
@@ -105,11 +105,11 @@ int latch_parse_ports(const char *s, struct latch_port_range *out, int max, int 
 
 	*n = 0;
 	if (strlen(s) >= sizeof(buf))
-		return fail(err, errlen, "port list '%s' is too long", s);
+		return latch_errf(err, errlen, -EINVAL, "port list '%s' is too long", s);
 	if (!*s)
-		return fail(err, errlen, "empty port list after ':'; write e.g. :443 or :80,443 or :8000-8100");
+		return latch_errf(err, errlen, -EINVAL, "empty port list after ':'; write e.g. :443 or :80,443 or :8000-8100");
 	if (s[0] == ',' || s[strlen(s) - 1] == ',' || strstr(s, ",,"))
-		return fail(err, errlen, "port list '%s' has an empty part; write e.g. 80,443", s);
+		return latch_errf(err, errlen, -EINVAL, "port list '%s' has an empty part; write e.g. 80,443", s);
 	strcpy(buf, s);
 	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
 		char *dash = strchr(tok, '-');
@@ -120,7 +120,7 @@ int latch_parse_ports(const char *s, struct latch_port_range *out, int max, int 
 			if (latch_parse_port(tok, &lo, err, errlen) || latch_parse_port(dash + 1, &hi, err, errlen))
 				return -EINVAL;
 			if (lo > hi)
-				return fail(err, errlen, "port range %u-%u runs backwards; write %u-%u", lo, hi, hi,
+				return latch_errf(err, errlen, -EINVAL, "port range %u-%u runs backwards; write %u-%u", lo, hi, hi,
 					    lo);
 		} else {
 			if (latch_parse_port(tok, &lo, err, errlen))
@@ -128,13 +128,13 @@ int latch_parse_ports(const char *s, struct latch_port_range *out, int max, int 
 			hi = lo;
 		}
 		if (*n >= max)
-			return fail(err, errlen, "port list '%s' has more than %d parts; use a range", s, max);
+			return latch_errf(err, errlen, -EINVAL, "port list '%s' has more than %d parts; use a range", s, max);
 		out[*n].lo = lo;
 		out[*n].hi = hi;
 		(*n)++;
 	}
 	if (!*n)
-		return fail(err, errlen, "empty port list '%s'", s);
+		return latch_errf(err, errlen, -EINVAL, "empty port list '%s'", s);
 	return 0;
 }
 
@@ -166,7 +166,7 @@ static int parse_cidr(char *s, const char *whole, struct latch_entry *e, char *e
 	if (slash)
 		*slash = '\0';
 	if (latch_parse_addr(s, &e->addr, NULL, 0))
-		return fail(err, errlen,
+		return latch_errf(err, errlen, -EINVAL,
 			    "'%s': '%s' is not an IPv4 or IPv6 address (write ADDR|CIDR[:PORTS][/tcp|udp|icmp], "
 			    "IPv6 with ports in brackets: [2001:db8::1]:443)",
 			    whole, s);
@@ -174,7 +174,7 @@ static int parse_cidr(char *s, const char *whole, struct latch_entry *e, char *e
 	e->prefixlen = max;
 	if (slash) {
 		if (latch_parse_uint(slash + 1, 0, max, &plen))
-			return fail(err, errlen, "'%s': prefix length '%s' must be 0 to %d", whole, slash + 1, max);
+			return latch_errf(err, errlen, -EINVAL, "'%s': prefix length '%s' must be 0 to %d", whole, slash + 1, max);
 		e->prefixlen = plen;
 		if (!host_bits_clear(&e->addr, plen)) {
 			char fixed[INET6_ADDRSTRLEN];
@@ -182,7 +182,7 @@ static int parse_cidr(char *s, const char *whole, struct latch_entry *e, char *e
 
 			clear_host_bits(&net, plen);
 			latch_addr_format(&net, fixed, sizeof(fixed));
-			return fail(err, errlen, "'%s' has host bits set; did you mean %s/%u?", whole, fixed, plen);
+			return latch_errf(err, errlen, -EINVAL, "'%s' has host bits set; did you mean %s/%u?", whole, fixed, plen);
 		}
 	}
 	return 0;
@@ -199,7 +199,7 @@ int latch_parse_entry(const char *s, struct latch_entry *e, char *err, size_t er
 
 	memset(e, 0, sizeof(*e));
 	if (n == 0 || n >= sizeof(buf))
-		return fail(err, errlen, "entry '%s' is empty or too long", s);
+		return latch_errf(err, errlen, -EINVAL, "entry '%s' is empty or too long", s);
 	strcpy(buf, s);
 	e->proto = LATCH_PROTO_ANY;
 	for (size_t i = 0; i < sizeof(protos) / sizeof(protos[0]); i++) {
@@ -215,15 +215,15 @@ int latch_parse_entry(const char *s, struct latch_entry *e, char *err, size_t er
 	if (buf[0] == '[') {
 		p = strchr(buf, ']');
 		if (!p)
-			return fail(err, errlen, "'%s': '[' without ']'; write [2001:db8::1]:443", s);
+			return latch_errf(err, errlen, -EINVAL, "'%s': '[' without ']'; write [2001:db8::1]:443", s);
 		*p = '\0';
 		addr = buf + 1;
 		if (p[1] == ':')
 			ports = p + 2;
 		else if (p[1])
-			return fail(err, errlen, "'%s': expected ':PORTS' after ']'", s);
+			return latch_errf(err, errlen, -EINVAL, "'%s': expected ':PORTS' after ']'", s);
 		if (!strchr(addr, ':'))
-			return fail(err, errlen, "'%s': brackets are for IPv6; write IPv4 as 203.0.113.7:443", s);
+			return latch_errf(err, errlen, -EINVAL, "'%s': brackets are for IPv6; write IPv4 as 203.0.113.7:443", s);
 	} else if ((p = strchr(buf, ':')) && strchr(p + 1, ':')) {
 		addr = buf; /* bare IPv6: no ports without brackets */
 	} else {
@@ -239,9 +239,9 @@ int latch_parse_entry(const char *s, struct latch_entry *e, char *err, size_t er
 		char perr[LATCH_ERR_MAX];
 
 		if (latch_parse_ports(ports, e->ports, LATCH_RULES_MAX, &e->n_ports, perr, sizeof(perr)))
-			return fail(err, errlen, "'%s': %s", s, perr);
+			return latch_errf(err, errlen, -EINVAL, "'%s': %s", s, perr);
 		if (e->proto == LATCH_PROTO_ICMP)
-			return fail(err, errlen, "'%s': ICMP has no ports; write ADDR/icmp", s);
+			return latch_errf(err, errlen, -EINVAL, "'%s': ICMP has no ports; write ADDR/icmp", s);
 	}
 	return 0;
 }

@@ -43,6 +43,12 @@ struct latch_entry {
 	struct latch_port_range ports[LATCH_RULES_MAX];
 };
 
+/*
+ * Write one line into err (when there is room for it) and return ret: the
+ * way every function that takes (err, errlen) reports a failure.
+ */
+__attribute__((format(printf, 4, 5))) int latch_errf(char *err, size_t errlen, int ret, const char *fmt, ...);
+
 int latch_parse_name(const char *s, char *err, size_t errlen);
 int latch_parse_mac(const char *s, uint8_t mac[6], char *err, size_t errlen);
 int latch_parse_addr(const char *s, struct latch_addr *a, char *err, size_t errlen);

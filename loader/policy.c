@@ -10,24 +10,11 @@
 #include <arpa/inet.h>
 #include <bpf/bpf.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "loader/policy.h"
-
-__attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return -EINVAL;
-}
 
 static int same_ports(const struct latch_rule *a, const struct latch_rule *b)
 {
@@ -334,7 +321,7 @@ int latch_policy_allow(struct latch_sandbox *sb, const struct latch_entry *e, ui
 	int rc;
 
 	if (latch_sandbox_read_config(sb, &cfg))
-		return fail(err, errlen, "cannot read the config of '%s'", latch_sandbox_name(sb));
+		return latch_errf(err, errlen, -EINVAL, "cannot read the config of '%s'", latch_sandbox_name(sb));
 	latch_entry_format(e, text, sizeof(text));
 	key_make(k, cfg.policy_gen, e->addr.bytes, e->prefixlen, key);
 	if (!lookup_exact(sb, k, key, &v))
@@ -346,7 +333,7 @@ int latch_policy_allow(struct latch_sandbox *sb, const struct latch_entry *e, ui
 
 		latch_entry_rule(e, i, expires_ns, origin, &r);
 		if (latch_rules_merge(&v, &r))
-			return fail(err, errlen, "%s: more than %d port rules on one address; use a range", text,
+			return latch_errf(err, errlen, -EINVAL, "%s: more than %d port rules on one address; use a range", text,
 				    LATCH_RULES_MAX);
 	}
 	/* Flags first: a trie entry must never sit where the program skips it. */
@@ -359,10 +346,10 @@ int latch_policy_allow(struct latch_sandbox *sb, const struct latch_entry *e, ui
 		rc = bpf_map_update_elem(fd_of(sb, k), key, &v, BPF_ANY) ? -errno : 0;
 	}
 	if (rc == -E2BIG)
-		return fail(err, errlen, "%s: with the prefixes that cover it, more than %d port rules", text,
+		return latch_errf(err, errlen, -EINVAL, "%s: with the prefixes that cover it, more than %d port rules", text,
 			    LATCH_RULES_MAX);
 	if (rc)
-		return fail(err, errlen, "%s: map update failed: %s", text, strerror(-rc));
+		return latch_errf(err, errlen, -EINVAL, "%s: map update failed: %s", text, strerror(-rc));
 	return 0;
 }
 
@@ -374,7 +361,7 @@ int latch_policy_revoke(struct latch_sandbox *sb, const struct latch_entry *e, c
 	int removed = 0, rc = 0;
 
 	if (latch_sandbox_read_config(sb, &cfg))
-		return fail(err, errlen, "cannot read the config of '%s'", latch_sandbox_name(sb));
+		return latch_errf(err, errlen, -EINVAL, "cannot read the config of '%s'", latch_sandbox_name(sb));
 	latch_entry_format(e, text, sizeof(text));
 	for (int timed = 0; timed < 2 && !rc; timed++) {
 		const struct kind *k = kind_for(e->addr.family, full, timed);
@@ -400,14 +387,14 @@ int latch_policy_revoke(struct latch_sandbox *sb, const struct latch_entry *e, c
 		}
 	}
 	if (rc)
-		return fail(err, errlen, "%s: map update failed: %s", text, strerror(-rc));
+		return latch_errf(err, errlen, -EINVAL, "%s: map update failed: %s", text, strerror(-rc));
 	if (!removed) {
-		fail(err, errlen, "%s: no such entry (see `latch egress %s show`)", text, latch_sandbox_name(sb));
+		latch_errf(err, errlen, -EINVAL, "%s: no such entry (see `latch egress %s show`)", text, latch_sandbox_name(sb));
 		return -ENOENT;
 	}
 	/* Established flows to what was removed must be checked again. */
 	rc = set_flags(sb, 0, 1);
-	return rc ? fail(err, errlen, "cannot bump the policy version: %s", strerror(-rc)) : 0;
+	return rc ? latch_errf(err, errlen, -EINVAL, "cannot bump the policy version: %s", strerror(-rc)) : 0;
 }
 
 /* Sorts pointers, not the entries: 65,536 moves of a pointer, not of 100 bytes. */
@@ -535,23 +522,23 @@ int latch_policy_replace(struct latch_sandbox *sb, const struct latch_entry *ent
 	int rc = 0;
 
 	if (latch_sandbox_read_config(sb, &cfg))
-		return fail(err, errlen, "cannot read the config of '%s'", latch_sandbox_name(sb));
+		return latch_errf(err, errlen, -EINVAL, "cannot read the config of '%s'", latch_sandbox_name(sb));
 	next_gen = cfg.policy_gen ^ 1;
 	/* Leftovers under the idle generation (a switch not yet collected, or cut short) */
 	if (cfg.flags & LATCH_CFG_IDLE_DIRTY) {
 		rc = latch_policy_gc(sb);
 		if (rc)
-			return fail(err, errlen, "cannot clear the idle policy generation: %s", strerror(-rc));
+			return latch_errf(err, errlen, -EINVAL, "cannot clear the idle policy generation: %s", strerror(-rc));
 	}
 	cfg.flags |= LATCH_CFG_IDLE_DIRTY;
 	if (latch_sandbox_write_config(sb, &cfg))
-		return fail(err, errlen, "cannot update the config of '%s'", latch_sandbox_name(sb));
+		return latch_errf(err, errlen, -EINVAL, "cannot update the config of '%s'", latch_sandbox_name(sb));
 
 	sorted = malloc((n ? n : 1) * sizeof(*sorted));
 	keys = malloc((n ? n : 1) * 20);
 	vals = calloc(n ? n : 1, sizeof(*vals));
 	if (!sorted || !keys || !vals) {
-		rc = fail(err, errlen, "out of memory");
+		rc = latch_errf(err, errlen, -EINVAL, "out of memory");
 		goto out;
 	}
 	for (int i = 0; i < n; i++)
@@ -580,7 +567,7 @@ int latch_policy_replace(struct latch_sandbox *sb, const struct latch_entry *ent
 				latch_entry_rule(e, p, 0, LATCH_ORIGIN_PROFILE, &r);
 				if (latch_rules_merge(&vals[cnt - 1], &r)) {
 					latch_entry_format(e, text, sizeof(text));
-					rc = fail(err, errlen, "%s: more than %d port rules on one address", text,
+					rc = latch_errf(err, errlen, -EINVAL, "%s: more than %d port rules on one address", text,
 						  LATCH_RULES_MAX);
 					break;
 				}
@@ -599,7 +586,7 @@ int latch_policy_replace(struct latch_sandbox *sb, const struct latch_entry *ent
 		LIBBPF_OPTS(bpf_map_batch_opts, bo);
 
 		if (bpf_map_update_batch(fd_of(sb, k), keys, vals, &count, &bo))
-			rc = fail(err, errlen, "batch update of %s failed after %u entries: %s",
+			rc = latch_errf(err, errlen, -EINVAL, "batch update of %s failed after %u entries: %s",
 				  latch_map_names[k->map], count, strerror(errno));
 	}
 	/* Prefixes: one by one, so that covering rules are copied down. */
@@ -621,13 +608,13 @@ int latch_policy_replace(struct latch_sandbox *sb, const struct latch_entry *ent
 
 			latch_entry_rule(e, p, 0, LATCH_ORIGIN_PROFILE, &r);
 			if (latch_rules_merge(&v, &r))
-				rc = fail(err, errlen, "too many port rules on one prefix");
+				rc = latch_errf(err, errlen, -EINVAL, "too many port rules on one prefix");
 		}
 		if (!rc && set_flags(sb, flags, 0))
-			rc = fail(err, errlen, "cannot update the config");
+			rc = latch_errf(err, errlen, -EINVAL, "cannot update the config");
 		if (!rc && (lpm_refresh(sb, k, next_gen, e->addr.bytes, e->prefixlen, &v) ||
 			    lpm_refresh_below(sb, k, next_gen, e->addr.bytes, e->prefixlen)))
-			rc = fail(err, errlen, "prefix update failed: %s", strerror(errno));
+			rc = latch_errf(err, errlen, -EINVAL, "prefix update failed: %s", strerror(errno));
 	}
 	if (rc) {
 		for (int i = 0; i < 4; i++)
@@ -640,7 +627,7 @@ int latch_policy_replace(struct latch_sandbox *sb, const struct latch_entry *ent
 	cfg.policy_version++;
 	cfg.flags |= flags;
 	if (latch_sandbox_write_config(sb, &cfg)) {
-		rc = fail(err, errlen, "cannot switch the policy generation: %s", strerror(errno));
+		rc = latch_errf(err, errlen, -EINVAL, "cannot switch the policy generation: %s", strerror(errno));
 		for (int i = 0; i < 4; i++)
 			drop_generation(sb, &kinds[i], next_gen);
 		goto out;

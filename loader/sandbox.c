@@ -12,7 +12,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <linux/magic.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,18 +42,6 @@ struct latch_sandbox {
 	char name[LATCH_NAME_MAX + 1];
 	int fd[LATCH_MAP_COUNT];
 };
-
-__attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return -1;
-}
 
 uint64_t latch_now_boot_ns(void)
 {
@@ -99,16 +86,16 @@ int latch_bpffs_ensure(char *err, size_t errlen)
 
 	if (!is_bpffs(root)) {
 		if (mkdir(root, 0700) && errno != EEXIST)
-			return fail(err, errlen, "cannot create %s: %s", root, strerror(errno));
+			return latch_errf(err, errlen, -1, "cannot create %s: %s", root, strerror(errno));
 		if (mount("bpf", root, "bpf", 0, "mode=0700"))
-			return fail(err, errlen, "bpffs is not mounted at %s and mounting it failed: %s (run as root)",
+			return latch_errf(err, errlen, -1, "bpffs is not mounted at %s and mounting it failed: %s (run as root)",
 				    root, strerror(errno));
 		if (!is_bpffs(root))
-			return fail(err, errlen, "%s is not a bpffs even after mounting one", root);
+			return latch_errf(err, errlen, -1, "%s is not a bpffs even after mounting one", root);
 	}
 	latch_sandbox_dir(NULL, dir, sizeof(dir));
 	if (mkdir(dir, 0700) && errno != EEXIST)
-		return fail(err, errlen, "cannot create %s: %s", dir, strerror(errno));
+		return latch_errf(err, errlen, -1, "cannot create %s: %s", dir, strerror(errno));
 	return 0;
 }
 
@@ -180,7 +167,7 @@ static struct latch_tc *open_pinned(const char *name, char *err, size_t errlen)
 	char path[PATH_MAX];
 
 	if (!s) {
-		fail(err, errlen, "cannot open the BPF object: %s", strerror(errno));
+		latch_errf(err, errlen, -1, "cannot open the BPF object: %s", strerror(errno));
 		return NULL;
 	}
 	for (int i = 0; i < LATCH_MAP_COUNT; i++) {
@@ -188,7 +175,7 @@ static struct latch_tc *open_pinned(const char *name, char *err, size_t errlen)
 
 		if (!m || pin_path(name, latch_map_names[i], path, sizeof(path)) ||
 		    bpf_map__set_pin_path(m, path)) {
-			fail(err, errlen, "cannot set the pin path of map %s", latch_map_names[i]);
+			latch_errf(err, errlen, -1, "cannot set the pin path of map %s", latch_map_names[i]);
 			latch_tc__destroy(s);
 			return NULL;
 		}
@@ -203,11 +190,11 @@ static int pin_programs(struct latch_tc *s, const char *name, char *err, size_t 
 
 	for (int i = 0; i < LATCH_DIR_COUNT; i++) {
 		if (pin_path(name, prog_pin_names[i], path, sizeof(path)))
-			return fail(err, errlen, "pin path too long");
+			return latch_errf(err, errlen, -1, "pin path too long");
 		/* Replacing our own program pin is the point of a re-attach. */
 		unlink(path);
 		if (bpf_program__pin(progs[i], path))
-			return fail(err, errlen, "cannot pin %s: %s", path, strerror(errno));
+			return latch_errf(err, errlen, -1, "cannot pin %s: %s", path, strerror(errno));
 	}
 	return 0;
 }
@@ -261,33 +248,33 @@ int latch_sandbox_create(const struct latch_sandbox_opts *o, char *err, size_t e
 	int err_no;
 
 	if (!ifindex)
-		return fail(err, errlen, "device '%s' does not exist; give the host end of the sandbox's link",
+		return latch_errf(err, errlen, -1, "device '%s' does not exist; give the host end of the sandbox's link",
 			    o->ifname);
 	if (latch_bpffs_ensure(err, errlen))
 		return -1;
 	if (latch_sandbox_exists(o->name))
-		return fail(err, errlen, "sandbox '%s' already exists; `latch detach %s` first", o->name, o->name);
+		return latch_errf(err, errlen, -1, "sandbox '%s' already exists; `latch detach %s` first", o->name, o->name);
 	latch_sandbox_dir(o->name, dir, sizeof(dir));
 	if (mkdir(dir, 0700))
-		return fail(err, errlen, "cannot create %s: %s", dir, strerror(errno));
+		return latch_errf(err, errlen, -1, "cannot create %s: %s", dir, strerror(errno));
 
 	s = open_pinned(o->name, err, errlen);
 	if (!s)
 		goto fail;
 	if (latch_tc__load(s)) {
-		fail(err, errlen, "cannot load the BPF programs: %s", strerror(errno));
+		latch_errf(err, errlen, -1, "cannot load the BPF programs: %s", strerror(errno));
 		goto fail;
 	}
 	if (pin_programs(s, o->name, err, errlen))
 		goto fail;
 	err_no = latch_tc_hook_create(ifindex, &own_qdisc);
 	if (err_no) {
-		fail(err, errlen, "cannot add a clsact qdisc to %s: %s", o->ifname, strerror(-err_no));
+		latch_errf(err, errlen, -1, "cannot add a clsact qdisc to %s: %s", o->ifname, strerror(-err_no));
 		goto fail;
 	}
 	config_from_opts(o, ifindex, own_qdisc, &cfg);
 	if (bpf_map_update_elem(bpf_map__fd(s->maps.settings), &zero, &cfg, BPF_ANY)) {
-		fail(err, errlen, "cannot write the config map: %s", strerror(errno));
+		latch_errf(err, errlen, -1, "cannot write the config map: %s", strerror(errno));
 		goto fail;
 	}
 	/* Leaving the guest first: that is the direction that must never be open. */
@@ -298,7 +285,7 @@ int latch_sandbox_create(const struct latch_sandbox_opts *o, char *err, size_t e
 		attached[LATCH_DIR_TO_GUEST] = !err_no;
 	}
 	if (err_no) {
-		fail(err, errlen, "cannot attach to %s: %s%s", o->ifname, strerror(-err_no),
+		latch_errf(err, errlen, -1, "cannot attach to %s: %s%s", o->ifname, strerror(-err_no),
 		     err_no == -EEXIST ? " (another filter holds latch's handle; is it attached under another name?)"
 				       : "");
 		goto fail;
@@ -330,12 +317,12 @@ int latch_sandbox_reattach(const char *name, char *err, size_t errlen)
 	if (!sb)
 		return -1;
 	if (latch_sandbox_read_config(sb, &cfg)) {
-		fail(err, errlen, "cannot read the config of '%s'", name);
+		latch_errf(err, errlen, -1, "cannot read the config of '%s'", name);
 		goto out;
 	}
 	ifindex = if_nametoindex(cfg.ifname);
 	if (!ifindex) {
-		fail(err, errlen, "device '%s' of sandbox '%s' does not exist; create it, then re-attach", cfg.ifname,
+		latch_errf(err, errlen, -1, "device '%s' of sandbox '%s' does not exist; create it, then re-attach", cfg.ifname,
 		     name);
 		goto out;
 	}
@@ -343,14 +330,14 @@ int latch_sandbox_reattach(const char *name, char *err, size_t errlen)
 	if (!s)
 		goto out;
 	if (latch_tc__load(s)) {
-		fail(err, errlen, "cannot load the BPF programs on the pinned maps of '%s': %s (pins from another "
+		latch_errf(err, errlen, -1, "cannot load the BPF programs on the pinned maps of '%s': %s (pins from another "
 				  "latch version? `latch detach %s` and attach again)",
 		     name, strerror(errno), name);
 		goto out;
 	}
 	e = latch_tc_hook_create(ifindex, &created);
 	if (e) {
-		fail(err, errlen, "cannot add a clsact qdisc to %s: %s", cfg.ifname, strerror(-e));
+		latch_errf(err, errlen, -1, "cannot add a clsact qdisc to %s: %s", cfg.ifname, strerror(-e));
 		goto out;
 	}
 	/* Replace in place: there is no moment without a filter. */
@@ -358,7 +345,7 @@ int latch_sandbox_reattach(const char *name, char *err, size_t errlen)
 	if (!e)
 		e = latch_tc_attach(ifindex, true, bpf_program__fd(s->progs.latch_to_guest), true);
 	if (e) {
-		fail(err, errlen, "cannot attach to %s: %s", cfg.ifname, strerror(-e));
+		latch_errf(err, errlen, -1, "cannot attach to %s: %s", cfg.ifname, strerror(-e));
 		goto out;
 	}
 	if (pin_programs(s, name, err, errlen))
@@ -410,7 +397,7 @@ struct latch_sandbox *latch_sandbox_open(const char *name, char *err, size_t err
 	char path[PATH_MAX];
 
 	if (!latch_sandbox_exists(name)) {
-		fail(err, errlen, "no sandbox '%s' (see `latch status`)", name);
+		latch_errf(err, errlen, -1, "no sandbox '%s' (see `latch status`)", name);
 		errno = ENOENT;
 		return NULL;
 	}
@@ -422,7 +409,7 @@ struct latch_sandbox *latch_sandbox_open(const char *name, char *err, size_t err
 		pin_path(name, latch_map_names[i], path, sizeof(path));
 		sb->fd[i] = bpf_obj_get(path);
 		if (sb->fd[i] < 0) {
-			fail(err, errlen, "sandbox '%s' is missing its pinned map %s: %s", name, path, strerror(errno));
+			latch_errf(err, errlen, -1, "sandbox '%s' is missing its pinned map %s: %s", name, path, strerror(errno));
 			latch_sandbox_free(sb);
 			errno = ENOENT;
 			return NULL;
