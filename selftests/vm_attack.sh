@@ -44,12 +44,10 @@ DENIED4=203.0.113.10
 DENIED6=2001:db8:ff::10
 SPOOF_MAC=02:00:5e:10:00:99
 
-pass=0 failn=0
-ok() { echo "ok $*"; pass=$((pass + 1)); }
-fail() { echo "FAIL $*"; failn=$((failn + 1)); }
+TEST=vm_attack
+. "$HERE/lib_vm.sh"
 check() { local name=$1; shift; if "$@" >/dev/null 2>"$TMP/check.err"; then ok "$name"; else fail "$name"; grep '^   ' "$TMP/check.err" || true; fi; }
 check_not() { local name=$1; shift; if "$@" >/dev/null 2>&1; then fail "$name (it succeeded)"; else ok "$name"; fi; }
-skip_all() { echo "skip vm_attack: $*"; echo "0 passed, 0 failed"; exit 77; }
 
 [ "$(id -u)" = 0 ] || skip_all "needs root"
 [ -x "$LATCH_BIN" ] || skip_all "no $LATCH_BIN; run make"
@@ -97,11 +95,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM HUP
 
-grep -qs " /sys/fs/bpf bpf " /proc/mounts || mount -t bpf bpf /sys/fs/bpf || skip_all "no bpffs"
-BPFFS=/sys/fs/bpf/latch-vmtest-$$
-mkdir -p "$BPFFS"
-TMP=$(mktemp -d /tmp/latch-vmattack.XXXXXX)
-chmod 0755 "$TMP" # libvirtd and its qemu user walk into run/latch
+vm_scratch attack
 mkdir -p "$TMP/root/etc/latch"
 cat > "$TMP/root/etc/latch/latch.conf" <<EOF
 # vm_attack.sh: documentation addresses only, and no uplink

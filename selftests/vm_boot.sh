@@ -32,11 +32,9 @@ CTRL_PORT=18095
 DENIED=203.0.113.91
 HOOK=/etc/libvirt/hooks/qemu
 
-pass=0 failn=0
-ok() { echo "ok $*"; pass=$((pass + 1)); }
-fail() { echo "FAIL $*"; failn=$((failn + 1)); }
+TEST=vm_boot
+. "$HERE/lib_vm.sh"
 check() { local name=$1; shift; if "$@"; then ok "$name"; else fail "$name"; fi; }
-skip_all() { echo "skip vm_boot: $*"; exit 77; }
 
 [ "$(id -u)" = 0 ] || skip_all "needs root"
 [ -x "$LATCH_BIN" ] || skip_all "no $LATCH_BIN; run make"
@@ -74,11 +72,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM HUP
 
-grep -qs " /sys/fs/bpf bpf " /proc/mounts || mount -t bpf bpf /sys/fs/bpf || skip_all "no bpffs"
-BPFFS=/sys/fs/bpf/latch-boottest-$$
-mkdir -p "$BPFFS"
-TMP=$(mktemp -d /tmp/latch-boottest.XXXXXX)
-chmod 0755 "$TMP"
+vm_scratch boot
 mkdir -p "$TMP/root/etc/latch"
 cat > "$TMP/root/etc/latch/latch.conf" <<CONF
 # vm_boot.sh: documentation addresses only, and no uplink

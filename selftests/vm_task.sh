@@ -28,11 +28,9 @@ POOL=${LATCH_TASK_POOL:-198.51.100.128}	# a /26 of 198.51.100.0/24 (TESTBED.md),
 CTRL_ADDR=203.0.113.89
 CTRL_PORT=18090
 
-pass=0 failn=0
-ok() { echo "ok $*"; pass=$((pass + 1)); }
-fail() { echo "FAIL $*"; failn=$((failn + 1)); }
+TEST=vm_task
+. "$HERE/lib_vm.sh"
 check() { local name=$1; shift; if "$@"; then ok "$name"; else fail "$name"; fi; }
-skip_all() { echo "skip vm_task: $*"; exit 77; }
 
 [ "$(id -u)" = 0 ] || skip_all "needs root"
 [ -x "$LATCH_BIN" ] || skip_all "no $LATCH_BIN; run make"
@@ -65,11 +63,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM HUP
 
-grep -qs " /sys/fs/bpf bpf " /proc/mounts || mount -t bpf bpf /sys/fs/bpf || skip_all "no bpffs"
-BPFFS=/sys/fs/bpf/latch-tasktest-$$
-mkdir -p "$BPFFS"
-TMP=$(mktemp -d /tmp/latch-tasktest.XXXXXX)
-chmod 0755 "$TMP"
+vm_scratch task
 mkdir -p "$TMP/root/etc/latch"
 cat > "$TMP/root/etc/latch/latch.conf" <<CONF
 # vm_task.sh: documentation addresses only, and no uplink

@@ -53,11 +53,9 @@ SRV_PORT=18095
 OTHER=203.0.113.44	# a documentation address nobody answers
 GUARD=ltu_guard_$$	# this test's own nft table (inet)
 
-pass=0 failn=0
-ok() { echo "ok $*"; pass=$((pass + 1)); }
-fail() { echo "FAIL $*"; failn=$((failn + 1)); }
+TEST=vm_uplink
+. "$HERE/lib_vm.sh"
 check() { local name=$1; shift; if "$@" >/dev/null 2>&1; then ok "$name"; else fail "$name"; fi; }
-skip_all() { echo "skip vm_uplink: $*"; echo "0 passed, 0 failed"; exit 77; }
 
 [ "$(id -u)" = 0 ] || skip_all "needs root"
 [ -x "$LATCH_BIN" ] || skip_all "no $LATCH_BIN; run make"
@@ -101,11 +99,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM HUP
 
-grep -qs " /sys/fs/bpf bpf " /proc/mounts || mount -t bpf bpf /sys/fs/bpf || skip_all "no bpffs"
-BPFFS=/sys/fs/bpf/latch-vmupl-$$
-mkdir -p "$BPFFS"
-TMP=$(mktemp -d /tmp/latch-vmupl.XXXXXX)
-chmod 0755 "$TMP" # libvirtd and its qemu user walk into run/latch
+vm_scratch uplink
 
 # --- the guard, first: anything forwarded to the default-route device is counted and dropped
 nft -f - <<EOF

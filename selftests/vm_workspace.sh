@@ -43,11 +43,9 @@ LATCH_BIN=${LATCH_BIN:-$TOP/build/latch}
 NAME=t-ws
 TABLE=31800
 
-pass=0 failn=0
-ok() { echo "ok $*"; pass=$((pass + 1)); }
-fail() { echo "FAIL $*"; failn=$((failn + 1)); }
+TEST=vm_workspace
+. "$HERE/lib_vm.sh"
 check() { local name=$1; shift; if "$@" >/dev/null 2>&1; then ok "$name"; else fail "$name"; fi; }
-skip_all() { echo "skip vm_workspace: $*"; echo "0 passed, 0 failed"; exit 77; }
 
 [ "$(id -u)" = 0 ] || skip_all "needs root"
 [ -x "$LATCH_BIN" ] || skip_all "no $LATCH_BIN; run make"
@@ -74,11 +72,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM HUP
 
-grep -qs " /sys/fs/bpf bpf " /proc/mounts || mount -t bpf bpf /sys/fs/bpf || skip_all "no bpffs"
-BPFFS=/sys/fs/bpf/latch-vmws-$$
-mkdir -p "$BPFFS"
-TMP=$(mktemp -d /tmp/latch-vmws.XXXXXX)
-chmod 0755 "$TMP" # libvirtd and its qemu user walk into run/latch and the workspace
+vm_scratch workspace
 mkdir -p "$TMP/root/etc/latch"
 cat > "$TMP/root/etc/latch/latch.conf" <<EOF
 # vm_workspace.sh: documentation addresses only, and no uplink
