@@ -20,7 +20,7 @@
 #endif
 
 /* Bumped whenever a pinned map's layout changes; stored in the config map. */
-#define LATCH_ABI_VERSION 2
+#define LATCH_ABI_VERSION 3
 
 /* Sizes; overridable at build time. */
 #ifndef LATCH_POLICY_MAX
@@ -41,8 +41,8 @@
  * Verdict reasons.  Pass reasons are small positive numbers; drop reasons are
  * negative and start at -200, so they can never be mistaken for a TC_ACT_*
  * value (-1..8).  The tc programs return TC_ACT_OK or TC_ACT_SHOT; the reason
- * goes to the counters and to deny events.  Keep latch_reason_names[] in
- * loader/reasons.c in step with this enum.
+ * goes to the counters and to deny events.  Keep latch_reason_name() in
+ * loader/sandbox.c in step with this enum.
  */
 enum latch_reason {
 	LATCH_PASS_FLOW = 1,	     /* packet of a flow already allowed */
@@ -53,7 +53,9 @@ enum latch_reason {
 	LATCH_PASS_ARP = 6,	     /* ARP between guest and host */
 	LATCH_PASS_ND = 7,	     /* IPv6 neighbour discovery with the host */
 	LATCH_PASS_RETURN = 8,	     /* into the guest: reply on a guest flow */
-	LATCH_PASS_LAST = LATCH_PASS_RETURN,
+	LATCH_PASS_LEARNED = 9,	     /* address the latch resolver answered, within its TTL */
+	LATCH_PASS_OPEN = 10,	     /* the sandbox runs the `open` profile: uncontained */
+	LATCH_PASS_LAST = LATCH_PASS_OPEN,
 
 	LATCH_DROP_MALFORMED = -200,	 /* truncated or inconsistent headers */
 	LATCH_DROP_VLAN = -201,		 /* 802.1Q/802.1ad tag, in-band or offloaded */
@@ -130,6 +132,8 @@ _Static_assert(sizeof(struct latch_counter) == 16, "latch_counter layout");
 #define LATCH_CFG_HAVE_PREFIX6 (1u << 6)
 #define LATCH_CFG_HAVE_TIMED4 (1u << 7)
 #define LATCH_CFG_HAVE_TIMED6 (1u << 8)
+/* The `open` profile: policy passes every destination (checks 1-5 still hold). */
+#define LATCH_CFG_OPEN (1u << 9)
 
 struct latch_config {
 	__u32 abi_version;
@@ -192,12 +196,22 @@ _Static_assert(sizeof(struct latch_rule) == 16, "latch_rule layout");
 /* Copied from a covering prefix so the longest match alone decides. */
 #define LATCH_RULE_INHERITED (1u << 0)
 
+/*
+ * Who asked for a rule.  The programs look at it for one thing: a LEARNED or
+ * HOSTNAME rule (an address a name resolved to) bounds only new flows by its
+ * deadline, the record's TTL; a flow it admitted keeps working after the TTL, as long as
+ * the rule is still in the map when the flow is checked again.  Every other
+ * deadline (a grant) cuts established flows too.
+ */
 enum latch_origin {
 	LATCH_ORIGIN_EGRESS = 0, /* latch egress ... allow */
 	LATCH_ORIGIN_GRANT = 1,
 	LATCH_ORIGIN_LEARNED = 2,
 	LATCH_ORIGIN_PROFILE = 3,
+	LATCH_ORIGIN_HOSTNAME = 4, /* a profile's host name, resolved by the host; refreshed at its TTL */
 };
+/* Learned and host-name rules carry a DNS TTL, which bounds new flows only. */
+#define latch_origin_resolved(o) ((o) == LATCH_ORIGIN_LEARNED || (o) == LATCH_ORIGIN_HOSTNAME)
 
 struct latch_rules {
 	__u32 n;

@@ -220,40 +220,58 @@ static __always_inline int verdict(struct __sk_buff *skb, const struct latch_con
 	return TC_ACT_SHOT;
 }
 
+/* One policy question, asked of each map in turn (see rules_allow). */
+struct rule_query {
+	__u64 now;     /* boot clock, 0 until first read */
+	__u64 expires; /* out: the deadline the flow inherits, 0 none */
+	__u16 port;    /* destination port, host order */
+	__u8 proto;    /* LATCH_PROTO_* class of the packet */
+	__u8 established; /* the flow exists already */
+	__u8 origin;   /* out: origin of the matching rule */
+	__u8 pad[3];
+};
+
 /*
  * Does one of the rules allow (proto, port)?  Rules with a deadline count
- * only before it; *expires gets the deadline of the rule that matched.  The
- * clock is read only when a timed rule is looked at.
+ * only before it, except a learned rule re-checked for an established flow
+ * (see enum latch_origin).  q->expires gets the deadline the flow inherits:
+ * the matching rule's, or none for a learned rule; q->origin the rule's
+ * origin.  The clock is read only when a timed rule is looked at.
+ *
+ * A global function: the verifier checks it once, on its own, instead of at
+ * each of the six lookups of each program (inlined, the loop over 16 rules
+ * at six call sites ran past the verifier's budget).
  */
-static __always_inline int rules_allow(const struct latch_rules *r, const struct latch_pkt *p,
-				       __u64 *now, __u64 *expires)
+__noinline int rules_allow(const struct latch_rules *r, struct rule_query *q)
 {
-	__u16 port = bpf_ntohs(p->dport);
-	__u8 proto = p->l4_class;
-
+	if (!r || !q)
+		return 0;
 	for (int i = 0; i < LATCH_RULES_MAX; i++) {
 		const struct latch_rule *rule = &r->rule[i];
+		int learned;
 
 		if (i >= r->n)
 			break;
-		if (proto == LATCH_PROTO_ICMP) {
+		if (q->proto == LATCH_PROTO_ICMP) {
 			if (rule->proto != LATCH_PROTO_ICMP &&
 			    !(rule->proto == LATCH_PROTO_ANY && rule->port_lo == 0 &&
 			      rule->port_hi == 0xffff))
 				continue;
 		} else {
-			if (rule->proto != LATCH_PROTO_ANY && rule->proto != proto)
+			if (rule->proto != LATCH_PROTO_ANY && rule->proto != q->proto)
 				continue;
-			if (port < rule->port_lo || port > rule->port_hi)
-				continue;
-		}
-		if (rule->expires_ns) {
-			if (!*now)
-				*now = bpf_ktime_get_boot_ns();
-			if (*now >= rule->expires_ns)
+			if (q->port < rule->port_lo || q->port > rule->port_hi)
 				continue;
 		}
-		*expires = rule->expires_ns;
+		learned = latch_origin_resolved(rule->origin);
+		if (rule->expires_ns && !(learned && q->established)) {
+			if (!q->now)
+				q->now = bpf_ktime_get_boot_ns();
+			if (q->now >= rule->expires_ns)
+				continue;
+		}
+		q->expires = learned ? 0 : rule->expires_ns;
+		q->origin = rule->origin;
 		return 1;
 	}
 	return 0;
@@ -268,8 +286,8 @@ static __always_inline int rules_allow(const struct latch_rules *r, const struct
  * match alone is enough inside one trie.  The tries are skipped while
  * nothing was ever put in them.
  */
-static __always_inline int policy_decide(const struct latch_config *cfg, const struct latch_pkt *p,
-					 __u64 *now, __u64 *expires)
+static __always_inline int policy_lookup(const struct latch_config *cfg, const struct latch_pkt *p,
+					 struct rule_query *q)
 {
 	const struct latch_rules *r;
 
@@ -278,22 +296,22 @@ static __always_inline int policy_decide(const struct latch_config *cfg, const s
 
 		__builtin_memcpy(&ek.addr, p->daddr, 4);
 		r = bpf_map_lookup_elem(&exact4, &ek);
-		if (r && rules_allow(r, p, now, expires))
-			return LATCH_PASS_POLICY;
+		if (r && rules_allow(r, q))
+			return latch_origin_resolved(q->origin) ? LATCH_PASS_LEARNED : LATCH_PASS_POLICY;
 		if (cfg->flags & LATCH_CFG_HAVE_PREFIX4) {
 			struct latch_prefix4_key pk = { .prefixlen = 64, .gen = cfg->policy_gen };
 
 			__builtin_memcpy(&pk.addr, p->daddr, 4);
 			r = bpf_map_lookup_elem(&prefix4, &pk);
-			if (r && rules_allow(r, p, now, expires))
-				return LATCH_PASS_POLICY;
+			if (r && rules_allow(r, q))
+				return latch_origin_resolved(q->origin) ? LATCH_PASS_LEARNED : LATCH_PASS_POLICY;
 		}
 		if (cfg->flags & LATCH_CFG_HAVE_TIMED4) {
 			struct latch_timed4_key tk = { .prefixlen = 32 };
 
 			__builtin_memcpy(&tk.addr, p->daddr, 4);
 			r = bpf_map_lookup_elem(&timed4, &tk);
-			if (r && rules_allow(r, p, now, expires))
+			if (r && rules_allow(r, q))
 				return LATCH_PASS_TIMED;
 		}
 		return LATCH_DROP_POLICY;
@@ -303,25 +321,40 @@ static __always_inline int policy_decide(const struct latch_config *cfg, const s
 
 	__builtin_memcpy(ek.addr, p->daddr, 16);
 	r = bpf_map_lookup_elem(&exact6, &ek);
-	if (r && rules_allow(r, p, now, expires))
-		return LATCH_PASS_POLICY;
+	if (r && rules_allow(r, q))
+		return latch_origin_resolved(q->origin) ? LATCH_PASS_LEARNED : LATCH_PASS_POLICY;
 	if (cfg->flags & LATCH_CFG_HAVE_PREFIX6) {
 		struct latch_prefix6_key pk = { .prefixlen = 32 + 128, .gen = cfg->policy_gen };
 
 		__builtin_memcpy(pk.addr, p->daddr, 16);
 		r = bpf_map_lookup_elem(&prefix6, &pk);
-		if (r && rules_allow(r, p, now, expires))
-			return LATCH_PASS_POLICY;
+		if (r && rules_allow(r, q))
+			return latch_origin_resolved(q->origin) ? LATCH_PASS_LEARNED : LATCH_PASS_POLICY;
 	}
 	if (cfg->flags & LATCH_CFG_HAVE_TIMED6) {
 		struct latch_timed6_key tk = { .prefixlen = 128 };
 
 		__builtin_memcpy(tk.addr, p->daddr, 16);
 		r = bpf_map_lookup_elem(&timed6, &tk);
-		if (r && rules_allow(r, p, now, expires))
+		if (r && rules_allow(r, q))
 			return LATCH_PASS_TIMED;
 	}
 	return LATCH_DROP_POLICY;
+}
+
+static __always_inline int policy_decide(const struct latch_config *cfg, const struct latch_pkt *p,
+					 int established, __u64 *now, __u64 *expires)
+{
+	struct rule_query q = { .now = *now, .port = bpf_ntohs(p->dport), .proto = p->l4_class,
+				.established = !!established };
+	int reason;
+
+	if (cfg->flags & LATCH_CFG_OPEN)
+		return LATCH_PASS_OPEN;
+	reason = policy_lookup(cfg, p, &q);
+	*now = q.now;
+	*expires = q.expires;
+	return reason;
 }
 
 static __always_inline int is_host(const struct latch_config *cfg, const struct latch_pkt *p)
@@ -361,10 +394,11 @@ static __always_inline int is_dns(const struct latch_pkt *p)
  * Where may the guest send this packet?  The order is the contract in
  * DESIGN.md: host services, then DNS (resolver only, within the bucket), then
  * policy.  `fresh` is 0 when re-checking an existing flow for a reply, where
- * the DNS bucket must not be charged again.
+ * the DNS bucket must not be charged again; `established` is 1 whenever the
+ * flow exists already (a learned rule's TTL no longer applies to it).
  */
 static __always_inline int decide_destination(const struct latch_config *cfg, const struct latch_pkt *p,
-					      int fresh, __u64 *now, __u64 *expires)
+					      int fresh, int established, __u64 *now, __u64 *expires)
 {
 	__u32 zero = 0;
 
@@ -393,7 +427,7 @@ static __always_inline int decide_destination(const struct latch_config *cfg, co
 		return bucket_take(b, cfg->dns_rate, cfg->dns_burst, *now, NULL) ? LATCH_PASS_DNS
 										  : LATCH_DROP_DNS_RATE;
 	}
-	return policy_decide(cfg, p, now, expires);
+	return policy_decide(cfg, p, established, now, expires);
 }
 
 /* The flow key of a packet, from the guest's side. */
@@ -537,7 +571,7 @@ int latch_from_guest(struct __sk_buff *skb)
 		return verdict(skb, cfg, &p, LATCH_PASS_FLOW, LATCH_DIR_FROM_GUEST);
 	}
 
-	reason = decide_destination(cfg, &p, 1, &now, &expires);
+	reason = decide_destination(cfg, &p, 1, f != NULL, &now, &expires);
 	if (reason > 0 && !(f && flow_current(f, cfg, &now))) {
 		flow_store(&p, &key, cfg, reason, expires);
 		if (hot && !is_dns(&p))
@@ -577,7 +611,7 @@ int latch_to_guest(struct __sk_buff *skb)
 	 * recorded: ask again, as if the guest were sending to the remote end.
 	 */
 	latch_pkt_reverse(&p, &out);
-	reason = decide_destination(cfg, &out, 0, &now, &expires);
+	reason = decide_destination(cfg, &out, 0, 1, &now, &expires);
 	if (reason < 0) {
 		if (p.family == 4)
 			bpf_map_delete_elem(&flow4, &key);

@@ -44,6 +44,27 @@ int latch_rules_merge(struct latch_rules *r, const struct latch_rule *rule)
 	return 0;
 }
 
+int latch_rules_merge_longer(struct latch_rules *r, const struct latch_rule *rule)
+{
+	for (__u32 i = 0; i < r->n; i++) {
+		struct latch_rule *x = &r->rule[i];
+
+		if (!same_ports(x, rule) || (x->flags & LATCH_RULE_INHERITED) != (rule->flags & LATCH_RULE_INHERITED))
+			continue;
+		if (!x->expires_ns)
+			return 0; /* permanent already */
+		if (!rule->expires_ns || rule->expires_ns > x->expires_ns) {
+			x->expires_ns = rule->expires_ns;
+			x->origin = rule->origin;
+		}
+		return 0;
+	}
+	if (r->n >= LATCH_RULES_MAX)
+		return -E2BIG;
+	r->rule[r->n++] = *rule;
+	return 0;
+}
+
 static void rules_delete_at(struct latch_rules *r, __u32 i)
 {
 	memmove(&r->rule[i], &r->rule[i + 1], (r->n - i - 1) * sizeof(r->rule[0]));
@@ -511,8 +532,31 @@ int latch_policy_gc(struct latch_sandbox *sb)
 	return latch_sandbox_write_config(sb, &cfg);
 }
 
-int latch_policy_replace(struct latch_sandbox *sb, const struct latch_entry *entries, int n, char *err,
-			 size_t errlen)
+/*
+ * One item of a whole-policy write: either a plain entry (permanent, PROFILE)
+ * or a spec.  Keeps latch_policy_replace() from copying 65,536 entries.
+ */
+struct item_src {
+	const struct latch_entry *entries;
+	const struct latch_policy_spec *specs;
+};
+
+static const struct latch_entry *item_entry(const struct item_src *src, int i)
+{
+	return src->specs ? &src->specs[i].entry : &src->entries[i];
+}
+
+static void item_rule(const struct item_src *src, const struct latch_entry *e, int p, struct latch_rule *r)
+{
+	const struct latch_policy_spec *sp = src->specs ? (const struct latch_policy_spec *)e : NULL;
+
+	/* spec.entry is the first member: e points at its spec */
+	latch_entry_rule(e, p, sp ? sp->expires_ns : 0, sp ? sp->origin : LATCH_ORIGIN_PROFILE, r);
+	r->flags = 0;
+}
+
+static int policy_write(struct latch_sandbox *sb, const struct item_src *src, int n, bool open, char *err,
+			size_t errlen)
 {
 	const struct latch_entry **sorted = NULL;
 	struct latch_config cfg;
@@ -542,7 +586,7 @@ int latch_policy_replace(struct latch_sandbox *sb, const struct latch_entry *ent
 		goto out;
 	}
 	for (int i = 0; i < n; i++)
-		sorted[i] = &entries[i];
+		sorted[i] = item_entry(src, i);
 	qsort(sorted, n, sizeof(*sorted), cmp_entry_addr);
 
 	/* Exact entries: merge per address, then one batch per family. */
@@ -564,8 +608,8 @@ int latch_policy_replace(struct latch_sandbox *sb, const struct latch_entry *ent
 				struct latch_rule r;
 				char text[LATCH_ENTRY_TEXT_MAX];
 
-				latch_entry_rule(e, p, 0, LATCH_ORIGIN_PROFILE, &r);
-				if (latch_rules_merge(&vals[cnt - 1], &r)) {
+				item_rule(src, e, p, &r);
+				if (latch_rules_merge_longer(&vals[cnt - 1], &r)) {
 					latch_entry_format(e, text, sizeof(text));
 					rc = latch_errf(err, errlen, -EINVAL, "%s: more than %d port rules on one address", text,
 						  LATCH_RULES_MAX);
@@ -606,8 +650,8 @@ int latch_policy_replace(struct latch_sandbox *sb, const struct latch_entry *ent
 		for (int p = 0; p < (e->n_ports ? e->n_ports : 1) && !rc; p++) {
 			struct latch_rule r;
 
-			latch_entry_rule(e, p, 0, LATCH_ORIGIN_PROFILE, &r);
-			if (latch_rules_merge(&v, &r))
+			item_rule(src, e, p, &r);
+			if (latch_rules_merge_longer(&v, &r))
 				rc = latch_errf(err, errlen, -EINVAL, "too many port rules on one prefix");
 		}
 		if (!rc && set_flags(sb, flags, 0))
@@ -626,6 +670,10 @@ int latch_policy_replace(struct latch_sandbox *sb, const struct latch_entry *ent
 	cfg.policy_gen = next_gen;
 	cfg.policy_version++;
 	cfg.flags |= flags;
+	if (open)
+		cfg.flags |= LATCH_CFG_OPEN;
+	else
+		cfg.flags &= ~LATCH_CFG_OPEN;
 	if (latch_sandbox_write_config(sb, &cfg)) {
 		rc = latch_errf(err, errlen, -EINVAL, "cannot switch the policy generation: %s", strerror(errno));
 		for (int i = 0; i < 4; i++)
@@ -638,6 +686,98 @@ out:
 	free(keys);
 	free(vals);
 	return rc;
+}
+
+int latch_policy_replace(struct latch_sandbox *sb, const struct latch_entry *entries, int n, char *err,
+			 size_t errlen)
+{
+	const struct item_src src = { .entries = entries };
+
+	return policy_write(sb, &src, n, false, err, errlen);
+}
+
+int latch_policy_switch(struct latch_sandbox *sb, const struct latch_policy_spec *specs, int n, bool open,
+			char *err, size_t errlen)
+{
+	const struct item_src src = { .specs = specs };
+
+	return policy_write(sb, &src, n, open, err, errlen);
+}
+
+int latch_policy_learn(struct latch_sandbox *sb, const struct latch_entry *e, uint64_t expires_ns, int origin,
+		       char *err, size_t errlen)
+{
+	const struct kind *k = kind_for(e->addr.family, 1, 0);
+	struct latch_rules v = { 0 };
+	struct latch_config cfg;
+	uint8_t key[32];
+
+	if (e->prefixlen != alen(k) * 8 || !expires_ns)
+		return latch_errf(err, errlen, -EINVAL, "a learned entry is one address with a deadline");
+	if (latch_sandbox_read_config(sb, &cfg))
+		return latch_errf(err, errlen, -EINVAL, "cannot read the config of '%s'", latch_sandbox_name(sb));
+	key_make(k, cfg.policy_gen, e->addr.bytes, e->prefixlen, key);
+	if (!lookup_exact(sb, k, key, &v))
+		memset(&v, 0, sizeof(v));
+	for (int i = 0; i < (e->n_ports ? e->n_ports : 1); i++) {
+		struct latch_rule r;
+
+		latch_entry_rule(e, i, expires_ns, origin, &r);
+		if (latch_rules_merge_longer(&v, &r)) {
+			/* full: make room by dropping what has expired, then try once more */
+			latch_rules_prune(&v, latch_now_boot_ns());
+			if (latch_rules_merge_longer(&v, &r))
+				return latch_errf(err, errlen, -E2BIG, "more than %d port rules on one address",
+						  LATCH_RULES_MAX);
+		}
+	}
+	if (bpf_map_update_elem(fd_of(sb, k), key, &v, BPF_ANY))
+		return latch_errf(err, errlen, -errno, "learned entry: map update failed: %s", strerror(errno));
+	return 0;
+}
+
+int latch_policy_prune_resolved(struct latch_sandbox *sb, uint64_t before_ns)
+{
+	struct latch_config cfg;
+	int pruned = 0;
+
+	if (latch_sandbox_read_config(sb, &cfg))
+		return -EIO;
+	for (int ki = 0; ki < 2; ki++) {
+		const struct kind *k = &kinds[ki];
+		uint8_t key[32], next[32];
+		void *prev = NULL;
+
+		while (bpf_map_get_next_key(fd_of(sb, k), prev, next) == 0) {
+			struct latch_rules v;
+			int removed = 0;
+			__u32 g;
+
+			memcpy(key, next, sizeof(key));
+			prev = key;
+			memcpy(&g, key, sizeof(g));
+			if (g != cfg.policy_gen || bpf_map_lookup_elem(fd_of(sb, k), key, &v))
+				continue;
+			for (__u32 i = 0; i < v.n;) {
+				const struct latch_rule *x = &v.rule[i];
+
+				if (latch_origin_resolved(x->origin) && x->expires_ns && x->expires_ns <= before_ns) {
+					rules_delete_at(&v, i);
+					removed++;
+				} else {
+					i++;
+				}
+			}
+			if (!removed)
+				continue;
+			pruned += removed;
+			/* nothing left: the key goes (the program treats an empty set as no entry) */
+			if (v.n ? bpf_map_update_elem(fd_of(sb, k), key, &v, BPF_EXIST) :
+				  bpf_map_delete_elem(fd_of(sb, k), key))
+				return -errno;
+		}
+	}
+	return pruned;
 }
 
 int latch_policy_list(struct latch_sandbox *sb, int (*fn)(const struct latch_policy_item *it, void *arg), void *arg)

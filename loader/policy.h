@@ -11,6 +11,7 @@
 #ifndef LATCH_LOADER_POLICY_H
 #define LATCH_LOADER_POLICY_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "loader/parse.h"
@@ -18,6 +19,8 @@
 
 /* Merge a rule into a set: same proto and ports updates the deadline. */
 int latch_rules_merge(struct latch_rules *r, const struct latch_rule *rule);
+/* Merge, never shortening: a permanent rule stays, else the later deadline wins. */
+int latch_rules_merge_longer(struct latch_rules *r, const struct latch_rule *rule);
 /* Remove own rules matching the entry (all own rules when it has no ports); returns how many. */
 int latch_rules_remove(struct latch_rules *r, const struct latch_entry *e);
 /* Drop rules whose deadline has passed; returns how many. */
@@ -41,6 +44,34 @@ int latch_policy_revoke(struct latch_sandbox *sb, const struct latch_entry *e, c
 int latch_policy_replace(struct latch_sandbox *sb, const struct latch_entry *entries, int n, char *err,
 			 size_t errlen);
 int latch_policy_gc(struct latch_sandbox *sb);
+
+/* One entry of a whole policy, with its own deadline and origin. */
+struct latch_policy_spec {
+	struct latch_entry entry; /* first member: policy.c relies on it */
+	uint64_t expires_ns;	  /* 0: permanent; else a CLOCK_BOOTTIME deadline */
+	uint8_t origin;		  /* enum latch_origin */
+};
+/*
+ * latch_policy_replace() for a named policy: each spec keeps its deadline
+ * and origin (a profile's host names and learned answers carry their TTL),
+ * and the same config update that makes the new generation live sets or
+ * clears LATCH_CFG_OPEN (the `open` profile: specs are then usually none).
+ * Duplicate addresses merge; a permanent rule beats a deadline.
+ */
+int latch_policy_switch(struct latch_sandbox *sb, const struct latch_policy_spec *specs, int n, bool open,
+			char *err, size_t errlen);
+/*
+ * Add a learned answer (one address, ports, deadline) to the live
+ * generation's exact map, never shortening a rule already there.
+ */
+int latch_policy_learn(struct latch_sandbox *sb, const struct latch_entry *e, uint64_t expires_ns, int origin,
+		       char *err, size_t errlen);
+/*
+ * Drop learned and host-name rules of the live generation whose deadline was
+ * before before_ns (callers leave a grace period: established flows re-checked
+ * after the TTL still find their rule).  Returns how many, or -errno.
+ */
+int latch_policy_prune_resolved(struct latch_sandbox *sb, uint64_t before_ns);
 
 struct latch_policy_item {
 	struct latch_entry entry; /* address/prefix; ports and proto of the one rule */

@@ -595,6 +595,8 @@ const char *latch_reason_name(int reason)
 	case LATCH_PASS_ARP: return "pass_arp";
 	case LATCH_PASS_ND: return "pass_nd";
 	case LATCH_PASS_RETURN: return "pass_return";
+	case LATCH_PASS_LEARNED: return "pass_learned";
+	case LATCH_PASS_OPEN: return "pass_open";
 	case LATCH_DROP_MALFORMED: return "drop_malformed";
 	case LATCH_DROP_VLAN: return "drop_vlan";
 	case LATCH_DROP_ETHERTYPE: return "drop_ethertype";

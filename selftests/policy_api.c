@@ -49,9 +49,14 @@ static void check(const char *what, int ok)
 		failed++;
 }
 
-/* A TCP SYN from the guest to dst:port through the pinned program: 1 if it passes. */
+/*
+ * A TCP SYN of a new flow (a source port of its own) from the guest to
+ * dst:port through the pinned program: 1 if it passes.
+ */
 static int passes(const char *dst, int port)
 {
+	static uint16_t next_sport = 40000;
+	uint16_t sport = next_sport++;
 	uint8_t f[54] = { 0 };
 	LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = f, .data_size_in = sizeof(f), .repeat = 1);
 
@@ -62,8 +67,8 @@ static int passes(const char *dst, int port)
 	f[23] = 6;
 	inet_pton(AF_INET, GUEST4, f + 26);
 	inet_pton(AF_INET, dst, f + 30);
-	f[34] = 40000 >> 8;
-	f[35] = 40000 & 0xff;
+	f[34] = sport >> 8;
+	f[35] = sport & 0xff;
 	f[36] = port >> 8;
 	f[37] = port & 0xff;
 	f[46] = 5 << 4;
@@ -196,6 +201,60 @@ static void test_replace(struct latch_sandbox *sb)
 	check("B's /tcp entry keeps UDP-only ports closed: port 22 dropped", passes("198.51.100.4", 22) == 0);
 }
 
+/* A spec for latch_policy_switch. */
+static struct latch_policy_spec spec(const char *s, uint64_t expires, int origin)
+{
+	return (struct latch_policy_spec){ .entry = entry(s), .expires_ns = expires, .origin = origin };
+}
+
+/*
+ * A named-policy switch keeps each entry's deadline (host names and learned
+ * answers expire in the kernel), a permanent rule beats a deadline on the
+ * same address, `open` is set and cleared by the same update, a learned
+ * answer never shortens what is there, and pruning takes only old answers.
+ */
+static void test_switch(struct latch_sandbox *sb)
+{
+	uint64_t now = latch_now_boot_ns(), soon = now + 300000000ULL, hour = now + 3600ULL * 1000000000ULL;
+	struct latch_policy_spec sp[] = {
+		spec("198.51.100.50:443", soon, LATCH_ORIGIN_HOSTNAME),
+		spec("198.51.100.51:443", soon, LATCH_ORIGIN_LEARNED),
+		spec("198.51.100.51:443", 0, LATCH_ORIGIN_PROFILE),
+		spec("198.51.100.52:443", hour, LATCH_ORIGIN_LEARNED),
+	};
+	struct latch_entry e = entry("198.51.100.52:443");
+	struct latch_config cfg;
+	char err[LATCH_ERR_MAX];
+
+	check("switch to a policy with deadlines", latch_policy_switch(sb, sp, 4, false, err, sizeof(err)) == 0);
+	latch_policy_gc(sb);
+	check("a host-name entry passes before its ttl", passes("198.51.100.50", 443) == 1);
+	check("switch to open", latch_policy_switch(sb, NULL, 0, true, err, sizeof(err)) == 0);
+	latch_sandbox_read_config(sb, &cfg);
+	check("open: the flag is set, and an unlisted address passes",
+	      (cfg.flags & LATCH_CFG_OPEN) && passes("203.0.113.99", 8080) == 1);
+	check("switch back", latch_policy_switch(sb, sp, 4, false, err, sizeof(err)) == 0);
+	latch_policy_gc(sb);
+	latch_sandbox_read_config(sb, &cfg);
+	check("back from open: the flag is cleared, the unlisted address is dropped",
+	      !(cfg.flags & LATCH_CFG_OPEN) && passes("203.0.113.99", 8080) == 0);
+	check("a learned answer does not shorten an hour-long one",
+	      latch_policy_learn(sb, &e, now + 1000000ULL, LATCH_ORIGIN_LEARNED, err, sizeof(err)) == 0);
+	usleep(400 * 1000);
+	check("the host-name entry is dead after its ttl", passes("198.51.100.50", 443) == 0);
+	check("the permanent rule beat the deadline on the same address", passes("198.51.100.51", 443) == 1);
+	check("the hour-long answer still passes", passes("198.51.100.52", 443) == 1);
+	check("pruning takes the expired host-name rule and nothing else",
+	      latch_policy_prune_resolved(sb, latch_now_boot_ns()) == 1 && passes("198.51.100.51", 443) == 1 &&
+		      passes("198.51.100.52", 443) == 1);
+	check("a learned answer on a fresh address passes",
+	      latch_policy_learn(sb, &(struct latch_entry){ .addr = entry("198.51.100.53").addr, .prefixlen = 32,
+							   .n_ports = 1, .ports = { { 443, 443 } } },
+				 latch_now_boot_ns() + 3600ULL * 1000000000ULL, LATCH_ORIGIN_LEARNED, err,
+				 sizeof(err)) == 0 &&
+		      passes("198.51.100.53", 443) == 1 && passes("198.51.100.53", 80) == 0);
+}
+
 int main(void)
 {
 	char bpffs[64], err[LATCH_ERR_MAX], path[PATH_MAX];
@@ -235,6 +294,7 @@ int main(void)
 		test_prefixes(sb);
 		test_timed(sb);
 		test_replace(sb);
+		test_switch(sb);
 	}
 	latch_sandbox_free(sb);
 	latch_sandbox_detach(NAME, err, sizeof(err));

@@ -126,7 +126,7 @@ static const struct {
 } reasons[] = {
 #define R(x) { LATCH_##x, #x }
 	R(PASS_FLOW), R(PASS_HOST_SERVICE), R(PASS_DNS), R(PASS_POLICY),
-	R(PASS_TIMED), R(PASS_ARP), R(PASS_ND), R(PASS_RETURN),
+	R(PASS_TIMED), R(PASS_ARP), R(PASS_ND), R(PASS_RETURN), R(PASS_LEARNED), R(PASS_OPEN),
 	R(DROP_MALFORMED), R(DROP_VLAN), R(DROP_ETHERTYPE), R(DROP_SPOOF_MAC),
 	R(DROP_SPOOF_IP), R(DROP_ARP), R(DROP_ND), R(DROP_FRAGMENT),
 	R(DROP_IP_OPTIONS), R(DROP_EXT_HDR), R(DROP_PROTO), R(DROP_HOST_PORT),
@@ -664,6 +664,65 @@ static int open_flow_on_short_grant(struct t *t, const struct row *r)
 	return 0;
 }
 
+/* A learned rule (an answer of the resolver): TCP 443 to ADDR until the deadline. */
+static int learned4(struct t *t, const char *a, uint64_t deadline)
+{
+	struct latch_rule l = tcp(443, 443, deadline);
+
+	l.origin = LATCH_ORIGIN_LEARNED;
+	return exact4(t, 0, a, RULES(l));
+}
+
+static int learned_fresh(struct t *t, const struct row *r)
+{
+	return learned4(t, r->pkt.dst, boot_ns() + 3600ULL * 1000000000ULL);
+}
+
+static int learned_expired(struct t *t, const struct row *r)
+{
+	return learned4(t, r->pkt.dst, boot_ns() - 1000000000ULL);
+}
+
+/* The guest opens a flow on a learned rule whose TTL then runs out. */
+static int flow_outlives_ttl(struct t *t, const struct row *r)
+{
+	const char *dst = r->dir == FROM ? r->pkt.dst : r->pkt.src;
+	const struct pkt syn = { .src = GUEST4, .dst = dst, .proto = IPPROTO_TCP, .sport = GUEST_PORT,
+				 .dport = 443, .tcp_flags = TCP_SYN };
+
+	if (learned4(t, dst, boot_ns() + 200000000ULL) || run(t, FROM, &syn, NULL) != OK)
+		return -1;
+	usleep(300 * 1000);
+	return 0;
+}
+
+/* ... and then something unrelated is removed, so the flow is checked again. */
+static int flow_outlives_ttl_recheck(struct t *t, const struct row *r)
+{
+	if (flow_outlives_ttl(t, r) || bump_policy_version(t))
+		return -1;
+	return delete_exact4(t, "198.51.100.30");
+}
+
+/* ... and then the learned rule itself is removed (a profile switch dropped its name). */
+static int flow_outlives_ttl_then_removed(struct t *t, const struct row *r)
+{
+	if (flow_outlives_ttl(t, r) || bump_policy_version(t))
+		return -1;
+	return delete_exact4(t, r->pkt.dst);
+}
+
+/* The `open` profile. */
+static int open_profile(struct t *t, const struct row *r)
+{
+	struct latch_config cfg;
+
+	if (get_config(t, &cfg))
+		return -1;
+	cfg.flags |= LATCH_CFG_OPEN;
+	return set_config(t, &cfg);
+}
+
 static int dns_burst(struct t *t, const struct row *r)
 {
 	for (int i = 0; i < DNS_BURST; i++)
@@ -701,6 +760,9 @@ static int wrong_abi(struct t *t, const struct row *r)
 		       .tcp_flags = TCP_SYN
 #define UDP4(s, d, dp) .src = s, .dst = d, .proto = IPPROTO_UDP, .sport = GUEST_PORT, .dport = dp
 #define PING4(s, d) .src = s, .dst = d, .proto = IPPROTO_ICMP, .icmp_type = 8, .icmp_id = 0x4242
+/* a later segment of the guest's connection */
+#define TCP4_ACK(s, d, dp) .src = s, .dst = d, .proto = IPPROTO_TCP, .sport = GUEST_PORT, .dport = dp, \
+			   .tcp_flags = TCP_ACK
 #define TCP6 TCP4
 #define UDP6 UDP4
 #define PING6(s, d) .src = s, .dst = d, .proto = IPPROTO_ICMPV6, .icmp_type = 128, .icmp_id = 0x4242
@@ -892,6 +954,46 @@ static const struct row table[] = {
 	{ .name = "v4 icmp other than echo is refused", .dir = FROM,
 	  .pkt = { .src = GUEST4, .dst = "198.51.100.20", .proto = IPPROTO_ICMP, .icmp_type = 13 },
 	  .verdict = SHOT, .reason = LATCH_DROP_PROTO },
+
+	/* learned entries: the TTL bounds new flows, not the flows it admitted */
+	{ .name = "v4 learned entry passes a new flow within its ttl", .dir = FROM,
+	  .pkt = { TCP4(GUEST4, "198.51.100.40", 443) },
+	  .verdict = OK, .reason = LATCH_PASS_LEARNED, .setup = learned_fresh },
+	{ .name = "v4 learned entry past its ttl drops a new flow", .dir = FROM,
+	  .pkt = { TCP4(GUEST4, "198.51.100.41", 443) },
+	  .verdict = SHOT, .reason = LATCH_DROP_POLICY, .setup = learned_expired },
+	{ .name = "v4 learned entry keeps other ports closed", .dir = FROM,
+	  .pkt = { TCP4(GUEST4, "198.51.100.40", 80) },
+	  .verdict = SHOT, .reason = LATCH_DROP_POLICY, .setup = learned_fresh },
+	{ .name = "v4 flow opened on a learned entry outlives its ttl", .dir = FROM,
+	  .pkt = { TCP4_ACK(GUEST4, "198.51.100.42", 443) },
+	  .verdict = OK, .reason = LATCH_PASS_FLOW, .setup = flow_outlives_ttl },
+	{ .name = "v4 flow on a learned entry past its ttl survives a policy re-check", .dir = FROM,
+	  .pkt = { TCP4_ACK(GUEST4, "198.51.100.42", 443) },
+	  .verdict = OK, .reason = LATCH_PASS_LEARNED, .setup = flow_outlives_ttl_recheck },
+	{ .name = "v4 reply on a learned flow past its ttl gets in after a re-check", .dir = TO,
+	  .pkt = { TCP4_IN("198.51.100.42", 443, SYNACK) },
+	  .verdict = OK, .reason = LATCH_PASS_RETURN, .setup = flow_outlives_ttl_recheck },
+	{ .name = "v4 flow on a learned entry is cut once the entry is removed", .dir = FROM,
+	  .pkt = { TCP4_ACK(GUEST4, "198.51.100.42", 443) },
+	  .verdict = SHOT, .reason = LATCH_DROP_POLICY, .setup = flow_outlives_ttl_then_removed },
+
+	/* the open profile: uncontained policy, but the link checks and DNS rules hold */
+	{ .name = "open: an unlisted address passes, counted as open", .dir = FROM,
+	  .pkt = { TCP4(GUEST4, "198.51.100.99", 443) },
+	  .verdict = OK, .reason = LATCH_PASS_OPEN, .setup = open_profile },
+	{ .name = "open: v6 unlisted address passes", .dir = FROM,
+	  .pkt = { UDP6(GUEST6, "2001:db8:9::1", 4433) },
+	  .verdict = OK, .reason = LATCH_PASS_OPEN, .setup = open_profile },
+	{ .name = "open: a spoofed source is still dropped", .dir = FROM,
+	  .pkt = { TCP4("192.0.2.66", "198.51.100.99", 443) },
+	  .verdict = SHOT, .reason = LATCH_DROP_SPOOF_IP, .setup = open_profile },
+	{ .name = "open: dns to anything but the resolver is still dropped", .dir = FROM,
+	  .pkt = { UDP4(GUEST4, "198.51.100.99", 53) },
+	  .verdict = SHOT, .reason = LATCH_DROP_DNS_NOT_RESOLVER, .setup = open_profile },
+	{ .name = "open: a host port that is not a service is still dropped", .dir = FROM,
+	  .pkt = { TCP4(GUEST4, HOST4, 22) },
+	  .verdict = SHOT, .reason = LATCH_DROP_HOST_PORT, .setup = open_profile },
 
 	/* anti-spoofing */
 	{ .name = "spoofed source mac is dropped", .dir = FROM,
