@@ -23,7 +23,7 @@ Q = @
 msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
-PKGS := libbpf libnl-route-3.0 libnl-3.0 jansson libvirt libnftables libarchive sqlite3 libcrypto
+PKGS := libbpf libnl-route-3.0 libnl-3.0 jansson libvirt libnftables libarchive sqlite3 libcrypto ldns libevent
 CFLAGS ?= -O2 -g
 CFLAGS += -std=gnu11 -Wall -Wextra -Wshadow -Wmissing-prototypes -Wno-unused-parameter \
 	  -D_GNU_SOURCE -I$(BUILD) -I. $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
@@ -35,14 +35,15 @@ BPF_OBJS := $(patsubst bpf/%.bpf.c,$(BUILD)/%.bpf.o,$(BPF_SRCS))
 SKELS := $(patsubst bpf/%.bpf.c,$(BUILD)/%.skel.h,$(BPF_SRCS))
 
 # vm/agent.c is the guest side (static, below); agent_selftest.c is a test driver
-LIB_SRCS := $(wildcard loader/*.c) $(filter-out vm/agent.c vm/agent_selftest.c vm/guest_rawsend.c,$(wildcard vm/*.c)) $(wildcard audit/*.c)
+LIB_SRCS := $(wildcard loader/*.c) $(filter-out vm/agent.c vm/agent_selftest.c vm/guest_rawsend.c,$(wildcard vm/*.c)) $(wildcard audit/*.c) \
+	    $(filter-out broker/latchd.c broker/latchd_client.c broker/resolver.c,$(wildcard broker/*.c))
 LIB_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRCS))
 CLI_SRCS := $(wildcard cli/*.c)
 CLI_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(CLI_SRCS))
 
 all: $(BUILD)/latch $(BPF_OBJS) $(BUILD)/vm/latch-agent $(BUILD)/vm/latch-rawsend
 
-$(BUILD) $(BUILD)/loader $(BUILD)/audit $(BUILD)/cli $(BUILD)/tests $(BUILD)/selftests $(BUILD)/bench:
+$(BUILD) $(BUILD)/loader $(BUILD)/audit $(BUILD)/broker $(BUILD)/cli $(BUILD)/tests $(BUILD)/selftests $(BUILD)/bench:
 	$(Q)mkdir -p $@
 
 $(BUILD)/vmlinux.h: | $(BUILD)
@@ -67,7 +68,18 @@ $(BUILD)/audit/%.o: audit/%.c audit/audit.h | $(BUILD)/audit
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/cli/%.o: cli/%.c $(wildcard cli/*.h loader/*.h vm/*.h audit/*.h) bpf/latch_abi.h $(SKELS) | $(BUILD)/cli
+# The built-in profiles are compiled in from broker/profiles/*.txt.
+PROFILE_FILES := $(sort $(wildcard broker/profiles/*.txt))
+$(BUILD)/broker/profiles_builtin.h: $(PROFILE_FILES) broker/embed_profiles.sh | $(BUILD)/broker
+	$(call msg,GEN,$@)
+	$(Q)sh broker/embed_profiles.sh $(PROFILE_FILES) > $@
+
+$(BUILD)/broker/%.o: broker/%.c $(wildcard broker/*.h loader/*.h vm/*.h audit/*.h) bpf/latch_abi.h $(SKELS) \
+		     $(BUILD)/broker/profiles_builtin.h | $(BUILD)/broker
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/cli/%.o: cli/%.c $(wildcard cli/*.h loader/*.h vm/*.h audit/*.h broker/*.h) bpf/latch_abi.h $(SKELS) | $(BUILD)/cli
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@
 
@@ -86,6 +98,7 @@ $(BUILD)/liblatch.a: $(LIB_OBJS)
 $(BUILD)/latch: $(CLI_OBJS) $(BUILD)/liblatch.a
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
 
 # The default guest image, its agent and latch-rawsend (the attack selftest's
 # raw frame sender); `selftests/run.sh` runs `make image` before the guest tests.

@@ -1,11 +1,12 @@
 # SPDX-License-Identifier: GPL-2.0-only
-# Unit tests: the pure parts of the loader (parsing, rule bookkeeping) under
-# Criterion.  No root and no kernel.
+# Unit tests: the pure parts of the loader (parsing, rule bookkeeping), the
+# audit log, and broker profiles and names, under Criterion.  No root and no
+# kernel.
 #   make unit        build and run them; Criterion prints the Synthesis line
 
 UNIT_SRCS := $(wildcard tests/test_*.c)
 
-$(BUILD)/tests/unit: $(UNIT_SRCS) $(wildcard loader/*.h audit/*.h) bpf/latch_abi.h $(BUILD)/liblatch.a | $(BUILD)/tests
+$(BUILD)/tests/unit: $(UNIT_SRCS) $(wildcard loader/*.h audit/*.h broker/*.h) bpf/latch_abi.h $(BUILD)/liblatch.a | $(BUILD)/tests
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) -o $@ $(UNIT_SRCS) $(BUILD)/liblatch.a $(LDLIBS) -lcriterion
 

@@ -1,0 +1,114 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * profile.h - egress profiles: named allowlists of hosts, wildcards and CIDRs.
+ *
+ * A profile is a text file in the Kagebox format, one entry a line:
+ *
+ *	pypi.org			hosts, ports 443 and 80 when none are given
+ *	api.example.com:443,8443	ports and ranges (8000-8100)
+ *	*.readthedocs.io:443		every name below the domain, not the domain
+ *	203.0.113.0/24:443/tcp		addresses and prefixes, IPv6 as [2001:db8::/32]:443
+ *	# extends: research		the base this one builds on (one per file)
+ *
+ * NAME is looked up as DIR/NAME.txt first, then among the built-ins compiled
+ * from broker/profiles/NAME.txt; `open` is built in by code and means no policy.
+ * Files must be regular, owned by root (or the euid, for unprivileged tests)
+ * and writable by nobody else, because they decide where sandbox traffic
+ * goes.  Any bad line fails the whole load:
+ * a profile is never half applied.  Errors read `FILE:LINE: message`
+ * (`builtin:NAME` for a built-in).  docs/profiles.md is the user's guide.
+ */
+#ifndef LATCH_BROKER_PROFILE_H
+#define LATCH_BROKER_PROFILE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "broker/names.h" /* LATCH_DNS_NAME_MAX */
+#include "loader/parse.h"
+
+#define LATCH_PROFILE_NAME_MAX 64
+#define LATCH_PROFILE_DEPTH_MAX 16	    /* profiles in one extends chain */
+#define LATCH_PROFILE_ENTRIES_MAX 65536	    /* entries of a loaded profile, chain and overlay */
+#define LATCH_PROFILE_FILE_MAX (1024 * 1024) /* bytes of one profile file */
+#define LATCH_PROFILE_LINE_MAX 1024
+#define LATCH_PROFILE_OPEN "open"
+
+enum latch_pentry_kind { LATCH_PENTRY_HOST, LATCH_PENTRY_WILDCARD, LATCH_PENTRY_CIDR };
+
+struct latch_pentry {
+	enum latch_pentry_kind kind;
+	char name[LATCH_DNS_NAME_MAX + 1]; /* HOST: normalized host; WILDCARD: the domain under "*." */
+	/* CIDR: address, prefixlen, proto, ports.  HOST/WILDCARD: only proto, n_ports and ports used */
+	struct latch_entry entry;
+	char source[128];		   /* file path or "builtin:NAME"; a longer path keeps its tail after "..." */
+	int line;
+};
+
+struct latch_profile {
+	char name[LATCH_PROFILE_NAME_MAX + 1];
+	bool open;		      /* the built-in "open": no policy at all (uncontained) */
+	struct latch_pentry *entries; /* the extends chain, base first, then the overlay */
+	int n;
+};
+
+struct latch_profile_info {
+	char name[LATCH_PROFILE_NAME_MAX + 1];
+	bool builtin;
+	bool file;
+};
+
+/* 1..64 chars of [A-Za-z0-9._-], no "/" and no "..", not starting with '.' or '-'. */
+int latch_profile_name_check(const char *name, char *err, size_t errlen);
+
+/*
+ * Pure: parse one text.  EXTENDS (may be NULL) gets the `# extends:` name
+ * or "".  On error *out is NULL, *n is 0 and err holds `SOURCE:LINE:
+ * message`.  The caller frees *out.
+ */
+int latch_profile_parse(const char *text, const char *source, struct latch_pentry **out, int *n, char *extends,
+			size_t extlen, char *err, size_t errlen);
+
+/*
+ * Load profile NAME: dir/NAME.txt if it exists, else the built-in of that name
+ * (DIR may be NULL: built-ins only); follow `# extends:` (unknown profile and
+ * cycles refused, naming the chain, depth limit 16), then layer the overlay
+ * file (may be NULL or not exist: no overlay).  For `open` the overlay is
+ * still checked but adds nothing.  Returns 0 or -errno with one line in err:
+ * -EINVAL bad text, -ENOENT unknown profile, -ELOOP cycle, depth or symlink,
+ * -EPERM unsafe owner or mode, -EFBIG/-E2BIG too big.  On error *out is
+ * empty and needs no free.
+ */
+int latch_profile_load(const char *dir, const char *name, const char *overlay, struct latch_profile *out, char *err,
+		       size_t errlen);
+
+/* Accepts a zeroed or freed profile. */
+void latch_profile_free(struct latch_profile *p);
+
+/*
+ * Built-ins plus every DIR/NAME.txt, sorted by name, each once; caller frees
+ * *out.  A file whose name is not a valid profile name is skipped; a file
+ * that shadows a built-in is listed once with both flags set.  DIR may be
+ * NULL or missing.
+ */
+int latch_profile_list(const char *dir, struct latch_profile_info **out, int *n, char *err, size_t errlen);
+
+/*
+ * Does the name match a HOST entry exactly or a WILDCARD?  ports_out gets the
+ * union of the matching entries' ports (coalesced; past LATCH_RULES_MAX ranges
+ * the highest are dropped, never widened), proto the first match's proto.
+ * Matches of another proto than the first are left out of the union rather
+ * than lending it their ports: walk them with latch_profile_next_match().
+ * false when nothing matches, when NAME is not a host name, and always for
+ * `open` (the caller checks p->open: open has no entries to match).
+ */
+bool latch_profile_match(const struct latch_profile *p, const char *name, struct latch_entry *ports_out);
+
+/* The next HOST or WILDCARD entry after AFTER (NULL: from the start) that NAME matches, or NULL. */
+const struct latch_pentry *latch_profile_next_match(const struct latch_profile *p, const char *name,
+						    const struct latch_pentry *after);
+
+/* The canonical spelling of an entry: "pypi.org:443,80", "*.example.com:443/tcp", "[2001:db8::/32]:443". */
+void latch_pentry_format(const struct latch_pentry *pe, char *buf, size_t len);
+
+#endif
