@@ -36,7 +36,7 @@ SKELS := $(patsubst bpf/%.bpf.c,$(BUILD)/%.skel.h,$(BPF_SRCS))
 
 # vm/agent.c is the guest side (static, below); agent_selftest.c is a test driver
 LIB_SRCS := $(wildcard loader/*.c) $(filter-out vm/agent.c vm/agent_selftest.c vm/guest_rawsend.c,$(wildcard vm/*.c)) $(wildcard audit/*.c) \
-	    $(filter-out broker/latchd.c broker/latchd_client.c broker/resolver.c,$(wildcard broker/*.c))
+	    $(filter-out broker/latchd.c broker/latchd_client.c,$(wildcard broker/*.c))
 LIB_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRCS))
 CLI_SRCS := $(wildcard cli/*.c)
 CLI_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(CLI_SRCS))

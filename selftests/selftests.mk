@@ -19,3 +19,10 @@ SELFTEST_BINS += $(BUILD)/selftests/policy_api
 $(BUILD)/selftests/policy_api: selftests/policy_api.c $(wildcard loader/*.h) bpf/latch_abi.h $(BUILD)/liblatch.a | $(BUILD)/selftests
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) -o $@ $< $(BUILD)/liblatch.a $(LDLIBS)
+
+# The filtering DNS resolver in an event loop, for live_resolver.sh (selftests/resolver_drv.c).
+SELFTEST_BINS += $(BUILD)/selftests/resolver_drv
+
+$(BUILD)/selftests/resolver_drv: selftests/resolver_drv.c broker/resolver.h $(wildcard loader/*.h) $(BUILD)/liblatch.a | $(BUILD)/selftests
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(BUILD)/liblatch.a $(LDLIBS)

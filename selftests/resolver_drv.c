@@ -1,0 +1,309 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * resolver_drv.c - one latch resolver in an event loop, for live_resolver.sh.
+ *
+ *   resolver_drv --listen ADDR [--listen ADDR] --port N --upstream ADDR[:PORT]...
+ *                [--allow NAME]... [--wildcard DOMAIN]... [--ttl-min S] [--ttl-max S]
+ *                [--timeout-ms MS] [--tcp-idle-ms MS] [--tcp-clients N] [--lookup NAME]...
+ *                [--empty-port N]
+ *
+ * Every callback becomes one line on stdout (line-buffered), so the test can
+ * grep what the resolver decided:
+ *   answered QNAME TTL ADDR...
+ *   refused QNAME QTYPE REASON
+ *   lookup NAME TTL ADDR...        or  lookup NAME failed WHY
+ * "ready" once the sockets are open; SIGUSR1 flushes the cache ("flushed");
+ * SIGTERM prints "stats queries=... failed=..." and exits 0.  --empty-port
+ * adds a second resolver on the same addresses whose policy allows nothing
+ * (its lines start with "r2 "): two resolvers in one loop must not mix.
+ *
+ * The rebinding filter here is a small local stand-in for the daemon's
+ * (broker/names.c): private, loopback, link-local, CGNAT, metadata,
+ * multicast and unspecified addresses are refused.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+#include <ldns/ldns.h>
+
+#include "broker/resolver.h"
+#include "loader/parse.h"
+
+#define NAMES_MAX 64
+
+struct drv_policy {
+	const char *tag; /* line prefix */
+	const char *allow[NAMES_MAX];
+	int n_allow;
+	const char *wild[NAMES_MAX];
+	int n_wild;
+};
+
+static bool name_allowed(void *arg, const char *name)
+{
+	const struct drv_policy *p = arg;
+	size_t n = strlen(name);
+
+	for (int i = 0; i < p->n_allow; i++)
+		if (!strcmp(p->allow[i], name))
+			return true;
+	/* "*.DOMAIN": every name below DOMAIN, never DOMAIN itself */
+	for (int i = 0; i < p->n_wild; i++) {
+		size_t d = strlen(p->wild[i]);
+
+		if (n > d + 1 && name[n - d - 1] == '.' && !strcmp(name + n - d, p->wild[i]))
+			return true;
+	}
+	return false;
+}
+
+static bool in4(uint32_t a, const char *net, int len)
+{
+	struct in_addr n;
+
+	inet_pton(AF_INET, net, &n);
+	return len == 0 || (a >> (32 - len)) == (ntohl(n.s_addr) >> (32 - len));
+}
+
+static const char *v4_refused(uint32_t a)
+{
+	if (a == 0xa9fea9fe)
+		return "metadata";
+	if (in4(a, "0.0.0.0", 8))
+		return "unspecified";
+	if (in4(a, "127.0.0.0", 8))
+		return "loopback";
+	if (in4(a, "10.0.0.0", 8) || in4(a, "172.16.0.0", 12) || in4(a, "192.168.0.0", 16))
+		return "private";
+	if (in4(a, "100.64.0.0", 10))
+		return "cgnat";
+	if (in4(a, "169.254.0.0", 16))
+		return "link-local";
+	if (in4(a, "224.0.0.0", 3))
+		return "multicast";
+	return NULL;
+}
+
+static const char *addr_refused(void *arg, const struct latch_addr *a)
+{
+	const uint8_t *b = a->bytes;
+	static const uint8_t mapped[12] = { [10] = 0xff, [11] = 0xff };
+	static const uint8_t zero[16];
+
+	if (a->family == AF_INET)
+		return v4_refused(ntohl(a->v4.s_addr));
+	if (!memcmp(b, mapped, 12))
+		return v4_refused(((uint32_t)b[12] << 24) | (b[13] << 16) | (b[14] << 8) | b[15]);
+	if (!memcmp(b, zero, 15))
+		return b[15] == 1 ? "loopback" : b[15] == 0 ? "unspecified" : "reserved";
+	if ((b[0] & 0xfe) == 0xfc)
+		return "private";
+	if (b[0] == 0xfe && (b[1] & 0xc0) == 0x80)
+		return "link-local";
+	if (b[0] == 0xff)
+		return "multicast";
+	return NULL;
+}
+
+static void print_addrs(const struct latch_addr *addrs, int n)
+{
+	char text[INET6_ADDRSTRLEN];
+
+	for (int i = 0; i < n; i++) {
+		latch_addr_format(&addrs[i], text, sizeof(text));
+		printf(" %s", text);
+	}
+	printf("\n");
+}
+
+static void answered(void *arg, const char *qname, const struct latch_addr *addrs, int n, uint32_t ttl)
+{
+	const struct drv_policy *p = arg;
+
+	printf("%sanswered %s %u", p->tag, qname, ttl);
+	print_addrs(addrs, n);
+}
+
+static void refused(void *arg, const char *qname, uint16_t qtype, const char *reason)
+{
+	const struct drv_policy *p = arg;
+	char *t = ldns_rr_type2str(qtype);
+
+	printf("%srefused %s %s %s\n", p->tag, qname[0] ? qname : "-", t ? t : "?", reason);
+	free(t);
+}
+
+static void looked_up(void *arg, const char *name, const struct latch_addr *addrs, int n, uint32_t ttl,
+		      const char *why)
+{
+	if (n < 0) {
+		printf("lookup %s failed %s\n", name, why);
+		return;
+	}
+	printf("lookup %s %u", name, ttl);
+	print_addrs(addrs, n);
+}
+
+struct drv {
+	struct event_base *base;
+	struct latch_resolver *r[2];
+};
+
+static void on_term(evutil_socket_t sig, short what, void *arg)
+{
+	event_base_loopbreak(((struct drv *)arg)->base);
+}
+
+static void on_flush(evutil_socket_t sig, short what, void *arg)
+{
+	struct drv *d = arg;
+
+	latch_resolver_flush(d->r[0]);
+	printf("flushed\n");
+}
+
+static int parse_upstream(const char *s, struct latch_addr *a, uint16_t *port, char *err, size_t errlen)
+{
+	char buf[80];
+	const char *host = s, *p = NULL;
+	char *c;
+
+	*port = 53;
+	snprintf(buf, sizeof(buf), "%s", s);
+	if (buf[0] == '[') { /* [V6]:PORT */
+		c = strchr(buf, ']');
+		if (!c)
+			return latch_errf(err, errlen, -EINVAL, "upstream '%s': no ']'", s);
+		*c = 0;
+		host = buf + 1;
+		if (c[1] == ':')
+			p = c + 2;
+	} else if ((c = strchr(buf, ':')) && !strchr(c + 1, ':')) { /* V4:PORT; a bare V6 has several */
+		*c = 0;
+		host = buf;
+		p = c + 1;
+	} else {
+		host = buf;
+	}
+	if (latch_parse_addr(host, a, err, errlen))
+		return -EINVAL;
+	return p ? latch_parse_port(p, port, err, errlen) : 0;
+}
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: resolver_drv --listen ADDR --port N --upstream ADDR[:PORT] [--allow NAME]...\n"
+			"       [--wildcard DOMAIN]... [--ttl-min S] [--ttl-max S] [--timeout-ms MS]\n"
+			"       [--tcp-idle-ms MS] [--tcp-clients N] [--lookup NAME]... [--empty-port N]\n");
+	exit(2);
+}
+
+int main(int argc, char **argv)
+{
+	static struct drv_policy pol = { .tag = "" }, empty = { .tag = "r2 " };
+	struct latch_resolver_opts o = { .ttl_min = 30, .ttl_max = 300 };
+	const char *lookups[NAMES_MAX];
+	int n_lookups = 0;
+	uint16_t empty_port = 0;
+	uint32_t tcp_clients = 0;
+	char err[LATCH_ERR_MAX];
+	struct drv d = { 0 };
+	struct event *ev_term, *ev_int, *ev_usr1;
+	struct latch_resolver_stats st;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		int ret = 0;
+
+		if (!v)
+			usage();
+		i++;
+		if (!strcmp(a, "--listen") && o.n_listen < LATCH_RESOLVER_LISTEN_MAX)
+			ret = latch_parse_addr(v, &o.listen[o.n_listen++], err, sizeof(err));
+		else if (!strcmp(a, "--port"))
+			ret = latch_parse_port(v, &o.port, err, sizeof(err));
+		else if (!strcmp(a, "--upstream") && o.n_upstream < LATCH_RESOLVER_UPSTREAM_MAX) {
+			ret = parse_upstream(v, &o.upstream[o.n_upstream], &o.upstream_port[o.n_upstream], err,
+					     sizeof(err));
+			o.n_upstream++;
+		} else if (!strcmp(a, "--allow") && pol.n_allow < NAMES_MAX)
+			pol.allow[pol.n_allow++] = v;
+		else if (!strcmp(a, "--wildcard") && pol.n_wild < NAMES_MAX)
+			pol.wild[pol.n_wild++] = v;
+		else if (!strcmp(a, "--ttl-min"))
+			ret = latch_parse_uint(v, 0, 86400, &o.ttl_min);
+		else if (!strcmp(a, "--ttl-max"))
+			ret = latch_parse_uint(v, 1, 86400, &o.ttl_max);
+		else if (!strcmp(a, "--timeout-ms"))
+			ret = latch_parse_uint(v, 1, 60000, &o.timeout_ms);
+		else if (!strcmp(a, "--tcp-idle-ms"))
+			ret = latch_parse_uint(v, 1, 600000, &o.tcp_idle_ms);
+		else if (!strcmp(a, "--tcp-clients"))
+			ret = latch_parse_uint(v, 1, 4096, &tcp_clients);
+		else if (!strcmp(a, "--lookup") && n_lookups < NAMES_MAX)
+			lookups[n_lookups++] = v;
+		else if (!strcmp(a, "--empty-port"))
+			ret = latch_parse_port(v, &empty_port, err, sizeof(err));
+		else
+			usage();
+		if (ret) {
+			fprintf(stderr, "resolver_drv: %s %s: %s\n", a, v, err);
+			return 2;
+		}
+	}
+	if (!o.n_listen || !o.port || !o.n_upstream)
+		usage();
+	o.tcp_clients_max = tcp_clients;
+	o.policy = (struct latch_resolver_policy){ &pol, name_allowed, addr_refused, answered, refused };
+
+	d.base = event_base_new();
+	if (!d.base)
+		return 1;
+	d.r[0] = latch_resolver_new(d.base, &o, err, sizeof(err));
+	if (!d.r[0]) {
+		fprintf(stderr, "resolver_drv: %s\n", err);
+		return 1;
+	}
+	if (empty_port) {
+		o.port = empty_port;
+		o.policy.arg = &empty;
+		d.r[1] = latch_resolver_new(d.base, &o, err, sizeof(err));
+		if (!d.r[1]) {
+			fprintf(stderr, "resolver_drv: %s\n", err);
+			return 1;
+		}
+	}
+	for (int i = 0; i < n_lookups; i++) {
+		int ret = latch_resolver_lookup(d.r[0], lookups[i], looked_up, NULL);
+
+		if (ret)
+			printf("lookup %s failed %s\n", lookups[i], strerror(-ret));
+	}
+	ev_term = evsignal_new(d.base, SIGTERM, on_term, &d);
+	ev_int = evsignal_new(d.base, SIGINT, on_term, &d);
+	ev_usr1 = evsignal_new(d.base, SIGUSR1, on_flush, &d);
+	if (!ev_term || !ev_int || !ev_usr1 || event_add(ev_term, NULL) || event_add(ev_int, NULL) ||
+	    event_add(ev_usr1, NULL))
+		return 1;
+	printf("ready\n");
+	event_base_dispatch(d.base);
+
+	latch_resolver_stats(d.r[0], &st);
+	printf("stats queries=%llu answered=%llu refused=%llu upstream_sent=%llu cache_hits=%llu failed=%llu\n",
+	       (unsigned long long)st.queries, (unsigned long long)st.answered, (unsigned long long)st.refused,
+	       (unsigned long long)st.upstream_sent, (unsigned long long)st.cache_hits,
+	       (unsigned long long)st.failed);
+	latch_resolver_free(d.r[0]);
+	latch_resolver_free(d.r[1]);
+	event_free(ev_term);
+	event_free(ev_int);
+	event_free(ev_usr1);
+	event_base_free(d.base);
+	return 0;
+}
