@@ -36,12 +36,12 @@ SKELS := $(patsubst bpf/%.bpf.c,$(BUILD)/%.skel.h,$(BPF_SRCS))
 
 # vm/agent.c is the guest side (static, below); agent_selftest.c is a test driver
 LIB_SRCS := $(wildcard loader/*.c) $(filter-out vm/agent.c vm/agent_selftest.c vm/guest_rawsend.c,$(wildcard vm/*.c)) $(wildcard audit/*.c) \
-	    $(filter-out broker/latchd.c broker/latchd_client.c,$(wildcard broker/*.c))
+	    $(filter-out broker/latchd.c,$(wildcard broker/*.c))
 LIB_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRCS))
 CLI_SRCS := $(wildcard cli/*.c)
 CLI_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(CLI_SRCS))
 
-all: $(BUILD)/latch $(BPF_OBJS) $(BUILD)/vm/latch-agent $(BUILD)/vm/latch-rawsend
+all: $(BUILD)/latch $(BUILD)/latchd $(BPF_OBJS) $(BUILD)/vm/latch-agent $(BUILD)/vm/latch-rawsend
 
 $(BUILD) $(BUILD)/loader $(BUILD)/audit $(BUILD)/broker $(BUILD)/cli $(BUILD)/tests $(BUILD)/selftests $(BUILD)/bench:
 	$(Q)mkdir -p $@
@@ -99,6 +99,9 @@ $(BUILD)/latch: $(CLI_OBJS) $(BUILD)/liblatch.a
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
+$(BUILD)/latchd: $(BUILD)/broker/latchd.o $(BUILD)/liblatch.a
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 # The default guest image, its agent and latch-rawsend (the attack selftest's
 # raw frame sender); `selftests/run.sh` runs `make image` before the guest tests.

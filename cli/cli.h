@@ -36,6 +36,11 @@ int cmd_attach(int argc, char **argv);
 int cmd_detach(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 int cmd_egress(int argc, char **argv);
+/* `egress NAME profile [P]` (cmd_profile.c) */
+int cmd_egress_profile(const char *name, int argc, char **argv);
+/* Load-check PROFILE here (file:line errors), then have latchd switch NAME to it. */
+int latch_profile_switch_cli(const char *name, const char *profile, bool quiet);
+int latch_profile_check_cli(const char *profile);
 int cmd_doctor(int argc, char **argv);
 int cmd_up(int argc, char **argv);
 int cmd_down(int argc, char **argv);

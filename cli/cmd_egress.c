@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * cmd_egress.c - `latch egress NAME allow|revoke|show`.
+ * cmd_egress.c - `latch egress NAME allow|revoke|show` (and `profile`, in cmd_profile.c).
  *
  * Every ENTRY is parsed before the first map is touched, so one bad entry
  * means nothing was applied.
@@ -20,6 +20,7 @@ static const char *origin_name(int o)
 	case LATCH_ORIGIN_GRANT: return "grant";
 	case LATCH_ORIGIN_LEARNED: return "learned";
 	case LATCH_ORIGIN_PROFILE: return "profile";
+	case LATCH_ORIGIN_HOSTNAME: return "hostname";
 	default: return "egress";
 	}
 }
@@ -57,13 +58,16 @@ int cmd_egress(int argc, char **argv)
 	int n = 0, rc = 0;
 
 	if (argc < 3)
-		return latch_err(LATCH_EXIT_USAGE, "usage: latch egress NAME allow|revoke ENTRY... | show");
+		return latch_err(LATCH_EXIT_USAGE, "usage: latch egress NAME allow|revoke ENTRY... | show | profile [P]");
 	name = argv[1];
 	verb = argv[2];
 	if (latch_parse_name(name, err, sizeof(err)))
 		return latch_err(LATCH_EXIT_USAGE, "%s", err);
+	if (!strcmp(verb, "profile"))
+		return cmd_egress_profile(name, argc - 3, argv + 3);
 	if (strcmp(verb, "allow") && strcmp(verb, "revoke") && strcmp(verb, "show"))
-		return latch_err(LATCH_EXIT_USAGE, "egress: unknown action '%s'; use allow, revoke or show", verb);
+		return latch_err(LATCH_EXIT_USAGE, "egress: unknown action '%s'; use allow, revoke, show or profile",
+				 verb);
 
 	entries = calloc(argc, sizeof(*entries));
 	if (!entries)

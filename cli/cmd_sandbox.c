@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "broker/latchd_client.h"
+#include "broker/profile.h"
 #include "cli/cli.h"
 #include "loader/policy.h"
 #include "loader/sandbox.h"
@@ -221,6 +223,9 @@ int cmd_detach(int argc, char **argv)
 		return latch_err(LATCH_EXIT_USAGE, "no sandbox '%s'", argv[1]);
 	if (latch_sandbox_detach(argv[1], err, sizeof(err)))
 		return latch_err(LATCH_EXIT_FAILED, "%s", err);
+	/* its profile goes with it: a new sandbox of that name starts from nothing */
+	if (latch_profile_state_write(argv[1], "", err, sizeof(err)))
+		fprintf(stderr, "latch: warning: %s\n", err);
 	latch_audit_note(argv[1], "attach", "detach", "cli.detach", NULL);
 	if (!latch_json)
 		printf("detached %s\n", argv[1]);
@@ -294,6 +299,14 @@ static bool status_one(const char *name, json_t *arr)
 		json_object_set_new(counts, latch_map_names[counted[i]],
 				    json_integer(latch_sandbox_map_count(sb, counted[i])));
 	json_object_set_new(o, "entries", counts);
+	{
+		char prof[LATCH_PROFILE_NAME_MAX + 2];
+
+		json_object_set_new(o, "profile", latch_profile_state_read(name, prof, sizeof(prof)) ? json_null()
+												     : json_string(prof));
+	}
+	/* observed in the kernel, not taken from the stored name */
+	json_object_set_new(o, "uncontained", json_boolean(cfg.flags & LATCH_CFG_OPEN));
 	json_object_set_new(o, "policy_generation", json_integer(cfg.policy_gen));
 	json_object_set_new(o, "policy_version", json_integer(cfg.policy_version));
 	reasons = json_array();
@@ -331,7 +344,10 @@ static bool status_one(const char *name, json_t *arr)
 		for (size_t i = 0; i < sizeof(counted) / sizeof(counted[0]); i++)
 			printf("%s%s %d", i ? ", " : "", latch_map_names[counted[i]],
 			       latch_sandbox_map_count(sb, counted[i]));
-		printf("\n  policy:   generation %u, version %u\n", cfg.policy_gen, cfg.policy_version);
+		printf("\n  policy:   generation %u, version %u, profile %s%s\n", cfg.policy_gen, cfg.policy_version,
+		       json_is_string(json_object_get(o, "profile")) ? json_string_value(json_object_get(o, "profile"))
+								     : "(none: entries only)",
+		       cfg.flags & LATCH_CFG_OPEN ? ": UNCONTAINED (every destination passes)" : "");
 		printf("  counters:\n");
 		size_t nr = json_array_size(reasons);
 

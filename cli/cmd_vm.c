@@ -17,6 +17,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "broker/latchd_client.h"
+#include "broker/profile.h"
 #include "cli/cli.h"
 #include "vm/agent_client.h"
 #include "vm/sandbox_vm.h"
@@ -102,8 +104,11 @@ int cmd_up(int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "image", required_argument, NULL, 'i' },   { "memory", required_argument, NULL, 'm' },
 		{ "cpus", required_argument, NULL, 'c' },    { "workspace", required_argument, NULL, 'w' },
-		{ "timeout", required_argument, NULL, 't' }, { NULL, 0, NULL, 0 },
+		{ "timeout", required_argument, NULL, 't' }, { "profile", required_argument, NULL, 'p' },
+		{ NULL, 0, NULL, 0 },
 	};
+	const char *profile = NULL;
+	struct latch_conf conf;
 	struct latch_vm_up_opts o = {
 		.image = LATCH_VM_DEFAULT_IMAGE,
 		.memory_mib = LATCH_VM_DEFAULT_MEMORY,
@@ -142,6 +147,9 @@ int cmd_up(int argc, char **argv)
 				return latch_err(LATCH_EXIT_USAGE, "--timeout '%s': give 1..3600 seconds", optarg);
 			o.boot_timeout_ms = u * 1000;
 			break;
+		case 'p':
+			profile = optarg;
+			break;
 		default:
 			return latch_err(LATCH_EXIT_USAGE, "up: unknown or incomplete option '%s'; see `latch help up`",
 					 argv[optind - 1]);
@@ -154,8 +162,50 @@ int cmd_up(int argc, char **argv)
 	snprintf(o.name, sizeof(o.name), "%s", argv[optind]);
 	if (latch_need_root("up"))
 		return LATCH_EXIT_USAGE;
+	/* the profile: --profile, else the one stored for NAME, else latch.conf's (research) */
+	if (!profile) {
+		static char stored[LATCH_PROFILE_NAME_MAX + 2];
+
+		if (latch_profile_state_read(o.name, stored, sizeof(stored)) == 0) {
+			profile = stored;
+		} else if (latch_conf_load(&conf, err, sizeof(err))) {
+			return latch_err(LATCH_EXIT_FAILED, "%s", err);
+		} else {
+			static char dflt[sizeof(conf.profile)];
+
+			snprintf(dflt, sizeof(dflt), "%s", conf.profile);
+			profile = dflt;
+		}
+	}
+	c = latch_profile_check_cli(profile); /* file:line errors before anything is created */
+	if (c)
+		return c;
 	if (latch_vm_up(&o, &res, &fail, err, sizeof(err)))
 		return latch_err(fail_code(fail), "up %s: %s", o.name, err);
+	/*
+	 * The guest started under default deny (sealed).  Now its profile: stored
+	 * first, so latchd applies it whenever it (re)starts; then latchd is asked
+	 * to switch now.  Without latchd the sandbox stays sealed: closed, not open.
+	 */
+	const char *profile_note = "applied by latchd";
+
+	if (latch_profile_state_write(o.name, profile, err, sizeof(err)))
+		return latch_err(LATCH_EXIT_FAILED, "up %s: %s", o.name, err);
+	{
+		json_t *req = json_pack("{s:s, s:s, s:s}", "op", "switch", "sandbox", o.name, "profile", profile);
+		json_t *rep = NULL;
+
+		if (latchd_call(req, &rep, 60000, err, sizeof(err)))
+			profile_note = "stored; latchd is not running, so the sandbox stays sealed until it starts";
+		json_decref(req);
+		if (rep && !json_is_true(json_object_get(rep, "ok"))) {
+			c = latch_err(LATCH_EXIT_FAILED, "up %s: profile %s: %s (the sandbox stays sealed)", o.name,
+				      profile, json_string_value(json_object_get(rep, "error")));
+			json_decref(rep);
+			return c;
+		}
+		json_decref(rep);
+	}
 
 	json_t *j = obs_json(&res.obs);
 
@@ -166,6 +216,7 @@ int cmd_up(int argc, char **argv)
 	json_object_set_new(j, "ms_to_domain_started", json_integer(res.ms_domain));
 	json_object_set_new(j, "ms_to_agent", json_integer(res.ms_agent));
 	json_object_set_new(j, "state_restored", json_boolean(res.restored));
+	json_object_set_new(j, "profile", json_pack("{s:s, s:s}", "name", profile, "note", profile_note));
 	if (*res.restore_note)
 		json_object_set_new(j, "restore_note", json_string(res.restore_note));
 	if (!latch_json) {
@@ -175,6 +226,8 @@ int cmd_up(int argc, char **argv)
 		printf("  timing:      enforcement verified %lld ms, domain started %lld ms, agent answered %lld ms "
 		       "after `up` began\n",
 		       (long long)res.ms_enforced, (long long)res.ms_domain, (long long)res.ms_agent);
+		printf("  profile:     %s (%s)%s\n", profile, profile_note,
+		       !strcmp(profile, LATCH_PROFILE_OPEN) ? ": UNCONTAINED" : "");
 		if (res.restored)
 			printf("  state:       restored into the guest (%llu bytes of tar)\n",
 			       (unsigned long long)res.restored_bytes);
@@ -242,6 +295,8 @@ int cmd_destroy(int argc, char **argv)
 		return rc;
 	if (latch_vm_destroy(argv[1], &fail, err, sizeof(err)))
 		return latch_err(fail_code(fail), "destroy %s: %s", argv[1], err);
+	if (latch_profile_state_write(argv[1], "", err, sizeof(err)))
+		fprintf(stderr, "latch: warning: %s\n", err);
 	if (!latch_json)
 		printf("%s: destroyed (domain, tap, routing, masquerade, pins and state removed)\n", argv[1]);
 	latch_json_out(json_pack("{s:s, s:s}", "sandbox", argv[1], "action", "destroyed"));

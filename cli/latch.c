@@ -27,10 +27,12 @@ static const struct latch_cmd cmds[] = {
 	{ "egress", cmd_egress,
 	  "egress NAME allow ENTRY... [--for SECONDS]\n"
 	  "       egress NAME revoke ENTRY...\n"
-	  "       egress NAME show",
-	  "change or show what a sandbox may reach; ENTRY is ADDR|CIDR[:PORTS][/tcp|udp|icmp]" },
+	  "       egress NAME show\n"
+	  "       egress NAME profile [PROFILE]",
+	  "change or show what a sandbox may reach; ENTRY is ADDR|CIDR[:PORTS][/tcp|udp|icmp]; "
+	  "profile lists the profiles (* active) or switches to one (through latchd)" },
 	{ "status", cmd_status, "status [NAME]", "what the kernel enforces now, read back from it" },
-	{ "up", cmd_up, "up NAME [--image I] [--memory MiB] [--cpus N] [--workspace DIR] [--timeout S]",
+	{ "up", cmd_up, "up NAME [--profile P] [--image I] [--memory MiB] [--cpus N] [--workspace DIR] [--timeout S]",
 	  "start a VM sandbox: tap, enforcement verified, routing, then the guest; prints the observed posture" },
 	{ "down", cmd_down, "down NAME [--timeout S]", "stop a VM sandbox's guest; its tap, enforcement and state stay" },
 	{ "destroy", cmd_destroy, "destroy NAME",

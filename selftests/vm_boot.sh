@@ -113,6 +113,8 @@ L boot install >/dev/null
 UNIT=$LATCH_ROOT/etc/systemd/system/latch-boot.service
 check "install_writes_unit_before_libvirt" bash -c "grep -qx 'DefaultDependencies=no' '$UNIT' && grep -q '^Before=libvirtd.service virtqemud.service' '$UNIT' && grep -qx 'ExecStart=$LATCH_BIN boot apply' '$UNIT' && [ -L '$LATCH_ROOT/etc/systemd/system/libvirtd.service.wants/latch-boot.service' ]"
 check "install_writes_executable_hook" test -x "$LATCH_ROOT/etc/libvirt/hooks/qemu"
+DUNIT=$LATCH_ROOT/etc/systemd/system/latchd.service
+check "install_writes_latchd_unit_after_the_boundary" bash -c "grep -qx 'After=latch-boot.service network-online.target' '$DUNIT' && grep -qx 'ExecStart=${LATCH_BIN%/*}/latchd' '$DUNIT' && [ -L '$LATCH_ROOT/etc/systemd/system/multi-user.target.wants/latchd.service' ]"
 
 # --- "reboot": the domain dies, the tap and its filters are gone, the pins stay ----
 V destroy "$DOM" >/dev/null

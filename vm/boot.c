@@ -148,6 +148,50 @@ int latch_boot_install(const char *latch_bin, void (*wrote)(const char *path, vo
 			return snprintf(err, errlen, "symlink %s: %s", link, strerror(errno)), -errno;
 		wrote(link, arg);
 	}
+	/*
+	 * latchd, next to latch: ordered after the boundary, never before it.
+	 * It only adds reach (names, learned answers); without it the sandboxes
+	 * stay as the pins say, so a failure to start is never a hole.
+	 */
+	{
+		char latchd[PATH_MAX], dunit[PATH_MAX], dlink[PATH_MAX];
+		const char *slash = strrchr(latch_bin, '/');
+
+		if (snprintf(latchd, sizeof(latchd), "%.*slatchd", (int)(slash - latch_bin + 1), latch_bin) >=
+			    (int)sizeof(latchd) ||
+		    latch_path(dunit, sizeof(dunit), "etc/systemd/system/latchd.service") ||
+		    latch_path(dir, sizeof(dir), "etc/systemd/system/multi-user.target.wants") ||
+		    snprintf(dlink, sizeof(dlink), "%s/latchd.service", dir) >= (int)sizeof(dlink))
+			return snprintf(err, errlen, "path too long"), -ENAMETOOLONG;
+		snprintf(text, sizeof(text),
+			 "# Written by `latch boot install`.\n"
+			 "# latchd: named policy, the sandboxes' resolvers, kernel deny events into the audit log.\n"
+			 "[Unit]\n"
+			 "Description=latch daemon: named egress policy and the filtering resolver\n"
+			 "After=latch-boot.service network-online.target\n"
+			 "Requires=latch-boot.service\n"
+			 "\n"
+			 "[Service]\n"
+			 "Type=simple\n"
+			 "%s"
+			 "ExecStart=%s\n"
+			 "ExecReload=/bin/kill -HUP $MAINPID\n"
+			 "Restart=on-failure\n"
+			 "RestartSec=1\n"
+			 "\n"
+			 "[Install]\n"
+			 "WantedBy=multi-user.target\n",
+			 uenv, latchd);
+		r = write_file(dunit, text, 0644, err, errlen);
+		if (r)
+			return r;
+		wrote(dunit, arg);
+		mkdir(dir, 0755);
+		unlink(dlink);
+		if (symlink(dunit, dlink))
+			return snprintf(err, errlen, "symlink %s: %s", dlink, strerror(errno)), -errno;
+		wrote(dlink, arg);
+	}
 	snprintf(text, sizeof(text),
 		 "#!/bin/sh\n"
 		 "# Written by `latch boot install`: libvirt runs this as qemu DOMAIN OP SUBOP, with the\n"

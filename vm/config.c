@@ -64,6 +64,9 @@ static void conf_defaults(struct latch_conf *c)
 	c->table_base = LATCH_CONF_TABLE_BASE;
 	c->rule_priority = LATCH_CONF_RULE_PRIORITY;
 	latch_path(c->images, sizeof(c->images), "var/lib/latch/images");
+	c->dns_ttl_min = LATCH_CONF_TTL_MIN;
+	c->dns_ttl_max = LATCH_CONF_TTL_MAX;
+	strcpy(c->profile, LATCH_CONF_PROFILE);
 }
 
 /* "ADDR/LEN" of the given family, host bits zero. */
@@ -108,9 +111,60 @@ static char *trim(char *s)
 	return s;
 }
 
-enum { K_POOL, K_POOL6, K_UPLINK, K_GW, K_GW6, K_TABLE, K_PRIO, K_IMAGES, K_COUNT };
-static const char *const keys[K_COUNT] = { "pool",	 "pool6",	  "uplink", "gateway",
-					   "gateway6", "table_base", "rule_priority", "images" };
+enum { K_POOL, K_POOL6, K_UPLINK, K_GW, K_GW6, K_TABLE, K_PRIO, K_IMAGES, K_DNS_UP, K_TTL_MIN, K_TTL_MAX,
+       K_PROFILE, K_COUNT };
+static const char *const keys[K_COUNT] = { "pool",	  "pool6",	   "uplink",	    "gateway",
+					   "gateway6",	  "table_base",	   "rule_priority", "images",
+					   "dns_upstream", "dns_ttl_min", "dns_ttl_max",   "profile" };
+
+/* "ADDR", "ADDR:PORT" or "[ADDR6]:PORT", comma-separated, at most LATCH_CONF_UPSTREAM_MAX. */
+static int parse_upstreams(struct latch_conf *c, const char *v, char *msg, size_t msglen)
+{
+	char buf[512], *save = NULL, *tok, e[LATCH_ERR_MAX];
+
+	if (strlen(v) >= sizeof(buf)) {
+		snprintf(msg, msglen, "dns_upstream is too long");
+		return -EINVAL;
+	}
+	strcpy(buf, v);
+	c->n_dns_upstream = 0;
+	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		char *a = trim(tok), *port = NULL, *end;
+		uint32_t p = 53;
+
+		if (c->n_dns_upstream == LATCH_CONF_UPSTREAM_MAX) {
+			snprintf(msg, msglen, "dns_upstream: at most %d servers", LATCH_CONF_UPSTREAM_MAX);
+			return -EINVAL;
+		}
+		if (*a == '[') {
+			end = strchr(a, ']');
+			if (!end || (end[1] && end[1] != ':')) {
+				snprintf(msg, msglen, "dns_upstream '%s': write [IPV6]:PORT", a);
+				return -EINVAL;
+			}
+			*end = '\0';
+			port = end[1] ? end + 2 : NULL;
+			a++;
+		} else if (strchr(a, ':') == strrchr(a, ':') && strchr(a, ':')) {
+			port = strchr(a, ':');
+			*port++ = '\0';
+		}
+		if (latch_parse_addr(a, &c->dns_upstream[c->n_dns_upstream], e, sizeof(e))) {
+			snprintf(msg, msglen, "dns_upstream '%s' is not an address; write ADDR[:PORT],...", a);
+			return -EINVAL;
+		}
+		if (port && latch_parse_uint(port, 1, 65535, &p)) {
+			snprintf(msg, msglen, "dns_upstream port '%s' must be 1..65535", port);
+			return -EINVAL;
+		}
+		c->dns_upstream_port[c->n_dns_upstream++] = p;
+	}
+	if (!c->n_dns_upstream) {
+		snprintf(msg, msglen, "dns_upstream is empty; give at least one ADDR[:PORT]");
+		return -EINVAL;
+	}
+	return 0;
+}
 
 static int set_key(struct latch_conf *c, int k, const char *v, char *msg, size_t msglen)
 {
@@ -151,6 +205,23 @@ static int set_key(struct latch_conf *c, int k, const char *v, char *msg, size_t
 			c->table_base = u;
 		else
 			c->rule_priority = u;
+		return 0;
+	case K_DNS_UP:
+		return parse_upstreams(c, v, msg, msglen);
+	case K_TTL_MIN:
+	case K_TTL_MAX:
+		if (latch_parse_uint(v, 1, 86400, &u)) {
+			snprintf(msg, msglen, "%s '%s' must be seconds, 1..86400", keys[k], v);
+			return -EINVAL;
+		}
+		*(k == K_TTL_MIN ? &c->dns_ttl_min : &c->dns_ttl_max) = u;
+		return 0;
+	case K_PROFILE:
+		if (!*v || strlen(v) >= sizeof(c->profile) || strchr(v, '/') || strstr(v, "..")) {
+			snprintf(msg, msglen, "profile '%s' is not a profile name", v);
+			return -EINVAL;
+		}
+		strcpy(c->profile, v);
 		return 0;
 	case K_IMAGES:
 		if (v[0] != '/' || strlen(v) >= sizeof(c->images)) {
@@ -223,7 +294,7 @@ int latch_conf_parse_file(const char *path, struct latch_conf *c, char *err, siz
 		if (k == K_COUNT) {
 			ret = cfail(err, errlen, path, lineno,
 				    "unknown key '%s'; known: pool, pool6, uplink, gateway, gateway6, table_base, "
-				    "rule_priority, images",
+				    "rule_priority, images, dns_upstream, dns_ttl_min, dns_ttl_max, profile",
 				    key);
 			goto out;
 		}
@@ -245,6 +316,9 @@ int latch_conf_parse_file(const char *path, struct latch_conf *c, char *err, siz
 		ret = cfail(err, errlen, path, 0, "a gateway needs an uplink; add 'uplink = DEV'");
 	else if (c->gateway6.family && !c->pool6.family)
 		ret = cfail(err, errlen, path, 0, "gateway6 without pool6; add 'pool6 = PREFIX/LEN' or drop gateway6");
+	else if (c->dns_ttl_min > c->dns_ttl_max)
+		ret = cfail(err, errlen, path, 0, "dns_ttl_min (%u) is above dns_ttl_max (%u)", c->dns_ttl_min,
+			    c->dns_ttl_max);
 out:
 	fclose(f);
 	return ret;

@@ -4,7 +4,9 @@
  *
  * /etc/latch/latch.conf is `key = value` lines ('#' starts a comment).  It
  * says which pool the sandboxes' /30s come from, which uplink allowed traffic
- * leaves by, and which routing tables and rule priority latch may use.  The
+ * leaves by, which routing tables and rule priority latch may use, which
+ * upstream DNS servers latchd asks and how long learned answers live, and the
+ * profile `latch up` starts with.  The
  * file must be owned by root and writable by nobody else; every error reads
  * `file:line: message`.  LATCH_ROOT moves /etc/latch, /var/lib/latch and
  * /run/latch under one directory, for tests.
@@ -21,6 +23,12 @@
 
 #include "loader/parse.h"
 
+#define LATCH_CONF_UPSTREAM_MAX 4
+#define LATCH_CONF_TTL_MIN 30
+#define LATCH_CONF_TTL_MAX 3600
+/* Containment starts at research: sealed is one command away, forced for `latch task`. */
+#define LATCH_CONF_PROFILE "research"
+
 struct latch_conf {
 	char path[PATH_MAX];	   /* the file read, or "" when none exists */
 	struct latch_addr pool4;   /* network of the v4 pool, carved into /30s */
@@ -33,6 +41,12 @@ struct latch_conf {
 	uint32_t table_base;	   /* sandbox i routes in table table_base + i */
 	uint32_t rule_priority;	   /* priority of the `from SUBNET` rules */
 	char images[PATH_MAX];	   /* image cache; one directory per image name */
+	/* latchd's resolver: where allowed names are asked (none: /etc/resolv.conf's) */
+	struct latch_addr dns_upstream[LATCH_CONF_UPSTREAM_MAX];
+	uint16_t dns_upstream_port[LATCH_CONF_UPSTREAM_MAX];
+	int n_dns_upstream;
+	uint32_t dns_ttl_min, dns_ttl_max; /* learned entries live this long, clamped */
+	char profile[65];		   /* the profile `latch up` starts a sandbox with */
 };
 
 /* Defaults when the file says nothing (the v4 pool is not for tests). */

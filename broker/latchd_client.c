@@ -1,0 +1,184 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * latchd_client.c - one request to latchd, and where a sandbox's profile
+ * name is kept (shared by latchd and the CLI, so both agree on it).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "broker/latchd_client.h"
+#include "loader/parse.h"
+#include "vm/config.h"
+
+int latchd_socket_path(char *buf, size_t len)
+{
+	return latch_path(buf, len, "run/latch/latchd.sock");
+}
+
+static long long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}
+
+int latchd_call(json_t *req, json_t **reply, int timeout_ms, char *err, size_t errlen)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char path[sizeof(sa.sun_path)], buf[65536];
+	long long deadline = now_ms() + timeout_ms;
+	size_t have = 0;
+	char *text, *line;
+	int fd, rc;
+
+	*reply = NULL;
+	if (latchd_socket_path(path, sizeof(path)))
+		return latch_errf(err, errlen, -ENAMETOOLONG, "latchd socket path is too long");
+	strcpy(sa.sun_path, path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return latch_errf(err, errlen, -errno, "socket: %s", strerror(errno));
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+		rc = -errno;
+		close(fd);
+		return latch_errf(err, errlen, rc, "latchd is not running (%s: %s); start it with `systemctl start latchd`",
+				  path, strerror(-rc));
+	}
+	/* one line: the compact dump has no newline of its own */
+	text = json_dumps(req, JSON_COMPACT);
+	if (!text || !(line = malloc(strlen(text) + 2))) {
+		free(text);
+		close(fd);
+		return latch_errf(err, errlen, -ENOMEM, "out of memory");
+	}
+	sprintf(line, "%s\n", text);
+	free(text);
+	rc = 0;
+	for (size_t off = 0, n = strlen(line); off < n;) {
+		ssize_t w = send(fd, line + off, n - off, MSG_NOSIGNAL);
+
+		if (w < 0) {
+			rc = latch_errf(err, errlen, -errno, "latchd: send: %s", strerror(errno));
+			break;
+		}
+		off += w;
+	}
+	free(line);
+	while (!rc) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		long long left = deadline - now_ms();
+		ssize_t r;
+
+		if (left <= 0 || poll(&p, 1, (int)left) == 0) {
+			rc = latch_errf(err, errlen, -ETIMEDOUT, "latchd did not answer within %d s", timeout_ms / 1000);
+			break;
+		}
+		r = recv(fd, buf + have, sizeof(buf) - 1 - have, 0);
+		if (r <= 0) {
+			rc = latch_errf(err, errlen, -EPROTO, "latchd closed the connection without an answer");
+			break;
+		}
+		have += r;
+		buf[have] = '\0';
+		if (strchr(buf, '\n')) {
+			json_error_t je;
+
+			*reply = json_loads(buf, JSON_DISABLE_EOF_CHECK, &je);
+			if (!*reply || !json_is_object(*reply))
+				rc = latch_errf(err, errlen, -EPROTO, "latchd sent something that is not a JSON object");
+			break;
+		}
+		if (have == sizeof(buf) - 1)
+			rc = latch_errf(err, errlen, -EPROTO, "latchd's answer is too long");
+	}
+	close(fd);
+	if (rc && *reply) {
+		json_decref(*reply);
+		*reply = NULL;
+	}
+	return rc;
+}
+
+int latch_profile_state_path(const char *name, char *buf, size_t len)
+{
+	return latch_path(buf, len, "var/lib/latch/policy/%s.profile", name);
+}
+
+int latch_profile_state_read(const char *name, char *profile, size_t len)
+{
+	char path[PATH_MAX];
+	FILE *f;
+
+	if (latch_profile_state_path(name, path, sizeof(path)))
+		return -ENAMETOOLONG;
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	if (!fgets(profile, len, f)) {
+		fclose(f);
+		return -ENOENT;
+	}
+	fclose(f);
+	profile[strcspn(profile, "\n")] = '\0';
+	return *profile ? 0 : -ENOENT;
+}
+
+/* mkdir -p for the two levels under LATCH_ROOT that may be missing, root-only */
+static int ensure_dir(const char *path)
+{
+	char tmp[PATH_MAX];
+
+	snprintf(tmp, sizeof(tmp), "%s", path);
+	for (char *p = tmp + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(tmp, 0755) && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(tmp, 0700) && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+int latch_profile_state_write(const char *name, const char *profile, char *err, size_t errlen)
+{
+	char path[PATH_MAX], dir[PATH_MAX], tmp[PATH_MAX + 8];
+	int fd, rc = 0;
+
+	if (latch_profile_state_path(name, path, sizeof(path)) || latch_path(dir, sizeof(dir), "var/lib/latch/policy"))
+		return latch_errf(err, errlen, -ENAMETOOLONG, "LATCH_ROOT is too long");
+	if (!*profile) {
+		if (unlink(path) && errno != ENOENT)
+			return latch_errf(err, errlen, -errno, "%s: %s", path, strerror(errno));
+		return 0;
+	}
+	rc = ensure_dir(dir);
+	if (rc)
+		return latch_errf(err, errlen, rc, "%s: %s", dir, strerror(-rc));
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return latch_errf(err, errlen, -errno, "%s: %s", tmp, strerror(errno));
+	if (dprintf(fd, "%s\n", profile) < 0 || fsync(fd))
+		rc = -errno;
+	close(fd);
+	if (!rc && rename(tmp, path))
+		rc = -errno;
+	if (rc) {
+		unlink(tmp);
+		return latch_errf(err, errlen, rc, "%s: %s", path, strerror(-rc));
+	}
+	return 0;
+}

@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * latchd_client.h - the CLI's side of latchd's Unix socket.
+ *
+ * The socket is $LATCH_ROOT/run/latch/latchd.sock, root-only (the directory
+ * is 0700, the socket 0600, and latchd checks the peer's uid).  The protocol
+ * is one JSON object per line each way: a request {"op": ...} and its reply
+ * {"ok": true, ...} or {"ok": false, "error": "one line"}.
+ */
+#ifndef LATCH_BROKER_LATCHD_CLIENT_H
+#define LATCH_BROKER_LATCHD_CLIENT_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+int latchd_socket_path(char *buf, size_t len);
+
+/*
+ * Send req, wait up to timeout_ms for the reply.  Returns 0 with *reply set
+ * (the caller decrefs it; "ok" may still be false), -ENOENT or -ECONNREFUSED
+ * when latchd is not running, other -errno with a line in err.
+ */
+int latchd_call(json_t *req, json_t **reply, int timeout_ms, char *err, size_t errlen);
+
+/*
+ * Where the active profile of sandbox NAME is kept:
+ * $LATCH_ROOT/var/lib/latch/policy/NAME.profile, one line.
+ */
+int latch_profile_state_path(const char *name, char *buf, size_t len);
+/* The stored profile name, or -ENOENT when the sandbox has none (no named policy). */
+int latch_profile_state_read(const char *name, char *profile, size_t len);
+/* Store it atomically (temp file, fsync, rename); "" removes it. */
+int latch_profile_state_write(const char *name, const char *profile, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,141 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * cmd_profile.c - `latch egress NAME profile [P]`: list the profiles and
+ * mark the active one, or switch to P.
+ *
+ * A switch goes through latchd, because latchd resolves a profile's host
+ * names and owns what the resolver learned; it builds the whole new policy
+ * and swaps it in with one map update.  The profile is loaded here first,
+ * so a bad line is reported as `file:line: message` before anything is
+ * asked of latchd, and nothing changes.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker/latchd_client.h"
+#include "broker/profile.h"
+#include "cli/cli.h"
+#include "loader/sandbox.h"
+#include "vm/config.h"
+
+static void profile_paths(char *dir, size_t dlen, char *overlay, size_t olen)
+{
+	latch_path(dir, dlen, "etc/latch/profiles");
+	latch_path(overlay, olen, "etc/latch/allowlist.txt");
+}
+
+/* Check P the way latchd will load it; exit code, or 0 when it loads. */
+int latch_profile_check_cli(const char *profile)
+{
+	char dir[PATH_MAX], overlay[PATH_MAX], err[LATCH_ERR_MAX];
+	struct latch_profile p;
+	int rc;
+
+	if (latch_profile_name_check(profile, err, sizeof(err)))
+		return latch_err(LATCH_EXIT_USAGE, "%s", err);
+	profile_paths(dir, sizeof(dir), overlay, sizeof(overlay));
+	rc = latch_profile_load(dir, profile, overlay, &p, err, sizeof(err));
+	if (rc)
+		return latch_err(rc == -ENOENT ? LATCH_EXIT_USAGE : LATCH_EXIT_FAILED, "%s", err);
+	latch_profile_free(&p);
+	return 0;
+}
+
+int latch_profile_switch_cli(const char *name, const char *profile, bool quiet)
+{
+	json_t *req, *rep = NULL, *hosts;
+	char err[LATCH_ERR_MAX];
+	int rc;
+
+	rc = latch_profile_check_cli(profile);
+	if (rc)
+		return rc;
+	req = json_pack("{s:s, s:s, s:s}", "op", "switch", "sandbox", name, "profile", profile);
+	/* host names are looked up before the switch: give the upstreams time */
+	rc = latchd_call(req, &rep, 60000, err, sizeof(err));
+	json_decref(req);
+	if (rc)
+		return latch_err(LATCH_EXIT_FAILED, "%s; a profile's names are resolved by latchd", err);
+	if (!json_is_true(json_object_get(rep, "ok"))) {
+		rc = latch_err(LATCH_EXIT_FAILED, "%s", json_string_value(json_object_get(rep, "error")));
+		json_decref(rep);
+		return rc;
+	}
+	if (!latch_json && !quiet) {
+		size_t i;
+		json_t *h;
+
+		printf("%s: profile %s live (%lld entries, %lld learned answers kept)\n", name, profile,
+		       (long long)json_integer_value(json_object_get(rep, "entries")),
+		       (long long)json_integer_value(json_object_get(rep, "learned_kept")));
+		hosts = json_object_get(rep, "hosts");
+		json_array_foreach(hosts, i, h) {
+			const char *why = json_string_value(json_object_get(h, "error"));
+			json_t *a;
+			size_t k;
+
+			printf("  %-32s", json_string_value(json_object_get(h, "name")));
+			json_array_foreach(json_object_get(h, "addresses"), k, a)
+				printf(" %s", json_string_value(a));
+			printf("%s%s\n", why ? " unresolved: " : "", why ? why : "");
+		}
+		if (json_is_true(json_object_get(rep, "uncontained")))
+			printf("%s: UNCONTAINED: profile open removes the policy; every destination passes\n", name);
+	}
+	if (latch_json)
+		latch_json_out(json_incref(rep));
+	json_decref(rep);
+	return LATCH_EXIT_OK;
+}
+
+int cmd_egress_profile(const char *name, int argc, char **argv)
+{
+	char dir[PATH_MAX], overlay[PATH_MAX], err[LATCH_ERR_MAX], active[LATCH_PROFILE_NAME_MAX + 2] = "";
+	struct latch_profile_info *list = NULL;
+	struct latch_config cfg = { 0 };
+	struct latch_sandbox *sb;
+	json_t *o, *arr;
+	int n = 0;
+
+	if (argc > 1)
+		return latch_err(LATCH_EXIT_USAGE, "usage: latch egress NAME profile [PROFILE]");
+	if (!latch_sandbox_exists(name))
+		return latch_err(LATCH_EXIT_USAGE, "no sandbox '%s' (see `latch status`)", name);
+	if (argc == 1)
+		return latch_profile_switch_cli(name, argv[0], false);
+
+	profile_paths(dir, sizeof(dir), overlay, sizeof(overlay));
+	if (latch_profile_list(dir, &list, &n, err, sizeof(err)))
+		return latch_err(LATCH_EXIT_FAILED, "%s", err);
+	latch_profile_state_read(name, active, sizeof(active));
+	sb = latch_sandbox_open(name, err, sizeof(err));
+	if (sb) {
+		latch_sandbox_read_config(sb, &cfg);
+		latch_sandbox_free(sb);
+	}
+	o = json_pack("{s:s, s:s?, s:b}", "sandbox", name, "active", *active ? active : NULL, "uncontained",
+		      (cfg.flags & LATCH_CFG_OPEN) != 0);
+	arr = json_array();
+	for (int i = 0; i < n; i++) {
+		bool on = !strcmp(list[i].name, active);
+
+		json_array_append_new(arr, json_pack("{s:s, s:b, s:b, s:b}", "name", list[i].name, "active", on,
+						     "builtin", list[i].builtin, "file", list[i].file));
+		if (!latch_json)
+			printf("%s %-20s %s%s\n", on ? "*" : " ", list[i].name,
+			       list[i].file ? (list[i].builtin ? "file (shadows the built-in)" : "file") : "built-in",
+			       !strcmp(list[i].name, LATCH_PROFILE_OPEN) ? ", uncontained" : "");
+	}
+	json_object_set_new(o, "profiles", arr);
+	if (!latch_json) {
+		if (!*active)
+			printf("(no active profile: %s has only the entries given with `latch egress allow`)\n", name);
+		if (cfg.flags & LATCH_CFG_OPEN)
+			printf("%s: UNCONTAINED: observed in the kernel, every destination passes\n", name);
+	}
+	latch_json_out(o);
+	free(list);
+	return LATCH_EXIT_OK;
+}

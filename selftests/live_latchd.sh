@@ -1,0 +1,283 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only
+# live_latchd.sh - named policy through latchd, attacked from a guest netns.
+#
+# Invariants defended (docs/INVARIANTS.md):
+#   - the guest's only resolver answers only names its profile allows; any
+#     other query is REFUSED and never leaves the host (the upstream's query
+#     log proves it), even as a burst of unique subdomains (a DNS tunnel);
+#   - a public name may not answer with a private or metadata address;
+#   - an answer becomes a learned entry whose TTL the kernel enforces: new
+#     flows need a fresh answer, an established flow keeps working;
+#   - a profile switch is one swap: under continuous traffic nothing to a
+#     destination in both profiles is lost, and nothing to a removed one
+#     passes after the command returns;
+#   - enforcement does not depend on latchd: SIGKILL leaves the boundary,
+#     and a restarted latchd picks up the stored profile;
+#   - SIGHUP swaps in a valid configuration and refuses an invalid one whole;
+#   - kernel denies reach the audit log, and `audit verify` catches an edit.
+#
+# Topology: selftests/lib.sh (G guest, H host with latch and latchd, I the
+# fake internet), plus dnsmasq in I on 203.0.113.53 as the upstream, with a
+# query log.  Every name and address is a documentation one.
+set -u
+. "$(dirname "$0")/lib.sh"
+LATCHD_BIN=${LATCHD_BIN:-$LTS_TOP/build/latchd}
+
+command -v dnsmasq >/dev/null || lts_skip_all "needs dnsmasq"
+command -v kdig >/dev/null || lts_skip_all "needs kdig (knot-dnsutils)"
+command -v sqlite3 >/dev/null || lts_skip_all "needs sqlite3"
+[ -x "$LATCHD_BIN" ] || lts_skip_all "no $LATCHD_BIN; run make"
+lts_setup
+
+ROOT=$LTS_TMP/root
+DNSLOG=$LTS_TMP/dnsmasq.log
+LATCHD_PID=
+WILD=203.0.113.30  # *.wild.example
+BOTH=203.0.113.40  # both.example: in p1 and p2
+TTL=2              # dnsmasq's TTL; latch.conf clamps learned entries to 1..3 s
+
+# --- the upstream: dnsmasq in I, authoritative for the test names, logging every query
+in_i ip addr add "$WILD/32" dev lo
+in_i ip addr add "$BOTH/32" dev lo
+lts_bg "$LTS_I" "$LTS_TMP/dnsmasq.out" dnsmasq --no-daemon --no-resolv --no-hosts --user=root --group=root \
+	--listen-address="$SRV_DNS" --bind-interfaces --port=53 --log-queries --log-facility="$DNSLOG" \
+	--local-ttl="$TTL" --pid-file="$LTS_TMP/dnsmasq.pid" \
+	--host-record="ok.example,$SRV_A,$SRV6_A" --host-record="both.example,$BOTH" \
+	--host-record="other.example,$SRV_B" --host-record="rebind.example,10.0.0.5" \
+	--host-record="meta.example,169.254.169.254" --address="/wild.example/$WILD" \
+	--address=/exfil.example/203.0.113.99 --cname=alias.example,ok.example --cname=away.example,exfil.example
+# H (where latchd runs) reaches the upstream through its own main table
+in_h ip route add 203.0.113.0/24 via 198.51.100.254 dev hi0
+
+# --- configuration under LATCH_ROOT: latch.conf, profiles (root-owned, 0644)
+mkdir -p "$ROOT/etc/latch/profiles"
+cat >"$ROOT/etc/latch/latch.conf" <<EOF
+dns_upstream = $SRV_DNS
+dns_ttl_min = 1
+dns_ttl_max = 3
+EOF
+cat >"$ROOT/etc/latch/profiles/p1.txt" <<'EOF'
+# the test's first profile
+ok.example:443,9000
+both.example:9000,5001
+*.wild.example:443,9000
+alias.example:443
+away.example:443
+rebind.example:443
+meta.example:443
+198.51.100.10/32:443
+EOF
+cat >"$ROOT/etc/latch/profiles/p2.txt" <<'EOF'
+both.example:9000,5001
+other.example:443
+EOF
+cat >"$ROOT/etc/latch/profiles/loop-a.txt" <<'EOF'
+# extends: loop-b
+EOF
+cat >"$ROOT/etc/latch/profiles/loop-b.txt" <<'EOF'
+# extends: loop-a
+EOF
+chmod 0644 "$ROOT"/etc/latch/latch.conf "$ROOT"/etc/latch/profiles/*.txt
+
+start_latchd() {
+	LATCH_ROOT=$ROOT LATCH_BPFFS=$LTS_BPFFS nsenter --net="/run/netns/$LTS_H" -- "$LATCHD_BIN" \
+		>>"$LTS_TMP/latchd.log" 2>&1 &
+	LATCHD_PID=$!
+	LTS_PIDS+=("$LATCHD_PID")
+	for _ in $(seq 50); do
+		[ -S "$ROOT/run/latch/latchd.sock" ] && grep -q "listening" "$LTS_TMP/latchd.log" && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+# q NAME [TYPE] [+tcp]: the guest asks its resolver; prints the status word and answers
+q() {
+	in_g kdig @"$HOST4" "$1" "${2:-A}" ${3:-} +retry=0 +timeout=2 +noall +header +answer 2>&1 |
+		sed -n 's/.*status: \([A-Z]*\).*/\1/p; /\sIN\s/p' | awk '{print $NF}' | tr '\n' ' '
+}
+upstream_saw() { grep -c "query\[[A-Z]*\] $1 from" "$DNSLOG" 2>/dev/null || true; }
+
+lts_attach --resolver "$HOST4,$HOST6" --dns-rate 2000 --dns-burst 2000 >/dev/null ||
+	{ fail attach "latch attach failed"; lts_done; }
+start_latchd || { fail latchd-start "latchd did not come up: $(tail -3 "$LTS_TMP/latchd.log")"; lts_done; }
+
+# --- the socket is root-only
+mode=$(stat -c %a "$ROOT/run/latch")
+check_eq "socket directory is 0700" "$mode" 700
+if setpriv --reuid 65534 --regid 65534 --clear-groups socat -T1 - UNIX-CONNECT:"$ROOT/run/latch/latchd.sock" \
+	</dev/null >/dev/null 2>&1; then
+	fail "a non-root user cannot reach latchd's socket" "connected"
+else
+	ok "a non-root user cannot reach latchd's socket"
+fi
+
+# --- before any profile: the resolver answers nothing
+r=$(q ok.example)
+check_eq "without a profile the resolver refuses every name" "$r" "REFUSED "
+
+# --- bad input changes nothing
+latch egress "$LTS_NAME" profile ../etc >/dev/null 2>&1
+check_eq "a profile name with .. is refused (usage)" "$?" 2
+latch egress "$LTS_NAME" profile nosuch >/dev/null 2>&1
+check_eq "an unknown profile is refused (usage)" "$?" 2
+out=$(latch egress "$LTS_NAME" profile loop-a 2>&1)
+check "an extends cycle is refused, naming it" grep -q "loop" <<<"$out"
+printf 'ok.example:443\nthis is not an entry\n' >"$ROOT/etc/latch/profiles/bad.txt"
+chmod 0644 "$ROOT/etc/latch/profiles/bad.txt"
+out=$(latch egress "$LTS_NAME" profile bad 2>&1)
+check "a bad line is refused as file:line" grep -q "bad.txt:2:" <<<"$out"
+chmod 0666 "$ROOT/etc/latch/profiles/bad.txt"
+out=$(latch egress "$LTS_NAME" profile bad 2>&1)
+check "a group/world-writable profile is refused" grep -qi "writable" <<<"$out"
+check_not "nothing was applied by the refusals" test -e "$ROOT/var/lib/latch/policy/$LTS_NAME.profile"
+
+# --- p1
+out=$(latch egress "$LTS_NAME" profile p1 2>&1)
+check "switch to p1" grep -q "profile p1 live" <<<"$out"
+marks_active() { latch egress "$LTS_NAME" profile | grep -q "^\* $1 "; }
+check "the profile list marks p1 active" marks_active p1
+check "a host name of the profile was resolved by the host" tcp_ok "$SRV_A" 443
+check "a CIDR entry of the profile passes" tcp_ok "$SRV_C" 443
+check_not "an address of no entry stays closed" tcp_ok "$SRV_B" 443
+
+r=$(q ok.example)
+check "an allowed name resolves" grep -q "NOERROR $SRV_A" <<<"$r"
+r=$(q ok.example AAAA)
+check "its AAAA resolves too" grep -q "NOERROR $SRV6_A" <<<"$r"
+r=$(q ok.example A +tcp)
+check "the resolver answers over TCP" grep -q "NOERROR $SRV_A" <<<"$r"
+r=$(q alias.example)
+check "a CNAME chain inside the allowed set is followed" grep -q "NOERROR.*$SRV_A" <<<"$r"
+r=$(q away.example)
+check_eq "a CNAME chain leaving the allowed set is refused" "$r" "REFUSED "
+
+# wildcard: learned on answer, not before
+check_not "a wildcard's address is closed before any answer" tcp_ok "$WILD" 443
+r=$(q x1.wild.example)
+check "a name under the wildcard resolves" grep -q "NOERROR $WILD" <<<"$r"
+check "its answer opened the address (learned entry)" tcp_ok "$WILD" 443
+r=$(q wild.example)
+check_eq "the wildcard's apex is not allowed" "$r" "REFUSED "
+
+# refusals never leave the host
+before=$(upstream_saw ok.example)
+r=$(q exfil.example)
+check_eq "an unlisted name is REFUSED" "$r" "REFUSED "
+check_eq "the unlisted query never reached the upstream" "$(upstream_saw exfil.example)" 0
+check "control: allowed queries do reach the upstream" test "$before" -gt 0
+r=$(q ok.example ANY)
+check_eq "ANY is refused" "$r" "REFUSED "
+r=$(q ok.example TXT)
+check_eq "TXT is refused" "$r" "REFUSED "
+out=$(in_g "$LTS_PY" "$LTS_NET" dnsburst "$HOST4" exfil.example --count 200 --wait 5)
+check_eq "a 200-query tunnel burst is answered REFUSED, every query" "$out" "rcode5=200 unanswered=0"
+check_eq "the tunnel burst leaked zero queries upstream" "$(grep -c 'exfil.example' "$DNSLOG")" 0
+
+# rebinding
+r=$(q rebind.example)
+check_eq "a public name answering 10.0.0.5 is refused" "$r" "REFUSED "
+r=$(q meta.example)
+check_eq "a public name answering the metadata address is refused" "$r" "REFUSED "
+
+# other resolvers stay unreachable, latchd or not
+check_not "DNS to the upstream directly is dropped by the kernel" dns_ok "$SRV_DNS"
+
+# --- learned entries expire in the kernel; established flows outlive them
+lts_bg "$LTS_I" "$LTS_TMP/serve9000.out" "$LTS_PY" "$LTS_NET" serve --tcp 9000 --udp 5001 --addr "$BOTH" \
+	--log "$LTS_TMP/serve9000.log" --lifetime 120
+lts_wait_ready "$LTS_TMP/serve9000.out"
+q x2.wild.example >/dev/null
+in_g "$LTS_PY" "$LTS_NET" stream "$WILD" 9000 --duration 6 --interval 0.2 &
+stream_pid=$!
+LTS_PIDS+=("$stream_pid")
+sleep 5 # TTL 2 s (clamped 1..3): the entry is dead now
+t_dead=$(awk '{print $1}' /proc/uptime)
+check_not "a new flow after the learned entry's TTL is dropped" tcp_ok "$WILD" 9000
+wait "$stream_pid"
+late=$(awk -v w="$WILD" '$2 == w { n++ } END { print n + 0 }' "$LTS_TMP/serve9000.log")
+check "the flow opened within the TTL kept working after it (>= 25 of 30 lines)" test "$late" -ge 25
+r=$(q x3.wild.example)
+check "a fresh answer opens it again" tcp_ok "$WILD" 9000
+
+# --- kernel deny events reach the audit log through latchd
+tcp_ok 203.0.113.77 443 >/dev/null 2>&1
+sleep 1
+n=$(latch --json audit "$LTS_NAME" --kind kernel 2>/dev/null | jq '[.entries[] | select(.reason == "drop_policy")] | length')
+check "a kernel deny was written to the audit log" test "${n:-0}" -gt 0
+n=$(latch --json audit "$LTS_NAME" --kind dns 2>/dev/null | jq '[.entries[] | select(.reason == "latchd.dns.not-allowed")] | length')
+check "resolver refusals are in the audit log (rate-limited)" test "${n:-0}" -gt 0
+
+# --- the switch under continuous traffic
+: >"$LTS_TMP/serve9000.log"
+q both.example >/dev/null
+in_g "$LTS_PY" "$LTS_NET" udpstream "$BOTH" 5001 --duration 4 --interval 0.005 >"$LTS_TMP/udpstream.out" &
+u_pid=$!
+in_g "$LTS_PY" "$LTS_NET" stream "$SRV_A" 9000 --duration 4 --interval 0.01 &
+a_pid=$!
+LTS_PIDS+=("$u_pid" "$a_pid")
+sleep 1.5
+latch egress "$LTS_NAME" profile p2 >/dev/null 2>&1
+rc=$?
+t_switch=$(awk '{print $1}' /proc/uptime)
+check_eq "switch to p2 under traffic" "$rc" 0
+wait "$u_pid" "$a_pid"
+sent=$(cat "$LTS_TMP/udpstream.out")
+got=$(awk '$4 == "udp" { n++ } END { print n + 0 }' "$LTS_TMP/serve9000.log")
+check_eq "every datagram to a destination in both profiles arrived ($sent sent)" "$got" "$sent"
+after=$(awk -v a="$SRV_A" -v t="$t_switch" '$2 == a && $5 + 0 > t + 0 { n++ } END { print n + 0 }' "$LTS_TMP/serve9000.log")
+before_sw=$(awk -v a="$SRV_A" -v t="$t_switch" '$2 == a && $5 + 0 <= t + 0 { n++ } END { print n + 0 }' "$LTS_TMP/serve9000.log")
+check "control: the removed destination's stream flowed before the switch" test "$before_sw" -gt 10
+check_eq "nothing sent to the removed destination after the switch returned arrived" "$after" 0
+check_not "a new flow to the removed name's address is dropped" tcp_ok "$SRV_A" 443
+r=$(q ok.example)
+check_eq "the removed name is now REFUSED" "$r" "REFUSED "
+r=$(q other.example)
+check "p2's name resolves" grep -q "NOERROR $SRV_B" <<<"$r"
+check "p2's host name passes" tcp_ok "$SRV_B" 443
+
+# --- SIGHUP: an invalid configuration changes nothing, a valid one is swapped in
+printf 'both.example:9000,5001\nother.example:443\n*.wild.example:443\n999.1.1.1/8\n' \
+	>"$ROOT/etc/latch/profiles/p2.txt"
+kill -HUP "$LATCHD_PID"
+sleep 1
+check "an invalid profile on SIGHUP is refused and logged" grep -q "reload refused.*p2.txt:4" "$LTS_TMP/latchd.log"
+r=$(q x4.wild.example)
+check_eq "nothing of the invalid file was applied" "$r" "REFUSED "
+printf 'both.example:9000,5001\nother.example:443\n*.wild.example:443\n' >"$ROOT/etc/latch/profiles/p2.txt"
+kill -HUP "$LATCHD_PID"
+sleep 1
+r=$(q x5.wild.example)
+check "a valid profile on SIGHUP is swapped in" grep -q "NOERROR $WILD" <<<"$r"
+
+# --- SIGKILL: the kernel keeps enforcing; a restart picks up where it was
+kill -KILL "$LATCHD_PID"
+wait "$LATCHD_PID" 2>/dev/null
+check_not "after SIGKILL of latchd an unlisted address stays closed" tcp_ok 203.0.113.77 443
+check "after SIGKILL of latchd status still verifies the enforcement" latch status "$LTS_NAME"
+check_not "after SIGKILL DNS to another server is still dropped" dns_ok "$SRV_DNS"
+sleep 4 # every TTL (<= 3 s) has run out with nobody to refresh it
+check_not "after SIGKILL host-name entries expire in the kernel (fail closed)" tcp_ok "$SRV_B" 443
+start_latchd || fail latchd-restart "latchd did not come back: $(tail -3 "$LTS_TMP/latchd.log")"
+sleep 1
+r=$(q other.example)
+check "restarted latchd serves the stored profile" grep -q "NOERROR $SRV_B" <<<"$r"
+check "restarted latchd refreshed the host names" tcp_ok "$SRV_B" 443
+r=$(q ok.example)
+check_eq "and still refuses what the profile does not allow" "$r" "REFUSED "
+
+# --- the audit chain catches a row edited by hand
+check "audit verify passes on the untouched log" latch audit verify
+sqlite3 "$ROOT/var/lib/latch/audit.db" "UPDATE entries SET decision = 'allow' WHERE id = (SELECT min(id) FROM entries WHERE kind = 'dns');" 2>"$LTS_TMP/sqlite.err" ||
+	fail "edit an audit row" "$(cat "$LTS_TMP/sqlite.err")"
+out=$(latch audit verify 2>&1)
+rc=$?
+check "audit verify fails after a row was edited by hand" test "$rc" -ne 0
+check "and names the broken entry" grep -qi "entry\|id" <<<"$out"
+
+kill -TERM "$LATCHD_PID"
+wait "$LATCHD_PID" 2>/dev/null
+check_eq "latchd shuts down cleanly on SIGTERM" "$?" 0
+check_not "and removes its socket" test -e "$ROOT/run/latch/latchd.sock"
+lts_done
