@@ -169,7 +169,7 @@ int cmd_up(int argc, char **argv)
 		if (latch_profile_state_read(o.name, stored, sizeof(stored)) == 0) {
 			profile = stored;
 		} else if (latch_conf_load(&conf, err, sizeof(err))) {
-			return latch_err(LATCH_EXIT_FAILED, "%s", err);
+			return latch_err(LATCH_EXIT_USAGE, "up %s: %s", o.name, err); /* as latch_vm_up says it */
 		} else {
 			static char dflt[sizeof(conf.profile)];
 

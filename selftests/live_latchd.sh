@@ -46,6 +46,7 @@ lts_bg "$LTS_I" "$LTS_TMP/dnsmasq.out" dnsmasq --no-daemon --no-resolv --no-host
 	--host-record="ok.example,$SRV_A,$SRV6_A" --host-record="both.example,$BOTH" \
 	--host-record="other.example,$SRV_B" --host-record="rebind.example,10.0.0.5" \
 	--host-record="meta.example,169.254.169.254" --address="/wild.example/$WILD" \
+	--host-record="overlay.example,$SRV_C" \
 	--address=/exfil.example/203.0.113.99 --cname=alias.example,ok.example --cname=away.example,exfil.example
 # H (where latchd runs) reaches the upstream through its own main table
 in_h ip route add 203.0.113.0/24 via 198.51.100.254 dev hi0
@@ -72,13 +73,17 @@ cat >"$ROOT/etc/latch/profiles/p2.txt" <<'EOF'
 both.example:9000,5001
 other.example:443
 EOF
+cat >"$ROOT/etc/latch/allowlist.txt" <<'EOF'
+# the user's overlay, over whichever profile is active
+overlay.example:7000
+EOF
 cat >"$ROOT/etc/latch/profiles/loop-a.txt" <<'EOF'
 # extends: loop-b
 EOF
 cat >"$ROOT/etc/latch/profiles/loop-b.txt" <<'EOF'
 # extends: loop-a
 EOF
-chmod 0644 "$ROOT"/etc/latch/latch.conf "$ROOT"/etc/latch/profiles/*.txt
+chmod 0644 "$ROOT"/etc/latch/latch.conf "$ROOT"/etc/latch/allowlist.txt "$ROOT"/etc/latch/profiles/*.txt
 
 start_latchd() {
 	LATCH_ROOT=$ROOT LATCH_BPFFS=$LTS_BPFFS nsenter --net="/run/netns/$LTS_H" -- "$LATCHD_BIN" \
@@ -209,6 +214,14 @@ check "a kernel deny was written to the audit log" test "${n:-0}" -gt 0
 n=$(latch --json audit "$LTS_NAME" --kind dns 2>/dev/null | jq '[.entries[] | select(.reason == "latchd.dns.not-allowed")] | length')
 check "resolver refusals are in the audit log (rate-limited)" test "${n:-0}" -gt 0
 
+# --- what a switch must keep: a grant, a hand-added entry, the overlay
+r=$(q overlay.example)
+check "the overlay's name resolves under p1" grep -q "NOERROR $SRV_C" <<<"$r"
+latch egress "$LTS_NAME" allow "$SRV_B:7000" --for 300 >/dev/null
+latch egress "$LTS_NAME" allow "$SRV_C:8080" >/dev/null
+check "control: the grant passes before the switch" tcp_ok "$SRV_B" 7000
+check "control: the hand-added entry passes before the switch" tcp_ok "$SRV_C" 8080
+
 # --- the switch under continuous traffic
 : >"$LTS_TMP/serve9000.log"
 q both.example >/dev/null
@@ -236,6 +249,11 @@ check_eq "the removed name is now REFUSED" "$r" "REFUSED "
 r=$(q other.example)
 check "p2's name resolves" grep -q "NOERROR $SRV_B" <<<"$r"
 check "p2's host name passes" tcp_ok "$SRV_B" 443
+check "the grant survived the switch" tcp_ok "$SRV_B" 7000
+check "the hand-added entry survived the switch" tcp_ok "$SRV_C" 8080
+check_not "p1's CIDR entry is gone after the switch" tcp_ok "$SRV_C" 443
+r=$(q overlay.example)
+check "the overlay is layered over p2 too" grep -q "NOERROR $SRV_C" <<<"$r"
 
 # --- SIGHUP: an invalid configuration changes nothing, a valid one is swapped in
 printf 'both.example:9000,5001\nother.example:443\n*.wild.example:443\n999.1.1.1/8\n' \

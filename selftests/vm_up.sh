@@ -32,6 +32,7 @@ TABLE=31300
 CTRL_ADDR=203.0.113.77	# a documentation address, on lo, for the allowed control
 CTRL_PORT=18080
 HOSTSVC_PORT=18081	# listened on at the sandbox's host address; not a host service
+OTHER_PORT=18082	# listened on at CTRL_ADDR too, never allowed
 DENIED=203.0.113.10
 
 TEST=vm_up
@@ -93,6 +94,9 @@ check "up_unknown_image_exits_2_and_creates_nothing" \
 	test "$rc" = 2 -a "$(echo "$out" | wc -l)" = 1 -a ! -e "/sys/class/net/$TAP" -a ! -e "$LATCH_ROOT/var/lib/latch/sandboxes/$NAME"
 out=$(L up averyveryverylongname 2>&1); rc=$?
 check "up_name_too_long_for_tap_exits_2" test "$rc" = 2
+out=$(L up "$NAME" --profile no-such-profile 2>&1); rc=$?
+check "up_unknown_profile_exits_2_and_creates_nothing" \
+	test "$rc" = 2 -a "$(echo "$out" | wc -l)" = 1 -a ! -e "/sys/class/net/$TAP" -a ! -e "$LATCH_ROOT/var/lib/latch/sandboxes/$NAME"
 
 CONF=$LATCH_ROOT/etc/latch/latch.conf
 chmod 0666 "$CONF"
@@ -122,6 +126,9 @@ ok "up_starts_guest_behind_verified_enforcement ($(( (t1 - t0) / 1000000 )) ms w
 echo "$up_json" | jq -r '"   enforced after \(.ms_to_enforced) ms, domain started after \(.ms_to_domain_started) ms, agent after \(.ms_to_agent) ms; accelerator \(.accelerator); guest \(.guest_ip4) kernel \(.guest_release)"'
 check "up_enforcement_verified_before_domain_started" \
 	test "$(echo "$up_json" | jq '.ms_to_enforced < .ms_to_domain_started and .ms_to_domain_started <= .ms_to_agent')" = true
+# no latchd runs here: the profile is stored and the guest stays sealed (closed, not open)
+echo "$up_json" >"$TMP/up.json"
+check "up_stores_the_default_profile_and_says_latchd_is_not_running" bash -c "jq -e '.profile.name == \"research\" and (.profile.note | test(\"not running\"))' '$TMP/up.json' >/dev/null && grep -qx research '$LATCH_ROOT/var/lib/latch/policy/$NAME.profile'"
 check "up_reports_observed_accelerator" test "$(echo "$up_json" | jq -r .accelerator)" = tcg -o \
 	"$(echo "$up_json" | jq -r .accelerator)" = kvm
 
@@ -158,8 +165,10 @@ ip addr add "$CTRL_ADDR/32" dev lo && ADDED_CTRL=1
 PIDS+=($!)
 (cd "$TMP/www" && exec python3 -m http.server --bind "$CTRL_ADDR" "$CTRL_PORT" >/dev/null 2>&1) &
 PIDS+=($!)
+(cd "$TMP/www" && exec python3 -m http.server --bind "$CTRL_ADDR" "$OTHER_PORT" >/dev/null 2>&1) &
+PIDS+=($!)
 for _ in $(seq 50); do
-	[ "$(ss -ltnH "( sport = :$CTRL_PORT or sport = :$HOSTSVC_PORT )" | wc -l)" = 2 ] && break
+	[ "$(ss -ltnH "( sport = :$CTRL_PORT or sport = :$HOSTSVC_PORT or sport = :$OTHER_PORT )" | wc -l)" = 3 ] && break
 	sleep 0.1
 done
 
@@ -167,6 +176,7 @@ done
 # --- attacks from inside, each beside a control --------------------------------
 hp0=$(counter drop_host_port)
 host_get() { python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=3).read().decode())' "$1" 2>/dev/null; }
+check "control_other_port_answers_from_host_itself" bash -c "$(declare -f host_get); host_get http://$CTRL_ADDR:$OTHER_PORT/ | grep -q hello-from-host"
 check "control_host_port_answers_from_host_itself" bash -c "$(declare -f host_get); host_get http://$HOST4:$HOSTSVC_PORT/ | grep -q hello-from-host"
 check "guest_cannot_reach_host_port_that_is_no_service" bash -c "! guest_out=\$('$LATCH_BIN' exec $NAME -- sh -c \"echo 'GET /' | nc -w 3 $HOST4 $HOSTSVC_PORT\" 2>/dev/null) || ! echo \"\$guest_out\" | grep -q hello"
 check "host_port_drop_counted_by_kernel" test "$(counter drop_host_port)" -gt "$hp0"
@@ -178,7 +188,7 @@ check "policy_drops_counted_by_kernel" test "$(counter drop_policy)" -gt "$dp0"
 
 L egress "$NAME" allow "$CTRL_ADDR:$CTRL_PORT" >/dev/null
 check "control_allowed_destination_answers_guest" bash -c "'$LATCH_BIN' exec $NAME -- sh -c \"echo 'GET /' | nc -w 3 $CTRL_ADDR $CTRL_PORT\" 2>/dev/null | grep -q hello-from-host"
-check "allowed_entry_does_not_open_other_ports" bash -c "! '$LATCH_BIN' exec $NAME -- sh -c \"echo 'GET /' | nc -w 3 $CTRL_ADDR $HOSTSVC_PORT\" 2>/dev/null | grep -q hello"
+check "allowed_entry_does_not_open_other_ports" bash -c "! '$LATCH_BIN' exec $NAME -- sh -c \"echo 'GET /' | nc -w 3 $CTRL_ADDR $OTHER_PORT\" 2>/dev/null | grep -q hello"
 
 # --- down keeps the boundary; destroy removes everything -------------------------
 L down "$NAME" >/dev/null; rc=$?
@@ -190,6 +200,26 @@ L up "$NAME" >/dev/null 2>&1; rc=$?
 check "up_after_down_restarts_behind_the_same_enforcement" bash -c "[ $rc = 0 ] && '$LATCH_BIN' exec $NAME -- true && '$LATCH_BIN' --json status $NAME | jq -e '.sandboxes[0].enforced and .sandboxes[0].domain == \"running\"' >/dev/null"
 check "allowed_entry_survives_down_and_up" bash -c "'$LATCH_BIN' exec $NAME -- sh -c \"echo 'GET /' | nc -w 3 $CTRL_ADDR $CTRL_PORT\" 2>/dev/null | grep -q hello-from-host"
 
+# --- a profile applied through latchd: `up --profile` -----------------------------
+# The control is reachable only through the profile once the hand-added entry is gone.
+# latchd's upstream is a documentation address where nothing listens (the profile has
+# no names, so nothing is asked); its resolver binds only the sandbox's host address.
+mkdir -p "$LATCH_ROOT/etc/latch/profiles"
+echo "$CTRL_ADDR/32:$CTRL_PORT" >"$LATCH_ROOT/etc/latch/profiles/vmctl.txt"
+chmod 0644 "$LATCH_ROOT/etc/latch/profiles/vmctl.txt"
+echo "dns_upstream = 203.0.113.53" >>"$CONF"
+L egress "$NAME" revoke "$CTRL_ADDR:$CTRL_PORT" >/dev/null
+check "control_closed_without_the_entry" bash -c "! '$LATCH_BIN' exec $NAME -- sh -c \"echo 'GET /' | nc -w 2 $CTRL_ADDR $CTRL_PORT\" 2>/dev/null | grep -q hello-from-host"
+"${LATCH_BIN%/*}/latchd" >"$TMP/latchd.log" 2>&1 &
+PIDS+=($!)
+for _ in $(seq 50); do [ -S "$LATCH_ROOT/run/latch/latchd.sock" ] && break; sleep 0.1; done
+L down "$NAME" >/dev/null
+L --json up "$NAME" --profile vmctl >"$TMP/up2.json" 2>"$TMP/up2.err"; rc=$?
+check "up_profile_applied_by_latchd" bash -c "[ $rc = 0 ] && jq -e '.profile.name == \"vmctl\" and .profile.note == \"applied by latchd\"' '$TMP/up2.json' >/dev/null"
+check "up_profile_opens_what_the_profile_allows" bash -c "'$LATCH_BIN' exec $NAME -- sh -c \"echo 'GET /' | nc -w 3 $CTRL_ADDR $CTRL_PORT\" 2>/dev/null | grep -q hello-from-host"
+check "up_profile_keeps_other_ports_closed" bash -c "! '$LATCH_BIN' exec $NAME -- sh -c \"echo 'GET /' | nc -w 2 $CTRL_ADDR $OTHER_PORT\" 2>/dev/null | grep -q hello"
+check "status_shows_the_profile" bash -c "'$LATCH_BIN' --json status $NAME | jq -e '.sandboxes[0].profile == \"vmctl\" and (.sandboxes[0].uncontained | not)' >/dev/null"
+
 L destroy "$NAME" >/dev/null; rc=$?
 check "destroy_exits_0" test "$rc" = 0
 check "destroy_removes_tap" test ! -e "/sys/class/net/$TAP"
@@ -198,6 +228,7 @@ check "destroy_removes_rule" bash -c "! ip rule show | grep -q 'lookup $TABLE'"
 check "destroy_removes_table_routes" test -z "$(ip route show table $TABLE 2>/dev/null)"
 check "destroy_removes_domain" bash -c "! '$LATCH_BIN' --json ls | jq -e '.sandboxes[]' >/dev/null && ! virsh -q -c qemu:///system dominfo latch-$NAME >/dev/null 2>&1"
 check "destroy_removes_state" test ! -e "$LATCH_ROOT/var/lib/latch/sandboxes/$NAME"
+check "destroy_removes_the_stored_profile" test ! -e "$LATCH_ROOT/var/lib/latch/policy/$NAME.profile"
 out=$(L destroy "$NAME" 2>&1); rc=$?
 check "destroy_again_is_one_line_exit_2" test "$rc" = 2
 
