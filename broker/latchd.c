@@ -39,6 +39,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "audit/audit.h"
@@ -49,6 +50,9 @@
 #include "loader/policy.h"
 #include "loader/sandbox.h"
 #include "vm/config.h"
+#include "vm/guest_state.h"
+#include "vm/sandbox_vm.h"
+#include "vm/state.h"
 
 #define NS_PER_S 1000000000ULL
 /* learned and host-name rules stay this long past their TTL (established flows re-checked find them) */
@@ -1086,6 +1090,97 @@ static int listen_socket(char *err, size_t errlen)
 	return 0;
 }
 
+/* ---- guest state backups ---- */
+
+/*
+ * Every backup_interval seconds, each running VM sandbox's state directory
+ * is copied to the host (what `down` does too), so a crash of the host or the
+ * guest loses at most one interval of the agent's memory.  A backup talks to
+ * the guest agent for seconds; it runs in a child process so that the
+ * resolvers never wait for it.
+ */
+struct backup_job {
+	char name[LATCH_NAME_MAX + 1];
+	pid_t pid;	  /* running child, 0 none */
+	uint64_t last_ns; /* start of the last backup */
+	bool seen;
+};
+static struct backup_job *jobs;
+static int n_jobs;
+
+static struct backup_job *job_for(const char *name)
+{
+	struct backup_job *n;
+
+	for (int i = 0; i < n_jobs; i++)
+		if (!strcmp(jobs[i].name, name))
+			return &jobs[i];
+	n = realloc(jobs, (n_jobs + 1) * sizeof(*jobs));
+	if (!n)
+		return NULL;
+	jobs = n;
+	memset(&jobs[n_jobs], 0, sizeof(jobs[0]));
+	snprintf(jobs[n_jobs].name, sizeof(jobs[0].name), "%s", name);
+	return &jobs[n_jobs++];
+}
+
+static int backup_one(const char *name, void *arg)
+{
+	uint64_t now = *(uint64_t *)arg;
+	struct backup_job *j = job_for(name);
+	char agent[PATH_MAX];
+	pid_t pid;
+
+	if (!j)
+		return 0;
+	j->seen = true;
+	if (j->pid || (j->last_ns && now < j->last_ns + (uint64_t)d.conf.backup_interval * NS_PER_S))
+		return 0;
+	/* the agent's socket exists only while the domain runs */
+	if (latch_vm_agent_path(name, agent, sizeof(agent)) || access(agent, F_OK))
+		return 0;
+	j->last_ns = now;
+	pid = fork();
+	if (pid == 0) {
+		char err[LATCH_ERR_MAX];
+		uint64_t bytes = 0;
+		uint32_t files = 0;
+		int rc = latch_guest_state_backup(name, &bytes, &files, err, sizeof(err));
+
+		if (rc)
+			fprintf(stderr, "latchd: %s: periodic backup: %s\n", name, err);
+		_exit(rc ? 1 : 0);
+	}
+	if (pid > 0)
+		j->pid = pid;
+	return 0;
+}
+
+static void backups_tick(uint64_t now)
+{
+	/* reap first: the result goes to the audit log */
+	for (int i = 0; i < n_jobs; i++) {
+		int status;
+
+		if (jobs[i].pid && waitpid(jobs[i].pid, &status, WNOHANG) == jobs[i].pid) {
+			bool good = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+
+			audit(jobs[i].name, "backup", good ? "ok" : "fail", "latchd.backup.periodic", NULL);
+			jobs[i].pid = 0;
+		}
+	}
+	if (!d.conf.backup_interval)
+		return;
+	for (int i = 0; i < n_jobs; i++)
+		jobs[i].seen = jobs[i].pid != 0;
+	latch_state_list(backup_one, &now);
+	for (int i = 0; i < n_jobs;) /* sandboxes that are gone */
+		if (!jobs[i].seen)
+			jobs[i] = jobs[--n_jobs];
+		else
+			i++;
+}
+
 /* ---- main loop ---- */
 
 static void on_signal(evutil_socket_t sig, short what, void *arg)
@@ -1106,6 +1201,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 
 	if (++ticks % SCAN_INTERVAL_S == 0)
 		scan();
+	backups_tick(now);
 	for (struct sandbox *s = d.sandboxes; s; s = s->next) {
 		refresh_hosts(s, now);
 		if (ticks % 60 == 0 && now > RESOLVED_GRACE_NS) {
@@ -1222,6 +1318,10 @@ int main(int argc, char **argv)
 		d.sandboxes = s->next;
 		sandbox_free(s);
 	}
+	for (int i = 0; i < n_jobs; i++) /* a backup in flight finishes on its own; collect it */
+		if (jobs[i].pid)
+			waitpid(jobs[i].pid, NULL, 0);
+	free(jobs);
 	audit("latchd", "daemon", "stop", "latchd.stop", json_pack("{s:i}", "pid", (int)getpid()));
 	audit_close(d.audit);
 	event_free(sig_hup);

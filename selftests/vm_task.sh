@@ -89,9 +89,9 @@ ok "up $NAME"
 # --- backup and restore -----------------------------------------------------------
 L exec "$NAME" -- sh -c 'mkdir -p /var/lib/agent-state/sub && echo remembered > /var/lib/agent-state/memo && echo deep > /var/lib/agent-state/sub/x && dd if=/dev/urandom of=/var/lib/agent-state/blob bs=1k count=100 2>/dev/null && sha256sum /var/lib/agent-state/blob' >"$TMP/sum.guest"
 out=$(L backup "$NAME" 2>&1) || true
-check "backup_copies_guest_state_to_host ($out)" test "$(cat "$SANDBOXES/$NAME/guest-state/memo" 2>/dev/null)" = remembered -a \
-	"$(cat "$SANDBOXES/$NAME/guest-state/sub/x" 2>/dev/null)" = deep
-check "backup_is_byte_exact" test "$(sha256sum < "$SANDBOXES/$NAME/guest-state/blob" | cut -d' ' -f1)" = "$(cut -d' ' -f1 "$TMP/sum.guest")"
+check "backup_copies_guest_state_to_host ($out)" test "$(cat "$SANDBOXES/$NAME/state/memo" 2>/dev/null)" = remembered -a \
+	"$(cat "$SANDBOXES/$NAME/state/sub/x" 2>/dev/null)" = deep
+check "backup_is_byte_exact" test "$(sha256sum < "$SANDBOXES/$NAME/state/blob" | cut -d' ' -f1)" = "$(cut -d' ' -f1 "$TMP/sum.guest")"
 
 L exec "$NAME" -- rm -rf /var/lib/agent-state
 out=$(L restore "$NAME" 2>&1) || true
@@ -100,22 +100,45 @@ check "restore_puts_state_back_in_guest ($out)" bash -c "[ \"\$('$LATCH_BIN' exe
 # A hostile guest: symlinks out, '..' and absolute names, a device, and a huge file.
 L exec "$NAME" -- sh -c 'cd /var/lib/agent-state && ln -sf /etc/shadow evil-link && mkfifo fifo && mknod dev c 1 3' >/dev/null 2>&1 || true
 L backup "$NAME" >/dev/null 2>&1 || true
-check "backup_writes_no_symlink_fifo_or_device" bash -c "! find '$SANDBOXES/$NAME/guest-state' ! -type f ! -type d | grep -q ."
+check "backup_writes_no_symlink_fifo_or_device" bash -c "! find '$SANDBOXES/$NAME/state' ! -type f ! -type d | grep -q ."
 # A symlink pointing out of the state directory, to a file holding a marker.
 L exec "$NAME" -- sh -c 'rm -rf /var/lib/agent-state; mkdir -p /var/lib/agent-state/a; echo pwned > /var/lib/escape-me; cd /var/lib/agent-state && ln -s ../../escape-me a/l; true'
 L backup "$NAME" >/dev/null 2>&1 || true
-check "backup_does_not_follow_guest_symlinks" bash -c "[ ! -e '$SANDBOXES/$NAME/guest-state/a/l' ] && ! grep -rqs pwned '$SANDBOXES/$NAME'"
+check "backup_does_not_follow_guest_symlinks" bash -c "[ ! -e '$SANDBOXES/$NAME/state/a/l' ] && ! grep -rqs pwned '$SANDBOXES/$NAME'"
 L exec "$NAME" -- sh -c 'dd if=/dev/zero of=/var/lib/agent-state/huge bs=1M count=17 2>/dev/null'
 rc=0
 out=$(L backup "$NAME" 2>&1) || rc=$?
-check "backup_over_size_cap_refused_and_old_copy_kept (exit $rc)" test "$rc" != 0 -a -d "$SANDBOXES/$NAME/guest-state/a"
+check "backup_over_size_cap_refused_and_old_copy_kept (exit $rc)" test "$rc" != 0 -a -d "$SANDBOXES/$NAME/state/a"
 L exec "$NAME" -- sh -c 'rm -rf /var/lib/agent-state; mkdir -p /var/lib/agent-state; echo remembered > /var/lib/agent-state/memo'
 L backup "$NAME" >/dev/null
+
+# --- latchd backs the state up every backup_interval seconds --------------------------
+# Its upstream is a closed loopback port: the stored profile's names are asked there,
+# and no query leaves the machine.
+printf 'backup_interval = 2\ndns_upstream = 127.0.0.1:53999\n' >>"$LATCH_ROOT/etc/latch/latch.conf"
+L exec "$NAME" -- sh -c 'echo periodic > /var/lib/agent-state/memo3'
+"${LATCH_BIN%/*}/latchd" >"$TMP/latchd.log" 2>&1 &
+LATCHD_PID=$!
+PIDS+=("$LATCHD_PID")
+for _ in $(seq 100); do
+	[ "$(cat "$SANDBOXES/$NAME/state/memo3" 2>/dev/null)" = periodic ] && break
+	sleep 0.2
+done
+check "latchd_backs_up_the_guest_state_periodically" test "$(cat "$SANDBOXES/$NAME/state/memo3" 2>/dev/null)" = periodic
+# exec and the periodic backups take turns on the agent's channel
+execs=0
+for i in 1 2 3 4 5 6; do
+	[ "$(L exec "$NAME" -- echo "turn$i" 2>/dev/null)" = "turn$i" ] && execs=$((execs + 1))
+	sleep 0.5
+done
+check "exec_works_beside_periodic_backups ($execs of 6)" test "$execs" = 6
+kill -TERM "$LATCHD_PID"; wait "$LATCHD_PID" 2>/dev/null
+check "periodic_backups_are_audited" bash -c "'$LATCH_BIN' --json audit $NAME --kind backup | jq -e '[.entries[] | select(.decision == \"ok\")] | length > 0' >/dev/null"
 
 # --- down backs up, up restores into a rebuilt guest --------------------------------
 L exec "$NAME" -- sh -c 'echo before-down > /var/lib/agent-state/memo2'
 out=$(L down "$NAME" 2>&1) || true
-check "down_backs_up_first ($(echo "$out" | head -1))" test "$(cat "$SANDBOXES/$NAME/guest-state/memo2" 2>/dev/null)" = before-down
+check "down_backs_up_first ($(echo "$out" | head -1))" test "$(cat "$SANDBOXES/$NAME/state/memo2" 2>/dev/null)" = before-down
 virsh -q -c qemu:///system undefine "latch-$NAME" >/dev/null 2>&1 || true
 check "domain_undefined_by_hand" bash -c "! virsh -q -c qemu:///system dominfo latch-$NAME >/dev/null 2>&1"
 out=$(L up "$NAME" 2>&1) || true

@@ -202,12 +202,14 @@ check "allowed_entry_survives_down_and_up" bash -c "'$LATCH_BIN' exec $NAME -- s
 
 # --- a profile applied through latchd: `up --profile` -----------------------------
 # The control is reachable only through the profile once the hand-added entry is gone.
-# latchd's upstream is a documentation address where nothing listens (the profile has
-# no names, so nothing is asked); its resolver binds only the sandbox's host address.
+# latchd's upstream is a closed loopback port (the profile has
+# no names, but the stored profile, research, has: they are asked of a loopback port where
+# nothing listens, so no query leaves the machine); its resolver binds only the
+# sandbox's host address.
 mkdir -p "$LATCH_ROOT/etc/latch/profiles"
 echo "$CTRL_ADDR/32:$CTRL_PORT" >"$LATCH_ROOT/etc/latch/profiles/vmctl.txt"
 chmod 0644 "$LATCH_ROOT/etc/latch/profiles/vmctl.txt"
-echo "dns_upstream = 203.0.113.53" >>"$CONF"
+echo "dns_upstream = 127.0.0.1:53999" >>"$CONF"
 L egress "$NAME" revoke "$CTRL_ADDR:$CTRL_PORT" >/dev/null
 check "control_closed_without_the_entry" bash -c "! '$LATCH_BIN' exec $NAME -- sh -c \"echo 'GET /' | nc -w 2 $CTRL_ADDR $CTRL_PORT\" 2>/dev/null | grep -q hello-from-host"
 "${LATCH_BIN%/*}/latchd" >"$TMP/latchd.log" 2>&1 &

@@ -12,12 +12,14 @@
  */
 #include <endian.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
@@ -32,6 +34,7 @@
 
 struct latch_agent {
 	int fd;
+	int lock_fd; /* flock on SOCK.lock: one client on the channel at a time */
 	uint32_t next_id;
 	size_t start, end; /* unread bytes are rbuf[start..end) */
 	uint8_t rbuf[RBUF_LEN];
@@ -74,6 +77,7 @@ static int wait_fd(int fd, short events, int64_t deadline)
 int latch_agent_connect(const char *sock_path, struct latch_agent **out)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char lock[sizeof(sa.sun_path) + 8];
 	struct latch_agent *a;
 	int ret;
 
@@ -84,6 +88,26 @@ int latch_agent_connect(const char *sock_path, struct latch_agent **out)
 	a = calloc(1, sizeof(*a));
 	if (!a)
 		return -ENOMEM;
+	a->fd = -1;
+	/*
+	 * virtio-serial is one byte stream: a second client (latchd's periodic
+	 * backup while someone runs `latch exec`) would interleave with the
+	 * first.  Clients take turns on a lock beside the socket, waiting a
+	 * bounded time for the one before them.
+	 */
+	snprintf(lock, sizeof(lock), "%s.lock", sock_path);
+	a->lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (a->lock_fd < 0) {
+		ret = -errno;
+		goto err;
+	}
+	for (int64_t until = now_ms() + LATCH_AGENT_LOCK_WAIT_MS; flock(a->lock_fd, LOCK_EX | LOCK_NB);) {
+		if (errno != EWOULDBLOCK || now_ms() >= until) {
+			ret = errno == EWOULDBLOCK ? -EBUSY : -errno;
+			goto err;
+		}
+		usleep(20 * 1000);
+	}
 	a->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (a->fd < 0) {
 		ret = -errno;
@@ -101,6 +125,8 @@ int latch_agent_connect(const char *sock_path, struct latch_agent **out)
 err:
 	if (a->fd >= 0)
 		close(a->fd);
+	if (a->lock_fd >= 0)
+		close(a->lock_fd);
 	free(a);
 	return ret;
 }
@@ -110,6 +136,7 @@ void latch_agent_close(struct latch_agent *a)
 	if (!a)
 		return;
 	close(a->fd);
+	close(a->lock_fd); /* releases the turn */
 	free(a);
 }
 

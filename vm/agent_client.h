@@ -46,7 +46,14 @@ struct latch_agent_result {
 	char message[128];	/* why the agent refused; guest text, sanitise before printing */
 };
 
-/* Connect to the channel socket.  *out is freed with latch_agent_close(). */
+/* How long a client waits for another one to finish with the channel. */
+#define LATCH_AGENT_LOCK_WAIT_MS 120000
+
+/*
+ * Connect to the channel socket, after taking the channel's lock (SOCK.lock:
+ * one client at a time; -EBUSY after LATCH_AGENT_LOCK_WAIT_MS).  *out is
+ * freed with latch_agent_close(), which releases the lock.
+ */
 int latch_agent_connect(const char *sock_path, struct latch_agent **out);
 /* Closing while a command runs cancels it: the guest kills its process group. */
 void latch_agent_close(struct latch_agent *a);

@@ -67,6 +67,7 @@ static void conf_defaults(struct latch_conf *c)
 	c->dns_ttl_min = LATCH_CONF_TTL_MIN;
 	c->dns_ttl_max = LATCH_CONF_TTL_MAX;
 	strcpy(c->profile, LATCH_CONF_PROFILE);
+	c->backup_interval = LATCH_CONF_BACKUP_INTERVAL;
 }
 
 /* "ADDR/LEN" of the given family, host bits zero. */
@@ -112,10 +113,11 @@ static char *trim(char *s)
 }
 
 enum { K_POOL, K_POOL6, K_UPLINK, K_GW, K_GW6, K_TABLE, K_PRIO, K_IMAGES, K_DNS_UP, K_TTL_MIN, K_TTL_MAX,
-       K_PROFILE, K_COUNT };
+       K_PROFILE, K_BACKUP, K_COUNT };
 static const char *const keys[K_COUNT] = { "pool",	  "pool6",	   "uplink",	    "gateway",
 					   "gateway6",	  "table_base",	   "rule_priority", "images",
-					   "dns_upstream", "dns_ttl_min", "dns_ttl_max",   "profile" };
+					   "dns_upstream", "dns_ttl_min", "dns_ttl_max",   "profile",
+					   "backup_interval" };
 
 /* "ADDR", "ADDR:PORT" or "[ADDR6]:PORT", comma-separated, at most LATCH_CONF_UPSTREAM_MAX. */
 static int parse_upstreams(struct latch_conf *c, const char *v, char *msg, size_t msglen)
@@ -216,6 +218,12 @@ static int set_key(struct latch_conf *c, int k, const char *v, char *msg, size_t
 		}
 		*(k == K_TTL_MIN ? &c->dns_ttl_min : &c->dns_ttl_max) = u;
 		return 0;
+	case K_BACKUP:
+		if (latch_parse_uint(v, 0, 86400, &c->backup_interval)) {
+			snprintf(msg, msglen, "backup_interval '%s' must be seconds, 0..86400 (0: only on down)", v);
+			return -EINVAL;
+		}
+		return 0;
 	case K_PROFILE:
 		if (!*v || strlen(v) >= sizeof(c->profile) || strchr(v, '/') || strstr(v, "..")) {
 			snprintf(msg, msglen, "profile '%s' is not a profile name", v);
@@ -294,7 +302,7 @@ int latch_conf_parse_file(const char *path, struct latch_conf *c, char *err, siz
 		if (k == K_COUNT) {
 			ret = cfail(err, errlen, path, lineno,
 				    "unknown key '%s'; known: pool, pool6, uplink, gateway, gateway6, table_base, "
-				    "rule_priority, images, dns_upstream, dns_ttl_min, dns_ttl_max, profile",
+				    "rule_priority, images, dns_upstream, dns_ttl_min, dns_ttl_max, profile, backup_interval",
 				    key);
 			goto out;
 		}

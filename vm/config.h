@@ -5,8 +5,8 @@
  * /etc/latch/latch.conf is `key = value` lines ('#' starts a comment).  It
  * says which pool the sandboxes' /30s come from, which uplink allowed traffic
  * leaves by, which routing tables and rule priority latch may use, which
- * upstream DNS servers latchd asks and how long learned answers live, and the
- * profile `latch up` starts with.  The
+ * upstream DNS servers latchd asks and how long learned answers live, the
+ * profile `latch up` starts with, and how often latchd backs guest state up.  The
  * file must be owned by root and writable by nobody else; every error reads
  * `file:line: message`.  LATCH_ROOT moves /etc/latch, /var/lib/latch and
  * /run/latch under one directory, for tests.
@@ -28,6 +28,7 @@
 #define LATCH_CONF_TTL_MAX 3600
 /* Containment starts at research: sealed is one command away, forced for `latch task`. */
 #define LATCH_CONF_PROFILE "research"
+#define LATCH_CONF_BACKUP_INTERVAL 600
 
 struct latch_conf {
 	char path[PATH_MAX];	   /* the file read, or "" when none exists */
@@ -47,6 +48,7 @@ struct latch_conf {
 	int n_dns_upstream;
 	uint32_t dns_ttl_min, dns_ttl_max; /* learned entries live this long, clamped */
 	char profile[65];		   /* the profile `latch up` starts a sandbox with */
+	uint32_t backup_interval;	   /* seconds between latchd's guest state backups; 0: only on down */
 };
 
 /* Defaults when the file says nothing (the v4 pool is not for tests). */

@@ -42,7 +42,7 @@
 
 int latch_guest_state_dir(const char *name, char *buf, size_t len)
 {
-	return latch_path(buf, len, "var/lib/latch/sandboxes/%s/guest-state", name);
+	return latch_path(buf, len, "var/lib/latch/sandboxes/%s/state", name);
 }
 
 static int rm_cb(const char *path, const struct stat *sb, int flag, struct FTW *ftw)

@@ -4,8 +4,8 @@
  * (LATCH_GUEST_STATE_DIR), copied to the host and back through the guest
  * agent.
  *
- * The host copy is $LATCH_ROOT/var/lib/latch/sandboxes/NAME/guest-state/
- * (NAME/state is already the sandbox's own state file).  Backup streams a
+ * The host copy is $LATCH_ROOT/var/lib/latch/sandboxes/NAME/state/ (the
+ * sandbox's own record is NAME/sandbox, vm/state.h).  Backup streams a
  * `tar c` out of the guest over the agent's stdout; that tarball is hostile
  * and is extracted with libarchive under strict rules: regular files and
  * directories only, no absolute paths, no '..', nothing through a symlink,

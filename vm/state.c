@@ -87,7 +87,8 @@ int latch_state_dir(const char *name, char *buf, size_t len)
 
 static int state_file(const char *name, char *buf, size_t len)
 {
-	return latch_path(buf, len, "var/lib/latch/sandboxes/%s/state", name);
+	/* NAME/state/ is the guest's state backup (guest_state.h): this record is NAME/sandbox */
+	return latch_path(buf, len, "var/lib/latch/sandboxes/%s/sandbox", name);
 }
 
 bool latch_state_exists(const char *name)
@@ -276,7 +277,7 @@ int latch_state_remove(const char *name)
 		return -ENAMETOOLONG;
 	if (lstat(dir, &sb))
 		return errno == ENOENT ? 0 : -errno;
-	/* the state file, and the guest-state backup tree beside it; symlinks are not followed */
+	/* the sandbox record, and the guest's state backup beside it; symlinks are not followed */
 	if (nftw(dir, remove_cb, 16, FTW_DEPTH | FTW_PHYS) && errno != ENOENT)
 		return -errno;
 	return 0;

@@ -2,7 +2,7 @@
 /*
  * state.h - what latch assigned to a VM sandbox, kept on disk.
  *
- * $LATCH_ROOT/var/lib/latch/sandboxes/NAME/state holds the sandbox's /30
+ * $LATCH_ROOT/var/lib/latch/sandboxes/NAME/sandbox holds the sandbox's /30
  * (and /64), MAC, routing table, the uplink as it was when routing was set
  * up, and the guest's image, memory, cpus and workspace.  It is written
  * atomically (temp file, fsync, rename), and it is written before anything
