@@ -269,6 +269,10 @@ sleep 1
 r=$(q x5.wild.example)
 check "a valid profile on SIGHUP is swapped in" grep -q "NOERROR $WILD" <<<"$r"
 
+# --- host names are asked again before their TTL runs out
+sleep 4 # past every TTL (<= 3 s)
+check "a host name stays open past its TTL while latchd refreshes it" tcp_ok "$SRV_B" 443
+
 # --- SIGKILL: the kernel keeps enforcing; a restart picks up where it was
 kill -KILL "$LATCHD_PID"
 wait "$LATCHD_PID" 2>/dev/null
