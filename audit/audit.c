@@ -499,6 +499,21 @@ rollback:
 	return ret;
 }
 
+int audit_room(struct audit_log *log, const char *sandbox, const char *kind)
+{
+	struct rl_slot *s;
+
+	if (!log || !token_ok(sandbox) || !token_ok(kind))
+		return 0;
+	s = rl_get(log, sandbox, kind);
+	if (!s)
+		return 0;
+	if (rl_room(log, s, now_ns(log)))
+		return 1;
+	s->suppressed++;
+	return 0;
+}
+
 int audit_append(struct audit_log *log, struct audit_entry *e)
 {
 	struct audit_entry w;

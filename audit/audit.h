@@ -87,6 +87,12 @@ void audit_close(struct audit_log *log);
  * database failed (audit_error() says how).
  */
 int audit_append(struct audit_log *log, struct audit_entry *e);
+/*
+ * Would an entry of (sandbox, kind) be written now?  1: yes, append it; 0:
+ * no, and it has been counted as suppressed, exactly as audit_append() would
+ * have counted it (so a busy caller skips building the entry at all).
+ */
+int audit_room(struct audit_log *log, const char *sandbox, const char *kind);
 
 /*
  * Call fn for each entry that passes the filter, oldest first.  A non-zero

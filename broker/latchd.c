@@ -77,7 +77,9 @@ struct learned {
 	char name[LATCH_DNS_NAME_MAX + 1];
 	struct latch_addr addr;
 	uint64_t expires_ns;
+	int next; /* the next in its hash bucket, -1 at the end */
 };
+#define LEARNED_BUCKETS 4096
 
 struct client;
 struct sandbox;
@@ -114,6 +116,7 @@ struct sandbox {
 	unsigned hosts_generation;
 	struct learned *learned;
 	int n_learned, cap_learned;
+	int *learned_index; /* LEARNED_BUCKETS heads into learned[], by (name, address) */
 	struct pending_switch *sw;
 	bool seen;
 	struct sandbox *next;
@@ -172,6 +175,16 @@ static void audit(const char *sandbox, const char *kind, const char *decision, c
 	if (rc && rc != -EAGAIN)
 		logf_("audit log: %s (%s %s %s not recorded)", audit_error(d.audit), sandbox, kind, decision);
 	free(text);
+}
+
+/*
+ * Is there room in the audit log for (sandbox, kind) right now?  Busy paths
+ * (every answer, refusal and kernel deny) ask first, so an entry the rate
+ * limit would drop is never built; a skipped one is counted all the same.
+ */
+static bool audit_wanted(const char *sandbox, const char *kind)
+{
+	return d.audit && audit_room(d.audit, sandbox, kind);
 }
 
 static json_t *addr_json(const struct latch_addr *a)
@@ -289,12 +302,48 @@ static void address_entry(const struct latch_addr *a, const struct latch_entry *
 	e->prefixlen = a->family == AF_INET ? 32 : 128;
 }
 
+static unsigned learned_hash(const char *name, const struct latch_addr *a)
+{
+	uint32_t h = 2166136261u; /* FNV-1a */
+
+	for (const char *p = name; *p; p++)
+		h = (h ^ (uint8_t)*p) * 16777619u;
+	for (int i = 0; i < 16; i++)
+		h = (h ^ a->bytes[i]) * 16777619u;
+	return h % LEARNED_BUCKETS;
+}
+
+/* Rebuild the index after entries were removed (swapped out of the array). */
+static void learned_reindex(struct sandbox *s)
+{
+	if (!s->learned_index)
+		return;
+	for (int b = 0; b < LEARNED_BUCKETS; b++)
+		s->learned_index[b] = -1;
+	for (int i = 0; i < s->n_learned; i++) {
+		unsigned h = learned_hash(s->learned[i].name, &s->learned[i].addr);
+
+		s->learned[i].next = s->learned_index[h];
+		s->learned_index[h] = i;
+	}
+}
+
+/* Remember (name, address) until expires; every answer comes here, so it is a hash lookup. */
 static void remember_learned(struct sandbox *s, const char *name, const struct latch_addr *a, uint64_t expires)
 {
-	for (int i = 0; i < s->n_learned; i++) {
+	unsigned h;
+
+	if (!s->learned_index) {
+		s->learned_index = malloc(LEARNED_BUCKETS * sizeof(*s->learned_index));
+		if (!s->learned_index)
+			return;
+		learned_reindex(s);
+	}
+	h = learned_hash(name, a);
+	for (int i = s->learned_index[h]; i >= 0; i = s->learned[i].next) {
 		struct learned *l = &s->learned[i];
 
-		if (!strcmp(l->name, name) && l->addr.family == a->family && !memcmp(l->addr.bytes, a->bytes, 16)) {
+		if (l->addr.family == a->family && !memcmp(l->addr.bytes, a->bytes, 16) && !strcmp(l->name, name)) {
 			if (expires > l->expires_ns)
 				l->expires_ns = expires;
 			return;
@@ -312,7 +361,8 @@ static void remember_learned(struct sandbox *s, const char *name, const struct l
 	snprintf(s->learned[s->n_learned].name, sizeof(s->learned[0].name), "%s", name);
 	s->learned[s->n_learned].addr = *a;
 	s->learned[s->n_learned].expires_ns = expires;
-	s->n_learned++;
+	s->learned[s->n_learned].next = s->learned_index[h];
+	s->learned_index[h] = s->n_learned++;
 }
 
 /* Runs before the reply leaves latchd: the entry is in the kernel when the guest connects. */
@@ -323,12 +373,14 @@ static void answered(void *arg, const char *qname, const struct latch_addr *addr
 	struct latch_entry ports;
 	char err[LATCH_ERR_MAX];
 	json_t *list;
+	bool want;
 
 	if (!s->have_profile || s->prof.open)
 		return; /* open: the kernel passes everything already */
 	if (!latch_profile_match(&s->prof, qname, &ports))
 		return;
-	list = json_array();
+	want = audit_wanted(s->name, "learned");
+	list = want ? json_array() : NULL;
 	for (int i = 0; i < n; i++) {
 		struct latch_entry e;
 
@@ -337,10 +389,12 @@ static void answered(void *arg, const char *qname, const struct latch_addr *addr
 			logf_("%s: learned entry for %s: %s", s->name, qname, err);
 		else
 			remember_learned(s, qname, &addrs[i], expires);
-		json_array_append_new(list, addr_json(&addrs[i]));
+		if (want)
+			json_array_append_new(list, addr_json(&addrs[i]));
 	}
-	audit(s->name, "learned", "allow", "latchd.dns.answer",
-	      json_pack("{s:s, s:o, s:i}", "name", qname, "addresses", list, "ttl", (int)ttl));
+	if (want)
+		audit(s->name, "learned", "allow", "latchd.dns.answer",
+		      json_pack("{s:s, s:o, s:i}", "name", qname, "addresses", list, "ttl", (int)ttl));
 }
 
 static void refused(void *arg, const char *qname, uint16_t qtype, const char *reason)
@@ -348,6 +402,8 @@ static void refused(void *arg, const char *qname, uint16_t qtype, const char *re
 	struct sandbox *s = arg;
 	char code[AUDIT_TOKEN_MAX];
 
+	if (!audit_wanted(s->name, "dns"))
+		return;
 	snprintf(code, sizeof(code), "latchd.dns.%s", reason);
 	audit(s->name, "dns", "deny", code, json_pack("{s:s, s:i}", "name", qname, "qtype", qtype));
 }
@@ -430,6 +486,16 @@ static void switch_free(struct pending_switch *sw)
 	free(sw);
 }
 
+/* Collect a switched sandbox's old generation (arg: its name, strdup'ed). */
+static void gc_later(evutil_socket_t fd, short what, void *arg)
+{
+	struct sandbox *s = arg ? sandbox_find(arg) : NULL;
+
+	if (s && !s->sw)
+		latch_policy_gc(s->sb);
+	free(arg);
+}
+
 static void switch_commit(struct pending_switch *sw)
 {
 	struct sandbox *s = sw->s;
@@ -483,7 +549,8 @@ static void switch_commit(struct pending_switch *sw)
 		      json_pack("{s:s, s:s, s:s}", "from", sw->from, "to", sw->prof.name, "error", err));
 		goto out;
 	}
-	latch_policy_gc(s->sb);
+	/* the old generation is idle now; deleting it can wait until the client has its answer */
+	event_base_once(d.base, -1, EV_TIMEOUT, gc_later, strdup(s->name), &(struct timeval){ 0, 0 });
 	latch_sandbox_read_config(s->sb, &s->cfg);
 	/* the sandbox now runs the new profile: swap it in, with its hosts */
 	latch_profile_free(&s->prof);
@@ -506,6 +573,7 @@ static void switch_commit(struct pending_switch *sw)
 		}
 		s->learned[i] = s->learned[--s->n_learned];
 	}
+	learned_reindex(s);
 	latch_resolver_flush(s->res);
 	if (latch_profile_state_write(s->name, s->prof.name, err, sizeof(err)))
 		logf_("%s: %s", s->name, err);
@@ -684,7 +752,7 @@ static int on_event(void *ctx, void *data, size_t size)
 	struct latch_addr src = { 0 }, dst = { 0 };
 	json_t *f;
 
-	if (size < sizeof(*ev))
+	if (size < sizeof(*ev) || !audit_wanted(s->name, "kernel"))
 		return 0;
 	f = json_pack("{s:s, s:i}", "dir", ev->dir == LATCH_DIR_FROM_GUEST ? "from-guest" : "to-guest", "suppressed",
 		      (int)ev->suppressed);
@@ -750,6 +818,7 @@ static void sandbox_free(struct sandbox *s)
 	latch_profile_free(&s->prof);
 	hosts_free(s->hosts);
 	free(s->learned);
+	free(s->learned_index);
 	latch_sandbox_free(s->sb);
 	free(s);
 }
@@ -960,6 +1029,7 @@ static void handle(struct client *c, json_t *req)
 	const char *name = json_string_value(json_object_get(req, "sandbox"));
 	char err[LATCH_ERR_MAX];
 	struct sandbox *s;
+	int rc;
 
 	if (!op)
 		return reply_error(c, "request without \"op\"");
@@ -994,8 +1064,11 @@ static void handle(struct client *c, json_t *req)
 					   name);
 		if (s->sw)
 			return reply_error(c, "%s: a switch is already running; try again", name);
-		if (latch_profile_name_check(pname, err, sizeof(err)) || load_profile(pname, &p, err, sizeof(err)))
-			return reply_error(c, "%s", err);
+		if (latch_profile_name_check(pname, err, sizeof(err)))
+			return reply(c, json_pack("{s:b, s:s, s:b}", "ok", 0, "error", err, "usage", 1));
+		rc = load_profile(pname, &p, err, sizeof(err));
+		if (rc) /* an unknown profile is the caller's mistake; a bad file is the host's */
+			return reply(c, json_pack("{s:b, s:s, s:b}", "ok", 0, "error", err, "usage", rc == -ENOENT));
 		c->waiting = true;
 		switch_begin(s, &p, c, false);
 		return;
@@ -1211,6 +1284,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 					s->learned[i] = s->learned[--s->n_learned];
 				else
 					i++;
+			learned_reindex(s);
 		}
 	}
 }

@@ -30,7 +30,7 @@
 #define LATCH_PROFILE_NAME_MAX 64
 #define LATCH_PROFILE_DEPTH_MAX 16	    /* profiles in one extends chain */
 #define LATCH_PROFILE_ENTRIES_MAX 65536	    /* entries of a loaded profile, chain and overlay */
-#define LATCH_PROFILE_FILE_MAX (1024 * 1024) /* bytes of one profile file */
+#define LATCH_PROFILE_FILE_MAX (16 * 1024 * 1024) /* bytes of one profile file: 65,536 entries fit */
 #define LATCH_PROFILE_LINE_MAX 1024
 #define LATCH_PROFILE_OPEN "open"
 

@@ -5,9 +5,9 @@
  *
  * A switch goes through latchd, because latchd resolves a profile's host
  * names and owns what the resolver learned; it builds the whole new policy
- * and swaps it in with one map update.  The profile is loaded here first,
- * so a bad line is reported as `file:line: message` before anything is
- * asked of latchd, and nothing changes.
+ * and swaps it in with one map update.  latchd loads the profile; a bad line
+ * comes back as `file:line: message` and nothing changes.  (`up` checks its
+ * profile here, before it creates anything.)
  */
 #include <errno.h>
 #include <stdio.h>
@@ -49,9 +49,9 @@ int latch_profile_switch_cli(const char *name, const char *profile, bool quiet)
 	char err[LATCH_ERR_MAX];
 	int rc;
 
-	rc = latch_profile_check_cli(profile);
-	if (rc)
-		return rc;
+	if (latch_profile_name_check(profile, err, sizeof(err)))
+		return latch_err(LATCH_EXIT_USAGE, "%s", err);
+	/* latchd loads the profile and says `file:line: message` if it is bad: no second parse here */
 	req = json_pack("{s:s, s:s, s:s}", "op", "switch", "sandbox", name, "profile", profile);
 	/* host names are looked up before the switch: give the upstreams time */
 	rc = latchd_call(req, &rep, 60000, err, sizeof(err));
@@ -59,7 +59,8 @@ int latch_profile_switch_cli(const char *name, const char *profile, bool quiet)
 	if (rc)
 		return latch_err(LATCH_EXIT_FAILED, "%s; a profile's names are resolved by latchd", err);
 	if (!json_is_true(json_object_get(rep, "ok"))) {
-		rc = latch_err(LATCH_EXIT_FAILED, "%s", json_string_value(json_object_get(rep, "error")));
+		rc = latch_err(json_is_true(json_object_get(rep, "usage")) ? LATCH_EXIT_USAGE : LATCH_EXIT_FAILED, "%s",
+			       json_string_value(json_object_get(rep, "error")));
 		json_decref(rep);
 		return rc;
 	}

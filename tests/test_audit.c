@@ -341,6 +341,35 @@ Test(audit, test_121st_entry_in_a_minute_is_counted_and_rides_on_the_next)
 	audit_close(log);
 }
 
+Test(audit, test_room_says_what_append_would_do_and_counts_the_skipped)
+{
+	struct audit_log *log = open_log();
+	struct audit_entry e = { .sandbox = "alpha", .kind = "learned", .decision = "allow", .reason = "r" };
+	struct audit_filter f = { .sandbox = "alpha", .kind = "learned" };
+	struct collect *c = calloc(1, sizeof(*c));
+	uint64_t start = fake_now;
+	json_t *o;
+
+	for (int i = 0; i < 120; i++) {
+		cr_assert_eq(audit_room(log, "alpha", "learned"), 1, "entry %d has room", i + 1);
+		cr_assert_eq(audit_append(log, &e), 0);
+	}
+	cr_assert_eq(audit_room(log, "alpha", "learned"), 0, "the 121st has no room");
+	cr_assert_eq(audit_room(log, "alpha", "learned"), 0);
+	cr_assert_eq(audit_room(log, "beta", "learned"), 1, "control: another sandbox has room");
+	cr_assert_eq(audit_room(log, "alpha", "Bad Kind"), 0, "a bad token never has room");
+	fake_now = start + AUDIT_WINDOW_NS;
+	cr_assert_eq(audit_room(log, "alpha", "learned"), 1);
+	cr_assert_eq(audit_append(log, &e), 0);
+	cr_assert_eq(audit_query(log, &f, collect_one, c), 121);
+	o = json_loads(c->fields[120], 0, NULL);
+	cr_assert_eq(json_integer_value(json_object_get(o, "suppressed")), 2,
+		     "the two skipped by audit_room ride on the next: %s", c->fields[120]);
+	json_decref(o);
+	free(c);
+	audit_close(log);
+}
+
 Test(audit, test_rate_is_per_sandbox_and_kind)
 {
 	struct audit_log *log = open_log();
