@@ -1,10 +1,12 @@
 # SPDX-License-Identifier: GPL-2.0-only
 # Benchmarks: `make bench` builds the helpers below and runs bench/run.sh,
-# which prints one table (latch beside no filter and nftables, with targets).
-#   make bench                  3 reps of everything (about 3-5 minutes, root)
+# which prints one table (latch beside no filter and nftables, with targets);
+# bench/latchd.sh adds the rows that go through latchd (resolver beside
+# dnsmasq, a 65,536-entry profile switch beside nftables).
+#   make bench                  3 reps of everything (about 6-8 minutes, root)
 #   BENCH_REPS=5 make bench     more reps; see bench/run.sh for other knobs
 
-BENCH_BINS := $(BUILD)/bench/inject $(BUILD)/bench/testrun $(BUILD)/bench/ctl
+BENCH_BINS := $(BUILD)/bench/inject $(BUILD)/bench/testrun $(BUILD)/bench/ctl $(BUILD)/bench/profswitch
 
 $(BUILD)/bench/bench_progs.bpf.o: bench/bench_progs.bpf.c $(BUILD)/vmlinux.h | $(BUILD)/bench
 	$(call msg,BPF,$@)
@@ -27,5 +29,9 @@ $(BUILD)/bench/ctl: bench/ctl.c $(wildcard loader/*.h) $(BUILD)/liblatch.a | $(B
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) -o $@ $< $(BUILD)/liblatch.a $(LDLIBS)
 
-bench: $(BUILD)/latch $(BENCH_BINS)
+$(BUILD)/bench/profswitch: bench/profswitch.c $(wildcard loader/*.h broker/*.h) $(BUILD)/liblatch.a | $(BUILD)/bench
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(BUILD)/liblatch.a $(LDLIBS)
+
+bench: $(BUILD)/latch $(BUILD)/latchd $(BENCH_BINS)
 	$(Q)BUILD=$(BUILD) bash bench/run.sh

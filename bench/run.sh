@@ -34,6 +34,12 @@
 #   ctl      65,536 entries loaded (latch_policy_replace / nft -f) and one entry
 #            added (latch_policy_allow / nft add element); CLI wall clocks too,
 #            and the map primitives latch_policy_replace is built of (ctl diag)
+#   latchd   bench/latchd.sh, in namespaces of its own (see its header):
+#            latchd's resolver beside dnsmasq forwarding (dnsperf queries/s,
+#            latency, lost, server CPU per query), and a 65,536-entry
+#            profile switch (`latch egress NAME profile B`) beside one nft -f
+#            replacing a 65,536-element set, with latchd's steps timed one by
+#            one (bench/profswitch).  BENCH_LATCHD=0 skips it.
 #   vm       `latch up` on the default guest image, BENCH_VM_REPS (3) times:
 #            ms to enforcement verified on the tap and ms to the guest agent
 #            answering (as `latch --json up` reports them), with the
@@ -46,7 +52,8 @@
 # (1024), BENCH_TPUT_RUNS (3 iperf3 runs per config and rep, the best counts), BENCH_INJECT_PKTS (2000000 per config and rep, as BENCH_INJECT_RUNS (4)
 # runs of which the fastest counts), BENCH_REPEAT (1000000), BENCH_PAIRS
 # (20000), BENCH_SECS (3, per iperf3 run), BENCH_ADDS (1000),
-# BENCH_OUT (results dir, default $BUILD/bench/results-TIME).
+# BENCH_OUT (results dir, default $BUILD/bench/results-TIME); bench/latchd.sh
+# reads BENCH_LATCHD_PARTS, BENCH_DNS_* and BENCH_SWITCH_REPS (its header).
 # A target that is missed prints MISS; the exit status is 0 all the same
 # (machines are noisy), non-zero only when the benchmark itself failed.
 set -euo pipefail
@@ -99,6 +106,11 @@ need=()
 command -v iperf3 >/dev/null || need+=(iperf3)
 command -v nft >/dev/null || need+=(nftables)
 command -v jq >/dev/null || need+=(jq)
+if [ "${BENCH_LATCHD:-1}" = 1 ]; then	# bench/latchd.sh
+	command -v dnsperf >/dev/null || need+=(dnsperf)
+	command -v dnsmasq >/dev/null || need+=(dnsmasq-base)
+	command -v socat >/dev/null || need+=(socat)
+fi
 if [ ${#need[@]} -gt 0 ]; then
 	log "installing ${need[*]}"
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}" >&2 ||
@@ -363,6 +375,20 @@ for ((r = 1; r <= REPS; r++)); do
 done
 nft_off
 
+# ---------------------------------------------------------------- latchd
+# bench/latchd.sh: its own namespaces, latchd, dnsmasq and pins, removed by its own trap
+LATCHD_NOTE=""
+if [ "${BENCH_LATCHD:-1}" = 0 ]; then
+	LATCHD_NOTE="latchd rows: skipped (BENCH_LATCHD=0)"
+else
+	log "latchd: resolver beside dnsmasq, profile switch beside nftables (bench/latchd.sh)"
+	if ! BUILD=$BUILD bash "$ROOT/bench/latchd.sh" "$OUT/latchd" > "$OUT/latchd.csv"; then
+		LATCHD_NOTE="latchd rows: bench/latchd.sh failed (its lines above); the rows it finished are shown"
+		log "$LATCHD_NOTE"
+	fi
+	cat "$OUT/latchd.csv" >> "$RAW"
+fi
+
 # ---------------------------------------------------------------- vm
 # free_pool CIDR...: the first candidate that overlaps no route and no address on this host
 free_pool() {
@@ -402,6 +428,8 @@ vm_part
 	echo "cpus: $(nproc)"
 	iperf3 --version | head -1
 	nft --version
+	dnsperf -h 2>&1 | sed -n 's/^Version/dnsperf/p'
+	dnsmasq --version 2>/dev/null | head -1
 	echo "load average: start $LOAD_START, end $(cut -d' ' -f1-3 /proc/loadavg)"
 	echo "reps: $REPS  sizes: $SIZES  inject: $INJECT_PKTS  repeat: $REPEAT  pairs: $PAIRS  secs: $SECS"
 	echo "git: $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo -)"
@@ -412,19 +440,23 @@ med() {
 	awk -F, -v p="$1" -v m="$2" -v i="$3" -v n="$4" '$1 == p && $2 == m && $3 == i && $4 == n { print $6 }' "$RAW" |
 		sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
-rng() {	# rng PART METRIC IMPL N FMT: "[min..max]" over reps
-	awk -F, -v p="$1" -v m="$2" -v i="$3" -v n="$4" -v f="$5" '$1 == p && $2 == m && $3 == i && $4 == n {
+rng() {	# rng PART METRIC IMPL N FMT [DIVISOR]: "[min..max]" over reps
+	awk -F, -v p="$1" -v m="$2" -v i="$3" -v n="$4" -v f="$5" -v d="${6:-1}" '$1 == p && $2 == m && $3 == i && $4 == n {
 		if (!c++ || $6 < lo) lo = $6; if (c == 1 || $6 > hi) hi = $6 }
-		END { if (c) printf("[" f ".." f "]", lo, hi) }' "$RAW"
+		END { if (c) printf("[" f ".." f "]", lo / d, hi / d) }' "$RAW"
 }
 calc() { awk "BEGIN { printf(\"$1\", $2) }"; }
+have() { awk -F, -v p="$1" -v m="$2" -v i="$3" '$1 == p && $2 == m && $3 == i { f = 1 } END { exit !f }' "$RAW"; }
+tot() {	# tot PART METRIC IMPL: the sum over reps
+	awk -F, -v p="$1" -v m="$2" -v i="$3" '$1 == p && $2 == m && $3 == i { s += $6 } END { print s + 0 }' "$RAW"
+}
 ok() { awk "BEGIN { exit !($1) }" && echo PASS || echo MISS; }
 thou() { echo "$1" | sed ':a; s/\B[0-9]\{3\}\>/,&/; ta'; }
 
 FMT='%-40s %8s  %-19s  %-24s  %-24s  %-28s %s\n'
 row() { printf "$FMT" "$@"; }
 {
-	row "measurement" "entries" "none" "latch" "nftables" "target (latch)" "result"
+	row "measurement" "entries" "none" "latch" "nftables (or ref.)" "target (latch)" "result"
 	row "----------------------------------------" "--------" "-------------------" "------------------------" "------------------------" "----------------------------" "------"
 	declare -A base=()
 	for cse in hit_cached hit_policy port_miss addr_miss addr_miss_noevents tc_pass; do
@@ -506,6 +538,52 @@ row() { printf "$FMT" "$@"; }
 		l=$(med ctl "$op" latch "$BIG")
 		row "$label" "$(thou "$BIG")" "-" "$(calc %.1f "$l / 1000")" "-" "(information: exact4-shaped)" ""
 	done
+	# bench/latchd.sh: the resolver beside dnsmasq (client in H, both servers on CPU 1)
+	if have dns qps latch && have dns qps dnsmasq; then
+		dn=$(awk -F, '$1 == "dns" { print $4; exit }' "$RAW")
+		dq() { thou "$(calc "${3:-%.0f}" "$(med dns "$1" "$2" "$dn")") $(rng dns "$1" "$2" "$dn" "${3:-%.0f}")"; }
+		dlost() { echo "lost $(tot dns lost "$1"), upstream $(tot dns upstream "$1")"; }
+		row "resolver q/s, cached A (ref. dnsmasq)" "$(thou "$dn")" "-" "$(dq qps latch)" "$(dq qps dnsmasq)" \
+			"(information)" ""
+		row "  the same, average latency, us" "$(thou "$dn")" "-" "$(dq lat_us latch)" "$(dq lat_us dnsmasq)" \
+			"(information: at that load)" ""
+		row "  the same, queries lost, sent upstream" "$(thou "$dn")" "-" "$(dlost latch)" "$(dlost dnsmasq)" \
+			"(information: all reps)" ""
+		row "  the same, server CPU per query, us" "$(thou "$dn")" "-" "$(dq cpu_us latch %.1f)" "$(dq cpu_us dnsmasq %.1f)" \
+			"(information)" ""
+		dcpu() { echo "$(calc %.0f "$(med dns busy_pct "$1" "$dn")") / $(calc %.0f "$(med dns wait_pct "$1" "$dn")")"; }
+		row "  the same, server on a CPU / waiting, %" "$(thou "$dn")" "-" "$(dcpu latch)" "$(dcpu dnsmasq)" \
+			"(information: of the run)" ""
+		if have dns lat1_us latch && have dns lat1_us dnsmasq; then
+			row "  latency at 1 query outstanding, us" "$(thou "$dn")" "-" "$(dq lat1_us latch)" "$(dq lat1_us dnsmasq)" \
+				"(information)" ""
+		fi
+		if have dns qps latch_refused; then
+			row "resolver q/s, REFUSED (name not allowed)" "$(thou "$dn")" "-" "$(dq qps latch_refused)" "-" \
+				"($(dlost latch_refused))" ""
+		fi
+		if have dns qps latch_guest; then
+			row "resolver q/s, from the guest (tc filter)" "$(thou "$dn")" "-" "$(dq qps latch_guest)" "-" \
+				"($(dlost latch_guest))" ""
+		fi
+	fi
+	# bench/latchd.sh: a 65,536-entry profile switch beside one nft -f transaction
+	if have switch cli latch && have switch nft_f nft; then
+		sn=$(awk -F, '$1 == "switch" { print $4; exit }' "$RAW")
+		sw() { printf '%s %s' "$(calc %.0f "$(med switch "$1" "$2" "$sn") / 1000")" "$(rng switch "$1" "$2" "$sn" %.0f 1000)"; }
+		row "profile switch $(thou "$sn") -> $(thou "$sn"), ms" "$(thou "$sn")" "-" "$(sw cli latch) (CLI)" \
+			"$(sw nft_f nft) (nft -f)" "(information)" ""
+		for op in parse walk switch gc; do
+			have switch "$op" latch || continue
+			case $op in
+			parse) label="  latchd: load the profile (CLI: again)" ;;
+			walk) label="  latchd: walk the live policy (carry)" ;;
+			switch) label="  latchd: latch_policy_switch (kernel)" ;;
+			gc) label="  latchd: delete the old generation" ;;
+			esac
+			row "$label" "$(thou "$sn")" "-" "$(sw "$op" latch)" "-" "(information: profswitch)" ""
+		done
+	fi
 } > "$OUT/table.txt"
 
 echo
@@ -522,6 +600,20 @@ echo "load/replace: until the new policy is live (staged under the idle generati
 echo "  the old generation is deleted after that by latch_policy_gc (lookup_batch + delete_batch), shown below it."
 echo "map: primitives timed on a private hash map shaped like exact4 (bench/ctl.c diag), for reference."
 echo "address miss: $MISS; nftables: inet table, ipv4_addr . inet_service set, ingress hook of $HIF, policy drop."
+if have dns qps latch; then
+	echo "resolver (bench/latchd.sh): dnsperf in the host netns on CPU 0, -c ${BENCH_DNS_CLIENTS:-4} -q ${BENCH_DNS_QUEUE:-64}, ${BENCH_DNS_SECS:-10} s a run,"
+	echo "  ${BENCH_DNS_REPS:-2} reps; the same warm A queries to latchd's resolver and to dnsmasq --server=UPSTREAM"
+	echo "  --cache-size=1024, each on CPU 1, one upstream; the kernel filter is in the path of the guest row only."
+	echo "  CPU per query: the server's run time (schedstat) / answers; on a CPU + waiting near 100 %: the server set the pace."
+fi
+if have switch cli latch; then
+	echo "profile switch: wall clock of \`latch egress NAME profile B\` (then A, B, ...) between two profiles of $(thou "$sn")"
+	echo "  addresses :443, and of \`nft -f\` (flush set + add element) on an inet set of the same; the latchd rows are"
+	echo "  its steps timed one by one by bench/profswitch on the same files (the CLI loads the profile once more first)."
+fi
+if [ -n "$LATCHD_NOTE" ]; then
+	echo "$LATCHD_NOTE"
+fi
 echo
 if [ -n "$VM_NOTE" ]; then
 	echo "$VM_NOTE"
