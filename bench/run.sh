@@ -576,7 +576,7 @@ row() { printf "$FMT" "$@"; }
 		for op in parse walk switch gc; do
 			have switch "$op" latch || continue
 			case $op in
-			parse) label="  latchd: load the profile (CLI: again)" ;;
+			parse) label="  latchd: load the profile" ;;
 			walk) label="  latchd: walk the live policy (carry)" ;;
 			switch) label="  latchd: latch_policy_switch (kernel)" ;;
 			gc) label="  latchd: delete the old generation" ;;
@@ -609,7 +609,7 @@ fi
 if have switch cli latch; then
 	echo "profile switch: wall clock of \`latch egress NAME profile B\` (then A, B, ...) between two profiles of $(thou "$sn")"
 	echo "  addresses :443, and of \`nft -f\` (flush set + add element) on an inet set of the same; the latchd rows are"
-	echo "  its steps timed one by one by bench/profswitch on the same files (the CLI loads the profile once more first)."
+	echo "  its steps timed one by one by bench/profswitch on the same files."
 fi
 if [ -n "$LATCHD_NOTE" ]; then
 	echo "$LATCHD_NOTE"
