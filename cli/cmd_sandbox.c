@@ -245,6 +245,26 @@ static void addr_str(int family, const void *a, char *buf, size_t len)
 }
 
 /* One sandbox's observed state; returns true when enforcement is verified. */
+/* latchd's view of the sandboxes, or NULL when it is not running (asked once per command). */
+static json_t *latchd_ping(void)
+{
+	static json_t *cached;
+	static bool asked;
+	char err[LATCH_ERR_MAX];
+	json_t *req, *rep = NULL;
+
+	if (!asked) {
+		asked = true;
+		req = json_pack("{s:s}", "op", "ping");
+		if (!latchd_call(req, &rep, 2000, err, sizeof(err)) && json_is_true(json_object_get(rep, "ok")))
+			cached = rep;
+		else
+			json_decref(rep);
+		json_decref(req);
+	}
+	return cached ? json_incref(cached) : NULL;
+}
+
 static bool status_one(const char *name, json_t *arr)
 {
 	static const enum latch_map_id counted[] = { LATCH_MAP_EXACT4, LATCH_MAP_EXACT6, LATCH_MAP_PREFIX4,
@@ -301,9 +321,24 @@ static bool status_one(const char *name, json_t *arr)
 	json_object_set_new(o, "entries", counts);
 	{
 		char prof[LATCH_PROFILE_NAME_MAX + 2];
+		const char *applied = NULL;
+		json_t *rep = latchd_ping();
 
 		json_object_set_new(o, "profile", latch_profile_state_read(name, prof, sizeof(prof)) ? json_null()
 												     : json_string(prof));
+		/* what latchd says it applied, when it answers: the stored name alone is only intent */
+		if (rep) {
+			size_t i;
+			json_t *sbx;
+
+			json_array_foreach(json_object_get(rep, "sandboxes"), i, sbx)
+				if (!strcmp(json_string_value(json_object_get(sbx, "name")) ?: "", name) &&
+				    !json_is_true(json_object_get(sbx, "switching")))
+					applied = json_string_value(json_object_get(sbx, "profile"));
+		}
+		json_object_set_new(o, "latchd", json_boolean(rep != NULL));
+		json_object_set_new(o, "profile_applied", applied ? json_string(applied) : json_null());
+		json_decref(rep);
 	}
 	/* observed in the kernel, not taken from the stored name */
 	json_object_set_new(o, "uncontained", json_boolean(cfg.flags & LATCH_CFG_OPEN));
@@ -344,10 +379,25 @@ static bool status_one(const char *name, json_t *arr)
 		for (size_t i = 0; i < sizeof(counted) / sizeof(counted[0]); i++)
 			printf("%s%s %d", i ? ", " : "", latch_map_names[counted[i]],
 			       latch_sandbox_map_count(sb, counted[i]));
-		printf("\n  policy:   generation %u, version %u, profile %s%s\n", cfg.policy_gen, cfg.policy_version,
-		       json_is_string(json_object_get(o, "profile")) ? json_string_value(json_object_get(o, "profile"))
-								     : "(none: entries only)",
-		       cfg.flags & LATCH_CFG_OPEN ? ": UNCONTAINED (every destination passes)" : "");
+		{
+			const char *stored = json_string_value(json_object_get(o, "profile"));
+			const char *applied = json_string_value(json_object_get(o, "profile_applied"));
+			bool up = json_is_true(json_object_get(o, "latchd"));
+			char what[160];
+
+			if (!stored)
+				snprintf(what, sizeof(what), "no profile (only the entries below)");
+			else if (applied && !strcmp(applied, stored))
+				snprintf(what, sizeof(what), "profile %s (applied by latchd)", stored);
+			else if (up)
+				snprintf(what, sizeof(what), "profile %s stored, latchd has %s applied", stored,
+					 applied ? applied : "nothing");
+			else
+				snprintf(what, sizeof(what), "profile %s stored; latchd is not running, so not verified",
+					 stored);
+			printf("\n  policy:   generation %u, version %u, %s%s\n", cfg.policy_gen, cfg.policy_version, what,
+			       cfg.flags & LATCH_CFG_OPEN ? ": UNCONTAINED (every destination passes)" : "");
+		}
 		printf("  counters:\n");
 		size_t nr = json_array_size(reasons);
 

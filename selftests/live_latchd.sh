@@ -143,6 +143,8 @@ out=$(latch egress "$LTS_NAME" profile p1 2>&1)
 check "switch to p1" grep -q "profile p1 live" <<<"$out"
 marks_active() { latch egress "$LTS_NAME" profile | grep -q "^\* $1 "; }
 check "the profile list marks p1 active" marks_active p1
+applied() { latch --json status "$LTS_NAME" | jq -e --arg p "$1" '.sandboxes[0].profile_applied == $p' >/dev/null; }
+check "status reports p1 as applied, as latchd says" applied p1
 check "a host name of the profile was resolved by the host" tcp_ok "$SRV_A" 443
 check "a CIDR entry of the profile passes" tcp_ok "$SRV_C" 443
 check_not "an address of no entry stays closed" tcp_ok "$SRV_B" 443
@@ -278,6 +280,8 @@ kill -KILL "$LATCHD_PID"
 wait "$LATCHD_PID" 2>/dev/null
 check_not "after SIGKILL of latchd an unlisted address stays closed" tcp_ok 203.0.113.77 443
 check "after SIGKILL of latchd status still verifies the enforcement" latch status "$LTS_NAME"
+out=$(latch status "$LTS_NAME" 2>&1)
+check "and says the stored profile is not verified without latchd" grep -q "p2 stored; latchd is not running" <<<"$out"
 check_not "after SIGKILL DNS to another server is still dropped" dns_ok "$SRV_DNS"
 sleep 4 # every TTL (<= 3 s) has run out with nobody to refresh it
 check_not "after SIGKILL host-name entries expire in the kernel (fail closed)" tcp_ok "$SRV_B" 443

@@ -220,7 +220,7 @@ L --json up "$NAME" --profile vmctl >"$TMP/up2.json" 2>"$TMP/up2.err"; rc=$?
 check "up_profile_applied_by_latchd" bash -c "[ $rc = 0 ] && jq -e '.profile.name == \"vmctl\" and .profile.note == \"applied by latchd\"' '$TMP/up2.json' >/dev/null"
 check "up_profile_opens_what_the_profile_allows" bash -c "'$LATCH_BIN' exec $NAME -- sh -c \"echo 'GET /' | nc -w 3 $CTRL_ADDR $CTRL_PORT\" 2>/dev/null | grep -q hello-from-host"
 check "up_profile_keeps_other_ports_closed" bash -c "! '$LATCH_BIN' exec $NAME -- sh -c \"echo 'GET /' | nc -w 2 $CTRL_ADDR $OTHER_PORT\" 2>/dev/null | grep -q hello"
-check "status_shows_the_profile" bash -c "'$LATCH_BIN' --json status $NAME | jq -e '.sandboxes[0].profile == \"vmctl\" and (.sandboxes[0].uncontained | not)' >/dev/null"
+check "status_shows_the_profile" bash -c "'$LATCH_BIN' --json status $NAME | jq -e '.sandboxes[0].profile == \"vmctl\" and .sandboxes[0].profile_applied == \"vmctl\" and (.sandboxes[0].uncontained | not)' >/dev/null"
 
 L destroy "$NAME" >/dev/null; rc=$?
 check "destroy_exits_0" test "$rc" = 0
