@@ -5,6 +5,8 @@
  * Every check is a probe of the real thing (load the programs, put clsact on
  * a link in a throwaway netns, connect to libvirt), never a guess from
  * version numbers.  Each failure comes with the command that fixes it.
+ * latchd is asked over its socket; without it the boundary holds, so it is a
+ * warning, not a failure.
  */
 #include <bpf/libbpf.h>
 #include <errno.h>
@@ -21,6 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "broker/latchd_client.h"
 #include "cli/cli.h"
 #include "latch_tc.skel.h"
 #include "loader/sandbox.h"
@@ -213,9 +216,30 @@ static void check_kvm(struct check *c)
 		set(c, OK, "/dev/kvm and vmx/svm present", NULL);
 }
 
+/* latchd: asked over its socket, not looked up in the process table */
+static void check_latchd(struct check *c)
+{
+	json_t *req = json_pack("{s:s}", "op", "ping"), *rep = NULL;
+	char err[LATCH_ERR_MAX], detail[640];
+
+	c->name = "latchd";
+	if (latchd_call(req, &rep, 2000, err, sizeof(err)) || !json_is_true(json_object_get(rep, "ok"))) {
+		set(c, WARN, "not answering: profiles are not applied, host names not resolved, and guests get no DNS "
+			     "answers (the kernel enforces what the maps hold)",
+		    "latch boot install && systemctl start latchd");
+	} else {
+		snprintf(detail, sizeof(detail), "pid %lld answers, serving %zu sandbox(es)",
+			 (long long)json_integer_value(json_object_get(rep, "pid")),
+			 json_array_size(json_object_get(rep, "sandboxes")));
+		set(c, OK, detail, NULL);
+	}
+	json_decref(req);
+	json_decref(rep);
+}
+
 int cmd_doctor(int argc, char **argv)
 {
-	struct check c[8];
+	struct check c[9];
 	int n = 0, failed = 0;
 	json_t *arr = json_array();
 	static const char *const lv[] = { "ok", "warn", "FAIL" };
@@ -231,6 +255,7 @@ int cmd_doctor(int argc, char **argv)
 	check_cgroup2(&c[n++]);
 	check_libvirt(&c[n++]);
 	check_kvm(&c[n++]);
+	check_latchd(&c[n++]);
 	for (int i = 0; i < n; i++) {
 		if (c[i].level == FAIL)
 			failed++;

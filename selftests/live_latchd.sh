@@ -118,6 +118,9 @@ else
 	ok "a non-root user cannot reach latchd's socket"
 fi
 
+doctor_says() { latch --json doctor | jq -e --arg r "$1" '.checks[] | select(.check == "latchd") | .result == $r' >/dev/null; }
+check "doctor sees latchd answering" doctor_says ok
+
 # --- before any profile: the resolver answers nothing
 r=$(q ok.example)
 check_eq "without a profile the resolver refuses every name" "$r" "REFUSED "
@@ -282,6 +285,7 @@ check_not "after SIGKILL of latchd an unlisted address stays closed" tcp_ok 203.
 check "after SIGKILL of latchd status still verifies the enforcement" latch status "$LTS_NAME"
 out=$(latch status "$LTS_NAME" 2>&1)
 check "and says the stored profile is not verified without latchd" grep -q "p2 stored; latchd is not running" <<<"$out"
+check "doctor warns that latchd is not answering" doctor_says warn
 check_not "after SIGKILL DNS to another server is still dropped" dns_ok "$SRV_DNS"
 sleep 4 # every TTL (<= 3 s) has run out with nobody to refresh it
 check_not "after SIGKILL host-name entries expire in the kernel (fail closed)" tcp_ok "$SRV_B" 443
