@@ -280,6 +280,8 @@ int main(void)
 	o.resolver_ip4 = o.host_ip4;
 	if (latch_sandbox_create(&o, err, sizeof(err))) {
 		fprintf(stderr, "policy_api: %s\n", err);
+		snprintf(path, sizeof(path), "%s/latch", bpffs); /* made before the load failed */
+		rmdir(path);
 		rmdir(bpffs);
 		return 1;
 	}
