@@ -503,7 +503,7 @@ static void switch_commit(struct pending_switch *sw)
 	struct carry c = { .unknown_learned = sw->carry_unknown_learned };
 	char err[LATCH_ERR_MAX];
 	json_t *hosts = json_array();
-	int rc = 0, n_learned = 0;
+	int rc = 0, n_learned = 0, lock = -1;
 
 	/* 1. the profile's own entries */
 	for (int i = 0; i < sw->prof.n && !rc; i++)
@@ -535,14 +535,25 @@ static void switch_commit(struct pending_switch *sw)
 		rc = push_spec(&c, &e, l->expires_ns, LATCH_ORIGIN_LEARNED);
 		n_learned++;
 	}
-	/* 4. manual entries (and, at startup, nameless learned ones) */
+	/*
+	 * 4. manual entries (and, at startup, nameless learned ones).  From this
+	 * read to the flip, `latch egress allow|revoke` waits on the policy lock:
+	 * otherwise an allow could land in the old generation, or a revoke be
+	 * undone by this carry.
+	 */
+	if (!rc && (lock = latch_policy_lock(s->name, err, sizeof(err))) < 0) {
+		reply_error(sw->client, "%s: %s", s->name, err);
+		goto out;
+	}
 	if (!rc && latch_policy_list(s->sb, carry_item, &c) < 0)
 		rc = -EIO;
 	if (rc) {
+		latch_policy_unlock(lock);
 		reply_error(sw->client, "%s: cannot build the policy: %s", s->name, strerror(-rc));
 		goto out;
 	}
 	rc = latch_policy_switch(s->sb, c.specs, c.n, sw->prof.open, err, sizeof(err));
+	latch_policy_unlock(lock);
 	if (rc) {
 		reply_error(sw->client, "%s: %s", s->name, err);
 		audit(s->name, "profile", "fail", "latchd.profile.switch",

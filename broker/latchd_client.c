@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -181,4 +182,37 @@ int latch_profile_state_write(const char *name, const char *profile, char *err, 
 		return latch_errf(err, errlen, rc, "%s: %s", path, strerror(-rc));
 	}
 	return 0;
+}
+
+int latch_policy_lock(const char *name, char *err, size_t errlen)
+{
+	char path[PATH_MAX], dir[PATH_MAX];
+	long long until = now_ms() + 10000;
+	int fd, rc;
+
+	if (latch_path(path, sizeof(path), "run/latch/%s.policy.lock", name) ||
+	    latch_path(dir, sizeof(dir), "run/latch"))
+		return latch_errf(err, errlen, -ENAMETOOLONG, "LATCH_ROOT is too long");
+	rc = ensure_dir(dir);
+	if (rc)
+		return latch_errf(err, errlen, rc, "%s: %s", dir, strerror(-rc));
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return latch_errf(err, errlen, -errno, "%s: %s", path, strerror(errno));
+	while (flock(fd, LOCK_EX | LOCK_NB)) {
+		if (errno != EWOULDBLOCK || now_ms() >= until) {
+			rc = errno == EWOULDBLOCK ? -EBUSY : -errno;
+			close(fd);
+			return latch_errf(err, errlen, rc, "the policy of '%s' stayed locked (%s); try again", name,
+					  path);
+		}
+		usleep(10 * 1000);
+	}
+	return fd;
+}
+
+void latch_policy_unlock(int fd)
+{
+	if (fd >= 0)
+		close(fd); /* releases the flock */
 }

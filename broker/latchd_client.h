@@ -32,4 +32,15 @@ int latch_profile_state_read(const char *name, char *profile, size_t len);
 /* Store it atomically (temp file, fsync, rename); "" removes it. */
 int latch_profile_state_write(const char *name, const char *profile, char *err, size_t errlen);
 
+/*
+ * The policy lock of sandbox NAME ($LATCH_ROOT/run/latch/NAME.policy.lock):
+ * taken by `latch egress allow|revoke` around its map writes and by latchd
+ * around a switch (from reading the live generation for entries to carry to
+ * the flip), so that neither an allow is left behind in the old generation
+ * nor a revoke undone by the carry.  Waits up to 10 s.  Returns an fd to
+ * pass to latch_policy_unlock(), or -errno with a line in err.
+ */
+int latch_policy_lock(const char *name, char *err, size_t errlen);
+void latch_policy_unlock(int fd);
+
 #endif

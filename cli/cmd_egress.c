@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "broker/latchd_client.h"
 #include "cli/cli.h"
 #include "loader/policy.h"
 #include "loader/sandbox.h"
@@ -120,7 +121,14 @@ int cmd_egress(int argc, char **argv)
 		latch_json_out(json_pack("{s:s, s:o}", "sandbox", name, "entries", arr));
 	} else {
 		uint64_t expires = for_s ? latch_now_boot_ns() + (uint64_t)for_s * 1000000000ULL : 0;
+		/* not in the middle of a profile switch by latchd (latchd_client.h) */
+		int lock = latch_policy_lock(name, err, sizeof(err));
 
+		if (lock < 0) {
+			rc = latch_err(LATCH_EXIT_FAILED, "%s", err);
+			latch_sandbox_free(sb);
+			goto out;
+		}
 		for (int i = 0; i < n && !rc; i++) {
 			char text[LATCH_ENTRY_TEXT_MAX];
 			int e = !strcmp(verb, "allow")
@@ -145,6 +153,7 @@ int cmd_egress(int argc, char **argv)
 					printf("%s %s\n", !strcmp(verb, "allow") ? "allowed" : "revoked", text);
 			}
 		}
+		latch_policy_unlock(lock);
 		if (!rc)
 			latch_json_out(json_pack("{s:s, s:s, s:i}", "sandbox", name, "action", verb, "entries", n));
 	}

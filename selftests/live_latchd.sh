@@ -219,6 +219,25 @@ check "a kernel deny was written to the audit log" test "${n:-0}" -gt 0
 n=$(latch --json audit "$LTS_NAME" --kind dns 2>/dev/null | jq '[.entries[] | select(.reason == "latchd.dns.not-allowed")] | length')
 check "resolver refusals are in the audit log (rate-limited)" test "${n:-0}" -gt 0
 
+# --- a hand-made change never interleaves with a switch: both take the policy lock
+LOCK=$ROOT/run/latch/$LTS_NAME.policy.lock
+flock "$LOCK" sh -c "sleep 1; touch '$LTS_TMP/released'" &
+holder=$!
+LTS_PIDS+=("$holder")
+for _ in $(seq 50); do flock -n "$LOCK" true || break; sleep 0.02; done
+latch egress "$LTS_NAME" allow 203.0.113.78:443 >/dev/null
+check "egress allow waits while the policy lock is held" test -e "$LTS_TMP/released"
+wait "$holder"
+rm -f "$LTS_TMP/released"
+flock "$LOCK" sh -c "sleep 1; touch '$LTS_TMP/released'" &
+holder=$!
+LTS_PIDS+=("$holder")
+for _ in $(seq 50); do flock -n "$LOCK" true || break; sleep 0.02; done
+latch egress "$LTS_NAME" profile p1 >/dev/null
+check "a switch waits while the policy lock is held" test -e "$LTS_TMP/released"
+wait "$holder"
+latch egress "$LTS_NAME" revoke 203.0.113.78:443 >/dev/null
+
 # --- what a switch must keep: a grant, a hand-added entry, the overlay
 r=$(q overlay.example)
 check "the overlay's name resolves under p1" grep -q "NOERROR $SRV_C" <<<"$r"
