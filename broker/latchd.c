@@ -28,6 +28,7 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/listener.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <signal.h>
@@ -117,6 +118,7 @@ struct sandbox {
 	struct learned *learned;
 	int n_learned, cap_learned;
 	int *learned_index; /* LEARNED_BUCKETS heads into learned[], by (name, address) */
+	bool learned_dirty; /* to be written to NAME.learned on the next tick */
 	struct pending_switch *sw;
 	bool seen;
 	struct sandbox *next;
@@ -344,8 +346,10 @@ static void remember_learned(struct sandbox *s, const char *name, const struct l
 		struct learned *l = &s->learned[i];
 
 		if (l->addr.family == a->family && !memcmp(l->addr.bytes, a->bytes, 16) && !strcmp(l->name, name)) {
-			if (expires > l->expires_ns)
+			if (expires > l->expires_ns) {
 				l->expires_ns = expires;
+				s->learned_dirty = true;
+			}
 			return;
 		}
 	}
@@ -363,6 +367,90 @@ static void remember_learned(struct sandbox *s, const char *name, const struct l
 	s->learned[s->n_learned].expires_ns = expires;
 	s->learned[s->n_learned].next = s->learned_index[h];
 	s->learned_index[h] = s->n_learned++;
+	s->learned_dirty = true;
+}
+
+/*
+ * The learned names outlive latchd in var/lib/latch/policy/NAME.learned, so
+ * that a restarted latchd knows which name each learned entry in the maps
+ * answered, and a later switch keeps the ones still allowed.  Deadlines are
+ * on the boot clock: the file names the boot it belongs to, and a file of
+ * another boot is ignored.
+ */
+static void boot_id(char *buf, size_t len)
+{
+	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
+
+	if (!f || !fgets(buf, len, f))
+		snprintf(buf, len, "unknown");
+	if (f)
+		fclose(f);
+	buf[strcspn(buf, "\n")] = '\0';
+}
+
+static int learned_path(const char *name, char *buf, size_t len)
+{
+	return latch_path(buf, len, "var/lib/latch/policy/%s.learned", name);
+}
+
+static void learned_save(struct sandbox *s)
+{
+	char path[PATH_MAX], tmp[PATH_MAX + 8], id[64];
+	FILE *f;
+	int fd;
+
+	if (learned_path(s->name, path, sizeof(path)))
+		return;
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0 || !(f = fdopen(fd, "w"))) {
+		if (fd >= 0)
+			close(fd);
+		return; /* the policy directory appears with the first profile */
+	}
+	boot_id(id, sizeof(id));
+	fprintf(f, "boot %s\n", id);
+	for (int i = 0; i < s->n_learned; i++) {
+		char a[INET6_ADDRSTRLEN];
+
+		latch_addr_format(&s->learned[i].addr, a, sizeof(a));
+		fprintf(f, "%llu %s %s\n", (unsigned long long)s->learned[i].expires_ns, a, s->learned[i].name);
+	}
+	if (fflush(f) || fsync(fd) || fclose(f) || rename(tmp, path)) {
+		unlink(tmp);
+		return;
+	}
+	s->learned_dirty = false;
+}
+
+static void learned_load(struct sandbox *s)
+{
+	char path[PATH_MAX], line[512], id[64], want[80];
+	uint64_t now = latch_now_boot_ns();
+	FILE *f;
+
+	if (learned_path(s->name, path, sizeof(path)) || !(f = fopen(path, "re")))
+		return;
+	boot_id(id, sizeof(id));
+	snprintf(want, sizeof(want), "boot %s\n", id);
+	if (!fgets(line, sizeof(line), f) || strcmp(line, want)) {
+		fclose(f);
+		return; /* another boot: its deadlines mean nothing now, and its maps are gone */
+	}
+	while (fgets(line, sizeof(line), f)) {
+		char addr[INET6_ADDRSTRLEN + 1], raw[LATCH_DNS_NAME_MAX + 1], name[LATCH_DNS_NAME_MAX + 1];
+		char e[LATCH_ERR_MAX];
+		unsigned long long expires;
+		struct latch_addr a;
+
+		if (sscanf(line, "%llu %46s %253s", &expires, addr, raw) != 3 ||
+		    latch_parse_addr(addr, &a, e, sizeof(e)) || latch_dns_name_normalize(raw, name, sizeof(name)))
+			continue;
+		if (expires + RESOLVED_GRACE_NS > now)
+			remember_learned(s, name, &a, expires);
+	}
+	fclose(f);
+	s->learned_dirty = false;
 }
 
 /* Runs before the reply leaves latchd: the entry is in the kernel when the guest connects. */
@@ -585,6 +673,7 @@ static void switch_commit(struct pending_switch *sw)
 		s->learned[i] = s->learned[--s->n_learned];
 	}
 	learned_reindex(s);
+	s->learned_dirty = true;
 	latch_resolver_flush(s->res);
 	if (latch_profile_state_write(s->name, s->prof.name, err, sizeof(err)))
 		logf_("%s: %s", s->name, err);
@@ -823,6 +912,8 @@ static void sandbox_free(struct sandbox *s)
 		switch_free(s->sw);
 	}
 	latch_resolver_free(s->res); /* cancels lookups: no callback after this */
+	if (s->learned_dirty)
+		learned_save(s);
 	if (s->rb_ev)
 		event_free(s->rb_ev);
 	ring_buffer__free(s->rb);
@@ -868,6 +959,7 @@ static struct sandbox *sandbox_add(const char *name)
 	d.sandboxes = s;
 	logf_("%s: serving (resolver %s)", name, s->res ? "up" : "none");
 	/* its stored profile: compiled in again, keeping what the maps learned meanwhile */
+	learned_load(s);
 	if (latch_profile_state_read(name, pname, sizeof(pname)) == 0) {
 		struct latch_profile p;
 
@@ -896,6 +988,8 @@ static int scan_one(const char *name, void *arg)
 /* Serve every sandbox that has pins; drop those whose pins are gone. */
 static void scan(void)
 {
+	char path[PATH_MAX];
+
 	for (struct sandbox *s = d.sandboxes; s; s = s->next)
 		s->seen = false;
 	latch_sandbox_list(scan_one, NULL);
@@ -908,6 +1002,10 @@ static void scan(void)
 		}
 		*pp = s->next;
 		logf_("%s: pins gone, no longer served", s->name);
+		/* what it learned goes with it */
+		if (!learned_path(s->name, path, sizeof(path)))
+			unlink(path);
+		s->learned_dirty = false;
 		sandbox_free(s);
 	}
 }
@@ -1288,6 +1386,8 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	backups_tick(now);
 	for (struct sandbox *s = d.sandboxes; s; s = s->next) {
 		refresh_hosts(s, now);
+		if (s->learned_dirty)
+			learned_save(s);
 		if (ticks % 60 == 0 && now > RESOLVED_GRACE_NS) {
 			latch_policy_prune_resolved(s->sb, now - RESOLVED_GRACE_NS);
 			for (int i = 0; i < s->n_learned;)
@@ -1296,6 +1396,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 				else
 					i++;
 			learned_reindex(s);
+			s->learned_dirty = true;
 		}
 	}
 }

@@ -161,6 +161,11 @@ int latch_profile_state_write(const char *name, const char *profile, char *err, 
 	if (latch_profile_state_path(name, path, sizeof(path)) || latch_path(dir, sizeof(dir), "var/lib/latch/policy"))
 		return latch_errf(err, errlen, -ENAMETOOLONG, "LATCH_ROOT is too long");
 	if (!*profile) {
+		char learned[PATH_MAX];
+
+		/* and what latchd learned under it (latchd.c keeps NAME.learned beside it) */
+		if (!latch_path(learned, sizeof(learned), "var/lib/latch/policy/%s.learned", name))
+			unlink(learned);
 		if (unlink(path) && errno != ENOENT)
 			return latch_errf(err, errlen, -errno, "%s: %s", path, strerror(errno));
 		return 0;

@@ -29,7 +29,7 @@ int latchd_call(json_t *req, json_t **reply, int timeout_ms, char *err, size_t e
 int latch_profile_state_path(const char *name, char *buf, size_t len);
 /* The stored profile name, or -ENOENT when the sandbox has none (no named policy). */
 int latch_profile_state_read(const char *name, char *profile, size_t len);
-/* Store it atomically (temp file, fsync, rename); "" removes it. */
+/* Store it atomically (temp file, fsync, rename); "" removes it, and latchd's NAME.learned with it. */
 int latch_profile_state_write(const char *name, const char *profile, char *err, size_t errlen);
 
 /*

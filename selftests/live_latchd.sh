@@ -299,7 +299,7 @@ check "a host name stays open past its TTL while latchd refreshes it" tcp_ok "$S
 
 # --- SIGKILL: the kernel keeps enforcing; a restart picks up where it was
 kill -KILL "$LATCHD_PID"
-wait "$LATCHD_PID" 2>/dev/null
+{ wait "$LATCHD_PID"; } 2>/dev/null # bash reports "Killed" on the shell's stderr: keep it quiet
 check_not "after SIGKILL of latchd an unlisted address stays closed" tcp_ok 203.0.113.77 443
 check "after SIGKILL of latchd status still verifies the enforcement" latch status "$LTS_NAME"
 out=$(latch status "$LTS_NAME" 2>&1)
@@ -308,8 +308,11 @@ check "doctor warns that latchd is not answering" doctor_says warn
 check_not "after SIGKILL DNS to another server is still dropped" dns_ok "$SRV_DNS"
 sleep 4 # every TTL (<= 3 s) has run out with nobody to refresh it
 check_not "after SIGKILL host-name entries expire in the kernel (fail closed)" tcp_ok "$SRV_B" 443
+check "the learned names were kept on disk for the restart" grep -q " x5.wild.example$" "$ROOT/var/lib/latch/policy/$LTS_NAME.learned"
 start_latchd || fail latchd-restart "latchd did not come back: $(tail -3 "$LTS_TMP/latchd.log")"
 sleep 1
+learned=$(echo '{"op":"ping"}' | socat -T2 - UNIX-CONNECT:"$ROOT/run/latch/latchd.sock" | jq '.sandboxes[0].learned')
+check "restarted latchd knows the names it had learned, before any new query" test "${learned:-0}" -ge 1
 r=$(q other.example)
 check "restarted latchd serves the stored profile" grep -q "NOERROR $SRV_B" <<<"$r"
 check "restarted latchd refreshed the host names" tcp_ok "$SRV_B" 443
