@@ -180,11 +180,11 @@ Test(rebinding, each_nonpublic_range_has_its_reason)
 		{ "::ffff:10.0.0.1", "ipv4-mapped" },
 		{ "::ffff:127.0.0.1", "ipv4-mapped" },
 		{ "::ffff:169.254.169.254", "ipv4-mapped" },
-		{ "::ffff:8.8.8.8", "ipv4-mapped" }, /* v4 reached through a v6 entry: refused even when public */
+		{ "::ffff:198.51.100.8", "ipv4-mapped" }, /* v4 reached through a v6 entry: refused even when public */
 		{ "64:ff9b::10.0.0.1", "nat64" },
 		{ "64:ff9b::127.0.0.1", "nat64" },
 		{ "64:ff9b::169.254.169.254", "nat64" },
-		{ "64:ff9b:1::8.8.8.8", "nat64" }, /* local-use NAT64 is always local */
+		{ "64:ff9b:1::198.51.100.8", "nat64" }, /* local-use NAT64 is always local */
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
@@ -199,10 +199,10 @@ Test(rebinding, documentation_ranges_and_public_addresses_are_public)
 {
 	static const char *const pub[] = {
 		"192.0.2.1",	  "198.51.100.7",   "203.0.113.254", "2001:db8::1", "2001:db8:ffff::1",
-		"8.8.8.8",	  "1.1.1.1",	    "2606:4700::1111", "172.15.255.255", "172.32.0.1",
+		"198.51.100.8",	  "203.0.113.1",    "2001:db8:4700::1111", "172.15.255.255", "172.32.0.1",
 		"100.63.255.255", "100.128.0.1",    "169.253.255.255", "169.255.0.1", "11.0.0.1",
 		"126.255.255.255", "128.0.0.1",	    "223.255.255.255", "192.167.255.255", "192.169.0.1",
-		"64:ff9b::8.8.8.8", "2002:a00:1::1", "2001::1",
+		"64:ff9b::198.51.100.8", "2002:a00:1::1", "2001::1",
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(pub); i++) {
