@@ -17,9 +17,8 @@
  * adds a second resolver on the same addresses whose policy allows nothing
  * (its lines start with "r2 "): two resolvers in one loop must not mix.
  *
- * The rebinding filter here is a small local stand-in for the daemon's
- * (broker/names.c): private, loopback, link-local, CGNAT, metadata,
- * multicast and unspecified addresses are refused.
+ * The rebinding filter is the daemon's (broker/names.c): private, loopback,
+ * link-local, CGNAT, metadata, multicast and reserved addresses are refused.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -31,6 +30,7 @@
 #include <event2/event.h>
 #include <ldns/ldns.h>
 
+#include "broker/names.h"
 #include "broker/resolver.h"
 #include "loader/parse.h"
 
@@ -62,52 +62,10 @@ static bool name_allowed(void *arg, const char *name)
 	return false;
 }
 
-static bool in4(uint32_t a, const char *net, int len)
-{
-	struct in_addr n;
-
-	inet_pton(AF_INET, net, &n);
-	return len == 0 || (a >> (32 - len)) == (ntohl(n.s_addr) >> (32 - len));
-}
-
-static const char *v4_refused(uint32_t a)
-{
-	if (a == 0xa9fea9fe)
-		return "metadata";
-	if (in4(a, "0.0.0.0", 8))
-		return "unspecified";
-	if (in4(a, "127.0.0.0", 8))
-		return "loopback";
-	if (in4(a, "10.0.0.0", 8) || in4(a, "172.16.0.0", 12) || in4(a, "192.168.0.0", 16))
-		return "private";
-	if (in4(a, "100.64.0.0", 10))
-		return "cgnat";
-	if (in4(a, "169.254.0.0", 16))
-		return "link-local";
-	if (in4(a, "224.0.0.0", 3))
-		return "multicast";
-	return NULL;
-}
-
+/* The daemon's rebinding filter, as latchd wires it (without its CIDR exception). */
 static const char *addr_refused(void *arg, const struct latch_addr *a)
 {
-	const uint8_t *b = a->bytes;
-	static const uint8_t mapped[12] = { [10] = 0xff, [11] = 0xff };
-	static const uint8_t zero[16];
-
-	if (a->family == AF_INET)
-		return v4_refused(ntohl(a->v4.s_addr));
-	if (!memcmp(b, mapped, 12))
-		return v4_refused(((uint32_t)b[12] << 24) | (b[13] << 16) | (b[14] << 8) | b[15]);
-	if (!memcmp(b, zero, 15))
-		return b[15] == 1 ? "loopback" : b[15] == 0 ? "unspecified" : "reserved";
-	if ((b[0] & 0xfe) == 0xfc)
-		return "private";
-	if (b[0] == 0xfe && (b[1] & 0xc0) == 0x80)
-		return "link-local";
-	if (b[0] == 0xff)
-		return "multicast";
-	return NULL;
+	return latch_addr_nonpublic(a);
 }
 
 static void print_addrs(const struct latch_addr *addrs, int n)
