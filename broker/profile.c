@@ -28,21 +28,6 @@
 #define N_BUILTIN (sizeof(latch_builtin_profiles) / sizeof(latch_builtin_profiles[0]))
 #define ENTRY_FORMS "host[:port[,port]], *.domain[:ports] or CIDR[:ports]"
 
-/* One line `FILE:LINE: message`, or `FILE: message` for the whole file. */
-__attribute__((format(printf, 6, 7))) static int perr(char *err, size_t errlen, int ret, const char *file, int line,
-						     const char *fmt, ...)
-{
-	char msg[LATCH_ERR_MAX];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	if (line)
-		return latch_errf(err, errlen, ret, "%s:%d: %s", file, line, msg);
-	return latch_errf(err, errlen, ret, "%s: %s", file, msg);
-}
-
 int latch_profile_name_check(const char *name, char *err, size_t errlen)
 {
 	size_t n = strlen(name);
@@ -318,7 +303,7 @@ static int parse_text(const char *text, const char *source, struct pvec *pv, int
 
 		lineno++;
 		if (len >= sizeof(line))
-			return perr(err, errlen, -EINVAL, source, lineno, "line is longer than %zu characters",
+			return latch_errf_at(err, errlen, -EINVAL, source, lineno, "line is longer than %zu characters",
 				    sizeof(line) - 1);
 		memcpy(line, p, len);
 		line[len] = '\0';
@@ -329,9 +314,9 @@ static int parse_text(const char *text, const char *source, struct pvec *pv, int
 		if (*s == '#') {
 			ret = extends_directive(s, name, sizeof(name), msg, sizeof(msg));
 			if (ret < 0)
-				return perr(err, errlen, ret, source, lineno, "%s", msg);
+				return latch_errf_at(err, errlen, ret, source, lineno, "%s", msg);
 			if (ret && *extends)
-				return perr(err, errlen, -EINVAL, source, lineno,
+				return latch_errf_at(err, errlen, -EINVAL, source, lineno,
 					    "a second '# extends:' (the first is on line %d); a profile extends at most "
 					    "one other",
 					    *ext_line);
@@ -350,19 +335,19 @@ static int parse_text(const char *text, const char *source, struct pvec *pv, int
 			continue;
 		for (e = s; *e; e++)
 			if (blank(*e))
-				return perr(err, errlen, -EINVAL, source, lineno,
+				return latch_errf_at(err, errlen, -EINVAL, source, lineno,
 					    "'%s' has a blank inside; write one entry a line: %s", s, ENTRY_FORMS);
 		if (parse_entry_line(s, &pe, msg, sizeof(msg)))
-			return perr(err, errlen, -EINVAL, source, lineno, "%s", msg);
+			return latch_errf_at(err, errlen, -EINVAL, source, lineno, "%s", msg);
 		if (added == room)
-			return perr(err, errlen, -E2BIG, source, lineno,
+			return latch_errf_at(err, errlen, -E2BIG, source, lineno,
 				    "more than %d entries in one profile with its chain and overlay; use CIDRs or "
 				    "wildcards",
 				    LATCH_PROFILE_ENTRIES_MAX);
 		copy_source(pe.source, sizeof(pe.source), source);
 		pe.line = lineno;
 		if (pvec_push(pv, &pe))
-			return perr(err, errlen, -ENOMEM, source, lineno, "out of memory");
+			return latch_errf_at(err, errlen, -ENOMEM, source, lineno, "out of memory");
 		added++;
 	}
 	return 0;
@@ -381,7 +366,7 @@ int latch_profile_parse(const char *text, const char *source, struct latch_pentr
 		*extends = '\0';
 	ret = parse_text(text, source, &pv, LATCH_PROFILE_ENTRIES_MAX, ext, &line, err, errlen);
 	if (!ret && extends && strlen(ext) >= extlen)
-		ret = perr(err, errlen, -ENOSPC, source, line, "no room for the extends name '%s'", ext);
+		ret = latch_errf_at(err, errlen, -ENOSPC, source, line, "no room for the extends name '%s'", ext);
 	if (ret) {
 		pvec_free(&pv);
 		return ret;
@@ -414,32 +399,32 @@ static int read_file(const char *path, char **text, char *err, size_t errlen)
 		if (errno == ENOENT)
 			return -ENOENT;
 		if (errno == ELOOP)
-			return perr(err, errlen, -ELOOP, path, 0,
+			return latch_errf_at(err, errlen, -ELOOP, path, 0,
 				    "is a symbolic link; a profile must be a regular file: replace the link with a copy");
-		return perr(err, errlen, -errno, path, 0, "cannot open: %s", strerror(errno));
+		return latch_errf_at(err, errlen, -errno, path, 0, "cannot open: %s", strerror(errno));
 	}
 	if (fstat(fd, &st)) {
-		ret = perr(err, errlen, -errno, path, 0, "cannot stat: %s", strerror(errno));
+		ret = latch_errf_at(err, errlen, -errno, path, 0, "cannot stat: %s", strerror(errno));
 		goto out;
 	}
 	if (!S_ISREG(st.st_mode)) {
-		ret = perr(err, errlen, -EINVAL, path, 0, "not a regular file");
+		ret = latch_errf_at(err, errlen, -EINVAL, path, 0, "not a regular file");
 		goto out;
 	}
 	if (st.st_uid != 0 && st.st_uid != geteuid()) {
-		ret = perr(err, errlen, -EPERM, path, 0,
+		ret = latch_errf_at(err, errlen, -EPERM, path, 0,
 			   "owned by uid %u, not root; run chown root %s: it decides where sandbox traffic goes",
 			   (unsigned)st.st_uid, path);
 		goto out;
 	}
 	if (st.st_mode & (S_IWGRP | S_IWOTH)) {
-		ret = perr(err, errlen, -EPERM, path, 0, "writable by group or others (mode %04o); run chmod go-w %s",
+		ret = latch_errf_at(err, errlen, -EPERM, path, 0, "writable by group or others (mode %04o); run chmod go-w %s",
 			   (unsigned)(st.st_mode & 07777), path);
 		goto out;
 	}
 	buf = malloc(LATCH_PROFILE_FILE_MAX + 1);
 	if (!buf) {
-		ret = perr(err, errlen, -ENOMEM, path, 0, "out of memory");
+		ret = latch_errf_at(err, errlen, -ENOMEM, path, 0, "out of memory");
 		goto out;
 	}
 	/* read to EOF rather than trust st_size: the file may be growing */
@@ -449,20 +434,20 @@ static int read_file(const char *path, char **text, char *err, size_t errlen)
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0) {
-			ret = perr(err, errlen, -errno, path, 0, "read error: %s", strerror(errno));
+			ret = latch_errf_at(err, errlen, -errno, path, 0, "read error: %s", strerror(errno));
 			goto out;
 		}
 		if (!r)
 			break;
 		len += r;
 		if (len > LATCH_PROFILE_FILE_MAX) {
-			ret = perr(err, errlen, -EFBIG, path, 0, "larger than %d bytes; use CIDRs or wildcards",
+			ret = latch_errf_at(err, errlen, -EFBIG, path, 0, "larger than %d bytes; use CIDRs or wildcards",
 				   LATCH_PROFILE_FILE_MAX);
 			goto out;
 		}
 	}
 	if (memchr(buf, '\0', len)) {
-		ret = perr(err, errlen, -EINVAL, path, 0, "has a NUL byte; a profile is a text file");
+		ret = latch_errf_at(err, errlen, -EINVAL, path, 0, "has a NUL byte; a profile is a text file");
 		goto out;
 	}
 	buf[len] = '\0';
@@ -518,7 +503,7 @@ static int find_profile(const char *dir, const char *name, char **owned, const c
 	*text = NULL;
 	if (dir && *dir) {
 		if (profile_path(source, srclen, dir, name))
-			return perr(err, errlen, -ENAMETOOLONG, dir, 0, "path too long for profile '%s'", name);
+			return latch_errf_at(err, errlen, -ENAMETOOLONG, dir, 0, "path too long for profile '%s'", name);
 		ret = read_file(source, owned, err, errlen);
 		if (ret != -ENOENT) {
 			*text = *owned;
@@ -548,7 +533,7 @@ static int load_overlay(const char *path, struct pvec *pv, int room, char *err, 
 	ret = parse_text(text, path, pv, room, ext, &line, err, errlen);
 	free(text);
 	if (!ret && *ext)
-		ret = perr(err, errlen, -EINVAL, path, line,
+		ret = latch_errf_at(err, errlen, -EINVAL, path, line,
 			   "an overlay cannot '# extends:'; it is layered over whichever profile is active, so remove "
 			   "the line or make this file a profile of its own");
 	return ret;
@@ -583,9 +568,9 @@ static int load_open(const char *dir, const char *overlay, struct latch_profile 
 
 	if (dir && *dir) {
 		if (profile_path(path, sizeof(path), dir, LATCH_PROFILE_OPEN))
-			return perr(err, errlen, -ENAMETOOLONG, dir, 0, "path too long");
+			return latch_errf_at(err, errlen, -ENAMETOOLONG, dir, 0, "path too long");
 		if (!lstat(path, &st))
-			return perr(err, errlen, -EINVAL, path, 0,
+			return latch_errf_at(err, errlen, -EINVAL, path, 0,
 				    "'open' is built in: it removes the policy, so no file may define it; rename "
 				    "this file, e.g. to my-open.txt");
 	}
@@ -633,7 +618,7 @@ int latch_profile_load(const char *dir, const char *name, const char *overlay, s
 					 "(built-in: %s)",
 					 cur, dir && *dir ? dir : "", dir && *dir ? "/" : "", cur, known);
 		} else if (ret == -ENOENT) {
-			ret = perr(err, errlen, -ENOENT, layers[depth - 1].source, layers[depth - 1].ext_line,
+			ret = latch_errf_at(err, errlen, -ENOENT, layers[depth - 1].source, layers[depth - 1].ext_line,
 				   "extends '%s', which is neither %s%s%s.txt nor a built-in profile; fix the name or "
 				   "add the file",
 				   cur, dir && *dir ? dir : "", dir && *dir ? "/" : "", cur);
@@ -653,13 +638,13 @@ int latch_profile_load(const char *dir, const char *name, const char *overlay, s
 			if (strcmp(layers[i].name, l->extends))
 				continue;
 			chain_text(layers, depth, l->extends, chain, sizeof(chain));
-			ret = perr(err, errlen, -ELOOP, l->source, l->ext_line,
+			ret = latch_errf_at(err, errlen, -ELOOP, l->source, l->ext_line,
 				   "profile cycle %s; remove one of these '# extends:' lines", chain);
 			goto out;
 		}
 		if (depth == LATCH_PROFILE_DEPTH_MAX) {
 			chain_text(layers, depth, l->extends, chain, sizeof(chain));
-			ret = perr(err, errlen, -ELOOP, l->source, l->ext_line,
+			ret = latch_errf_at(err, errlen, -ELOOP, l->source, l->ext_line,
 				   "more than %d profiles in one extends chain (%s); flatten it", LATCH_PROFILE_DEPTH_MAX,
 				   chain);
 			goto out;
@@ -752,7 +737,7 @@ int latch_profile_list(const char *dir, struct latch_profile_info **out, int *n,
 	if (ret)
 		goto nomem;
 	if (dir && *dir && !(d = opendir(dir)) && errno != ENOENT) {
-		ret = perr(err, errlen, -errno, dir, 0, "cannot read the profile directory: %s", strerror(errno));
+		ret = latch_errf_at(err, errlen, -errno, dir, 0, "cannot read the profile directory: %s", strerror(errno));
 		free(v);
 		return ret;
 	}
@@ -771,7 +756,7 @@ int latch_profile_list(const char *dir, struct latch_profile_info **out, int *n,
 			goto nomem;
 	}
 	if (d && errno) {
-		ret = perr(err, errlen, -errno, dir, 0, "cannot read the profile directory: %s", strerror(errno));
+		ret = latch_errf_at(err, errlen, -errno, dir, 0, "cannot read the profile directory: %s", strerror(errno));
 		closedir(d);
 		free(v);
 		return ret;

@@ -28,6 +28,19 @@ int latch_errf(char *err, size_t errlen, int ret, const char *fmt, ...)
 	return ret;
 }
 
+int latch_errf_at(char *err, size_t errlen, int ret, const char *file, int line, const char *fmt, ...)
+{
+	char msg[LATCH_ERR_MAX];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (line)
+		return latch_errf(err, errlen, ret, "%s:%d: %s", file, line, msg);
+	return latch_errf(err, errlen, ret, "%s: %s", file, msg);
+}
+
 int latch_parse_name(const char *s, char *err, size_t errlen)
 {
 	size_t n = strlen(s);

@@ -48,6 +48,9 @@ struct latch_entry {
  * way every function that takes (err, errlen) reports a failure.
  */
 __attribute__((format(printf, 4, 5))) int latch_errf(char *err, size_t errlen, int ret, const char *fmt, ...);
+/* The same for a file: `FILE:LINE: message`, or `FILE: message` when line is 0. */
+__attribute__((format(printf, 6, 7))) int latch_errf_at(char *err, size_t errlen, int ret, const char *file, int line,
+							const char *fmt, ...);
 
 int latch_parse_name(const char *s, char *err, size_t errlen);
 int latch_parse_mac(const char *s, uint8_t mac[6], char *err, size_t errlen);

@@ -39,22 +39,6 @@ int latch_path(char *buf, size_t len, const char *fmt, ...)
 	return 0;
 }
 
-__attribute__((format(printf, 5, 6))) static int cfail(char *err, size_t errlen, const char *file, int line,
-						      const char *fmt, ...)
-{
-	char msg[LATCH_ERR_MAX];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	if (line)
-		snprintf(err, errlen, "%s:%d: %s", file, line, msg);
-	else
-		snprintf(err, errlen, "%s: %s", file, msg);
-	return -EINVAL;
-}
-
 static void conf_defaults(struct latch_conf *c)
 {
 	memset(c, 0, sizeof(*c));
@@ -253,23 +237,23 @@ int latch_conf_parse_file(const char *path, struct latch_conf *c, char *err, siz
 	conf_defaults(c);
 	f = fopen(path, "re");
 	if (!f)
-		return errno == ENOENT ? -ENOENT : cfail(err, errlen, path, 0, "cannot open: %s", strerror(errno));
+		return errno == ENOENT ? -ENOENT : latch_errf_at(err, errlen, -EINVAL, path, 0, "cannot open: %s", strerror(errno));
 	if (fstat(fileno(f), &st)) {
-		ret = cfail(err, errlen, path, 0, "cannot stat: %s", strerror(errno));
+		ret = latch_errf_at(err, errlen, -EINVAL, path, 0, "cannot stat: %s", strerror(errno));
 		goto out;
 	}
 	if (!S_ISREG(st.st_mode)) {
-		ret = cfail(err, errlen, path, 0, "not a regular file");
+		ret = latch_errf_at(err, errlen, -EINVAL, path, 0, "not a regular file");
 		goto out;
 	}
 	if (st.st_uid != 0) {
-		ret = cfail(err, errlen, path, 0, "owned by uid %u, not root; chown root: it decides where sandbox "
+		ret = latch_errf_at(err, errlen, -EINVAL, path, 0, "owned by uid %u, not root; chown root: it decides where sandbox "
 						  "traffic goes",
 			    (unsigned)st.st_uid);
 		goto out;
 	}
 	if (st.st_mode & (S_IWGRP | S_IWOTH)) {
-		ret = cfail(err, errlen, path, 0, "writable by group or others (mode %04o); chmod go-w",
+		ret = latch_errf_at(err, errlen, -EINVAL, path, 0, "writable by group or others (mode %04o); chmod go-w",
 			    (unsigned)(st.st_mode & 07777));
 		goto out;
 	}
@@ -280,7 +264,7 @@ int latch_conf_parse_file(const char *path, struct latch_conf *c, char *err, siz
 
 		lineno++;
 		if (!strchr(line, '\n') && !feof(f)) {
-			ret = cfail(err, errlen, path, lineno, "line longer than %zu characters", sizeof(line) - 2);
+			ret = latch_errf_at(err, errlen, -EINVAL, path, lineno, "line longer than %zu characters", sizeof(line) - 2);
 			goto out;
 		}
 		if ((s = strchr(line, '#')))
@@ -290,7 +274,7 @@ int latch_conf_parse_file(const char *path, struct latch_conf *c, char *err, siz
 			continue;
 		eq = strchr(s, '=');
 		if (!eq) {
-			ret = cfail(err, errlen, path, lineno, "expected 'key = value', got '%s'", s);
+			ret = latch_errf_at(err, errlen, -EINVAL, path, lineno, "expected 'key = value', got '%s'", s);
 			goto out;
 		}
 		*eq = '\0';
@@ -300,32 +284,33 @@ int latch_conf_parse_file(const char *path, struct latch_conf *c, char *err, siz
 			if (!strcmp(key, keys[k]))
 				break;
 		if (k == K_COUNT) {
-			ret = cfail(err, errlen, path, lineno,
+			ret = latch_errf_at(err, errlen, -EINVAL, path, lineno,
 				    "unknown key '%s'; known: pool, pool6, uplink, gateway, gateway6, table_base, "
 				    "rule_priority, images, dns_upstream, dns_ttl_min, dns_ttl_max, profile, backup_interval",
 				    key);
 			goto out;
 		}
 		if (seen[k]) {
-			ret = cfail(err, errlen, path, lineno, "'%s' given twice", key);
+			ret = latch_errf_at(err, errlen, -EINVAL, path, lineno, "'%s' given twice", key);
 			goto out;
 		}
 		seen[k] = true;
 		if (set_key(c, k, val, msg, sizeof(msg))) {
-			ret = cfail(err, errlen, path, lineno, "%s", msg);
+			ret = latch_errf_at(err, errlen, -EINVAL, path, lineno, "%s", msg);
 			goto out;
 		}
 	}
 	if (ferror(f)) {
-		ret = cfail(err, errlen, path, 0, "read error");
+		ret = latch_errf_at(err, errlen, -EINVAL, path, 0, "read error");
 		goto out;
 	}
 	if ((c->gateway4.family || c->gateway6.family) && !*c->uplink)
-		ret = cfail(err, errlen, path, 0, "a gateway needs an uplink; add 'uplink = DEV'");
+		ret = latch_errf_at(err, errlen, -EINVAL, path, 0, "a gateway needs an uplink; add 'uplink = DEV'");
 	else if (c->gateway6.family && !c->pool6.family)
-		ret = cfail(err, errlen, path, 0, "gateway6 without pool6; add 'pool6 = PREFIX/LEN' or drop gateway6");
+		ret = latch_errf_at(err, errlen, -EINVAL, path, 0,
+				    "gateway6 without pool6; add 'pool6 = PREFIX/LEN' or drop gateway6");
 	else if (c->dns_ttl_min > c->dns_ttl_max)
-		ret = cfail(err, errlen, path, 0, "dns_ttl_min (%u) is above dns_ttl_max (%u)", c->dns_ttl_min,
+		ret = latch_errf_at(err, errlen, -EINVAL, path, 0, "dns_ttl_min (%u) is above dns_ttl_max (%u)", c->dns_ttl_min,
 			    c->dns_ttl_max);
 out:
 	fclose(f);
@@ -338,7 +323,7 @@ int latch_conf_load(struct latch_conf *c, char *err, size_t errlen)
 	int ret;
 
 	if (latch_path(path, sizeof(path), "etc/latch/latch.conf"))
-		return cfail(err, errlen, "latch.conf", 0, "LATCH_ROOT is too long");
+		return latch_errf_at(err, errlen, -EINVAL, "latch.conf", 0, "LATCH_ROOT is too long");
 	ret = latch_conf_parse_file(path, c, err, errlen);
 	if (ret == -ENOENT) {
 		conf_defaults(c);
