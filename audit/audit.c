@@ -27,6 +27,7 @@
 
 #include "audit/audit.h"
 #include "loader/parse.h"
+#include "vm/config.h"
 
 static const char genesis[AUDIT_HASH_HEX + 1] = "0000000000000000000000000000000000000000000000000000000000000000";
 
@@ -114,25 +115,6 @@ static int check_owner(const char *path, const struct stat *st, uid_t owner, int
 	return 0;
 }
 
-/* Like `install -d -m 0755`: a fresh LATCH_ROOT has no var/lib yet. */
-static int mkdir_p(const char *dir)
-{
-	char p[PATH_MAX];
-
-	snprintf(p, sizeof(p), "%s", dir);
-	for (char *q = p + 1; *q; q++) {
-		if (*q != '/')
-			continue;
-		*q = '\0';
-		if (mkdir(p, 0755) && errno != EEXIST)
-			return -errno;
-		*q = '/';
-	}
-	if (mkdir(p, 0755) && errno != EEXIST)
-		return -errno;
-	return 0;
-}
-
 static int check_paths(const char *path, const struct audit_opts *o, char *err, size_t errlen)
 {
 	char dir[PATH_MAX];
@@ -150,7 +132,7 @@ static int check_paths(const char *path, const struct audit_opts *o, char *err, 
 			latch_errf(err, errlen, -1, "audit log directory %s: %s", dir, strerror(e));
 			return -e;
 		}
-		e = mkdir_p(dir);
+		e = latch_mkdirs(dir, 0755); /* a fresh LATCH_ROOT has no var/lib yet */
 		if (e) {
 			latch_errf(err, errlen, -1, "audit log directory %s: mkdir: %s", dir, strerror(-e));
 			return e;

@@ -1248,19 +1248,15 @@ static int listen_socket(char *err, size_t errlen)
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	char dir[PATH_MAX];
 	mode_t old;
+	int rc;
 
 	if (latchd_socket_path(d.sock_path, sizeof(d.sock_path)) || strlen(d.sock_path) >= sizeof(sa.sun_path) ||
 	    latch_path(dir, sizeof(dir), "run/latch"))
 		return latch_errf(err, errlen, -ENAMETOOLONG, "socket path is too long");
-	for (char *p = dir + 1; *p; p++)
-		if (*p == '/') {
-			*p = '\0';
-			mkdir(dir, 0755);
-			*p = '/';
-		}
-	if (mkdir(dir, 0700) && errno != EEXIST)
-		return latch_errf(err, errlen, -errno, "%s: %s", dir, strerror(errno));
-	chmod(dir, 0700);
+	rc = latch_mkdirs(dir, 0700);
+	if (rc)
+		return latch_errf(err, errlen, rc, "%s: %s", dir, strerror(-rc));
+	chmod(dir, 0700); /* made 0755 by another part of latch first, perhaps */
 	unlink(d.sock_path); /* a latchd killed before it could remove it */
 	strcpy(sa.sun_path, d.sock_path);
 	old = umask(0177);

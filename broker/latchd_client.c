@@ -134,25 +134,6 @@ int latch_profile_state_read(const char *name, char *profile, size_t len)
 	return *profile ? 0 : -ENOENT;
 }
 
-/* mkdir -p for the two levels under LATCH_ROOT that may be missing, root-only */
-static int ensure_dir(const char *path)
-{
-	char tmp[PATH_MAX];
-
-	snprintf(tmp, sizeof(tmp), "%s", path);
-	for (char *p = tmp + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(tmp, 0755) && errno != EEXIST)
-			return -errno;
-		*p = '/';
-	}
-	if (mkdir(tmp, 0700) && errno != EEXIST)
-		return -errno;
-	return 0;
-}
-
 int latch_profile_state_write(const char *name, const char *profile, char *err, size_t errlen)
 {
 	char path[PATH_MAX], dir[PATH_MAX], tmp[PATH_MAX + 8];
@@ -170,7 +151,7 @@ int latch_profile_state_write(const char *name, const char *profile, char *err, 
 			return latch_errf(err, errlen, -errno, "%s: %s", path, strerror(errno));
 		return 0;
 	}
-	rc = ensure_dir(dir);
+	rc = latch_mkdirs(dir, 0700); /* root-only */
 	if (rc)
 		return latch_errf(err, errlen, rc, "%s: %s", dir, strerror(-rc));
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
@@ -198,7 +179,7 @@ int latch_policy_lock(const char *name, char *err, size_t errlen)
 	if (latch_path(path, sizeof(path), "run/latch/%s.policy.lock", name) ||
 	    latch_path(dir, sizeof(dir), "run/latch"))
 		return latch_errf(err, errlen, -ENAMETOOLONG, "LATCH_ROOT is too long");
-	rc = ensure_dir(dir);
+	rc = latch_mkdirs(dir, 0700); /* root-only */
 	if (rc)
 		return latch_errf(err, errlen, rc, "%s: %s", dir, strerror(-rc));
 	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);

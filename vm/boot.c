@@ -61,13 +61,15 @@ static int write_file(const char *path, const char *text, mode_t mode, char *err
 {
 	char tmp[PATH_MAX + 8], dir[PATH_MAX], *slash;
 	FILE *f;
+	int r;
 
 	snprintf(dir, sizeof(dir), "%s", path);
-	for (slash = dir + 1; (slash = strchr(slash, '/')); slash++) {
+	slash = strrchr(dir, '/');
+	if (slash && slash != dir) {
 		*slash = '\0';
-		if (mkdir(dir, 0755) && errno != EEXIST)
-			return snprintf(err, errlen, "mkdir %s: %s", dir, strerror(errno)), -errno;
-		*slash = '/';
+		r = latch_mkdirs(dir, 0755);
+		if (r)
+			return snprintf(err, errlen, "mkdir %s: %s", dir, strerror(-r)), r;
 	}
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
 	f = fopen(tmp, "w");

@@ -39,6 +39,26 @@ int latch_path(char *buf, size_t len, const char *fmt, ...)
 	return 0;
 }
 
+int latch_mkdirs(const char *dir, mode_t mode)
+{
+	char buf[PATH_MAX];
+
+	if (strlen(dir) >= sizeof(buf))
+		return -ENAMETOOLONG;
+	strcpy(buf, dir);
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, mode) && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(buf, mode) && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
 static void conf_defaults(struct latch_conf *c)
 {
 	memset(c, 0, sizeof(*c));

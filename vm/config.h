@@ -20,6 +20,7 @@
 #include <net/if.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "loader/parse.h"
 
@@ -61,6 +62,8 @@ struct latch_conf {
  * "var/lib/latch/sandboxes".  Returns 0 or -ENAMETOOLONG.
  */
 int latch_path(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* mkdir -p: every missing level of dir is made with mode.  0 or -errno. */
+int latch_mkdirs(const char *dir, mode_t mode);
 
 /*
  * Read the config ($LATCH_ROOT/etc/latch/latch.conf).  A missing file gives

@@ -33,27 +33,6 @@ __attribute__((format(printf, 3, 4))) static int sfail(char *err, size_t errlen,
 	return -EINVAL;
 }
 
-/* mkdir -p for latch's own directories (0755: libvirt's qemu user walks some of them). */
-static int mkdirs(const char *path, mode_t mode)
-{
-	char buf[PATH_MAX];
-
-	if (strlen(path) >= sizeof(buf))
-		return -ENAMETOOLONG;
-	strcpy(buf, path);
-	for (char *p = buf + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(buf, mode) && errno != EEXIST)
-			return -errno;
-		*p = '/';
-	}
-	if (mkdir(buf, mode) && errno != EEXIST)
-		return -errno;
-	return 0;
-}
-
 int latch_state_lock(char *err, size_t errlen)
 {
 	char dir[PATH_MAX], path[PATH_MAX];
@@ -62,7 +41,7 @@ int latch_state_lock(char *err, size_t errlen)
 	if (latch_path(dir, sizeof(dir), "run/latch") ||
 	    latch_path(path, sizeof(path), "run/latch/lifecycle.lock"))
 		return sfail(err, errlen, "LATCH_ROOT is too long");
-	ret = mkdirs(dir, 0755);
+	ret = latch_mkdirs(dir, 0755); /* 0755: libvirt's qemu user walks some of them */
 	if (ret)
 		return sfail(err, errlen, "cannot create %s: %s", dir, strerror(-ret)), ret;
 	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
@@ -114,7 +93,7 @@ int latch_state_save(const struct latch_vm_state *st, char *err, size_t errlen)
 
 	if (latch_state_dir(st->name, dir, sizeof(dir)) || state_file(st->name, path, sizeof(path)))
 		return sfail(err, errlen, "LATCH_ROOT is too long");
-	ret = mkdirs(dir, 0700);
+	ret = latch_mkdirs(dir, 0700);
 	if (ret)
 		return sfail(err, errlen, "cannot create %s: %s", dir, strerror(-ret)), ret;
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
