@@ -103,19 +103,52 @@ static void env_of(char *unit_env, size_t ulen, char *sh_env, size_t slen)
 	}
 }
 
+/*
+ * Write etc/systemd/system/NAME and enable it: a link in NAME's place in
+ * each of the wants directories (`systemctl enable` without systemd, so that
+ * it works under LATCH_ROOT too).
+ */
+static int install_unit(const char *name, const char *text, const char *const *wanted_by, size_t n_wanted,
+			void (*wrote)(const char *path, void *arg), void *arg, char *err, size_t errlen)
+{
+	char unit[PATH_MAX], dir[PATH_MAX], link[PATH_MAX];
+	int r;
+
+	if (latch_path(unit, sizeof(unit), "etc/systemd/system/%s", name))
+		return snprintf(err, errlen, "path too long"), -ENAMETOOLONG;
+	r = write_file(unit, text, 0644, err, errlen);
+	if (r)
+		return r;
+	wrote(unit, arg);
+	for (size_t i = 0; i < n_wanted; i++) {
+		if (latch_path(dir, sizeof(dir), "etc/systemd/system/%s.wants", wanted_by[i]) ||
+		    snprintf(link, sizeof(link), "%s/%s", dir, name) >= (int)sizeof(link))
+			return snprintf(err, errlen, "path too long"), -ENAMETOOLONG;
+		mkdir(dir, 0755);
+		unlink(link);
+		if (symlink(unit, link))
+			return snprintf(err, errlen, "symlink %s: %s", link, strerror(errno)), -errno;
+		wrote(link, arg);
+	}
+	return 0;
+}
+
 int latch_boot_install(const char *latch_bin, void (*wrote)(const char *path, void *arg), void *arg, char *err,
 		       size_t errlen)
 {
-	static const char *const wants[] = { "sysinit.target", "libvirtd.service", "virtqemud.service" };
-	char unit[PATH_MAX], hook[PATH_MAX], link[PATH_MAX], dir[PATH_MAX];
+	static const char *const boot_wanted_by[] = { "sysinit.target", "libvirtd.service", "virtqemud.service" };
+	static const char *const latchd_wanted_by[] = { "multi-user.target" };
+	const char *slash = strrchr(latch_bin, '/');
+	char hook[PATH_MAX], latchd[PATH_MAX];
 	char uenv[2 * PATH_MAX + 64], senv[2 * PATH_MAX + 64], text[8192];
 	int r;
 
 	if (strchr(latch_bin, '\'') || strchr(latch_bin, '\n') || latch_bin[0] != '/')
 		return snprintf(err, errlen, "latch's path '%s' can't go into a unit", latch_bin), -EINVAL;
 	env_of(uenv, sizeof(uenv), senv, sizeof(senv));
-	if (latch_path(unit, sizeof(unit), "etc/systemd/system/latch-boot.service") ||
-	    latch_path(hook, sizeof(hook), "etc/libvirt/hooks/qemu"))
+	if (latch_path(hook, sizeof(hook), "etc/libvirt/hooks/qemu") ||
+	    snprintf(latchd, sizeof(latchd), "%.*slatchd", (int)(slash - latch_bin + 1), latch_bin) >=
+		    (int)sizeof(latchd))
 		return snprintf(err, errlen, "path too long"), -ENAMETOOLONG;
 	snprintf(text, sizeof(text),
 		 "# Written by `latch boot install`.\n"
@@ -136,64 +169,37 @@ int latch_boot_install(const char *latch_bin, void (*wrote)(const char *path, vo
 		 "[Install]\n"
 		 "WantedBy=sysinit.target libvirtd.service virtqemud.service\n",
 		 uenv, latch_bin);
-	r = write_file(unit, text, 0644, err, errlen);
+	r = install_unit("latch-boot.service", text, boot_wanted_by,
+			 sizeof(boot_wanted_by) / sizeof(boot_wanted_by[0]), wrote, arg, err, errlen);
 	if (r)
 		return r;
-	wrote(unit, arg);
-	for (size_t i = 0; i < sizeof(wants) / sizeof(wants[0]); i++) {
-		if (latch_path(dir, sizeof(dir), "etc/systemd/system/%s.wants", wants[i]) ||
-		    snprintf(link, sizeof(link), "%s/latch-boot.service", dir) >= (int)sizeof(link))
-			return snprintf(err, errlen, "path too long"), -ENAMETOOLONG;
-		mkdir(dir, 0755);
-		unlink(link);
-		if (symlink(unit, link))
-			return snprintf(err, errlen, "symlink %s: %s", link, strerror(errno)), -errno;
-		wrote(link, arg);
-	}
 	/*
 	 * latchd, next to latch: ordered after the boundary, never before it.
 	 * It only adds reach (names, learned answers); without it the sandboxes
 	 * stay as the pins say, so a failure to start is never a hole.
 	 */
-	{
-		char latchd[PATH_MAX], dunit[PATH_MAX], dlink[PATH_MAX];
-		const char *slash = strrchr(latch_bin, '/');
-
-		if (snprintf(latchd, sizeof(latchd), "%.*slatchd", (int)(slash - latch_bin + 1), latch_bin) >=
-			    (int)sizeof(latchd) ||
-		    latch_path(dunit, sizeof(dunit), "etc/systemd/system/latchd.service") ||
-		    latch_path(dir, sizeof(dir), "etc/systemd/system/multi-user.target.wants") ||
-		    snprintf(dlink, sizeof(dlink), "%s/latchd.service", dir) >= (int)sizeof(dlink))
-			return snprintf(err, errlen, "path too long"), -ENAMETOOLONG;
-		snprintf(text, sizeof(text),
-			 "# Written by `latch boot install`.\n"
-			 "# latchd: named policy, the sandboxes' resolvers, kernel deny events into the audit log.\n"
-			 "[Unit]\n"
-			 "Description=latch daemon: named egress policy and the filtering resolver\n"
-			 "After=latch-boot.service network-online.target\n"
-			 "Requires=latch-boot.service\n"
-			 "\n"
-			 "[Service]\n"
-			 "Type=simple\n"
-			 "%s"
-			 "ExecStart=%s\n"
-			 "ExecReload=/bin/kill -HUP $MAINPID\n"
-			 "Restart=on-failure\n"
-			 "RestartSec=1\n"
-			 "\n"
-			 "[Install]\n"
-			 "WantedBy=multi-user.target\n",
-			 uenv, latchd);
-		r = write_file(dunit, text, 0644, err, errlen);
-		if (r)
-			return r;
-		wrote(dunit, arg);
-		mkdir(dir, 0755);
-		unlink(dlink);
-		if (symlink(dunit, dlink))
-			return snprintf(err, errlen, "symlink %s: %s", dlink, strerror(errno)), -errno;
-		wrote(dlink, arg);
-	}
+	snprintf(text, sizeof(text),
+		 "# Written by `latch boot install`.\n"
+		 "# latchd: named policy, the sandboxes' resolvers, kernel deny events into the audit log.\n"
+		 "[Unit]\n"
+		 "Description=latch daemon: named egress policy and the filtering resolver\n"
+		 "After=latch-boot.service network-online.target\n"
+		 "Requires=latch-boot.service\n"
+		 "\n"
+		 "[Service]\n"
+		 "Type=simple\n"
+		 "%s"
+		 "ExecStart=%s\n"
+		 "ExecReload=/bin/kill -HUP $MAINPID\n"
+		 "Restart=on-failure\n"
+		 "RestartSec=1\n"
+		 "\n"
+		 "[Install]\n"
+		 "WantedBy=multi-user.target\n",
+		 uenv, latchd);
+	r = install_unit("latchd.service", text, latchd_wanted_by, 1, wrote, arg, err, errlen);
+	if (r)
+		return r;
 	snprintf(text, sizeof(text),
 		 "#!/bin/sh\n"
 		 "# Written by `latch boot install`: libvirt runs this as qemu DOMAIN OP SUBOP, with the\n"
