@@ -481,19 +481,29 @@ rollback:
 	return ret;
 }
 
+/* The rate limit's word on one more (sandbox, kind) entry: 0 with its slot, or -EAGAIN (counted), -ENOMEM. */
+static int rl_admit(struct audit_log *log, const char *sandbox, const char *kind, uint64_t now,
+		    struct rl_slot **slot)
+{
+	struct rl_slot *s = rl_get(log, sandbox, kind);
+
+	if (!s)
+		return -ENOMEM;
+	if (!rl_room(log, s, now)) {
+		s->suppressed++;
+		return -EAGAIN;
+	}
+	*slot = s;
+	return 0;
+}
+
 int audit_room(struct audit_log *log, const char *sandbox, const char *kind)
 {
 	struct rl_slot *s;
 
 	if (!log || !token_ok(sandbox) || !token_ok(kind))
 		return 0;
-	s = rl_get(log, sandbox, kind);
-	if (!s)
-		return 0;
-	if (rl_room(log, s, now_ns(log)))
-		return 1;
-	s->suppressed++;
-	return 0;
+	return rl_admit(log, sandbox, kind, now_ns(log), &s) == 0;
 }
 
 int audit_append(struct audit_log *log, struct audit_entry *e)
@@ -517,13 +527,9 @@ int audit_append(struct audit_log *log, struct audit_entry *e)
 		return -EROFS;
 	}
 	now = now_ns(log);
-	s = rl_get(log, e->sandbox, e->kind);
-	if (!s)
-		return -ENOMEM;
-	if (!rl_room(log, s, now)) {
-		s->suppressed++;
-		return -EAGAIN;
-	}
+	ret = rl_admit(log, e->sandbox, e->kind, now, &s);
+	if (ret)
+		return ret;
 	fields = fields_text(log, e->fields, s->suppressed);
 	if (!fields)
 		return -EINVAL;
