@@ -110,6 +110,28 @@ int latchd_call(json_t *req, json_t **reply, int timeout_ms, char *err, size_t e
 	return rc;
 }
 
+json_t *latchd_ping(int timeout_ms)
+{
+	json_t *req = json_pack("{s:s}", "op", "ping"), *rep = NULL;
+	char err[LATCH_ERR_MAX];
+
+	if (latchd_call(req, &rep, timeout_ms, err, sizeof(err)) || !json_is_true(json_object_get(rep, "ok"))) {
+		json_decref(rep);
+		rep = NULL;
+	}
+	json_decref(req);
+	return rep;
+}
+
+int latchd_switch(const char *name, const char *profile, json_t **reply, char *err, size_t errlen)
+{
+	json_t *req = json_pack("{s:s, s:s, s:s}", "op", "switch", "sandbox", name, "profile", profile);
+	int rc = latchd_call(req, reply, 60000, err, errlen);
+
+	json_decref(req);
+	return rc;
+}
+
 int latch_profile_state_path(const char *name, char *buf, size_t len)
 {
 	return latch_path(buf, len, "var/lib/latch/policy/%s.profile", name);

@@ -21,6 +21,15 @@ int latchd_socket_path(char *buf, size_t len);
  * when latchd is not running, other -errno with a line in err.
  */
 int latchd_call(json_t *req, json_t **reply, int timeout_ms, char *err, size_t errlen);
+/* {"op":"ping"}: latchd's reply (pid, sandboxes), or NULL when it does not answer. */
+json_t *latchd_ping(int timeout_ms);
+/*
+ * {"op":"switch"}: have latchd switch sandbox NAME to PROFILE.  It looks the
+ * profile's host names up first, so this waits up to a minute.  Returns as
+ * latchd_call(); a refusal is a reply with "ok" false ("usage" true when the
+ * profile is unknown or its name invalid).
+ */
+int latchd_switch(const char *name, const char *profile, json_t **reply, char *err, size_t errlen);
 
 /*
  * Where the active profile of sandbox NAME is kept:

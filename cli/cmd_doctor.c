@@ -219,11 +219,11 @@ static void check_kvm(struct check *c)
 /* latchd: asked over its socket, not looked up in the process table */
 static void check_latchd(struct check *c)
 {
-	json_t *req = json_pack("{s:s}", "op", "ping"), *rep = NULL;
-	char err[LATCH_ERR_MAX], detail[640];
+	json_t *rep = latchd_ping(2000);
+	char detail[640];
 
 	c->name = "latchd";
-	if (latchd_call(req, &rep, 2000, err, sizeof(err)) || !json_is_true(json_object_get(rep, "ok"))) {
+	if (!rep) {
 		set(c, WARN, "not answering: profiles are not applied, host names not resolved, and guests get no DNS "
 			     "answers (the kernel enforces what the maps hold)",
 		    "latch boot install && systemctl start latchd");
@@ -233,7 +233,6 @@ static void check_latchd(struct check *c)
 			 json_array_size(json_object_get(rep, "sandboxes")));
 		set(c, OK, detail, NULL);
 	}
-	json_decref(req);
 	json_decref(rep);
 }
 

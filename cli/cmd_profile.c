@@ -45,17 +45,14 @@ int latch_profile_check_cli(const char *profile)
 
 int latch_profile_switch_cli(const char *name, const char *profile, bool quiet)
 {
-	json_t *req, *rep = NULL, *hosts;
+	json_t *rep = NULL, *hosts;
 	char err[LATCH_ERR_MAX];
 	int rc;
 
 	if (latch_profile_name_check(profile, err, sizeof(err)))
 		return latch_err(LATCH_EXIT_USAGE, "%s", err);
 	/* latchd loads the profile and says `file:line: message` if it is bad: no second parse here */
-	req = json_pack("{s:s, s:s, s:s}", "op", "switch", "sandbox", name, "profile", profile);
-	/* host names are looked up before the switch: give the upstreams time */
-	rc = latchd_call(req, &rep, 60000, err, sizeof(err));
-	json_decref(req);
+	rc = latchd_switch(name, profile, &rep, err, sizeof(err));
 	if (rc)
 		return latch_err(LATCH_EXIT_FAILED, "%s; a profile's names are resolved by latchd", err);
 	if (!json_is_true(json_object_get(rep, "ok"))) {

@@ -244,27 +244,20 @@ static void addr_str(int family, const void *a, char *buf, size_t len)
 		snprintf(buf, len, "?");
 }
 
-/* One sandbox's observed state; returns true when enforcement is verified. */
-/* latchd's view of the sandboxes, or NULL when it is not running (asked once per command). */
-static json_t *latchd_ping(void)
+/* latchd's view of the sandboxes, asked once per command; NULL when it is not running. */
+static json_t *latchd_view(void)
 {
 	static json_t *cached;
 	static bool asked;
-	char err[LATCH_ERR_MAX];
-	json_t *req, *rep = NULL;
 
 	if (!asked) {
 		asked = true;
-		req = json_pack("{s:s}", "op", "ping");
-		if (!latchd_call(req, &rep, 2000, err, sizeof(err)) && json_is_true(json_object_get(rep, "ok")))
-			cached = rep;
-		else
-			json_decref(rep);
-		json_decref(req);
+		cached = latchd_ping(2000);
 	}
 	return cached ? json_incref(cached) : NULL;
 }
 
+/* One sandbox's observed state; returns true when enforcement is verified. */
 static bool status_one(const char *name, json_t *arr)
 {
 	static const enum latch_map_id counted[] = { LATCH_MAP_EXACT4, LATCH_MAP_EXACT6, LATCH_MAP_PREFIX4,
@@ -322,7 +315,7 @@ static bool status_one(const char *name, json_t *arr)
 	{
 		char prof[LATCH_PROFILE_NAME_MAX + 2];
 		const char *applied = NULL;
-		json_t *rep = latchd_ping();
+		json_t *rep = latchd_view();
 
 		json_object_set_new(o, "profile", latch_profile_state_read(name, prof, sizeof(prof)) ? json_null()
 												     : json_string(prof));

@@ -192,12 +192,10 @@ int cmd_up(int argc, char **argv)
 	if (latch_profile_state_write(o.name, profile, err, sizeof(err)))
 		return latch_err(LATCH_EXIT_FAILED, "up %s: %s", o.name, err);
 	{
-		json_t *req = json_pack("{s:s, s:s, s:s}", "op", "switch", "sandbox", o.name, "profile", profile);
 		json_t *rep = NULL;
 
-		if (latchd_call(req, &rep, 60000, err, sizeof(err)))
+		if (latchd_switch(o.name, profile, &rep, err, sizeof(err)))
 			profile_note = "stored; latchd is not running, so the sandbox stays sealed until it starts";
-		json_decref(req);
 		if (rep && !json_is_true(json_object_get(rep, "ok"))) {
 			c = latch_err(LATCH_EXIT_FAILED, "up %s: profile %s: %s (the sandbox stays sealed)", o.name,
 				      profile, json_string_value(json_object_get(rep, "error")));
