@@ -144,7 +144,6 @@ static struct {
 	uint16_t upstream_port[LATCH_RESOLVER_UPSTREAM_MAX];
 	int n_upstream;
 	uint16_t dns_port;
-	bool foreground;
 } d;
 
 __attribute__((format(printf, 1, 2))) static void logf_(const char *fmt, ...)
@@ -231,8 +230,7 @@ static void reply(struct client *c, json_t *obj)
 	c->waiting = false;
 }
 
-static void reply_error(struct client *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void reply_error(struct client *c, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static void reply_error(struct client *c, const char *fmt, ...)
 {
 	char msg[LATCH_ERR_MAX];
 	va_list ap;
@@ -498,11 +496,6 @@ static void refused(void *arg, const char *qname, uint16_t qtype, const char *re
 
 /* ---- profile switches ---- */
 
-static void hosts_free(struct hostname *h)
-{
-	free(h);
-}
-
 /* The host names of a profile, unresolved. */
 static struct hostname *hosts_of(const struct latch_profile *p, int *n)
 {
@@ -570,7 +563,7 @@ static void switch_free(struct pending_switch *sw)
 	if (!sw)
 		return;
 	latch_profile_free(&sw->prof);
-	hosts_free(sw->hosts);
+	free(sw->hosts);
 	free(sw);
 }
 
@@ -653,7 +646,7 @@ static void switch_commit(struct pending_switch *sw)
 	latch_sandbox_read_config(s->sb, &s->cfg);
 	/* the sandbox now runs the new profile: swap it in, with its hosts */
 	latch_profile_free(&s->prof);
-	hosts_free(s->hosts);
+	free(s->hosts);
 	s->prof = sw->prof;
 	memset(&sw->prof, 0, sizeof(sw->prof));
 	s->hosts = sw->hosts;
@@ -918,7 +911,7 @@ static void sandbox_free(struct sandbox *s)
 		event_free(s->rb_ev);
 	ring_buffer__free(s->rb);
 	latch_profile_free(&s->prof);
-	hosts_free(s->hosts);
+	free(s->hosts);
 	free(s->learned);
 	free(s->learned_index);
 	latch_sandbox_free(s->sb);
@@ -1030,6 +1023,8 @@ static int upstreams_from_resolv_conf(struct latch_addr *a, uint16_t *port, int 
 	fclose(f);
 	return n;
 }
+
+_Static_assert(LATCH_CONF_UPSTREAM_MAX == LATCH_RESOLVER_UPSTREAM_MAX, "latch.conf's upstreams go to the resolver as they are");
 
 /* Read latch.conf into c and the upstreams; nothing global changes on failure. */
 static int read_conf(struct latch_conf *c, struct latch_addr *up, uint16_t *up_port, int *n_up, char *err,
