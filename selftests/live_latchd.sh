@@ -221,21 +221,22 @@ check "resolver refusals are in the audit log (rate-limited)" test "${n:-0}" -gt
 
 # --- a hand-made change never interleaves with a switch: both take the policy lock
 LOCK=$ROOT/run/latch/$LTS_NAME.policy.lock
-flock "$LOCK" sh -c "sleep 1; touch '$LTS_TMP/released'" &
-holder=$!
-LTS_PIDS+=("$holder")
-for _ in $(seq 50); do flock -n "$LOCK" true || break; sleep 0.02; done
-latch egress "$LTS_NAME" allow 203.0.113.78:443 >/dev/null
-check "egress allow waits while the policy lock is held" test -e "$LTS_TMP/released"
-wait "$holder"
-rm -f "$LTS_TMP/released"
-flock "$LOCK" sh -c "sleep 1; touch '$LTS_TMP/released'" &
-holder=$!
-LTS_PIDS+=("$holder")
-for _ in $(seq 50); do flock -n "$LOCK" true || break; sleep 0.02; done
-latch egress "$LTS_NAME" profile p1 >/dev/null
-check "a switch waits while the policy lock is held" test -e "$LTS_TMP/released"
-wait "$holder"
+# waits_for_lock CMD...: hold the lock for 1 s (marking its release), run CMD meanwhile;
+# true when CMD returned only after the release
+waits_for_lock() {
+	local holder waited=1
+	rm -f "$LTS_TMP/released"
+	flock "$LOCK" sh -c "sleep 1; touch '$LTS_TMP/released'" &
+	holder=$!
+	LTS_PIDS+=("$holder")
+	for _ in $(seq 50); do flock -n "$LOCK" true || break; sleep 0.02; done
+	"$@" >/dev/null
+	[ -e "$LTS_TMP/released" ] || waited=0
+	wait "$holder"
+	[ "$waited" = 1 ]
+}
+check "egress allow waits while the policy lock is held" waits_for_lock latch egress "$LTS_NAME" allow 203.0.113.78:443
+check "a switch waits while the policy lock is held" waits_for_lock latch egress "$LTS_NAME" profile p1
 latch egress "$LTS_NAME" revoke 203.0.113.78:443 >/dev/null
 
 # --- what a switch must keep: a grant, a hand-added entry, the overlay

@@ -225,9 +225,32 @@ def cmd_ping(a):
                 return 0
 
 
-def dns_query(qid):
+def dns_query(qid, name="example.com", qtype=1):
     hdr = struct.pack("!HHHHHH", qid, 0x0100, 1, 0, 0, 0)
-    return hdr + b"\x07example\x03com\x00" + struct.pack("!HH", 1, 1)
+    q = b"".join(bytes([len(l)]) + l.encode() for l in name.split(".")) + b"\x00"
+    return hdr + q + struct.pack("!HH", qtype, 1)
+
+
+def udp_replies(s, wait, qids):
+    """Replies to the queries qids on the non-blocking socket s, within wait seconds: {qid: rcode}."""
+    got = {}
+    end = time.monotonic() + wait
+    while len(got) < len(qids):
+        left = end - time.monotonic()
+        if left <= 0:
+            break
+        r, _, _ = select.select([s], [], [], left)
+        if not r:
+            break
+        try:
+            d = s.recv(4096)
+        except OSError:
+            continue
+        if len(d) >= 12 and d[2] & 0x80:
+            qid = struct.unpack("!H", d[:2])[0]
+            if qid in qids:
+                got[qid] = d[3] & 0x0F
+    return got
 
 
 def cmd_dns(a):
@@ -254,22 +277,7 @@ def cmd_dns(a):
                 s.sendto(dns_query(qid), (a.host, 53))
             except OSError:
                 pass
-        end = time.monotonic() + a.wait
-        while True:
-            left = end - time.monotonic()
-            if left <= 0:
-                break
-            r, _, _ = select.select([s], [], [], left)
-            if not r:
-                break
-            try:
-                d = s.recv(4096)
-            except OSError:
-                continue
-            if len(d) >= 12 and d[2] & 0x80:
-                answered.add(struct.unpack("!H", d[:2])[0])
-                if len(answered) == a.count:
-                    break
+        answered = set(udp_replies(s, a.wait, set(range(1, a.count + 1))))
     print(len(answered))
     return 0 if answered else 1
 
@@ -315,44 +323,25 @@ def cmd_udpstream(a):
     return 0
 
 
-def dns_name_query(qid, name, qtype):
-    hdr = struct.pack("!HHHHHH", qid, 0x0100, 1, 0, 0, 0)
-    q = b"".join(bytes([len(l)]) + l.encode() for l in name.split(".")) + b"\x00"
-    return hdr + q + struct.pack("!HH", qtype, 1)
-
-
 def cmd_dnsburst(a):
     """COUNT queries for unique random names under DOMAIN (TXT, then A); prints rcode counts."""
     import random
     s = socket.socket(family_of(a.server), socket.SOCK_DGRAM)
     s.setblocking(False)
-    rcodes = {}
-    pending = set()
-    for i in range(a.count):
+    qids = set(range(1, a.count + 1))
+    for qid in sorted(qids):
         label = "%016x" % random.getrandbits(64)
-        qid = i + 1
-        pending.add(qid)
         try:
-            s.sendto(dns_name_query(qid, "%s.%s" % (label, a.domain), 16 if i % 2 == 0 else 1), (a.server, 53))
+            s.sendto(dns_query(qid, "%s.%s" % (label, a.domain), 16 if qid % 2 else 1), (a.server, 53))
         except OSError:
             pass
-        if i % 20 == 19:
+        if qid % 20 == 0:
             time.sleep(0.01)  # a trickle, not a flood: the kernel's DNS bucket is not what this tests
-    end = time.monotonic() + a.wait
-    while pending and time.monotonic() < end:
-        r, _, _ = select.select([s], [], [], max(0.0, end - time.monotonic()))
-        if not r:
-            break
-        try:
-            d = s.recv(4096)
-        except OSError:
-            continue
-        if len(d) >= 12 and d[2] & 0x80:
-            qid = struct.unpack("!H", d[:2])[0]
-            if qid in pending:
-                pending.discard(qid)
-                rc = d[3] & 0x0F
-                rcodes[rc] = rcodes.get(rc, 0) + 1
+    got = udp_replies(s, a.wait, qids)
+    rcodes = {}
+    for rc in got.values():
+        rcodes[rc] = rcodes.get(rc, 0) + 1
+    pending = qids - set(got)
     print(" ".join("rcode%d=%d" % (k, v) for k, v in sorted(rcodes.items())) or "none",
           "unanswered=%d" % len(pending))
     return 0
