@@ -2,8 +2,9 @@
 # lib_vm.sh - what the guest tests (selftests/vm_*.sh) share; source it.
 #
 # The pass/fail counters with their ok/fail lines, skip_all (exit 77 with a
-# closing line the runner reads), and vm_scratch: a bpffs directory and a
-# temp dir of the test's own.  The temp dirs are all /tmp/latch-vm-*, which
+# closing line the runner reads), vm_scratch: a bpffs directory and a temp
+# dir of the test's own, vm_root: a LATCH_ROOT in it with the test's
+# latch.conf, and vm_latchd: latchd under that root.  The temp dirs are all /tmp/latch-vm-*, which
 # is how selftests/run.sh finds and destroys the sandboxes of a test it had
 # to kill.  Set TEST (the test's name) before sourcing.
 
@@ -21,4 +22,35 @@ vm_scratch() {
 	mkdir -p "$BPFFS"
 	TMP=$(mktemp -d "/tmp/latch-vm-$1.XXXXXX")
 	chmod 0755 "$TMP"
+}
+
+# vm_root WHY [KEY=VALUE]...: a LATCH_ROOT under TMP whose latch.conf (CONF)
+# says "# TEST: WHY", then the given keys, table_base = $TABLE and the image
+# cache, root-owned and 0644.  Exports LATCH_ROOT and LATCH_BPFFS, defines L
+# (latch under them) and starts virtlogd and libvirtd if they are not running.
+vm_root() {
+	local kv
+	CONF=$TMP/root/etc/latch/latch.conf
+	mkdir -p "${CONF%/*}"
+	{
+		echo "# $TEST: $1"
+		shift
+		for kv in "$@"; do echo "${kv%%=*} = ${kv#*=}"; done
+		echo "table_base = $TABLE"
+		echo "images = ${LATCH_IMAGES:-/var/lib/latch/images}"
+	} >"$CONF"
+	chmod 0644 "$CONF"
+	export LATCH_ROOT=$TMP/root LATCH_BPFFS=$BPFFS
+	pgrep -x virtlogd >/dev/null || virtlogd -d
+	pgrep -x libvirtd >/dev/null || { libvirtd -d; sleep 1; }
+}
+L() { "$LATCH_BIN" "$@"; }
+
+# vm_latchd: start the latchd beside LATCH_BIN (LATCHD_PID, added to PIDS) and
+# wait up to 5 s for its socket; its log is $TMP/latchd.log.
+vm_latchd() {
+	"${LATCH_BIN%/*}/latchd" >"$TMP/latchd.log" 2>&1 &
+	LATCHD_PID=$!
+	PIDS+=("$LATCHD_PID")
+	for _ in $(seq 50); do [ -S "$LATCH_ROOT/run/latch/latchd.sock" ] && break; sleep 0.1; done
 }

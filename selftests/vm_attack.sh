@@ -96,21 +96,9 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM HUP
 
 vm_scratch attack
-mkdir -p "$TMP/root/etc/latch"
-cat > "$TMP/root/etc/latch/latch.conf" <<EOF
-# vm_attack.sh: documentation addresses only, and no uplink
-pool = $POOL
-pool6 = $POOL6/48
-table_base = $TABLE
-images = ${LATCH_IMAGES:-/var/lib/latch/images}
-EOF
-chmod 0644 "$TMP/root/etc/latch/latch.conf"
-export LATCH_ROOT=$TMP/root LATCH_BPFFS=$BPFFS
-L() { "$LATCH_BIN" "$@"; }
+vm_root "documentation addresses only, and no uplink" pool=$POOL pool6=$POOL6/48
 G() { timeout 60 "$LATCH_BIN" exec "$NAME" -- sh -c "$1"; } # a command in the guest, as root
 
-pgrep -x virtlogd >/dev/null || virtlogd -d
-pgrep -x libvirtd >/dev/null || { libvirtd -d; sleep 1; }
 
 # --- one guest for every case ------------------------------------------------
 t0=$(date +%s%N)

@@ -73,21 +73,10 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM HUP
 
 vm_scratch boot
-mkdir -p "$TMP/root/etc/latch"
-cat > "$TMP/root/etc/latch/latch.conf" <<CONF
-# vm_boot.sh: documentation addresses only, and no uplink
-pool = $POOL/26
-table_base = $TABLE
-images = ${LATCH_IMAGES:-/var/lib/latch/images}
-CONF
-chmod 0644 "$TMP/root/etc/latch/latch.conf"
-export LATCH_ROOT=$TMP/root LATCH_BPFFS=$BPFFS
-L() { "$LATCH_BIN" "$@"; }
+vm_root "documentation addresses only, and no uplink" pool=$POOL/26
 # busybox nc in the guest: an HTTP/0.9 GET, 3 s
 guest_get() { L exec "$NAME" -- sh -c "echo 'GET /' | nc -w 3 $1 $2" 2>/dev/null | grep -q hello-from-host; }
 
-pgrep -x virtlogd >/dev/null || virtlogd -d
-pgrep -x libvirtd >/dev/null || { libvirtd -d; sleep 1; }
 
 mkdir -p "$TMP/www"
 echo "hello-from-host" > "$TMP/www/index.html"

@@ -64,20 +64,9 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM HUP
 
 vm_scratch task
-mkdir -p "$TMP/root/etc/latch"
-cat > "$TMP/root/etc/latch/latch.conf" <<CONF
-# vm_task.sh: documentation addresses only, and no uplink
-pool = $POOL/26
-table_base = $TABLE
-images = ${LATCH_IMAGES:-/var/lib/latch/images}
-CONF
-chmod 0644 "$TMP/root/etc/latch/latch.conf"
-export LATCH_ROOT=$TMP/root LATCH_BPFFS=$BPFFS
-L() { "$LATCH_BIN" "$@"; }
+vm_root "documentation addresses only, and no uplink" pool=$POOL/26
 SANDBOXES=$LATCH_ROOT/var/lib/latch/sandboxes
 
-pgrep -x virtlogd >/dev/null || virtlogd -d
-pgrep -x libvirtd >/dev/null || { libvirtd -d; sleep 1; }
 
 if ! L up "$NAME" >"$TMP/up.out" 2>&1; then
 	fail "up: $(cat "$TMP/up.out")"
@@ -115,11 +104,9 @@ L backup "$NAME" >/dev/null
 # --- latchd backs the state up every backup_interval seconds --------------------------
 # Its upstream is a closed loopback port: the stored profile's names are asked there,
 # and no query leaves the machine.
-printf 'backup_interval = 2\ndns_upstream = 127.0.0.1:53999\n' >>"$LATCH_ROOT/etc/latch/latch.conf"
+printf 'backup_interval = 2\ndns_upstream = 127.0.0.1:53999\n' >>"$CONF"
 L exec "$NAME" -- sh -c 'echo periodic > /var/lib/agent-state/memo3'
-"${LATCH_BIN%/*}/latchd" >"$TMP/latchd.log" 2>&1 &
-LATCHD_PID=$!
-PIDS+=("$LATCHD_PID")
+vm_latchd
 for _ in $(seq 100); do
 	[ "$(cat "$SANDBOXES/$NAME/state/memo3" 2>/dev/null)" = periodic ] && break
 	sleep 0.2

@@ -74,19 +74,8 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM HUP
 
 vm_scratch up
-mkdir -p "$TMP/root/etc/latch"
-cat > "$TMP/root/etc/latch/latch.conf" <<EOF
-# vm_up.sh: documentation addresses only, and no uplink
-pool = $POOL.0/24
-table_base = $TABLE
-images = ${LATCH_IMAGES:-/var/lib/latch/images}
-EOF
-chmod 0644 "$TMP/root/etc/latch/latch.conf"
-export LATCH_ROOT=$TMP/root LATCH_BPFFS=$BPFFS
-L() { "$LATCH_BIN" "$@"; }
+vm_root "documentation addresses only, and no uplink" pool=$POOL.0/24
 
-pgrep -x virtlogd >/dev/null || virtlogd -d
-pgrep -x libvirtd >/dev/null || { libvirtd -d; sleep 1; }
 
 # --- bad input first: one line, exit 2, nothing created ----------------------
 out=$(L up "$NAME" --image no-such-image 2>&1); rc=$?
@@ -98,7 +87,6 @@ out=$(L up "$NAME" --profile no-such-profile 2>&1); rc=$?
 check "up_unknown_profile_exits_2_and_creates_nothing" \
 	test "$rc" = 2 -a "$(echo "$out" | wc -l)" = 1 -a ! -e "/sys/class/net/$TAP" -a ! -e "$LATCH_ROOT/var/lib/latch/sandboxes/$NAME"
 
-CONF=$LATCH_ROOT/etc/latch/latch.conf
 chmod 0666 "$CONF"
 out=$(L up "$NAME" 2>&1); rc=$?
 chmod 0644 "$CONF"
@@ -212,9 +200,7 @@ chmod 0644 "$LATCH_ROOT/etc/latch/profiles/vmctl.txt"
 echo "dns_upstream = 127.0.0.1:53999" >>"$CONF"
 L egress "$NAME" revoke "$CTRL_ADDR:$CTRL_PORT" >/dev/null
 check "control_closed_without_the_entry" bash -c "! '$LATCH_BIN' exec $NAME -- sh -c \"echo 'GET /' | nc -w 2 $CTRL_ADDR $CTRL_PORT\" 2>/dev/null | grep -q hello-from-host"
-"${LATCH_BIN%/*}/latchd" >"$TMP/latchd.log" 2>&1 &
-PIDS+=($!)
-for _ in $(seq 50); do [ -S "$LATCH_ROOT/run/latch/latchd.sock" ] && break; sleep 0.1; done
+vm_latchd
 L down "$NAME" >/dev/null
 L --json up "$NAME" --profile vmctl >"$TMP/up2.json" 2>"$TMP/up2.err"; rc=$?
 check "up_profile_applied_by_latchd" bash -c "[ $rc = 0 ] && jq -e '.profile.name == \"vmctl\" and .profile.note == \"applied by latchd\"' '$TMP/up2.json' >/dev/null"

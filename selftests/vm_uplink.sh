@@ -145,23 +145,10 @@ SUBNET=$NET.$FIRST/30
 HOST4=$NET.$((FIRST + 1))
 GUEST4=$NET.$((FIRST + 2))
 
-mkdir -p "$TMP/root/etc/latch"
-cat > "$TMP/root/etc/latch/latch.conf" <<EOF
-# vm_uplink.sh: documentation addresses only; the uplink is a veth into $NS
-pool = $POOL
-uplink = $UP
-gateway = $GW
-table_base = $TABLE
-images = ${LATCH_IMAGES:-/var/lib/latch/images}
-EOF
-chmod 0644 "$TMP/root/etc/latch/latch.conf"
-export LATCH_ROOT=$TMP/root LATCH_BPFFS=$BPFFS
-L() { "$LATCH_BIN" "$@"; }
+vm_root "documentation addresses only; the uplink is a veth into $NS" pool=$POOL uplink=$UP gateway=$GW
 G() { timeout 60 "$LATCH_BIN" exec "$NAME" -- "$@"; } # run in the guest
 guest_get() { G sh -c "echo 'GET /' | nc -w 3 $1 $2" 2>/dev/null || true; }
 
-pgrep -x virtlogd >/dev/null || virtlogd -d
-pgrep -x libvirtd >/dev/null || { libvirtd -d; sleep 1; }
 
 # The root namespace's routing before latch touches it (the veth is the test's, already there).
 main_before=$(ip route show table main)

@@ -73,20 +73,9 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM HUP
 
 vm_scratch workspace
-mkdir -p "$TMP/root/etc/latch"
-cat > "$TMP/root/etc/latch/latch.conf" <<EOF
-# vm_workspace.sh: documentation addresses only, and no uplink
-pool = $POOL
-table_base = $TABLE
-images = ${LATCH_IMAGES:-/var/lib/latch/images}
-EOF
-chmod 0644 "$TMP/root/etc/latch/latch.conf"
-export LATCH_ROOT=$TMP/root LATCH_BPFFS=$BPFFS
-L() { "$LATCH_BIN" "$@"; }
+vm_root "documentation addresses only, and no uplink" pool=$POOL
 G() { timeout 60 "$LATCH_BIN" exec "$NAME" -- "$@"; } # run in the guest
 
-pgrep -x virtlogd >/dev/null || virtlogd -d
-pgrep -x libvirtd >/dev/null || { libvirtd -d; sleep 1; }
 
 # The shared directory, and host files beside it that the guest must never read.
 SHARE=$TMP/share # holds DIR and, beside it, what the guest must never reach
