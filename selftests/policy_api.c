@@ -50,10 +50,11 @@ static void check(const char *what, int ok)
 }
 
 /*
- * A TCP SYN of a new flow (a source port of its own) from the guest to
- * dst:port through the pinned program: 1 if it passes.
+ * A TCP SYN (or a UDP datagram: proto 17) of a new flow (a source port of
+ * its own) from the guest to dst:port through the pinned program: 1 if it
+ * passes.
  */
-static int passes(const char *dst, int port)
+static int passes_proto(const char *dst, int port, int proto)
 {
 	static uint16_t next_sport = 40000;
 	uint16_t sport = next_sport++;
@@ -62,20 +63,34 @@ static int passes(const char *dst, int port)
 
 	memcpy(f, "\x02\x00\x00\x00\x00\x01\x02\x00\x00\x00\x00\x02\x08\x00", 14);
 	f[14] = 0x45;
-	f[17] = 40; /* tot_len */
+	f[17] = 40; /* tot_len: 20 + a TCP header, or a UDP header and 12 bytes */
 	f[22] = 64;
-	f[23] = 6;
+	f[23] = proto;
 	inet_pton(AF_INET, GUEST4, f + 26);
 	inet_pton(AF_INET, dst, f + 30);
 	f[34] = sport >> 8;
 	f[35] = sport & 0xff;
 	f[36] = port >> 8;
 	f[37] = port & 0xff;
-	f[46] = 5 << 4;
-	f[47] = 0x02;
+	if (proto == 17) {
+		f[39] = 20; /* UDP length */
+	} else {
+		f[46] = 5 << 4;
+		f[47] = 0x02;
+	}
 	if (bpf_prog_test_run_opts(prog_fd, &o))
 		return -1;
 	return o.retval == 0;
+}
+
+static int passes(const char *dst, int port)
+{
+	return passes_proto(dst, port, 6);
+}
+
+static int udp_passes(const char *dst, int port)
+{
+	return passes_proto(dst, port, 17);
 }
 
 static struct latch_entry entry(const char *s)
@@ -201,6 +216,62 @@ static void test_replace(struct latch_sandbox *sb)
 	check("B's /tcp entry keeps UDP-only ports closed: port 22 dropped", passes("198.51.100.4", 22) == 0);
 }
 
+/*
+ * A replace merges the entries of one address wherever they sit in the list,
+ * also when the address's entries are thousands apart and the exact map is
+ * written in several batches; an address with a 17th rule refuses the whole
+ * replace, and what was live stays live.
+ */
+static void test_replace_grouped(struct latch_sandbox *sb)
+{
+	enum { ADDRS = 3000 };
+	struct latch_entry *e = calloc(ADDRS + 100 + 17, sizeof(*e));
+	struct latch_config cfg;
+	char text[64], err[LATCH_ERR_MAX];
+	int n = 0, ok = 1;
+
+	if (!e) {
+		check("memory for the grouped replace", 0);
+		return;
+	}
+	/* 198.18.X.Y:1000+i, then a second port for every 30th address at the end */
+	for (int i = 0; i < ADDRS; i++) {
+		snprintf(text, sizeof(text), "198.18.%d.%d:%d", i / 250, 1 + i % 250, 1000 + i);
+		e[n++] = entry(text);
+	}
+	for (int i = 0; i < ADDRS; i += 30) {
+		snprintf(text, sizeof(text), "198.18.%d.%d:%d/udp", i / 250, 1 + i % 250, 5000 + i);
+		e[n++] = entry(text);
+	}
+	check("replace with 3,100 entries on 3,000 addresses", latch_policy_replace(sb, e, n, err, sizeof(err)) == 0);
+	latch_policy_gc(sb);
+	latch_sandbox_read_config(sb, &cfg);
+	check("one exact key per address", count_gen(sb, LATCH_MAP_EXACT4, cfg.policy_gen) == ADDRS);
+	for (int i = 0; i < ADDRS; i += 299) {
+		snprintf(text, sizeof(text), "198.18.%d.%d", i / 250, 1 + i % 250);
+		ok &= passes(text, 1000 + i) == 1 && passes(text, 1001 + i) == 0;
+	}
+	check("the first rule of addresses across the batches passes, a neighbour's port does not", ok);
+	ok = 1;
+	for (int i = 0; i < ADDRS; i += 30 * 17) {
+		snprintf(text, sizeof(text), "198.18.%d.%d", i / 250, 1 + i % 250);
+		ok &= udp_passes(text, 5000 + i) == 1 && passes(text, 5000 + i) == 0 && passes(text, 1000 + i) == 1;
+	}
+	check("a second entry of the same address, 3,000 entries later, merged into its rules", ok);
+	n = 0;
+	for (int p = 0; p < 17; p++) {
+		snprintf(text, sizeof(text), "198.51.100.66:%d", 2000 + p);
+		e[n++] = entry(text);
+	}
+	e[n++] = entry("198.51.100.67:443");
+	err[0] = 0;
+	check("17 rules on one address refuse the replace",
+	      latch_policy_replace(sb, e, n, err, sizeof(err)) != 0 && strstr(err, "more than 16 port rules"));
+	check("... and the policy before it stays live", passes("198.18.0.1", 1000) == 1 &&
+							     passes("198.51.100.67", 443) == 0);
+	free(e);
+}
+
 /* A spec for latch_policy_switch. */
 static struct latch_policy_spec spec(const char *s, uint64_t expires, int origin)
 {
@@ -296,6 +367,7 @@ int main(void)
 		test_prefixes(sb);
 		test_timed(sb);
 		test_replace(sb);
+		test_replace_grouped(sb);
 		test_switch(sb);
 	}
 	latch_sandbox_free(sb);
