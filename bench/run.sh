@@ -3,9 +3,12 @@
 # bench/run.sh - latch's benchmarks, printed as one table beside no filter
 # and nftables, with the targets.  Run through `make bench` (root).
 #
-# Topology: two private network namespaces made here and nowhere else,
+# Topology: pairs of private network namespaces made here and nowhere else,
+# one pair per configuration of the in-place and throughput parts (pair 0,
+# no filter, also serves the control-path part), all alike but for the
+# filter on lbn-hv:
 #
-#   lbn-guest-PID: lbn-gv 198.18.128.2/24  <-veth->  lbn-host-PID: lbn-hv 198.18.128.1/24
+#   lbn-gI-PID: lbn-gv 198.18.128.2/24  <-veth->  lbn-hI-PID: lbn-hv 198.18.128.1/24
 #
 # "Guest egress" is guest -> host traffic: it arrives on lbn-hv's ingress,
 # where latch (tc clsact ingress, `latch attach`) or nftables (an inet table
@@ -19,18 +22,22 @@
 # bpffs pins ($LATCH_BPFFS=/sys/fs/bpf/latch-bench-PID) and processes (by
 # PID), pass or fail.
 #
-# Parts (repetitions interleaved: rep 1 of every configuration, then rep 2...)
+# Parts (repetitions interleaved: round 1 of every configuration, then round
+# 2..., in an order rotated each round; every configuration keeps its own
+# namespaces, so nothing is re-attached between runs)
 #   testrun  BPF_PROG_TEST_RUN ns/packet of latch_from_guest on a private
 #            skeleton, 16 / 1,024 / 65,536 entries: hit with the flow cached,
 #            hit through the policy lookup (first packet of a flow), port
 #            miss, address miss (bench/testrun.c explains the method)
-#   inplace  XDP live frames injected into lbn-hv's receive path (bench/inject.c),
-#            ns/packet with no filter, latch and nftables at each size, and
-#            with bench_progs' empty tc program on the same hook (the cost of
-#            the clsact hook itself, for reading latch's overhead)
+#   inplace  XDP live frames injected into lbn-hv's receive path (bench/inject.c,
+#            one process going round every pair), ns/packet with no filter,
+#            latch and nftables at each size, and with bench_progs' empty tc
+#            program on the same hook (the cost of the clsact hook itself);
+#            overhead = median over rounds of (filter - none) in the same round
 #   tput     iperf3 guest -> host, TCP Gbit/s and UDP 64-byte kpps (sent, and
-#            delivered to the server),
-#            no filter / latch / nftables at $BENCH_TPUT_N entries
+#            delivered to the server), no filter / latch / nftables at
+#            $BENCH_TPUT_N entries; the ratio to none is the median over
+#            rounds of (filter / none) in the same round
 #   ctl      65,536 entries loaded (latch_policy_replace / nft -f) and one entry
 #            added (latch_policy_allow / nft add element); CLI wall clocks too,
 #            and the map primitives latch_policy_replace is built of (ctl diag)
@@ -48,10 +55,11 @@
 #            lives under a temp LATCH_ROOT, on a documentation /24 the host
 #            does not use, with no uplink, and is destroyed after each rep.
 #
-# Environment: BENCH_REPS (3), BENCH_SIZES ("16 1024 65536"), BENCH_TPUT_N
-# (1024), BENCH_TPUT_RUNS (3 iperf3 runs per config and rep, the best counts), BENCH_INJECT_PKTS (2000000 per config and rep, as BENCH_INJECT_RUNS (4)
-# runs of which the fastest counts), BENCH_REPEAT (1000000), BENCH_PAIRS
-# (20000), BENCH_SECS (3, per iperf3 run), BENCH_ADDS (1000),
+# Environment: BENCH_REPS (3, ctl), BENCH_TESTRUN_REPS (9), BENCH_SIZES
+# ("16 1024 65536"), BENCH_INJECT_ROUNDS (30) of BENCH_INJECT_PKTS (200000)
+# frames per config, BENCH_TPUT_N (1024), BENCH_TPUT_ROUNDS (8) of one TCP
+# and one UDP iperf3 run of BENCH_SECS (2) seconds per config,
+# BENCH_REPEAT (1000000), BENCH_PAIRS (20000), BENCH_ADDS (1000),
 # BENCH_OUT (results dir, default $BUILD/bench/results-TIME); bench/latchd.sh
 # reads BENCH_LATCHD_PARTS, BENCH_DNS_* and BENCH_SWITCH_REPS (its header).
 # A target that is missed prints MISS; the exit status is 0 all the same
@@ -68,19 +76,20 @@ CTL=$BUILD/bench/ctl
 REPS=${BENCH_REPS:-3}
 SIZES=${BENCH_SIZES:-16 1024 65536}
 TPUT_N=${BENCH_TPUT_N:-1024}
-INJECT_PKTS=${BENCH_INJECT_PKTS:-2000000}
-INJECT_RUNS=${BENCH_INJECT_RUNS:-4}
-TPUT_RUNS=${BENCH_TPUT_RUNS:-3}
+INJECT_PKTS=${BENCH_INJECT_PKTS:-200000}
+INJECT_ROUNDS=${BENCH_INJECT_ROUNDS:-30}
+TPUT_ROUNDS=${BENCH_TPUT_ROUNDS:-8}
+TESTRUN_REPS=${BENCH_TESTRUN_REPS:-9}
 REPEAT=${BENCH_REPEAT:-1000000}
 PAIRS=${BENCH_PAIRS:-20000}
-SECS=${BENCH_SECS:-3}
+SECS=${BENCH_SECS:-2}
 ADDS=${BENCH_ADDS:-1000}
 OUT=${BENCH_OUT:-$BUILD/bench/results-$(date +%Y%m%d-%H%M%S)}
 BIG=$(printf '%s\n' $SIZES | sort -n | tail -1)
 SMALL=$(printf '%s\n' $SIZES | sort -n | head -1)
 
-GNS=lbn-guest-$$
-HNS=lbn-host-$$
+GNS=lbn-g0-$$	# pair 0; pair I is lbn-gI-$$ / lbn-hI-$$
+HNS=lbn-h0-$$
 GIF=lbn-gv
 HIF=lbn-hv
 GUEST_IP=198.18.128.2
@@ -96,6 +105,8 @@ die() { log "FAILED: $*"; exit 1; }
 G() { ip netns exec "$GNS" "$@"; }
 # nsenter keeps our mount namespace, so /sys/fs/bpf and $LATCH_BPFFS stay visible
 H() { nsenter --net="/run/netns/$HNS" "$@"; }
+Gp() { local i=$1; shift; ip netns exec "lbn-g$i-$$" "$@"; }	# Gp I CMD: in pair I's guest
+Hp() { local i=$1; shift; nsenter --net="/run/netns/lbn-h$i-$$" "$@"; }
 now_ns() { date +%s%N; }
 
 [ "$(id -u)" = 0 ] || die "needs root (network namespaces, BPF, nftables)"
@@ -118,7 +129,8 @@ if [ ${#need[@]} -gt 0 ]; then
 		die "cannot install ${need[*]}"
 fi
 
-IPERF_PID=""
+IPERF_PIDS=()
+NPAIRS=0
 MOUNTED_BPFFS=0
 LATCH_ON=0
 VM_ROOT=""
@@ -130,12 +142,17 @@ cleanup() {
 		LATCH_ROOT=$VM_ROOT/root "$LATCH" destroy lbn-vm >/dev/null 2>&1
 		rm -rf "$VM_ROOT"
 	fi
-	if [ -n "$IPERF_PID" ]; then kill "$IPERF_PID" 2>/dev/null; wait "$IPERF_PID" 2>/dev/null; fi
+	for p in "${IPERF_PIDS[@]}"; do kill "$p" 2>/dev/null; done
 	[ "$LATCH_ON" = 1 ] && H "$LATCH" detach "$SB" >/dev/null 2>&1
+	for ((i = 1; i < NPAIRS; i++)); do
+		[ -d "$LATCH_BPFFS/$SB$i" ] && Hp "$i" "$LATCH" detach "$SB$i" >/dev/null 2>&1
+	done
 	rm -rf "$LATCH_BPFFS"
 	[ "$MOUNTED_BPFFS" = 1 ] && [ -z "$(ls -A /sys/fs/bpf 2>/dev/null)" ] && umount /sys/fs/bpf
-	ip netns del "$GNS" 2>/dev/null	# takes the veth pair, qdiscs and nft table with it
-	ip netns del "$HNS" 2>/dev/null
+	for ((i = 0; i < NPAIRS; i++)); do	# each takes its veth pair, qdiscs and nft table with it
+		ip netns del "lbn-g$i-$$" 2>/dev/null
+		ip netns del "lbn-h$i-$$" 2>/dev/null
+	done
 	exit $rc
 }
 trap cleanup EXIT
@@ -155,22 +172,38 @@ if [ "$(stat -f -c %T /sys/fs/bpf 2>/dev/null)" != bpf_fs ]; then
 fi
 mkdir -p "$LATCH_BPFFS"
 
-ip netns add "$GNS"
-ip netns add "$HNS"
-ip link add "$GIF" netns "$GNS" type veth peer name "$HIF" netns "$HNS"
-for ns in "$GNS" "$HNS"; do
-	ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
-	ip -n "$ns" link set lo up
+# Configurations of the in-place and throughput parts, one pair each; pair 0
+# is the unfiltered one.
+CONFIGS=(none qdisc tcnull)
+for n in $SIZES; do CONFIGS+=("latch:$n"); done
+for n in $SIZES; do CONFIGS+=("nft:$n"); done
+for c in "latch:$TPUT_N" "nft:$TPUT_N"; do
+	[[ " ${CONFIGS[*]} " == *" $c "* ]] || CONFIGS+=("$c")
 done
-ip -n "$GNS" addr add "$GUEST_IP/24" dev "$GIF"
-ip -n "$HNS" addr add "$HOST_IP/24" dev "$HIF"
-ip -n "$GNS" link set "$GIF" up
-ip -n "$HNS" link set "$HIF" up
-GMAC=$(ip -n "$GNS" -br link show "$GIF" | awk '{ print $3 }')
-HMAC=$(ip -n "$HNS" -br link show "$HIF" | awk '{ print $3 }')
-# static neighbours: no ARP during the measurements (nor through the filters)
-ip -n "$GNS" neigh replace "$HOST_IP" lladdr "$HMAC" dev "$GIF" nud permanent
-ip -n "$HNS" neigh replace "$GUEST_IP" lladdr "$GMAC" dev "$HIF" nud permanent
+declare -a GMACS HMACS
+pair_add() {	# pair_add I: guest and host namespaces, veth, addresses, static neighbours
+	local g=lbn-g$1-$$ h=lbn-h$1-$$
+	ip netns add "$g"
+	ip netns add "$h"
+	NPAIRS=$(($1 + 1))
+	ip link add "$GIF" netns "$g" type veth peer name "$HIF" netns "$h"
+	for ns in "$g" "$h"; do
+		ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
+		ip -n "$ns" link set lo up
+	done
+	ip -n "$g" addr add "$GUEST_IP/24" dev "$GIF"
+	ip -n "$h" addr add "$HOST_IP/24" dev "$HIF"
+	ip -n "$g" link set "$GIF" up
+	ip -n "$h" link set "$HIF" up
+	GMACS[$1]=$(ip -n "$g" -br link show "$GIF" | awk '{ print $3 }')
+	HMACS[$1]=$(ip -n "$h" -br link show "$HIF" | awk '{ print $3 }')
+	# static neighbours: no ARP during the measurements (nor through the filters)
+	ip -n "$g" neigh replace "$HOST_IP" lladdr "${HMACS[$1]}" dev "$GIF" nud permanent
+	ip -n "$h" neigh replace "$GUEST_IP" lladdr "${GMACS[$1]}" dev "$HIF" nud permanent
+}
+for i in "${!CONFIGS[@]}"; do pair_add "$i"; done
+GMAC=${GMACS[0]}
+HMAC=${HMACS[0]}
 
 # Allowlists: N distinct addresses, one port each, HOST_IP PORT among them.
 genlist() {	# genlist N SEED FILE
@@ -217,7 +250,7 @@ nft_ruleset() {	# nft_ruleset LIST
 }
 for n in $(printf '%s\n' $SIZES $TPUT_N | sort -nu); do nft_ruleset "$OUT/allow-$n.txt" > "$OUT/nft-$n.nft"; done
 
-latch_on() {	# latch_on N: attach, then the policy of N entries through latch's API
+latch_on() {	# latch_on N: attach on pair 0, then the policy of N entries through latch's API
 	H "$LATCH" attach "$SB" --dev "$HIF" --guest-mac "$GMAC" --guest-ip "$GUEST_IP" \
 		--host-ip "$LATCH_HOST_IP" >/dev/null || die "latch attach"
 	LATCH_ON=1
@@ -225,116 +258,105 @@ latch_on() {	# latch_on N: attach, then the policy of N entries through latch's 
 }
 latch_off() { [ "$LATCH_ON" = 0 ] || H "$LATCH" detach "$SB" >/dev/null || die "latch detach"; LATCH_ON=0; }
 nft_off() { H nft delete table inet "$NFT_TABLE" 2>/dev/null || true; }
-TCNULL=0
-tcnull_on() {	# the empty tc program on the same hook: what the hook itself costs
-	H tc qdisc add dev "$HIF" clsact && TCNULL=1 &&
-		H tc filter add dev "$HIF" ingress pref 1 handle 1 bpf direct-action \
-			obj "$BUILD/bench/bench_progs.bpf.o" sec tc || die "tc filter (tcnull)"
-}
-tcnull_off() { [ "$TCNULL" = 0 ] || H tc qdisc del dev "$HIF" clsact || die "tc qdisc del"; TCNULL=0; }
 
-apply() {	# apply CONFIG: none | tcnull | latch:N | nft:N
-	latch_off
-	nft_off
-	tcnull_off
-	case $1 in
+config_on() {	# config_on I CONFIG: CONFIG (none | tcnull | latch:N | nft:N) on pair I, for good
+	case $2 in
 	none) ;;
-	tcnull) tcnull_on ;;
-	latch:*) latch_on "${1#*:}" ;;
-	nft:*) H nft -f "$OUT/nft-${1#*:}.nft" || die "nft -f" ;;
-	*) die "unknown config $1" ;;
+	qdisc) Hp "$1" tc qdisc add dev "$HIF" clsact || die "tc qdisc (qdisc)" ;;	# the qdisc, no filter
+	tcnull)	# the empty tc program on the same hook: what the hook itself costs
+		Hp "$1" tc qdisc add dev "$HIF" clsact &&
+			Hp "$1" tc filter add dev "$HIF" ingress pref 1 handle 1 bpf direct-action \
+				obj "$BUILD/bench/bench_progs.bpf.o" sec tc || die "tc filter (tcnull)" ;;
+	latch:*)
+		Hp "$1" "$LATCH" attach "$SB$1" --dev "$HIF" --guest-mac "${GMACS[$1]}" --guest-ip "$GUEST_IP" \
+			--host-ip "$LATCH_HOST_IP" >/dev/null || die "latch attach ($2)"
+		Hp "$1" "$CTL" "$SB$1" load "$OUT/allow-${2#*:}.txt" >/dev/null || die "latch policy load ($2)" ;;
+	nft:*) Hp "$1" nft -f "$OUT/nft-${2#*:}.nft" || die "nft -f ($2)" ;;
+	*) die "unknown config $2" ;;
 	esac
 }
 
-# On first use of a config: PORT must pass; with a filter PORT+1 must be dropped.
-check() {
+# PORT must pass; with a filter PORT+1 must be dropped.
+check() {	# check I CONFIG
 	local rc=0
-	G timeout 1 bash -c "exec 3<>/dev/tcp/$HOST_IP/$((PORT + 1))" 2>/dev/null || rc=$?
-	if [ "$1" = none ] || [ "$1" = tcnull ]; then
-		[ "$rc" != 124 ] || die "$1: port $((PORT + 1)) blocked without a filter"
+	Gp "$1" timeout 1 bash -c "exec 3<>/dev/tcp/$HOST_IP/$((PORT + 1))" 2>/dev/null || rc=$?
+	if [ "$2" = none ] || [ "$2" = qdisc ] || [ "$2" = tcnull ]; then
+		[ "$rc" != 124 ] || die "$2: port $((PORT + 1)) blocked without a filter"
 	else
-		[ "$rc" = 124 ] || die "$1: port $((PORT + 1)) NOT blocked (rc=$rc)"
+		[ "$rc" = 124 ] || die "$2: port $((PORT + 1)) NOT blocked (rc=$rc)"
 	fi
-	G timeout 2 bash -c "exec 3<>/dev/tcp/$HOST_IP/$PORT" || die "$1: port $PORT blocked"
+	Gp "$1" timeout 2 bash -c "exec 3<>/dev/tcp/$HOST_IP/$PORT" || die "$2: port $PORT blocked"
 }
 
-inject() { H taskset -c 1 "$INJECT" "$HIF" "$HMAC" "$GMAC" "$GUEST_IP" "$HOST_IP" "$PORT" "$1"; }
-
-latch_passed() {	# packets latch passed from the guest (any pass reason)
-	H "$LATCH" --json status "$SB" |
+latch_passed() {	# latch_passed I: packets pair I's latch passed from the guest (any pass reason)
+	Hp "$1" "$LATCH" --json status "$SB$1" |
 		jq '[.. | objects | select(has("reason") and has("direction")) |
 		     select(.direction == "from-guest" and (.reason | startswith("pass"))) | .packets] | add // 0'
 }
 
-H iperf3 -s -B "$HOST_IP" -p "$PORT" -D --pidfile "$OUT/iperf3.pid"
-for _ in $(seq 50); do [ -s "$OUT/iperf3.pid" ] && break; sleep 0.1; done
-IPERF_PID=$(tr -d '\0' < "$OUT/iperf3.pid")
-[ -n "$IPERF_PID" ] || die "iperf3 server did not start"
+for i in "${!CONFIGS[@]}"; do
+	config_on "$i" "${CONFIGS[$i]}"
+	Hp "$i" iperf3 -s -B "$HOST_IP" -p "$PORT" -D --pidfile "$OUT/iperf3-$i.pid"
+done
+for i in "${!CONFIGS[@]}"; do
+	for _ in $(seq 50); do [ -s "$OUT/iperf3-$i.pid" ] && break; sleep 0.1; done
+	p=$(tr -d '\0' < "$OUT/iperf3-$i.pid")
+	[ -n "$p" ] || die "iperf3 server $i did not start"
+	IPERF_PIDS+=("$p")
+done
 sleep 0.3
-log "results go to $OUT (reps $REPS, sizes $SIZES)"
+for i in "${!CONFIGS[@]}"; do check "$i" "${CONFIGS[$i]}"; done
+log "results go to $OUT (reps $REPS, sizes $SIZES, ${#CONFIGS[@]} pairs: ${CONFIGS[*]})"
 
 # ---------------------------------------------------------------- testrun
-log "testrun: BPF_PROG_TEST_RUN, $REPEAT packets per run, $PAIRS pairs for the policy path"
+log "testrun: BPF_PROG_TEST_RUN, $TESTRUN_REPS reps, $REPEAT packets per run, $PAIRS pairs for the policy path"
 args=()
 for n in $SIZES; do args+=("$OUT/allow-$n.txt"); done
-taskset -c 1 "$TESTRUN" -d "$HOST_IP" -p "$PORT" -m "$MISS" -r "$REPS" -n "$REPEAT" -s "$PAIRS" "${args[@]}" |
+taskset -c 1 "$TESTRUN" -d "$HOST_IP" -p "$PORT" -m "$MISS" -r "$TESTRUN_REPS" -n "$REPEAT" -s "$PAIRS" "${args[@]}" |
 	sed -n 's/^n=\([0-9]*\) case=\([a-z_0-9]*\) rep=\([0-9]*\) ns=\([0-9.-]*\)$/testrun,\2,latch,\1,\3,\4/p' >> "$RAW"
 [ "${PIPESTATUS[0]}" = 0 ] || die "testrun"
 
-# ---------------------------------------------------------------- inplace + tput
-best() { awk -v a="$1" -v b="$2" 'BEGIN { print (b + 0 > a + 0) ? b : a }'; }
-configs=(none tcnull)
-for n in $SIZES; do configs+=("latch:$n"); done
-for n in $SIZES; do configs+=("nft:$n"); done
-for c in "latch:$TPUT_N" "nft:$TPUT_N"; do
-	[[ " ${configs[*]} " == *" $c "* ]] || configs+=("$c")
+# ---------------------------------------------------------------- inplace
+log "inplace: $INJECT_ROUNDS rounds of $INJECT_PKTS frames into each of ${#CONFIGS[@]} pairs"
+targets=()
+declare -A passed0=()
+for i in "${!CONFIGS[@]}"; do
+	targets+=("${CONFIGS[$i]}=/run/netns/lbn-h$i-$$,$HIF,${HMACS[$i]},${GMACS[$i]}")
+	case ${CONFIGS[$i]} in latch:*) passed0[$i]=$(latch_passed "$i") ;; esac
 done
-nc=${#configs[@]}
-declare -A checked=()
-for ((r = 1; r <= REPS; r++)); do
-	for ((i = 0; i < nc; i++)); do
-		c=${configs[$(((i + r - 1) % nc))]}	# rotate: no config always runs first
-		impl=${c%%:*}; n=${c#*:}; case $c in none|tcnull) n=0 ;; esac
-		apply "$c"
-		if [ -z "${checked[$c]:-}" ]; then check "$c"; checked[$c]=1; fi
-		log "rep $r/$REPS $c"
-		before=0; [ "$impl" = latch ] && before=$(latch_passed)
-		# best of INJECT_RUNS short runs: interference from the rest of the
-		# machine only ever adds time, and every config gets the same treatment
-		v=""
-		for ((k = 0; k < INJECT_RUNS; k++)); do
-			x=$(inject $((INJECT_PKTS / INJECT_RUNS)) | sed -n 's/.*kernel_ns_per_pkt=\([0-9.]*\).*/\1/p')
-			[ -n "$x" ] || die "inject ($c)"
-			if [ -z "$v" ] || [ "$x" -lt "$v" ]; then v=$x; fi
-		done
-		if [ "$impl" = latch ]; then	# the frames really went through latch, and passed
-			after=$(latch_passed)
-			[ $((after - before)) -ge "$INJECT_PKTS" ] ||
-				die "latch passed $((after - before)) of $INJECT_PKTS injected frames"
-		fi
-		rec inplace rx_ns "$impl" "$n" "$r" "$v"
-		if [ "$c" = none ] || [ "$c" = tcnull ] || [ "$n" = "$TPUT_N" ]; then
-			# best of TPUT_RUNS runs, like in-place: the rest of the machine only
-			# ever takes throughput away, and every config gets the same treatment
-			tb=0 ub=0 rb=0
-			for ((k = 0; k < TPUT_RUNS; k++)); do
-				j=$(G timeout $((SECS + 15)) iperf3 -c "$HOST_IP" -p "$PORT" -t "$SECS" -A 0,1 -J) ||
-					die "iperf3 tcp ($c)"
-				tb=$(best "$tb" "$(jq '.end.sum_received.bits_per_second / 1e9' <<<"$j")")
-				j=$(G timeout $((SECS + 15)) iperf3 -c "$HOST_IP" -p "$PORT" -u -b 0 -l 64 -t "$SECS" -A 0,1 -J) ||
-					die "iperf3 udp ($c)"
-				# sent: the sender's rate, whose CPU also runs the veth receive path and
-				# the filter; delivered: read by the server (the rest overflowed its socket)
-				ub=$(best "$ub" "$(jq '.end.sum_sent.packets / .end.sum_sent.seconds / 1e3' <<<"$j")")
-				rb=$(best "$rb" "$(jq '(.end.sum_received.packets - .end.sum_received.lost_packets) / .end.sum_received.seconds / 1e3' <<<"$j")")
-			done
-			rec tput tcp_gbps "$impl" "$TPUT_N" "$r" "$tb"
-			rec tput udp_tx_kpps "$impl" "$TPUT_N" "$r" "$ub"
-			rec tput udp_rx_kpps "$impl" "$TPUT_N" "$r" "$rb"
-		fi
+taskset -c 1 "$INJECT" "$GUEST_IP" "$HOST_IP" "$PORT" "$INJECT_PKTS" "$INJECT_ROUNDS" "${targets[@]}" |
+	sed -n 's/^label=\([a-z]*\):*\([0-9]*\) round=\([0-9]*\) kernel_ns_per_pkt=\([0-9]*\)$/inplace,rx_ns,\1,\2,\3,\4/p' |
+	sed 's/^inplace,rx_ns,\(none\|qdisc\|tcnull\),,/inplace,rx_ns,\1,0,/' >> "$RAW"
+[ "${PIPESTATUS[0]}" = 0 ] || die "inject"
+for i in "${!passed0[@]}"; do	# the frames really went through latch, and passed
+	p=$(( $(latch_passed "$i") - passed0[$i] ))
+	[ "$p" -ge $((INJECT_PKTS * INJECT_ROUNDS)) ] ||
+		die "${CONFIGS[$i]}: latch passed $p of $((INJECT_PKTS * INJECT_ROUNDS)) injected frames"
+done
+
+# ---------------------------------------------------------------- tput
+tput_pairs=()
+for i in "${!CONFIGS[@]}"; do
+	case ${CONFIGS[$i]} in none|qdisc|tcnull|"latch:$TPUT_N"|"nft:$TPUT_N") tput_pairs+=("$i") ;; esac
+done
+log "tput: $TPUT_ROUNDS rounds of iperf3 TCP and UDP, $SECS s each, in ${#tput_pairs[@]} pairs"
+np=${#tput_pairs[@]}
+for ((r = 1; r <= TPUT_ROUNDS; r++)); do
+	for ((j = 0; j < np; j++)); do
+		i=${tput_pairs[$(((j + r - 1) % np))]}	# rotated: no config always runs first
+		c=${CONFIGS[$i]}; impl=${c%%:*}
+		j1=$(Gp "$i" timeout $((SECS + 15)) iperf3 -c "$HOST_IP" -p "$PORT" -t "$SECS" -A 0,1 -J) ||
+			die "iperf3 tcp ($c)"
+		j2=$(Gp "$i" timeout $((SECS + 15)) iperf3 -c "$HOST_IP" -p "$PORT" -u -b 0 -l 64 -t "$SECS" -A 0,1 -J) ||
+			die "iperf3 udp ($c)"
+		rec tput tcp_gbps "$impl" "$TPUT_N" "$r" "$(jq '.end.sum_received.bits_per_second / 1e9' <<<"$j1")"
+		# sent: the sender's rate, whose CPU also runs the veth receive path and
+		# the filter; delivered: read by the server (the rest overflowed its socket)
+		rec tput udp_tx_kpps "$impl" "$TPUT_N" "$r" "$(jq '.end.sum_sent.packets / .end.sum_sent.seconds / 1e3' <<<"$j2")"
+		rec tput udp_rx_kpps "$impl" "$TPUT_N" "$r" \
+			"$(jq '(.end.sum_received.packets - .end.sum_received.lost_packets) / .end.sum_received.seconds / 1e3' <<<"$j2")"
 	done
 done
-apply none
 
 # ---------------------------------------------------------------- ctl
 log "ctl: latch API and CLI, $BIG entries"
@@ -343,6 +365,12 @@ H "$CTL" "$SB" bench "$OUT/allow-$BIG.txt" "$OUT/allow-b-$BIG.txt" "$REPS" "$ADD
 	sed -n 's/^op=\([a-z]*\) n=\([0-9]*\) rep=\([0-9]*\) us=\([0-9.]*\)$/ctl,\1,latch,\2,\3,\4/p' >> "$RAW"
 [ "${PIPESTATUS[0]}" = 0 ] || die "ctl bench"
 for ((r = 1; r <= REPS; r++)); do
+	# a process of its own per load: its memory and the kernel's are not warm from the last rep
+	for list in "allow-$BIG" "allow-b-$BIG"; do
+		v=$(H "$CTL" "$SB" load "$OUT/$list.txt" | sed -n 's/^op=load n=[0-9]* us=\([0-9.]*\)$/\1/p')
+		[ -n "$v" ] || die "ctl load ($list)"
+		rec ctl load_fresh latch "$BIG" "$r" "$v"
+	done
 	for k in 1 2 3 4; do
 		t0=$(now_ns); H "$LATCH" egress "$SB" allow 198.18.128.200:443 >/dev/null; t1=$(now_ns)
 		rec ctl cli_add latch "$BIG" "$r" $(((t1 - t0) / 1000))
@@ -446,6 +474,19 @@ rng() {	# rng PART METRIC IMPL N FMT [DIVISOR]: "[min..max]" over reps
 		END { if (c) printf("[" f ".." f "]", lo / d, hi / d) }' "$RAW"
 }
 calc() { awk "BEGIN { printf(\"$1\", $2) }"; }
+# paired PART METRIC IMPL N BASE_N OP: per round, IMPL's figure minus (OP -) or
+# over (OP /) no filter's figure of the same round; prints "median q1 q3"
+paired() {
+	awk -F, -v p="$1" -v m="$2" -v i="$3" -v n="$4" -v bn="$5" -v op="$6" '
+		$1 == p && $2 == m && $3 == "none" && $4 == bn { b[$5] = $6 }
+		$1 == p && $2 == m && $3 == i && $4 == n { v[$5] = $6 }
+		END { for (r in v) if ((r in b) && b[r] != 0) print (op == "/" ? v[r] / b[r] : v[r] - b[r]) }' "$RAW" |
+		sort -g | awk '{ x[NR] = $1 }
+		END { if (!NR) { print "0 0 0"; exit }
+		      med = (NR % 2) ? x[(NR + 1) / 2] : (x[NR / 2] + x[NR / 2 + 1]) / 2
+		      print med, x[int((NR - 1) * 0.25) + 1], x[int((NR - 1) * 0.75 + 0.5) + 1] }'
+}
+pct() { calc %+.1f%% "100 * ($1 - 1)"; }	# a ratio to none, as a change
 have() { awk -F, -v p="$1" -v m="$2" -v i="$3" '$1 == p && $2 == m && $3 == i { f = 1 } END { exit !f }' "$RAW"; }
 tot() {	# tot PART METRIC IMPL: the sum over reps
 	awk -F, -v p="$1" -v m="$2" -v i="$3" '$1 == p && $2 == m && $3 == i { s += $6 } END { print s + 0 }' "$RAW"
@@ -481,17 +522,23 @@ row() { printf "$FMT" "$@"; }
 		done
 	done
 	none=$(med inplace rx_ns none 0)
-	t=$(med inplace rx_ns tcnull 0)
-	row "in-place rx path, empty tc prog, ns/pkt" "-" "$(calc %.0f "$none") $(rng inplace rx_ns none 0 %d)" \
-		"$(calc %.0f "$t") ($(calc %+.0f "$t - $none")) $(rng inplace rx_ns tcnull 0 %d)" \
-		"-" "(information: hook floor)" ""
+	for c in qdisc tcnull; do
+		case $c in
+		qdisc) label="in-place rx path, clsact, no filter" ;;
+		tcnull) label="in-place rx path, empty tc prog, ns/pkt" ;;
+		esac
+		read -r t tlo thi <<<"$(paired inplace rx_ns "$c" 0 0 -)"
+		row "$label" "-" "$(calc %.0f "$none") $(rng inplace rx_ns none 0 %d)" \
+			"$(calc %.0f "$(med inplace rx_ns "$c" 0)") ($(calc %+.0f "$t") [$(calc %+.0f "$tlo")..$(calc %+.0f "$thi")])" \
+			"-" "(information: hook floor)" ""
+	done
 	for n in $SIZES; do
-		l=$(med inplace rx_ns latch "$n"); f=$(med inplace rx_ns nft "$n")
-		lo=$(calc %.0f "$l - $none"); fo=$(calc %.0f "$f - $none")
+		read -r lo llo lhi <<<"$(paired inplace rx_ns latch "$n" 0 -)"
+		read -r fo flo fhi <<<"$(paired inplace rx_ns nft "$n" 0 -)"
 		row "in-place rx path, ns/pkt (overhead)" "$(thou "$n")" "$(calc %.0f "$none")" \
-			"$(calc %.0f "$l") ($(calc %+.0f "$lo")) $(rng inplace rx_ns latch "$n" %d)" \
-			"$(calc %.0f "$f") ($(calc %+.0f "$fo")) $(rng inplace rx_ns nft "$n" %d)" \
-			"<= +50 and < nft (+$fo)" "$(ok "$lo <= 50 && $lo < $fo")"
+			"$(calc %.0f "$(med inplace rx_ns latch "$n")") ($(calc %+.0f "$lo") [$(calc %+.0f "$llo")..$(calc %+.0f "$lhi")])" \
+			"$(calc %.0f "$(med inplace rx_ns nft "$n")") ($(calc %+.0f "$fo") [$(calc %+.0f "$flo")..$(calc %+.0f "$fhi")])" \
+			"<= +50 and < nft ($(calc %+.0f "$fo"))" "$(ok "$lo <= 50 && $lo < $fo")"
 	done
 	for m in tcp_gbps udp_tx_kpps udp_rx_kpps; do
 		case $m in
@@ -499,19 +546,30 @@ row() { printf "$FMT" "$@"; }
 		udp_tx_kpps) label="veth iperf3 UDP 64 B, kpps sent"; f1=%.0f ;;
 		udp_rx_kpps) label="veth iperf3 UDP 64 B, kpps delivered"; f1=%.0f ;;
 		esac
-		z=$(med tput "$m" none "$TPUT_N"); l=$(med tput "$m" latch "$TPUT_N"); f=$(med tput "$m" nft "$TPUT_N")
+		z=$(med tput "$m" none "$TPUT_N")
+		read -r l llo lhi <<<"$(paired tput "$m" latch "$TPUT_N" "$TPUT_N" /)"
+		read -r f flo fhi <<<"$(paired tput "$m" nft "$TPUT_N" "$TPUT_N" /)"
 		row "$label" "$(thou "$TPUT_N")" "$(calc "$f1" "$z") $(rng tput "$m" none "$TPUT_N" "$f1")" \
-			"$(calc "$f1" "$l") ($(calc %+.0f%% "100 * ($l - $z) / $z")) $(rng tput "$m" latch "$TPUT_N" "$f1")" \
-			"$(calc "$f1" "$f") ($(calc %+.0f%% "100 * ($f - $z) / $z")) $(rng tput "$m" nft "$TPUT_N" "$f1")" \
-			">= 95% of none ($(calc "$f1" "0.95 * $z"))" "$(ok "$l >= 0.95 * $z")"
-		t=$(med tput "$m" tcnull "$TPUT_N")
-		row "  the same, empty tc program (hook floor)" "-" "-" \
-			"$(calc "$f1" "$t") ($(calc %+.0f%% "100 * ($t - $z) / $z")) $(rng tput "$m" tcnull "$TPUT_N" "$f1")" "-" \
-			"(information)" ""
+			"$(calc "$f1" "$(med tput "$m" latch "$TPUT_N")") ($(pct "$l") [$(pct "$llo")..$(pct "$lhi")])" \
+			"$(calc "$f1" "$(med tput "$m" nft "$TPUT_N")") ($(pct "$f") [$(pct "$flo")..$(pct "$fhi")])" \
+			">= 95% of none" "$(ok "$l >= 0.95")"
+		for c in qdisc tcnull; do
+			case $c in
+			qdisc) label="  the same, clsact qdisc, no filter" ;;
+			tcnull) label="  the same, empty tc program (hook floor)" ;;
+			esac
+			read -r t tlo thi <<<"$(paired tput "$m" "$c" "$TPUT_N" "$TPUT_N" /)"
+			row "$label" "-" "-" \
+				"$(calc "$f1" "$(med tput "$m" "$c" "$TPUT_N")") ($(pct "$t") [$(pct "$tlo")..$(pct "$thi")])" "-" \
+				"(information)" ""
+		done
 	done
 	l=$(med ctl load latch "$BIG"); f=$(med ctl load nft "$BIG")
 	row "load $(thou "$BIG") entries, ms" "$(thou "$BIG")" "-" "$(calc %.1f "$l / 1000") (API)" \
 		"$(calc %.1f "$f / 1000") (nft -f)" "< 100 ms" "$(ok "$l < 100000")"
+	l=$(med ctl load_fresh latch "$BIG")
+	row "  a new process per load, over the other list, ms" "$(thou "$BIG")" "-" "$(calc %.1f "$l / 1000") $(rng ctl load_fresh latch "$BIG" %.0f 1000)" "-" \
+		"(information: cold memory)" ""
 	l=$(med ctl loadgc latch "$BIG")
 	row "  then the idle generation collected, ms" "$(thou "$BIG")" "-" "$(calc %.1f "$l / 1000") (API)" "-" \
 		"(information: after the switch)" ""
@@ -587,15 +645,16 @@ row() { printf "$FMT" "$@"; }
 } > "$OUT/table.txt"
 
 echo
-echo "latch benchmarks: medians of $REPS reps [min..max]; raw figures in $OUT/raw.csv"
+echo "latch benchmarks: medians of reps ($TESTRUN_REPS test-run, $REPS control path) [min..max]; in-place and throughput: medians of rounds, and the"
+echo "  change from none as the median of per-round differences (ratios) [quartiles]; raw figures in $OUT/raw.csv"
 echo "$(uname -r), $(nproc) CPUs, load average at start $LOAD_START, at end $(cut -d' ' -f1-3 /proc/loadavg)"
 cat "$OUT/table.txt"
 echo
 echo "test-run: BPF_PROG_TEST_RUN repeat $REPEAT, guest TCP SYN; the policy-lookup hit is the first packet of a"
 echo "  flow, measured as hit (flow cached) + median(repeat=1 policy run - repeat=1 cached run) over $PAIRS pairs."
-echo "in-place: XDP live frames (UDP, 64 B payload) into $HIF's receive path, per rep the best of $INJECT_RUNS runs of"
-echo "  $((INJECT_PKTS / INJECT_RUNS)) frames; overhead = filter - none.  Throughput: per rep the best of $TPUT_RUNS iperf3 -t $SECS"
-echo "  runs, client CPU 0, server CPU 1."
+echo "in-place: XDP live frames (UDP, 64 B payload) into $HIF's receive path, $INJECT_ROUNDS rounds of $INJECT_PKTS frames per"
+echo "  pair, one process going round all pairs; overhead = median over rounds of (filter - none) of the same round."
+echo "  Throughput: $TPUT_ROUNDS rounds of one iperf3 -t $SECS TCP and one UDP run per pair, client CPU 0, server CPU 1."
 echo "load/replace: until the new policy is live (staged under the idle generation, then one config update);"
 echo "  the old generation is deleted after that by latch_policy_gc (lookup_batch + delete_batch), shown below it."
 echo "map: primitives timed on a private hash map shaped like exact4 (bench/ctl.c diag), for reference."
