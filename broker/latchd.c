@@ -451,6 +451,37 @@ static void learned_load(struct sandbox *s)
 	s->learned_dirty = false;
 }
 
+/*
+ * How long a learned write waits for the policy lock, which `latch egress
+ * allow|revoke` holds for a few milliseconds.  latchd is one event loop: the
+ * wait holds up every sandbox's resolver, so it is short, and an answer
+ * whose entry could not be written is still sent (its connections are then
+ * dropped: fail closed) with a line in the log.
+ */
+#define LEARN_LOCK_WAIT_MS 2000
+
+/*
+ * A learned or host-name entry into the kernel.  The write is a
+ * read-modify-write of the address's rules, so it holds the policy lock:
+ * otherwise a `latch egress revoke` of a port on the same address, landing
+ * between the read and the write, would be undone.  A cached answer, which
+ * changes nothing, takes no lock.
+ */
+static int learn(struct sandbox *s, const struct latch_entry *e, uint64_t expires, int origin, char *err,
+		 size_t errlen)
+{
+	int lock, rc = latch_policy_learn_needed(s->sb, e, expires, origin);
+
+	if (rc <= 0)
+		return rc < 0 ? latch_errf(err, errlen, rc, "cannot read the live entry: %s", strerror(-rc)) : 0;
+	lock = latch_policy_lock_wait(s->name, LEARN_LOCK_WAIT_MS, err, errlen);
+	if (lock < 0)
+		return lock;
+	rc = latch_policy_learn(s->sb, e, expires, origin, err, errlen);
+	latch_policy_unlock(lock);
+	return rc;
+}
+
 /* Runs before the reply leaves latchd: the entry is in the kernel when the guest connects. */
 static void answered(void *arg, const char *qname, const struct latch_addr *addrs, int n, uint32_t ttl)
 {
@@ -471,7 +502,7 @@ static void answered(void *arg, const char *qname, const struct latch_addr *addr
 		struct latch_entry e;
 
 		address_entry(&addrs[i], &ports, &e);
-		if (latch_policy_learn(s->sb, &e, expires, LATCH_ORIGIN_LEARNED, err, sizeof(err)))
+		if (learn(s, &e, expires, LATCH_ORIGIN_LEARNED, err, sizeof(err)))
 			logf_("%s: learned entry for %s: %s", s->name, qname, err);
 		else
 			remember_learned(s, qname, &addrs[i], expires);
@@ -796,7 +827,7 @@ static void refresh_done(void *arg, const char *name, const struct latch_addr *a
 		struct latch_entry e;
 
 		address_entry(&h->addr[i], &h->pe->entry, &e);
-		if (latch_policy_learn(s->sb, &e, h->expires_ns, LATCH_ORIGIN_HOSTNAME, err, sizeof(err)))
+		if (learn(s, &e, h->expires_ns, LATCH_ORIGIN_HOSTNAME, err, sizeof(err)))
 			logf_("%s: %s: %s", s->name, name, err);
 	}
 }

@@ -194,8 +194,13 @@ int latch_profile_state_write(const char *name, const char *profile, char *err, 
 
 int latch_policy_lock(const char *name, char *err, size_t errlen)
 {
+	return latch_policy_lock_wait(name, 10000, err, errlen);
+}
+
+int latch_policy_lock_wait(const char *name, int wait_ms, char *err, size_t errlen)
+{
 	char path[PATH_MAX], dir[PATH_MAX];
-	long long until = now_ms() + 10000;
+	long long until = now_ms() + wait_ms;
 	int fd, rc;
 
 	if (latch_path(path, sizeof(path), "run/latch/%s.policy.lock", name) ||

@@ -45,11 +45,14 @@ int latch_profile_state_write(const char *name, const char *profile, char *err, 
  * The policy lock of sandbox NAME ($LATCH_ROOT/run/latch/NAME.policy.lock):
  * taken by `latch egress allow|revoke` around its map writes and by latchd
  * around a switch (from reading the live generation for entries to carry to
- * the flip), so that neither an allow is left behind in the old generation
- * nor a revoke undone by the carry.  Waits up to 10 s.  Returns an fd to
+ * the flip) and around each learned write, so that neither an allow is left
+ * behind in the old generation nor a revoke undone by the carry or by a
+ * learned answer's read-modify-write of the same address.  Waits up to 10 s.  Returns an fd to
  * pass to latch_policy_unlock(), or -errno with a line in err.
  */
 int latch_policy_lock(const char *name, char *err, size_t errlen);
+/* latch_policy_lock(), waiting up to wait_ms instead of 10 s. */
+int latch_policy_lock_wait(const char *name, int wait_ms, char *err, size_t errlen);
 void latch_policy_unlock(int fd);
 
 #endif

@@ -736,37 +736,65 @@ int latch_policy_switch(struct latch_sandbox *sb, const struct latch_policy_spec
 	return policy_write(sb, &src, n, open, err, errlen);
 }
 
-int latch_policy_learn(struct latch_sandbox *sb, const struct latch_entry *e, uint64_t expires_ns, int origin,
-		       char *err, size_t errlen)
+/*
+ * The live exact key of a learned entry, and its rules before (*before) and
+ * after (*v) the merge.  0, or -errno with a line in err.
+ */
+static int learn_merge(struct latch_sandbox *sb, const struct latch_entry *e, uint64_t expires_ns, int origin,
+		       uint8_t *key, struct latch_rules *before, struct latch_rules *v, char *err, size_t errlen)
 {
 	const struct kind *k = kind_for(e->addr.family, 1, 0);
-	struct latch_rules v = { 0 }, before;
 	struct latch_config cfg;
-	uint8_t key[32];
 
 	if (e->prefixlen != alen(k) * 8 || !expires_ns)
 		return latch_errf(err, errlen, -EINVAL, "a learned entry is one address with a deadline");
 	if (latch_sandbox_read_config(sb, &cfg))
 		return latch_errf(err, errlen, -EINVAL, "cannot read the config of '%s'", latch_sandbox_name(sb));
 	key_make(k, cfg.policy_gen, e->addr.bytes, e->prefixlen, key);
-	if (!lookup_exact(sb, k, key, &v))
-		memset(&v, 0, sizeof(v));
-	memcpy(&before, &v, sizeof(v));
+	if (!lookup_exact(sb, k, key, v))
+		memset(v, 0, sizeof(*v));
+	memcpy(before, v, sizeof(*v));
 	for (int i = 0; i < (e->n_ports ? e->n_ports : 1); i++) {
 		struct latch_rule r;
 
 		latch_entry_rule(e, i, expires_ns, origin, &r);
-		if (latch_rules_merge_longer(&v, &r)) {
+		if (latch_rules_merge_longer(v, &r)) {
 			/* full: make room by dropping what has expired, then try once more */
-			latch_rules_prune(&v, latch_now_boot_ns());
-			if (latch_rules_merge_longer(&v, &r))
+			latch_rules_prune(v, latch_now_boot_ns());
+			if (latch_rules_merge_longer(v, &r))
 				return latch_errf(err, errlen, -E2BIG, "more than %d port rules on one address",
 						  LATCH_RULES_MAX);
 		}
 	}
-	/* a cached answer repeats what the map holds: no write */
-	if (before.n && !memcmp(&before, &v, sizeof(v)))
-		return 0;
+	return 0;
+}
+
+/* a cached answer repeats what the map holds: no write */
+static bool learn_changes(const struct latch_rules *before, const struct latch_rules *v)
+{
+	return !before->n || memcmp(before, v, sizeof(*v));
+}
+
+int latch_policy_learn_needed(struct latch_sandbox *sb, const struct latch_entry *e, uint64_t expires_ns, int origin)
+{
+	struct latch_rules before, v;
+	char err[LATCH_ERR_MAX];
+	uint8_t key[32];
+	int rc = learn_merge(sb, e, expires_ns, origin, key, &before, &v, err, sizeof(err));
+
+	return rc == -E2BIG ? 1 : rc ? rc : learn_changes(&before, &v); /* E2BIG: let learn say it */
+}
+
+int latch_policy_learn(struct latch_sandbox *sb, const struct latch_entry *e, uint64_t expires_ns, int origin,
+		       char *err, size_t errlen)
+{
+	const struct kind *k = kind_for(e->addr.family, 1, 0);
+	struct latch_rules before, v;
+	uint8_t key[32];
+	int rc = learn_merge(sb, e, expires_ns, origin, key, &before, &v, err, errlen);
+
+	if (rc || !learn_changes(&before, &v))
+		return rc;
 	if (bpf_map_update_elem(fd_of(sb, k), key, &v, BPF_ANY))
 		return latch_errf(err, errlen, -errno, "learned entry: map update failed: %s", strerror(errno));
 	return 0;

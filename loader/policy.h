@@ -62,10 +62,19 @@ int latch_policy_switch(struct latch_sandbox *sb, const struct latch_policy_spec
 			char *err, size_t errlen);
 /*
  * Add a learned answer (one address, ports, deadline) to the live
- * generation's exact map, never shortening a rule already there.
+ * generation's exact map, never shortening a rule already there.  It reads,
+ * merges and writes back the address's rules: a caller racing `latch egress
+ * revoke` on the same address takes the policy lock around it (latchd does,
+ * when latch_policy_learn_needed() says there is something to write).
  */
 int latch_policy_learn(struct latch_sandbox *sb, const struct latch_entry *e, uint64_t expires_ns, int origin,
 		       char *err, size_t errlen);
+/*
+ * 1 when latch_policy_learn() with these arguments would write to the map,
+ * 0 when the live entry already holds it (a cached answer), or -errno.
+ */
+int latch_policy_learn_needed(struct latch_sandbox *sb, const struct latch_entry *e, uint64_t expires_ns,
+			      int origin);
 /*
  * Drop learned and host-name rules of the live generation whose deadline was
  * before before_ns (callers leave a grace period: established flows re-checked

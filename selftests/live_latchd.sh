@@ -12,6 +12,8 @@
 #   - a profile switch is one swap: under continuous traffic nothing to a
 #     destination in both profiles is lost, and nothing to a removed one
 #     passes after the command returns;
+#   - hand-made changes, switches and learned writes take the policy lock,
+#     so none of them undoes another;
 #   - enforcement does not depend on latchd: SIGKILL leaves the boundary,
 #     and a restarted latchd picks up the stored profile;
 #   - SIGHUP swaps in a valid configuration and refuses an invalid one whole;
@@ -237,6 +239,10 @@ waits_for_lock() {
 }
 check "egress allow waits while the policy lock is held" waits_for_lock latch egress "$LTS_NAME" allow 203.0.113.78:443
 check "a switch waits while the policy lock is held" waits_for_lock latch egress "$LTS_NAME" profile p1
+# a learned answer's write reads, merges and writes back the address's rules:
+# unlocked, a revoke landing in between would be undone
+check "a learned answer waits for the lock before its write" waits_for_lock q lk1.wild.example
+check "... and its entry is live once written" tcp_ok "$WILD" 443
 latch egress "$LTS_NAME" revoke 203.0.113.78:443 >/dev/null
 
 # --- what a switch must keep: a grant, a hand-added entry, the overlay
