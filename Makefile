@@ -27,7 +27,9 @@ PKGS := libbpf libnl-route-3.0 libnl-3.0 jansson libvirt libnftables libarchive 
 CFLAGS ?= -O2 -g
 CFLAGS += -std=gnu11 -Wall -Wextra -Wshadow -Wmissing-prototypes -Wno-unused-parameter \
 	  -D_GNU_SOURCE -I$(BUILD) -I. $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-LDLIBS += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lelf -lz -lcap
+# libvirt: headers only; vm/libvirt.c loads libvirt.so.0 with dlopen when a
+# command first needs libvirtd (linked in, it costs every command ~25 ms)
+LDLIBS += $(shell pkg-config --libs $(filter-out libvirt,$(PKGS)) 2>/dev/null) -lelf -lz -lcap -ldl
 BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Wall -Werror -I$(BUILD) -Ibpf
 
 BPF_SRCS := $(wildcard bpf/*.bpf.c)

@@ -11,8 +11,6 @@
 #include <bpf/libbpf.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <libvirt/libvirt.h>
-#include <libvirt/virterror.h>
 #include <linux/magic.h>
 #include <sched.h>
 #include <stdio.h>
@@ -28,6 +26,7 @@
 #include "latch_tc.skel.h"
 #include "loader/sandbox.h"
 #include "loader/tc.h"
+#include "vm/libvirt.h"
 
 enum level { OK, WARN, FAIL };
 
@@ -168,30 +167,20 @@ static void check_cgroup2(struct check *c)
 	}
 }
 
-static void quiet_libvirt(void *arg, virErrorPtr e)
-{
-	/* the check reports the failure in its own words */
-}
-
 static void check_libvirt(struct check *c)
 {
-	virConnectPtr conn;
-	char d[256];
+	char d[LATCH_ERR_MAX + 64], why[LATCH_ERR_MAX];
 	unsigned long ver = 0;
 
 	c->name = "libvirt";
-	virSetErrorFunc(NULL, quiet_libvirt);
-	conn = virConnectOpenReadOnly("qemu:///system");
-	if (!conn) {
-		set(c, FAIL, "cannot connect to qemu:///system (VM sandboxes need it)",
-		    "apt-get install libvirt-daemon-system; virtlogd -d; libvirtd -d");
+	if (latch_virt_probe(&ver, why, sizeof(why))) {
+		snprintf(d, sizeof(d), "%s (VM sandboxes need it)", why);
+		set(c, FAIL, d, "apt-get install libvirt-daemon-system; virtlogd -d; libvirtd -d");
 		return;
 	}
-	virConnectGetLibVersion(conn, &ver);
 	snprintf(d, sizeof(d), "qemu:///system answers (libvirt %lu.%lu.%lu)", ver / 1000000, ver / 1000 % 1000,
 		 ver % 1000);
 	set(c, OK, d, NULL);
-	virConnectClose(conn);
 }
 
 static void check_kvm(struct check *c)

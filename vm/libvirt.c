@@ -4,7 +4,7 @@
  * through the libvirt C API (never virsh).
  *
  * libvirt prints its errors to stderr unless told otherwise; latch installs a
- * silent handler and turns virGetLastErrorMessage() into its own one line.
+ * silent handler and turns lv.virGetLastErrorMessage() into its own one line.
  * The XML is built here from checked values, and every string that came
  * from the operator (paths) is escaped.
  *
@@ -13,7 +13,13 @@
  * the guest writes to an overlay that libvirt throws away when the domain
  * stops, so the image is shared by every sandbox built on it.  Its DAC label
  * is left alone (root-owned, 0644): qemu may read the image, never write it.
+ *
+ * libvirt is loaded with dlopen() when a connection is first wanted.  Linked
+ * in, it and the fifty libraries under it (glib, gnutls, libxml2, ICU, ...)
+ * cost every latch command about 25 ms of start-up, and most commands never
+ * talk to libvirtd.  Its header still gives the types and the prototypes.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libvirt/libvirt.h>
@@ -30,6 +36,34 @@
 struct latch_virt {
 	virConnectPtr conn;
 };
+
+/* The libvirt functions latch calls. */
+#define LATCH_LIBVIRT_FUNCS(X)                                                                                   \
+	X(virSetErrorFunc)                                                                                       \
+	X(virGetLastErrorMessage)                                                                                \
+	X(virConnectOpen)                                                                                        \
+	X(virConnectOpenReadOnly)                                                                                \
+	X(virConnectClose)                                                                                       \
+	X(virConnectGetLibVersion)                                                                               \
+	X(virDomainLookupByName)                                                                                 \
+	X(virDomainFree)                                                                                         \
+	X(virDomainDefineXML)                                                                                    \
+	X(virDomainCreate)                                                                                       \
+	X(virDomainUndefine)                                                                                     \
+	X(virDomainIsActive)                                                                                     \
+	X(virDomainShutdown)                                                                                     \
+	X(virDomainGetState)                                                                                     \
+	X(virDomainDestroy)                                                                                      \
+	X(virDomainGetMetadata)                                                                                  \
+	X(virDomainGetXMLDesc)
+
+/* Each member is a pointer to the function of the same name, typed by its prototype. */
+static struct {
+	void *handle;
+#define LATCH_LIBVIRT_MEMBER(f) __typeof__(f) *f;
+	LATCH_LIBVIRT_FUNCS(LATCH_LIBVIRT_MEMBER)
+#undef LATCH_LIBVIRT_MEMBER
+} lv;
 
 __attribute__((format(printf, 4, 5))) static int vfail(char *err, size_t errlen, int ret, const char *fmt, ...)
 {
@@ -57,9 +91,33 @@ static bool image_disk(const char *kernel, char *buf, size_t len)
 	return n > 0 && (size_t)n < len && access(buf, R_OK) == 0;
 }
 
+static void quiet(void *data, virErrorPtr e);
+
+/* dlopen libvirt once and find every function of LATCH_LIBVIRT_FUNCS; 0, or -errno with a line in err. */
+static int lv_load(char *err, size_t errlen)
+{
+	void *h;
+
+	if (lv.handle)
+		return 0;
+	h = dlopen("libvirt.so.0", RTLD_NOW | RTLD_LOCAL);
+	if (!h)
+		return vfail(err, errlen, -ENOENT, "cannot load libvirt: %s (apt-get install libvirt0)", dlerror());
+#define LATCH_LIBVIRT_FIND(f)                                                                                  \
+	if (!(lv.f = (__typeof__(lv.f))dlsym(h, #f))) {                                                         \
+		dlclose(h);                                                                                     \
+		return vfail(err, errlen, -ENOSYS, "libvirt.so.0 has no %s; latch needs libvirt 9.0 or later", #f); \
+	}
+	LATCH_LIBVIRT_FUNCS(LATCH_LIBVIRT_FIND)
+#undef LATCH_LIBVIRT_FIND
+	lv.handle = h;
+	lv.virSetErrorFunc(NULL, quiet);
+	return 0;
+}
+
 static const char *lasterr(void)
 {
-	const char *m = virGetLastErrorMessage();
+	const char *m = lv.virGetLastErrorMessage();
 
 	return m ? m : "unknown libvirt error";
 }
@@ -68,13 +126,14 @@ struct latch_virt *latch_virt_open(char *err, size_t errlen)
 {
 	struct latch_virt *v;
 
-	virSetErrorFunc(NULL, quiet);
+	if (lv_load(err, errlen))
+		return NULL;
 	v = calloc(1, sizeof(*v));
 	if (!v) {
 		vfail(err, errlen, 0, "out of memory");
 		return NULL;
 	}
-	v->conn = virConnectOpen(LATCH_LIBVIRT_URI);
+	v->conn = lv.virConnectOpen(LATCH_LIBVIRT_URI);
 	if (!v->conn) {
 		vfail(err, errlen, 0, "libvirt unreachable at %s: %s (start it: virtlogd -d; libvirtd -d)",
 		      LATCH_LIBVIRT_URI, lasterr());
@@ -85,12 +144,29 @@ struct latch_virt *latch_virt_open(char *err, size_t errlen)
 	return v;
 }
 
+int latch_virt_probe(unsigned long *version, char *err, size_t errlen)
+{
+	virConnectPtr conn;
+	int rc;
+
+	*version = 0;
+	rc = lv_load(err, errlen);
+	if (rc)
+		return rc;
+	conn = lv.virConnectOpenReadOnly(LATCH_LIBVIRT_URI);
+	if (!conn)
+		return vfail(err, errlen, -ECONNREFUSED, "cannot connect to %s: %s", LATCH_LIBVIRT_URI, lasterr());
+	lv.virConnectGetLibVersion(conn, version);
+	lv.virConnectClose(conn);
+	return 0;
+}
+
 void latch_virt_close(struct latch_virt *v)
 {
 	if (!v)
 		return;
 	if (v->conn)
-		virConnectClose(v->conn);
+		lv.virConnectClose(v->conn);
 	free(v);
 }
 
@@ -204,7 +280,7 @@ static virDomainPtr lookup(struct latch_virt *v, const char *name)
 	char dn[LATCH_NAME_MAX + sizeof(LATCH_DOMAIN_PREFIX)];
 
 	snprintf(dn, sizeof(dn), LATCH_DOMAIN_PREFIX "%s", name);
-	return virDomainLookupByName(v->conn, dn);
+	return lv.virDomainLookupByName(v->conn, dn);
 }
 
 int latch_domain_create(struct latch_virt *v, const struct latch_domain_opts *o, char *err, size_t errlen)
@@ -216,21 +292,21 @@ int latch_domain_create(struct latch_virt *v, const struct latch_domain_opts *o,
 		return vfail(err, errlen, -ENOMEM, "out of memory building the domain XML");
 	d = lookup(v, o->name);
 	if (d) {
-		virDomainFree(d);
+		lv.virDomainFree(d);
 		free(xml);
 		return vfail(err, errlen, -EEXIST, "a domain named " LATCH_DOMAIN_PREFIX "%s already exists", o->name);
 	}
-	d = virDomainDefineXML(v->conn, xml);
+	d = lv.virDomainDefineXML(v->conn, xml);
 	free(xml);
 	if (!d)
 		return vfail(err, errlen, -EINVAL, "libvirt refused the domain: %s", lasterr());
-	if (virDomainCreate(d) < 0) {
+	if (lv.virDomainCreate(d) < 0) {
 		vfail(err, errlen, -EIO, "libvirt could not start " LATCH_DOMAIN_PREFIX "%s: %s", o->name, lasterr());
-		virDomainUndefine(d);
-		virDomainFree(d);
+		lv.virDomainUndefine(d);
+		lv.virDomainFree(d);
 		return -EIO;
 	}
-	virDomainFree(d);
+	lv.virDomainFree(d);
 	return 0;
 }
 
@@ -241,10 +317,10 @@ int latch_domain_start(struct latch_virt *v, const char *name, char *err, size_t
 
 	if (!d)
 		return vfail(err, errlen, -ENOENT, "no domain " LATCH_DOMAIN_PREFIX "%s", name);
-	r = virDomainIsActive(d) == 1 ? 0 : virDomainCreate(d);
+	r = lv.virDomainIsActive(d) == 1 ? 0 : lv.virDomainCreate(d);
 	if (r < 0)
 		vfail(err, errlen, -EIO, "libvirt could not start " LATCH_DOMAIN_PREFIX "%s: %s", name, lasterr());
-	virDomainFree(d);
+	lv.virDomainFree(d);
 	return r < 0 ? -EIO : 0;
 }
 
@@ -266,19 +342,19 @@ int latch_domain_stop(struct latch_virt *v, const char *name, int timeout_ms, bo
 	*forced = false;
 	if (!d)
 		return vfail(err, errlen, -ENOENT, "no domain " LATCH_DOMAIN_PREFIX "%s", name);
-	if (virDomainIsActive(d) != 1)
+	if (lv.virDomainIsActive(d) != 1)
 		goto out;
-	virDomainShutdown(d); /* a guest without ACPI handling ignores it; the deadline covers that */
+	lv.virDomainShutdown(d); /* a guest without ACPI handling ignores it; the deadline covers that */
 	while (now_ms() < deadline) {
-		if (virDomainGetState(d, &state, &reason, 0) == 0 && state == VIR_DOMAIN_SHUTOFF)
+		if (lv.virDomainGetState(d, &state, &reason, 0) == 0 && state == VIR_DOMAIN_SHUTOFF)
 			goto out;
 		usleep(200 * 1000);
 	}
 	*forced = true;
-	if (virDomainDestroy(d) < 0 && virDomainIsActive(d) == 1)
+	if (lv.virDomainDestroy(d) < 0 && lv.virDomainIsActive(d) == 1)
 		ret = vfail(err, errlen, -EIO, "cannot stop " LATCH_DOMAIN_PREFIX "%s: %s", name, lasterr());
 out:
-	virDomainFree(d);
+	lv.virDomainFree(d);
 	return ret;
 }
 
@@ -289,11 +365,11 @@ int latch_domain_remove(struct latch_virt *v, const char *name, char *err, size_
 
 	if (!d)
 		return 0;
-	if (virDomainIsActive(d) == 1 && virDomainDestroy(d) < 0 && virDomainIsActive(d) == 1)
+	if (lv.virDomainIsActive(d) == 1 && lv.virDomainDestroy(d) < 0 && lv.virDomainIsActive(d) == 1)
 		ret = vfail(err, errlen, -EIO, "cannot stop " LATCH_DOMAIN_PREFIX "%s: %s", name, lasterr());
-	else if (virDomainUndefine(d) < 0)
+	else if (lv.virDomainUndefine(d) < 0)
 		ret = vfail(err, errlen, -EIO, "cannot undefine " LATCH_DOMAIN_PREFIX "%s: %s", name, lasterr());
-	virDomainFree(d);
+	lv.virDomainFree(d);
 	return ret;
 }
 
@@ -322,14 +398,14 @@ int latch_domain_info(struct latch_virt *v, const char *name, struct latch_domai
 	if (!d)
 		return 0;
 	info->exists = true;
-	x = virDomainGetMetadata(d, VIR_DOMAIN_METADATA_ELEMENT, LATCH_XMLNS, 0);
+	x = lv.virDomainGetMetadata(d, VIR_DOMAIN_METADATA_ELEMENT, LATCH_XMLNS, 0);
 	info->latch_managed = x != NULL;
 	free(x);
-	if (virDomainGetState(d, &state, &reason, 0) == 0)
+	if (lv.virDomainGetState(d, &state, &reason, 0) == 0)
 		snprintf(info->state, sizeof(info->state), "%s", state_name(state));
-	if (virDomainIsActive(d) == 1) {
+	if (lv.virDomainIsActive(d) == 1) {
 		/* the live definition: what the running qemu was started as */
-		x = virDomainGetXMLDesc(d, 0);
+		x = lv.virDomainGetXMLDesc(d, 0);
 		if (x) {
 			if (strstr(x, "<domain type='kvm'") || strstr(x, "<domain type=\"kvm\""))
 				snprintf(info->accel, sizeof(info->accel), "kvm");
@@ -338,6 +414,6 @@ int latch_domain_info(struct latch_virt *v, const char *name, struct latch_domai
 			free(x);
 		}
 	}
-	virDomainFree(d);
+	lv.virDomainFree(d);
 	return 0;
 }

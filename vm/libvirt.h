@@ -47,6 +47,11 @@ struct latch_domain_opts {
 /* Connect to qemu:///system; NULL with a line in err when libvirtd is not there. */
 struct latch_virt *latch_virt_open(char *err, size_t errlen);
 void latch_virt_close(struct latch_virt *v);
+/*
+ * Connect read-only, read libvirt's version and hang up: what `latch doctor`
+ * checks.  0, or -errno with a line in err (libvirt missing, libvirtd down).
+ */
+int latch_virt_probe(unsigned long *version, char *err, size_t errlen);
 
 /* KVM usable here: /dev/kvm openable and vmx or svm among the cpu flags.  why says which is missing. */
 bool latch_kvm_usable(char *why, size_t len);
