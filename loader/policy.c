@@ -634,8 +634,12 @@ static int write_exact(struct latch_sandbox *sb, const struct kind *k, const str
 			}
 		}
 		if (!rc && bpf_map_update_batch(fd_of(sb, k), keys + base * ks, vals, &count, &bo))
-			rc = latch_errf(err, errlen, -EINVAL, "batch update of %s failed after %u entries: %s",
-				  latch_map_names[k->map], base + count, strerror(errno));
+			rc = errno == E2BIG ? latch_errf(err, errlen, -E2BIG,
+							 "%u addresses do not fit in %s beside the live policy (%d "
+							 "for both generations); nothing was changed",
+							 groups, latch_map_names[k->map], LATCH_POLICY_MAX)
+					    : latch_errf(err, errlen, -EINVAL, "batch update of %s failed after %u entries: %s",
+							 latch_map_names[k->map], base + count, strerror(errno));
 	}
 out:
 	free(slots);

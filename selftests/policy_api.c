@@ -272,6 +272,50 @@ static void test_replace_grouped(struct latch_sandbox *sb)
 	free(e);
 }
 
+/*
+ * A replace that does not fit beside the live generation (two generations
+ * share LATCH_POLICY_MAX) fails part-way through its batches: it is refused
+ * whole, the live policy keeps passing, and the idle generation is left
+ * empty.
+ */
+static void test_replace_full(struct latch_sandbox *sb)
+{
+	const int n = LATCH_POLICY_MAX / 2 + 5000;
+	struct latch_entry *e = calloc(n, sizeof(*e));
+	struct latch_config cfg;
+	char err[LATCH_ERR_MAX];
+	__u32 gen;
+	int rc;
+
+	if (!e) {
+		check("memory for the full replace", 0);
+		return;
+	}
+	for (int i = 0; i < n; i++) { /* 198.18.0.0/15 holds 131,072 addresses */
+		e[i].addr.family = AF_INET;
+		e[i].addr.v4.s_addr = htonl(0xc6120000u + i);
+		e[i].prefixlen = 32;
+		e[i].proto = LATCH_PROTO_TCP;
+		e[i].n_ports = 1;
+		e[i].ports[0].lo = e[i].ports[0].hi = 443;
+	}
+	check("a replace of more than half the map's room, into an empty idle generation",
+	      latch_policy_replace(sb, e, n, err, sizeof(err)) == 0 && latch_policy_gc(sb) == 0);
+	latch_sandbox_read_config(sb, &cfg);
+	gen = cfg.policy_gen;
+	for (int i = 0; i < n; i++)
+		e[i].ports[0].lo = e[i].ports[0].hi = 8443;
+	err[0] = 0;
+	rc = latch_policy_replace(sb, e, n, err, sizeof(err));
+	check("the same again beside it does not fit, and says so", rc == -E2BIG && strstr(err, "do not fit"));
+	latch_sandbox_read_config(sb, &cfg);
+	check("... the live generation did not move", cfg.policy_gen == gen);
+	check("... the live policy still passes", passes("198.18.0.7", 443) == 1 && passes("198.19.19.7", 443) == 1);
+	check("... nothing of the refused one passes", passes("198.18.0.7", 8443) == 0);
+	check("... and its partial batches were taken out again", count_gen(sb, LATCH_MAP_EXACT4, gen ^ 1) == 0);
+	free(e);
+}
+
 /* A spec for latch_policy_switch. */
 static struct latch_policy_spec spec(const char *s, uint64_t expires, int origin)
 {
@@ -368,6 +412,7 @@ int main(void)
 		test_timed(sb);
 		test_replace(sb);
 		test_replace_grouped(sb);
+		test_replace_full(sb);
 		test_switch(sb);
 	}
 	latch_sandbox_free(sb);
