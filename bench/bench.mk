@@ -6,7 +6,8 @@
 #   make bench                  3 reps of everything (about 6-8 minutes, root)
 #   BENCH_REPS=5 make bench     more reps; see bench/run.sh for other knobs
 
-BENCH_BINS := $(BUILD)/bench/inject $(BUILD)/bench/testrun $(BUILD)/bench/ctl $(BUILD)/bench/profswitch
+BENCH_BINS := $(BUILD)/bench/inject $(BUILD)/bench/testrun $(BUILD)/bench/ctl $(BUILD)/bench/profswitch \
+	      $(BUILD)/bench/match
 
 $(BUILD)/bench/bench_progs.bpf.o: bench/bench_progs.bpf.c $(BUILD)/vmlinux.h | $(BUILD)/bench
 	$(call msg,BPF,$@)
@@ -30,6 +31,10 @@ $(BUILD)/bench/ctl: bench/ctl.c $(wildcard loader/*.h) $(BUILD)/liblatch.a | $(B
 	$(Q)$(CC) $(CFLAGS) -o $@ $< $(BUILD)/liblatch.a $(LDLIBS)
 
 $(BUILD)/bench/profswitch: bench/profswitch.c $(wildcard loader/*.h broker/*.h) $(BUILD)/liblatch.a | $(BUILD)/bench
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(BUILD)/liblatch.a $(LDLIBS)
+
+$(BUILD)/bench/match: bench/match.c $(wildcard broker/*.h) $(BUILD)/liblatch.a | $(BUILD)/bench
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) -o $@ $< $(BUILD)/liblatch.a $(LDLIBS)
 

@@ -41,6 +41,10 @@
 #   ctl      65,536 entries loaded (latch_policy_replace / nft -f) and one entry
 #            added (latch_policy_allow / nft add element); CLI wall clocks too,
 #            and the map primitives latch_policy_replace is built of (ctl diag)
+#   match    bench/match: latch_profile_match of a host name, a name under a
+#            wildcard and a name nothing matches, against a profile of
+#            $BIG names, through the profile's name index and by scanning
+#            every entry (the same profile without its index: the reference)
 #   latchd   bench/latchd.sh, in namespaces of its own (see its header):
 #            latchd's resolver beside dnsmasq forwarding (dnsperf queries/s,
 #            latency, lost, server CPU per query), and a 65,536-entry
@@ -72,6 +76,7 @@ LATCH=$BUILD/latch
 INJECT=$BUILD/bench/inject
 TESTRUN=$BUILD/bench/testrun
 CTL=$BUILD/bench/ctl
+MATCH=$BUILD/bench/match
 
 REPS=${BENCH_REPS:-3}
 SIZES=${BENCH_SIZES:-16 1024 65536}
@@ -110,7 +115,7 @@ Hp() { local i=$1; shift; nsenter --net="/run/netns/lbn-h$i-$$" "$@"; }
 now_ns() { date +%s%N; }
 
 [ "$(id -u)" = 0 ] || die "needs root (network namespaces, BPF, nftables)"
-for x in "$LATCH" "$INJECT" "$TESTRUN" "$CTL"; do [ -x "$x" ] || die "$x missing; run \`make bench\`"; done
+for x in "$LATCH" "$INJECT" "$TESTRUN" "$CTL" "$MATCH"; do [ -x "$x" ] || die "$x missing; run \`make bench\`"; done
 
 # Packages: iperf3, nftables, jq (Debian names), installed when missing.
 need=()
@@ -143,6 +148,7 @@ cleanup() {
 		rm -rf "$VM_ROOT"
 	fi
 	for p in "${IPERF_PIDS[@]}"; do kill "$p" 2>/dev/null; done
+	[ -n "${MATCH_DIR:-}" ] && rm -rf "$MATCH_DIR"
 	[ "$LATCH_ON" = 1 ] && H "$LATCH" detach "$SB" >/dev/null 2>&1
 	for ((i = 1; i < NPAIRS; i++)); do
 		[ -d "$LATCH_BPFFS/$SB$i" ] && Hp "$i" "$LATCH" detach "$SB$i" >/dev/null 2>&1
@@ -403,6 +409,15 @@ for ((r = 1; r <= REPS; r++)); do
 done
 nft_off
 
+# ---------------------------------------------------------------- match
+log "match: a queried name against a profile of $BIG names (bench/match)"
+MATCH_DIR=$(mktemp -d /tmp/latch-bench-match.XXXXXX)
+"$MATCH" "$MATCH_DIR" "$BIG" "$REPS" |
+	sed -n 's/^op=\(match_[a-z]*\) impl=\([a-z]*\) n=\([0-9]*\) rep=\([0-9]*\) ns=\([0-9.]*\)$/match,\1,\2,\3,\4,\5/p' >> "$RAW"
+rc=${PIPESTATUS[0]}
+rm -rf "$MATCH_DIR"
+[ "$rc" = 0 ] || die "bench/match"
+
 # ---------------------------------------------------------------- latchd
 # bench/latchd.sh: its own namespaces, latchd, dnsmasq and pins, removed by its own trap
 LATCHD_NOTE=""
@@ -595,6 +610,11 @@ row() { printf "$FMT" "$@"; }
 		esac
 		l=$(med ctl "$op" latch "$BIG")
 		row "$label" "$(thou "$BIG")" "-" "$(calc %.1f "$l / 1000")" "-" "(information: exact4-shaped)" ""
+	done
+	for cse in host wildcard miss; do
+		l=$(med match "match_$cse" index "$BIG"); f=$(med match "match_$cse" scan "$BIG")
+		row "profile match, $cse name, ns/query" "$(thou "$BIG")" "-" "$(calc %.0f "$l") (name index)" \
+			"$(calc %.0f "$f") (scan of entries)" "(information)" ""
 	done
 	# bench/latchd.sh: the resolver beside dnsmasq (client in H, both servers on CPU 1)
 	if have dns qps latch && have dns qps dnsmasq; then

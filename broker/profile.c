@@ -610,6 +610,9 @@ static int load_open(const char *dir, const char *overlay, struct latch_profile 
 	return 0;
 }
 
+static struct latch_profile_index *index_make(const struct latch_profile *p);
+static void index_free(struct latch_profile_index *x);
+
 int latch_profile_load(const char *dir, const char *name, const char *overlay, struct latch_profile *out, char *err,
 		       size_t errlen)
 {
@@ -700,6 +703,11 @@ int latch_profile_load(const char *dir, const char *name, const char *overlay, s
 	out->n = all.n;
 	all.v = NULL;
 	strcpy(out->name, name);
+	out->index = index_make(out);
+	if (!out->index && out->n) {
+		ret = latch_errf(err, errlen, -ENOMEM, "profile '%s': out of memory", name);
+		goto out;
+	}
 out:
 	for (int i = 0; i < LATCH_PROFILE_DEPTH_MAX; i++)
 		free(layers[i].owned);
@@ -714,6 +722,7 @@ void latch_profile_free(struct latch_profile *p)
 {
 	if (!p)
 		return;
+	index_free(p->index);
 	free(p->entries);
 	memset(p, 0, sizeof(*p));
 }
@@ -811,18 +820,123 @@ static bool pentry_matches(const struct latch_pentry *pe, const char *norm)
 	return false;
 }
 
+/*
+ * The smallest index past AFTER, in the chain of entries of KIND named NAME.
+ * The index keys every HOST and WILDCARD entry on (kind, name); a name then
+ * matches the HOST chain of itself and the WILDCARD chains of each domain
+ * strictly above it.  A profile of 65,536 names answered a match in 250 us
+ * by scanning; the resolver asks twice per query.
+ */
+#define INDEX_NONE (-1)
+
+struct latch_profile_index {
+	uint32_t mask;
+	int32_t *slot; /* the first entry of a (kind, name), or INDEX_NONE */
+	int32_t *next; /* per entry: the next entry of its (kind, name), ascending */
+};
+
+static uint32_t name_hash(int kind, const char *name)
+{
+	uint32_t h = 2166136261u ^ (uint32_t)kind; /* FNV-1a */
+
+	for (; *name; name++)
+		h = (h ^ (uint8_t)*name) * 16777619u;
+	return h;
+}
+
+/* The slot of (kind, name): the one holding its first entry, or the empty one where it would go. */
+static int32_t *index_slot(const struct latch_profile_index *x, const struct latch_pentry *entries, int kind,
+			   const char *name)
+{
+	uint32_t h = name_hash(kind, name) & x->mask;
+
+	while (x->slot[h] != INDEX_NONE &&
+	       (entries[x->slot[h]].kind != (enum latch_pentry_kind)kind || strcmp(entries[x->slot[h]].name, name)))
+		h = (h + 1) & x->mask;
+	return &x->slot[h];
+}
+
+static void index_free(struct latch_profile_index *x)
+{
+	if (!x)
+		return;
+	free(x->slot);
+	free(x->next);
+	free(x);
+}
+
+/* NULL when out of memory (or for a profile without entries). */
+static struct latch_profile_index *index_make(const struct latch_profile *p)
+{
+	struct latch_profile_index *x;
+	int32_t *tail;
+	uint32_t size = 1;
+
+	if (!p->n)
+		return NULL;
+	while (size < 2 * (uint32_t)p->n)
+		size <<= 1;
+	x = calloc(1, sizeof(*x));
+	tail = malloc(p->n * sizeof(*tail));
+	if (x) {
+		x->slot = malloc(size * sizeof(*x->slot));
+		x->next = malloc(p->n * sizeof(*x->next));
+	}
+	if (!x || !tail || !x->slot || !x->next) {
+		free(tail);
+		index_free(x);
+		return NULL;
+	}
+	x->mask = size - 1;
+	memset(x->slot, 0xff, size * sizeof(*x->slot)); /* INDEX_NONE */
+	for (int i = 0; i < p->n; i++) {
+		const struct latch_pentry *pe = &p->entries[i];
+		int32_t *slot;
+
+		x->next[i] = INDEX_NONE;
+		if (pe->kind != LATCH_PENTRY_HOST && pe->kind != LATCH_PENTRY_WILDCARD)
+			continue;
+		slot = index_slot(x, p->entries, pe->kind, pe->name);
+		if (*slot == INDEX_NONE)
+			*slot = i;
+		else
+			x->next[tail[*slot]] = i;
+		tail[*slot] = i;
+	}
+	free(tail);
+	return x;
+}
+
+static int chain_after(const struct latch_profile *p, int kind, const char *name, int after)
+{
+	for (int32_t i = *index_slot(p->index, p->entries, kind, name); i != INDEX_NONE; i = p->index->next[i])
+		if (i > after)
+			return i;
+	return INDEX_NONE;
+}
+
 const struct latch_pentry *latch_profile_next_match(const struct latch_profile *p, const char *name,
 						    const struct latch_pentry *after)
 {
 	char norm[LATCH_DNS_NAME_MAX + 1];
-	int i = after ? (int)(after - p->entries) + 1 : 0;
+	int i = after ? (int)(after - p->entries) + 1 : 0, best;
 
 	if (latch_dns_name_normalize(name, norm, sizeof(norm)))
 		return NULL;
-	for (; i < p->n; i++)
-		if (pentry_matches(&p->entries[i], norm))
-			return &p->entries[i];
-	return NULL;
+	if (!p->index) { /* a profile not made by latch_profile_load */
+		for (; i < p->n; i++)
+			if (pentry_matches(&p->entries[i], norm))
+				return &p->entries[i];
+		return NULL;
+	}
+	best = chain_after(p, LATCH_PENTRY_HOST, norm, i - 1);
+	for (const char *dot = strchr(norm, '.'); dot; dot = strchr(dot + 1, '.')) {
+		int w = dot > norm ? chain_after(p, LATCH_PENTRY_WILDCARD, dot + 1, i - 1) : INDEX_NONE;
+
+		if (w != INDEX_NONE && (best == INDEX_NONE || w < best))
+			best = w;
+	}
+	return best == INDEX_NONE ? NULL : &p->entries[best];
 }
 
 static int range_cmp(const void *a, const void *b)

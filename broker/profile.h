@@ -45,11 +45,15 @@ struct latch_pentry {
 	int line;
 };
 
+struct latch_profile_index; /* host and wildcard names, hashed (profile.c) */
+
 struct latch_profile {
 	char name[LATCH_PROFILE_NAME_MAX + 1];
 	bool open;		      /* the built-in "open": no policy at all (uncontained) */
 	struct latch_pentry *entries; /* the extends chain, base first, then the overlay */
 	int n;
+	/* made by latch_profile_load, freed by latch_profile_free; moves with entries */
+	struct latch_profile_index *index;
 };
 
 struct latch_profile_info {

@@ -791,12 +791,16 @@ Test(profile_load, list_without_a_directory_is_the_builtins)
 
 /* ---- matching names against a profile */
 
+/* Through latch_profile_load, so that matching goes through the profile's name index. */
 static struct latch_profile profile_of(const char *text)
 {
-	struct latch_profile p = { .name = "t" };
-	char err[LATCH_ERR_MAX] = "";
+	struct latch_profile p;
 
-	cr_assert_eq(latch_profile_parse(text, "t.txt", &p.entries, &p.n, NULL, 0, err, sizeof(err)), 0, "%s", err);
+	setup();
+	put("t.txt", text, 0644);
+	load_ok("t", NULL, &p);
+	teardown();
+	cr_assert(!p.n || p.index, "a loaded profile has its name index");
 	return p;
 }
 
@@ -892,4 +896,53 @@ Test(profile_match, the_union_keeps_at_most_16_ranges_dropping_the_highest)
 	cr_expect_eq(ports.ports[0].lo, 1000);
 	cr_expect_eq(ports.ports[LATCH_RULES_MAX - 1].lo, 1000 + 10 * (LATCH_RULES_MAX - 1));
 	latch_profile_free(&p);
+}
+
+/*
+ * The name index must walk exactly what a scan of every entry walks: the
+ * same entries, in profile order, for hosts, wildcards at several depths,
+ * repeated names with other ports and protos, and names that match nothing.
+ * The same profile without its index is the scan.
+ */
+Test(profile_match, the_name_index_walks_what_a_scan_of_every_entry_walks)
+{
+	static const char *const queries[] = {
+		"h7.a.example.org", "H7.A.Example.ORG.", "x.h7.a.example.org", "z.x.h7.a.example.org", "b.a.example.org",
+		"x.b.a.example.org", "y.x.b.a.example.org", "a.example.org", "example.org", "q.example.org",
+		"h199.a.example.org", "h200.a.example.org", "nothing.net", "198.51.100.7", "a..example.org", "",
+	};
+	char *text = malloc(64 * 1024), line[128];
+	struct latch_profile p, scan;
+	size_t off = 0;
+
+	cr_assert_not_null(text);
+	text[0] = '\0';
+	for (int i = 0; i < 200; i++) {
+		snprintf(line, sizeof(line), "h%d.a.example.org:%d\n", i, 1000 + i);
+		off += snprintf(text + off, 64 * 1024 - off, "%s", line);
+		if (i % 7 == 0) /* the same name again, another proto */
+			off += snprintf(text + off, 64 * 1024 - off, "h%d.a.example.org:%d/udp\n", i, 2000 + i);
+	}
+	off += snprintf(text + off, 64 * 1024 - off,
+			"*.a.example.org:443\n*.b.a.example.org:8443\n*.example.org:80\n198.51.100.0/24:443\n*.a.example.org:853/udp\n"
+			"h7.a.example.org:9000\n*.x.h7.a.example.org:22\n");
+	p = profile_of(text);
+	scan = p;
+	scan.index = NULL;
+	for (size_t q = 0; q < ARRAY_SIZE(queries); q++) {
+		const struct latch_pentry *a = NULL, *b = NULL;
+		int walked = 0;
+
+		do {
+			a = latch_profile_next_match(&p, queries[q], a);
+			b = latch_profile_next_match(&scan, queries[q], b);
+			cr_expect_eq(a, b, "%s: match %d: index gave entry %ld, a scan %ld", queries[q], walked,
+				     a ? (long)(a - p.entries) : -1L, b ? (long)(b - p.entries) : -1L);
+			walked++;
+		} while (a && b && walked < 1000);
+	}
+	cr_expect_eq(latch_profile_next_match(&p, "h7.a.example.org", NULL), &p.entries[8],
+		     "control: the first match of h7.a.example.org is its own line, the 9th");
+	latch_profile_free(&p);
+	free(text);
 }
