@@ -670,8 +670,9 @@ echo "  change from none as the median of per-round differences (ratios) [quarti
 echo "$(uname -r), $(nproc) CPUs, load average at start $LOAD_START, at end $(cut -d' ' -f1-3 /proc/loadavg)"
 cat "$OUT/table.txt"
 echo
-echo "test-run: BPF_PROG_TEST_RUN repeat $REPEAT, guest TCP SYN; the policy-lookup hit is the first packet of a"
-echo "  flow, measured as hit (flow cached) + median(repeat=1 policy run - repeat=1 cached run) over $PAIRS pairs."
+echo "test-run: BPF_PROG_TEST_RUN repeat $REPEAT, guest TCP SYN, a fresh copy per rep; the policy-lookup hit is the first"
+echo "  packet of a flow (cold caches), measured as floor + median(repeat=1 policy run - repeat=1 empty-program run)"
+echo "  over $PAIRS pairs."
 echo "in-place: XDP live frames (UDP, 64 B payload) into $HIF's receive path, $INJECT_ROUNDS rounds of $INJECT_PKTS frames per"
 echo "  pair, one process going round all pairs; overhead = median over rounds of (filter - none) of the same round."
 echo "  Throughput: $TPUT_ROUNDS rounds of one iperf3 -t $SECS TCP and one UDP run per pair, client CPU 0, server CPU 1."
