@@ -794,12 +794,15 @@ Test(profile_load, list_without_a_directory_is_the_builtins)
 /* Through latch_profile_load, so that matching goes through the profile's name index. */
 static struct latch_profile profile_of(const char *text)
 {
+	char err[LATCH_ERR_MAX] = "";
 	struct latch_profile p;
+	int rc;
 
 	setup();
 	put("t.txt", text, 0644);
-	load_ok("t", NULL, &p);
-	teardown();
+	rc = latch_profile_load(dir, "t", NULL, &p, err, sizeof(err));
+	teardown(); /* before any assertion, which would end the test here */
+	cr_assert_eq(rc, 0, "load: %d %s", rc, err);
 	cr_assert(!p.n || p.index, "a loaded profile has its name index");
 	return p;
 }
