@@ -325,15 +325,6 @@ static int token_ok(const char *s)
 	return 1;
 }
 
-static unsigned int rl_hash(const char *key, size_t len)
-{
-	uint32_t h = 2166136261u;
-
-	for (size_t i = 0; i < len; i++)
-		h = (h ^ (unsigned char)key[i]) * 16777619u;
-	return h % RL_BUCKETS;
-}
-
 static struct rl_slot *rl_get(struct audit_log *log, const char *sandbox, const char *kind)
 {
 	size_t ls = strlen(sandbox), lk = strlen(kind), len = ls + lk + 2;
@@ -343,7 +334,7 @@ static struct rl_slot *rl_get(struct audit_log *log, const char *sandbox, const 
 
 	memcpy(key, sandbox, ls + 1);
 	memcpy(key + ls + 1, kind, lk + 1);
-	b = rl_hash(key, len);
+	b = latch_fnv1a(LATCH_FNV1A_INIT, key, len) % RL_BUCKETS;
 	for (s = log->rl[b]; s; s = s->next)
 		if (!memcmp(s->key, key, len))
 			return s;

@@ -304,13 +304,7 @@ static void address_entry(const struct latch_addr *a, const struct latch_entry *
 
 static unsigned learned_hash(const char *name, const struct latch_addr *a)
 {
-	uint32_t h = 2166136261u; /* FNV-1a */
-
-	for (const char *p = name; *p; p++)
-		h = (h ^ (uint8_t)*p) * 16777619u;
-	for (int i = 0; i < 16; i++)
-		h = (h ^ a->bytes[i]) * 16777619u;
-	return h % LEARNED_BUCKETS;
+	return latch_fnv1a(latch_fnv1a(LATCH_FNV1A_INIT, name, strlen(name)), a->bytes, 16) % LEARNED_BUCKETS;
 }
 
 /* Rebuild the index after entries were removed (swapped out of the array). */

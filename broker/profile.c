@@ -835,20 +835,11 @@ struct latch_profile_index {
 	int32_t *next; /* per entry: the next entry of its (kind, name), ascending */
 };
 
-static uint32_t name_hash(int kind, const char *name)
-{
-	uint32_t h = 2166136261u ^ (uint32_t)kind; /* FNV-1a */
-
-	for (; *name; name++)
-		h = (h ^ (uint8_t)*name) * 16777619u;
-	return h;
-}
-
 /* The slot of (kind, name): the one holding its first entry, or the empty one where it would go. */
 static int32_t *index_slot(const struct latch_profile_index *x, const struct latch_pentry *entries, int kind,
 			   const char *name)
 {
-	uint32_t h = name_hash(kind, name) & x->mask;
+	uint32_t h = latch_fnv1a(LATCH_FNV1A_INIT ^ (uint32_t)kind, name, strlen(name)) & x->mask;
 
 	while (x->slot[h] != INDEX_NONE &&
 	       (entries[x->slot[h]].kind != (enum latch_pentry_kind)kind || strcmp(entries[x->slot[h]].name, name)))

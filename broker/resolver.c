@@ -419,11 +419,7 @@ static const char *answer_judge(const struct latch_resolver *r, const struct ans
 
 static uint32_t cache_hash(const char *name, uint16_t qtype)
 {
-	uint32_t h = 2166136261u ^ qtype; /* FNV-1a */
-
-	for (const unsigned char *p = (const unsigned char *)name; *p; p++)
-		h = (h ^ *p) * 16777619u;
-	return h;
+	return latch_fnv1a(LATCH_FNV1A_INIT ^ qtype, name, strlen(name));
 }
 
 static void cache_unlink(struct latch_resolver *r, struct centry *e)

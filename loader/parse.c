@@ -41,6 +41,15 @@ int latch_errf_at(char *err, size_t errlen, int ret, const char *file, int line,
 	return latch_errf(err, errlen, ret, "%s: %s", file, msg);
 }
 
+uint32_t latch_fnv1a(uint32_t h, const void *data, size_t len)
+{
+	const uint8_t *p = data;
+
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ p[i]) * 16777619u;
+	return h;
+}
+
 int latch_parse_name(const char *s, char *err, size_t errlen)
 {
 	size_t n = strlen(s);

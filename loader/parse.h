@@ -52,6 +52,15 @@ __attribute__((format(printf, 4, 5))) int latch_errf(char *err, size_t errlen, i
 __attribute__((format(printf, 6, 7))) int latch_errf_at(char *err, size_t errlen, int ret, const char *file, int line,
 							const char *fmt, ...);
 
+/*
+ * FNV-1a over LEN bytes, going on from H: start from LATCH_FNV1A_INIT, and
+ * feed several fields by passing each result on.  The one hash of latch's
+ * user-space tables (audit rate limits, the resolver cache, learned names,
+ * profile names, policy writes).
+ */
+#define LATCH_FNV1A_INIT 2166136261u
+uint32_t latch_fnv1a(uint32_t h, const void *data, size_t len);
+
 int latch_parse_name(const char *s, char *err, size_t errlen);
 int latch_parse_mac(const char *s, uint8_t mac[6], char *err, size_t errlen);
 int latch_parse_addr(const char *s, struct latch_addr *a, char *err, size_t errlen);

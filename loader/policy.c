@@ -556,15 +556,6 @@ static void item_rule(const struct item_src *src, const struct latch_entry *e, i
 #define EXACT_CHUNK 1024
 #define GROUP_NONE UINT32_MAX
 
-static uint32_t addr_hash(const uint8_t *addr, int len)
-{
-	uint32_t h = 2166136261u; /* FNV-1a */
-
-	for (int i = 0; i < len; i++)
-		h = (h ^ addr[i]) * 16777619u;
-	return h;
-}
-
 static int write_exact(struct latch_sandbox *sb, const struct kind *k, const struct item_src *src, int n, __u32 gen,
 		       char *err, size_t errlen)
 {
@@ -596,7 +587,7 @@ static int write_exact(struct latch_sandbox *sb, const struct kind *k, const str
 		if (e->addr.family != k->family || e->prefixlen != alen(k) * 8)
 			continue;
 		/* the address sits after the 4-byte generation in both exact keys */
-		h = addr_hash(e->addr.bytes, alen(k)) & mask;
+		h = latch_fnv1a(LATCH_FNV1A_INIT, e->addr.bytes, alen(k)) & mask;
 		while (slots[h] != GROUP_NONE && memcmp(keys + slots[h] * ks + 4, e->addr.bytes, alen(k)))
 			h = (h + 1) & mask;
 		if (slots[h] == GROUP_NONE) {
