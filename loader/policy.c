@@ -21,47 +21,59 @@ static int same_ports(const struct latch_rule *a, const struct latch_rule *b)
 	return a->proto == b->proto && a->port_lo == b->port_lo && a->port_hi == b->port_hi;
 }
 
-int latch_rules_merge(struct latch_rules *r, const struct latch_rule *rule)
+/* The next rule of R from index *from on with RULE's ports and inherited flag, or NULL. */
+static struct latch_rule *rules_find(struct latch_rules *r, const struct latch_rule *rule, __u32 *from)
 {
-	for (__u32 i = 0; i < r->n; i++) {
-		struct latch_rule *x = &r->rule[i];
+	for (; *from < r->n; (*from)++) {
+		struct latch_rule *x = &r->rule[*from];
 
-		if (!same_ports(x, rule) || (x->flags & LATCH_RULE_INHERITED) != (rule->flags & LATCH_RULE_INHERITED))
-			continue;
-		if (rule->flags & LATCH_RULE_INHERITED) {
-			if (x->expires_ns == rule->expires_ns)
-				return 0;
-			continue;
-		}
-		/* The newest word on an entry wins: a grant may be shortened too. */
-		x->expires_ns = rule->expires_ns;
-		x->origin = rule->origin;
-		return 0;
+		if (same_ports(x, rule) && (x->flags & LATCH_RULE_INHERITED) == (rule->flags & LATCH_RULE_INHERITED))
+			return x;
 	}
+	return NULL;
+}
+
+static int rules_append(struct latch_rules *r, const struct latch_rule *rule)
+{
 	if (r->n >= LATCH_RULES_MAX)
 		return -E2BIG;
 	r->rule[r->n++] = *rule;
 	return 0;
 }
 
+int latch_rules_merge(struct latch_rules *r, const struct latch_rule *rule)
+{
+	struct latch_rule *x;
+	__u32 i = 0;
+
+	/* Inherited copies of different covering prefixes stand side by side. */
+	if (rule->flags & LATCH_RULE_INHERITED) {
+		for (; (x = rules_find(r, rule, &i)); i++)
+			if (x->expires_ns == rule->expires_ns)
+				return 0;
+		return rules_append(r, rule);
+	}
+	x = rules_find(r, rule, &i);
+	if (!x)
+		return rules_append(r, rule);
+	/* The newest word on an entry wins: a grant may be shortened too. */
+	x->expires_ns = rule->expires_ns;
+	x->origin = rule->origin;
+	return 0;
+}
+
 int latch_rules_merge_longer(struct latch_rules *r, const struct latch_rule *rule)
 {
-	for (__u32 i = 0; i < r->n; i++) {
-		struct latch_rule *x = &r->rule[i];
+	__u32 i = 0;
+	struct latch_rule *x = rules_find(r, rule, &i);
 
-		if (!same_ports(x, rule) || (x->flags & LATCH_RULE_INHERITED) != (rule->flags & LATCH_RULE_INHERITED))
-			continue;
-		if (!x->expires_ns)
-			return 0; /* permanent already */
-		if (!rule->expires_ns || rule->expires_ns > x->expires_ns) {
-			x->expires_ns = rule->expires_ns;
-			x->origin = rule->origin;
-		}
-		return 0;
+	if (!x)
+		return rules_append(r, rule);
+	/* a permanent rule stays; otherwise the later deadline wins */
+	if (x->expires_ns && (!rule->expires_ns || rule->expires_ns > x->expires_ns)) {
+		x->expires_ns = rule->expires_ns;
+		x->origin = rule->origin;
 	}
-	if (r->n >= LATCH_RULES_MAX)
-		return -E2BIG;
-	r->rule[r->n++] = *rule;
 	return 0;
 }
 
