@@ -277,6 +277,12 @@ __noinline int rules_allow(const struct latch_rules *r, struct rule_query *q)
 	return 0;
 }
 
+/* A pass by an exact or prefix rule: a resolved name's, or the policy's own. */
+static __always_inline int policy_pass(const struct rule_query *q)
+{
+	return latch_origin_resolved(q->origin) ? LATCH_PASS_LEARNED : LATCH_PASS_POLICY;
+}
+
 /*
  * The policy decision for a destination, in this order: the permanent exact
  * entry of the active generation (a hash: names resolve to these), then the
@@ -297,14 +303,14 @@ static __always_inline int policy_lookup(const struct latch_config *cfg, const s
 		__builtin_memcpy(&ek.addr, p->daddr, 4);
 		r = bpf_map_lookup_elem(&exact4, &ek);
 		if (r && rules_allow(r, q))
-			return latch_origin_resolved(q->origin) ? LATCH_PASS_LEARNED : LATCH_PASS_POLICY;
+			return policy_pass(q);
 		if (cfg->flags & LATCH_CFG_HAVE_PREFIX4) {
 			struct latch_prefix4_key pk = { .prefixlen = 64, .gen = cfg->policy_gen };
 
 			__builtin_memcpy(&pk.addr, p->daddr, 4);
 			r = bpf_map_lookup_elem(&prefix4, &pk);
 			if (r && rules_allow(r, q))
-				return latch_origin_resolved(q->origin) ? LATCH_PASS_LEARNED : LATCH_PASS_POLICY;
+				return policy_pass(q);
 		}
 		if (cfg->flags & LATCH_CFG_HAVE_TIMED4) {
 			struct latch_timed4_key tk = { .prefixlen = 32 };
@@ -322,14 +328,14 @@ static __always_inline int policy_lookup(const struct latch_config *cfg, const s
 	__builtin_memcpy(ek.addr, p->daddr, 16);
 	r = bpf_map_lookup_elem(&exact6, &ek);
 	if (r && rules_allow(r, q))
-		return latch_origin_resolved(q->origin) ? LATCH_PASS_LEARNED : LATCH_PASS_POLICY;
+		return policy_pass(q);
 	if (cfg->flags & LATCH_CFG_HAVE_PREFIX6) {
 		struct latch_prefix6_key pk = { .prefixlen = 32 + 128, .gen = cfg->policy_gen };
 
 		__builtin_memcpy(pk.addr, p->daddr, 16);
 		r = bpf_map_lookup_elem(&prefix6, &pk);
 		if (r && rules_allow(r, q))
-			return latch_origin_resolved(q->origin) ? LATCH_PASS_LEARNED : LATCH_PASS_POLICY;
+			return policy_pass(q);
 	}
 	if (cfg->flags & LATCH_CFG_HAVE_TIMED6) {
 		struct latch_timed6_key tk = { .prefixlen = 128 };
