@@ -93,8 +93,6 @@ OUT=${BENCH_OUT:-$BUILD/bench/results-$(date +%Y%m%d-%H%M%S)}
 BIG=$(printf '%s\n' $SIZES | sort -n | tail -1)
 SMALL=$(printf '%s\n' $SIZES | sort -n | head -1)
 
-GNS=lbn-g0-$$	# pair 0; pair I is lbn-gI-$$ / lbn-hI-$$
-HNS=lbn-h0-$$
 GIF=lbn-gv
 HIF=lbn-hv
 GUEST_IP=198.18.128.2
@@ -107,11 +105,11 @@ export LATCH_BPFFS=/sys/fs/bpf/latch-bench-$$
 
 log() { printf '[bench %s] %s\n' "$(date +%T)" "$*" >&2; }
 die() { log "FAILED: $*"; exit 1; }
-G() { ip netns exec "$GNS" "$@"; }
-# nsenter keeps our mount namespace, so /sys/fs/bpf and $LATCH_BPFFS stay visible
-H() { nsenter --net="/run/netns/$HNS" "$@"; }
+# Pair I is lbn-gI-$$ (guest) / lbn-hI-$$ (host).  nsenter keeps our mount
+# namespace, so /sys/fs/bpf and $LATCH_BPFFS stay visible to latch.
 Gp() { local i=$1; shift; ip netns exec "lbn-g$i-$$" "$@"; }	# Gp I CMD: in pair I's guest
 Hp() { local i=$1; shift; nsenter --net="/run/netns/lbn-h$i-$$" "$@"; }
+H() { Hp 0 "$@"; }	# pair 0's host: the control-path part
 now_ns() { date +%s%N; }
 
 [ "$(id -u)" = 0 ] || die "needs root (network namespaces, BPF, nftables)"
@@ -137,7 +135,6 @@ fi
 IPERF_PIDS=()
 NPAIRS=0
 MOUNTED_BPFFS=0
-LATCH_ON=0
 VM_ROOT=""
 cleanup() {
 	local rc=$?
@@ -149,8 +146,7 @@ cleanup() {
 	fi
 	for p in "${IPERF_PIDS[@]}"; do kill "$p" 2>/dev/null; done
 	[ -n "${MATCH_DIR:-}" ] && rm -rf "$MATCH_DIR"
-	[ "$LATCH_ON" = 1 ] && H "$LATCH" detach "$SB" >/dev/null 2>&1
-	for ((i = 1; i < NPAIRS; i++)); do
+	for ((i = 0; i < NPAIRS; i++)); do
 		[ -d "$LATCH_BPFFS/$SB$i" ] && Hp "$i" "$LATCH" detach "$SB$i" >/dev/null 2>&1
 	done
 	rm -rf "$LATCH_BPFFS"
@@ -208,8 +204,6 @@ pair_add() {	# pair_add I: guest and host namespaces, veth, addresses, static ne
 	ip -n "$h" neigh replace "$GUEST_IP" lladdr "${GMACS[$1]}" dev "$HIF" nud permanent
 }
 for i in "${!CONFIGS[@]}"; do pair_add "$i"; done
-GMAC=${GMACS[0]}
-HMAC=${HMACS[0]}
 
 # Allowlists: N distinct addresses, one port each, HOST_IP PORT among them.
 genlist() {	# genlist N SEED FILE
@@ -256,13 +250,6 @@ nft_ruleset() {	# nft_ruleset LIST
 }
 for n in $(printf '%s\n' $SIZES $TPUT_N | sort -nu); do nft_ruleset "$OUT/allow-$n.txt" > "$OUT/nft-$n.nft"; done
 
-latch_on() {	# latch_on N: attach on pair 0, then the policy of N entries through latch's API
-	H "$LATCH" attach "$SB" --dev "$HIF" --guest-mac "$GMAC" --guest-ip "$GUEST_IP" \
-		--host-ip "$LATCH_HOST_IP" >/dev/null || die "latch attach"
-	LATCH_ON=1
-	H "$CTL" "$SB" load "$OUT/allow-$1.txt" >/dev/null || die "latch policy load"
-}
-latch_off() { [ "$LATCH_ON" = 0 ] || H "$LATCH" detach "$SB" >/dev/null || die "latch detach"; LATCH_ON=0; }
 nft_off() { H nft delete table inet "$NFT_TABLE" 2>/dev/null || true; }
 
 config_on() {	# config_on I CONFIG: CONFIG (none | tcnull | latch:N | nft:N) on pair I, for good
@@ -366,24 +353,25 @@ done
 
 # ---------------------------------------------------------------- ctl
 log "ctl: latch API and CLI, $BIG entries"
-latch_on "$SMALL"
-H "$CTL" "$SB" bench "$OUT/allow-$BIG.txt" "$OUT/allow-b-$BIG.txt" "$REPS" "$ADDS" |
+CTL_SB=${SB}0	# the control path runs on pair 0, unfiltered until now
+config_on 0 "latch:$SMALL"
+H "$CTL" "$CTL_SB" bench "$OUT/allow-$BIG.txt" "$OUT/allow-b-$BIG.txt" "$REPS" "$ADDS" |
 	sed -n 's/^op=\([a-z]*\) n=\([0-9]*\) rep=\([0-9]*\) us=\([0-9.]*\)$/ctl,\1,latch,\2,\3,\4/p' >> "$RAW"
 [ "${PIPESTATUS[0]}" = 0 ] || die "ctl bench"
 for ((r = 1; r <= REPS; r++)); do
 	# a process of its own per load: its memory and the kernel's are not warm from the last rep
 	for list in "allow-$BIG" "allow-b-$BIG"; do
-		v=$(H "$CTL" "$SB" load "$OUT/$list.txt" | sed -n 's/^op=load n=[0-9]* us=\([0-9.]*\)$/\1/p')
+		v=$(H "$CTL" "$CTL_SB" load "$OUT/$list.txt" | sed -n 's/^op=load n=[0-9]* us=\([0-9.]*\)$/\1/p')
 		[ -n "$v" ] || die "ctl load ($list)"
 		rec ctl load_fresh latch "$BIG" "$r" "$v"
 	done
 	for k in 1 2 3 4; do
-		t0=$(now_ns); H "$LATCH" egress "$SB" allow 198.18.128.200:443 >/dev/null; t1=$(now_ns)
+		t0=$(now_ns); H "$LATCH" egress "$CTL_SB" allow 198.18.128.200:443 >/dev/null; t1=$(now_ns)
 		rec ctl cli_add latch "$BIG" "$r" $(((t1 - t0) / 1000))
-		H "$LATCH" egress "$SB" revoke 198.18.128.200:443 >/dev/null
+		H "$LATCH" egress "$CTL_SB" revoke 198.18.128.200:443 >/dev/null
 	done
 done
-latch_off
+H "$LATCH" detach "$CTL_SB" >/dev/null || die "latch detach"
 "$CTL" - diag "$OUT/allow-$BIG.txt" "$REPS" |
 	sed -n 's/^op=\([a-z_0-9]*\) n=\([0-9]*\) rep=\([0-9]*\) us=\([0-9.]*\)$/ctl,\1,latch,\2,\3,\4/p' >> "$RAW"
 [ "${PIPESTATUS[0]}" = 0 ] || die "ctl diag"
