@@ -16,12 +16,32 @@ PKGS=(
 	busybox-static cpio kmod xz-utils zstd libc6-dev
 )
 
+# /dev/kvm: with no udev running (a fresh microVM, a container host) the kernel
+# leaves it 0600 root:root.  libvirt then probes QEMU as root, finds KVM, finds
+# it unusable as its qemu user, and throws its capability cache away on every
+# API call (4-10 s each), so a guest starts a minute late.  Do what Debian's
+# udev rule does: group kvm, mode 0660.
+kvm_mode() {
+	[ -c /dev/kvm ] || return 0
+	getent group kvm >/dev/null || { echo "deps: no 'kvm' group yet; /dev/kvm left as it is" >&2; return 0; }
+	local now
+	now=$(stat -c '%a %U:%G' /dev/kvm)
+	[ "$now" = "660 root:kvm" ] && return 0
+	if [ "$(id -u)" != 0 ]; then
+		echo "deps: /dev/kvm is $now; run as root to set it to 0660 root:kvm (what Debian's udev rule does)" >&2
+		return 0
+	fi
+	chgrp kvm /dev/kvm && chmod 0660 /dev/kvm &&
+		echo "deps: /dev/kvm was $now; set it to 0660 root:kvm, as Debian's udev rule would (libvirt's qemu user needs it)"
+}
+
 missing=()
 for p in "${PKGS[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then
 	echo "deps: all ${#PKGS[@]} packages present"
+	kvm_mode
 	exit 0
 fi
 if [ "$(id -u)" != 0 ]; then
@@ -32,3 +52,4 @@ echo "deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+kvm_mode

@@ -386,6 +386,9 @@ int main(void)
 	/* a private netns: the veth and everything on it vanish with this process */
 	if (unshare(CLONE_NEWNET) || system("ip link add pa-host type veth peer name pa-guest && ip link set pa-host up"))
 		return fprintf(stderr, "policy_api: cannot make the private netns and veth\n"), 1;
+	/* a fresh host has no bpffs at /sys/fs/bpf yet: mount it there, as latch and lib.sh do */
+	if (system("grep -qs ' /sys/fs/bpf bpf ' /proc/mounts || mount -t bpf bpf /sys/fs/bpf"))
+		return fprintf(stderr, "policy_api: no bpffs at /sys/fs/bpf and mounting one failed\n"), 1;
 	snprintf(bpffs, sizeof(bpffs), "/sys/fs/bpf/latch-polapi-%d", getpid());
 	setenv("LATCH_BPFFS", bpffs, 1);
 	mkdir(bpffs, 0700);
