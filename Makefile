@@ -1,11 +1,17 @@
 # SPDX-License-Identifier: GPL-2.0-only
 # latch: build everything into build/.  `make V=1` shows the full commands.
-#   make            BPF objects, skeletons, latch
+#   make            BPF objects, skeletons, latch, latchd, the guest agent
 #   make deps       install the Debian packages latch needs (safe to re-run)
 #   make check      unit tests (tests/) and root selftests (selftests/)
 #   make bench      benchmarks, printed as one table
 #   make demo       the README's main job: latch up on the default guest image
 #   make demo-netns the same boundary on a network namespace (no VM)
+#
+# The tree is a set of modules (docs/ARCHITECTURE.md).  Each is one archive,
+# and the arrows below say which modules each may use: `make` refuses an
+# include across a missing arrow (the arrows check), and each binary is
+# linked only against the archives its arrows allow, so a call across a
+# missing arrow fails to link.
 .DELETE_ON_ERROR:
 .SUFFIXES:
 
@@ -23,38 +29,108 @@ Q = @
 msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
-PKGS := libbpf libnl-route-3.0 libnl-3.0 jansson libvirt libnftables libarchive sqlite3 libcrypto ldns libevent
-CFLAGS ?= -O2 -g
-CFLAGS += -std=gnu11 -Wall -Wextra -Wshadow -Wmissing-prototypes -Wno-unused-parameter \
-	  -D_GNU_SOURCE -I$(BUILD) -I. $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+# ---- modules and their arrows ------------------------------------------------
+# USES_m: the modules m may include and call (besides itself and bpf/'s ABI
+# header).  `daemon` is latchd's private code (broker/daemon, broker/dns);
+# `cli` is the latch command.  Keep docs/ARCHITECTURE.md's graph in step.
+MODULES := common loader audit config profile vm broker daemon
+USES_common :=
+USES_loader := common
+USES_audit := common
+USES_config := common
+USES_profile := loader common
+USES_vm := config loader common
+USES_broker := common
+USES_daemon := broker profile audit config loader common
+USES_cli := vm broker profile audit config loader common
+
+SRCS_common := $(wildcard common/*.c)
+SRCS_loader := $(wildcard loader/*.c)
+SRCS_audit := $(wildcard audit/*.c)
+SRCS_config := $(wildcard config/*.c)
+SRCS_profile := $(wildcard profile/*.c)
+SRCS_vm := $(wildcard vm/*.c)
+SRCS_broker := $(wildcard broker/*.c)
+SRCS_daemon := $(filter-out broker/daemon/latchd.c,$(wildcard broker/daemon/*.c broker/dns/*.c))
+SRCS_cli := $(wildcard cli/*.c)
+LATCHD_MAIN := broker/daemon/latchd.c
+
+# The Debian packages each module builds against (pkg-config names).
+PKGS_loader := libbpf libelf zlib libnl-3.0 libnl-route-3.0
+PKGS_audit := sqlite3 libcrypto jansson
+PKGS_vm := libnl-3.0 libnl-route-3.0 libnftables libarchive jansson
+PKGS_broker := jansson
+PKGS_daemon := ldns libevent jansson
+PKGS_cli := jansson libcap
 # libvirt: headers only; vm/libvirt.c loads libvirt.so.0 with dlopen when a
 # command first needs libvirtd (linked in, it costs every command ~25 ms)
-LDLIBS += $(shell pkg-config --libs $(filter-out libvirt,$(PKGS)) 2>/dev/null) -lelf -lz -lcap -ldl
+PKGS_HEADERS_ONLY := libvirt
+ALL_PKGS := $(sort $(foreach m,$(MODULES) cli,$(PKGS_$(m))) $(PKGS_HEADERS_ONLY))
+
+# pkg-config is asked once; a package it can't find stops every build step
+# (pkgs-ok) with its name, instead of failing later on a missing header.
+ifeq ($(filter-out deps clean,$(or $(MAKECMDGOALS),all)),)
+PKGS_MISSING :=
+else
+PKGS_MISSING := $(foreach p,$(ALL_PKGS),$(if $(shell pkg-config --exists $(p) && echo y),,$(p)))
+PKG_CFLAGS := $(shell pkg-config --cflags $(filter-out $(PKGS_MISSING),$(ALL_PKGS)) 2>/dev/null)
+endif
+# the link libraries of a list of modules, each package once
+pkg_libs = $(shell pkg-config --libs $(sort $(foreach m,$(1),$(PKGS_$(m)))) 2>/dev/null)
+# what the modules in $(1) and everything they use link with
+closure = $(sort $(1) $(foreach m,$(1),$(USES_$(m))))
+EXTRA_LIBS_loader := -lelf -lz
+EXTRA_LIBS_vm := -ldl
+EXTRA_LIBS_cli := -lcap
+extra_libs = $(sort $(foreach m,$(1),$(EXTRA_LIBS_$(m))))
+# archives in link order: users before what they use
+LINK_ORDER := vm daemon profile broker audit config loader common
+archives_of = $(foreach m,$(LINK_ORDER),$(if $(filter $(m),$(1)),$(BUILD)/lib$(m).a))
+# $(call link_with,MODULES): the archives and libraries a binary using MODULES needs
+link_with = $(call archives_of,$(call closure,$(1))) $(call pkg_libs,$(call closure,$(1))) \
+	    $(call extra_libs,$(call closure,$(1)))
+
+CFLAGS ?= -O2 -g
+CFLAGS += -std=gnu11 -Wall -Wextra -Wshadow -Wmissing-prototypes -Wno-unused-parameter \
+	  -Werror=implicit-function-declaration -D_GNU_SOURCE -MMD -MP -I$(BUILD) -I. $(PKG_CFLAGS)
 BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Wall -Werror -I$(BUILD) -Ibpf
 
 BPF_SRCS := $(wildcard bpf/*.bpf.c)
 BPF_OBJS := $(patsubst bpf/%.bpf.c,$(BUILD)/%.bpf.o,$(BPF_SRCS))
 SKELS := $(patsubst bpf/%.bpf.c,$(BUILD)/%.skel.h,$(BPF_SRCS))
 
-# vm/agent.c is the guest side (static, below); agent_selftest.c is a test driver
-LIB_SRCS := $(wildcard loader/*.c) $(filter-out vm/agent.c vm/agent_selftest.c vm/guest_rawsend.c,$(wildcard vm/*.c)) $(wildcard audit/*.c) \
-	    $(filter-out broker/latchd.c,$(wildcard broker/*.c))
-LIB_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRCS))
-CLI_SRCS := $(wildcard cli/*.c)
-CLI_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(CLI_SRCS))
+objs_of = $(patsubst %.c,$(BUILD)/%.o,$(1))
+ALL_OBJS := $(foreach m,$(MODULES) cli,$(call objs_of,$(SRCS_$(m)))) $(call objs_of,$(LATCHD_MAIN))
 
 all: $(BUILD)/latch $(BUILD)/latchd $(BPF_OBJS) $(BUILD)/vm/latch-agent $(BUILD)/vm/latch-rawsend
 
-$(BUILD) $(BUILD)/loader $(BUILD)/audit $(BUILD)/broker $(BUILD)/cli $(BUILD)/tests $(BUILD)/selftests $(BUILD)/bench:
+pkgs-ok:
+	@if [ -n "$(strip $(PKGS_MISSING))" ]; then \
+		echo "make: pkg-config can't find $(strip $(PKGS_MISSING)); run \`make deps\` (bash .ci/deps.sh) first" >&2; \
+		exit 1; fi
+
+# The arrows check: every #include "DIR/..." of a module's sources names its
+# own directory, the ABI header, or the public header (DIR/DIR.h) of a
+# module its arrows allow; libbpf and the skeletons stay inside loader/.
+$(BUILD)/arrows.ok: Makefile scripts/arrows.sh $(foreach m,$(MODULES) cli,$(SRCS_$(m))) $(LATCHD_MAIN) \
+		    $(wildcard */*.h broker/*/*.h) | $(BUILD)
+	$(call msg,ARROWS,modules)
+	$(Q)rc=0; $(foreach m,$(MODULES) cli,USES="$(USES_$(m))" bash scripts/arrows.sh $(m) \
+		$(if $(filter daemon,$(m)),$(SRCS_daemon) $(LATCHD_MAIN) $(wildcard broker/daemon/*.h broker/dns/*.h), \
+		$(if $(filter broker,$(m)),$(SRCS_broker) broker/broker.h,$(wildcard $(m)/*.c $(m)/*.h))) || rc=1;) \
+		exit $$rc
+	$(Q)touch $@
+
+$(BUILD) $(BUILD)/tests $(BUILD)/selftests $(BUILD)/bench:
 	$(Q)mkdir -p $@
 
 $(BUILD)/vmlinux.h: | $(BUILD)
 	$(call msg,GEN,$@)
 	$(Q)$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@
 
-$(BUILD)/%.bpf.o: bpf/%.bpf.c bpf/latch_abi.h bpf/latch_parse.h $(BUILD)/vmlinux.h | $(BUILD)
+$(BUILD)/%.bpf.o: bpf/%.bpf.c $(BUILD)/vmlinux.h | $(BUILD) pkgs-ok
 	$(call msg,BPF,$@)
-	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@.tmp.o
+	$(Q)$(CLANG) $(BPF_CFLAGS) -MMD -MP -MF $(BUILD)/$*.bpf.d -c $< -o $@.tmp.o
 	$(Q)$(BPFTOOL) gen object $@ $@.tmp.o
 	$(Q)rm -f $@.tmp.o
 
@@ -62,102 +138,92 @@ $(BUILD)/%.skel.h: $(BUILD)/%.bpf.o
 	$(call msg,GEN-SKEL,$@)
 	$(Q)$(BPFTOOL) gen skeleton $< name $(subst -,_,$*) > $@
 
-$(BUILD)/loader/%.o: loader/%.c $(wildcard loader/*.h) bpf/latch_abi.h $(SKELS) | $(BUILD)/loader
-	$(call msg,CC,$@)
-	$(Q)$(CC) $(CFLAGS) -c $< -o $@
-
-$(BUILD)/audit/%.o: audit/%.c audit/audit.h | $(BUILD)/audit
-	$(call msg,CC,$@)
-	$(Q)$(CC) $(CFLAGS) -c $< -o $@
-
-# The built-in profiles are compiled in from broker/profiles/*.txt.
-PROFILE_FILES := $(sort $(wildcard broker/profiles/*.txt))
-$(BUILD)/broker/profiles_builtin.h: $(PROFILE_FILES) broker/embed_profiles.sh | $(BUILD)/broker
+# The built-in profiles are compiled in from profile/profiles/*.txt.
+PROFILE_FILES := $(sort $(wildcard profile/profiles/*.txt))
+$(BUILD)/profile/profiles_builtin.h: $(PROFILE_FILES) profile/embed_profiles.sh
+	$(Q)mkdir -p $(@D)
 	$(call msg,GEN,$@)
-	$(Q)sh broker/embed_profiles.sh $(PROFILE_FILES) > $@
+	$(Q)sh profile/embed_profiles.sh $(PROFILE_FILES) > $@
 
-$(BUILD)/broker/%.o: broker/%.c $(wildcard broker/*.h loader/*.h vm/*.h audit/*.h) bpf/latch_abi.h $(SKELS) \
-		     $(BUILD)/broker/profiles_builtin.h | $(BUILD)/broker
+# Every object waits for the skeletons and generated headers (-MMD records
+# what it really includes after the first build) and for the arrows check.
+$(BUILD)/%.o: %.c $(SKELS) $(BUILD)/profile/profiles_builtin.h $(BUILD)/arrows.ok | pkgs-ok
+	$(Q)mkdir -p $(@D)
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/cli/%.o: cli/%.c $(wildcard cli/*.h loader/*.h vm/*.h audit/*.h broker/*.h) bpf/latch_abi.h $(SKELS) | $(BUILD)/cli
-	$(call msg,CC,$@)
-	$(Q)$(CC) $(CFLAGS) -c $< -o $@
-
-$(BUILD)/vm:
-	$(Q)mkdir -p $@
-
-$(BUILD)/vm/%.o: vm/%.c $(wildcard vm/*.h loader/*.h) bpf/latch_abi.h $(SKELS) | $(BUILD)/vm
-	$(call msg,CC,$@)
-	$(Q)$(CC) $(CFLAGS) -c $< -o $@
-
-$(BUILD)/liblatch.a: $(LIB_OBJS)
+$(foreach m,$(MODULES),$(eval $(BUILD)/lib$(m).a: $(call objs_of,$(SRCS_$(m)))))
+$(BUILD)/lib%.a:
 	$(call msg,AR,$@)
-	$(Q)rm -f $@ # ar never drops a member: a stale object (a main()) would linger
+	$(Q)rm -f $@ # ar never drops a member: a stale object would linger
 	$(Q)$(AR) rcs $@ $^
 
-$(BUILD)/latch: $(CLI_OBJS) $(BUILD)/liblatch.a
+$(BUILD)/latch: $(call objs_of,$(SRCS_cli)) $(call archives_of,$(call closure,cli))
 	$(call msg,LINK,$@)
-	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) -o $@ $(call objs_of,$(SRCS_cli)) $(call link_with,cli)
 
-$(BUILD)/latchd: $(BUILD)/broker/latchd.o $(BUILD)/liblatch.a
+$(BUILD)/latchd: $(call objs_of,$(LATCHD_MAIN)) $(call archives_of,$(call closure,daemon))
 	$(call msg,LINK,$@)
-	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) -o $@ $(call objs_of,$(LATCHD_MAIN)) $(call link_with,daemon)
 
 # The default guest image, its agent and latch-rawsend (the attack selftest's
 # raw frame sender); `selftests/run.sh` runs `make image` before the guest tests.
 # The agent is static and built without the pkg-config flags of the host side.
 IMAGE_DIR ?= /var/lib/latch/images/default
-AGENT_CFLAGS := -std=gnu11 -Os -static -Wall -Wextra -Wshadow -Wmissing-prototypes -D_GNU_SOURCE -I.
+AGENT_CFLAGS := -std=gnu11 -Os -static -Wall -Wextra -Wshadow -Wmissing-prototypes -D_GNU_SOURCE -MMD -MP -I.
+GUEST_PROGS := $(BUILD)/vm/latch-agent $(BUILD)/vm/latch-rawsend
 
-$(BUILD)/vm/latch-agent: vm/agent.c vm/agent_proto.h | $(BUILD)/vm
+$(BUILD)/vm/latch-agent: vm/guest/agent.c
+$(BUILD)/vm/latch-rawsend: vm/guest/rawsend.c
+$(GUEST_PROGS):
+	$(Q)mkdir -p $(@D)
 	$(call msg,CC-STATIC,$@)
 	$(Q)$(CC) $(AGENT_CFLAGS) -o $@ $<
 	$(Q)strip $@
 
-# The guest attack selftest's raw frame sender, also static, also in the image.
-$(BUILD)/vm/latch-rawsend: vm/guest_rawsend.c | $(BUILD)/vm
-	$(call msg,CC-STATIC,$@)
-	$(Q)$(CC) $(AGENT_CFLAGS) -o $@ $<
-	$(Q)strip $@
+image: $(GUEST_PROGS)
+	vm/images/image.sh $(IMAGE_DIR) $(BUILD)/vm/latch-agent
 
-$(BUILD)/vm/agent_selftest: $(BUILD)/vm/agent_selftest.o $(BUILD)/vm/agent_client.o
+# A manual proof of the image and the agent before libvirt is involved; never in `check`.
+$(BUILD)/selftests/agent_selftest: selftests/agent_selftest.c $(call archives_of,$(call closure,vm)) | $(BUILD)/selftests
 	$(call msg,LINK,$@)
-	$(Q)$(CC) $(CFLAGS) -o $@ $^
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(call link_with,vm)
 
-image: $(BUILD)/vm/latch-agent $(BUILD)/vm/latch-rawsend
-	vm/image.sh $(IMAGE_DIR) $(BUILD)/vm/latch-agent
-
-vm-proof: image $(BUILD)/vm/agent_selftest
-	vm/agent_proof.sh $(IMAGE_DIR) $(BUILD)/vm/agent_selftest
+vm-proof: image $(BUILD)/selftests/agent_selftest
+	selftests/agent_proof.sh $(IMAGE_DIR) $(BUILD)/selftests/agent_selftest
 
 # The debian image (debootstrap, minutes) and a boot of it under latch; never in `check`.
 vm-debian-proof: all
-	vm/debian_proof.sh
+	selftests/debian_proof.sh
 
 include tests/tests.mk
 include selftests/selftests.mk
 include bench/bench.mk
+-include $(ALL_OBJS:.o=.d) $(BUILD)/*.bpf.d $(BUILD)/*/*.d
 
 deps:
 	@bash .ci/deps.sh
 
 # Unit tests first (no root), then the root selftests; each prints its summary.
-check: all
+# Recursive, so that `make deps check` on a fresh machine reads the packages
+# `deps` has just installed.
+check:
+	$(Q)$(MAKE) --no-print-directory all
 	$(Q)$(MAKE) --no-print-directory unit
 	$(Q)$(MAKE) --no-print-directory selftest
 
 selftest: all $(SELFTEST_BINS)
 	$(Q)bash selftests/run.sh
 
-demo: all
+demo:
+	$(Q)$(MAKE) --no-print-directory all
 	@bash selftests/demo_vm.sh
 
-demo-netns: all
+demo-netns:
+	$(Q)$(MAKE) --no-print-directory all
 	@bash selftests/demo.sh
 
 clean:
 	rm -rf $(BUILD)
 
-.PHONY: all deps check unit selftest bench demo demo-netns clean image vm-proof vm-debian-proof
+.PHONY: all deps check unit selftest bench demo demo-netns clean image vm-proof vm-debian-proof pkgs-ok

@@ -26,8 +26,7 @@
 #include <unistd.h>
 
 #include "audit/audit.h"
-#include "loader/parse.h"
-#include "vm/config.h"
+#include "common/common.h"
 
 static const char genesis[AUDIT_HASH_HEX + 1] = "0000000000000000000000000000000000000000000000000000000000000000";
 

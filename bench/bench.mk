@@ -9,7 +9,7 @@
 BENCH_BINS := $(BUILD)/bench/inject $(BUILD)/bench/testrun $(BUILD)/bench/ctl $(BUILD)/bench/profswitch \
 	      $(BUILD)/bench/match
 
-$(BUILD)/bench/bench_progs.bpf.o: bench/bench_progs.bpf.c $(BUILD)/vmlinux.h | $(BUILD)/bench
+$(BUILD)/bench/bench_progs.bpf.o: bench/bench_progs.bpf.c $(BUILD)/vmlinux.h | $(BUILD)/bench pkgs-ok
 	$(call msg,BPF,$@)
 	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
 
@@ -19,24 +19,24 @@ $(BUILD)/bench/bench_progs.skel.h: $(BUILD)/bench/bench_progs.bpf.o
 
 $(BUILD)/bench/inject: bench/inject.c $(BUILD)/bench/bench_progs.skel.h | $(BUILD)/bench
 	$(call msg,CC,$@)
-	$(Q)$(CC) $(CFLAGS) -I$(BUILD)/bench -o $@ $< $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) -MF $@.d -I$(BUILD)/bench -o $@ $< $(call link_with,loader)
 
 $(BUILD)/bench/testrun: bench/testrun.c bpf/latch_abi.h $(BUILD)/latch_tc.skel.h $(BUILD)/bench/bench_progs.skel.h \
-		$(BUILD)/liblatch.a | $(BUILD)/bench
+		$(call archives_of,$(call closure,loader)) | $(BUILD)/bench
 	$(call msg,CC,$@)
-	$(Q)$(CC) $(CFLAGS) -I$(BUILD)/bench -o $@ $< $(BUILD)/liblatch.a $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) -MF $@.d -I$(BUILD)/bench -o $@ $< $(call link_with,loader)
 
-$(BUILD)/bench/ctl: bench/ctl.c $(wildcard loader/*.h) $(BUILD)/liblatch.a | $(BUILD)/bench
+$(BUILD)/bench/ctl: bench/ctl.c $(call archives_of,$(call closure,loader)) | $(BUILD)/bench
 	$(call msg,CC,$@)
-	$(Q)$(CC) $(CFLAGS) -o $@ $< $(BUILD)/liblatch.a $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) -MF $@.d -o $@ $< $(call link_with,loader)
 
-$(BUILD)/bench/profswitch: bench/profswitch.c $(wildcard loader/*.h broker/*.h) $(BUILD)/liblatch.a | $(BUILD)/bench
+$(BUILD)/bench/profswitch: bench/profswitch.c $(call archives_of,$(call closure,profile)) | $(BUILD)/bench
 	$(call msg,CC,$@)
-	$(Q)$(CC) $(CFLAGS) -o $@ $< $(BUILD)/liblatch.a $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) -MF $@.d -o $@ $< $(call link_with,profile)
 
-$(BUILD)/bench/match: bench/match.c $(wildcard broker/*.h) $(BUILD)/liblatch.a | $(BUILD)/bench
+$(BUILD)/bench/match: bench/match.c $(call archives_of,$(call closure,profile)) | $(BUILD)/bench
 	$(call msg,CC,$@)
-	$(Q)$(CC) $(CFLAGS) -o $@ $< $(BUILD)/liblatch.a $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) -MF $@.d -o $@ $< $(call link_with,profile)
 
 bench: $(BUILD)/latch $(BUILD)/latchd $(BENCH_BINS)
 	$(Q)BUILD=$(BUILD) bash bench/run.sh

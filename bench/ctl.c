@@ -43,9 +43,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "loader/parse.h"
-#include "loader/policy.h"
-#include "loader/sandbox.h"
+#include "loader/loader.h"
 
 static double now_us(void)
 {

@@ -25,7 +25,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "broker/profile.h"
+#include "profile/profile.h"
 
 #define QUERIES 30000
 

@@ -30,9 +30,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "broker/profile.h"
-#include "loader/policy.h"
-#include "loader/sandbox.h"
+#include "profile/profile.h"
+#include "loader/loader.h"
 
 static double now_us(void)
 {

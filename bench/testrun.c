@@ -60,8 +60,7 @@
 #include <unistd.h>
 
 #include "bpf/latch_abi.h"
-#include "loader/parse.h"
-#include "loader/policy.h"
+#include "loader/loader.h"
 #include "latch_tc.skel.h"
 #include "bench_progs.skel.h"
 

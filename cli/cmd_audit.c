@@ -19,8 +19,8 @@
 
 #include "audit/audit.h"
 #include "cli/cli.h"
-#include "loader/parse.h"
-#include "vm/config.h"
+#include "loader/loader.h"
+#include "config/config.h"
 
 static int log_path(char *buf, size_t len)
 {

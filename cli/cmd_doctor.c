@@ -8,7 +8,6 @@
  * latchd is asked over its socket; without it the boundary holds, so it is a
  * warning, not a failure.
  */
-#include <bpf/libbpf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/magic.h>
@@ -21,12 +20,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "broker/latchd_client.h"
+#include "broker/broker.h"
 #include "cli/cli.h"
-#include "latch_tc.skel.h"
-#include "loader/sandbox.h"
-#include "loader/tc.h"
-#include "vm/libvirt.h"
+#include "loader/loader.h"
+#include "vm/vm.h"
 
 enum level { OK, WARN, FAIL };
 
@@ -93,50 +90,21 @@ static void check_caps(struct check *c)
  */
 static void check_load_and_clsact(struct check *load, struct check *cls)
 {
-	int pipefd[2], status;
-	char buf[2] = { 'x', 'x' };
-	pid_t pid;
+	struct latch_tc_probe p;
 
 	load->name = "BPF programs load";
 	cls->name = "clsact + cls_bpf";
-	if (pipe(pipefd)) {
-		set(load, FAIL, "pipe failed", NULL);
+	if (latch_probe_tc(&p)) {
+		set(load, FAIL, "the probe could not run (fork or pipe failed)", NULL);
 		set(cls, FAIL, "not probed", NULL);
 		return;
 	}
-	pid = fork();
-	if (pid == 0) {
-		struct latch_tc *s;
-		char r[2] = { 'n', 'n' };
-		bool created;
-
-		close(pipefd[0]);
-		s = latch_tc__open_and_load();
-		r[0] = s ? 'y' : 'n';
-		if (s && unshare(CLONE_NEWNET) == 0 && latch_tc_hook_create(1, &created) == 0) {
-			r[1] = latch_tc_attach(1, false, bpf_program__fd(s->progs.latch_from_guest), false) == 0 &&
-					       latch_tc_attach(1, true, bpf_program__fd(s->progs.latch_to_guest), false) == 0
-				       ? 'y'
-				       : 'n';
-		}
-		if (write(pipefd[1], r, 2) != 2)
-			_exit(1);
-		latch_tc__destroy(s);
-		_exit(0);
-	}
-	close(pipefd[1]);
-	if (pid > 0) {
-		if (read(pipefd[0], buf, 2) != 2)
-			buf[0] = buf[1] = 'x';
-		waitpid(pid, &status, 0);
-	}
-	close(pipefd[0]);
-	if (buf[0] == 'y')
+	if (p.loaded)
 		set(load, OK, "the verifier accepted latch_from_guest and latch_to_guest", NULL);
 	else
 		set(load, FAIL, "the kernel refused latch's programs",
 		    "run `latch -v doctor` for the verifier log; a 5.15+ kernel with BTF is needed");
-	if (buf[1] == 'y')
+	if (p.attached)
 		set(cls, OK, "clsact created and both filters attached in a scratch netns", NULL);
 	else
 		set(cls, FAIL, "could not attach to clsact in a scratch netns",

@@ -10,10 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker/latchd_client.h"
+#include "broker/broker.h"
 #include "cli/cli.h"
-#include "loader/policy.h"
-#include "loader/sandbox.h"
+#include "loader/loader.h"
 
 static const char *origin_name(int o)
 {

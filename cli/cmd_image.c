@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "vm/config.h"
+#include "config/config.h"
 
 struct image_recipe {
 	const char *name;
@@ -51,7 +51,7 @@ static int find_script(const struct image_recipe *r, char *buf, size_t len)
 		slash = strrchr(exe, '/');
 		if (slash) {
 			*slash = '\0';
-			if (snprintf(buf, len, "%s/../vm/%s", exe, r->script) < (int)len && !access(buf, X_OK))
+			if (snprintf(buf, len, "%s/../vm/images/%s", exe, r->script) < (int)len && !access(buf, X_OK))
 				return 0;
 		}
 	}

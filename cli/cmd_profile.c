@@ -14,11 +14,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker/latchd_client.h"
-#include "broker/profile.h"
+#include "broker/broker.h"
+#include "profile/profile.h"
 #include "cli/cli.h"
-#include "loader/sandbox.h"
-#include "vm/config.h"
+#include "loader/loader.h"
+#include "config/config.h"
 
 static void profile_paths(char *dir, size_t dlen, char *overlay, size_t olen)
 {

@@ -13,11 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker/latchd_client.h"
-#include "broker/profile.h"
+#include "broker/broker.h"
+#include "profile/profile.h"
 #include "cli/cli.h"
-#include "loader/policy.h"
-#include "loader/sandbox.h"
+#include "loader/loader.h"
 
 /* "IP[,IP6]": at most one address of each family. */
 static int parse_addr_pair(const char *opt, const char *s, struct latch_addr *v4, struct latch_addr *v6)

@@ -17,11 +17,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "broker/latchd_client.h"
-#include "broker/profile.h"
+#include "broker/broker.h"
+#include "profile/profile.h"
 #include "cli/cli.h"
-#include "vm/agent_client.h"
-#include "vm/sandbox_vm.h"
+#include "vm/vm.h"
 
 static void addr_s(const struct latch_addr *a, char *buf, size_t len)
 {

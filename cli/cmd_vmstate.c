@@ -18,10 +18,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "vm/agent_client.h"
-#include "vm/boot.h"
-#include "vm/guest_state.h"
-#include "vm/sandbox_vm.h"
+#include "vm/vm.h"
 
 static int need_vm(int argc, char **argv, const char *what)
 {
@@ -38,13 +35,62 @@ static int need_vm(int argc, char **argv, const char *what)
 	return 0;
 }
 
+/* One sandbox of `backup --all`: only a running guest (its agent's socket exists) is asked. */
+static int backup_running(const char *name, void *arg)
+{
+	json_t *list = arg;
+	char agent[PATH_MAX], err[LATCH_ERR_MAX];
+	uint64_t bytes = 0;
+	uint32_t files = 0;
+	int rc;
+
+	if (latch_vm_agent_path(name, agent, sizeof(agent)) || access(agent, F_OK))
+		return 0;
+	rc = latch_guest_state_backup(name, &bytes, &files, err, sizeof(err));
+	if (rc && !latch_json)
+		fprintf(stderr, "latch: backup %s: %s\n", name, err);
+	else if (!latch_json)
+		printf("%s: backed up (%u entries, %llu bytes)\n", name, files, (unsigned long long)bytes);
+	json_array_append_new(list, json_pack("{s:s, s:b, s:s?, s:i, s:I}", "sandbox", name, "ok", rc == 0, "error",
+					      rc ? err : NULL, "entries", files, "bytes", (json_int_t)bytes));
+	return 0;
+}
+
+/*
+ * `latch backup --all`: every running VM sandbox, one after another.  latchd
+ * runs it every backup_interval (it never touches guests itself) and reads
+ * the --json result.
+ */
+static int backup_all(void)
+{
+	json_t *list = json_array();
+	size_t i;
+	json_t *b;
+	int failed = 0, n;
+
+	if (latch_need_root("backup"))
+		return LATCH_EXIT_USAGE;
+	n = latch_state_list(backup_running, list);
+	if (n < 0) {
+		json_decref(list);
+		return latch_err(LATCH_EXIT_FAILED, "backup --all: cannot list sandboxes: %s", strerror(-n));
+	}
+	json_array_foreach(list, i, b)
+		failed += !json_is_true(json_object_get(b, "ok"));
+	latch_json_out(json_pack("{s:o}", "backups", list)); /* takes list */
+	return failed ? LATCH_EXIT_FAILED : LATCH_EXIT_OK;
+}
+
 int cmd_backup(int argc, char **argv)
 {
 	char err[LATCH_ERR_MAX], dir[PATH_MAX];
 	uint64_t bytes = 0;
 	uint32_t files = 0;
-	int rc = need_vm(argc, argv, "backup");
+	int rc;
 
+	if (argc == 2 && !strcmp(argv[1], "--all"))
+		return backup_all();
+	rc = need_vm(argc, argv, "backup");
 	if (rc)
 		return rc;
 	if (latch_guest_state_backup(argv[1], &bytes, &files, err, sizeof(err)))

@@ -5,7 +5,6 @@
  * Nouns match on a unique prefix (`latch st` is status), bpftool style.
  * Every command takes --json; every error goes through latch_err().
  */
-#include <bpf/libbpf.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -13,6 +12,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "loader/loader.h"
 
 bool latch_json;
 static bool verbose;
@@ -103,15 +103,6 @@ int latch_need_root(const char *what)
 	return latch_err(LATCH_EXIT_USAGE, "%s needs root (CAP_BPF and CAP_NET_ADMIN); run it with sudo", what);
 }
 
-static int libbpf_quiet(enum libbpf_print_level level, const char *fmt, va_list ap)
-{
-	if (level == LIBBPF_DEBUG && !verbose)
-		return 0;
-	if (level != LIBBPF_WARN && !verbose)
-		return 0;
-	return vfprintf(stderr, fmt, ap);
-}
-
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: latch [--json] [-v] COMMAND ...\n\n");
@@ -141,7 +132,7 @@ int main(int argc, char **argv)
 	sub_argv[sub_argc] = NULL;
 	argc = sub_argc;
 	argv = sub_argv;
-	libbpf_set_print(libbpf_quiet);
+	latch_loader_set_log(verbose ? LATCH_LOG_DEBUG : LATCH_LOG_WARN);
 
 	if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
 		if (argc >= 3) {

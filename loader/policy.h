@@ -14,7 +14,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "loader/parse.h"
+#include "loader/entry.h"
 #include "loader/sandbox.h"
 
 /* Merge a rule into a set: same proto and ports updates the deadline. */
@@ -90,5 +90,19 @@ struct latch_policy_item {
 /* Calls fn for each own (not inherited) rule that has not expired; returns the count. */
 int latch_policy_list(struct latch_sandbox *sb, int (*fn)(const struct latch_policy_item *it, void *arg),
 		      void *arg);
+
+/*
+ * The policy lock of sandbox NAME ($LATCH_ROOT/run/latch/NAME.policy.lock):
+ * taken by `latch egress allow|revoke` around its map writes and by latchd
+ * around a switch (from reading the live generation for entries to carry to
+ * the flip) and around each learned write, so that neither an allow is left
+ * behind in the old generation nor a revoke undone by the carry or by a
+ * learned answer's read-modify-write of the same address.  Waits up to 10 s.  Returns an fd to
+ * pass to latch_policy_unlock(), or -errno with a line in err.
+ */
+int latch_policy_lock(const char *name, char *err, size_t errlen);
+/* latch_policy_lock(), waiting up to wait_ms instead of 10 s. */
+int latch_policy_lock_wait(const char *name, int wait_ms, char *err, size_t errlen);
+void latch_policy_unlock(int fd);
 
 #endif

@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #include "bpf/latch_abi.h"
-#include "loader/parse.h"
+#include "common/common.h"
 
 /* Not datapath flags, bookkeeping of the loader's in the config map: */
 #define LATCH_CFG_OWN_QDISC (1u << 16)	/* latch created the clsact qdisc and may remove it */

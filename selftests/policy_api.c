@@ -30,8 +30,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "loader/policy.h"
-#include "loader/sandbox.h"
+#include "loader/loader.h"
 
 #define NAME "pol-api"
 #define GUEST_MAC "02:00:00:00:00:02"

@@ -30,9 +30,9 @@
 #include <event2/event.h>
 #include <ldns/ldns.h>
 
-#include "broker/names.h"
-#include "broker/resolver.h"
-#include "loader/parse.h"
+#include "profile/profile.h"
+#include "broker/dns/resolver.h"
+#include "loader/loader.h"
 
 #define NAMES_MAX 64
 

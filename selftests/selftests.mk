@@ -4,9 +4,9 @@
 
 SELFTEST_BINS += $(BUILD)/selftests/prog_table
 
-$(BUILD)/selftests/prog_table: selftests/prog_table.c bpf/latch_abi.h $(BUILD)/latch_tc.skel.h | $(BUILD)/selftests
+$(BUILD)/selftests/prog_table: selftests/prog_table.c $(BUILD)/latch_tc.skel.h | $(BUILD)/selftests pkgs-ok
 	$(call msg,CC,$@)
-	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) -MF $@.d -o $@ $< $(call link_with,loader)
 
 selftest-prog: $(BUILD)/selftests/prog_table
 	$(Q)$(BUILD)/selftests/prog_table
@@ -16,13 +16,13 @@ selftest-prog: $(BUILD)/selftests/prog_table
 # The loader's policy maps, judged by the pinned program (selftests/policy_api.c).
 SELFTEST_BINS += $(BUILD)/selftests/policy_api
 
-$(BUILD)/selftests/policy_api: selftests/policy_api.c $(wildcard loader/*.h) bpf/latch_abi.h $(BUILD)/liblatch.a | $(BUILD)/selftests
+$(BUILD)/selftests/policy_api: selftests/policy_api.c $(call archives_of,$(call closure,loader)) | $(BUILD)/selftests
 	$(call msg,CC,$@)
-	$(Q)$(CC) $(CFLAGS) -o $@ $< $(BUILD)/liblatch.a $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) -MF $@.d -o $@ $< $(call link_with,loader)
 
 # The filtering DNS resolver in an event loop, for live_resolver.sh (selftests/resolver_drv.c).
 SELFTEST_BINS += $(BUILD)/selftests/resolver_drv
 
-$(BUILD)/selftests/resolver_drv: selftests/resolver_drv.c broker/resolver.h $(wildcard loader/*.h) $(BUILD)/liblatch.a | $(BUILD)/selftests
+$(BUILD)/selftests/resolver_drv: selftests/resolver_drv.c $(call archives_of,$(call closure,daemon)) | $(BUILD)/selftests
 	$(call msg,CC,$@)
-	$(Q)$(CC) $(CFLAGS) -o $@ $< $(BUILD)/liblatch.a $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) -MF $@.d -o $@ $< $(call link_with,daemon)

@@ -16,7 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "broker/names.h"
+#include "profile/profile.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 

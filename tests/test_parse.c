@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "loader/parse.h"
+#include "loader/loader.h"
 
 /* A refusal is -EINVAL with a non-empty message that quotes the input. */
 static void expect_refused(int rc, const char *input, const char *err)

@@ -13,7 +13,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "loader/policy.h"
+#include "loader/loader.h"
 
 static struct latch_rule mk(uint8_t proto, uint16_t lo, uint16_t hi, uint64_t expires_ns, uint16_t flags)
 {

@@ -1,14 +1,19 @@
 # SPDX-License-Identifier: GPL-2.0-only
 # Unit tests: the pure parts of the loader (parsing, rule bookkeeping), the
-# audit log, and broker profiles and names, under Criterion.  No root and no
+# base layer, the audit log, and profiles and names, under Criterion.  No root and no
 # kernel.
 #   make unit        build and run them; Criterion prints the Synthesis line
 
 UNIT_SRCS := $(wildcard tests/test_*.c)
 
-$(BUILD)/tests/unit: $(UNIT_SRCS) $(wildcard loader/*.h audit/*.h broker/*.h) bpf/latch_abi.h $(BUILD)/liblatch.a | $(BUILD)/tests
+UNIT_USES := profile audit config loader common
+
+UNIT_OBJS := $(call objs_of,$(UNIT_SRCS))
+ALL_OBJS += $(UNIT_OBJS)
+
+$(BUILD)/tests/unit: $(UNIT_OBJS) $(call archives_of,$(call closure,$(UNIT_USES)))
 	$(call msg,LINK,$@)
-	$(Q)$(CC) $(CFLAGS) -o $@ $(UNIT_SRCS) $(BUILD)/liblatch.a $(LDLIBS) -lcriterion
+	$(Q)$(CC) $(CFLAGS) -o $@ $(UNIT_OBJS) $(call link_with,$(UNIT_USES)) -lcriterion
 
 # Criterion always ends with "[====] Synthesis: Tested: N | Passing: N |
 # Failing: N | Crashing: N" and exits non-zero on any failure.  Its verbosity

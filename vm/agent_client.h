@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "vm/agent_proto.h"
+#include "vm/guest/agent_proto.h"
 
 struct latch_agent; /* one connection to one guest's agent */
 

@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "vm/boot.h"
-#include "vm/config.h"
+#include "config/config.h"
 #include "vm/libvirt.h"
 #include "vm/net.h"
 #include "vm/sandbox_vm.h"
@@ -59,8 +59,7 @@ int latch_boot_apply_one(const char *name, struct latch_boot_result *r)
 
 static int write_file(const char *path, const char *text, mode_t mode, char *err, size_t errlen)
 {
-	char tmp[PATH_MAX + 8], dir[PATH_MAX], *slash;
-	FILE *f;
+	char dir[PATH_MAX], *slash;
 	int r;
 
 	snprintf(dir, sizeof(dir), "%s", path);
@@ -69,21 +68,11 @@ static int write_file(const char *path, const char *text, mode_t mode, char *err
 		*slash = '\0';
 		r = latch_mkdirs(dir, 0755);
 		if (r)
-			return snprintf(err, errlen, "mkdir %s: %s", dir, strerror(-r)), r;
+			return latch_errf(err, errlen, r, "mkdir %s: %s", dir, strerror(-r));
 	}
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	f = fopen(tmp, "w");
-	if (!f)
-		return snprintf(err, errlen, "%s: %s", tmp, strerror(errno)), -errno;
-	fputs(text, f);
-	if (fflush(f) || fsync(fileno(f)) || fchmod(fileno(f), mode)) {
-		fclose(f);
-		unlink(tmp);
-		return snprintf(err, errlen, "%s: %s", tmp, strerror(errno)), -EIO;
-	}
-	fclose(f);
-	if (rename(tmp, path))
-		return snprintf(err, errlen, "%s: %s", path, strerror(errno)), -errno;
+	r = latch_write_atomic(path, mode, text, strlen(text));
+	if (r)
+		return latch_errf(err, errlen, r, "%s: %s", path, strerror(-r));
 	return 0;
 }
 

@@ -27,7 +27,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "loader/sandbox.h"
+#include "loader/loader.h"
 
 struct latch_boot_result {
 	bool tap_created;	/* the tap was missing and was made again */

@@ -33,7 +33,7 @@
 #include <unistd.h>
 
 #include "vm/agent_client.h"
-#include "vm/config.h"
+#include "config/config.h"
 #include "vm/guest_state.h"
 #include "vm/sandbox_vm.h"
 

@@ -65,16 +65,6 @@ static struct {
 #undef LATCH_LIBVIRT_MEMBER
 } lv;
 
-__attribute__((format(printf, 4, 5))) static int vfail(char *err, size_t errlen, int ret, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return ret;
-}
-
 static void quiet(void *data, virErrorPtr e)
 {
 }
@@ -102,11 +92,11 @@ static int lv_load(char *err, size_t errlen)
 		return 0;
 	h = dlopen("libvirt.so.0", RTLD_NOW | RTLD_LOCAL);
 	if (!h)
-		return vfail(err, errlen, -ENOENT, "cannot load libvirt: %s (apt-get install libvirt0)", dlerror());
+		return latch_errf(err, errlen, -ENOENT, "cannot load libvirt: %s (apt-get install libvirt0)", dlerror());
 #define LATCH_LIBVIRT_FIND(f)                                                                                  \
 	if (!(lv.f = (__typeof__(lv.f))dlsym(h, #f))) {                                                         \
 		dlclose(h);                                                                                     \
-		return vfail(err, errlen, -ENOSYS, "libvirt.so.0 has no %s; latch needs libvirt 9.0 or later", #f); \
+		return latch_errf(err, errlen, -ENOSYS, "libvirt.so.0 has no %s; latch needs libvirt 9.0 or later", #f); \
 	}
 	LATCH_LIBVIRT_FUNCS(LATCH_LIBVIRT_FIND)
 #undef LATCH_LIBVIRT_FIND
@@ -130,12 +120,12 @@ struct latch_virt *latch_virt_open(char *err, size_t errlen)
 		return NULL;
 	v = calloc(1, sizeof(*v));
 	if (!v) {
-		vfail(err, errlen, 0, "out of memory");
+		latch_errf(err, errlen, 0, "out of memory");
 		return NULL;
 	}
 	v->conn = lv.virConnectOpen(LATCH_LIBVIRT_URI);
 	if (!v->conn) {
-		vfail(err, errlen, 0, "libvirt unreachable at %s: %s (start it: virtlogd -d; libvirtd -d)",
+		latch_errf(err, errlen, 0, "libvirt unreachable at %s: %s (start it: virtlogd -d; libvirtd -d)",
 		      LATCH_LIBVIRT_URI, lasterr());
 		free(v);
 		errno = ECONNREFUSED;
@@ -155,7 +145,7 @@ int latch_virt_probe(unsigned long *version, char *err, size_t errlen)
 		return rc;
 	conn = lv.virConnectOpenReadOnly(LATCH_LIBVIRT_URI);
 	if (!conn)
-		return vfail(err, errlen, -ECONNREFUSED, "cannot connect to %s: %s", LATCH_LIBVIRT_URI, lasterr());
+		return latch_errf(err, errlen, -ECONNREFUSED, "cannot connect to %s: %s", LATCH_LIBVIRT_URI, lasterr());
 	lv.virConnectGetLibVersion(conn, version);
 	lv.virConnectClose(conn);
 	return 0;
@@ -289,19 +279,19 @@ int latch_domain_create(struct latch_virt *v, const struct latch_domain_opts *o,
 	virDomainPtr d;
 
 	if (!xml)
-		return vfail(err, errlen, -ENOMEM, "out of memory building the domain XML");
+		return latch_errf(err, errlen, -ENOMEM, "out of memory building the domain XML");
 	d = lookup(v, o->name);
 	if (d) {
 		lv.virDomainFree(d);
 		free(xml);
-		return vfail(err, errlen, -EEXIST, "a domain named " LATCH_DOMAIN_PREFIX "%s already exists", o->name);
+		return latch_errf(err, errlen, -EEXIST, "a domain named " LATCH_DOMAIN_PREFIX "%s already exists", o->name);
 	}
 	d = lv.virDomainDefineXML(v->conn, xml);
 	free(xml);
 	if (!d)
-		return vfail(err, errlen, -EINVAL, "libvirt refused the domain: %s", lasterr());
+		return latch_errf(err, errlen, -EINVAL, "libvirt refused the domain: %s", lasterr());
 	if (lv.virDomainCreate(d) < 0) {
-		vfail(err, errlen, -EIO, "libvirt could not start " LATCH_DOMAIN_PREFIX "%s: %s", o->name, lasterr());
+		latch_errf(err, errlen, -EIO, "libvirt could not start " LATCH_DOMAIN_PREFIX "%s: %s", o->name, lasterr());
 		lv.virDomainUndefine(d);
 		lv.virDomainFree(d);
 		return -EIO;
@@ -316,10 +306,10 @@ int latch_domain_start(struct latch_virt *v, const char *name, char *err, size_t
 	int r;
 
 	if (!d)
-		return vfail(err, errlen, -ENOENT, "no domain " LATCH_DOMAIN_PREFIX "%s", name);
+		return latch_errf(err, errlen, -ENOENT, "no domain " LATCH_DOMAIN_PREFIX "%s", name);
 	r = lv.virDomainIsActive(d) == 1 ? 0 : lv.virDomainCreate(d);
 	if (r < 0)
-		vfail(err, errlen, -EIO, "libvirt could not start " LATCH_DOMAIN_PREFIX "%s: %s", name, lasterr());
+		latch_errf(err, errlen, -EIO, "libvirt could not start " LATCH_DOMAIN_PREFIX "%s: %s", name, lasterr());
 	lv.virDomainFree(d);
 	return r < 0 ? -EIO : 0;
 }
@@ -341,7 +331,7 @@ int latch_domain_stop(struct latch_virt *v, const char *name, int timeout_ms, bo
 
 	*forced = false;
 	if (!d)
-		return vfail(err, errlen, -ENOENT, "no domain " LATCH_DOMAIN_PREFIX "%s", name);
+		return latch_errf(err, errlen, -ENOENT, "no domain " LATCH_DOMAIN_PREFIX "%s", name);
 	if (lv.virDomainIsActive(d) != 1)
 		goto out;
 	lv.virDomainShutdown(d); /* a guest without ACPI handling ignores it; the deadline covers that */
@@ -352,7 +342,7 @@ int latch_domain_stop(struct latch_virt *v, const char *name, int timeout_ms, bo
 	}
 	*forced = true;
 	if (lv.virDomainDestroy(d) < 0 && lv.virDomainIsActive(d) == 1)
-		ret = vfail(err, errlen, -EIO, "cannot stop " LATCH_DOMAIN_PREFIX "%s: %s", name, lasterr());
+		ret = latch_errf(err, errlen, -EIO, "cannot stop " LATCH_DOMAIN_PREFIX "%s: %s", name, lasterr());
 out:
 	lv.virDomainFree(d);
 	return ret;
@@ -366,9 +356,9 @@ int latch_domain_remove(struct latch_virt *v, const char *name, char *err, size_
 	if (!d)
 		return 0;
 	if (lv.virDomainIsActive(d) == 1 && lv.virDomainDestroy(d) < 0 && lv.virDomainIsActive(d) == 1)
-		ret = vfail(err, errlen, -EIO, "cannot stop " LATCH_DOMAIN_PREFIX "%s: %s", name, lasterr());
+		ret = latch_errf(err, errlen, -EIO, "cannot stop " LATCH_DOMAIN_PREFIX "%s: %s", name, lasterr());
 	else if (lv.virDomainUndefine(d) < 0)
-		ret = vfail(err, errlen, -EIO, "cannot undefine " LATCH_DOMAIN_PREFIX "%s: %s", name, lasterr());
+		ret = latch_errf(err, errlen, -EIO, "cannot undefine " LATCH_DOMAIN_PREFIX "%s: %s", name, lasterr());
 	lv.virDomainFree(d);
 	return ret;
 }

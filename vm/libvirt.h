@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "loader/parse.h"
+#include "loader/loader.h"
 
 #define LATCH_DOMAIN_PREFIX "latch-"
 #define LATCH_XMLNS "https://latch.invalid/1"

@@ -33,16 +33,6 @@
 
 #include "vm/net.h"
 
-__attribute__((format(printf, 4, 5))) static int nfail(char *err, size_t errlen, int ret, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return ret;
-}
-
 /* libnl's codes are not errnos; keep the few that mean something to callers. */
 static int nl2errno(int nle)
 {
@@ -62,12 +52,12 @@ static struct nl_sock *nl_open(char *err, size_t errlen)
 	int r;
 
 	if (!sk) {
-		nfail(err, errlen, 0, "out of memory");
+		latch_errf(err, errlen, 0, "out of memory");
 		return NULL;
 	}
 	r = nl_connect(sk, NETLINK_ROUTE);
 	if (r < 0) {
-		nfail(err, errlen, 0, "rtnetlink: %s", nl_geterror(r));
+		latch_errf(err, errlen, 0, "rtnetlink: %s", nl_geterror(r));
 		nl_socket_free(sk);
 		return NULL;
 	}
@@ -112,28 +102,28 @@ int latch_net_tap_create(const char *tap, bool *created, char *err, size_t errle
 
 	*created = false;
 	if (strlen(tap) >= IF_NAMESIZE)
-		return nfail(err, errlen, -ENAMETOOLONG, "tap name '%s' is longer than %d", tap, IF_NAMESIZE - 1);
+		return latch_errf(err, errlen, -ENAMETOOLONG, "tap name '%s' is longer than %d", tap, IF_NAMESIZE - 1);
 	if (latch_net_tap_exists(tap)) {
 		if (!is_tap(tap))
-			return nfail(err, errlen, -EEXIST, "device %s exists and is not a tap; latch will not take it over",
+			return latch_errf(err, errlen, -EEXIST, "device %s exists and is not a tap; latch will not take it over",
 				     tap);
 		return 0;
 	}
 	fd = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
 	if (fd < 0)
-		return nfail(err, errlen, -errno, "/dev/net/tun: %s (modprobe tun)", strerror(errno));
+		return latch_errf(err, errlen, -errno, "/dev/net/tun: %s (modprobe tun)", strerror(errno));
 	/* vnet_hdr is negotiated per attach by libvirt; no multiqueue: libvirt opens one queue */
 	ifr.ifr_flags = IFF_TAP | IFF_NO_PI;
 	strcpy(ifr.ifr_name, tap);
 	if (ioctl(fd, TUNSETIFF, &ifr) < 0) {
 		ret = -errno;
 		close(fd);
-		return nfail(err, errlen, ret, "cannot create tap %s: %s", tap, strerror(-ret));
+		return latch_errf(err, errlen, ret, "cannot create tap %s: %s", tap, strerror(-ret));
 	}
 	if (ioctl(fd, TUNSETPERSIST, 1) < 0) {
 		ret = -errno;
 		close(fd); /* not persistent yet: closing removes it */
-		return nfail(err, errlen, ret, "cannot make tap %s persistent: %s", tap, strerror(-ret));
+		return latch_errf(err, errlen, ret, "cannot make tap %s persistent: %s", tap, strerror(-ret));
 	}
 	close(fd);
 	*created = true;
@@ -149,7 +139,7 @@ int latch_net_tap_delete(const char *tap, char *err, size_t errlen)
 	if (!latch_net_tap_exists(tap))
 		return 0;
 	if (!is_tap(tap))
-		return nfail(err, errlen, -EEXIST, "device %s is not a tap; not deleting it", tap);
+		return latch_errf(err, errlen, -EEXIST, "device %s is not a tap; not deleting it", tap);
 	sk = nl_open(err, errlen);
 	if (!sk)
 		return -EIO;
@@ -159,7 +149,7 @@ int latch_net_tap_delete(const char *tap, char *err, size_t errlen)
 	rtnl_link_put(l);
 	nl_socket_free(sk);
 	if (r < 0 && -r != NLE_NODEV && -r != NLE_OBJ_NOTFOUND)
-		return nfail(err, errlen, nl2errno(r), "cannot delete %s: %s", tap, nl_geterror(r));
+		return latch_errf(err, errlen, nl2errno(r), "cannot delete %s: %s", tap, nl_geterror(r));
 	return 0;
 }
 
@@ -186,7 +176,7 @@ static int link_up(struct nl_sock *sk, const char *dev, bool forward, char *err,
 
 	r = rtnl_link_get_kernel(sk, 0, dev, &l);
 	if (r < 0)
-		return nfail(err, errlen, nl2errno(r), "%s: %s", dev, nl_geterror(r));
+		return latch_errf(err, errlen, nl2errno(r), "%s: %s", dev, nl_geterror(r));
 	ch = rtnl_link_alloc();
 	rtnl_link_set_flags(ch, IFF_UP);
 	if (forward)
@@ -198,7 +188,7 @@ static int link_up(struct nl_sock *sk, const char *dev, bool forward, char *err,
 	rtnl_link_put(ch);
 	rtnl_link_put(l);
 	if (r < 0)
-		return nfail(err, errlen, nl2errno(r), "cannot bring %s up: %s", dev, nl_geterror(r));
+		return latch_errf(err, errlen, nl2errno(r), "cannot bring %s up: %s", dev, nl_geterror(r));
 	return 0;
 }
 
@@ -212,7 +202,7 @@ static int addr_add(struct nl_sock *sk, int ifindex, const struct latch_addr *a,
 	if (!ad || !na) {
 		rtnl_addr_put(ad);
 		nl_addr_put(na);
-		return nfail(err, errlen, -ENOMEM, "out of memory");
+		return latch_errf(err, errlen, -ENOMEM, "out of memory");
 	}
 	rtnl_addr_set_ifindex(ad, ifindex);
 	rtnl_addr_set_local(ad, na);
@@ -225,7 +215,7 @@ static int addr_add(struct nl_sock *sk, int ifindex, const struct latch_addr *a,
 		char buf[INET6_ADDRSTRLEN];
 
 		inet_ntop(a->family, a->bytes, buf, sizeof(buf));
-		return nfail(err, errlen, nl2errno(r), "cannot add %s/%d: %s", buf, len, nl_geterror(r));
+		return latch_errf(err, errlen, nl2errno(r), "cannot add %s/%d: %s", buf, len, nl_geterror(r));
 	}
 	return 0;
 }
@@ -398,7 +388,7 @@ static int masq_add(const struct latch_net_opts *o, bool guard_uplink, char *err
 
 	/* the whole table in one transaction, so it is never there without its rules */
 	if (!nft_table_exists() && nft_run(setup, msg, sizeof(msg)))
-		return nfail(err, errlen, -EIO, "nftables: cannot create table inet %s: %s", LATCH_NFT_TABLE, msg);
+		return latch_errf(err, errlen, -EIO, "nftables: cannot create table inet %s: %s", LATCH_NFT_TABLE, msg);
 	n = nft_element(cmd, sizeof(cmd), "add", &o->subnet4, 30, o->uplink);
 	if (o->subnet6.family)
 		n += nft_element(cmd + n, sizeof(cmd) - n, "add", &o->subnet6, 64, o->uplink);
@@ -406,7 +396,7 @@ static int masq_add(const struct latch_net_opts *o, bool guard_uplink, char *err
 		snprintf(cmd + n, sizeof(cmd) - n, "add element inet " LATCH_NFT_TABLE " fwd_guard { \"%s\" }\n",
 			 o->uplink);
 	if (nft_run(cmd, msg, sizeof(msg)))
-		return nfail(err, errlen, -EIO, "nftables: cannot add masquerade for %s: %s", o->tap, msg);
+		return latch_errf(err, errlen, -EIO, "nftables: cannot add masquerade for %s: %s", o->tap, msg);
 	return 0;
 }
 
@@ -495,7 +485,7 @@ static int masq_del(const struct latch_net_opts *o, char *err, size_t errlen)
 		nft_element(cmd + n, sizeof(cmd) - n, "delete", &o->subnet6, 64, o->uplink);
 	}
 	if (nft_run(cmd, msg, sizeof(msg)))
-		return nfail(err, errlen, -EIO, "nftables: cannot remove masquerade for %s: %s", o->tap, msg);
+		return latch_errf(err, errlen, -EIO, "nftables: cannot remove masquerade for %s: %s", o->tap, msg);
 	/* the last sandbox out removes latch's table, and the forwarding it turned on */
 	if (nft_set_empty("masq4") && nft_set_empty("masq6")) {
 		unguard_uplinks();
@@ -546,9 +536,9 @@ int latch_net_up(const struct latch_net_opts *o, char *err, size_t errlen)
 	struct nl_sock *sk;
 
 	if (!tapidx)
-		return nfail(err, errlen, -ENODEV, "tap %s is gone", o->tap);
+		return latch_errf(err, errlen, -ENODEV, "tap %s is gone", o->tap);
 	if (*o->uplink && !(upidx = if_nametoindex(o->uplink)))
-		return nfail(err, errlen, -ENODEV, "uplink '%s' (latch.conf) does not exist on this host", o->uplink);
+		return latch_errf(err, errlen, -ENODEV, "uplink '%s' (latch.conf) does not exist on this host", o->uplink);
 	sk = nl_open(err, errlen);
 	if (!sk)
 		return -EIO;
@@ -572,14 +562,14 @@ int latch_net_up(const struct latch_net_opts *o, char *err, size_t errlen)
 		goto fail;
 	r = routes(sk, o, tapidx, upidx, true);
 	if (r < 0) {
-		ret = nfail(err, errlen, nl2errno(r), "cannot add routes to table %u: %s", o->table, nl_geterror(r));
+		ret = latch_errf(err, errlen, nl2errno(r), "cannot add routes to table %u: %s", o->table, nl_geterror(r));
 		goto fail;
 	}
 	r = rule_apply(sk, o, AF_INET, true);
 	if (!r && o->subnet6.family)
 		r = rule_apply(sk, o, AF_INET6, true);
 	if (r < 0) {
-		ret = nfail(err, errlen, nl2errno(r), "cannot add rule from %s lookup %u: %s", o->tap, o->table,
+		ret = latch_errf(err, errlen, nl2errno(r), "cannot add rule from %s lookup %u: %s", o->tap, o->table,
 			    nl_geterror(r));
 		goto fail;
 	}
@@ -608,12 +598,12 @@ int latch_net_down(const struct latch_net_opts *o, char *err, size_t errlen)
 	if (!r && o->subnet6.family)
 		r = rule_apply(sk, o, AF_INET6, false);
 	if (r < 0)
-		ret = nfail(err, errlen, nl2errno(r), "cannot remove the rule for table %u: %s", o->table,
+		ret = latch_errf(err, errlen, nl2errno(r), "cannot remove the rule for table %u: %s", o->table,
 			    nl_geterror(r));
 	/* routes via a device that is gone went with it */
 	r = routes(sk, o, if_nametoindex(o->tap), upidx, false);
 	if (r < 0 && !ret)
-		ret = nfail(err, errlen, nl2errno(r), "cannot remove routes of table %u: %s", o->table,
+		ret = latch_errf(err, errlen, nl2errno(r), "cannot remove routes of table %u: %s", o->table,
 			    nl_geterror(r));
 	if (*o->uplink) {
 		r = masq_del(o, err, errlen);
@@ -708,13 +698,13 @@ int latch_net_check_free(const struct latch_addr *subnet, int len, char *err, si
 	if (!*c.what)
 		return 0;
 	inet_ntop(subnet->family, subnet->bytes, a, sizeof(a));
-	return nfail(err, errlen, -EADDRINUSE,
+	return latch_errf(err, errlen, -EADDRINUSE,
 		     "%s/%d overlaps the host's %s; give latch.conf a 'pool' this host does not use", a, len, c.what);
 nlerr:
 	if (c.links)
 		nl_cache_free(c.links);
 	nl_socket_free(sk);
-	return nfail(err, errlen, nl2errno(r), "rtnetlink: %s", nl_geterror(r));
+	return latch_errf(err, errlen, nl2errno(r), "rtnetlink: %s", nl_geterror(r));
 }
 
 /* --- observation --------------------------------------------------------- */

@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "loader/parse.h"
+#include "loader/loader.h"
 
 #define LATCH_NFT_TABLE "latch" /* family inet */
 

@@ -30,10 +30,11 @@ __attribute__((format(printf, 5, 6))) static int ufail(char *err, size_t errlen,
 {
 	va_list ap;
 
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
 	*fail = kind;
+	va_start(ap, fmt);
+	latch_verrf(err, errlen, kind == LATCH_VM_FAIL_INPUT ? -EINVAL : kind == LATCH_VM_FAIL_POSTURE ? -EPERM : -EIO, fmt,
+		    ap);
+	va_end(ap);
 	return kind == LATCH_VM_FAIL_INPUT ? -EINVAL : kind == LATCH_VM_FAIL_POSTURE ? -EPERM : -EIO;
 }
 
@@ -97,7 +98,7 @@ static int find_image_sh(char *buf, size_t len)
 		exe[n] = '\0';
 		if ((slash = strrchr(exe, '/')))
 			*slash = '\0';
-		if (snprintf(buf, len, "%s/../vm/image.sh", exe) < (int)len && access(buf, X_OK) == 0)
+		if (snprintf(buf, len, "%s/../vm/images/image.sh", exe) < (int)len && access(buf, X_OK) == 0)
 			return 0;
 	}
 	snprintf(buf, len, "/usr/lib/latch/image.sh");

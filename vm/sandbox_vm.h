@@ -18,7 +18,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "loader/sandbox.h"
+#include "loader/loader.h"
 #include "vm/libvirt.h"
 #include "vm/net.h"
 #include "vm/state.h"

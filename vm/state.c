@@ -23,16 +23,6 @@
 
 #include "vm/state.h"
 
-__attribute__((format(printf, 3, 4))) static int sfail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -EINVAL;
-}
-
 int latch_state_lock(char *err, size_t errlen)
 {
 	char dir[PATH_MAX], path[PATH_MAX];
@@ -40,20 +30,20 @@ int latch_state_lock(char *err, size_t errlen)
 
 	if (latch_path(dir, sizeof(dir), "run/latch") ||
 	    latch_path(path, sizeof(path), "run/latch/lifecycle.lock"))
-		return sfail(err, errlen, "LATCH_ROOT is too long");
+		return latch_errf(err, errlen, -EINVAL, "LATCH_ROOT is too long");
 	ret = latch_mkdirs(dir, 0755); /* 0755: libvirt's qemu user walks some of them */
 	if (ret)
-		return sfail(err, errlen, "cannot create %s: %s", dir, strerror(-ret)), ret;
+		return latch_errf(err, errlen, ret, "cannot create %s: %s", dir, strerror(-ret));
 	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		ret = -errno;
-		sfail(err, errlen, "cannot open %s: %s", path, strerror(errno));
+		latch_errf(err, errlen, -EINVAL, "cannot open %s: %s", path, strerror(errno));
 		return ret;
 	}
 	if (flock(fd, LOCK_EX)) {
 		ret = -errno;
 		close(fd);
-		sfail(err, errlen, "cannot lock %s: %s", path, strerror(-ret));
+		latch_errf(err, errlen, -EINVAL, "cannot lock %s: %s", path, strerror(-ret));
 		return ret;
 	}
 	return fd;
@@ -77,168 +67,64 @@ bool latch_state_exists(const char *name)
 	return !state_file(name, path, sizeof(path)) && access(path, F_OK) == 0;
 }
 
-static void put_addr(FILE *f, const char *key, const struct latch_addr *a)
-{
-	char buf[INET6_ADDRSTRLEN];
+#define ST(key, field, help) LATCH_KV_STR(key, struct latch_vm_state, field, help)
+#define U32(key, field, lo, hi, help) LATCH_KV_U32(key, struct latch_vm_state, field, lo, hi, help)
 
-	if (a->family)
-		fprintf(f, "%s = %s\n", key, inet_ntop(a->family, a->bytes, buf, sizeof(buf)));
-}
+/* The state file's keys: what latch_state_save() writes and latch_state_load() checks. */
+static const struct latch_kv_key state_keys[] = {
+	ST("name", name, NULL),
+	U32("index", index, 0, 65535, "0..65535"),
+	ST("tap", tap, NULL),
+	LATCH_KV_MACADDR("mac", struct latch_vm_state, mac),
+	LATCH_KV_A4("subnet4", struct latch_vm_state, subnet4),
+	LATCH_KV_A4("host4", struct latch_vm_state, host4),
+	LATCH_KV_A4("guest4", struct latch_vm_state, guest4),
+	LATCH_KV_A6("subnet6", struct latch_vm_state, subnet6),
+	LATCH_KV_A6("host6", struct latch_vm_state, host6),
+	LATCH_KV_A6("guest6", struct latch_vm_state, guest6),
+	U32("table", table, 1, UINT32_MAX, "a routing table number"),
+	U32("rule_priority", rule_priority, 1, 32765, "1..32765"),
+	ST("uplink", uplink, NULL),
+	LATCH_KV_A4("gateway4", struct latch_vm_state, gateway4),
+	LATCH_KV_A6("gateway6", struct latch_vm_state, gateway6),
+	ST("image", image, NULL),
+	ST("image_dir", image_dir, NULL),
+	U32("memory_mib", memory_mib, 16, 1 << 20, "MiB, 16..1048576"),
+	U32("cpus", cpus, 1, 256, "1..256"),
+	ST("workspace", workspace, NULL),
+};
+#define N_STATE_KEYS ((int)(sizeof(state_keys) / sizeof(state_keys[0])))
 
 int latch_state_save(const struct latch_vm_state *st, char *err, size_t errlen)
 {
-	char dir[PATH_MAX], path[PATH_MAX], tmp[PATH_MAX + 8];
-	FILE *f;
-	int fd, ret;
+	char dir[PATH_MAX], path[PATH_MAX];
+	int ret;
 
 	if (latch_state_dir(st->name, dir, sizeof(dir)) || state_file(st->name, path, sizeof(path)))
-		return sfail(err, errlen, "LATCH_ROOT is too long");
+		return latch_errf(err, errlen, -ENAMETOOLONG, "LATCH_ROOT is too long");
 	ret = latch_mkdirs(dir, 0700);
 	if (ret)
-		return sfail(err, errlen, "cannot create %s: %s", dir, strerror(-ret)), ret;
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0 || !(f = fdopen(fd, "w"))) {
-		ret = -errno;
-		if (fd >= 0)
-			close(fd);
-		return sfail(err, errlen, "cannot write %s: %s", tmp, strerror(-ret)), ret;
-	}
-	fprintf(f, "# latch sandbox state; written by latch, do not edit\n");
-	fprintf(f, "name = %s\nindex = %u\ntap = %s\n", st->name, st->index, st->tap);
-	fprintf(f, "mac = %02x:%02x:%02x:%02x:%02x:%02x\n", st->mac[0], st->mac[1], st->mac[2], st->mac[3],
-		st->mac[4], st->mac[5]);
-	put_addr(f, "subnet4", &st->subnet4);
-	put_addr(f, "host4", &st->host4);
-	put_addr(f, "guest4", &st->guest4);
-	put_addr(f, "subnet6", &st->subnet6);
-	put_addr(f, "host6", &st->host6);
-	put_addr(f, "guest6", &st->guest6);
-	fprintf(f, "table = %u\nrule_priority = %u\n", st->table, st->rule_priority);
-	if (*st->uplink)
-		fprintf(f, "uplink = %s\n", st->uplink);
-	put_addr(f, "gateway4", &st->gateway4);
-	put_addr(f, "gateway6", &st->gateway6);
-	fprintf(f, "image = %s\nimage_dir = %s\nmemory_mib = %u\ncpus = %u\n", st->image, st->image_dir,
-		st->memory_mib, st->cpus);
-	if (*st->workspace)
-		fprintf(f, "workspace = %s\n", st->workspace);
-	if (fflush(f) || fsync(fileno(f))) {
-		ret = -errno;
-		fclose(f);
-		unlink(tmp);
-		return sfail(err, errlen, "cannot write %s: %s", tmp, strerror(-ret)), ret;
-	}
-	fclose(f);
-	if (rename(tmp, path)) {
-		ret = -errno;
-		unlink(tmp);
-		return sfail(err, errlen, "cannot rename %s: %s", tmp, strerror(-ret)), ret;
-	}
-	return 0;
-}
-
-static int get_addr(const char *v, int family, struct latch_addr *a)
-{
-	char e[LATCH_ERR_MAX];
-
-	return latch_parse_addr(v, a, e, sizeof(e)) || a->family != family ? -EINVAL : 0;
-}
-
-static int copy_str(char *dst, size_t len, const char *v)
-{
-	if (strlen(v) >= len)
-		return -EINVAL;
-	strcpy(dst, v);
-	return 0;
+		return latch_errf(err, errlen, ret, "cannot create %s: %s", dir, strerror(-ret));
+	return latch_kv_write(path, 0600, "latch sandbox state; written by latch, do not edit", state_keys,
+			      N_STATE_KEYS, st, err, errlen);
 }
 
 int latch_state_load(const char *name, struct latch_vm_state *st, char *err, size_t errlen)
 {
-	char path[PATH_MAX], line[PATH_MAX + 64], e[LATCH_ERR_MAX];
-	int lineno = 0, ret = 0;
-	FILE *f;
+	char path[PATH_MAX];
+	int ret;
 
 	memset(st, 0, sizeof(*st));
 	if (state_file(name, path, sizeof(path)))
-		return sfail(err, errlen, "LATCH_ROOT is too long");
-	f = fopen(path, "re");
-	if (!f) {
-		ret = -errno;
-		if (ret != -ENOENT)
-			sfail(err, errlen, "%s: %s", path, strerror(errno));
-		else
-			sfail(err, errlen, "no VM sandbox '%s' (see `latch ls`)", name);
-		return ret;
-	}
-	while (fgets(line, sizeof(line), f)) {
-		char *eq, *k, *v, *nl;
-		uint32_t u;
-		int r = 0;
-
-		lineno++;
-		if ((nl = strchr(line, '\n')))
-			*nl = '\0';
-		if (!*line || *line == '#')
-			continue;
-		eq = strstr(line, " = ");
-		if (!eq) {
-			ret = sfail(err, errlen, "%s:%d: not 'key = value'", path, lineno);
-			break;
-		}
-		*eq = '\0';
-		k = line;
-		v = eq + 3;
-		if (!strcmp(k, "name"))
-			r = copy_str(st->name, sizeof(st->name), v);
-		else if (!strcmp(k, "index"))
-			r = latch_parse_uint(v, 0, 65535, &st->index);
-		else if (!strcmp(k, "tap"))
-			r = copy_str(st->tap, sizeof(st->tap), v);
-		else if (!strcmp(k, "mac"))
-			r = latch_parse_mac(v, st->mac, e, sizeof(e));
-		else if (!strcmp(k, "subnet4"))
-			r = get_addr(v, AF_INET, &st->subnet4);
-		else if (!strcmp(k, "host4"))
-			r = get_addr(v, AF_INET, &st->host4);
-		else if (!strcmp(k, "guest4"))
-			r = get_addr(v, AF_INET, &st->guest4);
-		else if (!strcmp(k, "subnet6"))
-			r = get_addr(v, AF_INET6, &st->subnet6);
-		else if (!strcmp(k, "host6"))
-			r = get_addr(v, AF_INET6, &st->host6);
-		else if (!strcmp(k, "guest6"))
-			r = get_addr(v, AF_INET6, &st->guest6);
-		else if (!strcmp(k, "table"))
-			r = latch_parse_uint(v, 1, UINT32_MAX, &st->table);
-		else if (!strcmp(k, "rule_priority"))
-			r = latch_parse_uint(v, 1, 32765, &st->rule_priority);
-		else if (!strcmp(k, "uplink"))
-			r = copy_str(st->uplink, sizeof(st->uplink), v);
-		else if (!strcmp(k, "gateway4"))
-			r = get_addr(v, AF_INET, &st->gateway4);
-		else if (!strcmp(k, "gateway6"))
-			r = get_addr(v, AF_INET6, &st->gateway6);
-		else if (!strcmp(k, "image"))
-			r = copy_str(st->image, sizeof(st->image), v);
-		else if (!strcmp(k, "image_dir"))
-			r = copy_str(st->image_dir, sizeof(st->image_dir), v);
-		else if (!strcmp(k, "memory_mib"))
-			r = latch_parse_uint(v, 16, 1 << 20, &st->memory_mib);
-		else if (!strcmp(k, "cpus"))
-			r = latch_parse_uint(v, 1, 256, &u) ? -EINVAL : (st->cpus = u, 0);
-		else if (!strcmp(k, "workspace"))
-			r = copy_str(st->workspace, sizeof(st->workspace), v);
-		/* unknown keys are from a newer latch: keep going */
-		if (r) {
-			ret = sfail(err, errlen, "%s:%d: bad value for %s", path, lineno, k);
-			break;
-		}
-	}
-	fclose(f);
+		return latch_errf(err, errlen, -ENAMETOOLONG, "LATCH_ROOT is too long");
+	/* unknown keys are from a newer latch: keep going */
+	ret = latch_kv_read(path, state_keys, N_STATE_KEYS, LATCH_KV_UNKNOWN_OK, st, err, errlen);
+	if (ret == -ENOENT)
+		return latch_errf(err, errlen, ret, "no VM sandbox '%s' (see `latch ls`)", name);
 	if (!ret && (strcmp(st->name, name) || !*st->tap || !st->guest4.family || !st->host4.family ||
 		     !st->subnet4.family || !st->table))
-		ret = sfail(err, errlen, "%s: incomplete state (name, tap, addresses or table missing)", path);
+		ret = latch_errf(err, errlen, -EINVAL, "%s: incomplete state (name, tap, addresses or table missing)",
+				 path);
 	return ret;
 }
 
@@ -339,7 +225,7 @@ int latch_state_allocate(const struct latch_conf *c, struct latch_vm_state *st, 
 	ret = latch_state_list(mark_used, &u);
 	if (ret < 0) {
 		free(u.used);
-		return sfail(err, errlen, "cannot list sandboxes: %s", strerror(-ret)), ret;
+		return latch_errf(err, errlen, ret, "cannot list sandboxes: %s", strerror(-ret));
 	}
 	for (i = 0; i < size && u.used[i]; i++)
 		;

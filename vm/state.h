@@ -20,8 +20,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "loader/parse.h"
-#include "vm/config.h"
+#include "loader/loader.h"
+#include "config/config.h"
 
 #define LATCH_IMAGE_NAME_MAX 32
 

@@ -34,7 +34,7 @@
 #include <event2/listener.h>
 #include <ldns/ldns.h>
 
-#include "broker/resolver.h"
+#include "broker/dns/resolver.h"
 
 #define DNS_HDR 12
 #define EDNS_SIZE 1232		/* the flag-day size: no fragments, on both sides */

@@ -21,39 +21,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "broker/profile.h"
+#include "profile/profile.h"
 /* generated; its first comment quotes a glob, which -Wcomment would flag */
-#include "broker/profiles_builtin.h"
+#include "profile/profiles_builtin.h"
 
 #define N_BUILTIN (sizeof(latch_builtin_profiles) / sizeof(latch_builtin_profiles[0]))
 #define ENTRY_FORMS "host[:port[,port]], *.domain[:ports] or CIDR[:ports]"
 
 int latch_profile_name_check(const char *name, char *err, size_t errlen)
 {
-	size_t n = strlen(name);
-
-	if (n < 1 || n > LATCH_PROFILE_NAME_MAX)
-		return latch_errf(err, errlen, -EINVAL,
-				  "profile name '%s' must be 1-%d characters of A-Z, a-z, 0-9, '.', '_' and '-'", name,
-				  LATCH_PROFILE_NAME_MAX);
-	/* the name becomes DIR/NAME.txt: nothing that could leave DIR or hide in it */
-	for (size_t i = 0; i < n; i++) {
-		char c = name[i];
-
-		if (c == '/')
-			return latch_errf(err, errlen, -EINVAL,
-					  "profile name '%s' has '/'; name a file in the profile directory, without a path",
-					  name);
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-		      c == '_' || c == '-'))
-			return latch_errf(err, errlen, -EINVAL,
-					  "profile name '%s' has '%c'; use only A-Z, a-z, 0-9, '.', '_' and '-'", name, c);
-	}
-	if (name[0] == '.' || name[0] == '-')
-		return latch_errf(err, errlen, -EINVAL, "profile name '%s' must not start with '.' or '-'", name);
-	if (strstr(name, ".."))
-		return latch_errf(err, errlen, -EINVAL, "profile name '%s' has '..'; use a single '.'", name);
-	return 0;
+	return latch_parse_file_name("profile", name, err, errlen);
 }
 
 /* ---- parsing one text */
@@ -423,21 +400,10 @@ static int read_file(const char *path, char **text, char *err, size_t errlen)
 		ret = latch_errf_at(err, errlen, -errno, path, 0, "cannot stat: %s", strerror(errno));
 		goto out;
 	}
-	if (!S_ISREG(st.st_mode)) {
-		ret = latch_errf_at(err, errlen, -EINVAL, path, 0, "not a regular file");
+	/* it decides where sandbox traffic goes: nobody but root may have written it */
+	ret = latch_file_check(path, &st, LATCH_FILE_CONFIG, err, errlen);
+	if (ret)
 		goto out;
-	}
-	if (st.st_uid != 0 && st.st_uid != geteuid()) {
-		ret = latch_errf_at(err, errlen, -EPERM, path, 0,
-			   "owned by uid %u, not root; run chown root %s: it decides where sandbox traffic goes",
-			   (unsigned)st.st_uid, path);
-		goto out;
-	}
-	if (st.st_mode & (S_IWGRP | S_IWOTH)) {
-		ret = latch_errf_at(err, errlen, -EPERM, path, 0, "writable by group or others (mode %04o); run chmod go-w %s",
-			   (unsigned)(st.st_mode & 07777), path);
-		goto out;
-	}
 	buf = malloc(LATCH_PROFILE_FILE_MAX + 1);
 	if (!buf) {
 		ret = latch_errf_at(err, errlen, -ENOMEM, path, 0, "out of memory");

@@ -3,7 +3,7 @@
 #
 # agent_proof.sh - boot the default guest image under plain qemu (TCG, no
 # NIC at all) and drive its agent with build/vm/agent_selftest.  A manual
-# proof of vm/image.sh + vm/agent.c + vm/agent_client.c before libvirt is in
+# proof of vm/images/image.sh + vm/guest/agent.c + vm/agent_client.c before libvirt is in
 # the loop; not CI yet.
 #
 #   agent_proof.sh [IMAGE_DIR] [SELFTEST]
@@ -15,7 +15,7 @@ set -euo pipefail
 
 IMG=${1:-/var/lib/latch/images/default}
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-SELFTEST=${2:-$HERE/../build/vm/agent_selftest}
+SELFTEST=${2:-$HERE/../build/selftests/agent_selftest}
 LIMIT_S=${LATCH_PROOF_LIMIT_S:-180} # qemu never outlives this
 
 for f in "$IMG/vmlinuz" "$IMG/initrd.img" "$SELFTEST"; do

@@ -21,8 +21,6 @@
  * latchd.sock, root-only; see broker/latchd_client.h for the protocol.
  */
 #include <arpa/inet.h>
-#include <bpf/bpf.h>
-#include <bpf/libbpf.h>
 #include <errno.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -36,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -44,16 +43,11 @@
 #include <unistd.h>
 
 #include "audit/audit.h"
-#include "broker/latchd_client.h"
-#include "broker/names.h"
-#include "broker/profile.h"
-#include "broker/resolver.h"
-#include "loader/policy.h"
-#include "loader/sandbox.h"
-#include "vm/config.h"
-#include "vm/guest_state.h"
-#include "vm/sandbox_vm.h"
-#include "vm/state.h"
+#include "broker/broker.h"
+#include "profile/profile.h"
+#include "broker/dns/resolver.h"
+#include "loader/loader.h"
+#include "config/config.h"
 
 #define NS_PER_S 1000000000ULL
 /* learned and host-name rules stay this long past their TTL (established flows re-checked find them) */
@@ -108,7 +102,7 @@ struct sandbox {
 	struct latch_sandbox *sb;
 	struct latch_config cfg;
 	struct latch_resolver *res;
-	struct ring_buffer *rb;
+	struct latch_events *events;
 	struct event *rb_ev;
 	bool have_profile;
 	struct latch_profile prof;
@@ -387,19 +381,12 @@ static int learned_path(const char *name, char *buf, size_t len)
 
 static void learned_save(struct sandbox *s)
 {
-	char path[PATH_MAX], tmp[PATH_MAX + 8], id[64];
+	char path[PATH_MAX], id[64], *text = NULL;
+	size_t len = 0;
 	FILE *f;
-	int fd;
 
-	if (learned_path(s->name, path, sizeof(path)))
+	if (learned_path(s->name, path, sizeof(path)) || !(f = open_memstream(&text, &len)))
 		return;
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0 || !(f = fdopen(fd, "w"))) {
-		if (fd >= 0)
-			close(fd);
-		return; /* the policy directory appears with the first profile */
-	}
 	boot_id(id, sizeof(id));
 	fprintf(f, "boot %s\n", id);
 	for (int i = 0; i < s->n_learned; i++) {
@@ -408,11 +395,10 @@ static void learned_save(struct sandbox *s)
 		latch_addr_format(&s->learned[i].addr, a, sizeof(a));
 		fprintf(f, "%llu %s %s\n", (unsigned long long)s->learned[i].expires_ns, a, s->learned[i].name);
 	}
-	if (fflush(f) || fsync(fd) || fclose(f) || rename(tmp, path)) {
-		unlink(tmp);
-		return;
-	}
-	s->learned_dirty = false;
+	/* a missing policy directory: it appears with the first profile */
+	if (!fclose(f) && !latch_write_atomic(path, 0600, text, len))
+		s->learned_dirty = false;
+	free(text);
 }
 
 static void learned_load(struct sandbox *s)
@@ -863,14 +849,13 @@ static void refresh_hosts(struct sandbox *s, uint64_t now)
 
 /* ---- kernel deny events ---- */
 
-static int on_event(void *ctx, void *data, size_t size)
+static int on_event(const struct latch_event *ev, void *ctx)
 {
 	struct sandbox *s = ctx;
-	const struct latch_event *ev = data;
 	struct latch_addr src = { 0 }, dst = { 0 };
 	json_t *f;
 
-	if (size < sizeof(*ev) || !audit_wanted(s->name, "kernel"))
+	if (!audit_wanted(s->name, "kernel"))
 		return 0;
 	f = json_pack("{s:s, s:i}", "dir", ev->dir == LATCH_DIR_FROM_GUEST ? "from-guest" : "to-guest", "suppressed",
 		      (int)ev->suppressed);
@@ -894,7 +879,7 @@ static void on_ring(evutil_socket_t fd, short what, void *arg)
 {
 	struct sandbox *s = arg;
 
-	ring_buffer__consume(s->rb);
+	latch_events_consume(s->events);
 }
 
 /* ---- sandboxes ---- */
@@ -934,7 +919,7 @@ static void sandbox_free(struct sandbox *s)
 		learned_save(s);
 	if (s->rb_ev)
 		event_free(s->rb_ev);
-	ring_buffer__free(s->rb);
+	latch_events_free(s->events);
 	latch_profile_free(&s->prof);
 	free(s->hosts);
 	free(s->learned);
@@ -948,7 +933,6 @@ static struct sandbox *sandbox_add(const char *name)
 	struct sandbox *s = calloc(1, sizeof(*s));
 	struct latch_resolver_opts o;
 	char err[LATCH_ERR_MAX], pname[LATCH_PROFILE_NAME_MAX + 2];
-	int fd;
 
 	if (!s)
 		return NULL;
@@ -965,9 +949,8 @@ static struct sandbox *sandbox_add(const char *name)
 		if (!s->res)
 			logf_("%s: resolver: %s (its guest gets no DNS answers)", name, err);
 	}
-	fd = latch_sandbox_map_fd(s->sb, LATCH_MAP_EVENTS);
-	if (fd >= 0 && (s->rb = ring_buffer__new(fd, on_event, s, NULL))) {
-		s->rb_ev = event_new(d.base, ring_buffer__epoll_fd(s->rb), EV_READ | EV_PERSIST, on_ring, s);
+	if ((s->events = latch_events_open(s->sb, on_event, s))) {
+		s->rb_ev = event_new(d.base, latch_events_fd(s->events), EV_READ | EV_PERSIST, on_ring, s);
 		if (s->rb_ev)
 			event_add(s->rb_ev, NULL);
 	} else {
@@ -1293,90 +1276,100 @@ static int listen_socket(char *err, size_t errlen)
 /*
  * Every backup_interval seconds, each running VM sandbox's state directory
  * is copied to the host (what `down` does too), so a crash of the host or the
- * guest loses at most one interval of the agent's memory.  A backup talks to
- * the guest agent for seconds; it runs in a child process so that the
- * resolvers never wait for it.
+ * guest loses at most one interval of the agent's memory.  latchd never
+ * talks to guests itself: it runs `latch --json backup --all` (guests and the
+ * broker meet only through the kernel and the socket) and audits what that
+ * reports.  The child's output goes to a memfd, read once it has exited.
  */
-struct backup_job {
-	char name[LATCH_NAME_MAX + 1];
+static struct {
 	pid_t pid;	  /* running child, 0 none */
-	uint64_t last_ns; /* start of the last backup */
-	bool seen;
-};
-static struct backup_job *jobs;
-static int n_jobs;
+	int out;	  /* its stdout (a memfd) */
+	uint64_t last_ns; /* start of the last run */
+} backup;
 
-static struct backup_job *job_for(const char *name)
+/* The latch command beside this latchd (build/ or the install's bin directory), or $LATCH_BIN. */
+static int latch_bin(char *buf, size_t len)
 {
-	struct backup_job *n;
+	const char *e = getenv("LATCH_BIN");
+	char exe[PATH_MAX], *slash;
+	ssize_t n;
 
-	for (int i = 0; i < n_jobs; i++)
-		if (!strcmp(jobs[i].name, name))
-			return &jobs[i];
-	n = realloc(jobs, (n_jobs + 1) * sizeof(*jobs));
-	if (!n)
-		return NULL;
-	jobs = n;
-	memset(&jobs[n_jobs], 0, sizeof(jobs[0]));
-	snprintf(jobs[n_jobs].name, sizeof(jobs[0].name), "%s", name);
-	return &jobs[n_jobs++];
+	if (e && *e)
+		return snprintf(buf, len, "%s", e) < (int)len ? 0 : -ENAMETOOLONG;
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n <= 0)
+		return -errno;
+	exe[n] = '\0';
+	slash = strrchr(exe, '/');
+	if (!slash)
+		return -ENOENT;
+	*slash = '\0';
+	return snprintf(buf, len, "%s/latch", exe) < (int)len ? 0 : -ENAMETOOLONG;
 }
 
-static int backup_one(const char *name, void *arg)
+static void backup_start(void)
 {
-	uint64_t now = *(uint64_t *)arg;
-	struct backup_job *j = job_for(name);
-	char agent[PATH_MAX];
+	char bin[PATH_MAX];
 	pid_t pid;
+	int out;
 
-	if (!j)
-		return 0;
-	j->seen = true;
-	if (j->pid || (j->last_ns && now < j->last_ns + (uint64_t)d.conf.backup_interval * NS_PER_S))
-		return 0;
-	/* the agent's socket exists only while the domain runs */
-	if (latch_vm_agent_path(name, agent, sizeof(agent)) || access(agent, F_OK))
-		return 0;
-	j->last_ns = now;
+	if (latch_bin(bin, sizeof(bin)) || access(bin, X_OK)) {
+		logf_("periodic backup: no latch command beside latchd (set LATCH_BIN)");
+		return;
+	}
+	out = memfd_create("latch-backup", MFD_CLOEXEC);
+	if (out < 0)
+		return;
 	pid = fork();
 	if (pid == 0) {
-		char err[LATCH_ERR_MAX];
-		uint64_t bytes = 0;
-		uint32_t files = 0;
-		int rc = latch_guest_state_backup(name, &bytes, &files, err, sizeof(err));
-
-		if (rc)
-			fprintf(stderr, "latchd: %s: periodic backup: %s\n", name, err);
-		_exit(rc ? 1 : 0);
+		dup2(out, STDOUT_FILENO);
+		execl(bin, bin, "--json", "backup", "--all", (char *)NULL);
+		_exit(127);
 	}
-	if (pid > 0)
-		j->pid = pid;
-	return 0;
+	if (pid < 0) {
+		close(out);
+		return;
+	}
+	backup.pid = pid;
+	backup.out = out;
+}
+
+/* The child has exited: audit each sandbox it backed up. */
+static void backup_finish(void)
+{
+	json_error_t jerr;
+	json_t *res, *b;
+	size_t i;
+
+	lseek(backup.out, 0, SEEK_SET);
+	res = json_loadfd(backup.out, 0, &jerr);
+	close(backup.out);
+	backup.pid = 0;
+	if (!res) {
+		audit(NULL, "backup", "fail", "latchd.backup.periodic", json_pack("{s:s}", "error", "no report"));
+		return;
+	}
+	json_array_foreach(json_object_get(res, "backups"), i, b) {
+		const char *name = json_string_value(json_object_get(b, "sandbox"));
+		bool good = json_is_true(json_object_get(b, "ok"));
+
+		if (name)
+			audit(name, "backup", good ? "ok" : "fail", "latchd.backup.periodic", NULL);
+	}
+	json_decref(res);
 }
 
 static void backups_tick(uint64_t now)
 {
-	/* reap first: the result goes to the audit log */
-	for (int i = 0; i < n_jobs; i++) {
-		int status;
+	int status;
 
-		if (jobs[i].pid && waitpid(jobs[i].pid, &status, WNOHANG) == jobs[i].pid) {
-			bool good = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-
-			audit(jobs[i].name, "backup", good ? "ok" : "fail", "latchd.backup.periodic", NULL);
-			jobs[i].pid = 0;
-		}
-	}
-	if (!d.conf.backup_interval)
+	if (backup.pid && waitpid(backup.pid, &status, WNOHANG) == backup.pid)
+		backup_finish();
+	if (!d.conf.backup_interval || backup.pid ||
+	    (backup.last_ns && now < backup.last_ns + (uint64_t)d.conf.backup_interval * NS_PER_S))
 		return;
-	for (int i = 0; i < n_jobs; i++)
-		jobs[i].seen = jobs[i].pid != 0;
-	latch_state_list(backup_one, &now);
-	for (int i = 0; i < n_jobs;) /* sandboxes that are gone */
-		if (!jobs[i].seen)
-			jobs[i] = jobs[--n_jobs];
-		else
-			i++;
+	backup.last_ns = now;
+	backup_start();
 }
 
 /* ---- main loop ---- */
@@ -1472,7 +1465,7 @@ int main(int argc, char **argv)
 			setrlimit(RLIMIT_NOFILE, &rl);
 		}
 	}
-	libbpf_set_print(NULL);
+	latch_loader_set_log(LATCH_LOG_QUIET);
 	d.dns_port = port;
 	if (read_conf(&d.conf, d.upstream, d.upstream_port, &d.n_upstream, err, sizeof(err))) {
 		fprintf(stderr, "latchd: %s\n", err);
@@ -1520,10 +1513,10 @@ int main(int argc, char **argv)
 		d.sandboxes = s->next;
 		sandbox_free(s);
 	}
-	for (int i = 0; i < n_jobs; i++) /* a backup in flight finishes on its own; collect it */
-		if (jobs[i].pid)
-			waitpid(jobs[i].pid, NULL, 0);
-	free(jobs);
+	if (backup.pid) { /* a backup in flight finishes on its own; collect it */
+		waitpid(backup.pid, NULL, 0);
+		backup_finish();
+	}
 	audit("latchd", "daemon", "stop", "latchd.stop", json_pack("{s:i}", "pid", (int)getpid()));
 	audit_close(d.audit);
 	event_free(sig_hup);

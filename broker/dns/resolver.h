@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "loader/parse.h"
+#include "common/common.h"
 
 struct event_base;
 struct latch_resolver;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * parse.c - sandbox names, MACs, addresses, ports and egress entries.
+ * entry.c - egress entries: ADDR|CIDR[:PORTS][/tcp|udp|icmp], the words an
+ * operator types, and the kernel rules they become.
  *
  * Errors say what was wrong and how to write it, because the operator is
  * usually typing these by hand.
@@ -14,102 +15,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "loader/parse.h"
-
-int latch_errf(char *err, size_t errlen, int ret, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return ret;
-}
-
-int latch_errf_at(char *err, size_t errlen, int ret, const char *file, int line, const char *fmt, ...)
-{
-	char msg[LATCH_ERR_MAX];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	if (line)
-		return latch_errf(err, errlen, ret, "%s:%d: %s", file, line, msg);
-	return latch_errf(err, errlen, ret, "%s: %s", file, msg);
-}
-
-uint32_t latch_fnv1a(uint32_t h, const void *data, size_t len)
-{
-	const uint8_t *p = data;
-
-	for (size_t i = 0; i < len; i++)
-		h = (h ^ p[i]) * 16777619u;
-	return h;
-}
-
-int latch_parse_name(const char *s, char *err, size_t errlen)
-{
-	size_t n = strlen(s);
-
-	if (n < 1 || n > LATCH_NAME_MAX)
-		return latch_errf(err, errlen, -EINVAL, "sandbox name '%s' must be 1-%d characters of a-z, 0-9 and '-'", s,
-			    LATCH_NAME_MAX);
-	for (size_t i = 0; i < n; i++)
-		if (!(islower((unsigned char)s[i]) || isdigit((unsigned char)s[i]) || s[i] == '-'))
-			return latch_errf(err, errlen, -EINVAL, "sandbox name '%s' has '%c'; use only a-z, 0-9 and '-'", s,
-				    s[i]);
-	return 0;
-}
-
-int latch_parse_mac(const char *s, uint8_t mac[6], char *err, size_t errlen)
-{
-	/* exactly xx:xx:xx:xx:xx:xx; sscanf alone would take signs, blanks, 0x */
-	if (strlen(s) != 17)
-		return latch_errf(err, errlen, -EINVAL, "MAC '%s' is not of the form 52:54:00:12:34:56", s);
-	for (int i = 0; i < 17; i++)
-		if (i % 3 == 2 ? s[i] != ':' : !isxdigit((unsigned char)s[i]))
-			return latch_errf(err, errlen, -EINVAL, "MAC '%s' is not of the form 52:54:00:12:34:56", s);
-	for (int i = 0; i < 6; i++) {
-		char hex[3] = { s[i * 3], s[i * 3 + 1], 0 };
-
-		mac[i] = strtoul(hex, NULL, 16);
-	}
-	if (mac[0] & 1)
-		return latch_errf(err, errlen, -EINVAL, "MAC '%s' is a multicast address; give the guest's unicast MAC", s);
-	return 0;
-}
-
-int latch_parse_addr(const char *s, struct latch_addr *a, char *err, size_t errlen)
-{
-	memset(a, 0, sizeof(*a));
-	if (inet_pton(AF_INET, s, &a->v4) == 1) {
-		a->family = AF_INET;
-		return 0;
-	}
-	if (inet_pton(AF_INET6, s, &a->v6) == 1) {
-		a->family = AF_INET6;
-		return 0;
-	}
-	return latch_errf(err, errlen, -EINVAL, "'%s' is not an IPv4 or IPv6 address", s);
-}
-
-int latch_parse_uint(const char *s, uint32_t min, uint32_t max, uint32_t *out)
-{
-	char *end;
-	unsigned long v;
-
-	if (!*s || !isdigit((unsigned char)*s))
-		return -EINVAL;
-	errno = 0;
-	v = strtoul(s, &end, 10);
-	if (errno || *end || v < min || v > max)
-		return -ERANGE;
-	*out = v;
-	return 0;
-}
+#include "loader/entry.h"
 
 int latch_parse_port(const char *s, uint16_t *port, char *err, size_t errlen)
 {
@@ -266,12 +172,6 @@ int latch_parse_entry(const char *s, struct latch_entry *e, char *err, size_t er
 			return latch_errf(err, errlen, -EINVAL, "'%s': ICMP has no ports; write ADDR/icmp", s);
 	}
 	return 0;
-}
-
-void latch_addr_format(const struct latch_addr *a, char *buf, size_t len)
-{
-	if (!inet_ntop(a->family, a->bytes, buf, len))
-		snprintf(buf, len, "?");
 }
 
 void latch_entry_format(const struct latch_entry *e, char *buf, size_t len)

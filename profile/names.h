@@ -10,13 +10,13 @@
  *
  * Pure functions, no I/O, so tests/ can hold every corner.
  */
-#ifndef LATCH_BROKER_NAMES_H
-#define LATCH_BROKER_NAMES_H
+#ifndef LATCH_PROFILE_NAMES_H
+#define LATCH_PROFILE_NAMES_H
 
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "loader/parse.h"
+#include "common/common.h"
 
 #define LATCH_DNS_NAME_MAX 253
 #define LATCH_DNS_LABEL_MAX 63

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
- * config.h - latch.conf, and where latch keeps things on disk.
+ * config.h - latch.conf.
  *
  * /etc/latch/latch.conf is `key = value` lines ('#' starts a comment).  It
  * says which pool the sandboxes' /30s come from, which uplink allowed traffic
@@ -8,13 +8,12 @@
  * upstream DNS servers latchd asks and how long learned answers live, the
  * profile `latch up` starts with, and how often latchd backs guest state up.  The
  * file must be owned by root and writable by nobody else; every error reads
- * `file:line: message`.  LATCH_ROOT moves /etc/latch, /var/lib/latch and
- * /run/latch under one directory, for tests.
+ * `file:line: message`.  LATCH_ROOT moves it (common.h's latch_path()).
  *
  * Modules never read the file themselves: they get a struct latch_conf.
  */
-#ifndef LATCH_VM_CONFIG_H
-#define LATCH_VM_CONFIG_H
+#ifndef LATCH_CONFIG_H
+#define LATCH_CONFIG_H
 
 #include <limits.h>
 #include <net/if.h>
@@ -22,7 +21,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "loader/parse.h"
+#include "common/common.h"
 
 #define LATCH_CONF_UPSTREAM_MAX 4
 #define LATCH_CONF_TTL_MIN 30
@@ -56,14 +55,6 @@ struct latch_conf {
 #define LATCH_CONF_POOL4 "10.213.0.0/16"
 #define LATCH_CONF_TABLE_BASE 21300
 #define LATCH_CONF_RULE_PRIORITY 10213
-
-/*
- * $LATCH_ROOT/SUFFIX, or /SUFFIX without it; suffix is e.g.
- * "var/lib/latch/sandboxes".  Returns 0 or -ENAMETOOLONG.
- */
-int latch_path(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-/* mkdir -p: every missing level of dir is made with mode.  0 or -errno. */
-int latch_mkdirs(const char *dir, mode_t mode);
 
 /*
  * Read the config ($LATCH_ROOT/etc/latch/latch.conf).  A missing file gives

@@ -61,7 +61,7 @@ CACHE=${1:-/var/lib/latch/images/debian}
 AGENT=${2:-${LATCH_AGENT:-}}
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 if [ -z "$AGENT" ]; then
-	for c in "$HERE/../build/vm/latch-agent" /usr/lib/latch/latch-agent /usr/local/lib/latch/latch-agent; do
+	for c in "$HERE/../../build/vm/latch-agent" /usr/lib/latch/latch-agent /usr/local/lib/latch/latch-agent; do
 		[ -x "$c" ] && { AGENT=$c; break; }
 	done
 fi

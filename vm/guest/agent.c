@@ -40,7 +40,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "vm/agent_proto.h"
+#include "vm/guest/agent_proto.h"
 
 #define HDR_LEN sizeof(struct lagent_hdr)
 #define IDLE_SLEEP_MS 50    /* poll period while the host end is closed */

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "broker/names.h"
+#include "profile/names.h"
 
 static char lower(char c)
 {

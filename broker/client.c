@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * latchd_client.c - one request to latchd, and where a sandbox's profile
- * name is kept (shared by latchd and the CLI, so both agree on it).
+ * client.c - one request to latchd over its root-only socket.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -9,16 +8,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "broker/latchd_client.h"
-#include "loader/parse.h"
-#include "vm/config.h"
+#include "broker/broker.h"
+#include "common/common.h"
 
 int latchd_socket_path(char *buf, size_t len)
 {
@@ -130,102 +127,4 @@ int latchd_switch(const char *name, const char *profile, json_t **reply, char *e
 
 	json_decref(req);
 	return rc;
-}
-
-int latch_profile_state_path(const char *name, char *buf, size_t len)
-{
-	return latch_path(buf, len, "var/lib/latch/policy/%s.profile", name);
-}
-
-int latch_profile_state_read(const char *name, char *profile, size_t len)
-{
-	char path[PATH_MAX];
-	FILE *f;
-
-	if (latch_profile_state_path(name, path, sizeof(path)))
-		return -ENAMETOOLONG;
-	f = fopen(path, "re");
-	if (!f)
-		return -errno;
-	if (!fgets(profile, len, f)) {
-		fclose(f);
-		return -ENOENT;
-	}
-	fclose(f);
-	profile[strcspn(profile, "\n")] = '\0';
-	return *profile ? 0 : -ENOENT;
-}
-
-int latch_profile_state_write(const char *name, const char *profile, char *err, size_t errlen)
-{
-	char path[PATH_MAX], dir[PATH_MAX], tmp[PATH_MAX + 8];
-	int fd, rc = 0;
-
-	if (latch_profile_state_path(name, path, sizeof(path)) || latch_path(dir, sizeof(dir), "var/lib/latch/policy"))
-		return latch_errf(err, errlen, -ENAMETOOLONG, "LATCH_ROOT is too long");
-	if (!*profile) {
-		char learned[PATH_MAX];
-
-		/* and what latchd learned under it (latchd.c keeps NAME.learned beside it) */
-		if (!latch_path(learned, sizeof(learned), "var/lib/latch/policy/%s.learned", name))
-			unlink(learned);
-		if (unlink(path) && errno != ENOENT)
-			return latch_errf(err, errlen, -errno, "%s: %s", path, strerror(errno));
-		return 0;
-	}
-	rc = latch_mkdirs(dir, 0700); /* root-only */
-	if (rc)
-		return latch_errf(err, errlen, rc, "%s: %s", dir, strerror(-rc));
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0)
-		return latch_errf(err, errlen, -errno, "%s: %s", tmp, strerror(errno));
-	if (dprintf(fd, "%s\n", profile) < 0 || fsync(fd))
-		rc = -errno;
-	close(fd);
-	if (!rc && rename(tmp, path))
-		rc = -errno;
-	if (rc) {
-		unlink(tmp);
-		return latch_errf(err, errlen, rc, "%s: %s", path, strerror(-rc));
-	}
-	return 0;
-}
-
-int latch_policy_lock(const char *name, char *err, size_t errlen)
-{
-	return latch_policy_lock_wait(name, 10000, err, errlen);
-}
-
-int latch_policy_lock_wait(const char *name, int wait_ms, char *err, size_t errlen)
-{
-	char path[PATH_MAX], dir[PATH_MAX];
-	long long until = now_ms() + wait_ms;
-	int fd, rc;
-
-	if (latch_path(path, sizeof(path), "run/latch/%s.policy.lock", name) ||
-	    latch_path(dir, sizeof(dir), "run/latch"))
-		return latch_errf(err, errlen, -ENAMETOOLONG, "LATCH_ROOT is too long");
-	rc = latch_mkdirs(dir, 0700); /* root-only */
-	if (rc)
-		return latch_errf(err, errlen, rc, "%s: %s", dir, strerror(-rc));
-	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0)
-		return latch_errf(err, errlen, -errno, "%s: %s", path, strerror(errno));
-	while (flock(fd, LOCK_EX | LOCK_NB)) {
-		if (errno != EWOULDBLOCK || now_ms() >= until) {
-			rc = errno == EWOULDBLOCK ? -EBUSY : -errno;
-			close(fd);
-			return latch_errf(err, errlen, rc, "the policy of '%s' stayed locked (%s); try again", name,
-					  path);
-		}
-		usleep(10 * 1000);
-	}
-	return fd;
-}
-
-void latch_policy_unlock(int fd)
-{
-	if (fd >= 0)
-		close(fd); /* releases the flock */
 }

@@ -11,21 +11,22 @@
  *	# extends: research		the base this one builds on (one per file)
  *
  * NAME is looked up as DIR/NAME.txt first, then among the built-ins compiled
- * from broker/profiles/NAME.txt; `open` is built in by code and means no policy.
+ * from profile/profiles/NAME.txt; `open` is built in by code and means no policy.
  * Files must be regular, owned by root (or the euid, for unprivileged tests)
  * and writable by nobody else, because they decide where sandbox traffic
  * goes.  Any bad line fails the whole load:
  * a profile is never half applied.  Errors read `FILE:LINE: message`
  * (`builtin:NAME` for a built-in).  docs/profiles.md is the user's guide.
  */
-#ifndef LATCH_BROKER_PROFILE_H
-#define LATCH_BROKER_PROFILE_H
+#ifndef LATCH_PROFILE_H
+#define LATCH_PROFILE_H
 
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "broker/names.h" /* LATCH_DNS_NAME_MAX */
-#include "loader/parse.h"
+#include "common/common.h"
+#include "loader/loader.h"
+#include "profile/names.h" /* LATCH_DNS_NAME_MAX */
 
 #define LATCH_PROFILE_NAME_MAX 64
 #define LATCH_PROFILE_DEPTH_MAX 16	    /* profiles in one extends chain */
@@ -114,5 +115,15 @@ const struct latch_pentry *latch_profile_next_match(const struct latch_profile *
 
 /* The canonical spelling of an entry: "pypi.org:443,80", "*.example.com:443/tcp", "[2001:db8::/32]:443". */
 void latch_pentry_format(const struct latch_pentry *pe, char *buf, size_t len);
+
+/*
+ * Where the active profile of sandbox NAME is kept:
+ * $LATCH_ROOT/var/lib/latch/policy/NAME.profile, one line.
+ */
+int latch_profile_state_path(const char *name, char *buf, size_t len);
+/* The stored profile name, or -ENOENT when the sandbox has none (no named policy). */
+int latch_profile_state_read(const char *name, char *profile, size_t len);
+/* Store it atomically (temp file, fsync, rename); "" removes it, and latchd's NAME.learned with it. */
+int latch_profile_state_write(const char *name, const char *profile, char *err, size_t errlen);
 
 #endif

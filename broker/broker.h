@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * broker.h - the client side of latchd's Unix socket: what the CLI calls.
+ *
+ * The socket is $LATCH_ROOT/run/latch/latchd.sock, root-only (the directory
+ * is 0700, the socket 0600, and latchd checks the peer's uid).  The protocol
+ * is one JSON object per line each way: a request {"op": ...} and its reply
+ * {"ok": true, ...} or {"ok": false, "error": "one line"}.
+ */
+#ifndef LATCH_BROKER_H
+#define LATCH_BROKER_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+int latchd_socket_path(char *buf, size_t len);
+
+/*
+ * Send req, wait up to timeout_ms for the reply.  Returns 0 with *reply set
+ * (the caller decrefs it; "ok" may still be false), -ENOENT or -ECONNREFUSED
+ * when latchd is not running, other -errno with a line in err.
+ */
+int latchd_call(json_t *req, json_t **reply, int timeout_ms, char *err, size_t errlen);
+/* {"op":"ping"}: latchd's reply (pid, sandboxes), or NULL when it does not answer. */
+json_t *latchd_ping(int timeout_ms);
+/*
+ * {"op":"switch"}: have latchd switch sandbox NAME to PROFILE.  It looks the
+ * profile's host names up first, so this waits up to a minute.  Returns as
+ * latchd_call(); a refusal is a reply with "ok" false ("usage" true when the
+ * profile is unknown or its name invalid).
+ */
+int latchd_switch(const char *name, const char *profile, json_t **reply, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,175 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * common.h - the base every latch module may use, and that uses none of them.
+ *
+ * Errors: every function that can fail on input takes (err, errlen) and
+ * writes one line there that names what was wrong and how to fix it;
+ * latch_errf() is the one way to write it.  Paths: everything latch keeps on
+ * disk lives under $LATCH_ROOT (unset: /), so tests move it all at once.
+ * Files: one atomic write, one safety check for config and secrets files,
+ * and one declarative `key = value` reader (a table per struct, in the
+ * manner of Redis's config table) for latch.conf and the state files.
+ * Addresses and names: the parsers an operator's words go through.
+ */
+#ifndef LATCH_COMMON_H
+#define LATCH_COMMON_H
+
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#define LATCH_NAME_MAX 32 /* sandbox names: 1-32 of a-z, 0-9, '-' */
+#define LATCH_ERR_MAX 512
+
+/* ---- errors ---- */
+
+/*
+ * Write one line into err (when there is room for it) and return ret: the
+ * way every function that takes (err, errlen) reports a failure.
+ */
+__attribute__((format(printf, 4, 5))) int latch_errf(char *err, size_t errlen, int ret, const char *fmt, ...);
+/* latch_errf() for a caller that has its own varargs. */
+int latch_verrf(char *err, size_t errlen, int ret, const char *fmt, va_list ap);
+/* The same for a file: `FILE:LINE: message`, or `FILE: message` when line is 0. */
+__attribute__((format(printf, 6, 7))) int latch_errf_at(char *err, size_t errlen, int ret, const char *file, int line,
+							const char *fmt, ...);
+
+/* ---- paths ---- */
+
+/*
+ * $LATCH_ROOT/SUFFIX, or /SUFFIX without it; the suffix is e.g.
+ * "var/lib/latch/sandboxes".  Returns 0 or -ENAMETOOLONG.
+ */
+__attribute__((format(printf, 3, 4))) int latch_path(char *buf, size_t len, const char *fmt, ...);
+/* mkdir -p: every missing level of dir is made with mode.  0 or -errno. */
+int latch_mkdirs(const char *dir, mode_t mode);
+
+/* ---- files ---- */
+
+/*
+ * Replace path with data in one step: a temp file beside it, written and
+ * fsynced, renamed over it.  A reader sees the old file or the new one,
+ * never half of either.  0 or -errno.
+ */
+int latch_write_atomic(const char *path, mode_t mode, const void *data, size_t len);
+
+/* What latch_file_check() asks of a file. */
+enum latch_file_kind {
+	LATCH_FILE_CONFIG, /* owned by root (or the caller), writable by nobody else */
+	LATCH_FILE_SECRET, /* the same, and readable by nobody else either (0600) */
+};
+/*
+ * Refuse a config or secrets file that someone else could have written (or,
+ * for a secret, read): not a regular file, owned by another user, or with
+ * group/other permission bits.  st is the file's fstat (never follow a
+ * symlink to get it).  0, -EINVAL (not a regular file) or -EPERM, with
+ * `PATH: ...; run FIX` in err.
+ */
+int latch_file_check(const char *path, const struct stat *st, enum latch_file_kind kind, char *err, size_t errlen);
+
+/* ---- key = value files ---- */
+
+enum latch_kv_type {
+	LATCH_KV_STRING, /* char[size] at offset */
+	LATCH_KV_UINT,	 /* uint32_t at offset, min..max */
+	LATCH_KV_ADDR4,	 /* struct latch_addr at offset, IPv4 */
+	LATCH_KV_ADDR6,	 /* struct latch_addr at offset, IPv6 */
+	LATCH_KV_MAC,	 /* uint8_t[6] at offset */
+	LATCH_KV_CUSTOM, /* parse() decides */
+};
+
+/*
+ * One key of a `key = value` file: its name, where its value goes in the
+ * struct, and how it is checked.  A table of these is the whole description
+ * of a file format; latch_kv_read() and latch_kv_write() both walk it.
+ */
+struct latch_kv_key {
+	const char *name;
+	enum latch_kv_type type;
+	size_t offset, size; /* of the field in the struct */
+	uint32_t min, max;   /* LATCH_KV_UINT */
+	/* LATCH_KV_CUSTOM: store value into obj, or return -EINVAL with a line in msg */
+	int (*parse)(void *obj, const char *value, char *msg, size_t msglen);
+	/* LATCH_KV_CUSTOM, for latch_kv_write(): print the value (nothing: key left out) */
+	void (*print)(FILE *f, const void *obj);
+	const char *help; /* how to write the value, for the error line */
+};
+
+#define LATCH_KV_FIELD(type, field) offsetof(type, field), sizeof(((type *)0)->field)
+#define LATCH_KV_STR(key, type, field, help) { key, LATCH_KV_STRING, LATCH_KV_FIELD(type, field), 0, 0, NULL, NULL, help }
+#define LATCH_KV_U32(key, type, field, lo, hi, help) \
+	{ key, LATCH_KV_UINT, LATCH_KV_FIELD(type, field), lo, hi, NULL, NULL, help }
+#define LATCH_KV_A4(key, type, field) \
+	{ key, LATCH_KV_ADDR4, LATCH_KV_FIELD(type, field), 0, 0, NULL, NULL, "an IPv4 address" }
+#define LATCH_KV_A6(key, type, field) \
+	{ key, LATCH_KV_ADDR6, LATCH_KV_FIELD(type, field), 0, 0, NULL, NULL, "an IPv6 address" }
+#define LATCH_KV_MACADDR(key, type, field) \
+	{ key, LATCH_KV_MAC, LATCH_KV_FIELD(type, field), 0, 0, NULL, NULL, "a MAC such as 52:54:00:12:34:56" }
+#define LATCH_KV_FN(key, parse_fn, print_fn) { key, LATCH_KV_CUSTOM, 0, 0, 0, 0, parse_fn, print_fn, NULL }
+
+/* Flags of latch_kv_read(). */
+#define LATCH_KV_SAFE_FILE (1u << 0)	  /* latch_file_check(LATCH_FILE_CONFIG) first */
+#define LATCH_KV_UNKNOWN_OK (1u << 1)	  /* skip unknown keys (a newer latch wrote them) */
+#define LATCH_KV_TRAILING_COMMENT (1u << 2) /* "key = value # note": '#' after a blank ends the value */
+
+/*
+ * Read path into obj (which the caller has filled with defaults): blank lines
+ * and '#' lines are skipped, every other line is `key = value`.  Unknown keys
+ * (without LATCH_KV_UNKNOWN_OK), repeated keys and bad values are refused
+ * with `FILE:LINE: ...`.  Returns 0, -ENOENT (no file; err untouched), or
+ * -EINVAL/-EPERM with a line in err.
+ */
+int latch_kv_read(const char *path, const struct latch_kv_key *keys, int n_keys, unsigned flags, void *obj,
+		  char *err, size_t errlen);
+/*
+ * Write obj as `key = value` lines under a '#' header line, atomically
+ * (latch_write_atomic).  Empty strings and unset addresses are left out.
+ */
+int latch_kv_write(const char *path, mode_t mode, const char *header, const struct latch_kv_key *keys, int n_keys,
+		   const void *obj, char *err, size_t errlen);
+
+/* ---- hashing ---- */
+
+/*
+ * FNV-1a over LEN bytes, going on from H: start from LATCH_FNV1A_INIT, and
+ * feed several fields by passing each result on.  The one hash of latch's
+ * user-space tables (audit rate limits, the resolver cache, learned names,
+ * profile names, policy writes).
+ */
+#define LATCH_FNV1A_INIT 2166136261u
+uint32_t latch_fnv1a(uint32_t h, const void *data, size_t len);
+
+/* ---- addresses, names, numbers ---- */
+
+struct latch_addr {
+	int family; /* AF_INET or AF_INET6; 0 when unset */
+	union {
+		struct in_addr v4;
+		struct in6_addr v6;
+		uint8_t bytes[16];
+	};
+};
+
+int latch_parse_addr(const char *s, struct latch_addr *a, char *err, size_t errlen);
+void latch_addr_format(const struct latch_addr *a, char *buf, size_t len);
+/* "ADDR/LEN" of the given family (AF_INET or AF_INET6), len in min..max, host bits zero. */
+int latch_parse_prefix(const char *s, int family, int min, int max, struct latch_addr *a, int *len, char *err,
+		       size_t errlen);
+int latch_parse_mac(const char *s, uint8_t mac[6], char *err, size_t errlen);
+/* A decimal number in min..max: 0, -EINVAL (not a number) or -ERANGE. */
+int latch_parse_uint(const char *s, uint32_t min, uint32_t max, uint32_t *out);
+/* A sandbox name: 1-LATCH_NAME_MAX characters of a-z, 0-9 and '-'. */
+int latch_parse_name(const char *s, char *err, size_t errlen);
+/*
+ * The name of a file latch looks up in one of its directories (a profile, a
+ * kit): 1-64 characters, no '/', no leading '.', nothing that could walk out
+ * of the directory.  what names the kind for the error ("profile", "kit").
+ */
+int latch_parse_file_name(const char *what, const char *s, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,197 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * config.c - read latch.conf into a struct latch_conf.
+ *
+ * The config decides where sandbox traffic may be routed, so it is held to
+ * the same standard as a secrets file: owned by root, writable by nobody
+ * else, unknown or repeated keys refused.  The keys are one table
+ * (conf_keys[]); common/kv.c reads the file through it.  Checks that need
+ * the live system (does the uplink exist?) are left to the moment it is used.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "config/config.h"
+
+static void conf_defaults(struct latch_conf *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->pool4.family = AF_INET;
+	inet_pton(AF_INET, "10.213.0.0", &c->pool4.v4);
+	c->pool4_len = 16;
+	c->table_base = LATCH_CONF_TABLE_BASE;
+	c->rule_priority = LATCH_CONF_RULE_PRIORITY;
+	latch_path(c->images, sizeof(c->images), "var/lib/latch/images");
+	c->dns_ttl_min = LATCH_CONF_TTL_MIN;
+	c->dns_ttl_max = LATCH_CONF_TTL_MAX;
+	strcpy(c->profile, LATCH_CONF_PROFILE);
+	c->backup_interval = LATCH_CONF_BACKUP_INTERVAL;
+}
+
+static int parse_pool(void *obj, const char *v, char *msg, size_t msglen)
+{
+	struct latch_conf *c = obj;
+
+	return latch_parse_prefix(v, AF_INET, 8, 30, &c->pool4, &c->pool4_len, msg, msglen);
+}
+
+static int parse_pool6(void *obj, const char *v, char *msg, size_t msglen)
+{
+	struct latch_conf *c = obj;
+
+	return latch_parse_prefix(v, AF_INET6, 16, 64, &c->pool6, &c->pool6_len, msg, msglen);
+}
+
+static int parse_uplink(void *obj, const char *v, char *msg, size_t msglen)
+{
+	struct latch_conf *c = obj;
+
+	if (!*v || strlen(v) >= IF_NAMESIZE || strpbrk(v, "/ \t"))
+		return latch_errf(msg, msglen, -EINVAL, "uplink '%s' is not an interface name", v);
+	strcpy(c->uplink, v);
+	return 0;
+}
+
+/* One "ADDR", "ADDR:PORT" or "[ADDR6]:PORT" of dns_upstream. */
+static int parse_upstream(struct latch_conf *c, char *a, char *msg, size_t msglen)
+{
+	char *port = NULL, *end;
+	uint32_t p = 53;
+
+	if (c->n_dns_upstream == LATCH_CONF_UPSTREAM_MAX)
+		return latch_errf(msg, msglen, -EINVAL, "dns_upstream: at most %d servers", LATCH_CONF_UPSTREAM_MAX);
+	if (*a == '[') {
+		end = strchr(a, ']');
+		if (!end || (end[1] && end[1] != ':'))
+			return latch_errf(msg, msglen, -EINVAL, "dns_upstream '%s': write [IPV6]:PORT", a);
+		*end = '\0';
+		port = end[1] ? end + 2 : NULL;
+		a++;
+	} else if (strchr(a, ':') == strrchr(a, ':') && strchr(a, ':')) {
+		port = strchr(a, ':');
+		*port++ = '\0';
+	}
+	if (latch_parse_addr(a, &c->dns_upstream[c->n_dns_upstream], NULL, 0))
+		return latch_errf(msg, msglen, -EINVAL, "dns_upstream '%s' is not an address; write ADDR[:PORT],...", a);
+	if (port && latch_parse_uint(port, 1, 65535, &p))
+		return latch_errf(msg, msglen, -EINVAL, "dns_upstream port '%s' must be 1..65535", port);
+	c->dns_upstream_port[c->n_dns_upstream++] = p;
+	return 0;
+}
+
+/* "ADDR", "ADDR:PORT" or "[ADDR6]:PORT", comma-separated, at most LATCH_CONF_UPSTREAM_MAX. */
+static int parse_upstreams(void *obj, const char *v, char *msg, size_t msglen)
+{
+	struct latch_conf *c = obj;
+	char buf[512], *save = NULL, *tok;
+
+	if (strlen(v) >= sizeof(buf))
+		return latch_errf(msg, msglen, -EINVAL, "dns_upstream is too long");
+	strcpy(buf, v);
+	c->n_dns_upstream = 0;
+	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		while (*tok == ' ' || *tok == '\t')
+			tok++;
+		for (char *e = tok + strlen(tok); e > tok && (e[-1] == ' ' || e[-1] == '\t');)
+			*--e = '\0';
+		if (parse_upstream(c, tok, msg, msglen))
+			return -EINVAL;
+	}
+	if (!c->n_dns_upstream)
+		return latch_errf(msg, msglen, -EINVAL, "dns_upstream is empty; give at least one ADDR[:PORT]");
+	return 0;
+}
+
+static int parse_profile(void *obj, const char *v, char *msg, size_t msglen)
+{
+	struct latch_conf *c = obj;
+
+	if (latch_parse_file_name("profile", v, msg, msglen))
+		return -EINVAL;
+	snprintf(c->profile, sizeof(c->profile), "%s", v);
+	return 0;
+}
+
+static int parse_images(void *obj, const char *v, char *msg, size_t msglen)
+{
+	struct latch_conf *c = obj;
+
+	if (v[0] != '/' || strlen(v) >= sizeof(c->images))
+		return latch_errf(msg, msglen, -EINVAL, "images '%s' must be an absolute path", v);
+	strcpy(c->images, v);
+	return 0;
+}
+
+/* stay clear of local (255), main (254), default (253) and the 32-bit edge */
+static const struct latch_kv_key conf_keys[] = {
+	LATCH_KV_FN("pool", parse_pool, NULL),
+	LATCH_KV_FN("pool6", parse_pool6, NULL),
+	LATCH_KV_FN("uplink", parse_uplink, NULL),
+	LATCH_KV_A4("gateway", struct latch_conf, gateway4),
+	LATCH_KV_A6("gateway6", struct latch_conf, gateway6),
+	LATCH_KV_U32("table_base", struct latch_conf, table_base, 256, 0x7fff0000, "a number in 256..2147418112"),
+	LATCH_KV_U32("rule_priority", struct latch_conf, rule_priority, 1, 32765,
+		     "a number in 1..32765 (before the main table's rule)"),
+	LATCH_KV_FN("images", parse_images, NULL),
+	LATCH_KV_FN("dns_upstream", parse_upstreams, NULL),
+	LATCH_KV_U32("dns_ttl_min", struct latch_conf, dns_ttl_min, 1, 86400, "seconds, 1..86400"),
+	LATCH_KV_U32("dns_ttl_max", struct latch_conf, dns_ttl_max, 1, 86400, "seconds, 1..86400"),
+	LATCH_KV_FN("profile", parse_profile, NULL),
+	LATCH_KV_U32("backup_interval", struct latch_conf, backup_interval, 0, 86400,
+		     "seconds, 0..86400 (0: only on down)"),
+};
+
+/* What no single key can say: the keys that depend on each other. */
+static int check_whole(const char *path, const struct latch_conf *c, char *err, size_t errlen)
+{
+	if ((c->gateway4.family || c->gateway6.family) && !*c->uplink)
+		return latch_errf_at(err, errlen, -EINVAL, path, 0, "a gateway needs an uplink; add 'uplink = DEV'");
+	if (c->gateway6.family && !c->pool6.family)
+		return latch_errf_at(err, errlen, -EINVAL, path, 0,
+				     "gateway6 without pool6; add 'pool6 = PREFIX/LEN' or drop gateway6");
+	if (c->dns_ttl_min > c->dns_ttl_max)
+		return latch_errf_at(err, errlen, -EINVAL, path, 0, "dns_ttl_min (%u) is above dns_ttl_max (%u)",
+				     c->dns_ttl_min, c->dns_ttl_max);
+	return 0;
+}
+
+int latch_conf_parse_file(const char *path, struct latch_conf *c, char *err, size_t errlen)
+{
+	int ret;
+
+	conf_defaults(c);
+	ret = latch_kv_read(path, conf_keys, sizeof(conf_keys) / sizeof(conf_keys[0]),
+			    LATCH_KV_SAFE_FILE | LATCH_KV_TRAILING_COMMENT, c, err, errlen);
+	if (ret)
+		return ret;
+	snprintf(c->path, sizeof(c->path), "%s", path);
+	return check_whole(path, c, err, errlen);
+}
+
+int latch_conf_load(struct latch_conf *c, char *err, size_t errlen)
+{
+	char path[PATH_MAX];
+	int ret;
+
+	if (latch_path(path, sizeof(path), "etc/latch/latch.conf"))
+		return latch_errf_at(err, errlen, -EINVAL, "latch.conf", 0, "LATCH_ROOT is too long");
+	ret = latch_conf_parse_file(path, c, err, errlen);
+	if (ret == -ENOENT) {
+		conf_defaults(c);
+		return 0;
+	}
+	return ret;
+}
+
+uint32_t latch_conf_pool_size(const struct latch_conf *c)
+{
+	int bits = 30 - c->pool4_len;
+
+	if (c->pool6.family && 64 - c->pool6_len < bits)
+		bits = 64 - c->pool6_len;
+	if (bits > 16) /* MACs and tables are finite too; 65536 sandboxes is plenty */
+		bits = 16;
+	return 1u << bits;
+}
