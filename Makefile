@@ -33,7 +33,7 @@ endif
 # USES_m: the modules m may include and call (besides itself and bpf/'s ABI
 # header).  `daemon` is latchd's private code (broker/daemon, broker/dns);
 # `cli` is the latch command.  Keep docs/ARCHITECTURE.md's graph in step.
-MODULES := common loader audit config profile vm broker daemon
+MODULES := common loader audit config profile vm broker budget daemon
 USES_common :=
 USES_loader := common
 USES_audit := common
@@ -41,8 +41,9 @@ USES_config := common
 USES_profile := loader common
 USES_vm := config loader common
 USES_broker := common
-USES_daemon := broker profile audit config loader common
-USES_cli := vm broker profile audit config loader common
+USES_budget := common
+USES_daemon := broker budget profile audit config loader common
+USES_cli := vm broker budget profile audit config loader common
 
 SRCS_common := $(wildcard common/*.c)
 SRCS_loader := $(wildcard loader/*.c)
@@ -51,6 +52,7 @@ SRCS_config := $(wildcard config/*.c)
 SRCS_profile := $(wildcard profile/*.c)
 SRCS_vm := $(wildcard vm/*.c)
 SRCS_broker := $(wildcard broker/*.c)
+SRCS_budget := $(wildcard budget/*.c)
 SRCS_daemon := $(filter-out broker/daemon/latchd.c,$(wildcard broker/daemon/*.c broker/dns/*.c))
 SRCS_cli := $(wildcard cli/*.c)
 LATCHD_MAIN := broker/daemon/latchd.c
@@ -60,6 +62,7 @@ PKGS_loader := libbpf libelf zlib libnl-3.0 libnl-route-3.0
 PKGS_audit := sqlite3 libcrypto jansson
 PKGS_vm := libnl-3.0 libnl-route-3.0 libnftables libarchive jansson
 PKGS_broker := jansson
+PKGS_budget := sqlite3 jansson zlib
 PKGS_daemon := ldns libevent jansson
 PKGS_cli := jansson libcap
 # libvirt: headers only; vm/libvirt.c loads libvirt.so.0 with dlopen when a
@@ -84,7 +87,7 @@ EXTRA_LIBS_vm := -ldl
 EXTRA_LIBS_cli := -lcap
 extra_libs = $(sort $(foreach m,$(1),$(EXTRA_LIBS_$(m))))
 # archives in link order: users before what they use
-LINK_ORDER := vm daemon profile broker audit config loader common
+LINK_ORDER := vm daemon profile broker budget audit config loader common
 archives_of = $(foreach m,$(LINK_ORDER),$(if $(filter $(m),$(1)),$(BUILD)/lib$(m).a))
 # $(call link_with,MODULES): the archives and libraries a binary using MODULES needs
 link_with = $(call archives_of,$(call closure,$(1))) $(call pkg_libs,$(call closure,$(1))) \
