@@ -20,17 +20,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "budget/internal.h"
-
-uint64_t budget_clock_realtime(void *arg)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
 
 uint64_t budget_now(struct budget *b)
 {
@@ -137,8 +128,9 @@ static int charge_add(struct budget *b, int64_t id, uint64_t time_ns, int sbx, e
 	if (b->n && time_ns < b->ch[b->n - 1].time_ns)
 		time_ns = b->ch[b->n - 1].time_ns;
 	c = &b->ch[b->n++];
-	*c = (struct charge){ .id = id, .time_ns = time_ns, .micros = micros, .sbx = (uint32_t)sbx, .provider = p,
-			      .open = true };
+	*c = (struct charge){
+		.id = id, .time_ns = time_ns, .micros = micros, .sbx = (uint32_t)sbx, .provider = p, .open = true
+	};
 	tally_add(&b->sbx[sbx].t[p], micros, true, 1);
 	tally_add(&b->host[p], micros, true, 1);
 	return 0;
@@ -159,7 +151,7 @@ static struct charge *charge_find(struct budget *b, int64_t id)
 	return lo < b->n && b->ch[lo].id == id ? &b->ch[lo] : NULL;
 }
 
-static void charge_settle(struct budget *b, int64_t id, int64_t micros)
+void charge_settle(struct budget *b, int64_t id, int64_t micros)
 {
 	struct charge *c = charge_find(b, id);
 	struct tally *ts, *th;
@@ -278,13 +270,13 @@ bool charge_matches(const struct charge *c, int sbx, enum budget_provider p)
  * time the oldest requests that must leave the window have left it.  0:
  * never (the cap is 0, or this request alone is more than the cap).
  */
-static uint64_t frees_at(const struct budget *b, int sbx, enum budget_provider p, enum cap_kind k, const struct tally *t,
-			 int64_t cap, int64_t need)
+static uint64_t frees_at(const struct budget *b, int sbx, enum budget_provider p, enum cap_kind k,
+			 const struct tally *t, int64_t cap, int64_t need)
 {
 	uint64_t w = k == CAP_REQ_HOUR ? BUDGET_HOUR_NS : BUDGET_DAY_NS;
-	int64_t excess = k == CAP_REQ_HOUR ? t->n_hour + 1 - cap
-			 : k == CAP_REQ_DAY ? t->n_day + 1 - cap
-					    : t->spent + t->reserved - (cap - need);
+	int64_t excess = k == CAP_REQ_HOUR ? t->n_hour + 1 - cap :
+			 k == CAP_REQ_DAY  ? t->n_day + 1 - cap :
+					     t->spent + t->reserved - (cap - need);
 
 	if (cap <= 0 || (k == CAP_DOLLARS_DAY && need > cap))
 		return 0;
@@ -318,10 +310,13 @@ static bool check_caps(struct budget *b, int sbx, enum budget_provider p, const 
 				continue;
 			when = frees_at(b, host ? -1 : sbx, p, k, t, cap, need);
 			if (!refused || (r->frees_ns && (!when || when > r->frees_ns))) {
-				*r = (struct refusal){ .host = host, .kind = k, .cap = cap, .frees_ns = when,
-						       .used = k == CAP_REQ_HOUR ? t->n_hour
-							       : k == CAP_REQ_DAY ? t->n_day
-										  : t->spent,
+				*r = (struct refusal){ .host = host,
+						       .kind = k,
+						       .cap = cap,
+						       .frees_ns = when,
+						       .used = k == CAP_REQ_HOUR ? t->n_hour :
+							       k == CAP_REQ_DAY	 ? t->n_day :
+										   t->spent,
 						       .reserved = k == CAP_DOLLARS_DAY ? t->reserved : 0 };
 				refused = true;
 			}
@@ -428,6 +423,7 @@ int budget_reserve(struct budget *b, const struct budget_request *rq, struct bud
 	struct refusal refusal;
 	struct budget_ticket *t;
 	struct ledger_row row;
+	int64_t next;
 	uint64_t now;
 	int ret, s;
 
@@ -479,10 +475,21 @@ int budget_reserve(struct budget *b, const struct budget_request *rq, struct bud
 		free(t);
 		return -EDQUOT;
 	}
-	row = (struct ledger_row){ .time_ns = now, .sandbox = rq->sandbox,
+	next = b->last_id + 1;
+	ret = write_pending(b, &next, now);
+	if (ret) {
+		ledger_rollback(b->l);
+		free(t);
+		return ledger_refusal(b, note, line, linelen, ret);
+	}
+	row = (struct ledger_row){ .id = next,
+				   .time_ns = now,
+				   .sandbox = rq->sandbox,
 				   .provider = budget_provider_name(rq->provider),
-				   .model = *t->model ? t->model : "-", .micros = t->reserved,
-				   .how = budget_format_name(cls.format), .caps = caps };
+				   .model = *t->model ? t->model : "-",
+				   .micros = t->reserved,
+				   .how = budget_format_name(cls.format),
+				   .caps = caps };
 	ret = ledger_insert(b->l, &row, b->self);
 	if (!ret)
 		ret = ledger_commit(b->l);
@@ -492,6 +499,7 @@ int budget_reserve(struct budget *b, const struct budget_request *rq, struct bud
 		return ledger_refusal(b, note, line, linelen, ret);
 	}
 	/* committed: memory follows the ledger */
+	b->n_pending = 0;
 	b->last_id = row.id;
 	b->last_time = now;
 	if (charge_add(b, row.id, now, s, rq->provider, t->reserved))
@@ -522,10 +530,14 @@ void budget_response(struct budget_ticket *t, int status, const void *data, size
 static const char *end_name(enum budget_end how)
 {
 	switch (how) {
-	case BUDGET_END_COMPLETE: return "complete";
-	case BUDGET_END_GUEST_CUT: return "cut_guest";
-	case BUDGET_END_UPSTREAM_CUT: return "cut_upstream";
-	default: return "error";
+	case BUDGET_END_COMPLETE:
+		return "complete";
+	case BUDGET_END_GUEST_CUT:
+		return "cut_guest";
+	case BUDGET_END_UPSTREAM_CUT:
+		return "cut_upstream";
+	default:
+		return "error";
 	}
 }
 
@@ -562,173 +574,52 @@ static int64_t charge_of(struct budget *b, struct budget_ticket *t, enum budget_
 	if (r != USAGE_OK)
 		return t->reserved;
 	row = t->known ? prices_find(&b->prices, t->provider, t->model,
-				     tok->input + tok->cached + tok->cache_write + tok->cache_write_1h)
-		       : NULL;
+				     tok->input + tok->cached + tok->cache_write + tok->cache_write_1h) :
+			 NULL;
 	if (!row)
 		row = prices_worst(&b->prices, t->provider);
 	return budget_cost(row, tok);
 }
 
+/* A settlement for the next commit; NULL when memory ran out. */
+struct pending *queue_pending(struct budget *b, int64_t request, int64_t micros, const char *how,
+			      const struct budget_tokens *tok, uint32_t sbx, enum budget_provider p, const char *model)
+{
+	struct pending *q;
+
+	if (b->n_pending == b->cap_pending) {
+		size_t cap = b->cap_pending ? b->cap_pending * 2 : 64;
+
+		q = realloc(b->pending, cap * sizeof(*q));
+		if (!q)
+			return NULL;
+		b->pending = q;
+		b->cap_pending = cap;
+	}
+	q = &b->pending[b->n_pending++];
+	*q = (struct pending){ .request = request, .micros = micros, .how = how, .sbx = sbx, .provider = (uint8_t)p };
+	if (tok)
+		q->tokens = *tok;
+	snprintf(q->model, sizeof(q->model), "%s", model);
+	return q;
+}
+
 int budget_settle(struct budget *b, struct budget_ticket *t, enum budget_end how, struct budget_note *note)
 {
 	struct budget_tokens tok;
-	struct ledger_row row;
 	const char *why;
 	int64_t charge;
-	int ret;
 
 	memset(note, 0, sizeof(*note));
 	if (!t)
 		return 0;
 	charge = charge_of(b, t, how, &tok, &why);
-	row = (struct ledger_row){ .request = t->id, .settle = true, .sandbox = b->sbx[t->sbx].name,
-				   .provider = budget_provider_name(t->provider), .model = *t->model ? t->model : "-",
-				   .micros = charge, .how = why, .tokens = tok };
-	ret = ledger_begin(b->l);
-	if (!ret)
-		ret = catch_up(b);
-	if (!ret) {
-		row.time_ns = budget_now(b);
-		ret = ledger_insert(b->l, &row, NULL);
-	}
-	if (!ret)
-		ret = ledger_commit(b->l);
-	if (ret) {
-		ledger_rollback(b->l); /* the reservation stays open: charged in full at the next open */
-	} else {
-		b->last_id = row.id;
-		b->last_time = row.time_ns;
+	/* out of memory, the reservation stays open: counted in full, settled in full at the next open */
+	if (queue_pending(b, t->id, charge, why, &tok, t->sbx, t->provider, *t->model ? t->model : "-"))
 		charge_settle(b, t->id, charge);
-	}
 	if (charge != t->reserved)
 		settle_note(t, why, charge, &tok, note);
 	usage_free(&t->usage);
 	free(t);
-	return ret;
-}
-
-/* ---- open and close ---- */
-
-/* Open reservations whose process is gone: settled at their full amount ("lost"). */
-static int settle_orphans(struct budget *b)
-{
-	int64_t *ids = NULL, *amounts = NULL;
-	size_t n = 0;
-	char owner[160];
-	int ret;
-
-	ret = ledger_begin(b->l);
-	if (!ret)
-		ret = catch_up(b);
-	for (size_t i = b->day_head; !ret && i < b->n; i++) {
-		const struct charge *c = &b->ch[i];
-		struct ledger_row row;
-
-		if (!c->open || ledger_owner_of(b->l, c->id, owner, sizeof(owner)) || !strcmp(owner, b->self) ||
-		    ledger_owner_alive(owner))
-			continue;
-		row = (struct ledger_row){ .time_ns = budget_now(b), .request = c->id, .settle = true,
-					   .sandbox = b->sbx[c->sbx].name, .provider = budget_provider_name(c->provider),
-					   .model = "-", .micros = c->micros, .how = "lost" };
-		ret = ledger_insert(b->l, &row, NULL);
-		if (ret)
-			break;
-		if (!(ids = realloc(ids, (n + 1) * sizeof(*ids))) || !(amounts = realloc(amounts, (n + 1) * sizeof(*amounts)))) {
-			ret = -ENOMEM;
-			break;
-		}
-		ids[n] = c->id;
-		amounts[n++] = c->micros;
-		b->last_id = row.id;
-	}
-	if (!ret)
-		ret = ledger_prune(b->l, budget_now(b) - (uint64_t)BUDGET_KEEP_DAYS * BUDGET_DAY_NS);
-	if (!ret)
-		ret = ledger_commit(b->l);
-	if (!ret)
-		for (size_t i = 0; i < n; i++)
-			charge_settle(b, ids[i], amounts[i]);
-	else
-		ledger_rollback(b->l);
-	free(ids);
-	free(amounts);
-	return ret;
-}
-
-struct budget *budget_open(const struct budget_opts *o, char *err, size_t errlen)
-{
-	struct budget *b = calloc(1, sizeof(*b));
-	uint64_t now;
-	int ret = -ENOMEM;
-
-	if (!b)
-		goto fail;
-	b->o = *o;
-	if (!b->o.clock)
-		b->o.clock = budget_clock_realtime;
-	if ((o->ledger ? snprintf(b->ledger_path, sizeof(b->ledger_path), "%s", o->ledger) >= PATH_MAX
-		       : latch_path(b->ledger_path, sizeof(b->ledger_path), BUDGET_LEDGER_SUFFIX) != 0) ||
-	    (o->prices ? snprintf(b->prices_path, sizeof(b->prices_path), "%s", o->prices) >= PATH_MAX
-		       : latch_path(b->prices_path, sizeof(b->prices_path), BUDGET_PRICES_SUFFIX) != 0)) {
-		ret = latch_errf(err, errlen, -ENAMETOOLONG, "ledger or price table path is too long");
-		goto fail;
-	}
-	ret = prices_load(&b->prices, b->prices_path, err, errlen);
-	if (ret)
-		goto fail;
-	b->l = ledger_open(b->ledger_path, o->readonly, o->sync_full, o->owner, err, errlen);
-	if (!b->l && !(o->readonly && errno == ENOENT)) { /* read-only without a ledger: nothing metered yet */
-		ret = -errno;
-		goto fail;
-	}
-	if (err && errlen)
-		err[0] = '\0';
-	ledger_self(b->self, sizeof(b->self));
-	/* replay: the rows of the last 24 hours, as the ledger has them */
-	b->last_time = b->l ? ledger_last_time(b->l) : 0;
-	now = budget_now(b);
-	b->last_id = b->l ? ledger_first_since(b->l, now > BUDGET_DAY_NS ? now - BUDGET_DAY_NS : 0) - 1 : 0;
-	ret = catch_up(b);
-	if (!ret) {
-		expire(b, budget_now(b));
-		if (!o->readonly)
-			ret = settle_orphans(b);
-	}
-	if (ret) {
-		latch_errf(err, errlen, ret, "ledger %s: %s", b->ledger_path, ledger_error(b->l));
-		goto fail;
-	}
-	return b;
-fail:
-	budget_close(b);
-	errno = ret < 0 ? -ret : ENOMEM;
-	return NULL;
-}
-
-void budget_close(struct budget *b)
-{
-	if (!b)
-		return;
-	ledger_close(b->l);
-	prices_free(&b->prices);
-	free(b->ch);
-	free(b->sbx);
-	free(b->index);
-	free(b);
-}
-
-int budget_reload_prices(struct budget *b, char *err, size_t errlen)
-{
-	return prices_load(&b->prices, b->prices_path, err, errlen);
-}
-
-int budget_prices_each(struct budget *b, int (*fn)(const struct budget_price *p, void *arg), void *arg)
-{
-	for (int i = 0; i < b->prices.n; i++) {
-		int ret = fn(&b->prices.rows[i], arg);
-
-		if (ret)
-			return ret;
-	}
 	return 0;
 }

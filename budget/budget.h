@@ -60,21 +60,21 @@ int budget_provider_parse(const char *s, enum budget_provider *p);
 
 struct budget_caps {
 	int64_t requests_per_hour; /* requests in any 3600 s */
-	int64_t requests_per_day;  /* requests in any 86400 s */
-	int64_t micros_per_day;	   /* micro-dollars charged or reserved in any 86400 s */
+	int64_t requests_per_day; /* requests in any 86400 s */
+	int64_t micros_per_day; /* micro-dollars charged or reserved in any 86400 s */
 };
 
 /* ---- requests ---- */
 
 /* How a response reports its usage, from the provider and the path. */
 enum budget_format {
-	BUDGET_FORMAT_UNKNOWN,		 /* no usage is read: charged the full reservation */
-	BUDGET_FORMAT_FREE,		 /* model lists, token counting: counted, charged nothing */
-	BUDGET_FORMAT_OPENAI_CHAT,	 /* /v1/chat/completions, /v1/completions */
+	BUDGET_FORMAT_UNKNOWN, /* no usage is read: charged the full reservation */
+	BUDGET_FORMAT_FREE, /* model lists, token counting: counted, charged nothing */
+	BUDGET_FORMAT_OPENAI_CHAT, /* /v1/chat/completions, /v1/completions */
 	BUDGET_FORMAT_OPENAI_EMBEDDINGS, /* /v1/embeddings */
-	BUDGET_FORMAT_OPENAI_RESPONSES,	 /* /v1/responses */
-	BUDGET_FORMAT_ANTHROPIC,	 /* /v1/messages */
-	BUDGET_FORMAT_GEMINI,		 /* /v1beta/models/M:generateContent and :streamGenerateContent */
+	BUDGET_FORMAT_OPENAI_RESPONSES, /* /v1/responses */
+	BUDGET_FORMAT_ANTHROPIC, /* /v1/messages */
+	BUDGET_FORMAT_GEMINI, /* /v1beta/models/M:generateContent and :streamGenerateContent */
 };
 const char *budget_format_name(enum budget_format f);
 
@@ -96,20 +96,20 @@ struct budget_class {
 int budget_classify(enum budget_provider p, const char *method, const char *path, struct budget_class *out);
 
 struct budget_request {
-	const char *sandbox;		 /* 1-32 of a-z 0-9 - */
-	enum budget_provider provider;	 /* the credential's */
-	const char *method, *path;	 /* as forwarded (the query is ignored) */
-	const void *body;		 /* the complete request body */
+	const char *sandbox; /* 1-32 of a-z 0-9 - */
+	enum budget_provider provider; /* the credential's */
+	const char *method, *path; /* as forwarded (the query is ignored) */
+	const void *body; /* the complete request body */
 	size_t body_len;
-	const struct budget_caps *caps;	 /* the credential's per-sandbox overrides, or NULL */
+	const struct budget_caps *caps; /* the credential's per-sandbox overrides, or NULL */
 };
 
 /* How an exchange ended: the broker engine's four endings. */
 enum budget_end {
-	BUDGET_END_COMPLETE,	 /* the whole response reached the guest */
-	BUDGET_END_GUEST_CUT,	 /* the guest went away first */
+	BUDGET_END_COMPLETE, /* the whole response reached the guest */
+	BUDGET_END_GUEST_CUT, /* the guest went away first */
 	BUDGET_END_UPSTREAM_CUT, /* the upstream closed or reset mid-response */
-	BUDGET_END_ERROR,	 /* TLS, timeout or protocol error */
+	BUDGET_END_ERROR, /* TLS, timeout or protocol error */
 };
 
 /*
@@ -121,7 +121,7 @@ enum budget_end {
  */
 struct budget_note {
 	char decision[16]; /* "refuse", "settle" or "" */
-	char reason[64];   /* budget.refused.dollars_per_day, budget.settled.cut_guest, ... */
+	char reason[64]; /* budget.refused.dollars_per_day, budget.settled.cut_guest, ... */
 	char fields[1024];
 	char warning[384];
 };
@@ -151,9 +151,12 @@ void budget_response(struct budget_ticket *t, int status, const void *data, size
  * Settle and free t.  The charge is the real usage priced from the table
  * when the response was complete and carried readable usage; a 4xx answer
  * costs nothing; everything else is charged the full reservation.  note is
- * filled when the charge differs from the reservation.  0, or -errno when
- * the ledger could not be written (the reservation then stays open and is
- * settled in full at the next open: never less).
+ * filled when the charge differs from the reservation.  The caps see the
+ * charge at once; its ledger row is written with the next reservation's
+ * commit or by budget_tick(), whichever comes first, so a request costs one
+ * commit, not two.  A process that dies before then leaves the reservation
+ * open, and the next open charges it in full: the only way that loss can go.
+ * Always 0.
  */
 int budget_settle(struct budget *b, struct budget_ticket *t, enum budget_end how, struct budget_note *note);
 
@@ -166,10 +169,10 @@ struct budget_opts {
 	const char *ledger; /* NULL: $LATCH_ROOT/var/lib/latch/ledger.db */
 	const char *prices; /* NULL: $LATCH_ROOT/etc/latch/prices (missing: the built-in rows alone) */
 	struct budget_caps sandbox[BUDGET_PROVIDERS]; /* each sandbox's caps (latch.conf) */
-	struct budget_caps host[BUDGET_PROVIDERS];    /* all sandboxes together (latch.conf) */
-	bool sync_full;	 /* PRAGMA synchronous=FULL (an fsync per commit) instead of NORMAL */
-	bool readonly;	 /* `latch usage`: read the ledger, never write it; -ENOENT when missing */
-	uid_t owner;	 /* the ledger and its directory must belong to it: 0 unless a test says so */
+	struct budget_caps host[BUDGET_PROVIDERS]; /* all sandboxes together (latch.conf) */
+	bool sync_full; /* PRAGMA synchronous=FULL (an fsync per commit) instead of NORMAL */
+	bool readonly; /* `latch usage`: read the ledger, never write it; -ENOENT when missing */
+	uid_t owner; /* the ledger and its directory must belong to it: 0 unless a test says so */
 	uint64_t (*clock)(void *arg); /* ns since the epoch; NULL: CLOCK_REALTIME */
 	void *clock_arg;
 };
@@ -182,16 +185,24 @@ struct budget_opts {
 struct budget *budget_open(const struct budget_opts *o, char *err, size_t errlen);
 void budget_close(struct budget *b);
 
+/*
+ * Call from a timer (latchd's tick, about once a second): writes the
+ * settlements still pending, then copies the ledger's WAL into its database
+ * file with the fsyncs that takes, so that no request pays for a checkpoint
+ * (sqlite's own is only a backstop, at about 40 MB of WAL).  0 or -errno.
+ */
+int budget_tick(struct budget *b);
+
 /* Re-read the price table (SIGHUP); on error nothing changes.  0 or -errno with `file:line:` in err. */
 int budget_reload_prices(struct budget *b, char *err, size_t errlen);
 
 /* ---- reporting ---- */
 
 struct budget_cap_state {
-	int64_t cap;	  /* BUDGET_NO_CAP: none */
-	int64_t used;	  /* requests, or micro-dollars charged */
+	int64_t cap; /* BUDGET_NO_CAP: none */
+	int64_t used; /* requests, or micro-dollars charged */
 	int64_t reserved; /* micro-dollars in open reservations (0 for request caps) */
-	int64_t left;	  /* cap - used - reserved, never below 0; BUDGET_NO_CAP without a cap */
+	int64_t left; /* cap - used - reserved, never below 0; BUDGET_NO_CAP without a cap */
 	uint64_t frees_ns; /* when the oldest request counted leaves the window; 0: nothing counted */
 };
 
@@ -208,8 +219,7 @@ struct budget_usage {
  * the ones its last reservation was held to (a credential may override
  * latch.conf's).  fn's non-zero return stops the walk and is returned.
  */
-int budget_report(struct budget *b, const char *sandbox, int (*fn)(const struct budget_usage *u, void *arg),
-		  void *arg);
+int budget_report(struct budget *b, const char *sandbox, int (*fn)(const struct budget_usage *u, void *arg), void *arg);
 
 /* The time the ledger is at now: the clock, never before the ledger's last row. */
 uint64_t budget_now(struct budget *b);
@@ -231,7 +241,7 @@ struct budget_price {
 	int64_t above; /* 0, or: these prices apply when a request's input passes this many tokens */
 	int64_t input, output, cached_input, cache_write;
 	int64_t max_output; /* the most output tokens one request can be billed for */
-	int64_t context;    /* the most input tokens one request can be billed for */
+	int64_t context; /* the most input tokens one request can be billed for */
 	bool builtin;
 };
 
@@ -248,11 +258,11 @@ int budget_price_parse_line(const char *line, struct budget_price *row, char *er
 
 /* Tokens of one request, split the way they are billed. */
 struct budget_tokens {
-	int64_t input;		/* uncached input, at the input price */
-	int64_t cached;		/* cache reads, at the cached-input price */
-	int64_t cache_write;	/* cache writes, at the cache-write price */
+	int64_t input; /* uncached input, at the input price */
+	int64_t cached; /* cache reads, at the cached-input price */
+	int64_t cache_write; /* cache writes, at the cache-write price */
 	int64_t cache_write_1h; /* Anthropic's 1-hour cache writes: twice the input price */
-	int64_t output;		/* output, reasoning included */
+	int64_t output; /* output, reasoning included */
 };
 
 /*

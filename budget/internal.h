@@ -13,6 +13,7 @@
  *              integer arithmetic of a charge;
  *   ledger.c   the sqlite ledger: rows, replay, the write transaction;
  *   budget.c   windows, caps, reservations and settlements;
+ *   life.c     open (replay, dead owners), the tick, close;
  *   report.c   refusal lines, audit notes and budget_report().
  */
 #ifndef LATCH_BUDGET_INTERNAL_H
@@ -30,9 +31,9 @@
 /* ---- scan.c: the streaming JSON scanner ---- */
 
 #define JSCAN_DEPTH_MAX 256 /* deeper is refused as unreadable */
-#define JSCAN_KEYS 12	    /* levels whose member key is remembered (watch paths are shallower) */
-#define JSCAN_KEY_MAX 32    /* longer keys are remembered as "unmatchable" */
-#define JSCAN_CAPTURE 4096  /* a watched value longer than this is reported as too long */
+#define JSCAN_KEYS 12 /* levels whose member key is remembered (watch paths are shallower) */
+#define JSCAN_KEY_MAX 32 /* longer keys are remembered as "unmatchable" */
+#define JSCAN_CAPTURE 4096 /* a watched value longer than this is reported as too long */
 #define JSCAN_WATCH_MAX 24
 
 /*
@@ -44,28 +45,38 @@ typedef void (*jscan_value_cb)(void *arg, int watch, const char *text, size_t le
 /*
  * Watch paths: "usage" (a top-level member), "message.usage", "*.usageMetadata"
  * ('*' is any element of an array), "**.file_id" (a member of that name at
- * any depth up to JSCAN_KEYS).
+ * any depth up to JSCAN_KEYS).  A leading '?' asks only where a value starts:
+ * the callback gets its first byte ('{', '[', '"', 'n'...) and nothing is
+ * captured, so the values inside it can be watched.
  */
 struct jscan {
-	const char *const *watch;
 	int n_watch;
-	int8_t wdepth[JSCAN_WATCH_MAX]; /* segments of each watch; -1 for "**.KEY" */
-	uint32_t depth_mask;		 /* bit d: some watch has d segments */
-	bool any_depth;			 /* some watch is "**.KEY" */
+	/* the watch paths, split once: segment texts and lengths ("*" for an array element) */
+	struct jscan_watch {
+		int8_t nseg; /* -1: "**.KEY", seg[0] is KEY */
+		bool presence; /* '?': report the first byte only */
+		uint8_t len[JSCAN_KEYS];
+		const char *seg[JSCAN_KEYS];
+	} w[JSCAN_WATCH_MAX];
+	uint8_t by_depth[JSCAN_KEYS + 1][JSCAN_WATCH_MAX]; /* the watches of d segments */
+	uint8_t n_by_depth[JSCAN_KEYS + 1];
+	uint8_t any[JSCAN_WATCH_MAX]; /* the "**.KEY" watches */
+	uint8_t n_any;
 	jscan_value_cb cb;
 	void *arg;
 	int state;
 	int depth;
 	uint8_t is_array[JSCAN_DEPTH_MAX / 8]; /* one bit per open container */
 	char key[JSCAN_KEYS][JSCAN_KEY_MAX + 1];
+	uint8_t keylen[JSCAN_KEYS]; /* 0: no key, or one that matches nothing */
 	int klen;
 	bool key_long;
-	bool esc;  /* in a string, after a backslash */
+	bool esc; /* in a string, after a backslash */
 	int cap_watch; /* -1: not capturing */
 	int cap_depth;
 	size_t cap_len;
 	bool cap_over;
-	bool bad;  /* not JSON */
+	bool bad; /* not JSON */
 	bool done; /* the top-level value is complete */
 	char cap[JSCAN_CAPTURE];
 };
@@ -108,25 +119,36 @@ void sse_feed(struct sse *s, const char *p, size_t n);
 /* ---- usage.c: what a response says it cost ---- */
 
 enum usage_result {
-	USAGE_OK,	 /* complete usage read */
-	USAGE_NONE,	 /* the response carried no (final) usage */
-	USAGE_BAD,	 /* the body or its usage could not be read */
-	USAGE_ERROR,	 /* the provider reported an error in a 2xx stream */
+	USAGE_OK, /* complete usage read */
+	USAGE_NONE, /* the response carried no (final) usage */
+	USAGE_BAD, /* the body or its usage could not be read */
+	USAGE_ERROR, /* the provider reported an error in a 2xx stream */
+};
+
+/* The token counts a usage object may carry, under each provider's names. */
+enum usage_field { UF_IN, UF_OUT, UF_CACHED, UF_CW, UF_CW5M, UF_CW1H, UF_THOUGHTS, UF_TOOL, UF_N };
+
+/* One usage object as read: its counts, which of them were present, and whether it was an object. */
+struct usage_acc {
+	int64_t v[UF_N];
+	uint16_t present;
+	bool object;
 };
 
 struct usage_parser {
 	enum budget_format format;
-	int mode; /* sniffing, JSON, SSE, or inflating into one of them */
-	int inner_mode;
+	int mode; /* sniffing, JSON, SSE, or dead */
 	z_stream *z;
 	struct jscan *js; /* JSON mode */
-	struct sse *sse;  /* SSE mode */
-	/* the event being read (SSE) or the body (JSON) */
-	json_t *cur[JSCAN_WATCH_MAX];
-	bool cur_over;
+	struct sse *sse; /* SSE mode */
+	const struct usage_watch *watch; /* the format's watch table */
+	/* the event being read (SSE), or the body (JSON) */
+	struct usage_acc ev[2]; /* [0]: the usage path; [1]: Anthropic's message_delta usage */
+	char type[SSE_EVENT_MAX + 1];
+	bool ev_error;
 	/* results so far */
+	struct usage_acc run; /* Anthropic's stream: message_start's, updated by each message_delta */
 	bool have_usage, final, error, bad, done_marker;
-	json_t *usage;	/* Anthropic: message_start's usage, merged with message_delta's */
 	struct budget_tokens tokens;
 };
 
@@ -140,11 +162,11 @@ const char *usage_result_name(enum usage_result r);
 
 struct request_facts {
 	char model[BUDGET_MODEL_MAX + 1]; /* "" when the body names none (or names it twice) */
-	bool readable;			  /* the body was one JSON object, read to its end */
-	bool ambiguous;			  /* a watched member appeared twice */
-	int64_t max_output;		  /* the largest max-tokens field, 0 when none */
-	int64_t choices;		  /* n / candidateCount, at least 1 */
-	bool server_state;		  /* input held by the provider (previous_response_id, file ids...) */
+	bool readable; /* the body was one JSON object, read to its end */
+	bool ambiguous; /* a watched member appeared twice */
+	int64_t max_output; /* the largest max-tokens field, 0 when none */
+	int64_t choices; /* n / candidateCount, at least 1 */
+	bool server_state; /* input held by the provider (previous_response_id, file ids...) */
 };
 
 void request_inspect(enum budget_format f, const void *body, size_t len, struct request_facts *out);
@@ -181,15 +203,14 @@ struct ledger_row {
 	int64_t id;
 	uint64_t time_ns;
 	int64_t request; /* the reserve row's id */
-	bool settle;	 /* false: a reservation */
+	bool settle; /* false: a reservation */
 	const char *sandbox, *provider, *model, *how;
 	int64_t micros;
 	struct budget_caps caps; /* reservations: the sandbox caps in force */
 	struct budget_tokens tokens;
 };
 
-struct ledger *ledger_open(const char *path, bool readonly, bool sync_full, uid_t owner, char *err,
-			   size_t errlen);
+struct ledger *ledger_open(const char *path, bool readonly, bool sync_full, uid_t owner, char *err, size_t errlen);
 void ledger_close(struct ledger *l);
 const char *ledger_error(const struct ledger *l);
 /* BEGIN IMMEDIATE (the write lock) / COMMIT / ROLLBACK. */
@@ -202,10 +223,17 @@ int ledger_each_after(struct ledger *l, int64_t after, int (*fn)(const struct le
 int64_t ledger_first_since(struct ledger *l, uint64_t time_ns);
 /* The time of the last row (0 when empty). */
 uint64_t ledger_last_time(struct ledger *l);
-/* Append a row; its id is returned in r->id.  Inside ledger_begin()/ledger_commit(). */
+/*
+ * Append a row with id r->id: the next id, which the caller knows because it
+ * has read every row (catch_up) inside this ledger_begin()/ledger_commit().
+ * A wrong id fails on the primary key rather than reorder the ledger.
+ */
 int ledger_insert(struct ledger *l, struct ledger_row *r, const char *owner);
 /* The owner written with reservation id ("" when none). */
 int ledger_owner_of(struct ledger *l, int64_t id, char *buf, size_t len);
+#define LEDGER_AUTOCHECKPOINT_PAGES 10000
+/* Copy the WAL into the database (PASSIVE: never waits for a reader). */
+int ledger_checkpoint(struct ledger *l);
 /* Delete rows older than time_ns. */
 int ledger_prune(struct ledger *l, uint64_t time_ns);
 
@@ -217,7 +245,7 @@ bool ledger_owner_alive(const char *owner);
 /* ---- budget.c's state (report.c reads it) ---- */
 
 #define BUDGET_KEEP_DAYS 31 /* the ledger keeps a month; the caps read a day of it */
-#define WARN_MAX 64	    /* models named in a warning; the names come from the guest */
+#define WARN_MAX 64 /* models named in a warning; the names come from the guest */
 
 enum cap_kind { CAP_REQ_HOUR, CAP_REQ_DAY, CAP_DOLLARS_DAY, CAP_KINDS };
 
@@ -234,8 +262,8 @@ struct charge {
 /* The windows of one (sandbox, provider), or of one provider host-wide. */
 struct tally {
 	int64_t n_hour, n_day; /* requests reserved in the last hour, day */
-	int64_t spent;	       /* micro-dollars charged by settled requests of the last day */
-	int64_t reserved;      /* micro-dollars held by open reservations of the last day */
+	int64_t spent; /* micro-dollars charged by settled requests of the last day */
+	int64_t reserved; /* micro-dollars held by open reservations of the last day */
 	struct budget_caps caps; /* a sandbox's: what its last reservation was held to */
 	bool caps_known;
 };
@@ -243,6 +271,17 @@ struct tally {
 struct sbx {
 	char name[LATCH_NAME_MAX + 1];
 	struct tally t[BUDGET_PROVIDERS];
+};
+
+/* A settlement already in memory whose row goes to the ledger with the next commit. */
+struct pending {
+	int64_t request;
+	int64_t micros;
+	const char *how; /* a static word */
+	struct budget_tokens tokens;
+	uint32_t sbx;
+	uint8_t provider;
+	char model[BUDGET_MODEL_MAX + 1];
 };
 
 struct budget {
@@ -257,9 +296,11 @@ struct budget {
 	uint32_t *index; /* open addressing over sbx: index + 1, 0 is empty */
 	uint32_t index_size;
 	struct tally host[BUDGET_PROVIDERS];
-	int64_t last_id;    /* the last ledger row read */
+	struct pending *pending; /* settlements not written yet */
+	size_t n_pending, cap_pending;
+	int64_t last_id; /* the last ledger row read */
 	uint64_t last_time; /* and the latest time on any row */
-	char self[160];	    /* this process as a ledger owner */
+	char self[160]; /* this process as a ledger owner */
 	char warned[WARN_MAX][BUDGET_MODEL_MAX + 16];
 	int n_warned;
 	bool warned_full;
@@ -297,6 +338,10 @@ const char *cap_name(enum cap_kind k);
 int64_t cap_value(const struct budget_caps *c, enum cap_kind k);
 bool charge_matches(const struct charge *c, int sbx, enum budget_provider p);
 void refusal_text(struct budget *b, const struct refusal *r, struct budget_note *note, char *line, size_t linelen);
+void charge_settle(struct budget *b, int64_t id, int64_t micros);
+struct pending *queue_pending(struct budget *b, int64_t request, int64_t micros, const char *how,
+			      const struct budget_tokens *tok, uint32_t sbx, enum budget_provider p, const char *model);
+int write_pending(struct budget *b, int64_t *next, uint64_t now);
 void settle_note(const struct budget_ticket *t, const char *why, int64_t charge, const struct budget_tokens *tok,
 		 struct budget_note *note);
 

@@ -29,22 +29,23 @@
 
 #include "budget/internal.h"
 
-enum { Q_INSERT, Q_AFTER, Q_FIRST, Q_LAST, Q_OWNER, Q_PRUNE, Q_BEGIN, Q_COMMIT, Q_ROLLBACK, Q_N };
+enum { Q_INSERT, Q_AFTER, Q_RANGE, Q_AT, Q_LAST, Q_OWNER, Q_PRUNE, Q_BEGIN, Q_COMMIT, Q_ROLLBACK, Q_N };
 
 static const char *const sql[Q_N] = {
-	/* a reservation's request is its own id: the id the insert takes, max(id) + 1 under the write lock */
+	/* the id is given: the caller has read every row under the write lock, so it knows the next one */
 	[Q_INSERT] = "INSERT INTO ledger (id, time_ns, request, kind, sandbox, provider, model, micros, how,"
 		     " cap_requests_hour, cap_requests_day, cap_micros_day, input_tokens, cached_tokens,"
 		     " cache_write_tokens, cache_write_1h_tokens, output_tokens, owner)"
-		     " SELECT next, ?1, coalesce(?2, next), ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15,"
-		     " ?16, ?17 FROM (SELECT ifnull(max(id), 0) + 1 AS next FROM ledger)",
+		     " VALUES (?18, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
 	[Q_AFTER] = "SELECT id, time_ns, request, kind, sandbox, provider, model, micros, how,"
 		    " cap_requests_hour, cap_requests_day, cap_micros_day FROM ledger WHERE id > ? ORDER BY id",
-	[Q_FIRST] = "SELECT ifnull(min(id), (SELECT ifnull(max(id), 0) + 1 FROM ledger)) FROM ledger WHERE time_ns >= ?",
+	/* no index on time: ids are in time order, so a time is found by bisecting the ids */
+	[Q_RANGE] = "SELECT ifnull(min(id), 0), ifnull(max(id), 0) FROM ledger",
+	[Q_AT] = "SELECT time_ns FROM ledger WHERE id >= ? ORDER BY id LIMIT 1",
 	[Q_LAST] = "SELECT time_ns FROM ledger ORDER BY id DESC LIMIT 1",
 	[Q_OWNER] = "SELECT owner FROM ledger WHERE id = ?",
 	/* never the newest row: ids must keep growing (no AUTOINCREMENT needed) */
-	[Q_PRUNE] = "DELETE FROM ledger WHERE time_ns < ? AND id < (SELECT max(id) FROM ledger)",
+	[Q_PRUNE] = "DELETE FROM ledger WHERE id < ? AND id < (SELECT max(id) FROM ledger)",
 	[Q_BEGIN] = "BEGIN IMMEDIATE",
 	[Q_COMMIT] = "COMMIT",
 	[Q_ROLLBACK] = "ROLLBACK",
@@ -65,7 +66,7 @@ static const char schema[] =
 	" input_tokens INTEGER, cached_tokens INTEGER, cache_write_tokens INTEGER, cache_write_1h_tokens INTEGER,"
 	" output_tokens INTEGER,"
 	" owner TEXT);"
-	"CREATE INDEX IF NOT EXISTS ledger_time ON ledger (time_ns);";
+	"DROP INDEX IF EXISTS ledger_time;"; /* a page write per row that nothing needs (ids are in time order) */
 
 struct ledger {
 	sqlite3 *db;
@@ -79,17 +80,26 @@ static int sqlite_errno(int rc)
 	switch (rc & 0xff) {
 	case SQLITE_OK:
 	case SQLITE_DONE:
-	case SQLITE_ROW: return 0;
+	case SQLITE_ROW:
+		return 0;
 	case SQLITE_BUSY:
-	case SQLITE_LOCKED: return -EBUSY;
-	case SQLITE_NOMEM: return -ENOMEM;
-	case SQLITE_READONLY: return -EROFS;
-	case SQLITE_FULL: return -ENOSPC;
-	case SQLITE_CANTOPEN: return -EACCES;
-	case SQLITE_PERM: return -EPERM;
+	case SQLITE_LOCKED:
+		return -EBUSY;
+	case SQLITE_NOMEM:
+		return -ENOMEM;
+	case SQLITE_READONLY:
+		return -EROFS;
+	case SQLITE_FULL:
+		return -ENOSPC;
+	case SQLITE_CANTOPEN:
+		return -EACCES;
+	case SQLITE_PERM:
+		return -EPERM;
 	case SQLITE_CORRUPT:
-	case SQLITE_NOTADB: return -EBADMSG;
-	default: return -EIO;
+	case SQLITE_NOTADB:
+		return -EBADMSG;
+	default:
+		return -EIO;
 	}
 }
 
@@ -145,16 +155,18 @@ static int check_paths(const char *path, bool readonly, uid_t owner, char *err, 
 	if (!S_ISREG(st.st_mode))
 		return latch_errf(err, errlen, -EINVAL, "ledger %s is not a regular file; move it away", path);
 	if (st.st_uid != owner || (st.st_mode & 077))
-		return latch_errf(err, errlen, -EPERM, "ledger %s is owned by uid %u with mode %04o; fix: chown %u %s "
+		return latch_errf(err, errlen, -EPERM,
+				  "ledger %s is owned by uid %u with mode %04o; fix: chown %u %s "
 				  "&& chmod 600 %s",
-				  path, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777), (unsigned)owner, path, path);
+				  path, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777), (unsigned)owner, path,
+				  path);
 	return 0;
 }
 
 struct ledger *ledger_open(const char *path, bool readonly, bool sync_full, uid_t owner, char *err, size_t errlen)
 {
 	struct ledger *l;
-	char *msg = NULL, pragmas[128];
+	char *msg = NULL, pragmas[256];
 	int rc, e;
 
 	e = check_paths(path, readonly, owner, err, errlen);
@@ -179,8 +191,15 @@ struct ledger *ledger_open(const char *path, bool readonly, bool sync_full, uid_
 	sqlite3_busy_timeout(l->db, 10000);
 	if (!readonly) {
 		/* journal_mode is kept in the file; synchronous belongs to the connection */
-		snprintf(pragmas, sizeof(pragmas), "PRAGMA journal_mode=WAL; PRAGMA synchronous=%s;",
-			 sync_full ? "FULL" : "NORMAL");
+		/*
+		 * A checkpoint fsyncs: left to sqlite it lands on whichever request
+		 * fills 1000 pages.  budget_tick() runs it from latchd's tick;
+		 * the automatic one is only a backstop (about 40 MB of WAL).
+		 */
+		snprintf(pragmas, sizeof(pragmas),
+			 "PRAGMA journal_mode=WAL; PRAGMA synchronous=%s; PRAGMA wal_autocheckpoint=%d;"
+			 " PRAGMA journal_size_limit=%d;",
+			 sync_full ? "FULL" : "NORMAL", LEDGER_AUTOCHECKPOINT_PAGES, 4 << 20);
 		rc = sqlite3_exec(l->db, pragmas, NULL, NULL, &msg);
 		if (rc == SQLITE_OK)
 			rc = sqlite3_exec(l->db, schema, NULL, NULL, &msg);
@@ -280,16 +299,42 @@ int ledger_each_after(struct ledger *l, int64_t after, int (*fn)(const struct le
 	return ret;
 }
 
+/* The time of the first row at or after id; false when there is none. */
+static bool time_at(struct ledger *l, int64_t id, uint64_t *t)
+{
+	sqlite3_stmt *s = l->st[Q_AT];
+	bool found;
+
+	sqlite3_bind_int64(s, 1, id);
+	found = sqlite3_step(s) == SQLITE_ROW;
+	if (found)
+		*t = (uint64_t)sqlite3_column_int64(s, 0);
+	sqlite3_reset(s);
+	return found;
+}
+
 int64_t ledger_first_since(struct ledger *l, uint64_t time_ns)
 {
-	sqlite3_stmt *s = l->st[Q_FIRST];
-	int64_t id = INT64_MAX;
+	sqlite3_stmt *s = l->st[Q_RANGE];
+	int64_t lo = 0, hi = 0, mid;
+	uint64_t t;
 
-	sqlite3_bind_int64(s, 1, (int64_t)time_ns);
-	if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_type(s, 0) != SQLITE_NULL)
-		id = sqlite3_column_int64(s, 0);
+	if (sqlite3_step(s) == SQLITE_ROW) {
+		lo = sqlite3_column_int64(s, 0);
+		hi = sqlite3_column_int64(s, 1) + 1; /* past the last row: "none", which counts as late enough */
+	}
 	sqlite3_reset(s);
-	return id;
+	if (hi <= 1)
+		return 1;
+	/* the smallest id whose first row at or after it is recent enough (that only grows with id) */
+	while (lo < hi) {
+		mid = lo + (hi - lo) / 2;
+		if (!time_at(l, mid, &t) || t >= time_ns)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return lo;
 }
 
 uint64_t ledger_last_time(struct ledger *l)
@@ -317,10 +362,8 @@ int ledger_insert(struct ledger *l, struct ledger_row *r, const char *owner)
 	int rc;
 
 	sqlite3_bind_int64(s, 1, (int64_t)r->time_ns);
-	if (r->settle)
-		sqlite3_bind_int64(s, 2, r->request);
-	else
-		sqlite3_bind_null(s, 2);
+	sqlite3_bind_int64(s, 18, r->id);
+	sqlite3_bind_int64(s, 2, r->settle ? r->request : r->id); /* a reservation is its own request */
 	sqlite3_bind_text(s, 3, r->settle ? "settle" : "reserve", -1, SQLITE_STATIC);
 	sqlite3_bind_text(s, 4, r->sandbox, -1, SQLITE_STATIC);
 	sqlite3_bind_text(s, 5, r->provider, -1, SQLITE_STATIC);
@@ -341,10 +384,8 @@ int ledger_insert(struct ledger *l, struct ledger_row *r, const char *owner)
 		sqlite3_bind_null(s, 17);
 	rc = sqlite3_step(s);
 	sqlite3_reset(s);
-	sqlite3_clear_bindings(s);
 	if (rc != SQLITE_DONE)
 		return fail(l, rc, "write the ledger");
-	r->id = sqlite3_last_insert_rowid(l->db);
 	if (!r->settle)
 		r->request = r->id;
 	return 0;
@@ -358,16 +399,24 @@ int ledger_owner_of(struct ledger *l, int64_t id, char *buf, size_t len)
 	buf[0] = '\0';
 	sqlite3_bind_int64(s, 1, id);
 	if (sqlite3_step(s) == SQLITE_ROW) {
-		snprintf(buf, len, "%s", sqlite3_column_type(s, 0) == SQLITE_NULL ? "" : (const char *)sqlite3_column_text(s, 0));
+		snprintf(buf, len, "%s",
+			 sqlite3_column_type(s, 0) == SQLITE_NULL ? "" : (const char *)sqlite3_column_text(s, 0));
 		ret = 0;
 	}
 	sqlite3_reset(s);
 	return ret;
 }
 
+int ledger_checkpoint(struct ledger *l)
+{
+	int rc = sqlite3_wal_checkpoint_v2(l->db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+
+	return rc == SQLITE_OK || rc == SQLITE_BUSY ? 0 : fail(l, rc, "checkpoint");
+}
+
 int ledger_prune(struct ledger *l, uint64_t time_ns)
 {
-	sqlite3_bind_int64(l->st[Q_PRUNE], 1, (int64_t)time_ns);
+	sqlite3_bind_int64(l->st[Q_PRUNE], 1, ledger_first_since(l, time_ns));
 	return step_done(l, Q_PRUNE, "prune the ledger");
 }
 

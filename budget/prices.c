@@ -88,8 +88,8 @@ static const char builtin_prices[] =
 #define PRICE_MAX (100000LL * BUDGET_MICROS) /* $100,000 per million tokens: a typo, not a price */
 #define TOKENS_LIMIT 1000000000u
 
-static const char *const columns[] = { "PROVIDER", "MODEL", "INPUT", "OUTPUT", "CACHED_INPUT", "CACHE_WRITE",
-				       "MAX_OUTPUT", "CONTEXT" };
+static const char *const columns[] = { "PROVIDER",     "MODEL",	      "INPUT",	    "OUTPUT",
+				       "CACHED_INPUT", "CACHE_WRITE", "MAX_OUTPUT", "CONTEXT" };
 
 static int price_field(const char *v, int col, bool dash_ok, int64_t *out, char *err, size_t errlen)
 {
@@ -162,7 +162,8 @@ int budget_price_parse_line(const char *line, struct budget_price *row, char *er
 	    price_field(f[3], 3, false, &row->output, err, errlen) ||
 	    price_field(f[4], 4, true, &row->cached_input, err, errlen) ||
 	    price_field(f[5], 5, true, &row->cache_write, err, errlen) ||
-	    token_field(f[6], 6, 0, &row->max_output, err, errlen) || token_field(f[7], 7, 1, &row->context, err, errlen))
+	    token_field(f[6], 6, 0, &row->max_output, err, errlen) ||
+	    token_field(f[7], 7, 1, &row->context, err, errlen))
 		return -EINVAL;
 	if (row->cached_input < 0)
 		row->cached_input = row->input;
@@ -209,8 +210,8 @@ static int load_text(struct price_table *t, FILE *f, const char *text, const cha
 			if (!fgets(line, sizeof(line), f))
 				break;
 			if (!strchr(line, '\n') && !feof(f)) {
-				ret = latch_errf_at(err, errlen, -EINVAL, file, lineno + 1, "line longer than %zu characters",
-						    sizeof(line) - 2);
+				ret = latch_errf_at(err, errlen, -EINVAL, file, lineno + 1,
+						    "line longer than %zu characters", sizeof(line) - 2);
 				break;
 			}
 		} else {
@@ -234,8 +235,8 @@ static int load_text(struct price_table *t, FILE *f, const char *text, const cha
 			if (same_row(&mine[i], &row)) {
 				ret = latch_errf_at(err, errlen, -EINVAL, file, lineno,
 						    "%s %s%s is already priced on line %d; keep one of them",
-						    budget_provider_name(row.provider), row.model, row.above ? " (tier)" : "",
-						    mine_line[i]);
+						    budget_provider_name(row.provider), row.model,
+						    row.above ? " (tier)" : "", mine_line[i]);
 				goto out;
 			}
 		mine = realloc(mine, (size_t)(n_mine + 1) * sizeof(*mine));

@@ -45,13 +45,14 @@ void refusal_text(struct budget *b, const struct refusal *r, struct budget_note 
 		budget_format_dollars(r->used, used, sizeof(used));
 		budget_format_dollars(r->reserved, reserved, sizeof(reserved));
 		budget_format_dollars(r->need, need, sizeof(need));
-		snprintf(stand, sizeof(stand), "%s spent and %s reserved in the last 24 hours, this request needs up to %s",
-			 used, reserved, need);
+		snprintf(stand, sizeof(stand),
+			 "%s spent and %s reserved in the last 24 hours, this request needs up to %s", used, reserved,
+			 need);
 		if (!r->known)
 			snprintf(hint, sizeof(hint), "; %s is priced at %s's highest prices: add it to %.200s",
-				 r->format == BUDGET_FORMAT_UNKNOWN ? "this endpoint"
-				 : *r->model			    ? r->model
-								    : "a request without a model",
+				 r->format == BUDGET_FORMAT_UNKNOWN ? "this endpoint" :
+				 *r->model			    ? r->model :
+								      "a request without a model",
 				 prov, r->format == BUDGET_FORMAT_UNKNOWN ? "the kit's paths" : b->prices_path);
 	} else {
 		snprintf(limit, sizeof(limit), "%lld", (long long)r->cap);
@@ -66,8 +67,8 @@ void refusal_text(struct budget *b, const struct refusal *r, struct budget_note 
 	} else if (r->cap == 0) {
 		snprintf(when, sizeof(when), "it allows nothing; raise %s", key);
 	} else {
-		snprintf(when, sizeof(when), "this request alone is more than the cap; lower its max tokens or raise %s",
-			 key);
+		snprintf(when, sizeof(when),
+			 "this request alone is more than the cap; lower its max tokens or raise %s", key);
 	}
 	snprintf(line, linelen, "latch: %s is %s; %s; %s%s", scope, limit, stand, when, hint);
 
@@ -78,8 +79,8 @@ void refusal_text(struct budget *b, const struct refusal *r, struct budget_note 
 		json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:s}", "scope",
 				      r->host ? "host" : "sandbox", "cap", cap, "provider", prov, "model",
 				      *r->model ? r->model : "-", "format", budget_format_name(r->format), "limit",
-				      (json_int_t)r->cap, "used", (json_int_t)r->used, "reserved", (json_int_t)r->reserved,
-				      "need", (json_int_t)r->need, "unit",
+				      (json_int_t)r->cap, "used", (json_int_t)r->used, "reserved",
+				      (json_int_t)r->reserved, "need", (json_int_t)r->need, "unit",
 				      r->kind == CAP_DOLLARS_DAY ? "micro-dollars" : "requests");
 
 		budget_format_time(r->frees_ns, t, sizeof(t));
@@ -88,23 +89,34 @@ void refusal_text(struct budget *b, const struct refusal *r, struct budget_note 
 	}
 }
 
+/*
+ * The note of a settlement, written directly: it is made for most requests
+ * (usage is nearly always below the worst case), and building it through
+ * jansson cost more than the rest of the settlement.  Keys in sorted order,
+ * as the audit log stores fields; every string is a model name that passed
+ * request_model_ok() or a fixed word, so nothing needs escaping.
+ */
 void settle_note(const struct budget_ticket *t, const char *why, int64_t charge, const struct budget_tokens *tok,
 		 struct budget_note *note)
 {
-	json_t *o = json_pack("{s:I, s:s, s:s, s:s, s:s, s:i, s:I, s:I}", "request", (json_int_t)t->id, "provider",
-			      budget_provider_name(t->provider), "model", *t->model ? t->model : "-", "format",
-			      budget_format_name(t->format), "how", why, "status", t->status, "reserved_micros",
-			      (json_int_t)t->reserved, "charged_micros", (json_int_t)charge);
+	char tokens[200] = "";
+	int n;
 
 	if (!strcmp(why, "usage"))
-		json_object_set_new(o, "tokens",
-				    json_pack("{s:I, s:I, s:I, s:I, s:I}", "input", (json_int_t)tok->input, "cached",
-					      (json_int_t)tok->cached, "cache_write", (json_int_t)tok->cache_write,
-					      "cache_write_1h", (json_int_t)tok->cache_write_1h, "output",
-					      (json_int_t)tok->output));
+		snprintf(tokens, sizeof(tokens),
+			 ",\"tokens\":{\"cache_write\":%lld,\"cache_write_1h\":%lld,\"cached\":%lld,\"input\":%lld,"
+			 "\"output\":%lld}",
+			 (long long)tok->cache_write, (long long)tok->cache_write_1h, (long long)tok->cached,
+			 (long long)tok->input, (long long)tok->output);
+	n = snprintf(note->fields, sizeof(note->fields),
+		     "{\"charged_micros\":%lld,\"format\":\"%s\",\"how\":\"%s\",\"model\":\"%s\",\"provider\":\"%s\","
+		     "\"request\":%lld,\"reserved_micros\":%lld,\"status\":%d%s}",
+		     (long long)charge, budget_format_name(t->format), why, *t->model ? t->model : "-",
+		     budget_provider_name(t->provider), (long long)t->id, (long long)t->reserved, t->status, tokens);
+	if (n < 0 || (size_t)n >= sizeof(note->fields))
+		snprintf(note->fields, sizeof(note->fields), "{}");
 	snprintf(note->decision, sizeof(note->decision), "settle");
 	snprintf(note->reason, sizeof(note->reason), "budget.settled.%s", why);
-	dump_fields(o, note);
 }
 
 /* ---- budget_report ---- */
@@ -114,8 +126,8 @@ static bool any_cap(const struct budget_caps *c)
 	return c->requests_per_hour >= 0 || c->requests_per_day >= 0 || c->micros_per_day >= 0;
 }
 
-static void cap_state(const struct budget *b, int sbx, enum budget_provider p, const struct tally *t,
-		      enum cap_kind k, int64_t cap, struct budget_cap_state *s)
+static void cap_state(const struct budget *b, int sbx, enum budget_provider p, const struct tally *t, enum cap_kind k,
+		      int64_t cap, struct budget_cap_state *s)
 {
 	uint64_t w = k == CAP_REQ_HOUR ? BUDGET_HOUR_NS : BUDGET_DAY_NS;
 
@@ -133,9 +145,8 @@ static void cap_state(const struct budget *b, int sbx, enum budget_provider p, c
 		}
 }
 
-static int report_one(const struct budget *b, const char *name, int sbx, enum budget_provider p,
-		      const struct tally *t, const struct budget_caps *caps,
-		      int (*fn)(const struct budget_usage *u, void *arg), void *arg)
+static int report_one(const struct budget *b, const char *name, int sbx, enum budget_provider p, const struct tally *t,
+		      const struct budget_caps *caps, int (*fn)(const struct budget_usage *u, void *arg), void *arg)
 {
 	struct budget_usage u = { .provider = p };
 
@@ -153,8 +164,7 @@ static int by_name(const void *x, const void *y)
 	return strcmp(sort_b->sbx[*(const uint32_t *)x].name, sort_b->sbx[*(const uint32_t *)y].name);
 }
 
-int budget_report(struct budget *b, const char *sandbox, int (*fn)(const struct budget_usage *u, void *arg),
-		  void *arg)
+int budget_report(struct budget *b, const char *sandbox, int (*fn)(const struct budget_usage *u, void *arg), void *arg)
 {
 	static const struct tally empty;
 	uint32_t *order = NULL;

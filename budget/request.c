@@ -41,8 +41,8 @@ int budget_provider_parse(const char *s, enum budget_provider *p)
 
 const char *budget_format_name(enum budget_format f)
 {
-	static const char *const names[] = { "unknown", "free", "openai_chat", "openai_embeddings", "openai_responses",
-					     "anthropic", "gemini" };
+	static const char *const names[] = { "unknown",		 "free",      "openai_chat", "openai_embeddings",
+					     "openai_responses", "anthropic", "gemini" };
 
 	return (unsigned)f < sizeof(names) / sizeof(names[0]) ? names[f] : "?";
 }

@@ -18,33 +18,21 @@
 #include "budget/internal.h"
 
 enum {
-	ST_VALUE,	 /* a value is due (top level, after ':' or after ',' in an array) */
-	ST_ARRAY_FIRST,	 /* after '[': a value or ']' */
+	ST_VALUE, /* a value is due (top level, after ':' or after ',' in an array) */
+	ST_ARRAY_FIRST, /* after '[': a value or ']' */
 	ST_OBJECT_FIRST, /* after '{': a key or '}' */
-	ST_KEY,		 /* after ',' in an object: a key */
-	ST_KEYSTR,	 /* inside a key */
+	ST_KEY, /* after ',' in an object: a key */
+	ST_KEYSTR, /* inside a key */
 	ST_COLON,
-	ST_AFTER,  /* after a value inside a container: ',' or the closing bracket */
+	ST_AFTER, /* after a value inside a container: ',' or the closing bracket */
 	ST_STRING, /* inside a string value */
 	ST_SCALAR, /* inside a number, true, false or null */
-	ST_END,	   /* the top-level value is complete: only blanks may follow */
+	ST_END, /* the top-level value is complete: only blanks may follow */
 };
 
 static bool is_arr(const struct jscan *j, int level)
 {
 	return j->is_array[level >> 3] & (1u << (level & 7));
-}
-
-/* Watch paths are split once: their number of segments, or -1 for "**.KEY". */
-static int watch_depth(const char *w)
-{
-	int d = 1;
-
-	if (!strncmp(w, "**.", 3))
-		return -1;
-	for (; *w; w++)
-		d += *w == '.';
-	return d;
 }
 
 static void jscan_reset(struct jscan *j)
@@ -63,18 +51,39 @@ static void jscan_reset(struct jscan *j)
 
 void jscan_init(struct jscan *j, const char *const *watch, int n_watch, jscan_value_cb cb, void *arg)
 {
-	j->watch = watch;
 	j->n_watch = n_watch < JSCAN_WATCH_MAX ? n_watch : JSCAN_WATCH_MAX;
-	j->depth_mask = 0;
-	j->any_depth = false;
+	j->n_any = 0;
+	memset(j->n_by_depth, 0, sizeof(j->n_by_depth));
 	for (int w = 0; w < j->n_watch; w++) {
-		int d = watch_depth(watch[w]);
+		struct jscan_watch *jw = &j->w[w];
+		const char *s = watch[w];
 
-		j->wdepth[w] = (int8_t)(d > JSCAN_KEYS ? JSCAN_KEYS + 1 : d);
-		if (d < 0)
-			j->any_depth = true;
-		else if (d <= JSCAN_KEYS)
-			j->depth_mask |= 1u << d;
+		jw->nseg = 0;
+		jw->presence = *s == '?';
+		s += jw->presence;
+		if (!strncmp(s, "**.", 3)) {
+			jw->nseg = -1;
+			jw->seg[0] = s + 3;
+			jw->len[0] = (uint8_t)strlen(s + 3);
+			j->any[j->n_any++] = (uint8_t)w;
+			continue;
+		}
+		for (;;) {
+			const char *dot = strchr(s, '.');
+			size_t len = dot ? (size_t)(dot - s) : strlen(s);
+
+			if (jw->nseg == JSCAN_KEYS || !len || len > JSCAN_KEY_MAX) {
+				jw->nseg = 0; /* deeper or longer than anything remembered: never matches */
+				break;
+			}
+			jw->seg[jw->nseg] = s;
+			jw->len[jw->nseg++] = (uint8_t)len;
+			if (!dot)
+				break;
+			s = dot + 1;
+		}
+		if (jw->nseg)
+			j->by_depth[jw->nseg][j->n_by_depth[jw->nseg]++] = (uint8_t)w;
 	}
 	j->cb = cb;
 	j->arg = arg;
@@ -84,31 +93,30 @@ void jscan_init(struct jscan *j, const char *const *watch, int n_watch, jscan_va
 /* Does the value about to start (at the current depth) sit on a watched path? */
 static int watch_match(const struct jscan *j)
 {
-	if (j->depth > JSCAN_KEYS || (!(j->depth_mask & (1u << j->depth)) && !j->any_depth))
-		return -1; /* most values: deeper than any watch */
-	for (int w = 0; w < j->n_watch; w++) {
-		const char *s = j->watch[w];
-		int d = j->wdepth[w], level;
+	int d = j->depth;
 
-		if (d < 0) {
-			level = j->depth - 1;
-			if (level >= 0 && level < JSCAN_KEYS && !is_arr(j, level) && !strcmp(j->key[level], s + 3))
-				return w;
-			continue;
+	if (d > JSCAN_KEYS)
+		return -1;
+	if (d > 0 && !is_arr(j, d - 1) && j->keylen[d - 1]) {
+		for (int a = 0; a < j->n_any; a++) {
+			const struct jscan_watch *jw = &j->w[j->any[a]];
+
+			if (jw->len[0] == j->keylen[d - 1] && !memcmp(j->key[d - 1], jw->seg[0], jw->len[0]))
+				return j->any[a];
 		}
-		if (d != j->depth)
-			continue;
-		for (level = 0; level < d; level++) {
-			const char *dot = strchr(s, '.');
-			size_t len = dot ? (size_t)(dot - s) : strlen(s);
+	}
+	for (int k = 0; k < j->n_by_depth[d]; k++) {
+		const struct jscan_watch *jw = &j->w[j->by_depth[d][k]];
+		int level;
 
-			if (is_arr(j, level) ? !(len == 1 && *s == '*')
-					     : strlen(j->key[level]) != len || memcmp(j->key[level], s, len))
+		for (level = 0; level < d; level++) {
+			if (is_arr(j, level) ? !(jw->len[level] == 1 && jw->seg[level][0] == '*') :
+					       jw->len[level] != j->keylen[level] ||
+						       memcmp(j->key[level], jw->seg[level], jw->len[level]))
 				break;
-			s += len + (dot != NULL);
 		}
 		if (level == d)
-			return w;
+			return j->by_depth[d][k];
 	}
 	return -1;
 }
@@ -151,6 +159,10 @@ static void value_start(struct jscan *j, const char *at, const char **cap_from)
 
 	if (j->cap_watch >= 0 || (w = watch_match(j)) < 0)
 		return;
+	if (j->w[w].presence) {
+		j->cb(j->arg, w, at, 1);
+		return;
+	}
 	j->cap_watch = w;
 	j->cap_depth = j->depth;
 	j->cap_len = 0;
@@ -169,7 +181,7 @@ static bool push(struct jscan *j, bool array)
 	else
 		j->is_array[j->depth >> 3] &= ~(1u << (j->depth & 7));
 	if (j->depth < JSCAN_KEYS)
-		j->key[j->depth][0] = '\0';
+		j->keylen[j->depth] = 0;
 	j->depth++;
 	return true;
 }
@@ -208,17 +220,19 @@ static size_t skip_string(struct jscan *j, const char *p, size_t n, size_t i, bo
 	return i;
 }
 
-static void key_byte(struct jscan *j, char c)
+/* Part of a key (a key may span chunks): remembered up to JSCAN_KEY_MAX, and never one with an escape. */
+static void key_piece(struct jscan *j, const char *p, size_t n)
 {
 	int level = j->depth - 1;
 
-	if (level >= JSCAN_KEYS)
+	if (level >= JSCAN_KEYS || j->key_long)
 		return;
-	if (j->klen == JSCAN_KEY_MAX) {
+	if ((size_t)j->klen + n > JSCAN_KEY_MAX || memchr(p, '\\', n)) {
 		j->key_long = true;
 		return;
 	}
-	j->key[level][j->klen++] = c;
+	memcpy(j->key[level] + j->klen, p, n);
+	j->klen += (int)n;
 }
 
 static void key_end(struct jscan *j)
@@ -226,7 +240,7 @@ static void key_end(struct jscan *j)
 	int level = j->depth - 1;
 
 	if (level < JSCAN_KEYS)
-		j->key[level][j->key_long ? 0 : j->klen] = '\0'; /* "": matches no watch */
+		j->keylen[level] = j->key_long ? 0 : (uint8_t)j->klen; /* 0: matches no watch */
 	j->state = ST_COLON;
 }
 
@@ -251,20 +265,17 @@ void jscan_feed(struct jscan *j, const char *p, size_t n)
 			if (ended)
 				value_done(j, p + i, cap_from);
 			continue;
-		case ST_KEYSTR:
-			i++;
-			if (j->esc) {
-				j->esc = false;
-				key_byte(j, c);
-			} else if (c == '\\') {
-				j->esc = true;
-				j->key_long = true; /* an escaped key is never one we watch */
-			} else if (c == '"') {
+		case ST_KEYSTR: {
+			size_t start = i;
+
+			if (j->esc) /* the chunk ended inside an escape: an escaped key is never one we watch */
+				j->key_long = true;
+			i = skip_string(j, p, n, i, &ended);
+			key_piece(j, p + start, (ended ? i - 1 : i) - start);
+			if (ended)
 				key_end(j);
-			} else {
-				key_byte(j, c);
-			}
 			continue;
+		}
 		case ST_SCALAR:
 			if (scalar_byte(c)) {
 				i++;
@@ -360,16 +371,15 @@ bool jscan_end(struct jscan *j)
 /* ---- SSE (the WHATWG event-stream format) ---- */
 
 enum {
-	SS_LINE,   /* at the start of a line */
-	SS_FIELD,  /* in a field name */
-	SS_SPACE,  /* after the colon: one blank is skipped */
-	SS_DATA,   /* in a data value: to the jscan */
-	SS_EVENT,  /* in an event value */
+	SS_LINE, /* at the start of a line */
+	SS_FIELD, /* in a field name */
+	SS_SPACE, /* after the colon: one blank is skipped */
+	SS_DATA, /* in a data value: to the jscan */
+	SS_EVENT, /* in an event value */
 	SS_IGNORE, /* a comment or a field we don't use: to the end of the line */
 };
 
-void sse_init(struct sse *s, const char *const *watch, int n_watch, jscan_value_cb cb, sse_event_cb on_event,
-	      void *arg)
+void sse_init(struct sse *s, const char *const *watch, int n_watch, jscan_value_cb cb, sse_event_cb on_event, void *arg)
 {
 	memset(s, 0, offsetof(struct sse, js));
 	s->on_event = on_event;

@@ -5,8 +5,10 @@
  * The body is sniffed, not trusted to a header the meter never sees: '{' or
  * '[' is JSON (a Gemini stream without alt=sse is one JSON array, chunk
  * after chunk), a gzip or zlib header is inflated first (zlib, 16 KiB at a
- * time), anything else is an SSE stream.  Only the values at the paths that
- * carry usage are kept, and jansson reads them (duplicate keys refused):
+ * time), anything else is an SSE stream.  Only the counts at the paths that
+ * carry usage are kept, each number read by jansson; the scanner reports
+ * where each usage object starts, so one that is not an object, or a count
+ * given twice, is seen for what it is:
  *
  *   OpenAI chat      `usage` of the body, or of the stream's last chunk
  *                    (stream_options.include_usage); `[DONE]` ends it
@@ -18,9 +20,11 @@
  *   Gemini           `usageMetadata` of the body, of each array element or
  *                    of each SSE event: the last one counts
  *
- * A usage object is read strictly (integers, 0..TOKENS_MAX, cached no more
- * than the input it is part of); anything else makes the response unreadable,
- * and an unreadable response is charged its full reservation.
+ * A usage object is read strictly (integers, 0..TOKENS_MAX, each once, cached
+ * no more than the input it is part of); anything else makes the response
+ * unreadable, and an unreadable response is charged its full reservation.
+ * (Handing jansson the whole usage object cost 3 us a response; its numbers
+ * one by one cost a tenth of that.)
  */
 #include <stdlib.h>
 #include <string.h>
@@ -32,166 +36,184 @@
 
 enum { MODE_SNIFF, MODE_JSON, MODE_SSE, MODE_DEAD };
 
-/* The watch lists: each is indexed by these (Gemini's by even/odd, below). */
-enum { W_USAGE, W_ERROR, W_TYPE, W_USAGE2 };
+/* What a watched value is to the usage reader. */
+enum { WK_NUM, WK_USAGE, WK_ERROR, WK_TYPE };
 
-static const char *const w_openai[] = { "usage", "error" };
-static const char *const w_responses_json[] = { "usage", "error" };
-static const char *const w_responses_sse[] = { "response.usage", "error", "type" };
-static const char *const w_anthropic_json[] = { "usage", "error", "type" };
-static const char *const w_anthropic_sse[] = { "message.usage", "error", "type", "usage" };
-/* Gemini: even indices are usage, odd ones errors (a body, an array element or an SSE event). */
-static const char *const w_gemini[] = { "usageMetadata", "error", "*.usageMetadata", "*.error" };
+struct usage_watch {
+	const char *path;
+	uint8_t kind; /* WK_* */
+	uint8_t group; /* which usage object: 0 the main one, 1 Anthropic's message_delta usage */
+	uint8_t field; /* WK_NUM: enum usage_field */
+};
 
-#define N(a) ((int)(sizeof(a) / sizeof((a)[0])))
+/* clang-format off */
+#define USAGE(p, g) { "?" p, WK_USAGE, g, 0 }
+#define NUM(p, g, f) { p, WK_NUM, g, f }
+#define ERR(p) { "?" p, WK_ERROR, 0, 0 }
+#define TYPE { "type", WK_TYPE, 0, 0 }
+#define END { NULL, 0, 0, 0 }
+
+static const struct usage_watch w_openai[] = {
+	USAGE("usage", 0),
+	NUM("usage.prompt_tokens", 0, UF_IN),
+	NUM("usage.completion_tokens", 0, UF_OUT),
+	NUM("usage.prompt_tokens_details.cached_tokens", 0, UF_CACHED),
+	ERR("error"),
+	END,
+};
+static const struct usage_watch w_responses_json[] = {
+	USAGE("usage", 0),
+	NUM("usage.input_tokens", 0, UF_IN),
+	NUM("usage.output_tokens", 0, UF_OUT),
+	NUM("usage.input_tokens_details.cached_tokens", 0, UF_CACHED),
+	ERR("error"),
+	END,
+};
+static const struct usage_watch w_responses_sse[] = {
+	TYPE,
+	USAGE("response.usage", 0),
+	NUM("response.usage.input_tokens", 0, UF_IN),
+	NUM("response.usage.output_tokens", 0, UF_OUT),
+	NUM("response.usage.input_tokens_details.cached_tokens", 0, UF_CACHED),
+	ERR("error"),
+	END,
+};
+#define ANTHROPIC_USAGE(pre, g)                                                                               \
+	USAGE(pre "usage", g), NUM(pre "usage.input_tokens", g, UF_IN), NUM(pre "usage.output_tokens", g, UF_OUT), \
+		NUM(pre "usage.cache_read_input_tokens", g, UF_CACHED),                                        \
+		NUM(pre "usage.cache_creation_input_tokens", g, UF_CW),                                        \
+		NUM(pre "usage.cache_creation.ephemeral_5m_input_tokens", g, UF_CW5M),                         \
+		NUM(pre "usage.cache_creation.ephemeral_1h_input_tokens", g, UF_CW1H)
+static const struct usage_watch w_anthropic_json[] = { TYPE, ANTHROPIC_USAGE("", 0), ERR("error"), END };
+static const struct usage_watch w_anthropic_sse[] = {
+	TYPE, ANTHROPIC_USAGE("message.", 0), ANTHROPIC_USAGE("", 1), ERR("error"), END,
+};
+/* Gemini: the body, each element of the array stream, each SSE event */
+#define GEMINI_USAGE(pre)                                                                                      \
+	USAGE(pre "usageMetadata", 0), NUM(pre "usageMetadata.promptTokenCount", 0, UF_IN),                   \
+		NUM(pre "usageMetadata.candidatesTokenCount", 0, UF_OUT),                                      \
+		NUM(pre "usageMetadata.thoughtsTokenCount", 0, UF_THOUGHTS),                                   \
+		NUM(pre "usageMetadata.cachedContentTokenCount", 0, UF_CACHED),                                \
+		NUM(pre "usageMetadata.toolUsePromptTokenCount", 0, UF_TOOL), ERR(pre "error")
+static const struct usage_watch w_gemini[] = { GEMINI_USAGE(""), GEMINI_USAGE("*."), END };
+/* clang-format on */
 
 const char *usage_result_name(enum usage_result r)
 {
 	switch (r) {
-	case USAGE_OK: return "usage";
-	case USAGE_NONE: return "no_usage";
-	case USAGE_BAD: return "unreadable";
-	case USAGE_ERROR: return "stream_error";
+	case USAGE_OK:
+		return "usage";
+	case USAGE_NONE:
+		return "no_usage";
+	case USAGE_BAD:
+		return "unreadable";
+	case USAGE_ERROR:
+		return "stream_error";
 	}
 	return "?";
 }
 
-/* An optional count: absent or null is 0 (false when required), anything but an integer in range is bad. */
-static bool count_of(json_t *o, const char *key, bool required, int64_t *v)
-{
-	json_t *x = json_is_object(o) ? json_object_get(o, key) : NULL;
+#define BIT(f) (1u << (f))
 
-	*v = 0;
-	if (!x || json_is_null(x))
-		return !required;
-	if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) > TOKENS_MAX)
-		return false;
-	*v = json_integer_value(x);
-	return true;
+static bool has(const struct usage_acc *a, unsigned mask)
+{
+	return (a->present & mask) == mask;
 }
 
-static bool openai_tokens(json_t *u, bool embeddings, struct budget_tokens *t)
+static bool openai_tokens(const struct usage_acc *a, bool embeddings, struct budget_tokens *t)
 {
-	int64_t prompt, completion, cached;
-
-	if (!json_is_object(u) || !count_of(u, "prompt_tokens", true, &prompt) ||
-	    !count_of(u, "completion_tokens", !embeddings, &completion) ||
-	    !count_of(json_object_get(u, "prompt_tokens_details"), "cached_tokens", false, &cached) || cached > prompt)
+	if (!a->object || !has(a, BIT(UF_IN) | (embeddings ? 0 : BIT(UF_OUT))) || a->v[UF_CACHED] > a->v[UF_IN])
 		return false;
-	*t = (struct budget_tokens){ .input = prompt - cached, .cached = cached, .output = completion };
-	return true;
-}
-
-static bool responses_tokens(json_t *u, struct budget_tokens *t)
-{
-	int64_t in, out, cached;
-
-	if (!json_is_object(u) || !count_of(u, "input_tokens", true, &in) || !count_of(u, "output_tokens", true, &out) ||
-	    !count_of(json_object_get(u, "input_tokens_details"), "cached_tokens", false, &cached) || cached > in)
-		return false;
-	*t = (struct budget_tokens){ .input = in - cached, .cached = cached, .output = out };
+	*t = (struct budget_tokens){ .input = a->v[UF_IN] - a->v[UF_CACHED],
+				     .cached = a->v[UF_CACHED],
+				     .output = a->v[UF_OUT] };
 	return true;
 }
 
 /* Anthropic counts cache reads and writes beside input_tokens, not inside it. */
-static bool anthropic_tokens(json_t *u, struct budget_tokens *t)
+static bool anthropic_tokens(const struct usage_acc *a, struct budget_tokens *t)
 {
-	int64_t in, out, read, write, w5m, w1h;
-	json_t *cc = json_is_object(u) ? json_object_get(u, "cache_creation") : NULL;
+	int64_t write = has(a, BIT(UF_CW)) ? a->v[UF_CW] : a->v[UF_CW5M] + a->v[UF_CW1H];
 
-	if (!json_is_object(u) || !count_of(u, "input_tokens", true, &in) || !count_of(u, "output_tokens", true, &out) ||
-	    !count_of(u, "cache_read_input_tokens", false, &read) ||
-	    !count_of(u, "cache_creation_input_tokens", false, &write) ||
-	    !count_of(cc, "ephemeral_5m_input_tokens", false, &w5m) ||
-	    !count_of(cc, "ephemeral_1h_input_tokens", false, &w1h))
+	if (!a->object || !has(a, BIT(UF_IN) | BIT(UF_OUT)) || a->v[UF_CW1H] > write)
 		return false;
-	if (!json_object_get(u, "cache_creation_input_tokens") || json_is_null(json_object_get(u, "cache_creation_input_tokens")))
-		write = w5m + w1h;
-	if (w1h > write)
-		return false;
-	*t = (struct budget_tokens){
-		.input = in, .cached = read, .cache_write = write - w1h, .cache_write_1h = w1h, .output = out,
-	};
+	*t = (struct budget_tokens){ .input = a->v[UF_IN],
+				     .cached = a->v[UF_CACHED],
+				     .cache_write = write - a->v[UF_CW1H],
+				     .cache_write_1h = a->v[UF_CW1H],
+				     .output = a->v[UF_OUT] };
 	return true;
 }
 
 /* Gemini: promptTokenCount includes the cached part; thinking is billed as output. */
-static bool gemini_tokens(json_t *u, struct budget_tokens *t)
+static bool gemini_tokens(const struct usage_acc *a, struct budget_tokens *t)
 {
-	int64_t prompt, cand, thoughts, cached, tool;
-
-	if (!json_is_object(u) || !count_of(u, "promptTokenCount", true, &prompt) ||
-	    !count_of(u, "candidatesTokenCount", false, &cand) || !count_of(u, "thoughtsTokenCount", false, &thoughts) ||
-	    !count_of(u, "cachedContentTokenCount", false, &cached) ||
-	    !count_of(u, "toolUsePromptTokenCount", false, &tool) || cached > prompt)
+	if (!a->object || !has(a, BIT(UF_IN)) || a->v[UF_CACHED] > a->v[UF_IN])
 		return false;
-	*t = (struct budget_tokens){ .input = prompt - cached + tool, .cached = cached, .output = cand + thoughts };
+	*t = (struct budget_tokens){ .input = a->v[UF_IN] - a->v[UF_CACHED] + a->v[UF_TOOL],
+				     .cached = a->v[UF_CACHED],
+				     .output = a->v[UF_OUT] + a->v[UF_THOUGHTS] };
 	return true;
 }
 
-static const char *const *watch_list(enum budget_format f, bool sse, int *n)
+static const struct usage_watch *watch_table(enum budget_format f, bool sse)
 {
 	switch (f) {
 	case BUDGET_FORMAT_OPENAI_RESPONSES:
-		*n = sse ? N(w_responses_sse) : N(w_responses_json);
 		return sse ? w_responses_sse : w_responses_json;
 	case BUDGET_FORMAT_ANTHROPIC:
-		*n = sse ? N(w_anthropic_sse) : N(w_anthropic_json);
 		return sse ? w_anthropic_sse : w_anthropic_json;
 	case BUDGET_FORMAT_GEMINI:
-		*n = N(w_gemini);
 		return w_gemini;
 	default:
-		*n = N(w_openai);
 		return w_openai;
 	}
 }
 
-static void clear_cur(struct usage_parser *u)
+/* Gemini's usage runs across chunks (the last one counts); the others' belong to one event. */
+static struct usage_acc *acc_of(struct usage_parser *u, int group)
 {
-	for (int i = 0; i < JSCAN_WATCH_MAX; i++) {
-		json_decref(u->cur[i]);
-		u->cur[i] = NULL;
-	}
-	u->cur_over = false;
+	return u->format == BUDGET_FORMAT_GEMINI ? &u->run : &u->ev[group];
 }
 
 /* A value at a watched path, in the event or body being read. */
-static void on_value(void *arg, int watch, const char *text, size_t len)
+static void on_value(void *arg, int w, const char *text, size_t len)
 {
 	struct usage_parser *u = arg;
+	const struct usage_watch *def = &u->watch[w];
+	struct usage_acc *a = acc_of(u, def->group);
 	json_t *v;
 
-	if (!text) { /* longer than any usage object: not one we can read */
-		u->cur_over = true;
+	switch (def->kind) {
+	case WK_USAGE:
+		if (*text == 'n') /* "usage": null, as in OpenAI's chunks before the last */
+			return;
+		if (*text != '{' || (a->object && u->format != BUDGET_FORMAT_GEMINI))
+			u->bad = true; /* not an object, or a second one in the same event */
+		memset(a, 0, sizeof(*a));
+		a->object = true;
 		return;
-	}
-	v = json_loadb(text, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, NULL);
-	if (!v) {
-		u->bad = true;
+	case WK_ERROR:
+		if (*text != 'n') /* "error": null is no error */
+			u->ev_error = true;
 		return;
+	default:
+		break;
 	}
-	if (u->format == BUDGET_FORMAT_GEMINI) { /* every chunk carries the usage so far: the last one counts */
-		if (watch % 2 == 0) {
-			if (gemini_tokens(v, &u->tokens))
-				u->have_usage = u->final = true;
-			else
-				u->bad = true;
-		} else if (!json_is_null(v)) {
-			u->error = true;
-		}
-		json_decref(v);
-		return;
+	v = text ? json_loadb(text, len, JSON_DECODE_ANY, NULL) : NULL;
+	if (def->kind == WK_TYPE) {
+		if (!json_is_string(v) || *u->type)
+			u->bad = true;
+		else
+			snprintf(u->type, sizeof(u->type), "%s", json_string_value(v));
+	} else if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > TOKENS_MAX ||
+		   (a->present & BIT(def->field))) {
+		u->bad = true; /* not a count, or the same count twice */
+	} else {
+		a->v[def->field] = json_integer_value(v);
+		a->present |= BIT(def->field);
 	}
-	if (u->cur[watch]) /* the same member twice: two readings, so none */
-		u->bad = true;
-	json_decref(u->cur[watch]);
-	u->cur[watch] = v;
-}
-
-static const char *cur_string(struct usage_parser *u, int w, const char *fallback)
-{
-	return json_is_string(u->cur[w]) ? json_string_value(u->cur[w]) : fallback;
+	json_decref(v);
 }
 
 static void take_usage(struct usage_parser *u, bool ok)
@@ -202,71 +224,72 @@ static void take_usage(struct usage_parser *u, bool ok)
 		u->bad = true;
 }
 
+static void clear_event(struct usage_parser *u)
+{
+	memset(u->ev, 0, sizeof(u->ev));
+	u->type[0] = '\0';
+	u->ev_error = false;
+}
+
 /* One SSE event (or the whole JSON body, as an event without a name) is complete. */
 static void on_event(void *arg, const char *event, bool done_marker, bool json_ok)
 {
 	struct usage_parser *u = arg;
-	const char *type;
+	const char *type = *u->type ? u->type : event;
+	bool sse = u->sse != NULL;
 
 	if (!json_ok) {
 		if (done_marker)
 			u->done_marker = true;
 		else
 			u->bad = true; /* an event that is neither JSON nor [DONE] */
-		clear_cur(u);
+		clear_event(u);
 		return;
 	}
-	if (u->cur_over && u->format != BUDGET_FORMAT_GEMINI)
-		u->bad = true;
-	if (u->cur[W_ERROR] && !json_is_null(u->cur[W_ERROR]))
+	if (u->ev_error)
 		u->error = true;
 	switch (u->format) {
 	case BUDGET_FORMAT_OPENAI_CHAT:
 	case BUDGET_FORMAT_OPENAI_EMBEDDINGS:
-		if (u->cur[W_USAGE] && !json_is_null(u->cur[W_USAGE]))
-			take_usage(u, openai_tokens(u->cur[W_USAGE], u->format == BUDGET_FORMAT_OPENAI_EMBEDDINGS,
-						    &u->tokens));
+		if (u->ev[0].object)
+			take_usage(u,
+				   openai_tokens(&u->ev[0], u->format == BUDGET_FORMAT_OPENAI_EMBEDDINGS, &u->tokens));
 		break;
 	case BUDGET_FORMAT_OPENAI_RESPONSES:
-		if (!u->sse) { /* the response object; usage is null until it completed */
-			if (u->cur[W_USAGE] && !json_is_null(u->cur[W_USAGE]))
-				take_usage(u, responses_tokens(u->cur[W_USAGE], &u->tokens));
-			break;
-		}
-		type = cur_string(u, W_TYPE, event);
-		if (!strcmp(type, "response.completed") || !strcmp(type, "response.incomplete"))
-			take_usage(u, responses_tokens(u->cur[W_USAGE], &u->tokens));
-		else if (!strcmp(type, "response.failed") || !strcmp(type, "error"))
+		if (!sse) { /* the response object; usage is null until it completed */
+			if (u->ev[0].object)
+				take_usage(u, openai_tokens(&u->ev[0], false, &u->tokens));
+		} else if (!strcmp(type, "response.completed") || !strcmp(type, "response.incomplete")) {
+			take_usage(u, openai_tokens(&u->ev[0], false, &u->tokens));
+		} else if (!strcmp(type, "response.failed") || !strcmp(type, "error")) {
 			u->error = true;
+		}
 		break;
 	case BUDGET_FORMAT_ANTHROPIC:
-		type = cur_string(u, W_TYPE, event);
-		if (!u->sse) {
-			if (!strcmp(type, "error"))
-				u->error = true;
-			else if (u->cur[W_USAGE])
-				take_usage(u, anthropic_tokens(u->cur[W_USAGE], &u->tokens));
-			break;
-		}
-		if (!strcmp(type, "message_start")) {
-			json_decref(u->usage);
-			u->usage = json_is_object(u->cur[W_USAGE]) ? json_deep_copy(u->cur[W_USAGE]) : NULL;
-			if (!u->usage)
-				u->bad = true;
-		} else if (!strcmp(type, "message_delta")) { /* cumulative counts: each one present replaces */
-			if (!u->usage || !json_is_object(u->cur[W_USAGE2]) ||
-			    json_object_update(u->usage, u->cur[W_USAGE2]))
-				u->bad = true;
-		} else if (!strcmp(type, "message_stop")) {
-			take_usage(u, u->usage && anthropic_tokens(u->usage, &u->tokens));
-		} else if (!strcmp(type, "error")) {
+		if (!strcmp(type, "error")) {
 			u->error = true;
+		} else if (!sse) {
+			if (u->ev[0].object)
+				take_usage(u, anthropic_tokens(&u->ev[0], &u->tokens));
+		} else if (!strcmp(type, "message_start")) {
+			u->run = u->ev[0];
+			u->bad |= !u->run.object;
+		} else if (!strcmp(type, "message_delta")) { /* cumulative counts: each one present replaces */
+			if (!u->run.object || !u->ev[1].object)
+				u->bad = true;
+			for (int f = 0; f < UF_N; f++)
+				if (u->ev[1].present & BIT(f)) {
+					u->run.v[f] = u->ev[1].v[f];
+					u->run.present |= BIT(f);
+				}
+		} else if (!strcmp(type, "message_stop")) {
+			take_usage(u, anthropic_tokens(&u->run, &u->tokens));
 		}
 		break;
-	default:
+	default: /* Gemini: counted as the chunks pass, read at the end */
 		break;
 	}
-	clear_cur(u);
+	clear_event(u);
 }
 
 void usage_init(struct usage_parser *u, enum budget_format f)
@@ -279,20 +302,24 @@ void usage_init(struct usage_parser *u, enum budget_format f)
 /* The first byte that is not a blank decides what the body is. */
 static void start_mode(struct usage_parser *u, char c)
 {
-	const char *const *w;
-	int n;
+	const char *paths[JSCAN_WATCH_MAX];
+	bool sse = c != '{' && c != '[';
+	int n = 0;
 
-	if (c == '{' || c == '[') {
-		w = watch_list(u->format, false, &n);
+	u->watch = watch_table(u->format, sse);
+	while (u->watch[n].path && n < JSCAN_WATCH_MAX) {
+		paths[n] = u->watch[n].path;
+		n++;
+	}
+	if (!sse) {
 		u->js = malloc(sizeof(*u->js));
 		if (u->js)
-			jscan_init(u->js, w, n, on_value, u);
+			jscan_init(u->js, paths, n, on_value, u);
 		u->mode = MODE_JSON;
 	} else {
-		w = watch_list(u->format, true, &n);
 		u->sse = malloc(sizeof(*u->sse));
 		if (u->sse)
-			sse_init(u->sse, w, n, on_value, on_event, u);
+			sse_init(u->sse, paths, n, on_value, on_event, u);
 		u->mode = MODE_SSE;
 	}
 	if (!u->js && !u->sse) {
@@ -376,6 +403,8 @@ enum usage_result usage_finish(struct usage_parser *u, struct budget_tokens *out
 		else
 			u->bad = true;
 	}
+	if (u->format == BUDGET_FORMAT_GEMINI && u->run.object && !u->error)
+		take_usage(u, gemini_tokens(&u->run, &u->tokens));
 	/* SSE: an event without its blank line was never dispatched, as the spec says */
 	if (u->bad)
 		return USAGE_BAD;
@@ -389,8 +418,6 @@ enum usage_result usage_finish(struct usage_parser *u, struct budget_tokens *out
 
 void usage_free(struct usage_parser *u)
 {
-	clear_cur(u);
-	json_decref(u->usage);
 	if (u->z) {
 		inflateEnd(u->z);
 		free(u->z);

@@ -71,8 +71,8 @@ static void cap_line(const struct budget_usage *u, const char *cap, const struct
 	if (s->frees_ns)
 		budget_format_time(s->frees_ns, t, sizeof(t));
 	printf("%-16s %-10s %-18s %10s %10s %10s %10s  %s\n", *u->sandbox ? u->sandbox : "(host-wide)",
-	       budget_provider_name(u->provider), cap, limit, used, dollars ? reserved : "-",
-	       s->cap < 0 ? "-" : left, t);
+	       budget_provider_name(u->provider), cap, limit, used, dollars ? reserved : "-", s->cap < 0 ? "-" : left,
+	       t);
 }
 
 static int usage_row(const struct budget_usage *u, void *arg)

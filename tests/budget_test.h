@@ -110,11 +110,11 @@ static inline int64_t bt_sql(const char *q)
 }
 
 struct bt_result {
-	int rc;		  /* of budget_reserve */
+	int rc; /* of budget_reserve */
 	int64_t reserved; /* the reservation row's micros */
-	int64_t charged;  /* the settlement row's micros */
-	char how[32];	  /* the settlement row's how */
-	char line[512];	  /* a refusal line */
+	int64_t charged; /* the settlement row's micros */
+	char how[32]; /* the settlement row's how */
+	char line[512]; /* a refusal line */
 	struct budget_note reserve_note, settle_note;
 };
 
@@ -143,8 +143,12 @@ static inline struct bt_result bt_exchange(struct budget *b, const char *sandbox
 					   const char *resp, size_t resp_len, size_t chunk, size_t cut_at,
 					   enum budget_end how)
 {
-	struct budget_request rq = { .sandbox = sandbox, .provider = p, .method = method, .path = path,
-				     .body = body, .body_len = body ? strlen(body) : 0 };
+	struct budget_request rq = { .sandbox = sandbox,
+				     .provider = p,
+				     .method = method,
+				     .path = path,
+				     .body = body,
+				     .body_len = body ? strlen(body) : 0 };
 	struct budget_ticket *t = NULL;
 	struct bt_result r;
 
@@ -163,6 +167,7 @@ static inline struct bt_result bt_exchange(struct budget *b, const char *sandbox
 		off += n;
 	}
 	cr_assert_eq(budget_settle(b, t, how, &r.settle_note), 0);
+	cr_assert_eq(budget_tick(b), 0); /* the settlement's row, which otherwise rides on the next commit */
 	r.charged = bt_sql("SELECT micros FROM ledger WHERE kind = 'settle' ORDER BY id DESC LIMIT 1");
 	bt_how(r.how, sizeof(r.how));
 	return r;

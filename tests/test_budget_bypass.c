@@ -111,14 +111,14 @@ Test(budget_bypass, a_response_without_usage_is_charged_the_reservation)
 Test(budget_bypass, malformed_usage_is_charged_the_reservation)
 {
 	static const char *const bad[] = {
-		"\"usage\":{\"input_tokens\":\"2095\",\"output_tokens\":503}",	  /* a string */
-		"\"usage\":{\"input_tokens\":-5,\"output_tokens\":503}",	  /* negative */
-		"\"usage\":{\"input_tokens\":2095.0,\"output_tokens\":503}",	  /* a float */
-		"\"usage\":{\"output_tokens\":503}",				  /* input missing */
+		"\"usage\":{\"input_tokens\":\"2095\",\"output_tokens\":503}", /* a string */
+		"\"usage\":{\"input_tokens\":-5,\"output_tokens\":503}", /* negative */
+		"\"usage\":{\"input_tokens\":2095.0,\"output_tokens\":503}", /* a float */
+		"\"usage\":{\"output_tokens\":503}", /* input missing */
 		"\"usage\":{\"input_tokens\":2095,\"input_tokens\":1,\"output_tokens\":503}", /* a key twice */
 		"\"usage\":{\"input_tokens\":2095,\"output_tokens\":503},\"usage\":{\"input_tokens\":1,"
-		"\"output_tokens\":1}",								  /* usage twice */
-		"\"usage\":{\"input_tokens\":99999999999,\"output_tokens\":503}",		  /* beyond any request */
+		"\"output_tokens\":1}", /* usage twice */
+		"\"usage\":{\"input_tokens\":99999999999,\"output_tokens\":503}", /* beyond any request */
 		"\"usage\":{\"input_tokens\":2095,\"output_tokens\":503,\"cache_creation_input_tokens\":1,"
 		"\"cache_creation\":{\"ephemeral_1h_input_tokens\":5}}", /* more 1h writes than writes */
 		"\"usage\":[2095,503]",
@@ -129,8 +129,9 @@ Test(budget_bypass, malformed_usage_is_charged_the_reservation)
 	struct bt_result r;
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		snprintf(resp, sizeof(resp), "{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"content\":"
-					     "[{\"type\":\"text\",\"text\":\"hi\"}],%s}",
+		snprintf(resp, sizeof(resp),
+			 "{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"content\":"
+			 "[{\"type\":\"text\",\"text\":\"hi\"}],%s}",
 			 bad[i]);
 		r = bt_exchange(b, "a1", BUDGET_ANTHROPIC, "POST", "/v1/messages", anthropic_body, 200, resp,
 				strlen(resp), 5, 0, BUDGET_END_COMPLETE);
@@ -138,10 +139,11 @@ Test(budget_bypass, malformed_usage_is_charged_the_reservation)
 		cr_expect_eq(r.charged, r.reserved, "%s", bad[i]);
 	}
 	/* control: the same body with its usage well formed */
-	snprintf(resp, sizeof(resp), "{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[{\"type\""
-				     ":\"text\",\"text\":\"hi\"}],\"usage\":{\"input_tokens\":2095,\"output_tokens\":503}}");
-	r = bt_exchange(b, "a1", BUDGET_ANTHROPIC, "POST", "/v1/messages", anthropic_body, 200, resp, strlen(resp), 5, 0,
-			BUDGET_END_COMPLETE);
+	snprintf(resp, sizeof(resp),
+		 "{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[{\"type\""
+		 ":\"text\",\"text\":\"hi\"}],\"usage\":{\"input_tokens\":2095,\"output_tokens\":503}}");
+	r = bt_exchange(b, "a1", BUDGET_ANTHROPIC, "POST", "/v1/messages", anthropic_body, 200, resp, strlen(resp), 5,
+			0, BUDGET_END_COMPLETE);
 	cr_expect_str_eq(r.how, "usage");
 	cr_expect_eq(r.charged, 2095 * 15 + 503 * 75); /* claude-opus-4-1, whole dollars per M: exact */
 	budget_close(b);
@@ -156,7 +158,8 @@ Test(budget_bypass, upstream_errors)
 		"\"output_tokens\":1}}}\n\n"
 		"event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":"
 		"\"Overloaded\"}}\n\n";
-	static const char err_json[] = "{\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}";
+	static const char err_json[] =
+		"{\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}";
 	struct budget *b = open_default();
 	struct bt_result r;
 
@@ -186,8 +189,9 @@ Test(budget_bypass, upstream_errors)
 /* A model the table lacks: the provider's highest prices, and one warning naming it, once. */
 Test(budget_bypass, a_model_missing_from_the_table_is_charged_the_top_row)
 {
-	static const char body[] = "{\"model\":\"claude-mystery-9\",\"max_tokens\":8192,\"messages\":[{\"role\":\"user\","
-				   "\"content\":\"Hi\"}]}";
+	static const char body[] =
+		"{\"model\":\"claude-mystery-9\",\"max_tokens\":8192,\"messages\":[{\"role\":\"user\","
+		"\"content\":\"Hi\"}]}";
 	struct budget *b = open_default();
 	size_t len;
 	char *resp = bt_fixture("anthropic.json", &len);
@@ -209,8 +213,8 @@ Test(budget_bypass, a_model_missing_from_the_table_is_charged_the_top_row)
 	cr_expect_eq(r.charged, 129111);
 	/* a dated snapshot of a known model is that model, not a stranger */
 	r = bt_exchange(b, "a1", BUDGET_ANTHROPIC, "POST", "/v1/messages",
-			"{\"model\":\"claude-sonnet-4-5-20250929\",\"max_tokens\":8192,\"messages\":[]}", 200, resp, len,
-			0, 0, BUDGET_END_COMPLETE);
+			"{\"model\":\"claude-sonnet-4-5-20250929\",\"max_tokens\":8192,\"messages\":[]}", 200, resp,
+			len, 0, 0, BUDGET_END_COMPLETE);
 	cr_expect_str_empty(r.reserve_note.warning);
 	cr_expect_eq(r.charged, 25823);
 	free(resp);
@@ -360,7 +364,8 @@ Test(budget_bypass, request_body_tricks_reserve_the_worst)
 		     reserve_of(b, BUDGET_GEMINI, "/v1beta/models/gemini-2.5-flash:generateContent",
 				"{\"contents\":[],\"generationConfig\":{\"maxOutputTokens\":10}}"));
 	/* a body that is not one JSON object */
-	cr_expect_geq(reserve_of(b, BUDGET_OPENAI, "/v1/chat/completions", "{\"model\":\"gpt-4o-mini\",\"max_tokens\":100"),
+	cr_expect_geq(reserve_of(b, BUDGET_OPENAI, "/v1/chat/completions",
+				 "{\"model\":\"gpt-4o-mini\",\"max_tokens\":100"),
 		      worst);
 	budget_close(b);
 }
@@ -375,9 +380,10 @@ Test(budget_bypass, server_side_input_reserves_the_context)
 	int64_t chained = reserve_of(b, BUDGET_OPENAI, "/v1/responses",
 				     "{\"model\":\"gpt-5\",\"input\":\"go on\",\"max_output_tokens\":100,"
 				     "\"previous_response_id\":\"resp_123\"}");
-	int64_t file = reserve_of(b, BUDGET_OPENAI, "/v1/responses",
-				  "{\"model\":\"gpt-5\",\"input\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_file\","
-				  "\"file_id\":\"file-1\"}]}],\"max_output_tokens\":100}");
+	int64_t file =
+		reserve_of(b, BUDGET_OPENAI, "/v1/responses",
+			   "{\"model\":\"gpt-5\",\"input\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_file\","
+			   "\"file_id\":\"file-1\"}]}],\"max_output_tokens\":100}");
 
 	/* gpt-5: 400000 tokens of context at $1.25 per M (500000), plus 100 of output at $10 (1000) */
 	cr_expect_eq(chained, 501000, "%lld", (long long)chained);

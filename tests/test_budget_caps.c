@@ -34,8 +34,12 @@ static struct bt_result one(struct budget *b, const char *sandbox, enum budget_p
 
 static int reserve_rc(struct budget *b, const char *sandbox, const struct budget_caps *caps, char *line, size_t len)
 {
-	struct budget_request rq = { .sandbox = sandbox, .provider = BUDGET_ANTHROPIC, .method = "POST",
-				     .path = "/v1/messages", .body = small_body, .body_len = strlen(small_body),
+	struct budget_request rq = { .sandbox = sandbox,
+				     .provider = BUDGET_ANTHROPIC,
+				     .method = "POST",
+				     .path = "/v1/messages",
+				     .body = small_body,
+				     .body_len = strlen(small_body),
 				     .caps = caps };
 	struct budget_ticket *t = NULL;
 	struct budget_note note;
@@ -65,8 +69,9 @@ Test(budget_caps, requests_per_hour_rolls_and_frees_exactly)
 	r = one(b, "a1", BUDGET_ANTHROPIC);
 	cr_assert_eq(r.rc, -EDQUOT);
 	/* the first request was at 00:00:00.25: its place frees at 01:00:00.25, shown as the next whole second */
-	cr_expect_str_eq(r.line, "latch: requests_per_hour cap for anthropic in sandbox a1 is 3; 3 requests in the last "
-				 "hour; frees at 2025-12-01T01:00:01Z (or raise budget_requests_per_hour)");
+	cr_expect_str_eq(r.line,
+			 "latch: requests_per_hour cap for anthropic in sandbox a1 is 3; 3 requests in the last "
+			 "hour; frees at 2025-12-01T01:00:01Z (or raise budget_requests_per_hour)");
 	cr_expect_str_eq(r.reserve_note.decision, "refuse");
 	cr_expect_str_eq(r.reserve_note.reason, "budget.refused.requests_per_hour");
 	/* controls: another sandbox, another provider */
@@ -83,8 +88,12 @@ Test(budget_caps, requests_per_hour_rolls_and_frees_exactly)
 /* dollars_per_day: charged plus reserved plus this request's worst case, never past the cap. */
 Test(budget_caps, dollars_per_day_counts_open_reservations)
 {
-	struct budget_request rq = { .sandbox = "a1", .provider = BUDGET_ANTHROPIC, .method = "POST",
-				     .path = "/v1/messages", .body = small_body, .body_len = strlen(small_body) };
+	struct budget_request rq = { .sandbox = "a1",
+				     .provider = BUDGET_ANTHROPIC,
+				     .method = "POST",
+				     .path = "/v1/messages",
+				     .body = small_body,
+				     .body_len = strlen(small_body) };
 	struct budget_ticket *held;
 	struct budget_note note;
 	struct budget_opts o;
@@ -139,8 +148,9 @@ Test(budget_caps, host_wide_caps_count_every_sandbox)
 	cr_assert_eq(one(b, "a2", BUDGET_OPENAI).rc, 0);
 	r = one(b, "a3", BUDGET_OPENAI);
 	cr_assert_eq(r.rc, -EDQUOT);
-	cr_expect_str_eq(r.line, "latch: host-wide requests_per_day cap for openai is 2; 2 requests in the last 24 hours; "
-				 "frees at 2025-12-02T00:00:00Z (or raise budget_host_requests_per_day)");
+	cr_expect_str_eq(r.line,
+			 "latch: host-wide requests_per_day cap for openai is 2; 2 requests in the last 24 hours; "
+			 "frees at 2025-12-02T00:00:00Z (or raise budget_host_requests_per_day)");
 	cr_expect_str_eq(r.reserve_note.reason, "budget.refused.host.requests_per_day");
 	cr_expect_eq(one(b, "a3", BUDGET_ANTHROPIC).rc, 0); /* control: another provider */
 	budget_close(b);
@@ -149,8 +159,8 @@ Test(budget_caps, host_wide_caps_count_every_sandbox)
 /* A credential's caps override latch.conf's per-sandbox ones, field by field; host caps still hold. */
 Test(budget_caps, credential_overrides)
 {
-	struct budget_caps tight = { 1, BUDGET_INHERIT, BUDGET_INHERIT }, loose = { BUDGET_NO_CAP, BUDGET_INHERIT,
-										    BUDGET_INHERIT };
+	struct budget_caps tight = { 1, BUDGET_INHERIT, BUDGET_INHERIT },
+			   loose = { BUDGET_NO_CAP, BUDGET_INHERIT, BUDGET_INHERIT };
 	struct budget_opts o;
 	struct budget *b;
 	char line[512];
@@ -185,7 +195,8 @@ Test(budget_caps, caps_that_never_free)
 	b = bt_open(&o);
 	r = one(b, "a1", BUDGET_OPENAI);
 	cr_expect_eq(r.rc, -EDQUOT);
-	cr_expect(strstr(r.line, "is 0; 0 requests in the last hour; it allows nothing; raise budget_requests_per_hour"),
+	cr_expect(strstr(r.line,
+			 "is 0; 0 requests in the last hour; it allows nothing; raise budget_requests_per_hour"),
 		  "%s", r.line);
 	r = bt_exchange(b, "a1", BUDGET_ANTHROPIC, "POST", "/v1/messages", big, 200, "", 0, 0, 0, BUDGET_END_COMPLETE);
 	cr_expect_eq(r.rc, -EDQUOT);
@@ -317,8 +328,12 @@ static void write_prices(const char *text)
 static int racer(int barrier, const struct budget_opts *o)
 {
 	static const char body[] = "{\"model\":\"race-model\",\"max_tokens\":1000,\"messages\":[]}";
-	struct budget_request rq = { .sandbox = "racer", .provider = BUDGET_OPENAI, .method = "POST",
-				     .path = "/v1/chat/completions", .body = body, .body_len = strlen(body) };
+	struct budget_request rq = { .sandbox = "racer",
+				     .provider = BUDGET_OPENAI,
+				     .method = "POST",
+				     .path = "/v1/chat/completions",
+				     .body = body,
+				     .body_len = strlen(body) };
 	struct budget_ticket *t;
 	struct budget_note note;
 	char err[256], line[512], c;
@@ -398,7 +413,8 @@ Test(budget_caps, thirty_two_processes_race_for_the_last_dollar, .timeout = 120)
  */
 Test(budget_caps, sigkill_mid_stream_loses_nothing, .timeout = 60)
 {
-	static const char body[] = "{\"model\":\"claude-opus-4-1\",\"max_tokens\":4000,\"stream\":true,\"messages\":[]}";
+	static const char body[] =
+		"{\"model\":\"claude-opus-4-1\",\"max_tokens\":4000,\"stream\":true,\"messages\":[]}";
 	struct budget_usage before[8], after[8];
 	struct budget_opts o;
 	struct budget *b;
@@ -414,8 +430,12 @@ Test(budget_caps, sigkill_mid_stream_loses_nothing, .timeout = 60)
 	kid = fork();
 	cr_assert_geq(kid, 0);
 	if (!kid) {
-		struct budget_request rq = { .sandbox = "a1", .provider = BUDGET_ANTHROPIC, .method = "POST",
-					     .path = "/v1/messages", .body = body, .body_len = strlen(body) };
+		struct budget_request rq = { .sandbox = "a1",
+					     .provider = BUDGET_ANTHROPIC,
+					     .method = "POST",
+					     .path = "/v1/messages",
+					     .body = body,
+					     .body_len = strlen(body) };
 		struct budget_ticket *t;
 		struct budget_note note;
 		char err[256], line[512];
@@ -495,4 +515,101 @@ Test(budget_caps, an_unsafe_ledger_is_refused)
 	cr_assert_eq(symlink(target, bt_ledger), 0);
 	cr_expect_null(budget_open(&o, err, sizeof(err)));
 	cr_expect(strstr(err, "not a regular file"), "%s", err);
+}
+
+/*
+ * A settlement's row rides on the next commit.  Until then the caps already
+ * see the charge; if the process dies first, the reservation is open in the
+ * ledger and the next open charges it in full: the loss can only overcharge.
+ */
+Test(budget_caps, a_settlement_not_yet_written_is_charged_in_full_after_a_crash, .timeout = 60)
+{
+	struct budget_opts o;
+	struct budget *b;
+	int fds[2], st;
+	pid_t kid;
+	char c;
+
+	bt_opts(&o);
+	o.clock = NULL;
+	cr_assert_eq(pipe(fds), 0);
+	kid = fork();
+	cr_assert_geq(kid, 0);
+	if (!kid) {
+		struct budget_usage rows[8];
+		char line[512], err[256];
+		struct budget_request rq = { .sandbox = "a1",
+					     .provider = BUDGET_ANTHROPIC,
+					     .method = "POST",
+					     .path = "/v1/messages",
+					     .body = small_body,
+					     .body_len = strlen(small_body) };
+		struct budget_ticket *t;
+		struct budget_note note;
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		b = budget_open(&o, err, sizeof(err));
+		if (!b || budget_reserve(b, &rq, &t, &note, line, sizeof(line)))
+			_exit(1);
+		budget_response(t, 200, NULL, 0);
+		budget_response(t, 200, small_resp, strlen(small_resp));
+		budget_settle(b, t, BUDGET_END_COMPLETE, &note);
+		memset(rows, 0, sizeof(rows));
+		budget_report(b, "a1", report_row, rows);
+		/* in memory the charge is the usage (600), at once */
+		if (rows[0].dollars_day.used != 600 || rows[0].dollars_day.reserved != 0)
+			_exit(2);
+		if (write(fds[1], "s", 1) != 1)
+			_exit(1);
+		pause();
+		_exit(0);
+	}
+	cr_assert_eq(read(fds[0], &c, 1), 1);
+	kill(kid, SIGKILL);
+	cr_assert_eq(waitpid(kid, &st, 0), kid);
+	cr_assert(WIFSIGNALED(st), "the child failed before the kill: %d", WEXITSTATUS(st));
+	cr_expect_eq(bt_sql("SELECT count(*) FROM ledger WHERE kind = 'settle'"), 0, "the row was not written yet");
+	b = bt_open(&o);
+	budget_close(b);
+	cr_expect_eq(bt_sql("SELECT how = 'lost' FROM ledger WHERE kind = 'settle'"), 1);
+	cr_expect_eq(bt_sql("SELECT micros FROM ledger WHERE kind = 'settle'"),
+		     bt_sql("SELECT micros FROM ledger WHERE kind = 'reserve'"));
+	/* control: the same exchange in a process that lives writes its row at close, at the usage */
+	b = bt_open(&o);
+	cr_assert_eq(one(b, "a1", BUDGET_ANTHROPIC).charged, 600);
+	budget_close(b);
+}
+
+/* A month of ledger is kept; the caps read the last day of it, found by bisecting ids (no time index). */
+Test(budget_caps, replay_reads_the_last_day_and_prunes_the_month)
+{
+	struct budget_usage rows[8];
+	struct budget_opts o;
+	struct budget *b;
+
+	bt_opts(&o);
+	b = bt_open(&o);
+	for (int i = 0; i < 40; i++) { /* one request a day for 40 days, then 5 in the last hour */
+		bt_now = T0 + (uint64_t)i * 86400 * SEC;
+		one(b, "a1", BUDGET_ANTHROPIC);
+	}
+	for (int i = 0; i < 5; i++) {
+		bt_now = T0 + 39ULL * 86400 * SEC + (uint64_t)(i + 1) * 60 * SEC;
+		one(b, "a1", BUDGET_ANTHROPIC);
+	}
+	budget_close(b);
+	b = bt_open(&o); /* replays, prunes what is older than 31 days */
+	memset(rows, 0, sizeof(rows));
+	budget_report(b, "a1", report_row, rows);
+	cr_expect_eq(rows[0].requests_day.used, 6, "the day holds the 40th day's request and the 5 after it");
+	cr_expect_eq(rows[0].requests_hour.used, 6);
+	cr_expect_eq(rows[0].dollars_day.used, 6 * 600);
+	budget_close(b);
+	cr_expect_eq(bt_sql("SELECT min(time_ns) = 1764547200000000000 + 9 * 86400000000000 FROM ledger"), 1);
+	cr_expect_eq(bt_sql("SELECT count(*) FROM ledger WHERE kind = 'reserve'"), 31 + 5); /* days 9..39, and the 5 */
+	/* ids keep growing after a prune */
+	b = bt_open(&o);
+	one(b, "a1", BUDGET_ANTHROPIC);
+	budget_close(b);
+	cr_expect_eq(bt_sql("SELECT max(id) FROM ledger"), 2 * 46);
 }

@@ -25,12 +25,15 @@ Test(budget_money, decimal_text_to_micros)
 		int ret;
 		int64_t v;
 	} cases[] = {
-		{ "5", 0, 5000000 },	   { "5.00", 0, 5000000 },  { "$5.25", 0, 5250000 }, { "0.075", 0, 75000 },
-		{ "0.000001", 0, 1 },	   { "12.345678", 0, 12345678 }, { "0", 0, 0 },
-		{ "1.1234567", -EINVAL, 0 }, /* a 7th decimal is refused, never rounded */
-		{ "-1", -EINVAL, 0 },	   { "1e3", -EINVAL, 0 },   { "", -EINVAL, 0 },	    { "5.", -EINVAL, 0 },
-		{ ".5", -EINVAL, 0 },	   { "1.2.3", -EINVAL, 0 }, { " 5", -EINVAL, 0 },   { "5 ", -EINVAL, 0 },
-		{ "0x10", -EINVAL, 0 },	   { "99999999999999999999", -ERANGE, 0 },
+		{ "5", 0, 5000000 },	 { "5.00", 0, 5000000 },
+		{ "$5.25", 0, 5250000 }, { "0.075", 0, 75000 },
+		{ "0.000001", 0, 1 },	 { "12.345678", 0, 12345678 },
+		{ "0", 0, 0 },		 { "1.1234567", -EINVAL, 0 }, /* a 7th decimal is refused, never rounded */
+		{ "-1", -EINVAL, 0 },	 { "1e3", -EINVAL, 0 },
+		{ "", -EINVAL, 0 },	 { "5.", -EINVAL, 0 },
+		{ ".5", -EINVAL, 0 },	 { "1.2.3", -EINVAL, 0 },
+		{ " 5", -EINVAL, 0 },	 { "5 ", -EINVAL, 0 },
+		{ "0x10", -EINVAL, 0 },	 { "99999999999999999999", -ERANGE, 0 },
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -74,7 +77,7 @@ Test(budget_money, dollars_and_times_are_printed_without_rounding_down)
 	static const struct {
 		int64_t micros;
 		const char *s;
-	} cases[] = { { 5000000, "$5.00" }, { 4930000, "$4.93" }, { 3100, "$0.0031" }, { 1, "$0.000001" },
+	} cases[] = { { 5000000, "$5.00" }, { 4930000, "$4.93" },	{ 3100, "$0.0031" }, { 1, "$0.000001" },
 		      { 0, "$0.00" },	    { 12345678, "$12.345678" }, { 1200, "$0.0012" } };
 	char buf[32];
 
@@ -201,7 +204,8 @@ Test(budget_money, model_lookup)
 	char err[256];
 
 	cr_assert_eq(prices_load(&t, bt_prices, err, sizeof(err)), 0, "%s", err); /* built-ins only */
-	cr_expect_str_eq(prices_find(&t, BUDGET_ANTHROPIC, "claude-sonnet-4-5-20250929", 0)->model, "claude-sonnet-4-5");
+	cr_expect_str_eq(prices_find(&t, BUDGET_ANTHROPIC, "claude-sonnet-4-5-20250929", 0)->model,
+			 "claude-sonnet-4-5");
 	cr_expect_str_eq(prices_find(&t, BUDGET_OPENAI, "gpt-4o-2024-08-06", 0)->model, "gpt-4o");
 	cr_expect_str_eq(prices_find(&t, BUDGET_OPENAI, "gpt-4o-mini-2024-07-18", 0)->model, "gpt-4o-mini");
 	cr_expect_str_eq(prices_find(&t, BUDGET_ANTHROPIC, "claude-3-7-sonnet-latest", 0)->model, "claude-3-7-sonnet");

@@ -30,9 +30,11 @@ static const struct parse_case cases[] = {
 	{ "openai_chat.sse", BUDGET_FORMAT_OPENAI_CHAT, { .input = 3157, .cached = 45056, .output = 1377 } },
 	{ "openai_responses.json", BUDGET_FORMAT_OPENAI_RESPONSES, { .input = 36, .output = 1287 } },
 	{ "openai_responses.sse", BUDGET_FORMAT_OPENAI_RESPONSES, { .input = 3882, .cached = 11520, .output = 2351 } },
-	{ "anthropic.json", BUDGET_FORMAT_ANTHROPIC,
+	{ "anthropic.json",
+	  BUDGET_FORMAT_ANTHROPIC,
 	  { .input = 2095, .cached = 14336, .cache_write = 2051, .output = 503 } },
-	{ "anthropic.sse", BUDGET_FORMAT_ANTHROPIC,
+	{ "anthropic.sse",
+	  BUDGET_FORMAT_ANTHROPIC,
 	  { .input = 472, .cached = 12288, .cache_write_1h = 1024, .output = 1015 } },
 	{ "gemini.json", BUDGET_FORMAT_GEMINI, { .input = 2048, .output = 1339 } },
 	{ "gemini_array.json", BUDGET_FORMAT_GEMINI, { .input = 50000, .cached = 200000, .output = 1190 } },
@@ -116,7 +118,7 @@ struct flow_case {
 	enum budget_provider provider;
 	const char *path, *body, *fixture;
 	int64_t want_micros; /* the fixture's tokens at the built-in prices, rounded up once */
-	size_t context;	     /* bytes of conversation the body carries ("%s"), as big as the fixture's prompt */
+	size_t context; /* bytes of conversation the body carries ("%s"), as big as the fixture's prompt */
 };
 
 static const struct flow_case flows[] = {
