@@ -109,6 +109,18 @@ static inline int64_t bt_sql(const char *q)
 	return v;
 }
 
+/* A POST of body to path under a sandbox and provider, as the broker's meter would describe it. */
+static inline struct budget_request bt_request(const char *sandbox, enum budget_provider p, const char *path,
+					       const char *body)
+{
+	return (struct budget_request){ .sandbox = sandbox,
+					.provider = p,
+					.method = "POST",
+					.path = path,
+					.body = body,
+					.body_len = body ? strlen(body) : 0 };
+}
+
 struct bt_result {
 	int rc; /* of budget_reserve */
 	int64_t reserved; /* the reservation row's micros */
@@ -143,16 +155,12 @@ static inline struct bt_result bt_exchange(struct budget *b, const char *sandbox
 					   const char *resp, size_t resp_len, size_t chunk, size_t cut_at,
 					   enum budget_end how)
 {
-	struct budget_request rq = { .sandbox = sandbox,
-				     .provider = p,
-				     .method = method,
-				     .path = path,
-				     .body = body,
-				     .body_len = body ? strlen(body) : 0 };
+	struct budget_request rq = bt_request(sandbox, p, path, body);
 	struct budget_ticket *t = NULL;
 	struct bt_result r;
 
 	memset(&r, 0, sizeof(r));
+	rq.method = method;
 	r.rc = budget_reserve(b, &rq, &t, &r.reserve_note, r.line, sizeof(r.line));
 	if (r.rc)
 		return r;

@@ -34,20 +34,25 @@ static struct bt_result one(struct budget *b, const char *sandbox, enum budget_p
 
 static int reserve_rc(struct budget *b, const char *sandbox, const struct budget_caps *caps, char *line, size_t len)
 {
-	struct budget_request rq = { .sandbox = sandbox,
-				     .provider = BUDGET_ANTHROPIC,
-				     .method = "POST",
-				     .path = "/v1/messages",
-				     .body = small_body,
-				     .body_len = strlen(small_body),
-				     .caps = caps };
+	struct budget_request rq = bt_request(sandbox, BUDGET_ANTHROPIC, "/v1/messages", small_body);
 	struct budget_ticket *t = NULL;
 	struct budget_note note;
-	int rc = budget_reserve(b, &rq, &t, &note, line, len);
+	int rc;
 
+	rq.caps = caps;
+	rc = budget_reserve(b, &rq, &t, &note, line, len);
 	if (!rc)
 		budget_settle(b, t, BUDGET_END_GUEST_CUT, &note);
 	return rc;
+}
+
+/* Anthropic capped at rph requests an hour and rpd a day for each sandbox, nothing else. */
+static struct budget *open_requests_capped(struct budget_opts *o, int64_t rph, int64_t rpd)
+{
+	bt_opts(o);
+	o->sandbox[BUDGET_ANTHROPIC].requests_per_hour = rph;
+	o->sandbox[BUDGET_ANTHROPIC].requests_per_day = rpd;
+	return bt_open(o);
 }
 
 /* requests_per_hour: the 4th of 3 is refused until the first is an hour old, to the nanosecond. */
@@ -88,12 +93,7 @@ Test(budget_caps, requests_per_hour_rolls_and_frees_exactly)
 /* dollars_per_day: charged plus reserved plus this request's worst case, never past the cap. */
 Test(budget_caps, dollars_per_day_counts_open_reservations)
 {
-	struct budget_request rq = { .sandbox = "a1",
-				     .provider = BUDGET_ANTHROPIC,
-				     .method = "POST",
-				     .path = "/v1/messages",
-				     .body = small_body,
-				     .body_len = strlen(small_body) };
+	struct budget_request rq = bt_request("a1", BUDGET_ANTHROPIC, "/v1/messages", small_body);
 	struct budget_ticket *held;
 	struct budget_note note;
 	struct budget_opts o;
@@ -165,10 +165,7 @@ Test(budget_caps, credential_overrides)
 	struct budget *b;
 	char line[512];
 
-	bt_opts(&o);
-	o.sandbox[BUDGET_ANTHROPIC].requests_per_hour = 2;
-	o.sandbox[BUDGET_ANTHROPIC].requests_per_day = 3;
-	b = bt_open(&o);
+	b = open_requests_capped(&o, 2, 3);
 	cr_expect_eq(reserve_rc(b, "a1", &tight, line, sizeof(line)), 0);
 	cr_expect_eq(reserve_rc(b, "a1", &tight, line, sizeof(line)), -EDQUOT);
 	cr_expect(strstr(line, "requests_per_hour cap for anthropic in sandbox a1 is 1;"), "%s", line);
@@ -217,10 +214,7 @@ Test(budget_caps, the_refusal_names_the_cap_that_frees_last)
 	struct budget *b;
 	struct bt_result r;
 
-	bt_opts(&o);
-	o.sandbox[BUDGET_ANTHROPIC].requests_per_hour = 1;
-	o.sandbox[BUDGET_ANTHROPIC].requests_per_day = 1;
-	b = bt_open(&o);
+	b = open_requests_capped(&o, 1, 1);
 	cr_assert_eq(one(b, "a1", BUDGET_ANTHROPIC).rc, 0);
 	r = one(b, "a1", BUDGET_ANTHROPIC);
 	cr_assert_eq(r.rc, -EDQUOT);
@@ -235,10 +229,7 @@ Test(budget_caps, a_restart_hands_out_no_fresh_window)
 	struct budget *b;
 	char line[512];
 
-	bt_opts(&o);
-	o.sandbox[BUDGET_ANTHROPIC].requests_per_hour = 2;
-	o.sandbox[BUDGET_ANTHROPIC].requests_per_day = 3;
-	b = bt_open(&o);
+	b = open_requests_capped(&o, 2, 3);
 	cr_assert_eq(reserve_rc(b, "a1", NULL, line, sizeof(line)), 0);
 	cr_assert_eq(reserve_rc(b, "a1", NULL, line, sizeof(line)), 0);
 	budget_close(b);
@@ -328,12 +319,7 @@ static void write_prices(const char *text)
 static int racer(int barrier, const struct budget_opts *o)
 {
 	static const char body[] = "{\"model\":\"race-model\",\"max_tokens\":1000,\"messages\":[]}";
-	struct budget_request rq = { .sandbox = "racer",
-				     .provider = BUDGET_OPENAI,
-				     .method = "POST",
-				     .path = "/v1/chat/completions",
-				     .body = body,
-				     .body_len = strlen(body) };
+	struct budget_request rq = bt_request("racer", BUDGET_OPENAI, "/v1/chat/completions", body);
 	struct budget_ticket *t;
 	struct budget_note note;
 	char err[256], line[512], c;
@@ -430,12 +416,7 @@ Test(budget_caps, sigkill_mid_stream_loses_nothing, .timeout = 60)
 	kid = fork();
 	cr_assert_geq(kid, 0);
 	if (!kid) {
-		struct budget_request rq = { .sandbox = "a1",
-					     .provider = BUDGET_ANTHROPIC,
-					     .method = "POST",
-					     .path = "/v1/messages",
-					     .body = body,
-					     .body_len = strlen(body) };
+		struct budget_request rq = bt_request("a1", BUDGET_ANTHROPIC, "/v1/messages", body);
 		struct budget_ticket *t;
 		struct budget_note note;
 		char err[256], line[512];
@@ -538,12 +519,7 @@ Test(budget_caps, a_settlement_not_yet_written_is_charged_in_full_after_a_crash,
 	if (!kid) {
 		struct budget_usage rows[8];
 		char line[512], err[256];
-		struct budget_request rq = { .sandbox = "a1",
-					     .provider = BUDGET_ANTHROPIC,
-					     .method = "POST",
-					     .path = "/v1/messages",
-					     .body = small_body,
-					     .body_len = strlen(small_body) };
+		struct budget_request rq = bt_request("a1", BUDGET_ANTHROPIC, "/v1/messages", small_body);
 		struct budget_ticket *t;
 		struct budget_note note;
 
