@@ -267,8 +267,12 @@ struct budget_tokens {
 
 /*
  * The price of tokens at row, in micro-dollars, rounded up once from exact
- * integer arithmetic (pico-dollars).  Saturates at INT64_MAX.
+ * integer arithmetic (pico-dollars).  At most BUDGET_COST_MAX, where the
+ * pico-dollar sum saturates (about $9.2 million): a charge that large is
+ * refused by any dollar cap, and the windows' sums of a million of them
+ * still can't overflow.
  */
+#define BUDGET_COST_MAX (INT64_MAX / BUDGET_MICROS)
 int64_t budget_cost(const struct budget_price *row, const struct budget_tokens *t);
 
 #endif

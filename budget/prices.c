@@ -424,7 +424,7 @@ int64_t budget_cost(const struct budget_price *row, const struct budget_tokens *
 	pico = mul_add(pico, t->cache_write_1h, mul_add(0, 2, row->input));
 	pico = mul_add(pico, t->output, row->output);
 	if (pico == INT64_MAX)
-		return INT64_MAX;
+		return BUDGET_COST_MAX;
 	return pico / BUDGET_MICROS + (pico % BUDGET_MICROS != 0); /* rounded up, once */
 }
 

@@ -67,9 +67,11 @@ Test(budget_money, a_charge_is_rounded_up_once)
 	p.input = 3000000;
 	t = (struct budget_tokens){ .cache_write_1h = 1000000 };
 	cr_expect_eq(budget_cost(&p, &t), 6000000);
-	/* no wrap-around: saturates */
+	/* no wrap-around: at most BUDGET_COST_MAX (about $9.2 million), however many tokens */
 	t = (struct budget_tokens){ .output = INT64_MAX / 2 };
-	cr_expect_eq(budget_cost(&p, &t), INT64_MAX);
+	cr_expect_eq(budget_cost(&p, &t), BUDGET_COST_MAX);
+	t = (struct budget_tokens){ .output = 400000000000LL }; /* 4e11 tokens at $3/M: $1.2M, exact */
+	cr_expect_eq(budget_cost(&p, &t), 1200000LL * BUDGET_MICROS);
 }
 
 Test(budget_money, dollars_and_times_are_printed_without_rounding_down)
