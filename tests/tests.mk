@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: GPL-2.0-only
 # Unit tests: the pure parts of the loader (parsing, rule bookkeeping), the
-# base layer, the audit log, profiles and names, and the spend caps (budget/), under
-# Criterion.  No root and no
-# kernel.
+# base layer, the audit log, profiles and names, and the spend caps (budget/,
+# with their fixtures in tests/fixtures/budget/), under Criterion.  No root and
+# no kernel.
 #   make unit        build and run them; Criterion prints the Synthesis line
 
 UNIT_SRCS := $(wildcard tests/test_*.c)
