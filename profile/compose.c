@@ -92,8 +92,8 @@ static int set_add(struct spec_set *set, const struct latch_entry *e, uint64_t e
 }
 
 /* Count a spec where it came from, or as folded. */
-static void add_counted(struct spec_set *set, struct latch_compose_counts *c, int *source,
-			const struct latch_entry *e, uint64_t expires_ns, int origin)
+static void add_counted(struct spec_set *set, struct latch_compose_counts *c, int *source, const struct latch_entry *e,
+			uint64_t expires_ns, int origin)
 {
 	(*source)++;
 	c->folded += set_add(set, e, expires_ns, origin);
@@ -139,18 +139,23 @@ static void add_learned(struct spec_set *set, const struct latch_compose_in *in,
 		c->learned_refused++;
 }
 
+bool latch_compose_live_wanted(const struct latch_policy_item *it, bool carry_live_learned)
+{
+	return !it->timed && (it->rule.origin == LATCH_ORIGIN_EGRESS ||
+			      (carry_live_learned && it->rule.origin == LATCH_ORIGIN_LEARNED));
+}
+
 /* 5: one rule of the live generation: carried, left alone, or rebuilt. */
 static void add_live(struct spec_set *set, const struct latch_compose_in *in, const struct latch_policy_item *it,
 		     struct latch_compose_counts *c)
 {
 	if (it->timed)
 		c->live_timed++;
-	else if (it->rule.origin == LATCH_ORIGIN_EGRESS)
-		add_counted(set, c, &c->carried_egress, &it->entry, it->rule.expires_ns, it->rule.origin);
-	else if (in->carry_live_learned && it->rule.origin == LATCH_ORIGIN_LEARNED)
-		add_counted(set, c, &c->carried_learned, &it->entry, it->rule.expires_ns, it->rule.origin);
-	else
+	else if (!latch_compose_live_wanted(it, in->carry_live_learned))
 		c->live_rebuilt++;
+	else
+		add_counted(set, c, it->rule.origin == LATCH_ORIGIN_EGRESS ? &c->carried_egress : &c->carried_learned,
+			    &it->entry, it->rule.expires_ns, it->rule.origin);
 }
 
 /* How many specs the sources can give at most: the size of the output before folding. */

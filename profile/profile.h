@@ -221,6 +221,13 @@ struct latch_compose_out {
 	struct latch_compose_counts counts;
 };
 
+/*
+ * Would the union carry this rule of the live generation (rule 5)?  A caller
+ * may hand compose only these; the counts of what was left alone and
+ * rebuilt then say nothing of the rest.
+ */
+bool latch_compose_live_wanted(const struct latch_policy_item *it, bool carry_live_learned);
+
 /* Build the union; 0, or -ENOMEM with *out empty.  Nothing in *in is changed or kept. */
 int latch_profile_compose(const struct latch_compose_in *in, struct latch_compose_out *out);
 /* Accepts a zeroed or freed out. */
