@@ -43,38 +43,12 @@ static double now_us(void)
 	return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
 }
 
-/* What latchd's walk keeps (latch_compose_live_wanted); every rule is walked all the same. */
-struct walk {
-	struct latch_policy_item *items;
-	int n, cap, walked;
-};
-
-static int walk_item(const struct latch_policy_item *it, void *arg)
-{
-	struct walk *w = arg;
-
-	w->walked++;
-	if (!latch_compose_live_wanted(it, false))
-		return 0;
-	if (w->n == w->cap) {
-		int cap = w->cap ? w->cap * 2 : 256;
-		struct latch_policy_item *n = realloc(w->items, cap * sizeof(*n));
-
-		if (!n)
-			return -ENOMEM;
-		w->items = n;
-		w->cap = cap;
-	}
-	w->items[w->n++] = *it;
-	return 0;
-}
-
 static int one_switch(struct latch_sandbox *sb, const char *dir, const char *name, int rep)
 {
 	char err[LATCH_ERR_MAX];
 	struct latch_compose_out out = { 0 };
 	struct latch_profile p = { 0 };
-	struct walk w = { 0 };
+	struct latch_compose_live w = { 0 }; /* what latchd's walk keeps */
 	double t0, t1, t2, t3, t4, t5;
 	int rc;
 
@@ -85,7 +59,7 @@ static int one_switch(struct latch_sandbox *sb, const char *dir, const char *nam
 		fprintf(stderr, "profswitch: %s\n", err);
 		return 1;
 	}
-	if (latch_policy_list(sb, walk_item, &w) < 0) {
+	if (latch_policy_list(sb, latch_compose_live_keep, &w) < 0 || w.rc) {
 		fprintf(stderr, "profswitch: latch_policy_list failed\n");
 		rc = 1;
 		goto out;

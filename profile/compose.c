@@ -145,6 +145,28 @@ bool latch_compose_live_wanted(const struct latch_policy_item *it, bool carry_li
 			      (carry_live_learned && it->rule.origin == LATCH_ORIGIN_LEARNED));
 }
 
+int latch_compose_live_keep(const struct latch_policy_item *it, void *arg)
+{
+	struct latch_compose_live *l = arg;
+
+	l->walked++;
+	if (!latch_compose_live_wanted(it, l->carry_live_learned))
+		return 0;
+	if (l->n == l->cap) {
+		int cap = l->cap ? l->cap * 2 : 256;
+		struct latch_policy_item *n = realloc(l->items, cap * sizeof(*n));
+
+		if (!n) {
+			l->rc = -ENOMEM;
+			return 0;
+		}
+		l->items = n;
+		l->cap = cap;
+	}
+	l->items[l->n++] = *it;
+	return 0;
+}
+
 /* 5: one rule of the live generation: carried, left alone, or rebuilt. */
 static void add_live(struct spec_set *set, const struct latch_compose_in *in, const struct latch_policy_item *it,
 		     struct latch_compose_counts *c)

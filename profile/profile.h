@@ -228,6 +228,21 @@ struct latch_compose_out {
  */
 bool latch_compose_live_wanted(const struct latch_policy_item *it, bool carry_live_learned);
 
+/*
+ * A latch_policy_list() callback that keeps, in a growing array, the live
+ * rules latch_compose_live_wanted() wants: hand items and n to
+ * latch_compose_in.live, then free(items).  rc is -ENOMEM when one could
+ * not be kept (the walk goes on; the caller must not compose then).
+ */
+struct latch_compose_live {
+	struct latch_policy_item *items;
+	int n, cap;
+	bool carry_live_learned;
+	int walked; /* every rule the walk saw */
+	int rc;
+};
+int latch_compose_live_keep(const struct latch_policy_item *it, void *arg);
+
 /* Build the union; 0, or -ENOMEM with *out empty.  Nothing in *in is changed or kept. */
 int latch_profile_compose(const struct latch_compose_in *in, struct latch_compose_out *out);
 /* Accepts a zeroed or freed out. */

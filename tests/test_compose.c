@@ -339,6 +339,32 @@ Test(compose, the_live_filter_is_the_carry_rule)
 	}
 }
 
+/* The walk's callback keeps exactly what the filter wants, in order, past its first allocation. */
+Test(compose, the_live_walk_keeps_what_the_filter_wants_in_order)
+{
+	struct latch_compose_live live = { .carry_live_learned = false };
+	int wanted = 0;
+
+	for (int i = 0; i < 1000; i++) {
+		char text[32];
+		struct latch_policy_item it;
+
+		snprintf(text, sizeof(text), "192.0.2.%d:%d", i % 250, 1000 + i);
+		it = item(text, 0, i % 3 ? LATCH_ORIGIN_EGRESS : LATCH_ORIGIN_PROFILE, i % 7 == 0);
+		cr_assert_eq(latch_compose_live_keep(&it, &live), 0);
+		if (latch_compose_live_wanted(&it, false)) {
+			cr_assert_eq(live.n, wanted + 1);
+			cr_assert_eq(live.items[wanted].entry.ports[0].lo, 1000 + i, "item %d kept out of order", i);
+			wanted++;
+		}
+	}
+	cr_expect_eq(live.walked, 1000);
+	cr_expect_eq(live.n, wanted);
+	cr_expect_gt(wanted, 256);
+	cr_expect_eq(live.rc, 0);
+	free(live.items);
+}
+
 Test(compose, identical_specs_fold_a_permanent_rule_beats_a_deadline_else_the_later_one)
 {
 	struct latch_profile p = load("p", "203.0.113.5:443\nh.example.com:443\n*.example.com:443\n");

@@ -129,35 +129,6 @@ static void gc_schedule(struct sandbox *s)
 	event_base_once(s->ld->base, -1, EV_TIMEOUT, gc_later, g, &(struct timeval){ 0, 0 });
 }
 
-/* The rules of the live generation a switch may carry (latch_policy_list()'s callback). */
-struct live_items {
-	struct latch_policy_item *items;
-	int n, cap;
-	bool carry_live_learned;
-	int rc;
-};
-
-static int live_push(const struct latch_policy_item *it, void *arg)
-{
-	struct live_items *l = arg;
-
-	if (!latch_compose_live_wanted(it, l->carry_live_learned))
-		return 0; /* compose would leave it out: no need to hold it */
-	if (l->n == l->cap) {
-		int cap = l->cap ? l->cap * 2 : 256;
-		struct latch_policy_item *n = realloc(l->items, cap * sizeof(*n));
-
-		if (!n) {
-			l->rc = -ENOMEM;
-			return 0;
-		}
-		l->items = n;
-		l->cap = cap;
-	}
-	l->items[l->n++] = *it;
-	return 0;
-}
-
 /* What compose needs from the switch and the sandbox, besides the live rules; 0 or -ENOMEM. */
 static int compose_inputs(struct pending_switch *sw, struct latch_compose_in *in)
 {
@@ -229,7 +200,7 @@ static void switch_adopt(struct pending_switch *sw)
 static void switch_commit(struct pending_switch *sw)
 {
 	struct sandbox *s = sw->s;
-	struct live_items live = { .carry_live_learned = sw->carry_live_learned };
+	struct latch_compose_live live = { .carry_live_learned = sw->carry_live_learned };
 	struct latch_compose_in in;
 	struct latch_compose_out out = { 0 };
 	char err[LATCH_ERR_MAX];
@@ -246,7 +217,7 @@ static void switch_commit(struct pending_switch *sw)
 		goto out;
 	}
 	if (!rc)
-		rc = latch_policy_list(s->sb, live_push, &live) < 0 ? -EIO : live.rc;
+		rc = latch_policy_list(s->sb, latch_compose_live_keep, &live) < 0 ? -EIO : live.rc;
 	if (!rc) {
 		in.live = live.items;
 		in.n_live = live.n;
