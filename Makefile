@@ -51,9 +51,9 @@ SRCS_config := $(wildcard config/*.c)
 SRCS_profile := $(wildcard profile/*.c)
 SRCS_vm := $(wildcard vm/*.c)
 SRCS_broker := $(wildcard broker/*.c)
-SRCS_daemon := $(filter-out broker/daemon/latchd.c,$(wildcard broker/daemon/*.c broker/dns/*.c))
+LATCHD_MAIN := broker/daemon/main.c
+SRCS_daemon := $(filter-out $(LATCHD_MAIN),$(wildcard broker/daemon/*.c broker/dns/*.c))
 SRCS_cli := $(wildcard cli/*.c)
-LATCHD_MAIN := broker/daemon/latchd.c
 
 # The Debian packages each module builds against (pkg-config names).
 PKGS_loader := libbpf libelf zlib libnl-3.0 libnl-route-3.0
