@@ -232,7 +232,7 @@ int latch_kit_placeholders_make(const struct latch_kit *kit, char (*out)[LATCH_P
  * free it with latch_kit_env_free().  NULL with errno set on failure.
  */
 char **latch_kit_env_render(const struct latch_kit *kit, const struct latch_addr *host, uint16_t port,
-			    const char (*placeholders)[LATCH_PLACEHOLDER_LEN + 1], int *n);
+			    char (*placeholders)[LATCH_PLACEHOLDER_LEN + 1], int *n);
 /* Wipes each line (they hold the placeholders) and frees it all.  Accepts NULL. */
 void latch_kit_env_free(char **env);
 

@@ -132,7 +132,7 @@ static char *env_line(const char *name, const char *tmpl, const char *url, const
 }
 
 char **latch_kit_env_render(const struct latch_kit *kit, const struct latch_addr *host, uint16_t port,
-			    const char (*placeholders)[LATCH_PLACEHOLDER_LEN + 1], int *n)
+			    char (*placeholders)[LATCH_PLACEHOLDER_LEN + 1], int *n)
 {
 	static const char *const proxies[] = { "HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy" };
 	static const char *const no_proxy[] = { "NO_PROXY", "no_proxy" };
