@@ -576,8 +576,9 @@ static int check_alt(struct ctx *c, const struct raw_alt *r, const struct latch_
 	return 0;
 }
 
-static int check_cred(struct ctx *c, const struct raw_kit *raw, const struct raw_doc *doc, int i,
-		      enum latch_provider kit_provider, const struct latch_kit *kit, struct latch_kit_cred *cr)
+/* KIT_PROVIDER: the kit's `provider:`, or -1 when it names none. */
+static int check_cred(struct ctx *c, const struct raw_kit *raw, const struct raw_doc *doc, int i, int kit_provider,
+		      const struct latch_kit *kit, struct latch_kit_cred *cr)
 {
 	const struct raw_cred *r = &raw->credentials[i];
 
@@ -605,7 +606,7 @@ static int check_cred(struct ctx *c, const struct raw_kit *raw, const struct raw
 		strcpy(cr->paths[cr->n_paths++], "/");
 	if (check_env(c, doc, i, kit, cr))
 		return -EINVAL;
-	cr->up.provider = kit_provider != LATCH_PROVIDER_OTHER ? kit_provider : provider_of_host(cr->up.host);
+	cr->up.provider = kit_provider >= 0 ? (enum latch_provider)kit_provider : provider_of_host(cr->up.host);
 	if (r->provider && parse_provider(c, r->provider, &cr->up.provider))
 		return -EINVAL;
 	if (check_caps(c, r->caps, &cr->caps))
@@ -711,7 +712,7 @@ int kit_build(const struct raw_kit *raw, const struct raw_doc *doc, const char *
 	if (!kit->creds)
 		return latch_errf(err, errlen, -ENOMEM, "%s: out of memory", source);
 	for (unsigned i = 0; i < raw->credentials_count; i++) {
-		if (check_cred(&c, raw, doc, i, kit_provider, kit, &kit->creds[i]))
+		if (check_cred(&c, raw, doc, i, raw->provider ? (int)kit_provider : -1, kit, &kit->creds[i]))
 			return -EINVAL;
 		kit->n_creds++;
 	}

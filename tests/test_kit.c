@@ -498,6 +498,7 @@ Test(kit, provider_named_by_credential_kit_or_host)
 	char *t1 = edit(weather, "https://api.example.com", "https://api.openai.com");
 	char *t2 = edit(weather, "command:", "provider: anthropic\ncommand:");
 	char *t3 = edit(t2, "    methods:", "    provider: gemini\n    methods:");
+	char *t4 = edit(t1, "command:", "provider: other\ncommand:");
 	struct latch_kit *k;
 
 	k = parse_ok(t1);
@@ -509,6 +510,10 @@ Test(kit, provider_named_by_credential_kit_or_host)
 	k = parse_ok(t3);
 	cr_expect_eq(k->creds[0].up.provider, LATCH_PROVIDER_GEMINI, "the credential's own comes first");
 	latch_kit_free(k);
+	k = parse_ok(t4);
+	cr_expect_eq(k->creds[0].up.provider, LATCH_PROVIDER_OTHER, "the kit's explicit other, over the host");
+	latch_kit_free(k);
+	free(t4);
 	free(t1);
 	free(t2);
 	free(t3);
