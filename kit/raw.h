@@ -66,8 +66,8 @@ struct raw_doc {
  * libcyaml with the schema (a wrong type is `SOURCE:LINE: FIELD: ...`).
  * 0 or -errno with one line in err; on success free both with kit_raw_free().
  */
-int kit_raw_read(const char *text, size_t len, const char *source, struct raw_kit **kit, struct raw_doc *doc,
-		 char *err, size_t errlen);
+int kit_raw_read(const char *text, size_t len, const char *source, struct raw_kit **kit, struct raw_doc *doc, char *err,
+		 size_t errlen);
 void kit_raw_free(struct raw_kit *kit, struct raw_doc *doc);
 
 /* validate.c: check RAW and build the kit; 0 or -errno with one line in err. */

@@ -157,7 +157,8 @@ static void note_unknown(struct walk *w, const char *where, const char *key)
 	char item[160];
 	char *list = w->out->unknown;
 	size_t cap = sizeof(w->out->unknown);
-	int n = snprintf(item, sizeof(item), "%s%s", where, *key ? key : "\"\""); /* an empty item would match anywhere */
+	/* an empty key is named "": an empty item would match anywhere in the list */
+	int n = snprintf(item, sizeof(item), "%s%s", where, *key ? key : "\"\"");
 
 	if (n < 0 || (size_t)n >= sizeof(item))
 		return;
