@@ -33,22 +33,24 @@ endif
 # USES_m: the modules m may include and call (besides itself and bpf/'s ABI
 # header).  `daemon` is latchd's private code (broker/daemon, broker/dns);
 # `cli` is the latch command.  Keep docs/ARCHITECTURE.md's graph in step.
-MODULES := common loader audit config profile vm broker daemon
+MODULES := common loader audit config profile kit vm broker daemon
 USES_common :=
 USES_loader := common
 USES_audit := common
 USES_config := common
 USES_profile := loader common
+USES_kit := loader common
 USES_vm := config loader common
 USES_broker := common
-USES_daemon := broker profile audit config loader common
-USES_cli := vm broker profile audit config loader common
+USES_daemon := broker profile kit audit config loader common
+USES_cli := vm broker profile kit audit config loader common
 
 SRCS_common := $(wildcard common/*.c)
 SRCS_loader := $(wildcard loader/*.c)
 SRCS_audit := $(wildcard audit/*.c)
 SRCS_config := $(wildcard config/*.c)
 SRCS_profile := $(wildcard profile/*.c)
+SRCS_kit := $(wildcard kit/*.c)
 SRCS_vm := $(wildcard vm/*.c)
 SRCS_broker := $(wildcard broker/*.c)
 LATCHD_MAIN := broker/daemon/main.c
@@ -58,6 +60,8 @@ SRCS_cli := $(wildcard cli/*.c)
 # The Debian packages each module builds against (pkg-config names).
 PKGS_loader := libbpf libelf zlib libnl-3.0 libnl-route-3.0
 PKGS_audit := sqlite3 libcrypto jansson
+# kit/: libcyaml for the schema, libyaml (which it is built on) for env and the unknown-field warning
+PKGS_kit := libcyaml yaml-0.1
 PKGS_vm := libnl-3.0 libnl-route-3.0 libnftables libarchive jansson
 PKGS_broker := jansson
 PKGS_daemon := ldns libevent jansson
@@ -84,7 +88,7 @@ EXTRA_LIBS_vm := -ldl
 EXTRA_LIBS_cli := -lcap
 extra_libs = $(sort $(foreach m,$(1),$(EXTRA_LIBS_$(m))))
 # archives in link order: users before what they use
-LINK_ORDER := vm daemon profile broker audit config loader common
+LINK_ORDER := vm daemon profile kit broker audit config loader common
 archives_of = $(foreach m,$(LINK_ORDER),$(if $(filter $(m),$(1)),$(BUILD)/lib$(m).a))
 # $(call link_with,MODULES): the archives and libraries a binary using MODULES needs
 link_with = $(call archives_of,$(call closure,$(1))) $(call pkg_libs,$(call closure,$(1))) \
@@ -144,6 +148,14 @@ $(BUILD)/profile/profiles_builtin.h: $(PROFILE_FILES) profile/embed_profiles.sh
 	$(Q)mkdir -p $(@D)
 	$(call msg,GEN,$@)
 	$(Q)sh profile/embed_profiles.sh $(PROFILE_FILES) > $@
+
+# The built-in kits are compiled in from kit/kits/*.yaml.
+KIT_FILES := $(sort $(wildcard kit/kits/*.yaml))
+$(BUILD)/kit/kits_builtin.h: $(KIT_FILES) kit/embed_kits.sh
+	$(Q)mkdir -p $(@D)
+	$(call msg,GEN,$@)
+	$(Q)sh kit/embed_kits.sh $(KIT_FILES) > $@
+$(BUILD)/kit/load.o: $(BUILD)/kit/kits_builtin.h
 
 # Every object waits for the skeletons and generated headers (-MMD records
 # what it really includes after the first build) and for the arrows check.
