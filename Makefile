@@ -39,7 +39,7 @@ USES_loader := common
 USES_audit := common
 USES_config := common
 USES_profile := loader common
-USES_kit := loader common
+USES_kit := profile loader common
 USES_vm := config loader common
 USES_broker := common
 USES_daemon := broker profile kit audit config loader common
@@ -88,7 +88,7 @@ EXTRA_LIBS_vm := -ldl
 EXTRA_LIBS_cli := -lcap
 extra_libs = $(sort $(foreach m,$(1),$(EXTRA_LIBS_$(m))))
 # archives in link order: users before what they use
-LINK_ORDER := vm daemon profile kit broker audit config loader common
+LINK_ORDER := vm daemon kit profile broker audit config loader common
 archives_of = $(foreach m,$(LINK_ORDER),$(if $(filter $(m),$(1)),$(BUILD)/lib$(m).a))
 # $(call link_with,MODULES): the archives and libraries a binary using MODULES needs
 link_with = $(call archives_of,$(call closure,$(1))) $(call pkg_libs,$(call closure,$(1))) \
@@ -107,6 +107,10 @@ objs_of = $(patsubst %.c,$(BUILD)/%.o,$(1))
 ALL_OBJS := $(foreach m,$(MODULES) cli,$(call objs_of,$(SRCS_$(m)))) $(call objs_of,$(LATCHD_MAIN))
 
 all: $(BUILD)/latch $(BUILD)/latchd $(BPF_OBJS) $(BUILD)/vm/latch-agent $(BUILD)/vm/latch-rawsend
+
+# The module graph, one line a module (docs/ARCHITECTURE.md quotes it).
+arrows:
+	@$(foreach m,cli $(MODULES),printf '%-8s -> %s\n' $(m) "$(or $(USES_$(m)),nothing)";)
 
 pkgs-ok:
 	@if [ -n "$(strip $(PKGS_MISSING))" ]; then \
@@ -238,4 +242,4 @@ demo-netns:
 clean:
 	rm -rf $(BUILD)
 
-.PHONY: all deps check unit selftest bench demo demo-netns clean image vm-proof vm-debian-proof pkgs-ok
+.PHONY: arrows all deps check unit selftest bench demo demo-netns clean image vm-proof vm-debian-proof pkgs-ok

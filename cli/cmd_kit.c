@@ -22,19 +22,9 @@
 
 #define NETWORK_WIDTH 35
 
-/* latch_kit_egress_fn: the kit's entries through the one parser of profile entries. */
-static int kit_egress_check(const char *text, const char *source, void *arg, char *err, size_t errlen)
-{
-	struct latch_pentry *entries = NULL;
-	int n, ret = latch_profile_parse(text, source, &entries, &n, NULL, 0, err, errlen);
-
-	free(entries);
-	return ret;
-}
-
 static struct latch_kit_opts kit_opts(char *dir, size_t len)
 {
-	struct latch_kit_opts o = { .check_egress = kit_egress_check };
+	struct latch_kit_opts o = { 0 };
 
 	if (!latch_kit_dir(dir, len))
 		o.dir = dir;

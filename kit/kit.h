@@ -45,6 +45,7 @@
 #include <stdint.h>
 
 #include "common/common.h"
+#include "profile/profile.h"
 
 #define LATCH_KIT_NAME_MAX 64	      /* kit names: latch_parse_file_name("kit") */
 #define LATCH_KIT_CRED_NAME_MAX 32    /* credential and alternative names: 1-32 of a-z, 0-9, '-' */
@@ -149,22 +150,8 @@ struct latch_kit {
 	char warning[LATCH_ERR_MAX];
 };
 
-/*
- * egress_allow entries are profile entries (host[:ports], *.domain[:ports],
- * CIDR[:ports]), and the one parser of those is profile/'s.  kit/ may not
- * use profile/ (its arrows are loader and common), so whoever loads a kit
- * hands that parser in: cli and latchd, which use both, pass a function that
- * runs TEXT (the entries one a line) through latch_profile_parse() under
- * the name SOURCE and returns 0, or -EINVAL with its `SOURCE:N: message` in
- * err.  kit/ has refused blanks, '#' and line breaks in an entry before, so
- * line N is entry N and no entry can become a comment or `# extends:`.
- */
-typedef int (*latch_kit_egress_fn)(const char *text, const char *source, void *arg, char *err, size_t errlen);
-
 struct latch_kit_opts {
 	const char *dir;		  /* NULL: $LATCH_ROOT/etc/latch/kits */
-	latch_kit_egress_fn check_egress; /* required */
-	void *arg;			  /* for check_egress */
 };
 
 /* $LATCH_ROOT/etc/latch/kits.  0 or -ENAMETOOLONG. */

@@ -639,7 +639,21 @@ static char **copy_list(char *const *v, unsigned n)
 	return out;
 }
 
-/* egress_allow through the profile parser, as one text of one entry a line. */
+/*
+ * egress_allow entries are profile entries (host[:ports], *.domain[:ports],
+ * CIDR[:ports]), so they go through profile/'s one parser, as a text of one
+ * entry a line: blanks, '#' and line breaks were refused before, so line N
+ * is entry N and no entry can become a comment or `# extends:`.
+ */
+static int parse_egress(const char *text, const char *source, char *err, size_t errlen)
+{
+	struct latch_pentry *entries = NULL;
+	int n, ret = latch_profile_parse(text, source, &entries, &n, NULL, 0, err, errlen);
+
+	free(entries);
+	return ret ? -EINVAL : 0;
+}
+
 static int check_egress(struct ctx *c, const struct raw_kit *raw, const struct latch_kit_opts *opts,
 			struct latch_kit *kit)
 {
@@ -670,11 +684,8 @@ static int check_egress(struct ctx *c, const struct raw_kit *raw, const struct l
 	}
 	if (!kit->n_egress)
 		return 0;
-	if (!opts || !opts->check_egress)
-		return latch_errf(c->err, c->errlen, -EINVAL,
-				  "%s: egress_allow: no entry parser was handed in (struct latch_kit_opts)", c->source);
 	snprintf(source, sizeof(source), "%s: egress_allow", c->source);
-	return opts->check_egress(kit->egress_text, source, opts->arg, c->err, c->errlen) ? -EINVAL : 0;
+	return parse_egress(kit->egress_text, source, c->err, c->errlen);
 }
 
 int kit_build(const struct raw_kit *raw, const struct raw_doc *doc, const char *source, const char *default_name,

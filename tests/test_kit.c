@@ -67,19 +67,9 @@ static void teardown(void)
 		cr_log_warn("could not remove %s", dir);
 }
 
-/* What cli and latchd hand in: the profile parser (kit/ may not use profile/ itself). */
-static int egress(const char *text, const char *source, void *arg, char *err, size_t errlen)
-{
-	struct latch_pentry *pe = NULL;
-	int n, ret = latch_profile_parse(text, source, &pe, &n, NULL, 0, err, errlen);
-
-	free(pe);
-	return ret;
-}
-
 static struct latch_kit_opts opts(void)
 {
-	return (struct latch_kit_opts){ .dir = dir, .check_egress = egress };
+	return (struct latch_kit_opts){ .dir = dir };
 }
 
 /* DIR/NAME holding TEXT, mode MODE exactly (chmod after, so no umask); the path, in one of four static buffers. */
@@ -517,17 +507,6 @@ Test(kit, provider_named_by_credential_kit_or_host)
 	free(t1);
 	free(t2);
 	free(t3);
-}
-
-/* Without the profile parser handed in, a kit with egress_allow is refused, never taken unchecked. */
-Test(kit, egress_unchecked_is_refused)
-{
-	struct latch_kit_opts o = { .dir = dir };
-	char err[LATCH_ERR_MAX];
-	struct latch_kit *k = latch_kit_parse(weather, strlen(weather), SRC, NULL, &o, err, sizeof(err));
-
-	cr_expect_null(k);
-	cr_expect_str_eq(err, SRC ": egress_allow: no entry parser was handed in (struct latch_kit_opts)");
 }
 
 /* ---- placeholders and the env */
