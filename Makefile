@@ -136,6 +136,7 @@ vm-proof: image $(BUILD)/vm/agent_selftest
 vm-debian-proof: all
 	vm/debian_proof.sh
 
+include broker/http/http.mk
 include tests/tests.mk
 include selftests/selftests.mk
 include bench/bench.mk

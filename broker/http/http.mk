@@ -1,0 +1,52 @@
+# SPDX-License-Identifier: GPL-2.0-only
+# broker/http: the credential broker's HTTP engine (broker/http/http_broker.h),
+# its selftest driver, its fuzz target and its benchmark.
+#   make fuzz        the libFuzzer target over head parsing and the route checks (FUZZ_SECS, default 120)
+#   make fuzz-short  the same for 20 s (part of `make check`)
+#   make bench-broker  the broker beside direct HTTPS and nginx (also part of `make bench`)
+
+HTTP_SRCS := $(wildcard broker/http/*.c)
+HTTP_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(HTTP_SRCS))
+HTTP_LIBS := -lhttp_parser -levent_openssl -levent -lssl -lcrypto
+
+$(BUILD)/broker/http:
+	$(Q)mkdir -p $@
+
+$(BUILD)/broker/http/%.o: broker/http/%.c $(wildcard broker/http/*.h) broker/names.h loader/parse.h | $(BUILD)/broker/http
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/libbroker_http.a: $(HTTP_OBJS)
+	$(call msg,AR,$@)
+	$(Q)rm -f $@
+	$(Q)$(AR) rcs $@ $^
+
+# The engine in an event loop over real sockets, for selftests/live_broker.sh.
+SELFTEST_BINS += $(BUILD)/selftests/broker_drv
+
+$(BUILD)/selftests/broker_drv: selftests/broker_drv.c broker/http/http_broker.h $(BUILD)/libbroker_http.a \
+		$(BUILD)/liblatch.a | $(BUILD)/selftests
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libbroker_http.a $(BUILD)/liblatch.a $(HTTP_LIBS) $(LDLIBS)
+
+# libFuzzer: clang, -fsanitize=fuzzer,address, over the pure checks (no sockets).
+FUZZ_SRCS := tests/fuzz/fuzz_broker.c broker/http/head.c broker/http/check.c broker/names.c loader/parse.c
+FUZZ_SECS ?= 120
+
+$(BUILD)/tests/fuzz_broker: $(FUZZ_SRCS) $(wildcard broker/http/*.h) | $(BUILD)/tests
+	$(call msg,CLANG,$@)
+	$(Q)$(CLANG) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -std=gnu11 \
+		-D_GNU_SOURCE -I. -I$(BUILD) -o $@ $(FUZZ_SRCS) -lhttp_parser -lcrypto
+
+fuzz: $(BUILD)/tests/fuzz_broker
+	$(Q)mkdir -p $(BUILD)/fuzz-corpus
+	$(Q)$(BUILD)/tests/fuzz_broker -max_total_time=$(FUZZ_SECS) -max_len=4096 -print_final_stats=1 \
+		$(BUILD)/fuzz-corpus tests/fuzz/corpus
+
+fuzz-short:
+	$(Q)$(MAKE) --no-print-directory fuzz FUZZ_SECS=20
+
+bench-broker: $(BUILD)/selftests/broker_drv
+	$(Q)BUILD=$(BUILD) bash bench/broker.sh
+
+.PHONY: fuzz fuzz-short bench-broker
