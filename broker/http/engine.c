@@ -468,19 +468,25 @@ void hb_audit(struct hb_gconn *g, const char *kind, const struct hb_route *r, co
 		sb->o.audit(sb->o.arg, &ev);
 }
 
-/* The path of the current request without its query string, NUL-terminated, for the audit. */
-static const char *head_path(struct hb_gconn *g, char *buf, size_t len)
+/* The path of the current request (the upstream's, when it names a route) without its query string. */
+static const char *head_path(struct hb_gconn *g, const char *rest, char *buf, size_t len)
 {
 	const struct hb_head *hd = &g->head;
-	size_t n = 0;
+	const char *p = rest ? rest : hd->target;
+	size_t n = 0, max;
 
 	if (!hd->target)
 		return NULL;
-	while (n < hd->target_len && hd->target[n] != '?')
+	max = hd->target_len - (p - hd->target);
+	while (n < max && p[n] != '?')
 		n++;
+	if (rest && !n) {
+		p = "/";
+		n = 1;
+	}
 	if (n >= len)
 		n = len - 1;
-	memcpy(buf, hd->target, n);
+	memcpy(buf, p, n);
 	buf[n] = 0;
 	/* the audit log is text: bytes a refused path may carry are shown as '?' */
 	for (size_t i = 0; i < n; i++)
@@ -533,10 +539,11 @@ bool hb_refuse(struct hb_gconn *g, enum hb_refusal refusal, const char *fmt, ...
 	line[n++] = '\n';
 	line[n] = 0;
 	sb->h->st.refused++;
-	if (g->head.target && hb_target_route(g->head.target, g->head.target_len, name, &rest, &rest_len))
+	if (g->head.target && g->head.target[0] == '/' &&
+	    hb_target_route(g->head.target, g->head.target_len, name, &rest, &rest_len))
 		r = route_find(sb, name);
 	hb_audit(g, "refused", r, r ? &r->targets[r->active] : NULL, NULL, 0, g->head.method[0] ? g->head.method : NULL,
-		 head_path(g, path, sizeof(path)), status, hb_refusal_reason(refusal), NULL, 0, 0);
+		 head_path(g, r ? rest : NULL, path, sizeof(path)), status, hb_refusal_reason(refusal), NULL, 0, 0);
 	if (status == 0) { /* a tunnel past its 200: nothing to answer with but the cut */
 		hb_gconn_free(g);
 		return false;

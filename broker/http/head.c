@@ -174,15 +174,6 @@ static int on_value(http_parser *p, const char *at, size_t len)
 	return 0;
 }
 
-static int on_headers_complete(http_parser *p)
-{
-	struct head_reader *r = p->data;
-
-	/* Stop here: the body, if any, is read later by the same parser. */
-	http_parser_pause(p, 1);
-	(void)r;
-	return 0;
-}
 
 static void trim(const char **v, size_t *len)
 {
@@ -213,19 +204,20 @@ static const http_parser_settings head_settings = {
 	.on_url = on_url,
 	.on_header_field = on_field,
 	.on_header_value = on_value,
-	.on_headers_complete = on_headers_complete,
 };
 
 enum hb_refusal hb_head_parse(const char *buf, size_t head_len, http_parser *p, struct hb_head *head)
 {
 	struct head_reader r = { .head = head, .base = buf };
 	enum http_errno e;
+	size_t n;
 
 	memset(head, 0, sizeof(*head));
 	head->content_length = -1;
 	http_parser_init(p, HTTP_REQUEST);
 	p->data = &r;
-	http_parser_execute(p, &head_settings, buf, head_len);
+	/* the parser ends in the body's state (or the message's end); the same parser reads the body later */
+	n = http_parser_execute(p, &head_settings, buf, head_len);
 	e = HTTP_PARSER_ERRNO(p);
 	/* our own framing rules over the fields, before the parser's verdict: they name the problem better */
 	for (int i = 0; i < head->n; i++) {
@@ -256,9 +248,8 @@ enum hb_refusal hb_head_parse(const char *buf, size_t head_len, http_parser *p, 
 		return HB_CL_DUP;
 	if (e == HPE_INVALID_TRANSFER_ENCODING)
 		return HB_TE_INVALID;
-	if (e != HPE_PAUSED || !head->target || p->http_major != 1)
+	if (e != HPE_OK || n != head_len || !head->target || p->http_major != 1)
 		return HB_BAD_REQUEST;
-	http_parser_pause(p, 0);
 	snprintf(head->method, sizeof(head->method), "%s", http_method_str(p->method));
 	head->http_minor = p->http_minor;
 	head->keep_alive = http_should_keep_alive(p);

@@ -81,6 +81,13 @@ static SSL_CTX *ctx_get(struct latch_http *h, const char *ca_file, char *err, si
 	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
 	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
 	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT);
+	/*
+	 * An upstream that closes without close_notify ends a body delimited by
+	 * the connection (as every client takes it); OpenSSL 3 would call it an
+	 * error, and libevent 2.1 then reports no EOF.  Framed bodies are still
+	 * checked for truncation by the parser.
+	 */
+	SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
 	SSL_CTX_set_alpn_protos(ctx, alpn, sizeof(alpn) - 1);
 	if (ca_file ? SSL_CTX_load_verify_locations(ctx, ca_file, NULL) != 1 : SSL_CTX_set_default_verify_paths(ctx) != 1) {
 		latch_errf(err, errlen, -EINVAL, "ca_file %s: no PEM certificates could be read from it; fix: point it at "
@@ -552,9 +559,15 @@ bool hb_exchange_start(struct hb_gconn *g, struct hb_route *r)
 		}
 		return hb_refuse(g, HB_UPSTREAM_CONNECT, "latch: out of memory; try again");
 	}
-	while (plen < hd->target_len && hd->target[plen] != '?')
+	char name[33];
+	const char *rest;
+	size_t rest_len;
+
+	/* the audit names the upstream's path, without the query string */
+	hb_target_route(hd->target, hd->target_len, name, &rest, &rest_len);
+	while (plen < rest_len && rest[plen] != '?')
 		plen++;
-	x->path = strndup(hd->target, plen);
+	x->path = plen ? strndup(rest, plen) : strdup("/");
 	x->g = g;
 	x->r = r;
 	x->t = &r->targets[r->active];
