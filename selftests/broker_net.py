@@ -184,7 +184,7 @@ def raw(a):
                 break
             data += b
             head, sep, body = data.partition(b"\r\n\r\n")
-            if sep:
+            if sep and not a.full:
                 cl = [l for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:")]
                 if cl and len(body) >= int(cl[0].split(b":")[1]):
                     break

@@ -248,14 +248,9 @@ enum hb_refusal hb_placeholder_check(const struct hb_head *head, const struct hb
 		bool configured = hb_token_eq(h->name, h->name_len, rule->header);
 		bool authz = hb_token_eq(h->name, h->name_len, "authorization");
 
-		if (configured && h->value_len >= scheme_len && !strncasecmp(h->value, rule->scheme, scheme_len)) {
-			offered = true;
-			if (eq_ct(h->value + scheme_len, h->value_len - scheme_len, rule->placeholder)) {
-				found = true;
-				continue;
-			}
-			*presented = h->value + scheme_len;
-			*presented_len = h->value_len - scheme_len;
+		if (configured && h->value_len >= scheme_len && !strncasecmp(h->value, rule->scheme, scheme_len) &&
+		    eq_ct(h->value + scheme_len, h->value_len - scheme_len, rule->placeholder)) {
+			offered = found = true;
 			continue;
 		}
 		if ((configured || authz) && basic_password(h->value, h->value_len, pw, sizeof(pw), &pw_len)) {
@@ -268,13 +263,17 @@ enum hb_refusal hb_placeholder_check(const struct hb_head *head, const struct hb
 			*presented_len = pw_len;
 			continue;
 		}
-		for (int k = 0; k < rule->n_placeholders; k++)
-			if (hb_contains_placeholder(h->value, h->value_len, rule->placeholders[k]))
-				return HB_PH_OTHER_HEADER;
-		if (configured || authz) {
+		if (!configured) { /* (Authorization here is only stripped, unless it carries a placeholder) */
+			for (int k = 0; k < rule->n_placeholders; k++)
+				if (hb_contains_placeholder(h->value, h->value_len, rule->placeholders[k]))
+					return HB_PH_OTHER_HEADER;
+		} else { /* something else where the placeholder belongs: name what it was */
+			size_t skip = h->value_len >= scheme_len && !strncasecmp(h->value, rule->scheme, scheme_len)
+					      ? scheme_len : 0;
+
 			offered = true;
-			*presented = h->value;
-			*presented_len = h->value_len;
+			*presented = h->value + skip;
+			*presented_len = h->value_len - skip;
 		}
 	}
 	if (*presented)
