@@ -20,7 +20,7 @@
  * {"event":"meter-end","how":...}.  "ready" once every listener is open.
  * Commands on stdin, one a line: `switch SANDBOX ROUTE UPSTREAM`, `remove
  * SANDBOX ROUTE`, `stats`; each answers "ok ..." or "error ...".  SIGTERM
- * exits 0.
+ * exits 0.  BROKER_CONNS_MAX sets the engine's guest connections per sandbox.
  *
  * The test meter (the spend-cap seam, issue 12) refuses a JSON body whose
  * max_tokens is over 100000 and reports the model it read.
@@ -367,7 +367,10 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	signal(SIGPIPE, SIG_IGN);
 	base = event_base_new();
-	engine = base ? latch_http_new(base, NULL, err, sizeof(err)) : NULL;
+	/* BROKER_CONNS_MAX: the benchmark holds more idle connections than the default allows */
+	struct latch_http_opts ho = { .conns_max = getenv("BROKER_CONNS_MAX") ? atoi(getenv("BROKER_CONNS_MAX")) : 0 };
+
+	engine = base ? latch_http_new(base, &ho, err, sizeof(err)) : NULL;
 	if (!engine) {
 		fprintf(stderr, "broker_drv: %s\n", err);
 		return 1;

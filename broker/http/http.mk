@@ -50,3 +50,4 @@ bench-broker: $(BUILD)/selftests/broker_drv
 	$(Q)BUILD=$(BUILD) bash bench/broker.sh
 
 .PHONY: fuzz fuzz-short bench-broker
+check: fuzz-short
