@@ -14,6 +14,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -565,8 +566,29 @@ bool hb_refuse(struct hb_gconn *g, enum hb_refusal refusal, const char *fmt, ...
 		hb_gconn_close_when_flushed(g);
 		return false;
 	}
+	hb_guest_flush(g);
 	g->state = G_HEAD;
 	return true;
+}
+
+/*
+ * Write what is queued for the guest now, from the callback that queued it.
+ * The guest's write event is enabled only while bytes are left over: a
+ * bufferevent writes from its event, which costs two epoll_ctl calls and a
+ * loop turn for every response.
+ */
+void hb_guest_flush(struct hb_gconn *g)
+{
+	struct evbuffer *out = bufferevent_get_output(g->bev);
+
+	if (!evbuffer_get_length(out) || (bufferevent_get_enabled(g->bev) & EV_WRITE))
+		return;
+	/* a bufferevent keeps its output's drain end frozen outside its own write callback */
+	evbuffer_unfreeze(out, 1);
+	evbuffer_write(out, bufferevent_getfd(g->bev));
+	evbuffer_freeze(out, 1);
+	if (evbuffer_get_length(out))
+		bufferevent_enable(g->bev, EV_WRITE);
 }
 
 /* ------------------------------------------------------------ guest connections */
@@ -574,6 +596,13 @@ bool hb_refuse(struct hb_gconn *g, enum hb_refusal refusal, const char *fmt, ...
 static void guest_read(struct bufferevent *bev, void *arg);
 static void guest_write(struct bufferevent *bev, void *arg);
 static void guest_event(struct bufferevent *bev, short what, void *arg);
+
+static void nodelay_fd(int fd)
+{
+	int one = 1;
+
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
 
 static bool is_guest(const struct latch_http_sandbox *sb, const struct latch_addr *a)
 {
@@ -636,7 +665,9 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
 		hb_refuse(g, HB_NOT_GUEST, "latch: this broker serves only sandbox %s's guest, not %s", sb->name, a);
 		return;
 	}
-	bufferevent_enable(g->bev, EV_READ | EV_WRITE);
+	bufferevent_disable(g->bev, EV_WRITE); /* enabled only while hb_guest_flush() left bytes */
+	bufferevent_enable(g->bev, EV_READ);
+	nodelay_fd(fd);
 }
 
 void hb_gconn_free(struct hb_gconn *g)
@@ -921,6 +952,9 @@ void hb_gconn_resume(struct hb_gconn *g)
 static void guest_write(struct bufferevent *bev, void *arg)
 {
 	struct hb_gconn *g = arg;
+
+	if (!evbuffer_get_length(bufferevent_get_output(bev)))
+		bufferevent_disable(bev, EV_WRITE);
 
 	if (g->x)
 		hb_exchange_guest_drained(g->x);

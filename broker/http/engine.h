@@ -138,6 +138,7 @@ void hb_audit(struct hb_gconn *g, const char *kind, const struct hb_route *r, co
 	      const char *host, uint16_t port, const char *method, const char *path, int status, const char *reason,
 	      const char *end, uint64_t in, uint64_t out);
 void hb_gconn_free(struct hb_gconn *g);
+void hb_guest_flush(struct hb_gconn *g); /* write queued bytes now; the write event only for leftovers */
 void hb_gconn_close_when_flushed(struct hb_gconn *g);
 void hb_gconn_resume(struct hb_gconn *g); /* an exchange or tunnel is over: next request, or close */
 int hb_resolve(struct latch_http_sandbox *sb, const char *name, latch_http_resolved_cb cb, void *arg);

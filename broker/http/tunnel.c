@@ -266,8 +266,10 @@ static void up_read(struct bufferevent *bev, void *arg)
 {
 	struct hb_tunnel *t = arg;
 
-	if (t->state == T_OPEN)
+	if (t->state == T_OPEN) {
 		pump(bev, t->g->bev, &t->out, t->g->sb->h->o.buffer_max);
+		hb_guest_flush(t->g);
+	}
 }
 
 static void up_write(struct bufferevent *bev, void *arg)
@@ -291,6 +293,7 @@ static void up_event(struct bufferevent *bev, short what, void *arg)
 		bufferevent_set_timeouts(bev, NULL, NULL);
 		t->state = T_HELLO;
 		evbuffer_add(bufferevent_get_output(g->bev), "HTTP/1.1 200 Connection established\r\n\r\n", 39);
+		hb_guest_flush(g);
 		bufferevent_enable(g->bev, EV_READ);
 		if (evbuffer_get_length(bufferevent_get_input(g->bev)))
 			hb_tunnel_guest_read(g);

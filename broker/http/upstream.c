@@ -496,12 +496,20 @@ static bool hop_by_hop(const struct hb_header *hd, const struct hb_head *head)
 }
 
 /* The head the upstream gets.  body_len >= 0: send that Content-Length (metered). */
+static void wipe_free(const void *data, size_t len, void *arg)
+{
+	explicit_bzero((void *)data, len);
+	free((void *)data);
+}
+
 static void build_request(struct hb_exchange *x, int64_t body_len)
 {
 	struct hb_gconn *g = x->g;
 	const struct hb_head *hd = &g->head;
 	struct hb_target *t = x->t;
-	struct evbuffer *out = x->req;
+	struct evbuffer *out = evbuffer_new();
+	char *head;
+	size_t n;
 	char name[33];
 	const char *rest;
 	size_t rest_len;
@@ -534,6 +542,19 @@ static void build_request(struct hb_exchange *x, int64_t body_len)
 		evbuffer_add_printf(out, "Content-Length: %lld\r\n\r\n", (long long)hd->content_length);
 	else
 		evbuffer_add(out, "\r\n", 2);
+	/*
+	 * One contiguous head: one SSL_write, one TLS record, one syscall
+	 * (an evbuffer of several chains costs one of each per chain).  It
+	 * holds the secret, so it is wiped when the connection has sent it.
+	 */
+	n = evbuffer_get_length(out);
+	head = malloc(n);
+	if (head && evbuffer_remove(out, head, n) == (ev_ssize_t)n &&
+	    !evbuffer_add_reference(x->req, head, n, wipe_free, NULL))
+		head = NULL;
+	if (head)
+		wipe_free(head, n, NULL);
+	evbuffer_free(out);
 }
 
 /* Where body bytes go now: the connection once it is up, the pending request before. */
@@ -579,8 +600,10 @@ bool hb_exchange_start(struct hb_gconn *g, struct hb_route *r)
 	x->scrub.secret_len = x->t->secret.len;
 	g->x = x;
 	g->state = body ? G_BODY : G_WAIT;
-	if (body && hd->expect_continue) /* we answer it: the upstream gets no Expect */
+	if (body && hd->expect_continue) { /* we answer it: the upstream gets no Expect */
 		evbuffer_add(bufferevent_get_output(g->bev), "HTTP/1.1 100 Continue\r\n\r\n", 25);
+		hb_guest_flush(g);
+	}
 	if (x->metered)
 		return body ? true : hb_exchange_body_done(x);
 	build_request(x, -1);
@@ -850,6 +873,7 @@ static void response_over(struct hb_uconn *u, enum latch_http_end how)
 	struct hb_gconn *g = x->g;
 
 	hb_exchange_end(x, how);
+	hb_guest_flush(g);
 	if (how == LATCH_HTTP_END_COMPLETE)
 		hb_gconn_resume(g);
 	else
@@ -898,8 +922,12 @@ static void u_read(struct bufferevent *bev, void *arg)
 			return;
 		}
 	}
-	if (u->done)
+	if (u->done) {
 		response_over(u, LATCH_HTTP_END_COMPLETE);
+		return;
+	}
+	if (u->x)
+		hb_guest_flush(u->x->g);
 }
 
 static void u_write(struct bufferevent *bev, void *arg)
