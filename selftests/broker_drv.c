@@ -20,7 +20,7 @@
  * {"event":"meter-end","how":...}.  "ready" once every listener is open.
  * Commands on stdin, one a line: `switch SANDBOX ROUTE UPSTREAM`, `remove
  * SANDBOX ROUTE`, `stats`; each answers "ok ..." or "error ...".  SIGTERM
- * exits 0.  BROKER_CONNS_MAX sets the engine's guest connections per sandbox.
+ * exits 0.  BROKER_QUIET counts audit events without printing them.  BROKER_CONNS_MAX sets the engine's guest connections per sandbox.
  *
  * The test meter (the spend-cap seam, issue 12) refuses a JSON body whose
  * max_tokens is over 100000 and reports the model it read.
@@ -65,9 +65,16 @@ static void print_json(json_t *o)
 	json_decref(o);
 }
 
+static bool quiet; /* BROKER_QUIET: the benchmark counts audit events instead of printing them */
+static unsigned long audited;
+
 static void audit(void *arg, const struct latch_http_event *ev)
 {
 	char peer[64] = "";
+
+	audited++;
+	if (quiet)
+		return;
 
 	latch_addr_format(ev->peer, peer, sizeof(peer));
 	json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:I, s:I, s:s}", "event", "audit", "sandbox", ev->sandbox, "kind",
@@ -309,9 +316,9 @@ static void command(char *line)
 		struct latch_http_stats s;
 
 		latch_http_stats(engine, &s);
-		printf("ok stats accepted=%llu requests=%llu refused=%llu forwarded=%llu tunnels=%llu connects=%llu "
+		printf("ok stats audited=%lu accepted=%llu requests=%llu refused=%llu forwarded=%llu tunnels=%llu connects=%llu "
 		       "reused=%llu guest_conns=%d upstream_conns=%d idle=%d\n",
-		       (unsigned long long)s.accepted, (unsigned long long)s.requests, (unsigned long long)s.refused,
+		       audited, (unsigned long long)s.accepted, (unsigned long long)s.requests, (unsigned long long)s.refused,
 		       (unsigned long long)s.forwarded, (unsigned long long)s.tunnels,
 		       (unsigned long long)s.upstream_connects, (unsigned long long)s.upstream_reused, s.guest_conns,
 		       s.upstream_conns, s.idle_upstream_conns);
@@ -365,6 +372,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	quiet = getenv("BROKER_QUIET") != NULL;
 	signal(SIGPIPE, SIG_IGN);
 	base = event_base_new();
 	/* BROKER_CONNS_MAX: the benchmark holds more idle connections than the default allows */

@@ -2,10 +2,13 @@
 /*
  * engine.h - the broker engine's insides, shared by its files (private).
  *
- *   engine.c    the engine, sandboxes, listeners, routes, guest connections,
- *               the checks in their order, refusals, audit
- *   upstream.c  upstream targets: TLS contexts, resolution, the connection
- *               pool, forwarding a request and streaming the response back
+ *   engine.c    the engine, sandboxes, listeners, routes, resolution,
+ *               refusals, audit
+ *   guest.c     guest connections: request heads, the checks in their order
+ *   upstream.c  upstream targets: TLS contexts, secrets, resolution, the
+ *               connection pool, the end of an exchange
+ *   exchange.c  a forwarded request: the upstream's request head, the body
+ *               both ways, the response streamed back
  *   tunnel.c    CONNECT: policy, resolution, rebinding filter, ClientHello
  *               server name, then bytes both ways
  *
@@ -132,11 +135,15 @@ struct hb_exchange {
 };
 
 /* engine.c */
+struct hb_route *hb_route_find(struct latch_http_sandbox *sb, const char *name);
 /* Answer with a refusal; false when the connection is closing or gone (don't touch g). */
 bool hb_refuse(struct hb_gconn *g, enum hb_refusal r, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void hb_audit(struct hb_gconn *g, const char *kind, const struct hb_route *r, const struct hb_target *t,
 	      const char *host, uint16_t port, const char *method, const char *path, int status, const char *reason,
 	      const char *end, uint64_t in, uint64_t out);
+/* guest.c */
+struct evconnlistener;
+void hb_on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen, void *arg);
 void hb_gconn_free(struct hb_gconn *g);
 void hb_guest_flush(struct hb_gconn *g); /* write queued bytes now; the write event only for leftovers */
 void hb_gconn_close_when_flushed(struct hb_gconn *g);
@@ -144,11 +151,52 @@ void hb_gconn_resume(struct hb_gconn *g); /* an exchange or tunnel is over: next
 int hb_resolve(struct latch_http_sandbox *sb, const char *name, latch_http_resolved_cb cb, void *arg);
 uint64_t hb_now_ms(void);
 
+struct hb_hdr { /* a response header */
+	uint32_t name, name_len, value, value_len; /* offsets into the head arena */
+};
+
+struct hb_uconn { /* an upstream connection: idle in its pool, or busy with an exchange */
+	struct hb_uconn *next, **pprev; /* target->conns */
+	struct hb_target *t;
+	struct latch_http *h;
+	struct bufferevent *bev;
+	struct hb_exchange *x; /* NULL while idle */
+	bool idle, connected, reused, got_bytes, done, skip_message, tls_failed, paused;
+	enum hb_refusal fail;
+	http_parser parser;
+	char *head; /* the response head's status text, names and values */
+	uint32_t head_len;
+	struct hb_hdr hdr[HB_HEADERS_MAX];
+	int n_hdr;
+	bool in_value;
+	uint32_t reason, reason_len;
+};
+
+struct hb_lookup { /* a resolution in flight; x is NULL once the exchange is gone */
+	struct hb_exchange *x;
+};
+
 /* upstream.c */
 int hb_target_init(struct latch_http *h, struct hb_target *t, const struct latch_http_upstream *u, char *err,
 		   size_t errlen);
 void hb_target_fini(struct hb_target *t); /* closes its connections; exchanges on them end with ERROR */
 void hb_ctx_free_all(struct latch_http *h);
+void hb_conn_free(struct hb_uconn *u);
+void hb_conn_connected(struct hb_uconn *u); /* TLS is up: keep the session, send the request */
+void hb_set_timeout(struct bufferevent *bev, uint32_t ms);
+/* An idle pooled connection (unless fresh), or a new one; false when g is closing or gone. */
+bool hb_acquire(struct hb_exchange *x, bool fresh);
+/* The exchange could not be forwarded: end it and answer the guest.  False when g is gone or closing. */
+bool hb_exchange_fail(struct hb_exchange *x, enum hb_refusal r, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* The same from a callback: then go on with a pipelined request if the connection stays. */
+void hb_exchange_fail_async(struct hb_exchange *x, enum hb_refusal r, const char *what);
+
+/* exchange.c */
+void hb_build_request(struct hb_exchange *x, int64_t body_len); /* body_len >= 0: metered, that Content-Length */
+void hb_u_read(struct bufferevent *bev, void *arg);
+void hb_u_write(struct bufferevent *bev, void *arg);
+void hb_u_event(struct bufferevent *bev, short what, void *arg);
 /* Build the upstream request and start it (an idle connection, or a new one). */
 bool hb_exchange_start(struct hb_gconn *g, struct hb_route *r); /* false: g is closing or gone */
 /* Guest body bytes arrived (parser callback), or the body ended. */
