@@ -49,5 +49,7 @@ fuzz-short:
 bench-broker: $(BUILD)/selftests/broker_drv
 	$(Q)BUILD=$(BUILD) bash bench/broker.sh
 
+bench: bench-broker
+
 .PHONY: fuzz fuzz-short bench-broker
 check: fuzz-short
