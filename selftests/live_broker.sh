@@ -307,6 +307,11 @@ check_cmp "the meter saw the response body" \
 	"$(grep '"event":"meter-end"' "$T/drv.out" | tail -1 | jq -r .response_bytes)" -gt 100
 check_eq "the upstream got the key in x-api-key" \
 	"$(tail -1 "$T/up.log" | jq -r '.headers[] | select(.[0] == "x-api-key") | .[1]')" "$SECRET"
+# invariant: an Authorization the guest sent is removed even where the key goes in another header
+gcurl -H "x-api-key: $PH_METER" -H "Authorization: Bearer guest-own-token" -d '{"model":"m1"}' "$URL/meter/v1/echo" \
+	>/dev/null
+check_eq "the guest's Authorization never reaches an x-api-key upstream" \
+	"$(tail -1 "$T/up.log" | jq '[.headers[] | select(.[0] | ascii_downcase == "authorization")] | length')" 0
 
 # ------------------------------------------------------------ Basic auth: git over smart HTTP
 # invariant: git (which asks only after a 401) works with the placeholder as its password
