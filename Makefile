@@ -54,7 +54,7 @@ SRCS_kit := $(wildcard kit/*.c)
 SRCS_vm := $(wildcard vm/*.c)
 SRCS_broker := $(wildcard broker/*.c)
 LATCHD_MAIN := broker/daemon/main.c
-SRCS_daemon := $(filter-out $(LATCHD_MAIN),$(wildcard broker/daemon/*.c broker/dns/*.c))
+SRCS_daemon := $(filter-out $(LATCHD_MAIN),$(wildcard broker/daemon/*.c broker/dns/*.c broker/http/*.c))
 SRCS_cli := $(wildcard cli/*.c)
 
 # The Debian packages each module builds against (pkg-config names).
@@ -64,7 +64,7 @@ PKGS_audit := sqlite3 libcrypto jansson
 PKGS_kit := libcyaml yaml-0.1
 PKGS_vm := libnl-3.0 libnl-route-3.0 libnftables libarchive jansson
 PKGS_broker := jansson
-PKGS_daemon := ldns libevent jansson
+PKGS_daemon := ldns libevent libevent_openssl openssl jansson
 PKGS_cli := jansson libcap
 # libvirt: headers only; vm/libvirt.c loads libvirt.so.0 with dlopen when a
 # command first needs libvirtd (linked in, it costs every command ~25 ms)
@@ -86,6 +86,8 @@ closure = $(sort $(1) $(foreach m,$(1),$(USES_$(m))))
 EXTRA_LIBS_loader := -lelf -lz
 EXTRA_LIBS_vm := -ldl
 EXTRA_LIBS_cli := -lcap
+# Debian's http-parser ships no pkg-config file
+EXTRA_LIBS_daemon := -lhttp_parser
 extra_libs = $(sort $(foreach m,$(1),$(EXTRA_LIBS_$(m))))
 # archives in link order: users before what they use
 LINK_ORDER := vm daemon kit profile broker audit config loader common
@@ -124,7 +126,7 @@ $(BUILD)/arrows.ok: Makefile scripts/arrows.sh $(foreach m,$(MODULES) cli,$(SRCS
 		    $(wildcard */*.h broker/*/*.h) | $(BUILD)
 	$(call msg,ARROWS,modules)
 	$(Q)rc=0; $(foreach m,$(MODULES) cli,USES="$(USES_$(m))" bash scripts/arrows.sh $(m) \
-		$(if $(filter daemon,$(m)),$(SRCS_daemon) $(LATCHD_MAIN) $(wildcard broker/daemon/*.h broker/dns/*.h), \
+		$(if $(filter daemon,$(m)),$(SRCS_daemon) $(LATCHD_MAIN) $(wildcard broker/daemon/*.h broker/dns/*.h broker/http/*.h), \
 		$(if $(filter broker,$(m)),$(SRCS_broker) broker/broker.h,$(wildcard $(m)/*.c $(m)/*.h))) || rc=1;) \
 		exit $$rc
 	$(Q)touch $@
@@ -212,6 +214,7 @@ vm-proof: image $(BUILD)/selftests/agent_selftest
 vm-debian-proof: all
 	selftests/debian_proof.sh
 
+include broker/http/http.mk
 include tests/tests.mk
 include selftests/selftests.mk
 include bench/bench.mk
