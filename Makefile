@@ -137,6 +137,7 @@ vm-debian-proof: all
 	vm/debian_proof.sh
 
 include tests/tests.mk
+include room/room.mk
 include selftests/selftests.mk
 include bench/bench.mk
 

@@ -418,6 +418,17 @@ struct latch_sandbox *latch_sandbox_open(const char *name, char *err, size_t err
 	return sb;
 }
 
+struct latch_sandbox *latch_sandbox_adopt(const char *name, const int fd[LATCH_MAP_COUNT])
+{
+	struct latch_sandbox *sb = calloc(1, sizeof(*sb));
+
+	if (!sb)
+		return NULL;
+	snprintf(sb->name, sizeof(sb->name), "%s", name);
+	memcpy(sb->fd, fd, sizeof(sb->fd));
+	return sb;
+}
+
 void latch_sandbox_free(struct latch_sandbox *sb)
 {
 	if (!sb)

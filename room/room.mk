@@ -1,0 +1,33 @@
+# SPDX-License-Identifier: GPL-2.0-only
+# Rooms: `latch run` (room/), the cgroup programs' loader (loader/cgroup.c)
+# and their tests and benchmark.  Included by the top Makefile.
+#   make selftest-room     the room selftests (root): bash selftests/run.sh live_room ...
+#   make bench-room        latch run beside bubblewrap and fork/exec, and a hook's cost per connect()
+
+ROOM_SRCS := $(wildcard room/*.c)
+ROOM_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(ROOM_SRCS))
+LDLIBS += -lseccomp
+
+$(BUILD)/room:
+	$(Q)mkdir -p $@
+
+# The pinned room programs live in a directory named after a hash of their
+# object, so that a new build never runs on an older build's pins.
+$(BUILD)/latch_cg_id.h: $(BUILD)/latch_cg.bpf.o
+	$(call msg,GEN,$@)
+	$(Q)printf '#define LATCH_CG_BUILD_ID "%s"\n' "$$(sha256sum $< | cut -c1-16)" > $@
+
+$(BUILD)/loader/cgroup.o: $(BUILD)/latch_cg_id.h
+
+$(BUILD)/room/%.o: room/%.c $(wildcard room/*.h loader/*.h vm/config.h) bpf/latch_abi.h $(SKELS) | $(BUILD)/room
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/liblatch.a: $(ROOM_OBJS)
+
+# The room programs on a live cgroup (selftests/room_cg.c).
+SELFTEST_BINS += $(BUILD)/selftests/room_cg
+
+$(BUILD)/selftests/room_cg: selftests/room_cg.c $(wildcard loader/*.h) bpf/latch_abi.h $(BUILD)/liblatch.a | $(BUILD)/selftests
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(BUILD)/liblatch.a $(LDLIBS)
