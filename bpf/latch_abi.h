@@ -351,10 +351,11 @@ _Static_assert(__builtin_offsetof(struct latch_event, src_addr) == 28, "latch_ev
  * struct latch_rules, and the counter slots of latch_counter_slot().
  * ==================================================================== */
 
-/* Rooms at once (outer map size), and the room policy maps (both generations). */
+/* Rooms at once (slots of room state), and the room policy maps (both generations). */
 #ifndef LATCH_ROOM_MAX
-#define LATCH_ROOM_MAX 1024
+#define LATCH_ROOM_MAX 256
 #endif
+#define LATCH_ROOM_SLOTS_PREMADE 2 /* slots made when the programs are loaded */
 #ifndef LATCH_ROOM_POLICY_MAX
 #define LATCH_ROOM_POLICY_MAX 4096
 #endif
@@ -402,6 +403,16 @@ struct latch_room_meta {
 	__u32 type_u32;
 };
 _Static_assert(sizeof(struct latch_room_meta) == 48, "latch_room_meta layout");
+
+/*
+ * room_owners: HASH slot -> the room holding it.  User space's bookkeeping
+ * (a slot is claimed by inserting with BPF_NOEXIST); no program reads it.
+ */
+struct latch_room_owner {
+	__u64 cgroup_id;
+	char name[32];
+};
+_Static_assert(sizeof(struct latch_room_owner) == 40, "latch_room_owner layout");
 
 /* room_state: HASH by cgroup id.  The room's DNS bucket, as in the tc's dns_bucket. */
 struct latch_room_state {

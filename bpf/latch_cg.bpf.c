@@ -4,10 +4,13 @@
  *
  * A room is one command in a cgroup v2 directory of its own.  These programs
  * are loaded and pinned once (loader/cgroup.c) and attached to every room's
- * directory: creating a room costs a few map updates and the attaches, not a
- * load and a verification.  Each program finds its room by cgroup id in
- * HASH_OF_MAPS outer maps whose inner maps have the tc program's layouts, so
- * loader/policy.c writes a room's policy exactly as it writes a sandbox's.
+ * directory: a room costs a few map updates and the attaches, not a load and
+ * a verification.  A room's state lives in a slot: room_slots maps its cgroup
+ * id to the slot, and ARRAY_OF_MAPS outer maps hold each slot's inner maps,
+ * which have the tc program's layouts, so loader/policy.c writes a room's
+ * policy exactly as it writes a sandbox's.  Slots are made once and reused:
+ * an update of a map-in-map waits for an RCU grace period (milliseconds),
+ * an update of room_slots does not.
  *
  * The socket-address hooks (connect4/6, sendmsg4/6) refuse a destination
  * before a packet exists, with EPERM to the caller; cgroup_skb/egress checks
@@ -55,9 +58,9 @@ char LICENSE[] SEC("license") = "GPL";
  */
 #define ROOM_OUTER(name, inner_type, ksize, vsize, max, flags)                                                  \
 	struct {                                                                                                \
-		__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);                                                        \
+		__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);                                                       \
 		__uint(max_entries, LATCH_ROOM_MAX);                                                            \
-		__type(key, __u64);                                                                             \
+		__type(key, __u32);                                                                             \
 		__array(values, struct {                                                                        \
 			__uint(type, inner_type);                                                               \
 			__uint(max_entries, max);                                                               \
@@ -67,7 +70,23 @@ char LICENSE[] SEC("license") = "GPL";
 		});                                                                                             \
 	} name SEC(".maps")
 
-/* room_settings: cgroup id -> ARRAY[1] of struct latch_config. */
+/* room_slots: cgroup id -> the slot of the room's state. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, LATCH_ROOM_MAX);
+	__type(key, __u64);
+	__type(value, __u32);
+} room_slots SEC(".maps");
+
+/* room_owners: slot -> the room holding it (loader/cgroup.c's bookkeeping). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, LATCH_ROOM_MAX);
+	__type(key, __u32);
+	__type(value, struct latch_room_owner);
+} room_owners SEC(".maps");
+
+/* room_settings: slot -> ARRAY[1] of struct latch_config. */
 ROOM_OUTER(room_settings, BPF_MAP_TYPE_ARRAY, 4, sizeof(struct latch_config), 1, 0);
 /* room_exact4/6: permanent single addresses, per policy generation. */
 ROOM_OUTER(room_exact4, BPF_MAP_TYPE_HASH, sizeof(struct latch_exact4_key), sizeof(struct latch_rules),
@@ -84,7 +103,7 @@ ROOM_OUTER(room_timed4, BPF_MAP_TYPE_LPM_TRIE, sizeof(struct latch_timed4_key), 
 	   LATCH_ROOM_TIMED_MAX, BPF_F_NO_PREALLOC);
 ROOM_OUTER(room_timed6, BPF_MAP_TYPE_LPM_TRIE, sizeof(struct latch_timed6_key), sizeof(struct latch_rules),
 	   LATCH_ROOM_TIMED_MAX, BPF_F_NO_PREALLOC);
-/* room_counters: cgroup id -> PERCPU_ARRAY of counters, the tc's slots. */
+/* room_counters: slot -> PERCPU_ARRAY of counters, the tc's slots. */
 ROOM_OUTER(room_counters, BPF_MAP_TYPE_PERCPU_ARRAY, 4, sizeof(struct latch_counter), LATCH_COUNTER_SLOTS, 0);
 
 /* room_state: the DNS bucket of each room (a spin lock needs BTF, so not an inner map). */
@@ -156,7 +175,9 @@ extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym;
 
 /* The room a program runs for, found once per call. */
 struct room {
-	__u64 id; /* cgroup id */
+	__u64 id;   /* cgroup id */
+	__u32 slot; /* of its state */
+	__u32 pad;
 	const struct latch_config *cfg;
 };
 
@@ -172,12 +193,16 @@ struct dest {
 
 static __always_inline int room_find(__u64 id, struct room *r)
 {
-	__u32 zero = 0;
-	void *inner = bpf_map_lookup_elem(&room_settings, &id);
+	__u32 zero = 0, *slot = bpf_map_lookup_elem(&room_slots, &id);
 	const struct latch_config *cfg;
+	void *inner;
 
 	r->id = id;
 	r->cfg = NULL;
+	if (!slot)
+		return 0;
+	r->slot = *slot;
+	inner = bpf_map_lookup_elem(&room_settings, &r->slot);
 	if (!inner)
 		return 0;
 	cfg = bpf_map_lookup_elem(inner, &zero);
@@ -191,7 +216,7 @@ static __always_inline void count(const struct room *r, int reason, int slot_kin
 {
 	__u32 slot = latch_counter_slot(reason, slot_kind);
 	struct latch_counter *c = NULL;
-	void *inner = r->cfg ? bpf_map_lookup_elem(&room_counters, &r->id) : NULL;
+	void *inner = r->cfg ? bpf_map_lookup_elem(&room_counters, &r->slot) : NULL;
 
 	if (inner)
 		c = bpf_map_lookup_elem(inner, &slot);
@@ -281,9 +306,9 @@ static __always_inline int policy_pass(const struct rule_query *q)
 }
 
 /* The rules under KEY in the room's inner map of OUTER, or NULL. */
-static __always_inline const struct latch_rules *room_rules(void *outer, __u64 id, const void *key)
+static __always_inline const struct latch_rules *room_rules(void *outer, __u32 slot, const void *key)
 {
-	void *inner = bpf_map_lookup_elem(outer, &id);
+	void *inner = bpf_map_lookup_elem(outer, &slot);
 
 	return inner ? bpf_map_lookup_elem(inner, key) : NULL;
 }
@@ -303,16 +328,16 @@ static __always_inline int policy_lookup(const struct room *r, const struct dest
 		struct latch_prefix4_key pk = { .prefixlen = 64, .gen = cfg->policy_gen, .addr = d->addr[0] };
 		struct latch_timed4_key tk = { .prefixlen = 32, .addr = d->addr[0] };
 
-		rules = room_rules(&room_exact4, r->id, &ek);
+		rules = room_rules(&room_exact4, r->slot, &ek);
 		if (rules && room_rules_allow(rules, q))
 			return policy_pass(q);
 		if (cfg->flags & LATCH_CFG_HAVE_PREFIX4) {
-			rules = room_rules(&room_prefix4, r->id, &pk);
+			rules = room_rules(&room_prefix4, r->slot, &pk);
 			if (rules && room_rules_allow(rules, q))
 				return policy_pass(q);
 		}
 		if (cfg->flags & LATCH_CFG_HAVE_TIMED4) {
-			rules = room_rules(&room_timed4, r->id, &tk);
+			rules = room_rules(&room_timed4, r->slot, &tk);
 			if (rules && room_rules_allow(rules, q))
 				return LATCH_PASS_TIMED;
 		}
@@ -326,16 +351,16 @@ static __always_inline int policy_lookup(const struct room *r, const struct dest
 	__builtin_memcpy(ek.addr, d->addr, 16);
 	__builtin_memcpy(pk.addr, d->addr, 16);
 	__builtin_memcpy(tk.addr, d->addr, 16);
-	rules = room_rules(&room_exact6, r->id, &ek);
+	rules = room_rules(&room_exact6, r->slot, &ek);
 	if (rules && room_rules_allow(rules, q))
 		return policy_pass(q);
 	if (cfg->flags & LATCH_CFG_HAVE_PREFIX6) {
-		rules = room_rules(&room_prefix6, r->id, &pk);
+		rules = room_rules(&room_prefix6, r->slot, &pk);
 		if (rules && room_rules_allow(rules, q))
 			return policy_pass(q);
 	}
 	if (cfg->flags & LATCH_CFG_HAVE_TIMED6) {
-		rules = room_rules(&room_timed6, r->id, &tk);
+		rules = room_rules(&room_timed6, r->slot, &tk);
 		if (rules && room_rules_allow(rules, q))
 			return LATCH_PASS_TIMED;
 	}

@@ -3,10 +3,11 @@
  * cgroup.h - rooms' kernel enforcement: bpf/latch_cg.bpf.c on cgroups.
  *
  * The programs are loaded and pinned once per build of latch, under
- * $LATCH_BPFFS/latch/_cgroup/BUILD/, and then only attached: a room costs map
- * creations and updates, never a load.  A room's own state (its config,
- * policy maps and counters, pinned under $LATCH_BPFFS/latch/_rooms/NAME/) is
- * found by the programs through its cgroup id.  The policy is written with
+ * $LATCH_BPFFS/latch/_cgroup/BUILD/, and then only attached: a room costs a
+ * few map updates, never a load.  A room's own state (its config, policy
+ * maps and counters) is a slot of maps pinned under BUILD/slots/N/, linked
+ * from $LATCH_BPFFS/latch/_rooms/NAME, and found by the programs through the
+ * room's cgroup id.  The policy is written with
  * loader/policy.h on the sandbox that latch_cg_room_sandbox() returns, in the
  * entry language of the tc side.  Everything that reports state reads it back
  * from the kernel.
@@ -65,9 +66,9 @@ struct latch_cg_room;
 
 /*
  * Create a room's state for the cgroup v2 directory open at cgroup_fd:
- * config (ready, empty policy: sealed), policy maps and counters, pinned
- * under _rooms/NAME/ and entered under the cgroup's id.  Nothing is attached
- * yet.  NULL with errno and a line in err; on failure nothing is left.
+ * a free slot's config (ready, empty policy: sealed), policy maps and
+ * counters, entered under the cgroup's id.  Nothing is attached yet.  NULL
+ * with errno and a line in err; on failure nothing is left.
  */
 struct latch_cg_room *latch_cg_room_new(struct latch_cg_set *set, const struct latch_cg_room_opts *o, int cgroup_fd,
 					char *err, size_t errlen);
@@ -76,11 +77,21 @@ struct latch_cg_room *latch_cg_room_new(struct latch_cg_set *set, const struct l
  * can be added to that cgroup's hooks beside latch's).  Egress first.
  */
 int latch_cg_room_attach(struct latch_cg_room *room, char *err, size_t errlen);
+/*
+ * Attach every program to an empty cgroup kept for this (latch/warm), unless
+ * they are already.  The kernel switches its cgroup BPF hooks on and off with
+ * static branches, patching its own text when the first program of a kind
+ * comes or the last one goes (~50 us a hook): a room that comes and goes
+ * alone would pay that on every attach and every removal.  No process ever
+ * runs in that cgroup, so the programs there never run.
+ */
+int latch_cg_keep_warm(struct latch_cg_set *set, int cgroup_fd, char *err, size_t errlen);
 /* Take the programs off the room's cgroup (rmdir of the cgroup does it too). */
 int latch_cg_room_detach(struct latch_cg_room *room);
 /*
- * Remove the room's state: its entries in the shared maps (first, so that its
- * sockets find no room and pass nothing) and its pins, then free.  Accepts NULL.
+ * Remove the room's state: its cgroup id out of room_slots (first, so that
+ * its sockets find no room and pass nothing), its policy, its link; the slot
+ * is free again.  Accepts NULL.
  */
 void latch_cg_room_remove(struct latch_cg_room *room);
 
@@ -118,13 +129,10 @@ struct latch_cg_posture {
 int latch_cg_room_posture(const struct latch_cg_room *room, struct latch_cg_posture *p);
 
 /*
- * Remove the leftovers of a room whose `latch run` died: its pins and its
- * entries in the shared maps.  cgroup_id 0 when unknown (found through the
- * pinned settings map).  0 or -errno; -ENOENT when there is nothing.
+ * Remove what a room whose `latch run` died left in the set: its link and,
+ * when it still holds one, its slot.  0, or -ENOENT when there is nothing.
  */
-int latch_cg_room_sweep(struct latch_cg_set *set, const char *name, uint64_t cgroup_id);
-/* Calls fn for each room with pins; returns the count or -errno. */
-int latch_cg_room_list(int (*fn)(const char *name, void *arg), void *arg);
+int latch_cg_room_sweep(struct latch_cg_set *set, const char *name);
 
 /* Verdicts of sockets in a cgroup with latch's programs but no room state (drop_no_config), summed. */
 int latch_cg_orphan_counters(struct latch_cg_set *set, uint64_t *packets);

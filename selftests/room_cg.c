@@ -621,9 +621,12 @@ int main(void)
 	snprintf(bpffs, sizeof(bpffs), "/sys/fs/bpf/latch-selftest-%d", (int)getpid());
 	mkdir(bpffs, 0700);
 	setenv("LATCH_BPFFS", bpffs, 1);
-	snprintf(cg_top, sizeof(cg_top), "%s/latch-selftest-%d", cg2, (int)getpid());
-	snprintf(cg_room, sizeof(cg_room), "%s/room", cg_top);
-	snprintf(cg_gate, sizeof(cg_gate), "%s/gate", cg_top);
+	if (snprintf(cg_top, sizeof(cg_top), "%s/latch-selftest-%d", cg2, (int)getpid()) >= (int)sizeof(cg_top) ||
+	    snprintf(cg_room, sizeof(cg_room), "%s/room", cg_top) >= (int)sizeof(cg_room) ||
+	    snprintf(cg_gate, sizeof(cg_gate), "%s/gate", cg_top) >= (int)sizeof(cg_gate)) {
+		printf("FAIL setup: the cgroup2 mount's path is too long\n0 passed, 1 failed\n");
+		return 1;
+	}
 	mkdir(cg_top, 0755);
 	mkdir(cg_room, 0755);
 	mkdir(cg_gate, 0755);
