@@ -151,8 +151,12 @@ static const char *kind_name(enum latch_room_file_kind k)
 	return k == LATCH_FILE_REGULAR ? "file" : k == LATCH_FILE_DIR ? "dir" : k == LATCH_FILE_SYMLINK ? "symlink" : "other";
 }
 
+/* A limit as asked and as read back; bytes and counts as integers, CPUs (scale 1000) as a number */
 static json_t *limit_json(const struct latch_room_limit *l, double scale)
 {
+	if (scale == 1)
+		return json_pack("{s:s, s:I, s:I, s:s}", "via", latch_room_via_name(l->via), "asked", (json_int_t)l->asked,
+				 "observed", (json_int_t)l->observed, "file", l->file);
 	return json_pack("{s:s, s:f, s:f, s:s}", "via", latch_room_via_name(l->via), "asked", l->asked / scale,
 			 "observed", l->observed / scale, "file", l->file);
 }
@@ -274,7 +278,14 @@ static void print_json(const struct latch_room_opts *o, const struct latch_room_
 	json_object_set_new(out, "room", json_string(res->name));
 	json_object_set_new(out, "command", argv);
 	json_object_set_new(out, "exit_code", res->exited && !res->exec_errno ? json_integer(res->exit_code) : json_null());
-	json_object_set_new(out, "signal", res->exited ? json_null() : json_string(sigabbrev_np(res->signal) ?: "?"));
+	if (res->exited) {
+		json_object_set_new(out, "signal", json_null());
+	} else {
+		char sig[24];
+
+		snprintf(sig, sizeof(sig), "SIG%s", sigabbrev_np(res->signal) ?: "?");
+		json_object_set_new(out, "signal", json_string(sig));
+	}
 	json_object_set_new(out, "exec_error", res->exec_errno ? json_string(strerror(res->exec_errno)) : json_null());
 	json_object_set_new(out, "timed_out", json_boolean(res->timed_out));
 	json_object_set_new(out, "oom_killed", json_boolean(res->oom_killed));
@@ -483,6 +494,8 @@ int cmd_run(int argc, char **argv)
 		return latch_err(RUN_EXIT_LATCH, "%s", err);
 	}
 	c = exit_of(&res);
+	if (o.apply && !res.applied)
+		c = RUN_EXIT_LATCH; /* asked to apply, and nothing was: latch's failure, whatever the command did */
 	if (latch_json)
 		print_json(&o, &res, c);
 	else

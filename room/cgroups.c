@@ -130,6 +130,16 @@ int room_cg2_mount(char *buf, size_t len)
 	return find_mount("cgroup2", NULL, buf, len);
 }
 
+const char *room_cg_name(void)
+{
+	const char *n = getenv("LATCH_CGROUP");
+
+	/* one directory name under each hierarchy's root, as LATCH_BPFFS moves the pins */
+	if (!n || !*n || latch_parse_name(n, NULL, 0))
+		return "latch";
+	return n;
+}
+
 static bool word_in(const char *path, const char *word)
 {
 	char buf[512];
@@ -146,8 +156,11 @@ static bool word_in(const char *path, const char *word)
 /* A v2 controller the room can use: offered at the root, enabled down to latch/rooms. */
 static bool v2_enable(const struct room *r, const char *ctrl)
 {
-	char path[PATH_MAX + 64], plus[32];
-	const char *levels[] = { "", "/latch", "/latch/rooms" };
+	char path[PATH_MAX + 96], plus[32], top[LATCH_NAME_MAX + 2], rooms[LATCH_NAME_MAX + 8];
+	const char *levels[] = { "", top, rooms };
+
+	snprintf(top, sizeof(top), "/%s", room_cg_name());
+	snprintf(rooms, sizeof(rooms), "/%s/rooms", room_cg_name());
 
 	snprintf(path, sizeof(path), "%s/cgroup.controllers", r->cg2_root);
 	if (!word_in(path, ctrl))
@@ -186,7 +199,7 @@ int room_cgroups_make(struct room *r, char *err, size_t errlen)
 	if (room_cg2_mount(r->cg2_root, sizeof(r->cg2_root)))
 		return latch_errf(err, errlen, -ENOENT, "no cgroup2 mount in /proc/mounts: a room needs one for its programs "
 							"(mount -t cgroup2 none /sys/fs/cgroup/unified)");
-	if (snprintf(parent, sizeof(parent), "%s/latch/rooms", r->cg2_root) >= (int)sizeof(parent))
+	if (snprintf(parent, sizeof(parent), "%s/%s/rooms", r->cg2_root, room_cg_name()) >= (int)sizeof(parent))
 		return latch_errf(err, errlen, -ENAMETOOLONG, "the cgroup2 mount's path is too long");
 	e = mkdirs(parent);
 	if (e || path_of(r->cg2, sizeof(r->cg2), parent, r->name))
@@ -211,7 +224,8 @@ int room_cgroups_make(struct room *r, char *err, size_t errlen)
 		/* the freezer is not needed: cgroup.kill or the v2 cgroup.freeze does its job */
 		if (i == V1_FREEZER || (i < 3 && v2[i]) || find_mount("cgroup", v1_names[i], mnt, sizeof(mnt)))
 			continue;
-		if (snprintf(parent, sizeof(parent), "%s/latch/rooms", mnt) >= (int)sizeof(parent) || mkdirs(parent) || path_of(r->v1[i].dir, sizeof(r->v1[i].dir), parent, r->name) ||
+		if (snprintf(parent, sizeof(parent), "%s/%s/rooms", mnt, room_cg_name()) >= (int)sizeof(parent) ||
+		    mkdirs(parent) || path_of(r->v1[i].dir, sizeof(r->v1[i].dir), parent, r->name) ||
 		    mkdir(r->v1[i].dir, 0755))
 			continue; /* that hierarchy is unusable: the limit falls back to an rlimit */
 		r->v1[i].made = true;
@@ -470,7 +484,7 @@ int room_cgroups_sweep(const char *name)
 	int found = 0;
 
 	if (!room_cg2_mount(root, sizeof(root))) {
-		snprintf(dir, sizeof(dir), "%s/latch/rooms/%s", root, name);
+		snprintf(dir, sizeof(dir), "%s/%s/rooms/%s", root, room_cg_name(), name);
 		if (access(dir, F_OK) == 0) {
 			found = 1;
 			kill_dir(dir);
@@ -480,7 +494,7 @@ int room_cgroups_sweep(const char *name)
 	for (int i = 0; i < V1_COUNT; i++) {
 		if (find_mount("cgroup", v1_names[i], root, sizeof(root)))
 			continue;
-		snprintf(dir, sizeof(dir), "%s/latch/rooms/%s", root, name);
+		snprintf(dir, sizeof(dir), "%s/%s/rooms/%s", root, room_cg_name(), name);
 		if (access(dir, F_OK) == 0) {
 			found = 1;
 			remove_dir(dir, false);

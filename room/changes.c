@@ -421,6 +421,20 @@ out:
 	return rc;
 }
 
+/* The upper layer's owner of REL goes with it (a file's is set in put_file). */
+static int own_as_upper(int up_root, int pfd, const char *rel, const char *base)
+{
+	int fd = open_beneath(up_root, rel, O_PATH);
+	struct stat st;
+	int rc = 0;
+
+	if (fd < 0 || fstat(fd, &st) || fchownat(pfd, base, st.st_uid, st.st_gid, AT_SYMLINK_NOFOLLOW))
+		rc = -errno;
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
 static int apply_one(int ws, int up_root, const struct latch_room_change *ch)
 {
 	char dir[PATH_MAX];
@@ -439,6 +453,8 @@ static int apply_one(int ws, int up_root, const struct latch_room_change *ch)
 			rc = -errno;
 		if (!rc && fchmodat(pfd, base, ch->mode, 0))
 			rc = -errno;
+		if (!rc)
+			rc = own_as_upper(up_root, pfd, ch->path, base);
 	} else if (ch->kind == LATCH_FILE_REGULAR) {
 		rc = put_file(up_root, pfd, ch->path, base);
 	} else if (ch->kind == LATCH_FILE_SYMLINK) {
@@ -448,6 +464,8 @@ static int apply_one(int ws, int up_root, const struct latch_room_change *ch)
 		unlinkat(pfd, tmp, 0);
 		if (symlinkat(ch->target, pfd, tmp) || renameat(pfd, tmp, pfd, base))
 			rc = -errno;
+		if (!rc)
+			rc = own_as_upper(up_root, pfd, ch->path, base);
 	} else {
 		rc = -EOPNOTSUPP; /* a FIFO or socket: never written to the workspace */
 	}

@@ -199,15 +199,20 @@ static void dev_tree(const struct room *r)
 
 static void workspace(const struct room *r)
 {
-	char src[64], dst[PATH_MAX * 2], opts[PATH_MAX * 3];
+	char dst[PATH_MAX * 2], opts[PATH_MAX * 3];
+	/* by name: a descriptor opened before the namespace was made is of another one, which a bind refuses */
+	const char *src = r->o->workspace;
 
-	if (r->workspace_fd < 0)
+	if (!src)
 		return;
-	snprintf(src, sizeof(src), "/proc/self/fd/%d", r->workspace_fd);
 	mkdirs_in(r, LATCH_ROOM_WORKDIR + 1, 0755);
 	if (!r->o->workspace_rw) {
 		bind_ro(r, src, LATCH_ROOM_WORKDIR + 1, false);
 		return;
+	}
+	if (strchr(src, ',') || strchr(src, ':')) {
+		errno = EINVAL; /* the overlay's option syntax cannot carry them */
+		fail(r, "a workspace path with ',' or ':' (the overlay's options cannot carry it)");
 	}
 	/* plain upper layer: no index, no redirects, no metacopy, so changes.c reads it as files and whiteouts */
 	snprintf(opts, sizeof(opts), "lowerdir=%s,upperdir=%s/upper,workdir=%s/work,index=off,redirect_dir=off,metacopy=off",

@@ -97,6 +97,7 @@ static void print_marks(const struct room *r, uint64_t t0)
 static int run_dir_make(struct room *r, char *err, size_t errlen)
 {
 	char path[PATH_MAX + 16], opts[64];
+	struct stat st;
 	int fd, e;
 
 	if (rooms_run_dir(r->run_dir, sizeof(r->run_dir), r->name) ||
@@ -122,7 +123,9 @@ static int run_dir_make(struct room *r, char *err, size_t errlen)
 					  strerror(errno));
 		r->upper_mounted = true;
 		snprintf(path, sizeof(path), "%s/upper", r->upper_mnt);
-		if (mkdir(path, 0755))
+		/* the merged root takes the upper root's owner and mode: make them the workspace's */
+		if (mkdir(path, 0755) || fstat(r->workspace_fd, &st) || chown(path, st.st_uid, st.st_gid) ||
+		    chmod(path, st.st_mode & 07777))
 			return latch_errf(err, errlen, -errno, "cannot create %s: %s", path, strerror(errno));
 		snprintf(path, sizeof(path), "%s/work", r->upper_mnt);
 		if (mkdir(path, 0700))
@@ -168,7 +171,7 @@ static int enforce(struct room *r, char *err, size_t errlen)
 	r->set = latch_cg_open(err, errlen);
 	if (!r->set)
 		return -EINVAL;
-	snprintf(warm, sizeof(warm), "%s/latch/warm", r->cg2_root);
+	snprintf(warm, sizeof(warm), "%s/%s/warm", r->cg2_root, room_cg_name());
 	if (mkdir(warm, 0755) && errno != EEXIST)
 		return latch_errf(err, errlen, -errno, "cannot create %s: %s", warm, strerror(errno));
 	fd = open(warm, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -632,7 +635,7 @@ int latch_room_probe(struct latch_room_probe *p, char *err, size_t errlen)
 		char path[PATH_MAX + 32];
 
 		/* the root has no cgroup.kill; latch's own directory has, on a kernel that has it */
-		snprintf(path, sizeof(path), "%s/latch/rooms/cgroup.kill", p->cgroup2);
+		snprintf(path, sizeof(path), "%s/%s/rooms/cgroup.kill", p->cgroup2, room_cg_name());
 		p->kill_v2 = access(path, F_OK) == 0;
 	}
 	latch_room_result_free(&res);

@@ -85,6 +85,8 @@ struct room {
 
 /* cgroups.c */
 int room_cg2_mount(char *buf, size_t len);
+/* latch's directory in each hierarchy: $LATCH_CGROUP (a name, for tests) or "latch" */
+const char *room_cg_name(void);
 int room_cgroups_make(struct room *r, char *err, size_t errlen);
 int room_limits_apply(struct room *r, char *err, size_t errlen);
 void room_kill(struct room *r);
