@@ -27,7 +27,7 @@
 
 #include "room/room_int.h"
 
-static const char *const v1_names[V1_COUNT] = { "memory", "cpu", "pids", "freezer" };
+static const char *const v1_names[V1_COUNT] = { "memory", "cpu", "pids" };
 
 uint64_t room_now_ns(void)
 {
@@ -192,7 +192,7 @@ static int mkdirs(const char *dir)
 
 int room_cgroups_make(struct room *r, char *err, size_t errlen)
 {
-	char parent[PATH_MAX], path[PATH_MAX + 32];
+	char parent[PATH_MAX];
 	bool v2[3];
 	int e;
 
@@ -217,12 +217,29 @@ int room_cgroups_make(struct room *r, char *err, size_t errlen)
 	r->res->limits.memory.via = v2[V1_MEMORY] ? LATCH_ROOM_VIA_CGROUP2 : LATCH_ROOM_VIA_NONE;
 	r->res->limits.cpu.via = v2[V1_CPU] ? LATCH_ROOM_VIA_CGROUP2 : LATCH_ROOM_VIA_NONE;
 	r->res->limits.pids.via = v2[V1_PIDS] ? LATCH_ROOM_VIA_CGROUP2 : LATCH_ROOM_VIA_NONE;
+	for (int i = 0; i < V1_COUNT; i++)
+		r->v1[i].wanted = !v2[i];
+	return 0;
+}
+
+static struct latch_room_limit *limit_of(struct room *r, int i)
+{
+	return i == V1_MEMORY ? &r->res->limits.memory : i == V1_CPU ? &r->res->limits.cpu : &r->res->limits.pids;
+}
+
+/*
+ * The v1 directories, made while the room's first process builds its file
+ * system, with that process moved in: nothing of the command runs before.
+ */
+int room_v1_join(struct room *r, pid_t pid, char *err, size_t errlen)
+{
+	char parent[PATH_MAX], path[PATH_MAX + 32], text[24];
+
+	snprintf(text, sizeof(text), "%d", (int)pid);
 	for (int i = 0; i < V1_COUNT; i++) {
 		char mnt[PATH_MAX];
 
-		r->v1[i].procs_fd = -1;
-		/* the freezer is not needed: cgroup.kill or the v2 cgroup.freeze does its job */
-		if (i == V1_FREEZER || (i < 3 && v2[i]) || find_mount("cgroup", v1_names[i], mnt, sizeof(mnt)))
+		if (!r->v1[i].wanted || find_mount("cgroup", v1_names[i], mnt, sizeof(mnt)))
 			continue;
 		if (snprintf(parent, sizeof(parent), "%s/%s/rooms", mnt, room_cg_name()) >= (int)sizeof(parent) ||
 		    mkdirs(parent) || path_of(r->v1[i].dir, sizeof(r->v1[i].dir), parent, r->name) ||
@@ -230,11 +247,9 @@ int room_cgroups_make(struct room *r, char *err, size_t errlen)
 			continue; /* that hierarchy is unusable: the limit falls back to an rlimit */
 		r->v1[i].made = true;
 		snprintf(path, sizeof(path), "%s/cgroup.procs", r->v1[i].dir);
-		r->v1[i].procs_fd = open(path, O_WRONLY | O_CLOEXEC);
-		if (r->v1[i].procs_fd >= 0 && i < 3)
-			(i == V1_MEMORY ? &r->res->limits.memory : i == V1_CPU ? &r->res->limits.cpu
-									 : &r->res->limits.pids)
-				->via = LATCH_ROOM_VIA_CGROUP1;
+		if (room_write_file(path, text))
+			return latch_errf(err, errlen, -EIO, "cannot move the room into %s", r->v1[i].dir);
+		limit_of(r, i)->via = LATCH_ROOM_VIA_CGROUP1;
 	}
 	return 0;
 }
@@ -462,9 +477,6 @@ static void remove_dir(const char *dir, bool v2)
 void room_cgroups_remove(struct room *r)
 {
 	for (int i = 0; i < V1_COUNT; i++) {
-		if (r->v1[i].procs_fd >= 0)
-			close(r->v1[i].procs_fd);
-		r->v1[i].procs_fd = -1;
 		if (r->v1[i].made)
 			remove_dir(r->v1[i].dir, false);
 		r->v1[i].made = false;

@@ -2,8 +2,9 @@
 /*
  * inside.c - the room's first process, PID 1 of its namespace.
  *
- * It joins the v1 cgroups, builds the room's file system and waits for the
- * parent's word that the room is enforced (and for the seccomp filter).  Then
+ * It builds the room's file system (the parent moves it into the v1 cgroups
+ * meanwhile) and waits for the parent's word that the room is enforced (and
+ * for the seccomp filter).  Then
  * it forks the command and reaps until the command ends; when it exits, the
  * kernel kills everything left in the PID namespace, so a daemonised child
  * does not outlive the run.  It dies with latch (PR_SET_PDEATHSIG).
@@ -290,6 +291,26 @@ static void build_fs(const struct room *r)
 		fail(r, "make the room's root read-only");
 }
 
+/*
+ * Before the go, in the room's first process (the command inherits it all):
+ * an empty bounding set and locked securebits, so that nothing is regained
+ * by exec or a uid change, ever; and not dumpable, so that a command of the
+ * same uid cannot open /proc/1/mem of this unfiltered process.
+ */
+static void drop_bounds(const struct room *r)
+{
+	for (cap_value_t c = 0; c < cap_max_bits(); c++)
+		if (cap_drop_bound(c) && errno != EINVAL)
+			fail(r, "dropping the capability bounding set");
+	if (cap_reset_ambient() ||
+	    cap_set_secbits(SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
+			    SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED | SECBIT_NO_CAP_AMBIENT_RAISE |
+			    SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED))
+		fail(r, "securebits");
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0))
+		fail(r, "PR_SET_DUMPABLE");
+}
+
 /* The command's process: its descriptors, limits and privileges, then exec. */
 __attribute__((noreturn)) static void command(struct room *r, const struct sock_fprog *filter)
 {
@@ -313,15 +334,6 @@ __attribute__((noreturn)) static void command(struct room *r, const struct sock_
 	umask(022);
 	if (room_rlimits_apply(r))
 		fail(r, "rlimits");
-	/* while still privileged: nothing regained by exec or uid changes, ever */
-	for (cap_value_t c = 0; c < cap_max_bits(); c++)
-		if (cap_drop_bound(c) && errno != EINVAL)
-			fail(r, "dropping the capability bounding set");
-	if (cap_reset_ambient() ||
-	    cap_set_secbits(SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
-			    SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED | SECBIT_NO_CAP_AMBIENT_RAISE |
-			    SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED))
-		fail(r, "securebits");
 	if (setgroups(0, NULL) || setresgid(r->gid, r->gid, r->gid) || setresuid(r->uid, r->uid, r->uid))
 		fail(r, "setting the room's uid and gid");
 	none = cap_init();
@@ -355,12 +367,10 @@ void room_inside(struct room *r)
 	close(r->out_pipe[0]);
 	close(r->status_pipe[0]);
 	close(r->go_pipe[1]);
-	for (int i = 0; i < V1_COUNT; i++)
-		if (r->v1[i].procs_fd >= 0 && write(r->v1[i].procs_fd, "0", 1) != 1)
-			fail(r, r->v1[i].dir);
 	build_fs(r);
 	if (sethostname("room", 4))
 		fail(r, "sethostname");
+	drop_bounds(r);
 	room_send(r->status_pipe[1], ROOM_MSG_READY, 0, NULL);
 	/* the parent says go once the room is enforced and read back; EOF means it gave up or died */
 	if (read(r->go_pipe[0], &go, sizeof(go)) != sizeof(go) || go.magic != ROOM_GO_MAGIC || !go.filter_len ||

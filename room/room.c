@@ -279,6 +279,7 @@ static void status_take(struct room *r, bool *have_status)
 			r->res->exec_errno = m.value ? m.value : EIO;
 		if (m.kind != ROOM_MSG_STATUS)
 			continue;
+		mark(r, "command exited");
 		*have_status = true;
 		r->res->exited = WIFEXITED(m.value);
 		r->res->exit_code = WIFEXITED(m.value) ? WEXITSTATUS(m.value) : -1;
@@ -331,6 +332,7 @@ static int run_loop(struct room *r, int sig_fd)
 			siginfo_t si = { 0 };
 
 			waitid(P_PIDFD, r->pidfd, &si, WEXITED);
+			mark(r, "room's init gone");
 			init_done = true;
 			r->res->duration_ns = room_now_ns() - r->start_ns;
 			drain_end = room_now_ns() + 1000000000ull;
@@ -434,8 +436,6 @@ static void defaults(struct room *r, const struct latch_room_opts *o, struct lat
 	r->cg2_fd = r->pidfd = r->workspace_fd = -1;
 	for (int i = 0; i < 2; i++)
 		r->out_pipe[i] = r->status_pipe[i] = r->go_pipe[i] = -1;
-	for (int i = 0; i < V1_COUNT; i++)
-		r->v1[i].procs_fd = -1;
 }
 
 /* Steps 5 and 6, while the room's first process builds its file system. */
@@ -445,7 +445,10 @@ static int prepare_and_go(struct room *r, char *err, size_t errlen)
 	uint32_t n_insns = 0;
 	int n_rules = 0, rc;
 
-	rc = enforce(r, err, errlen);
+	rc = room_v1_join(r, r->init_pid, err, errlen);
+	mark(r, "v1 cgroups");
+	if (!rc)
+		rc = enforce(r, err, errlen);
 	mark(r, "enforced");
 	if (!rc)
 		rc = room_limits_apply(r, err, errlen);

@@ -31,3 +31,26 @@ SELFTEST_BINS += $(BUILD)/selftests/room_cg
 $(BUILD)/selftests/room_cg: selftests/room_cg.c $(wildcard loader/*.h) bpf/latch_abi.h $(BUILD)/liblatch.a | $(BUILD)/selftests
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) -o $@ $< $(BUILD)/liblatch.a $(LDLIBS)
+
+# The room benchmark (bench/room.sh); `make bench` runs it first.
+ROOM_BENCH_BINS := $(BUILD)/bench/room_stamp $(BUILD)/bench/room_start $(BUILD)/bench/room_lean $(BUILD)/bench/room_hook
+
+$(BUILD)/bench/room_stamp: bench/room_stamp.c | $(BUILD)/bench
+	$(call msg,CC-STATIC,$@)
+	$(Q)$(CC) -O2 -static -Wall -Wextra -o $@ $<
+
+$(BUILD)/bench/room_start: bench/room_start.c | $(BUILD)/bench
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CFLAGS) -o $@ $<
+
+# only what room/ and loader/ need: the point of this binary
+$(BUILD)/bench/room_lean $(BUILD)/bench/room_hook: $(BUILD)/bench/%: bench/%.c $(wildcard room/*.h loader/*.h) $(BUILD)/liblatch.a | $(BUILD)/bench
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(BUILD)/liblatch.a -Wl,--as-needed -lbpf -lelf -lz -lseccomp -lcap -lnl-route-3 -lnl-3
+
+bench-room: $(BUILD)/latch $(ROOM_BENCH_BINS)
+	$(Q)BUILD=$(BUILD) bash bench/room.sh
+
+bench: bench-room
+
+.PHONY: bench-room

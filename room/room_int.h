@@ -15,11 +15,11 @@
 #include "room/room.h"
 
 /* The v1 hierarchies a hybrid host has the controllers in. */
-enum room_v1 { V1_MEMORY, V1_CPU, V1_PIDS, V1_FREEZER, V1_COUNT };
+enum room_v1 { V1_MEMORY, V1_CPU, V1_PIDS, V1_COUNT };
 
 struct room_v1_dir {
 	char dir[PATH_MAX];
-	int procs_fd; /* its cgroup.procs, open for the room's first process to join (-1: none) */
+	bool wanted; /* no v2 controller for it: the v1 hierarchy's, when there is one */
 	bool made;
 };
 
@@ -87,7 +87,9 @@ struct room {
 int room_cg2_mount(char *buf, size_t len);
 /* latch's directory in each hierarchy: $LATCH_CGROUP (a name, for tests) or "latch" */
 const char *room_cg_name(void);
+/* the v2 directory (before the clone); the v1 directories with the room's first process in them (after) */
 int room_cgroups_make(struct room *r, char *err, size_t errlen);
+int room_v1_join(struct room *r, pid_t pid, char *err, size_t errlen);
 int room_limits_apply(struct room *r, char *err, size_t errlen);
 void room_kill(struct room *r);
 int room_wait_empty(struct room *r, int timeout_ms);

@@ -142,6 +142,26 @@ check_eq "not executable: 126" "$?" 126
 run_room run --memory 1 -- true 2>/dev/null
 check_eq "a bad option: 125 (latch's own failure)" "$?" 125
 
+# Invariant: a room whose latch is killed (SIGKILL) dies with it, and the next run sweeps what it left.
+run_room run -- sleep "$mark.5" >/dev/null 2>&1 &
+lpid=$!
+for _ in $(seq 40); do pgrep -f "^sleep $mark.5\$" >/dev/null && break; sleep 0.05; done
+check "control: the room's command runs" pgrep -f "^sleep $mark.5\$"
+lat=$(pgrep -P "$lpid" -x latch) # run_room's subshell, then latch (nsenter execs it)
+check "control: latch of that room found (pid ${lat:-none})" test -n "$lat"
+[ -n "$lat" ] && kill -KILL "$lat"
+wait "$lpid" 2>/dev/null
+for _ in $(seq 40); do pgrep -f "^sleep $mark.5\$" >/dev/null || break; sleep 0.05; done
+check "latch killed: the room's command dies with it" sh -c "! pgrep -f '^sleep $mark.5\$'"
+check_cmp "latch killed: its room's run directory is left behind" "$(ls "$LTS_TMP/root/run/latch/rooms" | wc -l)" -eq 1
+swept=$(run_room --json run --sweep | jq -r .swept)
+check_eq "latch run --sweep removes it (1 room)" "$swept" 1
+
+# Invariant: the doctor-style probe reports what a room gets, read from the kernel.
+run_room --json run --check >"$R"
+check_eq "run --check: hooks read back, limits via the v1 hierarchies here" \
+	"$(jget "$R" '[.ok, .hooks_enforced, .limits.memory, .limits.pids] | map(tostring) | join(",")')" "true,true,cgroup1,cgroup1"
+
 # Invariant: a room leaves nothing behind.
 subdirs() { find "$1" -mindepth 1 -maxdepth 1 -type d 2>/dev/null; }
 cg2=$(awk '$3 == "cgroup2" {print $2; exit}' /proc/mounts)
