@@ -356,13 +356,6 @@ int room_rlimits_apply(const struct room *r)
 	return 0;
 }
 
-bool room_has_kill(const struct room *r)
-{
-	char path[PATH_MAX + 16];
-
-	return !path_of(path, sizeof(path), r->cg2, "cgroup.kill") && access(path, W_OK) == 0;
-}
-
 /* SIGKILL to every process in a cgroup v2 directory: cgroup.kill, or freeze, kill each, thaw. */
 static void kill_dir(const char *dir)
 {

@@ -96,7 +96,6 @@ int room_wait_empty(struct room *r, int timeout_ms);
 void room_account(struct room *r);
 void room_cgroups_remove(struct room *r);
 int room_cgroups_sweep(const char *name);
-bool room_has_kill(const struct room *r);
 /* the command's process: rlimits where no cgroup controller took a limit */
 int room_rlimits_apply(const struct room *r);
 

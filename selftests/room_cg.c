@@ -427,6 +427,59 @@ static void test_timed(void)
 	check(in_room(tcp_echo, "127.0.0.4", PORT) == -EPERM, "timed: refused after its deadline");
 }
 
+/* Connect, echo, tell the parent, wait for its word, echo again: 0 when both echoes came back. */
+static int hold_fd[2];
+static int echo_across(const char *addr, int port)
+{
+	struct sockaddr_storage ss;
+	socklen_t len;
+	int fam = sa_of(addr, port, &ss, &len), s = socket(fam, SOCK_STREAM, 0);
+	struct pollfd p = { .fd = s, .events = POLLIN };
+	char buf[8], c;
+
+	if (connect(s, (struct sockaddr *)&ss, len) || send(s, "one\n", 4, 0) != 4 || poll(&p, 1, 1000) != 1 ||
+	    recv(s, buf, sizeof(buf), 0) != 4)
+		return EIO;
+	if (write(hold_fd[1], "h", 1) != 1 || read(hold_fd[0], &c, 1) != 1)
+		return EIO;
+	send(s, "two\n", 4, MSG_DONTWAIT);
+	return poll(&p, 1, 1000) == 1 && recv(s, buf, sizeof(buf), 0) == 4 ? 0 : ETIMEDOUT;
+}
+
+static void test_learned(void)
+{
+	struct latch_entry e;
+	char err[LATCH_ERR_MAX], c;
+	int up[2], down[2], st;
+	pid_t pid;
+
+	/*
+	 * Invariant: a learned answer's TTL bounds new connections only, in the
+	 * kernel: a connection opened in time keeps working after it.
+	 */
+	check(!latch_parse_entry("127.0.0.6:7000/tcp", &e, err, sizeof(err)) &&
+	      !latch_policy_learn(latch_cg_room_sandbox(room), &e, latch_now_boot_ns() + 700000000ull,
+				  LATCH_ORIGIN_LEARNED, err, sizeof(err)),
+	      "a learned answer 127.0.0.6:7000/tcp with a TTL of 0.7 s");
+	if (pipe(up) || pipe(down))
+		return;
+	pid = fork();
+	if (pid == 0) {
+		hold_fd[0] = down[0];
+		hold_fd[1] = up[1];
+		_exit(join(cg_room) ? 250 : echo_across("127.0.0.6", PORT));
+	}
+	if (read(up[0], &c, 1) == 1) {
+		usleep(1000000); /* past the TTL */
+		check(in_room(tcp_echo, "127.0.0.6", PORT) == -EPERM, "learned: a new connection after the TTL is refused");
+		if (write(down[1], "g", 1) != 1)
+			return;
+	}
+	waitpid(pid, &st, 0);
+	check(WIFEXITED(st) && WEXITSTATUS(st) == 0, "learned: the connection opened in time still works after the TTL");
+	close(up[0]), close(up[1]), close(down[0]), close(down[1]);
+}
+
 static int dns_burst(const char *addr, int n)
 {
 	struct sockaddr_storage ss;
@@ -660,6 +713,7 @@ int main(void)
 	serve("127.0.0.3", PORT, NULL, -1);
 	serve("127.0.0.4", PORT, NULL, -1);
 	serve("127.0.0.5", PORT, NULL, -1);
+	serve("127.0.0.6", PORT, NULL, -1);
 	serve("127.0.0.5", 53, NULL, -1);
 	serve("127.0.0.53", 53, NULL, log_fd[1]);
 	serve("2001:db8::2", PORT, NULL, -1);
@@ -670,6 +724,7 @@ int main(void)
 	test_allow();
 	test_revoke();
 	test_timed();
+	test_learned();
 	test_dns(log_fd[0]);
 	test_unix();
 	test_posture();
