@@ -101,28 +101,55 @@ static int path_of(char *buf, size_t len, const char *dir, const char *file)
 	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }
 
-/* The first mount of TYPE in /proc/mounts whose options name OPT (NULL: any). */
-static int find_mount(const char *type, const char *opt, char *buf, size_t len)
+/* The cgroup mounts of /proc/mounts, read once per process (the kernel prints every mount to make it). */
+struct cg_mount {
+	char dir[PATH_MAX];
+	char type[8];
+	char opts[256];
+};
+
+static struct cg_mount cg_mounts[24];
+static int n_cg_mounts = -1;
+
+static void mounts_load(void)
 {
 	char dev[256], dir[PATH_MAX], t[64], opts[512];
 	FILE *f = fopen("/proc/mounts", "re");
-	int rc = -ENOENT;
 
-	if (!f)
-		return -errno;
-	while (fscanf(f, "%255s %4095s %63s %511s %*[^\n]", dev, dir, t, opts) == 4) {
+	n_cg_mounts = 0;
+	while (f && n_cg_mounts < 24 && fscanf(f, "%255s %4095s %63s %511s %*[^\n]", dev, dir, t, opts) == 4) {
+		if (strcmp(t, "cgroup") && strcmp(t, "cgroup2"))
+			continue;
+		snprintf(cg_mounts[n_cg_mounts].dir, sizeof(cg_mounts[0].dir), "%s", dir);
+		snprintf(cg_mounts[n_cg_mounts].type, sizeof(cg_mounts[0].type), "%.7s", t); /* checked above */
+		snprintf(cg_mounts[n_cg_mounts].opts, sizeof(cg_mounts[0].opts), "%.*s", (int)sizeof(cg_mounts[0].opts) - 1,
+			 opts);
+		n_cg_mounts++;
+	}
+	if (f)
+		fclose(f);
+}
+
+/* The first mount of TYPE whose options name OPT (NULL: any). */
+static int find_mount(const char *type, const char *opt, char *buf, size_t len)
+{
+	if (n_cg_mounts < 0)
+		mounts_load();
+	for (int i = 0; i < n_cg_mounts; i++) {
+		char opts[256];
 		bool has = !opt;
 
+		if (strcmp(cg_mounts[i].type, type) || strlen(cg_mounts[i].dir) >= len)
+			continue;
+		snprintf(opts, sizeof(opts), "%s", cg_mounts[i].opts);
 		for (char *tok = strtok(opts, ","); tok && !has; tok = strtok(NULL, ","))
 			has = !strcmp(tok, opt);
-		if (!strcmp(t, type) && has && strlen(dir) < len) {
-			snprintf(buf, len, "%s", dir);
-			rc = 0;
-			break;
+		if (has) {
+			snprintf(buf, len, "%s", cg_mounts[i].dir);
+			return 0;
 		}
 	}
-	fclose(f);
-	return rc;
+	return -ENOENT;
 }
 
 int room_cg2_mount(char *buf, size_t len)
