@@ -32,24 +32,12 @@
 #include <bpf/bpf_helpers.h>
 
 #include "latch_abi.h"
+#include "latch_parse.h" /* ETH_P_*, IPPROTO_*, LATCH_EXT_HDR_MAX */
+#include "latch_rules.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
-#define AF_UNIX 1
-#define AF_INET 2
-#define AF_INET6 10
-#define ETH_P_IP 0x0800
-#define ETH_P_IPV6 0x86DD
-#define IPPROTO_HOPOPTS 0
-#define IPPROTO_ICMP 1
-#define IPPROTO_TCP 6
-#define IPPROTO_UDP 17
-#define IPPROTO_ROUTING 43
-#define IPPROTO_FRAGMENT 44
-#define IPPROTO_ICMPV6 58
-#define IPPROTO_DSTOPTS 60
 #define IPPROTO_MPTCP 262
-#define LATCH_EXT_HDR_MAX 6
 
 /*
  * Inner map templates.  libbpf 1.1 cannot size an inner map declared with
@@ -250,61 +238,6 @@ static __always_inline int dns_take(const struct room *r, __u64 now)
 	return ok;
 }
 
-/* One policy question, asked of each map in turn (see rules_allow). */
-struct rule_query {
-	__u64 now;	  /* boot clock, 0 until first read */
-	__u64 expires;	  /* out: the deadline the socket's verdict inherits, 0 none */
-	__u16 port;	  /* destination port, host order */
-	__u8 proto;	  /* LATCH_PROTO_* class */
-	__u8 established; /* this socket passed to this destination before */
-	__u8 origin;	  /* out: origin of the matching rule */
-	__u8 pad[3];
-};
-
-/*
- * Does one of the rules allow (proto, port)?  The tc program's rules_allow,
- * with the same meaning of deadlines: a learned rule's TTL bounds only new
- * connections.  Global, so the verifier checks it once, not at six sites.
- */
-__noinline int room_rules_allow(const struct latch_rules *r, struct rule_query *q)
-{
-	if (!r || !q)
-		return 0;
-	for (int i = 0; i < LATCH_RULES_MAX; i++) {
-		const struct latch_rule *rule = &r->rule[i];
-		int learned;
-
-		if (i >= r->n)
-			break;
-		if (q->proto == LATCH_PROTO_ICMP) {
-			if (rule->proto != LATCH_PROTO_ICMP &&
-			    !(rule->proto == LATCH_PROTO_ANY && rule->port_lo == 0 && rule->port_hi == 0xffff))
-				continue;
-		} else {
-			if (rule->proto != LATCH_PROTO_ANY && rule->proto != q->proto)
-				continue;
-			if (q->port < rule->port_lo || q->port > rule->port_hi)
-				continue;
-		}
-		learned = latch_origin_resolved(rule->origin);
-		if (rule->expires_ns && !(learned && q->established)) {
-			if (!q->now)
-				q->now = bpf_ktime_get_boot_ns();
-			if (q->now >= rule->expires_ns)
-				continue;
-		}
-		q->expires = learned ? 0 : rule->expires_ns;
-		q->origin = rule->origin;
-		return 1;
-	}
-	return 0;
-}
-
-static __always_inline int policy_pass(const struct rule_query *q)
-{
-	return latch_origin_resolved(q->origin) ? LATCH_PASS_LEARNED : LATCH_PASS_POLICY;
-}
-
 /* The rules under KEY in the room's inner map of OUTER, or NULL. */
 static __always_inline const struct latch_rules *room_rules(void *outer, __u32 slot, const void *key)
 {
@@ -329,16 +262,16 @@ static __always_inline int policy_lookup(const struct room *r, const struct dest
 		struct latch_timed4_key tk = { .prefixlen = 32, .addr = d->addr[0] };
 
 		rules = room_rules(&room_exact4, r->slot, &ek);
-		if (rules && room_rules_allow(rules, q))
+		if (rules && latch_rules_allow(rules, q))
 			return policy_pass(q);
 		if (cfg->flags & LATCH_CFG_HAVE_PREFIX4) {
 			rules = room_rules(&room_prefix4, r->slot, &pk);
-			if (rules && room_rules_allow(rules, q))
+			if (rules && latch_rules_allow(rules, q))
 				return policy_pass(q);
 		}
 		if (cfg->flags & LATCH_CFG_HAVE_TIMED4) {
 			rules = room_rules(&room_timed4, r->slot, &tk);
-			if (rules && room_rules_allow(rules, q))
+			if (rules && latch_rules_allow(rules, q))
 				return LATCH_PASS_TIMED;
 		}
 		return LATCH_DROP_POLICY;
@@ -352,16 +285,16 @@ static __always_inline int policy_lookup(const struct room *r, const struct dest
 	__builtin_memcpy(pk.addr, d->addr, 16);
 	__builtin_memcpy(tk.addr, d->addr, 16);
 	rules = room_rules(&room_exact6, r->slot, &ek);
-	if (rules && room_rules_allow(rules, q))
+	if (rules && latch_rules_allow(rules, q))
 		return policy_pass(q);
 	if (cfg->flags & LATCH_CFG_HAVE_PREFIX6) {
 		rules = room_rules(&room_prefix6, r->slot, &pk);
-		if (rules && room_rules_allow(rules, q))
+		if (rules && latch_rules_allow(rules, q))
 			return policy_pass(q);
 	}
 	if (cfg->flags & LATCH_CFG_HAVE_TIMED6) {
 		rules = room_rules(&room_timed6, r->slot, &tk);
-		if (rules && room_rules_allow(rules, q))
+		if (rules && latch_rules_allow(rules, q))
 			return LATCH_PASS_TIMED;
 	}
 	return LATCH_DROP_POLICY;

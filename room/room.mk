@@ -19,6 +19,9 @@ $(BUILD)/latch_cg_id.h: $(BUILD)/latch_cg.bpf.o
 
 $(BUILD)/loader/cgroup.o: $(BUILD)/latch_cg_id.h
 
+# latch_rules.h is shared by both BPF objects
+$(BPF_OBJS): bpf/latch_rules.h
+
 $(BUILD)/room/%.o: room/%.c $(wildcard room/*.h loader/*.h vm/config.h) bpf/latch_abi.h $(SKELS) | $(BUILD)/room
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@
