@@ -132,7 +132,7 @@ int main(int argc, char **argv)
 {
 	int rounds = argc > 1 ? atoi(argv[1]) : 10, n = argc > 2 ? atoi(argv[2]) : 5000, rfd;
 	char cg2[4096] = "", top[4200], plain[4300], roomdir[4300], err[LATCH_ERR_MAX], bpffs[64], dev[256], type[64];
-	struct latch_cg_room_opts o = { 0 };
+	struct latch_sandbox_opts o = { 0 };
 	struct latch_cg_room *room = NULL;
 	struct latch_cg_set *set = NULL;
 	struct latch_entry e;

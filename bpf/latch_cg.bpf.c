@@ -216,24 +216,17 @@ static __always_inline void count(const struct room *r, int reason, int slot_kin
 	}
 }
 
-/* GCRA, as the tc program's bucket_take: burst at once, then rate per second. */
+/* The room's DNS bucket: burst at once, then rate per second. */
 static __always_inline int dns_take(const struct room *r, __u64 now)
 {
 	struct latch_room_state *st = bpf_map_lookup_elem(&room_state, &r->id);
-	__u64 interval, tolerance, tat;
 	__u32 rate = r->cfg->dns_rate, burst = r->cfg->dns_burst;
-	int ok = 0;
+	int ok;
 
 	if (!st || !rate || !burst)
 		return 0;
-	interval = 1000000000ULL / rate;
-	tolerance = interval * burst;
 	bpf_spin_lock(&st->lock);
-	tat = st->dns_tat_ns > now ? st->dns_tat_ns : now;
-	if (tat + interval - now <= tolerance) {
-		st->dns_tat_ns = tat + interval;
-		ok = 1;
-	}
+	ok = latch_gcra(&st->dns_tat_ns, rate, burst, now);
 	bpf_spin_unlock(&st->lock);
 	return ok;
 }

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
- * latch_rules.h - one policy question and its answer, shared by the tc
- * programs (latch_tc.bpf.c) and the room programs (latch_cg.bpf.c), so that
- * a rule's ports, protocol and deadline mean the same on a tap and in a room.
+ * latch_rules.h - one policy question and its answer, and the token bucket,
+ * shared by the tc programs (latch_tc.bpf.c) and the room programs
+ * (latch_cg.bpf.c), so that a rule's ports, protocol and deadline, and a DNS
+ * rate, mean the same on a tap and in a room.
  */
 #ifndef LATCH_RULES_H
 #define LATCH_RULES_H
@@ -67,6 +68,22 @@ __noinline int latch_rules_allow(const struct latch_rules *r, struct rule_query 
 static __always_inline int policy_pass(const struct rule_query *q)
 {
 	return latch_origin_resolved(q->origin) ? LATCH_PASS_LEARNED : LATCH_PASS_POLICY;
+}
+
+/*
+ * GCRA token bucket: room for one more packet of `rate` per second inside a
+ * burst of `burst`?  Advances *tat_ns (the theoretical arrival time of the
+ * next packet) when there is.  The caller holds the bucket's lock and has
+ * refused a rate or burst of 0.
+ */
+static __always_inline int latch_gcra(__u64 *tat_ns, __u32 rate, __u32 burst, __u64 now)
+{
+	__u64 interval = 1000000000ULL / rate, tat = *tat_ns > now ? *tat_ns : now;
+
+	if (tat + interval - now > interval * burst)
+		return 0;
+	*tat_ns = tat + interval;
+	return 1;
 }
 
 #endif /* LATCH_RULES_H */

@@ -151,24 +151,16 @@ static __always_inline void count(__u32 slot, __u64 bytes)
 static __always_inline int bucket_take(struct latch_bucket *b, __u32 rate, __u32 burst, __u64 now,
 				       __u32 *suppressed)
 {
-	__u64 interval, tolerance, tat;
-	int ok = 0;
+	int ok;
 
 	if (!rate || !burst)
 		return 0;
-	interval = 1000000000ULL / rate;
-	tolerance = interval * burst;
 	bpf_spin_lock(&b->lock);
-	tat = b->tat_ns > now ? b->tat_ns : now;
-	/* room for one more interval inside the burst window */
-	if (tat + interval - now <= tolerance) {
-		b->tat_ns = tat + interval;
-		ok = 1;
-		if (suppressed) {
-			*suppressed = b->suppressed;
-			b->suppressed = 0;
-		}
-	} else {
+	ok = latch_gcra(&b->tat_ns, rate, burst, now);
+	if (ok && suppressed) {
+		*suppressed = b->suppressed;
+		b->suppressed = 0;
+	} else if (!ok) {
 		b->suppressed++;
 	}
 	bpf_spin_unlock(&b->lock);

@@ -53,24 +53,17 @@ bool latch_cg_have_unix(const struct latch_cg_set *set);
 /* The pin directory of the set in use. */
 const char *latch_cg_set_dir(const struct latch_cg_set *set);
 
-struct latch_cg_room_opts {
-	char name[LATCH_NAME_MAX + 1];
-	/* the room's host services (broker) and resolver; family 0 when it has none */
-	struct latch_addr host_ip4, host_ip6, resolver_ip4, resolver_ip6;
-	uint16_t host_ports[LATCH_HOST_PORTS_MAX];
-	int n_host_ports;
-	uint32_t dns_rate, dns_burst;
-};
-
 struct latch_cg_room;
 
 /*
- * Create a room's state for the cgroup v2 directory open at cgroup_fd:
+ * Create a room's state for the cgroup v2 directory open at cgroup_fd, from
+ * the sandbox options a room has (name, host and resolver addresses, host
+ * ports, DNS rate and burst, default when 0; the link fields are unused):
  * a free slot's config (ready, empty policy: sealed), policy maps and
  * counters, entered under the cgroup's id.  Nothing is attached yet.  NULL
  * with errno and a line in err; on failure nothing is left.
  */
-struct latch_cg_room *latch_cg_room_new(struct latch_cg_set *set, const struct latch_cg_room_opts *o, int cgroup_fd,
+struct latch_cg_room *latch_cg_room_new(struct latch_cg_set *set, const struct latch_sandbox_opts *o, int cgroup_fd,
 					char *err, size_t errlen);
 /*
  * Attach every program to the room's cgroup (exclusively: no other program

@@ -138,33 +138,14 @@ static int slot_reset(const int fd[LATCH_MAP_COUNT], const struct latch_config *
 	return rc;
 }
 
-static void config_of(const struct latch_cg_room_opts *o, struct latch_config *c)
+static void config_of(const struct latch_sandbox_opts *o, struct latch_config *c)
 {
-	memset(c, 0, sizeof(*c));
-	c->abi_version = LATCH_ABI_VERSION;
-	c->flags = LATCH_CFG_READY;
-	snprintf(c->ifname, sizeof(c->ifname), "%.*s", (int)sizeof(c->ifname) - 1, o->name); /* for bpftool */
-	if (o->host_ip4.family) {
-		c->flags |= LATCH_CFG_HAVE_IP4;
-		c->host_ip4 = o->host_ip4.v4.s_addr;
-	}
-	if (o->host_ip6.family) {
-		c->flags |= LATCH_CFG_HAVE_IP6;
-		memcpy(c->host_ip6, &o->host_ip6.v6, 16);
-	}
-	if (o->resolver_ip4.family) {
-		c->flags |= LATCH_CFG_HAVE_RESOLVER4;
-		c->resolver_ip4 = o->resolver_ip4.v4.s_addr;
-	}
-	if (o->resolver_ip6.family) {
-		c->flags |= LATCH_CFG_HAVE_RESOLVER6;
-		memcpy(c->resolver_ip6, &o->resolver_ip6.v6, 16);
-	}
-	for (int i = 0; i < o->n_host_ports && i < LATCH_HOST_PORTS_MAX; i++)
-		c->host_ports[i] = htons(o->host_ports[i]);
-	c->n_host_ports = o->n_host_ports;
-	c->dns_rate = o->dns_rate ? o->dns_rate : LATCH_DEFAULT_DNS_RATE;
-	c->dns_burst = o->dns_burst ? o->dns_burst : LATCH_DEFAULT_DNS_BURST;
+	struct latch_sandbox_opts room = *o;
+
+	snprintf(room.ifname, sizeof(room.ifname), "%.*s", (int)sizeof(room.ifname) - 1, o->name); /* for bpftool */
+	room.dns_rate = o->dns_rate ? o->dns_rate : LATCH_DEFAULT_DNS_RATE;
+	room.dns_burst = o->dns_burst ? o->dns_burst : LATCH_DEFAULT_DNS_BURST;
+	latch_sandbox_config(&room, 0, false, c);
 }
 
 /* Claim the lowest free slot for the room; making its maps when it never had any. */
@@ -233,7 +214,7 @@ static int slot_open(const struct latch_cg_set *set, __u32 s, int fd[LATCH_MAP_C
 	return 0;
 }
 
-struct latch_cg_room *latch_cg_room_new(struct latch_cg_set *set, const struct latch_cg_room_opts *o, int cgroup_fd,
+struct latch_cg_room *latch_cg_room_new(struct latch_cg_set *set, const struct latch_sandbox_opts *o, int cgroup_fd,
 					char *err, size_t errlen)
 {
 	struct latch_room_owner owner = { 0 };

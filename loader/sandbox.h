@@ -74,6 +74,9 @@ bool latch_sandbox_exists(const char *name);
 /* Calls fn for each pinned sandbox name, sorted; returns the count or -errno. */
 int latch_sandbox_list(int (*fn)(const char *name, void *arg), void *arg);
 
+/* The config map's value for O (ready); a room's too (loader/cgroup.c), with ifindex 0. */
+void latch_sandbox_config(const struct latch_sandbox_opts *o, int ifindex, bool own_qdisc, struct latch_config *c);
+
 /*
  * Load a fresh copy, pin maps and programs, write the config, then attach
  * both directions.  On failure nothing is left behind.

@@ -162,7 +162,7 @@ static void run_dir_remove(struct room *r)
 
 static int enforce(struct room *r, char *err, size_t errlen)
 {
-	struct latch_cg_room_opts net = r->o->net;
+	struct latch_sandbox_opts net = r->o->net;
 	struct latch_sandbox *sb;
 
 	char warm[PATH_MAX + 16];

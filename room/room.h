@@ -59,7 +59,7 @@ struct latch_room_opts {
 	int n_policy;
 	bool open;
 	const char *profile; /* its name, for the record */
-	struct latch_cg_room_opts net; /* resolver, host services, DNS rate; the name is set by the room */
+	struct latch_sandbox_opts net; /* resolver, host address and ports, DNS rate; name and link fields unused */
 	int output_fd;	     /* the command's output is copied here as it comes (up to the cap); -1 none */
 };
 

@@ -371,62 +371,6 @@ static void test_allow(void)
 	check(counter(LATCH_PASS_FLOW, PKT) > f0, "the connection's packets pass on the socket's cached verdict");
 }
 
-/* Connect, echo once, let the parent revoke, then send again: 0 when the second echo came back. */
-static int revoke_fd[2];
-static int echo_twice(const char *addr, int port)
-{
-	struct sockaddr_storage ss;
-	socklen_t len;
-	int fam = sa_of(addr, port, &ss, &len), s = socket(fam, SOCK_STREAM, 0);
-	struct pollfd p = { .fd = s, .events = POLLIN };
-	char buf[8], c;
-
-	if (connect(s, (struct sockaddr *)&ss, len) || send(s, "one\n", 4, 0) != 4 || poll(&p, 1, 1000) != 1 ||
-	    recv(s, buf, sizeof(buf), 0) != 4)
-		return EIO;
-	if (write(revoke_fd[1], "r", 1) != 1 || read(revoke_fd[0], &c, 1) != 1) /* the parent revokes */
-		return EIO;
-	send(s, "two\n", 4, MSG_DONTWAIT);
-	return poll(&p, 1, 700) == 1 && recv(s, buf, sizeof(buf), 0) == 4 ? 0 : ETIMEDOUT;
-}
-
-static void test_revoke(void)
-{
-	int up[2], down[2], st;
-	uint64_t d0 = counter(LATCH_DROP_POLICY, PKT);
-	pid_t pid;
-	char c;
-
-	/* Invariant: a revoke cuts an established connection on its next packet. */
-	if (pipe(up) || pipe(down))
-		return;
-	pid = fork();
-	if (pid == 0) {
-		revoke_fd[0] = down[0];
-		revoke_fd[1] = up[1];
-		_exit(join(cg_room) ? 250 : echo_twice("127.0.0.2", PORT));
-	}
-	if (read(up[0], &c, 1) == 1) {
-		check(!revoke_entry("127.0.0.2:7000/tcp"), "revoke 127.0.0.2:7000/tcp while a connection is open");
-		if (write(down[1], "g", 1) != 1)
-			return;
-	}
-	waitpid(pid, &st, 0);
-	check(WIFEXITED(st) && WEXITSTATUS(st) == ETIMEDOUT, "revoked: the next packet of the open connection is dropped");
-	check(counter(LATCH_DROP_POLICY, PKT) > d0, "revoked: counted under drop_policy (packet)");
-	check(in_room(tcp_echo, "2001:db8::2", PORT) == 0, "revoked: control [2001:db8::2] still answers");
-	close(up[0]), close(up[1]), close(down[0]), close(down[1]);
-}
-
-static void test_timed(void)
-{
-	/* Invariant: a timed entry's deadline is the kernel's: nothing in user space ends it. */
-	check(!allow("127.0.0.4:7000/tcp", latch_now_boot_ns() + 800000000ull), "timed entry 127.0.0.4:7000 for 0.8 s");
-	check(in_room(tcp_echo, "127.0.0.4", PORT) == 0, "timed: answers before its deadline");
-	usleep(1000000);
-	check(in_room(tcp_echo, "127.0.0.4", PORT) == -EPERM, "timed: refused after its deadline");
-}
-
 /* Connect, echo, tell the parent, wait for its word, echo again: 0 when both echoes came back. */
 static int hold_fd[2];
 static int echo_across(const char *addr, int port)
@@ -443,15 +387,68 @@ static int echo_across(const char *addr, int port)
 	if (write(hold_fd[1], "h", 1) != 1 || read(hold_fd[0], &c, 1) != 1)
 		return EIO;
 	send(s, "two\n", 4, MSG_DONTWAIT);
-	return poll(&p, 1, 1000) == 1 && recv(s, buf, sizeof(buf), 0) == 4 ? 0 : ETIMEDOUT;
+	return poll(&p, 1, 700) == 1 && recv(s, buf, sizeof(buf), 0) == 4 ? 0 : ETIMEDOUT;
+}
+
+/* echo_across(ADDR) in the room, with BETWEEN done here while its connection is open; its exit status. */
+static int across(const char *addr, void (*between)(void))
+{
+	int up[2], down[2], st = -1;
+	pid_t pid;
+	char c;
+
+	if (pipe(up) || pipe(down))
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		hold_fd[0] = down[0];
+		hold_fd[1] = up[1];
+		_exit(join(cg_room) ? 250 : echo_across(addr, PORT));
+	}
+	if (read(up[0], &c, 1) == 1) {
+		between();
+		if (write(down[1], "g", 1) != 1)
+			kill(pid, SIGKILL);
+	}
+	waitpid(pid, &st, 0);
+	close(up[0]), close(up[1]), close(down[0]), close(down[1]);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void revoke_now(void)
+{
+	check(!revoke_entry("127.0.0.2:7000/tcp"), "revoke 127.0.0.2:7000/tcp while a connection is open");
+}
+
+static void test_revoke(void)
+{
+	uint64_t d0 = counter(LATCH_DROP_POLICY, PKT);
+
+	/* Invariant: a revoke cuts an established connection on its next packet. */
+	check(across("127.0.0.2", revoke_now) == ETIMEDOUT, "revoked: the next packet of the open connection is dropped");
+	check(counter(LATCH_DROP_POLICY, PKT) > d0, "revoked: counted under drop_policy (packet)");
+	check(in_room(tcp_echo, "2001:db8::2", PORT) == 0, "revoked: control [2001:db8::2] still answers");
+}
+
+static void test_timed(void)
+{
+	/* Invariant: a timed entry's deadline is the kernel's: nothing in user space ends it. */
+	check(!allow("127.0.0.4:7000/tcp", latch_now_boot_ns() + 800000000ull), "timed entry 127.0.0.4:7000 for 0.8 s");
+	check(in_room(tcp_echo, "127.0.0.4", PORT) == 0, "timed: answers before its deadline");
+	usleep(1000000);
+	check(in_room(tcp_echo, "127.0.0.4", PORT) == -EPERM, "timed: refused after its deadline");
+}
+
+static void past_ttl(void)
+{
+	usleep(1000000);
+	check(in_room(tcp_echo, "127.0.0.6", PORT) == -EPERM, "learned: a new connection after the TTL is refused");
 }
 
 static void test_learned(void)
 {
 	struct latch_entry e;
-	char err[LATCH_ERR_MAX], c;
-	int up[2], down[2], st;
-	pid_t pid;
+	char err[LATCH_ERR_MAX];
 
 	/*
 	 * Invariant: a learned answer's TTL bounds new connections only, in the
@@ -461,23 +458,7 @@ static void test_learned(void)
 	      !latch_policy_learn(latch_cg_room_sandbox(room), &e, latch_now_boot_ns() + 700000000ull,
 				  LATCH_ORIGIN_LEARNED, err, sizeof(err)),
 	      "a learned answer 127.0.0.6:7000/tcp with a TTL of 0.7 s");
-	if (pipe(up) || pipe(down))
-		return;
-	pid = fork();
-	if (pid == 0) {
-		hold_fd[0] = down[0];
-		hold_fd[1] = up[1];
-		_exit(join(cg_room) ? 250 : echo_across("127.0.0.6", PORT));
-	}
-	if (read(up[0], &c, 1) == 1) {
-		usleep(1000000); /* past the TTL */
-		check(in_room(tcp_echo, "127.0.0.6", PORT) == -EPERM, "learned: a new connection after the TTL is refused");
-		if (write(down[1], "g", 1) != 1)
-			return;
-	}
-	waitpid(pid, &st, 0);
-	check(WIFEXITED(st) && WEXITSTATUS(st) == 0, "learned: the connection opened in time still works after the TTL");
-	close(up[0]), close(up[1]), close(down[0]), close(down[1]);
+	check(across("127.0.0.6", past_ttl) == 0, "learned: the connection opened in time still works after the TTL");
 }
 
 static int dns_burst(const char *addr, int n)
@@ -621,7 +602,7 @@ static void test_posture(void)
 static void test_no_config(void)
 {
 	char err[LATCH_ERR_MAX], bare[PATH_MAX + 8];
-	struct latch_cg_room_opts o = { 0 };
+	struct latch_sandbox_opts o = { 0 };
 	struct latch_cg_room *keep = room, *other;
 	uint64_t n0, n1;
 	int fd;
@@ -654,7 +635,7 @@ out:
 int main(void)
 {
 	char err[LATCH_ERR_MAX], cg2[PATH_MAX];
-	struct latch_cg_room_opts o = { 0 };
+	struct latch_sandbox_opts o = { 0 };
 	int rfd, log_fd[2], gate_log[2];
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
