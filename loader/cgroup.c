@@ -235,6 +235,30 @@ static void rm_set(const char *dir)
 	cg_rm_pins(dir);
 }
 
+/* Sets of older builds that no room holds a slot of any more: their pins go (attached programs stay alive). */
+static void prune_old_sets(const char *parent, const char *keep)
+{
+	DIR *d = opendir(parent);
+	struct dirent *de;
+	char dir[PATH_MAX], path[PATH_MAX + 16];
+
+	while (d && (de = readdir(d))) {
+		__u32 key;
+		int fd;
+
+		if (de->d_name[0] == '.' || !strcmp(de->d_name, keep) || !strncmp(de->d_name, "tmp-", 4) ||
+		    cg_path(dir, sizeof(dir), parent, de->d_name) || cg_path(path, sizeof(path), dir, "room_owners"))
+			continue;
+		fd = bpf_obj_get(path);
+		if (fd >= 0 && bpf_map_get_next_key(fd, NULL, &key) && errno == ENOENT)
+			rm_set(dir);
+		if (fd >= 0)
+			close(fd);
+	}
+	if (d)
+		closedir(d);
+}
+
 struct latch_cg_set *latch_cg_open(char *err, size_t errlen)
 {
 	struct latch_cg_set *set = calloc(1, sizeof(*set));
@@ -273,6 +297,7 @@ struct latch_cg_set *latch_cg_open(char *err, size_t errlen)
 		}
 		if (renameat2(AT_FDCWD, tmp, AT_FDCWD, set->dir, RENAME_NOREPLACE))
 			rm_set(tmp); /* another latch pinned the same build first: use its set */
+		prune_old_sets(parent, LATCH_CG_BUILD_ID);
 	}
 	if (cg_map(set, CG_META) < 0 || bpf_map_lookup_elem(set->map_fd[CG_META], &zero, &set->meta)) {
 		latch_errf(err, errlen, -1, "the pinned room programs in %s are incomplete (%s); remove the directory "
