@@ -453,8 +453,8 @@ int cmd_run(int argc, char **argv)
 			return latch_err(RUN_EXIT_LATCH, "usage: latch run [OPTIONS] -- CMD... (see `latch help run`)");
 		}
 	}
-	if (latch_need_root("latch run"))
-		return RUN_EXIT_LATCH;
+	if (geteuid())
+		return latch_err(RUN_EXIT_LATCH, "latch run needs root (namespaces, cgroups and BPF); run it with sudo");
 	if (sweep) {
 		rc = latch_room_sweep(err, sizeof(err));
 		if (rc < 0)

@@ -275,8 +275,8 @@ static void status_take(struct room *r, bool *have_status)
 	while (read_msg(r->status_pipe[0], &m) == 0) {
 		if (m.kind == ROOM_MSG_EXEC)
 			r->res->exec_errno = m.value;
-		if (m.kind == ROOM_MSG_SETUP && !r->res->exec_errno)
-			r->res->exec_errno = m.value ? m.value : EIO;
+		if (m.kind == ROOM_MSG_SETUP)
+			snprintf(r->setup_error, sizeof(r->setup_error), "%s: %s", m.text, strerror(m.value));
 		if (m.kind != ROOM_MSG_STATUS)
 			continue;
 		mark(r, "command exited");
@@ -528,6 +528,8 @@ int latch_room_run(const struct latch_room_opts *o, struct latch_room_result *re
 		mark(&r, "command done");
 		if (rc == -EINTR)
 			latch_errf(err, errlen, rc, "interrupted: the room was killed");
+		else if (*r.setup_error)
+			rc = latch_errf(err, errlen, -EIO, "setting up the command failed at %s", r.setup_error);
 	}
 	if (!rc || rc == -EINTR) {
 		room_kill(&r);

@@ -77,6 +77,7 @@ struct room {
 	int status_pipe[2]; /* struct room_msg from inside */
 	int go_pipe[2];	    /* struct room_go (+ filter) to inside */
 	uint64_t start_ns;
+	char setup_error[160]; /* the command's process failed before exec: latch's failure */
 	/* LATCH_ROOM_TIMING=1: when each step ended, printed to stderr at the end */
 	uint64_t mark_ns[16];
 	const char *mark_name[16];
