@@ -97,6 +97,14 @@ const char *latch_cg_room_name(const struct latch_cg_room *room);
  */
 struct latch_sandbox *latch_cg_room_sandbox(struct latch_cg_room *room);
 
+/*
+ * Another process's handle on a running room's maps, by name (through
+ * _rooms/NAME): what latchd writes a room's learned answers and grants with,
+ * through loader/policy.h.  NULL with errno (ENOENT: no such room) and a line
+ * in err; free with latch_sandbox_free().
+ */
+struct latch_sandbox *latch_cg_room_open(const char *name, char *err, size_t errlen);
+
 /* Observed posture of one hook of a room's cgroup. */
 struct latch_cg_hook_state {
 	bool wanted;	       /* latch attaches this hook here (unix: when the kernel has it) */

@@ -197,14 +197,13 @@ static void slot_unmap(struct latch_cg_set *set, __u32 slot)
 	}
 }
 
-static int slot_open(const struct latch_cg_set *set, __u32 s, int fd[LATCH_MAP_COUNT])
+/* The maps pinned in a slot's directory DIR; 0 or -errno (fds of what was opened stay in fd[]). */
+static int maps_open(const char *dir, int fd[LATCH_MAP_COUNT])
 {
-	char dir[PATH_MAX], path[PATH_MAX + 16];
+	char path[PATH_MAX + 16];
 
 	for (int i = 0; i < LATCH_MAP_COUNT; i++)
 		fd[i] = -1;
-	if (slot_dir(set, s, dir, sizeof(dir)))
-		return -ENAMETOOLONG;
 	for (size_t i = 0; i < cg_n_room_maps; i++) {
 		enum latch_map_id id = cg_room_maps[i].id;
 
@@ -212,6 +211,44 @@ static int slot_open(const struct latch_cg_set *set, __u32 s, int fd[LATCH_MAP_C
 			return -errno;
 	}
 	return 0;
+}
+
+static int slot_open(const struct latch_cg_set *set, __u32 s, int fd[LATCH_MAP_COUNT])
+{
+	char dir[PATH_MAX];
+
+	if (slot_dir(set, s, dir, sizeof(dir))) {
+		for (int i = 0; i < LATCH_MAP_COUNT; i++)
+			fd[i] = -1;
+		return -ENAMETOOLONG;
+	}
+	return maps_open(dir, fd);
+}
+
+struct latch_sandbox *latch_cg_room_open(const char *name, char *err, size_t errlen)
+{
+	struct latch_sandbox *sb;
+	char link[PATH_MAX];
+	int fd[LATCH_MAP_COUNT], e;
+
+	if (latch_parse_name(name, err, errlen)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (rooms_dir(link, sizeof(link), name)) {
+		errno = ENAMETOOLONG;
+		return NULL;
+	}
+	e = maps_open(link, fd);
+	sb = e ? NULL : latch_sandbox_adopt(name, fd);
+	if (!sb) {
+		for (int i = 0; i < LATCH_MAP_COUNT; i++)
+			if (fd[i] >= 0)
+				close(fd[i]);
+		latch_errf(err, errlen, -1, "no room '%s' (%s)", name, strerror(e ? -e : ENOMEM));
+		errno = e ? -e : ENOMEM;
+	}
+	return sb;
 }
 
 struct latch_cg_room *latch_cg_room_new(struct latch_cg_set *set, const struct latch_sandbox_opts *o, int cgroup_fd,

@@ -461,6 +461,25 @@ static void test_learned(void)
 	check(across("127.0.0.6", past_ttl) == 0, "learned: the connection opened in time still works after the TTL");
 }
 
+static void test_open_by_name(void)
+{
+	char err[LATCH_ERR_MAX];
+	struct latch_sandbox *sb = latch_cg_room_open(latch_cg_room_name(room), err, sizeof(err));
+	struct latch_entry e;
+
+	/* Invariant: another process (latchd) reaches a running room's policy by its name, and only that room's. */
+	check(sb != NULL, "the room's maps open by name through _rooms/NAME (%s)", sb ? "ok" : err);
+	if (!sb)
+		return;
+	check(in_room(tcp_echo, "127.0.0.7", PORT) == -EPERM, "control: 127.0.0.7 is refused before");
+	check(!latch_parse_entry("127.0.0.7:7000/tcp", &e, err, sizeof(err)) &&
+	      !latch_policy_allow(sb, &e, 0, LATCH_ORIGIN_GRANT, err, sizeof(err)), "an entry written by name");
+	check(in_room(tcp_echo, "127.0.0.7", PORT) == 0, "the room's process reaches 127.0.0.7 after it");
+	latch_sandbox_free(sb);
+	check(latch_cg_room_open("no-such-room", err, sizeof(err)) == NULL && errno == ENOENT,
+	      "no such room: ENOENT, with a line (%s)", err);
+}
+
 static int dns_burst(const char *addr, int n)
 {
 	struct sockaddr_storage ss;
@@ -695,6 +714,7 @@ int main(void)
 	serve("127.0.0.4", PORT, NULL, -1);
 	serve("127.0.0.5", PORT, NULL, -1);
 	serve("127.0.0.6", PORT, NULL, -1);
+	serve("127.0.0.7", PORT, NULL, -1);
 	serve("127.0.0.5", 53, NULL, -1);
 	serve("127.0.0.53", 53, NULL, log_fd[1]);
 	serve("2001:db8::2", PORT, NULL, -1);
@@ -706,6 +726,7 @@ int main(void)
 	test_revoke();
 	test_timed();
 	test_learned();
+	test_open_by_name();
 	test_dns(log_fd[0]);
 	test_unix();
 	test_posture();
