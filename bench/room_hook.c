@@ -118,7 +118,8 @@ static pid_t sink(void)
 
 	setsockopt(t, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	setsockopt(u, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv));
-	if (bind(t, (struct sockaddr *)&sa, sizeof(sa)) || listen(t, 4096) || bind(u, (struct sockaddr *)&sa, sizeof(sa)))
+	if (bind(t, (struct sockaddr *)&sa, sizeof(sa)) || listen(t, 4096) ||
+	    bind(u, (struct sockaddr *)&sa, sizeof(sa)))
 		_exit(1);
 	for (;;) {
 		int c = accept(t, NULL, NULL);
@@ -164,7 +165,8 @@ int main(int argc, char **argv)
 	rfd = open(roomdir, O_RDONLY | O_DIRECTORY);
 	snprintf(o.name, sizeof(o.name), "bench-hook-%d", (int)getpid());
 	room = set ? latch_cg_room_new(set, &o, rfd, err, sizeof(err)) : NULL;
-	if (!room || latch_cg_room_attach(room, err, sizeof(err)) || latch_parse_entry("127.0.0.1:7111", &e, err, sizeof(err)) ||
+	if (!room || latch_cg_room_attach(room, err, sizeof(err)) ||
+	    latch_parse_entry("127.0.0.1:7111", &e, err, sizeof(err)) ||
 	    latch_policy_allow(latch_cg_room_sandbox(room), &e, 0, LATCH_ORIGIN_EGRESS, err, sizeof(err))) {
 		fprintf(stderr, "room_hook: %s\n", err);
 		goto out;

@@ -79,7 +79,8 @@ static int run(char *const *argv, unsigned long long *first, unsigned long long 
 /* the small script: the stamp first, then a loop and a pipeline, as a tool call's wrapper would */
 static void script_of(char *buf, size_t len, const char *stamp)
 {
-	snprintf(buf, len, "%s; for f in /usr/bin/*; do :; done; echo hello | tr a-z A-Z > /dev/null; ls /tmp > /dev/null",
+	snprintf(buf, len,
+		 "%s; for f in /usr/bin/*; do :; done; echo hello | tr a-z A-Z > /dev/null; ls /tmp > /dev/null",
 		 stamp);
 }
 
@@ -127,10 +128,23 @@ int main(int argc, char **argv)
 				if (v == 1) {
 					if (!bwrap)
 						continue;
-					const char *b[] = { bwrap,	"--ro-bind", "/",	    "/",	  "--dev",
-							    "/dev",	"--proc",    "/proc",	    "--tmpfs",	  "/tmp",
-							    "--unshare-all", "--die-with-parent", "--new-session",
-							    "--cap-drop", "ALL",	     "--clearenv", NULL };
+					const char *b[] = { bwrap,
+							    "--ro-bind",
+							    "/",
+							    "/",
+							    "--dev",
+							    "/dev",
+							    "--proc",
+							    "/proc",
+							    "--tmpfs",
+							    "/tmp",
+							    "--unshare-all",
+							    "--die-with-parent",
+							    "--new-session",
+							    "--cap-drop",
+							    "ALL",
+							    "--clearenv",
+							    NULL };
 
 					for (int i = 0; b[i]; i++)
 						av[n++] = (char *)b[i];
@@ -148,7 +162,8 @@ int main(int argc, char **argv)
 					av[n++] = (v >= 2 ? room_cmds : cmds)[c][i];
 				av[n] = NULL;
 				if (run(av, &first, &total, &cpu) || !first) {
-					fprintf(stderr, "room_start: %s %s failed in round %d\n", variants[v], cmd_names[c], r);
+					fprintf(stderr, "room_start: %s %s failed in round %d\n", variants[v],
+						cmd_names[c], r);
 					return 1;
 				}
 				printf("%s,%s,%d,%llu,%llu,%llu\n", variants[v], cmd_names[c], r, first, total, cpu);

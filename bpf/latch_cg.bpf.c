@@ -44,18 +44,19 @@ char LICENSE[] SEC("license") = "GPL";
  * __type(key, ...), so these give sizes; the loader creates each room's maps
  * with the same sizes and BTF types of their own (struct latch_room_meta).
  */
-#define ROOM_OUTER(name, inner_type, ksize, vsize, max, flags)                                                  \
-	struct {                                                                                                \
-		__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);                                                       \
-		__uint(max_entries, LATCH_ROOM_MAX);                                                            \
-		__type(key, __u32);                                                                             \
-		__array(values, struct {                                                                        \
-			__uint(type, inner_type);                                                               \
-			__uint(max_entries, max);                                                               \
-			__uint(map_flags, flags);                                                               \
-			__uint(key_size, ksize);                                                                \
-			__uint(value_size, vsize);                                                              \
-		});                                                                                             \
+#define ROOM_OUTER(name, inner_type, ksize, vsize, max, flags) \
+	struct {                                               \
+		__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);      \
+		__uint(max_entries, LATCH_ROOM_MAX);           \
+		__type(key, __u32);                            \
+		__array(                                       \
+			values, struct {                       \
+				__uint(type, inner_type);      \
+				__uint(max_entries, max);      \
+				__uint(map_flags, flags);      \
+				__uint(key_size, ksize);       \
+				__uint(value_size, vsize);     \
+			});                                    \
 	} name SEC(".maps")
 
 /* room_slots: cgroup id -> the slot of the room's state. */
@@ -338,8 +339,8 @@ static __always_inline int is_dns(const struct dest *d)
  * `charge` takes a token from the bucket: egress does, per UDP datagram and
  * per TCP SYN), then the policy.
  */
-static __always_inline int decide(const struct room *r, const struct dest *d, int charge, int established,
-				  __u64 *now, __u64 *expires)
+static __always_inline int decide(const struct room *r, const struct dest *d, int charge, int established, __u64 *now,
+				  __u64 *expires)
 {
 	const struct latch_config *cfg = r->cfg;
 	struct rule_query q = { .now = *now, .port = d->port, .proto = d->l4, .established = !!established };
@@ -377,8 +378,8 @@ static __always_inline int same_dest(const struct latch_sock_verdict *v, const s
 	       v->addr[1] == d->addr[1] && v->addr[2] == d->addr[2] && v->addr[3] == d->addr[3];
 }
 
-static __always_inline void remember(struct latch_sock_verdict *v, const struct dest *d,
-				     const struct latch_config *cfg, __u64 expires)
+static __always_inline void remember(struct latch_sock_verdict *v, const struct dest *d, const struct latch_config *cfg,
+				     __u64 expires)
 {
 	__builtin_memcpy(v->addr, d->addr, 16);
 	v->port = d->port;

@@ -63,9 +63,18 @@ static uint64_t parse_size(const char *s)
 		return 0;
 	v = strtoull(s, &end, 10);
 	switch (toupper((unsigned char)*end)) {
-	case 'K': v <<= 10; end++; break;
-	case 'M': v <<= 20; end++; break;
-	case 'G': v <<= 30; end++; break;
+	case 'K':
+		v <<= 10;
+		end++;
+		break;
+	case 'M':
+		v <<= 20;
+		end++;
+		break;
+	case 'G':
+		v <<= 30;
+		end++;
+		break;
 	}
 	if (*end == 'i' || *end == 'B')
 		end += *end == 'i' && end[1] == 'B' ? 2 : 1;
@@ -122,7 +131,8 @@ static int load_profile(const char *name, struct latch_room_opts *o, struct latc
 		if (pe->kind != LATCH_PENTRY_CIDR) {
 			latch_pentry_format(pe, text, sizeof(text));
 			latch_err(RUN_EXIT_LATCH,
-				  "%s:%d: %s is a name, and a room's names need latchd, which `latch run` does not use yet; "
+				  "%s:%d: %s is a name, and a room's names need latchd, which `latch run` does "
+				  "not use yet; "
 				  "give the room address or CIDR entries (a profile of its own), or no profile",
 				  pe->source, pe->line, text);
 			latch_profile_free(&p);
@@ -148,15 +158,18 @@ static const char *change_name(enum latch_room_change_kind c)
 
 static const char *kind_name(enum latch_room_file_kind k)
 {
-	return k == LATCH_FILE_REGULAR ? "file" : k == LATCH_FILE_DIR ? "dir" : k == LATCH_FILE_SYMLINK ? "symlink" : "other";
+	return k == LATCH_FILE_REGULAR ? "file" :
+	       k == LATCH_FILE_DIR     ? "dir" :
+	       k == LATCH_FILE_SYMLINK ? "symlink" :
+					 "other";
 }
 
 /* A limit as asked and as read back; bytes and counts as integers, CPUs (scale 1000) as a number */
 static json_t *limit_json(const struct latch_room_limit *l, double scale)
 {
 	if (scale == 1)
-		return json_pack("{s:s, s:I, s:I, s:s}", "via", latch_room_via_name(l->via), "asked", (json_int_t)l->asked,
-				 "observed", (json_int_t)l->observed, "file", l->file);
+		return json_pack("{s:s, s:I, s:I, s:s}", "via", latch_room_via_name(l->via), "asked",
+				 (json_int_t)l->asked, "observed", (json_int_t)l->observed, "file", l->file);
 	return json_pack("{s:s, s:f, s:f, s:s}", "via", latch_room_via_name(l->via), "asked", l->asked / scale,
 			 "observed", l->observed / scale, "file", l->file);
 }
@@ -171,22 +184,23 @@ static json_t *network_json(const struct latch_room_opts *o, const struct latch_
 
 		if (h->wanted)
 			json_object_set_new(hooks, latch_cg_hook_names[i],
-					    json_pack("{s:i, s:b, s:i, s:i}", "prog_id", h->pinned_id, "runs", h->in_effective,
-						      "flags", h->attach_flags, "others", h->n_others));
+					    json_pack("{s:i, s:b, s:i, s:i}", "prog_id", h->pinned_id, "runs",
+						      h->in_effective, "flags", h->attach_flags, "others",
+						      h->n_others));
 	}
 	for (int r = LATCH_DROP_LAST; r <= LATCH_PASS_LAST; r++)
 		for (int k = 0; k < LATCH_DIR_COUNT; k++) {
 			const struct latch_counter *c = &res->counters[latch_counter_slot(r, k)];
 
 			if (c->packets && strcmp(latch_reason_name(r), "unknown"))
-				json_array_append_new(counters,
-						      json_pack("{s:s, s:s, s:I}", "reason", latch_reason_name(r), "hook",
-								k == LATCH_ROOM_SLOT_PACKET ? "packet" : "sockaddr", "count",
-								(json_int_t)c->packets));
+				json_array_append_new(
+					counters, json_pack("{s:s, s:s, s:I}", "reason", latch_reason_name(r), "hook",
+							    k == LATCH_ROOM_SLOT_PACKET ? "packet" : "sockaddr",
+							    "count", (json_int_t)c->packets));
 		}
 	return json_pack("{s:s, s:b, s:i, s:b, s:o, s:s, s:o}", "profile", o->profile ? o->profile : "sealed",
-			 "uncontained", p->open, "entries", o->n_policy, "enforced", p->enforced, "hooks", hooks, "note",
-			 p->note, "counters", counters);
+			 "uncontained", p->open, "entries", o->n_policy, "enforced", p->enforced, "hooks", hooks,
+			 "note", p->note, "counters", counters);
 }
 
 static json_t *workspace_json(const struct latch_room_opts *o, const struct latch_room_result *res)
@@ -277,7 +291,8 @@ static void print_json(const struct latch_room_opts *o, const struct latch_room_
 	out = json_object();
 	json_object_set_new(out, "room", json_string(res->name));
 	json_object_set_new(out, "command", argv);
-	json_object_set_new(out, "exit_code", res->exited && !res->exec_errno ? json_integer(res->exit_code) : json_null());
+	json_object_set_new(out, "exit_code",
+			    res->exited && !res->exec_errno ? json_integer(res->exit_code) : json_null());
 	if (res->exited) {
 		json_object_set_new(out, "signal", json_null());
 	} else {
@@ -294,7 +309,8 @@ static void print_json(const struct latch_room_opts *o, const struct latch_room_
 	json_object_set_new(out, "output", output_json(res->output, res->output_len, &lossy));
 	json_object_set_new(out, "output_utf8", json_boolean(!lossy));
 	json_object_set_new(out, "output_bytes", json_integer(res->output_total));
-	json_object_set_new(out, "output_limit", json_integer(o->output_limit ? o->output_limit : LATCH_ROOM_OUTPUT_LIMIT));
+	json_object_set_new(out, "output_limit",
+			    json_integer(o->output_limit ? o->output_limit : LATCH_ROOM_OUTPUT_LIMIT));
 	json_object_set_new(out, "truncated", json_boolean(res->truncated));
 	json_object_set_new(out, "peak_memory_bytes", res->peak_memory ? json_integer(res->peak_memory) : json_null());
 	json_object_set_new(out, "peak_memory_via", json_string(latch_room_via_name(res->peak_memory_via)));
@@ -328,13 +344,16 @@ static void print_text(const struct latch_room_opts *o, const struct latch_room_
 		return;
 	fprintf(stderr, "latch: %d change(s) in the workspace%s%s\n", res->n_changes,
 		res->changes_truncated ? " (more not listed)" : "",
-		res->applied ? ", applied" : *res->apply_error ? "" : o->apply ? "" : " (not applied: --apply writes them)");
+		res->applied	  ? ", applied" :
+		*res->apply_error ? "" :
+		o->apply	  ? "" :
+				    " (not applied: --apply writes them)");
 	if (*res->apply_error)
 		fprintf(stderr, "latch: not applied: %s\n", res->apply_error);
 	for (int i = 0; i < res->n_changes; i++) {
 		const struct latch_room_change *c = &res->changes[i];
 
-		fprintf(stderr, "  %c %s%s%s%s\n", "AMD"[c->change], c->path, c->kind == LATCH_FILE_DIR ? "/" : "",
+		fprintf(stderr, "  %c %s%s%s%s\n", "AMD"[c->change], c -> path, c -> kind == LATCH_FILE_DIR ? "/" : "",
 			c->target ? " -> " : "", c->target ? c->target : "");
 		if (c->diff)
 			fputs(c->diff, stderr);
@@ -356,8 +375,8 @@ static int run_check(void)
 					 "cgroup2", p.cgroup2, "hooks_enforced", p.hooks_enforced, "unix_hooks",
 					 p.unix_hooks, "cgroup_kill", p.kill_v2, "limits", "memory",
 					 latch_room_via_name(p.limits.memory.via), "cpus",
-					 latch_room_via_name(p.limits.cpu.via), "pids", latch_room_via_name(p.limits.pids.via),
-					 "why", p.why));
+					 latch_room_via_name(p.limits.cpu.via), "pids",
+					 latch_room_via_name(p.limits.pids.via), "why", p.why));
 	} else {
 		printf("rooms: %s\n", !rc && !*p.why ? "ok" : p.why);
 		printf("  cgroup2:       %s\n", *p.cgroup2 ? p.cgroup2 : "not mounted");
@@ -373,13 +392,20 @@ static int run_check(void)
 int cmd_run(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "kit", required_argument, NULL, 'k' },	   { "profile", required_argument, NULL, 'p' },
-		{ "workspace", required_argument, NULL, 'w' },	   { "apply", no_argument, NULL, 'a' },
-		{ "timeout", required_argument, NULL, 't' },	   { "output-limit", required_argument, NULL, 'o' },
-		{ "memory", required_argument, NULL, 'm' },	   { "cpus", required_argument, NULL, 'c' },
-		{ "pids", required_argument, NULL, 'n' },	   { "user", required_argument, NULL, 'u' },
-		{ "env", required_argument, NULL, 'e' },	   { "resolver", required_argument, NULL, 'r' },
-		{ "check", no_argument, NULL, 'C' },		   { "sweep", no_argument, NULL, 'S' },
+		{ "kit", required_argument, NULL, 'k' },
+		{ "profile", required_argument, NULL, 'p' },
+		{ "workspace", required_argument, NULL, 'w' },
+		{ "apply", no_argument, NULL, 'a' },
+		{ "timeout", required_argument, NULL, 't' },
+		{ "output-limit", required_argument, NULL, 'o' },
+		{ "memory", required_argument, NULL, 'm' },
+		{ "cpus", required_argument, NULL, 'c' },
+		{ "pids", required_argument, NULL, 'n' },
+		{ "user", required_argument, NULL, 'u' },
+		{ "env", required_argument, NULL, 'e' },
+		{ "resolver", required_argument, NULL, 'r' },
+		{ "check", no_argument, NULL, 'C' },
+		{ "sweep", no_argument, NULL, 'S' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct latch_room_opts o = { .output_fd = -1 };
@@ -394,30 +420,35 @@ int cmd_run(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "+", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'k':
-			return latch_err(RUN_EXIT_LATCH, "--kit: a room's kit needs latchd serving the room (its broker "
-							 "routes and names), which `latch run` does not use yet");
+			return latch_err(RUN_EXIT_LATCH,
+					 "--kit: a room's kit needs latchd serving the room (its broker "
+					 "routes and names), which `latch run` does not use yet");
 		case 'p': profile = optarg; break;
 		case 'w': ws = optarg; break;
 		case 'a': o.apply = true; break;
 		case 't':
 			if (!(o.timeout_ms = parse_duration(optarg)))
-				return latch_err(RUN_EXIT_LATCH, "--timeout %s: give a duration like 5s, 500ms or 2m", optarg);
+				return latch_err(RUN_EXIT_LATCH, "--timeout %s: give a duration like 5s, 500ms or 2m",
+						 optarg);
 			break;
 		case 'o':
 			if (!(o.output_limit = parse_size(optarg)) || o.output_limit > (1u << 30))
-				return latch_err(RUN_EXIT_LATCH, "--output-limit %s: give bytes, like 16384 or 64K (at most 1G)",
+				return latch_err(RUN_EXIT_LATCH,
+						 "--output-limit %s: give bytes, like 16384 or 64K (at most 1G)",
 						 optarg);
 			break;
 		case 'm':
 			if ((o.memory = parse_size(optarg)) < (8u << 20))
-				return latch_err(RUN_EXIT_LATCH, "--memory %s: give bytes of at least 8M, like 256M or 1G", optarg);
+				return latch_err(RUN_EXIT_LATCH,
+						 "--memory %s: give bytes of at least 8M, like 256M or 1G", optarg);
 			break;
 		case 'c': {
 			char *end;
 			double v = strtod(optarg, &end);
 
 			if (*end || v < 0.01 || v > 1024)
-				return latch_err(RUN_EXIT_LATCH, "--cpus %s: give a number of CPUs, like 1 or 0.5", optarg);
+				return latch_err(RUN_EXIT_LATCH, "--cpus %s: give a number of CPUs, like 1 or 0.5",
+						 optarg);
 			o.cpu_milli = (uint32_t)(v * 1000 + 0.5);
 			break;
 		}
@@ -425,13 +456,15 @@ int cmd_run(int argc, char **argv)
 			uint32_t v;
 
 			if (latch_parse_uint(optarg, 1, 1u << 22, &v))
-				return latch_err(RUN_EXIT_LATCH, "--pids %s: give a number of processes, like 64", optarg);
+				return latch_err(RUN_EXIT_LATCH, "--pids %s: give a number of processes, like 64",
+						 optarg);
 			o.pids = v;
 			break;
 		}
 		case 'u':
 			if (parse_user(optarg, &o))
-				return latch_err(RUN_EXIT_LATCH, "--user %s: give root, a user name or UID[:GID]", optarg);
+				return latch_err(RUN_EXIT_LATCH, "--user %s: give root, a user name or UID[:GID]",
+						 optarg);
 			break;
 		case 'e':
 			if (!strchr(optarg, '=') || optarg[0] == '=' || o.n_env >= LATCH_ROOM_ENV_MAX)
@@ -454,7 +487,8 @@ int cmd_run(int argc, char **argv)
 		}
 	}
 	if (geteuid())
-		return latch_err(RUN_EXIT_LATCH, "latch run needs root (namespaces, cgroups and BPF); run it with sudo");
+		return latch_err(RUN_EXIT_LATCH,
+				 "latch run needs root (namespaces, cgroups and BPF); run it with sudo");
 	if (sweep) {
 		rc = latch_room_sweep(err, sizeof(err));
 		if (rc < 0)
@@ -480,7 +514,8 @@ int cmd_run(int argc, char **argv)
 		o.workspace = ws;
 	}
 	if (o.apply && !o.workspace_rw)
-		return latch_err(RUN_EXIT_LATCH, "--apply needs --workspace DIR:rw (a read-only workspace has no changes)");
+		return latch_err(RUN_EXIT_LATCH,
+				 "--apply needs --workspace DIR:rw (a read-only workspace has no changes)");
 	o.profile = profile ? profile : "sealed";
 	rc = load_profile(o.profile, &o, &specs);
 	if (rc)

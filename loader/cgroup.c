@@ -28,9 +28,12 @@
 #include "loader/cgroup_int.h"
 
 const char *const latch_cg_hook_names[LATCH_CG_HOOK_COUNT] = {
-	[LATCH_CG_EGRESS] = "egress",		  [LATCH_CG_CONNECT4] = "connect4",
-	[LATCH_CG_CONNECT6] = "connect6",	  [LATCH_CG_SENDMSG4] = "sendmsg4",
-	[LATCH_CG_SENDMSG6] = "sendmsg6",	  [LATCH_CG_CONNECT_UNIX] = "connect_unix",
+	[LATCH_CG_EGRESS] = "egress",
+	[LATCH_CG_CONNECT4] = "connect4",
+	[LATCH_CG_CONNECT6] = "connect6",
+	[LATCH_CG_SENDMSG4] = "sendmsg4",
+	[LATCH_CG_SENDMSG6] = "sendmsg6",
+	[LATCH_CG_CONNECT_UNIX] = "connect_unix",
 	[LATCH_CG_SENDMSG_UNIX] = "sendmsg_unix",
 };
 
@@ -45,15 +48,17 @@ static const enum bpf_attach_type hook_attach[LATCH_CG_HOOK_COUNT] = {
 };
 
 static const char *const prog_pin_names[CG_N_PROGS] = {
-	"prog_egress",	     "prog_connect4",	  "prog_connect6", "prog_sendmsg4",
-	"prog_sendmsg6",     "prog_connect_unix", "prog_sendmsg_unix", "prog_gate",
+	"prog_egress",	 "prog_connect4",     "prog_connect6",	   "prog_sendmsg4",
+	"prog_sendmsg6", "prog_connect_unix", "prog_sendmsg_unix", "prog_gate",
 };
 
+/* clang-format off */
 const char *const cg_map_names[CG_MAP_COUNT] = {
-	"room_settings", "room_exact4", "room_exact6",	 "room_prefix4", "room_prefix6",   "room_timed4",
-	"room_timed6",	 "room_counters", "room_slots",	 "room_owners",	 "room_state",	   "room_meta",
-	"room_orphans",	 "sock_verdicts", "room_gate_counters", "room_types",
+	"room_settings", "room_exact4", "room_exact6", "room_prefix4", "room_prefix6", "room_timed4", "room_timed6",
+	"room_counters", "room_slots", "room_owners", "room_state", "room_meta", "room_orphans", "sock_verdicts",
+	"room_gate_counters", "room_types",
 };
+/* clang-format on */
 
 int cg_path(char *buf, size_t len, const char *dir, const char *file)
 {
@@ -129,8 +134,8 @@ static void meta_fill(struct latch_cg *s, struct latch_room_meta *m)
 static struct bpf_program *skel_prog(struct latch_cg *s, int i)
 {
 	struct bpf_program *p[CG_N_PROGS] = {
-		s->progs.latch_room_egress,	  s->progs.latch_room_connect4,	     s->progs.latch_room_connect6,
-		s->progs.latch_room_sendmsg4,	  s->progs.latch_room_sendmsg6,	     s->progs.latch_room_connect_unix,
+		s->progs.latch_room_egress,	  s->progs.latch_room_connect4, s->progs.latch_room_connect6,
+		s->progs.latch_room_sendmsg4,	  s->progs.latch_room_sendmsg6, s->progs.latch_room_connect_unix,
 		s->progs.latch_room_sendmsg_unix, s->progs.latch_room_gate,
 	};
 
@@ -187,7 +192,8 @@ static int load_and_pin(const char *tmp, char *err, size_t errlen)
 		struct bpf_map *m = bpf_object__find_map_by_name(s->obj, cg_map_names[i]);
 
 		if (!m || cg_path(path, sizeof(path), tmp, cg_map_names[i]) || bpf_map__pin(m, path)) {
-			latch_errf(err, errlen, -1, "cannot pin map %s in %s: %s", cg_map_names[i], tmp, strerror(errno));
+			latch_errf(err, errlen, -1, "cannot pin map %s in %s: %s", cg_map_names[i], tmp,
+				   strerror(errno));
 			goto out;
 		}
 	}
@@ -300,14 +306,15 @@ struct latch_cg_set *latch_cg_open(char *err, size_t errlen)
 		prune_old_sets(parent, LATCH_CG_BUILD_ID);
 	}
 	if (cg_map(set, CG_META) < 0 || bpf_map_lookup_elem(set->map_fd[CG_META], &zero, &set->meta)) {
-		latch_errf(err, errlen, -1, "the pinned room programs in %s are incomplete (%s); remove the directory "
-					    "when no room runs",
+		latch_errf(err, errlen, -1,
+			   "the pinned room programs in %s are incomplete (%s); remove the directory "
+			   "when no room runs",
 			   set->dir, strerror(errno));
 		goto fail;
 	}
 	if (set->meta.abi_version != LATCH_ABI_VERSION) {
-		latch_errf(err, errlen, -1, "the pinned room programs in %s are of ABI %u, this latch speaks %u", set->dir,
-			   set->meta.abi_version, LATCH_ABI_VERSION);
+		latch_errf(err, errlen, -1, "the pinned room programs in %s are of ABI %u, this latch speaks %u",
+			   set->dir, set->meta.abi_version, LATCH_ABI_VERSION);
 		goto fail;
 	}
 	for (int i = 0; i < LATCH_CG_HOOK_COUNT; i++) {
@@ -356,9 +363,10 @@ int latch_cg_room_attach(struct latch_cg_room *room, char *err, size_t errlen)
 			continue; /* the unix hooks on a kernel without them */
 		/* exclusive: nobody adds a program beside latch's on the room's own cgroup */
 		if (bpf_prog_attach(pfd, room->cgroup_fd, hook_attach[i], 0))
-			return latch_errf(err, errlen, -1, "cannot attach %s to the room's cgroup: %s%s",
-					  latch_cg_hook_names[i], strerror(errno),
-					  errno == EPERM ? " (a parent cgroup holds an exclusive program on that hook)" : "");
+			return latch_errf(
+				err, errlen, -1, "cannot attach %s to the room's cgroup: %s%s", latch_cg_hook_names[i],
+				strerror(errno),
+				errno == EPERM ? " (a parent cgroup holds an exclusive program on that hook)" : "");
 		room->attached[i] = true;
 	}
 	return 0;
@@ -474,11 +482,13 @@ int latch_cg_room_posture(const struct latch_cg_room *room, struct latch_cg_post
 			continue;
 		hook_posture(room, i, h);
 		if (!*p->why && !h->in_effective)
-			snprintf(p->why, sizeof(p->why), "latch's %s program (id %u) does not run for the room's sockets%s",
-				 latch_cg_hook_names[i], h->pinned_id, h->attached_id ? " (another program replaced it)" : "");
+			snprintf(p->why, sizeof(p->why),
+				 "latch's %s program (id %u) does not run for the room's sockets%s",
+				 latch_cg_hook_names[i], h->pinned_id,
+				 h->attached_id ? " (another program replaced it)" : "");
 		if (h->n_others && nl < sizeof(p->note))
-			nl += snprintf(p->note + nl, sizeof(p->note) - nl, "%s%d other program(s) on %s", nl ? "; " : "",
-				       h->n_others, latch_cg_hook_names[i]);
+			nl += snprintf(p->note + nl, sizeof(p->note) - nl, "%s%d other program(s) on %s",
+				       nl ? "; " : "", h->n_others, latch_cg_hook_names[i]);
 	}
 	p->enforced = !*p->why;
 	return 0;

@@ -27,12 +27,12 @@
 #define LATCH_CG_ATTACH_UNIX_SENDMSG 50
 
 enum latch_cg_hook {
-	LATCH_CG_EGRESS,	/* cgroup_skb/egress: every packet; the one no rewrite gets past */
-	LATCH_CG_CONNECT4,	/* cgroup/connect4 */
+	LATCH_CG_EGRESS,   /* cgroup_skb/egress: every packet; the one no rewrite gets past */
+	LATCH_CG_CONNECT4, /* cgroup/connect4 */
 	LATCH_CG_CONNECT6,
-	LATCH_CG_SENDMSG4,	/* cgroup/sendmsg4: unconnected UDP */
+	LATCH_CG_SENDMSG4, /* cgroup/sendmsg4: unconnected UDP */
 	LATCH_CG_SENDMSG6,
-	LATCH_CG_CONNECT_UNIX,	/* abstract unix sockets; Linux 6.7+ */
+	LATCH_CG_CONNECT_UNIX, /* abstract unix sockets; Linux 6.7+ */
 	LATCH_CG_SENDMSG_UNIX,
 	LATCH_CG_HOOK_COUNT,
 };
@@ -118,13 +118,13 @@ struct latch_cg_hook_state {
 };
 
 struct latch_cg_posture {
-	bool state_ok;	       /* the shared maps hold this room's own maps under its cgroup id */
-	bool config_ready;     /* its config is ready, of this ABI */
-	bool open;	       /* the `open` profile: uncontained */
+	bool state_ok;	   /* the shared maps hold this room's own maps under its cgroup id */
+	bool config_ready; /* its config is ready, of this ABI */
+	bool open;	   /* the `open` profile: uncontained */
 	struct latch_cg_hook_state hook[LATCH_CG_HOOK_COUNT];
-	bool enforced;	       /* all of the above */
-	char why[200];	       /* when not: the first thing found wrong */
-	char note[200];	       /* other programs that run beside latch's, when any */
+	bool enforced;	/* all of the above */
+	char why[200];	/* when not: the first thing found wrong */
+	char note[200]; /* other programs that run beside latch's, when any */
 };
 
 int latch_cg_room_posture(const struct latch_cg_room *room, struct latch_cg_posture *p);

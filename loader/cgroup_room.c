@@ -32,13 +32,17 @@ const struct cg_room_map cg_room_maps[] = {
 	{ LATCH_MAP_EXACT6, CG_EXACT6, BPF_MAP_TYPE_HASH, sizeof(struct latch_exact6_key), sizeof(struct latch_rules),
 	  LATCH_ROOM_POLICY_MAX, BPF_F_NO_PREALLOC, META(type_exact6_key), META(type_rules) },
 	{ LATCH_MAP_PREFIX4, CG_PREFIX4, BPF_MAP_TYPE_LPM_TRIE, sizeof(struct latch_prefix4_key),
-	  sizeof(struct latch_rules), LATCH_ROOM_POLICY_MAX, BPF_F_NO_PREALLOC, META(type_prefix4_key), META(type_rules) },
+	  sizeof(struct latch_rules), LATCH_ROOM_POLICY_MAX, BPF_F_NO_PREALLOC, META(type_prefix4_key),
+	  META(type_rules) },
 	{ LATCH_MAP_PREFIX6, CG_PREFIX6, BPF_MAP_TYPE_LPM_TRIE, sizeof(struct latch_prefix6_key),
-	  sizeof(struct latch_rules), LATCH_ROOM_POLICY_MAX, BPF_F_NO_PREALLOC, META(type_prefix6_key), META(type_rules) },
-	{ LATCH_MAP_TIMED4, CG_TIMED4, BPF_MAP_TYPE_LPM_TRIE, sizeof(struct latch_timed4_key), sizeof(struct latch_rules),
-	  LATCH_ROOM_TIMED_MAX, BPF_F_NO_PREALLOC, META(type_timed4_key), META(type_rules) },
-	{ LATCH_MAP_TIMED6, CG_TIMED6, BPF_MAP_TYPE_LPM_TRIE, sizeof(struct latch_timed6_key), sizeof(struct latch_rules),
-	  LATCH_ROOM_TIMED_MAX, BPF_F_NO_PREALLOC, META(type_timed6_key), META(type_rules) },
+	  sizeof(struct latch_rules), LATCH_ROOM_POLICY_MAX, BPF_F_NO_PREALLOC, META(type_prefix6_key),
+	  META(type_rules) },
+	{ LATCH_MAP_TIMED4, CG_TIMED4, BPF_MAP_TYPE_LPM_TRIE, sizeof(struct latch_timed4_key),
+	  sizeof(struct latch_rules), LATCH_ROOM_TIMED_MAX, BPF_F_NO_PREALLOC, META(type_timed4_key),
+	  META(type_rules) },
+	{ LATCH_MAP_TIMED6, CG_TIMED6, BPF_MAP_TYPE_LPM_TRIE, sizeof(struct latch_timed6_key),
+	  sizeof(struct latch_rules), LATCH_ROOM_TIMED_MAX, BPF_F_NO_PREALLOC, META(type_timed6_key),
+	  META(type_rules) },
 	{ LATCH_MAP_COUNTERS, CG_COUNTERS, BPF_MAP_TYPE_PERCPU_ARRAY, 4, sizeof(struct latch_counter),
 	  LATCH_COUNTER_SLOTS, 0, META(type_u32), META(type_counter) },
 	{ LATCH_MAP_SETTINGS, CG_SETTINGS, BPF_MAP_TYPE_ARRAY, 4, sizeof(struct latch_config), 1, 0, META(type_u32),
@@ -90,13 +94,13 @@ int cg_slot_make(struct latch_cg_set *set, __u32 s, int btf_fd, char *err, size_
 		int fd = make_map(set, btf_fd, rm);
 
 		if (fd < 0)
-			rc = latch_errf(err, errlen, -errno, "cannot create a room's %s map: %s", latch_map_names[rm->id],
-					strerror(errno));
+			rc = latch_errf(err, errlen, -errno, "cannot create a room's %s map: %s",
+					latch_map_names[rm->id], strerror(errno));
 		else if (cg_path(path, sizeof(path), dir, latch_map_names[rm->id]) || bpf_obj_pin(fd, path))
 			rc = latch_errf(err, errlen, -errno, "cannot pin %s: %s", path, strerror(errno));
 		else if (cg_map(set, rm->outer) < 0 || bpf_map_update_elem(set->map_fd[rm->outer], &s, &fd, BPF_ANY))
-			rc = latch_errf(err, errlen, -errno, "cannot enter slot %u in %s: %s", s, cg_map_names[rm->outer],
-					strerror(errno));
+			rc = latch_errf(err, errlen, -errno, "cannot enter slot %u in %s: %s", s,
+					cg_map_names[rm->outer], strerror(errno));
 		if (fd >= 0)
 			close(fd);
 	}
@@ -292,7 +296,8 @@ struct latch_cg_room *latch_cg_room_new(struct latch_cg_set *set, const struct l
 		goto fail;
 	}
 	if (cg_map(set, CG_STATE) < 0 || bpf_map_update_elem(set->map_fd[CG_STATE], &room->id, &state, BPF_ANY) ||
-	    cg_map(set, CG_SLOTS) < 0 || bpf_map_update_elem(set->map_fd[CG_SLOTS], &room->id, &room->slot, BPF_NOEXIST)) {
+	    cg_map(set, CG_SLOTS) < 0 ||
+	    bpf_map_update_elem(set->map_fd[CG_SLOTS], &room->id, &room->slot, BPF_NOEXIST)) {
 		latch_errf(err, errlen, -errno, "cannot enter the room's cgroup id: %s", strerror(errno));
 		goto fail;
 	}
@@ -365,7 +370,8 @@ int latch_cg_room_sweep(struct latch_cg_set *set, const char *name)
 	if (cg_map(set, CG_OWNERS) < 0)
 		return found ? 0 : -ENOENT;
 	for (__u32 s = 0; s < LATCH_ROOM_MAX; s++) {
-		if (bpf_map_lookup_elem(set->map_fd[CG_OWNERS], &s, &owner) || strncmp(owner.name, name, sizeof(owner.name)))
+		if (bpf_map_lookup_elem(set->map_fd[CG_OWNERS], &s, &owner) ||
+		    strncmp(owner.name, name, sizeof(owner.name)))
 			continue;
 		slot_unmap(set, s);
 		bpf_map_delete_elem(set->map_fd[CG_OWNERS], &s);

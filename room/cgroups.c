@@ -122,8 +122,8 @@ static void mounts_load(void)
 			continue;
 		snprintf(cg_mounts[n_cg_mounts].dir, sizeof(cg_mounts[0].dir), "%s", dir);
 		snprintf(cg_mounts[n_cg_mounts].type, sizeof(cg_mounts[0].type), "%.7s", t); /* checked above */
-		snprintf(cg_mounts[n_cg_mounts].opts, sizeof(cg_mounts[0].opts), "%.*s", (int)sizeof(cg_mounts[0].opts) - 1,
-			 opts);
+		snprintf(cg_mounts[n_cg_mounts].opts, sizeof(cg_mounts[0].opts), "%.*s",
+			 (int)sizeof(cg_mounts[0].opts) - 1, opts);
 		n_cg_mounts++;
 	}
 	if (f)
@@ -224,8 +224,9 @@ int room_cgroups_make(struct room *r, char *err, size_t errlen)
 	int e;
 
 	if (room_cg2_mount(r->cg2_root, sizeof(r->cg2_root)))
-		return latch_errf(err, errlen, -ENOENT, "no cgroup2 mount in /proc/mounts: a room needs one for its programs "
-							"(mount -t cgroup2 none /sys/fs/cgroup/unified)");
+		return latch_errf(err, errlen, -ENOENT,
+				  "no cgroup2 mount in /proc/mounts: a room needs one for its programs "
+				  "(mount -t cgroup2 none /sys/fs/cgroup/unified)");
 	if (snprintf(parent, sizeof(parent), "%s/%s/rooms", r->cg2_root, room_cg_name()) >= (int)sizeof(parent))
 		return latch_errf(err, errlen, -ENAMETOOLONG, "the cgroup2 mount's path is too long");
 	e = mkdirs(parent);
@@ -236,7 +237,8 @@ int room_cgroups_make(struct room *r, char *err, size_t errlen)
 	v2[V1_CPU] = v2_enable(r, "cpu");
 	v2[V1_PIDS] = v2_enable(r, "pids");
 	if (mkdir(r->cg2, 0755))
-		return latch_errf(err, errlen, -errno, "cannot create the room's cgroup %s: %s", r->cg2, strerror(errno));
+		return latch_errf(err, errlen, -errno, "cannot create the room's cgroup %s: %s", r->cg2,
+				  strerror(errno));
 	r->cg2_made = true;
 	r->cg2_fd = open(r->cg2, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (r->cg2_fd < 0)
@@ -282,8 +284,8 @@ int room_v1_join(struct room *r, pid_t pid, char *err, size_t errlen)
 }
 
 /* Write a limit and read it back into l; the file's name relative to the cgroup mount for the record. */
-static int limit_set(struct room *r, struct latch_room_limit *l, const char *dir, const char *file,
-		     const char *text, char *err, size_t errlen)
+static int limit_set(struct room *r, struct latch_room_limit *l, const char *dir, const char *file, const char *text,
+		     char *err, size_t errlen)
 {
 	char path[PATH_MAX + 64];
 	int e;
@@ -350,14 +352,18 @@ int room_limits_apply(struct room *r, char *err, size_t errlen)
 	r->rlimit_cpu = L->cpu.via == LATCH_ROOM_VIA_NONE;
 	r->rlimit_pids = L->pids.via == LATCH_ROOM_VIA_NONE;
 	if (r->rlimit_memory)
-		L->memory = (struct latch_room_limit){ .via = LATCH_ROOM_VIA_RLIMIT, .asked = r->memory,
-						       .observed = r->memory, .file = "RLIMIT_AS" };
+		L->memory = (struct latch_room_limit){
+			.via = LATCH_ROOM_VIA_RLIMIT, .asked = r->memory, .observed = r->memory, .file = "RLIMIT_AS"
+		};
 	if (r->rlimit_cpu) /* a rate cannot be an rlimit: CPU seconds up to the deadline at that rate */
-		L->cpu = (struct latch_room_limit){ .via = LATCH_ROOM_VIA_RLIMIT, .asked = r->cpu_milli,
-						    .observed = r->cpu_milli, .file = "RLIMIT_CPU" };
+		L->cpu = (struct latch_room_limit){ .via = LATCH_ROOM_VIA_RLIMIT,
+						    .asked = r->cpu_milli,
+						    .observed = r->cpu_milli,
+						    .file = "RLIMIT_CPU" };
 	if (r->rlimit_pids)
-		L->pids = (struct latch_room_limit){ .via = LATCH_ROOM_VIA_RLIMIT, .asked = r->pids,
-						     .observed = r->pids, .file = "RLIMIT_NPROC" };
+		L->pids = (struct latch_room_limit){
+			.via = LATCH_ROOM_VIA_RLIMIT, .asked = r->pids, .observed = r->pids, .file = "RLIMIT_NPROC"
+		};
 	return 0;
 }
 

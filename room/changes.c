@@ -32,9 +32,9 @@
 
 #include "room/room_int.h"
 
-#define DIFF_MAX (64 * 1024)	 /* bytes of diff kept per file */
-#define TEXT_MAX (1024 * 1024)	 /* files larger than this are not diffed */
-#define SNIFF 8000		 /* a NUL in the first bytes: binary (as git and diff decide) */
+#define DIFF_MAX (64 * 1024)   /* bytes of diff kept per file */
+#define TEXT_MAX (1024 * 1024) /* files larger than this are not diffed */
+#define SNIFF 8000	       /* a NUL in the first bytes: binary (as git and diff decide) */
 
 static int open_beneath(int dirfd, const char *rel, int flags)
 {
@@ -61,10 +61,10 @@ static struct latch_room_change *add(struct latch_room_result *res, const char *
 	memset(ch, 0, sizeof(*ch));
 	ch->path = strdup(rel);
 	ch->change = c;
-	ch->kind = S_ISREG(st->st_mode)	  ? LATCH_FILE_REGULAR
-		   : S_ISDIR(st->st_mode) ? LATCH_FILE_DIR
-		   : S_ISLNK(st->st_mode) ? LATCH_FILE_SYMLINK
-					  : LATCH_FILE_OTHER;
+	ch->kind = S_ISREG(st->st_mode) ? LATCH_FILE_REGULAR :
+		   S_ISDIR(st->st_mode) ? LATCH_FILE_DIR :
+		   S_ISLNK(st->st_mode) ? LATCH_FILE_SYMLINK :
+					  LATCH_FILE_OTHER;
 	if (c != LATCH_CHANGE_DELETED) {
 		ch->mode = st->st_mode & 07777;
 		ch->size = st->st_size;
@@ -259,7 +259,8 @@ static void walk_dir(struct walk *w, int up_fd, int low_fd, const char *prefix)
 			if (have_low)
 				add(w->res, rel, LATCH_CHANGE_DELETED, &ls);
 		} else if (S_ISDIR(us.st_mode)) {
-			int sub_up = openat(up_fd, names[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), sub_low = -1;
+			int sub_up = openat(up_fd, names[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC),
+			    sub_low = -1;
 			char opq = 0, sub[PATH_MAX];
 
 			if (sub_up < 0)
@@ -287,8 +288,9 @@ static void walk_dir(struct walk *w, int up_fd, int low_fd, const char *prefix)
 				close(sub_low);
 		} else if (S_ISREG(us.st_mode)) {
 			int up = openat(up_fd, names[i], O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-			int low = have_low && S_ISREG(ls.st_mode) ? openat(low_fd, names[i], O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
-								  : -1;
+			int low = have_low && S_ISREG(ls.st_mode) ?
+					  openat(low_fd, names[i], O_RDONLY | O_NOFOLLOW | O_CLOEXEC) :
+					  -1;
 
 			if (up >= 0) {
 				if (have_low && low < 0) /* was something else: now a file */
@@ -335,7 +337,8 @@ int room_changes_collect(struct room *r, char *err, size_t errlen)
 	snprintf(path, sizeof(path), "%s/upper", r->upper_mnt);
 	up = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (up < 0)
-		return latch_errf(err, errlen, -errno, "cannot read the room's changes in %s: %s", path, strerror(errno));
+		return latch_errf(err, errlen, -errno, "cannot read the room's changes in %s: %s", path,
+				  strerror(errno));
 	walk_dir(&w, up, r->workspace_fd, "");
 	close(up);
 	return 0;
@@ -480,7 +483,8 @@ int room_changes_apply(struct room *r, char *err, size_t errlen)
 	int up, ws, rc = 0;
 
 	if (res->changes_truncated)
-		return latch_errf(err, errlen, -E2BIG, "more than %d changes: nothing applied (the record is incomplete)",
+		return latch_errf(err, errlen, -E2BIG,
+				  "more than %d changes: nothing applied (the record is incomplete)",
 				  LATCH_ROOM_CHANGES_MAX);
 	for (int i = 0; i < res->n_changes; i++)
 		if (res->changes[i].change != LATCH_CHANGE_DELETED && res->changes[i].kind == LATCH_FILE_OTHER)

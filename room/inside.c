@@ -166,7 +166,9 @@ static void dev_tree(const struct room *r)
 {
 	static const char *const nodes[] = { "null", "zero", "full", "random", "urandom", "tty" };
 	static const char *const links[][2] = {
-		{ "/proc/self/fd", "fd" }, { "/proc/self/fd/0", "stdin" }, { "/proc/self/fd/1", "stdout" },
+		{ "/proc/self/fd", "fd" },
+		{ "/proc/self/fd/0", "stdin" },
+		{ "/proc/self/fd/1", "stdout" },
 		{ "/proc/self/fd/2", "stderr" },
 	};
 	char src[64], dst[PATH_MAX * 2];
@@ -216,8 +218,9 @@ static void workspace(const struct room *r)
 		fail(r, "a workspace path with ',' or ':' (the overlay's options cannot carry it)");
 	}
 	/* plain upper layer: no index, no redirects, no metacopy, so changes.c reads it as files and whiteouts */
-	snprintf(opts, sizeof(opts), "lowerdir=%s,upperdir=%s/upper,workdir=%s/work,index=off,redirect_dir=off,metacopy=off",
-		 src, r->upper_mnt, r->upper_mnt);
+	snprintf(opts, sizeof(opts),
+		 "lowerdir=%s,upperdir=%s/upper,workdir=%s/work,index=off,redirect_dir=off,metacopy=off", src,
+		 r->upper_mnt, r->upper_mnt);
 	join_path(dst, sizeof(dst), r->root_dir, LATCH_ROOM_WORKDIR + 1);
 	if (mount("overlay", dst, "overlay", MS_NOSUID | MS_NODEV, opts))
 		fail(r, "overlay on /workspace");
@@ -302,10 +305,9 @@ static void drop_bounds(const struct room *r)
 	for (cap_value_t c = 0; c < cap_max_bits(); c++)
 		if (cap_drop_bound(c) && errno != EINVAL)
 			fail(r, "dropping the capability bounding set");
-	if (cap_reset_ambient() ||
-	    cap_set_secbits(SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
-			    SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED | SECBIT_NO_CAP_AMBIENT_RAISE |
-			    SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED))
+	if (cap_reset_ambient() || cap_set_secbits(SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
+						   SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED |
+						   SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED))
 		fail(r, "securebits");
 	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0))
 		fail(r, "PR_SET_DUMPABLE");
@@ -377,7 +379,8 @@ void room_inside(struct room *r)
 	    go.filter_len > BPF_MAXINSNS)
 		_exit(125);
 	insns = malloc(go.filter_len * sizeof(*insns));
-	if (!insns || read(r->go_pipe[0], insns, go.filter_len * sizeof(*insns)) != (ssize_t)(go.filter_len * sizeof(*insns)))
+	if (!insns ||
+	    read(r->go_pipe[0], insns, go.filter_len * sizeof(*insns)) != (ssize_t)(go.filter_len * sizeof(*insns)))
 		_exit(125);
 	close(r->go_pipe[0]);
 	filter.len = go.filter_len;

@@ -119,8 +119,8 @@ static int run_dir_make(struct room *r, char *err, size_t errlen)
 		/* the upper layer in a tmpfs of the room's memory size, charged to the room's memory cgroup */
 		snprintf(opts, sizeof(opts), "mode=0700,size=%llu", (unsigned long long)r->memory);
 		if (mkdir(r->upper_mnt, 0700) || mount("tmpfs", r->upper_mnt, "tmpfs", MS_NOSUID | MS_NODEV, opts))
-			return latch_errf(err, errlen, -errno, "cannot mount the overlay's tmpfs on %s: %s", r->upper_mnt,
-					  strerror(errno));
+			return latch_errf(err, errlen, -errno, "cannot mount the overlay's tmpfs on %s: %s",
+					  r->upper_mnt, strerror(errno));
 		r->upper_mounted = true;
 		snprintf(path, sizeof(path), "%s/upper", r->upper_mnt);
 		/* the merged root takes the upper root's owner and mode: make them the workspace's */
@@ -232,7 +232,8 @@ static int wait_ready(struct room *r, char *err, size_t errlen)
 	if (read_msg(r->status_pipe[0], &m))
 		return latch_errf(err, errlen, -EPIPE, "the room's first process died while setting up");
 	if (m.kind == ROOM_MSG_SETUP)
-		return latch_errf(err, errlen, -m.value, "setting up the room failed at %s: %s", m.text, strerror(m.value));
+		return latch_errf(err, errlen, -m.value, "setting up the room failed at %s: %s", m.text,
+				  strerror(m.value));
 	return m.kind == ROOM_MSG_READY ? 0 : latch_errf(err, errlen, -EPROTO, "unexpected message from the room");
 }
 
@@ -242,7 +243,8 @@ static int say_go(struct room *r, const void *filter, uint32_t n_insns, char *er
 	size_t len = (size_t)n_insns * 8;
 
 	if (write(r->go_pipe[1], &go, sizeof(go)) != sizeof(go) || write(r->go_pipe[1], filter, len) != (ssize_t)len)
-		return latch_errf(err, errlen, -EPIPE, "cannot hand the seccomp filter to the room: %s", strerror(errno));
+		return latch_errf(err, errlen, -EPIPE, "cannot hand the seccomp filter to the room: %s",
+				  strerror(errno));
 	close(r->go_pipe[1]);
 	r->go_pipe[1] = -1;
 	return 0;
@@ -512,7 +514,8 @@ int latch_room_run(const struct latch_room_opts *o, struct latch_room_result *re
 			room_inside(&r);
 		}
 		if (r.init_pid < 0)
-			rc = latch_errf(err, errlen, -errno, "cannot clone the room's first process: %s", strerror(errno));
+			rc = latch_errf(err, errlen, -errno, "cannot clone the room's first process: %s",
+					strerror(errno));
 		mark(&r, "cloned");
 	}
 	if (!rc) {

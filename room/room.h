@@ -39,7 +39,7 @@
 #define LATCH_ROOM_WORKDIR "/workspace"
 
 struct latch_room_opts {
-	char *const *argv; /* the command; argv[0] is looked up in the room's PATH */
+	char *const *argv;     /* the command; argv[0] is looked up in the room's PATH */
 	const char *workspace; /* NULL: none (the command starts in /tmp) */
 	bool workspace_rw;     /* through an overlay, reported as changes */
 	bool apply;	       /* write the changes back to the workspace */
@@ -58,9 +58,9 @@ struct latch_room_opts {
 	const struct latch_policy_spec *policy;
 	int n_policy;
 	bool open;
-	const char *profile; /* its name, for the record */
+	const char *profile;	       /* its name, for the record */
 	struct latch_sandbox_opts net; /* resolver, host address and ports, DNS rate; name and link fields unused */
-	int output_fd;	     /* the command's output is copied here as it comes (up to the cap); -1 none */
+	int output_fd; /* the output is copied here as it comes (up to the cap); -1 none */
 };
 
 /* How a limit was put in place, observed. */
@@ -76,8 +76,8 @@ const char *latch_room_via_name(enum latch_room_via v);
 struct latch_room_limit {
 	enum latch_room_via via;
 	uint64_t asked;
-	uint64_t observed;	/* read back from the kernel's file (or getrlimit); memory: bytes */
-	char file[96];		/* what was read back, e.g. memory/latch/rooms/NAME/memory.limit_in_bytes */
+	uint64_t observed; /* read back from the kernel's file (or getrlimit); memory: bytes */
+	char file[96];	   /* what was read back, e.g. memory/latch/rooms/NAME/memory.limit_in_bytes */
 };
 
 struct latch_room_limits {
@@ -98,31 +98,31 @@ struct latch_room_change {
 	bool binary;			/* not diffed: not text, or over the size a diff is made for */
 	char *diff;			/* unified diff for text, NULL otherwise */
 	bool diff_truncated;
-	char *target;			/* a symlink's target */
+	char *target; /* a symlink's target */
 };
 
 struct latch_room_result {
 	char name[LATCH_NAME_MAX + 1];
-	bool exited;	       /* else killed by a signal */
-	int exit_code;	       /* when exited */
-	int signal;	       /* when killed */
-	int exec_errno;	       /* the command could not be started: ENOENT, EACCES... (exit 127/126) */
-	bool timed_out;	       /* the deadline passed and latch killed the room */
-	bool oom_killed;       /* the memory limit killed a process of the room */
-	bool pids_max;	       /* a fork was refused at the pids limit */
-	uint64_t duration_ns;  /* from the room's first process to the command's end */
-	uint64_t peak_memory;  /* bytes, 0 when unknown */
+	bool exited;	      /* else killed by a signal */
+	int exit_code;	      /* when exited */
+	int signal;	      /* when killed */
+	int exec_errno;	      /* the command could not be started: ENOENT, EACCES... (exit 127/126) */
+	bool timed_out;	      /* the deadline passed and latch killed the room */
+	bool oom_killed;      /* the memory limit killed a process of the room */
+	bool pids_max;	      /* a fork was refused at the pids limit */
+	uint64_t duration_ns; /* from the room's first process to the command's end */
+	uint64_t peak_memory; /* bytes, 0 when unknown */
 	enum latch_room_via peak_memory_via;
-	char *output;	       /* stdout and stderr as they came, up to the cap; NUL-terminated */
+	char *output; /* stdout and stderr as they came, up to the cap; NUL-terminated */
 	size_t output_len;
 	uint64_t output_total; /* bytes the command wrote */
 	bool truncated;
 	uid_t uid;
 	gid_t gid;
 	struct latch_room_limits limits;
-	struct latch_cg_posture posture; /* read back before the command ran */
+	struct latch_cg_posture posture;		    /* read back before the command ran */
 	struct latch_counter counters[LATCH_COUNTER_SLOTS]; /* the room's programs, after the run */
-	char seccomp[32];    /* "filter (N rules)" as loaded, for the record */
+	char seccomp[32];				    /* "filter (N rules)" as loaded, for the record */
 	/* workspace */
 	struct latch_room_change *changes;
 	int n_changes;
@@ -150,11 +150,11 @@ int latch_room_sweep(char *err, size_t errlen);
 
 /* What a room on this host would get, observed by making one that runs nothing. */
 struct latch_room_probe {
-	char cgroup2[256];	    /* the cgroup v2 mount */
+	char cgroup2[256]; /* the cgroup v2 mount */
 	struct latch_room_limits limits;
-	bool hooks_enforced;	    /* latch's programs attached and read back */
-	bool unix_hooks;	    /* the abstract unix socket hooks too */
-	bool kill_v2;		    /* cgroup.kill */
+	bool hooks_enforced; /* latch's programs attached and read back */
+	bool unix_hooks;     /* the abstract unix socket hooks too */
+	bool kill_v2;	     /* cgroup.kill */
 	char why[256];
 };
 int latch_room_probe(struct latch_room_probe *p, char *err, size_t errlen);

@@ -68,8 +68,8 @@ struct room {
 	char root_dir[PATH_MAX];  /* mount point of the room's root (inside its namespace only) */
 	char upper_mnt[PATH_MAX]; /* tmpfs with upper/ and work/ of the workspace overlay */
 	bool upper_mounted;
-	char resolv[PATH_MAX];	  /* the room's resolv.conf, when it has a resolver */
-	int workspace_fd;	  /* the workspace directory, opened before the room exists */
+	char resolv[PATH_MAX]; /* the room's resolv.conf, when it has a resolver */
+	int workspace_fd;      /* the workspace directory, opened before the room exists */
 	/* the room's first process (its init, PID 1 inside) */
 	pid_t init_pid;
 	int pidfd;

@@ -26,6 +26,7 @@
 #include "room/room_int.h"
 
 /* Refused with EPERM. */
+/* clang-format off */
 static const char *const denied[] = {
 	/* kernel modules and a new kernel */
 	"init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load",
@@ -43,6 +44,7 @@ static const char *const denied[] = {
 	"adjtimex", "acct", "quotactl", "quotactl_fd", "syslog", "vhangup", "nfsservctl", "sethostname",
 	"setdomainname", "_sysctl",
 };
+/* clang-format on */
 
 /* Namespace flags a clone() may not carry: one rule each (CLONE_NEWCGROUP, CLONE_NEWTIME by value). */
 static const unsigned long ns_flags[] = { CLONE_NEWNS,	CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER,

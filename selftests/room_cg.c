@@ -357,7 +357,8 @@ static void test_allow(void)
 	uint64_t p0 = counter(LATCH_PASS_POLICY, SOCK), f0 = counter(LATCH_PASS_FLOW, PKT);
 
 	/* Invariant: an entry opens its address, protocol and port, and nothing beside it. */
-	check(!allow("127.0.0.2:7000/tcp", 0) && !allow("[2001:db8::2]:7000", 0), "allow 127.0.0.2:7000/tcp and [2001:db8::2]:7000");
+	check(!allow("127.0.0.2:7000/tcp", 0) && !allow("[2001:db8::2]:7000", 0),
+	      "allow 127.0.0.2:7000/tcp and [2001:db8::2]:7000");
 	check(in_room(tcp_echo, "127.0.0.2", PORT) == 0, "allowed: tcp 127.0.0.2:7000 answers in the room");
 	check(in_room(udp_echo, "127.0.0.2", PORT) == -EPERM, "entry is /tcp: udp 127.0.0.2:7000 is refused");
 	check(in_room(tcp_echo, "127.0.0.3", PORT) == -EPERM, "unlisted: tcp 127.0.0.3:7000 is refused");
@@ -425,7 +426,8 @@ static void test_revoke(void)
 	uint64_t d0 = counter(LATCH_DROP_POLICY, PKT);
 
 	/* Invariant: a revoke cuts an established connection on its next packet. */
-	check(across("127.0.0.2", revoke_now) == ETIMEDOUT, "revoked: the next packet of the open connection is dropped");
+	check(across("127.0.0.2", revoke_now) == ETIMEDOUT,
+	      "revoked: the next packet of the open connection is dropped");
 	check(counter(LATCH_DROP_POLICY, PKT) > d0, "revoked: counted under drop_policy (packet)");
 	check(in_room(tcp_echo, "2001:db8::2", PORT) == 0, "revoked: control [2001:db8::2] still answers");
 }
@@ -455,8 +457,8 @@ static void test_learned(void)
 	 * kernel: a connection opened in time keeps working after it.
 	 */
 	check(!latch_parse_entry("127.0.0.6:7000/tcp", &e, err, sizeof(err)) &&
-	      !latch_policy_learn(latch_cg_room_sandbox(room), &e, latch_now_boot_ns() + 700000000ull,
-				  LATCH_ORIGIN_LEARNED, err, sizeof(err)),
+		      !latch_policy_learn(latch_cg_room_sandbox(room), &e, latch_now_boot_ns() + 700000000ull,
+					  LATCH_ORIGIN_LEARNED, err, sizeof(err)),
 	      "a learned answer 127.0.0.6:7000/tcp with a TTL of 0.7 s");
 	check(across("127.0.0.6", past_ttl) == 0, "learned: the connection opened in time still works after the TTL");
 }
@@ -473,7 +475,8 @@ static void test_open_by_name(void)
 		return;
 	check(in_room(tcp_echo, "127.0.0.7", PORT) == -EPERM, "control: 127.0.0.7 is refused before");
 	check(!latch_parse_entry("127.0.0.7:7000/tcp", &e, err, sizeof(err)) &&
-	      !latch_policy_allow(sb, &e, 0, LATCH_ORIGIN_GRANT, err, sizeof(err)), "an entry written by name");
+		      !latch_policy_allow(sb, &e, 0, LATCH_ORIGIN_GRANT, err, sizeof(err)),
+	      "an entry written by name");
 	check(in_room(tcp_echo, "127.0.0.7", PORT) == 0, "the room's process reaches 127.0.0.7 after it");
 	latch_sandbox_free(sb);
 	check(latch_cg_room_open("no-such-room", err, sizeof(err)) == NULL && errno == ENOENT,
@@ -522,8 +525,7 @@ static void test_unix(void)
 	snprintf(path, sizeof(path), "latch-room-cg-%d", (int)getpid());
 	unix_serve(path, true);
 	check(unix_connect(path, true) == 0, "control: the abstract socket @%s answers outside the room", path);
-	check(in_room(unix_connect, path, true) == -EPERM,
-	      "abstract unix connect from the room is refused");
+	check(in_room(unix_connect, path, true) == -EPERM, "abstract unix connect from the room is refused");
 	snprintf(path, sizeof(path), "/tmp/latch-room-cg-%d.sock", (int)getpid());
 	unix_serve(path, false);
 	check(in_room(unix_connect, path, false) == 0,
@@ -544,7 +546,8 @@ static void test_gate(int log_fd)
 	check(udp_echo("127.76.1.2", 53) != 0, "a process outside the room gets nothing from 127.76.1.2");
 	check(log_count(log_fd, 'u') == 1, "the service received the room's datagram only");
 	latch_cg_gate_counters(set, g1);
-	check(g1[LATCH_ROOM_GATE_PASS] > g0[LATCH_ROOM_GATE_PASS] && g1[LATCH_ROOM_GATE_DROP] > g0[LATCH_ROOM_GATE_DROP],
+	check(g1[LATCH_ROOM_GATE_PASS] > g0[LATCH_ROOM_GATE_PASS] &&
+		      g1[LATCH_ROOM_GATE_DROP] > g0[LATCH_ROOM_GATE_DROP],
 	      "the gate counted one pass and one drop");
 	latch_cg_gate_detach(set, gfd);
 	close(gfd);
@@ -555,7 +558,9 @@ static int rewrite_prog(void)
 {
 	struct bpf_insn insns[] = {
 		{ .code = BPF_ALU | BPF_MOV | BPF_K, .dst_reg = BPF_REG_2, .imm = (__s32)htonl(0x7f000003) },
-		{ .code = BPF_STX | BPF_MEM | BPF_W, .dst_reg = BPF_REG_1, .src_reg = BPF_REG_2,
+		{ .code = BPF_STX | BPF_MEM | BPF_W,
+		  .dst_reg = BPF_REG_1,
+		  .src_reg = BPF_REG_2,
 		  .off = offsetof(struct bpf_sock_addr, user_ip4) },
 		{ .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = 1 },
 		{ .code = BPF_JMP | BPF_EXIT },
@@ -590,7 +595,8 @@ static void test_posture(void)
 	d0 = counter(LATCH_DROP_POLICY, PKT);
 	check(tcp_echo("127.0.0.3", PORT) == 0, "control: 127.0.0.3 answers outside the room");
 	allow("127.0.0.2:7000/tcp", 0);
-	check(in_room(tcp_echo, "127.0.0.2", PORT) != 0, "a connect to allowed 127.0.0.2, rewritten to 127.0.0.3, fails");
+	check(in_room(tcp_echo, "127.0.0.2", PORT) != 0,
+	      "a connect to allowed 127.0.0.2, rewritten to 127.0.0.3, fails");
 	check(counter(LATCH_DROP_POLICY, PKT) > d0, "egress refused the rewritten destination (drop_policy, packet)");
 	bpf_prog_detach2(prog, top, BPF_CGROUP_INET4_CONNECT);
 	check(in_room(tcp_echo, "127.0.0.2", PORT) == 0, "control: without the rewrite 127.0.0.2 answers");
@@ -606,8 +612,8 @@ static void test_posture(void)
 			close(fd);
 		}
 		latch_cg_room_posture(room, &p);
-		check(egress && !p.enforced && strstr(p.why, "egress"), "posture: egress detached by hand is reported (%s)",
-		      p.why);
+		check(egress && !p.enforced && strstr(p.why, "egress"),
+		      "posture: egress detached by hand is reported (%s)", p.why);
 		err[0] = 0;
 		check(!latch_cg_room_attach(room, err, sizeof(err)), "re-attach the room's programs %s", err);
 		latch_cg_room_posture(room, &p);
@@ -638,12 +644,14 @@ static void test_no_config(void)
 	room = other;
 	allow("127.0.0.2:7000/tcp", 0);
 	check(in_cgroup(bare, tcp_echo, "127.0.0.2", PORT) == 0, "control: its entry lets 127.0.0.2 through");
-	check(in_cgroup(bare, tcp_echo, "127.0.0.3", PORT) == -EPERM, "and the rooms do not share a policy: 127.0.0.3 is refused");
+	check(in_cgroup(bare, tcp_echo, "127.0.0.3", PORT) == -EPERM,
+	      "and the rooms do not share a policy: 127.0.0.3 is refused");
 	room = keep;
 	check(in_room(tcp_echo, "127.0.0.3", PORT) == -EPERM, "the first room is unchanged by the second's entries");
 	latch_cg_orphan_counters(set, &n0);
 	latch_cg_room_remove(other);
-	check(in_cgroup(bare, tcp_echo, "127.0.0.2", PORT) == -EPERM, "state removed, programs still attached: refused");
+	check(in_cgroup(bare, tcp_echo, "127.0.0.2", PORT) == -EPERM,
+	      "state removed, programs still attached: refused");
 	latch_cg_orphan_counters(set, &n1);
 	check(n1 > n0, "counted under drop_no_config, in room_orphans");
 out:
@@ -666,8 +674,8 @@ int main(void)
 		printf("skip room_cg: no cgroup2 mount\n0 passed, 0 failed\n");
 		return 77;
 	}
-	if (unshare(CLONE_NEWNET) ||
-	    system("ip link set lo up && ip addr add 2001:db8::2/128 dev lo nodad && ip addr add 2001:db8::3/128 dev lo nodad")) {
+	if (unshare(CLONE_NEWNET) || system("ip link set lo up && ip addr add 2001:db8::2/128 dev lo nodad && "
+					    "ip addr add 2001:db8::3/128 dev lo nodad")) {
 		printf("FAIL setup: a private network namespace\n0 passed, 1 failed\n");
 		return 1;
 	}
