@@ -333,7 +333,10 @@ void latch_cg_room_remove(struct latch_cg_room *room)
 		return;
 	set = room->set;
 	/* first out of room_slots: from here its sockets pass nothing */
-	slot_unmap(set, room->slot);
+	if (cg_map(set, CG_SLOTS) >= 0)
+		bpf_map_delete_elem(set->map_fd[CG_SLOTS], &room->id);
+	if (cg_map(set, CG_STATE) >= 0)
+		bpf_map_delete_elem(set->map_fd[CG_STATE], &room->id);
 	for (int i = LATCH_MAP_EXACT4; i <= LATCH_MAP_TIMED6; i++)
 		empty_map(latch_sandbox_map_fd(room->sb, i));
 	if (!rooms_dir(link, sizeof(link), room->name))
