@@ -51,10 +51,11 @@ static const struct latch_cmd cmds[] = {
 	{ "image", cmd_image, "image build [--image default|debian] [--force]",
 	  "build a guest image into the image cache; a current image is kept unless --force" },
 	{ "doctor", cmd_doctor, "doctor", "check this host, with a fix for each failure" },
-	{ "run", cmd_run, "run [--profile P] [--workspace DIR[:rw]] [--apply] [--timeout DUR] [--output-limit N] [--memory M]\n"
-			  "           [--cpus C] [--pids N] [--user root|NAME|UID[:GID]] [--env NAME=VALUE]... [--resolver ADDR]\n"
-			  "           -- CMD...\n"
-			  "       run --check | --sweep",
+	{ "run", cmd_run,
+	  "run [--profile P] [--workspace DIR[:rw]] [--apply] [--timeout DUR] [--output-limit N]\n"
+	  "           [--memory M] [--cpus C] [--pids N] [--user root|NAME|UID[:GID]] [--env NAME=VALUE]...\n"
+	  "           [--resolver ADDR] -- CMD...\n"
+	  "       run --check | --sweep",
 	  "run one command in a room: no network but the profile's, read-only root and workspace, no environment, "
 	  "no capabilities, a seccomp filter, limits, a deadline (5 s) and an output cap (16 KiB); exits with the "
 	  "command's status, 124 at the deadline, 125 when latch failed, 126/127 when CMD could not run" },
