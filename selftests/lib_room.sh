@@ -22,15 +22,25 @@ WS=            # a workspace made by lts_room_setup, owned by ROOM_UID
 ROOM_UID=4242
 
 lts_room_cleanup() {
-	local d root
-	for root in $(awk '$3 == "cgroup2" || $3 == "cgroup" {print $2}' /proc/mounts); do
+	local d c root roots cg2
+	roots=$(awk '$3 == "cgroup2" || $3 == "cgroup" {print $2}' /proc/mounts)
+	cg2=$(awk '$3 == "cgroup2" {print $2; exit}' /proc/mounts)
+	# rooms of this test still there (they should not be): killed through cgroup v2 first,
+	# then every hierarchy's directories removed once they are empty
+	for root in $roots; do
+		for c in "$root/$LTS_CGNAME"/rooms/*/; do
+			[ -w "$c/cgroup.kill" ] && echo 1 >"$c/cgroup.kill" 2>/dev/null
+		done
+	done
+	for _ in $(seq 20); do
+		grep -qs "populated 1" "$cg2/$LTS_CGNAME"/rooms/*/cgroup.events 2>/dev/null || break
+		sleep 0.05
+	done
+	for root in $roots; do
 		d=$root/$LTS_CGNAME
 		[ -d "$d" ] || continue
-		# rooms of this test that are still there (they should not be): kill, then remove
-		for c in "$d"/rooms/*/ "$d"/*/; do
-			[ -d "$c" ] || continue
-			[ -w "$c/cgroup.kill" ] && echo 1 >"$c/cgroup.kill" 2>/dev/null
-			rmdir "$c" 2>/dev/null
+		for c in "$d"/rooms/*/; do
+			[ -d "$c" ] && rmdir "$c" 2>/dev/null
 		done
 		rmdir "$d"/rooms "$d"/warm "$d" 2>/dev/null
 	done
