@@ -33,7 +33,7 @@ endif
 # USES_m: the modules m may include and call (besides itself and bpf/'s ABI
 # header).  `daemon` is latchd's private code (broker/daemon, broker/dns);
 # `cli` is the latch command.  Keep docs/ARCHITECTURE.md's graph in step.
-MODULES := common loader audit config profile kit vm broker daemon
+MODULES := common loader audit config profile kit vm room broker daemon
 USES_common :=
 USES_loader := common
 USES_audit := common
@@ -41,9 +41,10 @@ USES_config := common
 USES_profile := loader common
 USES_kit := profile loader common
 USES_vm := config loader common
+USES_room := profile config loader common
 USES_broker := common
 USES_daemon := broker profile kit audit config loader common
-USES_cli := vm broker profile kit audit config loader common
+USES_cli := vm room broker profile kit audit config loader common
 
 SRCS_common := $(wildcard common/*.c)
 SRCS_loader := $(wildcard loader/*.c)
@@ -52,6 +53,7 @@ SRCS_config := $(wildcard config/*.c)
 SRCS_profile := $(wildcard profile/*.c)
 SRCS_kit := $(wildcard kit/*.c)
 SRCS_vm := $(wildcard vm/*.c)
+SRCS_room := $(wildcard room/*.c)
 SRCS_broker := $(wildcard broker/*.c)
 LATCHD_MAIN := broker/daemon/main.c
 SRCS_daemon := $(filter-out $(LATCHD_MAIN),$(wildcard broker/daemon/*.c broker/dns/*.c broker/http/*.c))
@@ -63,6 +65,7 @@ PKGS_audit := sqlite3 libcrypto jansson
 # kit/: libcyaml for the schema, libyaml (which it is built on) for env and the unknown-field warning
 PKGS_kit := libcyaml yaml-0.1
 PKGS_vm := libnl-3.0 libnl-route-3.0 libnftables libarchive jansson
+PKGS_room := libseccomp libcap jansson
 PKGS_broker := jansson
 PKGS_daemon := ldns libevent libevent_openssl openssl jansson
 PKGS_cli := jansson libcap
@@ -90,7 +93,7 @@ EXTRA_LIBS_cli := -lcap
 EXTRA_LIBS_daemon := -lhttp_parser
 extra_libs = $(sort $(foreach m,$(1),$(EXTRA_LIBS_$(m))))
 # archives in link order: users before what they use
-LINK_ORDER := vm daemon kit profile broker audit config loader common
+LINK_ORDER := vm room daemon kit profile broker audit config loader common
 archives_of = $(foreach m,$(LINK_ORDER),$(if $(filter $(m),$(1)),$(BUILD)/lib$(m).a))
 # $(call link_with,MODULES): the archives and libraries a binary using MODULES needs
 link_with = $(call archives_of,$(call closure,$(1))) $(call pkg_libs,$(call closure,$(1))) \
@@ -216,6 +219,7 @@ vm-debian-proof: all
 
 include broker/http/http.mk
 include tests/tests.mk
+include room/room.mk
 include selftests/selftests.mk
 include bench/bench.mk
 -include $(ALL_OBJS:.o=.d) $(BUILD)/*.bpf.d $(BUILD)/*/*.d

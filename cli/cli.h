@@ -61,6 +61,7 @@ int cmd_kit(int argc, char **argv);
  * errno and one line in err; free with latch_kit_free().
  */
 struct latch_kit *latch_kit_open_cli(const char *name, char *err, size_t errlen);
+int cmd_run(int argc, char **argv); /* cmd_run.c */
 /*
  * Record a change that was made in the audit log; takes ownership of fields
  * (NULL for none).  A log that can't be written costs one warning line on

@@ -55,6 +55,14 @@ static const struct latch_cmd cmds[] = {
 	{ "kit", cmd_kit, "kit check FILE",
 	  "check a kit file as latch up would load it, and say what it would give a sandbox; starts nothing" },
 	{ "doctor", cmd_doctor, "doctor", "check this host, with a fix for each failure" },
+	{ "run", cmd_run,
+	  "run [--profile P] [--workspace DIR[:rw]] [--apply] [--timeout DUR] [--output-limit N]\n"
+	  "           [--memory M] [--cpus C] [--pids N] [--user root|NAME|UID[:GID]] [--env NAME=VALUE]...\n"
+	  "           [--resolver ADDR] -- CMD...\n"
+	  "       run --check | --sweep",
+	  "run one command in a room: no network but the profile's, read-only root and workspace, no environment, "
+	  "no capabilities, a seccomp filter, limits, a deadline (5 s) and an output cap (16 KiB); exits with the "
+	  "command's status, 124 at the deadline, 125 when latch failed, 126/127 when CMD could not run" },
 	{ "audit", cmd_audit, "audit [NAME] [--since 15m|2h|@EPOCH|2026-11-30[T12:00]] [--kind K]\n"
 			      "       audit verify",
 	  "the audit log, oldest first; verify walks its hash chain and names the first broken entry" },
@@ -125,8 +133,11 @@ int main(int argc, char **argv)
 
 	/* --json and -v may stand anywhere; strip them before dispatch */
 	sub_argc = 0;
-	for (int a = 0; a < argc && sub_argc < 255; a++) {
-		if (a > 0 && !strcmp(argv[a], "--json"))
+	for (int a = 0, rest = 0; a < argc && sub_argc < 255; a++) {
+		rest = rest || !strcmp(argv[a], "--"); /* what follows "--" is a command's own (latch run) */
+		if (rest)
+			sub_argv[sub_argc++] = argv[a];
+		else if (a > 0 && !strcmp(argv[a], "--json"))
 			latch_json = true;
 		else if (a > 0 && (!strcmp(argv[a], "-v") || !strcmp(argv[a], "--verbose")))
 			verbose = true;
@@ -164,7 +175,7 @@ int main(int argc, char **argv)
 		return latch_err(LATCH_EXIT_USAGE, "unknown command '%s'; see `latch help`", argv[i]);
 	if (nmatch > 1)
 		return latch_err(LATCH_EXIT_USAGE, "'%s' is ambiguous; see `latch help`", argv[i]);
-	for (int a = 2; a < argc; a++)
+	for (int a = 2; a < argc && strcmp(argv[a], "--"); a++)
 		if (!strcmp(argv[a], "--help") || !strcmp(argv[a], "-h")) {
 			printf("usage: latch %s\n%s\n", match->usage, match->help);
 			return 0;
