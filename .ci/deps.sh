@@ -8,6 +8,7 @@ PKGS=(
 	# build
 	make gcc clang llvm pkg-config libbpf-dev bpftool libelf-dev zlib1g-dev
 	libnl-3-dev libnl-route-3-dev libjansson-dev libcap-dev libvirt-dev libnftables-dev libarchive-dev
+	libseccomp-dev
 	libcriterion-dev libsqlite3-dev libssl-dev libldns-dev libevent-dev
 	# run and test
 	iproute2 nftables iperf3 jq socat ncat python3 dnsmasq-base knot-dnsutils dnsperf sqlite3
