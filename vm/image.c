@@ -34,8 +34,6 @@ static const struct image_recipe recipes[] = {
 	{ "debian", "image_debian.sh", "LATCH_IMAGE_DEBIAN_SH" },
 };
 
-const char *const latch_vm_images[] = { LATCH_VM_DEFAULT_IMAGE, "debian", NULL };
-
 static const struct image_recipe *recipe_of(const char *image)
 {
 	for (size_t k = 0; k < sizeof(recipes) / sizeof(recipes[0]); k++)
@@ -62,7 +60,7 @@ int latch_vm_image_script(const char *image, char *buf, size_t len, char *err, s
 
 	if (!r)
 		return latch_errf(err, errlen, -EINVAL, "unknown image '%s'; latch builds '%s' and '%s'", image,
-				  latch_vm_images[0], latch_vm_images[1]);
+				  recipes[0].name, recipes[1].name);
 	env = getenv(r->env);
 	if (env && *env) {
 		snprintf(buf, len, "%s", env);

@@ -661,6 +661,8 @@ static int destroy_stateless(struct latch_virt *v, const char *name, bool purge,
 		latch_sandbox_detach(name, e, sizeof(e));
 	if (!ret)
 		ret = latch_net_tap_delete(tap, err, errlen);
+	if (!ret && purge)
+		ret = latch_state_purge(name);
 	return ret;
 }
 

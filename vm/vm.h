@@ -287,13 +287,11 @@ int latch_vm_boot_hook(const char *dom, const char *op, int xml_fd, char *err, s
 
 /* ---- guest images ---- */
 
-/* The images latch has a recipe for, in order. */
-extern const char *const latch_vm_images[];
 /*
  * The recipe script of IMAGE: $LATCH_IMAGE_SH (default) or
  * $LATCH_IMAGE_DEBIAN_SH (debian), vm/images/ beside the source tree of this
  * binary (build/latch), or the installed one in /usr/lib/latch.  -EINVAL for
- * an image latch has no recipe for, -ENOENT with a line in err when the
+ * an image latch has no recipe for (err names those it has), -ENOENT with a line in err when the
  * script is nowhere.
  */
 int latch_vm_image_script(const char *image, char *buf, size_t len, char *err, size_t errlen);

@@ -135,7 +135,7 @@ cpio_pack "$ROOT" "$TMP/initrd.img"
 cp "$TMP/kernel/boot/vmlinuz-$krel" "$TMP/vmlinuz"
 
 {
-	printf '# latch default guest image; written by vm/image.sh\n'
+	printf '# latch default guest image; written by vm/images/image.sh\n'
 	printf '# inputs\n'
 	inputs
 	printf '# outputs\n'

@@ -179,7 +179,7 @@ rm -f "$TMP/disk.raw"
 say "ext4 on qcow2 in $((SECONDS - t2)) s: $(du -k "$TMP/disk.qcow2" | cut -f1) KiB used of $DISK_SIZE"
 
 {
-	printf '# latch debian guest image; written by vm/image_debian.sh\n'
+	printf '# latch debian guest image; written by vm/images/image_debian.sh\n'
 	printf '# inputs\n'
 	printf 'format %s\n' "$FORMAT"
 	recipe_inputs
