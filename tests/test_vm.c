@@ -68,9 +68,9 @@ Test(duration, refuses_what_is_not_one)
 
 struct entry {
 	const char *name;
-	mode_t type;	  /* AE_IFREG, AE_IFDIR, AE_IFLNK, AE_IFIFO */
+	mode_t type; /* AE_IFREG, AE_IFDIR, AE_IFLNK, AE_IFIFO */
 	const char *data; /* file contents, or the link target */
-	size_t size;	  /* for a file with data NULL: that many zero bytes */
+	size_t size; /* for a file with data NULL: that many zero bytes */
 };
 
 /* A tar of the entries, in a malloc'd buffer. */
@@ -146,9 +146,9 @@ TestSuite(guest_tar, .init = scratch_dir, .fini = scratch_rm);
 Test(guest_tar, writes_files_and_directories_only)
 {
 	const struct entry e[] = {
-		{ "./memo", AE_IFREG, "remembered\n", 0 },   { "./sub", AE_IFDIR, NULL, 0 },
-		{ "./sub/x", AE_IFREG, "deep\n", 0 },	     { "./evil-link", AE_IFLNK, "/etc/shadow", 0 },
-		{ "./fifo", AE_IFIFO, NULL, 0 },	     { "./sub/link2", AE_IFLNK, "../../../etc", 0 },
+		{ "./memo", AE_IFREG, "remembered\n", 0 }, { "./sub", AE_IFDIR, NULL, 0 },
+		{ "./sub/x", AE_IFREG, "deep\n", 0 },	   { "./evil-link", AE_IFLNK, "/etc/shadow", 0 },
+		{ "./fifo", AE_IFIFO, NULL, 0 },	   { "./sub/link2", AE_IFLNK, "../../../etc", 0 },
 	};
 	char err[LATCH_ERR_MAX] = "", dir[128];
 	uint64_t bytes = 0;
@@ -240,8 +240,10 @@ static int try_in_child(enum attempt what, bool confine)
 			execl("/bin/true", "true", (char *)NULL);
 			_exit(1);
 		case EXEC_MEMORY:
-			_exit(mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) != MAP_FAILED ? 0
-															  : 1);
+			_exit(mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) !=
+					      MAP_FAILED ?
+				      0 :
+				      1);
 		case WRITE_INSIDE:
 			fd = open(confine ? "inside" : "/dev/null", O_WRONLY | O_CREAT | O_EXCL, 0600);
 			_exit(fd >= 0 && write(fd, "x", 1) == 1 ? 0 : 1);

@@ -29,15 +29,17 @@
 
 /* What extracting a tar into a directory needs. */
 static const int allowed[] = {
-	SCMP_SYS(read),	      SCMP_SYS(write),	  SCMP_SYS(readv),	SCMP_SYS(writev),  SCMP_SYS(pread64),
-	SCMP_SYS(lseek),      SCMP_SYS(close),	  SCMP_SYS(openat),	SCMP_SYS(open),	   SCMP_SYS(fstat),
-	SCMP_SYS(newfstatat), SCMP_SYS(lstat),	  SCMP_SYS(stat),	SCMP_SYS(statx),   SCMP_SYS(mkdir),
-	SCMP_SYS(mkdirat),    SCMP_SYS(fchmod),	  SCMP_SYS(fchmodat),	SCMP_SYS(chmod),   SCMP_SYS(ftruncate),
-	SCMP_SYS(fcntl),      SCMP_SYS(umask),	  SCMP_SYS(getcwd),	SCMP_SYS(chdir),   SCMP_SYS(fchdir),
-	SCMP_SYS(brk),	      SCMP_SYS(munmap),	  SCMP_SYS(mremap),	SCMP_SYS(madvise),
-	SCMP_SYS(getuid),     SCMP_SYS(geteuid),  SCMP_SYS(getgid),	SCMP_SYS(getegid), SCMP_SYS(getpid),
-	SCMP_SYS(futex),      SCMP_SYS(clock_gettime), SCMP_SYS(gettimeofday), SCMP_SYS(time),
-	SCMP_SYS(rt_sigreturn), SCMP_SYS(rt_sigprocmask), SCMP_SYS(exit), SCMP_SYS(exit_group),
+	SCMP_SYS(read),		SCMP_SYS(write),      SCMP_SYS(readv),	      SCMP_SYS(writev),
+	SCMP_SYS(pread64),	SCMP_SYS(lseek),      SCMP_SYS(close),	      SCMP_SYS(openat),
+	SCMP_SYS(open),		SCMP_SYS(fstat),      SCMP_SYS(newfstatat),   SCMP_SYS(lstat),
+	SCMP_SYS(stat),		SCMP_SYS(statx),      SCMP_SYS(mkdir),	      SCMP_SYS(mkdirat),
+	SCMP_SYS(fchmod),	SCMP_SYS(fchmodat),   SCMP_SYS(chmod),	      SCMP_SYS(ftruncate),
+	SCMP_SYS(fcntl),	SCMP_SYS(umask),      SCMP_SYS(getcwd),	      SCMP_SYS(chdir),
+	SCMP_SYS(fchdir),	SCMP_SYS(brk),	      SCMP_SYS(munmap),	      SCMP_SYS(mremap),
+	SCMP_SYS(madvise),	SCMP_SYS(getuid),     SCMP_SYS(geteuid),      SCMP_SYS(getgid),
+	SCMP_SYS(getegid),	SCMP_SYS(getpid),     SCMP_SYS(futex),	      SCMP_SYS(clock_gettime),
+	SCMP_SYS(gettimeofday), SCMP_SYS(time),	      SCMP_SYS(rt_sigreturn), SCMP_SYS(rt_sigprocmask),
+	SCMP_SYS(exit),		SCMP_SYS(exit_group),
 };
 
 static int seccomp_in(char *err, size_t errlen)

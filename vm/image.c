@@ -80,9 +80,10 @@ int latch_vm_image_script(const char *image, char *buf, size_t len, char *err, s
 	}
 	snprintf(buf, len, "/usr/lib/latch/%s", r->script);
 	if (access(buf, X_OK))
-		return latch_errf(err, errlen, -ENOENT,
-				  "%s not found; set %s, run latch from its build tree, or install it in /usr/lib/latch",
-				  r->script, r->env);
+		return latch_errf(
+			err, errlen, -ENOENT,
+			"%s not found; set %s, run latch from its build tree, or install it in /usr/lib/latch",
+			r->script, r->env);
 	return 0;
 }
 

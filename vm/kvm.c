@@ -146,8 +146,7 @@ int latch_vm_kvm_probe(struct latch_vm_kvm *k)
 	r = open_as(k->qemu_user, pw->pw_uid, gid);
 	k->qemu_user_opens = r == 0;
 	if (r)
-		snprintf(k->why, sizeof(k->why), "%s (uid %u) can't open " KVM_DEV " (%s): it is %s",
-			 k->qemu_user, (unsigned int)pw->pw_uid, r == -ECHILD ? "the check failed" : strerror(-r),
-			 k->mode);
+		snprintf(k->why, sizeof(k->why), "%s (uid %u) can't open " KVM_DEV " (%s): it is %s", k->qemu_user,
+			 (unsigned int)pw->pw_uid, r == -ECHILD ? "the check failed" : strerror(-r), k->mode);
 	return 0;
 }

@@ -32,7 +32,7 @@
 #include "vm/state.h"
 
 __attribute__((format(printf, 5, 6))) static int ufail(char *err, size_t errlen, enum latch_vm_fail *fail,
-						      enum latch_vm_fail kind, const char *fmt, ...)
+						       enum latch_vm_fail kind, const char *fmt, ...)
 {
 	int ret = kind == LATCH_VM_FAIL_INPUT ? -EINVAL : kind == LATCH_VM_FAIL_POSTURE ? -EPERM : -EIO;
 	va_list ap;
@@ -152,8 +152,7 @@ int latch_vm_enforce_fresh(const struct latch_vm_state *st, char *err, size_t er
 }
 
 /* The domain of a state: the image's kernel and initrd, addresses on the command line. */
-static int domain_opts(const struct latch_vm_state *st, struct latch_domain_opts *d, char *accel_why,
-		       size_t whylen)
+static int domain_opts(const struct latch_vm_state *st, struct latch_domain_opts *d, char *accel_why, size_t whylen)
 {
 	char g4[64], h4[64], g6[64], h6[64];
 
@@ -171,11 +170,11 @@ static int domain_opts(const struct latch_vm_state *st, struct latch_domain_opts
 	latch_addr_format(&st->host6, h6, sizeof(h6));
 	if (st->guest6.family)
 		snprintf(d->cmdline, sizeof(d->cmdline),
-			 "console=ttyS0 quiet panic=-1 latch.ip=%s/30 latch.gw=%s latch.ip6=%s/64 latch.gw6=%s", g4,
-			 h4, g6, h6);
+			 "console=ttyS0 quiet panic=-1 latch.ip=%s/30 latch.gw=%s latch.ip6=%s/64 latch.gw6=%s", g4, h4,
+			 g6, h6);
 	else
-		snprintf(d->cmdline, sizeof(d->cmdline), "console=ttyS0 quiet panic=-1 latch.ip=%s/30 latch.gw=%s",
-			 g4, h4);
+		snprintf(d->cmdline, sizeof(d->cmdline), "console=ttyS0 quiet panic=-1 latch.ip=%s/30 latch.gw=%s", g4,
+			 h4);
 	memcpy(d->mac, st->mac, 6);
 	snprintf(d->tap, sizeof(d->tap), "%s", st->tap);
 	latch_vm_agent_path(st->name, d->agent_sock, sizeof(d->agent_sock));
@@ -184,8 +183,8 @@ static int domain_opts(const struct latch_vm_state *st, struct latch_domain_opts
 }
 
 /* Poll the agent socket until it answers or the deadline passes. */
-static int wait_agent(struct latch_virt *v, const char *name, const char *sock, int64_t deadline,
-		      char *release, size_t rlen, char *err, size_t errlen)
+static int wait_agent(struct latch_virt *v, const char *name, const char *sock, int64_t deadline, char *release,
+		      size_t rlen, char *err, size_t errlen)
 {
 	struct latch_domain_info di;
 	int r = -ETIMEDOUT;
@@ -228,8 +227,9 @@ static int boot_guest(struct latch_virt *v, const struct latch_vm_state *st, boo
 	*started = false;
 	if (domain_opts(st, &d, res->accel_why, sizeof(res->accel_why)))
 		return latch_errf(err, errlen, -ENAMETOOLONG, "image path %s is too long", st->image_dir);
-	timeout = o->boot_timeout_ms > 0 ? o->boot_timeout_ms
-					 : d.kvm ? LATCH_VM_BOOT_TIMEOUT_KVM_MS : LATCH_VM_BOOT_TIMEOUT_TCG_MS;
+	timeout = o->boot_timeout_ms > 0 ? o->boot_timeout_ms :
+		  d.kvm			 ? LATCH_VM_BOOT_TIMEOUT_KVM_MS :
+					   LATCH_VM_BOOT_TIMEOUT_TCG_MS;
 	res->boot_timeout_ms = timeout;
 	snprintf(res->console_log, sizeof(res->console_log), "%s", d.console_log);
 	snprintf(dir, sizeof(dir), "%s", d.console_log);
@@ -249,10 +249,9 @@ static int boot_guest(struct latch_virt *v, const struct latch_vm_state *st, boo
 	latch_domain_info(v, st->name, &di);
 	step(o, "domain " LATCH_DOMAIN_PREFIX "%s started in %.1f s, accelerator %s (%s)", st->name, dom_ms / 1000.0,
 	     *di.accel ? di.accel : "?", res->accel_why);
-	step(o, "waiting for the guest agent (boot timeout %d s from the domain start; console log %s)",
-	     timeout / 1000, d.console_log);
-	ret = wait_agent(v, st->name, d.agent_sock, t_start + timeout, res->release, sizeof(res->release), err,
-			 errlen);
+	step(o, "waiting for the guest agent (boot timeout %d s from the domain start; console log %s)", timeout / 1000,
+	     d.console_log);
+	ret = wait_agent(v, st->name, d.agent_sock, t_start + timeout, res->release, sizeof(res->release), err, errlen);
 	if (ret == -ETIMEDOUT) {
 		if (dom_ms * 2 >= timeout)
 			latch_errf(err, errlen, ret,
@@ -260,19 +259,20 @@ static int boot_guest(struct latch_virt *v, const struct latch_vm_state *st, boo
 				   "took %.1f s of it (slow step: domain start; `latch doctor` checks libvirt)",
 				   timeout / 1000, dom_ms / 1000.0);
 		else
-			latch_errf(err, errlen, ret,
-				   "the guest agent did not answer within the boot timeout (%d s): the domain started in "
-				   "%.1f s, then the guest did not answer for %.1f s (slow step: guest agent; console log "
-				   "%s)",
-				   timeout / 1000, dom_ms / 1000.0, (now_ms() - t_start - dom_ms) / 1000.0, d.console_log);
+			latch_errf(
+				err, errlen, ret,
+				"the guest agent did not answer within the boot timeout (%d s): the domain started in "
+				"%.1f s, then the guest did not answer for %.1f s (slow step: guest agent; console log "
+				"%s)",
+				timeout / 1000, dom_ms / 1000.0, (now_ms() - t_start - dom_ms) / 1000.0, d.console_log);
 	}
 	if (ret) {
 		console_tail(res);
 		return ret;
 	}
 	res->ms_agent = now_ms() - t0;
-	step(o, "agent answered in %.1f s after the domain started: guest kernel %s",
-	     (now_ms() - t_start) / 1000.0, res->release);
+	step(o, "agent answered in %.1f s after the domain started: guest kernel %s", (now_ms() - t_start) / 1000.0,
+	     res->release);
 	return 0;
 }
 
@@ -307,9 +307,8 @@ static void teardown(struct latch_virt *v, const struct latch_vm_state *st)
 }
 
 /* Read the enforcement back (re-attaching from the pins if asked): nothing starts unless it holds. */
-static int verify_enforced(const struct latch_vm_up_opts *o, const struct latch_vm_state *st, bool reattach,
-			   int64_t t0, struct latch_vm_up_result *res, enum latch_vm_fail *fail, char *err,
-			   size_t errlen)
+static int verify_enforced(const struct latch_vm_up_opts *o, const struct latch_vm_state *st, bool reattach, int64_t t0,
+			   struct latch_vm_up_result *res, enum latch_vm_fail *fail, char *err, size_t errlen)
 {
 	struct latch_posture p;
 	char e[LATCH_ERR_MAX];
@@ -338,8 +337,9 @@ static int route(const struct latch_vm_up_opts *o, const struct latch_vm_state *
 	if (*st->uplink)
 		step(o, "routing: table %u, default via uplink %s", st->table, st->uplink);
 	else
-		step(o, "routing: table %u, unreachable default: no uplink in latch.conf, so allowed traffic has no "
-			"route",
+		step(o,
+		     "routing: table %u, unreachable default: no uplink in latch.conf, so allowed traffic has no "
+		     "route",
 		     st->table);
 	return 0;
 }
@@ -419,8 +419,8 @@ out:
 	return ret;
 }
 
-static int check_up_opts(const struct latch_vm_up_opts *o, const struct latch_conf *c, char *image_dir,
-			 size_t dirlen, char *err, size_t errlen, enum latch_vm_fail *fail)
+static int check_up_opts(const struct latch_vm_up_opts *o, const struct latch_conf *c, char *image_dir, size_t dirlen,
+			 char *err, size_t errlen, enum latch_vm_fail *fail)
 {
 	char e[LATCH_ERR_MAX], shown[PATH_MAX];
 
@@ -454,7 +454,8 @@ static int check_up_opts(const struct latch_vm_up_opts *o, const struct latch_co
 		/* it goes into the state file, one line per key: a newline would write keys of its own */
 		if (strcmp(shown, o->workspace))
 			return ufail(err, errlen, fail, LATCH_VM_FAIL_INPUT,
-				     "--workspace '%s' has control characters or backslashes; give a plain path", shown);
+				     "--workspace '%s' has control characters or backslashes; give a plain path",
+				     shown);
 		if (o->workspace[0] != '/' || stat(o->workspace, &sbuf) || !S_ISDIR(sbuf.st_mode))
 			return ufail(err, errlen, fail, LATCH_VM_FAIL_INPUT,
 				     "--workspace '%s' is not an existing directory (absolute path)", o->workspace);
@@ -505,8 +506,8 @@ static int allocate(const struct latch_vm_up_opts *o, const struct latch_conf *c
 	return ret ?: latch_state_save(st, err, errlen);
 }
 
-int latch_vm_up(const struct latch_vm_up_opts *o, struct latch_vm_up_result *res, enum latch_vm_fail *fail,
-		char *err, size_t errlen)
+int latch_vm_up(const struct latch_vm_up_opts *o, struct latch_vm_up_result *res, enum latch_vm_fail *fail, char *err,
+		size_t errlen)
 {
 	int64_t t0 = now_ms();
 	struct latch_vm_state *st = &res->obs.st;
@@ -684,8 +685,7 @@ int latch_vm_destroy(const char *name, bool purge, struct latch_vm_destroy_resul
 		return lock;
 	ret = latch_state_load(name, &st, e, sizeof(e));
 	if (ret && ret != -ENOENT) {
-		ret = ufail(err, errlen, fail, LATCH_VM_FAIL_RUNTIME, "%s; remove it by hand once the rest is gone",
-			    e);
+		ret = ufail(err, errlen, fail, LATCH_VM_FAIL_RUNTIME, "%s; remove it by hand once the rest is gone", e);
 		goto out;
 	}
 	v = latch_virt_open(err, errlen);

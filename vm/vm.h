@@ -42,35 +42,35 @@
 /* Why a lifecycle call failed; the values are latch's exit codes. */
 enum latch_vm_fail {
 	LATCH_VM_FAIL_RUNTIME = 1,
-	LATCH_VM_FAIL_INPUT = 2,   /* bad input or a name in use: nothing was created */
+	LATCH_VM_FAIL_INPUT = 2, /* bad input or a name in use: nothing was created */
 	LATCH_VM_FAIL_POSTURE = 3, /* enforcement not verified: nothing was started */
 };
 
 /* What latch assigned to a sandbox, as recorded on disk. */
 struct latch_vm_state {
 	char name[LATCH_NAME_MAX + 1];
-	uint32_t index;			/* position in the pool */
-	char tap[IF_NAMESIZE];		/* lt-NAME */
-	uint8_t mac[6];			/* the guest's */
+	uint32_t index; /* position in the pool */
+	char tap[IF_NAMESIZE]; /* lt-NAME */
+	uint8_t mac[6]; /* the guest's */
 	struct latch_addr subnet4, host4, guest4; /* a /30: network, .1, .2 */
 	struct latch_addr subnet6, host6, guest6; /* a /64: ::, ::1, ::2; family 0 without pool6 */
-	uint32_t table;			/* routing table of its own */
+	uint32_t table; /* routing table of its own */
 	uint32_t rule_priority;
-	char uplink[IF_NAMESIZE];	/* "" : unreachable default */
+	char uplink[IF_NAMESIZE]; /* "" : unreachable default */
 	struct latch_addr gateway4, gateway6;
 	char image[LATCH_IMAGE_NAME_MAX + 1];
 	char image_dir[PATH_MAX];
 	uint32_t memory_mib;
 	uint32_t cpus;
-	char workspace[PATH_MAX];	/* "" : none */
+	char workspace[PATH_MAX]; /* "" : none */
 };
 
 /* A domain as libvirt reports it now. */
 struct latch_domain_info {
 	bool exists;
 	bool latch_managed; /* carries latch's metadata element */
-	char state[16];	    /* running, shutoff, paused, ... */
-	char accel[8];	    /* "kvm" or "tcg", from the live XML; "" when not running */
+	char state[16]; /* running, shutoff, paused, ... */
+	char accel[8]; /* "kvm" or "tcg", from the live XML; "" when not running */
 };
 
 /* The host side of a sandbox's link, read back. */
@@ -78,7 +78,7 @@ struct latch_net_observed {
 	bool tap;
 	bool up;
 	bool rule4, rule6;
-	bool default4;	   /* a default route in the table */
+	bool default4; /* a default route in the table */
 	bool unreachable4; /* ... and it is `unreachable` */
 	bool masq4;
 };
@@ -86,10 +86,10 @@ struct latch_net_observed {
 struct latch_vm_observed {
 	struct latch_vm_state st;
 	bool have_state;
-	bool pins;			/* pinned enforcement exists */
-	struct latch_posture posture;	/* valid when pins */
+	bool pins; /* pinned enforcement exists */
+	struct latch_posture posture; /* valid when pins */
 	struct latch_domain_info dom;
-	bool libvirt_ok;		/* dom is valid */
+	bool libvirt_ok; /* dom is valid */
 	struct latch_net_observed net;
 };
 
@@ -100,7 +100,7 @@ struct latch_vm_up_opts {
 	char image[LATCH_IMAGE_NAME_MAX + 1];
 	uint32_t memory_mib, cpus;
 	char workspace[PATH_MAX]; /* "" : none */
-	int boot_timeout_ms;	  /* domain start to the agent's answer; 0: by accelerator */
+	int boot_timeout_ms; /* domain start to the agent's answer; 0: by accelerator */
 	/* a guest that fails to boot is left as it is (still filtered) for inspection */
 	bool keep_on_failure;
 	/* each step as it happens, one line without a newline (may be NULL) */
@@ -109,34 +109,34 @@ struct latch_vm_up_opts {
 };
 
 struct latch_vm_up_result {
-	struct latch_vm_observed obs;	/* read back after the agent answered */
-	char release[64];		/* guest uname -r, from the agent */
-	char accel_why[128];		/* why kvm or tcg was chosen */
+	struct latch_vm_observed obs; /* read back after the agent answered */
+	char release[64]; /* guest uname -r, from the agent */
+	char accel_why[128]; /* why kvm or tcg was chosen */
 	bool image_built;
-	int boot_timeout_ms;		/* the timeout applied */
-	int64_t ms_enforced;		/* from the start of up to enforcement verified */
-	int64_t ms_domain;		/* ... to the domain started */
-	int64_t ms_agent;		/* ... to the agent answering */
-	bool restored;			/* the host copy of the guest state was put back */
+	int boot_timeout_ms; /* the timeout applied */
+	int64_t ms_enforced; /* from the start of up to enforcement verified */
+	int64_t ms_domain; /* ... to the domain started */
+	int64_t ms_agent; /* ... to the agent answering */
+	bool restored; /* the host copy of the guest state was put back */
 	uint64_t restored_bytes;
 	char restore_note[LATCH_ERR_MAX]; /* why it was not, when there was one to restore */
 	/* on a failed boot */
-	bool kept;			/* keep_on_failure: the guest was left for inspection */
-	char console_log[PATH_MAX];	/* the serial console's log file */
-	char console_tail[2048];	/* its last lines, non-printable bytes escaped */
+	bool kept; /* keep_on_failure: the guest was left for inspection */
+	char console_log[PATH_MAX]; /* the serial console's log file */
+	char console_tail[2048]; /* its last lines, non-printable bytes escaped */
 };
 
 struct latch_vm_down_result {
-	bool forced;			/* destroyed after the shutdown timeout */
-	bool backed_up;			/* the guest state was copied to the host first */
+	bool forced; /* destroyed after the shutdown timeout */
+	bool backed_up; /* the guest state was copied to the host first */
 	uint64_t backup_bytes;
 	uint32_t backup_files;
 	char backup_note[LATCH_ERR_MAX]; /* why it was not */
 };
 
 struct latch_vm_destroy_result {
-	bool backup_kept;		/* the guest-state backup stays (no purge) */
-	char backup_dir[PATH_MAX];	/* where it is */
+	bool backup_kept; /* the guest-state backup stays (no purge) */
+	char backup_dir[PATH_MAX]; /* where it is */
 };
 
 /*
@@ -149,8 +149,8 @@ struct latch_vm_destroy_result {
  * verified in the kernel.  A sandbox that is down is started again behind
  * the same enforcement.
  */
-int latch_vm_up(const struct latch_vm_up_opts *o, struct latch_vm_up_result *res, enum latch_vm_fail *fail,
-		char *err, size_t errlen);
+int latch_vm_up(const struct latch_vm_up_opts *o, struct latch_vm_up_result *res, enum latch_vm_fail *fail, char *err,
+		size_t errlen);
 /*
  * Back the guest state up (a failure is reported in dr, not fatal), shut the
  * guest down (bounded), then destroy it; tap, pins and state stay.
@@ -175,16 +175,16 @@ bool latch_vm_running(const char *name);
 /* ---- commands in the guest ---- */
 
 struct latch_vm_exec_opts {
-	uint32_t timeout_ms;   /* 0: none; the guest kills the command at this */
+	uint32_t timeout_ms; /* 0: none; the guest kills the command at this */
 	uint32_t output_limit; /* stdout+stderr bytes relayed; 0: the agent's cap */
 };
 
 struct latch_vm_exec_result {
-	int status;		/* as a shell reports it: the exit code, or 128 + signal */
+	int status; /* as a shell reports it: the exit code, or 128 + signal */
 	bool signaled;
-	bool truncated;		/* output was dropped (the limit, in the guest or here) */
-	bool timed_out;		/* the guest killed it at timeout_ms */
-	uint32_t duration_ms;	/* as the guest measured it */
+	bool truncated; /* output was dropped (the limit, in the guest or here) */
+	bool timed_out; /* the guest killed it at timeout_ms */
+	uint32_t duration_ms; /* as the guest measured it */
 };
 
 /*
@@ -219,9 +219,9 @@ int latch_vm_restore(const char *name, const char *src_dir, uint64_t *bytes, cha
 /* ---- throwaway clones: `latch task` ---- */
 
 struct latch_vm_task_opts {
-	const char *source;		/* the sandbox whose image and state the clone gets */
-	const char *const *argv;	/* the command, NULL-terminated */
-	uint32_t timeout_ms;		/* the command's; 0: none */
+	const char *source; /* the sandbox whose image and state the clone gets */
+	const char *const *argv; /* the command, NULL-terminated */
+	uint32_t timeout_ms; /* the command's; 0: none */
 	/* set by the caller's signal handler: stop, remove the clone, return -EINTR */
 	volatile sig_atomic_t *stop;
 	void (*step)(const char *line, void *arg); /* as latch_vm_up_opts.step */
@@ -230,9 +230,9 @@ struct latch_vm_task_opts {
 
 struct latch_vm_task_result {
 	char clone[LATCH_NAME_MAX + 1];
-	bool stale_state;		/* the source's guest did not answer: its last backup was used */
+	bool stale_state; /* the source's guest did not answer: its last backup was used */
 	char state_note[LATCH_ERR_MAX];
-	bool removed;			/* the clone is gone again */
+	bool removed; /* the clone is gone again */
 	struct latch_vm_exec_result run;
 };
 
@@ -250,9 +250,9 @@ int latch_vm_task(const struct latch_vm_task_opts *o, struct latch_vm_task_resul
 /* ---- the boundary at boot ---- */
 
 struct latch_boot_result {
-	bool tap_created;	/* the tap was missing and was made again */
-	bool from_pins;		/* re-attached from the pins (else: fresh, empty policy) */
-	bool enforced;		/* observed in the kernel afterwards */
+	bool tap_created; /* the tap was missing and was made again */
+	bool from_pins; /* re-attached from the pins (else: fresh, empty policy) */
+	bool enforced; /* observed in the kernel afterwards */
 	bool routed;
 	char note[LATCH_ERR_MAX]; /* what went wrong */
 };
@@ -265,8 +265,7 @@ struct latch_boot_result {
  * to libvirt: it runs before libvirtd.  fn gets each result; the return is
  * the number of sandboxes not enforced, or -errno.
  */
-int latch_vm_boot_apply(void (*fn)(const char *name, int ret, const struct latch_boot_result *r, void *arg),
-			void *arg);
+int latch_vm_boot_apply(void (*fn)(const char *name, int ret, const struct latch_boot_result *r, void *arg), void *arg);
 /*
  * `boot install`: write, under $LATCH_ROOT (default /), the unit that runs
  * `latch boot apply` before libvirtd (DefaultDependencies=no), latchd's
@@ -310,23 +309,23 @@ int latch_vm_image_build(const char *image, bool force, char *dir, size_t dirlen
 #define LATCH_VM_CAPS_SLOW_MS 2000
 
 struct latch_vm_libvirt_probe {
-	unsigned long version;	/* libvirt's, e.g. 9000000 */
+	unsigned long version; /* libvirt's, e.g. 9000000 */
 	int64_t connect_ms;
-	int64_t caps_ms;	/* the faster of up to two capabilities calls */
-	int64_t caps_first_ms;	/* the first (a re-probe after a fix is slow once) */
+	int64_t caps_ms; /* the faster of up to two capabilities calls */
+	int64_t caps_first_ms; /* the first (a re-probe after a fix is slow once) */
 };
 /* Connect read-only and time capabilities calls.  0, or -errno with a line in err (libvirt missing, down). */
 int latch_vm_libvirt_probe(struct latch_vm_libvirt_probe *p, char *err, size_t errlen);
 
 struct latch_vm_kvm {
-	bool present;			/* /dev/kvm exists */
-	bool cpu_virt;			/* vmx or svm among the CPU flags */
-	bool usable;			/* latch would start guests under KVM */
-	char mode[80];			/* /dev/kvm's, e.g. "0660 root:kvm" */
-	char qemu_user[64];		/* libvirt's qemu user (qemu.conf `user`, else libvirt-qemu) */
-	bool qemu_user_known;		/* that user exists */
-	bool qemu_user_opens;		/* opened /dev/kvm read-write as that user, its groups */
-	char why[256];			/* what was found, one line */
+	bool present; /* /dev/kvm exists */
+	bool cpu_virt; /* vmx or svm among the CPU flags */
+	bool usable; /* latch would start guests under KVM */
+	char mode[80]; /* /dev/kvm's, e.g. "0660 root:kvm" */
+	char qemu_user[64]; /* libvirt's qemu user (qemu.conf `user`, else libvirt-qemu) */
+	bool qemu_user_known; /* that user exists */
+	bool qemu_user_opens; /* opened /dev/kvm read-write as that user, its groups */
+	char why[256]; /* what was found, one line */
 };
 /* Probe /dev/kvm: its mode, the CPU flags, and an open as libvirt's qemu user in a child. */
 int latch_vm_kvm_probe(struct latch_vm_kvm *k);
