@@ -641,11 +641,12 @@ row() { printf "$FMT" "$@"; }
 		sw() { printf '%s %s' "$(calc %.0f "$(med switch "$1" "$2" "$sn") / 1000")" "$(rng switch "$1" "$2" "$sn" %.0f 1000)"; }
 		row "profile switch $(thou "$sn") -> $(thou "$sn"), ms" "$(thou "$sn")" "-" "$(sw cli latch) (CLI)" \
 			"$(sw nft_f nft) (nft -f)" "(information)" ""
-		for op in parse walk switch gc; do
+		for op in parse walk compose switch gc; do
 			have switch "$op" latch || continue
 			case $op in
 			parse) label="  latchd: load the profile" ;;
 			walk) label="  latchd: walk the live policy (carry)" ;;
+			compose) label="  latchd: compose the union (fold)" ;;
 			switch) label="  latchd: latch_policy_switch (kernel)" ;;
 			gc) label="  latchd: delete the old generation" ;;
 			esac

@@ -55,6 +55,10 @@ static const struct latch_cmd cmds[] = {
 	  "install the boot unit and libvirt hook; re-create every sandbox's tap and enforcement (at boot)" },
 	{ "image", cmd_image, "image build [--image default|debian] [--force]",
 	  "build a guest image into the image cache; a current image is kept unless --force" },
+	{ "kits", cmd_kits, "kits",
+	  "the kits: built-ins and /etc/latch/kits, the network each adds and where its keys are" },
+	{ "kit", cmd_kit, "kit check FILE",
+	  "check a kit file as latch up would load it, and say what it would give a sandbox; starts nothing" },
 	{ "doctor", cmd_doctor, "doctor", "check this host, with a fix for each failure" },
 	{ "audit", cmd_audit, "audit [NAME] [--since 15m|2h|@EPOCH|2026-11-30[T12:00]] [--kind K]\n"
 			      "       audit verify",
