@@ -64,7 +64,7 @@ PKGS_loader := libbpf libelf zlib libnl-3.0 libnl-route-3.0
 PKGS_audit := sqlite3 libcrypto jansson
 # kit/: libcyaml for the schema, libyaml (which it is built on) for env and the unknown-field warning
 PKGS_kit := libcyaml yaml-0.1
-PKGS_vm := libnl-3.0 libnl-route-3.0 libnftables libarchive jansson
+PKGS_vm := libnl-3.0 libnl-route-3.0 libnftables libarchive jansson libseccomp libcap
 PKGS_room := libseccomp libcap jansson
 PKGS_broker := jansson
 PKGS_daemon := ldns libevent libevent_openssl openssl jansson

@@ -443,7 +443,9 @@ vm_part() {
 		> "$VM_ROOT/root/etc/latch/latch.conf"
 	for r in $(seq "${BENCH_VM_REPS:-3}"); do
 		log "vm rep $r: latch up"
-		j=$(LATCH_ROOT=$VM_ROOT/root "$LATCH" --json up lbn-vm 2>&1) || { log "latch up failed: $j"; VM_NOTE="vm: latch up failed"; break; }
+		# up prints its steps on stderr; stdout is the JSON
+		j=$(LATCH_ROOT=$VM_ROOT/root "$LATCH" --json up lbn-vm 2>"$VM_ROOT/up.err") ||
+			{ log "latch up failed: $j $(tail -n 3 "$VM_ROOT/up.err")"; VM_NOTE="vm: latch up failed"; break; }
 		rec vm enforced "$(jq -r .accelerator <<<"$j")" 0 "$r" "$(jq -r .ms_to_enforced <<<"$j")"
 		rec vm domain "$(jq -r .accelerator <<<"$j")" 0 "$r" "$(jq -r .ms_to_domain_started <<<"$j")"
 		rec vm agent "$(jq -r .accelerator <<<"$j")" 0 "$r" "$(jq -r .ms_to_agent <<<"$j")"

@@ -32,18 +32,23 @@ static const struct latch_cmd cmds[] = {
 	  "change or show what a sandbox may reach; ENTRY is ADDR|CIDR[:PORTS][/tcp|udp|icmp]; "
 	  "profile lists the profiles (* active) or switches to one (through latchd)" },
 	{ "status", cmd_status, "status [NAME]", "what the kernel enforces now, read back from it" },
-	{ "up", cmd_up, "up NAME [--profile P] [--image I] [--memory MiB] [--cpus N] [--workspace DIR] [--timeout S]",
-	  "start a VM sandbox: tap, enforcement verified, routing, then the guest; prints the observed posture" },
-	{ "down", cmd_down, "down NAME [--timeout S]", "stop a VM sandbox's guest; its tap, enforcement and state stay" },
-	{ "destroy", cmd_destroy, "destroy NAME",
-	  "remove a VM sandbox: domain, tap, routing, masquerade, pins and state" },
+	{ "up", cmd_up,
+	  "up NAME [--profile P] [--image I] [--memory MiB] [--cpus N] [--workspace DIR] [--timeout DUR]\n"
+	  "          [--keep-on-failure]",
+	  "start a VM sandbox: tap, enforcement verified, routing, then the guest; prints each step on stderr and "
+	  "the observed posture; DUR (60, 90s, 5m) runs from the domain start to the agent's answer (default 60s "
+	  "on KVM, 180s on TCG); --keep-on-failure leaves a guest that did not boot for inspection, still filtered" },
+	{ "down", cmd_down, "down NAME [--timeout DUR]", "stop a VM sandbox's guest; its tap, enforcement and state stay" },
+	{ "destroy", cmd_destroy, "destroy NAME [--purge]",
+	  "remove a VM sandbox: domain, tap, routing, masquerade, pins and state; its guest-state backup stays "
+	  "(and goes back into the next guest of that name) unless --purge" },
 	{ "ls", cmd_ls, "ls", "VM sandboxes with their domain state and observed posture" },
-	{ "exec", cmd_exec, "exec NAME [--timeout S] -- CMD...",
+	{ "exec", cmd_exec, "exec NAME [--timeout DUR] -- CMD...",
 	  "run a command in a VM sandbox's guest; relays its output and exits with its status" },
 	{ "backup", cmd_backup, "backup NAME",
 	  "copy the guest's state directory (/var/lib/agent-state) to the host; `down` does it first" },
 	{ "restore", cmd_restore, "restore NAME", "copy the host's backup of the guest state back into the guest" },
-	{ "task", cmd_task, "task NAME [--timeout S] -- CMD...",
+	{ "task", cmd_task, "task NAME [--timeout DUR] -- CMD...",
 	  "run a command in a sealed throwaway clone of NAME (its state, nothing but host services); "
 	  "the clone is destroyed at the end, also on Ctrl-C or SIGTERM" },
 	{ "boot", cmd_boot, "boot install | boot apply",
