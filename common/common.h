@@ -171,6 +171,11 @@ int latch_parse_uint(const char *s, uint32_t min, uint32_t max, uint32_t *out);
  * million tokens), so no float ever holds an amount.  0, -EINVAL or -ERANGE.
  */
 int latch_parse_micros(const char *s, int64_t max, int64_t *out);
+/*
+ * A duration as the command line writes it: 60 (seconds), 90s, 5m or 2h,
+ * from min_s to max_s seconds, into milliseconds.  0, -EINVAL or -ERANGE.
+ */
+int latch_parse_duration(const char *s, uint32_t min_s, uint32_t max_s, uint32_t *ms);
 /* A sandbox name: 1-LATCH_NAME_MAX characters of a-z, 0-9 and '-'. */
 int latch_parse_name(const char *s, char *err, size_t errlen);
 /*

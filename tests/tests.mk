@@ -7,7 +7,7 @@
 
 UNIT_SRCS := $(wildcard tests/test_*.c)
 
-UNIT_USES := budget profile audit config loader common
+UNIT_USES := budget vm profile kit audit config loader common
 
 UNIT_OBJS := $(call objs_of,$(UNIT_SRCS))
 ALL_OBJS += $(UNIT_OBJS)
