@@ -53,6 +53,7 @@ int cmd_restore(int argc, char **argv);
 int cmd_task(int argc, char **argv);
 int cmd_boot(int argc, char **argv);
 int cmd_audit(int argc, char **argv);
+int cmd_usage(int argc, char **argv);
 int cmd_kits(int argc, char **argv);
 int cmd_kit(int argc, char **argv);
 /*

@@ -71,6 +71,9 @@ static const struct latch_cmd cmds[] = {
 	{ "audit", cmd_audit, "audit [NAME] [--since 15m|2h|@EPOCH|2026-11-30[T12:00]] [--kind K]\n"
 			      "       audit verify",
 	  "the audit log, oldest first; verify walks its hash chain and names the first broken entry" },
+	{ "usage", cmd_usage, "usage [NAME] [--prices]",
+	  "where each spend cap stands (per sandbox and provider, and host-wide): used, reserved, left, next "
+	  "free; --prices lists the price table" },
 };
 
 #define NCMDS (sizeof(cmds) / sizeof(cmds[0]))
