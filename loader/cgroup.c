@@ -76,7 +76,7 @@ int cg_map(struct latch_cg_set *set, enum cg_map m)
 	return set->map_fd[m];
 }
 
-static int set_prog(struct latch_cg_set *set, int i)
+int cg_prog(struct latch_cg_set *set, int i)
 {
 	char path[PATH_MAX];
 
@@ -318,7 +318,7 @@ struct latch_cg_set *latch_cg_open(char *err, size_t errlen)
 		goto fail;
 	}
 	for (int i = 0; i < LATCH_CG_HOOK_COUNT; i++) {
-		if (set_prog(set, i) >= 0 || i >= LATCH_CG_CONNECT_UNIX)
+		if (cg_prog(set, i) >= 0 || i >= LATCH_CG_CONNECT_UNIX)
 			continue;
 		latch_errf(err, errlen, -1, "the pinned room program %s/%s is missing: %s", set->dir, prog_pin_names[i],
 			   strerror(errno));
@@ -408,7 +408,7 @@ uint32_t cg_map_id(int fd)
 	return fd >= 0 && !bpf_obj_get_info_by_fd(fd, &info, &len) ? info.id : 0;
 }
 
-static uint32_t prog_id_of(int fd)
+uint32_t cg_prog_id(int fd)
 {
 	struct bpf_prog_info info = { 0 };
 	__u32 len = sizeof(info);
@@ -421,7 +421,7 @@ static void hook_posture(const struct latch_cg_room *room, int i, struct latch_c
 {
 	__u32 ids[64], cnt = 64, flags = 0;
 
-	h->pinned_id = prog_id_of(room->set->prog_fd[i]);
+	h->pinned_id = cg_prog_id(room->set->prog_fd[i]);
 	if (!bpf_prog_query(room->cgroup_fd, hook_attach[i], 0, &flags, ids, &cnt) && cnt > 0) {
 		h->attached_id = ids[0];
 		h->attach_flags = flags;
@@ -496,7 +496,7 @@ int latch_cg_room_posture(const struct latch_cg_room *room, struct latch_cg_post
 
 int latch_cg_gate_attach(struct latch_cg_set *set, int cgroup_fd, char *err, size_t errlen)
 {
-	if (set_prog(set, CG_GATE) < 0)
+	if (cg_prog(set, CG_GATE) < 0)
 		return latch_errf(err, errlen, -1, "the room gate program is not pinned in %s", set->dir);
 	if (bpf_prog_attach(set->prog_fd[CG_GATE], cgroup_fd, BPF_CGROUP_INET_INGRESS, BPF_F_ALLOW_MULTI))
 		return latch_errf(err, errlen, -1, "cannot attach the room gate: %s", strerror(errno));
@@ -505,7 +505,7 @@ int latch_cg_gate_attach(struct latch_cg_set *set, int cgroup_fd, char *err, siz
 
 int latch_cg_gate_detach(struct latch_cg_set *set, int cgroup_fd)
 {
-	if (set_prog(set, CG_GATE) < 0)
+	if (cg_prog(set, CG_GATE) < 0)
 		return -ENOENT;
 	return bpf_prog_detach2(set->prog_fd[CG_GATE], cgroup_fd, BPF_CGROUP_INET_INGRESS) ? -errno : 0;
 }
