@@ -122,7 +122,8 @@ int latch_cg_latchd_observe(struct latch_cg_latchd *out, char *err, size_t errle
 	room.id = st.st_ino;
 	snprintf(room.name, sizeof(room.name), "%s", LATCH_CG_LATCHD);
 	if (cg_map(set, CG_SLOTS) >= 0 && !bpf_map_lookup_elem(set->map_fd[CG_SLOTS], &room.id, &slot) &&
-	    !bpf_map_lookup_elem(set->map_fd[CG_OWNERS], &slot, &owner) && owner.cgroup_id == room.id) {
+	    cg_map(set, CG_OWNERS) >= 0 && !bpf_map_lookup_elem(set->map_fd[CG_OWNERS], &slot, &owner) &&
+	    owner.cgroup_id == room.id) {
 		char dir[PATH_MAX + 32];
 
 		room.slot = slot;

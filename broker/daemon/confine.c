@@ -48,7 +48,7 @@ struct confine {
 
 static struct latch_sandbox *confine_sb(struct latchd *ld)
 {
-	return ld->confine ? latch_cg_room_sandbox(ld->confine->room) : NULL;
+	return ld->confine && ld->confine->room ? latch_cg_room_sandbox(ld->confine->room) : NULL;
 }
 
 /* The DNS upstreams as latchd's permanent policy (at start and at every reload). */
@@ -129,8 +129,12 @@ int confine_resolver(struct latchd *ld, char *err, size_t errlen)
 {
 	struct latch_resolver_opts o = { .port = 53, .n_listen = 1 };
 
-	if (!ld->confine)
-		return 0;
+	if (!ld->confine) { /* --unconfined: the lookups all the same, with nothing to install them in */
+		ld->confine = calloc(1, sizeof(*ld->confine));
+		if (!ld->confine)
+			return latch_errf(err, errlen, -ENOMEM, "out of memory");
+		ld->confine->cgroup_fd = -1;
+	}
 	o.listen[0].family = AF_INET;
 	o.listen[0].v4.s_addr = htonl(LATCH_ROOM_SERVICE_NET);
 	o.n_upstream = ld->n_upstream;
@@ -178,20 +182,21 @@ static void confine_install(struct confine_lookup *lk, const struct latch_addr *
 	uint64_t expires = latch_now_boot_ns() + (uint64_t)ttl * NS_PER_S;
 	char err[LATCH_ERR_MAX], a[INET6_ADDRSTRLEN], code[AUDIT_TOKEN_MAX];
 
-	for (int i = 0; sb && i < n; i++) {
+	for (int i = 0; i < n; i++) {
 		const char *why = explicit ? NULL : confine_refused(&addrs[i]);
 		struct latch_entry e;
 
 		latch_addr_format(&addrs[i], a, sizeof(a));
 		if (why) {
+			/* unconfined, nothing refuses it: the entry says so */
 			snprintf(code, sizeof(code), "latchd.confine.%s", why);
-			latchd_audit(lk->ld, lk->who, "confine", "deny", code,
+			latchd_audit(lk->ld, lk->who, "confine", sb ? "deny" : "unconfined", code,
 				     json_pack("{s:s, s:s, s:i}", "name", lk->name, "address", a, "port",
 					       lk->ports.n_ports ? lk->ports.ports[0].lo : 0));
 			continue;
 		}
 		latch_profile_address_entry(&addrs[i], &lk->ports, &e);
-		if (latch_policy_learn_needed(sb, &e, expires, LATCH_ORIGIN_LEARNED) > 0 &&
+		if (sb && latch_policy_learn_needed(sb, &e, expires, LATCH_ORIGIN_LEARNED) > 0 &&
 		    latch_policy_learn(sb, &e, expires, LATCH_ORIGIN_LEARNED, err, sizeof(err)))
 			latchd_log("confine: %s (%s): %s", lk->name, a, err);
 	}

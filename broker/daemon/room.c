@@ -91,8 +91,9 @@ static bool extra_match(const struct room_svc *r, const char *name, struct latch
 static bool room_name_allowed(void *arg, const char *name)
 {
 	struct room_svc *r = arg;
+	struct latch_entry ports;
 
-	return r->prof.open || latch_profile_match(&r->prof, name, NULL) || extra_match(r, name, NULL);
+	return r->prof.open || latch_profile_match(&r->prof, name, &ports) || extra_match(r, name, NULL);
 }
 
 static const char *room_addr_refused(void *arg, const struct latch_addr *a)
@@ -178,12 +179,18 @@ static void room_broker_audit(void *arg, const struct latch_http_event *ev)
 	struct room_svc *r = arg;
 	char peer[INET6_ADDRSTRLEN] = "";
 
+	char reason[AUDIT_TOKEN_MAX];
+
 	if (!latchd_audit_wanted(r->ld, r->name, ev->kind))
 		return;
 	if (ev->peer)
 		latch_addr_format(ev->peer, peer, sizeof(peer));
-	latchd_audit(r->ld, r->name, ev->kind, ev->reason ? "deny" : "allow",
-		     ev->reason ? ev->reason : "latchd.broker.forward",
+	/* the engine's reasons as audit tokens: latchd.broker.REASON, lower-case, '-' for anything else */
+	snprintf(reason, sizeof(reason), "latchd.broker.%s", ev->reason ? ev->reason : "forward");
+	for (char *p = reason; *p; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '.' || *p == '_' || *p == ':'))
+			*p = (*p >= 'A' && *p <= 'Z') ? *p - 'A' + 'a' : '-';
+	latchd_audit(r->ld, r->name, ev->kind, ev->reason ? "deny" : "allow", reason,
 		     json_pack("{s:s?, s:s?, s:s?, s:i, s:s?, s:s?, s:i, s:s?, s:I, s:I, s:s}", "route", ev->route, "upstream",
 			       ev->upstream, "host", ev->host, "port", ev->port, "method", ev->method, "path", ev->path,
 			       "status", ev->status, "end", ev->end, "bytes_in", (json_int_t)ev->bytes_in, "bytes_out",
@@ -201,8 +208,13 @@ static int room_routes(struct room_svc *r, char *err, size_t errlen)
 					       .n_methods = c->n_methods, .n_paths = c->n_paths };
 		int rc;
 
+		/* a kit without methods allows every one but TRACE and CONNECT */
+		static const char *const every[] = { "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS" };
+
 		for (int k = 0; k < c->n_methods; k++)
 			rt.methods[k] = c->methods[k];
+		for (size_t k = 0; !c->n_methods && k < sizeof(every) / sizeof(every[0]); k++)
+			rt.methods[rt.n_methods++] = every[k];
 		for (int k = 0; k < c->n_paths; k++)
 			rt.paths[k] = c->paths[k];
 		for (int k = -1; k < c->n_alts && rt.n_upstreams < LATCH_HTTP_UPSTREAMS_MAX; k++) {
