@@ -32,6 +32,8 @@ struct latchd_conn;
 struct latchd_conn *latchd_connect(char *err, size_t errlen);
 int latchd_conn_call(struct latchd_conn *c, json_t *req, json_t **reply, int timeout_ms, char *err, size_t errlen);
 void latchd_conn_close(struct latchd_conn *c);
+/* Send REQ and wait for nothing (a request that asks for no reply). */
+int latchd_conn_send(struct latchd_conn *c, json_t *req, char *err, size_t errlen);
 
 /* {"op":"ping"}: latchd's reply (pid, sandboxes), or NULL when it does not answer. */
 json_t *latchd_ping(int timeout_ms);

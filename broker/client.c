@@ -148,6 +148,28 @@ int latchd_conn_call(struct latchd_conn *c, json_t *req, json_t **reply, int tim
 	return rc;
 }
 
+int latchd_conn_send(struct latchd_conn *c, json_t *req, char *err, size_t errlen)
+{
+	char *text = json_dumps(req, JSON_COMPACT);
+	size_t n = text ? strlen(text) : 0;
+	int rc = 0;
+
+	if (!text)
+		return latch_errf(err, errlen, -ENOMEM, "out of memory");
+	text[n] = 0;
+	for (size_t off = 0; off <= n;) { /* the text, then its newline */
+		ssize_t w = off < n ? send(c->fd, text + off, n - off, MSG_NOSIGNAL) : send(c->fd, "\n", 1, MSG_NOSIGNAL);
+
+		if (w < 0) {
+			rc = latch_errf(err, errlen, -errno, "latchd: send: %s", strerror(errno));
+			break;
+		}
+		off += w;
+	}
+	free(text);
+	return rc;
+}
+
 int latchd_call(json_t *req, json_t **reply, int timeout_ms, char *err, size_t errlen)
 {
 	struct latchd_conn *c = latchd_connect(err, errlen);

@@ -275,27 +275,27 @@ static json_t *audit_fields(const struct latch_room_opts *o, const char *kit, co
 
 /*
  * Every run is audited: through latchd when it runs (it holds the log), by
- * latch itself otherwise.  room_done also ends the services latchd gave the room.
+ * latch itself otherwise.  room_done also ends the services latchd gave the
+ * room.  latch hands the record over and does not wait for latchd's write
+ * (a durable write is an fsync, tens of milliseconds on some disks: a
+ * tool call's whole run); latchd reads it before it sees the connection go.
  */
 static void services_done(struct run_latchd *ld, const char *room, json_t *fields)
 {
 	char err[LATCH_ERR_MAX];
-	json_t *req, *rep = NULL;
+	json_t *req;
 	bool own = ld->conn != NULL;
 
 	if (!ld->conn)
 		ld->conn = latchd_connect(err, sizeof(err));
 	if (ld->conn) {
-		req = json_pack("{s:s, s:s, s:O}", "op", "room_done", "room", room, "result", fields);
-		if (!latchd_conn_call(ld->conn, req, &rep, 5000, err, sizeof(err)) &&
-		    json_is_true(json_object_get(rep, "ok"))) {
+		req = json_pack("{s:s, s:s, s:O, s:b}", "op", "room_done", "room", room, "result", fields, "noreply", 1);
+		if (!latchd_conn_send(ld->conn, req, err, sizeof(err))) {
 			json_decref(req);
-			json_decref(rep);
 			json_decref(fields);
 			return;
 		}
 		json_decref(req);
-		json_decref(rep);
 		if (own)
 			fprintf(stderr, "latch: warning: latchd did not take the room's end (%s)\n", err);
 	}

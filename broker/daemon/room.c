@@ -551,7 +551,8 @@ static void op_room_done(struct client *c, json_t *req)
 		room_unlink(r);
 		room_free(r);
 	}
-	control_reply(c, json_pack("{s:b}", "ok", 1));
+	if (!json_is_true(json_object_get(req, "noreply")))
+		control_reply(c, json_pack("{s:b}", "ok", 1));
 }
 
 void room_op(struct client *c, const char *op, json_t *req)
