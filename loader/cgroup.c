@@ -374,9 +374,13 @@ int latch_cg_room_attach(struct latch_cg_room *room, char *err, size_t errlen)
 
 int latch_cg_keep_warm(struct latch_cg_set *set, int cgroup_fd, char *err, size_t errlen)
 {
-	for (int i = 0; i < LATCH_CG_HOOK_COUNT; i++) {
-		__u32 ids[1], cnt = 1;
+	__u32 ids[1], cnt = 1;
 
+	/* the last hook attached is there: so are the others (a room pays one query, not seven) */
+	if (!bpf_prog_query(cgroup_fd, hook_attach[LATCH_CG_SENDMSG6], 0, NULL, ids, &cnt) && cnt)
+		return 0;
+	for (int i = 0; i < LATCH_CG_HOOK_COUNT; i++) {
+		cnt = 1;
 		if (set->prog_fd[i] < 0 || (!bpf_prog_query(cgroup_fd, hook_attach[i], 0, NULL, ids, &cnt) && cnt))
 			continue;
 		if (bpf_prog_attach(set->prog_fd[i], cgroup_fd, hook_attach[i], BPF_F_ALLOW_MULTI) && errno != EEXIST)
