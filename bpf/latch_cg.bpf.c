@@ -318,31 +318,29 @@ static __always_inline int is_resolver(const struct latch_config *cfg, const str
 	       ((cfg->flags & LATCH_CFG_HAVE_RESOLVER6) && addr_is(d, 6, 0, cfg->resolver_ip6));
 }
 
-static __always_inline int is_host_service(const struct latch_config *cfg, const struct dest *d)
+/* Is PORT one of the config's host ports (TCP or UDP)? */
+static __always_inline int in_host_ports(const struct latch_config *cfg, const struct dest *d, __u16 port)
 {
 	if (d->l4 != LATCH_PROTO_TCP && d->l4 != LATCH_PROTO_UDP)
 		return 0;
 	for (int i = 0; i < LATCH_HOST_PORTS_MAX; i++) {
 		if (i >= cfg->n_host_ports)
 			break;
-		if (bpf_ntohs(cfg->host_ports[i]) == d->port)
+		if (bpf_ntohs(cfg->host_ports[i]) == port)
 			return 1;
 	}
 	return 0;
 }
 
+static __always_inline int is_host_service(const struct latch_config *cfg, const struct dest *d)
+{
+	return in_host_ports(cfg, d, d->port);
+}
+
 /* latchd's own cgroup: is this sent from one of its listeners' ports (an answer)? */
 static __always_inline int is_answer(const struct latch_config *cfg, const struct dest *d)
 {
-	if (!d->sport || (d->l4 != LATCH_PROTO_TCP && d->l4 != LATCH_PROTO_UDP))
-		return 0;
-	for (int i = 0; i < LATCH_HOST_PORTS_MAX; i++) {
-		if (i >= cfg->n_host_ports)
-			break;
-		if (bpf_ntohs(cfg->host_ports[i]) == d->sport)
-			return 1;
-	}
-	return 0;
+	return d->sport && in_host_ports(cfg, d, d->sport);
 }
 
 static __always_inline int is_dns(const struct dest *d)

@@ -171,8 +171,8 @@ out:
 /* ---- what an address is to this host ---- */
 
 struct route_answer {
-	int type;	/* RTN_* */
-	bool gateway;	/* the route has a next hop */
+	int type; /* RTN_* */
+	bool gateway; /* the route has a next hop */
 	bool seen;
 };
 
@@ -214,7 +214,7 @@ int latch_route_kind(const struct latch_addr *addr)
 	else if (!a.seen)
 		rc = -EIO;
 	else
-		rc = a.type == RTN_LOCAL ? LATCH_ROUTE_LOCAL :
+		rc = a.type == RTN_LOCAL   ? LATCH_ROUTE_LOCAL :
 		     a.type != RTN_UNICAST ? LATCH_ROUTE_NONE :
 		     a.gateway		   ? LATCH_ROUTE_GATEWAY :
 					     LATCH_ROUTE_ONLINK;

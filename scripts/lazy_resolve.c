@@ -33,7 +33,8 @@ void *latch_lazy_resolve(struct latch_lazy_lib *lib, long index)
 	for (int i = 0; i < lib->n; i++) {
 		fn = dlsym(handle, lib->names[i]);
 		if (!fn) {
-			fprintf(stderr, "latch: %s has no %s, which this command needs (a library of another version?)\n",
+			fprintf(stderr,
+				"latch: %s has no %s, which this command needs (a library of another version?)\n",
 				lib->soname, lib->names[i]);
 			_exit(1);
 		}

@@ -9,9 +9,9 @@
 #define LATCH_LAZY_RESOLVE_H
 
 struct latch_lazy_lib {
-	const char *soname;	  /* what dlopen() is given */
+	const char *soname; /* what dlopen() is given */
 	const char *const *names; /* the functions the binary calls, in table order */
-	void **tab;		  /* the stubs jump through it: resolver entries, then the functions */
+	void **tab; /* the stubs jump through it: resolver entries, then the functions */
 	int n;
 };
 

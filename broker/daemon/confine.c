@@ -43,7 +43,7 @@ struct confine {
 	struct latch_cg_room *room; /* latchd's slot */
 	int cgroup_fd;
 	struct latch_resolver *res; /* latchd's own lookups */
-	uint64_t dropped;	    /* the kernel's refusals already audited */
+	uint64_t dropped; /* the kernel's refusals already audited */
 };
 
 static struct latch_sandbox *confine_sb(struct latchd *ld)
@@ -84,8 +84,9 @@ int confine_start(struct latchd *ld, const uint16_t *ports, int n_ports, char *e
 	c->cgroup_fd = -1;
 	ld->confine = c;
 	if (latch_cg_dir(dir, sizeof(dir), "latchd"))
-		return latch_errf(err, errlen, -ENOENT, "no cgroup2 mount: latchd cannot confine itself "
-							"(mount cgroup2, or start latchd --unconfined)");
+		return latch_errf(err, errlen, -ENOENT,
+				  "no cgroup2 mount: latchd cannot confine itself "
+				  "(mount cgroup2, or start latchd --unconfined)");
 	if (latch_mkdirs(dir, 0755) || (c->cgroup_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
 		return latch_errf(err, errlen, -errno, "cannot make %s: %s", dir, strerror(errno));
 	c->set = latch_cg_open(err, errlen);
@@ -270,8 +271,8 @@ void confine_tick(struct latchd *ld)
 		}
 	if (total > ld->confine->dropped)
 		latchd_audit(ld, "latchd", "confine", "deny", "latchd.confine.kernel",
-			     json_pack("{s:I, s:I, s:o}", "refused", (json_int_t)(total - ld->confine->dropped), "total",
-				       (json_int_t)total, "reasons", reasons));
+			     json_pack("{s:I, s:I, s:o}", "refused", (json_int_t)(total - ld->confine->dropped),
+				       "total", (json_int_t)total, "reasons", reasons));
 	else
 		json_decref(reasons);
 	ld->confine->dropped = total;

@@ -166,6 +166,9 @@ struct latchd *client_latchd(const struct client *c);
 void latchd_audit(struct latchd *ld, const char *sandbox, const char *kind, const char *decision, const char *reason,
 		  json_t *fields);
 bool latchd_audit_wanted(struct latchd *ld, const char *sandbox, const char *kind);
+/* A query a resolver refused (its reason, as resolver.h names it), kind dns. */
+void latchd_audit_dns_refused(struct latchd *ld, const char *who, const char *qname, uint16_t qtype,
+			     const char *reason);
 json_t *latchd_addr_json(const struct latch_addr *a);
 void events_open(struct sandbox *s);
 void events_close(struct sandbox *s);

@@ -76,7 +76,7 @@ static bool extra_match(const struct room_svc *r, const char *name, struct latch
 		const struct latch_pentry *pe = &r->extra[i];
 		size_t dl = strlen(pe->name);
 
-		if (pe->kind == LATCH_PENTRY_HOST ? strcmp(pe->name, name) :
+		if (pe->kind == LATCH_PENTRY_HOST     ? strcmp(pe->name, name) :
 		    pe->kind == LATCH_PENTRY_WILDCARD ? !(nl > dl + 1 && name[nl - dl - 1] == '.' &&
 							  !strcmp(name + nl - dl, pe->name)) :
 							1)
@@ -131,12 +131,8 @@ static void room_answered(void *arg, const char *qname, const struct latch_addr 
 static void room_refused(void *arg, const char *qname, uint16_t qtype, const char *reason)
 {
 	struct room_svc *r = arg;
-	char code[AUDIT_TOKEN_MAX];
 
-	if (!latchd_audit_wanted(r->ld, r->name, "dns"))
-		return;
-	snprintf(code, sizeof(code), "latchd.dns.%s", reason);
-	latchd_audit(r->ld, r->name, "dns", "deny", code, json_pack("{s:s, s:i}", "name", qname, "qtype", qtype));
+	latchd_audit_dns_refused(r->ld, r->name, qname, qtype, reason);
 }
 
 /* ---- the broker ---- */
@@ -191,10 +187,10 @@ static void room_broker_audit(void *arg, const struct latch_http_event *ev)
 		if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '.' || *p == '_' || *p == ':'))
 			*p = (*p >= 'A' && *p <= 'Z') ? *p - 'A' + 'a' : '-';
 	latchd_audit(r->ld, r->name, ev->kind, ev->reason ? "deny" : "allow", reason,
-		     json_pack("{s:s?, s:s?, s:s?, s:i, s:s?, s:s?, s:i, s:s?, s:I, s:I, s:s}", "route", ev->route, "upstream",
-			       ev->upstream, "host", ev->host, "port", ev->port, "method", ev->method, "path", ev->path,
-			       "status", ev->status, "end", ev->end, "bytes_in", (json_int_t)ev->bytes_in, "bytes_out",
-			       (json_int_t)ev->bytes_out, "peer", peer));
+		     json_pack("{s:s?, s:s?, s:s?, s:i, s:s?, s:s?, s:i, s:s?, s:I, s:I, s:s}", "route", ev->route,
+			       "upstream", ev->upstream, "host", ev->host, "port", ev->port, "method", ev->method,
+			       "path", ev->path, "status", ev->status, "end", ev->end, "bytes_in",
+			       (json_int_t)ev->bytes_in, "bytes_out", (json_int_t)ev->bytes_out, "peer", peer));
 }
 
 /* The kit's credentials as the engine's routes, with the secrets latch run handed over. */
@@ -204,8 +200,10 @@ static int room_routes(struct room_svc *r, char *err, size_t errlen)
 
 	for (int i = 0; i < r->kit->n_creds; i++) {
 		const struct latch_kit_cred *c = &r->kit->creds[i];
-		struct latch_http_route rt = { .name = c->name, .placeholder = r->placeholders[i],
-					       .n_methods = c->n_methods, .n_paths = c->n_paths };
+		struct latch_http_route rt = { .name = c->name,
+					       .placeholder = r->placeholders[i],
+					       .n_methods = c->n_methods,
+					       .n_paths = c->n_paths };
 		int rc;
 
 		/* a kit without methods allows every one but TRACE and CONNECT */
@@ -223,7 +221,8 @@ static int room_routes(struct room_svc *r, char *err, size_t errlen)
 			char route[LATCH_KIT_ROUTE_MAX + 1];
 			size_t len = 0;
 
-			snprintf(route, sizeof(route), "%s%s%s", c->name, k < 0 ? "" : "/", k < 0 ? "" : c->alts[k].name);
+			snprintf(route, sizeof(route), "%s%s%s", c->name, k < 0 ? "" : "/",
+				 k < 0 ? "" : c->alts[k].name);
 			latch_kit_upstream_url(up, urls[rt.n_upstreams], sizeof(urls[0]));
 			*u = (struct latch_http_upstream){ .name = k < 0 ? "" : c->alts[k].name,
 							   .url = urls[rt.n_upstreams],
@@ -331,11 +330,10 @@ static int room_kit_load(struct room_svc *r, const char *kit, json_t *secrets, c
 	r->kit = latch_kit_load(kit, NULL, err, errlen);
 	if (!r->kit)
 		return -errno;
-	if (r->kit->egress_text && latch_profile_parse(r->kit->egress_text, r->kit->source, &r->extra, &r->n_extra,
-						       NULL, 0, err, errlen))
+	if (r->kit->egress_text &&
+	    latch_profile_parse(r->kit->egress_text, r->kit->source, &r->extra, &r->n_extra, NULL, 0, err, errlen))
 		return -EINVAL;
-	json_array_foreach(secrets, i, s)
-	{
+	json_array_foreach(secrets, i, s) {
 		const char *route = json_string_value(json_object_get(s, "route"));
 		const char *value = json_string_value(json_object_get(s, "value"));
 
@@ -412,9 +410,10 @@ static void op_room_open(struct client *c, json_t *req)
 	ld->rooms = r;
 	latchd_log("%s: serving on %s (profile %s%s%s)", r->name, a, r->prof.name, r->kit ? ", kit " : "",
 		   r->kit ? r->kit->name : "");
-	control_reply(c, json_pack("{s:b, s:s, s:s, s:i, s:i, s:o, s:i}", "ok", 1, "room", r->name, "address", a,
-				   "dns_port", 53, "broker_port", r->kit ? ROOM_BROKER_PORT : 0, "env", room_env_json(r),
-				   "mark", (int)latch_room_mark_of(LATCH_ROOM_SERVICE_NET | r->index)));
+	control_reply(c,
+		      json_pack("{s:b, s:s, s:s, s:i, s:i, s:o, s:i}", "ok", 1, "room", r->name, "address", a,
+				"dns_port", 53, "broker_port", r->kit ? ROOM_BROKER_PORT : 0, "env", room_env_json(r),
+				"mark", (int)latch_room_mark_of(LATCH_ROOM_SERVICE_NET | r->index)));
 	return;
 fail:
 	latchd_audit(ld, r->name, "room", "refuse", "latchd.room.open", json_pack("{s:s}", "error", err));
@@ -426,16 +425,22 @@ fail:
 static void room_commit(struct room_svc *r)
 {
 	struct latch_compose_host *hosts = calloc(r->n_hosts ? r->n_hosts : 1, sizeof(*hosts));
-	struct latch_compose_in in = { .profile = &r->prof, .extra = r->extra, .n_extra = r->n_extra,
-				       .hosts = hosts, .n_hosts = r->n_hosts, .now_ns = latch_now_boot_ns() };
+	struct latch_compose_in in = { .profile = &r->prof,
+				       .extra = r->extra,
+				       .n_extra = r->n_extra,
+				       .hosts = hosts,
+				       .n_hosts = r->n_hosts,
+				       .now_ns = latch_now_boot_ns() };
 	struct latch_compose_out out = { 0 };
 	char err[LATCH_ERR_MAX];
 	json_t *names = json_array();
 	int rc = hosts ? 0 : -ENOMEM;
 
 	for (int i = 0; hosts && i < r->n_hosts; i++) {
-		hosts[i] = (struct latch_compose_host){ .pe = r->hosts[i].pe, .addr = r->hosts[i].addr,
-							.n = r->hosts[i].n, .expires_ns = r->hosts[i].expires_ns };
+		hosts[i] = (struct latch_compose_host){ .pe = r->hosts[i].pe,
+							.addr = r->hosts[i].addr,
+							.n = r->hosts[i].n,
+							.expires_ns = r->hosts[i].expires_ns };
 		json_array_append_new(names, json_pack("{s:s, s:i}", "name", r->hosts[i].pe->name, "addresses",
 						       r->hosts[i].n));
 	}
@@ -449,9 +454,8 @@ static void room_commit(struct room_svc *r)
 	if (rc)
 		control_reply(r->ready_client, json_pack("{s:b, s:s}", "ok", 0, "error", err));
 	else
-		control_reply(r->ready_client,
-			      json_pack("{s:b, s:i, s:o, s:b}", "ok", 1, "entries", out.n, "hosts", names, "uncontained",
-					out.open));
+		control_reply(r->ready_client, json_pack("{s:b, s:i, s:o, s:b}", "ok", 1, "entries", out.n, "hosts",
+							 names, "uncontained", out.open));
 	if (rc)
 		json_decref(names);
 	r->ready_client = NULL;

@@ -70,12 +70,8 @@ static const char *addr_refused(void *arg, const struct latch_addr *a)
 static void refused(void *arg, const char *qname, uint16_t qtype, const char *reason)
 {
 	struct sandbox *s = arg;
-	char code[AUDIT_TOKEN_MAX];
 
-	if (!latchd_audit_wanted(s->ld, s->name, "dns"))
-		return;
-	snprintf(code, sizeof(code), "latchd.dns.%s", reason);
-	latchd_audit(s->ld, s->name, "dns", "deny", code, json_pack("{s:s, s:i}", "name", qname, "qtype", qtype));
+	latchd_audit_dns_refused(s->ld, s->name, qname, qtype, reason);
 }
 
 void sandbox_resolver_opts(struct sandbox *s, struct latch_resolver_opts *o)
