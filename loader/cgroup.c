@@ -500,8 +500,16 @@ int latch_cg_room_posture(const struct latch_cg_room *room, struct latch_cg_post
 
 int latch_cg_gate_attach(struct latch_cg_set *set, int cgroup_fd, char *err, size_t errlen)
 {
+	__u32 ids[16], cnt = 16, gate;
+
 	if (cg_prog(set, CG_GATE) < 0)
 		return latch_errf(err, errlen, -1, "the room gate program is not pinned in %s", set->dir);
+	/* there already (a latchd before this one put it there): one is enough */
+	gate = cg_prog_id(set->prog_fd[CG_GATE]);
+	if (!bpf_prog_query(cgroup_fd, BPF_CGROUP_INET_INGRESS, 0, NULL, ids, &cnt))
+		for (__u32 i = 0; i < cnt && i < 16; i++)
+			if (ids[i] == gate)
+				return 0;
 	if (bpf_prog_attach(set->prog_fd[CG_GATE], cgroup_fd, BPF_CGROUP_INET_INGRESS, BPF_F_ALLOW_MULTI))
 		return latch_errf(err, errlen, -1, "cannot attach the room gate: %s", strerror(errno));
 	return 0;

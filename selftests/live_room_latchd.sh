@@ -197,6 +197,12 @@ else fail "ssrf: the kernel's refusals are audited" "no entry"; fi
 ROOM_TEST_KEY=$SECRET room_json "$R" --kit good --workspace "$WS:rw" -- /workspace/call.sh API
 check_eq "control: the same confined latchd still reaches the allowed upstream (200)" "$(jget "$R" .output)" 200
 
+# A latchd killed with SIGKILL leaves its cgroup, programs and slot; the next one confines itself again.
+kill -KILL "$LATCHD_PID"
+wait "$LATCHD_PID" 2>/dev/null
+start_latchd || fail latchd "did not start again after SIGKILL: $(tail -2 "$T/latchd.log")"
+check_eq "restart: a latchd started after SIGKILL is confined again" "$(status_json | jq -r .latchd.confined)" true
+
 # The kernel is what stops it: unconfined, the same SSRF reaches the metadata listener.
 stop_latchd
 start_latchd --unconfined || { fail latchd "did not start unconfined"; lts_done; }

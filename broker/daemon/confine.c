@@ -95,8 +95,7 @@ int confine_start(struct latchd *ld, const uint16_t *ports, int n_ports, char *e
 	c->room = latch_cg_latchd_new(c->set, c->cgroup_fd, ports, n_ports, err, errlen);
 	if (!c->room || confine_upstreams(ld, err, errlen) || latch_cg_room_attach(c->room, err, errlen))
 		return -EINVAL;
-	/* a gate already there (a latchd before this one) stays: one is enough */
-	if (latch_cg_gate_attach(c->set, c->cgroup_fd, err, errlen) && errno != EEXIST)
+	if (latch_cg_gate_attach(c->set, c->cgroup_fd, err, errlen))
 		return -EINVAL;
 	/* in, before any socket: a socket keeps the cgroup it was made in for its packets */
 	snprintf(procs, sizeof(procs), "%s/cgroup.procs", dir);
