@@ -97,13 +97,15 @@ chown -R "$ROOM_UID:$ROOM_UID" "$WS"
 chmod 777 "$WS"
 
 start_latchd() {
+	local from
 	echo "--- start $*" >>"$T/latchd.log"
+	from=$(wc -l <"$T/latchd.log")
 	LATCH_ROOT=$ROOT LATCH_BPFFS=$LTS_BPFFS nsenter --net="/run/netns/$LTS_H" -- "$LATCHD_BIN" "$@" \
 		>>"$T/latchd.log" 2>&1 &
 	LATCHD_PID=$!
 	LTS_PIDS+=("$LATCHD_PID")
 	for _ in $(seq 50); do
-		grep -q "listening" "$T/latchd.log" && return 0
+		tail -n +"$from" "$T/latchd.log" | grep -q "listening" && return 0
 		sleep 0.1
 	done
 	return 1
