@@ -182,9 +182,12 @@ $(BUILD)/lib%.a:
 	$(Q)rm -f $@ # ar never drops a member: a stale object would linger
 	$(Q)$(AR) rcs $@ $^
 
-$(BUILD)/latch: $(call objs_of,$(SRCS_cli)) $(call archives_of,$(call closure,cli))
+# latch loads its heaviest libraries only when a command first calls them (scripts/lazy.mk)
+include scripts/lazy.mk
+$(BUILD)/latch: $(LATCH_OBJS) $(LATCH_ARCHIVES) $(LATCH_LAZY_OBJS)
 	$(call msg,LINK,$@)
-	$(Q)$(CC) $(CFLAGS) -o $@ $(call objs_of,$(SRCS_cli)) $(call link_with,cli)
+	$(Q)$(CC) $(CFLAGS) -o $@ $(LATCH_LINK)
+	$(call latch_lazy_check,$@)
 
 $(BUILD)/latchd: $(call objs_of,$(LATCHD_MAIN)) $(call archives_of,$(call closure,daemon))
 	$(call msg,LINK,$@)

@@ -35,8 +35,7 @@ static bool name_allowed(void *arg, const char *name)
 	return s->prof.open || latch_profile_match(&s->prof, name, &ports);
 }
 
-/* Does an explicit CIDR entry of the profile cover this address? */
-static bool cidr_covers(const struct latch_profile *p, const struct latch_addr *a)
+bool profile_cidr_covers(const struct latch_profile *p, const struct latch_addr *a)
 {
 	for (int i = 0; i < p->n; i++) {
 		const struct latch_pentry *pe = &p->entries[i];
@@ -63,7 +62,7 @@ static const char *addr_refused(void *arg, const struct latch_addr *a)
 	struct sandbox *s = arg;
 	const char *why = latch_addr_nonpublic(a);
 
-	if (why && s->have_profile && cidr_covers(&s->prof, a))
+	if (why && s->have_profile && profile_cidr_covers(&s->prof, a))
 		return NULL;
 	return why;
 }
@@ -71,12 +70,8 @@ static const char *addr_refused(void *arg, const struct latch_addr *a)
 static void refused(void *arg, const char *qname, uint16_t qtype, const char *reason)
 {
 	struct sandbox *s = arg;
-	char code[AUDIT_TOKEN_MAX];
 
-	if (!latchd_audit_wanted(s->ld, s->name, "dns"))
-		return;
-	snprintf(code, sizeof(code), "latchd.dns.%s", reason);
-	latchd_audit(s->ld, s->name, "dns", "deny", code, json_pack("{s:s, s:i}", "name", qname, "qtype", qtype));
+	latchd_audit_dns_refused(s->ld, s->name, qname, qtype, reason);
 }
 
 void sandbox_resolver_opts(struct sandbox *s, struct latch_resolver_opts *o)
