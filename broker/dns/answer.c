@@ -1,0 +1,341 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * answer.c - the answer filter: what an upstream said, reduced to the chain
+ * from the question and the addresses at its end; the policy's judgement of
+ * it; and the reply the client gets, built from scratch.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ldns/ldns.h>
+
+#include "broker/dns/dns.h"
+
+/* ------------------------------------------------------------ names */
+
+static bool host_char(unsigned char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+}
+
+/*
+ * A wire name as the policy sees it: lowercase labels joined by dots, no
+ * trailing dot.  Only a-z 0-9 - _ are accepted (the rules of
+ * latch_dns_name_normalize), so a label holding a '.' or a '\' can never
+ * spell a different name in text than on the wire.  Returns 0 or -EINVAL.
+ */
+int dns_name_text(const ldns_rdf *dname, char *out, size_t len)
+{
+	const uint8_t *p = ldns_rdf_data(dname);
+	size_t n = ldns_rdf_size(dname), i = 0, o = 0;
+
+	if (ldns_rdf_get_type(dname) != LDNS_RDF_TYPE_DNAME || n < 1)
+		return -EINVAL;
+	while (i < n && p[i]) {
+		size_t l = p[i++];
+
+		if (l > LABEL_MAX || i + l > n || o + l + 2 > len)
+			return -EINVAL;
+		if (o)
+			out[o++] = '.';
+		for (size_t k = 0; k < l; k++) {
+			unsigned char c = p[i + k];
+
+			if (c >= 'A' && c <= 'Z')
+				c += 'a' - 'A';
+			if (!host_char(c) || (c == '-' && (k == 0 || k == l - 1)))
+				return -EINVAL;
+			out[o++] = c;
+		}
+		i += l;
+	}
+	if (i != n - 1 || o == 0) /* exactly one root label at the end; the root itself is no host */
+		return -EINVAL;
+	out[o] = 0;
+	return 0;
+}
+
+/* ------------------------------------------------------------ answers */
+
+void dns_answer_clear(struct answer *a)
+{
+	for (int i = 0; i < a->n_chain; i++)
+		ldns_rdf_deep_free(a->chain[i]);
+	a->n_chain = 0;
+}
+
+int dns_answer_copy(struct answer *dst, const struct answer *src)
+{
+	*dst = *src;
+	for (int i = 0; i < src->n_chain; i++) {
+		dst->chain[i] = ldns_rdf_clone(src->chain[i]);
+		if (!dst->chain[i]) {
+			dst->n_chain = i;
+			dns_answer_clear(dst);
+			return -ENOMEM;
+		}
+	}
+	return 0;
+}
+
+static const ldns_rr *find_rr(const ldns_rr_list *l, const ldns_rdf *owner, ldns_rr_type type, size_t *from)
+{
+	for (size_t i = from ? *from : 0; i < ldns_rr_list_rr_count(l); i++) {
+		const ldns_rr *rr = ldns_rr_list_rr(l, i);
+
+		if (ldns_rr_get_type(rr) != type || ldns_rr_get_class(rr) != LDNS_RR_CLASS_IN ||
+		    ldns_dname_compare(ldns_rr_owner(rr), owner))
+			continue;
+		if (from)
+			*from = i + 1;
+		return rr;
+	}
+	return NULL;
+}
+
+/* The negative TTL of RFC 2308: the SOA's own TTL or its MINIMUM, whichever is smaller. */
+static uint32_t negative_ttl(const struct latch_resolver *r, const ldns_pkt *p)
+{
+	const ldns_rr_list *au = ldns_pkt_authority(p);
+	uint32_t ttl = NEG_TTL_DEFAULT;
+
+	for (size_t i = 0; i < ldns_rr_list_rr_count(au); i++) {
+		const ldns_rr *rr = ldns_rr_list_rr(au, i);
+		const ldns_rdf *min = ldns_rr_rdf(rr, 6);
+
+		if (ldns_rr_get_type(rr) != LDNS_RR_TYPE_SOA || !min || ldns_rdf_size(min) != 4)
+			continue;
+		ttl = ldns_rdf2native_int32(min);
+		if (ldns_rr_ttl(rr) < ttl)
+			ttl = ldns_rr_ttl(rr);
+		break;
+	}
+	return ttl > r->o.ttl_max ? r->o.ttl_max : ttl;
+}
+
+/*
+ * Follow the CNAME chain from qname through the answer section and collect
+ * the records of qtype at its end.  Records that are not on the chain are
+ * ignored: an upstream can't plant addresses for other names this way.
+ */
+int dns_answer_from_pkt(const struct latch_resolver *r, const ldns_pkt *p, const ldns_rdf *qname,
+			   uint16_t qtype, struct answer *a)
+{
+	const ldns_rr_list *an = ldns_pkt_answer(p);
+	const ldns_rdf *cur = qname;
+	uint32_t ttl = UINT32_MAX;
+	const ldns_rr *rr;
+
+	memset(a, 0, sizeof(*a));
+	a->rcode = ldns_pkt_get_rcode(p);
+	/* a CNAME query's answer is the first link; resolvers don't chase it */
+	while (!(qtype == LDNS_RR_TYPE_CNAME && a->n_chain == 1) && (rr = find_rr(an, cur, LDNS_RR_TYPE_CNAME, NULL))) {
+		const ldns_rdf *t = ldns_rr_rdf(rr, 0);
+
+		if (!t || ldns_rdf_get_type(t) != LDNS_RDF_TYPE_DNAME)
+			break;
+		if (a->n_chain == LATCH_RESOLVER_CNAME_MAX) {
+			a->chain_too_long = true; /* loops end here too */
+			break;
+		}
+		a->chain[a->n_chain] = ldns_rdf_clone(t);
+		if (!a->chain[a->n_chain]) {
+			dns_answer_clear(a);
+			return -ENOMEM;
+		}
+		ldns_dname2canonical(a->chain[a->n_chain]);
+		cur = a->chain[a->n_chain++];
+		if (ldns_rr_ttl(rr) < ttl)
+			ttl = ldns_rr_ttl(rr);
+	}
+	if (a->rcode == LDNS_RCODE_NOERROR && !a->chain_too_long &&
+	    (qtype == LDNS_RR_TYPE_A || qtype == LDNS_RR_TYPE_AAAA)) {
+		size_t from = 0;
+		int fam = qtype == LDNS_RR_TYPE_A ? AF_INET : AF_INET6;
+		size_t sz = fam == AF_INET ? 4 : 16;
+
+		while (a->n_addrs < LATCH_RESOLVER_ADDRS_MAX && (rr = find_rr(an, cur, qtype, &from))) {
+			const ldns_rdf *d = ldns_rr_rdf(rr, 0);
+			struct latch_addr *x = &a->addrs[a->n_addrs];
+
+			if (!d || ldns_rdf_size(d) != sz)
+				continue;
+			memset(x, 0, sizeof(*x));
+			x->family = fam;
+			memcpy(x->bytes, ldns_rdf_data(d), sz);
+			a->n_addrs++;
+			if (ldns_rr_ttl(rr) < ttl)
+				ttl = ldns_rr_ttl(rr);
+		}
+	}
+	if (a->rcode == LDNS_RCODE_NOERROR && (a->n_addrs || (qtype == LDNS_RR_TYPE_CNAME && a->n_chain)))
+		a->ttl = dns_clamp_ttl(r, ttl);
+	else
+		a->ttl = negative_ttl(r, p);
+	return 0;
+}
+
+/* NULL when the client may have this answer, else the reason it is refused. */
+static const char *answer_judge(const struct latch_resolver *r, const struct answer *a)
+{
+	char name[LATCH_RESOLVER_NAME_MAX];
+
+	if (a->chain_too_long)
+		return "cname-chain";
+	for (int i = 0; i < a->n_chain; i++)
+		if (dns_name_text(a->chain[i], name, sizeof(name)) || !r->o.policy.name_allowed(r->o.policy.arg, name))
+			return "cname-not-allowed";
+	/*
+	 * One refused address refuses the whole answer: handing back the rest
+	 * would still tell the guest the name is being rebound, and a partial
+	 * set is one more case to get wrong.
+	 */
+	for (int i = 0; i < a->n_addrs; i++)
+		if (r->o.policy.addr_refused(r->o.policy.arg, &a->addrs[i]))
+			return "rebinding";
+	return NULL;
+}
+
+/* ------------------------------------------------------------ replies to clients */
+
+/* A header-only reply, for queries ldns can't (or shouldn't) parse. */
+void dns_client_raw(struct latch_resolver *r, const struct client *c, const uint8_t *q, uint8_t rcode)
+{
+	uint8_t h[DNS_HDR] = { q[0], q[1], 0x80 | (q[2] & 0x79), 0x80 | rcode };
+
+	dns_client_send(r, c, h, sizeof(h));
+	r->st.failed++;
+}
+
+static ldns_rr *rr_new(const ldns_rdf *owner, ldns_rr_type type, uint32_t ttl, ldns_rdf *rd)
+{
+	ldns_rr *rr = ldns_rr_new();
+
+	if (!rr || !rd) {
+		ldns_rr_free(rr);
+		ldns_rdf_deep_free(rd);
+		return NULL;
+	}
+	ldns_rr_set_owner(rr, ldns_rdf_clone(owner));
+	ldns_rr_set_type(rr, type);
+	ldns_rr_set_class(rr, LDNS_RR_CLASS_IN);
+	ldns_rr_set_ttl(rr, ttl);
+	ldns_rr_push_rdf(rr, rd);
+	if (!ldns_rr_owner(rr)) {
+		ldns_rr_free(rr);
+		return NULL;
+	}
+	return rr;
+}
+
+/*
+ * The reply, built from scratch: the client's question, then (when a is
+ * given) the chain and the addresses, all with one TTL.  Too big for the
+ * client: the question alone with TC, so it asks again over TCP.
+ */
+static int reply_wire(const ldns_pkt *cq, uint8_t rcode, const struct answer *a, uint32_t ttl, size_t max,
+		      bool tc, uint8_t **wire, size_t *len)
+{
+	const ldns_rr *qrr = ldns_rr_list_rr(ldns_pkt_question(cq), 0);
+	ldns_pkt *p = ldns_pkt_new();
+	int ret = -ENOMEM;
+
+	if (!p)
+		return -ENOMEM;
+	ldns_pkt_set_id(p, ldns_pkt_id(cq));
+	ldns_pkt_set_qr(p, true);
+	ldns_pkt_set_opcode(p, LDNS_PACKET_QUERY);
+	ldns_pkt_set_rd(p, ldns_pkt_rd(cq));
+	ldns_pkt_set_ra(p, true);
+	ldns_pkt_set_tc(p, tc);
+	ldns_pkt_set_rcode(p, rcode);
+	if (ldns_pkt_edns(cq)) /* our OPT, none of theirs: no options, DO clear */
+		ldns_pkt_set_edns_udp_size(p, EDNS_SIZE);
+	if (!ldns_pkt_push_rr(p, LDNS_SECTION_QUESTION, ldns_rr_clone(qrr)))
+		goto out;
+	if (a && !tc) {
+		const ldns_rdf *owner = ldns_rr_owner(qrr); /* the client's own spelling */
+		uint16_t qtype = ldns_rr_get_type(qrr);
+
+		for (int i = 0; i < a->n_chain; i++) {
+			ldns_rr *rr = rr_new(owner, LDNS_RR_TYPE_CNAME, ttl, ldns_rdf_clone(a->chain[i]));
+
+			if (!rr || !ldns_pkt_push_rr(p, LDNS_SECTION_ANSWER, rr))
+				goto out;
+			owner = a->chain[i];
+		}
+		for (int i = 0; i < a->n_addrs; i++) {
+			bool v4 = a->addrs[i].family == AF_INET;
+			ldns_rdf *d = ldns_rdf_new_frm_data(v4 ? LDNS_RDF_TYPE_A : LDNS_RDF_TYPE_AAAA, v4 ? 4 : 16,
+							    a->addrs[i].bytes);
+			ldns_rr *rr = rr_new(owner, qtype, ttl, d);
+
+			if (!rr || !ldns_pkt_push_rr(p, LDNS_SECTION_ANSWER, rr))
+				goto out;
+		}
+	}
+	if (ldns_pkt2wire(wire, p, len) != LDNS_STATUS_OK)
+		goto out;
+	ret = 0;
+	if (*len > max) {
+		free(*wire);
+		*wire = NULL;
+		ret = tc ? -EMSGSIZE : reply_wire(cq, rcode, a, ttl, max, true, wire, len);
+	}
+out:
+	ldns_pkt_free(p);
+	return ret;
+}
+
+void dns_client_reply(struct latch_resolver *r, const struct client *c, const ldns_pkt *cq, uint8_t rcode,
+			 const struct answer *a, uint32_t ttl)
+{
+	uint8_t *wire = NULL;
+	size_t len;
+
+	if (reply_wire(cq, rcode, a, ttl, c->max, false, &wire, &len) == 0)
+		dns_client_send(r, c, wire, len);
+	free(wire);
+}
+
+void dns_client_refuse(struct latch_resolver *r, const struct client *c, const ldns_pkt *cq, const char *name,
+			  uint16_t qtype, const char *reason)
+{
+	r->st.refused++;
+	if (r->o.policy.refused)
+		r->o.policy.refused(r->o.policy.arg, name, qtype, reason);
+	dns_client_reply(r, c, cq, LDNS_RCODE_REFUSED, NULL, 0);
+}
+
+/* An answer (NULL: the upstreams failed) to a client, judged first. */
+void dns_client_answer(struct latch_resolver *r, const struct client *c, const ldns_pkt *cq, const char *name,
+			  uint16_t qtype, const struct answer *a, uint32_t ttl)
+{
+	const char *why;
+	uint8_t *wire = NULL;
+	size_t len;
+
+	if (!a) {
+		r->st.failed++;
+		dns_client_reply(r, c, cq, LDNS_RCODE_SERVFAIL, NULL, 0);
+		return;
+	}
+	why = answer_judge(r, a);
+	if (why) {
+		dns_client_refuse(r, c, cq, name, qtype, why);
+		return;
+	}
+	/* built before the callback runs: the callback may flush the cache a points into */
+	if (reply_wire(cq, a->rcode, a, ttl, c->max, false, &wire, &len)) {
+		r->st.failed++;
+		return;
+	}
+	r->st.answered++;
+	/* the learned entry goes in before the guest can use the address */
+	if (a->rcode == LDNS_RCODE_NOERROR && a->n_addrs && r->o.policy.answered)
+		r->o.policy.answered(r->o.policy.arg, name, a->addrs, a->n_addrs, ttl);
+	dns_client_send(r, c, wire, len);
+	free(wire);
+}
