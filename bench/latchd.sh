@@ -170,7 +170,10 @@ GMAC=$(ip -n "$GNS" -br link show g0 | awk '{ print $3 }')
 
 # ---------------------------------------------------------------- upstream, latchd, reference
 names=$TMP/hosts
-awk -v n="$DNS_NAMES" 'BEGIN { for (k = 0; k < n; k++) printf("198.18.%d.%d n%d.bench.example\n", int(k / 256), k % 256, k) }' > "$names"
+# public (documentation) addresses: 198.18.0.0/15 is a range the rebinding filter refuses,
+# and 198.51.100.0/24 holds H's own addresses, which it refuses too
+awk -v n="$DNS_NAMES" 'BEGIN { for (k = 0; k < n; k++)
+	printf("%s.%d n%d.bench.example\n", int(k / 250) % 2 ? "203.0.113" : "192.0.2", k % 250 + 1, k) }' > "$names"
 awk -v n="$DNS_NAMES" 'BEGIN { for (k = 0; k < n; k++) printf("n%d.bench.example A\n", k) }' > "$TMP/q-allowed"
 awk -v n="$DNS_NAMES" 'BEGIN { for (k = 0; k < n; k++) printf("n%d.denied.example A\n", k) }' > "$TMP/q-refused"
 
