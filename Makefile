@@ -60,7 +60,7 @@ PKGS_loader := libbpf libelf zlib libnl-3.0 libnl-route-3.0
 PKGS_audit := sqlite3 libcrypto jansson
 PKGS_vm := libnl-3.0 libnl-route-3.0 libnftables libarchive jansson
 PKGS_broker := jansson
-PKGS_daemon := ldns libevent jansson
+PKGS_daemon := ldns libevent jansson libnl-3.0 libnl-route-3.0
 PKGS_cli := jansson libcap
 # libvirt: headers only; vm/libvirt.c loads libvirt.so.0 with dlopen when a
 # command first needs libvirtd (linked in, it costs every command ~25 ms)

@@ -12,6 +12,7 @@
 #include <ldns/ldns.h>
 
 #include "broker/dns/dns.h"
+#include "profile/profile.h"
 
 /* ------------------------------------------------------------ names */
 
@@ -115,43 +116,94 @@ static uint32_t negative_ttl(const struct latch_resolver *r, const ldns_pkt *p)
 	return ttl > r->o.ttl_max ? r->o.ttl_max : ttl;
 }
 
+/* Is t the question or already a link of the chain?  Then the chain loops. */
+static bool chain_has(const struct answer *a, const ldns_rdf *qname, const ldns_rdf *t)
+{
+	if (!ldns_dname_compare(t, qname))
+		return true;
+	for (int i = 0; i < a->n_chain; i++)
+		if (!ldns_dname_compare(t, a->chain[i]))
+			return true;
+	return false;
+}
+
+/*
+ * The next link of the chain from cur: its target, lowercase, in *out (NULL
+ * at the end of the chain).  Returns NULL or the reason the chain is
+ * refused: "cname-chain" for two different targets of one name (no answer
+ * says which one counts), a target that is not a host name, or more than
+ * LATCH_RESOLVER_CNAME_MAX links; "cname-loop" for a target already on it.
+ */
+static const char *chain_next(struct answer *a, const ldns_rr_list *an, const ldns_rdf *qname, const ldns_rdf *cur,
+			      uint32_t *ttl, ldns_rdf **out)
+{
+	char text[LATCH_RESOLVER_NAME_MAX];
+	const ldns_rr *rr, *other;
+	ldns_rdf *t;
+	size_t from = 0;
+
+	*out = NULL;
+	rr = find_rr(an, cur, LDNS_RR_TYPE_CNAME, &from);
+	if (!rr)
+		return NULL;
+	if (!ldns_rr_rdf(rr, 0) || ldns_rdf_get_type(ldns_rr_rdf(rr, 0)) != LDNS_RDF_TYPE_DNAME)
+		return "cname-chain";
+	while ((other = find_rr(an, cur, LDNS_RR_TYPE_CNAME, &from)))
+		if (!ldns_rr_rdf(other, 0) || ldns_dname_compare(ldns_rr_rdf(other, 0), ldns_rr_rdf(rr, 0)))
+			return "cname-chain";
+	if (a->n_chain == LATCH_RESOLVER_CNAME_MAX)
+		return "cname-chain";
+	t = ldns_rdf_clone(ldns_rr_rdf(rr, 0));
+	if (!t)
+		return "servfail";
+	ldns_dname2canonical(t);
+	if (dns_name_text(t, text, sizeof(text))) {
+		ldns_rdf_deep_free(t);
+		return "cname-chain";
+	}
+	if (chain_has(a, qname, t)) {
+		ldns_rdf_deep_free(t);
+		return "cname-loop";
+	}
+	if (ldns_rr_ttl(rr) < *ttl)
+		*ttl = ldns_rr_ttl(rr);
+	*out = t;
+	return NULL;
+}
+
 /*
  * Follow the CNAME chain from qname through the answer section and collect
- * the records of qtype at its end.  Records that are not on the chain are
- * ignored: an upstream can't plant addresses for other names this way.
+ * the records of qtype at its end.  Only the records on the chain from the
+ * question count: records for any other owner (a name off the chain, or a
+ * link before the end) are ignored, so an upstream can't plant addresses
+ * for other names this way.  The chain's names may lie anywhere (that is
+ * how CDNs answer): they are the upstream's business, and the guest can't
+ * ask for them by themselves.
  */
 int dns_answer_from_pkt(const struct latch_resolver *r, const ldns_pkt *p, const ldns_rdf *qname,
-			   uint16_t qtype, struct answer *a)
+			uint16_t qtype, struct answer *a)
 {
 	const ldns_rr_list *an = ldns_pkt_answer(p);
 	const ldns_rdf *cur = qname;
 	uint32_t ttl = UINT32_MAX;
 	const ldns_rr *rr;
+	ldns_rdf *t;
 
 	memset(a, 0, sizeof(*a));
 	a->rcode = ldns_pkt_get_rcode(p);
 	/* a CNAME query's answer is the first link; resolvers don't chase it */
-	while (!(qtype == LDNS_RR_TYPE_CNAME && a->n_chain == 1) && (rr = find_rr(an, cur, LDNS_RR_TYPE_CNAME, NULL))) {
-		const ldns_rdf *t = ldns_rr_rdf(rr, 0);
-
-		if (!t || ldns_rdf_get_type(t) != LDNS_RDF_TYPE_DNAME)
-			break;
-		if (a->n_chain == LATCH_RESOLVER_CNAME_MAX) {
-			a->chain_too_long = true; /* loops end here too */
-			break;
-		}
-		a->chain[a->n_chain] = ldns_rdf_clone(t);
-		if (!a->chain[a->n_chain]) {
+	while (!(qtype == LDNS_RR_TYPE_CNAME && a->n_chain == 1)) {
+		a->chain_bad = chain_next(a, an, qname, cur, &ttl, &t);
+		if (a->chain_bad && !strcmp(a->chain_bad, "servfail")) {
 			dns_answer_clear(a);
 			return -ENOMEM;
 		}
-		ldns_dname2canonical(a->chain[a->n_chain]);
+		if (a->chain_bad || !t)
+			break;
+		a->chain[a->n_chain] = t;
 		cur = a->chain[a->n_chain++];
-		if (ldns_rr_ttl(rr) < ttl)
-			ttl = ldns_rr_ttl(rr);
 	}
-	if (a->rcode == LDNS_RCODE_NOERROR && !a->chain_too_long &&
-	    (qtype == LDNS_RR_TYPE_A || qtype == LDNS_RR_TYPE_AAAA)) {
+	if (a->rcode == LDNS_RCODE_NOERROR && !a->chain_bad && (qtype == LDNS_RR_TYPE_A || qtype == LDNS_RR_TYPE_AAAA)) {
 		size_t from = 0;
 		int fam = qtype == LDNS_RR_TYPE_A ? AF_INET : AF_INET6;
 		size_t sz = fam == AF_INET ? 4 : 16;
@@ -177,24 +229,48 @@ int dns_answer_from_pkt(const struct latch_resolver *r, const ldns_pkt *p, const
 	return 0;
 }
 
-/* NULL when the client may have this answer, else the reason it is refused. */
-static const char *answer_judge(const struct latch_resolver *r, const struct answer *a)
+/*
+ * The decision on one address of an answer: NULL when the guest may have
+ * it, else the reason.  The host's own addresses are refused whatever the
+ * profile says ("open" means the internet, not the host); the rest go to
+ * the policy's rebinding filter.  *learn says whether the address becomes a
+ * learned entry: a non-public address that the filter let through is
+ * covered by a CIDR entry of the profile, which reaches it on that entry's
+ * ports only, so learning it under the name's ports would open more.
+ */
+const char *dns_addr_judge(struct latch_resolver *r, const struct latch_addr *a, bool *learn)
 {
-	char name[LATCH_RESOLVER_NAME_MAX];
+	*learn = false;
+	if (dns_hostaddr_is_local(r, a))
+		return "host-address";
+	if (r->o.policy.addr_refused(r->o.policy.arg, a))
+		return "rebinding";
+	*learn = !latch_addr_nonpublic(a);
+	return NULL;
+}
 
-	if (a->chain_too_long)
-		return "cname-chain";
-	for (int i = 0; i < a->n_chain; i++)
-		if (dns_name_text(a->chain[i], name, sizeof(name)) || !r->o.policy.name_allowed(r->o.policy.arg, name))
-			return "cname-not-allowed";
-	/*
-	 * One refused address refuses the whole answer: handing back the rest
-	 * would still tell the guest the name is being rebound, and a partial
-	 * set is one more case to get wrong.
-	 */
-	for (int i = 0; i < a->n_addrs; i++)
-		if (r->o.policy.addr_refused(r->o.policy.arg, &a->addrs[i]))
-			return "rebinding";
+/*
+ * NULL when the client may have this answer, else the reason it is
+ * refused; the addresses to learn are copied to learn (n_learn of them).
+ * One refused address refuses the whole answer: handing back the rest would
+ * still tell the guest the name is being rebound, and a partial set is one
+ * more case to get wrong.
+ */
+static const char *answer_judge(struct latch_resolver *r, const struct answer *a, struct latch_addr *learn,
+				int *n_learn)
+{
+	*n_learn = 0;
+	if (a->chain_bad)
+		return a->chain_bad;
+	for (int i = 0; i < a->n_addrs; i++) {
+		bool l;
+		const char *why = dns_addr_judge(r, &a->addrs[i], &l);
+
+		if (why)
+			return why;
+		if (l)
+			learn[(*n_learn)++] = a->addrs[i];
+	}
 	return NULL;
 }
 
@@ -313,16 +389,18 @@ void dns_client_refuse(struct latch_resolver *r, const struct client *c, const l
 void dns_client_answer(struct latch_resolver *r, const struct client *c, const ldns_pkt *cq, const char *name,
 			  uint16_t qtype, const struct answer *a, uint32_t ttl)
 {
+	struct latch_addr learn[LATCH_RESOLVER_ADDRS_MAX];
 	const char *why;
 	uint8_t *wire = NULL;
 	size_t len;
+	int n_learn;
 
 	if (!a) {
 		r->st.failed++;
 		dns_client_reply(r, c, cq, LDNS_RCODE_SERVFAIL, NULL, 0);
 		return;
 	}
-	why = answer_judge(r, a);
+	why = answer_judge(r, a, learn, &n_learn);
 	if (why) {
 		dns_client_refuse(r, c, cq, name, qtype, why);
 		return;
@@ -334,8 +412,8 @@ void dns_client_answer(struct latch_resolver *r, const struct client *c, const l
 	}
 	r->st.answered++;
 	/* the learned entry goes in before the guest can use the address */
-	if (a->rcode == LDNS_RCODE_NOERROR && a->n_addrs && r->o.policy.answered)
-		r->o.policy.answered(r->o.policy.arg, name, a->addrs, a->n_addrs, ttl);
+	if (a->rcode == LDNS_RCODE_NOERROR && n_learn && r->o.policy.answered)
+		r->o.policy.answered(r->o.policy.arg, name, learn, n_learn, ttl);
 	dns_client_send(r, c, wire, len);
 	free(wire);
 }

@@ -32,6 +32,10 @@
 #define UDP_BURST 64		/* datagrams read per wakeup, so one sandbox can't starve the others */
 #define PENDING_MAX 512		/* upstream queries in flight per resolver; beyond, SERVFAIL */
 #define TCP_CONN_QUERIES 16	/* in flight per TCP client; beyond, stop reading it */
+#define TCP_CONN_TOTAL_DEFAULT 64 /* queries one TCP connection may ask in its life; the next one cuts it */
+#define RATE_DEFAULT 20		/* queries/s per sandbox when the options give none (the kernel's default) */
+#define BURST_DEFAULT 40
+#define GUEST_RELOOK_MS 1000	/* a query from an unknown link index looks the link up again, this often */
 #define TCP_OUT_MAX (128 * 1024) /* replies a TCP client has not read; beyond, close it */
 #define NEG_TTL_DEFAULT 30	/* negative answers without an SOA */
 #define TIMEOUT_MS_DEFAULT 1500
@@ -43,8 +47,8 @@
 
 /* What an upstream said about (qname, qtype), before any policy decision. */
 struct answer {
-	uint8_t rcode;	     /* LDNS_RCODE_NOERROR or LDNS_RCODE_NXDOMAIN */
-	bool chain_too_long;
+	uint8_t rcode;		/* LDNS_RCODE_NOERROR or LDNS_RCODE_NXDOMAIN */
+	const char *chain_bad;	/* "cname-chain" or "cname-loop": the chain is refused, and so is the answer */
 	int n_chain;
 	ldns_rdf *chain[LATCH_RESOLVER_CNAME_MAX]; /* the CNAME targets, in order, lowercase */
 	int n_addrs;
@@ -100,7 +104,7 @@ struct lookup {
 	int n;
 	struct latch_addr addrs[LATCH_RESOLVER_ADDRS_MAX];
 	uint32_t ttl;
-	int n_refused;
+	int n_refused, n_exempt;
 	const char *why;
 	char name[LATCH_RESOLVER_NAME_MAX];
 };
@@ -110,7 +114,9 @@ struct tcp_conn {
 	struct latch_resolver *r;
 	struct bufferevent *bev;
 	int outstanding;
+	int asked; /* queries read over its life, against tcp_conn_queries */
 	bool paused;
+	bool cut; /* over a limit: nothing more is read, it closes once its answers are out */
 };
 
 struct listener {
@@ -118,6 +124,7 @@ struct listener {
 	int udp_fd;
 	struct event *udp_ev;
 	struct evconnlistener *tcp;
+	int tcp_bound; /* the link index tcp is bound to (SO_BINDTOIFINDEX), 0 for none */
 	struct event *tcp_pause;
 };
 
@@ -131,11 +138,29 @@ struct centry {
 	char name[LATCH_RESOLVER_NAME_MAX];
 };
 
+struct nl_sock;
+
+/* The host's own addresses, kept current from netlink (hostaddr.c). */
+struct hostaddrs {
+	struct nl_sock *events; /* member of the IPv4 and IPv6 address groups */
+	struct event *ev;
+	bool dirty;		 /* an address changed (or events were lost): read them all again */
+	bool unknown;		 /* the last read failed: every address counts as the host's */
+	struct latch_addr *addr; /* sorted by (family, bytes) */
+	int n;
+};
+
 struct latch_resolver {
 	struct event_base *base;
 	struct latch_resolver_opts o;
 	struct listener l[LATCH_RESOLVER_LISTEN_MAX];
 	int n_l;
+	/* the guest's link: its index as last looked up by name (0: not found), and when */
+	int guest_ifindex;
+	uint64_t guest_looked_ms;
+	/* the sandbox's query rate (GCRA): the time the bucket is full again, and one query's cost */
+	uint64_t rate_tat_ns, rate_cost_ns;
+	struct hostaddrs host;
 	TAILQ_HEAD(, query) queries;
 	int n_queries;
 	TAILQ_HEAD(, lookup) lookups;
@@ -157,12 +182,20 @@ struct timeval dns_ms_tv(uint32_t ms);
 uint32_t dns_clamp_ttl(const struct latch_resolver *r, uint32_t ttl);
 socklen_t dns_addr_sockaddr(const struct latch_addr *a, uint16_t port, struct sockaddr_storage *ss);
 
+uint64_t dns_now_ns(void);
+
 /* listen.c */
 int dns_listeners_open(struct latch_resolver *r, char *err, size_t errlen);
 void dns_listeners_close(struct latch_resolver *r);
 void dns_client_send(struct latch_resolver *r, const struct client *c, const uint8_t *wire, size_t len);
 void dns_tcp_conn_close(struct tcp_conn *tc);
 void dns_tcp_conn_resume(struct tcp_conn *tc);
+int dns_guest_link(struct latch_resolver *r, bool force);
+
+/* hostaddr.c */
+int dns_hostaddrs_open(struct latch_resolver *r, char *err, size_t errlen);
+void dns_hostaddrs_close(struct latch_resolver *r);
+bool dns_hostaddr_is_local(struct latch_resolver *r, const struct latch_addr *a);
 
 /* answer.c */
 int dns_name_text(const ldns_rdf *dname, char *out, size_t len);
@@ -170,6 +203,7 @@ void dns_answer_clear(struct answer *a);
 int dns_answer_copy(struct answer *dst, const struct answer *src);
 int dns_answer_from_pkt(const struct latch_resolver *r, const ldns_pkt *p, const ldns_rdf *qname, uint16_t qtype,
 			struct answer *a);
+const char *dns_addr_judge(struct latch_resolver *r, const struct latch_addr *a, bool *learn);
 void dns_client_raw(struct latch_resolver *r, const struct client *c, const uint8_t *q, uint8_t rcode);
 void dns_client_reply(struct latch_resolver *r, const struct client *c, const ldns_pkt *cq, uint8_t rcode,
 		      const struct answer *a, uint32_t ttl);

@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+#include <net/if.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -24,6 +25,10 @@
 #include <ldns/ldns.h>
 
 #include "broker/dns/dns.h"
+
+#ifndef SO_BINDTOIFINDEX
+#define SO_BINDTOIFINDEX 62 /* Linux 5.0; glibc 2.36 does not name it */
+#endif
 
 /* ------------------------------------------------------------ replies to clients */
 
@@ -41,6 +46,95 @@ void dns_client_send(struct latch_resolver *r, const struct client *c, const uin
 		evbuffer_add(out, hdr, 2);
 		evbuffer_add(out, wire, len);
 	}
+}
+
+/* ------------------------------------------------------------ who may ask */
+
+/*
+ * Bind each TCP listener to the guest's link, so that a connection arriving
+ * on any other link finds no listener.  Returns 0 when every listener is
+ * bound to the link as last looked up.
+ */
+static int listeners_bind(struct latch_resolver *r)
+{
+	int ret = 0;
+
+	for (int i = 0; i < r->n_l; i++) {
+		struct listener *l = &r->l[i];
+		int idx = r->guest_ifindex;
+
+		if (!l->tcp || l->tcp_bound == idx)
+			continue;
+		/* index 0 would unbind it: then accept refuses everything until the link is back */
+		if (idx && setsockopt(evconnlistener_get_fd(l->tcp), SOL_SOCKET, SO_BINDTOIFINDEX, &idx, sizeof(idx))) {
+			ret = -errno;
+			continue;
+		}
+		l->tcp_bound = idx;
+	}
+	return ret;
+}
+
+/*
+ * The guest's link index, looked up by name: forced, or when the last look
+ * is GUEST_RELOOK_MS old (a link made, or made again, after the resolver
+ * started has a new index).  0 when there is no such link.
+ */
+int dns_guest_link(struct latch_resolver *r, bool force)
+{
+	uint64_t now = dns_now_ms();
+
+	/* no link yet: nothing to protect by waiting, and the guest's first query should not be lost */
+	if (force || !r->guest_ifindex || now - r->guest_looked_ms >= GUEST_RELOOK_MS) {
+		r->guest_looked_ms = now;
+		r->guest_ifindex = (int)if_nametoindex(r->o.guest.dev);
+	}
+	listeners_bind(r);
+	return r->guest_ifindex;
+}
+
+static bool guest_addr(const struct latch_resolver *r, const struct sockaddr_storage *ss)
+{
+	const void *bytes = ss->ss_family == AF_INET ? (const void *)&((const struct sockaddr_in *)ss)->sin_addr
+						    : (const void *)&((const struct sockaddr_in6 *)ss)->sin6_addr;
+	size_t len = ss->ss_family == AF_INET ? 4 : 16;
+
+	for (int i = 0; i < r->o.guest.n_addr; i++)
+		if (r->o.guest.addr[i].family == ss->ss_family && !memcmp(r->o.guest.addr[i].bytes, bytes, len))
+			return true;
+	return false;
+}
+
+/*
+ * A datagram's sender and the link it came in on (IP_PKTINFO): the guest's
+ * address on the guest's link, or nobody we answer.  The address is checked
+ * first, so only a datagram claiming the guest's address from elsewhere can
+ * make us look the link up again (once a second at most).
+ */
+static bool from_guest(struct latch_resolver *r, const struct sockaddr_storage *peer, int ifindex)
+{
+	if (!guest_addr(r, peer))
+		return false;
+	if (ifindex && ifindex == r->guest_ifindex)
+		return true;
+	return ifindex && dns_guest_link(r, false) == ifindex;
+}
+
+/*
+ * The sandbox's query rate, GCRA: rate_tat_ns is when the bucket is full
+ * again.  A UDP query (must = false) takes a token when there is one and
+ * passes anyway; a TCP query (must = true) passes only with one.
+ */
+static bool rate_take(struct latch_resolver *r, bool must)
+{
+	uint64_t now = dns_now_ns(), cost = r->rate_cost_ns;
+
+	if (r->rate_tat_ns < now)
+		r->rate_tat_ns = now;
+	if (r->rate_tat_ns - now > (uint64_t)(r->o.guest.burst - 1) * cost)
+		return !must;
+	r->rate_tat_ns += cost;
+	return true;
 }
 
 /* ------------------------------------------------------------ client queries */
@@ -117,23 +211,57 @@ out:
 	ldns_pkt_free(cq);
 }
 
+/* The interface a datagram came in on, from its IP_PKTINFO or IPV6_PKTINFO; 0 when it has none. */
+static int arrival_ifindex(struct msghdr *m)
+{
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(m); cm; cm = CMSG_NXTHDR(m, cm)) {
+		if (cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_PKTINFO) {
+			struct in_pktinfo pi;
+
+			memcpy(&pi, CMSG_DATA(cm), sizeof(pi));
+			return pi.ipi_ifindex;
+		}
+		if (cm->cmsg_level == IPPROTO_IPV6 && cm->cmsg_type == IPV6_PKTINFO) {
+			struct in6_pktinfo pi6;
+
+			memcpy(&pi6, CMSG_DATA(cm), sizeof(pi6));
+			return (int)pi6.ipi6_ifindex;
+		}
+	}
+	return 0;
+}
+
 static void udp_read(evutil_socket_t fd, short what, void *arg)
 {
 	struct listener *l = arg;
+	struct latch_resolver *r = l->r;
 	uint8_t buf[UDP_BUF];
+	union {
+		struct cmsghdr align;
+		uint8_t buf[CMSG_SPACE(sizeof(struct in6_pktinfo))];
+	} ctl;
 
 	for (int i = 0; i < UDP_BURST; i++) {
-		struct client c = { .kind = CL_UDP, .fd = fd, .peerlen = sizeof(c.peer), .max = UDP_PLAIN };
-		ssize_t n = recvfrom(fd, buf, sizeof(buf), MSG_TRUNC, (struct sockaddr *)&c.peer, &c.peerlen);
+		struct client c = { .kind = CL_UDP, .fd = fd, .max = UDP_PLAIN };
+		struct iovec iov = { buf, sizeof(buf) };
+		struct msghdr m = { .msg_name = &c.peer, .msg_namelen = sizeof(c.peer), .msg_iov = &iov,
+				    .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf) };
+		ssize_t n = recvmsg(fd, &m, MSG_TRUNC);
 
 		if (n < 0)
 			return;
-		if ((size_t)n > sizeof(buf)) {
-			l->r->st.queries++;
-			l->r->st.failed++;
+		c.peerlen = m.msg_namelen;
+		if (!from_guest(r, &c.peer, arrival_ifindex(&m))) {
+			r->st.foreign++; /* no answer, no audit entry: it is not the sandbox asking */
 			continue;
 		}
-		client_query(l->r, &c, buf, n);
+		rate_take(r, false);
+		if ((size_t)n > sizeof(buf)) {
+			r->st.queries++;
+			r->st.failed++;
+			continue;
+		}
+		client_query(r, &c, buf, n);
 	}
 }
 
@@ -154,14 +282,49 @@ void dns_tcp_conn_close(struct tcp_conn *tc)
 	free(tc);
 }
 
+/* A connection being cut: closed once its answers so far are out (or its idle time passes). */
+static void tcp_conn_drained(struct bufferevent *bev, void *arg)
+{
+	struct tcp_conn *tc = arg;
+
+	if (tc->cut && !tc->outstanding && !evbuffer_get_length(bufferevent_get_output(bev)))
+		dns_tcp_conn_close(tc);
+}
+
 void dns_tcp_conn_resume(struct tcp_conn *tc)
 {
+	if (tc->cut) {
+		tcp_conn_drained(tc->bev, tc);
+		return;
+	}
 	if (!tc->paused || tc->outstanding >= TCP_CONN_QUERIES)
 		return;
 	tc->paused = false;
 	bufferevent_enable(tc->bev, EV_READ);
 	/* queries may be waiting in the input already; no new bytes would wake us for them */
 	bufferevent_trigger(tc->bev, EV_READ, BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
+}
+
+static void tcp_conn_event(struct bufferevent *bev, short what, void *arg);
+
+/*
+ * Cut a TCP connection that asked for more than it may: the kernel charged
+ * it one token for its SYN, so these limits are what charges its queries.
+ * Nothing more is read from it; the answers it was owed go out, then it is
+ * closed.
+ */
+static void tcp_conn_cut(struct tcp_conn *tc, const char *why)
+{
+	struct latch_resolver *r = tc->r;
+
+	r->st.tcp_cut++;
+	tc->cut = tc->paused = true;
+	bufferevent_disable(tc->bev, EV_READ);
+	evbuffer_drain(bufferevent_get_input(tc->bev), evbuffer_get_length(bufferevent_get_input(tc->bev)));
+	bufferevent_setcb(tc->bev, NULL, tcp_conn_drained, tcp_conn_event, tc);
+	if (r->o.policy.refused)
+		r->o.policy.refused(r->o.policy.arg, "", 0, why);
+	tcp_conn_drained(tc->bev, tc); /* may close it */
 }
 
 static void tcp_conn_read(struct bufferevent *bev, void *arg)
@@ -185,6 +348,14 @@ static void tcp_conn_read(struct bufferevent *bev, void *arg)
 		}
 		if (evbuffer_get_length(in) < 2 + len)
 			return;
+		if (++tc->asked > tc->r->o.tcp_conn_queries) {
+			tcp_conn_cut(tc, "tcp-queries");
+			return;
+		}
+		if (!rate_take(tc->r, true)) {
+			tcp_conn_cut(tc, "tcp-rate");
+			return;
+		}
 		client_query(tc->r, &c, evbuffer_pullup(in, 2 + len) + 2, len);
 		evbuffer_drain(in, 2 + len);
 		if (evbuffer_get_length(bufferevent_get_output(bev)) > TCP_OUT_MAX) {
@@ -202,8 +373,8 @@ static void tcp_conn_event(struct bufferevent *bev, short what, void *arg)
 {
 	struct tcp_conn *tc = arg;
 
-	/* idle only counts when nothing is in flight for it */
-	if ((what & BEV_EVENT_TIMEOUT) && (what & BEV_EVENT_READING) && tc->outstanding) {
+	/* idle only counts when nothing is in flight for it (and a cut connection reads no more) */
+	if ((what & BEV_EVENT_TIMEOUT) && (what & BEV_EVENT_READING) && tc->outstanding && !tc->cut) {
 		bufferevent_enable(bev, EV_READ);
 		return;
 	}
@@ -215,8 +386,24 @@ static void tcp_accept(struct evconnlistener *lev, evutil_socket_t fd, struct so
 	struct listener *l = arg;
 	struct latch_resolver *r = l->r;
 	struct timeval idle = dns_ms_tv(r->o.tcp_idle_ms);
+	struct sockaddr_storage peer;
 	struct tcp_conn *tc;
 
+	/*
+	 * The guest's address, through a listener bound to the guest's link.
+	 * An unbound listener (the link was missing, or is new) can't say where
+	 * a connection came from: it is closed, and the listener bound for the
+	 * next one.  Foreign connections never take a slot.
+	 */
+	memset(&peer, 0, sizeof(peer));
+	memcpy(&peer, sa, (size_t)salen < sizeof(peer) ? (size_t)salen : sizeof(peer));
+	if (!guest_addr(r, &peer) || !r->guest_ifindex || l->tcp_bound != r->guest_ifindex) {
+		if (guest_addr(r, &peer))
+			dns_guest_link(r, false);
+		r->st.foreign++;
+		close(fd);
+		return;
+	}
 	if (r->n_conns >= r->o.tcp_clients_max) {
 		close(fd);
 		return;
@@ -260,7 +447,8 @@ static void tcp_accept_error(struct evconnlistener *lev, void *arg)
 
 /* ------------------------------------------------------------ sockets */
 
-static int listen_socket(const struct latch_addr *a, uint16_t port, int type, char *err, size_t errlen)
+static int listen_socket(const struct latch_addr *a, uint16_t port, int type, int ifindex, char *err,
+			 size_t errlen)
 {
 	struct sockaddr_storage ss;
 	socklen_t sl = dns_addr_sockaddr(a, port, &ss);
@@ -281,6 +469,12 @@ static int listen_socket(const struct latch_addr *a, uint16_t port, int type, ch
 	    (a->family == AF_INET && setsockopt(fd, IPPROTO_IP, IP_FREEBIND, &one, sizeof(one))) ||
 	    (a->family == AF_INET6 && (setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)) ||
 				       setsockopt(fd, IPPROTO_IPV6, IPV6_FREEBIND, &one, sizeof(one)))))
+		goto fail;
+	/* who may ask: the arrival link of every datagram, the link of every connection */
+	if (type == SOCK_DGRAM && (a->family == AF_INET ? setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &one, sizeof(one))
+							 : setsockopt(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, &one, sizeof(one))))
+		goto fail;
+	if (type == SOCK_STREAM && ifindex && setsockopt(fd, SOL_SOCKET, SO_BINDTOIFINDEX, &ifindex, sizeof(ifindex)))
 		goto fail;
 	if (bind(fd, (struct sockaddr *)&ss, sl))
 		goto fail;
@@ -308,7 +502,7 @@ int dns_listeners_open(struct latch_resolver *r, char *err, size_t errlen)
 		l->r = r;
 		l->udp_fd = -1;
 		r->n_l++;
-		ret = listen_socket(&o->listen[i], o->port, SOCK_DGRAM, err, errlen);
+		ret = listen_socket(&o->listen[i], o->port, SOCK_DGRAM, 0, err, errlen);
 		if (ret < 0)
 			return ret;
 		l->udp_fd = ret;
@@ -316,9 +510,10 @@ int dns_listeners_open(struct latch_resolver *r, char *err, size_t errlen)
 		l->tcp_pause = evtimer_new(r->base, tcp_accept_resume, l);
 		if (!l->udp_ev || !l->tcp_pause || event_add(l->udp_ev, NULL))
 			return latch_errf(err, errlen, -ENOMEM, "resolver: out of memory");
-		fd = listen_socket(&o->listen[i], o->port, SOCK_STREAM, err, errlen);
+		fd = listen_socket(&o->listen[i], o->port, SOCK_STREAM, r->guest_ifindex, err, errlen);
 		if (fd < 0)
 			return fd;
+		l->tcp_bound = r->guest_ifindex;
 		/* backlog 0: listen() was called already */
 		l->tcp = evconnlistener_new(r->base, tcp_accept, l, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0,
 					    fd);

@@ -27,12 +27,17 @@
 
 /* ------------------------------------------------------------ small helpers */
 
-uint64_t dns_now_ms(void)
+uint64_t dns_now_ns(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return (uint64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+uint64_t dns_now_ms(void)
+{
+	return dns_now_ns() / 1000000;
 }
 
 struct timeval dns_ms_tv(uint32_t ms)
@@ -88,6 +93,15 @@ static int opts_check(const struct latch_resolver_opts *o, char *err, size_t err
 				  o->ttl_min, o->ttl_max);
 	if (!o->policy.name_allowed || !o->policy.addr_refused)
 		return latch_errf(err, errlen, -EINVAL, "resolver: the policy needs name_allowed and addr_refused");
+	/* a resolver that answered anyone could be made to write its sandbox's audit log */
+	if (!o->guest.dev[0] || strnlen(o->guest.dev, sizeof(o->guest.dev)) == sizeof(o->guest.dev))
+		return latch_errf(err, errlen, -EINVAL, "resolver: name the guest's link (an interface name)");
+	if (o->guest.n_addr < 1 || o->guest.n_addr > LATCH_RESOLVER_GUEST_ADDRS_MAX)
+		return latch_errf(err, errlen, -EINVAL, "resolver: give 1 to %d guest addresses (got %d)",
+				  LATCH_RESOLVER_GUEST_ADDRS_MAX, o->guest.n_addr);
+	for (int i = 0; i < o->guest.n_addr; i++)
+		if (o->guest.addr[i].family != AF_INET && o->guest.addr[i].family != AF_INET6)
+			return latch_errf(err, errlen, -EINVAL, "resolver: guest address %d has no family", i);
 	return 0;
 }
 
@@ -106,6 +120,15 @@ static void opts_set(struct latch_resolver *r, const struct latch_resolver_opts 
 		r->o.tcp_clients_max = TCP_CLIENTS_DEFAULT;
 	if (r->o.cache_max <= 0)
 		r->o.cache_max = CACHE_DEFAULT;
+	if (r->o.tcp_conn_queries <= 0)
+		r->o.tcp_conn_queries = TCP_CONN_TOTAL_DEFAULT;
+	if (!r->o.guest.rate) {
+		r->o.guest.rate = RATE_DEFAULT;
+		r->o.guest.burst = BURST_DEFAULT;
+	}
+	if (!r->o.guest.burst)
+		r->o.guest.burst = 1;
+	r->rate_cost_ns = (1000000000ull + r->o.guest.rate - 1) / r->o.guest.rate;
 }
 
 struct latch_resolver *latch_resolver_new(struct event_base *base, const struct latch_resolver_opts *o, char *err,
@@ -131,10 +154,15 @@ struct latch_resolver *latch_resolver_new(struct event_base *base, const struct 
 	TAILQ_INIT(&r->lru);
 	opts_set(r, o);
 	ret = dns_cache_init(r);
-	if (!ret)
-		ret = dns_listeners_open(r, err, errlen);
-	else
+	if (ret) {
 		latch_errf(err, errlen, ret, "resolver: out of memory");
+		goto fail;
+	}
+	ret = dns_hostaddrs_open(r, err, errlen);
+	if (!ret) {
+		dns_guest_link(r, true); /* the link may come later: looked up again then */
+		ret = dns_listeners_open(r, err, errlen);
+	}
 	if (ret)
 		goto fail;
 	return r;
@@ -156,6 +184,7 @@ int latch_resolver_reconfigure(struct latch_resolver *r, const struct latch_reso
 		return latch_errf(err, errlen, -EINVAL,
 				  "resolver: the listen addresses and port can't change; make a new resolver");
 	opts_set(r, o);
+	dns_guest_link(r, true);
 	/* the guest must never hold an answer longer than the new clamp allows */
 	dns_cache_clamp(r, dns_now_ms() + (uint64_t)r->o.ttl_max * 1000);
 	return 0;
@@ -173,6 +202,7 @@ void latch_resolver_free(struct latch_resolver *r)
 	while (!TAILQ_EMPTY(&r->lookups))
 		dns_lookup_free(TAILQ_FIRST(&r->lookups));
 	dns_listeners_close(r);
+	dns_hostaddrs_close(r);
 	if (r->buckets)
 		latch_resolver_flush(r);
 	free(r->buckets);

@@ -62,7 +62,7 @@ static bool sockaddr_same(const struct sockaddr_storage *a, const struct sockadd
 static int why_rank(const char *why)
 {
 	static const char *const order[] = { "no-address", "nxdomain", "unreachable", "servfail", "timeout",
-					     "cname-chain", "rebinding" };
+					     "cname-chain", "cname-loop", "rebinding" };
 
 	for (int i = 0; why && i < (int)(sizeof(order) / sizeof(order[0])); i++)
 		if (!strcmp(why, order[i]))
@@ -76,29 +76,39 @@ static void lookup_why(struct lookup *lk, const char *why)
 		lk->why = why;
 }
 
-/* Half of a lookup is in: keep what passes the rebinding filter. */
+/*
+ * Half of a lookup is in: keep what the rebinding filter passes and is not
+ * the host's, less the addresses a CIDR entry covers (dns_addr_judge: they
+ * are reached through that entry, on its ports only).
+ */
 static void lookup_part(struct lookup *lk, const struct answer *a, uint32_t ttl, const char *why)
 {
 	struct latch_resolver *r = lk->r;
 
 	if (!a)
 		lookup_why(lk, why ? why : "servfail");
-	else if (a->chain_too_long)
-		lookup_why(lk, "cname-chain");
+	else if (a->chain_bad)
+		lookup_why(lk, a->chain_bad);
 	else if (a->rcode == LDNS_RCODE_NXDOMAIN)
 		lookup_why(lk, "nxdomain");
 	else if (!a->n_addrs)
 		lookup_why(lk, "no-address");
-	for (int i = 0; a && !a->chain_too_long && i < a->n_addrs; i++) {
-		if (r->o.policy.addr_refused(r->o.policy.arg, &a->addrs[i])) {
+	for (int i = 0; a && !a->chain_bad && i < a->n_addrs; i++) {
+		bool learn;
+
+		if (dns_addr_judge(r, &a->addrs[i], &learn)) {
 			lk->n_refused++;
+			continue;
+		}
+		if (ttl < lk->ttl)
+			lk->ttl = ttl;
+		if (!learn) {
+			lk->n_exempt++;
 			continue;
 		}
 		if (lk->n == LATCH_RESOLVER_ADDRS_MAX)
 			break;
 		lk->addrs[lk->n++] = a->addrs[i];
-		if (ttl < lk->ttl)
-			lk->ttl = ttl;
 	}
 	/* the callback always runs from the loop, even when both halves were cached */
 	if (--lk->waiting == 0)
@@ -120,6 +130,7 @@ static void lookup_done(evutil_socket_t fd, short what, void *arg)
 	char name[LATCH_RESOLVER_NAME_MAX];
 	struct latch_addr addrs[LATCH_RESOLVER_ADDRS_MAX];
 	int n = lk->n;
+	bool found = lk->n || lk->n_exempt;
 	uint32_t ttl = lk->ttl;
 	const char *why = lk->n_refused ? "rebinding" : lk->why ? lk->why : "no-address";
 
@@ -127,7 +138,7 @@ static void lookup_done(evutil_socket_t fd, short what, void *arg)
 	memcpy(name, lk->name, sizeof(name));
 	memcpy(addrs, lk->addrs, sizeof(addrs[0]) * n);
 	dns_lookup_free(lk);
-	if (n > 0)
+	if (found)
 		cb(cb_arg, name, addrs, n, ttl, NULL);
 	else
 		cb(cb_arg, name, NULL, -1, 0, why);
