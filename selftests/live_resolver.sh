@@ -358,7 +358,8 @@ lts_bg "$LTS_I" "$LTS_TMP/dnsmasq.out" dnsmasq --keep-in-foreground --conf-file=
 	--listen-address="$DNS4,$DNS6" --port=53 --local-ttl=600 --neg-ttl=60 \
 	--host-record=ok.example,203.0.113.10,2001:db8::10 \
 	--host-record=low.example,203.0.113.12,5 \
-	--host-record=cache.example,203.0.113.13 \
+	--host-record=cache.example,203.0.113.13 --host-record=unlearnable.example,203.0.113.14 \
+	--host-record=big.example,2001:db8:b::1 --host-record=big.example,2001:db8:b::2 --host-record=big.example,2001:db8:b::3 --host-record=big.example,2001:db8:b::4 --host-record=big.example,2001:db8:b::5 --host-record=big.example,2001:db8:b::6 --host-record=big.example,2001:db8:b::7 --host-record=big.example,2001:db8:b::8 --host-record=big.example,2001:db8:b::9 --host-record=big.example,2001:db8:b::a --host-record=big.example,2001:db8:b::b --host-record=big.example,2001:db8:b::c --host-record=big.example,2001:db8:b::d --host-record=big.example,2001:db8:b::e --host-record=big.example,2001:db8:b::f --host-record=big.example,2001:db8:b::10 --host-record=big.example,2001:db8:b::11 --host-record=big.example,2001:db8:b::12 --host-record=big.example,2001:db8:b::13 --host-record=big.example,2001:db8:b::14 --host-record=big.example,2001:db8:b::15 --host-record=big.example,2001:db8:b::16 --host-record=big.example,2001:db8:b::17 --host-record=big.example,2001:db8:b::18 \
 	--host-record=lookup.example,203.0.113.18,2001:db8::18 \
 	--host-record=rebind.example,10.0.0.5 \
 	--host-record=meta.example,169.254.169.254 \
@@ -399,7 +400,7 @@ write_tcp_client
 lts_bg "$LTS_I" "$LTS_TMP/spoof.out" "$LTS_PY" "$LTS_TMP/lts_spoof.py" "$TRICK4" "$FORGE4" "$LTS_TMP/spoof.log" 120
 lts_wait_ready "$LTS_TMP/spoof.out" || fail setup "the forging server did not start"
 
-ALLOW=(ok.example low.example cache.example lookup.example rebind.example meta.example rebind6.example
+ALLOW=(ok.example low.example cache.example unlearnable.example big.example lookup.example rebind.example meta.example rebind6.example
 	alias.example leak.example nx.example spoof.example tc.example www.site.example files.pkg.example
 	self.example self6.example hostcdn.example later.example lan.example mixed.example)
 args=()
@@ -409,7 +410,7 @@ GUEST=(--guest-dev hg0 --guest "$C4" --guest 2001:db8:1::2)
 lts_bg "$LTS_H" "$OUT" "$DRV" --listen "$R4" --listen "$R6" --port 53 --upstream "$DNS4" "${GUEST[@]}" \
 	--rate 10000 --burst 10000 \
 	"${args[@]}" --wildcard wild.example --wildcard chain.example --wildcard tunnelok.example \
-	--exempt 10.0.7.0/24 --ttl-min "$TTL_MIN" --ttl-max "$TTL_MAX" --empty-port 5301 \
+	--exempt 10.0.7.0/24 --unlearnable unlearnable.example --ttl-min "$TTL_MIN" --ttl-max "$TTL_MAX" --empty-port 5301 \
 	--lookup lookup.example --lookup rebind.example --lookup nx.example --lookup lan.example
 DRV_PID=${LTS_PIDS[-1]}
 # the second resolver: a dead upstream first, then the forging one
@@ -514,6 +515,53 @@ EOF
 )
 check_eq "two questions get FORMERR with the client's ID; a response is dropped" "$formerr" \
 	"rcode=1 id=1234 response=dropped"
+
+# the reply on the wire: our own, whatever shape the query had (the simple
+# shape is read by the resolver itself, any other by ldns, with one outcome)
+wire=$(ip netns exec "$LTS_G" "$LTS_PY" - "$R4" <<'EOF'
+import socket, struct, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(1)
+def ask(qid, name, extra=b"", an=0, ar=0, qtype=1):
+    q = b"".join(bytes([len(l)]) + l.encode() for l in name.split(".")) + b"\0" + struct.pack(">HH", qtype, 1)
+    s.sendto(struct.pack(">HHHHHH", qid, 0x0100, 1, an, 0, ar) + q + extra, (sys.argv[1], 53))
+    try:
+        return s.recv(4096)
+    except socket.timeout:
+        return b""
+def summary(m, name):
+    if not m:
+        return "none"
+    qd, an, ns, ar = struct.unpack(">HHHH", m[4:12])
+    qn = b"".join(bytes([len(l)]) + l.encode() for l in name.split(".")) + b"\0"
+    echo = "echo" if m[12:12 + len(qn)] == qn else "noecho"
+    opt = ""
+    if ar:
+        o = m[-11:]
+        opt = " opt=%d,%d" % (struct.unpack(">H", o[3:5])[0], struct.unpack(">H", o[9:11])[0])
+    return "rcode=%d an=%d ar=%d tc=%d %s%s" % (m[3] & 15, an, ar, (m[2] >> 1) & 1, echo, opt)
+cookie = b"\0" + struct.pack(">HHIH", 41, 4096, 0, 12) + struct.pack(">HH", 10, 8) + b"12345678"
+stray = b"\x02ok\x07example\0" + struct.pack(">HHIH", 1, 1, 60, 4) + bytes([192, 0, 2, 1])
+print(summary(ask(1, "Ok.ExAmPlE"), "Ok.ExAmPlE"))
+print(summary(ask(2, "ok.example", cookie, ar=1), "ok.example"))
+print(summary(ask(3, "ok.example", stray, ar=1), "ok.example"))
+print(summary(ask(4, "ok.example", stray, an=1), "ok.example"))
+print(summary(ask(5, "big.example", qtype=28), "big.example"))
+print(summary(ask(6, "big.example", b"\0" + struct.pack(">HHIH", 41, 1232, 0, 0), ar=1, qtype=28), "big.example"))
+EOF
+)
+check_eq "mixed case: answered, the question echoed as the client spelled it" "$(sed -n 1p <<<"$wire")" \
+	"rcode=0 an=1 ar=0 tc=0 echo"
+check_eq "EDNS with a cookie: answered with our OPT (1232, no options), not theirs" "$(sed -n 2p <<<"$wire")" \
+	"rcode=0 an=1 ar=1 tc=0 echo opt=1232,0"
+check_eq "a record other than OPT in the additional section: read by ldns, answered the same" \
+	"$(sed -n 3p <<<"$wire")" "rcode=0 an=1 ar=0 tc=0 echo"
+check_eq "a record in the query's answer section: read by ldns, answered the same" "$(sed -n 4p <<<"$wire")" \
+	"rcode=0 an=1 ar=0 tc=0 echo"
+check_eq "24 AAAA without EDNS do not fit 512 bytes: the question alone, TC set" "$(sed -n 5p <<<"$wire")" \
+	"rcode=0 an=0 ar=0 tc=1 echo"
+check_eq "with EDNS they fit" "$(sed -n 6p <<<"$wire")" "rcode=0 an=24 ar=1 tc=0 echo opt=1232,0"
+check_eq "control: after TC the client asks over TCP and gets them all" \
+	"$(dq "@$R4" +tcp +noall +answer big.example AAAA | grep -c AAAA)" 24
 
 # ------------------------------------------------------------ rebinding
 
@@ -620,14 +668,21 @@ check_eq "cache.example is answered" "$(dq "@$R4" +short cache.example A)" "203.
 sleep 1.1
 check_eq "cache.example again is answered" "$(dq "@$R4" +short cache.example A)" "203.0.113.13"
 check_eq "the upstream saw cache.example once" "$(upstream_seen cache.example A)" 1
-ttls=$(sed -n 's/^answered cache\.example \([0-9]*\) .*/\1/p' "$OUT" | tr '\n' ' ')
-check "the cache hit was reported too, with the remaining TTL ($ttls)" \
+# a report the policy took (its entries are in the kernel until the TTL) is not made again by a hit;
+# one it could not take is made again by the next hit, with the remaining TTL
+check_eq "a cache hit of a taken report is not reported again" "$(drv_count '^answered cache\.example ')" 1
+check_eq "control: unlearnable.example is answered" "$(dq "@$R4" +short unlearnable.example A)" "203.0.113.14"
+sleep 1.1
+check_eq "... and answered again from the cache" "$(dq "@$R4" +short unlearnable.example A)" "203.0.113.14"
+ttls=$(sed -n 's/^answered unlearnable\.example \([0-9]*\) .*/\1/p' "$OUT" | tr '\n' ' ')
+check "a report the policy refused is made again by the hit, with the remaining TTL ($ttls)" \
 	test "$(echo "$ttls" | awk '{ print NF == 2 && $1 == '"$TTL_MAX"' && $2 < $1 }')" = 1
 check_eq "a cached rebinding answer is still REFUSED" "$(status rebind.example A)" REFUSED
 kill -USR1 "$DRV_PID"
 for _ in $(seq 20); do drv_has '^flushed$' && break; sleep 0.1; done
 check_eq "after a flush, cache.example is answered" "$(dq "@$R4" +short cache.example A)" "203.0.113.13"
 check_eq "and asked upstream again" "$(upstream_seen cache.example A)" 2
+check_eq "and reported afresh" "$(drv_count '^answered cache\.example ')" 2
 
 # ------------------------------------------------------------ TCP, wildcards, two resolvers
 
@@ -658,21 +713,23 @@ ip -n "$LTS_I" -6 route add 2001:db8:1::/64 via 2001:db8:fe::1
 tcpx() { local ns=$1; shift; ip netns exec "$ns" "$LTS_PY" "$LTS_TMP/lts_tcp.py" "$@" 2>&1; }
 check_eq "control: the guest asks and is answered" "$(dq "@$R4" +short ok.example A)" "203.0.113.10"
 n_lines=$(wc -l <"$OUT")
+# each probe asks for a name of its own that the policy refuses: any processing at all leaves a line
 check_eq "the host itself (H) gets no answer" \
-	"$(ip netns exec "$LTS_H" kdig +retry=0 +timeout=1 "@$R4" ok.example A 2>&1 | grep -c 'status:')" 0
+	"$(ip netns exec "$LTS_H" kdig +retry=0 +timeout=1 "@$R4" h.tunnel.example A 2>&1 | grep -c 'status:')" 0
 check_eq "a user on H who is not root gets no answer" \
 	"$(ip netns exec "$LTS_H" setpriv --reuid 65534 --regid 65534 --clear-groups \
-		kdig +retry=0 +timeout=1 "@$R4" ok.example A 2>&1 | grep -c 'status:')" 0
+		kdig +retry=0 +timeout=1 "@$R4" nobody.tunnel.example A 2>&1 | grep -c 'status:')" 0
 check_eq "I (another link) gets no answer" \
-	"$(tcpx "$LTS_I" "$R4" 53 udpfrom "$I_UP4" ok.example)" silent
+	"$(tcpx "$LTS_I" "$R4" 53 udpfrom "$I_UP4" i.tunnel.example)" silent
 check_eq "I with the guest's address as its source gets no answer" \
-	"$(tcpx "$LTS_I" "$R4" 53 udpfrom "$C4" ok.example)" silent
+	"$(tcpx "$LTS_I" "$R4" 53 udpfrom "$C4" ispoof.tunnel.example)" silent
 check_eq "I over IPv6 with the guest's address gets no answer" \
-	"$(tcpx "$LTS_I" "$R6" 53 udpfrom 2001:db8:1::2 ok.example)" silent
-check_eq "I over TCP finds no listener on its link" "$(tcpx "$LTS_I" "$R4" 53 tcpfrom "$I_UP4" ok.example)" refused
+	"$(tcpx "$LTS_I" "$R6" 53 udpfrom 2001:db8:1::2 ispoof6.tunnel.example)" silent
+check_eq "I over TCP finds no listener on its link" "$(tcpx "$LTS_I" "$R4" 53 tcpfrom "$I_UP4" itcp.tunnel.example)" \
+	refused
 # (local traffic to R4 looks as if it came in on hg0, so the peer's address decides there)
 check_eq "H over TCP gets no answer" \
-	"$(ip netns exec "$LTS_H" kdig +retry=0 +timeout=1 +tcp "@$R4" ok.example A 2>&1 | grep -c 'status:')" 0
+	"$(ip netns exec "$LTS_H" kdig +retry=0 +timeout=1 +tcp "@$R4" htcp.tunnel.example A 2>&1 | grep -c 'status:')" 0
 # the audit budget: a flood of unlisted names from outside writes nothing
 check_eq "a flood of 200 unlisted names from I gets no reply" "$(tcpx "$LTS_I" "$R4" 53 udpflood "$I_UP4" 200)" 0
 check_eq "none of it was reported: no refusal, no answer, nothing" "$(sed -n "$((n_lines + 1)),\$p" "$OUT" | grep -vc '^$')" 0

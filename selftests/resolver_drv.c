@@ -6,7 +6,7 @@
  *                --guest-dev DEV --guest ADDR [--guest ADDR]... [--rate N --burst N]
  *                [--allow NAME]... [--wildcard DOMAIN]... [--exempt CIDR]... [--ttl-min S]
  *                [--ttl-max S] [--timeout-ms MS] [--tcp-idle-ms MS] [--tcp-clients N]
- *                [--tcp-queries N] [--lookup NAME]... [--empty-port N]
+ *                [--tcp-queries N] [--lookup NAME]... [--empty-port N] [--unlearnable NAME]
  *
  * Every callback becomes one line on stdout (line-buffered), so the test can
  * grep what the resolver decided:
@@ -23,6 +23,8 @@
  * latch_addr_nonpublic): private, loopback, link-local, CGNAT, metadata,
  * multicast and reserved addresses are refused, unless an --exempt CIDR
  * covers them, as a CIDR entry of a profile does in latchd.
+ * answered() takes every report, but those for an --unlearnable name, which
+ * it refuses as latchd does when it can't write a learned entry.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -48,6 +50,7 @@ struct drv_policy {
 	int n_wild;
 	struct latch_addr exempt[NAMES_MAX];
 	int exempt_len[NAMES_MAX], n_exempt;
+	const char *unlearnable;
 };
 
 static bool name_allowed(void *arg, const char *name)
@@ -100,12 +103,13 @@ static void print_addrs(const struct latch_addr *addrs, int n)
 	printf("\n");
 }
 
-static void answered(void *arg, const char *qname, const struct latch_addr *addrs, int n, uint32_t ttl)
+static int answered(void *arg, const char *qname, const struct latch_addr *addrs, int n, uint32_t ttl)
 {
 	const struct drv_policy *p = arg;
 
 	printf("%sanswered %s %u", p->tag, qname, ttl);
 	print_addrs(addrs, n);
+	return p->unlearnable && !strcmp(p->unlearnable, qname) ? -EAGAIN : 0;
 }
 
 static void refused(void *arg, const char *qname, uint16_t qtype, const char *reason)
@@ -196,7 +200,8 @@ static void usage(void)
 	fprintf(stderr, "usage: resolver_drv --listen ADDR --port N --upstream ADDR[:PORT] --guest-dev DEV\n"
 			"       --guest ADDR [--rate N --burst N] [--allow NAME]... [--wildcard DOMAIN]...\n"
 			"       [--exempt CIDR]... [--ttl-min S] [--ttl-max S] [--timeout-ms MS] [--tcp-idle-ms MS]\n"
-			"       [--tcp-clients N] [--tcp-queries N] [--lookup NAME]... [--empty-port N]\n");
+			"       [--tcp-clients N] [--tcp-queries N] [--lookup NAME]... [--empty-port N]\n"
+			"       [--unlearnable NAME]\n");
 	exit(2);
 }
 
@@ -261,6 +266,8 @@ int main(int argc, char **argv)
 			ret = latch_parse_uint(v, 1, 4096, &tcp_clients);
 		else if (!strcmp(a, "--lookup") && n_lookups < NAMES_MAX)
 			lookups[n_lookups++] = v;
+		else if (!strcmp(a, "--unlearnable"))
+			pol.unlearnable = v;
 		else if (!strcmp(a, "--empty-port"))
 			ret = latch_parse_port(v, &empty_port, err, sizeof(err));
 		else

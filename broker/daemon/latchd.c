@@ -462,8 +462,12 @@ static int learn(struct sandbox *s, const struct latch_entry *e, uint64_t expire
 	return rc;
 }
 
-/* Runs before the reply leaves latchd: the entry is in the kernel when the guest connects. */
-static void answered(void *arg, const char *qname, const struct latch_addr *addrs, int n, uint32_t ttl)
+/*
+ * Runs before the reply leaves latchd: the entry is in the kernel when the
+ * guest connects.  0 when every address is (or needs not be) in the kernel;
+ * the resolver then skips this for later cache hits of the same answer.
+ */
+static int answered(void *arg, const char *qname, const struct latch_addr *addrs, int n, uint32_t ttl)
 {
 	struct sandbox *s = arg;
 	uint64_t expires = latch_now_boot_ns() + ttl * NS_PER_S;
@@ -471,27 +475,31 @@ static void answered(void *arg, const char *qname, const struct latch_addr *addr
 	char err[LATCH_ERR_MAX];
 	json_t *list;
 	bool want;
+	int rc = 0;
 
 	if (!s->have_profile || s->prof.open)
-		return; /* open: the kernel passes everything already */
+		return 0; /* open: the kernel passes everything already */
 	if (!latch_profile_match(&s->prof, qname, &ports))
-		return;
+		return 0;
 	want = audit_wanted(s->name, "learned");
 	list = want ? json_array() : NULL;
 	for (int i = 0; i < n; i++) {
 		struct latch_entry e;
 
 		address_entry(&addrs[i], &ports, &e);
-		if (learn(s, &e, expires, LATCH_ORIGIN_LEARNED, err, sizeof(err)))
+		if (learn(s, &e, expires, LATCH_ORIGIN_LEARNED, err, sizeof(err))) {
 			logf_("%s: learned entry for %s: %s", s->name, qname, err);
-		else
+			rc = -EAGAIN;
+		} else {
 			remember_learned(s, qname, &addrs[i], expires);
+		}
 		if (want)
 			json_array_append_new(list, addr_json(&addrs[i]));
 	}
 	if (want)
 		audit(s->name, "learned", "allow", "latchd.dns.answer",
 		      json_pack("{s:s, s:o, s:i}", "name", qname, "addresses", list, "ttl", (int)ttl));
+	return rc;
 }
 
 static void refused(void *arg, const char *qname, uint16_t qtype, const char *reason)

@@ -27,12 +27,11 @@ static bool host_char(unsigned char c)
  * latch_dns_name_normalize), so a label holding a '.' or a '\' can never
  * spell a different name in text than on the wire.  Returns 0 or -EINVAL.
  */
-int dns_name_text(const ldns_rdf *dname, char *out, size_t len)
+int dns_name_text_wire(const uint8_t *p, size_t n, char *out, size_t len)
 {
-	const uint8_t *p = ldns_rdf_data(dname);
-	size_t n = ldns_rdf_size(dname), i = 0, o = 0;
+	size_t i = 0, o = 0;
 
-	if (ldns_rdf_get_type(dname) != LDNS_RDF_TYPE_DNAME || n < 1)
+	if (n < 1)
 		return -EINVAL;
 	while (i < n && p[i]) {
 		size_t l = p[i++];
@@ -56,6 +55,13 @@ int dns_name_text(const ldns_rdf *dname, char *out, size_t len)
 		return -EINVAL;
 	out[o] = 0;
 	return 0;
+}
+
+int dns_name_text(const ldns_rdf *dname, char *out, size_t len)
+{
+	if (ldns_rdf_get_type(dname) != LDNS_RDF_TYPE_DNAME)
+		return -EINVAL;
+	return dns_name_text_wire(ldns_rdf_data(dname), ldns_rdf_size(dname), out, len);
 }
 
 /* ------------------------------------------------------------ answers */
@@ -276,122 +282,37 @@ static const char *answer_judge(struct latch_resolver *r, const struct answer *a
 
 /* ------------------------------------------------------------ replies to clients */
 
-/* A header-only reply, for queries ldns can't (or shouldn't) parse. */
-void dns_client_raw(struct latch_resolver *r, const struct client *c, const uint8_t *q, uint8_t rcode)
+void dns_client_reply(struct latch_resolver *r, const struct client *c, const struct question *cq, uint8_t rcode,
+		      const struct answer *a, uint32_t ttl)
 {
-	uint8_t h[DNS_HDR] = { q[0], q[1], 0x80 | (q[2] & 0x79), 0x80 | rcode };
+	uint8_t wire[65535];
+	size_t len = dns_reply_build(cq, rcode, a, ttl, c->max, wire, sizeof(wire));
 
-	dns_client_send(r, c, h, sizeof(h));
-	r->st.failed++;
-}
-
-static ldns_rr *rr_new(const ldns_rdf *owner, ldns_rr_type type, uint32_t ttl, ldns_rdf *rd)
-{
-	ldns_rr *rr = ldns_rr_new();
-
-	if (!rr || !rd) {
-		ldns_rr_free(rr);
-		ldns_rdf_deep_free(rd);
-		return NULL;
-	}
-	ldns_rr_set_owner(rr, ldns_rdf_clone(owner));
-	ldns_rr_set_type(rr, type);
-	ldns_rr_set_class(rr, LDNS_RR_CLASS_IN);
-	ldns_rr_set_ttl(rr, ttl);
-	ldns_rr_push_rdf(rr, rd);
-	if (!ldns_rr_owner(rr)) {
-		ldns_rr_free(rr);
-		return NULL;
-	}
-	return rr;
-}
-
-/*
- * The reply, built from scratch: the client's question, then (when a is
- * given) the chain and the addresses, all with one TTL.  Too big for the
- * client: the question alone with TC, so it asks again over TCP.
- */
-static int reply_wire(const ldns_pkt *cq, uint8_t rcode, const struct answer *a, uint32_t ttl, size_t max,
-		      bool tc, uint8_t **wire, size_t *len)
-{
-	const ldns_rr *qrr = ldns_rr_list_rr(ldns_pkt_question(cq), 0);
-	ldns_pkt *p = ldns_pkt_new();
-	int ret = -ENOMEM;
-
-	if (!p)
-		return -ENOMEM;
-	ldns_pkt_set_id(p, ldns_pkt_id(cq));
-	ldns_pkt_set_qr(p, true);
-	ldns_pkt_set_opcode(p, LDNS_PACKET_QUERY);
-	ldns_pkt_set_rd(p, ldns_pkt_rd(cq));
-	ldns_pkt_set_ra(p, true);
-	ldns_pkt_set_tc(p, tc);
-	ldns_pkt_set_rcode(p, rcode);
-	if (ldns_pkt_edns(cq)) /* our OPT, none of theirs: no options, DO clear */
-		ldns_pkt_set_edns_udp_size(p, EDNS_SIZE);
-	if (!ldns_pkt_push_rr(p, LDNS_SECTION_QUESTION, ldns_rr_clone(qrr)))
-		goto out;
-	if (a && !tc) {
-		const ldns_rdf *owner = ldns_rr_owner(qrr); /* the client's own spelling */
-		uint16_t qtype = ldns_rr_get_type(qrr);
-
-		for (int i = 0; i < a->n_chain; i++) {
-			ldns_rr *rr = rr_new(owner, LDNS_RR_TYPE_CNAME, ttl, ldns_rdf_clone(a->chain[i]));
-
-			if (!rr || !ldns_pkt_push_rr(p, LDNS_SECTION_ANSWER, rr))
-				goto out;
-			owner = a->chain[i];
-		}
-		for (int i = 0; i < a->n_addrs; i++) {
-			bool v4 = a->addrs[i].family == AF_INET;
-			ldns_rdf *d = ldns_rdf_new_frm_data(v4 ? LDNS_RDF_TYPE_A : LDNS_RDF_TYPE_AAAA, v4 ? 4 : 16,
-							    a->addrs[i].bytes);
-			ldns_rr *rr = rr_new(owner, qtype, ttl, d);
-
-			if (!rr || !ldns_pkt_push_rr(p, LDNS_SECTION_ANSWER, rr))
-				goto out;
-		}
-	}
-	if (ldns_pkt2wire(wire, p, len) != LDNS_STATUS_OK)
-		goto out;
-	ret = 0;
-	if (*len > max) {
-		free(*wire);
-		*wire = NULL;
-		ret = tc ? -EMSGSIZE : reply_wire(cq, rcode, a, ttl, max, true, wire, len);
-	}
-out:
-	ldns_pkt_free(p);
-	return ret;
-}
-
-void dns_client_reply(struct latch_resolver *r, const struct client *c, const ldns_pkt *cq, uint8_t rcode,
-			 const struct answer *a, uint32_t ttl)
-{
-	uint8_t *wire = NULL;
-	size_t len;
-
-	if (reply_wire(cq, rcode, a, ttl, c->max, false, &wire, &len) == 0)
+	if (len)
 		dns_client_send(r, c, wire, len);
-	free(wire);
 }
 
-void dns_client_refuse(struct latch_resolver *r, const struct client *c, const ldns_pkt *cq, const char *name,
-			  uint16_t qtype, const char *reason)
+void dns_client_refuse(struct latch_resolver *r, const struct client *c, const struct question *cq,
+		       const char *name, const char *reason)
 {
 	r->st.refused++;
 	if (r->o.policy.refused)
-		r->o.policy.refused(r->o.policy.arg, name, qtype, reason);
+		r->o.policy.refused(r->o.policy.arg, name, cq->qtype, reason);
 	dns_client_reply(r, c, cq, LDNS_RCODE_REFUSED, NULL, 0);
 }
 
-/* An answer (NULL: the upstreams failed) to a client, judged first. */
-void dns_client_answer(struct latch_resolver *r, const struct client *c, const ldns_pkt *cq, const char *name,
-			  uint16_t qtype, const struct answer *a, uint32_t ttl)
+/*
+ * An answer (NULL: the upstreams failed) to a client, judged first.  e is
+ * the cache entry a came from or went into (NULL: none): once answered()
+ * has taken its addresses they are in the kernel until the entry expires,
+ * so its later hits skip the callback (and its map lookups) altogether.
+ */
+void dns_client_answer(struct latch_resolver *r, const struct client *c, const struct question *cq,
+		       const char *name, const struct answer *a, uint32_t ttl, struct centry *e)
 {
 	struct latch_addr learn[LATCH_RESOLVER_ADDRS_MAX];
+	uint8_t wire[65535];
 	const char *why;
-	uint8_t *wire = NULL;
 	size_t len;
 	int n_learn;
 
@@ -402,18 +323,22 @@ void dns_client_answer(struct latch_resolver *r, const struct client *c, const l
 	}
 	why = answer_judge(r, a, learn, &n_learn);
 	if (why) {
-		dns_client_refuse(r, c, cq, name, qtype, why);
+		dns_client_refuse(r, c, cq, name, why);
 		return;
 	}
 	/* built before the callback runs: the callback may flush the cache a points into */
-	if (reply_wire(cq, a->rcode, a, ttl, c->max, false, &wire, &len)) {
+	len = dns_reply_build(cq, a->rcode, a, ttl, c->max, wire, sizeof(wire));
+	if (!len) {
 		r->st.failed++;
 		return;
 	}
 	r->st.answered++;
 	/* the learned entry goes in before the guest can use the address */
-	if (a->rcode == LDNS_RCODE_NOERROR && n_learn && r->o.policy.answered)
-		r->o.policy.answered(r->o.policy.arg, name, learn, n_learn, ttl);
+	if (a->rcode == LDNS_RCODE_NOERROR && n_learn && r->o.policy.answered && !(e && e->reported)) {
+		uint64_t epoch = r->cache_epoch;
+
+		if (!r->o.policy.answered(r->o.policy.arg, name, learn, n_learn, ttl) && e && epoch == r->cache_epoch)
+			e->reported = true;
+	}
 	dns_client_send(r, c, wire, len);
-	free(wire);
 }

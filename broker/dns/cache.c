@@ -28,6 +28,7 @@ static void cache_unlink(struct latch_resolver *r, struct centry *e)
 	*pp = e->next;
 	TAILQ_REMOVE(&r->lru, e, lru);
 	r->n_cache--;
+	r->cache_epoch++;
 	dns_answer_clear(&e->a);
 	free(e);
 }
@@ -54,13 +55,14 @@ struct centry *dns_cache_get(struct latch_resolver *r, const char *name, uint16_
 	return e;
 }
 
-void dns_cache_put(struct latch_resolver *r, const char *name, uint16_t qtype, const struct answer *a)
+/* Cache a (copied) under (name, qtype); the new entry, or NULL when it was not kept. */
+struct centry *dns_cache_put(struct latch_resolver *r, const char *name, uint16_t qtype, const struct answer *a)
 {
 	struct centry *e, *old;
 	uint32_t left;
 
 	if (!a->ttl || r->o.cache_max <= 0)
-		return;
+		return NULL;
 	old = dns_cache_get(r, name, qtype, &left);
 	if (old)
 		cache_unlink(r, old);
@@ -68,10 +70,10 @@ void dns_cache_put(struct latch_resolver *r, const char *name, uint16_t qtype, c
 		cache_unlink(r, TAILQ_LAST(&r->lru, centry_list));
 	e = calloc(1, sizeof(*e));
 	if (!e)
-		return;
+		return NULL;
 	if (dns_answer_copy(&e->a, a)) {
 		free(e);
-		return;
+		return NULL;
 	}
 	snprintf(e->name, sizeof(e->name), "%s", name);
 	e->qtype = qtype;
@@ -81,6 +83,7 @@ void dns_cache_put(struct latch_resolver *r, const char *name, uint16_t qtype, c
 	r->buckets[e->hash & (r->n_buckets - 1)] = e;
 	TAILQ_INSERT_HEAD(&r->lru, e, lru);
 	r->n_cache++;
+	return e;
 }
 
 void latch_resolver_flush(struct latch_resolver *r)

@@ -30,6 +30,7 @@
 #define UDP_PLAIN 512		/* the reply limit for a client without EDNS */
 #define UDP_BUF 4096		/* bigger datagrams are dropped, not truncated */
 #define UDP_BURST 64		/* datagrams read per wakeup, so one sandbox can't starve the others */
+#define UDP_BATCH 32		/* datagrams per recvmmsg()/sendmmsg() */
 #define PENDING_MAX 512		/* upstream queries in flight per resolver; beyond, SERVFAIL */
 #define TCP_CONN_QUERIES 16	/* in flight per TCP client; beyond, stop reading it */
 #define TCP_CONN_TOTAL_DEFAULT 64 /* queries one TCP connection may ask in its life; the next one cuts it */
@@ -58,6 +59,16 @@ struct answer {
 
 enum { CL_UDP, CL_TCP };
 
+/* A client's question, as the reply must echo it (wire.c). */
+struct question {
+	uint16_t id;
+	bool rd;
+	bool edns; /* it had an OPT record: the reply carries ours */
+	uint16_t qtype, qclass;
+	uint16_t qlen;	     /* bytes of qname, the root label included */
+	uint8_t qname[255]; /* the client's own spelling, on the wire */
+};
+
 struct tcp_conn;
 
 /* Where a reply goes. */
@@ -80,8 +91,8 @@ struct query {
 	ldns_rdf *qname; /* lowercase, as sent upstream */
 	uint16_t qtype;
 	struct client c;
-	ldns_pkt *cq;	   /* the client's query (the reply echoes its question), or NULL */
-	struct lookup *lk; /* or the lookup it is half of */
+	struct question cq; /* the client's question, when it is for a client */
+	struct lookup *lk;  /* or the lookup it is half of */
 	int tries, max_tries;
 	const char *why; /* the last failure, reported when tries run out */
 	/* the current try */
@@ -134,11 +145,13 @@ struct centry {
 	uint32_t hash;
 	uint16_t qtype;
 	uint64_t expires_ms;
+	bool reported; /* answered() took its addresses until expires_ms: hits need not report them again */
 	struct answer a;
 	char name[LATCH_RESOLVER_NAME_MAX];
 };
 
 struct nl_sock;
+struct udp_batch;
 
 /* The host's own addresses, kept current from netlink (hostaddr.c). */
 struct hostaddrs {
@@ -161,6 +174,7 @@ struct latch_resolver {
 	/* the sandbox's query rate (GCRA): the time the bucket is full again, and one query's cost */
 	uint64_t rate_tat_ns, rate_cost_ns;
 	struct hostaddrs host;
+	struct udp_batch *udp_batch; /* while udp_read() runs: UDP replies wait in it for one sendmmsg() */
 	TAILQ_HEAD(, query) queries;
 	int n_queries;
 	TAILQ_HEAD(, lookup) lookups;
@@ -171,6 +185,7 @@ struct latch_resolver {
 	uint32_t n_buckets; /* a power of two */
 	int n_cache;
 	TAILQ_HEAD(centry_list, centry) lru;
+	uint64_t cache_epoch; /* moves whenever an entry goes: a pointer held across a callback is checked by it */
 	uint8_t rnd[64]; /* getrandom() in batches; IDs only */
 	size_t rnd_left;
 	struct latch_resolver_stats st;
@@ -197,30 +212,36 @@ int dns_hostaddrs_open(struct latch_resolver *r, char *err, size_t errlen);
 void dns_hostaddrs_close(struct latch_resolver *r);
 bool dns_hostaddr_is_local(struct latch_resolver *r, const struct latch_addr *a);
 
+/* wire.c */
+int dns_question_parse(const uint8_t *buf, size_t len, struct question *q, uint16_t *udp_size);
+size_t dns_reply_build(const struct question *q, uint8_t rcode, const struct answer *a, uint32_t ttl, size_t max,
+		       uint8_t *out, size_t cap);
+void dns_client_raw(struct latch_resolver *r, const struct client *c, const uint8_t *q, uint8_t rcode);
+
 /* answer.c */
+int dns_name_text_wire(const uint8_t *p, size_t n, char *out, size_t len);
 int dns_name_text(const ldns_rdf *dname, char *out, size_t len);
 void dns_answer_clear(struct answer *a);
 int dns_answer_copy(struct answer *dst, const struct answer *src);
 int dns_answer_from_pkt(const struct latch_resolver *r, const ldns_pkt *p, const ldns_rdf *qname, uint16_t qtype,
 			struct answer *a);
 const char *dns_addr_judge(struct latch_resolver *r, const struct latch_addr *a, bool *learn);
-void dns_client_raw(struct latch_resolver *r, const struct client *c, const uint8_t *q, uint8_t rcode);
-void dns_client_reply(struct latch_resolver *r, const struct client *c, const ldns_pkt *cq, uint8_t rcode,
+void dns_client_reply(struct latch_resolver *r, const struct client *c, const struct question *cq, uint8_t rcode,
 		      const struct answer *a, uint32_t ttl);
-void dns_client_refuse(struct latch_resolver *r, const struct client *c, const ldns_pkt *cq, const char *name,
-		       uint16_t qtype, const char *reason);
-void dns_client_answer(struct latch_resolver *r, const struct client *c, const ldns_pkt *cq, const char *name,
-		       uint16_t qtype, const struct answer *a, uint32_t ttl);
+void dns_client_refuse(struct latch_resolver *r, const struct client *c, const struct question *cq,
+		       const char *name, const char *reason);
+void dns_client_answer(struct latch_resolver *r, const struct client *c, const struct question *cq,
+		       const char *name, const struct answer *a, uint32_t ttl, struct centry *e);
 
 /* cache.c */
 int dns_cache_init(struct latch_resolver *r);
 struct centry *dns_cache_get(struct latch_resolver *r, const char *name, uint16_t qtype, uint32_t *left);
-void dns_cache_put(struct latch_resolver *r, const char *name, uint16_t qtype, const struct answer *a);
+struct centry *dns_cache_put(struct latch_resolver *r, const char *name, uint16_t qtype, const struct answer *a);
 void dns_cache_clamp(struct latch_resolver *r, uint64_t expires_ms);
 
 /* upstream.c */
 int dns_query_start(struct latch_resolver *r, const char *name, uint16_t qtype, const struct client *c,
-		    ldns_pkt *cq, struct lookup *lk);
+		    const struct question *cq, struct lookup *lk);
 void dns_query_free(struct query *q);
 void dns_lookup_free(struct lookup *lk);
 

@@ -69,13 +69,17 @@ struct latch_resolver_policy {
 	/*
 	 * An answer that is being sent to the client: the normalized qname, the
 	 * public A/AAAA addresses at the end of the CNAME chain (n >= 1) and the
-	 * TTL already clamped to [ttl_min, ttl_max].  Called for cache hits too,
-	 * with the remaining TTL.  It runs BEFORE the reply leaves, so a learned
-	 * entry installed here is in the kernel when the guest connects.  Not
-	 * called for NXDOMAIN, NODATA, a CNAME query or an answer whose every
-	 * address a CIDR entry covers (no address to learn).
+	 * TTL already clamped to [ttl_min, ttl_max].  It runs BEFORE the reply
+	 * leaves, so a learned entry installed here is in the kernel when the
+	 * guest connects.  Return 0 when every address is in the kernel until
+	 * ttl from now: later cache hits of the same answer (whose remaining TTL
+	 * ends no later) are then not reported again; -errno (an entry could
+	 * not be written) and the next hit reports them again, with the
+	 * remaining TTL.  Not called for NXDOMAIN, NODATA, a CNAME query or an
+	 * answer whose every address a CIDR entry covers (no address to learn).
+	 * A cache flush (a policy switch) starts reporting afresh.
 	 */
-	void (*answered)(void *arg, const char *qname, const struct latch_addr *addrs, int n, uint32_t ttl);
+	int (*answered)(void *arg, const char *qname, const struct latch_addr *addrs, int n, uint32_t ttl);
 	/* A refused query, for the audit log; qname is normalized when it could be, else "". */
 	void (*refused)(void *arg, const char *qname, uint16_t qtype, const char *reason);
 };

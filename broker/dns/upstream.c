@@ -180,7 +180,6 @@ void dns_query_free(struct query *q)
 		dns_tcp_conn_resume(q->c.tc);
 	}
 	ldns_rdf_deep_free(q->qname);
-	ldns_pkt_free(q->cq);
 	free(q);
 }
 
@@ -188,14 +187,15 @@ void dns_query_free(struct query *q)
 static void query_done(struct query *q, const struct answer *a)
 {
 	struct latch_resolver *r = q->r;
+	struct centry *e = NULL;
 
 	query_stop_try(q);
 	if (a)
-		dns_cache_put(r, q->name, q->qtype, a);
+		e = dns_cache_put(r, q->name, q->qtype, a);
 	if (q->lk)
 		lookup_part(q->lk, a, a ? a->ttl : 0, q->why ? q->why : "timeout");
 	else if (q->c.kind == CL_UDP || q->c.tc)
-		dns_client_answer(r, &q->c, q->cq, q->name, q->qtype, a, a ? a->ttl : 0);
+		dns_client_answer(r, &q->c, &q->cq, q->name, a, a ? a->ttl : 0, e);
 	dns_query_free(q);
 }
 
@@ -413,9 +413,9 @@ static void query_try(struct query *q)
 	query_done(q, NULL);
 }
 
-/* Start asking the upstreams; for a client (c, cq: taken over) or a lookup. */
+/* Start asking the upstreams; for a client (c, cq) or a lookup. */
 int dns_query_start(struct latch_resolver *r, const char *name, uint16_t qtype, const struct client *c,
-		       ldns_pkt *cq, struct lookup *lk)
+		       const struct question *cq, struct lookup *lk)
 {
 	struct query *q;
 
@@ -440,7 +440,8 @@ int dns_query_start(struct latch_resolver *r, const char *name, uint16_t qtype, 
 	q->lk = lk;
 	if (c)
 		q->c = *c;
-	q->cq = cq;
+	if (cq)
+		q->cq = *cq;
 	/* at least two tries, so one lost datagram with one upstream is not a failure */
 	q->max_tries = r->o.n_upstream < 2 ? 2 : r->o.n_upstream;
 	TAILQ_INSERT_TAIL(&r->queries, q, link);
