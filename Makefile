@@ -57,7 +57,7 @@ LATCHD_MAIN := broker/daemon/latchd.c
 
 # The Debian packages each module builds against (pkg-config names).
 PKGS_loader := libbpf libelf zlib libnl-3.0 libnl-route-3.0
-PKGS_audit := sqlite3 libcrypto jansson
+PKGS_audit := sqlite3 libcrypto jansson libsystemd
 PKGS_vm := libnl-3.0 libnl-route-3.0 libnftables libarchive jansson
 PKGS_broker := jansson
 PKGS_daemon := ldns libevent jansson libnl-3.0 libnl-route-3.0

@@ -1413,6 +1413,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	if (++ticks % SCAN_INTERVAL_S == 0)
 		scan();
 	backups_tick(now);
+	audit_tick(d.audit); /* the audit log's head, anchored outside it once a period */
 	for (struct sandbox *s = d.sandboxes; s; s = s->next) {
 		refresh_hosts(s, now);
 		if (s->learned_dirty)
