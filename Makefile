@@ -33,34 +33,44 @@ endif
 # USES_m: the modules m may include and call (besides itself and bpf/'s ABI
 # header).  `daemon` is latchd's private code (broker/daemon, broker/dns);
 # `cli` is the latch command.  Keep docs/ARCHITECTURE.md's graph in step.
-MODULES := common loader audit config profile vm broker daemon
+MODULES := common loader audit config profile kit vm room broker budget daemon
 USES_common :=
 USES_loader := common
 USES_audit := common
 USES_config := common
 USES_profile := loader common
+USES_kit := profile loader common
 USES_vm := config loader common
+USES_room := profile config loader common
 USES_broker := common
-USES_daemon := broker profile audit config loader common
-USES_cli := vm broker profile audit config loader common
+USES_budget := common
+USES_daemon := broker budget profile kit audit config loader common
+USES_cli := vm room broker budget profile kit audit config loader common
 
 SRCS_common := $(wildcard common/*.c)
 SRCS_loader := $(wildcard loader/*.c)
 SRCS_audit := $(wildcard audit/*.c)
 SRCS_config := $(wildcard config/*.c)
 SRCS_profile := $(wildcard profile/*.c)
+SRCS_kit := $(wildcard kit/*.c)
 SRCS_vm := $(wildcard vm/*.c)
+SRCS_room := $(wildcard room/*.c)
 SRCS_broker := $(wildcard broker/*.c)
-SRCS_daemon := $(filter-out broker/daemon/latchd.c,$(wildcard broker/daemon/*.c broker/dns/*.c))
+SRCS_budget := $(wildcard budget/*.c)
+LATCHD_MAIN := broker/daemon/main.c
+SRCS_daemon := $(filter-out $(LATCHD_MAIN),$(wildcard broker/daemon/*.c broker/dns/*.c broker/http/*.c))
 SRCS_cli := $(wildcard cli/*.c)
-LATCHD_MAIN := broker/daemon/latchd.c
 
 # The Debian packages each module builds against (pkg-config names).
 PKGS_loader := libbpf libelf zlib libnl-3.0 libnl-route-3.0
 PKGS_audit := sqlite3 libcrypto jansson libsystemd
-PKGS_vm := libnl-3.0 libnl-route-3.0 libnftables libarchive jansson
+# kit/: libcyaml for the schema, libyaml (which it is built on) for env and the unknown-field warning
+PKGS_kit := libcyaml yaml-0.1
+PKGS_vm := libnl-3.0 libnl-route-3.0 libnftables libarchive jansson libseccomp libcap
+PKGS_room := libseccomp libcap jansson
 PKGS_broker := jansson
-PKGS_daemon := ldns libevent jansson libnl-3.0 libnl-route-3.0
+PKGS_budget := sqlite3 jansson zlib
+PKGS_daemon := ldns libevent libevent_openssl openssl jansson libnl-3.0 libnl-route-3.0
 PKGS_cli := jansson libcap
 # libvirt: headers only; vm/libvirt.c loads libvirt.so.0 with dlopen when a
 # command first needs libvirtd (linked in, it costs every command ~25 ms)
@@ -82,9 +92,11 @@ closure = $(sort $(1) $(foreach m,$(1),$(USES_$(m))))
 EXTRA_LIBS_loader := -lelf -lz
 EXTRA_LIBS_vm := -ldl
 EXTRA_LIBS_cli := -lcap
+# Debian's http-parser ships no pkg-config file
+EXTRA_LIBS_daemon := -lhttp_parser
 extra_libs = $(sort $(foreach m,$(1),$(EXTRA_LIBS_$(m))))
 # archives in link order: users before what they use
-LINK_ORDER := vm daemon profile broker audit config loader common
+LINK_ORDER := vm room daemon kit profile broker budget audit config loader common
 archives_of = $(foreach m,$(LINK_ORDER),$(if $(filter $(m),$(1)),$(BUILD)/lib$(m).a))
 # $(call link_with,MODULES): the archives and libraries a binary using MODULES needs
 link_with = $(call archives_of,$(call closure,$(1))) $(call pkg_libs,$(call closure,$(1))) \
@@ -104,6 +116,10 @@ ALL_OBJS := $(foreach m,$(MODULES) cli,$(call objs_of,$(SRCS_$(m)))) $(call objs
 
 all: $(BUILD)/latch $(BUILD)/latchd $(BPF_OBJS) $(BUILD)/vm/latch-agent $(BUILD)/vm/latch-rawsend
 
+# The module graph, one line a module (docs/ARCHITECTURE.md quotes it).
+arrows:
+	@$(foreach m,cli $(MODULES),printf '%-8s -> %s\n' $(m) "$(or $(USES_$(m)),nothing)";)
+
 pkgs-ok:
 	@if [ -n "$(strip $(PKGS_MISSING))" ]; then \
 		echo "make: pkg-config can't find $(strip $(PKGS_MISSING)); run \`make deps\` (bash .ci/deps.sh) first" >&2; \
@@ -116,7 +132,7 @@ $(BUILD)/arrows.ok: Makefile scripts/arrows.sh $(foreach m,$(MODULES) cli,$(SRCS
 		    $(wildcard */*.h broker/*/*.h) | $(BUILD)
 	$(call msg,ARROWS,modules)
 	$(Q)rc=0; $(foreach m,$(MODULES) cli,USES="$(USES_$(m))" bash scripts/arrows.sh $(m) \
-		$(if $(filter daemon,$(m)),$(SRCS_daemon) $(LATCHD_MAIN) $(wildcard broker/daemon/*.h broker/dns/*.h), \
+		$(if $(filter daemon,$(m)),$(SRCS_daemon) $(LATCHD_MAIN) $(wildcard broker/daemon/*.h broker/dns/*.h broker/http/*.h), \
 		$(if $(filter broker,$(m)),$(SRCS_broker) broker/broker.h,$(wildcard $(m)/*.c $(m)/*.h))) || rc=1;) \
 		exit $$rc
 	$(Q)touch $@
@@ -144,6 +160,14 @@ $(BUILD)/profile/profiles_builtin.h: $(PROFILE_FILES) profile/embed_profiles.sh
 	$(Q)mkdir -p $(@D)
 	$(call msg,GEN,$@)
 	$(Q)sh profile/embed_profiles.sh $(PROFILE_FILES) > $@
+
+# The built-in kits are compiled in from kit/kits/*.yaml.
+KIT_FILES := $(sort $(wildcard kit/kits/*.yaml))
+$(BUILD)/kit/kits_builtin.h: $(KIT_FILES) kit/embed_kits.sh
+	$(Q)mkdir -p $(@D)
+	$(call msg,GEN,$@)
+	$(Q)sh kit/embed_kits.sh $(KIT_FILES) > $@
+$(BUILD)/kit/load.o: $(BUILD)/kit/kits_builtin.h
 
 # Every object waits for the skeletons and generated headers (-MMD records
 # what it really includes after the first build) and for the arrows check.
@@ -196,7 +220,9 @@ vm-proof: image $(BUILD)/selftests/agent_selftest
 vm-debian-proof: all
 	selftests/debian_proof.sh
 
+include broker/http/http.mk
 include tests/tests.mk
+include room/room.mk
 include selftests/selftests.mk
 include bench/bench.mk
 -include $(ALL_OBJS:.o=.d) $(BUILD)/*.bpf.d $(BUILD)/*/*.d
@@ -226,4 +252,4 @@ demo-netns:
 clean:
 	rm -rf $(BUILD)
 
-.PHONY: all deps check unit selftest bench demo demo-netns clean image vm-proof vm-debian-proof pkgs-ok
+.PHONY: arrows all deps check unit selftest bench demo demo-netns clean image vm-proof vm-debian-proof pkgs-ok

@@ -443,7 +443,9 @@ vm_part() {
 		> "$VM_ROOT/root/etc/latch/latch.conf"
 	for r in $(seq "${BENCH_VM_REPS:-3}"); do
 		log "vm rep $r: latch up"
-		j=$(LATCH_ROOT=$VM_ROOT/root "$LATCH" --json up lbn-vm 2>&1) || { log "latch up failed: $j"; VM_NOTE="vm: latch up failed"; break; }
+		# up prints its steps on stderr; stdout is the JSON
+		j=$(LATCH_ROOT=$VM_ROOT/root "$LATCH" --json up lbn-vm 2>"$VM_ROOT/up.err") ||
+			{ log "latch up failed: $j $(tail -n 3 "$VM_ROOT/up.err")"; VM_NOTE="vm: latch up failed"; break; }
 		rec vm enforced "$(jq -r .accelerator <<<"$j")" 0 "$r" "$(jq -r .ms_to_enforced <<<"$j")"
 		rec vm domain "$(jq -r .accelerator <<<"$j")" 0 "$r" "$(jq -r .ms_to_domain_started <<<"$j")"
 		rec vm agent "$(jq -r .accelerator <<<"$j")" 0 "$r" "$(jq -r .ms_to_agent <<<"$j")"
@@ -635,11 +637,12 @@ row() { printf "$FMT" "$@"; }
 		sw() { printf '%s %s' "$(calc %.0f "$(med switch "$1" "$2" "$sn") / 1000")" "$(rng switch "$1" "$2" "$sn" %.0f 1000)"; }
 		row "profile switch $(thou "$sn") -> $(thou "$sn"), ms" "$(thou "$sn")" "-" "$(sw cli latch) (CLI)" \
 			"$(sw nft_f nft) (nft -f)" "(information)" ""
-		for op in parse walk switch gc; do
+		for op in parse walk compose switch gc; do
 			have switch "$op" latch || continue
 			case $op in
 			parse) label="  latchd: load the profile" ;;
 			walk) label="  latchd: walk the live policy (carry)" ;;
+			compose) label="  latchd: compose the union (fold)" ;;
 			switch) label="  latchd: latch_policy_switch (kernel)" ;;
 			gc) label="  latchd: delete the old generation" ;;
 			esac

@@ -342,4 +342,107 @@ struct latch_event {
 _Static_assert(sizeof(struct latch_event) == 72, "latch_event layout");
 _Static_assert(__builtin_offsetof(struct latch_event, src_addr) == 28, "latch_event layout");
 
+
+/* ====================================================================
+ * Rooms: the cgroup programs of bpf/latch_cg.bpf.c (loader/cgroup.c).
+ * Kept apart from the tc ABI above so that both can change without
+ * stepping on each other.  A room reuses the tc layouts: struct
+ * latch_config (ifname holds the room's name), the policy keys and
+ * struct latch_rules, and the counter slots of latch_counter_slot().
+ * ==================================================================== */
+
+/* Rooms at once (slots of room state), and the room policy maps (both generations). */
+#ifndef LATCH_ROOM_MAX
+#define LATCH_ROOM_MAX 256
+#endif
+#define LATCH_ROOM_SLOTS_PREMADE 2 /* slots made when the programs are loaded */
+#ifndef LATCH_ROOM_POLICY_MAX
+#define LATCH_ROOM_POLICY_MAX 4096
+#endif
+#ifndef LATCH_ROOM_TIMED_MAX
+#define LATCH_ROOM_TIMED_MAX 1024
+#endif
+
+/*
+ * A room's counters use the tc slots with the direction as the kind of hook:
+ * the socket-address hooks (connect4/6, sendmsg4/6, connect_unix,
+ * sendmsg_unix) count one verdict per call, cgroup_skb/egress one per packet.
+ */
+#define LATCH_ROOM_SLOT_PACKET LATCH_DIR_FROM_GUEST
+#define LATCH_ROOM_SLOT_SOCKADDR LATCH_DIR_TO_GUEST
+
+/*
+ * Room services.  A room's resolver and broker live on an address of its own
+ * in 127.76.0.0/16, 127.76.A.B.  The room's egress program stamps every
+ * packet it sends to its own host or resolver address with the mark
+ * LATCH_ROOM_MARK_BASE | (A << 8 | B); latch_room_gate, attached where the
+ * services listen (latchd's cgroup), drops packets to 127.76.0.0/16 that do
+ * not carry the mark of their destination.  Unprivileged processes cannot
+ * set a mark (SO_MARK needs CAP_NET_ADMIN) and a room cannot stamp another
+ * room's: so a packet on 127.76.A.B came from room A.B.  docs/rooms.md.
+ */
+#define LATCH_ROOM_SERVICE_NET 0x7f4c0000u /* 127.76.0.0, host byte order */
+#define LATCH_ROOM_SERVICE_MASK 0xffff0000u
+#define LATCH_ROOM_MARK_BASE 0x1a7c0000u
+#define LATCH_ROOM_MARK_MASK 0xffff0000u
+#define latch_room_mark_of(addr_host_order) (LATCH_ROOM_MARK_BASE | ((addr_host_order) & 0xffffu))
+
+/* room_meta: one element, written when the programs are loaded and pinned. */
+struct latch_room_meta {
+	__u32 abi_version;
+	__u32 btf_obj_id; /* the object's BTF, for typed per-room maps */
+	__u32 type_config; /* BTF type ids in that BTF, 0 when not found */
+	__u32 type_exact4_key;
+	__u32 type_exact6_key;
+	__u32 type_prefix4_key;
+	__u32 type_prefix6_key;
+	__u32 type_timed4_key;
+	__u32 type_timed6_key;
+	__u32 type_rules;
+	__u32 type_counter;
+	__u32 type_u32;
+};
+_Static_assert(sizeof(struct latch_room_meta) == 48, "latch_room_meta layout");
+
+/*
+ * room_owners: HASH slot -> the room holding it.  User space's bookkeeping
+ * (a slot is claimed by inserting with BPF_NOEXIST); no program reads it.
+ */
+struct latch_room_owner {
+	__u64 cgroup_id;
+	char name[32];
+};
+_Static_assert(sizeof(struct latch_room_owner) == 40, "latch_room_owner layout");
+
+/* room_state: HASH by cgroup id.  The room's DNS bucket, as in the tc's dns_bucket. */
+struct latch_room_state {
+	struct bpf_spin_lock lock;
+	__u32 pad;
+	__u64 dns_tat_ns; /* theoretical arrival time of the next DNS packet */
+};
+_Static_assert(sizeof(struct latch_room_state) == 16, "latch_room_state layout");
+
+/*
+ * sock_verdicts: SK_STORAGE on each socket of a room, the last destination
+ * that passed.  A packet to the same destination under the same policy
+ * version, before the deadline, passes on one compare; DNS is never cached.
+ */
+struct latch_sock_verdict {
+	__u32 addr[4];	      /* v4 in addr[0] */
+	__u64 expires_ns;     /* 0: none */
+	__u32 policy_version;
+	__u16 port;	      /* host byte order */
+	__u8 proto;	      /* LATCH_PROTO_* */
+	__u8 family;	      /* 4 or 6; 0 when empty */
+};
+_Static_assert(sizeof(struct latch_sock_verdict) == 32, "latch_sock_verdict layout");
+
+/* room_gate_counters: PERCPU_ARRAY of latch_room_gate's verdicts. */
+enum latch_room_gate_slot {
+	LATCH_ROOM_GATE_PASS = 0,  /* to a room service, with its room's mark */
+	LATCH_ROOM_GATE_DROP = 1,  /* to a room service, without it */
+	LATCH_ROOM_GATE_OTHER = 2, /* not to a room service: not the gate's business */
+	LATCH_ROOM_GATE_SLOTS = 3,
+};
+
 #endif /* LATCH_ABI_H */

@@ -18,6 +18,7 @@
 
 #include "latch_abi.h"
 #include "latch_parse.h"
+#include "latch_rules.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -150,24 +151,16 @@ static __always_inline void count(__u32 slot, __u64 bytes)
 static __always_inline int bucket_take(struct latch_bucket *b, __u32 rate, __u32 burst, __u64 now,
 				       __u32 *suppressed)
 {
-	__u64 interval, tolerance, tat;
-	int ok = 0;
+	int ok;
 
 	if (!rate || !burst)
 		return 0;
-	interval = 1000000000ULL / rate;
-	tolerance = interval * burst;
 	bpf_spin_lock(&b->lock);
-	tat = b->tat_ns > now ? b->tat_ns : now;
-	/* room for one more interval inside the burst window */
-	if (tat + interval - now <= tolerance) {
-		b->tat_ns = tat + interval;
-		ok = 1;
-		if (suppressed) {
-			*suppressed = b->suppressed;
-			b->suppressed = 0;
-		}
-	} else {
+	ok = latch_gcra(&b->tat_ns, rate, burst, now);
+	if (ok && suppressed) {
+		*suppressed = b->suppressed;
+		b->suppressed = 0;
+	} else if (!ok) {
 		b->suppressed++;
 	}
 	bpf_spin_unlock(&b->lock);
@@ -220,69 +213,6 @@ static __always_inline int verdict(struct __sk_buff *skb, const struct latch_con
 	return TC_ACT_SHOT;
 }
 
-/* One policy question, asked of each map in turn (see rules_allow). */
-struct rule_query {
-	__u64 now;     /* boot clock, 0 until first read */
-	__u64 expires; /* out: the deadline the flow inherits, 0 none */
-	__u16 port;    /* destination port, host order */
-	__u8 proto;    /* LATCH_PROTO_* class of the packet */
-	__u8 established; /* the flow exists already */
-	__u8 origin;   /* out: origin of the matching rule */
-	__u8 pad[3];
-};
-
-/*
- * Does one of the rules allow (proto, port)?  Rules with a deadline count
- * only before it, except a learned rule re-checked for an established flow
- * (see enum latch_origin).  q->expires gets the deadline the flow inherits:
- * the matching rule's, or none for a learned rule; q->origin the rule's
- * origin.  The clock is read only when a timed rule is looked at.
- *
- * A global function: the verifier checks it once, on its own, instead of at
- * each of the six lookups of each program (inlined, the loop over 16 rules
- * at six call sites ran past the verifier's budget).
- */
-__noinline int rules_allow(const struct latch_rules *r, struct rule_query *q)
-{
-	if (!r || !q)
-		return 0;
-	for (int i = 0; i < LATCH_RULES_MAX; i++) {
-		const struct latch_rule *rule = &r->rule[i];
-		int learned;
-
-		if (i >= r->n)
-			break;
-		if (q->proto == LATCH_PROTO_ICMP) {
-			if (rule->proto != LATCH_PROTO_ICMP &&
-			    !(rule->proto == LATCH_PROTO_ANY && rule->port_lo == 0 &&
-			      rule->port_hi == 0xffff))
-				continue;
-		} else {
-			if (rule->proto != LATCH_PROTO_ANY && rule->proto != q->proto)
-				continue;
-			if (q->port < rule->port_lo || q->port > rule->port_hi)
-				continue;
-		}
-		learned = latch_origin_resolved(rule->origin);
-		if (rule->expires_ns && !(learned && q->established)) {
-			if (!q->now)
-				q->now = bpf_ktime_get_boot_ns();
-			if (q->now >= rule->expires_ns)
-				continue;
-		}
-		q->expires = learned ? 0 : rule->expires_ns;
-		q->origin = rule->origin;
-		return 1;
-	}
-	return 0;
-}
-
-/* A pass by an exact or prefix rule: a resolved name's, or the policy's own. */
-static __always_inline int policy_pass(const struct rule_query *q)
-{
-	return latch_origin_resolved(q->origin) ? LATCH_PASS_LEARNED : LATCH_PASS_POLICY;
-}
-
 /*
  * The policy decision for a destination, in this order: the permanent exact
  * entry of the active generation (a hash: names resolve to these), then the
@@ -302,14 +232,14 @@ static __always_inline int policy_lookup(const struct latch_config *cfg, const s
 
 		__builtin_memcpy(&ek.addr, p->daddr, 4);
 		r = bpf_map_lookup_elem(&exact4, &ek);
-		if (r && rules_allow(r, q))
+		if (r && latch_rules_allow(r, q))
 			return policy_pass(q);
 		if (cfg->flags & LATCH_CFG_HAVE_PREFIX4) {
 			struct latch_prefix4_key pk = { .prefixlen = 64, .gen = cfg->policy_gen };
 
 			__builtin_memcpy(&pk.addr, p->daddr, 4);
 			r = bpf_map_lookup_elem(&prefix4, &pk);
-			if (r && rules_allow(r, q))
+			if (r && latch_rules_allow(r, q))
 				return policy_pass(q);
 		}
 		if (cfg->flags & LATCH_CFG_HAVE_TIMED4) {
@@ -317,7 +247,7 @@ static __always_inline int policy_lookup(const struct latch_config *cfg, const s
 
 			__builtin_memcpy(&tk.addr, p->daddr, 4);
 			r = bpf_map_lookup_elem(&timed4, &tk);
-			if (r && rules_allow(r, q))
+			if (r && latch_rules_allow(r, q))
 				return LATCH_PASS_TIMED;
 		}
 		return LATCH_DROP_POLICY;
@@ -327,14 +257,14 @@ static __always_inline int policy_lookup(const struct latch_config *cfg, const s
 
 	__builtin_memcpy(ek.addr, p->daddr, 16);
 	r = bpf_map_lookup_elem(&exact6, &ek);
-	if (r && rules_allow(r, q))
+	if (r && latch_rules_allow(r, q))
 		return policy_pass(q);
 	if (cfg->flags & LATCH_CFG_HAVE_PREFIX6) {
 		struct latch_prefix6_key pk = { .prefixlen = 32 + 128, .gen = cfg->policy_gen };
 
 		__builtin_memcpy(pk.addr, p->daddr, 16);
 		r = bpf_map_lookup_elem(&prefix6, &pk);
-		if (r && rules_allow(r, q))
+		if (r && latch_rules_allow(r, q))
 			return policy_pass(q);
 	}
 	if (cfg->flags & LATCH_CFG_HAVE_TIMED6) {
@@ -342,7 +272,7 @@ static __always_inline int policy_lookup(const struct latch_config *cfg, const s
 
 		__builtin_memcpy(tk.addr, p->daddr, 16);
 		r = bpf_map_lookup_elem(&timed6, &tk);
-		if (r && rules_allow(r, q))
+		if (r && latch_rules_allow(r, q))
 			return LATCH_PASS_TIMED;
 	}
 	return LATCH_DROP_POLICY;

@@ -53,6 +53,16 @@ int cmd_restore(int argc, char **argv);
 int cmd_task(int argc, char **argv);
 int cmd_boot(int argc, char **argv);
 int cmd_audit(int argc, char **argv);
+int cmd_usage(int argc, char **argv);
+int cmd_kits(int argc, char **argv);
+int cmd_kit(int argc, char **argv);
+/*
+ * Kit NAME as `latch up --kit NAME` loads it ($LATCH_ROOT/etc/latch/kits, then
+ * the built-ins), its egress_allow checked by the profile parser.  NULL with
+ * errno and one line in err; free with latch_kit_free().
+ */
+struct latch_kit *latch_kit_open_cli(const char *name, char *err, size_t errlen);
+int cmd_run(int argc, char **argv); /* cmd_run.c */
 /*
  * Record a change that was made in the audit log; takes ownership of fields
  * (NULL for none).  A log that can't be written costs one warning line on

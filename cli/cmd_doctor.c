@@ -4,13 +4,15 @@
  *
  * Every check is a probe of the real thing (load the programs, put clsact on
  * a link in a throwaway netns, connect to libvirt), never a guess from
- * version numbers.  Each failure comes with the command that fixes it.
+ * version numbers: libvirt is timed, /dev/kvm is opened as libvirt's qemu
+ * user.  Each failure comes with the command that fixes it.
  * latchd is asked over its socket; without it the boundary holds, so it is a
  * warning, not a failure.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/magic.h>
+#include <net/if.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +23,7 @@
 #include <unistd.h>
 
 #include "broker/broker.h"
+#include "config/config.h"
 #include "cli/cli.h"
 #include "loader/loader.h"
 #include "vm/vm.h"
@@ -135,42 +138,127 @@ static void check_cgroup2(struct check *c)
 	}
 }
 
-static void check_libvirt(struct check *c)
+#define KVM_FIX "chgrp kvm /dev/kvm && chmod 0660 /dev/kvm (what Debian's udev rule does; `make deps` does it)"
+
+/*
+ * libvirtd answers, and answers quickly: a capabilities call that takes
+ * seconds means it re-probes QEMU on every call, and a guest then starts
+ * about a minute late.
+ */
+static void check_libvirt(struct check *c, const struct latch_vm_kvm *k)
 {
 	char d[LATCH_ERR_MAX + 64], why[LATCH_ERR_MAX];
-	unsigned long ver = 0;
+	struct latch_vm_libvirt_probe p;
 
 	c->name = "libvirt";
-	if (latch_virt_probe(&ver, why, sizeof(why))) {
+	if (latch_vm_libvirt_probe(&p, why, sizeof(why))) {
 		snprintf(d, sizeof(d), "%s (VM sandboxes need it)", why);
 		set(c, FAIL, d, "apt-get install libvirt-daemon-system; virtlogd -d; libvirtd -d");
 		return;
 	}
-	snprintf(d, sizeof(d), "qemu:///system answers (libvirt %lu.%lu.%lu)", ver / 1000000, ver / 1000 % 1000,
-		 ver % 1000);
-	set(c, OK, d, NULL);
+	snprintf(d, sizeof(d), "qemu:///system answers (libvirt %lu.%lu.%lu): connect %lld ms, capabilities %lld ms%s",
+		 p.version / 1000000, p.version / 1000 % 1000, p.version % 1000, (long long)p.connect_ms,
+		 (long long)p.caps_ms,
+		 p.caps_first_ms > LATCH_VM_CAPS_SLOW_MS && p.caps_ms <= LATCH_VM_CAPS_SLOW_MS ? " (the first call re-probed QEMU once)" : "");
+	if (p.caps_ms <= LATCH_VM_CAPS_SLOW_MS) {
+		set(c, OK, d, NULL);
+		return;
+	}
+	snprintf(d + strlen(d), sizeof(d) - strlen(d),
+		 ": more than %d ms, so libvirtd re-probes QEMU on every call and a guest starts about a minute late",
+		 LATCH_VM_CAPS_SLOW_MS);
+	set(c, FAIL, d,
+	    k->present && !k->qemu_user_opens ? KVM_FIX
+					       : "read libvirtd's log (virsh -c qemu:///system capabilities should be quick)");
 }
 
-static void check_kvm(struct check *c)
+static void check_kvm(struct check *c, const struct latch_vm_kvm *k)
 {
-	FILE *f = fopen("/proc/cpuinfo", "r");
-	char line[4096];
-	bool virt = false;
-
 	c->name = "KVM";
-	while (f && fgets(line, sizeof(line), f))
-		if (!strncmp(line, "flags", 5) && (strstr(line, " vmx") || strstr(line, " svm")))
-			virt = true;
-	if (f)
-		fclose(f);
-	if (access("/dev/kvm", R_OK | W_OK))
-		set(c, WARN, "no usable /dev/kvm: guests run under TCG (software emulation, slower)",
+	if (!k->present)
+		set(c, WARN, "no /dev/kvm: guests run under TCG (software emulation, slower)",
 		    "enable virtualization in firmware and modprobe kvm_intel or kvm_amd");
-	else if (!virt)
+	else if (!k->cpu_virt)
 		set(c, WARN, "/dev/kvm exists but the CPU shows no vmx/svm: guests run under TCG",
 		    "give this VM nested virtualization to use KVM");
+	else if (!k->usable)
+		set(c, WARN, k->why, "modprobe kvm_intel or kvm_amd");
 	else
 		set(c, OK, "/dev/kvm and vmx/svm present", NULL);
+}
+
+/* libvirt's qemu user must open /dev/kvm, or libvirtd re-probes QEMU on every call (KVM used or not). */
+static void check_kvm_access(struct check *c, const struct latch_vm_kvm *k, int probe)
+{
+	char d[640];
+
+	c->name = "/dev/kvm access";
+	if (!k->present)
+		set(c, OK, "no /dev/kvm: nothing for libvirt to re-probe", NULL);
+	else if (!k->qemu_user_known)
+		set(c, WARN, k->why, "apt-get install libvirt-daemon-system");
+	else if (probe)
+		set(c, WARN, "not checked: only root can open it as libvirt's qemu user", "run `sudo latch doctor`");
+	else if (k->qemu_user_opens) {
+		snprintf(d, sizeof(d), "libvirt's qemu user %s opens it (%s)", k->qemu_user, k->mode);
+		set(c, OK, d, NULL);
+	} else {
+		snprintf(d, sizeof(d), "%s: libvirtd then re-probes QEMU on every call and guests start a minute late",
+			 k->why);
+		set(c, FAIL, d, KVM_FIX);
+	}
+}
+
+/*
+ * The uplink: where allowed traffic leaves.  Without one every sandbox's
+ * table ends in `unreachable default`; with one it must exist, and replies
+ * come back in on it, so IPv4 forwarding must be on there (latch turns it
+ * on, guarded, while a sandbox uses it).
+ */
+static int count_cb(const char *name, void *arg)
+{
+	return 0;
+}
+
+static void check_uplink(struct check *c)
+{
+	char err[LATCH_ERR_MAX], d[640], path[128], fwd = '0';
+	struct latch_conf conf;
+	FILE *f;
+
+	c->name = "uplink";
+	if (latch_conf_load(&conf, err, sizeof(err))) {
+		set(c, FAIL, err, "fix latch.conf at the line named");
+		return;
+	}
+	if (!*conf.uplink) {
+		set(c, WARN, "no uplink in latch.conf: sandboxes' allowed traffic has no route (`unreachable default`)",
+		    "set `uplink = IFACE` (and `gateway = ADDR`) in /etc/latch/latch.conf");
+		return;
+	}
+	if (!if_nametoindex(conf.uplink)) {
+		snprintf(d, sizeof(d), "uplink %s (latch.conf) does not exist", conf.uplink);
+		set(c, FAIL, d, "set `uplink` in /etc/latch/latch.conf to an interface of `ip -br link`");
+		return;
+	}
+	snprintf(path, sizeof(path), "/proc/sys/net/ipv4/conf/%s/forwarding", conf.uplink);
+	f = fopen(path, "re");
+	if (f) {
+		fwd = (char)fgetc(f);
+		fclose(f);
+	}
+	if (fwd == '1') {
+		snprintf(d, sizeof(d), "uplink %s exists, IPv4 forwarding on", conf.uplink);
+		set(c, OK, d, NULL);
+	} else if (latch_vm_list(count_cb, NULL) > 0) {
+		snprintf(d, sizeof(d), "uplink %s exists, but IPv4 forwarding is off on it: replies to the sandboxes' "
+			 "allowed traffic are not forwarded back", conf.uplink);
+		set(c, FAIL, d, "latch boot apply (routes every sandbox again and turns forwarding on, guarded)");
+	} else {
+		snprintf(d, sizeof(d), "uplink %s exists; IPv4 forwarding is off until `latch up` turns it on for the "
+			 "uplink (replies into latch's taps only)", conf.uplink);
+		set(c, OK, d, NULL);
+	}
 }
 
 /* latchd: asked over its socket, not looked up in the process table */
@@ -195,8 +283,9 @@ static void check_latchd(struct check *c)
 
 int cmd_doctor(int argc, char **argv)
 {
-	struct check c[9];
-	int n = 0, failed = 0;
+	struct check c[16];
+	struct latch_vm_kvm kvm;
+	int n = 0, failed = 0, kvm_probe;
 	json_t *arr = json_array();
 	static const char *const lv[] = { "ok", "warn", "FAIL" };
 
@@ -209,8 +298,11 @@ int cmd_doctor(int argc, char **argv)
 	check_load_and_clsact(&c[n], &c[n + 1]);
 	n += 2;
 	check_cgroup2(&c[n++]);
-	check_libvirt(&c[n++]);
-	check_kvm(&c[n++]);
+	kvm_probe = latch_vm_kvm_probe(&kvm);
+	check_kvm(&c[n++], &kvm);
+	check_kvm_access(&c[n++], &kvm, kvm_probe);
+	check_libvirt(&c[n++], &kvm);
+	check_uplink(&c[n++]);
 	check_latchd(&c[n++]);
 	for (int i = 0; i < n; i++) {
 		if (c[i].level == FAIL)

@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * cmd_vm.c - `latch up`, `down`, `destroy`, `ls` and `exec`: VM sandboxes.
+ * cmd_vm.c - `latch up`, `down`, `destroy`, `ls`, `exec` and `task`: VM
+ * sandboxes.  For `task` (a throwaway clone, vm/clone.c), SIGINT, SIGTERM
+ * and SIGHUP only set the flag latch_vm_task watches; it removes the clone
+ * before we exit 128 + signal.
  *
  * The work is in vm/sandbox_vm.c; this file parses, prints what was observed
  * (never what was asked for), and maps failures to exit codes: 2 for bad
@@ -18,6 +21,7 @@
 #include <unistd.h>
 
 #include "broker/broker.h"
+#include "config/config.h"
 #include "profile/profile.h"
 #include "cli/cli.h"
 #include "vm/vm.h"
@@ -27,6 +31,9 @@ static void addr_s(const struct latch_addr *a, char *buf, size_t len)
 	if (!a->family || !inet_ntop(a->family, a->bytes, buf, len))
 		snprintf(buf, len, "-");
 }
+
+/* What `up` and `status` say of a sandbox without an uplink. */
+#define NO_ROUTE "no uplink in latch.conf: allowed traffic has no route (see `latch doctor`)"
 
 static const char *posture_word(const struct latch_vm_observed *o)
 {
@@ -61,6 +68,9 @@ static json_t *obs_json(const struct latch_vm_observed *o)
 	json_object_set_new(j, "routing", json_pack("{s:b, s:b, s:b, s:b, s:b}", "tap_up", o->net.up, "rule",
 						    o->net.rule4, "default_route", o->net.default4, "unreachable",
 						    o->net.unreachable4, "masquerade", o->net.masq4));
+	json_object_set_new(j, "allowed_traffic_routed", json_boolean(*s->uplink != '\0'));
+	if (!*s->uplink)
+		json_object_set_new(j, "routing_note", json_string(NO_ROUTE));
 	return j;
 }
 
@@ -89,6 +99,8 @@ static void obs_print(const struct latch_vm_observed *o)
 	       *s->uplink ? s->uplink : "no uplink", o->net.rule4 ? "present" : "MISSING",
 	       o->net.default4 ? (o->net.unreachable4 ? "unreachable" : "via uplink") : "MISSING",
 	       *s->uplink ? (o->net.masq4 ? ", masquerade" : ", masquerade MISSING") : "");
+	if (!*s->uplink)
+		printf("  note:        %s\n", NO_ROUTE);
 	printf("  guest image: %s, %u MiB, %u cpu(s)%s%s\n", s->image, s->memory_mib, s->cpus,
 	       *s->workspace ? ", workspace " : "", s->workspace);
 }
@@ -98,13 +110,37 @@ static int fail_code(enum latch_vm_fail f)
 	return (int)f;
 }
 
+static void up_step(const char *line, void *arg)
+{
+	fprintf(stderr, "latch: %s: %s\n", (const char *)arg, line);
+}
+
+/* A failed boot: the console's last lines, and what was kept. */
+static void up_failed(const struct latch_vm_up_result *res, const char *name)
+{
+	if (*res->console_tail) {
+		fprintf(stderr, "latch: up %s: the serial console's last lines (%s):\n", name, res->console_log);
+		for (const char *l = res->console_tail; *l;) {
+			size_t n = strcspn(l, "\n");
+
+			fprintf(stderr, "  | %.*s\n", (int)n, l);
+			l += n + (l[n] == '\n');
+		}
+	}
+	if (res->kept)
+		fprintf(stderr,
+			"latch: up %s: the guest is kept for inspection, still filtered (`virsh console " LATCH_DOMAIN_PREFIX
+			"%s`, `latch status %s`); `latch destroy %s` removes it\n",
+			name, name, name, name);
+}
+
 int cmd_up(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "image", required_argument, NULL, 'i' },   { "memory", required_argument, NULL, 'm' },
 		{ "cpus", required_argument, NULL, 'c' },    { "workspace", required_argument, NULL, 'w' },
 		{ "timeout", required_argument, NULL, 't' }, { "profile", required_argument, NULL, 'p' },
-		{ NULL, 0, NULL, 0 },
+		{ "keep-on-failure", no_argument, NULL, 'k' }, { NULL, 0, NULL, 0 },
 	};
 	const char *profile = NULL;
 	struct latch_conf conf;
@@ -112,11 +148,11 @@ int cmd_up(int argc, char **argv)
 		.image = LATCH_VM_DEFAULT_IMAGE,
 		.memory_mib = LATCH_VM_DEFAULT_MEMORY,
 		.cpus = LATCH_VM_DEFAULT_CPUS,
-		.boot_timeout_ms = LATCH_VM_BOOT_TIMEOUT_MS,
+		.step = up_step,
 	};
 	static struct latch_vm_up_result res;
 	enum latch_vm_fail fail;
-	char err[LATCH_ERR_MAX];
+	char err[LATCH_ERR_MAX], what[LATCH_NAME_MAX + 8];
 	uint32_t u;
 	int c;
 
@@ -138,16 +174,20 @@ int cmd_up(int argc, char **argv)
 				return latch_err(LATCH_EXIT_USAGE, "--cpus '%s': give 1..64", optarg);
 			break;
 		case 'w':
+			/* a path that does not resolve is passed on as given: up checks and refuses it */
 			if (!realpath(optarg, o.workspace))
-				return latch_err(LATCH_EXIT_USAGE, "--workspace '%s': %s", optarg, strerror(errno));
+				snprintf(o.workspace, sizeof(o.workspace), "%s", optarg);
 			break;
 		case 't':
-			if (latch_parse_uint(optarg, 1, 3600, &u))
-				return latch_err(LATCH_EXIT_USAGE, "--timeout '%s': give 1..3600 seconds", optarg);
-			o.boot_timeout_ms = u * 1000;
+			if (latch_parse_duration(optarg, 1, 3600, &u))
+				return latch_err(LATCH_EXIT_USAGE, "--timeout '%s': give 1s..1h, e.g. 60, 90s or 5m", optarg);
+			o.boot_timeout_ms = (int)u;
 			break;
 		case 'p':
 			profile = optarg;
+			break;
+		case 'k':
+			o.keep_on_failure = true;
 			break;
 		default:
 			return latch_err(LATCH_EXIT_USAGE, "up: unknown or incomplete option '%s'; see `latch help up`",
@@ -159,6 +199,8 @@ int cmd_up(int argc, char **argv)
 	if (latch_parse_name(argv[optind], err, sizeof(err)))
 		return latch_err(LATCH_EXIT_USAGE, "%s", err);
 	snprintf(o.name, sizeof(o.name), "%s", argv[optind]);
+	snprintf(what, sizeof(what), "up %s", o.name);
+	o.step_arg = what;
 	if (latch_need_root("up"))
 		return LATCH_EXIT_USAGE;
 	/* the profile: --profile, else the one stored for NAME, else latch.conf's (research) */
@@ -179,8 +221,11 @@ int cmd_up(int argc, char **argv)
 	c = latch_profile_check_cli(profile); /* file:line errors before anything is created */
 	if (c)
 		return c;
-	if (latch_vm_up(&o, &res, &fail, err, sizeof(err)))
-		return latch_err(fail_code(fail), "up %s: %s", o.name, err);
+	if (latch_vm_up(&o, &res, &fail, err, sizeof(err))) {
+		c = latch_err(fail_code(fail), "up %s: %s", o.name, err);
+		up_failed(&res, o.name);
+		return c;
+	}
 	/*
 	 * The guest started under default deny (sealed).  Now its profile: stored
 	 * first, so latchd applies it whenever it (re)starts; then latchd is asked
@@ -212,6 +257,8 @@ int cmd_up(int argc, char **argv)
 	json_object_set_new(j, "ms_to_enforced", json_integer(res.ms_enforced));
 	json_object_set_new(j, "ms_to_domain_started", json_integer(res.ms_domain));
 	json_object_set_new(j, "ms_to_agent", json_integer(res.ms_agent));
+	json_object_set_new(j, "boot_timeout_ms", json_integer(res.boot_timeout_ms));
+	json_object_set_new(j, "console_log", json_string(res.console_log));
 	json_object_set_new(j, "state_restored", json_boolean(res.restored));
 	json_object_set_new(j, "profile", json_pack("{s:s, s:s}", "name", profile, "note", profile_note));
 	if (*res.restore_note)
@@ -258,9 +305,9 @@ int cmd_down(int argc, char **argv)
 	uint32_t u;
 
 	if (argc == 4 && !strcmp(argv[2], "--timeout")) {
-		if (latch_parse_uint(argv[3], 0, 3600, &u))
-			return latch_err(LATCH_EXIT_USAGE, "--timeout '%s': give 0..3600 seconds", argv[3]);
-		timeout_ms = u * 1000;
+		if (latch_parse_duration(argv[3], 0, 3600, &u))
+			return latch_err(LATCH_EXIT_USAGE, "--timeout '%s': give 0s..1h, e.g. 15, 30s or 2m", argv[3]);
+		timeout_ms = (int)u;
 		argc = 2;
 	}
 	rc = one_name(argc, argv, 0, "down");
@@ -284,19 +331,36 @@ int cmd_down(int argc, char **argv)
 
 int cmd_destroy(int argc, char **argv)
 {
+	struct latch_vm_destroy_result dr;
 	enum latch_vm_fail fail;
 	char err[LATCH_ERR_MAX];
-	int rc = one_name(argc, argv, 0, "destroy");
+	bool purge = false;
+	int rc;
 
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--purge")) {
+			purge = true;
+			memmove(argv + i, argv + i + 1, (argc - i) * sizeof(*argv));
+			argc--;
+			break;
+		}
+	rc = one_name(argc, argv, 0, "destroy");
 	if (rc)
 		return rc;
-	if (latch_vm_destroy(argv[1], &fail, err, sizeof(err)))
+	if (latch_vm_destroy(argv[1], purge, &dr, &fail, err, sizeof(err)))
 		return latch_err(fail_code(fail), "destroy %s: %s", argv[1], err);
 	if (latch_profile_state_write(argv[1], "", err, sizeof(err)))
 		fprintf(stderr, "latch: warning: %s\n", err);
-	if (!latch_json)
-		printf("%s: destroyed (domain, tap, routing, masquerade, pins and state removed)\n", argv[1]);
-	latch_json_out(json_pack("{s:s, s:s}", "sandbox", argv[1], "action", "destroyed"));
+	if (!latch_json) {
+		printf("%s: destroyed (domain, tap, routing, masquerade, pins and state removed%s)\n", argv[1],
+		       purge ? ", guest-state backup too" : "");
+		if (dr.backup_kept)
+			printf("%s: guest-state backup kept in %s: `latch up %s` puts it back into a new guest; "
+			       "`latch destroy --purge %s` removes it\n",
+			       argv[1], dr.backup_dir, argv[1], argv[1]);
+	}
+	latch_json_out(json_pack("{s:s, s:s, s:b, s:s?}", "sandbox", argv[1], "action", "destroyed", "backup_kept",
+				 dr.backup_kept, "backup_dir", dr.backup_kept ? dr.backup_dir : NULL));
 	return 0;
 }
 
@@ -340,7 +404,7 @@ int cmd_ls(int argc, char **argv)
 	}
 	if (!latch_json)
 		printf("%-14s %-13s %-14s %-5s %-16s %s\n", "NAME", "POSTURE", "DOMAIN", "ACCEL", "GUEST", "TAP");
-	n = latch_state_list(ls_cb, &c);
+	n = latch_vm_list(ls_cb, &c);
 	if (n < 0) {
 		json_decref(c.arr);
 		return latch_err(LATCH_EXIT_FAILED, "cannot list sandboxes: %s", strerror(-n));
@@ -375,71 +439,112 @@ static json_t *slurp(int fd)
 	return j;
 }
 
-int cmd_exec(int argc, char **argv)
+/* `WHAT NAME [--timeout DUR] -- CMD...`: the timeout, and where CMD starts; 0 or the exit code. */
+static int command_args(int argc, char **argv, const char *what, uint32_t *timeout_ms, int *cmd)
 {
-	struct latch_agent_exec_opts eo = { 0 };
-	struct latch_agent_result r;
-	struct latch_agent *a = NULL;
-	char err[LATCH_ERR_MAX], sock[PATH_MAX];
-	int i = 2, ret, out_fd = STDOUT_FILENO, err_fd = STDERR_FILENO;
-	uint32_t u;
+	char err[LATCH_ERR_MAX];
+	int i = 2;
 
 	if (argc < 2)
-		return latch_err(LATCH_EXIT_USAGE, "usage: latch exec NAME [--timeout S] -- CMD...");
+		return latch_err(LATCH_EXIT_USAGE, "usage: latch %s NAME [--timeout DUR] -- CMD...", what);
 	if (latch_parse_name(argv[1], err, sizeof(err)))
 		return latch_err(LATCH_EXIT_USAGE, "%s", err);
 	if (i + 1 < argc && !strcmp(argv[i], "--timeout")) {
-		if (latch_parse_uint(argv[i + 1], 1, 86400, &u))
-			return latch_err(LATCH_EXIT_USAGE, "--timeout '%s': give 1..86400 seconds", argv[i + 1]);
-		eo.timeout_ms = u * 1000;
+		if (latch_parse_duration(argv[i + 1], 1, 86400, timeout_ms))
+			return latch_err(LATCH_EXIT_USAGE, "--timeout '%s': give 1s..24h, e.g. 60, 90s or 5m", argv[i + 1]);
 		i += 2;
 	}
 	if (i < argc && !strcmp(argv[i], "--"))
 		i++;
 	if (i >= argc)
-		return latch_err(LATCH_EXIT_USAGE, "exec needs a command: latch exec NAME -- CMD...");
-	if (latch_need_root("exec"))
-		return LATCH_EXIT_USAGE;
-	if (!latch_state_exists(argv[1]))
+		return latch_err(LATCH_EXIT_USAGE, "%s needs a command: latch %s NAME -- CMD...", what, what);
+	*cmd = i;
+	return latch_need_root(what) ? LATCH_EXIT_USAGE : 0;
+}
+
+int cmd_exec(int argc, char **argv)
+{
+	struct latch_vm_exec_opts eo = { 0 };
+	struct latch_vm_exec_result r;
+	char err[LATCH_ERR_MAX];
+	int i, ret, out_fd = STDOUT_FILENO, err_fd = STDERR_FILENO;
+
+	ret = command_args(argc, argv, "exec", &eo.timeout_ms, &i);
+	if (ret)
+		return ret;
+	if (!latch_vm_exists(argv[1]))
 		return latch_err(LATCH_EXIT_USAGE, "no VM sandbox '%s' (see `latch ls`)", argv[1]);
-	latch_vm_agent_path(argv[1], sock, sizeof(sock));
-	ret = latch_agent_connect(sock, &a);
-	if (ret == 0)
-		ret = latch_agent_ping(a, 5000, NULL, 0);
-	if (ret) {
-		latch_agent_close(a);
-		return latch_err(LATCH_EXIT_FAILED, "the agent of %s does not answer (%s); is it up? see `latch ls`",
-				 argv[1], strerror(-ret));
-	}
 	signal(SIGPIPE, SIG_IGN);
 	/* under --json the output is collected and goes into the object */
 	if (latch_json) {
 		out_fd = memfd_create("latch-exec-out", MFD_CLOEXEC);
 		err_fd = memfd_create("latch-exec-err", MFD_CLOEXEC);
-		if (out_fd < 0 || err_fd < 0) {
-			latch_agent_close(a);
+		if (out_fd < 0 || err_fd < 0)
 			return latch_err(LATCH_EXIT_FAILED, "memfd_create: %s", strerror(errno));
-		}
 	}
-	ret = latch_agent_exec(a, (const char *const *)argv + i, &eo, out_fd, err_fd, &r);
-	latch_agent_close(a);
+	ret = latch_vm_exec(argv[1], (const char *const *)argv + i, &eo, out_fd, err_fd, &r, err, sizeof(err));
 	if (ret) {
 		if (latch_json) {
 			close(out_fd);
 			close(err_fd);
 		}
-		return latch_err(LATCH_EXIT_FAILED, "exec in %s: %s", argv[1], strerror(-ret));
+		return latch_err(LATCH_EXIT_FAILED, "%s", err);
 	}
 	if (latch_json) {
-		json_t *j = json_pack("{s:s, s:i, s:b, s:i, s:b}", "sandbox", argv[1], "status",
-				      latch_agent_status(&r), "signaled", r.how == LAGENT_SIGNALED, "duration_ms",
-				      r.duration_ms, "truncated", r.flags != 0);
+		json_t *j = json_pack("{s:s, s:i, s:b, s:i, s:b, s:b}", "sandbox", argv[1], "status", r.status,
+				      "signaled", r.signaled, "duration_ms", r.duration_ms, "truncated", r.truncated,
+				      "timed_out", r.timed_out);
 
 		json_object_set_new(j, "stdout", slurp(out_fd));
 		json_object_set_new(j, "stderr", slurp(err_fd));
 		latch_json_out(j);
 	}
-	return latch_agent_status(&r);
+	return r.status;
+}
+
+static volatile sig_atomic_t task_stop;
+
+static void on_task_signal(int sig)
+{
+	task_stop = sig;
+}
+
+static void task_step(const char *line, void *arg)
+{
+	if (!latch_json)
+		fprintf(stderr, "latch: task: %s\n", line);
+}
+
+int cmd_task(int argc, char **argv)
+{
+	struct latch_vm_task_opts o = { .stop = &task_stop, .step = task_step };
+	struct sigaction sa = { .sa_handler = on_task_signal };
+	static struct latch_vm_task_result res;
+	enum latch_vm_fail fail;
+	char err[LATCH_ERR_MAX];
+	int i, r;
+
+	r = command_args(argc, argv, "task", &o.timeout_ms, &i);
+	if (r)
+		return r;
+	o.source = argv[1];
+	o.argv = (const char *const *)argv + i;
+
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	r = latch_vm_task(&o, &res, &fail, err, sizeof(err));
+	if (task_stop) {
+		fprintf(stderr, "latch: task: signal %d, clone %s %s\n", (int)task_stop, *res.clone ? res.clone : "-",
+			res.removed ? "removed" : "NOT removed");
+		if (!res.removed)
+			latch_err(LATCH_EXIT_FAILED, "task: %s", err);
+		return 128 + task_stop;
+	}
+	if (r)
+		return latch_err((int)fail, "task: %s", err);
+	return res.run.status;
 }
 
 int latch_vm_status_lines(const char *name, json_t *o)
@@ -451,6 +556,9 @@ int latch_vm_status_lines(const char *name, json_t *o)
 	json_object_set_new(o, "domain", json_string(ob.libvirt_ok ? ob.dom.state : "unknown"));
 	json_object_set_new(o, "accelerator", json_string(*ob.dom.accel ? ob.dom.accel : "-"));
 	json_object_set_new(o, "routing_table", json_integer(ob.st.table));
+	json_object_set_new(o, "allowed_traffic_routed", json_boolean(*ob.st.uplink != '\0'));
+	if (!*ob.st.uplink)
+		json_object_set_new(o, "routing_note", json_string(NO_ROUTE));
 	if (!latch_json) {
 		printf("  domain:   " LATCH_DOMAIN_PREFIX "%s %s, accelerator %s (observed)\n", name,
 		       ob.libvirt_ok ? ob.dom.state : "unknown (libvirt unreachable)",
@@ -459,6 +567,8 @@ int latch_vm_status_lines(const char *name, json_t *o)
 		       ob.net.default4 ? (ob.net.unreachable4 ? "unreachable default" : "default via uplink")
 				       : "NO default route",
 		       ob.net.rule4 ? "present" : "MISSING");
+		if (!*ob.st.uplink)
+			printf("  note:     %s\n", NO_ROUTE);
 	}
 	return 0;
 }

@@ -32,28 +32,48 @@ static const struct latch_cmd cmds[] = {
 	  "change or show what a sandbox may reach; ENTRY is ADDR|CIDR[:PORTS][/tcp|udp|icmp]; "
 	  "profile lists the profiles (* active) or switches to one (through latchd)" },
 	{ "status", cmd_status, "status [NAME]", "what the kernel enforces now, read back from it" },
-	{ "up", cmd_up, "up NAME [--profile P] [--image I] [--memory MiB] [--cpus N] [--workspace DIR] [--timeout S]",
-	  "start a VM sandbox: tap, enforcement verified, routing, then the guest; prints the observed posture" },
-	{ "down", cmd_down, "down NAME [--timeout S]", "stop a VM sandbox's guest; its tap, enforcement and state stay" },
-	{ "destroy", cmd_destroy, "destroy NAME",
-	  "remove a VM sandbox: domain, tap, routing, masquerade, pins and state" },
+	{ "up", cmd_up,
+	  "up NAME [--profile P] [--image I] [--memory MiB] [--cpus N] [--workspace DIR] [--timeout DUR]\n"
+	  "          [--keep-on-failure]",
+	  "start a VM sandbox: tap, enforcement verified, routing, then the guest; prints each step on stderr and "
+	  "the observed posture; DUR (60, 90s, 5m) runs from the domain start to the agent's answer (default 60s "
+	  "on KVM, 180s on TCG); --keep-on-failure leaves a guest that did not boot for inspection, still filtered" },
+	{ "down", cmd_down, "down NAME [--timeout DUR]", "stop a VM sandbox's guest; its tap, enforcement and state stay" },
+	{ "destroy", cmd_destroy, "destroy NAME [--purge]",
+	  "remove a VM sandbox: domain, tap, routing, masquerade, pins and state; its guest-state backup stays "
+	  "(and goes back into the next guest of that name) unless --purge" },
 	{ "ls", cmd_ls, "ls", "VM sandboxes with their domain state and observed posture" },
-	{ "exec", cmd_exec, "exec NAME [--timeout S] -- CMD...",
+	{ "exec", cmd_exec, "exec NAME [--timeout DUR] -- CMD...",
 	  "run a command in a VM sandbox's guest; relays its output and exits with its status" },
 	{ "backup", cmd_backup, "backup NAME",
 	  "copy the guest's state directory (/var/lib/agent-state) to the host; `down` does it first" },
 	{ "restore", cmd_restore, "restore NAME", "copy the host's backup of the guest state back into the guest" },
-	{ "task", cmd_task, "task NAME [--timeout S] -- CMD...",
+	{ "task", cmd_task, "task NAME [--timeout DUR] -- CMD...",
 	  "run a command in a sealed throwaway clone of NAME (its state, nothing but host services); "
 	  "the clone is destroyed at the end, also on Ctrl-C or SIGTERM" },
 	{ "boot", cmd_boot, "boot install | boot apply",
 	  "install the boot unit and libvirt hook; re-create every sandbox's tap and enforcement (at boot)" },
 	{ "image", cmd_image, "image build [--image default|debian] [--force]",
 	  "build a guest image into the image cache; a current image is kept unless --force" },
+	{ "kits", cmd_kits, "kits",
+	  "the kits: built-ins and /etc/latch/kits, the network each adds and where its keys are" },
+	{ "kit", cmd_kit, "kit check FILE",
+	  "check a kit file as latch up would load it, and say what it would give a sandbox; starts nothing" },
 	{ "doctor", cmd_doctor, "doctor", "check this host, with a fix for each failure" },
+	{ "run", cmd_run,
+	  "run [--profile P] [--workspace DIR[:rw]] [--apply] [--timeout DUR] [--output-limit N]\n"
+	  "           [--memory M] [--cpus C] [--pids N] [--user root|NAME|UID[:GID]] [--env NAME=VALUE]...\n"
+	  "           [--resolver ADDR] -- CMD...\n"
+	  "       run --check | --sweep",
+	  "run one command in a room: no network but the profile's, read-only root and workspace, no environment, "
+	  "no capabilities, a seccomp filter, limits, a deadline (5 s) and an output cap (16 KiB); exits with the "
+	  "command's status, 124 at the deadline, 125 when latch failed, 126/127 when CMD could not run" },
 	{ "audit", cmd_audit, "audit [NAME] [--since 15m|2h|@EPOCH|2026-11-30[T12:00]] [--kind K]\n"
 			      "       audit verify",
 	  "the audit log, oldest first; verify walks its hash chain and names the first broken entry" },
+	{ "usage", cmd_usage, "usage [NAME] [--prices]",
+	  "where each spend cap stands (per sandbox and provider, and host-wide): used, reserved, left, next "
+	  "free; --prices lists the price table" },
 };
 
 #define NCMDS (sizeof(cmds) / sizeof(cmds[0]))
@@ -121,8 +141,11 @@ int main(int argc, char **argv)
 
 	/* --json and -v may stand anywhere; strip them before dispatch */
 	sub_argc = 0;
-	for (int a = 0; a < argc && sub_argc < 255; a++) {
-		if (a > 0 && !strcmp(argv[a], "--json"))
+	for (int a = 0, rest = 0; a < argc && sub_argc < 255; a++) {
+		rest = rest || !strcmp(argv[a], "--"); /* what follows "--" is a command's own (latch run) */
+		if (rest)
+			sub_argv[sub_argc++] = argv[a];
+		else if (a > 0 && !strcmp(argv[a], "--json"))
 			latch_json = true;
 		else if (a > 0 && (!strcmp(argv[a], "-v") || !strcmp(argv[a], "--verbose")))
 			verbose = true;
@@ -160,7 +183,7 @@ int main(int argc, char **argv)
 		return latch_err(LATCH_EXIT_USAGE, "unknown command '%s'; see `latch help`", argv[i]);
 	if (nmatch > 1)
 		return latch_err(LATCH_EXIT_USAGE, "'%s' is ambiguous; see `latch help`", argv[i]);
-	for (int a = 2; a < argc; a++)
+	for (int a = 2; a < argc && strcmp(argv[a], "--"); a++)
 		if (!strcmp(argv[a], "--help") || !strcmp(argv[a], "-h")) {
 			printf("usage: latch %s\n%s\n", match->usage, match->help);
 			return 0;

@@ -96,6 +96,72 @@ int latch_parse_uint(const char *s, uint32_t min, uint32_t max, uint32_t *out)
 	return 0;
 }
 
+int latch_parse_micros(const char *s, int64_t max, int64_t *out)
+{
+	int64_t v = 0;
+	int decimals = -1; /* -1: no '.' seen yet */
+
+	if (*s == '$')
+		s++;
+	if (!isdigit((unsigned char)*s))
+		return -EINVAL;
+	for (; *s; s++) {
+		if (*s == '.' && decimals < 0) {
+			decimals = 0;
+			continue;
+		}
+		if (!isdigit((unsigned char)*s) || decimals == 6)
+			return -EINVAL;
+		if (v > (INT64_MAX - 9) / 10)
+			return -ERANGE;
+		v = v * 10 + (*s - '0');
+		if (decimals >= 0)
+			decimals++;
+	}
+	if (decimals == 0) /* "5." */
+		return -EINVAL;
+	for (int d = decimals < 0 ? 0 : decimals; d < 6; d++) {
+		if (v > INT64_MAX / 10)
+			return -ERANGE;
+		v *= 10;
+	}
+	if (v > max)
+		return -ERANGE;
+	*out = v;
+	return 0;
+}
+
+int latch_parse_duration(const char *s, uint32_t min_s, uint32_t max_s, uint32_t *ms)
+{
+	static const struct {
+		char unit;
+		uint32_t secs;
+	} units[] = { { 's', 1 }, { 'm', 60 }, { 'h', 3600 } };
+	uint32_t mult = 1, n;
+	char num[16];
+	size_t len = strlen(s);
+	int r;
+
+	if (!len || len >= sizeof(num))
+		return -EINVAL;
+	memcpy(num, s, len + 1);
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+		if (num[len - 1] == units[i].unit) {
+			mult = units[i].secs;
+			num[len - 1] = '\0';
+		}
+	for (char *c = num; *c; c++)
+		if (!isdigit((unsigned char)*c))
+			return -EINVAL;
+	r = latch_parse_uint(num, 0, UINT32_MAX / 1000, &n);
+	if (r)
+		return r;
+	if ((uint64_t)n * mult < min_s || (uint64_t)n * mult > max_s)
+		return -ERANGE;
+	*ms = n * mult * 1000;
+	return 0;
+}
+
 int latch_parse_name(const char *s, char *err, size_t errlen)
 {
 	size_t n = strlen(s);

@@ -13,6 +13,7 @@
 
 #include "bpf/latch_abi.h"
 #include "common/common.h"
+#include "loader/cgroup.h"
 #include "loader/entry.h"
 #include "loader/policy.h"
 #include "loader/sandbox.h"

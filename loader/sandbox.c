@@ -199,20 +199,20 @@ static int pin_programs(struct latch_tc *s, const char *name, char *err, size_t 
 	return 0;
 }
 
-static void config_from_opts(const struct latch_sandbox_opts *o, int ifindex, bool own_qdisc,
-			     struct latch_config *c)
+void latch_sandbox_config(const struct latch_sandbox_opts *o, int ifindex, bool own_qdisc, struct latch_config *c)
 {
 	memset(c, 0, sizeof(*c));
 	c->abi_version = LATCH_ABI_VERSION;
 	c->ifindex = ifindex;
 	snprintf(c->ifname, sizeof(c->ifname), "%s", o->ifname);
 	memcpy(c->guest_mac, o->guest_mac, 6);
-	if (o->guest_ip4.family) {
+	/* a room has a host address (its services) and no guest address */
+	if (o->guest_ip4.family || o->host_ip4.family) {
 		c->flags |= LATCH_CFG_HAVE_IP4;
 		c->guest_ip4 = o->guest_ip4.v4.s_addr;
 		c->host_ip4 = o->host_ip4.v4.s_addr;
 	}
-	if (o->guest_ip6.family) {
+	if (o->guest_ip6.family || o->host_ip6.family) {
 		c->flags |= LATCH_CFG_HAVE_IP6;
 		memcpy(c->guest_ip6, &o->guest_ip6.v6, 16);
 		memcpy(c->host_ip6, &o->host_ip6.v6, 16);
@@ -272,7 +272,7 @@ int latch_sandbox_create(const struct latch_sandbox_opts *o, char *err, size_t e
 		latch_errf(err, errlen, -1, "cannot add a clsact qdisc to %s: %s", o->ifname, strerror(-err_no));
 		goto fail;
 	}
-	config_from_opts(o, ifindex, own_qdisc, &cfg);
+	latch_sandbox_config(o, ifindex, own_qdisc, &cfg);
 	if (bpf_map_update_elem(bpf_map__fd(s->maps.settings), &zero, &cfg, BPF_ANY)) {
 		latch_errf(err, errlen, -1, "cannot write the config map: %s", strerror(errno));
 		goto fail;
@@ -415,6 +415,17 @@ struct latch_sandbox *latch_sandbox_open(const char *name, char *err, size_t err
 			return NULL;
 		}
 	}
+	return sb;
+}
+
+struct latch_sandbox *latch_sandbox_adopt(const char *name, const int fd[LATCH_MAP_COUNT])
+{
+	struct latch_sandbox *sb = calloc(1, sizeof(*sb));
+
+	if (!sb)
+		return NULL;
+	snprintf(sb->name, sizeof(sb->name), "%s", name);
+	memcpy(sb->fd, fd, sizeof(sb->fd));
 	return sb;
 }
 

@@ -74,6 +74,9 @@ bool latch_sandbox_exists(const char *name);
 /* Calls fn for each pinned sandbox name, sorted; returns the count or -errno. */
 int latch_sandbox_list(int (*fn)(const char *name, void *arg), void *arg);
 
+/* The config map's value for O (ready); a room's too (loader/cgroup.c), with ifindex 0. */
+void latch_sandbox_config(const struct latch_sandbox_opts *o, int ifindex, bool own_qdisc, struct latch_config *c);
+
 /*
  * Load a fresh copy, pin maps and programs, write the config, then attach
  * both directions.  On failure nothing is left behind.
@@ -89,6 +92,13 @@ int latch_sandbox_reattach(const char *name, char *err, size_t errlen);
 int latch_sandbox_detach(const char *name, char *err, size_t errlen);
 
 struct latch_sandbox *latch_sandbox_open(const char *name, char *err, size_t errlen);
+/*
+ * A sandbox over maps that are not pinned under a sandbox's name (a room's,
+ * loader/cgroup.c): fd[] has a descriptor per map id, -1 where there is none,
+ * and the sandbox owns them from here.  The config, policy and counter
+ * functions work on it.  NULL with errno.
+ */
+struct latch_sandbox *latch_sandbox_adopt(const char *name, const int fd[LATCH_MAP_COUNT]);
 void latch_sandbox_free(struct latch_sandbox *sb);
 const char *latch_sandbox_name(const struct latch_sandbox *sb);
 int latch_sandbox_map_fd(const struct latch_sandbox *sb, enum latch_map_id id);

@@ -131,4 +131,126 @@ int latch_profile_state_read(const char *name, char *profile, size_t len);
 /* Store it atomically (temp file, fsync, rename); "" removes it, and latchd's NAME.learned with it. */
 int latch_profile_state_write(const char *name, const char *profile, char *err, size_t errlen);
 
+/*
+ * ---- The policy union (compose.c) ----
+ *
+ * A switch replaces a sandbox's whole permanent policy.  What the new
+ * generation holds is the union below, built by a pure function so that
+ * every rule of it can be tested without a kernel.  In this order (it is the
+ * order of the output, and an earlier spec keeps its origin on a tie):
+ *
+ *  1. the profile's CIDR entries (the extends chain and the overlay),
+ *     permanent, origin PROFILE;
+ *  2. the extra entries (a kit's egress_allow, parsed as profile lines):
+ *     their CIDRs likewise, permanent, origin PROFILE;
+ *  3. host names of 1 and 2 as the caller resolved them just now: one spec
+ *     per address, with the name's ports and proto and the TTL as deadline,
+ *     origin HOSTNAME.  A name whose lookup failed adds nothing;
+ *  4. learned answers: kept only while their deadline plus the grace period
+ *     has not passed, and only if the new policy still allows the name; they
+ *     take the ports the new policy gives that name (not those they were
+ *     learned under) and keep their deadline, origin LEARNED.  A name the
+ *     profile and extras both allow gets one spec from each (the kernel
+ *     takes the union of their ports).  Under `open` none is kept: open
+ *     needs no entries;
+ *  5. the live generation's own rules (latch_policy_list()):
+ *     - timed ones (grants, `allow --for`) are left where they are: a switch
+ *       never touches the timed maps, so they survive it untouched;
+ *     - hand-added ones (origin EGRESS, `latch egress allow`) are carried
+ *       with their deadline;
+ *     - learned ones are carried only when carry_live_learned is set (at
+ *       startup, when the names of answers given before a crash may be
+ *       missing from learned[]): nameless, the next switch drops them;
+ *     - everything else (the old profile's entries and host names, learned
+ *       answers, which 4 re-adds when still allowed) is rebuilt from 1-4.
+ *
+ * Identical specs (same address or prefix, proto and port list) are folded
+ * into the first, as the loader folds rules: a permanent rule beats a
+ * deadline, otherwise the later deadline wins and brings its origin.  Specs
+ * that only overlap (other ports on the same address) are left to the loader,
+ * which merges them rule by rule.  `open` is handed through in out->open.
+ */
+
+/* The kernel entry for one address of a name: that name's ports and proto, a /32 or /128. */
+void latch_profile_address_entry(const struct latch_addr *a, const struct latch_entry *ports, struct latch_entry *e);
+
+/* A host name of the profile or the extras, as resolved just now. */
+struct latch_compose_host {
+	const struct latch_pentry *pe; /* its entry: ports and proto */
+	const struct latch_addr *addr;
+	int n;		     /* 0: the lookup failed */
+	uint64_t expires_ns; /* boot clock: the lookup's time plus its TTL */
+};
+
+/* An answer the resolver gave the guest: one address of one name. */
+struct latch_compose_learned {
+	const char *name; /* normalized */
+	struct latch_addr addr;
+	uint64_t expires_ns; /* boot clock */
+};
+
+struct latch_compose_in {
+	const struct latch_profile *profile; /* loaded, overlay included */
+	const struct latch_pentry *extra;    /* may be NULL */
+	int n_extra;
+	const struct latch_compose_host *hosts;
+	int n_hosts;
+	const struct latch_compose_learned *learned;
+	int n_learned;
+	const struct latch_policy_item *live; /* the live generation, as latch_policy_list() gave it */
+	int n_live;
+	bool carry_live_learned;
+	uint64_t now_ns;   /* boot clock */
+	uint64_t grace_ns; /* a learned answer is kept until its deadline plus this */
+};
+
+/* How many specs each source gave (before folding), and what was left out and why. */
+struct latch_compose_counts {
+	int profile;	     /* 1: CIDR entries */
+	int extra;	     /* 2: CIDR entries */
+	int hostname;	     /* 3: addresses */
+	int learned;	     /* 4: answers kept (a name matched by both profile and extras counts once) */
+	int carried_egress;  /* 5: hand-added rules */
+	int carried_learned; /* 5: nameless learned rules (carry_live_learned) */
+	int learned_expired; /* 4: past deadline plus grace */
+	int learned_refused; /* 4: the new policy does not allow the name, or it is open */
+	int live_timed;	     /* 5: left in the timed maps */
+	int live_rebuilt;    /* 5: not carried; 1-4 rebuild what is still allowed */
+	int folded;	     /* identical specs folded into an earlier one */
+};
+
+struct latch_compose_out {
+	struct latch_policy_spec *specs; /* for latch_policy_switch() */
+	int n;
+	bool open;
+	struct latch_compose_counts counts;
+};
+
+/*
+ * Would the union carry this rule of the live generation (rule 5)?  A caller
+ * may hand compose only these; the counts of what was left alone and
+ * rebuilt then say nothing of the rest.
+ */
+bool latch_compose_live_wanted(const struct latch_policy_item *it, bool carry_live_learned);
+
+/*
+ * A latch_policy_list() callback that keeps, in a growing array, the live
+ * rules latch_compose_live_wanted() wants: hand items and n to
+ * latch_compose_in.live, then free(items).  rc is -ENOMEM when one could
+ * not be kept (the walk goes on; the caller must not compose then).
+ */
+struct latch_compose_live {
+	struct latch_policy_item *items;
+	int n, cap;
+	bool carry_live_learned;
+	int walked; /* every rule the walk saw */
+	int rc;
+};
+int latch_compose_live_keep(const struct latch_policy_item *it, void *arg);
+
+/* Build the union; 0, or -ENOMEM with *out empty.  Nothing in *in is changed or kept. */
+int latch_profile_compose(const struct latch_compose_in *in, struct latch_compose_out *out);
+/* Accepts a zeroed or freed out. */
+void latch_compose_out_free(struct latch_compose_out *out);
+
 #endif

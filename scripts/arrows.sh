@@ -34,9 +34,10 @@ for f in "$@"; do
 		for a in "${allowed[@]}"; do
 			[ "$inc" = "$a" ] && ok=1
 		done
-		# a bare name: a header beside the file, or a generated skeleton (loader only)
+		# a bare name: a header beside the file, or one the build generates
+		# for the loader (skeletons, the build id of the pinned room programs)
 		if [[ $inc != */* ]]; then
-			if [[ $inc == *.skel.h ]]; then
+			if [[ $inc == *.skel.h || $inc == latch_*_id.h ]]; then
 				[ "$mod" = loader ] && ok=1
 			elif [ -e "$(dirname "$f")/$inc" ]; then
 				ok=1

@@ -23,7 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "vm/vm.h"
+#include "vm/agent_client.h"
 
 static int failures;
 

@@ -4,9 +4,11 @@
 # The pass/fail counters with their ok/fail lines, skip_all (exit 77 with a
 # closing line the runner reads), vm_scratch: a bpffs directory and a temp
 # dir of the test's own, vm_root: a LATCH_ROOT in it with the test's
-# latch.conf, and vm_latchd: latchd under that root.  The temp dirs are all /tmp/latch-vm-*, which
-# is how selftests/run.sh finds and destroys the sandboxes of a test it had
-# to kill.  Set TEST (the test's name) before sourcing.
+# latch.conf, vm_latchd: latchd under that root, and vm_images and
+# vm_test_image: guest images that never answer or die booting.  The temp
+# dirs are all /tmp/latch-vm-*, which is how selftests/run.sh finds and
+# destroys the sandboxes of a test it had to kill.  Set TEST (the test's
+# name) before sourcing.
 
 pass=0 failn=0
 ok() { echo "ok $*"; pass=$((pass + 1)); }
@@ -53,4 +55,30 @@ vm_latchd() {
 	LATCHD_PID=$!
 	PIDS+=("$LATCHD_PID")
 	for _ in $(seq 50); do [ -S "$LATCH_ROOT/run/latch/latchd.sock" ] && break; sleep 0.1; done
+}
+
+# vm_images: IMAGES=$TMP/images, with `default` a link to the real default
+# image (LATCH_IMAGES, as `make image` built it); call before vm_root, which
+# then points latch.conf's `images` there.
+vm_images() {
+	IMAGES=$TMP/images
+	mkdir -p "$IMAGES"
+	ln -s "${LATCH_IMAGES:-/var/lib/latch/images}/default" "$IMAGES/default"
+	LATCH_IMAGES=$IMAGES
+}
+
+# vm_test_image NAME SCRIPT: an image in IMAGES whose initramfs is busybox-static
+# and an /init that runs SCRIPT (a guest that never answers, or dies), booted
+# with the default image's kernel.
+vm_test_image() {
+	local d=$IMAGES/$1 r=$TMP/initrd-$1 a
+	mkdir -p "$d" "$r/bin" "$r/dev" "$r/proc"
+	cp /bin/busybox "$r/bin/busybox"
+	for a in sh echo sleep poweroff mount; do ln -s busybox "$r/bin/$a"; done
+	printf '#!/bin/sh\nexport PATH=/bin\nmount -t devtmpfs devtmpfs /dev\nexec </dev/console >/dev/console 2>&1\n%s\n' \
+		"$2" > "$r/init"
+	chmod 0755 "$r/init"
+	(cd "$r" && find . | cpio -o -H newc --quiet | gzip) > "$d/initrd.img"
+	cp "$IMAGES/default/vmlinuz" "$d/vmlinuz"
+	chmod -R a+rX "$d"
 }

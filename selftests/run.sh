@@ -30,6 +30,7 @@ summary=()
 tests=()
 [ -x build/selftests/prog_table ] && tests+=(build/selftests/prog_table)
 [ -x build/selftests/policy_api ] && tests+=(build/selftests/policy_api)
+[ -x build/selftests/room_cg ] && tests+=(build/selftests/room_cg)
 for t in selftests/live_*.sh selftests/vm_*.sh; do
 	[ -e "$t" ] && tests+=("$t")
 done

@@ -12,8 +12,10 @@
 # behind a tap latch can't verify.
 #
 # The hook is installed for real only when /etc/libvirt/hooks/qemu does not
-# exist, as a wrapper that hands this test's domain alone to latch; it is
-# removed afterwards and libvirtd gets SIGHUP both times.  Test traffic never
+# exist, as a wrapper that hands this test's domain alone to latch (and, on
+# demand, makes its start slow: `up` must then name the domain start as the
+# step that ran out the boot timeout); it is removed afterwards and libvirtd
+# gets SIGHUP both times.  Test traffic never
 # leaves the machine: a documentation /26, no uplink, the allowed destination
 # a listener on a documentation address on lo.  Prints ok/FAIL lines and
 # "N passed, M failed"; exit 1 on a failure, 77 when it can't run here.
@@ -148,7 +150,11 @@ else
 	cat > "$HOOK" <<HK
 #!/bin/sh
 # vm_boot.sh (temporary): only this test's domain goes to latch's hook
-case "\$1" in $DOM) exec '$LATCH_ROOT/etc/libvirt/hooks/qemu' "\$@" ;; esac
+case "\$1" in
+$DOM)	# a slow start on demand, as libvirt re-probing QEMU on every call makes one
+	[ "\$2" = prepare ] && [ -e '$TMP/slow-start' ] && sleep 9
+	exec '$LATCH_ROOT/etc/libvirt/hooks/qemu' "\$@" ;;
+esac
 exit 0
 HK
 	chmod 0755 "$HOOK"
@@ -171,6 +177,16 @@ HK
 	rc=0
 	V start "$DOM" >/dev/null 2>&1 || rc=$?
 	check "after_boot_apply_hook_lets_it_start" test "$rc" = 0
+
+	# A domain that takes longer to start than the whole boot timeout: up names that step.
+	L down "$NAME" >/dev/null 2>&1
+	touch "$TMP/slow-start"
+	rc=0
+	out=$(L up "$NAME" --timeout 8s 2>&1) || rc=$?
+	rm -f "$TMP/slow-start"
+	echo "$out" | grep -m1 'slow step' | sed 's/^/   /'
+	check "up_timeout_names_the_slow_step_domain_start" bash -c "[ $rc = 1 ] && echo \"\$1\" | grep -q 'within the boot timeout (8 s): starting the domain took [0-9.]* s of it (slow step: domain start'" _ "$out"
+	check "slow_start_left_down_behind_its_enforcement" bash -c "! virsh -q -c qemu:///system domstate $DOM | grep -q running && '$LATCH_BIN' --json status $NAME | jq -e '.sandboxes[0].enforced' >/dev/null"
 fi
 
 echo "$pass passed, $failn failed"

@@ -2,9 +2,12 @@
 # SPDX-License-Identifier: GPL-2.0-only
 #
 # vm_up.sh - a real guest under libvirt (TCG here) behind latch: `latch up`,
-# the observed posture, `latch exec`, attacks from inside the guest beside a
-# control that must succeed, then `down` and `destroy`, and proof that the
-# tap, pins, rule, routes and domain are gone.
+# its steps and the observed posture, `latch exec`, attacks from inside the
+# guest beside a control that must succeed, then `down` and `destroy`, and
+# proof that the tap, pins, rule, routes and domain are gone.  Before that,
+# guests that fail to boot (images in the test's cache whose /init dies or
+# never starts an agent): the error names the slow step and quotes the
+# serial console, and --keep-on-failure keeps the guest, still filtered.
 #
 # Invariant defended: the boundary arrives first and holds - a guest sees
 # only what the kernel filter on its tap lets through, and everything latch
@@ -74,7 +77,11 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM HUP
 
 vm_scratch up
+vm_images
+vm_test_image broken 'echo broken-init-marker; poweroff -f'
+vm_test_image hang 'echo hang-init-marker; while :; do sleep 60; done'
 vm_root "documentation addresses only, and no uplink" pool=$POOL.0/24
+CONSOLE=$LATCH_ROOT/var/log/latch/$NAME.console.log
 
 
 # --- bad input first: one line, exit 2, nothing created ----------------------
@@ -98,8 +105,42 @@ cp "$TMP/conf.good" "$CONF"
 check "config_error_names_file_and_line" test "$rc" = 2 -a -n "$(echo "$out" | grep "latch.conf:5: 'pool' given twice")"
 
 # A guest that can't answer in time: everything made so far is rolled back.
+rolled_back() { # [RC]: exit status 1 (when given), and nothing of the sandbox left but the console log
+	{ [ $# = 0 ] || [ "$1" = 1 ]; } && [ ! -e "/sys/class/net/$TAP" ] && [ ! -e "$BPFFS/latch/$NAME" ] &&
+		! ip rule show | grep -q "lookup $TABLE" && [ -z "$(ip route show table $TABLE 2>/dev/null)" ] &&
+		[ ! -e "$LATCH_ROOT/var/lib/latch/sandboxes/$NAME" ] &&
+		! virsh -q -c qemu:///system dominfo "latch-$NAME" >/dev/null 2>&1
+}
+says() { echo "$out" | grep -q -- "$1"; } # the last command's output has this
 out=$(L up "$NAME" --timeout 1 2>&1); rc=$?
-check "up_failure_rolls_back_tap_pins_rule_domain_state" bash -c "[ $rc = 1 ] && [ ! -e /sys/class/net/$TAP ] && [ ! -e $BPFFS/latch/$NAME ] && ! ip rule show | grep -q 'lookup $TABLE' && [ -z \"\$(ip route show table $TABLE 2>/dev/null)\" ] && [ ! -e $LATCH_ROOT/var/lib/latch/sandboxes/$NAME ] && ! virsh -q -c qemu:///system dominfo latch-$NAME >/dev/null 2>&1"
+check "up_failure_rolls_back_tap_pins_rule_domain_state" rolled_back $rc
+
+# A guest that dies while booting: the error says so and quotes the serial console, whose log outlives the rollback.
+out=$(L up "$NAME" --image broken 2>&1); rc=$?
+echo "$out" | sed 's/^/   | /' | head -8
+check "up_guest_dying_at_boot_says_so" says 'the guest stopped while booting'
+check "up_guest_dying_at_boot_quotes_its_console" says '| broken-init-marker'
+check "up_guest_dying_at_boot_rolled_back" rolled_back $rc
+check "up_guest_dying_at_boot_console_log_kept" grep -q broken-init-marker "$CONSOLE"
+
+# A guest whose agent never answers: the timeout (DUR) runs from the domain start, and the error names the slow step.
+out=$(L up "$NAME" --image hang --timeout 3s 2>&1); rc=$?
+echo "$out" | grep -m1 'slow step' | sed 's/^/   /'
+check "up_timeout_names_the_slow_step_guest_agent" says "within the boot timeout (3 s).*slow step: guest agent; console log $CONSOLE"
+check "up_timeout_rolled_back" rolled_back $rc
+
+# --keep-on-failure: the same failure leaves the guest running for inspection, behind its verified enforcement.
+out=$(L up "$NAME" --image hang --timeout 3s --keep-on-failure 2>&1); rc=$?
+check "up_keep_on_failure_exits_1 ($rc)" test "$rc" = 1
+check "up_keep_on_failure_says_kept" says 'kept for inspection, still filtered'
+check "kept_guest_is_running" bash -c "virsh -q -c qemu:///system domstate latch-$NAME | grep -qx running"
+check "kept_guest_still_filtered_verified_in_the_kernel" bash -c "'$LATCH_BIN' --json status $NAME | jq -e '.sandboxes[0].enforced' >/dev/null"
+for _ in $(seq 600); do grep -q hang-init-marker "$CONSOLE" 2>/dev/null && break; sleep 0.1; done
+check "kept_guest_console_logged_to_file" grep -q hang-init-marker "$CONSOLE"
+L destroy --purge "$NAME" >/dev/null 2>&1; rc=$?
+check "kept_guest_destroyed" test "$rc" = 0
+check "kept_guest_destroyed_leaves_nothing" rolled_back
+check "kept_guest_destroyed_with_its_console_log" test ! -e "$CONSOLE"
 
 # --- up ------------------------------------------------------------------------
 t0=$(date +%s%N)
@@ -111,11 +152,26 @@ if [ "$rc" != 0 ]; then
 	exit 1
 fi
 ok "up_starts_guest_behind_verified_enforcement ($(( (t1 - t0) / 1000000 )) ms wall)"
+echo "$up_json" >"$TMP/up.json"
+sed 's/^/   stderr: /' "$TMP/up.err"
+# the steps, in the order up takes them
+step_line() { grep -n -m1 -- "$1" "$TMP/up.err" | cut -d: -f1; }
+order=""
+for want in "tap $TAP created" "enforcement verified on $TAP" "routing: table $TABLE" "domain latch-$NAME started in .* accelerator \(tcg\|kvm\)" "waiting for the guest agent" "agent answered"; do
+	order="$order $(step_line "$want")"
+done
+order=$(echo $order)
+check "up_prints_its_steps_on_stderr_in_order ($order)" test "$(echo "$order" | wc -w)" = 6 -a \
+	"$(echo "$order" | tr ' ' '\n' | sort -n | xargs)" = "$order"
+check "up_says_allowed_traffic_has_no_route_without_uplink" grep -q 'no uplink in latch.conf, so allowed traffic has no route' "$TMP/up.err"
+check "up_json_says_allowed_traffic_is_not_routed" jq -e '(.allowed_traffic_routed | not) and (.routing_note | test("no route"))' "$TMP/up.json" >/dev/null
+want_timeout=180000
+[ "$(echo "$up_json" | jq -r .accelerator)" = kvm ] && want_timeout=60000
+check "up_default_boot_timeout_by_accelerator ($want_timeout ms)" test "$(echo "$up_json" | jq .boot_timeout_ms)" = "$want_timeout"
 echo "$up_json" | jq -r '"   enforced after \(.ms_to_enforced) ms, domain started after \(.ms_to_domain_started) ms, agent after \(.ms_to_agent) ms; accelerator \(.accelerator); guest \(.guest_ip4) kernel \(.guest_release)"'
 check "up_enforcement_verified_before_domain_started" \
 	test "$(echo "$up_json" | jq '.ms_to_enforced < .ms_to_domain_started and .ms_to_domain_started <= .ms_to_agent')" = true
 # no latchd runs here: the profile is stored and the guest stays sealed (closed, not open)
-echo "$up_json" >"$TMP/up.json"
 check "up_stores_the_default_profile_and_says_latchd_is_not_running" bash -c "jq -e '.profile.name == \"research\" and (.profile.note | test(\"not running\"))' '$TMP/up.json' >/dev/null && grep -qx research '$LATCH_ROOT/var/lib/latch/policy/$NAME.profile'"
 check "up_reports_observed_accelerator" test "$(echo "$up_json" | jq -r .accelerator)" = tcg -o \
 	"$(echo "$up_json" | jq -r .accelerator)" = kvm
@@ -126,6 +182,8 @@ accel=$(echo "$st" | jq -r '.sandboxes[0].accelerator')
 if [ -e /dev/kvm ] && grep -qE ' (vmx|svm)' /proc/cpuinfo; then want=kvm; else want=tcg; fi
 check "status_shows_accelerator_$want" test "$accel" = "$want"
 check "status_shows_domain_running" test "$(echo "$st" | jq -r '.sandboxes[0].domain')" = running
+check "status_says_allowed_traffic_has_no_route" bash -c "'$LATCH_BIN' status $NAME | grep -q 'allowed traffic has no route'"
+check "status_json_says_allowed_traffic_is_not_routed" test "$(echo "$st" | jq '.sandboxes[0].allowed_traffic_routed')" = false
 check "ls_lists_sandbox_enforced" bash -c "'$LATCH_BIN' --json ls | jq -e '.sandboxes[] | select(.sandbox==\"$NAME\" and .enforced and .domain==\"running\")' >/dev/null"
 
 # --- the host side, observed with tools latch does not use ---------------------
@@ -208,17 +266,25 @@ check "up_profile_opens_what_the_profile_allows" bash -c "'$LATCH_BIN' exec $NAM
 check "up_profile_keeps_other_ports_closed" bash -c "! '$LATCH_BIN' exec $NAME -- sh -c \"echo 'GET /' | nc -w 2 $CTRL_ADDR $OTHER_PORT\" 2>/dev/null | grep -q hello"
 check "status_shows_the_profile" bash -c "'$LATCH_BIN' --json status $NAME | jq -e '.sandboxes[0].profile == \"vmctl\" and .sandboxes[0].profile_applied == \"vmctl\" and (.sandboxes[0].uncontained | not)' >/dev/null"
 
-L destroy "$NAME" >/dev/null; rc=$?
+out=$(L destroy "$NAME"); rc=$?
 check "destroy_exits_0" test "$rc" = 0
 check "destroy_removes_tap" test ! -e "/sys/class/net/$TAP"
 check "destroy_removes_pins" test ! -e "$BPFFS/latch/$NAME"
 check "destroy_removes_rule" bash -c "! ip rule show | grep -q 'lookup $TABLE'"
 check "destroy_removes_table_routes" test -z "$(ip route show table $TABLE 2>/dev/null)"
 check "destroy_removes_domain" bash -c "! '$LATCH_BIN' --json ls | jq -e '.sandboxes[]' >/dev/null && ! virsh -q -c qemu:///system dominfo latch-$NAME >/dev/null 2>&1"
-check "destroy_removes_state" test ! -e "$LATCH_ROOT/var/lib/latch/sandboxes/$NAME"
+check "destroy_removes_the_sandbox_record" test ! -e "$LATCH_ROOT/var/lib/latch/sandboxes/$NAME/sandbox"
 check "destroy_removes_the_stored_profile" test ! -e "$LATCH_ROOT/var/lib/latch/policy/$NAME.profile"
+# `down` backed the guest state up: destroy keeps that backup, and says where
+check "destroy_keeps_the_guest_state_backup" test -d "$LATCH_ROOT/var/lib/latch/sandboxes/$NAME/state"
+check "destroy_says_the_backup_is_kept" says "guest-state backup kept in $LATCH_ROOT/var/lib/latch/sandboxes/$NAME/state"
 out=$(L destroy "$NAME" 2>&1); rc=$?
-check "destroy_again_is_one_line_exit_2" test "$rc" = 2
+check "destroy_again_is_one_line_exit_2_naming_the_backup" test "$rc" = 2 -a "$(echo "$out" | wc -l)" = 1
+check "destroy_again_says_purge_removes_the_backup" says "destroy $NAME --purge"
+out=$(L destroy "$NAME" --purge 2>&1); rc=$?
+check "destroy_purge_removes_the_backup" test "$rc" = 0 -a ! -e "$LATCH_ROOT/var/lib/latch/sandboxes/$NAME"
+out=$(L destroy "$NAME" --purge 2>&1); rc=$?
+check "destroy_purge_again_is_exit_2" test "$rc" = 2
 
 echo "$pass passed, $failn failed"
 [ "$failn" = 0 ]

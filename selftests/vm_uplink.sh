@@ -26,7 +26,10 @@
 #   (e) `nft list table inet latch` masquerades `ip saddr . oifname` in a set
 #       whose one element is SUBNET/30 . uplink, and nothing else;
 #   (f) after destroy: no latch table (or at least no element), no rule, no
-#       routes, and `ip route show table main` and `ip rule` exactly as before.
+#       routes, and `ip route show table main` and `ip rule` exactly as before;
+#   and `latch doctor` checks the uplink: it exists (a missing one fails), its
+#   forwarding is off until a sandbox uses it, on while one does, and off
+#   under a running sandbox is a failure.
 #
 # Test traffic never leaves the machine: every address is documentation
 # space, the server lives in the test's namespace, the namespace does not
@@ -157,6 +160,18 @@ rule6_before=$(ip -6 rule show)
 had_latch_table=0
 nft list table inet latch >/dev/null 2>&1 && had_latch_table=1
 
+# --- doctor: the uplink exists; its forwarding is off until a sandbox uses it ---------------
+uplink_row() { L --json doctor 2>/dev/null | jq -c '.checks[] | select(.check == "uplink")' >"$TMP/row.json"; cat "$TMP/row.json"; }
+row_is() { jq -e "$1" "$TMP/row.json"; }
+row=$(uplink_row)
+echo "   doctor before up: $row"
+check "doctor_sees_the_uplink_with_forwarding_off_before_up" row_is ".result == \"ok\" and (.detail | test(\"uplink $UP exists.*forwarding is off until\"))"
+cp "$CONF" "$TMP/conf.good"
+sed -i "s/^uplink = .*/uplink = ltu-none$$/" "$CONF"
+row=$(uplink_row)
+cp "$TMP/conf.good" "$CONF"
+check "doctor_fails_an_uplink_that_does_not_exist" row_is ".result == \"FAIL\" and (.detail | test(\"ltu-none$$ .*does not exist\")) and (.fix | test(\"uplink\"))"
+
 # --- up ----------------------------------------------------------------------------------
 rc=0
 up_json=$(L --json up "$NAME" 2>"$TMP/up.err") || rc=$?
@@ -238,6 +253,17 @@ check "e_no_other_masquerade_on_host_names_${DEFDEV}" bash -c "! nft list rulese
 # latch's taps, never for the uplink's network to anywhere else.
 check "g_uplink_forwarding_on_while_a_sandbox_uses_it" test "$(cat /proc/sys/net/ipv4/conf/"$UP"/forwarding)" = 1
 check "g_uplink_is_in_latchs_forward_guard" bash -c "nft list set inet latch fwd_guard | grep -q '\"$UP\"'"
+row=$(uplink_row)
+check "g_doctor_sees_the_uplink_forwarding" row_is '.result == "ok" and (.detail | test("forwarding on"))'
+# forwarding turned off under a running sandbox (a network manager resetting it): doctor fails it
+echo 0 > "/proc/sys/net/ipv4/conf/$UP/forwarding"
+row=$(uplink_row)
+echo 1 > "/proc/sys/net/ipv4/conf/$UP/forwarding"
+echo "   doctor with forwarding off under a sandbox: $row"
+check "g_doctor_fails_uplink_forwarding_off_under_a_sandbox" row_is '.result == "FAIL" and (.fix | test("latch boot apply"))'
+check "g_up_says_where_allowed_traffic_goes" grep -q "routing: table $TABLE, default via uplink $UP" "$TMP/up.err"
+echo "$up_json" >"$TMP/up.json"
+check "g_up_json_says_allowed_traffic_is_routed" jq -e '.allowed_traffic_routed and (has("routing_note") | not)' "$TMP/up.json"
 guard_drops() { nft -j list chain inet latch forward | jq '[.nftables[] | select(.rule) | .rule.expr[] | select(.counter) | .counter.packets] | add // 0'; }
 no_flow() { "$LATCH_BIN" --json status "$NAME" | jq '[.sandboxes[0].counters[] | select(.reason == "drop_no_flow") | .packets] | add // 0'; }
 # The attack from the uplink side: the fake internet routes the sandbox subnet at us

@@ -64,7 +64,7 @@ TMP=
 BPFFS=
 cleanup() {
 	set +e
-	[ -n "$TMP" ] && "$LATCH_BIN" destroy "$NAME" >/dev/null 2>&1
+	[ -n "$TMP" ] && "$LATCH_BIN" destroy --purge "$NAME" >/dev/null 2>&1
 	[ -n "$BPFFS" ] && rm -rf "$BPFFS"
 	[ -n "$TMP" ] && rm -rf "$TMP"
 	return 0
@@ -91,6 +91,21 @@ chmod 0644 "$SHARE/secret"
 ln -s "$SHARE/secret" "$WS/hostlink-abs" # a symlink the HOST put in DIR, pointing out of it
 ln -s ../secret "$WS/hostlink-rel"
 outside_before=$(cd "$SHARE" && find . -path ./ws -prune -o -print | sort)
+
+# --- a workspace path with control characters: refused before anything exists -----
+# (a newline in it would write a key of its own into the sandbox's state file)
+BADWS=$SHARE/$'ws\nuplink = eth0'
+mkdir "$BADWS"
+rc=0
+out=$(L up "$NAME" --workspace "$BADWS" 2>&1) || rc=$?
+echo "   $out"
+check "workspace_with_a_newline_refused_exit_2" test "$rc" = 2 -a "$(echo "$out" | wc -l)" = 1
+check "workspace_refusal_names_control_characters" bash -c "echo \"\$1\" | grep -q 'control characters'" _ "$out"
+check "workspace_refusal_creates_nothing" bash -c "[ ! -e /sys/class/net/lt-$NAME ] && [ ! -e '$LATCH_ROOT/var/lib/latch/sandboxes/$NAME' ]"
+rc=0
+out=$(L up "$NAME" --workspace "$SHARE/"$'\e[2Jws' 2>&1) || rc=$?
+check "workspace_with_an_escape_refused_exit_2" test "$rc" = 2
+rmdir "$BADWS"
 
 # --- up with the workspace ------------------------------------------------------
 rc=0

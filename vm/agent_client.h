@@ -3,13 +3,13 @@
  * agent_client.h - the host side of the guest agent: run a command in a
  * guest and relay its stdout, stderr and exit status.
  *
- * The guest end is vm/agent.c; the channel is the Unix socket that libvirt
+ * The guest end is vm/guest/agent.c; the channel is the Unix socket that libvirt
  * binds for
  *   <channel type='unix'>
  *     <source mode='bind' path='SOCK'/>
  *     <target type='virtio' name='org.latch.agent'/>
  *   </channel>
- * The wire format is in vm/agent_proto.h.  Everything the guest sends is
+ * The wire format is in vm/guest/agent_proto.h.  Everything the guest sends is
  * treated as hostile: lengths are checked, output is capped here as well as
  * in the guest, and a deadline bounds every wait that was given one.
  *
@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "vm/guest/agent_proto.h"
+#include "vm/vm.h"
 
 struct latch_agent; /* one connection to one guest's agent */
 
@@ -81,5 +82,14 @@ int latch_agent_exec(struct latch_agent *a, const char *const argv[],
 
 /* The status a shell would report: the exit code, or 128 + signal. */
 int latch_agent_status(const struct latch_agent_result *res);
+
+/* The agent's channel socket of sandbox NAME. */
+int latch_vm_agent_path(const char *name, char *buf, size_t len);
+/*
+ * Connect to NAME's agent and wait up to ping_ms for its answer; *out is
+ * for latch_agent_close().  -errno with "the agent of NAME does not answer"
+ * in err.
+ */
+int latch_agent_open_sandbox(const char *name, int ping_ms, struct latch_agent **out, char *err, size_t errlen);
 
 #endif

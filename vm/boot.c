@@ -18,14 +18,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "vm/boot.h"
-#include "config/config.h"
 #include "vm/libvirt.h"
-#include "vm/net.h"
 #include "vm/sandbox_vm.h"
 #include "vm/state.h"
 
-int latch_boot_apply_one(const char *name, struct latch_boot_result *r)
+static int apply_one(const char *name, struct latch_boot_result *r)
 {
 	struct latch_vm_state st;
 	struct latch_net_opts n;
@@ -55,6 +52,32 @@ int latch_boot_apply_one(const char *name, struct latch_boot_result *r)
 	latch_vm_net_opts(&st, &n);
 	r->routed = latch_net_up(&n, r->note, sizeof(r->note)) == 0;
 	return 0;
+}
+
+struct apply_ctx {
+	void (*fn)(const char *name, int ret, const struct latch_boot_result *r, void *arg);
+	void *arg;
+	int failed;
+};
+
+static int apply_cb(const char *name, void *arg)
+{
+	struct apply_ctx *c = arg;
+	struct latch_boot_result r;
+	int ret = apply_one(name, &r);
+
+	c->failed += ret != 0;
+	c->fn(name, ret, &r, c->arg);
+	return 0;
+}
+
+int latch_vm_boot_apply(void (*fn)(const char *name, int ret, const struct latch_boot_result *r, void *arg),
+			void *arg)
+{
+	struct apply_ctx c = { fn, arg, 0 };
+	int n = latch_vm_list(apply_cb, &c);
+
+	return n < 0 ? n : c.failed;
 }
 
 static int write_file(const char *path, const char *text, mode_t mode, char *err, size_t errlen)
@@ -122,7 +145,7 @@ static int install_unit(const char *name, const char *text, const char *const *w
 	return 0;
 }
 
-int latch_boot_install(const char *latch_bin, void (*wrote)(const char *path, void *arg), void *arg, char *err,
+int latch_vm_boot_install(const char *latch_bin, void (*wrote)(const char *path, void *arg), void *arg, char *err,
 		       size_t errlen)
 {
 	static const char *const boot_wanted_by[] = { "sysinit.target", "libvirtd.service", "virtqemud.service" };
@@ -213,7 +236,7 @@ static int count(const char *hay, const char *needle)
 	return n;
 }
 
-int latch_boot_hook_check(const char *dom, const char *op, const char *xml, char *err, size_t errlen)
+static int hook_check(const char *dom, const char *op, const char *xml, char *err, size_t errlen)
 {
 	const size_t plen = strlen(LATCH_DOMAIN_PREFIX);
 	bool prefixed = !strncmp(dom, LATCH_DOMAIN_PREFIX, plen);
@@ -241,4 +264,16 @@ int latch_boot_hook_check(const char *dom, const char *op, const char *xml, char
 	if (count(xml, "<interface ") != 1 || count(xml, "<interface type='ethernet'") != 1 || !strstr(xml, want))
 		return snprintf(err, errlen, "domain %s has a NIC other than its filtered tap %s", dom, st.tap), -EPERM;
 	return 0;
+}
+
+int latch_vm_boot_hook(const char *dom, const char *op, int xml_fd, char *err, size_t errlen)
+{
+	static char xml[1 << 20];
+	size_t n = 0;
+	ssize_t k;
+
+	while (n < sizeof(xml) - 1 && ((k = read(xml_fd, xml + n, sizeof(xml) - 1 - n)) > 0 || (k < 0 && errno == EINTR)))
+		n += k > 0 ? (size_t)k : 0;
+	xml[n] = '\0';
+	return hook_check(dom, op, xml, err, errlen);
 }

@@ -30,51 +30,20 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "vm/agent_client.h"
-#include "config/config.h"
+#include "vm/confine.h"
 #include "vm/guest_state.h"
-#include "vm/sandbox_vm.h"
+#include "vm/state.h"
 
 #define RESTORE_CHUNK (32u * 1024) /* raw bytes per exec; ~43 KiB of base64, well inside a frame */
 #define GUEST_TAR "/var/lib/.latch-restore.tar"
 
-int latch_guest_state_dir(const char *name, char *buf, size_t len)
+int latch_vm_backup_dir(const char *name, char *buf, size_t len)
 {
 	return latch_path(buf, len, "var/lib/latch/sandboxes/%s/state", name);
-}
-
-static int rm_cb(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	return remove(path) ? -errno : 0;
-}
-
-static int rm_tree(const char *dir)
-{
-	struct stat sb;
-
-	if (lstat(dir, &sb))
-		return errno == ENOENT ? 0 : -errno;
-	return nftw(dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS) ? -EIO : 0;
-}
-
-static int agent_open(const char *name, struct latch_agent **a, char *err, size_t errlen)
-{
-	char sock[PATH_MAX];
-	int r;
-
-	*a = NULL;
-	latch_vm_agent_path(name, sock, sizeof(sock));
-	r = latch_agent_connect(sock, a);
-	if (!r)
-		r = latch_agent_ping(*a, 5000, NULL, 0);
-	if (r) {
-		latch_agent_close(*a);
-		*a = NULL;
-		snprintf(err, errlen, "the agent of %s does not answer (%s); is it up?", name, strerror(-r));
-	}
-	return r;
 }
 
 /* Run a script in the guest; its stderr goes to err_fd, its stdout to out_fd. */
@@ -118,32 +87,30 @@ static bool safe_name(const char *in, char *out, size_t len)
 	return true;
 }
 
-int latch_guest_state_extract(const void *buf, size_t len, const char *dir, uint64_t *bytes, uint32_t *files,
-			      char *err, size_t errlen)
+/* What the extracting child reports; the parent checks its size. */
+struct extract_report {
+	int ret;
+	uint32_t files;
+	uint64_t bytes;
+	char err[LATCH_ERR_MAX];
+};
+
+/* Extract into the current directory: the confined child's work. */
+static void extract_here(const void *buf, size_t len, struct extract_report *rep)
 {
 	const int flags = ARCHIVE_EXTRACT_SECURE_SYMLINKS | ARCHIVE_EXTRACT_SECURE_NODOTDOT |
 			  ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS | ARCHIVE_EXTRACT_NO_OVERWRITE;
 	struct archive *in = archive_read_new(), *out = archive_write_disk_new();
+	char *err = rep->err;
+	size_t errlen = sizeof(rep->err);
 	struct archive_entry *e;
 	uint64_t total = 0;
 	uint32_t n = 0;
-	int cwd = -1, dfd = -1, r, ret = 0;
+	int r, ret = 0;
 	char rel[PATH_MAX];
 
 	if (!in || !out) {
 		ret = -ENOMEM;
-		goto out;
-	}
-	if (mkdir(dir, 0700)) {
-		ret = -errno;
-		snprintf(err, errlen, "mkdir %s: %s", dir, strerror(errno));
-		goto out;
-	}
-	cwd = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (cwd < 0 || dfd < 0 || fchdir(dfd)) {
-		ret = -errno;
-		snprintf(err, errlen, "cannot enter %s: %s", dir, strerror(errno));
 		goto out;
 	}
 	archive_read_support_format_tar(in);
@@ -212,27 +179,63 @@ int latch_guest_state_extract(const void *buf, size_t len, const char *dir, uint
 		snprintf(err, errlen, "the guest's tarball is malformed: %s", archive_error_string(in));
 	}
 out:
-	if (cwd >= 0) {
-		if (fchdir(cwd))
-			ret = ret ?: -errno;
-		close(cwd);
-	}
-	if (dfd >= 0)
-		close(dfd);
 	if (out) {
 		archive_write_close(out);
 		archive_write_free(out);
 	}
 	if (in)
 		archive_read_free(in);
-	if (bytes)
-		*bytes = total;
-	if (files)
-		*files = n;
-	return ret;
+	rep->ret = ret;
+	rep->bytes = total;
+	rep->files = n;
 }
 
-int latch_guest_state_backup(const char *name, uint64_t *bytes, uint32_t *files, char *err, size_t errlen)
+int latch_guest_state_extract(const void *buf, size_t len, const char *dir, uint64_t *bytes, uint32_t *files,
+			      char *err, size_t errlen)
+{
+	struct extract_report rep = { .ret = -ECHILD };
+	int pfd[2], status;
+	ssize_t got = 0, k;
+	pid_t pid;
+
+	if (mkdir(dir, 0700))
+		return latch_errf(err, errlen, -errno, "mkdir %s: %s", dir, strerror(errno));
+	if (pipe2(pfd, O_CLOEXEC))
+		return latch_errf(err, errlen, -errno, "pipe: %s", strerror(errno));
+	pid = fork();
+	if (pid < 0) {
+		close(pfd[0]);
+		close(pfd[1]);
+		return latch_errf(err, errlen, -errno, "fork: %s", strerror(errno));
+	}
+	if (pid == 0) {
+		/* nothing of the tar is read before the child is shut in */
+		if (latch_confine(dir, pfd[1], LATCH_GUEST_STATE_MAX, rep.err, sizeof(rep.err)) == 0)
+			extract_here(buf, len, &rep);
+		_exit(write(pfd[1], &rep, sizeof(rep)) == sizeof(rep) ? 0 : 1);
+	}
+	close(pfd[1]);
+	while (got < (ssize_t)sizeof(rep) && ((k = read(pfd[0], (char *)&rep + got, sizeof(rep) - got)) > 0 ||
+					       (k < 0 && errno == EINTR)))
+		got += k > 0 ? k : 0;
+	close(pfd[0]);
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (got != (ssize_t)sizeof(rep) || !WIFEXITED(status) || WEXITSTATUS(status))
+		return latch_errf(err, errlen, -ECHILD, "the child extracting the guest's tarball died (%s %d)",
+				  WIFSIGNALED(status) ? "signal" : "exit",
+				  WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+	rep.err[sizeof(rep.err) - 1] = '\0';
+	if (rep.ret)
+		return latch_errf(err, errlen, rep.ret, "%s", rep.err);
+	if (bytes)
+		*bytes = rep.bytes;
+	if (files)
+		*files = rep.files;
+	return 0;
+}
+
+int latch_vm_backup(const char *name, uint64_t *bytes, uint32_t *files, char *err, size_t errlen)
 {
 	static const char script[] = "mkdir -p " LATCH_GUEST_STATE_DIR " && cd " LATCH_GUEST_STATE_DIR
 				     " && exec tar cf - .";
@@ -243,11 +246,11 @@ int latch_guest_state_backup(const char *name, uint64_t *bytes, uint32_t *files,
 	off_t len = 0;
 	int fd, ret;
 
-	if (latch_guest_state_dir(name, dir, sizeof(dir)))
+	if (latch_vm_backup_dir(name, dir, sizeof(dir)))
 		return snprintf(err, errlen, "path too long"), -ENAMETOOLONG;
 	snprintf(tmp, sizeof(tmp), "%s.new", dir);
 	snprintf(old, sizeof(old), "%s.old", dir);
-	ret = agent_open(name, &a, err, errlen);
+	ret = latch_agent_open_sandbox(name, 5000, &a, err, errlen);
 	if (ret)
 		return ret;
 	fd = memfd_create("latch-backup", MFD_CLOEXEC);
@@ -274,20 +277,20 @@ int latch_guest_state_backup(const char *name, uint64_t *bytes, uint32_t *files,
 		ret = -errno;
 		goto out;
 	}
-	rm_tree(tmp);
+	latch_rm_tree(tmp);
 	ret = latch_guest_state_extract(map, len, tmp, bytes, files, err, errlen);
 	if (ret) {
-		rm_tree(tmp);
+		latch_rm_tree(tmp);
 		goto out;
 	}
 	/* the old copy goes only once the new one is whole */
-	rm_tree(old);
+	latch_rm_tree(old);
 	if ((access(dir, F_OK) == 0 && rename(dir, old)) || rename(tmp, dir)) {
 		ret = -errno;
 		snprintf(err, errlen, "cannot put %s in place: %s", dir, strerror(errno));
 		goto out;
 	}
-	rm_tree(old);
+	latch_rm_tree(old);
 out:
 	if (map)
 		munmap(map, len);
@@ -389,7 +392,7 @@ static void base64(const unsigned char *in, size_t n, char *out)
 	*out = '\0';
 }
 
-int latch_guest_state_restore(const char *name, const char *src_dir, uint64_t *bytes, char *err,
+int latch_vm_restore(const char *name, const char *src_dir, uint64_t *bytes, char *err,
 			      size_t errlen)
 {
 	static const char start[] = "mkdir -p /var/lib && rm -f " GUEST_TAR " && : > " GUEST_TAR;
@@ -407,7 +410,7 @@ int latch_guest_state_restore(const char *name, const char *src_dir, uint64_t *b
 	int fd = -1, ret;
 
 	if (!src_dir) {
-		if (latch_guest_state_dir(name, dir, sizeof(dir)))
+		if (latch_vm_backup_dir(name, dir, sizeof(dir)))
 			return snprintf(err, errlen, "path too long"), -ENAMETOOLONG;
 		src_dir = dir;
 	}
@@ -428,7 +431,7 @@ int latch_guest_state_restore(const char *name, const char *src_dir, uint64_t *b
 		snprintf(err, errlen, "cannot map the packed state");
 		goto out;
 	}
-	ret = agent_open(name, &a, err, errlen);
+	ret = latch_agent_open_sandbox(name, 5000, &a, err, errlen);
 	if (ret)
 		goto out;
 	ret = guest_sh(a, start, NULL, -1, 4096, &res, err, errlen);

@@ -21,7 +21,6 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <libvirt/libvirt.h>
 #include <libvirt/virterror.h>
 #include <stdarg.h>
@@ -45,6 +44,7 @@ struct latch_virt {
 	X(virConnectOpenReadOnly)                                                                                \
 	X(virConnectClose)                                                                                       \
 	X(virConnectGetLibVersion)                                                                               \
+	X(virConnectGetCapabilities)                                                                             \
 	X(virDomainLookupByName)                                                                                 \
 	X(virDomainFree)                                                                                         \
 	X(virDomainDefineXML)                                                                                    \
@@ -134,20 +134,55 @@ struct latch_virt *latch_virt_open(char *err, size_t errlen)
 	return v;
 }
 
-int latch_virt_probe(unsigned long *version, char *err, size_t errlen)
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* One capabilities call, timed; -1 when it failed. */
+static int64_t caps_call_ms(virConnectPtr conn)
+{
+	int64_t t0 = now_ms();
+	char *caps = lv.virConnectGetCapabilities(conn);
+
+	if (!caps)
+		return -1;
+	free(caps);
+	return now_ms() - t0;
+}
+
+int latch_vm_libvirt_probe(struct latch_vm_libvirt_probe *p, char *err, size_t errlen)
 {
 	virConnectPtr conn;
+	int64_t t0;
 	int rc;
 
-	*version = 0;
+	memset(p, 0, sizeof(*p));
 	rc = lv_load(err, errlen);
 	if (rc)
 		return rc;
+	t0 = now_ms();
 	conn = lv.virConnectOpenReadOnly(LATCH_LIBVIRT_URI);
 	if (!conn)
 		return latch_errf(err, errlen, -ECONNREFUSED, "cannot connect to %s: %s", LATCH_LIBVIRT_URI, lasterr());
-	lv.virConnectGetLibVersion(conn, version);
+	p->connect_ms = now_ms() - t0;
+	lv.virConnectGetLibVersion(conn, &p->version);
+	/*
+	 * libvirtd re-probes QEMU (seconds) whenever its cached capabilities
+	 * look stale; after a fix that happens once, while a /dev/kvm its qemu
+	 * user can't open makes it happen on every call.  A second call tells
+	 * the two apart.
+	 */
+	p->caps_first_ms = p->caps_ms = caps_call_ms(conn);
+	if (p->caps_ms > LATCH_VM_CAPS_SLOW_MS)
+		p->caps_ms = caps_call_ms(conn);
 	lv.virConnectClose(conn);
+	if (p->caps_ms < 0)
+		return latch_errf(err, errlen, -EIO, "%s did not answer a capabilities call: %s", LATCH_LIBVIRT_URI,
+				  lasterr());
 	return 0;
 }
 
@@ -158,35 +193,6 @@ void latch_virt_close(struct latch_virt *v)
 	if (v->conn)
 		lv.virConnectClose(v->conn);
 	free(v);
-}
-
-bool latch_kvm_usable(char *why, size_t len)
-{
-	char line[4096];
-	bool flag = false;
-	FILE *f;
-	int fd;
-
-	fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
-	if (fd < 0) {
-		snprintf(why, len, "/dev/kvm: %s", strerror(errno));
-		return false;
-	}
-	close(fd);
-	f = fopen("/proc/cpuinfo", "re");
-	if (f) {
-		while (!flag && fgets(line, sizeof(line), f))
-			if (!strncmp(line, "flags", 5) && (strstr(line, " vmx") || strstr(line, " svm")))
-				flag = true;
-		fclose(f);
-	}
-	if (!flag) {
-		/* a nested setup can offer /dev/kvm and still hang every guest after the BIOS */
-		snprintf(why, len, "/dev/kvm is present but the CPU shows neither vmx nor svm");
-		return false;
-	}
-	snprintf(why, len, "/dev/kvm and %s", "hardware virtualisation flags present");
-	return true;
 }
 
 /* Append s to the buffer, escaped for an XML attribute or text. */
@@ -253,7 +259,14 @@ char *latch_domain_xml(const struct latch_domain_opts *o)
 		xesc(f, o->workspace);
 		fprintf(f, "'/>\n      <target dir='workspace'/>\n    </filesystem>\n");
 	}
-	fprintf(f, "    <serial type='pty'><target port='0'/></serial>\n");
+	if (*o->console_log) {
+		/* virtlogd keeps the console in a file: the evidence when a boot fails */
+		fprintf(f, "    <serial type='pty'>\n      <log file='");
+		xesc(f, o->console_log);
+		fprintf(f, "' append='off'/>\n      <target port='0'/>\n    </serial>\n");
+	} else {
+		fprintf(f, "    <serial type='pty'><target port='0'/></serial>\n");
+	}
 	fprintf(f, "    <console type='pty'><target type='serial' port='0'/></console>\n");
 	fprintf(f, "    <controller type='usb' model='none'/>\n");
 	fprintf(f, "    <memballoon model='none'/>\n");
@@ -312,14 +325,6 @@ int latch_domain_start(struct latch_virt *v, const char *name, char *err, size_t
 		latch_errf(err, errlen, -EIO, "libvirt could not start " LATCH_DOMAIN_PREFIX "%s: %s", name, lasterr());
 	lv.virDomainFree(d);
 	return r < 0 ? -EIO : 0;
-}
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 int latch_domain_stop(struct latch_virt *v, const char *name, int timeout_ms, bool *forced, char *err,

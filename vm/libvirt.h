@@ -22,9 +22,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "loader/loader.h"
+#include "vm/vm.h"
 
-#define LATCH_DOMAIN_PREFIX "latch-"
 #define LATCH_XMLNS "https://latch.invalid/1"
 #define LATCH_LIBVIRT_URI "qemu:///system"
 /* An image directory with this file beside vmlinuz boots it as a transient vda. */
@@ -42,16 +41,12 @@ struct latch_domain_opts {
 	char tap[IF_NAMESIZE];
 	char agent_sock[PATH_MAX];
 	char workspace[PATH_MAX]; /* "" : none */
+	char console_log[PATH_MAX]; /* the serial console's log file (virtlogd writes it); "" : none */
 };
 
 /* Connect to qemu:///system; NULL with a line in err when libvirtd is not there. */
 struct latch_virt *latch_virt_open(char *err, size_t errlen);
 void latch_virt_close(struct latch_virt *v);
-/*
- * Connect read-only, read libvirt's version and hang up: what `latch doctor`
- * checks.  0, or -errno with a line in err (libvirt missing, libvirtd down).
- */
-int latch_virt_probe(unsigned long *version, char *err, size_t errlen);
 
 /* KVM usable here: /dev/kvm openable and vmx or svm among the cpu flags.  why says which is missing. */
 bool latch_kvm_usable(char *why, size_t len);
@@ -67,12 +62,6 @@ int latch_domain_stop(struct latch_virt *v, const char *name, int timeout_ms, bo
 /* Destroy if running, then undefine; 0 when there is no such domain. */
 int latch_domain_remove(struct latch_virt *v, const char *name, char *err, size_t errlen);
 
-struct latch_domain_info {
-	bool exists;
-	bool latch_managed; /* carries latch's metadata element */
-	char state[16];	    /* running, shutoff, paused, ... */
-	char accel[8];	    /* "kvm" or "tcg", from the live XML; "" when not running */
-};
 int latch_domain_info(struct latch_virt *v, const char *name, struct latch_domain_info *info);
 
 /* Start an already defined (shut off) domain. */

@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "loader/loader.h"
+#include "vm/vm.h"
 
 #define LATCH_NFT_TABLE "latch" /* family inet */
 
@@ -61,14 +61,6 @@ int latch_net_down(const struct latch_net_opts *o, char *err, size_t errlen);
 int latch_net_check_free(const struct latch_addr *subnet, int len, char *err, size_t errlen);
 
 /* What is there now, read back: for `ls`, `status` and the selftest. */
-struct latch_net_observed {
-	bool tap;
-	bool up;
-	bool rule4, rule6;
-	bool default4;	/* a default route in the table */
-	bool unreachable4; /* ... and it is `unreachable` */
-	bool masq4;
-};
 int latch_net_observe(const struct latch_net_opts *o, struct latch_net_observed *obs);
 
 #endif

@@ -7,35 +7,41 @@
  * before the first kernel object exists and removed after the last one is
  * gone, so a crash at any point leaves something `destroy` can finish.
  * Removal is by name and idempotent: each step removes what it finds.
+ *
+ * `up` says each step as it happens (the caller prints the lines) and times
+ * them.  The boot timeout runs from starting the domain to the agent's
+ * answer, so a slow image build never eats into it; when it runs out, the
+ * error says which of the two took the time, and the serial console's log
+ * (virtlogd keeps it in a file) is quoted.
  */
-#include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "config/config.h"
 #include "vm/agent_client.h"
-#include "vm/guest_state.h"
+#include "vm/libvirt.h"
 #include "vm/sandbox_vm.h"
+#include "vm/state.h"
 
 __attribute__((format(printf, 5, 6))) static int ufail(char *err, size_t errlen, enum latch_vm_fail *fail,
-						      enum latch_vm_fail kind, const char *fmt, ...)
+						       enum latch_vm_fail kind, const char *fmt, ...)
 {
+	int ret = kind == LATCH_VM_FAIL_INPUT ? -EINVAL : kind == LATCH_VM_FAIL_POSTURE ? -EPERM : -EIO;
 	va_list ap;
 
 	*fail = kind;
 	va_start(ap, fmt);
-	latch_verrf(err, errlen, kind == LATCH_VM_FAIL_INPUT ? -EINVAL : kind == LATCH_VM_FAIL_POSTURE ? -EPERM : -EIO, fmt,
-		    ap);
+	latch_verrf(err, errlen, ret, fmt, ap);
 	va_end(ap);
-	return kind == LATCH_VM_FAIL_INPUT ? -EINVAL : kind == LATCH_VM_FAIL_POSTURE ? -EPERM : -EIO;
+	return ret;
 }
 
 static int64_t now_ms(void)
@@ -46,9 +52,69 @@ static int64_t now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-int latch_vm_agent_path(const char *name, char *buf, size_t len)
+__attribute__((format(printf, 2, 3))) static void step(const struct latch_vm_up_opts *o, const char *fmt, ...)
 {
-	return latch_path(buf, len, "run/latch/%s.agent", name);
+	char line[LATCH_ERR_MAX];
+	va_list ap;
+
+	if (!o->step)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	o->step(line, o->step_arg);
+}
+
+/* Text from a guest or an operator, with every byte that is not printable ASCII written \xHH. */
+static void escape(const char *in, size_t n, char *out, size_t len, bool keep_newlines)
+{
+	size_t o = 0;
+
+	for (size_t i = 0; i < n && in[i] && o + 5 < len; i++) {
+		unsigned char c = in[i];
+
+		if ((c >= 0x20 && c < 0x7f && c != '\\') || (keep_newlines && c == '\n'))
+			out[o++] = c;
+		else
+			o += snprintf(out + o, len - o, "\\x%02x", c);
+	}
+	out[o] = '\0';
+}
+
+int latch_vm_console_path(const char *name, char *buf, size_t len)
+{
+	return latch_path(buf, len, "var/log/latch/%s.console.log", name);
+}
+
+/* The last lines of the console log into res->console_tail; nothing when there is no log. */
+static void console_tail(struct latch_vm_up_result *res)
+{
+	char buf[1536], *start = buf;
+	ssize_t n = 0;
+	off_t size;
+	int fd = open(res->console_log, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+
+	if (fd < 0)
+		return;
+	size = lseek(fd, 0, SEEK_END);
+	if (size > 0)
+		n = pread(fd, buf, sizeof(buf) - 1, size > (off_t)sizeof(buf) - 1 ? size - (off_t)sizeof(buf) + 1 : 0);
+	close(fd);
+	if (n <= 0)
+		return;
+	buf[n] = '\0';
+	if (size > n && (start = strchr(buf, '\n')))
+		start++; /* the first line was cut */
+	else
+		start = buf;
+	/* a serial line ends in \r\n */
+	for (char *c = start, *w = start;; c++) {
+		if (*c != '\r')
+			*w++ = *c;
+		if (!*c)
+			break;
+	}
+	escape(start, strlen(start), res->console_tail, sizeof(res->console_tail), true);
 }
 
 void latch_vm_net_opts(const struct latch_vm_state *st, struct latch_net_opts *n)
@@ -64,102 +130,6 @@ void latch_vm_net_opts(const struct latch_vm_state *st, struct latch_net_opts *n
 	snprintf(n->uplink, sizeof(n->uplink), "%s", st->uplink);
 	n->gateway4 = st->gateway4;
 	n->gateway6 = st->gateway6;
-}
-
-static void fmt_addr(const struct latch_addr *a, char *buf, size_t len)
-{
-	if (!a->family || !inet_ntop(a->family, a->bytes, buf, len))
-		snprintf(buf, len, "-");
-}
-
-/* Image files for a name; true when both are there. */
-static bool image_present(const char *dir)
-{
-	char k[PATH_MAX + 16], i[PATH_MAX + 16];
-
-	snprintf(k, sizeof(k), "%s/vmlinuz", dir);
-	snprintf(i, sizeof(i), "%s/initrd.img", dir);
-	return access(k, R_OK) == 0 && access(i, R_OK) == 0;
-}
-
-/* vm/image.sh: $LATCH_IMAGE_SH, beside the source tree of this binary, or installed. */
-static int find_image_sh(char *buf, size_t len)
-{
-	const char *env = getenv("LATCH_IMAGE_SH");
-	char exe[PATH_MAX], *slash;
-	ssize_t n;
-
-	if (env && *env) {
-		snprintf(buf, len, "%s", env);
-		return access(buf, X_OK) ? -ENOENT : 0;
-	}
-	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n > 0) {
-		exe[n] = '\0';
-		if ((slash = strrchr(exe, '/')))
-			*slash = '\0';
-		if (snprintf(buf, len, "%s/../vm/images/image.sh", exe) < (int)len && access(buf, X_OK) == 0)
-			return 0;
-	}
-	snprintf(buf, len, "/usr/lib/latch/image.sh");
-	return access(buf, X_OK) ? -ENOENT : 0;
-}
-
-/* Run image.sh DIR with its output on our stderr (stdout may be JSON). */
-static int build_image(const char *dir, char *err, size_t errlen)
-{
-	char sh[PATH_MAX];
-	int status;
-	pid_t pid;
-
-	if (find_image_sh(sh, sizeof(sh)))
-		return snprintf(err, errlen, "vm/image.sh not found; set LATCH_IMAGE_SH or run `make image`"), -ENOENT;
-	pid = fork();
-	if (pid < 0)
-		return snprintf(err, errlen, "fork: %s", strerror(errno)), -errno;
-	if (pid == 0) {
-		dup2(STDERR_FILENO, STDOUT_FILENO);
-		execl("/bin/bash", "bash", sh, dir, (char *)NULL);
-		_exit(127);
-	}
-	while (waitpid(pid, &status, 0) < 0)
-		if (errno != EINTR)
-			return snprintf(err, errlen, "waitpid: %s", strerror(errno)), -errno;
-	if (!WIFEXITED(status) || WEXITSTATUS(status))
-		return snprintf(err, errlen, "building the image in %s failed (%s exit %d)", dir, sh,
-				WIFEXITED(status) ? WEXITSTATUS(status) : -1),
-		       -EIO;
-	if (!image_present(dir))
-		return snprintf(err, errlen, "%s ran but %s has no vmlinuz and initrd.img", sh, dir), -EIO;
-	return 0;
-}
-
-/* Poll the agent socket until it answers or the deadline passes. */
-static int wait_agent(struct latch_virt *v, const char *name, const char *sock, int64_t deadline,
-		      char *release, size_t rlen, char *err, size_t errlen)
-{
-	struct latch_domain_info di;
-	int r = -ETIMEDOUT;
-
-	while (now_ms() < deadline) {
-		struct latch_agent *a = NULL;
-
-		r = latch_agent_connect(sock, &a);
-		if (r == 0) {
-			int left = (int)(deadline - now_ms());
-
-			r = latch_agent_ping(a, left > 0 ? left : 1, release, rlen);
-			latch_agent_close(a);
-			if (r == 0)
-				return 0;
-		}
-		latch_domain_info(v, name, &di);
-		if (strcmp(di.state, "running"))
-			return snprintf(err, errlen, "the guest stopped while booting (domain %s)", di.state), -EIO;
-		usleep(100 * 1000);
-	}
-	snprintf(err, errlen, "the guest agent did not answer within the boot timeout (%s)", strerror(-r));
-	return -ETIMEDOUT;
 }
 
 int latch_vm_enforce_fresh(const struct latch_vm_state *st, char *err, size_t errlen)
@@ -182,8 +152,7 @@ int latch_vm_enforce_fresh(const struct latch_vm_state *st, char *err, size_t er
 }
 
 /* The domain of a state: the image's kernel and initrd, addresses on the command line. */
-static int domain_opts(const struct latch_vm_state *st, struct latch_domain_opts *d, char *accel_why,
-		       size_t whylen)
+static int domain_opts(const struct latch_vm_state *st, struct latch_domain_opts *d, char *accel_why, size_t whylen)
 {
 	char g4[64], h4[64], g6[64], h6[64];
 
@@ -195,21 +164,115 @@ static int domain_opts(const struct latch_vm_state *st, struct latch_domain_opts
 	if (snprintf(d->kernel, sizeof(d->kernel), "%s/vmlinuz", st->image_dir) >= (int)sizeof(d->kernel) ||
 	    snprintf(d->initrd, sizeof(d->initrd), "%s/initrd.img", st->image_dir) >= (int)sizeof(d->initrd))
 		return -ENAMETOOLONG;
-	fmt_addr(&st->guest4, g4, sizeof(g4));
-	fmt_addr(&st->host4, h4, sizeof(h4));
-	fmt_addr(&st->guest6, g6, sizeof(g6));
-	fmt_addr(&st->host6, h6, sizeof(h6));
+	latch_addr_format(&st->guest4, g4, sizeof(g4));
+	latch_addr_format(&st->host4, h4, sizeof(h4));
+	latch_addr_format(&st->guest6, g6, sizeof(g6));
+	latch_addr_format(&st->host6, h6, sizeof(h6));
 	if (st->guest6.family)
 		snprintf(d->cmdline, sizeof(d->cmdline),
-			 "console=ttyS0 quiet panic=-1 latch.ip=%s/30 latch.gw=%s latch.ip6=%s/64 latch.gw6=%s", g4,
-			 h4, g6, h6);
+			 "console=ttyS0 quiet panic=-1 latch.ip=%s/30 latch.gw=%s latch.ip6=%s/64 latch.gw6=%s", g4, h4,
+			 g6, h6);
 	else
-		snprintf(d->cmdline, sizeof(d->cmdline), "console=ttyS0 quiet panic=-1 latch.ip=%s/30 latch.gw=%s",
-			 g4, h4);
+		snprintf(d->cmdline, sizeof(d->cmdline), "console=ttyS0 quiet panic=-1 latch.ip=%s/30 latch.gw=%s", g4,
+			 h4);
 	memcpy(d->mac, st->mac, 6);
 	snprintf(d->tap, sizeof(d->tap), "%s", st->tap);
 	latch_vm_agent_path(st->name, d->agent_sock, sizeof(d->agent_sock));
 	snprintf(d->workspace, sizeof(d->workspace), "%s", st->workspace);
+	return latch_vm_console_path(st->name, d->console_log, sizeof(d->console_log));
+}
+
+/* Poll the agent socket until it answers or the deadline passes. */
+static int wait_agent(struct latch_virt *v, const char *name, const char *sock, int64_t deadline, char *release,
+		      size_t rlen, char *err, size_t errlen)
+{
+	struct latch_domain_info di;
+	int r = -ETIMEDOUT;
+
+	while (now_ms() < deadline) {
+		struct latch_agent *a = NULL;
+
+		r = latch_agent_connect(sock, &a);
+		if (r == 0) {
+			int left = (int)(deadline - now_ms());
+
+			r = latch_agent_ping(a, left > 0 ? left : 1, release, rlen);
+			latch_agent_close(a);
+			if (r == 0)
+				return 0;
+		}
+		latch_domain_info(v, name, &di);
+		if (strcmp(di.state, "running"))
+			return latch_errf(err, errlen, -EIO, "the guest stopped while booting (domain %s)", di.state);
+		usleep(100 * 1000);
+	}
+	return -ETIMEDOUT;
+}
+
+/*
+ * Start the domain (a fresh one from st, or the one libvirt has defined) and
+ * wait for its agent, within the boot timeout.  *started says whether a
+ * domain ran, i.e. whether there is a guest to inspect after a failure.
+ */
+static int boot_guest(struct latch_virt *v, const struct latch_vm_state *st, bool defined,
+		      const struct latch_vm_up_opts *o, struct latch_vm_up_result *res, int64_t t0, bool *started,
+		      char *err, size_t errlen)
+{
+	struct latch_domain_info di;
+	struct latch_domain_opts d;
+	char dir[PATH_MAX];
+	int64_t t_start, dom_ms;
+	int ret, timeout;
+
+	*started = false;
+	if (domain_opts(st, &d, res->accel_why, sizeof(res->accel_why)))
+		return latch_errf(err, errlen, -ENAMETOOLONG, "image path %s is too long", st->image_dir);
+	timeout = o->boot_timeout_ms > 0 ? o->boot_timeout_ms :
+		  d.kvm			 ? LATCH_VM_BOOT_TIMEOUT_KVM_MS :
+					   LATCH_VM_BOOT_TIMEOUT_TCG_MS;
+	res->boot_timeout_ms = timeout;
+	snprintf(res->console_log, sizeof(res->console_log), "%s", d.console_log);
+	snprintf(dir, sizeof(dir), "%s", d.console_log);
+	*strrchr(dir, '/') = '\0';
+	ret = latch_mkdirs(dir, 0700);
+	if (ret)
+		return latch_errf(err, errlen, ret, "cannot create %s: %s", dir, strerror(-ret));
+	unlink(d.agent_sock);
+
+	t_start = now_ms();
+	ret = defined ? latch_domain_start(v, st->name, err, errlen) : latch_domain_create(v, &d, err, errlen);
+	dom_ms = now_ms() - t_start;
+	if (ret)
+		return ret;
+	*started = true;
+	res->ms_domain = now_ms() - t0;
+	latch_domain_info(v, st->name, &di);
+	step(o, "domain " LATCH_DOMAIN_PREFIX "%s started in %.1f s, accelerator %s (%s)", st->name, dom_ms / 1000.0,
+	     *di.accel ? di.accel : "?", res->accel_why);
+	step(o, "waiting for the guest agent (boot timeout %d s from the domain start; console log %s)", timeout / 1000,
+	     d.console_log);
+	ret = wait_agent(v, st->name, d.agent_sock, t_start + timeout, res->release, sizeof(res->release), err, errlen);
+	if (ret == -ETIMEDOUT) {
+		if (dom_ms * 2 >= timeout)
+			latch_errf(err, errlen, ret,
+				   "the guest agent did not answer within the boot timeout (%d s): starting the domain "
+				   "took %.1f s of it (slow step: domain start; `latch doctor` checks libvirt)",
+				   timeout / 1000, dom_ms / 1000.0);
+		else
+			latch_errf(
+				err, errlen, ret,
+				"the guest agent did not answer within the boot timeout (%d s): the domain started in "
+				"%.1f s, then the guest did not answer for %.1f s (slow step: guest agent; console log "
+				"%s)",
+				timeout / 1000, dom_ms / 1000.0, (now_ms() - t_start - dom_ms) / 1000.0, d.console_log);
+	}
+	if (ret) {
+		console_tail(res);
+		return ret;
+	}
+	res->ms_agent = now_ms() - t0;
+	step(o, "agent answered in %.1f s after the domain started: guest kernel %s", (now_ms() - t_start) / 1000.0,
+	     res->release);
 	return 0;
 }
 
@@ -219,15 +282,14 @@ static void restore_state(const char *name, struct latch_vm_up_result *res)
 	char dir[PATH_MAX];
 	int r;
 
-	if (latch_guest_state_dir(name, dir, sizeof(dir)) || access(dir, F_OK))
+	if (latch_vm_backup_dir(name, dir, sizeof(dir)) || access(dir, F_OK))
 		return;
-	r = latch_guest_state_restore(name, NULL, &res->restored_bytes, res->restore_note,
-				      sizeof(res->restore_note));
+	r = latch_vm_restore(name, NULL, &res->restored_bytes, res->restore_note, sizeof(res->restore_note));
 	res->restored = r == 0;
 }
 
-/* Undo in reverse; each step acts only on what exists. */
-static void teardown(struct latch_virt *v, const struct latch_vm_state *st, bool keep_state)
+/* Undo in reverse; each step acts only on what exists.  The guest-state backup and the console log stay. */
+static void teardown(struct latch_virt *v, const struct latch_vm_state *st)
 {
 	struct latch_net_opts n;
 	char e[LATCH_ERR_MAX], sock[PATH_MAX];
@@ -241,25 +303,73 @@ static void teardown(struct latch_virt *v, const struct latch_vm_state *st, bool
 	latch_net_tap_delete(st->tap, e, sizeof(e));
 	if (!latch_vm_agent_path(st->name, sock, sizeof(sock)))
 		unlink(sock);
-	if (!keep_state)
-		latch_state_remove(st->name);
+	latch_state_remove(st->name);
+}
+
+/* Read the enforcement back (re-attaching from the pins if asked): nothing starts unless it holds. */
+static int verify_enforced(const struct latch_vm_up_opts *o, const struct latch_vm_state *st, bool reattach, int64_t t0,
+			   struct latch_vm_up_result *res, enum latch_vm_fail *fail, char *err, size_t errlen)
+{
+	struct latch_posture p;
+	char e[LATCH_ERR_MAX];
+
+	if (reattach && latch_sandbox_posture_of(st->name, &p, e, sizeof(e)) == 0 && !p.enforced)
+		latch_sandbox_reattach(st->name, e, sizeof(e));
+	if (latch_sandbox_posture_of(st->name, &p, e, sizeof(e)) || !p.enforced)
+		return ufail(err, errlen, fail, LATCH_VM_FAIL_POSTURE,
+			     "enforcement on %s could not be verified (%s); no domain was started", st->tap,
+			     p.enforced ? e : p.why);
+	res->ms_enforced = now_ms() - t0;
+	step(o, "enforcement verified on %s in the kernel (%lld ms)", st->tap, (long long)res->ms_enforced);
+	return 0;
+}
+
+/* The routing, and the step line that says where allowed traffic goes. */
+static int route(const struct latch_vm_up_opts *o, const struct latch_vm_state *st, char *err, size_t errlen)
+{
+	struct latch_net_opts n;
+	int ret;
+
+	latch_vm_net_opts(st, &n);
+	ret = latch_net_up(&n, err, errlen);
+	if (ret)
+		return ret;
+	if (*st->uplink)
+		step(o, "routing: table %u, default via uplink %s", st->table, st->uplink);
+	else
+		step(o,
+		     "routing: table %u, unreachable default: no uplink in latch.conf, so allowed traffic has no "
+		     "route",
+		     st->table);
+	return 0;
+}
+
+/* The image, built when it is missing. */
+static int ensure_image(const struct latch_vm_up_opts *o, const struct latch_vm_state *st,
+			struct latch_vm_up_result *res, char *err, size_t errlen)
+{
+	int recipe_exit;
+
+	if (latch_vm_image_present(st->image_dir))
+		return 0;
+	step(o, "building the %s image in %s", st->image, st->image_dir);
+	res->image_built = true;
+	return latch_vm_image_build_into(st->image, st->image_dir, false, &recipe_exit, err, errlen);
 }
 
 /*
  * `up` of a sandbox that was taken `down`: same tap, pins and state.  The
  * enforcement is verified again (and re-attached from the pins if it fell
  * off) before the domain is started; a failure leaves the sandbox down, as
- * it was found.
+ * it was found (or, with keep_on_failure, the guest running for inspection).
  */
 static int restart(const struct latch_vm_up_opts *o, struct latch_vm_up_result *res, int64_t t0,
 		   enum latch_vm_fail *fail, char *err, size_t errlen)
 {
 	struct latch_vm_state *st = &res->obs.st;
 	struct latch_domain_info di;
-	struct latch_net_opts n;
-	struct latch_posture p;
 	struct latch_virt *v;
-	char e[LATCH_ERR_MAX], sock[PATH_MAX];
+	bool started = false;
 	int ret;
 
 	ret = latch_state_load(o->name, st, err, errlen);
@@ -285,59 +395,34 @@ static int restart(const struct latch_vm_up_opts *o, struct latch_vm_up_result *
 			    st->tap, o->name);
 		goto out;
 	}
-	if (latch_sandbox_posture_of(o->name, &p, e, sizeof(e)) == 0 && !p.enforced)
-		latch_sandbox_reattach(o->name, e, sizeof(e));
-	if (latch_sandbox_posture_of(o->name, &p, e, sizeof(e)) || !p.enforced) {
-		ret = ufail(err, errlen, fail, LATCH_VM_FAIL_POSTURE,
-			    "enforcement on %s could not be verified (%s); the domain was not started", st->tap,
-			    p.enforced ? e : p.why);
-		goto out;
-	}
-	res->ms_enforced = now_ms() - t0;
-	latch_vm_net_opts(st, &n);
-	ret = latch_net_up(&n, err, errlen);
-	if (ret)
-		goto out;
-	latch_vm_agent_path(o->name, sock, sizeof(sock));
-	unlink(sock);
-	if (di.exists) {
-		latch_kvm_usable(res->accel_why, sizeof(res->accel_why));
-		ret = latch_domain_start(v, o->name, err, errlen);
-	} else {
-		/* the domain is gone (undefined by hand, or a rebuild): a fresh guest on the same tap */
-		struct latch_domain_opts d;
-
-		if (!image_present(st->image_dir) && (ret = build_image(st->image_dir, err, errlen)))
-			goto out;
-		ret = domain_opts(st, &d, res->accel_why, sizeof(res->accel_why));
-		if (ret) {
-			snprintf(err, errlen, "image path %s is too long", st->image_dir);
-			goto out;
-		}
-		ret = latch_domain_create(v, &d, err, errlen);
-	}
-	if (ret)
-		goto out;
-	res->ms_domain = now_ms() - t0;
-	ret = wait_agent(v, o->name, sock, t0 + o->boot_timeout_ms, res->release, sizeof(res->release), err,
-			 errlen);
-	if (ret) {
+	step(o, "sandbox %s is down: starting it again behind the same tap, enforcement and state", o->name);
+	ret = verify_enforced(o, st, true, t0, res, fail, err, errlen);
+	if (!ret)
+		ret = route(o, st, err, errlen);
+	/* the domain is gone (undefined by hand, or a rebuild): a fresh guest on the same tap */
+	if (!ret && !di.exists)
+		ret = ensure_image(o, st, res, err, errlen);
+	if (!ret)
+		ret = boot_guest(v, st, di.exists, o, res, t0, &started, err, errlen);
+	if (ret && started && o->keep_on_failure) {
+		res->kept = true;
+	} else if (ret && started) {
+		char e[LATCH_ERR_MAX];
 		bool forced;
 
 		latch_domain_stop(v, o->name, 0, &forced, e, sizeof(e));
-		goto out;
 	}
-	res->ms_agent = now_ms() - t0;
-	restore_state(o->name, res);
+	if (!ret)
+		restore_state(o->name, res);
 out:
 	latch_virt_close(v);
 	return ret;
 }
 
-static int check_up_opts(const struct latch_vm_up_opts *o, const struct latch_conf *c, char *image_dir,
-			 size_t dirlen, char *err, size_t errlen, enum latch_vm_fail *fail)
+static int check_up_opts(const struct latch_vm_up_opts *o, const struct latch_conf *c, char *image_dir, size_t dirlen,
+			 char *err, size_t errlen, enum latch_vm_fail *fail)
 {
-	char e[LATCH_ERR_MAX];
+	char e[LATCH_ERR_MAX], shown[PATH_MAX];
 
 	if (latch_parse_name(o->name, e, sizeof(e)))
 		return ufail(err, errlen, fail, LATCH_VM_FAIL_INPUT, "%s", e);
@@ -349,11 +434,11 @@ static int check_up_opts(const struct latch_vm_up_opts *o, const struct latch_co
 		return ufail(err, errlen, fail, LATCH_VM_FAIL_INPUT, "unknown image '%s'", o->image);
 	if (snprintf(image_dir, dirlen, "%s/%s", c->images, o->image) >= (int)dirlen)
 		return ufail(err, errlen, fail, LATCH_VM_FAIL_INPUT, "image path too long");
-	if (!strcmp(o->image, "debian") && !image_present(image_dir))
+	if (!strcmp(o->image, "debian") && !latch_vm_image_present(image_dir))
 		return ufail(err, errlen, fail, LATCH_VM_FAIL_INPUT,
 			     "image 'debian' is not built yet; run `latch image build --image debian` first "
 			     "(debootstrap, a few minutes)");
-	if (strcmp(o->image, LATCH_VM_DEFAULT_IMAGE) && !image_present(image_dir))
+	if (strcmp(o->image, LATCH_VM_DEFAULT_IMAGE) && !latch_vm_image_present(image_dir))
 		return ufail(err, errlen, fail, LATCH_VM_FAIL_INPUT,
 			     "unknown image '%s': no %s/vmlinuz and initrd.img; use '%s', or build 'debian' with "
 			     "`latch image build --image debian`",
@@ -365,6 +450,12 @@ static int check_up_opts(const struct latch_vm_up_opts *o, const struct latch_co
 	if (*o->workspace) {
 		struct stat sbuf;
 
+		escape(o->workspace, sizeof(o->workspace), shown, sizeof(shown), false);
+		/* it goes into the state file, one line per key: a newline would write keys of its own */
+		if (strcmp(shown, o->workspace))
+			return ufail(err, errlen, fail, LATCH_VM_FAIL_INPUT,
+				     "--workspace '%s' has control characters or backslashes; give a plain path",
+				     shown);
 		if (o->workspace[0] != '/' || stat(o->workspace, &sbuf) || !S_ISDIR(sbuf.st_mode))
 			return ufail(err, errlen, fail, LATCH_VM_FAIL_INPUT,
 				     "--workspace '%s' is not an existing directory (absolute path)", o->workspace);
@@ -372,18 +463,58 @@ static int check_up_opts(const struct latch_vm_up_opts *o, const struct latch_co
 	return 0;
 }
 
-int latch_vm_up(const struct latch_vm_up_opts *o, struct latch_vm_up_result *res, enum latch_vm_fail *fail,
-		char *err, size_t errlen)
+/* Refuse a name in use in any of the places a sandbox leaves a trace. */
+static int check_name_free(struct latch_virt *v, const struct latch_vm_up_opts *o, const char *tap,
+			   enum latch_vm_fail *fail, char *err, size_t errlen)
+{
+	struct latch_domain_info di;
+
+	if (latch_sandbox_exists(o->name))
+		return ufail(err, errlen, fail, LATCH_VM_FAIL_INPUT,
+			     "name '%s' is in use by an attached sandbox; `latch detach %s` or pick another name",
+			     o->name, o->name);
+	if (latch_net_tap_exists(tap))
+		return ufail(err, errlen, fail, LATCH_VM_FAIL_INPUT,
+			     "device %s already exists; `latch destroy %s` removes a leftover tap", tap, o->name);
+	latch_domain_info(v, o->name, &di);
+	if (di.exists)
+		return ufail(err, errlen, fail, LATCH_VM_FAIL_INPUT,
+			     "a libvirt domain " LATCH_DOMAIN_PREFIX "%s already exists%s", o->name,
+			     di.latch_managed ? "; `latch destroy` it first" : " and latch did not make it");
+	return 0;
+}
+
+/* 1. allocate, and record it before anything exists in the kernel */
+static int allocate(const struct latch_vm_up_opts *o, const struct latch_conf *conf, const char *image_dir,
+		    struct latch_vm_state *st, enum latch_vm_fail *fail, char *err, size_t errlen)
+{
+	int ret;
+
+	snprintf(st->name, sizeof(st->name), "%s", o->name);
+	snprintf(st->image, sizeof(st->image), "%s", o->image);
+	snprintf(st->image_dir, sizeof(st->image_dir), "%s", image_dir);
+	snprintf(st->workspace, sizeof(st->workspace), "%s", o->workspace);
+	st->memory_mib = o->memory_mib;
+	st->cpus = o->cpus;
+	ret = latch_state_allocate(conf, st, err, errlen);
+	if (!ret)
+		ret = latch_net_check_free(&st->subnet4, 30, err, errlen);
+	if (!ret && st->subnet6.family)
+		ret = latch_net_check_free(&st->subnet6, 64, err, errlen);
+	if (ret == -ENOSPC || ret == -EADDRINUSE)
+		*fail = LATCH_VM_FAIL_INPUT;
+	return ret ?: latch_state_save(st, err, errlen);
+}
+
+int latch_vm_up(const struct latch_vm_up_opts *o, struct latch_vm_up_result *res, enum latch_vm_fail *fail, char *err,
+		size_t errlen)
 {
 	int64_t t0 = now_ms();
 	struct latch_vm_state *st = &res->obs.st;
-	struct latch_domain_opts d;
-	struct latch_net_opts n;
-	struct latch_posture p;
 	struct latch_virt *v = NULL;
 	struct latch_conf conf;
 	char e[LATCH_ERR_MAX], image_dir[PATH_MAX];
-	bool tap_created = false;
+	bool tap_created = false, started = false;
 	int lock, ret;
 
 	memset(res, 0, sizeof(*res));
@@ -397,60 +528,19 @@ int latch_vm_up(const struct latch_vm_up_opts *o, struct latch_vm_up_result *res
 	if (lock < 0)
 		return lock;
 
-	/* name in use, in any of the places a sandbox leaves a trace */
 	snprintf(st->tap, sizeof(st->tap), "lt-%s", o->name);
-	if (latch_state_exists(o->name)) {
+	if (latch_vm_exists(o->name)) {
 		ret = restart(o, res, t0, fail, err, errlen);
 		goto unlock;
 	}
-	if (latch_sandbox_exists(o->name))
-		ret = ufail(err, errlen, fail, LATCH_VM_FAIL_INPUT,
-			    "name '%s' is in use by an attached sandbox; `latch detach %s` or pick another name",
-			    o->name, o->name);
-	else if (latch_net_tap_exists(st->tap))
-		ret = ufail(err, errlen, fail, LATCH_VM_FAIL_INPUT,
-			    "device %s already exists; `latch destroy %s` removes a leftover tap", st->tap, o->name);
-	if (ret)
-		goto unlock;
 	v = latch_virt_open(err, errlen);
 	if (!v) {
 		ret = -ECONNREFUSED;
 		goto unlock;
 	}
-	{
-		struct latch_domain_info di;
-
-		latch_domain_info(v, o->name, &di);
-		if (di.exists) {
-			ret = ufail(err, errlen, fail, LATCH_VM_FAIL_INPUT,
-				    "a libvirt domain " LATCH_DOMAIN_PREFIX "%s already exists%s", o->name,
-				    di.latch_managed ? "; `latch destroy` it first" : " and latch did not make it");
-			goto unlock;
-		}
-	}
-
-	/* 1. allocate, and record it before anything exists in the kernel */
-	snprintf(st->name, sizeof(st->name), "%s", o->name);
-	snprintf(st->image, sizeof(st->image), "%s", o->image);
-	snprintf(st->image_dir, sizeof(st->image_dir), "%s", image_dir);
-	snprintf(st->workspace, sizeof(st->workspace), "%s", o->workspace);
-	st->memory_mib = o->memory_mib;
-	st->cpus = o->cpus;
-	ret = latch_state_allocate(&conf, st, err, errlen);
-	if (ret) {
-		if (ret == -ENOSPC)
-			*fail = LATCH_VM_FAIL_INPUT;
-		goto unlock;
-	}
-	ret = latch_net_check_free(&st->subnet4, 30, err, errlen);
-	if (!ret && st->subnet6.family)
-		ret = latch_net_check_free(&st->subnet6, 64, err, errlen);
-	if (ret) {
-		if (ret == -EADDRINUSE)
-			*fail = LATCH_VM_FAIL_INPUT;
-		goto unlock;
-	}
-	ret = latch_state_save(st, err, errlen);
+	ret = check_name_free(v, o, st->tap, fail, err, errlen);
+	if (!ret)
+		ret = allocate(o, &conf, image_dir, st, fail, err, errlen);
 	if (ret)
 		goto unlock;
 
@@ -458,6 +548,7 @@ int latch_vm_up(const struct latch_vm_up_opts *o, struct latch_vm_up_result *res
 	ret = latch_net_tap_create(st->tap, &tap_created, err, errlen);
 	if (ret)
 		goto rollback;
+	step(o, "tap %s created, down and bare", st->tap);
 
 	/* 3. enforcement on it */
 	if (latch_vm_enforce_fresh(st, e, sizeof(e))) {
@@ -465,54 +556,30 @@ int latch_vm_up(const struct latch_vm_up_opts *o, struct latch_vm_up_result *res
 		goto rollback;
 	}
 
-	/* 4. read it back: nothing starts unless the kernel says it is enforced */
-	if (latch_sandbox_posture_of(st->name, &p, e, sizeof(e)) || !p.enforced) {
-		ret = ufail(err, errlen, fail, LATCH_VM_FAIL_POSTURE,
-			    "enforcement on %s could not be verified (%s); no domain was started", st->tap,
-			    p.enforced ? e : p.why);
-		goto rollback;
-	}
-	res->ms_enforced = now_ms() - t0;
+	/* 4. read it back: nothing starts unless the kernel says it is enforced; 5. routing; 6. the image */
+	ret = verify_enforced(o, st, false, t0, res, fail, err, errlen);
+	if (!ret)
+		ret = route(o, st, err, errlen);
+	if (!ret)
+		ret = ensure_image(o, st, res, err, errlen);
 
-	/* 5. routing */
-	latch_vm_net_opts(st, &n);
-	ret = latch_net_up(&n, err, errlen);
+	/* 7. the domain, 8. the agent */
+	if (!ret)
+		ret = boot_guest(v, st, false, o, res, t0, &started, err, errlen);
+	if (ret && started && o->keep_on_failure) {
+		res->kept = true; /* the tap's enforcement stays with it */
+		goto unlock;
+	}
 	if (ret)
 		goto rollback;
-
-	/* 6. the image */
-	if (!image_present(image_dir)) {
-		ret = build_image(image_dir, err, errlen);
-		if (ret)
-			goto rollback;
-		res->image_built = true;
-	}
-
-	/* 7. the domain */
-	if (domain_opts(st, &d, res->accel_why, sizeof(res->accel_why))) {
-		ret = ufail(err, errlen, fail, LATCH_VM_FAIL_INPUT, "image path %s is too long", image_dir);
-		goto rollback;
-	}
-	unlink(d.agent_sock);
-	ret = latch_domain_create(v, &d, err, errlen);
-	if (ret)
-		goto rollback;
-	res->ms_domain = now_ms() - t0;
-
-	/* 8. the agent */
-	ret = wait_agent(v, st->name, d.agent_sock, t0 + o->boot_timeout_ms, res->release, sizeof(res->release),
-			 err, errlen);
-	if (ret)
-		goto rollback;
-	res->ms_agent = now_ms() - t0;
-	restore_state(o->name, res); /* a state that outlived `destroy`: none, unless put there */
+	restore_state(o->name, res); /* the backup of an earlier sandbox of this name, if one was kept */
 	latch_virt_close(v);
 	close(lock);
 	latch_vm_observe(o->name, &res->obs);
 	return 0;
 
 rollback:
-	teardown(v, st, false);
+	teardown(v, st);
 	if (!ret)
 		ret = -EIO;
 unlock:
@@ -527,8 +594,9 @@ int latch_vm_down(const char *name, int timeout_ms, struct latch_vm_down_result 
 		  char *err, size_t errlen)
 {
 	struct latch_vm_state st;
+	struct latch_agent *a;
 	struct latch_virt *v;
-	char sock[PATH_MAX];
+	char e[LATCH_ERR_MAX];
 	int lock, ret;
 
 	*fail = LATCH_VM_FAIL_RUNTIME;
@@ -548,21 +616,16 @@ int latch_vm_down(const char *name, int timeout_ms, struct latch_vm_down_result 
 		goto out;
 	}
 	/* the agent's memory first, while the guest still has it */
-	dr->backed_up = latch_guest_state_backup(name, &dr->backup_bytes, &dr->backup_files, dr->backup_note,
-						 sizeof(dr->backup_note)) == 0;
+	dr->backed_up = latch_vm_backup(name, &dr->backup_bytes, &dr->backup_files, dr->backup_note,
+					sizeof(dr->backup_note)) == 0;
 	/* a clean power-off: the guest gets to flush its workspace */
-	if (!latch_vm_agent_path(name, sock, sizeof(sock))) {
-		struct latch_agent *a = NULL;
+	if (latch_agent_open_sandbox(name, 2000, &a, e, sizeof(e)) == 0) {
+		static const char *const argv[] = { "/sbin/poweroff", NULL };
+		struct latch_agent_exec_opts eo = { .timeout_ms = 2000 };
+		struct latch_agent_result r;
 
-		if (latch_agent_connect(sock, &a) == 0) {
-			static const char *const argv[] = { "/sbin/poweroff", NULL };
-			struct latch_agent_exec_opts eo = { .timeout_ms = 2000 };
-			struct latch_agent_result r;
-
-			if (latch_agent_ping(a, 2000, NULL, 0) == 0)
-				latch_agent_exec(a, argv, &eo, -1, -1, &r);
-			latch_agent_close(a);
-		}
+		latch_agent_exec(a, argv, &eo, -1, -1, &r);
+		latch_agent_close(a);
 	}
 	ret = latch_domain_stop(v, name, timeout_ms, &dr->forced, err, errlen);
 	if (ret == -ENOENT)
@@ -573,22 +636,56 @@ out:
 	return ret;
 }
 
-int latch_vm_destroy(const char *name, enum latch_vm_fail *fail, char *err, size_t errlen)
+/* What carries the name when there is no state: latch's domain, a tap; or only a kept backup. */
+static int destroy_stateless(struct latch_virt *v, const char *name, bool purge, struct latch_vm_destroy_result *dr,
+			     enum latch_vm_fail *fail, char *err, size_t errlen)
+{
+	struct latch_domain_info di;
+	char tap[IF_NAMESIZE], e[LATCH_ERR_MAX];
+	int ret = 0;
+
+	latch_domain_info(v, name, &di);
+	snprintf(tap, sizeof(tap), "lt-%s", name);
+	if (!di.latch_managed && !latch_net_tap_exists(tap)) {
+		if (dr->backup_kept && purge)
+			return latch_state_purge(name);
+		if (dr->backup_kept)
+			return ufail(err, errlen, fail, LATCH_VM_FAIL_INPUT,
+				     "no VM sandbox '%s'; its guest-state backup is kept in %s (`latch destroy %s "
+				     "--purge` removes it)",
+				     name, dr->backup_dir, name);
+		return ufail(err, errlen, fail, LATCH_VM_FAIL_INPUT, "no VM sandbox '%s' (see `latch ls`)", name);
+	}
+	if (di.latch_managed)
+		ret = latch_domain_remove(v, name, err, errlen);
+	if (!ret && latch_sandbox_exists(name))
+		latch_sandbox_detach(name, e, sizeof(e));
+	if (!ret)
+		ret = latch_net_tap_delete(tap, err, errlen);
+	if (!ret && purge)
+		ret = latch_state_purge(name);
+	return ret;
+}
+
+int latch_vm_destroy(const char *name, bool purge, struct latch_vm_destroy_result *dr, enum latch_vm_fail *fail,
+		     char *err, size_t errlen)
 {
 	struct latch_vm_state st;
 	struct latch_virt *v;
 	struct latch_net_opts n;
-	char e[LATCH_ERR_MAX], sock[PATH_MAX];
+	char e[LATCH_ERR_MAX], path[PATH_MAX];
 	int lock, ret;
 
 	*fail = LATCH_VM_FAIL_RUNTIME;
+	memset(dr, 0, sizeof(*dr));
+	dr->backup_kept = !latch_vm_backup_dir(name, dr->backup_dir, sizeof(dr->backup_dir)) &&
+			  access(dr->backup_dir, F_OK) == 0;
 	lock = latch_state_lock(err, errlen);
 	if (lock < 0)
 		return lock;
 	ret = latch_state_load(name, &st, e, sizeof(e));
 	if (ret && ret != -ENOENT) {
-		ret = ufail(err, errlen, fail, LATCH_VM_FAIL_RUNTIME, "%s; remove it by hand once the rest is gone",
-			    e);
+		ret = ufail(err, errlen, fail, LATCH_VM_FAIL_RUNTIME, "%s; remove it by hand once the rest is gone", e);
 		goto out;
 	}
 	v = latch_virt_open(err, errlen);
@@ -598,23 +695,7 @@ int latch_vm_destroy(const char *name, enum latch_vm_fail *fail, char *err, size
 		goto out;
 	}
 	if (ret == -ENOENT) {
-		/* no state: remove what carries the name, if latch made it */
-		struct latch_domain_info di;
-		char tap[IF_NAMESIZE];
-
-		latch_domain_info(v, name, &di);
-		snprintf(tap, sizeof(tap), "lt-%s", name);
-		if (!di.latch_managed && !latch_net_tap_exists(tap)) {
-			latch_virt_close(v);
-			ret = ufail(err, errlen, fail, LATCH_VM_FAIL_INPUT, "no VM sandbox '%s' (see `latch ls`)", name);
-			goto out;
-		}
-		if (di.latch_managed)
-			ret = latch_domain_remove(v, name, err, errlen);
-		if (!ret && latch_sandbox_exists(name))
-			latch_sandbox_detach(name, e, sizeof(e));
-		if (!ret)
-			ret = latch_net_tap_delete(tap, err, errlen);
+		ret = destroy_stateless(v, name, purge, dr, fail, err, errlen);
 		latch_virt_close(v);
 		goto out;
 	}
@@ -628,12 +709,16 @@ int latch_vm_destroy(const char *name, enum latch_vm_fail *fail, char *err, size
 		ret = ufail(err, errlen, fail, LATCH_VM_FAIL_RUNTIME, "%s", e);
 	if (!ret)
 		ret = latch_net_tap_delete(st.tap, err, errlen);
-	if (!latch_vm_agent_path(name, sock, sizeof(sock)))
-		unlink(sock);
+	if (!latch_vm_agent_path(name, path, sizeof(path)))
+		unlink(path);
+	if (!latch_vm_console_path(name, path, sizeof(path)))
+		unlink(path);
 	/* the state goes last, and only when the rest is gone: it is how a retry finds them */
 	if (!ret)
-		ret = latch_state_remove(name);
+		ret = purge ? latch_state_purge(name) : latch_state_remove(name);
 out:
+	if (!ret && purge)
+		dr->backup_kept = false;
 	close(lock);
 	return ret;
 }

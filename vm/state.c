@@ -60,7 +60,7 @@ static int state_file(const char *name, char *buf, size_t len)
 	return latch_path(buf, len, "var/lib/latch/sandboxes/%s/sandbox", name);
 }
 
-bool latch_state_exists(const char *name)
+bool latch_vm_exists(const char *name)
 {
 	char path[PATH_MAX];
 
@@ -95,11 +95,30 @@ static const struct latch_kv_key state_keys[] = {
 };
 #define N_STATE_KEYS ((int)(sizeof(state_keys) / sizeof(state_keys[0])))
 
+/* The first string of st with a control character in it, or NULL. */
+static const char *control_char_key(const struct latch_vm_state *st)
+{
+	for (int i = 0; i < N_STATE_KEYS; i++) {
+		const char *v = (const char *)st + state_keys[i].offset;
+
+		if (state_keys[i].type != LATCH_KV_STRING)
+			continue;
+		for (size_t k = 0; k < state_keys[i].size && v[k]; k++)
+			if ((unsigned char)v[k] < 0x20 || v[k] == 0x7f)
+				return state_keys[i].name;
+	}
+	return NULL;
+}
+
 int latch_state_save(const struct latch_vm_state *st, char *err, size_t errlen)
 {
 	char dir[PATH_MAX], path[PATH_MAX];
+	const char *bad = control_char_key(st);
 	int ret;
 
+	if (bad)
+		return latch_errf(err, errlen, -EINVAL, "sandbox '%s': its %s has a control character; refused", st->name,
+				  bad);
 	if (latch_state_dir(st->name, dir, sizeof(dir)) || state_file(st->name, path, sizeof(path)))
 		return latch_errf(err, errlen, -ENAMETOOLONG, "LATCH_ROOT is too long");
 	ret = latch_mkdirs(dir, 0700);
@@ -133,19 +152,50 @@ static int remove_cb(const char *path, const struct stat *sb, int flag, struct F
 	return remove(path) && errno != ENOENT ? -1 : 0;
 }
 
-int latch_state_remove(const char *name)
+int latch_rm_tree(const char *path)
+{
+	struct stat sb;
+
+	if (lstat(path, &sb))
+		return errno == ENOENT ? 0 : -errno;
+	if (nftw(path, remove_cb, 16, FTW_DEPTH | FTW_PHYS) && errno != ENOENT)
+		return -errno;
+	return 0;
+}
+
+int latch_state_purge(const char *name)
 {
 	char dir[PATH_MAX];
-	struct stat sb;
 
 	if (latch_state_dir(name, dir, sizeof(dir)))
 		return -ENAMETOOLONG;
-	if (lstat(dir, &sb))
+	return latch_rm_tree(dir);
+}
+
+int latch_state_remove(const char *name)
+{
+	char dir[PATH_MAX], path[PATH_MAX + NAME_MAX + 2];
+	struct dirent *de;
+	int ret = 0, r;
+	DIR *d;
+
+	if (latch_state_dir(name, dir, sizeof(dir)))
+		return -ENAMETOOLONG;
+	d = opendir(dir);
+	if (!d)
 		return errno == ENOENT ? 0 : -errno;
-	/* the sandbox record, and the guest's state backup beside it; symlinks are not followed */
-	if (nftw(dir, remove_cb, 16, FTW_DEPTH | FTW_PHYS) && errno != ENOENT)
-		return -errno;
-	return 0;
+	/* the guest-state backup ("state", guest_state.c) outlives the sandbox: `up` puts it back */
+	while ((de = readdir(d))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") || !strcmp(de->d_name, "state"))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		r = latch_rm_tree(path);
+		ret = ret ?: r;
+	}
+	closedir(d);
+	if (!ret && rmdir(dir) && errno != ENOTEMPTY && errno != EEXIST && errno != ENOENT)
+		ret = -errno;
+	return ret;
 }
 
 static int cmpstr(const void *a, const void *b)
@@ -153,7 +203,7 @@ static int cmpstr(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-int latch_state_list(int (*fn)(const char *name, void *arg), void *arg)
+int latch_vm_list(int (*fn)(const char *name, void *arg), void *arg)
 {
 	char dir[PATH_MAX], e[LATCH_ERR_MAX];
 	char **names = NULL;
@@ -167,7 +217,7 @@ int latch_state_list(int (*fn)(const char *name, void *arg), void *arg)
 	if (!d)
 		return errno == ENOENT ? 0 : -errno;
 	while ((de = readdir(d))) {
-		if (latch_parse_name(de->d_name, e, sizeof(e)) || !latch_state_exists(de->d_name))
+		if (latch_parse_name(de->d_name, e, sizeof(e)) || !latch_vm_exists(de->d_name))
 			continue;
 		if (n == cap) {
 			char **nn = realloc(names, (cap = cap ? cap * 2 : 16) * sizeof(*names));
@@ -222,7 +272,7 @@ int latch_state_allocate(const struct latch_conf *c, struct latch_vm_state *st, 
 
 	if (!u.used)
 		return -ENOMEM;
-	ret = latch_state_list(mark_used, &u);
+	ret = latch_vm_list(mark_used, &u);
 	if (ret < 0) {
 		free(u.used);
 		return latch_errf(err, errlen, ret, "cannot list sandboxes: %s", strerror(-ret));

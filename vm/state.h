@@ -15,46 +15,29 @@
 #ifndef LATCH_VM_STATE_H
 #define LATCH_VM_STATE_H
 
-#include <limits.h>
-#include <net/if.h>
 #include <stdbool.h>
-#include <stdint.h>
 
-#include "loader/loader.h"
 #include "config/config.h"
-
-#define LATCH_IMAGE_NAME_MAX 32
-
-struct latch_vm_state {
-	char name[LATCH_NAME_MAX + 1];
-	uint32_t index;			/* position in the pool */
-	char tap[IF_NAMESIZE];		/* lt-NAME */
-	uint8_t mac[6];			/* the guest's */
-	struct latch_addr subnet4, host4, guest4; /* a /30: network, .1, .2 */
-	struct latch_addr subnet6, host6, guest6; /* a /64: ::, ::1, ::2; family 0 without pool6 */
-	uint32_t table;			/* routing table of its own */
-	uint32_t rule_priority;
-	char uplink[IF_NAMESIZE];	/* "" : unreachable default */
-	struct latch_addr gateway4, gateway6;
-	char image[LATCH_IMAGE_NAME_MAX + 1];
-	char image_dir[PATH_MAX];
-	uint32_t memory_mib;
-	uint32_t cpus;
-	char workspace[PATH_MAX];	/* "" : none */
-};
+#include "vm/vm.h"
 
 /* Take the lifecycle lock; returns an fd to close() to release it, or -errno. */
 int latch_state_lock(char *err, size_t errlen);
 
 int latch_state_dir(const char *name, char *buf, size_t len);
-bool latch_state_exists(const char *name);
 /* -ENOENT when there is none; other errors with a line in err. */
 int latch_state_load(const char *name, struct latch_vm_state *st, char *err, size_t errlen);
+/* Refuses a value with a control character: a newline in one would write a key of its own. */
 int latch_state_save(const struct latch_vm_state *st, char *err, size_t errlen);
-/* Remove the state directory; 0 when it is already gone. */
+/*
+ * Remove the sandbox's record and whatever else is in its directory but the
+ * guest-state backup (guest_state.h), which outlives the sandbox unless
+ * purged; the directory goes when nothing is left in it.  0 when already gone.
+ */
 int latch_state_remove(const char *name);
-/* fn for each sandbox with a state, sorted; returns the count or -errno. */
-int latch_state_list(int (*fn)(const char *name, void *arg), void *arg);
+/* Remove the directory with the guest-state backup in it. */
+int latch_state_purge(const char *name);
+/* rm -r PATH without following symlinks; 0 when it is already gone. */
+int latch_rm_tree(const char *path);
 
 /*
  * Give st (name, image, memory... already set) the lowest free slot of the

@@ -2,7 +2,7 @@
 /*
  * agent_proto.h - the wire format between latch and its guest agent.
  *
- * The agent (vm/agent.c) runs inside the guest on the virtio-serial port
+ * The agent (vm/guest/agent.c) runs inside the guest on the virtio-serial port
  * named LAGENT_PORT_NAME; libvirt or qemu exposes the host end as a Unix
  * stream socket, which vm/agent_client.c speaks.  Both ends include this file
  * and nothing else is shared.

@@ -26,8 +26,6 @@
 # outputs still match its manifest is kept unless --force.  Exit codes: 0 ok,
 # 1 failed, 2 usage.  Slow (minutes): not part of `make check`.
 set -euo pipefail
-umask 022
-export LC_ALL=C
 
 MODULES=(virtio virtio_ring virtio_pci_legacy_dev virtio_pci_modern_dev virtio_pci
 	 virtio_blk crc32c_generic ext4
@@ -36,44 +34,15 @@ MODULES=(virtio virtio_ring virtio_pci_legacy_dev virtio_pci_modern_dev virtio_p
 	 virtio_console)
 PKGS=systemd,systemd-sysv,udev,kmod,iproute2,iputils-ping,netcat-openbsd,procps,ca-certificates
 SUITE=${LATCH_DEBIAN_SUITE:-bookworm}
-META_PKG=${LATCH_KERNEL_META:-linux-image-amd64}
-BUSYBOX=${LATCH_BUSYBOX:-/bin/busybox}
 DEBCACHE=${LATCH_DEBOOTSTRAP_CACHE:-/var/cache/latch/debootstrap}
 DISK_SIZE=${LATCH_DEBIAN_DISK:-2G}
 FORMAT=1
 
-say() { printf 'latch: %s\n' "$*"; }
-die() { printf 'latch: %s\n' "$*" >&2; exit 1; }
-usage() { printf 'usage: image_debian.sh [--force] [CACHE_DIR] [AGENT]\n' >&2; exit 2; }
-
-force=0
-while [ $# -gt 0 ]; do
-	case $1 in
-	-f|--force) force=1; shift ;;
-	-h|--help) usage ;;
-	--) shift; break ;;
-	-*) usage ;;
-	*) break ;;
-	esac
-done
-[ $# -le 2 ] || usage
-CACHE=${1:-/var/lib/latch/images/debian}
-AGENT=${2:-${LATCH_AGENT:-}}
-HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-if [ -z "$AGENT" ]; then
-	for c in "$HERE/../../build/vm/latch-agent" /usr/lib/latch/latch-agent /usr/local/lib/latch/latch-agent; do
-		[ -x "$c" ] && { AGENT=$c; break; }
-	done
-fi
-
-[ "$(id -u)" = 0 ] || die "image build needs root (debootstrap, mknod)"
-for t in debootstrap qemu-img mkfs.ext4 apt-get apt-cache dpkg-deb cpio gzip modinfo sha256sum flock; do
-	command -v "$t" >/dev/null ||
-		die "$t not found; apt-get install -y debootstrap qemu-utils e2fsprogs cpio gzip kmod"
-done
-[ -x "$BUSYBOX" ] || die "$BUSYBOX not found; apt-get install -y busybox-static"
-[ -n "$AGENT" ] && [ -x "$AGENT" ] ||
-	die "guest agent not found; build it with 'make build/vm/latch-agent' or pass its path"
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+image_args /var/lib/latch/images/debian "$@"
+need_tools "debootstrap qemu-utils e2fsprogs cpio gzip kmod" \
+	debootstrap qemu-img mkfs.ext4 apt-get apt-cache dpkg-deb cpio gzip modinfo sha256sum flock
+check_static "$BUSYBOX" "$AGENT"
 
 if [ -z "${LATCH_DEBIAN_MIRROR:-}" ]; then
 	LATCH_DEBIAN_MIRROR=$(sed -n 's/^URIs: *\(http[^ ]*\/debian\)\/*$/\1/p; s/^deb  *\(\[[^]]*\] *\)\{0,1\}\(http[^ ]*\/debian\)\/* .*/\2/p' \
@@ -85,19 +54,11 @@ mkdir -p "$CACHE" "$DEBCACHE"
 exec 9>"$CACHE/.lock"
 flock 9
 
-sha() { sha256sum "$1" | cut -d' ' -f1; }
-
-if [ "$force" = 0 ] && [ -f "$CACHE/manifest.txt" ] &&
-	(cd "$CACHE" && sed -n 's/^sha256 \([0-9a-f]*\) \(.*\)$/\1  \2/p' manifest.txt |
-		sha256sum --quiet -c - >/dev/null 2>&1); then
+if [ "$force" = 0 ] && image_current; then
 	say "image in $CACHE is current ($(sed -n 's/^kernel_release //p' "$CACHE/manifest.txt"), built $(sed -n 's/^built //p' "$CACHE/manifest.txt")); --force rebuilds"
 	exit 0
 fi
-
-kpkg=$(apt-cache depends "$META_PKG" 2>/dev/null |
-	sed -n 's/^ *Depends: \(linux-image-[0-9][^ ]*\)$/\1/p' | head -n1 || true)
-[ -n "$kpkg" ] || die "apt-cache can't resolve $META_PKG to a kernel package; run apt-get update"
-kver=$(apt-cache show --no-all-versions "$kpkg" 2>/dev/null | sed -n 's/^Version: //p' | head -n1 || true)
+kernel_resolve
 
 TMP=$(mktemp -d "$CACHE/.build.XXXXXX")
 cleanup() {
@@ -111,59 +72,11 @@ trap cleanup EXIT
 
 # --- the kernel and the initramfs ----------------------------------------------
 t0=$SECONDS
-say "kernel: $kpkg $kver (from $META_PKG)"
-(cd "$TMP" && apt-get download -q -o APT::Sandbox::User=root "$kpkg=$kver" >/dev/null) ||
-	die "apt-get download $kpkg=$kver failed"
-deb=$(ls "$TMP"/*.deb)
-dpkg-deb -x "$deb" "$TMP/kernel"
-krel=$(find "$TMP/kernel/lib/modules" -mindepth 1 -maxdepth 1 -printf '%f\n' | head -n1)
-[ -n "$krel" ] && [ -f "$TMP/kernel/boot/vmlinuz-$krel" ] || die "$kpkg has no vmlinuz and modules for one release"
-KMOD=$TMP/kernel/lib/modules/$krel
-
+kernel_fetch
 IR=$TMP/initrd
-mkdir -p "$IR"/{bin,sbin,etc,proc,sys,dev,newroot,usr/bin,usr/sbin,lib/modules/"$krel"}
-declare -A kofile builtin state
-while IFS= read -r f; do
-	n=${f##*/}; n=${n%.ko*}; n=${n//-/_}
-	kofile[$n]=$f
-done < <(find "$KMOD/kernel" -type f \( -name '*.ko' -o -name '*.ko.xz' -o -name '*.ko.zst' -o -name '*.ko.gz' \))
-if [ -f "$KMOD/modules.builtin" ]; then
-	while IFS= read -r f; do
-		n=${f##*/}; n=${n%.ko}; builtin[${n//-/_}]=1
-	done < "$KMOD/modules.builtin"
-fi
-unpack_ko() {
-	case $1 in
-	*.ko.xz) xz -dc "$1" > "$2" ;;
-	*.ko.zst) zstd -qdc "$1" > "$2" ;;
-	*.ko.gz) gzip -dc "$1" > "$2" ;;
-	*) cp "$1" "$2" ;;
-	esac
-}
-order=()
-resolve() {
-	local m=${1//-/_} d deps
-	[ -z "${state[$m]:-}" ] || return 0
-	state[$m]=seen
-	[ -z "${builtin[$m]:-}" ] || return 0
-	[ -n "${kofile[$m]:-}" ] || return 0
-	unpack_ko "${kofile[$m]}" "$IR/lib/modules/$krel/$m.ko"
-	deps=$(modinfo -F depends "$IR/lib/modules/$krel/$m.ko")
-	for d in ${deps//,/ }; do
-		resolve "$d"
-	done
-	order+=("$m")
-}
-for m in "${MODULES[@]}"; do
-	resolve "$m"
-done
-printf '%s\n' "${order[@]}" > "$IR/lib/modules/$krel/latch.order"
-say "initramfs modules: ${order[*]}"
-cp "$BUSYBOX" "$IR/bin/busybox"
-"$BUSYBOX" --list-full | while IFS= read -r a; do
-	[ "$a" = bin/busybox ] || [ -e "$IR/$a" ] || ln -s /bin/busybox "$IR/$a"
-done
-mknod -m 0600 "$IR/dev/console" c 5 1 2>/dev/null || true
+mkdir -p "$IR"/{etc,proc,sys,newroot}
+modules_resolve "$IR" "${MODULES[@]}"
+busybox_install "$IR"
 cat > "$IR/init" <<'EOF'
 #!/bin/sh
 # latch debian guest, stage 1: modules, then the virtio disk as root, then systemd.
@@ -187,9 +100,7 @@ umount /proc /sys
 exec switch_root /newroot /sbin/init
 EOF
 chmod 0755 "$IR/init"
-find "$IR" -exec touch -h -d @0 {} +
-(cd "$IR" && find . -mindepth 1 -print0 | sort -z |
-	cpio --null --create --format=newc --owner=0:0 --reproducible --quiet) | gzip -9n > "$TMP/initrd.img"
+cpio_pack "$IR" "$TMP/initrd.img"
 cp "$TMP/kernel/boot/vmlinuz-$krel" "$TMP/vmlinuz"
 say "kernel and initramfs in $((SECONDS - t0)) s"
 
@@ -210,48 +121,12 @@ printf '/dev/vda / ext4 defaults,errors=remount-ro 0 1\n' > "$R/etc/fstab"
 mkdir -p "$R/workspace" "$R/var/lib/agent-state"
 install -m 0755 "$AGENT" "$R/usr/local/sbin/latch-agent"
 
-cat > "$R/usr/local/sbin/latch-net" <<'EOF'
-#!/bin/sh
-# latch debian guest: static network from the kernel command line, the host
-# address as resolver, and the 9p workspace when the host shares one.
-ip= gw= ip6= gw6=
-for arg in $(cat /proc/cmdline); do
-	case $arg in
-	latch.ip=*) ip=${arg#*=} ;;
-	latch.gw=*) gw=${arg#*=} ;;
-	latch.ip6=*) ip6=${arg#*=} ;;
-	latch.gw6=*) gw6=${arg#*=} ;;
-	esac
-done
-ip link set lo up
-dev= i=0
-while [ -z "$dev" ] && [ $i -lt 100 ]; do
-	for d in /sys/class/net/*; do
-		[ "$(cat "$d/type" 2>/dev/null)" = 1 ] && { dev=${d##*/}; break; }
-	done
-	[ -n "$dev" ] || sleep 0.1
-	i=$((i + 1))
-done
-if [ -n "$dev" ]; then
-	for k in accept_ra autoconf accept_dad; do
-		echo 0 > "/proc/sys/net/ipv6/conf/$dev/$k" 2>/dev/null
-	done
-	ip link set "$dev" up
-	[ -z "$ip" ] || ip addr add "$ip" dev "$dev"
-	[ -z "$gw" ] || ip route add default via "$gw" dev "$dev"
-	[ -z "$ip6" ] || ip -6 addr add "$ip6" dev "$dev" nodad
-	[ -z "$gw6" ] || ip -6 route add default via "$gw6" dev "$dev"
-	{ [ -z "$gw" ] || echo "nameserver $gw"; [ -z "$gw6" ] || echo "nameserver $gw6"; } > /etc/resolv.conf
-	echo "latch-net: $dev ${ip:-no v4} via ${gw:--} ${ip6:-no v6} via ${gw6:--}"
-fi
-for t in /sys/bus/virtio/drivers/9pnet_virtio/*/mount_tag; do
-	[ -f "$t" ] || continue
-	if [ "$(tr -d '\0\n' < "$t")" = workspace ]; then
-		mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144,nosuid,nodev workspace /workspace
-	fi
-done
-exit 0
-EOF
+{
+	printf '#!/bin/sh\n# latch debian guest: static network from the kernel command line, the host\n'
+	printf '# address as resolver, and the 9p workspace when the host shares one.\n'
+	guest_net_script latch-net
+	printf 'exit 0\n'
+} > "$R/usr/local/sbin/latch-net"
 chmod 0755 "$R/usr/local/sbin/latch-net"
 
 cat > "$R/etc/systemd/system/latch-net.service" <<'EOF'
@@ -304,10 +179,10 @@ rm -f "$TMP/disk.raw"
 say "ext4 on qcow2 in $((SECONDS - t2)) s: $(du -k "$TMP/disk.qcow2" | cut -f1) KiB used of $DISK_SIZE"
 
 {
-	printf '# latch debian guest image; written by vm/image_debian.sh\n'
+	printf '# latch debian guest image; written by vm/images/image_debian.sh\n'
 	printf '# inputs\n'
 	printf 'format %s\n' "$FORMAT"
-	printf 'recipe %s\n' "$(sha "${BASH_SOURCE[0]}")"
+	recipe_inputs
 	printf 'kernel_pkg %s %s\n' "$kpkg" "$kver"
 	printf 'suite %s %s\n' "$SUITE" "$LATCH_DEBIAN_MIRROR"
 	printf 'packages %s\n' "$PKGS"
@@ -323,8 +198,5 @@ say "ext4 on qcow2 in $((SECONDS - t2)) s: $(du -k "$TMP/disk.qcow2" | cut -f1) 
 	printf 'built %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 } > "$TMP/manifest.txt"
 
-mv -f "$TMP/vmlinuz" "$CACHE/vmlinuz"
-mv -f "$TMP/initrd.img" "$CACHE/initrd.img"
-mv -f "$TMP/disk.qcow2" "$CACHE/disk.qcow2"
-mv -f "$TMP/manifest.txt" "$CACHE/manifest.txt"
+install_outputs vmlinuz initrd.img disk.qcow2
 say "image in $CACHE: $krel, debian $(sed -n 's/^debian_version //p' "$CACHE/manifest.txt"), in $((SECONDS - t0)) s"

@@ -1,0 +1,207 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only
+# broker.sh - the credential broker's engine beside direct HTTPS and nginx, in one run.
+#
+# The method of ../shared/bench-anchors/http_bench.sh: everything on
+# 127.0.0.1 in a private network namespace; one nginx worker as the HTTPS
+# upstream (:8443, bench/broker-upstream.conf), one nginx worker as the
+# credential-adding reverse proxy (:8080, bench/broker-nginx-proxy.conf), and
+# latch's broker engine (build/selftests/broker_drv, :8119, one thread) with
+# one route to the same upstream, TLS verified against a CA made here.
+# For each target and C in CONNS: wrk -d SECS --latency (1 thread at C=1, 2
+# otherwise) -> rps, p50/p99, errors and the proxy's CPU per request; the
+# repetitions are interleaved.  Then SSE time-to-first-byte (curl, 10 events
+# 100 ms apart) and memory per idle keep-alive connection (RSS growth over
+# IDLE_CONNS connections that each made one request).
+#
+#   bash bench/broker.sh [REPS]      (default 3; SECS=10 CONNS="1 16" IDLE_CONNS=1000)
+# Needs nginx-light, libnginx-mod-http-echo, wrk, curl, openssl (.ci/deps.sh).
+# Prints the table and the targets' verdicts; raw numbers in $OUT/raw.csv.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+REPS=${1:-${BENCH_REPS:-3}}
+SECS=${SECS:-10}
+CONNS=${CONNS:-1 16}
+IDLE_CONNS=${IDLE_CONNS:-1000}
+NS=latch-bench-broker-$$
+D=$(mktemp -d /tmp/latch-bench-broker.XXXXXX)
+OUT=${OUT:-$D}
+DRV=$BUILD/selftests/broker_drv
+TOKEN="Bearer sk-bench-0123456789abcdef0123456789abcdef"
+PH=latch-placeholder-$(openssl rand -hex 16)
+PIDS=()
+
+for t in nginx wrk curl openssl; do
+	command -v "$t" >/dev/null || { echo "bench/broker.sh: needs $t (bash .ci/deps.sh)" >&2; exit 1; }
+done
+[ -x "$DRV" ] || { echo "bench/broker.sh: no $DRV; run make" >&2; exit 1; }
+
+cleanup() {
+	set +e
+	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
+	ip netns del "$NS" 2>/dev/null
+	[ "$OUT" = "$D" ] || rm -rf "$D"
+}
+trap cleanup EXIT INT TERM
+X() { ip netns exec "$NS" "$@"; }
+log() { printf '[%s] %s\n' "$(date +%T)" "$*" >&2; }
+
+ip netns add "$NS"
+ip -n "$NS" link set lo up
+mkdir -p "$D/tmp"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj /CN=localhost \
+	-addext "subjectAltName=DNS:localhost,IP:127.0.0.1" -keyout "$D/key.pem" -out "$D/cert.pem" 2>/dev/null
+printf '%s' "${TOKEN#Bearer }" >"$D/secret"
+chmod 600 "$D/secret"
+stream=""
+for i in $(seq 1 10); do stream+="echo 'data: {\"chunk\": $i}'; echo_flush; echo_sleep 0.1; "; done
+for c in upstream nginx-proxy; do
+	sed -e "s|@DIR@|$D|g" -e "s|@TOKEN@|$TOKEN|g" -e "s|@STREAM@|$stream|" "bench/broker-$c.conf" >"$D/$c.conf"
+done
+cat >"$D/broker.json" <<EOF
+{"hosts": {"localhost": ["127.0.0.1"]},
+ "sandboxes": [{"name": "bench", "listen": "127.0.0.1", "port": 8119, "guests": ["127.0.0.1"],
+   "routes": [{"name": "api", "placeholder": "$PH", "methods": ["GET", "POST"], "paths": ["/v1"],
+     "upstreams": [{"url": "https://localhost:8443", "secret_file": "$D/secret", "header": "Authorization",
+                    "scheme": "Bearer ", "ca_file": "$D/cert.pem"}]}]}]}
+EOF
+
+# started without a shell function in between, so $! is the server's own PID (ip netns exec execs it)
+ip netns exec "$NS" nginx -c "$D/upstream.conf" -g 'daemon off;' &
+PIDS+=($!)
+ip netns exec "$NS" nginx -c "$D/nginx-proxy.conf" -g 'daemon off;' &
+PIDS+=($!)
+NGX_PID=$!
+# BROKER_QUIET: audit lines are counted, not printed (latchd's audit keeps 120 a minute and counts the rest)
+ip netns exec "$NS" env BROKER_QUIET=1 BROKER_CONNS_MAX=$((IDLE_CONNS + 64)) "$DRV" "$D/broker.json" </dev/null \
+	>"$D/drv.out" 2>"$D/drv.err" &
+PIDS+=($!)
+LATCH_PID=$!
+sleep 1.5
+
+url() { # url TARGET PATH
+	case $1 in
+	direct) echo "https://127.0.0.1:8443$2" ;;
+	nginx) echo "http://127.0.0.1:8080$2" ;;
+	latch) echo "http://127.0.0.1:8119/api$2" ;;
+	esac
+}
+auth() { # the header each target's client sends
+	case $1 in
+	direct) echo "Authorization: $TOKEN" ;;
+	nginx) echo "X-None: 1" ;;
+	latch) echo "Authorization: Bearer $PH" ;;
+	esac
+}
+pids_of() { # the proxy's processes, for CPU and memory
+	case $1 in
+	nginx) echo "$NGX_PID" $(cat /proc/"$NGX_PID"/task/*/children 2>/dev/null) ;;
+	latch) echo "$LATCH_PID" ;;
+	esac
+}
+cpu_ticks() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{ print $14 + $15 }' /proc/"$p"/stat))); done; echo $t; }
+rss_kb() { local t=0 p; for p in "$@"; do t=$((t + $(awk '/^VmRSS/ { print $2 }' /proc/"$p"/status))); done; echo $t; }
+to_us() { awk '{ v = $1; u = $1; sub(/[0-9.]+/, "", u); sub(/[a-z]+$/, "", v)
+	if (u == "us") v *= 1; else if (u == "ms") v *= 1000; else if (u == "s") v *= 1e6; print v }'; }
+rec() { echo "$1,$2,$3,$4,$5" >>"$OUT/raw.csv"; }
+
+log "sanity: the upstream must see the key through both proxies"
+# (latch scrubs the key from what comes back, so its echo is the key's length in stars)
+stars=$(printf '%*s' $((${#TOKEN} - 7)) '' | tr ' ' '*')
+for t in nginx latch; do
+	want=$TOKEN
+	[ "$t" = latch ] && want="Bearer $stars"
+	got=$(X curl -sS --max-time 5 -H "$(auth $t)" "$(url $t /v1/auth)")
+	[ "$got" = "$want" ] || { log "$t did not add the key (got '$got')"; exit 1; }
+done
+
+echo "target,conns,rep,metric,value" >"$OUT/raw.csv"
+targets=(direct nginx latch)
+for ((r = 1; r <= REPS; r++)); do
+	for c in $CONNS; do
+		th=2
+		[ "$c" = 1 ] && th=1
+		for ((i = 0; i < ${#targets[@]}; i++)); do
+			t=${targets[$(((i + r - 1) % ${#targets[@]}))]}
+			log "rep $r c=$c $t"
+			pp=$(pids_of "$t")
+			c0=0
+			[ -n "$pp" ] && c0=$(cpu_ticks $pp)
+			X timeout $((SECS + 30)) wrk -t"$th" -c"$c" -d"${SECS}s" --latency -H "$(auth "$t")" \
+				"$(url "$t" /v1/json)" >"$D/wrk.txt"
+			c1=0
+			[ -n "$pp" ] && c1=$(cpu_ticks $pp)
+			reqs=$(awk '/requests in/ { print $1 }' "$D/wrk.txt")
+			rec "$t" "$c" "$r" rps "$(awk '/^Requests\/sec/ { print $2 }' "$D/wrk.txt")"
+			rec "$t" "$c" "$r" p50_us "$(awk '$1 == "50%" { print $2 }' "$D/wrk.txt" | to_us)"
+			rec "$t" "$c" "$r" p99_us "$(awk '$1 == "99%" { print $2 }' "$D/wrk.txt" | to_us)"
+			rec "$t" "$c" "$r" errors "$(awk '/Non-2xx|Socket errors/ { s = 1 } END { print s + 0 }' "$D/wrk.txt")"
+			[ -n "$pp" ] && rec "$t" "$c" "$r" cpu_us_per_req \
+				"$(awk -v d=$((c1 - c0)) -v n="$reqs" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf("%.1f", d * 1e6 / hz / n) }')"
+		done
+	done
+done
+
+log "streaming /v1/stream (10 events x 100 ms)"
+for ((r = 1; r <= REPS + 2; r++)); do
+	for t in "${targets[@]}"; do
+		read -r ttfb total <<<"$(X curl -sS -o /dev/null --cacert "$D/cert.pem" -H "$(auth "$t")" \
+			-w '%{time_starttransfer} %{time_total}\n' "$(url "$t" /v1/stream)")"
+		rec "$t" 1 "$r" sse_ttfb_ms "$(awk -v v="$ttfb" 'BEGIN { print v * 1000 }')"
+		rec "$t" 1 "$r" sse_total_ms "$(awk -v v="$total" 'BEGIN { print v * 1000 }')"
+	done
+done
+
+log "memory per idle keep-alive connection ($IDLE_CONNS connections, one request each)"
+for t in nginx latch; do
+	pp=$(pids_of "$t")
+	before=$(rss_kb $pp)
+	X python3 - "$t" "$IDLE_CONNS" "$(url "$t" /v1/json)" "$(auth "$t")" "$D/idle.ready" <<'EOF' &
+import socket, sys, time
+t, n, url, auth, ready = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+hostport, _, path = url[len("http://"):].partition("/")
+host, _, port = hostport.partition(":")
+socks = []
+for i in range(n):
+    s = socket.create_connection((host, int(port)))
+    s.sendall(("GET /%s HTTP/1.1\r\nHost: x\r\n%s\r\n\r\n" % (path, auth)).encode())
+    data = b""
+    while b"\r\n\r\n" not in data or not data.endswith(b"\n"):
+        data += s.recv(4096)
+    socks.append(s)
+open(ready, "w").write("ready")
+time.sleep(8)
+EOF
+	ipid=$!
+	for _ in $(seq 100); do [ -e "$D/idle.ready" ] && break; sleep 0.1; done
+	sleep 0.5
+	after=$(rss_kb $pp)
+	rec "$t" "$IDLE_CONNS" 1 idle_conn_bytes "$(awk -v a="$after" -v b="$before" -v n="$IDLE_CONNS" 'BEGIN { printf("%.0f", (a - b) * 1024 / n) }')"
+	wait "$ipid" 2>/dev/null || true
+	rm -f "$D/idle.ready"
+done
+
+median() { sort -n | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+get() { # get TARGET CONNS METRIC -> median
+	awk -F, -v t="$1" -v c="$2" -v m="$3" '$1 == t && $2 == c && $4 == m { print $5 }' "$OUT/raw.csv" | median
+}
+{
+	echo "# broker benchmark: $REPS reps x ${SECS}s, medians; $(nproc) CPUs; $(nginx -v 2>&1 | sed 's/.*: //')"
+	printf '%-8s %14s %10s %10s %14s %10s %10s %12s %12s %14s\n' target "rps@1" "p50@1_us" "p99@1_us" "rps@16" \
+		"p50@16_us" "p99@16_us" "cpu_us/req16" "sse_ttfb_ms" "idle_conn_B"
+	for t in "${targets[@]}"; do
+		printf '%-8s %14s %10s %10s %14s %10s %10s %12s %12s %14s\n' "$t" "$(get "$t" 1 rps)" "$(get "$t" 1 p50_us)" \
+			"$(get "$t" 1 p99_us)" "$(get "$t" 16 rps)" "$(get "$t" 16 p50_us)" "$(get "$t" 16 p99_us)" \
+			"$(get "$t" 16 cpu_us_per_req)" "$(get "$t" 1 sse_ttfb_ms)" "$(get "$t" "$IDLE_CONNS" idle_conn_bytes)"
+	done
+	d50=$(get direct 1 p50_us)
+	verdict() { if awk "BEGIN { exit !($2) }"; then echo "target met: $1"; else echo "TARGET MISSED: $1"; fi; }
+	verdict "latch rps@16 $(get latch 16 rps) >= nginx $(get nginx 16 rps)" "$(get latch 16 rps) >= $(get nginx 16 rps)"
+	verdict "latch added p50@1 $(awk "BEGIN { print $(get latch 1 p50_us) - $d50 }") us <= nginx's $(awk "BEGIN { print $(get nginx 1 p50_us) - $d50 }") us" \
+		"$(get latch 1 p50_us) <= $(get nginx 1 p50_us)"
+	verdict "latch SSE TTFB $(get latch 1 sse_ttfb_ms) ms <= nginx $(get nginx 1 sse_ttfb_ms) ms" \
+		"$(get latch 1 sse_ttfb_ms) <= $(get nginx 1 sse_ttfb_ms)"
+	echo "memory per idle connection: latch $(get latch "$IDLE_CONNS" idle_conn_bytes) B, nginx $(get nginx "$IDLE_CONNS" idle_conn_bytes) B"
+} | tee "$OUT/summary.txt"

@@ -1,0 +1,320 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * main.c - latchd: named policy, the per-sandbox resolvers, and the kernel's
+ * deny events into the audit log.
+ *
+ * latchd finds the sandboxes by their pins (/sys/fs/bpf/latch/NAME) and, for
+ * each, runs a filtering resolver on the sandbox's resolver address and
+ * reads its ring buffer.  A sandbox whose profile is stored under
+ * var/lib/latch/policy/ gets that profile compiled into its maps: CIDR
+ * entries as they are, host names resolved here (never by the guest) with
+ * their TTL as the kernel deadline, refreshed before it runs out.  Answers
+ * the resolver gives the guest become learned entries.
+ *
+ * Enforcement never depends on latchd: everything it writes is in pinned
+ * maps, and every deadline is checked by the program.  Killing latchd leaves
+ * the boundary as it was; starting it again picks up the stored profiles.
+ *
+ * One thread, one libevent loop.  SIGHUP re-reads latch.conf and every
+ * active profile and swaps them in only when all of them are valid; SIGTERM
+ * and SIGINT shut down cleanly.  The socket is $LATCH_ROOT/run/latch/
+ * latchd.sock, root-only; see broker/broker.h for the protocol.  daemon.h
+ * lists the parts; this file holds the loop, latch.conf and the signals.
+ *
+ * Where the credential broker (broker/http/) plugs in: its engine is made
+ * here after the event loop, on the same base, into latchd.http (and freed
+ * after the sandboxes); each sandbox's listener is opened by sandbox_add()
+ * beside the resolver into sandbox.broker and freed by sandbox_free(); its
+ * decisions go to the audit log through latchd_audit(), and SIGHUP
+ * (latchd_reload) re-reads its kits with latch.conf.  It reaches the policy
+ * only through the kernel and this process's sandboxes, never through vm/.
+ */
+#include <errno.h>
+#include <event2/event.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "broker/daemon/daemon.h"
+
+void latchd_log(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("latchd: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+/* ---- configuration ---- */
+
+/* /etc/resolv.conf's nameservers, when latch.conf names no dns_upstream. */
+static int upstreams_from_resolv_conf(struct latch_addr *a, uint16_t *port, int max)
+{
+	FILE *f = fopen("/etc/resolv.conf", "re");
+	char line[256], e[LATCH_ERR_MAX];
+	int n = 0;
+
+	if (!f)
+		return 0;
+	while (n < max && fgets(line, sizeof(line), f)) {
+		char addr[128];
+
+		if (sscanf(line, " nameserver %127s", addr) == 1 && !latch_parse_addr(addr, &a[n], e, sizeof(e)))
+			port[n++] = 53;
+	}
+	fclose(f);
+	return n;
+}
+
+_Static_assert(LATCH_CONF_UPSTREAM_MAX == LATCH_RESOLVER_UPSTREAM_MAX,
+	       "latch.conf's upstreams go to the resolver as they are");
+
+/* Read latch.conf into c and the upstreams; nothing of latchd changes on failure. */
+static int read_conf(struct latch_conf *c, struct latch_addr *up, uint16_t *up_port, int *n_up, char *err,
+		     size_t errlen)
+{
+	int rc = latch_conf_load(c, err, errlen);
+
+	if (rc)
+		return rc;
+	if (c->n_dns_upstream) {
+		*n_up = c->n_dns_upstream;
+		memcpy(up, c->dns_upstream, sizeof(c->dns_upstream));
+		memcpy(up_port, c->dns_upstream_port, sizeof(c->dns_upstream_port));
+	} else {
+		*n_up = upstreams_from_resolv_conf(up, up_port, LATCH_RESOLVER_UPSTREAM_MAX);
+	}
+	return 0;
+}
+
+/*
+ * SIGHUP: read latch.conf and every active profile; when all are valid, swap
+ * them in (resolvers reconfigured, profiles switched).  One bad file changes
+ * nothing anywhere, and says why.
+ */
+void latchd_reload(struct latchd *ld)
+{
+	struct latch_conf c;
+	struct latch_addr up[LATCH_RESOLVER_UPSTREAM_MAX];
+	uint16_t up_port[LATCH_RESOLVER_UPSTREAM_MAX];
+	char err[LATCH_ERR_MAX];
+	int n_up = 0, n = 0, i = 0;
+	struct latch_profile *loaded;
+
+	if (read_conf(&c, up, up_port, &n_up, err, sizeof(err))) {
+		latchd_log("reload refused, nothing changed: %s", err);
+		latchd_audit(ld, "latchd", "config", "refuse", "latchd.reload", json_pack("{s:s}", "error", err));
+		return;
+	}
+	for (struct sandbox *s = ld->sandboxes; s; s = s->next)
+		n++;
+	loaded = calloc(n ? n : 1, sizeof(*loaded));
+	if (!loaded)
+		return;
+	for (struct sandbox *s = ld->sandboxes; s; s = s->next, i++) {
+		if (!s->have_profile)
+			continue;
+		if (switch_load_profile(ld, s->prof.name, &loaded[i], err, sizeof(err))) {
+			latchd_log("reload refused, nothing changed: %s: %s", s->name, err);
+			latchd_audit(ld, "latchd", "config", "refuse", "latchd.reload",
+				     json_pack("{s:s, s:s}", "sandbox", s->name, "error", err));
+			for (int k = 0; k < n; k++)
+				latch_profile_free(&loaded[k]);
+			free(loaded);
+			return;
+		}
+	}
+	/* all valid: swap */
+	ld->conf = c;
+	ld->n_upstream = n_up;
+	memcpy(ld->upstream, up, sizeof(up));
+	memcpy(ld->upstream_port, up_port, sizeof(up_port));
+	i = 0;
+	for (struct sandbox *s = ld->sandboxes; s; s = s->next, i++) {
+		struct latch_resolver_opts o;
+
+		if (s->res) {
+			sandbox_resolver_opts(s, &o);
+			if (latch_resolver_reconfigure(s->res, &o, err, sizeof(err)))
+				latchd_log("%s: resolver: %s", s->name, err);
+		}
+		if (!s->have_profile)
+			continue;
+		if (s->sw || !s->res) {
+			latchd_log("%s: a switch is running; the reloaded profile applies at the next one", s->name);
+			latch_profile_free(&loaded[i]);
+			continue;
+		}
+		switch_begin(s, &loaded[i], NULL, false);
+	}
+	free(loaded);
+	sandboxes_scan(ld);
+	latchd_audit(ld, "latchd", "config", "reload", "latchd.reload", json_pack("{s:i}", "upstreams", n_up));
+	latchd_log("reloaded: %d upstream(s), %d sandbox(es)", n_up, n);
+}
+
+/* ---- the loop ---- */
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+	struct latchd *ld = arg;
+
+	if (sig == SIGHUP) {
+		latchd_log("SIGHUP: reloading");
+		latchd_reload(ld);
+		return;
+	}
+	latchd_log("%s: shutting down (enforcement stays in the kernel)", strsignal(sig));
+	event_base_loopexit(ld->base, NULL);
+}
+
+/* Every second: new sandboxes every SCAN_INTERVAL_S, and the periodic jobs. */
+static void on_tick(evutil_socket_t fd, short what, void *arg)
+{
+	struct latchd *ld = arg;
+	uint64_t now = latch_now_boot_ns();
+
+	if (++ld->ticks % SCAN_INTERVAL_S == 0)
+		sandboxes_scan(ld);
+	periodic_run(ld, now);
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: latchd [--dns-port PORT]\n"
+		   "  Serves every latch sandbox: named policy, a filtering resolver on each\n"
+		   "  sandbox's resolver address, kernel deny events into the audit log.\n"
+		   "  Runs in the foreground (systemd's Type=simple); logs to stderr.\n"
+		   "  SIGHUP re-reads latch.conf and the profiles; SIGTERM stops it.\n");
+}
+
+/* The options; 0 to go on, else the exit status (usage, help). */
+static int parse_args(int argc, char **argv, uint32_t *port)
+{
+	static const struct option opts[] = { { "dns-port", required_argument, NULL, 'p' },
+					      { "help", no_argument, NULL, 'h' },
+					      { NULL, 0, NULL, 0 } };
+	int c;
+
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'p':
+			if (latch_parse_uint(optarg, 1, 65535, port)) {
+				fprintf(stderr, "latchd: --dns-port '%s' must be 1..65535\n", optarg);
+				return 2;
+			}
+			break;
+		case 'h':
+			usage(stdout);
+			return -1;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		usage(stderr);
+		return 2;
+	}
+	return 0;
+}
+
+/* latch.conf, the profile paths and the audit log; 0 or the exit status. */
+static int setup(struct latchd *ld)
+{
+	char err[LATCH_ERR_MAX], path[PATH_MAX];
+
+	if (read_conf(&ld->conf, ld->upstream, ld->upstream_port, &ld->n_upstream, err, sizeof(err))) {
+		fprintf(stderr, "latchd: %s\n", err);
+		return 1;
+	}
+	if (!ld->n_upstream)
+		latchd_log("warning: no upstream DNS server (dns_upstream in latch.conf, or /etc/resolv.conf)");
+	latch_path(ld->profile_dir, sizeof(ld->profile_dir), "etc/latch/profiles");
+	latch_path(ld->overlay, sizeof(ld->overlay), "etc/latch/allowlist.txt");
+	if (latch_path(path, sizeof(path), AUDIT_DEFAULT_SUFFIX) == 0) {
+		ld->audit = audit_open(path, NULL, err, sizeof(err));
+		if (!ld->audit)
+			latchd_log("warning: %s; decisions are not recorded", err);
+	}
+	ld->base = event_base_new();
+	if (!ld->base) {
+		fprintf(stderr, "latchd: cannot make the event loop\n");
+		return 1;
+	}
+	if (control_listen(ld, err, sizeof(err))) {
+		fprintf(stderr, "latchd: %s\n", err);
+		return 1;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct latchd ld = { 0 }; /* the one instance; every part is handed it */
+	struct event *sig_hup, *sig_term, *sig_int, *tick;
+	struct timeval one_s = { 1, 0 };
+	uint32_t port = 53;
+	int rc = parse_args(argc, argv, &port);
+
+	if (rc)
+		return rc < 0 ? 0 : rc;
+	if (geteuid()) {
+		fprintf(stderr, "latchd: must run as root (it writes BPF maps and binds port 53)\n");
+		return 1;
+	}
+	setvbuf(stderr, NULL, _IOLBF, 0);
+	signal(SIGPIPE, SIG_IGN);
+	{
+		/* each resolver may hold hundreds of upstream sockets in flight */
+		struct rlimit rl;
+
+		if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < rl.rlim_max) {
+			rl.rlim_cur = rl.rlim_max;
+			setrlimit(RLIMIT_NOFILE, &rl);
+		}
+	}
+	latch_loader_set_log(LATCH_LOG_QUIET);
+	ld.dns_port = port;
+	rc = setup(&ld);
+	if (rc)
+		return rc;
+	sig_hup = evsignal_new(ld.base, SIGHUP, on_signal, &ld);
+	sig_term = evsignal_new(ld.base, SIGTERM, on_signal, &ld);
+	sig_int = evsignal_new(ld.base, SIGINT, on_signal, &ld);
+	tick = event_new(ld.base, -1, EV_PERSIST, on_tick, &ld);
+	event_add(sig_hup, NULL);
+	event_add(sig_term, NULL);
+	event_add(sig_int, NULL);
+	event_add(tick, &one_s);
+	sandboxes_scan(&ld);
+	latchd_audit(&ld, "latchd", "daemon", "start", "latchd.start", json_pack("{s:i}", "pid", (int)getpid()));
+	latchd_log("listening on %s", ld.sock_path);
+	event_base_dispatch(ld.base);
+
+	/* clean shutdown: stop taking requests, then let go of everything; the kernel keeps enforcing */
+	control_close(&ld);
+	while (ld.sandboxes) {
+		struct sandbox *s = ld.sandboxes;
+
+		ld.sandboxes = s->next;
+		sandbox_free(s);
+	}
+	periodic_stop(&ld);
+	latchd_audit(&ld, "latchd", "daemon", "stop", "latchd.stop", json_pack("{s:i}", "pid", (int)getpid()));
+	audit_close(ld.audit);
+	event_free(sig_hup);
+	event_free(sig_term);
+	event_free(sig_int);
+	event_free(tick);
+	event_base_free(ld.base);
+	return 0;
+}

@@ -1,0 +1,218 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * engine.h - the broker engine's insides, shared by its files (private).
+ *
+ *   engine.c    the engine, sandboxes, listeners, routes, resolution,
+ *               refusals, audit
+ *   guest.c     guest connections: request heads, the checks in their order
+ *   upstream.c  upstream targets: TLS contexts, secrets, resolution, the
+ *               connection pool, the end of an exchange
+ *   exchange.c  a forwarded request: the upstream's request head, the body
+ *               both ways, the response streamed back
+ *   tunnel.c    CONNECT: policy, resolution, rebinding filter, ClientHello
+ *               server name, then bytes both ways
+ *
+ * Ownership: a sandbox owns its routes and guest connections; a route owns
+ * its targets (one per upstream); a target owns its pooled upstream
+ * connections.  A guest connection owns at most one exchange (a forwarded
+ * request) or one tunnel; an exchange borrows an upstream connection.
+ */
+#ifndef LATCH_BROKER_HTTP_ENGINE_H
+#define LATCH_BROKER_HTTP_ENGINE_H
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <http_parser.h>
+#include <openssl/ssl.h>
+
+#include "broker/http/check.h"
+#include "broker/http/http_broker.h"
+
+#define HB_SECRET_MAX 1024
+
+struct hb_exchange;
+struct hb_gconn;
+struct hb_uconn;
+
+struct hb_ctx { /* one SSL_CTX per CA bundle (NULL: the system store) */
+	struct hb_ctx *next;
+	char *ca_file;
+	SSL_CTX *ctx;
+};
+
+struct hb_secret { /* a page of its own: locked, left out of core dumps, wiped on free */
+	char *mem;
+	size_t len, map_len;
+};
+
+struct hb_target {
+	struct hb_route *route;
+	char *name; /* "" for the credential's own upstream */
+	char host[254];
+	uint16_t port;
+	char authority[264]; /* the Host header: host or host:port */
+	bool host_is_addr;
+	struct hb_secret secret;
+	char *secret_var, *header, *scheme;
+	SSL_CTX *ctx;
+	SSL_SESSION *session;
+	struct latch_addr addr; /* the last resolution, until addr_until */
+	uint64_t addr_until;
+	struct hb_uconn *conns; /* every connection of this target, idle or busy */
+	int n_conns, n_idle;
+};
+
+struct hb_route {
+	struct hb_route *next;
+	struct latch_http_sandbox *sb;
+	char name[LATCH_HTTP_ROUTE_NAME_MAX + 1];
+	char *placeholder;
+	char *methods[LATCH_HTTP_METHODS_MAX];
+	int n_methods;
+	char *paths[LATCH_HTTP_PATHS_MAX];
+	int n_paths;
+	struct hb_target targets[LATCH_HTTP_UPSTREAMS_MAX];
+	int n_targets, active;
+	const struct latch_http_meter *meter;
+};
+
+struct latch_http_sandbox {
+	struct latch_http_sandbox *next;
+	struct latch_http *h;
+	struct latch_http_sandbox_opts o;
+	char *name;
+	struct evconnlistener *listener;
+	struct hb_route *routes;
+	struct hb_gconn *gconns;
+	int n_gconns;
+	const char *placeholders[64]; /* every route's, for the URL and other-header checks */
+	int n_placeholders;
+};
+
+struct latch_http {
+	struct event_base *base;
+	struct latch_http_opts o;
+	struct evdns_base *dns;
+	struct hb_ctx *ctxs;
+	struct latch_http_sandbox *sandboxes;
+	struct latch_http_stats st;
+};
+
+enum hb_gstate { G_HEAD, G_BODY, G_WAIT, G_TUNNEL, G_CLOSING };
+
+struct hb_gconn {
+	struct hb_gconn *next, **pprev;
+	struct latch_http_sandbox *sb;
+	struct bufferevent *bev;
+	struct latch_addr peer;
+	enum hb_gstate state;
+	bool close_after; /* the guest asked for it, or the request can't be followed */
+	http_parser parser;
+	struct hb_head head;
+	char *headbuf;
+	struct hb_exchange *x;
+	struct hb_tunnel *t;
+};
+
+struct hb_exchange {
+	struct hb_gconn *g;
+	struct hb_uconn *u;
+	struct hb_route *r;
+	struct hb_target *t;
+	char method[24];
+	char *path; /* without the query string, for the audit */
+	bool head_method, req_chunked, req_done, metered, retried;
+	void *lookup; /* a resolution in flight: told when the exchange goes */
+	struct evbuffer *req; /* the request to send, until an upstream connection takes it */
+	struct evbuffer *body; /* metered: the decoded body, shown to the meter before anything leaves */
+	uint64_t bytes_in, bytes_out;
+	int status;
+	bool resp_started, resp_chunked, resp_close;
+	void *meter_token;
+	bool meter_open;
+	struct hb_scrub scrub;
+};
+
+/* engine.c */
+struct hb_route *hb_route_find(struct latch_http_sandbox *sb, const char *name);
+/* Answer with a refusal; false when the connection is closing or gone (don't touch g). */
+bool hb_refuse(struct hb_gconn *g, enum hb_refusal r, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void hb_audit(struct hb_gconn *g, const char *kind, const struct hb_route *r, const struct hb_target *t,
+	      const char *host, uint16_t port, const char *method, const char *path, int status, const char *reason,
+	      const char *end, uint64_t in, uint64_t out);
+/* guest.c */
+struct evconnlistener;
+void hb_on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen, void *arg);
+void hb_gconn_free(struct hb_gconn *g);
+void hb_guest_flush(struct hb_gconn *g); /* write queued bytes now; the write event only for leftovers */
+void hb_gconn_close_when_flushed(struct hb_gconn *g);
+void hb_gconn_resume(struct hb_gconn *g); /* an exchange or tunnel is over: next request, or close */
+int hb_resolve(struct latch_http_sandbox *sb, const char *name, latch_http_resolved_cb cb, void *arg);
+uint64_t hb_now_ms(void);
+
+struct hb_hdr { /* a response header */
+	uint32_t name, name_len, value, value_len; /* offsets into the head arena */
+};
+
+struct hb_uconn { /* an upstream connection: idle in its pool, or busy with an exchange */
+	struct hb_uconn *next, **pprev; /* target->conns */
+	struct hb_target *t;
+	struct latch_http *h;
+	struct bufferevent *bev;
+	struct hb_exchange *x; /* NULL while idle */
+	bool idle, connected, reused, got_bytes, done, skip_message, tls_failed, paused;
+	enum hb_refusal fail;
+	http_parser parser;
+	char *head; /* the response head's status text, names and values */
+	uint32_t head_len;
+	struct hb_hdr hdr[HB_HEADERS_MAX];
+	int n_hdr;
+	bool in_value;
+	uint32_t reason, reason_len;
+};
+
+struct hb_lookup { /* a resolution in flight; x is NULL once the exchange is gone */
+	struct hb_exchange *x;
+};
+
+/* upstream.c */
+int hb_target_init(struct latch_http *h, struct hb_target *t, const struct latch_http_upstream *u, char *err,
+		   size_t errlen);
+void hb_target_fini(struct hb_target *t); /* closes its connections; exchanges on them end with ERROR */
+void hb_ctx_free_all(struct latch_http *h);
+void hb_conn_free(struct hb_uconn *u);
+void hb_conn_connected(struct hb_uconn *u); /* TLS is up: keep the session, send the request */
+void hb_set_timeout(struct bufferevent *bev, uint32_t ms);
+/* An idle pooled connection (unless fresh), or a new one; false when g is closing or gone. */
+bool hb_acquire(struct hb_exchange *x, bool fresh);
+/* The exchange could not be forwarded: end it and answer the guest.  False when g is gone or closing. */
+bool hb_exchange_fail(struct hb_exchange *x, enum hb_refusal r, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* The same from a callback: then go on with a pipelined request if the connection stays. */
+void hb_exchange_fail_async(struct hb_exchange *x, enum hb_refusal r, const char *what);
+
+/* exchange.c */
+void hb_build_request(struct hb_exchange *x, int64_t body_len); /* body_len >= 0: metered, that Content-Length */
+void hb_u_read(struct bufferevent *bev, void *arg);
+void hb_u_write(struct bufferevent *bev, void *arg);
+void hb_u_event(struct bufferevent *bev, short what, void *arg);
+/* Build the upstream request and start it (an idle connection, or a new one). */
+bool hb_exchange_start(struct hb_gconn *g, struct hb_route *r); /* false: g is closing or gone */
+/* Guest body bytes arrived (parser callback), or the body ended. */
+void hb_exchange_body(struct hb_exchange *x, const char *data, size_t len);
+bool hb_exchange_body_done(struct hb_exchange *x); /* false: g is closing or gone */
+bool hb_exchange_over_limit(struct hb_exchange *x); /* a metered body past its meter's body_max */
+/* End the exchange: audit, meter, return or close its upstream connection.  Frees x. */
+void hb_exchange_end(struct hb_exchange *x, enum latch_http_end how);
+void hb_exchange_guest_drained(struct hb_exchange *x); /* the guest took our output: read the upstream again */
+
+/* tunnel.c */
+struct hb_tunnel;
+bool hb_tunnel_start(struct hb_gconn *g); /* false: g is closing or gone */
+void hb_tunnel_guest_read(struct hb_gconn *g);
+void hb_tunnel_guest_drained(struct hb_gconn *g);
+void hb_tunnel_guest_eof(struct hb_gconn *g);
+void hb_tunnel_free(struct hb_tunnel *t, const char *reason); /* audit and close its upstream side */
+
+#endif

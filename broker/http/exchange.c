@@ -1,0 +1,560 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * exchange.c - one forwarded request: the request the upstream gets, and the
+ * response streamed back to the guest as it arrives (engine.h has the map).
+ *
+ * The request goes out re-framed by us (Content-Length or chunked as the
+ * guest sent it, Content-Length for metered routes), with the guest's auth
+ * headers and the hop-by-hop headers gone, in one contiguous head with the
+ * secret that is wiped once sent.  The response body is passed on piece by
+ * piece as TLS records arrive: each piece becomes one chunk towards the
+ * guest (or goes out as-is under Content-Length), after the secret
+ * scrubber, so an SSE event leaves as soon as it arrived.  Reading pauses
+ * when buffer_max bytes wait for the slower side.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/bufferevent_ssl.h>
+#include <openssl/err.h>
+#include <openssl/x509v3.h>
+
+#include "broker/http/engine.h"
+
+/* ------------------------------------------------------------ the request */
+
+static bool hop_by_hop(const struct hb_header *hd, const struct hb_head *head)
+{
+	static const char *const names[] = { "connection", "keep-alive", "proxy-connection", "te", "trailer",
+					      "transfer-encoding", "upgrade", "proxy-authenticate", "proxy-authorization",
+					      "content-length", "host", "expect", "accept-encoding", "authorization" };
+	const struct hb_header *conn = hb_head_get(head, "connection");
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (hb_token_eq(hd->name, hd->name_len, names[i]))
+			return true;
+	/* the headers that Connection names are hop-by-hop too */
+	return conn && hb_list_has(conn->value, conn->value_len, hd->name, hd->name_len);
+}
+
+/* The head the upstream gets.  body_len >= 0: send that Content-Length (metered). */
+static void wipe_free(const void *data, size_t len, void *arg)
+{
+	explicit_bzero((void *)data, len);
+	free((void *)data);
+}
+
+void hb_build_request(struct hb_exchange *x, int64_t body_len)
+{
+	struct hb_gconn *g = x->g;
+	const struct hb_head *hd = &g->head;
+	struct hb_target *t = x->t;
+	struct evbuffer *out = evbuffer_new();
+	char *head;
+	size_t n;
+	char name[33];
+	const char *rest;
+	size_t rest_len;
+
+	hb_target_route(hd->target, hd->target_len, name, &rest, &rest_len);
+	evbuffer_add_printf(out, "%s %s%.*s HTTP/1.1\r\nHost: %s\r\n", hd->method,
+			    !rest_len || rest[0] == '?' ? "/" : "", (int)rest_len, rest, t->authority);
+	for (int i = 0; i < hd->n; i++) {
+		const struct hb_header *h = &hd->h[i];
+
+		if (hop_by_hop(h, hd) || hb_token_eq(h->name, h->name_len, t->header))
+			continue;
+		evbuffer_add(out, h->name, h->name_len);
+		evbuffer_add(out, ": ", 2);
+		evbuffer_add(out, h->value, h->value_len);
+		evbuffer_add(out, "\r\n", 2);
+	}
+	if (t->secret.mem) {
+		evbuffer_add_printf(out, "%s: %s", t->header, t->scheme);
+		evbuffer_add_reference(out, t->secret.mem, t->secret.len, NULL, NULL);
+		evbuffer_add(out, "\r\n", 2);
+	}
+	/* identity: the scrubber and the meter read the body as the guest will */
+	evbuffer_add(out, "Accept-Encoding: identity\r\n", 27);
+	if (body_len >= 0)
+		evbuffer_add_printf(out, "Content-Length: %lld\r\n\r\n", (long long)body_len);
+	else if (hd->chunked)
+		evbuffer_add(out, "Transfer-Encoding: chunked\r\n\r\n", 30);
+	else if (hd->content_length >= 0)
+		evbuffer_add_printf(out, "Content-Length: %lld\r\n\r\n", (long long)hd->content_length);
+	else
+		evbuffer_add(out, "\r\n", 2);
+	/*
+	 * One contiguous head: one SSL_write, one TLS record, one syscall
+	 * (an evbuffer of several chains costs one of each per chain).  It
+	 * holds the secret, so it is wiped when the connection has sent it.
+	 */
+	n = evbuffer_get_length(out);
+	head = malloc(n);
+	if (head && evbuffer_remove(out, head, n) == (ev_ssize_t)n &&
+	    !evbuffer_add_reference(x->req, head, n, wipe_free, NULL))
+		head = NULL;
+	if (head)
+		wipe_free(head, n, NULL);
+	evbuffer_free(out);
+}
+
+/* Where body bytes go now: the connection once it is up, the pending request before. */
+static struct evbuffer *body_sink(struct hb_exchange *x)
+{
+	if (x->u && x->u->connected)
+		return bufferevent_get_output(x->u->bev);
+	return x->req;
+}
+
+bool hb_exchange_start(struct hb_gconn *g, struct hb_route *r)
+{
+	struct hb_exchange *x = calloc(1, sizeof(*x));
+	const struct hb_head *hd = &g->head;
+	bool body = hd->chunked || hd->content_length > 0;
+	size_t plen = 0;
+
+	if (!x || !(x->req = evbuffer_new()) || (r->meter && !(x->body = evbuffer_new()))) {
+		if (x) {
+			if (x->req)
+				evbuffer_free(x->req);
+			free(x);
+		}
+		return hb_refuse(g, HB_UPSTREAM_CONNECT, "latch: out of memory; try again");
+	}
+	char name[33];
+	const char *rest;
+	size_t rest_len;
+
+	/* the audit names the upstream's path, without the query string */
+	hb_target_route(hd->target, hd->target_len, name, &rest, &rest_len);
+	while (plen < rest_len && rest[plen] != '?')
+		plen++;
+	x->path = plen ? strndup(rest, plen) : strdup("/");
+	x->g = g;
+	x->r = r;
+	x->t = &r->targets[r->active];
+	snprintf(x->method, sizeof(x->method), "%s", hd->method);
+	x->head_method = !strcmp(hd->method, "HEAD");
+	x->req_chunked = hd->chunked;
+	x->metered = r->meter != NULL;
+	x->scrub.secret = x->t->secret.mem;
+	x->scrub.secret_len = x->t->secret.len;
+	g->x = x;
+	g->state = body ? G_BODY : G_WAIT;
+	if (body && hd->expect_continue) { /* we answer it: the upstream gets no Expect */
+		evbuffer_add(bufferevent_get_output(g->bev), "HTTP/1.1 100 Continue\r\n\r\n", 25);
+		hb_guest_flush(g);
+	}
+	if (x->metered)
+		return body ? true : hb_exchange_body_done(x);
+	hb_build_request(x, -1);
+	x->req_done = !body;
+	return hb_acquire(x, false);
+}
+
+void hb_exchange_body(struct hb_exchange *x, const char *data, size_t len)
+{
+	struct evbuffer *sink = x->metered ? x->body : body_sink(x);
+
+	x->bytes_in += len;
+	if (x->req_chunked && !x->metered)
+		evbuffer_add_printf(sink, "%zx\r\n", len);
+	evbuffer_add(sink, data, len);
+	if (x->req_chunked && !x->metered)
+		evbuffer_add(sink, "\r\n", 2);
+	/* backpressure: stop reading the guest while the upstream is behind */
+	if (!x->metered && evbuffer_get_length(sink) > x->t->route->sb->h->o.buffer_max)
+		bufferevent_disable(x->g->bev, EV_READ);
+}
+
+bool hb_exchange_over_limit(struct hb_exchange *x)
+{
+	size_t max = x->r->meter && x->r->meter->body_max ? x->r->meter->body_max : 8u << 20;
+
+	return x->metered && evbuffer_get_length(x->body) > max;
+}
+
+bool hb_exchange_body_done(struct hb_exchange *x)
+{
+	struct hb_gconn *g = x->g;
+	char line[512] = "";
+
+	if (!x->metered) {
+		if (x->req_chunked)
+			evbuffer_add(body_sink(x), "0\r\n\r\n", 5);
+		x->req_done = true;
+		return true;
+	}
+	/* metered: the meter sees the whole body before a byte of it leaves */
+	const struct latch_http_meter *m = x->r->meter;
+	size_t n = evbuffer_get_length(x->body);
+	struct latch_http_meter_request rq = {
+		.route = x->r->name,
+		.upstream = x->t->name,
+		.method = x->method,
+		.path = x->path,
+		.body = n ? (const void *)evbuffer_pullup(x->body, n) : (const void *)"",
+		.body_len = n,
+	};
+
+	if (m->request && m->request(m->arg, &rq, &x->meter_token, line, sizeof(line))) {
+		hb_exchange_end(x, LATCH_HTTP_END_ERROR);
+		return hb_refuse(g, HB_METER, "%s", strncmp(line, "latch:", 6) ? "latch: refused by the spend cap" : line);
+	}
+	x->meter_open = true;
+	hb_build_request(x, (int64_t)n);
+	evbuffer_add_buffer(x->req, x->body);
+	x->req_done = true;
+	return hb_acquire(x, false);
+}
+
+/* ------------------------------------------------------------ the response */
+
+static bool arena_add(struct hb_uconn *u, const char *at, size_t len)
+{
+	if (u->head_len + len > u->h->o.head_max)
+		return false;
+	memcpy(u->head + u->head_len, at, len);
+	u->head_len += len;
+	return true;
+}
+
+static int r_begin(http_parser *p)
+{
+	struct hb_uconn *u = p->data;
+
+	u->head_len = 0;
+	u->n_hdr = 0;
+	u->in_value = false;
+	u->reason = u->reason_len = 0;
+	return 0;
+}
+
+static int r_status(http_parser *p, const char *at, size_t len)
+{
+	struct hb_uconn *u = p->data;
+
+	if (!u->reason_len)
+		u->reason = u->head_len;
+	u->reason_len += len;
+	return arena_add(u, at, len) ? 0 : -1;
+}
+
+static int r_field(http_parser *p, const char *at, size_t len)
+{
+	struct hb_uconn *u = p->data;
+
+	if (u->in_value || !u->n_hdr) {
+		if (u->n_hdr == HB_HEADERS_MAX)
+			return -1;
+		u->hdr[u->n_hdr++] = (struct hb_hdr){ .name = u->head_len };
+		u->in_value = false;
+	}
+	u->hdr[u->n_hdr - 1].name_len += len;
+	return arena_add(u, at, len) ? 0 : -1;
+}
+
+static int r_value(http_parser *p, const char *at, size_t len)
+{
+	struct hb_uconn *u = p->data;
+	struct hb_hdr *h = &u->hdr[u->n_hdr - 1];
+
+	if (!u->in_value) {
+		h->value = u->head_len;
+		u->in_value = true;
+	}
+	h->value_len += len;
+	return arena_add(u, at, len) ? 0 : -1;
+}
+
+static bool resp_hop_by_hop(struct hb_uconn *u, const struct hb_hdr *h)
+{
+	static const char *const names[] = { "connection", "keep-alive", "proxy-connection", "te", "trailer",
+					      "transfer-encoding", "upgrade", "proxy-authenticate", "content-length" };
+	const char *name = u->head + h->name;
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (hb_token_eq(name, h->name_len, names[i]))
+			return true;
+	for (int i = 0; i < u->n_hdr; i++) { /* named by the upstream's Connection header */
+		const struct hb_hdr *c = &u->hdr[i];
+
+		if (hb_token_eq(u->head + c->name, c->name_len, "connection") &&
+		    hb_list_has(u->head + c->value, c->value_len, name, h->name_len))
+			return true;
+	}
+	return false;
+}
+
+struct emit_ctx {
+	struct hb_exchange *x;
+	struct evbuffer *out;
+};
+
+/* One piece of the body towards the guest: a chunk of its own, or as it is under Content-Length. */
+static void emit_body(void *arg, const char *data, size_t len)
+{
+	struct emit_ctx *e = arg;
+
+	if (!len) /* a zero-size chunk would end the stream */
+		return;
+	if (e->x->resp_chunked)
+		evbuffer_add_printf(e->out, "%zx\r\n", len);
+	evbuffer_add(e->out, data, len);
+	if (e->x->resp_chunked)
+		evbuffer_add(e->out, "\r\n", 2);
+}
+
+static void emit_head(void *arg, const char *data, size_t len)
+{
+	evbuffer_add(arg, data, len);
+}
+
+static int r_headers_complete(http_parser *p)
+{
+	struct hb_uconn *u = p->data;
+	struct hb_exchange *x = u->x;
+	struct hb_gconn *g = x->g;
+	struct evbuffer *out = bufferevent_get_output(g->bev);
+	int status = p->status_code;
+	bool no_body = x->head_method || status == 204 || status == 304;
+
+	if (status >= 100 && status < 200) { /* we sent no Expect and no Upgrade: skip interim responses */
+		u->skip_message = true;
+		return 0;
+	}
+	for (int i = 0; i < u->n_hdr; i++) {
+		const struct hb_hdr *h = &u->hdr[i];
+
+		if (hb_token_eq(u->head + h->name, h->name_len, "content-encoding") &&
+		    !hb_token_eq(u->head + h->value, h->value_len, "identity")) {
+			u->fail = HB_UPSTREAM_ENCODED; /* the scrubber could not read it: fail closed */
+			return -1;
+		}
+	}
+	x->status = status;
+	x->resp_started = true;
+	evbuffer_add_printf(out, "HTTP/1.1 %d %.*s\r\n", status, (int)u->reason_len, u->head + u->reason);
+	for (int i = 0; i < u->n_hdr; i++) {
+		const struct hb_hdr *h = &u->hdr[i];
+		struct hb_scrub s = { .secret = x->scrub.secret, .secret_len = x->scrub.secret_len };
+
+		if (resp_hop_by_hop(u, h) && !(no_body && hb_token_eq(u->head + h->name, h->name_len, "content-length")))
+			continue;
+		evbuffer_add(out, u->head + h->name, h->name_len);
+		evbuffer_add(out, ": ", 2);
+		hb_scrub_feed(&s, u->head + h->value, h->value_len, emit_head, out);
+		hb_scrub_flush(&s, emit_head, out);
+		evbuffer_add(out, "\r\n", 2);
+	}
+	if (no_body) {
+		/* the length header (if any) went through above */
+	} else if (!(p->flags & F_CHUNKED) && p->content_length != ULLONG_MAX) {
+		evbuffer_add_printf(out, "Content-Length: %llu\r\n", (unsigned long long)p->content_length);
+	} else if (g->head.http_minor >= 1) {
+		x->resp_chunked = true;
+		evbuffer_add(out, "Transfer-Encoding: chunked\r\n", 28);
+	} else {
+		x->resp_close = true; /* an HTTP/1.0 guest: the end of the body is the end of the connection */
+		g->close_after = true;
+	}
+	if (g->close_after || !g->head.keep_alive)
+		evbuffer_add(out, "Connection: close\r\n", 19);
+	evbuffer_add(out, "\r\n", 2);
+	if (x->meter_open && x->r->meter->response)
+		x->r->meter->response(x->r->meter->arg, x->meter_token, status, NULL, 0);
+	return no_body ? 1 : 0;
+}
+
+static int r_body(http_parser *p, const char *at, size_t len)
+{
+	struct hb_uconn *u = p->data;
+	struct hb_exchange *x = u->x;
+	struct emit_ctx e = { x, bufferevent_get_output(x->g->bev) };
+
+	if (x->meter_open && x->r->meter->response)
+		x->r->meter->response(x->r->meter->arg, x->meter_token, x->status, at, len);
+	x->bytes_out += len;
+	hb_scrub_feed(&x->scrub, at, len, emit_body, &e);
+	return 0;
+}
+
+static int r_complete(http_parser *p)
+{
+	struct hb_uconn *u = p->data;
+	struct hb_exchange *x = u->x;
+	struct emit_ctx e = { x, bufferevent_get_output(x->g->bev) };
+
+	if (u->skip_message) {
+		u->skip_message = false;
+		return 0;
+	}
+	hb_scrub_flush(&x->scrub, emit_body, &e);
+	if (x->resp_chunked)
+		evbuffer_add(e.out, "0\r\n\r\n", 5);
+	u->done = true;
+	http_parser_pause(p, 1);
+	return 0;
+}
+
+static const http_parser_settings resp_settings = {
+	.on_message_begin = r_begin,
+	.on_status = r_status,
+	.on_header_field = r_field,
+	.on_header_value = r_value,
+	.on_headers_complete = r_headers_complete,
+	.on_body = r_body,
+	.on_message_complete = r_complete,
+};
+
+/* The response is over (done) or broken: finish the exchange and go on with the guest. */
+static void response_over(struct hb_uconn *u, enum latch_http_end how)
+{
+	struct hb_exchange *x = u->x;
+	struct hb_gconn *g = x->g;
+
+	hb_exchange_end(x, how);
+	hb_guest_flush(g);
+	if (how == LATCH_HTTP_END_COMPLETE)
+		hb_gconn_resume(g);
+	else
+		hb_gconn_close_when_flushed(g); /* the guest sees the body cut short */
+}
+
+void hb_u_read(struct bufferevent *bev, void *arg)
+{
+	struct hb_uconn *u = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+
+	if (!u->x) { /* bytes on an idle connection: it is not ours to reuse any more */
+		hb_conn_free(u);
+		return;
+	}
+	while (evbuffer_get_length(in) && !u->done) {
+		struct hb_exchange *x = u->x;
+		struct evbuffer_iovec v;
+		size_t n;
+		enum http_errno e;
+
+		if (evbuffer_get_length(bufferevent_get_output(x->g->bev)) > u->h->o.buffer_max) {
+			bufferevent_disable(bev, EV_READ); /* the guest is behind: hb_exchange_guest_drained() */
+			u->paused = true;
+			return;
+		}
+		if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
+			break;
+		u->got_bytes = true;
+		n = http_parser_execute(&u->parser, &resp_settings, v.iov_base, v.iov_len);
+		evbuffer_drain(in, n);
+		e = HTTP_PARSER_ERRNO(&u->parser);
+		if (e == HPE_PAUSED)
+			break;
+		if (e != HPE_OK) {
+			if (!x->resp_started) {
+				enum hb_refusal r = u->fail ? u->fail : HB_UPSTREAM_BAD;
+
+				hb_exchange_fail_async(x, r, r == HB_UPSTREAM_ENCODED
+					? "latch: the upstream sent a content-encoded response although the broker asked "
+					  "for identity; the broker does not pass bodies it cannot check for the key"
+					: "latch: the upstream's response could not be read as HTTP/1.1");
+			} else {
+				response_over(u, LATCH_HTTP_END_ERROR);
+			}
+			return;
+		}
+	}
+	if (u->done) {
+		response_over(u, LATCH_HTTP_END_COMPLETE);
+		return;
+	}
+	if (u->x)
+		hb_guest_flush(u->x->g);
+}
+
+void hb_u_write(struct bufferevent *bev, void *arg)
+{
+	struct hb_uconn *u = arg;
+	struct hb_exchange *x = u->x;
+
+	/* the upstream took the body we queued: read more of it from the guest */
+	if (x && x->g && x->g->state == G_BODY && !(bufferevent_get_enabled(x->g->bev) & EV_READ)) {
+		bufferevent_enable(x->g->bev, EV_READ);
+		if (evbuffer_get_length(bufferevent_get_input(x->g->bev)))
+			bufferevent_trigger(x->g->bev, EV_READ, BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
+	}
+}
+
+void hb_exchange_guest_drained(struct hb_exchange *x)
+{
+	struct hb_uconn *u = x->u;
+
+	if (u && u->paused) {
+		u->paused = false;
+		bufferevent_enable(u->bev, EV_READ);
+		hb_u_read(u->bev, u);
+	}
+}
+
+void hb_u_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct hb_uconn *u = arg;
+	struct hb_exchange *x = u->x;
+	char line[512];
+
+	if (what & BEV_EVENT_CONNECTED) {
+		if (x)
+			hb_conn_connected(u);
+		return;
+	}
+	if (!x) { /* an idle connection closed or timed out */
+		hb_conn_free(u);
+		return;
+	}
+	if ((what & BEV_EVENT_EOF) && x->resp_started && !u->done) {
+		/* a body that ends with the connection ends here */
+		http_parser_execute(&u->parser, &resp_settings, NULL, 0);
+		if (u->done) {
+			u->parser.http_major = 1;
+			u->parser.http_minor = 0; /* not reusable: http_should_keep_alive() says no */
+			response_over(u, LATCH_HTTP_END_COMPLETE);
+			return;
+		}
+	}
+	if (x->resp_started) {
+		response_over(u, (what & BEV_EVENT_TIMEOUT) ? LATCH_HTTP_END_ERROR : LATCH_HTTP_END_UPSTREAM_CUT);
+		return;
+	}
+	/* nothing came back yet: a pooled connection the upstream had closed gets one retry */
+	if (u->reused && !u->got_bytes && !x->retried && !(what & BEV_EVENT_TIMEOUT) && !x->metered &&
+	    x->req_done && !x->bytes_in) {
+		x->retried = true;
+		hb_conn_free(u);
+		evbuffer_drain(x->req, evbuffer_get_length(x->req));
+		hb_build_request(x, -1);
+		hb_acquire(x, true);
+		return;
+	}
+	unsigned long ssl_err = bufferevent_get_openssl_error(bev);
+	SSL *ssl = bufferevent_openssl_get_ssl(bev);
+	long verify = ssl ? SSL_get_verify_result(ssl) : X509_V_OK;
+
+	if (what & BEV_EVENT_TIMEOUT)
+		snprintf(line, sizeof(line), "latch: upstream %s did not answer in time", x->t->host);
+	else if (!u->connected && verify != X509_V_OK)
+		snprintf(line, sizeof(line), "latch: upstream %s's certificate did not verify (%s); the broker only talks "
+			 "to the upstream's real name", x->t->host, X509_verify_cert_error_string(verify));
+	else if (!u->connected)
+		snprintf(line, sizeof(line), "latch: cannot reach upstream %s port %u (%s)", x->t->host, x->t->port,
+			 ssl_err ? ERR_reason_error_string(ssl_err) : strerror(EVUTIL_SOCKET_ERROR()));
+	else
+		snprintf(line, sizeof(line), "latch: upstream %s closed the connection without a response",
+			 x->t->host);
+	hb_exchange_fail_async(x, (what & BEV_EVENT_TIMEOUT)	 ? HB_UPSTREAM_TIMEOUT
+			       : !u->connected && verify != X509_V_OK ? HB_UPSTREAM_TLS
+			       : u->connected			 ? HB_UPSTREAM_BAD
+								 : HB_UPSTREAM_CONNECT,
+			    line);
+}

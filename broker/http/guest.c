@@ -1,0 +1,408 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * guest.c - the guest connections and the checks a request goes through, in
+ * their order (engine.h has the map).
+ *
+ * A guest connection reads one request head at a time (keep-alive; a
+ * pipelined request waits in the input buffer until the previous response
+ * is done), refuses it with an ordinary HTTP response whose body is one
+ * `latch:` line, or hands it to exchange.c (a route) or tunnel.c (CONNECT).
+ * A refusal keeps the connection when nothing of the request is left
+ * unread, and closes it otherwise (a body we did not read, a head we could
+ * not read).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/listener.h>
+#include <openssl/crypto.h>
+
+#include "broker/http/engine.h"
+
+/* ------------------------------------------------------------ guest connections */
+
+static void guest_read(struct bufferevent *bev, void *arg);
+static void guest_write(struct bufferevent *bev, void *arg);
+static void guest_event(struct bufferevent *bev, short what, void *arg);
+
+static void nodelay_fd(int fd)
+{
+	int one = 1;
+
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+static bool is_guest(const struct latch_http_sandbox *sb, const struct latch_addr *a)
+{
+	for (int i = 0; i < sb->o.n_guests; i++)
+		if (sb->o.guests[i].family == a->family &&
+		    !memcmp(sb->o.guests[i].bytes, a->bytes, a->family == AF_INET ? 4 : 16))
+			return true;
+	return false;
+}
+
+void hb_on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen, void *arg)
+{
+	struct latch_http_sandbox *sb = arg;
+	struct latch_http *h = sb->h;
+	struct hb_gconn *g;
+	struct timeval idle = { h->o.guest_idle_ms / 1000, (h->o.guest_idle_ms % 1000) * 1000 };
+
+	h->st.accepted++;
+	if (sb->n_gconns >= h->o.conns_max || !(g = calloc(1, sizeof(*g)))) {
+		close(fd);
+		return;
+	}
+	g->headbuf = malloc(h->o.head_max);
+	g->bev = bufferevent_socket_new(h->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	if (!g->headbuf || !g->bev) {
+		if (g->bev)
+			bufferevent_free(g->bev);
+		else
+			close(fd);
+		free(g->headbuf);
+		free(g);
+		return;
+	}
+	g->sb = sb;
+	if (sa->sa_family == AF_INET) {
+		g->peer.family = AF_INET;
+		g->peer.v4 = ((struct sockaddr_in *)sa)->sin_addr;
+	} else if (sa->sa_family == AF_INET6) {
+		const struct in6_addr *a6 = &((struct sockaddr_in6 *)sa)->sin6_addr;
+
+		g->peer.family = AF_INET6;
+		g->peer.v6 = *a6;
+		if (IN6_IS_ADDR_V4MAPPED(a6)) { /* a dual-stack listener reports v4 guests this way */
+			g->peer.family = AF_INET;
+			memcpy(&g->peer.v4, &a6->s6_addr[12], 4);
+		}
+	}
+	g->next = sb->gconns;
+	if (sb->gconns)
+		sb->gconns->pprev = &g->next;
+	g->pprev = &sb->gconns;
+	sb->gconns = g;
+	sb->n_gconns++;
+	bufferevent_setcb(g->bev, guest_read, guest_write, guest_event, g);
+	bufferevent_set_timeouts(g->bev, &idle, NULL);
+	if (!is_guest(sb, &g->peer)) {
+		char a[INET6_ADDRSTRLEN];
+
+		latch_addr_format(&g->peer, a, sizeof(a));
+		hb_refuse(g, HB_NOT_GUEST, "latch: this broker serves only sandbox %s's guest, not %s", sb->name, a);
+		return;
+	}
+	bufferevent_disable(g->bev, EV_WRITE); /* enabled only while hb_guest_flush() left bytes */
+	bufferevent_enable(g->bev, EV_READ);
+	nodelay_fd(fd);
+}
+
+void hb_gconn_free(struct hb_gconn *g)
+{
+	struct latch_http_sandbox *sb = g->sb;
+
+	if (g->x)
+		hb_exchange_end(g->x, LATCH_HTTP_END_GUEST_CUT);
+	if (g->t)
+		hb_tunnel_free(g->t, NULL);
+	*g->pprev = g->next;
+	if (g->next)
+		g->next->pprev = g->pprev;
+	sb->n_gconns--;
+	bufferevent_free(g->bev);
+	free(g->headbuf);
+	free(g);
+}
+
+static void close_flushed(struct bufferevent *bev, void *arg)
+{
+	struct hb_gconn *g = arg;
+
+	if (!evbuffer_get_length(bufferevent_get_output(bev)))
+		hb_gconn_free(g);
+}
+
+void hb_gconn_close_when_flushed(struct hb_gconn *g)
+{
+	g->state = G_CLOSING;
+	if (!evbuffer_get_length(bufferevent_get_output(g->bev))) {
+		hb_gconn_free(g);
+		return;
+	}
+	bufferevent_disable(g->bev, EV_READ);
+	bufferevent_setwatermark(g->bev, EV_WRITE, 0, 0);
+	bufferevent_setcb(g->bev, NULL, close_flushed, guest_event, g);
+	bufferevent_enable(g->bev, EV_WRITE);
+}
+
+/* The body of the current request, as http-parser decodes it, goes to the exchange. */
+static int body_data(http_parser *p, const char *at, size_t len)
+{
+	struct hb_gconn *g = p->data;
+
+	if (g->x)
+		hb_exchange_body(g->x, at, len);
+	return 0;
+}
+
+static int body_done(http_parser *p)
+{
+	struct hb_gconn *g = p->data;
+
+	http_parser_pause(p, 1); /* a pipelined request waits in the input buffer */
+	g->state = G_WAIT;
+	return 0;
+}
+
+static const http_parser_settings body_settings = {
+	.on_body = body_data,
+	.on_message_complete = body_done,
+};
+
+/* Feed what the guest sent of the body to the parser; false when the connection is gone. */
+static bool guest_body(struct hb_gconn *g)
+{
+	struct evbuffer *in = bufferevent_get_input(g->bev);
+
+	while (g->state == G_BODY && evbuffer_get_length(in)) {
+		struct evbuffer_iovec v;
+		size_t n;
+
+		if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
+			break;
+		g->parser.data = g;
+		n = http_parser_execute(&g->parser, &body_settings, v.iov_base, v.iov_len);
+		evbuffer_drain(in, n);
+		if (g->x && hb_exchange_over_limit(g->x)) {
+			hb_exchange_end(g->x, LATCH_HTTP_END_ERROR);
+			return hb_refuse(g, HB_BODY_TOO_LARGE, "latch: this metered request's body is larger than the "
+					 "meter's body_max; send a smaller request");
+		}
+		if (HTTP_PARSER_ERRNO(&g->parser) == HPE_PAUSED) {
+			http_parser_pause(&g->parser, 0);
+			return g->x ? hb_exchange_body_done(g->x) : true;
+		}
+		if (HTTP_PARSER_ERRNO(&g->parser) != HPE_OK) {
+			/* a broken chunked body: the request can't be followed, and neither can the connection */
+			if (g->x && !g->x->resp_started && g->x->req) {
+				hb_exchange_end(g->x, LATCH_HTTP_END_ERROR);
+				hb_refuse(g, HB_BAD_REQUEST, "latch: the request body's chunked framing is broken (%s)",
+					  http_errno_name(HTTP_PARSER_ERRNO(&g->parser)));
+			} else {
+				hb_gconn_free(g);
+			}
+			return false;
+		}
+		/* backpressure: the exchange paused reading from the guest */
+		if (!(bufferevent_get_enabled(g->bev) & EV_READ))
+			break;
+	}
+	return true;
+}
+
+/* Checks 1-4 in their order; the first failing one answers. */
+static bool dispatch(struct hb_gconn *g)
+{
+	struct latch_http_sandbox *sb = g->sb;
+	const struct hb_head *hd = &g->head;
+	enum hb_refusal ref;
+	struct hb_route *r;
+	char name[33], path[2048];
+	const char *rest, *presented;
+	size_t rest_len, presented_len, plen = 0;
+	bool ok = false;
+
+	sb->h->st.requests++;
+	if (hd->connect) {
+		return hb_tunnel_start(g);
+	}
+	if (hd->target_len && hd->target[0] != '/') {
+		return hb_refuse(g, HB_PROXY_PLAIN,
+			  "latch: the broker does not proxy plain http; use https:// (CONNECT) for a host the "
+			  "sandbox may reach, or a credential's {{url}}");
+	}
+	/* 1. the path's spelling */
+	ref = hb_target_spelling(hd->target, hd->target_len);
+	if (ref) {
+		return hb_refuse(g, ref, "latch: %s; send the path as the upstream should read it, without %s", hb_refusal_reason(ref),
+			  ref == HB_PATH_DOT			? "'.' or '..' segments"
+			  : ref == HB_PATH_ENCODED_SEP	? "%2e, %2f or %5c"
+			  : ref == HB_PATH_BACKSLASH	? "backslashes"
+			  : ref == HB_PATH_DOUBLE		? "%25"
+			  : ref == HB_PATH_EMPTY_SEGMENT	? "'//'"
+			  : ref == HB_PATH_ENCODED_PLAIN ? "percent-encoded letters, digits or -._~"
+							 : "spaces, controls or other bytes outside RFC 3986");
+	}
+	if (!hb_target_route(hd->target, hd->target_len, name, &rest, &rest_len) || !(r = hb_route_find(sb, name))) {
+		return hb_refuse(g, HB_NO_ROUTE,
+			  "latch: no credential route here; use a credential's {{url}} (http://HOST:PORT/CREDENTIAL/...) "
+			  "as the kit's env gives it");
+	}
+	/* 2. the method */
+	if (!strcmp(hd->method, "TRACE")) {
+		return hb_refuse(g, HB_TRACE, "latch: TRACE is never forwarded (it would echo the key back)");
+	}
+	for (int i = 0; i < r->n_methods && !ok; i++)
+		ok = !strcmp(r->methods[i], hd->method);
+	if (!ok) {
+		char list[256] = "";
+
+		for (int i = 0; i < r->n_methods; i++)
+			snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s", i ? ", " : "", r->methods[i]);
+		return hb_refuse(g, HB_METHOD, "latch: method %s is not allowed on credential %s (allowed: %s); add it to the "
+			  "credential's methods in the kit", hd->method, r->name, list[0] ? list : "none");
+	}
+	/* 3. the path prefix, on segment boundaries */
+	while (plen < rest_len && rest[plen] != '?')
+		plen++;
+	if (!plen) { /* "/echo" or "/echo?q": the upstream's root */
+		rest = "/";
+		plen = 1;
+	}
+	ok = false;
+	for (int i = 0; i < r->n_paths && !ok; i++)
+		ok = hb_prefix_covers(r->paths[i], rest, plen);
+	if (!ok) {
+		snprintf(path, sizeof(path), "%.*s", (int)(plen < 200 ? plen : 200), rest);
+		return hb_refuse(g, HB_PATH, "latch: path %s is not under the paths of credential %s; add its prefix to the "
+			  "credential's paths in the kit", path, r->name);
+	}
+	/* 4. the placeholder */
+	struct hb_target *t = &r->targets[r->active];
+	struct hb_ph_rule rule = { .header = t->header, .scheme = t->scheme, .placeholder = r->placeholder,
+				   .placeholders = sb->placeholders, .n_placeholders = sb->n_placeholders };
+
+	ref = hb_placeholder_check(hd, &rule, &presented, &presented_len);
+	if (ref == HB_PH_WRONG && presented) {
+		for (struct latch_http_sandbox *o = sb->h->sandboxes; o; o = o->next)
+			for (struct hb_route *orr = o->routes; o != sb && orr; orr = orr->next)
+				if (strlen(orr->placeholder) == presented_len &&
+				    !CRYPTO_memcmp(orr->placeholder, presented, presented_len))
+					ref = HB_PH_OTHER_SANDBOX;
+	}
+	switch (ref) {
+	case HB_OK:
+		break;
+	case HB_PH_URL:
+		return hb_refuse(g, ref, "latch: the placeholder was also sent in the URL; send it only in the %s header",
+			  t->header);
+	case HB_PH_OTHER_HEADER:
+		return hb_refuse(g, ref, "latch: the placeholder was sent in a header other than %s; credential %s takes it "
+			  "only there (or as the Basic auth password)", t->header, r->name);
+	case HB_PH_OTHER_SANDBOX:
+		return hb_refuse(g, ref, "latch: that placeholder belongs to another sandbox; use this sandbox's own (latch env)");
+	default:
+		return hb_refuse(g, ref, "latch: credential %s needs this sandbox's placeholder in the %s header (%s<placeholder>) "
+			  "or as the Basic auth password", r->name, t->header, t->scheme);
+	}
+	if (!t->secret.mem && t->secret_var) {
+		return hb_refuse(g, HB_SECRET_MISSING, "latch: %s was not set on the host when the sandbox started; set it and run "
+			  "`latch up` again to hand it over", t->secret_var);
+	}
+	return hb_exchange_start(g, r);
+}
+
+/* Read and answer requests while there are complete heads; stop at an exchange in flight. */
+static void guest_process(struct hb_gconn *g)
+{
+	struct latch_http *h = g->sb->h;
+	struct evbuffer *in = bufferevent_get_input(g->bev);
+
+	for (;;) {
+		size_t len, head_len;
+		enum hb_refusal ref;
+		const char *buf;
+
+		if (g->state == G_BODY) {
+			if (!guest_body(g) || g->state == G_BODY)
+				return;
+			continue;
+		}
+		if (g->state == G_TUNNEL) {
+			hb_tunnel_guest_read(g);
+			return;
+		}
+		if (g->state != G_HEAD)
+			return;
+		len = evbuffer_get_length(in);
+		if (!len)
+			return;
+		if (len > h->o.head_max + 1)
+			len = h->o.head_max + 1;
+		buf = (const char *)evbuffer_pullup(in, len);
+		memset(&g->head, 0, sizeof(g->head));
+		ref = hb_head_scan(buf, len, h->o.head_max, &head_len);
+		if (!ref && !head_len)
+			return; /* more to come */
+		if (ref) {
+			hb_refuse(g, ref, "latch: %s; send an HTTP/1.1 request head with CRLF line ends, no folded lines "
+				  "and token header names, under %u bytes", hb_refusal_reason(ref), h->o.head_max);
+			return;
+		}
+		memcpy(g->headbuf, buf, head_len);
+		evbuffer_drain(in, head_len);
+		ref = hb_head_parse(g->headbuf, head_len, &g->parser, &g->head);
+		if (ref) {
+			hb_refuse(g, ref, "latch: %s; send one Content-Length or Transfer-Encoding: chunked, not both, "
+				  "not twice", hb_refusal_reason(ref));
+			return;
+		}
+		bufferevent_set_timeouts(g->bev, NULL, NULL);
+		if (!dispatch(g))
+			return; /* closed, or closing */
+	}
+}
+
+static void guest_read(struct bufferevent *bev, void *arg)
+{
+	guest_process(arg);
+}
+
+void hb_gconn_resume(struct hb_gconn *g)
+{
+	struct latch_http *h = g->sb->h;
+	struct timeval idle = { h->o.guest_idle_ms / 1000, (h->o.guest_idle_ms % 1000) * 1000 };
+
+	if (g->close_after || !g->head.keep_alive) {
+		hb_gconn_close_when_flushed(g);
+		return;
+	}
+	g->state = G_HEAD;
+	memset(&g->head, 0, sizeof(g->head));
+	bufferevent_set_timeouts(g->bev, &idle, NULL);
+	bufferevent_enable(g->bev, EV_READ);
+	if (evbuffer_get_length(bufferevent_get_input(g->bev)))
+		guest_process(g);
+}
+
+/* The guest took what we queued: let the side that fills its output read again. */
+static void guest_write(struct bufferevent *bev, void *arg)
+{
+	struct hb_gconn *g = arg;
+
+	if (!evbuffer_get_length(bufferevent_get_output(bev)))
+		bufferevent_disable(bev, EV_WRITE);
+
+	if (g->x)
+		hb_exchange_guest_drained(g->x);
+	else if (g->t)
+		hb_tunnel_guest_drained(g);
+}
+
+static void guest_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct hb_gconn *g = arg;
+
+	if (g->t && (what & BEV_EVENT_EOF)) {
+		hb_tunnel_guest_eof(g); /* the tunnel half-closes towards the upstream */
+		return;
+	}
+	hb_gconn_free(g);
+}

@@ -1,0 +1,208 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * http_broker.h - the credential broker's HTTP engine (private to latchd).
+ *
+ * One engine per process, on latchd's libevent event_base; one listener per
+ * sandbox (its host address and broker_port).  Each credential of the
+ * sandbox's kit is a route: `http://HOST:PORT/NAME/rest` is checked (path
+ * spelling, method, path prefix, placeholder - in that order, the first
+ * failing check answers) and forwarded over verified TLS to the route's
+ * upstream as `/rest`, with the guest's auth headers removed and the secret
+ * put in the configured header.  `CONNECT name:443` opens a name-exact TLS
+ * tunnel to a name the sandbox's policy allows.  docs/broker.md has the
+ * behaviour, the refusal lines and the audit reasons.
+ *
+ * Nothing here is thread-safe; everything runs on the event_base's thread.
+ * Callbacks must not free the engine, the sandbox or the route that called
+ * them.  Secrets are copied into locked, undumpable memory owned by the
+ * engine and wiped when their route (or sandbox) goes.
+ */
+#ifndef LATCH_BROKER_HTTP_BROKER_H
+#define LATCH_BROKER_HTTP_BROKER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/common.h"
+
+struct event_base;
+struct latch_http;
+struct latch_http_sandbox;
+
+#define LATCH_HTTP_GUESTS_MAX 4
+#define LATCH_HTTP_METHODS_MAX 16
+#define LATCH_HTTP_PATHS_MAX 32
+#define LATCH_HTTP_UPSTREAMS_MAX 8 /* the credential's own upstream and its alternatives */
+#define LATCH_HTTP_ROUTE_NAME_MAX 32
+
+/* How a forwarded exchange ended (audit and meter). */
+enum latch_http_end {
+	LATCH_HTTP_END_COMPLETE,     /* the whole response reached the guest */
+	LATCH_HTTP_END_GUEST_CUT,    /* the guest went away before the end */
+	LATCH_HTTP_END_UPSTREAM_CUT, /* the upstream closed or reset mid-response */
+	LATCH_HTTP_END_ERROR,	     /* TLS, timeout or protocol error (the guest got 502/504 or a cut) */
+};
+const char *latch_http_end_name(enum latch_http_end e);
+
+/*
+ * One decision, for the audit log.  kind is "route" (forwarded on a
+ * credential route), "other" (a CONNECT tunnel) or "refused"; reason is a
+ * stable text (NULL when nothing was refused); path never carries the query
+ * string.  Requests are reported when they end, refusals when they are sent.
+ */
+struct latch_http_event {
+	const char *sandbox;
+	const char *kind;
+	const char *route;    /* credential name, or NULL */
+	const char *upstream; /* the upstream's name (alternatives have one), or NULL */
+	const char *host;     /* upstream host or CONNECT name, or NULL */
+	uint16_t port;
+	const char *method; /* or NULL when the request could not be read */
+	const char *path;   /* without the query string, or NULL */
+	int status;	    /* sent to the guest; 0 for a tunnel cut before its 200 */
+	const char *reason;
+	const char *end; /* latch_http_end_name() for forwarded requests and tunnels, else NULL */
+	uint64_t bytes_in;  /* body bytes from the guest (tunnel: all bytes) */
+	uint64_t bytes_out; /* body bytes to the guest (tunnel: all bytes) */
+	const struct latch_addr *peer;
+};
+
+/*
+ * The spend-cap seam (issue 12).  A route with a meter holds the complete
+ * request body (up to body_max bytes) before it forwards, and shows it to
+ * request(); a return of 0 forwards, anything else is refused with 429 and
+ * the one line request() wrote into refusal ("latch: ...").  *token is
+ * handed back to every later call of the same exchange.  response() sees
+ * the status and every decoded body chunk as it goes to the guest (data
+ * NULL, len 0 for the head); end() is called exactly once for every
+ * exchange that request() allowed, however it ended.
+ */
+struct latch_http_meter_request {
+	const char *route, *upstream, *method, *path; /* path without the query string */
+	const void *body;
+	size_t body_len;
+};
+struct latch_http_meter {
+	void *arg;
+	int (*request)(void *arg, const struct latch_http_meter_request *rq, void **token, char *refusal,
+		       size_t refusal_len);
+	void (*response)(void *arg, void *token, int status, const void *data, size_t len);
+	void (*end)(void *arg, void *token, enum latch_http_end how);
+	size_t body_max; /* 0 = 8 MiB; a larger body is refused with 413 */
+};
+
+/*
+ * An upstream of a credential: the credential's own, or an alternative
+ * (another provider, a local model server).  url is https://host[:port]
+ * with no path.  secret (secret_len bytes, no CR/LF/NUL) is copied; when
+ * secret is NULL, secret_var names the host variable that was missing and
+ * requests get a refusal naming it; both NULL means the upstream takes no
+ * credential (a local server).  header and scheme: the secret is sent as
+ * `header: scheme secret` (scheme "Bearer " or "" as the kit says).
+ * ca_file: a PEM bundle to verify with instead of the system store.
+ */
+struct latch_http_upstream {
+	const char *name; /* "" or NULL for the credential's own upstream */
+	const char *url;
+	const char *secret;
+	size_t secret_len;
+	const char *secret_var;
+	const char *header;
+	const char *scheme;
+	const char *ca_file;
+};
+
+/*
+ * A credential route.  methods are compared exactly (the kit folded them to
+ * upper-case); paths are absolute prefixes matched on segment boundaries
+ * (none: nothing is allowed).  placeholder is this sandbox's
+ * `latch-placeholder-<hex>` for this credential.  upstreams[0] is used
+ * until latch_http_route_switch() picks another.
+ */
+struct latch_http_route {
+	const char *name; /* 1-32 of a-z 0-9 - */
+	const char *placeholder;
+	const char *methods[LATCH_HTTP_METHODS_MAX];
+	int n_methods;
+	const char *paths[LATCH_HTTP_PATHS_MAX];
+	int n_paths;
+	struct latch_http_upstream upstreams[LATCH_HTTP_UPSTREAMS_MAX];
+	int n_upstreams;
+	const struct latch_http_meter *meter; /* NULL: not metered */
+};
+
+/*
+ * The name that a CONNECT asks for has been resolved: addrs (n of them) or
+ * n = -1 and a reason.  A resolver calls it exactly once, later from the
+ * event loop.  (The same shape as latchd's resolver lookups.)
+ */
+typedef void (*latch_http_resolved_cb)(void *arg, const char *name, const struct latch_addr *addrs, int n,
+				       uint32_t ttl, const char *why);
+
+/*
+ * The sandbox's side.  name_allowed is required for CONNECT (NULL refuses
+ * every CONNECT).  resolve NULL: the engine's own evdns (resolv.conf); it
+ * resolves CONNECT names and upstream hosts.  Every address a CONNECT name
+ * resolves to passes latch_addr_nonpublic() (the rebinding filter) before
+ * it is used.  audit may be NULL.
+ */
+struct latch_http_sandbox_opts {
+	const char *name;
+	struct latch_addr listen;
+	uint16_t port;
+	struct latch_addr guests[LATCH_HTTP_GUESTS_MAX]; /* the only sources served */
+	int n_guests;
+	void *arg;
+	bool (*name_allowed)(void *arg, const char *name);
+	int (*resolve)(void *arg, const char *name, latch_http_resolved_cb cb, void *cbarg);
+	void (*audit)(void *arg, const struct latch_http_event *ev);
+};
+
+/* Engine-wide limits; 0 = the default in brackets. */
+struct latch_http_opts {
+	uint32_t head_max;	    /* request or response head bytes (16384) */
+	uint32_t buffer_max;	    /* bytes queued per direction before reading pauses (65536) */
+	uint32_t guest_idle_ms;	    /* a keep-alive guest connection with nothing to do (60000) */
+	uint32_t connect_ms;	    /* TCP + TLS to an upstream (10000) */
+	uint32_t upstream_idle_ms;  /* silence from an upstream mid-response: 504 / cut (300000) */
+	uint32_t pool_idle_ms;	    /* an idle pooled upstream connection is closed after (60000) */
+	int pool_max;		    /* idle upstream connections kept per upstream (32) */
+	int conns_max;		    /* guest connections per sandbox; more are closed on accept (256) */
+};
+
+/* NULL with errno set and one line in err. */
+struct latch_http *latch_http_new(struct event_base *base, const struct latch_http_opts *o, char *err, size_t errlen);
+/* Closes every sandbox, route and connection (meters get their end()). Accepts NULL. */
+void latch_http_free(struct latch_http *h);
+
+/* Open the sandbox's listener (IP_FREEBIND: the address may not exist yet). */
+struct latch_http_sandbox *latch_http_sandbox_new(struct latch_http *h, const struct latch_http_sandbox_opts *o,
+						  char *err, size_t errlen);
+/* Close its listener and connections, wipe its routes' secrets. Accepts NULL. */
+void latch_http_sandbox_free(struct latch_http_sandbox *sb);
+
+/*
+ * Add a route (or replace the one of the same name: its connections are
+ * closed first).  Everything is checked before anything changes; returns
+ * 0 or -EINVAL/-ENOMEM with one line in err naming the field and the fix.
+ */
+int latch_http_route_add(struct latch_http_sandbox *sb, const struct latch_http_route *r, char *err, size_t errlen);
+/* Close the route's connections and wipe its secrets. 0 or -ENOENT. */
+int latch_http_route_remove(struct latch_http_sandbox *sb, const char *name);
+/*
+ * Send the route's next requests to its upstream named upstream ("" for
+ * its own).  The sandbox's URL and placeholder don't change; requests in
+ * flight finish where they started.  0, -ENOENT (with a line in err).
+ */
+int latch_http_route_switch(struct latch_http_sandbox *sb, const char *route, const char *upstream, char *err,
+			    size_t errlen);
+
+struct latch_http_stats {
+	uint64_t accepted, requests, refused, forwarded, tunnels;
+	uint64_t upstream_connects, upstream_reused;
+	int guest_conns, upstream_conns, idle_upstream_conns;
+};
+void latch_http_stats(const struct latch_http *h, struct latch_http_stats *s);
+
+#endif

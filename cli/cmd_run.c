@@ -1,0 +1,541 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * cmd_run.c - `latch run`: one command in a bounded room (room/room.h).
+ *
+ * The options become a struct latch_room_opts; a profile is loaded here (the
+ * room module takes entries, not files).  Text mode streams the command's
+ * output as it comes and says on stderr what latch did (truncation, the
+ * deadline, the workspace's changes); --json prints one object, the
+ * interface an agent runtime calls (docs/rooms.md has its schema).
+ *
+ * Exit status: the command's own, 128+N when a signal killed it, and of
+ * latch's own: 124 the deadline passed, 125 latch failed (bad option, the
+ * room could not be made or verified), 126 the command could not be
+ * executed, 127 it was not found.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "profile/profile.h"
+#include "cli/cli.h"
+#include "room/room.h"
+#include "config/config.h"
+
+enum {
+	RUN_EXIT_TIMEOUT = 124,
+	RUN_EXIT_LATCH = 125,
+	RUN_EXIT_NOEXEC = 126,
+	RUN_EXIT_NOTFOUND = 127,
+};
+
+/* "5s", "500ms", "2m", "1.5" (seconds) -> ms; 0 on a bad spelling */
+static uint64_t parse_duration(const char *s)
+{
+	char *end;
+	double v = strtod(s, &end);
+
+	if (end == s || v <= 0 || v > 86400 * 7)
+		return 0;
+	if (!*end || !strcmp(end, "s"))
+		return (uint64_t)(v * 1000);
+	if (!strcmp(end, "ms"))
+		return (uint64_t)v;
+	if (!strcmp(end, "m"))
+		return (uint64_t)(v * 60000);
+	return 0;
+}
+
+/* "16384", "16K", "256M", "1G" -> bytes; 0 on a bad spelling */
+static uint64_t parse_size(const char *s)
+{
+	char *end;
+	unsigned long long v;
+
+	if (!isdigit((unsigned char)*s))
+		return 0;
+	v = strtoull(s, &end, 10);
+	switch (toupper((unsigned char)*end)) {
+	case 'K':
+		v <<= 10;
+		end++;
+		break;
+	case 'M':
+		v <<= 20;
+		end++;
+		break;
+	case 'G':
+		v <<= 30;
+		end++;
+		break;
+	}
+	if (*end == 'i' || *end == 'B')
+		end += *end == 'i' && end[1] == 'B' ? 2 : 1;
+	return *end ? 0 : v;
+}
+
+static int parse_user(const char *s, struct latch_room_opts *o)
+{
+	unsigned long u, g;
+	char *end;
+
+	if (!strcmp(s, "root")) {
+		o->uid = o->gid = 0;
+	} else if (isdigit((unsigned char)*s)) {
+		u = strtoul(s, &end, 10);
+		g = u;
+		if (*end == ':')
+			g = strtoul(end + 1, &end, 10);
+		if (*end || u > 0xfffffffeul || g > 0xfffffffeul)
+			return -1;
+		o->uid = u;
+		o->gid = g;
+	} else {
+		struct passwd *pw = getpwnam(s);
+
+		if (!pw)
+			return -1;
+		o->uid = pw->pw_uid;
+		o->gid = pw->pw_gid;
+	}
+	o->uid_set = true;
+	return 0;
+}
+
+/* A profile's entries as policy specs; host names need latchd, which rooms do not use yet. */
+static int load_profile(const char *name, struct latch_room_opts *o, struct latch_policy_spec **specs)
+{
+	char dir[PATH_MAX], overlay[PATH_MAX], err[LATCH_ERR_MAX], text[LATCH_ENTRY_TEXT_MAX];
+	struct latch_profile p = { 0 };
+	int n = 0;
+
+	latch_path(dir, sizeof(dir), "etc/latch/profiles");
+	latch_path(overlay, sizeof(overlay), "etc/latch/allowlist.txt");
+	if (latch_profile_load(dir, name, overlay, &p, err, sizeof(err)))
+		return latch_err(RUN_EXIT_LATCH, "%s", err);
+	*specs = calloc(p.n ? p.n : 1, sizeof(**specs));
+	if (!*specs) {
+		latch_profile_free(&p);
+		return latch_err(RUN_EXIT_LATCH, "out of memory");
+	}
+	for (int i = 0; i < p.n; i++) {
+		const struct latch_pentry *pe = &p.entries[i];
+
+		if (pe->kind != LATCH_PENTRY_CIDR) {
+			latch_pentry_format(pe, text, sizeof(text));
+			latch_err(RUN_EXIT_LATCH,
+				  "%s:%d: %s is a name, and a room's names need latchd, which `latch run` does "
+				  "not use yet; "
+				  "give the room address or CIDR entries (a profile of its own), or no profile",
+				  pe->source, pe->line, text);
+			latch_profile_free(&p);
+			free(*specs);
+			*specs = NULL;
+			return RUN_EXIT_LATCH;
+		}
+		(*specs)[n].entry = pe->entry;
+		(*specs)[n].origin = LATCH_ORIGIN_PROFILE;
+		n++;
+	}
+	o->policy = *specs;
+	o->n_policy = n;
+	o->open = p.open;
+	latch_profile_free(&p);
+	return 0;
+}
+
+static const char *change_name(enum latch_room_change_kind c)
+{
+	return c == LATCH_CHANGE_ADDED ? "added" : c == LATCH_CHANGE_MODIFIED ? "modified" : "deleted";
+}
+
+static const char *kind_name(enum latch_room_file_kind k)
+{
+	return k == LATCH_FILE_REGULAR ? "file" :
+	       k == LATCH_FILE_DIR     ? "dir" :
+	       k == LATCH_FILE_SYMLINK ? "symlink" :
+					 "other";
+}
+
+/* A limit as asked and as read back; bytes and counts as integers, CPUs (scale 1000) as a number */
+static json_t *limit_json(const struct latch_room_limit *l, double scale)
+{
+	if (scale == 1)
+		return json_pack("{s:s, s:I, s:I, s:s}", "via", latch_room_via_name(l->via), "asked",
+				 (json_int_t)l->asked, "observed", (json_int_t)l->observed, "file", l->file);
+	return json_pack("{s:s, s:f, s:f, s:s}", "via", latch_room_via_name(l->via), "asked", l->asked / scale,
+			 "observed", l->observed / scale, "file", l->file);
+}
+
+static json_t *network_json(const struct latch_room_opts *o, const struct latch_room_result *res)
+{
+	const struct latch_cg_posture *p = &res->posture;
+	json_t *hooks = json_object(), *counters = json_array();
+
+	for (int i = 0; i < LATCH_CG_HOOK_COUNT; i++) {
+		const struct latch_cg_hook_state *h = &p->hook[i];
+
+		if (h->wanted)
+			json_object_set_new(hooks, latch_cg_hook_names[i],
+					    json_pack("{s:i, s:b, s:i, s:i}", "prog_id", h->pinned_id, "runs",
+						      h->in_effective, "flags", h->attach_flags, "others",
+						      h->n_others));
+	}
+	for (int r = LATCH_DROP_LAST; r <= LATCH_PASS_LAST; r++)
+		for (int k = 0; k < LATCH_DIR_COUNT; k++) {
+			const struct latch_counter *c = &res->counters[latch_counter_slot(r, k)];
+
+			if (c->packets && strcmp(latch_reason_name(r), "unknown"))
+				json_array_append_new(
+					counters, json_pack("{s:s, s:s, s:I}", "reason", latch_reason_name(r), "hook",
+							    k == LATCH_ROOM_SLOT_PACKET ? "packet" : "sockaddr",
+							    "count", (json_int_t)c->packets));
+		}
+	return json_pack("{s:s, s:b, s:i, s:b, s:o, s:s, s:o}", "profile", o->profile ? o->profile : "sealed",
+			 "uncontained", p->open, "entries", o->n_policy, "enforced", p->enforced, "hooks", hooks,
+			 "note", p->note, "counters", counters);
+}
+
+static json_t *workspace_json(const struct latch_room_opts *o, const struct latch_room_result *res)
+{
+	json_t *changes = json_array();
+	char mode[8];
+
+	if (!o->workspace)
+		return json_null();
+	for (int i = 0; i < res->n_changes; i++) {
+		const struct latch_room_change *c = &res->changes[i];
+		json_t *j = json_pack("{s:s, s:s, s:s}", "path", c->path, "change", change_name(c->change), "kind",
+				      kind_name(c->kind));
+
+		if (c->change != LATCH_CHANGE_DELETED) {
+			snprintf(mode, sizeof(mode), "%04o", c->mode);
+			json_object_set_new(j, "mode", json_string(mode));
+			json_object_set_new(j, "size", json_integer(c->size));
+		}
+		if (c->kind == LATCH_FILE_REGULAR && c->change != LATCH_CHANGE_DELETED) {
+			json_object_set_new(j, "binary", json_boolean(c->binary));
+			json_object_set_new(j, "diff", c->diff ? json_string(c->diff) : json_null());
+			if (c->diff_truncated)
+				json_object_set_new(j, "diff_truncated", json_true());
+		}
+		if (c->target)
+			json_object_set_new(j, "target", json_string(c->target));
+		json_array_append_new(changes, j);
+	}
+	return json_pack("{s:s, s:s, s:o, s:b, s:b, s:o}", "path", o->workspace, "mode", o->workspace_rw ? "rw" : "ro",
+			 "changes", changes, "changes_truncated", res->changes_truncated, "applied", res->applied,
+			 "apply_error", *res->apply_error ? json_string(res->apply_error) : json_null());
+}
+
+/* The output as a JSON string: invalid UTF-8 bytes become U+FFFD (output_utf8 says so). */
+static json_t *output_json(const char *s, size_t n, bool *lossy)
+{
+	json_t *j = json_stringn(s, n);
+	char *fixed;
+	size_t o = 0;
+
+	*lossy = false;
+	if (j)
+		return j;
+	*lossy = true;
+	fixed = malloc(n * 3 + 1);
+	if (!fixed)
+		return json_string("");
+	for (size_t i = 0; i < n;) {
+		unsigned char c = s[i];
+		size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+		json_t *probe = len && i + len <= n ? json_stringn(s + i, len) : NULL;
+
+		if (probe) {
+			memcpy(fixed + o, s + i, len);
+			o += len;
+			i += len;
+			json_decref(probe);
+		} else {
+			memcpy(fixed + o, "\xef\xbf\xbd", 3);
+			o += 3;
+			i++;
+		}
+	}
+	j = json_stringn(fixed, o);
+	free(fixed);
+	return j ? j : json_string("");
+}
+
+static int exit_of(const struct latch_room_result *res)
+{
+	if (res->exec_errno)
+		return res->exec_errno == ENOENT ? RUN_EXIT_NOTFOUND : RUN_EXIT_NOEXEC;
+	if (res->timed_out)
+		return RUN_EXIT_TIMEOUT;
+	if (!res->exited)
+		return 128 + res->signal;
+	return res->exit_code;
+}
+
+static void print_json(const struct latch_room_opts *o, const struct latch_room_result *res, int code)
+{
+	json_t *argv = json_array(), *out;
+	bool lossy;
+
+	for (int i = 0; o->argv[i]; i++)
+		json_array_append_new(argv, json_string(o->argv[i]));
+	out = json_object();
+	json_object_set_new(out, "room", json_string(res->name));
+	json_object_set_new(out, "command", argv);
+	json_object_set_new(out, "exit_code",
+			    res->exited && !res->exec_errno ? json_integer(res->exit_code) : json_null());
+	if (res->exited) {
+		json_object_set_new(out, "signal", json_null());
+	} else {
+		char sig[24];
+
+		snprintf(sig, sizeof(sig), "SIG%s", sigabbrev_np(res->signal) ?: "?");
+		json_object_set_new(out, "signal", json_string(sig));
+	}
+	json_object_set_new(out, "exec_error", res->exec_errno ? json_string(strerror(res->exec_errno)) : json_null());
+	json_object_set_new(out, "timed_out", json_boolean(res->timed_out));
+	json_object_set_new(out, "oom_killed", json_boolean(res->oom_killed));
+	json_object_set_new(out, "pids_limit_hit", json_boolean(res->pids_max));
+	json_object_set_new(out, "duration_ms", json_real(res->duration_ns / 1e6));
+	json_object_set_new(out, "output", output_json(res->output, res->output_len, &lossy));
+	json_object_set_new(out, "output_utf8", json_boolean(!lossy));
+	json_object_set_new(out, "output_bytes", json_integer(res->output_total));
+	json_object_set_new(out, "output_limit",
+			    json_integer(o->output_limit ? o->output_limit : LATCH_ROOM_OUTPUT_LIMIT));
+	json_object_set_new(out, "truncated", json_boolean(res->truncated));
+	json_object_set_new(out, "peak_memory_bytes", res->peak_memory ? json_integer(res->peak_memory) : json_null());
+	json_object_set_new(out, "peak_memory_via", json_string(latch_room_via_name(res->peak_memory_via)));
+	json_object_set_new(out, "user", json_pack("{s:i, s:i}", "uid", res->uid, "gid", res->gid));
+	json_object_set_new(out, "limits",
+			    json_pack("{s:o, s:o, s:o}", "memory_bytes", limit_json(&res->limits.memory, 1), "cpus",
+				      limit_json(&res->limits.cpu, 1000), "pids", limit_json(&res->limits.pids, 1)));
+	json_object_set_new(out, "network", network_json(o, res));
+	json_object_set_new(out, "seccomp", json_string(res->seccomp));
+	json_object_set_new(out, "workspace", workspace_json(o, res));
+	json_object_set_new(out, "exit", json_integer(code));
+	latch_json_out(out);
+}
+
+static void print_text(const struct latch_room_opts *o, const struct latch_room_result *res)
+{
+	if (res->truncated)
+		fprintf(stderr, "\nlatch: output truncated: %zu of %" PRIu64 " bytes shown (--output-limit)\n",
+			res->output_len, res->output_total);
+	if (res->exec_errno)
+		fprintf(stderr, "latch: cannot run %s: %s\n", o->argv[0], strerror(res->exec_errno));
+	if (res->timed_out)
+		fprintf(stderr, "latch: the deadline passed after %.1f s: every process of the room was killed\n",
+			res->duration_ns / 1e9);
+	if (res->oom_killed)
+		fprintf(stderr, "latch: the memory limit (%" PRIu64 " bytes, %s) killed a process of the room\n",
+			res->limits.memory.observed, latch_room_via_name(res->limits.memory.via));
+	if (res->pids_max)
+		fprintf(stderr, "latch: the pids limit (%" PRIu64 ") refused a fork\n", res->limits.pids.observed);
+	if (!o->workspace_rw)
+		return;
+	fprintf(stderr, "latch: %d change(s) in the workspace%s%s\n", res->n_changes,
+		res->changes_truncated ? " (more not listed)" : "",
+		res->applied	  ? ", applied" :
+		*res->apply_error ? "" :
+		o->apply	  ? "" :
+				    " (not applied: --apply writes them)");
+	if (*res->apply_error)
+		fprintf(stderr, "latch: not applied: %s\n", res->apply_error);
+	for (int i = 0; i < res->n_changes; i++) {
+		const struct latch_room_change *c = &res->changes[i];
+
+		fprintf(stderr, "  %c %s%s%s%s\n", "AMD"[c->change], c -> path, c -> kind == LATCH_FILE_DIR ? "/" : "",
+			c->target ? " -> " : "", c->target ? c->target : "");
+		if (c->diff)
+			fputs(c->diff, stderr);
+		else if (c->binary)
+			fprintf(stderr, "    (binary, %" PRIu64 " bytes)\n", c->size);
+	}
+}
+
+static int run_check(void)
+{
+	struct latch_room_probe p;
+	char err[LATCH_ERR_MAX];
+	int rc = latch_room_probe(&p, err, sizeof(err));
+	const struct latch_room_limit *l[3] = { &p.limits.memory, &p.limits.cpu, &p.limits.pids };
+	static const char *const names[3] = { "memory", "cpus", "pids" };
+
+	if (latch_json) {
+		latch_json_out(json_pack("{s:b, s:s, s:b, s:b, s:b, s:{s:s, s:s, s:s}, s:s}", "ok", !rc && !*p.why,
+					 "cgroup2", p.cgroup2, "hooks_enforced", p.hooks_enforced, "unix_hooks",
+					 p.unix_hooks, "cgroup_kill", p.kill_v2, "limits", "memory",
+					 latch_room_via_name(p.limits.memory.via), "cpus",
+					 latch_room_via_name(p.limits.cpu.via), "pids",
+					 latch_room_via_name(p.limits.pids.via), "why", p.why));
+	} else {
+		printf("rooms: %s\n", !rc && !*p.why ? "ok" : p.why);
+		printf("  cgroup2:       %s\n", *p.cgroup2 ? p.cgroup2 : "not mounted");
+		printf("  network hooks: %s%s\n", p.hooks_enforced ? "attached and read back" : "NOT VERIFIED",
+		       p.unix_hooks ? ", abstract unix sockets too" : ", no unix-socket hooks (Linux < 6.7)");
+		printf("  kill:          %s\n", p.kill_v2 ? "cgroup.kill" : "freeze and SIGKILL each process");
+		for (int i = 0; i < 3; i++)
+			printf("  %-14s %s (%s)\n", names[i], latch_room_via_name(l[i]->via), l[i]->file);
+	}
+	return !rc && !*p.why ? 0 : RUN_EXIT_LATCH;
+}
+
+int cmd_run(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "kit", required_argument, NULL, 'k' },
+		{ "profile", required_argument, NULL, 'p' },
+		{ "workspace", required_argument, NULL, 'w' },
+		{ "apply", no_argument, NULL, 'a' },
+		{ "timeout", required_argument, NULL, 't' },
+		{ "output-limit", required_argument, NULL, 'o' },
+		{ "memory", required_argument, NULL, 'm' },
+		{ "cpus", required_argument, NULL, 'c' },
+		{ "pids", required_argument, NULL, 'n' },
+		{ "user", required_argument, NULL, 'u' },
+		{ "env", required_argument, NULL, 'e' },
+		{ "resolver", required_argument, NULL, 'r' },
+		{ "check", no_argument, NULL, 'C' },
+		{ "sweep", no_argument, NULL, 'S' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct latch_room_opts o = { .output_fd = -1 };
+	struct latch_room_result res;
+	struct latch_policy_spec *specs = NULL;
+	char err[LATCH_ERR_MAX], *ws = NULL;
+	const char *profile = NULL;
+	bool check = false, sweep = false;
+	int c, rc;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "+", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'k':
+			return latch_err(RUN_EXIT_LATCH,
+					 "--kit: a room's kit needs latchd serving the room (its broker "
+					 "routes and names), which `latch run` does not use yet");
+		case 'p': profile = optarg; break;
+		case 'w': ws = optarg; break;
+		case 'a': o.apply = true; break;
+		case 't':
+			if (!(o.timeout_ms = parse_duration(optarg)))
+				return latch_err(RUN_EXIT_LATCH, "--timeout %s: give a duration like 5s, 500ms or 2m",
+						 optarg);
+			break;
+		case 'o':
+			if (!(o.output_limit = parse_size(optarg)) || o.output_limit > (1u << 30))
+				return latch_err(RUN_EXIT_LATCH,
+						 "--output-limit %s: give bytes, like 16384 or 64K (at most 1G)",
+						 optarg);
+			break;
+		case 'm':
+			if ((o.memory = parse_size(optarg)) < (8u << 20))
+				return latch_err(RUN_EXIT_LATCH,
+						 "--memory %s: give bytes of at least 8M, like 256M or 1G", optarg);
+			break;
+		case 'c': {
+			char *end;
+			double v = strtod(optarg, &end);
+
+			if (*end || v < 0.01 || v > 1024)
+				return latch_err(RUN_EXIT_LATCH, "--cpus %s: give a number of CPUs, like 1 or 0.5",
+						 optarg);
+			o.cpu_milli = (uint32_t)(v * 1000 + 0.5);
+			break;
+		}
+		case 'n': {
+			uint32_t v;
+
+			if (latch_parse_uint(optarg, 1, 1u << 22, &v))
+				return latch_err(RUN_EXIT_LATCH, "--pids %s: give a number of processes, like 64",
+						 optarg);
+			o.pids = v;
+			break;
+		}
+		case 'u':
+			if (parse_user(optarg, &o))
+				return latch_err(RUN_EXIT_LATCH, "--user %s: give root, a user name or UID[:GID]",
+						 optarg);
+			break;
+		case 'e':
+			if (!strchr(optarg, '=') || optarg[0] == '=' || o.n_env >= LATCH_ROOM_ENV_MAX)
+				return latch_err(RUN_EXIT_LATCH, "--env %s: give NAME=VALUE (at most %d)", optarg,
+						 LATCH_ROOM_ENV_MAX);
+			o.env[o.n_env++] = optarg;
+			break;
+		case 'r': {
+			struct latch_addr *a;
+
+			a = strchr(optarg, ':') ? &o.net.resolver_ip6 : &o.net.resolver_ip4;
+			if (latch_parse_addr(optarg, a, err, sizeof(err)))
+				return latch_err(RUN_EXIT_LATCH, "--resolver: %s", err);
+			break;
+		}
+		case 'C': check = true; break;
+		case 'S': sweep = true; break;
+		default:
+			return latch_err(RUN_EXIT_LATCH, "usage: latch run [OPTIONS] -- CMD... (see `latch help run`)");
+		}
+	}
+	if (geteuid())
+		return latch_err(RUN_EXIT_LATCH,
+				 "latch run needs root (namespaces, cgroups and BPF); run it with sudo");
+	if (sweep) {
+		rc = latch_room_sweep(err, sizeof(err));
+		if (rc < 0)
+			return latch_err(RUN_EXIT_LATCH, "%s", err);
+		if (latch_json)
+			latch_json_out(json_pack("{s:i}", "swept", rc));
+		else
+			printf("%d room(s) left behind were removed\n", rc);
+		return 0;
+	}
+	if (check)
+		return run_check();
+	if (optind >= argc)
+		return latch_err(RUN_EXIT_LATCH, "no command: latch run [OPTIONS] -- CMD...");
+	o.argv = argv + optind;
+	if (ws) {
+		char *colon = strrchr(ws, ':');
+
+		if (colon && (!strcmp(colon, ":rw") || !strcmp(colon, ":ro"))) {
+			o.workspace_rw = !strcmp(colon, ":rw");
+			*colon = 0;
+		}
+		o.workspace = ws;
+	}
+	if (o.apply && !o.workspace_rw)
+		return latch_err(RUN_EXIT_LATCH,
+				 "--apply needs --workspace DIR:rw (a read-only workspace has no changes)");
+	o.profile = profile ? profile : "sealed";
+	rc = load_profile(o.profile, &o, &specs);
+	if (rc)
+		return rc;
+	if (!latch_json)
+		o.output_fd = STDOUT_FILENO;
+	rc = latch_room_run(&o, &res, err, sizeof(err));
+	if (rc) {
+		free(specs);
+		latch_room_result_free(&res);
+		return latch_err(RUN_EXIT_LATCH, "%s", err);
+	}
+	c = exit_of(&res);
+	if (o.apply && !res.applied)
+		c = RUN_EXIT_LATCH; /* asked to apply, and nothing was: latch's failure, whatever the command did */
+	if (latch_json)
+		print_json(&o, &res, c);
+	else
+		print_text(&o, &res);
+	free(specs);
+	latch_room_result_free(&res);
+	return c;
+}

@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * raw.h - a kit file as read, before any check (private to kit/).
+ *
+ * schema.c fills these: libcyaml loads every field the schema names (strings
+ * as written, NULL when absent), and a walk of libyaml's document tree adds
+ * what a libcyaml schema can't describe, each credential's `env` (a mapping
+ * whose keys are the kit's to choose), and names the keys latch does not
+ * read.  validate.c turns a raw kit into a struct latch_kit or refuses it.
+ */
+#ifndef LATCH_KIT_RAW_H
+#define LATCH_KIT_RAW_H
+
+#include <stdint.h>
+
+#include "kit/kit.h"
+
+struct raw_caps {
+	uint32_t *requests_per_hour; /* NULL: not given */
+	uint32_t *requests_per_day;
+	char *dollars_per_day; /* a decimal, read as text: money is never a float */
+};
+
+struct raw_alt {
+	char *name, *upstream, *base_path, *secret, *secret_file, *header, *scheme, *provider, *ca_file;
+};
+
+struct raw_env {
+	char *name, *value;
+	int line;
+};
+
+struct raw_cred {
+	char *name, *upstream, *secret, *secret_file, *header, *scheme, *provider, *ca_file;
+	char **methods;
+	unsigned methods_count;
+	char **paths;
+	unsigned paths_count;
+	struct raw_caps *caps;
+	struct raw_alt *alternatives;
+	unsigned alternatives_count;
+};
+
+struct raw_kit {
+	char *name, *description, *provider;
+	char **command;
+	unsigned command_count;
+	char **egress_allow;
+	unsigned egress_allow_count;
+	struct raw_cred *credentials;
+	unsigned credentials_count;
+};
+
+/* What the document walk found beside libcyaml. */
+struct raw_doc {
+	struct raw_env **env; /* env[i]: credential i's variables, in order */
+	int *n_env;
+	int n_creds;
+	int *env_line; /* line of credential i's `env:` (0: none) */
+	char unknown[LATCH_ERR_MAX]; /* "image, setup, credential \"x\": pass_env" */
+};
+
+/*
+ * Read TEXT: its document tree first (a syntax error, an alias, or an env
+ * that is not a mapping of one-line values is `SOURCE:LINE: ...`), then
+ * libcyaml with the schema (a wrong type is `SOURCE:LINE: FIELD: ...`).
+ * 0 or -errno with one line in err; on success free both with kit_raw_free().
+ */
+int kit_raw_read(const char *text, size_t len, const char *source, struct raw_kit **kit, struct raw_doc *doc, char *err,
+		 size_t errlen);
+void kit_raw_free(struct raw_kit *kit, struct raw_doc *doc);
+
+/* validate.c: check RAW and build the kit; 0 or -errno with one line in err. */
+int kit_build(const struct raw_kit *raw, const struct raw_doc *doc, const char *source, const char *default_name,
+	      const struct latch_kit_opts *opts, struct latch_kit *kit, char *err, size_t errlen);
+
+/*
+ * load.c: PATH whole into *text (NUL-terminated, *len bytes), refusing a link
+ * (O_NOFOLLOW), a file latch_file_check(KIND) refuses, and more than MAX
+ * bytes.  -ENOENT without a message when there is no such file.  A secret's
+ * buffer is the caller's to wipe.
+ */
+int kit_read_checked(const char *path, enum latch_file_kind kind, size_t max, char **text, size_t *len, char *err,
+		     size_t errlen);
+
+/* Is S an environment variable's name: [A-Za-z_][A-Za-z0-9_]*, at most LATCH_KIT_VAR_MAX? */
+bool kit_var_name_ok(const char *s);
+
+#endif

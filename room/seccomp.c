@@ -1,0 +1,115 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * seccomp.c - the system calls a room's command is refused.
+ *
+ * A deny list, built with libseccomp: what a tool call never needs and what
+ * the kernel's attack surface or the room's own walls are made of.  Each is
+ * refused with EPERM, so that a program sees an ordinary error and the tests
+ * see the refusal; clone3 gets ENOSYS (its flags sit in memory a filter
+ * cannot read, and libc falls back to clone, whose namespace flags are
+ * checked).  Calls of another architecture's ABI (int 0x80 on x86-64, x32)
+ * kill the process: libseccomp's default for a foreign architecture.  The
+ * filter is exported as BPF in the parent, so the room's process only loads
+ * it.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <seccomp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "room/room_int.h"
+
+/* Refused with EPERM. */
+/* clang-format off */
+static const char *const denied[] = {
+	/* kernel modules and a new kernel */
+	"init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load",
+	/* kernel attack surface a tool call does not need */
+	"bpf", "perf_event_open", "userfaultfd", "io_uring_setup", "io_uring_enter", "io_uring_register",
+	"keyctl", "add_key", "request_key", "lookup_dcookie", "fanotify_init", "uselib", "personality",
+	/* the room's walls: mounts, namespaces, roots */
+	"mount", "umount", "umount2", "pivot_root", "chroot", "move_mount", "open_tree", "fsopen", "fsconfig",
+	"fsmount", "fspick", "mount_setattr", "unshare", "setns",
+	/* other processes, and handles that walk around the mount namespace */
+	"ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "kcmp", "name_to_handle_at",
+	"open_by_handle_at",
+	/* the machine itself */
+	"reboot", "swapon", "swapoff", "iopl", "ioperm", "settimeofday", "clock_settime", "clock_adjtime",
+	"adjtimex", "acct", "quotactl", "quotactl_fd", "syslog", "vhangup", "nfsservctl", "sethostname",
+	"setdomainname", "_sysctl",
+};
+/* clang-format on */
+
+/* Namespace flags a clone() may not carry: one rule each (CLONE_NEWCGROUP, CLONE_NEWTIME by value). */
+static const unsigned long ns_flags[] = { CLONE_NEWNS,	CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER,
+					  CLONE_NEWPID, CLONE_NEWNET, 0x02000000,   0x00000080 };
+
+int room_seccomp_build(void **prog, uint32_t *n_insns, int *n_rules, char *err, size_t errlen)
+{
+	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+	int rules = 0, rc = -EINVAL, fd = -1;
+	off_t size;
+
+	*prog = NULL;
+	if (!ctx)
+		return latch_errf(err, errlen, -ENOMEM, "seccomp_init failed");
+	for (size_t i = 0; i < sizeof(denied) / sizeof(denied[0]); i++) {
+		int nr = seccomp_syscall_resolve_name(denied[i]);
+
+		if (nr == __NR_SCMP_ERROR)
+			continue; /* not a system call of this architecture */
+		if (seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 0)) {
+			latch_errf(err, errlen, -EINVAL, "seccomp: cannot deny %s", denied[i]);
+			goto out;
+		}
+		rules++;
+	}
+	if (seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0)) {
+		latch_errf(err, errlen, -EINVAL, "seccomp: cannot add the clone3 rule");
+		goto out;
+	}
+	rules++;
+	for (size_t i = 0; i < sizeof(ns_flags) / sizeof(ns_flags[0]); i++, rules++)
+		if (seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
+				     SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]))) {
+			latch_errf(err, errlen, -EINVAL, "seccomp: cannot add the clone rules");
+			goto out;
+		}
+	/* TIOCSTI and TIOCLINUX push input into a terminal someone else reads */
+	if (seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
+			     SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCSTI)) ||
+	    seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
+			     SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCLINUX))) {
+		latch_errf(err, errlen, -EINVAL, "seccomp: cannot add the ioctl rules");
+		goto out;
+	}
+	rules += 2;
+	fd = memfd_create("latch-seccomp", MFD_CLOEXEC);
+	if (fd < 0 || seccomp_export_bpf(ctx, fd) || (size = lseek(fd, 0, SEEK_END)) <= 0 || size % 8) {
+		latch_errf(err, errlen, -EIO, "seccomp: cannot export the filter");
+		goto out;
+	}
+	*prog = malloc(size);
+	if (!*prog || pread(fd, *prog, size, 0) != size) {
+		latch_errf(err, errlen, -EIO, "seccomp: cannot read the filter back");
+		goto out;
+	}
+	*n_insns = size / 8;
+	*n_rules = rules;
+	rc = 0;
+out:
+	if (rc) {
+		free(*prog);
+		*prog = NULL;
+	}
+	if (fd >= 0)
+		close(fd);
+	seccomp_release(ctx);
+	return rc;
+}

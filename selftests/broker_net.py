@@ -1,0 +1,284 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only
+"""broker_net.py - the fake HTTPS upstream and the guest-side clients of live_broker.sh.
+
+  serve --addr A [--addr A...] --port P --cert C --key K --log FILE [--git-root DIR --git-auth VALUE]
+      HTTPS/1.1 (keep-alive) upstream; every request's method, path and headers
+      go to FILE as one JSON line, so the test can see what the upstream got.
+        /v1/echo...     200, JSON of the method, path, headers and body length
+        /v1/sse         text/event-stream, 10 events 100 ms apart, each {"n", "t": send time}
+        /v1/chunked     chunked body in 5 pieces
+        /v1/close       body delimited by the connection's end (no length)
+        /v1/big?n=N     N bytes
+        /v1/reflect     the Authorization header's value, split over two chunks
+        /v1/gzip        a gzip-encoded body
+        /git/...        git http-backend (smart HTTP), only with Authorization == --git-auth
+  raw HOST PORT REQUEST [--bind SRC]   REQUEST with \\r \\n escapes; prints "STATUS<TAB>first body line"
+                                        (or "CLOSED" when the connection ended without a response)
+  sse URL                              prints one line per event: n, delay_ms (arrival - send time)
+  connect HOST PORT NAME SNI [--bind]  CONNECT NAME:443, then a TLS ClientHello with SNI; prints the
+                                        CONNECT status and "tls-ok", "tls-cut" or the HTTP answer
+"""
+import argparse
+import gzip
+import json
+import os
+import socket
+import ssl
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class Upstream(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, fmt, *args):
+        pass
+
+    def record(self, body_len):
+        with self.server.log_lock:
+            with open(self.server.log, "a") as f:
+                f.write(json.dumps({"method": self.command, "path": self.path,
+                                    "headers": [[k, v] for k, v in self.headers.items()],
+                                    "body_len": body_len}) + "\n")
+
+    def body(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            data = b""
+            while True:
+                size = int(self.rfile.readline().split(b";")[0], 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass
+                    return data
+                data += self.rfile.read(size)
+                self.rfile.readline()
+        return self.rfile.read(n) if n else b""
+
+    def send(self, status, body, ctype="application/json", extra=()):
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        for k, v in extra:
+            self.send_header(k, v)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def chunk(self, data):
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.flush()
+
+    def handle_any(self):
+        data = self.body()
+        self.record(len(data))
+        p = self.path
+        if p.startswith("/git/"):
+            return self.git(data)
+        if p.startswith("/v1/sse"):
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            self.wfile.flush()
+            for n in range(10):
+                time.sleep(0.1)
+                self.chunk(b"data: %s\n\n" % json.dumps({"n": n, "t": time.time()}).encode())
+            self.wfile.write(b"0\r\n\r\n")
+            return
+        if p.startswith("/v1/chunked"):
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for n in range(5):
+                self.chunk(b"piece %d\n" % n)
+            self.wfile.write(b"0\r\n\r\n")
+            return
+        if p.startswith("/v1/close"):
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(b"until the end\n")
+            self.close_connection = True
+            return
+        if p.startswith("/v1/big"):
+            n = int(p.split("n=")[1]) if "n=" in p else 1 << 20
+            return self.send(200, b"x" * n, "application/octet-stream")
+        if p.startswith("/v1/reflect"):
+            v = (self.headers.get("Authorization") or "").encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("X-Reflect", v.decode())
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            self.chunk(b"you sent: " + v[:len(v) // 2])
+            time.sleep(0.05)
+            self.chunk(v[len(v) // 2:] + b"\n")
+            self.wfile.write(b"0\r\n\r\n")
+            return
+        if p.startswith("/v1/gzip"):
+            return self.send(200, gzip.compress(b"hello\n"), "text/plain", [("Content-Encoding", "gzip")])
+        if p.startswith("/v1/"):
+            return self.send(200, json.dumps({"method": self.command, "path": p, "body_len": len(data),
+                                              "headers": dict(self.headers.items())}).encode() + b"\n")
+        self.send(404, b"not here\n", "text/plain")
+
+    def git(self, data):
+        if self.headers.get("Authorization") != self.server.git_auth:
+            return self.send(401, b"auth\n", "text/plain", [("WWW-Authenticate", 'Basic realm="git"')])
+        path, _, query = self.path[len("/git"):].partition("?")
+        env = dict(os.environ, GIT_PROJECT_ROOT=self.server.git_root, GIT_HTTP_EXPORT_ALL="1",
+                   PATH_INFO=path, QUERY_STRING=query, REQUEST_METHOD=self.command,
+                   CONTENT_TYPE=self.headers.get("Content-Type", ""), REMOTE_USER="x",
+                   CONTENT_LENGTH=str(len(data)))
+        out = subprocess.run(["git", "http-backend"], input=data, env=env, capture_output=True).stdout
+        head, _, body = out.partition(b"\r\n\r\n")
+        status, headers = 200, []
+        for line in head.split(b"\r\n"):
+            k, _, v = line.decode().partition(":")
+            if k.lower() == "status":
+                status = int(v.split()[0])
+            elif k:
+                headers.append((k, v.strip()))
+        ctype = dict((k.lower(), v) for k, v in headers).get("content-type", "text/plain")
+        self.send(status, body, ctype, [h for h in headers if h[0].lower() != "content-type"])
+
+    do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = handle_any
+
+
+def serve(a):
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(a.cert, a.key)
+    servers = []
+    for addr in a.addr:
+        fam = socket.AF_INET6 if ":" in addr else socket.AF_INET
+        cls = type("S", (ThreadingHTTPServer,), {"address_family": fam, "daemon_threads": True})
+        s = cls((addr, a.port), Upstream)
+        s.socket = ctx.wrap_socket(s.socket, server_side=True)
+        s.log, s.log_lock, s.git_root, s.git_auth = a.log, threading.Lock(), a.git_root, a.git_auth
+        servers.append(s)
+        threading.Thread(target=s.serve_forever, daemon=True).start()
+    print("ready", flush=True)
+    time.sleep(a.lifetime)
+
+
+def unescape(s):
+    return s.encode().decode("unicode_escape").encode("latin-1")
+
+
+def raw(a):
+    s = socket.create_connection((a.host, a.port), timeout=a.timeout,
+                                 source_address=(a.bind, 0) if a.bind else None)
+    s.sendall(unescape(a.request))
+    data = b""
+    try:
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            data += b
+            head, sep, body = data.partition(b"\r\n\r\n")
+            if sep and not a.full:
+                cl = [l for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:")]
+                if cl and len(body) >= int(cl[0].split(b":")[1]):
+                    break
+    except socket.timeout:
+        pass
+    if not data:
+        print("CLOSED")
+        return
+    head, _, body = data.partition(b"\r\n\r\n")
+    if a.full:
+        sys.stdout.write(data.decode("latin-1"))
+        return
+    status = head.split(b"\r\n")[0].split(b" ")[1].decode()
+    print("%s\t%s" % (status, body.split(b"\n")[0].decode("latin-1")))
+
+
+def sse(a):
+    host, _, rest = a.url[len("http://"):].partition("/")
+    h, _, p = host.rpartition(":")
+    s = socket.create_connection((h, int(p)), timeout=5)
+    s.sendall(("GET /%s HTTP/1.1\r\nHost: %s\r\n%s\r\n" % (rest, host, "".join(
+        "%s\r\n" % x for x in a.header))).encode())
+    buf = b""
+    seen = 0
+    while seen < 10:
+        b = s.recv(65536)
+        if not b:
+            break
+        now = time.time()
+        buf += b
+        while b"data: " in buf and b"\n\n" in buf.split(b"data: ", 1)[1]:
+            ev, buf = buf.split(b"data: ", 1)[1].split(b"\n\n", 1)
+            d = json.loads(ev)
+            print("%d %.1f" % (d["n"], (now - d["t"]) * 1000), flush=True)
+            seen += 1
+
+
+def connect(a):
+    s = socket.create_connection((a.host, a.port), timeout=3,
+                                 source_address=(a.bind, 0) if a.bind else None)
+    s.sendall(("CONNECT %s:443 HTTP/1.1\r\nHost: %s:443\r\n\r\n" % (a.name, a.name)).encode())
+    resp = b""
+    while b"\r\n\r\n" not in resp:
+        b = s.recv(4096)
+        if not b:
+            break
+        resp += b
+    line = resp.split(b"\r\n")[0].decode()
+    if " 200 " not in line + " ":
+        print(line, resp.partition(b"\r\n\r\n")[2].decode().strip(), sep="\t")
+        return
+    ctx = ssl.create_default_context(cafile=a.cafile)
+    ctx.check_hostname = False  # the test checks what the broker lets through, not the name
+    try:
+        t = ctx.wrap_socket(s, server_hostname=a.sni)
+        t.sendall(b"GET /v1/echo HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % a.sni.encode())
+        got = t.recv(4096)
+        print(line, "tls-ok" if got.startswith(b"HTTP/1.1 200") else "tls-odd", sep="\t")
+    except (ssl.SSLError, ConnectionError, socket.timeout, OSError):
+        print(line, "tls-cut", sep="\t")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("serve")
+    p.add_argument("--addr", action="append", required=True)
+    p.add_argument("--port", type=int, default=443)
+    p.add_argument("--cert", required=True)
+    p.add_argument("--key", required=True)
+    p.add_argument("--log", required=True)
+    p.add_argument("--git-root", default="")
+    p.add_argument("--git-auth", default="")
+    p.add_argument("--lifetime", type=float, default=300)
+    p = sub.add_parser("raw")
+    p.add_argument("host")
+    p.add_argument("port", type=int)
+    p.add_argument("request")
+    p.add_argument("--bind")
+    p.add_argument("--full", action="store_true")
+    p.add_argument("--timeout", type=float, default=3)
+    p = sub.add_parser("sse")
+    p.add_argument("url")
+    p.add_argument("--header", action="append", default=[])
+    p = sub.add_parser("connect")
+    p.add_argument("host")
+    p.add_argument("port", type=int)
+    p.add_argument("name")
+    p.add_argument("sni")
+    p.add_argument("--cafile")
+    p.add_argument("--bind")
+    a = ap.parse_args()
+    {"serve": serve, "raw": raw, "sse": sse, "connect": connect}[a.cmd](a)
+
+
+if __name__ == "__main__":
+    main()

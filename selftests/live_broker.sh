@@ -1,0 +1,388 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only
+# live_broker.sh - the credential broker's engine over real sockets and real TLS.
+#
+# The engine (broker/http) runs in H under selftests/broker_drv.c, listening
+# on the sandbox's host address 192.0.2.1:8119 for guest 192.0.2.2 (G).  A
+# fake HTTPS upstream (selftests/broker_net.py, a test CA made here by
+# openssl) runs in I on 203.0.113.10:443 (and :8443, the alternative) and
+# writes down every header it got.  Names resolve through the driver's
+# static table (the resolve callback latchd will fill from its resolver):
+#   api.test.example      203.0.113.10   the credentials' upstream
+#   allowed.test.example  203.0.113.20   a CONNECT name the policy allows
+#   other.test.example    203.0.113.20   the same address, not allowed
+#   lan.test.example      127.0.0.1      allowed, but only a loopback answer
+# Invariants: the upstream sees the real key and the guest never does (every
+# response and the audit stream are grepped); every refusal of the table
+# answers with its status, a `latch:` line and its audit reason, in the
+# order of the checks; SSE events arrive within 20 ms of their send time;
+# CONNECT is name-exact; git works with the placeholder as its password;
+# a removed route leaves no copy of its secret in the process.
+source "$(dirname "$0")/lib.sh"
+
+DRV=$LTS_TOP/build/selftests/broker_drv
+NET="$LTS_DIR/broker_net.py"
+[ -x "$DRV" ] || lts_skip_all "no $DRV; run make"
+for t in openssl git curl; do command -v "$t" >/dev/null || lts_skip_all "needs $t"; done
+lts_init
+if ! lts_topo_up; then
+	fail setup "could not build the test namespaces"
+	lts_done
+fi
+# latch's own sockets in H (the broker's upstream side) use H's main table
+ip -n "$LTS_H" route add 203.0.113.0/24 via 198.51.100.254 dev hi0
+
+T=$LTS_TMP
+PORT=8119
+BROKER=$HOST4
+SECRET=sk-live-real-secret-$$-0123456789abcdef
+ALT_SECRET=sk-alt-real-secret-$$-fedcba9876543210
+GIT_SECRET=$(printf 'git:git-real-secret-%s' $$ | base64 -w0)
+PH=latch-placeholder-$(openssl rand -hex 16)
+PH_GIT=latch-placeholder-$(openssl rand -hex 16)
+PH_METER=latch-placeholder-$(openssl rand -hex 16)
+PH_NOKEY=latch-placeholder-$(openssl rand -hex 16)
+PH_OTHER=latch-placeholder-$(openssl rand -hex 16)
+PH_WRONG=latch-placeholder-$(openssl rand -hex 16)
+
+# ------------------------------------------------------------ the test CA and the upstream
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj /CN=latch-test-ca \
+	-keyout "$T/ca.key" -out "$T/ca.pem" 2>/dev/null
+openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN=api.test.example \
+	-keyout "$T/srv.key" -out "$T/srv.csr" 2>/dev/null
+printf 'subjectAltName=DNS:api.test.example,DNS:allowed.test.example,DNS:other.test.example\n' >"$T/ext.cnf"
+openssl x509 -req -in "$T/srv.csr" -CA "$T/ca.pem" -CAkey "$T/ca.key" -CAcreateserial -days 2 \
+	-extfile "$T/ext.cnf" -out "$T/srv.pem" 2>/dev/null
+printf '%s' "$SECRET" >"$T/secret"
+printf '%s' "$ALT_SECRET" >"$T/alt-secret"
+printf '%s' "$GIT_SECRET" >"$T/git-secret"
+chmod 600 "$T"/*secret
+
+mkdir -p "$T/git"
+git init -q --bare "$T/git/repo.git"
+git -C "$T/git/repo.git" symbolic-ref HEAD refs/heads/main
+(cd "$T" && git init -q work && cd work && git -c user.email=t@t -c user.name=t commit -q --allow-empty -m one &&
+	git push -q "$T/git/repo.git" HEAD:refs/heads/main) || fail setup "could not make the git repository"
+
+lts_bg "$LTS_I" "$T/up.out" "$LTS_PY" "$NET" serve --addr "$SRV_A" --addr "$SRV_B" --port 443 --cert "$T/srv.pem" \
+	--key "$T/srv.key" --log "$T/up.log" --git-root "$T/git" --git-auth "Basic $GIT_SECRET" --lifetime 140
+lts_bg "$LTS_I" "$T/up-alt.out" "$LTS_PY" "$NET" serve --addr "$SRV_A" --port 8443 --cert "$T/srv.pem" \
+	--key "$T/srv.key" --log "$T/up-alt.log" --lifetime 140
+lts_wait_ready "$T/up.out" && lts_wait_ready "$T/up-alt.out" || { fail setup "upstream did not start"; lts_done; }
+
+# ------------------------------------------------------------ the broker
+up() { # up NAME URL SECRET_FILE HEADER SCHEME [CA]
+	printf '{"name":"%s","url":"%s","secret_file":"%s","header":"%s","scheme":"%s","ca_file":"%s"}' \
+		"$1" "$2" "$3" "$4" "$5" "${6-$T/ca.pem}"
+}
+ECHO_PATHS='["/v1/echo","/v1/sse","/v1/chunked","/v1/close","/v1/reflect","/v1/big","/v1/gzip"]'
+cat >"$T/broker.json" <<EOF
+{"hosts": {"api.test.example": ["$SRV_A"], "allowed.test.example": ["$SRV_B"],
+           "other.test.example": ["$SRV_B"], "lan.test.example": ["127.0.0.1"]},
+ "sandboxes": [
+  {"name": "sb1", "listen": "$BROKER", "port": $PORT, "guests": ["$GUEST4"],
+   "allow": ["allowed.test.example", "lan.test.example"],
+   "routes": [
+    {"name": "echo", "placeholder": "$PH", "methods": ["GET", "POST", "HEAD"], "paths": $ECHO_PATHS,
+     "upstreams": [$(up "" https://api.test.example "$T/secret" Authorization "Bearer "),
+                   $(up alt https://api.test.example:8443 "$T/alt-secret" Authorization "Bearer ")]},
+    {"name": "git", "placeholder": "$PH_GIT", "methods": ["GET", "POST"], "paths": ["/git"],
+     "upstreams": [$(up "" https://api.test.example "$T/git-secret" Authorization "Basic ")]},
+    {"name": "meter", "placeholder": "$PH_METER", "methods": ["POST"], "paths": ["/v1/echo"], "meter": true,
+     "upstreams": [$(up "" https://api.test.example "$T/secret" x-api-key "")]},
+    {"name": "nokey", "placeholder": "$PH_NOKEY", "methods": ["GET"], "paths": ["/v1/echo"],
+     "upstreams": [{"url": "https://api.test.example", "secret_var": "NOKEY_API_KEY", "header": "Authorization",
+                    "scheme": "Bearer ", "ca_file": "$T/ca.pem"}]},
+    {"name": "badtls", "placeholder": "latch-placeholder-badtls-0123456789", "methods": ["GET"], "paths": ["/v1"],
+     "upstreams": [$(up "" https://api.test.example "$T/secret" Authorization "Bearer " "")]},
+    {"name": "down", "placeholder": "latch-placeholder-down-0123456789ab", "methods": ["GET"], "paths": ["/v1"],
+     "upstreams": [$(up "" https://api.test.example:9 "$T/secret" Authorization "Bearer ")]}]},
+  {"name": "sb2", "listen": "$HOST6", "port": $PORT, "guests": ["$GUEST6"], "allow": [],
+   "routes": [{"name": "echo", "placeholder": "$PH_OTHER", "methods": ["GET"], "paths": ["/v1/echo"],
+               "upstreams": [$(up "" https://api.test.example "$T/secret" Authorization "Bearer ")]}]}]}
+EOF
+sed -i 's/"ca_file":""/"ca_file":null/' "$T/broker.json"
+mkfifo "$T/cmd"
+ip netns exec "$LTS_H" "$DRV" "$T/broker.json" <"$T/cmd" >"$T/drv.out" 2>"$T/drv.err" &
+LTS_PIDS+=($!)
+DRV_PID=$!
+exec 7>"$T/cmd"
+lts_wait_ready "$T/drv.out" || { fail setup "broker_drv did not start: $(cat "$T/drv.err")"; lts_done; }
+
+URL=http://$BROKER:$PORT
+AUTH="Authorization: Bearer $PH"
+RESP=$T/responses # every byte the guest side received, grepped for the key at the end
+
+gcurl() { in_g curl -sS -m 5 "$@" 2>&1 | tee -a "$RESP"; }
+graw() { in_g "$LTS_PY" "$NET" raw "$BROKER" "$PORT" "$@" 2>&1 | tee -a "$RESP"; }
+audit_n() { grep -c '"event":"audit"' "$T/drv.out"; }
+# last_audit N: the first audit line after line count N (waits up to 2 s)
+last_audit() {
+	for _ in $(seq 40); do
+		[ "$(audit_n)" -gt "$1" ] && break
+		sleep 0.05
+	done
+	grep '"event":"audit"' "$T/drv.out" | sed -n "$(($1 + 1))p"
+}
+cmd() { # cmd LINE: a driver command, its answer
+	local n
+	n=$(grep -c '^ok\|^error' "$T/drv.out")
+	echo "$1" >&7
+	for _ in $(seq 40); do
+		[ "$(grep -c '^ok\|^error' "$T/drv.out")" -gt "$n" ] && break
+		sleep 0.05
+	done
+	grep '^ok\|^error' "$T/drv.out" | tail -1
+}
+
+# ------------------------------------------------------------ the key crosses to the upstream only
+# invariant: the upstream gets the real key in the configured header; the guest gets what it asked for
+out=$(gcurl -H "$AUTH" "$URL/echo/v1/echo?q=1")
+check_eq "a request with the placeholder is forwarded" "$(jq -r .path <<<"$out")" "/v1/echo?q=1"
+got=$(tail -1 "$T/up.log" | jq -r '.headers[] | select(.[0] == "Authorization") | .[1]')
+check_eq "the upstream got the real key" "$got" "Bearer $SECRET"
+check_eq "the upstream got one Authorization header" \
+	"$(tail -1 "$T/up.log" | jq '[.headers[] | select(.[0] | ascii_downcase == "authorization")] | length')" 1
+check_eq "the upstream's Host is the upstream's name" \
+	"$(tail -1 "$T/up.log" | jq -r '.headers[] | select(.[0] == "Host") | .[1]')" "api.test.example"
+a=$(grep '"event":"audit"' "$T/drv.out" | tail -1)
+check_eq "the audit entry is a route entry without the query" "$(jq -r '[.kind, .route, .path, .status] | @tsv' <<<"$a")" \
+	"$(printf 'route\techo\t/v1/echo\t200')"
+# the echo reflects the Authorization header the upstream got: the scrubber must hide it
+check "the reflected key reaches the guest as stars" grep -q 'Bearer \*\*\*\*' <<<"$out"
+out=$(gcurl -H "$AUTH" -D - "$URL/echo/v1/reflect")
+check "a key reflected across two chunks is scrubbed" grep -q "you sent: Bearer \*\{${#SECRET}\}" <<<"$out"
+# the guest's own auth headers never reach the upstream
+gcurl -H "$AUTH" -H "Proxy-Authorization: Basic Zm9vOmJhcg==" "$URL/echo/v1/echo" >/dev/null
+check_eq "Proxy-Authorization is removed" \
+	"$(tail -1 "$T/up.log" | jq '[.headers[] | select(.[0] | ascii_downcase == "proxy-authorization")] | length')" 0
+gcurl -H "$AUTH" -H "Connection: close, X-Hop" -H "X-Hop: 1" -H "X-Keep: 2" "$URL/echo/v1/echo" >/dev/null
+check_eq "headers named by Connection are hop-by-hop" \
+	"$(tail -1 "$T/up.log" | jq -c '[.headers[] | .[0] | select(. == "X-Hop" or . == "X-Keep" or . == "Connection")]')" '["X-Keep"]'
+
+# ------------------------------------------------------------ bodies and connections
+head -c 200000 /dev/urandom | base64 -w 100 >"$T/body"
+size=$(stat -c %s "$T/body")
+out=$(gcurl -H "$AUTH" --data-binary @"$T/body" "$URL/echo/v1/echo")
+check_eq "a Content-Length body (Expect: 100-continue) reaches the upstream whole" "$(jq -r .body_len <<<"$out")" "$size"
+out=$(gcurl -H "$AUTH" -H "Transfer-Encoding: chunked" --data-binary @"$T/body" "$URL/echo/v1/echo")
+check_eq "a chunked body reaches the upstream whole" "$(jq -r .body_len <<<"$out")" "$size"
+check_eq "a chunked response arrives whole" "$(gcurl -H "$AUTH" "$URL/echo/v1/chunked" | wc -l)" 5
+check_eq "a response delimited by the upstream's close arrives" "$(gcurl -H "$AUTH" "$URL/echo/v1/close")" "until the end"
+check_eq "a 3 MB response arrives whole" "$(in_g curl -sS -m 10 -H "$AUTH" "$URL/echo/v1/big?n=3000000" | wc -c)" 3000000
+check_eq "HEAD gets the head only" "$(in_g curl -sS -m 5 -I -H "$AUTH" "$URL/echo/v1/echo" | head -1 | tr -d '\r')" \
+	"HTTP/1.1 200 OK"
+n=$(in_g curl -sS -m 5 -H "$AUTH" -o /dev/null -o /dev/null -o /dev/null -w '%{num_connects}\n' \
+	"$URL/echo/v1/echo" "$URL/echo/v1/echo" "$URL/echo/v1/echo" | paste -sd+ | bc)
+check_eq "three requests share one guest connection (keep-alive)" "$n" 1
+reused=$(cmd stats | sed -E 's/.*reused=([0-9]+).*/\1/')
+check_cmp "upstream TLS connections are reused across requests" "$reused" -gt 5
+
+# ------------------------------------------------------------ streaming
+# invariant: an SSE event reaches the guest when it leaves the upstream (never buffered)
+in_g "$LTS_PY" "$NET" sse "$URL/echo/v1/sse" --header "$AUTH" >"$T/sse.out" 2>&1
+check_eq "all 10 SSE events arrive" "$(wc -l <"$T/sse.out")" 10
+worst=$(awk '{ if ($2 > m) m = $2 } END { print m + 0 }' "$T/sse.out")
+late=$(awk '$2 > 20' "$T/sse.out" | wc -l)
+check_eq "every SSE event arrives within 20 ms of its send time (worst ${worst} ms)" "$late" 0
+
+# ------------------------------------------------------------ the refusal table, in the order of the checks
+# row NAME STATUS REASON REQUEST [--bind ADDR]: the status, a `latch:` line, the audit reason
+row() {
+	local name=$1 status=$2 reason=$3 req=$4 n out got_status line a
+	shift 4
+	n=$(audit_n)
+	out=$(graw "$req" "$@")
+	got_status=${out%%$'\t'*}
+	line=${out#*$'\t'}
+	a=$(last_audit "$n")
+	if [ "$got_status" != "$status" ]; then
+		fail "$name" "status $got_status, want $status ($out)"
+	elif [[ "$line" != "latch: "* ]]; then
+		fail "$name" "body line '$line' does not start with 'latch: '"
+	elif [ "$(jq -r .reason <<<"$a")" != "$reason" ]; then
+		fail "$name" "audit reason '$(jq -r .reason <<<"$a")', want '$reason'"
+	elif [ "$(jq -r .kind <<<"$a")" != refused ]; then
+		fail "$name" "audit kind $(jq -r .kind <<<"$a"), want refused"
+	else
+		ok "$name: $status, $reason"
+	fi
+}
+R="\\r\\n"
+H="Host: x${R}Authorization: Bearer $PH${R}"
+get() { printf 'GET %s HTTP/1.1%s%s%s' "$1" "$R" "$H" "$R"; }
+big=$(head -c 20000 /dev/zero | tr '\0' a)
+# the request head: smuggling forms (400, the connection closes)
+row "CL and TE together" 400 "both Content-Length and Transfer-Encoding" \
+	"POST /echo/v1/echo HTTP/1.1${R}${H}Content-Length: 3${R}Transfer-Encoding: chunked${R}${R}0${R}${R}"
+row "two Content-Lengths" 400 "duplicate Content-Length" \
+	"POST /echo/v1/echo HTTP/1.1${R}${H}Content-Length: 3${R}Content-Length: 3${R}${R}abc"
+row "a signed Content-Length" 400 "invalid Content-Length" \
+	"POST /echo/v1/echo HTTP/1.1${R}${H}Content-Length: +3${R}${R}abc"
+row "Content-Length with two numbers" 400 "invalid Content-Length" \
+	"POST /echo/v1/echo HTTP/1.1${R}${H}Content-Length: 3 3${R}${R}abc"
+row "Transfer-Encoding chunked, identity" 400 "Transfer-Encoding other than one chunked" \
+	"POST /echo/v1/echo HTTP/1.1${R}${H}Transfer-Encoding: chunked, identity${R}${R}0${R}${R}"
+row "Transfer-Encoding twice" 400 "Transfer-Encoding other than one chunked" \
+	"POST /echo/v1/echo HTTP/1.1${R}${H}Transfer-Encoding: chunked${R}Transfer-Encoding: chunked${R}${R}0${R}${R}"
+row "an obs-fold line" 400 "folded header line" "GET /echo/v1/echo HTTP/1.1${R}${H}X-A: b${R} c${R}${R}"
+row "a bare LF" 400 "bare LF in the request head" "GET /echo/v1/echo HTTP/1.1\\nHost: x${R}${R}"
+row "a bare CR" 400 "bare CR in the request head" "GET /echo/v1/echo HTTP/1.1${R}Host: x\\rX: y${R}${R}"
+row "a space in a header name" 400 "header name is not a token" "GET /echo/v1/echo HTTP/1.1${R}Ho st: x${R}${R}"
+row "a space before the colon" 400 "header name is not a token" "GET /echo/v1/echo HTTP/1.1${R}Host : x${R}${R}"
+row "a control byte in a value" 400 "invalid bytes in the request head" \
+	"GET /echo/v1/echo HTTP/1.1${R}${H}X-A: a\\x01b${R}${R}"
+row "a 20 kB header" 431 "request head too large" "GET /echo/v1/echo HTTP/1.1${R}${H}X-Big: $big${R}${R}"
+# 1. the path's spelling
+row "a .. segment" 403 "path has a . or .. segment" "$(get /echo/v1/echo/../admin)"
+row "a . segment" 403 "path has a . or .. segment" "$(get /echo/v1/echo/./x)"
+row "a ..;param segment" 403 "path has a . or .. segment" "$(get '/echo/v1/echo/..;x=1/admin')"
+row "an encoded dot" 403 "path has an encoded dot, slash or backslash" "$(get /echo/v1/echo/%2e%2e/admin)"
+row "an encoded slash" 403 "path has an encoded dot, slash or backslash" "$(get /echo/v1/echo%2Fadmin)"
+row "an encoded backslash" 403 "path has an encoded dot, slash or backslash" "$(get /echo/v1/echo%5cadmin)"
+row "a backslash" 403 "path has a backslash" "$(get '/echo/v1/echo\\admin')"
+row "double encoding" 403 "path is double-encoded" "$(get /echo/v1/echo/%252e%252e/admin)"
+row "an empty segment" 403 "path has an empty segment" "$(get /echo/v1//echo)"
+row "an encoded letter" 403 "path encodes a character that needs no encoding" "$(get /echo/v1/%65cho)"
+row "an encoded NUL" 403 "path has bytes outside the URL grammar" "$(get /echo/v1/echo/%00)"
+row "a quote in the path" 403 "path has bytes outside the URL grammar" "$(get '/echo/v1/echo/a"b')"
+row "raw UTF-8 in the path" 403 "path has bytes outside the URL grammar" "$(get '/echo/v1/echo/\xc3\xa9')"
+row "a plain-http proxy request" 403 "plain http proxying is not offered" "$(get http://example.test/)"
+row "no such route" 403 "no credential route of that name" "$(get /nosuch/v1/echo)"
+row "order: a .. segment under TRACE" 403 "path has a . or .. segment" \
+	"TRACE /echo/v1/../x HTTP/1.1${R}${H}${R}"
+# 2. the method
+row "TRACE" 403 "TRACE is never forwarded" "TRACE /echo/v1/echo HTTP/1.1${R}${H}${R}"
+row "a method the route lacks" 403 "method not allowed on route" "DELETE /echo/v1/echo HTTP/1.1${R}${H}${R}"
+row "order: the method before the prefix" 403 "method not allowed on route" "PUT /echo/v9 HTTP/1.1${R}Host: x${R}${R}"
+# 3. the path prefix, on segment boundaries
+row "a prefix that is not a segment" 403 "path not allowed on route" "$(get /echo/v1/echo_admin)"
+row "a path outside the prefixes" 403 "path not allowed on route" "$(get /echo/v2/echo)"
+row "order: the prefix before the placeholder" 403 "path not allowed on route" \
+	"GET /echo/v2/x HTTP/1.1${R}Host: x${R}${R}"
+# 4. the placeholder
+row "the placeholder in the query" 403 "placeholder also sent in the URL" "$(get "/echo/v1/echo?key=$PH")"
+row "the placeholder in the path" 403 "placeholder also sent in the URL" "$(get "/echo/v1/echo/$PH")"
+row "the placeholder percent-encoded in the query" 403 "placeholder also sent in the URL" \
+	"$(get "/echo/v1/echo?k=$(sed 's/-/%2D/g' <<<"$PH")")"
+row "the placeholder in another header" 403 "placeholder sent in another header" \
+	"GET /echo/v1/echo HTTP/1.1${R}${H}X-Api-Key: $PH${R}${R}"
+row "no placeholder" 401 "placeholder credential missing or wrong" "GET /echo/v1/echo HTTP/1.1${R}Host: x${R}${R}"
+row "a wrong placeholder" 403 "placeholder credential missing or wrong" \
+	"GET /echo/v1/echo HTTP/1.1${R}Authorization: Bearer $PH_WRONG${R}${R}"
+row "another sandbox's placeholder" 403 "placeholder of another sandbox" \
+	"GET /echo/v1/echo HTTP/1.1${R}Authorization: Bearer $PH_OTHER${R}${R}"
+row "another route's placeholder" 403 "placeholder credential missing or wrong" \
+	"GET /echo/v1/echo HTTP/1.1${R}Authorization: Bearer $PH_GIT${R}${R}"
+row "a wrong Basic password" 403 "placeholder credential missing or wrong" \
+	"GET /echo/v1/echo HTTP/1.1${R}Authorization: Basic $(printf 'x:%s' "$PH_WRONG" | base64 -w0)${R}${R}"
+# after the checks: the host side
+row "a secret the host did not give" 403 "secret not set on the host" \
+	"GET /nokey/v1/echo HTTP/1.1${R}Authorization: Bearer $PH_NOKEY${R}${R}"
+row "the meter refuses" 429 "refused by the spend cap" \
+	"POST /meter/v1/echo HTTP/1.1${R}x-api-key: $PH_METER${R}Content-Length: 36${R}${R}{\"model\":\"m1\",\"max_tokens\":99999999}"
+row "an upstream whose certificate does not verify" 502 "upstream TLS verification failed" \
+	"GET /badtls/v1/x HTTP/1.1${R}Authorization: Bearer latch-placeholder-badtls-0123456789${R}${R}"
+row "an upstream that refuses the connection" 502 "upstream unreachable" \
+	"GET /down/v1/x HTTP/1.1${R}Authorization: Bearer latch-placeholder-down-0123456789ab${R}${R}"
+row "a content-encoded response" 502 "upstream response is content-encoded" "$(get /echo/v1/gzip)"
+n=$(audit_n)
+out=$(ip netns exec "$LTS_H" "$LTS_PY" "$NET" raw "$BROKER" "$PORT" "$(get /echo/v1/echo)")
+a=$(last_audit "$n")
+check_eq "a source that is not the guest is refused" "${out%%$'\t'*} $(jq -r .reason <<<"$a")" \
+	"403 source is not the sandbox's guest"
+# a refusal of a request without a body keeps the connection: two requests, two answers
+out=$(graw "$(get /echo/v1/echo/../x)$(get /echo/v1/echo)" --full --timeout 1 | grep -c '^HTTP/1.1 ')
+check_eq "a refusal keeps the connection for the next request" "$out" 2
+
+# ------------------------------------------------------------ the meter seam
+n=$(grep -c '"event":"meter-end"' "$T/drv.out")
+out=$(gcurl -H "x-api-key: $PH_METER" -d '{"model":"m1","max_tokens":100}' "$URL/meter/v1/echo")
+check_eq "a metered request the meter allows is forwarded" "$(jq -r .body_len <<<"$out")" 31
+check_eq "the meter read the model" "$(grep '"event":"meter-request"' "$T/drv.out" | tail -1 | jq -r .model)" m1
+sleep 0.2
+check_eq "the meter heard the end of the exchange" \
+	"$(grep '"event":"meter-end"' "$T/drv.out" | tail -1 | jq -r .how)" complete
+check_cmp "the meter saw the response body" \
+	"$(grep '"event":"meter-end"' "$T/drv.out" | tail -1 | jq -r .response_bytes)" -gt 100
+check_eq "the upstream got the key in x-api-key" \
+	"$(tail -1 "$T/up.log" | jq -r '.headers[] | select(.[0] == "x-api-key") | .[1]')" "$SECRET"
+# invariant: an Authorization the guest sent is removed even where the key goes in another header
+gcurl -H "x-api-key: $PH_METER" -H "Authorization: Bearer guest-own-token" -d '{"model":"m1"}' "$URL/meter/v1/echo" \
+	>/dev/null
+check_eq "the guest's Authorization never reaches an x-api-key upstream" \
+	"$(tail -1 "$T/up.log" | jq '[.headers[] | select(.[0] | ascii_downcase == "authorization")] | length')" 0
+
+# ------------------------------------------------------------ Basic auth: git over smart HTTP
+# invariant: git (which asks only after a 401) works with the placeholder as its password
+out=$(in_g env GIT_TERMINAL_PROMPT=0 git -c http.proxy= ls-remote "http://x:$PH_GIT@$BROKER:$PORT/git/git/repo.git" 2>&1 |
+	tee -a "$RESP")
+check "git ls-remote with the placeholder as password lists the branch" grep -q "refs/heads/main" <<<"$out"
+out=$(in_g env GIT_TERMINAL_PROMPT=0 git -c http.proxy= ls-remote "http://x:$PH_WRONG@$BROKER:$PORT/git/git/repo.git" 2>&1 |
+	tee -a "$RESP")
+check_not "git ls-remote with a wrong password fails" grep -q "refs/heads/main" <<<"$out"
+
+# ------------------------------------------------------------ CONNECT, name-exact
+connect() { in_g "$LTS_PY" "$NET" connect "$BROKER" "$PORT" "$1" "$2" --cafile "$T/ca.pem" 2>&1 | tee -a "$RESP"; }
+check_eq "CONNECT to an allowed name carries TLS to it" "$(connect allowed.test.example allowed.test.example)" \
+	"$(printf 'HTTP/1.1 200 Connection established\ttls-ok')"
+a=$(grep '"event":"audit"' "$T/drv.out" | tail -1)
+check_eq "the tunnel is audited as other" "$(jq -r '[.kind, .host, .method] | @tsv' <<<"$a")" \
+	"$(printf 'other\tallowed.test.example\tCONNECT')"
+out=$(connect other.test.example other.test.example)
+check "CONNECT to an unlisted name on the same address is refused" grep -q "^HTTP/1.1 403.*latch: other.test.example is not in" <<<"$out"
+out=$(connect allowed.test.example other.test.example)
+check_eq "a tunnel to an allowed name whose TLS names another site is cut" "$out" \
+	"$(printf 'HTTP/1.1 200 Connection established\ttls-cut')"
+check_eq "the cut is audited" "$(grep '"event":"audit"' "$T/drv.out" | tail -1 | jq -r .reason)" \
+	"TLS server name differs from the CONNECT name"
+out=$(connect "$SRV_B" allowed.test.example)
+check "CONNECT to an address literal is refused" grep -q "^HTTP/1.1 403.*latch: CONNECT takes a host name" <<<"$out"
+out=$(connect 0x7f.1 allowed.test.example)
+check "CONNECT to an address in another spelling is refused" grep -q "^HTTP/1.1 403" <<<"$out"
+out=$(connect lan.test.example lan.test.example)
+check "CONNECT to an allowed name that resolves to loopback is refused" \
+	grep -q "^HTTP/1.1 403.*non-public addresses" <<<"$out"
+out=$(graw "CONNECT allowed.test.example:8443 HTTP/1.1${R}Host: x${R}${R}")
+check "CONNECT to another port is refused" grep -q "^403.latch: CONNECT goes only to port 443" <<<"$out"
+
+# ------------------------------------------------------------ switching the upstream
+check "switch to the alternative upstream" grep -q '^ok' <<<"$(cmd 'switch sb1 echo alt')"
+gcurl -H "$AUTH" "$URL/echo/v1/echo" >/dev/null
+check_eq "after the switch the alternative gets its own key, same URL and placeholder" \
+	"$(tail -1 "$T/up-alt.log" | jq -r '.headers[] | select(.[0] == "Authorization") | .[1]')" "Bearer $ALT_SECRET"
+check_eq "the audit names the alternative" "$(grep '"event":"audit"' "$T/drv.out" | tail -1 | jq -r .upstream)" alt
+cmd 'switch sb1 echo -' >/dev/null
+gcurl -H "$AUTH" "$URL/echo/v1/echo" >/dev/null
+check_eq "switching back" "$(tail -1 "$T/up.log" | jq -r '.headers[] | select(.[0] == "Authorization") | .[1]')" \
+	"Bearer $SECRET"
+
+# ------------------------------------------------------------ the key never crossed to the guest side
+check_eq "no response the guest got holds the key" "$(grep -c -e "$SECRET" -e "$ALT_SECRET" -e "$GIT_SECRET" "$RESP")" 0
+check_eq "no audit or meter line holds the key" "$(grep -c -e "$SECRET" -e "$GIT_SECRET" "$T/drv.out")" 0
+check_eq "no response holds the git key decoded" "$(grep -c "git-real-secret" "$RESP")" 0
+
+# ------------------------------------------------------------ a removed route leaves no copy of its secret
+memcount() { "$LTS_PY" - "$DRV_PID" "$1" <<'EOF'
+import re, sys
+pid, needle = sys.argv[1], sys.argv[2].encode()
+n = 0
+with open("/proc/%s/maps" % pid) as maps, open("/proc/%s/mem" % pid, "rb", 0) as mem:
+    for line in maps:
+        m = re.match(r"([0-9a-f]+)-([0-9a-f]+) (r)", line)
+        if not m:
+            continue
+        lo, hi = int(m.group(1), 16), int(m.group(2), 16)
+        try:
+            mem.seek(lo)
+            n += mem.read(hi - lo).count(needle)
+        except (OSError, ValueError, OverflowError):
+            pass
+print(n)
+EOF
+}
+check_cmp "control: the driver holds the git secret while its route exists" "$(memcount "$GIT_SECRET")" -ge 1
+check "remove the git route" grep -q '^ok' <<<"$(cmd 'remove sb1 git')"
+check_eq "no copy of the git secret is left in the process" "$(memcount "$GIT_SECRET")" 0
+
+lts_done

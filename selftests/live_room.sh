@@ -1,0 +1,176 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only
+# live_room.sh - `latch run`: the walls of a room, each attacked from inside
+# with a control beside it (the same probe outside the room, as the same
+# user, or the allowed case inside it).  The essay's checks: a host-only
+# file, a parent's environment variable, a write to a read-only workspace, the
+# deadline (with a daemonised child that must die too), the output cap,
+# memory and pids limits, seccomp; then privileges, exit statuses and the
+# cleanup.  The network is live_room_net.sh's, the overlay live_room_ws.sh's.
+# shellcheck source=selftests/lib_room.sh
+. "$(dirname "$0")/lib_room.sh"
+lts_room_setup
+
+R=$LTS_TMP/r.json
+as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all "$@"; }
+
+# Invariant: a room sees none of the host's own files: /tmp, /root, /run (latch's socket, agent sockets), /var.
+echo "host only" >"$LTS_TMP/host-only.txt"
+chmod 644 "$LTS_TMP/host-only.txt"
+chmod 711 "$LTS_TMP"
+check "control: the host-only file is readable outside the room by the room's user" \
+	as_nobody cat "$LTS_TMP/host-only.txt"
+room_json "$R" -- cat "$LTS_TMP/host-only.txt"
+check_cmp "host-only file: not readable in the room (exit $(jget "$R" .exit_code))" "$(jget "$R" .exit_code)" -ne 0
+check_eq "host-only file: its content never shows" "$(jget "$R" '.output | contains("host only")')" false
+mkdir -p /run/latch
+room_json "$R" --user root -- sh -c 'ls -d /run/latch /root /home /var/lib 2>/dev/null; exit 0'
+check_eq "as uid 0 too: no /run/latch, /root, /home or /var/lib in the room" "$(jget "$R" .output)" ""
+check "control: /run/latch and /root exist on the host" test -d /run/latch -a -d /root
+room_json "$R" -- sh -c 'test -S /var/run/docker.sock || test -S /run/systemd/private || test -e /dev/log; echo $?'
+check_eq "no host socket (docker, systemd, /dev/log) in the room" "$(jget "$R" .output)" "1"
+
+# Invariant: no inherited environment: only PATH, HOME, LANG and what --env names.
+export LTS_PARENT_SECRET=parent-secret-$$
+room_json "$R" -- sh -c 'echo "${LTS_PARENT_SECRET:-unset}"; env | cut -d= -f1 | sort | tr "\n" " "'
+check_eq "parent environment: the variable is unset in the room" "$(jget "$R" '.output | split("\n")[0]')" unset
+check_eq "the room's whole environment" "$(jget "$R" '.output | split("\n")[1]')" "HOME LANG PATH PWD "
+room_json "$R" --env "LTS_GIVEN=given" -- sh -c 'echo "$LTS_GIVEN"'
+check_eq "control: --env passes one variable by name" "$(jget "$R" .output)" "given"
+unset LTS_PARENT_SECRET
+
+# Invariant: the workspace is read-only unless :rw, and the room's writes never reach it.
+room_json "$R" --workspace "$WS" -- sh -c 'echo x 2>/dev/null > /workspace/written; echo $?'
+check_cmp "read-only workspace: the write fails" "$(jget "$R" '.output | split("\n")[0]')" -ne 0
+check "read-only workspace: nothing was written" test ! -e "$WS/written"
+check "control: the workspace's owner can write it outside the room" \
+	setpriv --reuid=$ROOM_UID --regid=$ROOM_UID --clear-groups touch "$WS/control"
+rm -f "$WS/control"
+check_eq "the room runs as the workspace's owner by default" "$(jget "$R" .user.uid)" "$ROOM_UID"
+room_json "$R" --workspace "$WS" -- sh -c 'touch /etc/x /usr/x /x 2>/dev/null; echo $?'
+check_cmp "the root, /etc and /usr are read-only" "$(jget "$R" .output)" -ne 0
+
+# Invariant: the command runs without privilege: no capabilities, no_new_privs, a seccomp filter, not root.
+room_json "$R" -- sh -c 'id -u; grep -E "^(CapEff|CapPrm|CapBnd|NoNewPrivs|Seccomp):" /proc/self/status | tr -s "\t" " "'
+check_eq "not root unless asked: uid 65534" "$(jget "$R" '.output | split("\n")[0]')" 65534
+check_eq "no capabilities at all, no_new_privs, seccomp filter" "$(jget "$R" '.output | split("\n")[1:6] | join(",")')" \
+	"CapPrm: 0000000000000000,CapEff: 0000000000000000,CapBnd: 0000000000000000,NoNewPrivs: 1,Seccomp: 2"
+room_json "$R" --user root -- sh -c 'id -u; grep ^CapEff /proc/self/status'
+check_eq "--user root: uid 0, still without capabilities" "$(jget "$R" '.output')" "$(printf '0\nCapEff:\t0000000000000000')"
+room_json "$R" -- sh -c 'ls /proc | grep -c "^[0-9]"; kill -0 '$$' 2>/dev/null && echo sees-host-pid; hostname'
+check_cmp "own PID namespace: a handful of processes" "$(jget "$R" '.output | split("\n")[0]')" -le 4
+check_eq "own PID namespace: the test's PID is not there; own UTS: hostname" \
+	"$(jget "$R" '.output | split("\n")[1:] | join(",")')" "room,"
+
+# Invariant: seccomp refuses what a tool call never needs, even where the kernel would allow it unprivileged.
+probe='import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+calls = {"keyctl": (250, 0, -3, 1), "io_uring_setup": (425, 1, ctypes.create_string_buffer(120)), "userfaultfd": (323, 1)}
+print(" ".join("%s=%s" % (n, "ok" if libc.syscall(*a) >= 0 else os.strerror(ctypes.get_errno())) for n, a in calls.items()))'
+check_eq "control: keyctl, io_uring_setup and userfaultfd work outside as nobody" \
+	"$(as_nobody /usr/bin/python3 -c "$probe")" "keyctl=ok io_uring_setup=ok userfaultfd=ok"
+room_json "$R" -- /usr/bin/python3 -c "$probe"
+check_eq "seccomp: keyctl, io_uring_setup and userfaultfd are refused in the room" "$(jget "$R" .output)" \
+	"keyctl=Operation not permitted io_uring_setup=Operation not permitted userfaultfd=Operation not permitted"
+check "control: unshare of a user namespace works outside as nobody" as_nobody unshare -r true
+room_json "$R" -- unshare -r true
+check_cmp "seccomp: unshare is refused in the room" "$(jget "$R" .exit_code)" -ne 0
+check "control: root outside mounts a tmpfs in a private namespace" unshare -m mount -t tmpfs none /mnt
+room_json "$R" --user root -- sh -c 'mount -t tmpfs none /tmp 2>&1; echo rc=$?'
+check "mount is refused in the room, as uid 0 too" grep -q "rc=[1-9]" <<<"$(jget "$R" .output)"
+check "control: bpftool lists programs outside" bpftool prog show -j
+room_json "$R" --user root -- /usr/sbin/bpftool prog show
+check_cmp "bpf is refused in the room, as uid 0 too" "$(jget "$R" .exit_code)" -ne 0
+
+# Invariant: the deadline kills the whole room, a daemonised (setsid) child too.
+mark=$((4000 + $$ % 1000))
+run_room --json run --timeout 1500ms -- sh -c "setsid sleep $mark.$$ & echo started; sleep 60" >"$R" 2>/dev/null &
+lpid=$!
+seen=0
+for _ in $(seq 40); do
+	pgrep -f "^sleep $mark.$$\$" >/dev/null && seen=1 && break
+	sleep 0.05
+done
+check_eq "control: the daemonised child runs while the room does" "$seen" 1
+wait "$lpid"
+rc=$?
+check_eq "deadline: latch exits 124" "$rc" 124
+check_eq "deadline: timed_out, SIGKILL" "$(jget "$R" '[.timed_out, .signal] | join(",")')" "true,SIGKILL"
+check "deadline: the daemonised child is dead too" sh -c "! pgrep -f '^sleep $mark.$$\$'"
+dur=$(jget "$R" .duration_ms)
+check_cmp "deadline: the run ended at about 1.5 s, not 60 ($dur ms)" "${dur%.*}" -lt 5000
+room_json "$R" --timeout 5s -- sh -c 'sleep 0.2; echo done'
+check_eq "control: a command inside its deadline finishes" "$(jget "$R" '[.timed_out, .output] | join(",")')" "false,done"
+
+# Invariant: combined output is capped and marked truncated; the command is not blocked by the cap.
+room_json "$R" --output-limit 1000 -- sh -c 'head -c 60000 /dev/zero | tr "\0" o; echo err >&2'
+check_eq "output cap: 1000 bytes kept, truncated, all 60004 counted" \
+	"$(jget "$R" '[(.output | length), .truncated, .output_bytes, .exit_code] | map(tostring) | join(",")')" "1000,true,60004,0"
+room_json "$R" --output-limit 1000 -- sh -c 'echo out; echo err >&2'
+check_eq "control: under the cap stdout and stderr both arrive, not truncated" \
+	"$(jget "$R" '[.output, .truncated] | map(tostring) | join(",")')" "$(printf 'out\nerr\n,false')"
+
+# Invariant: memory is limited (read back from the kernel) and exceeding it kills.
+room_json "$R" --memory 64M -- /usr/bin/python3 -c 'x = bytearray(16 << 20); print("ok")'
+check_eq "control: 16 MiB under a 64 MiB limit is fine" "$(jget "$R" '[.output, .oom_killed] | map(tostring) | join(",")')" \
+	"$(printf 'ok\n,false')"
+check_eq "memory: the limit read back is 64 MiB" "$(jget "$R" '.limits.memory_bytes.observed')" 67108864
+echo "# memory limit via $(jget "$R" .limits.memory_bytes.via): $(jget "$R" .limits.memory_bytes.file)"
+room_json "$R" --memory 64M -- /usr/bin/python3 -c 'x = bytearray(256 << 20); print("survived")'
+check_eq "memory: 256 MiB under 64 MiB is killed (oom_killed, SIGKILL)" \
+	"$(jget "$R" '[.oom_killed, .signal, (.output | contains("survived"))] | map(tostring) | join(",")')" "true,SIGKILL,false"
+
+# Invariant: the number of processes is limited.
+room_json "$R" --pids 8 -- sh -c 'for i in 1 2 3; do sleep 0.3 & done; wait; echo ok'
+check_eq "control: 3 children under a pids limit of 8" "$(jget "$R" '[.output, .pids_limit_hit] | map(tostring) | join(",")')" \
+	"$(printf 'ok\n,false')"
+room_json "$R" --pids 8 -- sh -c 'for i in $(seq 30); do sleep 1 & done 2>/dev/null; wait'
+check_eq "pids: a fork past the limit is refused (pids_limit_hit)" "$(jget "$R" .pids_limit_hit)" true
+check_eq "pids: the limit read back is 8" "$(jget "$R" .limits.pids.observed)" 8
+room_json "$R" --cpus 0.5 -- true
+check_eq "cpus: the quota read back is half a CPU" "$(jget "$R" .limits.cpus.observed)" 0.5
+
+# Invariant: the exit status is the command's, latch's own codes are distinct.
+run_room run -- sh -c 'exit 7'
+check_eq "exit status passes through" "$?" 7
+run_room run -- sh -c 'kill -TERM $$'
+check_eq "a signal is 128+N" "$?" 143
+run_room run -- /nonexistent/command 2>/dev/null
+check_eq "not found: 127" "$?" 127
+run_room run -- /etc/passwd 2>/dev/null
+check_eq "not executable: 126" "$?" 126
+run_room run --memory 1 -- true 2>/dev/null
+check_eq "a bad option: 125 (latch's own failure)" "$?" 125
+
+# Invariant: a room whose latch is killed (SIGKILL) dies with it, and the next run sweeps what it left.
+run_room run -- sleep "$mark.5" >/dev/null 2>&1 &
+lpid=$!
+for _ in $(seq 40); do pgrep -f "^sleep $mark.5\$" >/dev/null && break; sleep 0.05; done
+check "control: the room's command runs" pgrep -f "^sleep $mark.5\$"
+lat=$(pgrep -P "$lpid" -x latch) # run_room's subshell, then latch (nsenter execs it)
+check "control: latch of that room found (pid ${lat:-none})" test -n "$lat"
+[ -n "$lat" ] && kill -KILL "$lat"
+wait "$lpid" 2>/dev/null
+for _ in $(seq 40); do pgrep -f "^sleep $mark.5\$" >/dev/null || break; sleep 0.05; done
+check "latch killed: the room's command dies with it" sh -c "! pgrep -f '^sleep $mark.5\$'"
+check_cmp "latch killed: its room's run directory is left behind" "$(ls "$LTS_TMP/root/run/latch/rooms" | wc -l)" -eq 1
+swept=$(run_room --json run --sweep | jq -r .swept)
+check_eq "latch run --sweep removes it (1 room)" "$swept" 1
+
+# Invariant: the doctor-style probe reports what a room gets, read from the kernel.
+run_room --json run --check >"$R"
+check_eq "run --check: hooks read back, limits via the v1 hierarchies here" \
+	"$(jget "$R" '[.ok, .hooks_enforced, .limits.memory, .limits.pids] | map(tostring) | join(",")')" "true,true,cgroup1,cgroup1"
+
+# Invariant: a room leaves nothing behind.
+subdirs() { find "$1" -mindepth 1 -maxdepth 1 -type d 2>/dev/null; }
+cg2=$(awk '$3 == "cgroup2" {print $2; exit}' /proc/mounts)
+left=$(subdirs "$cg2/$LTS_CGNAME/rooms"; ls -A "$LTS_BPFFS/latch/_rooms" 2>/dev/null;
+	ls -A "$LTS_TMP/root/run/latch/rooms" 2>/dev/null; grep -c "$LTS_TMP/root/run/latch/rooms" /proc/mounts)
+check_eq "nothing left: cgroups, room links, run directories, mounts" "$left" "0"
+for h in memory pids cpu; do
+	d=/sys/fs/cgroup/$h/$LTS_CGNAME/rooms
+	[ -d "$d" ] && check_eq "nothing left in the v1 $h hierarchy" "$(subdirs "$d")" ""
+done
+
+lts_done
