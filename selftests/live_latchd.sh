@@ -56,7 +56,7 @@ lts_bg "$LTS_I" "$LTS_TMP/dnsmasq.out" dnsmasq --no-daemon --no-resolv --no-host
 	--host-record="ok.example,$SRV_A,$SRV6_A" --host-record="both.example,$BOTH" \
 	--host-record="other.example,$SRV_B" --host-record="rebind.example,10.0.0.5" \
 	--host-record="meta.example,169.254.169.254" --address="/wild.example/$WILD" \
-	--host-record="overlay.example,$SRV_C" \
+	--host-record="overlay.example,$SRV_C" --host-record="lan.example,10.9.0.7" \
 	--address=/exfil.example/203.0.113.99 --cname=alias.example,ok.example --cname=away.example,exfil.example \
 	--cname=www.site.example,www.site.example.global.example.net \
 	--cname=www.site.example.global.example.net,edge.cdn.example.net --host-record="edge.cdn.example.net,$CDN"
@@ -81,6 +81,8 @@ away.example:443
 rebind.example:443
 meta.example:443
 198.51.100.10/32:443
+10.9.0.0/24:443
+lan.example:8080
 EOF
 cat >"$ROOT/etc/latch/profiles/p2.txt" <<'EOF'
 both.example:9000,5001
@@ -253,6 +255,14 @@ r=$(q rebind.example)
 check_eq "a public name answering 10.0.0.5 is refused" "$r" "REFUSED "
 r=$(q meta.example)
 check_eq "a public name answering the metadata address is refused" "$r" "REFUSED "
+# Invariant: a CIDR entry exempts its range from the rebinding filter on its own ports only:
+# lan.example:8080 answers 10.9.0.7, inside 10.9.0.0/24:443, and is never installed on 8080.
+r=$(q lan.example)
+check_eq "a name answering inside a CIDR entry of the profile is answered" "$r" "NOERROR 10.9.0.7 "
+shown=$(latch --json egress "$LTS_NAME" show | jq -r '.entries[].entry')
+check "control: the CIDR entry is in the kernel on its port ($(grep -c . <<<"$shown") entries)" \
+	grep -qx "10.9.0.0/24:443" <<<"$shown"
+check_eq "and nothing opens 10.9.0.7 on the name's port 8080" "$(grep -c '^10\.9\.0\.7' <<<"$shown")" 0
 
 # other resolvers stay unreachable, latchd or not
 check_not "DNS to the upstream directly is dropped by the kernel" dns_ok "$SRV_DNS"
