@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * listen.c - the resolver's listening sockets and its clients: UDP
- * datagrams, TCP connections and the limits that keep one client from
- * holding the resolver (bytes in flight, queries in flight, idle time,
- * concurrent connections).  Every client message goes through
- * client_query(), which decides it or hands it to the cache or an upstream.
+ * listen.c - the resolver's listening sockets and its clients: who may ask
+ * (the guest's addresses on the guest's link, nobody else, and no trace of
+ * the others), UDP datagrams in batches, TCP connections and the limits
+ * that keep one client from holding the resolver (bytes and queries in
+ * flight, idle time, concurrent connections, queries per connection and the
+ * sandbox's query rate, which cut a connection).  Every client message goes
+ * through client_query(), which decides it or hands it to the cache or an
+ * upstream.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -113,7 +116,8 @@ static bool guest_addr(const struct latch_resolver *r, const struct sockaddr_sto
  * A datagram's sender and the link it came in on (IP_PKTINFO): the guest's
  * address on the guest's link, or nobody we answer.  The address is checked
  * first, so only a datagram claiming the guest's address from elsewhere can
- * make us look the link up again (once a second at most).
+ * make us look the link up again: once a second at most while the link is
+ * known, each time while it is not (then there is no guest to answer yet).
  */
 static bool from_guest(struct latch_resolver *r, const struct sockaddr_storage *peer, int ifindex)
 {
