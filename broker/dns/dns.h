@@ -4,9 +4,13 @@
  * nothing else (latchd includes resolver.h only).
  *
  *   resolver.c  lifecycle: options, new, reconfigure, free, stats
- *   listen.c    the listening sockets, UDP clients, TCP clients and their limits
- *   answer.c    the answer filter: an upstream reply to an answer, the policy's
+ *   listen.c    the listening sockets, who may ask (the guest on its link),
+ *               UDP clients in batches, TCP clients and their limits
+ *   wire.c      a client's question in, a reply out (the hot path)
+ *   answer.c    the answer filter: an upstream reply to an answer (the CNAME
+ *               chain from the question and what is at its end), the policy's
  *               judgement of it, and the reply the client gets
+ *   hostaddr.c  the host's own addresses and link events, from netlink
  *   cache.c     the answer cache (hash + LRU)
  *   upstream.c  the upstream client (UDP, TCP after TC, failover) and the
  *               host-side lookups latchd asks for
