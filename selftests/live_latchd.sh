@@ -333,10 +333,15 @@ u_pid=$!
 in_g "$LTS_PY" "$LTS_NET" stream "$SRV_A" 9000 --duration 4 --interval 0.01 &
 a_pid=$!
 LTS_PIDS+=("$u_pid" "$a_pid")
+# the stream's send times are CLOCK_BOOTTIME to the microsecond; /proc/uptime is truncated to 10 ms,
+# which would count a line sent up to 10 ms before the command returned as sent after it: take
+# $EPOCHREALTIME (microseconds) the moment latch returns, less realtime's offset from boottime
+boot_off=$("$LTS_PY" -c 'import time; print("%.6f" % (time.time() - time.clock_gettime(time.CLOCK_BOOTTIME)))')
 sleep 1.5
 latch egress "$LTS_NAME" profile p2 >/dev/null 2>&1
 rc=$?
-t_switch=$(awk '{print $1}' /proc/uptime)
+t_returned=$EPOCHREALTIME
+t_switch=$(awk -v r="$t_returned" -v o="$boot_off" 'BEGIN { printf("%.6f", r - o) }')
 check_eq "switch to p2 under traffic" "$rc" 0
 wait "$u_pid" "$a_pid"
 sent=$(cat "$LTS_TMP/udpstream.out")
