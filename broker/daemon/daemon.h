@@ -192,7 +192,7 @@ int switch_learn(struct sandbox *s, const struct latch_entry *e, uint64_t expire
 		 size_t errlen);
 
 /* learned.c */
-void learned_answered(void *arg, const char *qname, const struct latch_addr *addrs, int n, uint32_t ttl);
+int learned_answered(void *arg, const char *qname, const struct latch_addr *addrs, int n, uint32_t ttl);
 void learned_keep_allowed(struct sandbox *s);
 void learned_prune(struct sandbox *s, uint64_t now);
 void learned_load(struct sandbox *s);

@@ -105,16 +105,16 @@ static const char *room_addr_refused(void *arg, const struct latch_addr *a)
 }
 
 /* An answer the room gets: learned into its maps (under each matching entry's ports) before it leaves. */
-static void room_answered(void *arg, const char *qname, const struct latch_addr *addrs, int n, uint32_t ttl)
+static int room_answered(void *arg, const char *qname, const struct latch_addr *addrs, int n, uint32_t ttl)
 {
 	struct room_svc *r = arg;
 	struct latch_entry ports[2], e;
 	uint64_t expires = latch_now_boot_ns() + (uint64_t)ttl * NS_PER_S;
 	char err[LATCH_ERR_MAX];
-	int np = 0;
+	int np = 0, ret = 0;
 
 	if (!r->sb || r->prof.open)
-		return;
+		return 0;
 	if (latch_profile_match(&r->prof, qname, &ports[np]))
 		np++;
 	if (extra_match(r, qname, &ports[np]))
@@ -123,9 +123,12 @@ static void room_answered(void *arg, const char *qname, const struct latch_addr 
 		for (int i = 0; i < n; i++) {
 			latch_profile_address_entry(&addrs[i], &ports[p], &e);
 			if (latch_policy_learn_needed(r->sb, &e, expires, LATCH_ORIGIN_LEARNED) > 0 &&
-			    latch_policy_learn(r->sb, &e, expires, LATCH_ORIGIN_LEARNED, err, sizeof(err)))
+			    latch_policy_learn(r->sb, &e, expires, LATCH_ORIGIN_LEARNED, err, sizeof(err))) {
 				latchd_log("%s: %s: %s", r->name, qname, err);
+				ret = -EIO; /* reported again on the next hit */
+			}
 		}
+	return ret;
 }
 
 static void room_refused(void *arg, const char *qname, uint16_t qtype, const char *reason)
@@ -393,6 +396,7 @@ static void op_room_open(struct client *c, json_t *req)
 	memset(&o, 0, sizeof(o));
 	o.listen[o.n_listen++] = r->addr;
 	o.port = 53; /* the room's programs know DNS by its port */
+	o.guest.gated = true; /* the gate on latchd's cgroup admits only this room's packets to r->addr */
 	o.n_upstream = ld->n_upstream;
 	memcpy(o.upstream, ld->upstream, sizeof(o.upstream));
 	memcpy(o.upstream_port, ld->upstream_port, sizeof(o.upstream_port));

@@ -93,6 +93,18 @@ void sandbox_resolver_opts(struct sandbox *s, struct latch_resolver_opts *o)
 	memcpy(o->upstream_port, ld->upstream_port, sizeof(o->upstream_port));
 	o->ttl_min = ld->conf.dns_ttl_min;
 	o->ttl_max = ld->conf.dns_ttl_max;
+	/* only the guest, on its link, may ask; TCP queries pay the kernel's DNS rate */
+	memcpy(o->guest.dev, s->cfg.ifname, sizeof(o->guest.dev) - 1);
+	if (s->cfg.flags & LATCH_CFG_HAVE_IP4) {
+		o->guest.addr[o->guest.n_addr].family = AF_INET;
+		memcpy(&o->guest.addr[o->guest.n_addr++].v4, &s->cfg.guest_ip4, 4);
+	}
+	if (s->cfg.flags & LATCH_CFG_HAVE_IP6) {
+		o->guest.addr[o->guest.n_addr].family = AF_INET6;
+		memcpy(o->guest.addr[o->guest.n_addr++].bytes, s->cfg.guest_ip6, 16);
+	}
+	o->guest.rate = s->cfg.dns_rate;
+	o->guest.burst = s->cfg.dns_burst;
 	o->policy = (struct latch_resolver_policy){ .arg = s,
 						    .name_allowed = name_allowed,
 						    .addr_refused = addr_refused,
