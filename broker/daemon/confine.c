@@ -127,7 +127,8 @@ static const char *own_addr_refused(void *arg, const struct latch_addr *a)
 
 int confine_resolver(struct latchd *ld, char *err, size_t errlen)
 {
-	struct latch_resolver_opts o = { .port = 53, .n_listen = 1 };
+	/* on the room service network: the gate admits nobody's packets to its address */
+	struct latch_resolver_opts o = { .port = 53, .n_listen = 1, .guest.gated = true, .report_all = true };
 
 	if (!ld->confine) { /* --unconfined: the lookups all the same, with nothing to install them in */
 		ld->confine = calloc(1, sizeof(*ld->confine));

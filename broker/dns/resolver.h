@@ -123,6 +123,12 @@ struct latch_resolver_opts {
 	int cache_max;	      /* cached answers, least recently used evicted first (1024) */
 	int tcp_conn_queries; /* queries one TCP connection may ask; the next cuts it (64) */
 	struct latch_resolver_guest guest; /* required (or gated): a resolver answers its guest only */
+	/*
+	 * latchd's own resolver (broker/daemon/confine.c): lookups report every
+	 * address, the host's own and non-public ones too, because the caller
+	 * judges them and the kernel's confinement of latchd enforces that.
+	 */
+	bool report_all;
 	struct latch_resolver_policy policy;
 };
 

@@ -96,7 +96,9 @@ static void lookup_part(struct lookup *lk, const struct answer *a, uint32_t ttl,
 	for (int i = 0; a && !a->chain_bad && i < a->n_addrs; i++) {
 		bool learn;
 
-		if (dns_addr_judge(r, &a->addrs[i], &learn)) {
+		if (r->o.report_all)
+			learn = true;
+		else if (dns_addr_judge(r, &a->addrs[i], &learn)) {
 			lk->n_refused++;
 			continue;
 		}
