@@ -587,33 +587,12 @@ int latch_sandbox_map_count(const struct latch_sandbox *sb, enum latch_map_id id
 const char *latch_reason_name(int reason)
 {
 	switch (reason) {
-	case LATCH_PASS_FLOW: return "pass_flow";
-	case LATCH_PASS_HOST_SERVICE: return "pass_host_service";
-	case LATCH_PASS_DNS: return "pass_dns";
-	case LATCH_PASS_POLICY: return "pass_policy";
-	case LATCH_PASS_TIMED: return "pass_timed";
-	case LATCH_PASS_ARP: return "pass_arp";
-	case LATCH_PASS_ND: return "pass_nd";
-	case LATCH_PASS_RETURN: return "pass_return";
-	case LATCH_PASS_LEARNED: return "pass_learned";
-	case LATCH_PASS_OPEN: return "pass_open";
-	case LATCH_DROP_MALFORMED: return "drop_malformed";
-	case LATCH_DROP_VLAN: return "drop_vlan";
-	case LATCH_DROP_ETHERTYPE: return "drop_ethertype";
-	case LATCH_DROP_SPOOF_MAC: return "drop_spoof_mac";
-	case LATCH_DROP_SPOOF_IP: return "drop_spoof_ip";
-	case LATCH_DROP_ARP: return "drop_arp";
-	case LATCH_DROP_ND: return "drop_nd";
-	case LATCH_DROP_FRAGMENT: return "drop_fragment";
-	case LATCH_DROP_IP_OPTIONS: return "drop_ip_options";
-	case LATCH_DROP_EXT_HDR: return "drop_ext_hdr";
-	case LATCH_DROP_PROTO: return "drop_proto";
-	case LATCH_DROP_HOST_PORT: return "drop_host_port";
-	case LATCH_DROP_DNS_NOT_RESOLVER: return "drop_dns_not_resolver";
-	case LATCH_DROP_DNS_RATE: return "drop_dns_rate";
-	case LATCH_DROP_POLICY: return "drop_policy";
-	case LATCH_DROP_NO_FLOW: return "drop_no_flow";
-	case LATCH_DROP_NO_CONFIG: return "drop_no_config";
-	default: return "unknown";
+#define LATCH_REASON_CASE(id, code, name, text) \
+	case LATCH_##id:                        \
+		return name;
+		LATCH_REASONS(LATCH_REASON_CASE)
+#undef LATCH_REASON_CASE
+	default:
+		return "unknown";
 	}
 }

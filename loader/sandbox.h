@@ -17,10 +17,6 @@
 #include "bpf/latch_abi.h"
 #include "loader/parse.h"
 
-/* Not datapath flags, bookkeeping of the loader's in the config map: */
-#define LATCH_CFG_OWN_QDISC (1u << 16)	/* latch created the clsact qdisc and may remove it */
-#define LATCH_CFG_IDLE_DIRTY (1u << 17) /* the idle policy generation may hold entries */
-
 #define LATCH_TC_HANDLE 0x1a7c
 #define LATCH_TC_PRIORITY 1
 

@@ -120,22 +120,15 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list 
 	return vfprintf(stderr, fmt, ap);
 }
 
+/* Names come from the ABI's one list (bpf/latch_abi.h), like every other reader's. */
 static const struct {
 	int reason;
 	const char *name;
 } reasons[] = {
-#define R(x) { LATCH_##x, #x }
-	R(PASS_FLOW), R(PASS_HOST_SERVICE), R(PASS_DNS), R(PASS_POLICY),
-	R(PASS_TIMED), R(PASS_ARP), R(PASS_ND), R(PASS_RETURN), R(PASS_LEARNED), R(PASS_OPEN),
-	R(DROP_MALFORMED), R(DROP_VLAN), R(DROP_ETHERTYPE), R(DROP_SPOOF_MAC),
-	R(DROP_SPOOF_IP), R(DROP_ARP), R(DROP_ND), R(DROP_FRAGMENT),
-	R(DROP_IP_OPTIONS), R(DROP_EXT_HDR), R(DROP_PROTO), R(DROP_HOST_PORT),
-	R(DROP_DNS_NOT_RESOLVER), R(DROP_DNS_RATE), R(DROP_POLICY), R(DROP_NO_FLOW),
-	R(DROP_NO_CONFIG),
+#define R(id, code, name, text) { LATCH_##id, name },
+	LATCH_REASONS(R)
 #undef R
 };
-_Static_assert(sizeof(reasons) / sizeof(reasons[0]) == LATCH_PASS_COUNT + LATCH_DROP_COUNT,
-	       "reasons[] is missing a latch_reason");
 
 static const char *reason_name(int reason)
 {
