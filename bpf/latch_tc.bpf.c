@@ -5,7 +5,8 @@
  * Two tc programs sit on the host end of a sandbox's link (a VM's tap, a
  * container's veth).  latch_from_guest runs on clsact ingress and sees every
  * packet the guest sends; latch_to_guest runs on clsact egress and sees every
- * packet the guest would receive.  Everything is dropped unless a check below
+ * packet the guest would receive.  (Or on TCX ingress and egress, on kernels
+ * that have TCX: the same programs, the same verdicts.)  Everything is dropped unless a check below
  * says otherwise, and every verdict is counted under its reason.
  *
  * One loaded copy of this object serves one sandbox: its maps are pinned
@@ -13,6 +14,7 @@
  * addresses, so no lookup needs a sandbox key.
  */
 #include "vmlinux.h"
+#include <bpf/bpf_core_read.h>
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_helpers.h>
 
@@ -20,6 +22,17 @@
 #include "latch_parse.h"
 
 char LICENSE[] SEC("license") = "GPL";
+
+#define AF_INET 2
+#define AF_INET6 10
+#define CHECKSUM_PARTIAL 3
+
+/*
+ * The skb behind the context, for the checksum-offload fields that
+ * __sk_buff lacks (6.2+).  Weak: latch_from_guest_nocsum, the variant for
+ * older kernels, never calls it, and libbpf leaves it unresolved there.
+ */
+extern void *bpf_cast_to_kern_ctx(void *obj) __ksym __weak;
 
 /* settings: the sandbox's addresses, ports, rates and policy generation. */
 struct {
@@ -397,16 +410,65 @@ static __always_inline int is_dns(const struct latch_pkt *p)
 }
 
 /*
+ * Would the host forward this packet, rather than keep it?  Asked of the
+ * kernel's own routing (bpf_fib_lookup, as if the packet arrived on this
+ * link), so every local address of the host is guarded the moment it
+ * exists, with no daemon keeping a list: a local, broadcast, multicast or
+ * anycast route answers NOT_FWDED.  So does "no route", which the stack
+ * would drop anyway.  FWD_DISABLED means the host forwards nothing from this
+ * link, so only local delivery is left.  Multicast, limited broadcast,
+ * 0.0.0.0/8, loopback, link-local and v4-mapped destinations are refused
+ * before asking: the stack handles some of them before its route lookup.
+ */
+static __always_inline int host_would_forward(struct __sk_buff *skb, const struct latch_pkt *p)
+{
+	struct bpf_fib_lookup f;
+	long r;
+
+	__builtin_memset(&f, 0, sizeof(f));
+	if (p->family == 4) {
+		__u32 d = bpf_ntohl(p->daddr[0]);
+
+		if ((d >> 28) == 0xe || d == 0xffffffff || !(d >> 24) || (d >> 24) == 127)
+			return 0;
+		f.family = AF_INET;
+		f.ipv4_src = p->saddr[0];
+		f.ipv4_dst = p->daddr[0];
+	} else {
+		const __u32 *d = p->daddr;
+		int zero64 = !d[0] && !d[1];
+
+		if ((d[0] & bpf_htonl(0xff000000)) == bpf_htonl(0xff000000) || addr6_is_linklocal(d))
+			return 0; /* multicast, link-local */
+		if (zero64 && ((!d[2] && (!d[3] || d[3] == bpf_htonl(1))) || d[2] == bpf_htonl(0xffff)))
+			return 0; /* ::, ::1, v4-mapped */
+		f.family = AF_INET6;
+		__builtin_memcpy(f.ipv6_src, p->saddr, 16);
+		__builtin_memcpy(f.ipv6_dst, p->daddr, 16);
+	}
+	f.l4_protocol = p->proto;
+	f.sport = p->sport;
+	f.dport = p->dport;
+	f.ifindex = skb->ifindex;
+	r = bpf_fib_lookup(skb, &f, sizeof(f), 0);
+	return r >= 0 && r != BPF_FIB_LKUP_RET_NOT_FWDED && r != BPF_FIB_LKUP_RET_FWD_DISABLED;
+}
+
+/*
  * Where may the guest send this packet?  The order is the contract in
  * DESIGN.md: host services, then DNS (resolver only, within the bucket), then
- * policy.  `fresh` is 0 when re-checking an existing flow for a reply, where
+ * policy; what the policy passes must also be something the host forwards
+ * (host_would_forward), so that no entry, not even `open`, reaches the
+ * host's other addresses.  `fresh` is 0 when re-checking an existing flow for a reply, where
  * the DNS bucket must not be charged again; `established` is 1 whenever the
  * flow exists already (a learned rule's TTL no longer applies to it).
  */
-static __always_inline int decide_destination(const struct latch_config *cfg, const struct latch_pkt *p,
-					      int fresh, int established, __u64 *now, __u64 *expires)
+static __always_inline int decide_destination(struct __sk_buff *skb, const struct latch_config *cfg,
+					      const struct latch_pkt *p, int fresh, int established, __u64 *now,
+					      __u64 *expires)
 {
 	__u32 zero = 0;
+	int reason;
 
 	*expires = 0;
 	if (is_host(cfg, p)) {
@@ -433,7 +495,10 @@ static __always_inline int decide_destination(const struct latch_config *cfg, co
 		return bucket_take(b, cfg->dns_rate, cfg->dns_burst, *now, NULL) ? LATCH_PASS_DNS
 										  : LATCH_DROP_DNS_RATE;
 	}
-	return policy_decide(cfg, p, established, now, expires);
+	reason = policy_decide(cfg, p, established, now, expires);
+	if (reason > 0 && !host_would_forward(skb, p))
+		return LATCH_DROP_HOST_ADDR;
+	return reason;
 }
 
 /* The flow key of a packet, from the guest's side. */
@@ -477,10 +542,10 @@ static __always_inline void *flow_lookup(const struct latch_pkt *p, int from_gue
 	return bpf_map_lookup_elem(&flow6, key);
 }
 
-static __always_inline void flow_store(const struct latch_pkt *p, void *key, const struct latch_config *cfg,
-				       int reason, __u64 expires)
+static __always_inline void flow_store(const struct latch_pkt *p, void *key, __u32 version, int reason,
+				       __u64 expires)
 {
-	struct latch_flow f = { .expires_ns = expires, .policy_version = cfg->policy_version, .reason = reason };
+	struct latch_flow f = { .expires_ns = expires, .policy_version = version, .reason = reason };
 
 	if (p->family == 4)
 		bpf_map_update_elem(&flow4, key, &f, BPF_ANY);
@@ -489,9 +554,9 @@ static __always_inline void flow_store(const struct latch_pkt *p, void *key, con
 }
 
 /* Is a recorded flow still good without asking the policy again? */
-static __always_inline int flow_current(const struct latch_flow *f, const struct latch_config *cfg, __u64 *now)
+static __always_inline int flow_current(const struct latch_flow *f, __u32 version, __u64 *now)
 {
-	if (f->policy_version != cfg->policy_version)
+	if (f->policy_version != version)
 		return 0;
 	if (!f->expires_ns)
 		return 1;
@@ -513,13 +578,46 @@ static __always_inline int hot_matches(const struct latch_flow_hot *h, const uni
 }
 
 static __always_inline void hot_store(struct latch_flow_hot *h, const union flow_key *k, __u32 family,
-				      const struct latch_config *cfg, __u64 expires)
+				      __u32 version, __u64 expires)
 {
 	__builtin_memcpy(h->key, k->w, sizeof(h->key));
 	h->family = family;
-	h->policy_version = cfg->policy_version;
+	h->policy_version = version;
 	h->expires_ns = expires;
 	h->uses = 0;
+}
+
+/*
+ * The policy version a packet is judged under, read once at its start.  A
+ * packet that began before user space changed a map and bumped the version
+ * records its flow under the old version, so the next packet asks again; one
+ * that began after sees the changed map.  (Read through a volatile pointer:
+ * the compiler must not load it again later.)
+ */
+static __always_inline __u32 policy_version(const struct latch_config *cfg)
+{
+	return *(const volatile __u32 *)&cfg->policy_version;
+}
+
+/*
+ * A checksum-offload request from the guest (virtio-net's NEEDS_CSUM, made
+ * CHECKSUM_PARTIAL by tun) has the host write 16 bits at csum_start +
+ * csum_offset after tc has run: anywhere in the packet, a port for instance,
+ * unless it is the L4 checksum's place.  Anything else is dropped.
+ */
+static __always_inline int check_csum_offload(struct __sk_buff *ctx, const struct latch_pkt *p)
+{
+	struct sk_buff *skb = bpf_cast_to_kern_ctx(ctx);
+	__u16 want;
+
+	if (BPF_CORE_READ_BITFIELD(skb, ip_summed) != CHECKSUM_PARTIAL)
+		return 0;
+	want = p->l4_class == LATCH_PROTO_TCP ? 16 : p->l4_class == LATCH_PROTO_UDP ? 6 : 0;
+	/* csum_start counts from skb->head, as mac_header does */
+	if (!want || p->icmp_error || (__u16)(skb->csum_start - skb->mac_header) != p->l4_off ||
+	    skb->csum_offset != want)
+		return LATCH_DROP_CSUM;
+	return 0;
 }
 
 static __always_inline const struct latch_config *get_config(void)
@@ -532,8 +630,7 @@ static __always_inline const struct latch_config *get_config(void)
 	return cfg;
 }
 
-SEC("tc")
-int latch_from_guest(struct __sk_buff *skb)
+static __always_inline int from_guest(struct __sk_buff *skb, const bool csum_check)
 {
 	const struct latch_config *cfg = get_config();
 	struct latch_flow_hot *hot;
@@ -541,15 +638,21 @@ int latch_from_guest(struct __sk_buff *skb)
 	union flow_key key;
 	struct latch_flow *f;
 	__u64 now = 0, expires = 0;
-	__u32 zero = 0;
+	__u32 zero = 0, version;
 	int reason;
 
 	__builtin_memset(&p, 0, sizeof(p));
 	if (!cfg)
 		return verdict(skb, NULL, &p, LATCH_DROP_NO_CONFIG, LATCH_DIR_FROM_GUEST);
+	version = policy_version(cfg);
 	reason = latch_parse(skb, &p, LATCH_DIR_FROM_GUEST);
 	if (reason < 0)
 		return verdict(skb, cfg, &p, reason, LATCH_DIR_FROM_GUEST);
+	if (csum_check) {
+		reason = check_csum_offload(skb, &p);
+		if (reason)
+			return verdict(skb, cfg, &p, reason, LATCH_DIR_FROM_GUEST);
+	}
 	reason = check_link_from_guest(cfg, &p);
 	if (reason)
 		return verdict(skb, cfg, &p, reason, LATCH_DIR_FROM_GUEST);
@@ -565,27 +668,42 @@ int latch_from_guest(struct __sk_buff *skb)
 		flow_key4(&p, 1, &key.k4);
 	else
 		flow_key6(&p, 1, &key.k6);
-	if (hot && !is_dns(&p) && hot_matches(hot, &key, p.family) &&
-	    hot->policy_version == cfg->policy_version && ++hot->uses < LATCH_FLOW_HOT_USES &&
+	if (hot && !is_dns(&p) && hot_matches(hot, &key, p.family) && hot->policy_version == version &&
+	    ++hot->uses < LATCH_FLOW_HOT_USES &&
 	    (!hot->expires_ns || (now = bpf_ktime_get_boot_ns()) < hot->expires_ns))
 		return verdict(skb, cfg, &p, LATCH_PASS_FLOW, LATCH_DIR_FROM_GUEST);
 
 	f = p.family == 4 ? bpf_map_lookup_elem(&flow4, &key.k4) : bpf_map_lookup_elem(&flow6, &key.k6);
-	if (f && !is_dns(&p) && flow_current(f, cfg, &now)) {
+	if (f && !is_dns(&p) && flow_current(f, version, &now)) {
 		if (hot)
-			hot_store(hot, &key, p.family, cfg, f->expires_ns);
+			hot_store(hot, &key, p.family, version, f->expires_ns);
 		return verdict(skb, cfg, &p, LATCH_PASS_FLOW, LATCH_DIR_FROM_GUEST);
 	}
 
-	reason = decide_destination(cfg, &p, 1, f != NULL, &now, &expires);
-	if (reason > 0 && !(f && flow_current(f, cfg, &now))) {
-		flow_store(&p, &key, cfg, reason, expires);
+	reason = decide_destination(skb, cfg, &p, 1, f != NULL, &now, &expires);
+	if (reason > 0 && !(f && flow_current(f, version, &now))) {
+		flow_store(&p, &key, version, reason, expires);
 		if (hot && !is_dns(&p))
-			hot_store(hot, &key, p.family, cfg, expires);
+			hot_store(hot, &key, p.family, version, expires);
 	}
 	return verdict(skb, cfg, &p, reason, LATCH_DIR_FROM_GUEST);
 }
 
+/* On tc ingress of the host end: every packet the guest sends. */
+SEC("tc")
+int latch_from_guest(struct __sk_buff *skb)
+{
+	return from_guest(skb, true);
+}
+
+/* The same for kernels before 6.2, which can't read the checksum-offload fields (see docs/INVARIANTS.md). */
+SEC("tc")
+int latch_from_guest_nocsum(struct __sk_buff *skb)
+{
+	return from_guest(skb, false);
+}
+
+/* On tc egress of the host end: every packet the guest would receive. */
 SEC("tc")
 int latch_to_guest(struct __sk_buff *skb)
 {
@@ -594,11 +712,13 @@ int latch_to_guest(struct __sk_buff *skb)
 	union flow_key key;
 	struct latch_flow *f;
 	__u64 now = 0, expires = 0;
+	__u32 version;
 	int reason;
 
 	__builtin_memset(&p, 0, sizeof(p));
 	if (!cfg)
 		return verdict(skb, NULL, &p, LATCH_DROP_NO_CONFIG, LATCH_DIR_TO_GUEST);
+	version = policy_version(cfg);
 	reason = latch_parse(skb, &p, LATCH_DIR_TO_GUEST);
 	if (reason < 0)
 		return verdict(skb, cfg, &p, reason, LATCH_DIR_TO_GUEST);
@@ -609,7 +729,7 @@ int latch_to_guest(struct __sk_buff *skb)
 	f = flow_lookup(&p, 0, &key);
 	if (!f)
 		return verdict(skb, cfg, &p, LATCH_DROP_NO_FLOW, LATCH_DIR_TO_GUEST);
-	if (flow_current(f, cfg, &now))
+	if (flow_current(f, version, &now))
 		return verdict(skb, cfg, &p, LATCH_PASS_RETURN, LATCH_DIR_TO_GUEST);
 
 	/*
@@ -617,7 +737,7 @@ int latch_to_guest(struct __sk_buff *skb)
 	 * recorded: ask again, as if the guest were sending to the remote end.
 	 */
 	latch_pkt_reverse(&p, &out);
-	reason = decide_destination(cfg, &out, 0, 1, &now, &expires);
+	reason = decide_destination(skb, cfg, &out, 0, 1, &now, &expires);
 	if (reason < 0) {
 		if (p.family == 4)
 			bpf_map_delete_elem(&flow4, &key);
@@ -625,6 +745,6 @@ int latch_to_guest(struct __sk_buff *skb)
 			bpf_map_delete_elem(&flow6, &key);
 		return verdict(skb, cfg, &p, LATCH_DROP_NO_FLOW, LATCH_DIR_TO_GUEST);
 	}
-	flow_store(&out, &key, cfg, reason, expires);
+	flow_store(&out, &key, version, reason, expires);
 	return verdict(skb, cfg, &p, LATCH_PASS_RETURN, LATCH_DIR_TO_GUEST);
 }
