@@ -6,6 +6,10 @@
 # deadline on every packet, nothing in user space has to remove it.
 # Control: a connection under a permanent entry, open in parallel the whole
 # time, keeps flowing past the deadline.
+# Then a grant shortened by a second `allow --for` while its connection is
+# open: the connection stops within 1 s of the new, earlier deadline (flows
+# and the per-CPU flow cache carry the old one), while a control connection
+# keeps flowing.
 # shellcheck source=selftests/lib.sh
 . "$(dirname "$0")/lib.sh"
 lts_setup
@@ -90,5 +94,39 @@ check_cmp "control: the permanent connection still flowed at deadline + 1.5 s" \
 # and new connections follow the same clock
 check_not "timed: a new connection to $SRV_B:$PORT after the deadline is denied" tcp_ok "$SRV_B" "$PORT"
 check "control: a new connection to $SRV_A:$PORT still passes" tcp_ok "$SRV_A" "$PORT"
+
+# Invariant: a shortened grant cuts its established flows at the new deadline.
+LONG=60
+SHORT=2
+check "allow $SRV_C:$PORT/tcp --for $LONG" latch egress "$LTS_NAME" allow "$SRV_C:$PORT/tcp" --for "$LONG"
+duration=$(awk "BEGIN{print 1 + $SHORT + $AFTER}")
+in_g "$LTS_PY" "$LTS_NET" stream "$SRV_A" "$PORT" --duration "$duration" >/dev/null 2>&1 &
+sa=$!
+LTS_PIDS+=("$sa")
+in_g "$LTS_PY" "$LTS_NET" stream "$SRV_C" "$PORT" --duration "$duration" >/dev/null 2>&1 &
+sc=$!
+LTS_PIDS+=("$sc")
+sleep 1
+v0=$(status_json | jq '.sandboxes[0].policy_version')
+t0=$(uptime_s)
+check "shorten: allow $SRV_C:$PORT/tcp --for $SHORT while its connection is open" \
+	latch egress "$LTS_NAME" allow "$SRV_C:$PORT/tcp" --for "$SHORT"
+t1=$(uptime_s)
+check_cmp "shorten: the policy version was bumped, so flows are checked again" \
+	"$(status_json | jq '.sandboxes[0].policy_version')" -gt "$v0"
+wait "$sa"
+wait "$sc"
+new_min=$(awk "BEGIN{print $t0 + $SHORT}")
+new_max=$(awk "BEGIN{print $t1 + $SHORT}")
+last_a=$(awk -v a="$SRV_A" -v t="$t0" '$2 == a && $1 > t { t = $1 } END { print t + 0 }' "$LOG")
+last_c=$(awk -v c="$SRV_C" '$2 == c { t = $1 } END { print t + 0 }' "$LOG")
+echo "# new deadline in [$new_min, $new_max] (the old one was $LONG s out); last line: shortened $last_c, permanent $last_a"
+check_cmp "shorten: the connection's last line arrived before the new deadline + 1 s" \
+	"$(awk "BEGIN{print ($last_c < $new_max + 1)}")" -eq 1
+check_cmp "shorten: it kept flowing until the new deadline - 0.5 s" \
+	"$(awk "BEGIN{print ($last_c > $new_min - 0.5)}")" -eq 1
+check_cmp "shorten: control: the permanent connection still flowed at the new deadline + 1.5 s" \
+	"$(awk "BEGIN{print ($last_a > $new_max + 1.5)}")" -eq 1
+check_not "shorten: a new connection to $SRV_C:$PORT after the new deadline is denied" tcp_ok "$SRV_C" "$PORT"
 
 lts_done
