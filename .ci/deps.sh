@@ -10,7 +10,7 @@ PKGS=(
 	libnl-3-dev libnl-route-3-dev libjansson-dev libcap-dev libvirt-dev libnftables-dev libarchive-dev
 	libcriterion-dev libsqlite3-dev libssl-dev libldns-dev libevent-dev
 	# run and test
-	iproute2 nftables iperf3 jq socat ncat python3 dnsmasq-base knot-dnsutils dnsperf sqlite3
+	iproute2 nftables iperf3 jq socat ncat python3 dnsmasq-base knot-dnsutils dnsperf sqlite3 ethtool
 	libvirt-daemon-system qemu-system-x86 util-linux procps
 	# the default guest image
 	busybox-static cpio kmod xz-utils zstd libc6-dev
