@@ -18,6 +18,7 @@
 #include "cli/cli.h"
 #include "loader/policy.h"
 #include "loader/sandbox.h"
+#include "vm/state.h"
 
 /* "IP[,IP6]": at most one address of each family. */
 static int parse_addr_pair(const char *opt, const char *s, struct latch_addr *v4, struct latch_addr *v6)
@@ -221,6 +222,12 @@ int cmd_detach(int argc, char **argv)
 		return LATCH_EXIT_USAGE;
 	if (!latch_sandbox_exists(argv[1]))
 		return latch_err(LATCH_EXIT_USAGE, "no sandbox '%s'", argv[1]);
+	/* a guest `latch up` made stays routed and masqueraded: without its filters it would be unfiltered */
+	if (latch_state_exists(argv[1]))
+		return latch_err(LATCH_EXIT_USAGE,
+				 "'%s' is a VM sandbox: detach would leave its guest routed and unfiltered; "
+				 "`latch destroy %s` removes it whole",
+				 argv[1], argv[1]);
 	if (latch_sandbox_detach(argv[1], err, sizeof(err)))
 		return latch_err(LATCH_EXIT_FAILED, "%s", err);
 	/* its profile goes with it: a new sandbox of that name starts from nothing */

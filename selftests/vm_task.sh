@@ -56,7 +56,7 @@ cleanup() {
 	for p in "${PIDS[@]}"; do
 		kill "$p" 2>/dev/null && wait "$p" 2>/dev/null
 	done
-	[ "$ADDED_CTRL" = 1 ] && ip addr del "$CTRL_ADDR/32" dev lo 2>/dev/null
+	vm_ctrl_net_down
 	[ -n "$BPFFS" ] && rm -rf "$BPFFS" 2>/dev/null
 	[ -n "$TMP" ] && rm -rf "$TMP"
 }
@@ -135,11 +135,13 @@ echo "$out" | grep -E "state:" | sed 's/^/   /' || true
 # --- task: a sealed clone ---------------------------------------------------------
 mkdir -p "$TMP/www"
 echo "hello-from-host" > "$TMP/www/index.html"
-ip addr add "$CTRL_ADDR/32" dev lo && ADDED_CTRL=1
-(cd "$TMP/www" && exec python3 -m http.server --bind "$CTRL_ADDR" "$CTRL_PORT" >/dev/null 2>&1) &
+# the allowed destination, behind the host (a guest never reaches the host's own addresses)
+vm_ctrl_net "$POOL/26" "$CTRL_ADDR" || fail "control_namespace_set_up"
+vm_ctrl_forward "$TAP"
+(cd "$TMP/www" && exec ip netns exec "$CTRL_NS" python3 -m http.server --bind "$CTRL_ADDR" "$CTRL_PORT" >/dev/null 2>&1) &
 PIDS+=($!)
 for _ in $(seq 50); do
-	[ "$(ss -ltnH "( sport = :$CTRL_PORT )" | wc -l)" = 1 ] && break
+	[ "$(ctrl_ns ss -ltnH "( sport = :$CTRL_PORT )" | wc -l)" = 1 ] && break
 	sleep 0.1
 done
 L egress "$NAME" allow "$CTRL_ADDR:$CTRL_PORT" >/dev/null
