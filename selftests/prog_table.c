@@ -704,6 +704,34 @@ static int warm_on_short_grant(struct t *t, const struct row *r)
 	return 0;
 }
 
+/*
+ * The row's flow made hot (two clean packets: the second from flow_hot), so
+ * that the row's packet -- the same flow with one header trick -- meets the
+ * established-flow fast path first.
+ */
+static int warm_same_flow(struct t *t, const struct row *r)
+{
+	struct pkt clean = r->pkt;
+
+	clean.frag = 0;
+	clean.ihl = 0;
+	clean.smac = NULL;
+	clean.vlan_tpid = 0;
+	clean.len_adj = 0;
+	clean.trunc = 0;
+	clean.src = is_v6(r->pkt.dst) ? GUEST6 : GUEST4;
+	return run(t, FROM, &clean, NULL) == OK && run(t, FROM, &clean, NULL) == OK ? 0 : -1;
+}
+
+/* Make the flow to 198.51.100.10:443 hot, then the row sends to another port. */
+static int warm_then_other_port(struct t *t, const struct row *r)
+{
+	struct pkt hot = r->pkt;
+
+	hot.dport = 443;
+	return run(t, FROM, &hot, NULL) == OK && run(t, FROM, &hot, NULL) == OK ? 0 : -1;
+}
+
 /* Open the flow, then remove something else from the policy. */
 static int open_flow_then_unrelated_revoke(struct t *t, const struct row *r)
 {
@@ -892,6 +920,35 @@ static const struct row table[] = {
 	  .pkt = { PING4(GUEST4, "198.51.100.10") }, .verdict = SHOT, .reason = LATCH_DROP_POLICY },
 	{ .name = "v4 icmp echo is not allowed by an any rule short of all ports", .dir = FROM,
 	  .pkt = { PING4(GUEST4, "198.51.100.30") }, .verdict = SHOT, .reason = LATCH_DROP_POLICY },
+
+	/* an established flow's later packets get no header trick past the fast path */
+	{ .name = "v4 established flow: a later packet of it passes from the fast path", .dir = FROM,
+	  .pkt = { TCP4_ACK(GUEST4, "198.51.100.10", 443) },
+	  .verdict = OK, .reason = LATCH_PASS_FLOW, .setup = warm_same_flow },
+	{ .name = "v4 established flow: a fragment of it is dropped", .dir = FROM,
+	  .pkt = { TCP4_ACK(GUEST4, "198.51.100.10", 443), .frag = 0x2000 },
+	  .verdict = SHOT, .reason = LATCH_DROP_FRAGMENT, .setup = warm_same_flow },
+	{ .name = "v4 established flow: a packet of it with options is dropped", .dir = FROM,
+	  .pkt = { TCP4_ACK(GUEST4, "198.51.100.10", 443), .ihl = 6 },
+	  .verdict = SHOT, .reason = LATCH_DROP_IP_OPTIONS, .setup = warm_same_flow },
+	{ .name = "v4 established flow: a packet of it from another mac is dropped", .dir = FROM,
+	  .pkt = { TCP4_ACK(GUEST4, "198.51.100.10", 443), .smac = "02:00:00:00:00:66" },
+	  .verdict = SHOT, .reason = LATCH_DROP_SPOOF_MAC, .setup = warm_same_flow },
+	{ .name = "v4 established flow: a packet of it from another address is dropped", .dir = FROM,
+	  .pkt = { TCP4_ACK("192.0.2.66", "198.51.100.10", 443) },
+	  .verdict = SHOT, .reason = LATCH_DROP_SPOOF_IP, .setup = warm_same_flow },
+	{ .name = "v4 established flow: a tagged packet of it is dropped", .dir = FROM,
+	  .pkt = { TCP4_ACK(GUEST4, "198.51.100.10", 443), .vlan_tpid = 0x8100 },
+	  .verdict = SHOT, .reason = LATCH_DROP_VLAN, .setup = warm_same_flow },
+	{ .name = "v4 established flow: its ports past tot_len are not trusted", .dir = FROM,
+	  .pkt = { TCP4_ACK(GUEST4, "198.51.100.10", 443), .len_adj = -12 },
+	  .verdict = SHOT, .reason = LATCH_DROP_MALFORMED, .setup = warm_same_flow },
+	{ .name = "v4 established flow: tot_len beyond the frame is malformed", .dir = FROM,
+	  .pkt = { TCP4_ACK(GUEST4, "198.51.100.10", 443), .len_adj = 20 },
+	  .verdict = SHOT, .reason = LATCH_DROP_MALFORMED, .setup = warm_same_flow },
+	{ .name = "v4 established flow: another port of the same address is its own flow", .dir = FROM,
+	  .pkt = { TCP4_ACK(GUEST4, "198.51.100.10", 444) },
+	  .verdict = SHOT, .reason = LATCH_DROP_POLICY, .setup = warm_then_other_port },
 
 	/* policy, IPv6 */
 	{ .name = "v6 tcp to an allowed address and port passes", .dir = FROM,
