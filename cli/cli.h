@@ -53,6 +53,7 @@ int cmd_restore(int argc, char **argv);
 int cmd_task(int argc, char **argv);
 int cmd_boot(int argc, char **argv);
 int cmd_audit(int argc, char **argv);
+int cmd_verify(int argc, char **argv);
 /*
  * Record a change that was made in the audit log; takes ownership of fields
  * (NULL for none).  A log that can't be written costs one warning line on

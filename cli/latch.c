@@ -51,6 +51,9 @@ static const struct latch_cmd cmds[] = {
 	{ "image", cmd_image, "image build [--image default|debian] [--force]",
 	  "build a guest image into the image cache; a current image is kept unless --force" },
 	{ "doctor", cmd_doctor, "doctor", "check this host, with a fix for each failure" },
+	{ "verify", cmd_verify, "verify NAME [--offline]",
+	  "attack the live boundary from inside the guest (--offline: through the pinned program), each attack "
+	  "beside a control; exit 0 only when every attack was stopped" },
 	{ "audit", cmd_audit, "audit [NAME] [--since 15m|2h|@EPOCH|2026-11-30[T12:00]] [--kind K]\n"
 			      "       audit verify",
 	  "the audit log, oldest first; verify walks its hash chain and names the first broken entry" },

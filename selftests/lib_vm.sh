@@ -60,7 +60,7 @@ vm_latchd() {
 # the host.  A guest never reaches an address of the host's own
 # (docs/INVARIANTS.md, invariant 27), so an allowed destination has to be
 # somewhere the host forwards to.  Rules (pref 10100, ahead of latch's) send
-# each ADDR to a table of this test's own (TABLE + 500) via the veth, for the
+# each ADDR to a table of this test's own (TABLE + 5000) via the veth, for the
 # guest and the host alike.  The namespace has routes back to the sandbox
 # pools POOL_CIDR and nothing else: no default route, so nothing it sends can
 # be forwarded out of the host.  Run a server there with `ctrl_ns CMD...`.
@@ -71,7 +71,7 @@ vm_ctrl_net() {
 	shift
 	CTRL_NS=ltctl-$TEST-$$
 	CTRL_VETH=ltc$$
-	CTRL_TABLE=$((TABLE + 500))
+	CTRL_TABLE=$((TABLE + 5000))
 	CTRL_ADDRS=("$@")
 	net=$(python3 "$(dirname "${BASH_SOURCE[0]}")/free_net.py" 203.0.113.240/30 198.51.100.240/30 203.0.113.236/30) ||
 		return 1

@@ -21,7 +21,6 @@ LATCHD_BIN=${LATCHD_BIN:-$LTS_TOP/build/latchd}
 [ -x "$LATCHD_BIN" ] || lts_skip_all "no $LATCHD_BIN; run make"
 lts_setup
 
-ROOT=$LTS_TMP/root
 SVC=8088          # a service on every host address (and the sandbox's host service)
 UP4=198.51.100.253 # H's uplink addresses (on hi0)
 UP6=2001:db8:fe::1
@@ -108,24 +107,15 @@ check "revoke them" latch egress "$LTS_NAME" revoke 0.0.0.0/0 ::/0
 check_not "revoked: tcp $SRV_A:80 is denied again" tcp_ok "$SRV_A" 80
 
 # The open profile, set by latchd, then latchd killed.
-mkdir -p "$ROOT/etc/latch"
-printf 'dns_upstream = %s\n' "$SRV_DNS" >"$ROOT/etc/latch/latch.conf"
-chmod 0644 "$ROOT/etc/latch/latch.conf"
-LATCH_ROOT=$ROOT LATCH_BPFFS=$LTS_BPFFS nsenter --net="/run/netns/$LTS_H" -- "$LATCHD_BIN" >>"$LTS_TMP/latchd.log" 2>&1 &
-latchd=$!
-LTS_PIDS+=("$latchd")
-for _ in $(seq 50); do
-	[ -S "$ROOT/run/latch/latchd.sock" ] && grep -q "listening" "$LTS_TMP/latchd.log" && break
-	sleep 0.1
-done
+lts_latchd || fail latchd "latchd did not come up: $(tail -2 "$LTS_TMP/latchd.log")"
 check "latch egress NAME profile open" latch egress "$LTS_NAME" profile open
 check_eq "open: status reads UNCONTAINED from the kernel" "$(status_json | jq -r '.sandboxes[0].uncontained')" true
-kill -KILL "$latchd" 2>/dev/null
-wait "$latchd" 2>/dev/null
+kill -KILL "$LTS_LATCHD" 2>/dev/null
+wait "$LTS_LATCHD" 2>/dev/null
 probe_set "open"
 
 # An address the host gains now, with no latch process running, is guarded too.
-check_eq "no latch process of this test is running" "$(own_latch_pids; pgrep -f "LATCH_ROOT=$ROOT" || true)" ""
+check_eq "no latch process of this test is running" "$(own_latch_pids; kill -0 "$LTS_LATCHD" 2>/dev/null && echo latchd)" ""
 in_i ip addr add "$LATE/32" dev lo
 check "open: tcp $LATE:80, an address of the fake internet, passes" tcp_ok "$LATE" 80
 in_i ip addr del "$LATE/32" dev lo

@@ -21,9 +21,10 @@
 # Test traffic never leaves the machine: the pool is a documentation range
 # the host does not use, there is no uplink (the sandbox's table has
 # `unreachable default`), denied destinations are documentation addresses,
-# and the allowed ones are listeners on documentation addresses on the
-# host's own lo.  The EXIT trap destroys the sandbox, removes the addresses
-# it added and kills the listeners it started, by PID, pass or fail.
+# and the allowed ones are listeners on documentation addresses in a
+# namespace behind the host (lib_vm.sh vm_ctrl_net: a guest reaches none of
+# the host's own addresses).  The EXIT trap destroys the sandbox, removes
+# that namespace and kills the listeners it started, by PID, pass or fail.
 #
 # Prints "ok ..." / "FAIL ..." lines and "N passed, M failed".  Exit 1 on
 # any failure, 77 when it can't run here.

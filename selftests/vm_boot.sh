@@ -15,7 +15,8 @@
 # exist, as a wrapper that hands this test's domain alone to latch; it is
 # removed afterwards and libvirtd gets SIGHUP both times.  Test traffic never
 # leaves the machine: a documentation /26, no uplink, the allowed destination
-# a listener on a documentation address on lo.  Prints ok/FAIL lines and
+# a listener on a documentation address in a namespace behind the host
+# (lib_vm.sh vm_ctrl_net).  Prints ok/FAIL lines and
 # "N passed, M failed"; exit 1 on a failure, 77 when it can't run here.
 set -euo pipefail
 

@@ -12,7 +12,8 @@
 #
 # Test traffic never leaves the machine: a documentation /26 the host does
 # not use, no uplink (`unreachable default`), and the one allowed destination
-# a listener on a documentation address on the host's lo.  Everything made is
+# a listener on a documentation address in a namespace behind the host
+# (lib_vm.sh vm_ctrl_net).  Everything made is
 # removed by the EXIT trap, pass or fail; only processes this script started
 # are killed, by PID.  Prints ok/FAIL lines and "N passed, M failed"; exit 1
 # on a failure, 77 when it can't run here.
