@@ -119,6 +119,28 @@ vm_ctrl_forward() {
 
 ctrl_ns() { ip netns exec "$CTRL_NS" "$@"; }
 
+# vm_ctrl_http ADDR PORT...: HTTP servers in CTRL_NS on ADDR, serving $TMP/www
+# ("hello-from-host"), PIDs added to PIDS; waits up to 5 s until each port listens
+vm_ctrl_http() {
+	local addr=$1 p up
+	shift
+	mkdir -p "$TMP/www"
+	echo "hello-from-host" >"$TMP/www/index.html"
+	for p in "$@"; do
+		(cd "$TMP/www" && exec ip netns exec "$CTRL_NS" python3 -m http.server --bind "$addr" "$p" >/dev/null 2>&1) &
+		PIDS+=($!)
+	done
+	for _ in $(seq 50); do
+		up=0
+		for p in "$@"; do
+			[ -n "$(ctrl_ns ss -ltnH "( sport = :$p )")" ] && up=$((up + 1))
+		done
+		[ "$up" = $# ] && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
 vm_ctrl_net_down() {
 	local a
 	[ -n "${CTRL_NS:-}" ] || return 0

@@ -20,6 +20,14 @@ LOG=$LTS_TMP/recv.log
 PORT=7100
 
 uptime_s() { cut -d' ' -f1 /proc/uptime; } # CLOCK_BOOTTIME, the clock of latch's deadlines
+# streams CONTROL TIMED SECONDS: a long connection to each (a line every 100 ms); PIDs in sa and sb
+streams() {
+	in_g "$LTS_PY" "$LTS_NET" stream "$1" "$PORT" --duration "$3" >/dev/null 2>&1 &
+	sa=$!
+	in_g "$LTS_PY" "$LTS_NET" stream "$2" "$PORT" --duration "$3" >/dev/null 2>&1 &
+	sb=$!
+	LTS_PIDS+=("$sa" "$sb")
+}
 
 lts_bg "$LTS_I" "$LTS_TMP/serve-log.out" "$LTS_PY" "$LTS_NET" serve --tcp "$PORT" --log "$LOG" --lifetime 120
 lts_wait_ready "$LTS_TMP/serve-log.out" || fail setup "logging server did not start"
@@ -43,13 +51,7 @@ deadline_max=$(awk "BEGIN{print $t1 + $FOR}")
 deadline_min=$(awk "BEGIN{print $t0 + $FOR}")
 duration=$(awk "BEGIN{print $FOR + $AFTER}")
 
-# two long connections, one line every 100 ms each
-in_g "$LTS_PY" "$LTS_NET" stream "$SRV_A" "$PORT" --duration "$duration" >/dev/null 2>&1 &
-sa=$!
-LTS_PIDS+=("$sa")
-in_g "$LTS_PY" "$LTS_NET" stream "$SRV_B" "$PORT" --duration "$duration" >/dev/null 2>&1 &
-sb=$!
-LTS_PIDS+=("$sb")
+streams "$SRV_A" "$SRV_B" "$duration"
 
 # SIGKILL every latch process this test started, well before the deadline:
 # freeze the loop, kill its latch child in flight (if any), then the loop
@@ -99,13 +101,7 @@ check "control: a new connection to $SRV_A:$PORT still passes" tcp_ok "$SRV_A" "
 LONG=60
 SHORT=2
 check "allow $SRV_C:$PORT/tcp --for $LONG" latch egress "$LTS_NAME" allow "$SRV_C:$PORT/tcp" --for "$LONG"
-duration=$(awk "BEGIN{print 1 + $SHORT + $AFTER}")
-in_g "$LTS_PY" "$LTS_NET" stream "$SRV_A" "$PORT" --duration "$duration" >/dev/null 2>&1 &
-sa=$!
-LTS_PIDS+=("$sa")
-in_g "$LTS_PY" "$LTS_NET" stream "$SRV_C" "$PORT" --duration "$duration" >/dev/null 2>&1 &
-sc=$!
-LTS_PIDS+=("$sc")
+streams "$SRV_A" "$SRV_C" "$(awk "BEGIN{print 1 + $SHORT + $AFTER}")"
 sleep 1
 v0=$(status_json | jq '.sandboxes[0].policy_version')
 t0=$(uptime_s)
@@ -115,7 +111,7 @@ t1=$(uptime_s)
 check_cmp "shorten: the policy version was bumped, so flows are checked again" \
 	"$(status_json | jq '.sandboxes[0].policy_version')" -gt "$v0"
 wait "$sa"
-wait "$sc"
+wait "$sb"
 new_min=$(awk "BEGIN{print $t0 + $SHORT}")
 new_max=$(awk "BEGIN{print $t1 + $SHORT}")
 last_a=$(awk -v a="$SRV_A" -v t="$t0" '$2 == a && $1 > t { t = $1 } END { print t + 0 }' "$LOG")

@@ -130,14 +130,10 @@ grew() {
 
 # --- the listeners: the allowed destinations in a namespace behind the host (a
 # guest never reaches an address of the host's own), a host-port listener in the host
-mkdir -p "$TMP/www"
-echo "hello-from-host" > "$TMP/www/index.html"
-vm_ctrl_net "$POOL $POOL6/48" "$CTRL4" "$CTRL6" || fail "control_namespace_set_up"
+vm_ctrl_net "$POOL $POOL6/48" "$CTRL4" "$CTRL6" && vm_ctrl_http "$CTRL4" "$CTRL_PORT" ||
+	fail "control_namespace_set_up"
+vm_ctrl_http "$CTRL6" "$CTRL_PORT" || fail "control_v6_listener_up"
 vm_ctrl_forward "$TAP"
-(cd "$TMP/www" && exec ip netns exec "$CTRL_NS" python3 -m http.server --bind "$CTRL4" "$CTRL_PORT" >/dev/null 2>&1) &
-PIDS+=($!)
-(cd "$TMP/www" && exec ip netns exec "$CTRL_NS" python3 -m http.server --bind "$CTRL6" "$CTRL_PORT" >/dev/null 2>&1) &
-PIDS+=($!)
 (cd "$TMP/www" && exec python3 -m http.server --bind "$HOST4" "$HOSTSVC_PORT" >/dev/null 2>&1) &
 PIDS+=($!)
 # the UDP receiver appends every datagram it gets to a file; it stops by itself

@@ -86,16 +86,8 @@ if ! L up "$NAME" >"$TMP/up.out" 2>&1; then
 fi
 ok "up $NAME"
 # the allowed destination, behind the host (a guest never reaches the host's own addresses)
-mkdir -p "$TMP/www"
-echo "hello-from-host" > "$TMP/www/index.html"
-vm_ctrl_net "$POOL/26" "$CTRL_ADDR" || fail "control_namespace_set_up"
+vm_ctrl_net "$POOL/26" "$CTRL_ADDR" && vm_ctrl_http "$CTRL_ADDR" "$CTRL_PORT" || fail "control_namespace_set_up"
 vm_ctrl_forward "$TAP"
-(cd "$TMP/www" && exec ip netns exec "$CTRL_NS" python3 -m http.server --bind "$CTRL_ADDR" "$CTRL_PORT" >/dev/null 2>&1) &
-PIDS+=($!)
-for _ in $(seq 50); do
-	[ "$(ctrl_ns ss -ltnH "( sport = :$CTRL_PORT )" | wc -l)" = 1 ] && break
-	sleep 0.1
-done
 MODE=$(L --json status "$NAME" | jq -r '.sandboxes[0].tc_mode')
 TCX_TOOL=$TOP/build/selftests/tcx_tool
 # latch_on_tap: latch's programs are on the tap, seen with a tool latch does not use

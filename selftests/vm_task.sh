@@ -134,17 +134,9 @@ check "up_rebuilds_guest_and_restores_state" bash -c "[ \"\$('$LATCH_BIN' exec $
 echo "$out" | grep -E "state:" | sed 's/^/   /' || true
 
 # --- task: a sealed clone ---------------------------------------------------------
-mkdir -p "$TMP/www"
-echo "hello-from-host" > "$TMP/www/index.html"
 # the allowed destination, behind the host (a guest never reaches the host's own addresses)
-vm_ctrl_net "$POOL/26" "$CTRL_ADDR" || fail "control_namespace_set_up"
+vm_ctrl_net "$POOL/26" "$CTRL_ADDR" && vm_ctrl_http "$CTRL_ADDR" "$CTRL_PORT" || fail "control_namespace_set_up"
 vm_ctrl_forward "$TAP"
-(cd "$TMP/www" && exec ip netns exec "$CTRL_NS" python3 -m http.server --bind "$CTRL_ADDR" "$CTRL_PORT" >/dev/null 2>&1) &
-PIDS+=($!)
-for _ in $(seq 50); do
-	[ "$(ctrl_ns ss -ltnH "( sport = :$CTRL_PORT )" | wc -l)" = 1 ] && break
-	sleep 0.1
-done
 L egress "$NAME" allow "$CTRL_ADDR:$CTRL_PORT" >/dev/null
 check "control_source_reaches_allowed_destination" bash -c "'$LATCH_BIN' exec $NAME -- sh -c \"echo 'GET /' | nc -w 3 $CTRL_ADDR $CTRL_PORT\" 2>/dev/null | grep -q hello-from-host"
 
