@@ -335,10 +335,19 @@ struct latch_flow_hot {
 	__u32 family;	      /* 4 or 6; 0 when empty */
 	__u32 policy_version; /* as in struct latch_flow */
 	__u64 expires_ns;
+	/*
+	 * IPv4 only, for the fast path: the flow as its packets carry it, the
+	 * 8 bytes at frame offset 30 (destination address, source port,
+	 * destination port), and the protocol.  Both 0 for IPv6: no packet
+	 * matches them.
+	 */
+	__u64 wire4;
 	__u32 uses; /* packets since the flow table was last consulted */
-	__u32 pad;
+	__u8 proto4;
+	__u8 pad[3];
 };
-_Static_assert(sizeof(struct latch_flow_hot) == 48, "latch_flow_hot layout");
+_Static_assert(sizeof(struct latch_flow_hot) == 56, "latch_flow_hot layout");
+_Static_assert(__builtin_offsetof(struct latch_flow_hot, wire4) == 40, "latch_flow_hot layout");
 
 /* A token bucket (GCRA): one element of dns_bucket and event_bucket. */
 struct latch_bucket {

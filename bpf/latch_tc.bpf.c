@@ -577,14 +577,23 @@ static __always_inline int hot_matches(const struct latch_flow_hot *h, const uni
 	       h->key[3] == k->w[3] && h->key[4] == k->w[4] && h->key[5] == k->w[5];
 }
 
-static __always_inline void hot_store(struct latch_flow_hot *h, const union flow_key *k, __u32 family,
+static __always_inline void hot_store(struct latch_flow_hot *h, const union flow_key *k, const struct latch_pkt *p,
 				      __u32 version, __u64 expires)
 {
 	__builtin_memcpy(h->key, k->w, sizeof(h->key));
-	h->family = family;
+	h->family = p->family;
 	h->policy_version = version;
 	h->expires_ns = expires;
 	h->uses = 0;
+	h->wire4 = 0;
+	h->proto4 = 0;
+	if (p->family == 4 && p->l4_off == ETH_HLEN + 20) {
+		/* the frame's bytes 30..37: destination address, then source and destination port */
+		__builtin_memcpy(&h->wire4, p->daddr, 4);
+		__builtin_memcpy((__u8 *)&h->wire4 + 4, &p->sport, 2);
+		__builtin_memcpy((__u8 *)&h->wire4 + 6, &p->dport, 2);
+		h->proto4 = p->proto;
+	}
 }
 
 /*
@@ -638,7 +647,8 @@ static __always_inline const struct latch_config *get_config(void)
  * straight from the packet: no VLAN tag, IPv4 from the guest's MAC and
  * address, no options, no fragment, a length that holds the transport
  * header, a checksum request (if any) at the L4 checksum, and the flow, the
- * policy version and the deadline of flow_hot.  Anything else -- a miss
+ * policy version and the deadline of flow_hot (the flow compared as the
+ * packet carries it: flow_hot.wire4 and proto4).  Anything else -- a miss
  * included -- returns 0 and takes the full path, which decides it alone.
  * DNS never matches: flow_hot never holds a port-53 flow.
  */
@@ -647,15 +657,16 @@ static __always_inline int fast_flow_v4(struct __sk_buff *skb, const struct latc
 {
 	void *data = (void *)(long)skb->data, *data_end = (void *)(long)skb->data_end;
 	const struct iphdr *ip = data + ETH_HLEN;
-	const __be16 *ports = data + ETH_HLEN + sizeof(*ip);
 	struct latch_flow_hot *hot;
-	union flow_key key;
 	__u32 zero = 0, tot;
 	__u8 proto;
 
 	if (data + ETH_HLEN + sizeof(*ip) + 20 > data_end || skb->vlan_present)
 		return 0;
-	if (*(const __be16 *)(data + 12) != bpf_htons(ETH_P_IP) || !mac_eq(data + 6, cfg->guest_mac))
+	/* the source MAC in two loads: 4 bytes at 6 and 2 at 10, as guest_mac is laid out */
+	if (*(const __be16 *)(data + 12) != bpf_htons(ETH_P_IP) ||
+	    *(const __u32 *)(data + 6) != *(const __u32 *)cfg->guest_mac ||
+	    *(const __u16 *)(data + 10) != *(const __u16 *)(cfg->guest_mac + 4))
 		return 0;
 	if (*(const __u8 *)ip != 0x45 || (ip->frag_off & bpf_htons(0x3fff)) || !(cfg->flags & LATCH_CFG_HAVE_IP4) ||
 	    ip->saddr != cfg->guest_ip4)
@@ -668,14 +679,8 @@ static __always_inline int fast_flow_v4(struct __sk_buff *skb, const struct latc
 	if (csum_check && !csum_request_ok(skb, ETH_HLEN + sizeof(*ip), proto == IPPROTO_TCP ? 16 : 6))
 		return 0;
 	hot = bpf_map_lookup_elem(&flow_hot, &zero);
-	if (!hot)
-		return 0;
-	__builtin_memset(&key, 0, sizeof(key));
-	key.k4.remote_addr = ip->daddr;
-	key.k4.remote_port = ports[1];
-	key.k4.local_port = ports[0];
-	key.k4.proto = proto;
-	if (!hot_matches(hot, &key, 4) || hot->policy_version != version || ++hot->uses >= LATCH_FLOW_HOT_USES)
+	if (!hot || hot->wire4 != *(const __u64 *)(data + ETH_HLEN + 16) || hot->proto4 != proto ||
+	    hot->policy_version != version || ++hot->uses >= LATCH_FLOW_HOT_USES)
 		return 0;
 	if (hot->expires_ns && bpf_ktime_get_boot_ns() >= hot->expires_ns)
 		return 0;
@@ -733,7 +738,7 @@ static __always_inline int from_guest(struct __sk_buff *skb, const bool csum_che
 	f = p.family == 4 ? bpf_map_lookup_elem(&flow4, &key.k4) : bpf_map_lookup_elem(&flow6, &key.k6);
 	if (f && !is_dns(&p) && flow_current(f, version, &now)) {
 		if (hot)
-			hot_store(hot, &key, p.family, version, f->expires_ns);
+			hot_store(hot, &key, &p, version, f->expires_ns);
 		return verdict(skb, cfg, &p, LATCH_PASS_FLOW, LATCH_DIR_FROM_GUEST);
 	}
 
@@ -741,7 +746,7 @@ static __always_inline int from_guest(struct __sk_buff *skb, const bool csum_che
 	if (reason > 0 && !(f && flow_current(f, version, &now))) {
 		flow_store(&p, &key, version, reason, expires);
 		if (hot && !is_dns(&p))
-			hot_store(hot, &key, p.family, version, expires);
+			hot_store(hot, &key, &p, version, expires);
 	}
 	return verdict(skb, cfg, &p, reason, LATCH_DIR_FROM_GUEST);
 }
