@@ -52,7 +52,7 @@ $(BUILD)/vmlinux.h: | $(BUILD)
 	$(call msg,GEN,$@)
 	$(Q)$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@
 
-$(BUILD)/%.bpf.o: bpf/%.bpf.c bpf/latch_abi.h bpf/latch_parse.h $(BUILD)/vmlinux.h | $(BUILD)
+$(BUILD)/%.bpf.o: bpf/%.bpf.c $(wildcard bpf/*.h) $(BUILD)/vmlinux.h | $(BUILD)
 	$(call msg,BPF,$@)
 	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@.tmp.o
 	$(Q)$(BPFTOOL) gen object $@ $@.tmp.o

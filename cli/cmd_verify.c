@@ -75,8 +75,8 @@ static int guest_open(const char *name, struct guest *g, char *err, size_t errle
 		return snprintf(err, errlen, "cannot find the guest's network device"), -1;
 	g->dev[strcspn(g->dev, "\n")] = '\0';
 	if (guest_run(g, which, NULL, 0))
-		return snprintf(err, errlen, "latch-rawsend is not in %s's image (the default image has it; or use --offline)",
-				name),
+		return snprintf(err, errlen, "latch-rawsend is not in %s's image (the default image has it; "
+						 "or use --offline)", name),
 		       -1;
 	return 0;
 }
@@ -174,8 +174,8 @@ int cmd_verify(int argc, char **argv)
 		return latch_err(LATCH_EXIT_USAGE, "%s", err);
 	if (latch_sandbox_posture(sb, &p) || !p.enforced || latch_sandbox_read_config(sb, &cfg)) {
 		latch_sandbox_free(sb);
-		return latch_err(LATCH_EXIT_UNVERIFIED, "%s is NOT ENFORCED: %s; nothing to attack (`latch status %s`)", name,
-				 p.why, name);
+		return latch_err(LATCH_EXIT_UNVERIFIED, "%s is NOT ENFORCED: %s; nothing to attack (`latch status %s`)",
+				 name, p.why, name);
 	}
 	open = cfg.flags & LATCH_CFG_OPEN;
 	n = latch_verify_battery(sb, cases, LATCH_VERIFY_MAX, err, sizeof(err));
@@ -220,10 +220,11 @@ int cmd_verify(int argc, char **argv)
 		if (!bad && !uncontained)
 			printf("%s: every attack stopped, every control passed\n", name);
 		if (uncontained)
-			printf("%s: UNCONTAINED: %d attack(s) only a policy stops passed under the open profile\n", name,
-			       uncontained);
+			printf("%s: UNCONTAINED: %d attack(s) only a policy stops passed under the open profile\n",
+			       name, uncontained);
 		if (bad)
-			printf("%s: %d case(s) not as they must be (FAIL: a leak; control-failed/unseen: not verified)\n",
+			printf("%s: %d case(s) not as they must be "
+			       "(FAIL: a leak; control-failed/unseen: not verified)\n",
 			       name, bad);
 	}
 	latch_json_out(json_pack("{s:s, s:s, s:b, s:o, s:b}", "sandbox", name, "mode", offline ? "offline" : "guest",

@@ -185,8 +185,8 @@ int latch_sandbox_posture(const struct latch_sandbox *sb, struct latch_posture *
 		}
 		if (nt > 0) {
 			h->ahead_id = chain[0].prog_id;
-			wrong(p, "TCX program %u on %s %s runs before every clsact filter, latch's too", chain[0].prog_id,
-			      cfg.ifname, dir_names[d]);
+			wrong(p, "TCX program %u on %s %s runs before every clsact filter, latch's too",
+			      chain[0].prog_id, cfg.ifname, dir_names[d]);
 		}
 		if (nf == -ENOENT)
 			wrong(p, "no clsact qdisc on %s", cfg.ifname);

@@ -351,8 +351,9 @@ int latch_sandbox_reattach(const char *name, char *err, size_t errlen)
 	/* the mode the sandbox was created in: its pins (links or none) follow it */
 	mode = cfg.flags & LATCH_CFG_TCX ? LATCH_TC_TCX : LATCH_TC_CLSACT;
 	if (mode == LATCH_TC_TCX && !latch_tcx_supported()) {
-		latch_errf(err, errlen, -1, "'%s' was attached with TCX links, which this kernel lacks; `latch detach %s` "
-			   "and attach again", name, name);
+		latch_errf(err, errlen, -1,
+			   "'%s' was attached with TCX links, which this kernel lacks; `latch detach %s` and attach again",
+			   name, name);
 		goto out;
 	}
 	ifindex = if_nametoindex(cfg.ifname);

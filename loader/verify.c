@@ -373,7 +373,8 @@ int latch_verify_battery(const struct latch_sandbox *sb, struct latch_verify_cas
 		battery6(&b, &cfg, &base);
 	}
 	if (!b.n)
-		return latch_errf(err, errlen, -EINVAL, "'%s' has no IPv4 resolver and no IPv6 address: nothing to verify",
+		return latch_errf(err, errlen, -EINVAL,
+				  "'%s' has no IPv4 resolver and no IPv6 address: nothing to verify",
 				  latch_sandbox_name(sb));
 	return b.n;
 }
