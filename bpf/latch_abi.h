@@ -164,6 +164,19 @@ _Static_assert(sizeof(struct latch_counter) == 16, "latch_counter layout");
 struct latch_config {
 	__u32 abi_version;
 	__u32 flags;
+	/*
+	 * The policy generation that lookups use (0 or 1).  A whole new policy
+	 * is written under the other generation and made live by flipping this
+	 * one field.
+	 */
+	__u32 policy_gen;
+	/*
+	 * Bumped whenever something is removed from the policy or a deadline
+	 * moves earlier.  Flows carry the version they were allowed under; a
+	 * flow from an older version is checked against the policy again before
+	 * its packet passes.
+	 */
+	__u32 policy_version;
 	__u32 ifindex;			/* the link the programs were attached to */
 	char ifname[LATCH_IFNAMSIZ];
 	__u8 guest_mac[6];
@@ -179,22 +192,13 @@ struct latch_config {
 	__u32 dns_burst;   /* bucket depth, packets */
 	__u32 event_rate;  /* deny events per second */
 	__u32 event_burst; /* event bucket depth */
-	/*
-	 * The policy generation that lookups use (0 or 1).  A whole new policy
-	 * is written under the other generation and made live by flipping this
-	 * one field.
-	 */
-	__u32 policy_gen;
-	/*
-	 * Bumped whenever something is removed from the policy.  Flows carry the
-	 * version they were allowed under; a flow from an older version is
-	 * checked against the policy again before its packet passes.
-	 */
-	__u32 policy_version;
 };
+/* What the established-flow fast path reads (flags, version, MAC, IPv4) sits in the first 64 bytes. */
 _Static_assert(sizeof(struct latch_config) == 136, "latch_config layout");
-_Static_assert(__builtin_offsetof(struct latch_config, guest_ip6) == 48, "latch_config layout");
-_Static_assert(__builtin_offsetof(struct latch_config, policy_gen) == 128, "latch_config layout");
+_Static_assert(__builtin_offsetof(struct latch_config, policy_version) == 12, "latch_config layout");
+_Static_assert(__builtin_offsetof(struct latch_config, guest_mac) == 36, "latch_config layout");
+_Static_assert(__builtin_offsetof(struct latch_config, guest_ip4) == 44, "latch_config layout");
+_Static_assert(__builtin_offsetof(struct latch_config, guest_ip6) == 56, "latch_config layout");
 
 /* Protocol values in rules: ANY matches TCP, UDP and ICMP echo. */
 #define LATCH_PROTO_ANY 0
