@@ -62,6 +62,15 @@ int latch_rules_merge(struct latch_rules *r, const struct latch_rule *rule)
 	return 0;
 }
 
+/* Would merging rule into r move one of its own deadlines earlier (a permanent one included)? */
+static bool rules_shortened(struct latch_rules *r, const struct latch_rule *rule)
+{
+	__u32 i = 0;
+	const struct latch_rule *x = rules_find(r, rule, &i);
+
+	return x && rule->expires_ns && (!x->expires_ns || rule->expires_ns < x->expires_ns);
+}
+
 int latch_rules_merge_longer(struct latch_rules *r, const struct latch_rule *rule)
 {
 	__u32 i = 0;
@@ -351,6 +360,7 @@ int latch_policy_allow(struct latch_sandbox *sb, const struct latch_entry *e, ui
 	struct latch_config cfg;
 	uint8_t key[32];
 	char text[LATCH_ENTRY_TEXT_MAX];
+	bool shortened = false;
 	int rc;
 
 	if (latch_sandbox_read_config(sb, &cfg))
@@ -365,6 +375,7 @@ int latch_policy_allow(struct latch_sandbox *sb, const struct latch_entry *e, ui
 		struct latch_rule r;
 
 		latch_entry_rule(e, i, expires_ns, origin, &r);
+		shortened |= rules_shortened(&v, &r);
 		if (latch_rules_merge(&v, &r))
 			return latch_errf(err, errlen, -EINVAL, "%s: more than %d port rules on one address; use a range", text,
 				    LATCH_RULES_MAX);
@@ -378,6 +389,13 @@ int latch_policy_allow(struct latch_sandbox *sb, const struct latch_entry *e, ui
 	} else if (!rc) {
 		rc = bpf_map_update_elem(fd_of(sb, k), key, &v, BPF_ANY) ? -errno : 0;
 	}
+	/*
+	 * A deadline moved earlier: flows carry the deadline they were allowed
+	 * under (flow4/6 and flow_hot), so send them back to the policy, after
+	 * the map holds the new deadline.
+	 */
+	if (!rc && shortened)
+		rc = set_flags(sb, 0, 1);
 	if (rc == -E2BIG)
 		return latch_errf(err, errlen, -EINVAL, "%s: with the prefixes that cover it, more than %d port rules", text,
 			    LATCH_RULES_MAX);
