@@ -6,7 +6,8 @@
  * says which pool the sandboxes' /30s come from, which uplink allowed traffic
  * leaves by, which routing tables and rule priority latch may use, which
  * upstream DNS servers latchd asks and how long learned answers live, the
- * profile `latch up` starts with, and how often latchd backs guest state up.  The
+ * profile `latch up` starts with, how often latchd backs guest state up, and
+ * the port of the credential broker on each sandbox's host address.  The
  * file must be owned by root and writable by nobody else; every error reads
  * `file:line: message`.  LATCH_ROOT moves it (common.h's latch_path()).
  *
@@ -29,6 +30,12 @@
 /* Containment starts at research: sealed is one command away, forced for `latch task`. */
 #define LATCH_CONF_PROFILE "research"
 #define LATCH_CONF_BACKUP_INTERVAL 600
+/*
+ * The credential broker's port on each sandbox's host address: no
+ * well-known service uses it, so a host daemon bound to the wildcard address
+ * is unlikely to be in the way of the broker's listener.
+ */
+#define LATCH_CONF_BROKER_PORT 8119
 
 struct latch_conf {
 	char path[PATH_MAX];	   /* the file read, or "" when none exists */
@@ -49,6 +56,7 @@ struct latch_conf {
 	uint32_t dns_ttl_min, dns_ttl_max; /* learned entries live this long, clamped */
 	char profile[65];		   /* the profile `latch up` starts a sandbox with */
 	uint32_t backup_interval;	   /* seconds between latchd's guest state backups; 0: only on down */
+	uint32_t broker_port;		   /* the broker listens here on a kit sandbox's host address */
 };
 
 /* Defaults when the file says nothing (the v4 pool is not for tests). */

@@ -90,13 +90,13 @@ static json_t *sandbox_json(struct sandbox *s)
 
 	if (s->res)
 		latch_resolver_stats(s->res, &st);
-	return json_pack("{s:s, s:s?, s:b, s:b, s:i, s:i, s:{s:I, s:I, s:I, s:I, s:I, s:I}}", "name", s->name,
-			 "profile", s->have_profile ? s->prof.name : NULL, "uncontained",
+	return json_pack("{s:s, s:s?, s:b, s:b, s:i, s:i, s:{s:I, s:I, s:I, s:I, s:I, s:I}, s:i, s:o}", "name",
+			 s->name, "profile", s->have_profile ? s->prof.name : NULL, "uncontained",
 			 s->have_profile && s->prof.open, "switching", s->sw != NULL, "hosts", s->n_hosts, "learned",
 			 s->n_learned, "resolver", "queries", (json_int_t)st.queries, "answered",
 			 (json_int_t)st.answered, "refused", (json_int_t)st.refused, "upstream_sent",
 			 (json_int_t)st.upstream_sent, "cache_hits", (json_int_t)st.cache_hits, "failed",
-			 (json_int_t)st.failed);
+			 (json_int_t)st.failed, "kit_entries", s->n_extra, "broker", broker_json(s));
 }
 
 static void op_ping(struct client *c)
@@ -157,7 +157,11 @@ static void handle(struct client *c, json_t *req)
 	if (!strcmp(op, "switch"))
 		return op_switch(c, json_string_value(json_object_get(req, "sandbox")),
 				 json_string_value(json_object_get(req, "profile")));
-	control_reply_error(c, "unknown op '%s'; known: ping, rescan, reload, switch", op);
+	if (!strcmp(op, "kit"))
+		return broker_op_kit(c->ld, c, req);
+	if (!strcmp(op, "backend"))
+		return broker_op_backend(c->ld, c, req);
+	control_reply_error(c, "unknown op '%s'; known: ping, rescan, reload, switch, kit, backend", op);
 }
 
 /* ---- the socket ---- */
@@ -173,6 +177,8 @@ static void on_read(struct bufferevent *bev, void *arg)
 		json_error_t je;
 		json_t *req = json_loadb(line, len, 0, &je);
 
+		/* a kit request carries keys: no copy of the line outlives it (jansson's wipe on free, main.c) */
+		explicit_bzero(line, len);
 		free(line);
 		if (!req || !json_is_object(req)) {
 			json_decref(req);

@@ -18,9 +18,8 @@
  *	events.c	kernel deny events and the audit helper with its rate limit
  *	periodic.c	the jobs of the tick: `latch --json backup --all` every
  *			backup_interval, host name refreshes, learned saves and pruning
- *
- * The credential broker (broker/http/) is not wired in yet; its places are
- * latchd.http and sandbox.broker below, and main.c's top comment says how.
+ *	broker.c	the credential broker: the engine (broker/http/) on the loop,
+ *			each kit sandbox's listener and routes, the kit and backend ops
  */
 #ifndef LATCH_DAEMON_H
 #define LATCH_DAEMON_H
@@ -41,14 +40,16 @@
 /* learned and host-name rules stay this long past their TTL (established flows re-checked find them) */
 #define RESOLVED_GRACE_NS (3600ULL * NS_PER_S)
 #define SCAN_INTERVAL_S 2
+/* the profile's ports for a name and those of the kit entries naming it (more kit entries: fewer ports) */
+#define SANDBOX_NAME_PORTS_MAX 33
 
 struct event;
 struct event_base;
 struct evconnlistener;
 struct client; /* control.c */
 struct sandbox;
-struct latch_http; /* the credential broker's engine (broker/http/), not wired in yet */
-struct latch_http_sandbox; /* one sandbox's broker listener, likewise */
+struct latch_http; /* the credential broker's engine (broker/http/) */
+struct broker;	   /* one sandbox's kit as the broker serves it (broker.c) */
 
 /* A profile's host name, resolved here and kept fresh. */
 struct hostname {
@@ -75,6 +76,8 @@ struct pending_switch {
 	struct latch_profile prof;
 	struct hostname *hosts;
 	int n_hosts, waiting;
+	struct latch_pentry *extra; /* the kit's egress_allow as it was when the switch began */
+	int n_extra;
 	bool carry_live_learned; /* at startup: learned rules in the maps have no name here */
 	struct client *client; /* who asked, or NULL (startup, reload) */
 	char from[LATCH_PROFILE_NAME_MAX + 1];
@@ -99,13 +102,21 @@ struct sandbox {
 	bool learned_dirty; /* to be written to NAME.learned on the next tick */
 	struct pending_switch *sw;
 	/*
-	 * The credential broker's listener for this sandbox (broker/http/): to be
-	 * opened in sandbox_add() beside the resolver, on the sandbox's host
-	 * address and broker port with its kit's routes, and freed in
-	 * sandbox_free() (which wipes its secrets) when the pins go.  NULL until
-	 * the broker is wired in.
+	 * The kit's egress_allow entries in force: composed into the policy
+	 * with the profile (they moved in with it from the switch), and what
+	 * the name checks consult beside the profile.  Host names in hosts[]
+	 * may point into them.
 	 */
-	struct latch_http_sandbox *broker;
+	struct latch_pentry *extra;
+	int n_extra;
+	/*
+	 * The sandbox's kit as the credential broker serves it (broker.c): its
+	 * listener on the host address(es) and the routes, opened by
+	 * sandbox_add() beside the resolver from the stored kit state, replaced
+	 * by the kit op, and freed (every key wiped) by sandbox_free() or when
+	 * the sandbox stops.  NULL: no kit.
+	 */
+	struct broker *broker;
 	bool seen;
 	struct sandbox *next;
 };
@@ -133,11 +144,7 @@ struct latchd {
 	uint16_t dns_port;
 	unsigned ticks; /* seconds since start */
 	struct backup_child backup;
-	/*
-	 * The credential broker's engine (broker/http/), one per latchd on base:
-	 * made in main() after the event loop, freed after the sandboxes.  NULL
-	 * until the broker is wired in.
-	 */
+	/* The credential broker's engine (broker/http/), one per latchd on base; broker.c */
 	struct latch_http *http;
 };
 
@@ -163,6 +170,18 @@ void events_close(struct sandbox *s);
 
 /* sandbox.c */
 struct sandbox *sandbox_find(struct latchd *ld, const char *name);
+/*
+ * Does the sandbox's policy allow this name (profile and overlay, `open`,
+ * the kit's egress_allow)?  What the resolver and the broker's CONNECT ask.
+ */
+bool sandbox_name_allowed(void *arg, const char *name);
+/*
+ * The ports an answer for NAME is learned under, as compose gives them
+ * (profile/profile.h, rule 4): the profile's union, then each matching kit
+ * entry's.  Returns how many of ports[max] it filled; 0: not allowed (and
+ * always under `open`, which needs no entries).
+ */
+int sandbox_name_ports(const struct sandbox *s, const char *name, struct latch_entry *ports, int max);
 void sandbox_resolver_opts(struct sandbox *s, struct latch_resolver_opts *o);
 void sandbox_free(struct sandbox *s);
 /* Serve every sandbox that has pins; drop those whose pins are gone. */
@@ -185,6 +204,21 @@ void learned_load(struct sandbox *s);
 void learned_save(struct sandbox *s);
 void learned_remove_file(const char *name);
 void learned_free(struct sandbox *s);
+
+/* broker.c */
+int broker_init(struct latchd *ld, char *err, size_t errlen);
+void broker_fini(struct latchd *ld); /* after the sandboxes */
+/* Serve the sandbox's stored kit (secret_files only: env keys must be handed again). */
+void broker_open(struct sandbox *s);
+/* Close its listener and wipe its keys. */
+void broker_close(struct sandbox *s);
+/* The sandbox is gone (its pins): close, and remove its kit state. */
+void broker_forget(struct sandbox *s);
+/* A copy of the kit's egress_allow entries (none: *out NULL); free() it.  0 or -ENOMEM. */
+int broker_kit_egress(const struct sandbox *s, struct latch_pentry **out, int *n);
+json_t *broker_json(const struct sandbox *s);
+void broker_op_kit(struct latchd *ld, struct client *c, json_t *req);
+void broker_op_backend(struct latchd *ld, struct client *c, json_t *req);
 
 /* periodic.c */
 void periodic_run(struct latchd *ld, uint64_t now);

@@ -21,13 +21,13 @@
  * latchd.sock, root-only; see broker/broker.h for the protocol.  daemon.h
  * lists the parts; this file holds the loop, latch.conf and the signals.
  *
- * Where the credential broker (broker/http/) plugs in: its engine is made
- * here after the event loop, on the same base, into latchd.http (and freed
- * after the sandboxes); each sandbox's listener is opened by sandbox_add()
- * beside the resolver into sandbox.broker and freed by sandbox_free(); its
- * decisions go to the audit log through latchd_audit(), and SIGHUP
- * (latchd_reload) re-reads its kits with latch.conf.  It reaches the policy
- * only through the kernel and this process's sandboxes, never through vm/.
+ * The credential broker (broker/http/, wired in by broker.c): its engine is
+ * made here after the event loop, on the same base (broker_init, which also
+ * makes latchd undumpable: keys pass through it), and freed after the
+ * sandboxes; each sandbox's listener is opened by sandbox_add() from its
+ * stored kit and freed by sandbox_free().  Kits are not re-read on SIGHUP:
+ * a reload would lose the keys `latch up` handed over.  It reaches the
+ * policy only through the kernel and this process's sandboxes, never vm/.
  */
 #include <errno.h>
 #include <event2/event.h>
@@ -250,6 +250,10 @@ static int setup(struct latchd *ld)
 		fprintf(stderr, "latchd: cannot make the event loop\n");
 		return 1;
 	}
+	if (broker_init(ld, err, sizeof(err))) {
+		fprintf(stderr, "latchd: %s\n", err);
+		return 1;
+	}
 	if (control_listen(ld, err, sizeof(err))) {
 		fprintf(stderr, "latchd: %s\n", err);
 		return 1;
@@ -308,6 +312,7 @@ int main(int argc, char **argv)
 		ld.sandboxes = s->next;
 		sandbox_free(s);
 	}
+	broker_fini(&ld);
 	periodic_stop(&ld);
 	latchd_audit(&ld, "latchd", "daemon", "stop", "latchd.stop", json_pack("{s:i}", "pid", (int)getpid()));
 	audit_close(ld.audit);

@@ -59,7 +59,8 @@ void hb_build_request(struct hb_exchange *x, int64_t body_len)
 	size_t rest_len;
 
 	hb_target_route(hd->target, hd->target_len, name, &rest, &rest_len);
-	evbuffer_add_printf(out, "%s %s%.*s HTTP/1.1\r\nHost: %s\r\n", hd->method,
+	/* an alternative's base path goes first: /openai + /v1/chat/completions */
+	evbuffer_add_printf(out, "%s %s%s%.*s HTTP/1.1\r\nHost: %s\r\n", hd->method, t->base_path,
 			    !rest_len || rest[0] == '?' ? "/" : "", (int)rest_len, rest, t->authority);
 	for (int i = 0; i < hd->n; i++) {
 		const struct hb_header *h = &hd->h[i];

@@ -31,6 +31,7 @@ struct latch_http;
 struct latch_http_sandbox;
 
 #define LATCH_HTTP_GUESTS_MAX 4
+#define LATCH_HTTP_LISTEN_MAX 2 /* a host address of each family */
 #define LATCH_HTTP_METHODS_MAX 16
 #define LATCH_HTTP_PATHS_MAX 32
 #define LATCH_HTTP_UPSTREAMS_MAX 8 /* the credential's own upstream and its alternatives */
@@ -101,6 +102,8 @@ struct latch_http_meter {
  * credential (a local server).  header and scheme: the secret is sent as
  * `header: scheme secret` (scheme "Bearer " or "" as the kit says).
  * ca_file: a PEM bundle to verify with instead of the system store.
+ * base_path ("" or NULL: none) goes before the request's path, as in
+ * `https://api.groq.com` + `/openai` for `/v1/chat/completions`.
  */
 struct latch_http_upstream {
 	const char *name; /* "" or NULL for the credential's own upstream */
@@ -111,11 +114,12 @@ struct latch_http_upstream {
 	const char *header;
 	const char *scheme;
 	const char *ca_file;
+	const char *base_path; /* "/openai": absolute, no trailing '/' */
 };
 
 /*
  * A credential route.  methods are compared exactly (the kit folded them to
- * upper-case); paths are absolute prefixes matched on segment boundaries
+ * upper-case; none: every method but TRACE, as a kit without `methods`); paths are absolute prefixes matched on segment boundaries
  * (none: nothing is allowed).  placeholder is this sandbox's
  * `latch-placeholder-<hex>` for this credential.  upstreams[0] is used
  * until latch_http_route_switch() picks another.
@@ -149,7 +153,8 @@ typedef void (*latch_http_resolved_cb)(void *arg, const char *name, const struct
  */
 struct latch_http_sandbox_opts {
 	const char *name;
-	struct latch_addr listen;
+	struct latch_addr listen[LATCH_HTTP_LISTEN_MAX]; /* the sandbox's host v4 and/or v6 address */
+	int n_listen;
 	uint16_t port;
 	struct latch_addr guests[LATCH_HTTP_GUESTS_MAX]; /* the only sources served */
 	int n_guests;
@@ -176,7 +181,7 @@ struct latch_http *latch_http_new(struct event_base *base, const struct latch_ht
 /* Closes every sandbox, route and connection (meters get their end()). Accepts NULL. */
 void latch_http_free(struct latch_http *h);
 
-/* Open the sandbox's listener (IP_FREEBIND: the address may not exist yet). */
+/* Open the sandbox's listeners (IP_FREEBIND: the addresses may not exist yet). */
 struct latch_http_sandbox *latch_http_sandbox_new(struct latch_http *h, const struct latch_http_sandbox_opts *o,
 						  char *err, size_t errlen);
 /* Close its listener and connections, wipe its routes' secrets. Accepts NULL. */

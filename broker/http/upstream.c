@@ -207,7 +207,15 @@ int hb_target_init(struct latch_http *h, struct hb_target *t, const struct latch
 			  memchr(u->secret, 0, u->secret_len)))
 		return latch_errf(err, errlen, -EINVAL, "upstream %s: the secret must be 4-%d bytes with no CR, LF or NUL",
 				  u->url, HB_SECRET_MAX);
+	if (u->base_path && *u->base_path &&
+	    (u->base_path[0] != '/' || u->base_path[strlen(u->base_path) - 1] == '/' ||
+	     hb_target_spelling(u->base_path, strlen(u->base_path)) != HB_OK || strpbrk(u->base_path, "?%")))
+		return latch_errf(err, errlen, -EINVAL,
+				  "upstream %s: base path \"%s\" must be absolute, without a trailing '/', '.', '..', "
+				  "'%%' or '?'",
+				  u->url, u->base_path);
 	if (!(t->header = strdup(u->header)) || !(t->scheme = strdup(u->scheme ? u->scheme : "")) ||
+	    !(t->base_path = strdup(u->base_path ? u->base_path : "")) ||
 	    (u->secret_var && !(t->secret_var = strdup(u->secret_var))))
 		return latch_errf(err, errlen, -ENOMEM, "broker: out of memory");
 	if (u->secret && secret_set(&t->secret, u->secret, u->secret_len))
@@ -239,7 +247,8 @@ void hb_target_fini(struct hb_target *t)
 	free(t->header);
 	free(t->scheme);
 	free(t->secret_var);
-	t->name = t->header = t->scheme = t->secret_var = NULL;
+	free(t->base_path);
+	t->name = t->header = t->scheme = t->secret_var = t->base_path = NULL;
 }
 
 /* ------------------------------------------------------------ connections */
