@@ -19,6 +19,7 @@
 # CONNECT is name-exact; git works with the placeholder as its password;
 # a removed route leaves no copy of its secret in the process.
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/broker_rows.sh"
 
 DRV=$LTS_TOP/build/selftests/broker_drv
 NET="$LTS_DIR/broker_net.py"
@@ -44,6 +45,8 @@ PH_METER=latch-placeholder-$(openssl rand -hex 16)
 PH_NOKEY=latch-placeholder-$(openssl rand -hex 16)
 PH_OTHER=latch-placeholder-$(openssl rand -hex 16)
 PH_WRONG=latch-placeholder-$(openssl rand -hex 16)
+PH_BADTLS=latch-placeholder-badtls-0123456789
+PH_DOWN=latch-placeholder-down-0123456789ab
 
 # ------------------------------------------------------------ the test CA and the upstream
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj /CN=latch-test-ca \
@@ -208,84 +211,10 @@ row() {
 		ok "$name: $status, $reason"
 	fi
 }
-R="\\r\\n"
-H="Host: x${R}Authorization: Bearer $PH${R}"
-get() { printf 'GET %s HTTP/1.1%s%s%s' "$1" "$R" "$H" "$R"; }
-big=$(head -c 20000 /dev/zero | tr '\0' a)
-# the request head: smuggling forms (400, the connection closes)
-row "CL and TE together" 400 "both Content-Length and Transfer-Encoding" \
-	"POST /echo/v1/echo HTTP/1.1${R}${H}Content-Length: 3${R}Transfer-Encoding: chunked${R}${R}0${R}${R}"
-row "two Content-Lengths" 400 "duplicate Content-Length" \
-	"POST /echo/v1/echo HTTP/1.1${R}${H}Content-Length: 3${R}Content-Length: 3${R}${R}abc"
-row "a signed Content-Length" 400 "invalid Content-Length" \
-	"POST /echo/v1/echo HTTP/1.1${R}${H}Content-Length: +3${R}${R}abc"
-row "Content-Length with two numbers" 400 "invalid Content-Length" \
-	"POST /echo/v1/echo HTTP/1.1${R}${H}Content-Length: 3 3${R}${R}abc"
-row "Transfer-Encoding chunked, identity" 400 "Transfer-Encoding other than one chunked" \
-	"POST /echo/v1/echo HTTP/1.1${R}${H}Transfer-Encoding: chunked, identity${R}${R}0${R}${R}"
-row "Transfer-Encoding twice" 400 "Transfer-Encoding other than one chunked" \
-	"POST /echo/v1/echo HTTP/1.1${R}${H}Transfer-Encoding: chunked${R}Transfer-Encoding: chunked${R}${R}0${R}${R}"
-row "an obs-fold line" 400 "folded header line" "GET /echo/v1/echo HTTP/1.1${R}${H}X-A: b${R} c${R}${R}"
-row "a bare LF" 400 "bare LF in the request head" "GET /echo/v1/echo HTTP/1.1\\nHost: x${R}${R}"
-row "a bare CR" 400 "bare CR in the request head" "GET /echo/v1/echo HTTP/1.1${R}Host: x\\rX: y${R}${R}"
-row "a space in a header name" 400 "header name is not a token" "GET /echo/v1/echo HTTP/1.1${R}Ho st: x${R}${R}"
-row "a space before the colon" 400 "header name is not a token" "GET /echo/v1/echo HTTP/1.1${R}Host : x${R}${R}"
-row "a control byte in a value" 400 "invalid bytes in the request head" \
-	"GET /echo/v1/echo HTTP/1.1${R}${H}X-A: a\\x01b${R}${R}"
-row "a 20 kB header" 431 "request head too large" "GET /echo/v1/echo HTTP/1.1${R}${H}X-Big: $big${R}${R}"
-# 1. the path's spelling
-row "a .. segment" 403 "path has a . or .. segment" "$(get /echo/v1/echo/../admin)"
-row "a . segment" 403 "path has a . or .. segment" "$(get /echo/v1/echo/./x)"
-row "a ..;param segment" 403 "path has a . or .. segment" "$(get '/echo/v1/echo/..;x=1/admin')"
-row "an encoded dot" 403 "path has an encoded dot, slash or backslash" "$(get /echo/v1/echo/%2e%2e/admin)"
-row "an encoded slash" 403 "path has an encoded dot, slash or backslash" "$(get /echo/v1/echo%2Fadmin)"
-row "an encoded backslash" 403 "path has an encoded dot, slash or backslash" "$(get /echo/v1/echo%5cadmin)"
-row "a backslash" 403 "path has a backslash" "$(get '/echo/v1/echo\\admin')"
-row "double encoding" 403 "path is double-encoded" "$(get /echo/v1/echo/%252e%252e/admin)"
-row "an empty segment" 403 "path has an empty segment" "$(get /echo/v1//echo)"
-row "an encoded letter" 403 "path encodes a character that needs no encoding" "$(get /echo/v1/%65cho)"
-row "an encoded NUL" 403 "path has bytes outside the URL grammar" "$(get /echo/v1/echo/%00)"
-row "a quote in the path" 403 "path has bytes outside the URL grammar" "$(get '/echo/v1/echo/a"b')"
-row "raw UTF-8 in the path" 403 "path has bytes outside the URL grammar" "$(get '/echo/v1/echo/\xc3\xa9')"
-row "a plain-http proxy request" 403 "plain http proxying is not offered" "$(get http://example.test/)"
-row "no such route" 403 "no credential route of that name" "$(get /nosuch/v1/echo)"
-row "order: a .. segment under TRACE" 403 "path has a . or .. segment" \
-	"TRACE /echo/v1/../x HTTP/1.1${R}${H}${R}"
-# 2. the method
-row "TRACE" 403 "TRACE is never forwarded" "TRACE /echo/v1/echo HTTP/1.1${R}${H}${R}"
-row "a method the route lacks" 403 "method not allowed on route" "DELETE /echo/v1/echo HTTP/1.1${R}${H}${R}"
-row "order: the method before the prefix" 403 "method not allowed on route" "PUT /echo/v9 HTTP/1.1${R}Host: x${R}${R}"
-# 3. the path prefix, on segment boundaries
-row "a prefix that is not a segment" 403 "path not allowed on route" "$(get /echo/v1/echo_admin)"
-row "a path outside the prefixes" 403 "path not allowed on route" "$(get /echo/v2/echo)"
-row "order: the prefix before the placeholder" 403 "path not allowed on route" \
-	"GET /echo/v2/x HTTP/1.1${R}Host: x${R}${R}"
-# 4. the placeholder
-row "the placeholder in the query" 403 "placeholder also sent in the URL" "$(get "/echo/v1/echo?key=$PH")"
-row "the placeholder in the path" 403 "placeholder also sent in the URL" "$(get "/echo/v1/echo/$PH")"
-row "the placeholder percent-encoded in the query" 403 "placeholder also sent in the URL" \
-	"$(get "/echo/v1/echo?k=$(sed 's/-/%2D/g' <<<"$PH")")"
-row "the placeholder in another header" 403 "placeholder sent in another header" \
-	"GET /echo/v1/echo HTTP/1.1${R}${H}X-Api-Key: $PH${R}${R}"
-row "no placeholder" 401 "placeholder credential missing or wrong" "GET /echo/v1/echo HTTP/1.1${R}Host: x${R}${R}"
-row "a wrong placeholder" 403 "placeholder credential missing or wrong" \
-	"GET /echo/v1/echo HTTP/1.1${R}Authorization: Bearer $PH_WRONG${R}${R}"
-row "another sandbox's placeholder" 403 "placeholder of another sandbox" \
-	"GET /echo/v1/echo HTTP/1.1${R}Authorization: Bearer $PH_OTHER${R}${R}"
-row "another route's placeholder" 403 "placeholder credential missing or wrong" \
-	"GET /echo/v1/echo HTTP/1.1${R}Authorization: Bearer $PH_GIT${R}${R}"
-row "a wrong Basic password" 403 "placeholder credential missing or wrong" \
-	"GET /echo/v1/echo HTTP/1.1${R}Authorization: Basic $(printf 'x:%s' "$PH_WRONG" | base64 -w0)${R}${R}"
-# after the checks: the host side
-row "a secret the host did not give" 403 "secret not set on the host" \
-	"GET /nokey/v1/echo HTTP/1.1${R}Authorization: Bearer $PH_NOKEY${R}${R}"
+# the table (selftests/broker_rows.sh), and the meter's row: latchd has no meter yet
+broker_refusal_rows
 row "the meter refuses" 429 "refused by the spend cap" \
 	"POST /meter/v1/echo HTTP/1.1${R}x-api-key: $PH_METER${R}Content-Length: 36${R}${R}{\"model\":\"m1\",\"max_tokens\":99999999}"
-row "an upstream whose certificate does not verify" 502 "upstream TLS verification failed" \
-	"GET /badtls/v1/x HTTP/1.1${R}Authorization: Bearer latch-placeholder-badtls-0123456789${R}${R}"
-row "an upstream that refuses the connection" 502 "upstream unreachable" \
-	"GET /down/v1/x HTTP/1.1${R}Authorization: Bearer latch-placeholder-down-0123456789ab${R}${R}"
-row "a content-encoded response" 502 "upstream response is content-encoded" "$(get /echo/v1/gzip)"
 n=$(audit_n)
 out=$(ip netns exec "$LTS_H" "$LTS_PY" "$NET" raw "$BROKER" "$PORT" "$(get /echo/v1/echo)")
 a=$(last_audit "$n")

@@ -36,6 +36,7 @@ struct latch_agent {
 	int fd;
 	int lock_fd; /* flock on SOCK.lock: one client on the channel at a time */
 	uint32_t next_id;
+	uint32_t version; /* the agent's, from its PONG (0: not pinged yet) */
 	size_t start, end; /* unread bytes are rbuf[start..end) */
 	uint8_t rbuf[RBUF_LEN];
 	uint8_t wbuf[HDR_LEN + LAGENT_MAX_PAYLOAD];
@@ -266,8 +267,9 @@ int latch_agent_ping(struct latch_agent *a, int timeout_ms, char *release, size_
 			if (h.len != sizeof(pong))
 				return -EPROTO;
 			memcpy(&pong, p, sizeof(pong));
-			if (le32toh(pong.version) != LAGENT_VERSION)
+			if (le32toh(pong.version) < LAGENT_VERSION_MIN || le32toh(pong.version) > LAGENT_VERSION)
 				return -EPROTONOSUPPORT;
+			a->version = le32toh(pong.version);
 			if (release && len) {
 				size_t n = strnlen(pong.release, sizeof(pong.release));
 
@@ -319,6 +321,18 @@ static int build_exec(struct latch_agent *a, const char *const argv[],
 	}
 	if (!argc)
 		return -EINVAL;
+	for (uint32_t e = 0; opts && opts->env && opts->env[e]; e++) {
+		size_t n = strlen(opts->env[e]) + 1;
+
+		/* a version 1 agent would refuse the whole command: it has no environment to give */
+		if (a->version < 2)
+			return -EPROTONOSUPPORT;
+		if (e == LAGENT_MAX_ENVC || off + n > LAGENT_MAX_PAYLOAD)
+			return -E2BIG;
+		memcpy(a->wbuf + HDR_LEN + off, opts->env[e], n);
+		off += n;
+		ex.flags = htole32(LAGENT_EXEC_ENV);
+	}
 	ex.timeout_ms = htole32(opts ? opts->timeout_ms : 0);
 	ex.output_limit = htole32(opts ? opts->output_limit : 0);
 	ex.argc = htole32(argc);
@@ -459,6 +473,7 @@ int latch_vm_exec(const char *name, const char *const argv[], const struct latch
 	if (opts) {
 		eo.timeout_ms = opts->timeout_ms;
 		eo.output_limit = opts->output_limit;
+		eo.env = opts->env;
 	}
 	ret = latch_agent_open_sandbox(name, 5000, &a, err, errlen);
 	if (ret)
@@ -467,6 +482,11 @@ int latch_vm_exec(const char *name, const char *const argv[], const struct latch
 	latch_agent_close(a); /* cancels a command still running */
 	if (ret == -EINTR || ret == -ETIMEDOUT)
 		return latch_errf(err, errlen, ret, "exec in %s: %s", name, strerror(-ret));
+	if (ret == -EPROTONOSUPPORT)
+		return latch_errf(err, errlen, ret,
+				  "exec in %s: the guest's agent is too old to take the kit's environment; rebuild the "
+				  "image (`latch image build --force`) and `latch down` and `latch up` the sandbox",
+				  name);
 	if (ret)
 		return latch_errf(err, errlen, ret, "exec in %s: %s%s", name, strerror(-ret),
 				  *r.message ? " (the agent refused the command)" : "");

@@ -13,8 +13,9 @@
  * its environment can hand over, on the root-only socket.  A route whose
  * key is missing answers with a refusal that names the variable.  Once the
  * routes are made the engine holds the only copy of each key (locked pages,
- * left out of core dumps, wiped with the route); latchd itself is made
- * undumpable, since libevent's and OpenSSL's buffers held them on the way.
+ * left out of core dumps, wiped with the route); the buffers they passed
+ * through (libevent's, jansson's; OpenSSL's plaintext) are wiped when freed,
+ * and latchd is made undumpable.
  *
  * CONNECT is allowed to the names the sandbox's policy allows (its profile,
  * overlay and kit; sandbox.c), resolved through the sandbox's resolver with
@@ -22,6 +23,8 @@
  * route, refused or other, under audit/'s rate limit.
  */
 #include <errno.h>
+#include <event2/event.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,18 +56,54 @@ struct broker {
 	char why[LATCH_ERR_MAX]; /* why there is no listener, when there is none */
 };
 
-int broker_init(struct latchd *ld, char *err, size_t errlen)
+/* libevent's allocations, wiped when freed or moved: its buffers carry keys and what upstreams echo of them */
+static void *ev_malloc(size_t n)
+{
+	return malloc(n);
+}
+
+static void ev_free(void *p)
+{
+	if (p)
+		explicit_bzero(p, malloc_usable_size(p));
+	free(p);
+}
+
+static void *ev_realloc(void *p, size_t n)
+{
+	size_t had = p ? malloc_usable_size(p) : 0;
+	void *q;
+
+	if (!p)
+		return malloc(n);
+	if (n <= had)
+		return p; /* the block stays where it is, and ours */
+	q = malloc(n);
+	if (!q)
+		return NULL;
+	memcpy(q, p, had);
+	ev_free(p);
+	return q;
+}
+
+void broker_wipe_on_free(void)
 {
 	struct rlimit none = { 0, 0 };
 
 	/*
 	 * Keys pass through heap buffers on their way into the engine's locked
-	 * pages (the socket's, jansson's, OpenSSL's): no core dump of latchd,
-	 * and no ptrace or /proc/PID/mem for anyone but root.
+	 * pages (the control socket's, jansson's, libevent's), and upstreams may
+	 * echo them: those are wiped when freed, and latchd leaves no core dump
+	 * and admits no ptrace or /proc/PID/mem but root's.
 	 */
 	prctl(PR_SET_DUMPABLE, 0);
 	setrlimit(RLIMIT_CORE, &none);
+	event_set_mem_functions(ev_malloc, ev_realloc, ev_free);
 	latch_json_wipe_frees();
+}
+
+int broker_init(struct latchd *ld, char *err, size_t errlen)
+{
 	ld->http = latch_http_new(ld->base, NULL, err, errlen);
 	return ld->http ? 0 : -errno;
 }

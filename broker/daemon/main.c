@@ -22,8 +22,9 @@
  * lists the parts; this file holds the loop, latch.conf and the signals.
  *
  * The credential broker (broker/http/, wired in by broker.c): its engine is
- * made here after the event loop, on the same base (broker_init, which also
- * makes latchd undumpable: keys pass through it), and freed after the
+ * made here after the event loop, on the same base (broker_init; before it,
+ * broker_wipe_on_free makes latchd undumpable and its buffers wiped when
+ * freed: keys pass through them), and freed after the
  * sandboxes; each sandbox's listener is opened by sandbox_add() from its
  * stored kit and freed by sandbox_free().  Kits are not re-read on SIGHUP:
  * a reload would lose the keys `latch up` handed over.  It reaches the
@@ -275,6 +276,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "latchd: must run as root (it writes BPF maps and binds port 53)\n");
 		return 1;
 	}
+	broker_wipe_on_free(); /* before libevent allocates anything */
 	setvbuf(stderr, NULL, _IOLBF, 0);
 	signal(SIGPIPE, SIG_IGN);
 	{

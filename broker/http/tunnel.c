@@ -134,7 +134,8 @@ static void t_resolved(void *arg, const char *name, const struct latch_addr *add
 			t->addrs[t->n++] = addrs[i];
 	}
 	if (!t->n) {
-		if (refused)
+		/* a resolver with the same filter (latchd's) drops the addresses itself and says why */
+		if (refused || (n < 0 && why && !strcmp(why, "rebinding")))
 			t_refuse(t, HB_CONNECT_REBINDING, "latch: %s resolves only to non-public addresses; the broker "
 				 "does not connect there", t->name);
 		else

@@ -55,6 +55,8 @@ static SSL_CTX *ctx_get(struct latch_http *h, const char *ca_file, char *err, si
 	 * checked for truncation by the parser.
 	 */
 	SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
+	/* plaintext the upstream sent (an echo of the key, say) is wiped from OpenSSL's buffers once read */
+	SSL_CTX_set_options(ctx, SSL_OP_CLEANSE_PLAINTEXT);
 	SSL_CTX_set_alpn_protos(ctx, alpn, sizeof(alpn) - 1);
 	if (ca_file ? SSL_CTX_load_verify_locations(ctx, ca_file, NULL) != 1 : SSL_CTX_set_default_verify_paths(ctx) != 1) {
 		latch_errf(err, errlen, -EINVAL, "ca_file %s: no PEM certificates could be read from it; fix: point it at "

@@ -15,8 +15,10 @@
  *
  *   host -> guest
  *     PING  id=N  no payload           agent answers PONG id=N
- *     EXEC  id=N  struct lagent_exec, then exec.argc NUL-terminated strings
- *                 that fill the rest of the payload exactly
+ *     EXEC  id=N  struct lagent_exec, then exec.argc NUL-terminated strings;
+ *                 with LAGENT_EXEC_ENV in exec.flags (version 2), then
+ *                 "NAME=VALUE" strings for the command's environment; the
+ *                 strings fill the rest of the payload exactly
  *   guest -> host, all carrying the id of the request they answer
  *     PONG        struct lagent_pong
  *     STDOUT      1..LAGENT_CHUNK bytes of the command's stdout
@@ -45,7 +47,12 @@
 
 #define LAGENT_PORT_NAME "org.latch.agent"
 #define LAGENT_MAGIC 0x4b54414cu /* "LATK" on the wire */
-#define LAGENT_VERSION 1
+/*
+ * 2 added LAGENT_EXEC_ENV.  A host speaks to agents of version 1 as before
+ * (no environment); it asks a version 1 agent for no environment.
+ */
+#define LAGENT_VERSION 2
+#define LAGENT_VERSION_MIN 1
 
 /* Largest payload of any frame, either direction. */
 #define LAGENT_MAX_PAYLOAD (64u * 1024)
@@ -75,12 +82,16 @@ struct lagent_hdr {
 };
 _Static_assert(sizeof(struct lagent_hdr) == 16, "lagent_hdr is 16 bytes on the wire");
 
+/* lagent_exec.flags */
+#define LAGENT_EXEC_ENV (1u << 0) /* "NAME=VALUE" strings follow argv (version 2) */
+#define LAGENT_MAX_ENVC 256
+
 struct lagent_exec {
 	uint32_t timeout_ms;   /* 0: no timeout; else SIGKILL to the process group */
 	uint32_t output_limit; /* 0 or > LAGENT_OUTPUT_CAP: LAGENT_OUTPUT_CAP */
 	uint32_t argc;	       /* 1..LAGENT_MAX_ARGC */
-	uint32_t flags;	       /* 0; reserved */
-	/* followed by argc NUL-terminated strings */
+	uint32_t flags;	       /* LAGENT_EXEC_*; other bits 0 */
+	/* followed by argc NUL-terminated strings, then (LAGENT_EXEC_ENV) the environment's */
 };
 _Static_assert(sizeof(struct lagent_exec) == 16, "lagent_exec is 16 bytes on the wire");
 
