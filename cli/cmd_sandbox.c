@@ -126,6 +126,14 @@ static int attach_kit_give(const char *name, const struct latch_kit *kit, json_t
 	}
 	if (latch_sandbox_kit_store(name, kit, true, &st, err, sizeof(err)))
 		return latch_err(LATCH_EXIT_FAILED, "%s: kit %s: %s", name, kit->name, err);
+	/*
+	 * The kit before the profile: its request makes latchd find the new
+	 * sandbox, which latchd would switch to a profile stored already; the
+	 * switch below would then find that one running.
+	 */
+	rc = latch_sandbox_kit_give(name, kit, false, out);
+	if (rc)
+		return rc;
 	if (latch_profile_state_read(name, prof, sizeof(prof))) {
 		snprintf(prof, sizeof(prof), "sealed");
 		if (latch_profile_state_write(name, prof, err, sizeof(err)))
@@ -135,9 +143,6 @@ static int attach_kit_give(const char *name, const struct latch_kit *kit, json_t
 					"(`latch egress %s profile P` picks another)\n",
 				name, name);
 	}
-	rc = latch_sandbox_kit_give(name, kit, false, out);
-	if (rc)
-		return rc;
 	/* the profile composed with the kit's egress_allow; without latchd it applies when latchd starts */
 	if (!latchd_switch(name, prof, &rep, err, sizeof(err)) && !json_is_true(json_object_get(rep, "ok"))) {
 		rc = latch_err(LATCH_EXIT_FAILED, "%s: profile %s: %s", name, prof,

@@ -343,20 +343,20 @@ int cmd_up(int argc, char **argv)
 		return c;
 	}
 	/*
-	 * The guest started under default deny (sealed).  Now its profile: stored
-	 * first, so latchd applies it whenever it (re)starts; then latchd is asked
-	 * to switch now.  Without latchd the sandbox stays sealed: closed, not open.
+	 * The guest started under default deny (sealed).  Its kit first: latchd
+	 * composes the kit's egress_allow into the profile's policy.  Then the
+	 * profile: stored, so latchd applies it whenever it (re)starts (stored
+	 * after the kit, whose request makes latchd look for new sandboxes: one
+	 * found with a stored profile is switched to it then, and this switch
+	 * would find that one running); then latchd is asked to switch now.
+	 * Without latchd the sandbox stays sealed: closed, not open.
 	 */
 	const char *profile_note = "applied by latchd";
-
-	if (latch_profile_state_write(o.name, profile, err, sizeof(err))) {
-		latch_kit_free(kit);
-		return latch_err(LATCH_EXIT_FAILED, "up %s: %s", o.name, err);
-	}
-	/* the kit before the switch: latchd composes its egress_allow into the profile's policy */
 	json_t *j = obs_json(&res.obs);
 
 	c = up_kit_give(o.name, kit, fresh, j);
+	if (!c && latch_profile_state_write(o.name, profile, err, sizeof(err)))
+		c = latch_err(LATCH_EXIT_FAILED, "up %s: %s", o.name, err);
 	if (c) {
 		latch_kit_free(kit);
 		json_decref(j);

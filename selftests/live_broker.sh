@@ -292,24 +292,7 @@ check_eq "no audit or meter line holds the key" "$(grep -c -e "$SECRET" -e "$GIT
 check_eq "no response holds the git key decoded" "$(grep -c "git-real-secret" "$RESP")" 0
 
 # ------------------------------------------------------------ a removed route leaves no copy of its secret
-memcount() { "$LTS_PY" - "$DRV_PID" "$1" <<'EOF'
-import re, sys
-pid, needle = sys.argv[1], sys.argv[2].encode()
-n = 0
-with open("/proc/%s/maps" % pid) as maps, open("/proc/%s/mem" % pid, "rb", 0) as mem:
-    for line in maps:
-        m = re.match(r"([0-9a-f]+)-([0-9a-f]+) (r)", line)
-        if not m:
-            continue
-        lo, hi = int(m.group(1), 16), int(m.group(2), 16)
-        try:
-            mem.seek(lo)
-            n += mem.read(hi - lo).count(needle)
-        except (OSError, ValueError, OverflowError):
-            pass
-print(n)
-EOF
-}
+memcount() { "$LTS_PY" "$LTS_DIR/memcount.py" "$DRV_PID" "$1"; }
 check_cmp "control: the driver holds the git secret while its route exists" "$(memcount "$GIT_SECRET")" -ge 1
 check "remove the git route" grep -q '^ok' <<<"$(cmd 'remove sb1 git')"
 check_eq "no copy of the git secret is left in the process" "$(memcount "$GIT_SECRET")" 0

@@ -369,24 +369,7 @@ check_eq "no file under latch's root (state, audit log) holds a key" "$(grep -rc
 check_eq "latchd's log holds no key" "$(grep -c "${keys[@]}" "$T/latchd.log")" 0
 
 # ------------------------------------------------------------ the keys go with the sandbox
-memcount() { "$LTS_PY" - "$LATCHD_PID" "$1" <<'EOF'
-import re, sys
-pid, needle = sys.argv[1], sys.argv[2].encode()
-n = 0
-with open("/proc/%s/maps" % pid) as maps, open("/proc/%s/mem" % pid, "rb", 0) as mem:
-    for line in maps:
-        m = re.match(r"([0-9a-f]+)-([0-9a-f]+) (r)", line)
-        if not m:
-            continue
-        lo, hi = int(m.group(1), 16), int(m.group(2), 16)
-        try:
-            mem.seek(lo)
-            n += mem.read(hi - lo).count(needle)
-        except (OSError, ValueError, OverflowError):
-            pass
-print(n)
-EOF
-}
+memcount() { "$LTS_PY" "$LTS_DIR/memcount.py" "$LATCHD_PID" "$1"; }
 check_cmp "control: latchd holds the file's key while the sandbox exists" "$(memcount "$SECRET")" -ge 1
 check_cmp "control: latchd holds the handed key while the sandbox exists" "$(memcount "$ENV_SECRET")" -ge 1
 latch detach "$LTS_NAME" >/dev/null 2>&1

@@ -36,7 +36,7 @@ struct latch_agent {
 	int fd;
 	int lock_fd; /* flock on SOCK.lock: one client on the channel at a time */
 	uint32_t next_id;
-	uint32_t version; /* the agent's, from its PONG (0: not pinged yet) */
+	uint16_t caps; /* LAGENT_CAP_*, from the agent's PONG (0: not pinged yet, or an older agent) */
 	size_t start, end; /* unread bytes are rbuf[start..end) */
 	uint8_t rbuf[RBUF_LEN];
 	uint8_t wbuf[HDR_LEN + LAGENT_MAX_PAYLOAD];
@@ -267,9 +267,9 @@ int latch_agent_ping(struct latch_agent *a, int timeout_ms, char *release, size_
 			if (h.len != sizeof(pong))
 				return -EPROTO;
 			memcpy(&pong, p, sizeof(pong));
-			if (le32toh(pong.version) < LAGENT_VERSION_MIN || le32toh(pong.version) > LAGENT_VERSION)
+			if (le32toh(pong.version) != LAGENT_VERSION)
 				return -EPROTONOSUPPORT;
-			a->version = le32toh(pong.version);
+			a->caps = h.flags;
 			if (release && len) {
 				size_t n = strnlen(pong.release, sizeof(pong.release));
 
@@ -324,8 +324,8 @@ static int build_exec(struct latch_agent *a, const char *const argv[],
 	for (uint32_t e = 0; opts && opts->env && opts->env[e]; e++) {
 		size_t n = strlen(opts->env[e]) + 1;
 
-		/* a version 1 agent would refuse the whole command: it has no environment to give */
-		if (a->version < 2)
+		/* an agent that did not announce it would refuse the whole command */
+		if (!(a->caps & LAGENT_CAP_ENV))
 			return -EPROTONOSUPPORT;
 		if (e == LAGENT_MAX_ENVC || off + n > LAGENT_MAX_PAYLOAD)
 			return -E2BIG;

@@ -74,8 +74,8 @@ int latch_agent_ping(struct latch_agent *a, int timeout_ms, char *release, size_
  * LATCH_AGENT_GRACE_MS, -EINTR when a signal interrupted the wait (close the
  * connection to cancel the command), -EPROTO on a malformed answer, -E2BIG
  * when argv and env do not fit in one frame, -EPROTONOSUPPORT for an env
- * to a version 1 agent (ping first: the version comes with the PONG), or the
- * agent's errno when it refused.
+ * to an agent that did not announce LAGENT_CAP_ENV (ping first: it comes
+ * with the PONG), or the agent's errno when it refused.
  * A write error on out_fd/err_fd is returned as is; the caller ignores
  * SIGPIPE if those may be pipes.
  */

@@ -164,8 +164,8 @@ bool hb_tunnel_start(struct hb_gconn *g)
 		return hb_refuse(g, r, "latch: CONNECT's target is not a host name%s", "");
 	}
 	if (!sb->o.name_allowed || !sb->o.name_allowed(sb->o.arg, name))
-		return hb_refuse(g, HB_CONNECT_DENIED, "latch: %s is not in the sandbox's policy; add it with `latch "
-				 "allow` or to the kit's egress_allow", name);
+		return hb_refuse(g, HB_CONNECT_DENIED, "latch: %s is not in the sandbox's policy; add it to the "
+				 "sandbox's profile or the kit's egress_allow (on the host)", name);
 	t = calloc(1, sizeof(*t));
 	lk = calloc(1, sizeof(*lk));
 	if (!t || !lk) {

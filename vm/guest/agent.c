@@ -151,17 +151,23 @@ static int port_write(const uint8_t *buf, size_t n)
 }
 
 /* Send a frame whose payload the caller already put at frame + HDR_LEN. */
-static int send_frame(uint16_t type, uint32_t id, uint32_t len)
+static int send_frame_flags(uint16_t type, uint16_t flags, uint32_t id, uint32_t len)
 {
 	struct lagent_hdr h = {
 		.magic = htole32(LAGENT_MAGIC),
 		.type = htole16(type),
+		.flags = htole16(flags),
 		.id = htole32(id),
 		.len = htole32(len),
 	};
 
 	memcpy(frame, &h, HDR_LEN);
 	return port_write(frame, HDR_LEN + len);
+}
+
+static int send_frame(uint16_t type, uint32_t id, uint32_t len)
+{
+	return send_frame_flags(type, 0, id, len);
 }
 
 static int send_error(uint32_t id, int err, const char *msg)
@@ -186,7 +192,7 @@ static int send_pong(uint32_t id)
 	if (uname(&u) == 0)
 		memcpy(p.release, u.release, strnlen(u.release, sizeof(p.release) - 1));
 	memcpy(frame + HDR_LEN, &p, sizeof(p));
-	return send_frame(LAGENT_PONG, id, sizeof(p));
+	return send_frame_flags(LAGENT_PONG, LAGENT_CAP_ENV, id, sizeof(p));
 }
 
 /* Is S "NAME=VALUE" with a name of its own (not one of base_env's)? */

@@ -16,9 +16,9 @@
  *   host -> guest
  *     PING  id=N  no payload           agent answers PONG id=N
  *     EXEC  id=N  struct lagent_exec, then exec.argc NUL-terminated strings;
- *                 with LAGENT_EXEC_ENV in exec.flags (version 2), then
- *                 "NAME=VALUE" strings for the command's environment; the
- *                 strings fill the rest of the payload exactly
+ *                 with LAGENT_EXEC_ENV in exec.flags, then "NAME=VALUE"
+ *                 strings for the command's environment; the strings fill
+ *                 the rest of the payload exactly
  *   guest -> host, all carrying the id of the request they answer
  *     PONG        struct lagent_pong
  *     STDOUT      1..LAGENT_CHUNK bytes of the command's stdout
@@ -36,6 +36,10 @@
  * dropped so the command never blocks on a full pipe; EXIT then says how
  * much was dropped.
  *
+ * Capabilities ride in the PONG's header flags (LAGENT_CAP_*), which agents
+ * and hosts that predate them leave 0 and ignore: the version stays 1 both
+ * ways, and a host asks for a capability only of an agent that announced it.
+ *
  * The guest is untrusted: the host side must check every length against
  * LAGENT_MAX_PAYLOAD and must not believe the agent's own output cap or
  * timeout.  vm/agent_client.c enforces both again.
@@ -47,12 +51,7 @@
 
 #define LAGENT_PORT_NAME "org.latch.agent"
 #define LAGENT_MAGIC 0x4b54414cu /* "LATK" on the wire */
-/*
- * 2 added LAGENT_EXEC_ENV.  A host speaks to agents of version 1 as before
- * (no environment); it asks a version 1 agent for no environment.
- */
-#define LAGENT_VERSION 2
-#define LAGENT_VERSION_MIN 1
+#define LAGENT_VERSION 1
 
 /* Largest payload of any frame, either direction. */
 #define LAGENT_MAX_PAYLOAD (64u * 1024)
@@ -82,8 +81,11 @@ struct lagent_hdr {
 };
 _Static_assert(sizeof(struct lagent_hdr) == 16, "lagent_hdr is 16 bytes on the wire");
 
+/* PONG header flags: what this agent takes beyond version 1's first form */
+#define LAGENT_CAP_ENV (1u << 0) /* EXEC with LAGENT_EXEC_ENV */
+
 /* lagent_exec.flags */
-#define LAGENT_EXEC_ENV (1u << 0) /* "NAME=VALUE" strings follow argv (version 2) */
+#define LAGENT_EXEC_ENV (1u << 0) /* "NAME=VALUE" strings follow argv (LAGENT_CAP_ENV) */
 #define LAGENT_MAX_ENVC 256
 
 struct lagent_exec {
