@@ -19,8 +19,8 @@
 # Test traffic never leaves the machine: the pool is a documentation /26
 # the host does not use, with no uplink (`unreachable default`); the
 # upstream is on a documentation address in a namespace of this test's own,
-# which only latchd's connection reaches (a host route through a veth into
-# it); latchd's DNS upstream is a closed loopback port.  The EXIT trap
+# the far end of a veth that only the host's side reaches (latchd's
+# connection); latchd's DNS upstream is a closed loopback port.  The EXIT trap
 # destroys the sandbox and removes the namespace, veth, processes (by PID)
 # and temp dirs, pass or fail.  Prints ok/FAIL lines and "N passed, M
 # failed"; exit 1 on a failure, 77 when it can't run here.
@@ -34,7 +34,6 @@ TABLE=31800
 NS=ltk-net-$$
 UP=ltk-up$$   # root-namespace end, routes latchd to the upstream
 PEER=ltk-pe$$ # namespace end
-SRV=203.0.113.97
 KEY=sk-vm-kit-$$-$(openssl rand -hex 12)
 
 TEST=vm_kit
@@ -47,13 +46,11 @@ check_eq() { if [ "$2" == "$3" ]; then ok "$1"; else fail "$1: got '$2', want '$
 for t in ip jq python3 timeout libvirtd virtlogd openssl socat; do
 	command -v "$t" >/dev/null || skip_all "needs $t"
 done
-POOL=$(python3 "$HERE/free_net.py" ${LATCH_KIT_POOLS:-203.0.113.192/26 198.51.100.192/26})
-[ -n "$POOL" ] || skip_all "no free documentation /26 for the pool on this host"
-UPNET=$(python3 "$HERE/free_net.py" 203.0.113.232/30 198.51.100.232/30)
+UPNET=$(python3 "$HERE/free_net.py" 203.0.113.228/30 198.51.100.228/30 203.0.113.220/30 198.51.100.220/30)
 [ -n "$UPNET" ] || skip_all "no free documentation /30 for the upstream's veth"
 UPBASE=${UPNET%/*}
 UPADDR=${UPBASE%.*}.$((${UPBASE##*.} + 1))
-GW=${UPBASE%.*}.$((${UPBASE##*.} + 2))
+SRV=${UPBASE%.*}.$((${UPBASE##*.} + 2)) # the namespace's end: the upstream, on the veth's /30
 
 TMP=
 BPFFS=
@@ -65,7 +62,6 @@ cleanup() {
 	for p in "${PIDS[@]}"; do
 		kill "$p" 2>/dev/null && wait "$p" 2>/dev/null
 	done
-	ip route del "$SRV/32" 2>/dev/null
 	ip link del "$UP" 2>/dev/null
 	ip netns del "$NS" 2>/dev/null
 	[ -n "$BPFFS" ] && rm -rf "$BPFFS"
@@ -76,19 +72,29 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM HUP
 
 vm_scratch kit
-vm_root "documentation addresses only, and no uplink" pool=$POOL dns_upstream=127.0.0.1:53999
-
-# --- the upstream: a namespace of its own, reached by latchd through a veth
+# the guest's agent must be this tree's (it takes the kit's environment): the shared image cache
+# may hold another build's, so a private image is built then (the recipe reuses the kernel it fetched)
+AGENT=$TOP/build/vm/latch-agent
+SHARED=${LATCH_IMAGES:-/var/lib/latch/images}
+if ! grep -qs "^agent $(sha256sum "$AGENT" | cut -d' ' -f1)\$" "$SHARED/default/manifest.txt"; then
+	mkdir -p "$TMP/images"
+	"$TOP/vm/images/image.sh" "$TMP/images/default" "$AGENT" >"$TMP/image.out" 2>&1 ||
+		skip_all "cannot build a guest image with this tree's agent: $(tail -1 "$TMP/image.out")"
+	LATCH_IMAGES=$TMP/images
+fi
+# --- the upstream: a namespace of its own, on the far end of a veth only the host's side reaches
 ip netns add "$NS"
 ip -n "$NS" link set lo up
 ip link add "$UP" type veth peer name "$PEER" netns "$NS"
 ip addr add "$UPADDR/30" dev "$UP"
 ip link set "$UP" up
-ip -n "$NS" addr add "$GW/30" dev "$PEER"
+ip -n "$NS" addr add "$SRV/30" dev "$PEER"
 ip -n "$NS" link set "$PEER" up
-ip -n "$NS" addr add "$SRV/32" dev lo
-ip -n "$NS" route add default via "$UPADDR"
-ip route add "$SRV/32" via "$GW" dev "$UP"
+# the pool is picked with the veth in place, so the two never overlap
+POOL=$(python3 "$HERE/free_net.py" ${LATCH_KIT_POOLS:-203.0.113.192/26 198.51.100.192/26 203.0.113.64/26 \
+	203.0.113.0/26})
+[ -n "$POOL" ] || skip_all "no free documentation /26 for the pool on this host"
+vm_root "documentation addresses only, and no uplink" pool=$POOL dns_upstream=127.0.0.1:53999
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj /CN=latch-vm-kit-ca \
 	-keyout "$TMP/ca.key" -out "$TMP/ca.pem" 2>/dev/null
 openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "/CN=$SRV" \
