@@ -50,5 +50,7 @@ int latchd_backend(const char *name, const char *cred, const char *alt, json_t *
  * request call it before they touch one.
  */
 void latch_json_wipe_frees(void);
+/* free() of a malloc'd block, wiped first (all of it: malloc_usable_size). */
+void latch_wipe_free(void *p);
 
 #endif

@@ -161,7 +161,7 @@ static void *wipe_malloc(size_t n)
 	return malloc(n);
 }
 
-static void wipe_free(void *p)
+void latch_wipe_free(void *p)
 {
 	if (p)
 		explicit_bzero(p, malloc_usable_size(p));
@@ -170,5 +170,5 @@ static void wipe_free(void *p)
 
 void latch_json_wipe_frees(void)
 {
-	json_set_alloc_funcs(wipe_malloc, wipe_free);
+	json_set_alloc_funcs(wipe_malloc, latch_wipe_free);
 }

@@ -96,6 +96,13 @@ int latch_sandbox_kit_hand(const char *name, const struct latch_kit *kit, json_t
  * be NULL).  0 or an exit code, already printed.
  */
 int latch_sandbox_kit_give(const char *name, const struct latch_kit *kit, bool switch_after, json_t *out);
+/*
+ * Hand NAME's kit (KIT, taken) to latchd again with this environment's keys
+ * (after a latchd restart), switching to the stored profile if its network
+ * changed; prints "NAME: SAIDkit K's keys handed to latchd again".  0 or an
+ * exit code, printed.
+ */
+int latch_sandbox_kit_again(const char *name, struct latch_kit *kit, const char *said);
 /* `down` (stopped) or `destroy` (REMOVE): the kit state says so, and latchd wipes the keys now. */
 int latch_sandbox_kit_stop(const char *name, bool remove);
 /*

@@ -378,7 +378,6 @@ static int kit_secrets(const char *name)
 {
 	struct latch_kit_state st;
 	struct latch_kit *kit;
-	json_t *out;
 	int rc = sandbox_kit_or_fail(name, &st, &kit);
 
 	if (rc)
@@ -387,17 +386,7 @@ static int kit_secrets(const char *name)
 		latch_kit_free(kit);
 		return latch_err(LATCH_EXIT_USAGE, "sandbox %s is down; `latch up %s` hands its keys", name, name);
 	}
-	out = json_pack("{s:s}", "sandbox", name);
-	rc = latch_sandbox_kit_give(name, kit, true, out);
-	if (!rc && !latch_json)
-		printf("%s: kit %s's keys handed to latchd\n", name, kit->name);
-	latch_kit_free(kit);
-	if (rc) {
-		json_decref(out);
-		return rc;
-	}
-	latch_json_out(out);
-	return 0;
+	return latch_sandbox_kit_again(name, kit, "");
 }
 
 /* Send credential CRED's requests to alternative ALT ("-": its own upstream); URL and placeholder stay. */

@@ -192,7 +192,6 @@ static int up_kit_again(const char *name, struct latch_kit *kit)
 {
 	struct latch_kit_state st;
 	char err[LATCH_ERR_MAX];
-	json_t *out;
 	int c;
 
 	if (latch_kit_state_read(name, &st, err, sizeof(err)) || strcmp(st.kit, kit->name)) {
@@ -201,17 +200,7 @@ static int up_kit_again(const char *name, struct latch_kit *kit)
 		latch_kit_free(kit);
 		return c;
 	}
-	out = json_pack("{s:s, s:s}", "sandbox", name, "action", "kit handed again");
-	c = latch_sandbox_kit_give(name, kit, true, out);
-	if (!c && !latch_json)
-		printf("%s: already up; kit %s's keys handed to latchd again\n", name, kit->name);
-	latch_kit_free(kit);
-	if (c) {
-		json_decref(out);
-		return c;
-	}
-	latch_json_out(out);
-	return 0;
+	return latch_sandbox_kit_again(name, kit, "already up; ");
 }
 
 /* What the guest's shells read: the kit's environment in /etc/profile.d/latch.sh. */

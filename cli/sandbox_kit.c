@@ -249,6 +249,22 @@ int latch_sandbox_kit_give(const char *name, const struct latch_kit *kit, bool s
 	return 0;
 }
 
+int latch_sandbox_kit_again(const char *name, struct latch_kit *kit, const char *said)
+{
+	json_t *out = json_pack("{s:s, s:s}", "sandbox", name, "action", "keys handed again");
+	int rc = latch_sandbox_kit_give(name, kit, true, out);
+
+	if (!rc && !latch_json)
+		printf("%s: %skit %s's keys handed to latchd again\n", name, said, kit->name);
+	latch_kit_free(kit);
+	if (rc) {
+		json_decref(out);
+		return rc;
+	}
+	latch_json_out(out);
+	return 0;
+}
+
 int latch_sandbox_kit_stop(const char *name, bool remove)
 {
 	struct latch_kit_state st;

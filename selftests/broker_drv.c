@@ -70,32 +70,17 @@ static unsigned long audited;
 
 static void audit(void *arg, const struct latch_http_event *ev)
 {
-	char peer[64] = "";
+	json_t *o;
 
 	audited++;
 	if (quiet)
 		return;
-
-	latch_addr_format(ev->peer, peer, sizeof(peer));
-	json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:I, s:I, s:s}", "event", "audit", "sandbox", ev->sandbox, "kind",
-			      ev->kind, "status", ev->status, "bytes_in", (json_int_t)ev->bytes_in, "bytes_out",
-			      (json_int_t)ev->bytes_out, "peer", peer);
-
-#define OPT(k, v)                                      \
-	do {                                           \
-		if (v)                                 \
-			json_object_set_new(o, k, json_string(v)); \
-	} while (0)
-	OPT("route", ev->route);
-	OPT("upstream", ev->upstream);
-	OPT("host", ev->host);
-	OPT("method", ev->method);
-	OPT("path", ev->path);
-	OPT("reason", ev->reason);
-	OPT("end", ev->end);
-#undef OPT
-	if (ev->port)
-		json_object_set_new(o, "port", json_integer(ev->port));
+	o = latch_http_event_fields(ev);
+	json_object_set_new(o, "event", json_string("audit"));
+	json_object_set_new(o, "sandbox", json_string(ev->sandbox));
+	json_object_set_new(o, "kind", json_string(ev->kind));
+	if (ev->reason)
+		json_object_set_new(o, "reason", json_string(ev->reason));
 	print_json(o);
 }
 

@@ -19,7 +19,7 @@
 # CONNECT is name-exact; git works with the placeholder as its password;
 # a removed route leaves no copy of its secret in the process.
 source "$(dirname "$0")/lib.sh"
-source "$(dirname "$0")/broker_rows.sh"
+source "$(dirname "$0")/lib_broker.sh"
 
 DRV=$LTS_TOP/build/selftests/broker_drv
 NET="$LTS_DIR/broker_net.py"
@@ -49,29 +49,16 @@ PH_BADTLS=latch-placeholder-badtls-0123456789
 PH_DOWN=latch-placeholder-down-0123456789ab
 
 # ------------------------------------------------------------ the test CA and the upstream
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj /CN=latch-test-ca \
-	-keyout "$T/ca.key" -out "$T/ca.pem" 2>/dev/null
-openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN=api.test.example \
-	-keyout "$T/srv.key" -out "$T/srv.csr" 2>/dev/null
-printf 'subjectAltName=DNS:api.test.example,DNS:allowed.test.example,DNS:other.test.example\n' >"$T/ext.cnf"
-openssl x509 -req -in "$T/srv.csr" -CA "$T/ca.pem" -CAkey "$T/ca.key" -CAcreateserial -days 2 \
-	-extfile "$T/ext.cnf" -out "$T/srv.pem" 2>/dev/null
+broker_test_pki "$T" DNS:api.test.example DNS:allowed.test.example DNS:other.test.example ||
+	fail setup "could not make the test CA"
 printf '%s' "$SECRET" >"$T/secret"
 printf '%s' "$ALT_SECRET" >"$T/alt-secret"
 printf '%s' "$GIT_SECRET" >"$T/git-secret"
 chmod 600 "$T"/*secret
 
-mkdir -p "$T/git"
-git init -q --bare "$T/git/repo.git"
-git -C "$T/git/repo.git" symbolic-ref HEAD refs/heads/main
-(cd "$T" && git init -q work && cd work && git -c user.email=t@t -c user.name=t commit -q --allow-empty -m one &&
-	git push -q "$T/git/repo.git" HEAD:refs/heads/main) || fail setup "could not make the git repository"
+broker_test_git "$T" || fail setup "could not make the git repository"
 
-lts_bg "$LTS_I" "$T/up.out" "$LTS_PY" "$NET" serve --addr "$SRV_A" --addr "$SRV_B" --port 443 --cert "$T/srv.pem" \
-	--key "$T/srv.key" --log "$T/up.log" --git-root "$T/git" --git-auth "Basic $GIT_SECRET" --lifetime 140
-lts_bg "$LTS_I" "$T/up-alt.out" "$LTS_PY" "$NET" serve --addr "$SRV_A" --port 8443 --cert "$T/srv.pem" \
-	--key "$T/srv.key" --log "$T/up-alt.log" --lifetime 140
-lts_wait_ready "$T/up.out" && lts_wait_ready "$T/up-alt.out" || { fail setup "upstream did not start"; lts_done; }
+broker_test_upstreams "$T" 140 || { fail setup "upstream did not start"; lts_done; }
 
 # ------------------------------------------------------------ the broker
 up() { # up NAME URL SECRET_FILE HEADER SCHEME [CA]
@@ -211,7 +198,7 @@ row() {
 		ok "$name: $status, $reason"
 	fi
 }
-# the table (selftests/broker_rows.sh), and the meter's row: latchd has no meter yet
+# the table (selftests/lib_broker.sh), and the meter's row: latchd has no meter yet
 broker_refusal_rows
 row "the meter refuses" 429 "refused by the spend cap" \
 	"POST /meter/v1/echo HTTP/1.1${R}x-api-key: $PH_METER${R}Content-Length: 36${R}${R}{\"model\":\"m1\",\"max_tokens\":99999999}"

@@ -12,7 +12,7 @@
 #   - keys never cross the desk: the upstream gets the real key; nothing the
 #     guest side has (its environment, the env file it was given, every
 #     response), nor the audit log, latchd's log or latch's state, holds it;
-#   - the refusal table (selftests/broker_rows.sh) holds through latchd, and
+#   - the refusal table (selftests/lib_broker.sh) holds through latchd, and
 #     each refusal reaches the audit log with its reason;
 #   - CONNECT goes to the names the policy allows (profile and kit), only;
 #   - the kernel admits the broker's port as a host service, no other;
@@ -20,7 +20,7 @@
 #     an env route refuses naming its variable until the key is handed again;
 #   - a sandbox's keys are gone from latchd's memory once it is gone.
 source "$(dirname "$0")/lib.sh"
-source "$(dirname "$0")/broker_rows.sh"
+source "$(dirname "$0")/lib_broker.sh"
 LATCHD_BIN=${LATCHD_BIN:-$LTS_TOP/build/latchd}
 NET="$LTS_DIR/broker_net.py"
 
@@ -48,34 +48,20 @@ RESP=$T/responses # every byte the guest side received
 LATCHD_PID=
 
 # ------------------------------------------------------------ CA, upstream, names
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj /CN=latch-test-ca \
-	-keyout "$T/ca.key" -out "$T/ca.pem" 2>/dev/null
-openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN=api.test.example \
-	-keyout "$T/srv.key" -out "$T/srv.csr" 2>/dev/null
-printf 'subjectAltName=DNS:api.test.example,DNS:prof.test.example,DNS:kitnet.test.example,DNS:other.test.example\n' \
-	>"$T/ext.cnf"
-openssl x509 -req -in "$T/srv.csr" -CA "$T/ca.pem" -CAkey "$T/ca.key" -CAcreateserial -days 2 \
-	-extfile "$T/ext.cnf" -out "$T/srv.pem" 2>/dev/null
+broker_test_pki "$T" DNS:api.test.example DNS:prof.test.example DNS:kitnet.test.example DNS:other.test.example ||
+	fail setup "could not make the test CA"
 printf '%s' "$SECRET" >"$T/secret"
 printf '%s' "$ALT_SECRET" >"$T/alt-secret"
 printf '%s\n' "$GIT_SECRET" >"$T/git-secret"
 chmod 600 "$T"/*secret
-mkdir -p "$T/git"
-git init -q --bare "$T/git/repo.git"
-git -C "$T/git/repo.git" symbolic-ref HEAD refs/heads/main
-(cd "$T" && git init -q work && cd work && git -c user.email=t@t -c user.name=t commit -q --allow-empty -m one &&
-	git push -q "$T/git/repo.git" HEAD:refs/heads/main) || fail setup "could not make the git repository"
+broker_test_git "$T" || fail setup "could not make the git repository"
 
-lts_bg "$LTS_I" "$T/up.out" "$LTS_PY" "$NET" serve --addr "$SRV_A" --addr "$SRV_B" --port 443 --cert "$T/srv.pem" \
-	--key "$T/srv.key" --log "$T/up.log" --git-root "$T/git" --git-auth "Basic $GIT_SECRET" --lifetime 150
-lts_bg "$LTS_I" "$T/up-alt.out" "$LTS_PY" "$NET" serve --addr "$SRV_A" --port 8443 --cert "$T/srv.pem" \
-	--key "$T/srv.key" --log "$T/up-alt.log" --lifetime 150
 lts_bg "$LTS_I" "$T/dnsmasq.out" dnsmasq --no-daemon --no-resolv --no-hosts --user=root --group=root \
 	--listen-address="$SRV_DNS" --bind-interfaces --port=53 --local-ttl=60 \
 	--host-record="api.test.example,$SRV_A" --host-record="prof.test.example,$SRV_B" \
 	--host-record="kitnet.test.example,$SRV_B" --host-record="other.test.example,$SRV_B" \
 	--host-record="lan.test.example,127.0.0.1"
-lts_wait_ready "$T/up.out" && lts_wait_ready "$T/up-alt.out" || { fail setup "upstream did not start"; lts_done; }
+broker_test_upstreams "$T" 150 || { fail setup "upstream did not start"; lts_done; }
 
 # ------------------------------------------------------------ latch.conf, profile, kit
 mkdir -p "$ROOT/etc/latch/profiles" "$ROOT/etc/latch/kits"
@@ -156,17 +142,7 @@ EOF
 chmod 0644 "$ROOT"/etc/latch/latch.conf "$ROOT"/etc/latch/profiles/*.txt "$ROOT"/etc/latch/kits/*.yaml
 unset LTS_NOKEY_API_KEY
 
-start_latchd() {
-	LATCH_ROOT=$ROOT LATCH_BPFFS=$LTS_BPFFS nsenter --net="/run/netns/$LTS_H" -- "$LATCHD_BIN" \
-		>>"$T/latchd.log" 2>&1 &
-	LATCHD_PID=$!
-	LTS_PIDS+=("$LATCHD_PID")
-	for _ in $(seq 50); do
-		[ -S "$ROOT/run/latch/latchd.sock" ] && grep -q "listening" "$T/latchd.log" && return 0
-		sleep 0.1
-	done
-	return 1
-}
+start_latchd() { lts_latchd "$ROOT" "$T/latchd.log"; }
 ping_latchd() { echo '{"op":"ping"}' | socat -T2 - UNIX-CONNECT:"$ROOT/run/latch/latchd.sock"; }
 # envof NAME VAR: a variable of what `latch env` gives sandbox NAME
 envof() { latch --json env "$1" | jq -r --arg v "$2" '.env[] | select(.name == $v) | .value'; }

@@ -38,6 +38,7 @@ KEY=sk-vm-kit-$$-$(openssl rand -hex 12)
 
 TEST=vm_kit
 . "$HERE/lib_vm.sh"
+. "$HERE/lib_broker.sh"
 check() { local name=$1; shift; if "$@" >/dev/null 2>&1; then ok "$name"; else fail "$name"; fi; }
 check_eq() { if [ "$2" == "$3" ]; then ok "$1"; else fail "$1: got '$2', want '$3'"; fi; }
 
@@ -95,13 +96,7 @@ POOL=$(python3 "$HERE/free_net.py" ${LATCH_KIT_POOLS:-203.0.113.192/26 198.51.10
 	203.0.113.0/26})
 [ -n "$POOL" ] || skip_all "no free documentation /26 for the pool on this host"
 vm_root "documentation addresses only, and no uplink" pool=$POOL dns_upstream=127.0.0.1:53999
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj /CN=latch-vm-kit-ca \
-	-keyout "$TMP/ca.key" -out "$TMP/ca.pem" 2>/dev/null
-openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "/CN=$SRV" \
-	-keyout "$TMP/srv.key" -out "$TMP/srv.csr" 2>/dev/null
-printf 'subjectAltName=IP:%s\n' "$SRV" >"$TMP/ext.cnf"
-openssl x509 -req -in "$TMP/srv.csr" -CA "$TMP/ca.pem" -CAkey "$TMP/ca.key" -CAcreateserial -days 2 \
-	-extfile "$TMP/ext.cnf" -out "$TMP/srv.pem" 2>/dev/null
+broker_test_pki "$TMP" "IP:$SRV" || fail "could not make the test CA"
 ip netns exec "$NS" python3 "$HERE/broker_net.py" serve --addr "$SRV" --port 443 --cert "$TMP/srv.pem" \
 	--key "$TMP/srv.key" --log "$TMP/up.log" --lifetime 400 >"$TMP/up.out" 2>&1 &
 PIDS+=($!)

@@ -62,13 +62,6 @@ static void *ev_malloc(size_t n)
 	return malloc(n);
 }
 
-static void ev_free(void *p)
-{
-	if (p)
-		explicit_bzero(p, malloc_usable_size(p));
-	free(p);
-}
-
 static void *ev_realloc(void *p, size_t n)
 {
 	size_t had = p ? malloc_usable_size(p) : 0;
@@ -82,7 +75,7 @@ static void *ev_realloc(void *p, size_t n)
 	if (!q)
 		return NULL;
 	memcpy(q, p, had);
-	ev_free(p);
+	latch_wipe_free(p);
 	return q;
 }
 
@@ -98,7 +91,7 @@ void broker_wipe_on_free(void)
 	 */
 	prctl(PR_SET_DUMPABLE, 0);
 	setrlimit(RLIMIT_CORE, &none);
-	event_set_mem_functions(ev_malloc, ev_realloc, ev_free);
+	event_set_mem_functions(ev_malloc, ev_realloc, latch_wipe_free);
 	latch_json_wipe_frees();
 }
 
@@ -158,23 +151,7 @@ static void broker_audit(void *arg, const struct latch_http_event *ev)
 
 	if (!latchd_audit_wanted(s->ld, s->name, ev->kind))
 		return;
-	f = json_pack("{s:i, s:I, s:I, s:o}", "status", ev->status, "bytes_in", (json_int_t)ev->bytes_in, "bytes_out",
-		      (json_int_t)ev->bytes_out, "peer", latchd_addr_json(ev->peer));
-#define OPT(k, v)                                                  \
-	do {                                                       \
-		if (v)                                             \
-			json_object_set_new(f, k, json_string(v)); \
-	} while (0)
-	OPT("route", ev->route);
-	OPT("upstream", ev->upstream);
-	OPT("host", ev->host);
-	OPT("method", ev->method);
-	OPT("path", ev->path);
-	OPT("why", ev->reason);
-	OPT("end", ev->end);
-#undef OPT
-	if (ev->port)
-		json_object_set_new(f, "port", json_integer(ev->port));
+	f = latch_http_event_fields(ev);
 	if (refused)
 		reason_token(ev->reason ? ev->reason : "refused", reason, sizeof(reason));
 	else

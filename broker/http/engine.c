@@ -18,6 +18,7 @@
 
 #include <event2/dns.h>
 #include <event2/listener.h>
+#include <jansson.h>
 #include <openssl/crypto.h>
 
 #include "broker/http/engine.h"
@@ -478,6 +479,26 @@ void hb_audit(struct hb_gconn *g, const char *kind, const struct hb_route *r, co
 
 	if (sb->o.audit)
 		sb->o.audit(sb->o.arg, &ev);
+}
+
+json_t *latch_http_event_fields(const struct latch_http_event *ev)
+{
+	const char *const opt[][2] = { { "route", ev->route }, { "upstream", ev->upstream }, { "host", ev->host },
+				       { "method", ev->method }, { "path", ev->path },	   { "end", ev->end },
+				       { "why", ev->reason } };
+	char peer[INET6_ADDRSTRLEN] = "";
+	json_t *f;
+
+	if (ev->peer)
+		latch_addr_format(ev->peer, peer, sizeof(peer));
+	f = json_pack("{s:i, s:I, s:I, s:s}", "status", ev->status, "bytes_in", (json_int_t)ev->bytes_in, "bytes_out",
+		      (json_int_t)ev->bytes_out, "peer", peer);
+	for (size_t i = 0; f && i < sizeof(opt) / sizeof(opt[0]); i++)
+		if (opt[i][1])
+			json_object_set_new(f, opt[i][0], json_string(opt[i][1]));
+	if (f && ev->port)
+		json_object_set_new(f, "port", json_integer(ev->port));
+	return f;
 }
 
 /* The path of the current request (the upstream's, when it names a route) without its query string. */

@@ -70,6 +70,14 @@ struct latch_http_event {
 };
 
 /*
+ * EV as the fields of an audit entry (a new JSON object, jansson's): status,
+ * bytes_in, bytes_out, peer, and those of route, upstream, host, port,
+ * method, path, end and why (the reason's text) that are set.
+ */
+struct json_t;
+struct json_t *latch_http_event_fields(const struct latch_http_event *ev);
+
+/*
  * The spend-cap seam (issue 12).  A route with a meter holds the complete
  * request body (up to body_max bytes) before it forwards, and shows it to
  * request(); a return of 0 forwards, anything else is refused with 429 and

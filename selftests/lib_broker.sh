@@ -1,9 +1,13 @@
 # shellcheck shell=bash
 # SPDX-License-Identifier: GPL-2.0-only
-# broker_rows.sh - the broker's refusal table, one row per check and spelling,
-# in the order of the checks (docs/broker.md).  Sourced by live_broker.sh
-# (the engine under its driver) and live_kit_broker.sh (the engine in
-# latchd, behind `latch attach --kit`): each defines
+# lib_broker.sh - what the credential broker's tests share: a test CA and an
+# upstream's certificate, a git repository for smart HTTP, and the broker's
+# refusal table.  Sourced by live_broker.sh (the engine under its driver),
+# live_kit_broker.sh (the engine in latchd, behind `latch attach --kit`) and
+# vm_kit.sh.
+#
+# broker_refusal_rows: one row per check and spelling, in the order of the
+# checks (docs/broker.md).  Its caller defines
 #
 #   row NAME STATUS REASON REQUEST   send REQUEST (\r \n escapes) from the
 #                                    guest; want STATUS, a `latch:` line and
@@ -15,6 +19,44 @@
 # does not verify, $PH_BADTLS), down (an upstream port that refuses,
 # $PH_DOWN), another sandbox's placeholder $PH_OTHER and a wrong one
 # $PH_WRONG.  R and get() are the rows' request helpers.
+
+# broker_test_pki DIR SAN...: DIR/ca.pem (a test CA, key ca.key) and DIR/srv.pem, srv.key, a server
+# certificate it signed for the subjectAltNames given (DNS:NAME or IP:ADDR)
+broker_test_pki() {
+	local d=$1 san
+	shift
+	san=$(IFS=,; echo "$*")
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj /CN=latch-test-ca \
+		-keyout "$d/ca.key" -out "$d/ca.pem" 2>/dev/null &&
+		openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "/CN=${1#*:}" \
+			-keyout "$d/srv.key" -out "$d/srv.csr" 2>/dev/null &&
+		printf 'subjectAltName=%s\n' "$san" >"$d/ext.cnf" &&
+		openssl x509 -req -in "$d/srv.csr" -CA "$d/ca.pem" -CAkey "$d/ca.key" -CAcreateserial -days 2 \
+			-extfile "$d/ext.cnf" -out "$d/srv.pem" 2>/dev/null
+}
+
+# broker_test_upstreams DIR SECONDS: the fake HTTPS upstream in I (selftests/broker_net.py, DIR/srv.pem):
+# $SRV_A and $SRV_B port 443 (logging to DIR/up.log, git smart HTTP under /git with the Basic auth of
+# $GIT_SECRET), and $SRV_A port 8443 (an alternative, DIR/up-alt.log); waits for both
+broker_test_upstreams() {
+	local d=$1 life=$2 net
+	net="$(dirname "${BASH_SOURCE[0]}")/broker_net.py"
+	lts_bg "$LTS_I" "$d/up.out" "$LTS_PY" "$net" serve --addr "$SRV_A" --addr "$SRV_B" --port 443 \
+		--cert "$d/srv.pem" --key "$d/srv.key" --log "$d/up.log" --git-root "$d/git" \
+		--git-auth "Basic $GIT_SECRET" --lifetime "$life"
+	lts_bg "$LTS_I" "$d/up-alt.out" "$LTS_PY" "$net" serve --addr "$SRV_A" --port 8443 --cert "$d/srv.pem" \
+		--key "$d/srv.key" --log "$d/up-alt.log" --lifetime "$life"
+	lts_wait_ready "$d/up.out" && lts_wait_ready "$d/up-alt.out"
+}
+
+# broker_test_git DIR: DIR/git/repo.git, a bare repository whose main branch has one commit
+broker_test_git() {
+	mkdir -p "$1/git" && git init -q --bare "$1/git/repo.git" &&
+		git -C "$1/git/repo.git" symbolic-ref HEAD refs/heads/main &&
+		(cd "$1" && git init -q work && cd work &&
+			git -c user.email=t@t -c user.name=t commit -q --allow-empty -m one &&
+			git push -q "$1/git/repo.git" HEAD:refs/heads/main)
+}
 
 R="\\r\\n"
 # get PATH: a GET of PATH with the echo route's placeholder
