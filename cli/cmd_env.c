@@ -54,12 +54,12 @@ int cmd_env(int argc, char **argv)
 
 		if (!latch_json)
 			print_escaped(env[i]);
-		json_array_append_new(arr, json_pack("{s:s%, s:s}", "name", env[i], (size_t)(eq - env[i]), "value",
-						     eq + 1));
+		json_array_append_new(arr,
+				      json_pack("{s:s%, s:s}", "name", env[i], (size_t)(eq - env[i]), "value", eq + 1));
 	}
 	latch_kit_env_free(env);
-	latch_json_out(json_pack("{s:s, s:s?, s:i, s:o}", "sandbox", argv[1], "kit", st.kit[0] ? st.kit : NULL,
-				 "port", st.port, "env", arr));
+	latch_json_out(json_pack("{s:s, s:s?, s:i, s:o}", "sandbox", argv[1], "kit", st.kit[0] ? st.kit : NULL, "port",
+				 st.port, "env", arr));
 	explicit_bzero(&st, sizeof(st));
 	return 0;
 }

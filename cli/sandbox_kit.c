@@ -72,8 +72,9 @@ int latch_sandbox_admit_port(const char *name, uint16_t port, char *err, size_t 
 		if (ntohs(cfg.host_ports[i]) == port)
 			goto out;
 	if (!ret && cfg.n_host_ports >= LATCH_HOST_PORTS_MAX)
-		ret = latch_errf(err, errlen, -ENOSPC, "%s has %d host services already; no room for the broker's port %u",
-				 name, LATCH_HOST_PORTS_MAX, port);
+		ret = latch_errf(err, errlen, -ENOSPC,
+				 "%s has %d host services already; no room for the broker's port %u", name,
+				 LATCH_HOST_PORTS_MAX, port);
 	if (!ret) {
 		cfg.host_ports[cfg.n_host_ports++] = htons(port);
 		ret = latch_sandbox_write_config(sb, &cfg);
@@ -157,9 +158,10 @@ int latch_sandbox_env(const char *name, char ***env, int *n, struct latch_kit_st
 		*env = latch_kit_state_env(kit, st, &host, n);
 		if (!*env)
 			ret = latch_errf(err, errlen, -errno,
-					 errno == ESTALE ? "kit %s has a credential sandbox %s was given no placeholder "
-							   "for (the kit changed since): `latch up %s --kit %s` again"
-							 : "kit %s of %s: cannot render the environment",
+					 errno == ESTALE ?
+						 "kit %s has a credential sandbox %s was given no placeholder "
+						 "for (the kit changed since): `latch up %s --kit %s` again" :
+						 "kit %s of %s: cannot render the environment",
 					 kit->name, name, name, kit->name);
 	}
 	latch_kit_free(kit);
@@ -183,7 +185,8 @@ static void say_kit(const struct latch_kit *kit, const struct latch_kit_state *s
 	for (int i = 0; i < kit->n_creds; i++) {
 		const struct latch_kit_upstream *up = &kit->creds[i].up;
 
-		fprintf(stderr, "latch: brokering %s -> %s on port %u (the sandbox holds a placeholder, never the key)\n",
+		fprintf(stderr,
+			"latch: brokering %s -> %s on port %u (the sandbox holds a placeholder, never the key)\n",
 			up->secret_var[0] ? up->secret_var : up->secret_file, up->host, st->port);
 	}
 }
@@ -199,7 +202,8 @@ static int switch_stored(const char *name, char *err, size_t errlen)
 		return 0; /* no profile: latchd answers nothing, with or without the kit */
 	ret = latchd_switch(name, prof, &rep, err, errlen);
 	if (!ret && !json_is_true(json_object_get(rep, "ok")))
-		ret = latch_errf(err, errlen, -EIO, "profile %s: %s", prof, json_string_value(json_object_get(rep, "error")));
+		ret = latch_errf(err, errlen, -EIO, "profile %s: %s", prof,
+				 json_string_value(json_object_get(rep, "error")));
 	json_decref(rep);
 	return ret;
 }
@@ -239,9 +243,10 @@ int latch_sandbox_kit_give(const char *name, const struct latch_kit *kit, bool s
 		}
 	}
 	if (out && kit)
-		json_object_set_new(out, "kit", json_pack("{s:s, s:i, s:s, s:o, s:O?}", "name", kit->name, "port",
-							  st.port, "note", note, "warnings", warnings, "broker",
-							  rep ? json_object_get(rep, "broker") : NULL));
+		json_object_set_new(out, "kit",
+				    json_pack("{s:s, s:i, s:s, s:o, s:O?}", "name", kit->name, "port", st.port, "note",
+					      note, "warnings", warnings, "broker",
+					      rep ? json_object_get(rep, "broker") : NULL));
 	else
 		json_decref(warnings);
 	json_decref(rep);

@@ -223,7 +223,7 @@ int latch_kit_state_for(const struct latch_kit *kit, uint16_t port, const struct
 char **latch_kit_state_env(const struct latch_kit *kit, const struct latch_kit_state *st, const struct latch_addr *host,
 			   int *n)
 {
-	char (*ph)[LATCH_PLACEHOLDER_LEN + 1] = calloc(kit->n_creds ? kit->n_creds : 1, sizeof(*ph));
+	char(*ph)[LATCH_PLACEHOLDER_LEN + 1] = calloc(kit->n_creds ? kit->n_creds : 1, sizeof(*ph));
 	char **env;
 
 	*n = 0;

@@ -70,7 +70,7 @@ int latch_vm_set_env(const char *name, const char *const *env, char *err, size_t
 	if (ret)
 		return ret;
 	if (r.status)
-		return latch_errf(err, errlen, -EIO, "writing %s in the guest of %s failed (status %d)", LATCH_VM_ENV_FILE,
-				  name, r.status);
+		return latch_errf(err, errlen, -EIO, "writing %s in the guest of %s failed (status %d)",
+				  LATCH_VM_ENV_FILE, name, r.status);
 	return 0;
 }

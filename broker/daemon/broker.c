@@ -41,7 +41,7 @@
 struct route_info {
 	char name[LATCH_KIT_CRED_NAME_MAX + 1];
 	char secret_var[LATCH_KIT_VAR_MAX + 1]; /* "" for a secret_file */
-	const char *secret;			/* "set", "missing" */
+	const char *secret; /* "set", "missing" */
 	char backend[LATCH_KIT_CRED_NAME_MAX + 1];
 };
 
@@ -49,7 +49,7 @@ struct broker {
 	struct latch_kit *kit;
 	struct latch_kit_state st;
 	struct latch_http_sandbox *http; /* NULL while stopped, or when it could not listen */
-	struct latch_pentry *egress;	 /* the kit's egress_allow, as profile entries */
+	struct latch_pentry *egress; /* the kit's egress_allow, as profile entries */
 	int n_egress;
 	struct route_info routes[LATCH_KIT_CREDS_MAX];
 	int n_routes;
@@ -235,7 +235,8 @@ static void url_of(const struct latch_kit_upstream *up, char *buf, size_t len)
 
 /* UP as the engine's upstream; the strings point into UP, URL and SEC. */
 static void engine_upstream(const char *name, const struct latch_kit_upstream *up, const char *route,
-			    const struct latch_kit_secrets *sec, char *url, size_t urllen, struct latch_http_upstream *u)
+			    const struct latch_kit_secrets *sec, char *url, size_t urllen,
+			    struct latch_http_upstream *u)
 {
 	url_of(up, url, urllen);
 	*u = (struct latch_http_upstream){ .name = name,
@@ -273,13 +274,14 @@ static int add_route(struct sandbox *s, struct broker *b, const struct latch_kit
 	engine_upstream("", &cr->up, cr->name, sec, urls[0], sizeof(urls[0]), &r.upstreams[r.n_upstreams++]);
 	for (int a = 0; a < cr->n_alts && r.n_upstreams < LATCH_HTTP_UPSTREAMS_MAX; a++) {
 		if (!cr->alts[a].up.tls) {
-			latchd_log("%s: alternative %s of %s: the broker does not serve plain-http upstreams yet; left out",
-				   s->name, cr->alts[a].name, cr->name);
+			latchd_log(
+				"%s: alternative %s of %s: the broker does not serve plain-http upstreams yet; left out",
+				s->name, cr->alts[a].name, cr->name);
 			continue;
 		}
 		snprintf(route, sizeof(route), "%s/%s", cr->name, cr->alts[a].name);
-		engine_upstream(cr->alts[a].name, &cr->alts[a].up, route, sec, urls[r.n_upstreams],
-				sizeof(urls[0]), &r.upstreams[r.n_upstreams]);
+		engine_upstream(cr->alts[a].name, &cr->alts[a].up, route, sec, urls[r.n_upstreams], sizeof(urls[0]),
+				&r.upstreams[r.n_upstreams]);
 		r.n_upstreams++;
 	}
 	ret = latch_http_route_add(b->http, &r, err, errlen);
@@ -449,8 +451,8 @@ json_t *broker_json(const struct sandbox *s)
 							b->routes[i].secret_var[0] ? b->routes[i].secret_var : NULL,
 							"backend", b->routes[i].backend));
 	return json_pack("{s:s, s:i, s:b, s:b, s:s?, s:o, s:i}", "kit", b->kit->name, "port", b->st.port, "stopped",
-			 b->st.stopped, "listening", b->http != NULL, "why", b->why[0] ? b->why : NULL, "routes", routes,
-			 "egress", b->n_egress);
+			 b->st.stopped, "listening", b->http != NULL, "why", b->why[0] ? b->why : NULL, "routes",
+			 routes, "egress", b->n_egress);
 }
 
 /* Does the kit's egress differ from what the sandbox's policy was composed with? */
@@ -506,9 +508,11 @@ void broker_op_kit(struct latchd *ld, struct client *c, json_t *req)
 	missing = json_array();
 	for (int i = 0; b && i < b->n_routes; i++)
 		if (!strcmp(b->routes[i].secret, "missing"))
-			json_array_append_new(missing, json_string(b->routes[i].secret_var[0] ? b->routes[i].secret_var
-											   : b->routes[i].name));
-	latchd_audit(ld, s->name, "kit", b && b->http ? "hand" : "stop", b && b->http ? "latchd.kit.hand" : "latchd.kit.stop",
+			json_array_append_new(missing,
+					      json_string(b->routes[i].secret_var[0] ? b->routes[i].secret_var :
+										       b->routes[i].name));
+	latchd_audit(ld, s->name, "kit", b && b->http ? "hand" : "stop",
+		     b && b->http ? "latchd.kit.hand" : "latchd.kit.stop",
 		     json_pack("{s:s?, s:i, s:O}", "kit", b ? b->kit->name : NULL, "routes", b ? b->n_routes : 0,
 			       "missing", missing));
 	control_reply(c, json_pack("{s:b, s:o, s:o, s:b}", "ok", 1, "broker", broker_json(s), "missing", missing,
