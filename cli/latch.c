@@ -66,7 +66,7 @@ static const struct latch_cmd cmds[] = {
 	{ "env", cmd_env, "env NAME", "what a sandbox's kit gives it: NAME=VALUE lines (placeholders, never keys)" },
 	{ "doctor", cmd_doctor, "doctor", "check this host, with a fix for each failure" },
 	{ "run", cmd_run,
-	  "run [--profile P] [--workspace DIR[:rw]] [--apply] [--timeout DUR] [--output-limit N]\n"
+	  "run [--kit K] [--profile P] [--workspace DIR[:rw]] [--apply] [--timeout DUR] [--output-limit N]\n"
 	  "           [--memory M] [--cpus C] [--pids N] [--user root|NAME|UID[:GID]] [--env NAME=VALUE]...\n"
 	  "           [--resolver ADDR] -- CMD...\n"
 	  "       run --check | --sweep",
@@ -76,6 +76,9 @@ static const struct latch_cmd cmds[] = {
 	{ "audit", cmd_audit, "audit [NAME] [--since 15m|2h|@EPOCH|2026-11-30[T12:00]] [--kind K]\n"
 			      "       audit verify",
 	  "the audit log, oldest first; verify walks its hash chain and names the first broken entry" },
+	{ "usage", cmd_usage, "usage [NAME] [--prices]",
+	  "where each spend cap stands (per sandbox and provider, and host-wide): used, reserved, left, next "
+	  "free; --prices lists the price table" },
 };
 
 #define NCMDS (sizeof(cmds) / sizeof(cmds[0]))

@@ -7,7 +7,8 @@
  * leaves by, which routing tables and rule priority latch may use, which
  * upstream DNS servers latchd asks and how long learned answers live, the
  * profile `latch up` starts with, how often latchd backs guest state up, and
- * the port of the credential broker on each sandbox's host address.  The
+ * the port of the credential broker on each sandbox's host address, and the
+ * spend caps of credentialed requests (budget_*, docs/budget.md).  The
  * file must be owned by root and writable by nobody else; every error reads
  * `file:line: message`.  LATCH_ROOT moves it (common.h's latch_path()).
  *
@@ -18,6 +19,7 @@
 
 #include <limits.h>
 #include <net/if.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -36,6 +38,25 @@
  * is unlikely to be in the way of the broker's listener.
  */
 #define LATCH_CONF_BROKER_PORT 8119
+
+/*
+ * Spend caps, by provider in budget/'s order (openai, anthropic, gemini,
+ * other); LATCH_CONF_NO_CAP is none.  latchd hands them to budget/ as its
+ * struct budget_caps; a kit credential may override the per-sandbox ones.
+ */
+#define LATCH_CONF_PROVIDERS 4
+#define LATCH_CONF_OTHER 3 /* the provider the bare defaults leave uncapped */
+#define LATCH_CONF_NO_CAP (-1)
+struct latch_conf_caps {
+	int64_t requests_per_hour; /* in any 3600 s */
+	int64_t requests_per_day;  /* in any 86400 s */
+	int64_t micros_per_day;	   /* micro-dollars in any 86400 s */
+};
+/* Kagebox's defaults for each sandbox, and four sandboxes' worth host-wide; "other" is uncapped. */
+#define LATCH_CONF_BUDGET_REQUESTS_PER_HOUR 240
+#define LATCH_CONF_BUDGET_REQUESTS_PER_DAY 2000
+#define LATCH_CONF_BUDGET_MICROS_PER_DAY 5000000
+#define LATCH_CONF_BUDGET_HOST_FACTOR 4
 
 struct latch_conf {
 	char path[PATH_MAX];	   /* the file read, or "" when none exists */
@@ -57,6 +78,8 @@ struct latch_conf {
 	char profile[65];		   /* the profile `latch up` starts a sandbox with */
 	uint32_t backup_interval;	   /* seconds between latchd's guest state backups; 0: only on down */
 	uint32_t broker_port;		   /* the broker listens here on a kit sandbox's host address */
+	struct latch_conf_caps budget_sandbox[LATCH_CONF_PROVIDERS]; /* each sandbox's requests to a provider */
+	struct latch_conf_caps budget_host[LATCH_CONF_PROVIDERS];    /* every sandbox's together */
 };
 
 /* Defaults when the file says nothing (the v4 pool is not for tests). */

@@ -123,6 +123,8 @@ static int resolve(void *arg, const char *name, latch_http_resolved_cb cb, void 
 	p->cb = cb;
 	p->cbarg = cbarg;
 	snprintf(p->name, sizeof(p->name), "%s", name);
+	if (!latch_parse_addr(name, &p->addrs[0], err, sizeof(err))) /* an address answers itself */
+		p->n = 1;
 	json_array_foreach(list, i, v)
 	{
 		if (p->n < 8 && json_is_string(v) && !latch_parse_addr(json_string_value(v), &p->addrs[p->n], err,

@@ -18,8 +18,9 @@
  * and latchd is made undumpable.
  *
  * CONNECT is allowed to the names the sandbox's policy allows (its profile,
- * overlay and kit; sandbox.c), resolved through the sandbox's resolver with
- * its rebinding filter.  Every decision goes to the audit log as kind
+ * overlay and kit; sandbox.c).  Those names and the kit's upstreams are
+ * looked up by latchd's own resolver (confine.c), which admits each address
+ * latchd may reach to its confinement before the engine connects.  Every decision goes to the audit log as kind
  * route, refused or other, under audit/'s rate limit.
  */
 #include <errno.h>
@@ -34,6 +35,7 @@
 
 #include "broker/broker.h"
 #include "broker/daemon/daemon.h"
+#include "broker/daemon/room.h"
 #include "broker/http/http_broker.h"
 #include "kit/kit.h"
 
@@ -114,11 +116,48 @@ static bool broker_name_allowed(void *arg, const char *name)
 	return sandbox_name_allowed(arg, name);
 }
 
+/*
+ * The ports latchd may connect to NAME on for sandbox s: those of the kit's
+ * upstreams named NAME, else 443 for a CONNECT to a name of its policy.
+ * -ENOENT for any other name.
+ */
+static int resolve_ports(const struct sandbox *s, const char *name, struct latch_entry *ports)
+{
+	const struct latch_kit *kit = s->broker ? s->broker->kit : NULL;
+
+	memset(ports, 0, sizeof(*ports));
+	ports->proto = LATCH_PROTO_TCP;
+	for (int i = 0; kit && i < kit->n_creds; i++)
+		for (int a = -1; a < kit->creds[i].n_alts; a++) {
+			const struct latch_kit_upstream *up = a < 0 ? &kit->creds[i].up : &kit->creds[i].alts[a].up;
+
+			if (!strcmp(up->host, name) && ports->n_ports < LATCH_RULES_MAX) {
+				ports->ports[ports->n_ports].lo = ports->ports[ports->n_ports].hi = up->port;
+				ports->n_ports++;
+			}
+		}
+	if (ports->n_ports)
+		return 0;
+	if (!sandbox_name_allowed((void *)s, name))
+		return -ENOENT;
+	ports->ports[0].lo = ports->ports[0].hi = 443;
+	ports->n_ports = 1;
+	return 0;
+}
+
+/*
+ * Through latchd's own resolver (confine.c): each address latchd may reach
+ * is admitted to its confinement before the engine connects; the engine
+ * then drops a CONNECT name's non-public addresses itself.
+ */
 static int broker_resolve(void *arg, const char *name, latch_http_resolved_cb cb, void *cbarg)
 {
 	struct sandbox *s = arg;
+	struct latch_entry ports;
 
-	return latch_resolver_lookup(s->res, name, cb, cbarg);
+	if (resolve_ports(s, name, &ports))
+		return -ENOENT;
+	return confine_lookup(s->ld, s->name, name, &ports, cb, cbarg);
 }
 
 /* "path has a . or .. segment" -> "path-has-a-or-segment": an audit token beside the text */
@@ -142,21 +181,25 @@ static void reason_token(const char *text, char *buf, size_t len)
 	buf[n] = '\0';
 }
 
-static void broker_audit(void *arg, const struct latch_http_event *ev)
+void broker_event_audit(struct latchd *ld, const char *who, const struct latch_http_event *ev)
 {
-	struct sandbox *s = arg;
 	bool refused = !strcmp(ev->kind, "refused");
 	char reason[AUDIT_TOKEN_MAX + 1];
-	json_t *f;
 
-	if (!latchd_audit_wanted(s->ld, s->name, ev->kind))
+	if (!latchd_audit_wanted(ld, who, ev->kind))
 		return;
-	f = latch_http_event_fields(ev);
 	if (refused)
 		reason_token(ev->reason ? ev->reason : "refused", reason, sizeof(reason));
 	else
 		snprintf(reason, sizeof(reason), "latchd.broker.%s", !strcmp(ev->kind, "route") ? "route" : "connect");
-	latchd_audit(s->ld, s->name, ev->kind, refused ? "deny" : "allow", reason, f);
+	latchd_audit(ld, who, ev->kind, refused ? "deny" : "allow", reason, latch_http_event_fields(ev));
+}
+
+static void broker_audit(void *arg, const struct latch_http_event *ev)
+{
+	struct sandbox *s = arg;
+
+	broker_event_audit(s->ld, s->name, ev);
 }
 
 /* ---- building a sandbox's broker */
@@ -251,22 +294,16 @@ static void engine_upstream(const char *name, const struct latch_kit_upstream *u
 }
 
 /* One credential's route on the sandbox's listener. */
-static int add_route(struct sandbox *s, struct broker *b, const struct latch_kit_cred *cr,
-		     const struct latch_kit_secrets *sec, char *err, size_t errlen)
+int broker_route_add(struct latch_http_sandbox *hs, const char *who, const struct latch_kit_cred *cr,
+		     const char *placeholder, const struct latch_kit_secrets *sec, char *err, size_t errlen)
 {
-	static char urls[LATCH_HTTP_UPSTREAMS_MAX][LATCH_KIT_HOST_MAX + 16];
-	struct latch_kit_state_cred *sc = latch_kit_state_cred(&b->st, cr->name);
-	struct latch_http_route r = { .name = cr->name, .n_methods = cr->n_methods, .n_paths = cr->n_paths };
-	struct route_info *ri = &b->routes[b->n_routes];
+	char urls[LATCH_HTTP_UPSTREAMS_MAX][LATCH_KIT_HOST_MAX + 16];
+	struct latch_http_route r = { .name = cr->name,
+				      .placeholder = placeholder,
+				      .n_methods = cr->n_methods,
+				      .n_paths = cr->n_paths };
 	char route[LATCH_KIT_ROUTE_MAX + 1];
-	int ret;
 
-	if (!sc)
-		return latch_errf(err, errlen, -ESTALE,
-				  "credential %s has no placeholder in the sandbox's kit state (the kit changed since "
-				  "`latch up`); `latch down` and `latch up --kit %s` give it one",
-				  cr->name, b->kit->name);
-	r.placeholder = sc->placeholder;
 	for (int i = 0; i < cr->n_methods; i++)
 		r.methods[i] = cr->methods[i];
 	for (int i = 0; i < cr->n_paths; i++)
@@ -274,9 +311,9 @@ static int add_route(struct sandbox *s, struct broker *b, const struct latch_kit
 	engine_upstream("", &cr->up, cr->name, sec, urls[0], sizeof(urls[0]), &r.upstreams[r.n_upstreams++]);
 	for (int a = 0; a < cr->n_alts && r.n_upstreams < LATCH_HTTP_UPSTREAMS_MAX; a++) {
 		if (!cr->alts[a].up.tls) {
-			latchd_log(
-				"%s: alternative %s of %s: the broker does not serve plain-http upstreams yet; left out",
-				s->name, cr->alts[a].name, cr->name);
+			latchd_log("%s: alternative %s of %s: the broker does not serve plain-http upstreams yet; "
+				   "left out",
+				   who, cr->alts[a].name, cr->name);
 			continue;
 		}
 		snprintf(route, sizeof(route), "%s/%s", cr->name, cr->alts[a].name);
@@ -284,14 +321,31 @@ static int add_route(struct sandbox *s, struct broker *b, const struct latch_kit
 				&r.upstreams[r.n_upstreams]);
 		r.n_upstreams++;
 	}
-	ret = latch_http_route_add(b->http, &r, err, errlen);
-	if (!ret && sc->backend[0] && latch_http_route_switch(b->http, cr->name, sc->backend, err, errlen))
-		latchd_log("%s: %s (its own upstream serves meanwhile)", s->name, err);
+	return latch_http_route_add(hs, &r, err, errlen);
+}
+
+/* One credential's route on the sandbox's listener, on the alternative it was switched to. */
+static int add_route(struct sandbox *s, struct broker *b, const struct latch_kit_cred *cr,
+		     const struct latch_kit_secrets *sec, char *err, size_t errlen)
+{
+	struct latch_kit_state_cred *sc = latch_kit_state_cred(&b->st, cr->name);
+	struct route_info *ri = &b->routes[b->n_routes];
+	size_t len;
+	int ret;
+
+	if (!sc)
+		return latch_errf(err, errlen, -ESTALE,
+				  "credential %s has no placeholder in the sandbox's kit state (the kit changed since "
+				  "`latch up`); `latch down` and `latch up --kit %s` give it one",
+				  cr->name, b->kit->name);
+	ret = broker_route_add(b->http, s->name, cr, sc->placeholder, sec, err, errlen);
 	if (ret)
 		return ret;
+	if (sc->backend[0] && latch_http_route_switch(b->http, cr->name, sc->backend, err, errlen))
+		latchd_log("%s: %s (its own upstream serves meanwhile)", s->name, err);
 	snprintf(ri->name, sizeof(ri->name), "%s", cr->name);
 	snprintf(ri->secret_var, sizeof(ri->secret_var), "%s", cr->up.secret_var);
-	ri->secret = r.upstreams[0].secret ? "set" : "missing";
+	ri->secret = latch_kit_secret_get(sec, cr->name, &len) ? "set" : "missing";
 	snprintf(ri->backend, sizeof(ri->backend), "%s", sc->backend);
 	b->n_routes++;
 	return 0;
@@ -304,7 +358,7 @@ static struct latch_http_sandbox *listen_for(struct sandbox *s, uint16_t port, c
 					     .port = port,
 					     .arg = s,
 					     .name_allowed = broker_name_allowed,
-					     .resolve = s->res ? broker_resolve : NULL,
+					     .resolve = broker_resolve,
 					     .audit = broker_audit };
 	const struct latch_config *c = &s->cfg;
 

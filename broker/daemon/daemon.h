@@ -50,6 +50,12 @@ struct client; /* control.c */
 struct sandbox;
 struct latch_http; /* the credential broker's engine (broker/http/) */
 struct broker;	   /* one sandbox's kit as the broker serves it (broker.c) */
+struct latch_http_sandbox;
+struct latch_http_event;
+struct latch_kit_cred;
+struct latch_kit_secrets;
+struct room_svc;   /* room.c */
+struct confine;	   /* confine.c */
 
 /* A profile's host name, resolved here and kept fresh. */
 struct hostname {
@@ -146,6 +152,9 @@ struct latchd {
 	struct backup_child backup;
 	/* The credential broker's engine (broker/http/), one per latchd on base; broker.c */
 	struct latch_http *http;
+	/* room.c's rooms; confine.c's state (NULL: latchd runs unconfined) */
+	struct room_svc *rooms;
+	struct confine *confine;
 };
 
 /* main.c */
@@ -158,12 +167,18 @@ void control_close(struct latchd *ld);
 /* Answer a client; NULL (a switch nobody asked for) is fine.  obj is taken. */
 void control_reply(struct client *c, json_t *obj);
 __attribute__((format(printf, 2, 3))) void control_reply_error(struct client *c, const char *fmt, ...);
+/* The reply comes later (control_reply): read nothing more from c until then. */
+void control_wait(struct client *c);
+struct latchd *client_latchd(const struct client *c);
 
 /* events.c */
 /* One audit entry; fields is taken (decref'd).  A failure is logged, never fatal. */
 void latchd_audit(struct latchd *ld, const char *sandbox, const char *kind, const char *decision, const char *reason,
 		  json_t *fields);
 bool latchd_audit_wanted(struct latchd *ld, const char *sandbox, const char *kind);
+/* A query a resolver refused (its reason, as resolver.h names it), kind dns. */
+void latchd_audit_dns_refused(struct latchd *ld, const char *who, const char *qname, uint16_t qtype,
+			     const char *reason);
 json_t *latchd_addr_json(const struct latch_addr *a);
 void events_open(struct sandbox *s);
 void events_close(struct sandbox *s);
@@ -184,6 +199,8 @@ bool sandbox_name_allowed(void *arg, const char *name);
 int sandbox_name_ports(const struct sandbox *s, const char *name, struct latch_entry *ports, int max);
 void sandbox_resolver_opts(struct sandbox *s, struct latch_resolver_opts *o);
 void sandbox_free(struct sandbox *s);
+/* Does an explicit CIDR entry of the profile cover this address? (the rebinding filter's exception) */
+bool profile_cidr_covers(const struct latch_profile *p, const struct latch_addr *a);
 /* Serve every sandbox that has pins; drop those whose pins are gone. */
 void sandboxes_scan(struct latchd *ld);
 
@@ -197,7 +214,7 @@ int switch_learn(struct sandbox *s, const struct latch_entry *e, uint64_t expire
 		 size_t errlen);
 
 /* learned.c */
-void learned_answered(void *arg, const char *qname, const struct latch_addr *addrs, int n, uint32_t ttl);
+int learned_answered(void *arg, const char *qname, const struct latch_addr *addrs, int n, uint32_t ttl);
 void learned_keep_allowed(struct sandbox *s);
 void learned_prune(struct sandbox *s, uint64_t now);
 void learned_load(struct sandbox *s);
@@ -219,6 +236,16 @@ void broker_forget(struct sandbox *s);
 /* A copy of the kit's egress_allow entries (none: *out NULL); free() it.  0 or -ENOMEM. */
 int broker_kit_egress(const struct sandbox *s, struct latch_pentry **out, int *n);
 json_t *broker_json(const struct sandbox *s);
+/*
+ * A kit credential CR as a route on listener HS (a sandbox's or a room's):
+ * PLACEHOLDER, its methods and paths, its own upstream and its TLS
+ * alternatives (plain-HTTP ones are left out, logged for WHO), each with
+ * its key from SEC or the variable or file it should have come from.
+ */
+int broker_route_add(struct latch_http_sandbox *hs, const char *who, const struct latch_kit_cred *cr,
+		     const char *placeholder, const struct latch_kit_secrets *sec, char *err, size_t errlen);
+/* One broker decision as WHO's audit entry: kind route, other or refused (rate-limited). */
+void broker_event_audit(struct latchd *ld, const char *who, const struct latch_http_event *ev);
 void broker_op_kit(struct latchd *ld, struct client *c, json_t *req);
 void broker_op_backend(struct latchd *ld, struct client *c, json_t *req);
 

@@ -95,8 +95,12 @@ static void learned_filter(struct sandbox *s,
 	s->learned_dirty = true;
 }
 
-/* Runs before the reply leaves latchd: the entry is in the kernel when the guest connects. */
-void learned_answered(void *arg, const char *qname, const struct latch_addr *addrs, int n, uint32_t ttl)
+/*
+ * Runs before the reply leaves latchd: the entry is in the kernel when the
+ * guest connects.  0 when every address is (or needs not be) in the kernel;
+ * the resolver then skips this for later cache hits of the same answer.
+ */
+int learned_answered(void *arg, const char *qname, const struct latch_addr *addrs, int n, uint32_t ttl)
 {
 	struct sandbox *s = arg;
 	uint64_t expires = latch_now_boot_ns() + ttl * NS_PER_S;
@@ -104,11 +108,12 @@ void learned_answered(void *arg, const char *qname, const struct latch_addr *add
 	char err[LATCH_ERR_MAX];
 	json_t *list;
 	bool want;
+	int rc = 0;
 	/* the profile's ports and each kit entry's (open: none, the kernel passes everything already) */
 	int n_ports = sandbox_name_ports(s, qname, ports, sizeof(ports) / sizeof(ports[0]));
 
 	if (!n_ports)
-		return;
+		return 0;
 	want = latchd_audit_wanted(s->ld, s->name, "learned");
 	list = want ? json_array() : NULL;
 	for (int i = 0; i < n; i++) {
@@ -121,6 +126,7 @@ void learned_answered(void *arg, const char *qname, const struct latch_addr *add
 			if (switch_learn(s, &e, expires, LATCH_ORIGIN_LEARNED, err, sizeof(err))) {
 				latchd_log("%s: learned entry for %s: %s", s->name, qname, err);
 				written = false;
+				rc = -EAGAIN;
 			}
 		}
 		if (written)
@@ -131,6 +137,7 @@ void learned_answered(void *arg, const char *qname, const struct latch_addr *add
 	if (want)
 		latchd_audit(s->ld, s->name, "learned", "allow", "latchd.dns.answer",
 			     json_pack("{s:s, s:o, s:i}", "name", qname, "addresses", list, "ttl", (int)ttl));
+	return rc;
 }
 
 static bool still_allowed(const struct sandbox *s, const struct learned *l, uint64_t now)

@@ -155,7 +155,8 @@ typedef void (*latch_http_resolved_cb)(void *arg, const char *name, const struct
 /*
  * The sandbox's side.  name_allowed is required for CONNECT (NULL refuses
  * every CONNECT).  resolve NULL: the engine's own evdns (resolv.conf); it
- * resolves CONNECT names and upstream hosts.  Every address a CONNECT name
+ * resolves CONNECT names and upstream hosts, an upstream given as an
+ * address too (the caller may admit it somewhere first; it answers with it).  Every address a CONNECT name
  * resolves to passes latch_addr_nonpublic() (the rebinding filter) before
  * it is used.  audit may be NULL.
  */

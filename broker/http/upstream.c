@@ -199,6 +199,9 @@ int hb_target_init(struct latch_http *h, struct hb_target *t, const struct latch
 	ret = parse_url(t, u->url, err, errlen);
 	if (ret)
 		return ret;
+	/* the sandbox's resolver sees literals too: latchd's confinement admits an address when it is looked up */
+	if (t->host_is_addr && t->route && t->route->sb->o.resolve)
+		t->addr_until = 0;
 	if (!is_token(u->header))
 		return latch_errf(err, errlen, -EINVAL, "upstream %s: header \"%s\" must be a token (Authorization, "
 				  "x-api-key)", u->url, u->header ? u->header : "");
