@@ -115,7 +115,7 @@ ip -n "$NS" link set lb0 up
 ip -n "$NS" link set lb1 up
 # nsenter, not ip netns exec (whose private /sys hides the pins); no function in between, and nsenter
 # execs, so $! is latchd's PID
-LATCH_ROOT=$LROOT LATCH_BPFFS=$LBPFFS nsenter --net="/run/netns/$NS" -- "$BUILD/latchd" --dns-port 5353 \
+LATCH_ROOT=$LROOT LATCH_BPFFS=$LBPFFS nsenter --net="/run/netns/$NS" -- "$BUILD/latchd" --dns-port 5353 ${LATCHD_ARGS:-} \
 	>"$D/latchd.log" 2>&1 &
 PIDS+=($!)
 LATCHD_PID=$!

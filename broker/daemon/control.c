@@ -181,6 +181,39 @@ static void handle(struct client *c, json_t *req)
 
 /* ---- the socket ---- */
 
+/*
+ * evbuffer_readln(), wiping the line's bytes in the buffer before they are
+ * drained: a kit request's keys leave no copy in memory freed later.
+ */
+static char *readln_wiped(struct evbuffer *in, size_t *len)
+{
+	struct evbuffer_ptr eol = evbuffer_search_eol(in, NULL, NULL, EVBUFFER_EOL_LF);
+	struct evbuffer_iovec v[16];
+	size_t n, left;
+	char *line;
+	int nv;
+
+	if (eol.pos < 0)
+		return NULL;
+	n = eol.pos;
+	line = malloc(n + 1);
+	if (!line)
+		return NULL;
+	evbuffer_copyout(in, line, n);
+	line[n] = '\0';
+	left = n + 1; /* and its LF */
+	nv = evbuffer_peek(in, left, NULL, v, 16);
+	for (int i = 0; i < nv && i < 16 && left; i++) {
+		size_t k = v[i].iov_len < left ? v[i].iov_len : left;
+
+		explicit_bzero(v[i].iov_base, k);
+		left -= k;
+	}
+	evbuffer_drain(in, n + 1);
+	*len = n;
+	return line;
+}
+
 static void on_read(struct bufferevent *bev, void *arg)
 {
 	struct client *c = arg;
@@ -188,11 +221,11 @@ static void on_read(struct bufferevent *bev, void *arg)
 	char *line;
 	size_t len;
 
-	while (!c->waiting && (line = evbuffer_readln(in, &len, EVBUFFER_EOL_LF))) {
+	while (!c->waiting && (line = readln_wiped(in, &len))) {
 		json_error_t je;
 		json_t *req = json_loadb(line, len, 0, &je);
 
-		/* a kit request carries keys: no copy of the line outlives it (jansson's wipe on free, main.c) */
+		/* a kit request carries keys: no copy of the line outlives it (jansson wipes what it frees) */
 		explicit_bzero(line, len);
 		free(line);
 		if (!req || !json_is_object(req)) {

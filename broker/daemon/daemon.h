@@ -223,8 +223,8 @@ void learned_remove_file(const char *name);
 void learned_free(struct sandbox *s);
 
 /* broker.c */
-/* First thing in main(): no core dumps, and libevent's and jansson's frees wiped (keys pass through). */
-void broker_wipe_on_free(void);
+/* First thing in main(): no core dumps or ptrace, and jansson's frees wiped (keys pass through). */
+void broker_harden(void);
 int broker_init(struct latchd *ld, char *err, size_t errlen);
 void broker_fini(struct latchd *ld); /* after the sandboxes */
 /* Serve the sandbox's stored kit (secret_files only: env keys must be handed again). */

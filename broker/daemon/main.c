@@ -23,9 +23,8 @@
  *
  * The credential broker (broker/http/, wired in by broker.c): its engine is
  * made here after the event loop, on the same base (broker_init; before it,
- * broker_wipe_on_free makes latchd undumpable and its buffers wiped when
- * freed: keys pass through them), and freed after the
- * sandboxes; each sandbox's listener is opened by sandbox_add() from its
+ * broker_harden makes latchd undumpable: keys pass through it), and freed
+ * after the sandboxes; each sandbox's listener is opened by sandbox_add() from its
  * stored kit and freed by sandbox_free().  Kits are not re-read on SIGHUP:
  * a reload would lose the keys `latch up` handed over.  It reaches the
  * policy only through the kernel and this process's sandboxes, never vm/.
@@ -300,7 +299,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "latchd: must run as root (it writes BPF maps and binds port 53)\n");
 		return 1;
 	}
-	broker_wipe_on_free(); /* before libevent allocates anything */
+	broker_harden(); /* keys will pass through this process */
 	setvbuf(stderr, NULL, _IOLBF, 0);
 	signal(SIGPIPE, SIG_IGN);
 	{

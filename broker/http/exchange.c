@@ -282,6 +282,7 @@ static int r_begin(http_parser *p)
 {
 	struct hb_uconn *u = p->data;
 
+	explicit_bzero(u->head, u->head_len); /* the last response's head, which may have echoed the key */
 	u->head_len = 0;
 	u->n_hdr = 0;
 	u->in_value = false;
@@ -563,6 +564,8 @@ void hb_u_read(struct bufferevent *bev, void *arg)
 			break;
 		u->got_bytes = true;
 		n = http_parser_execute(&u->parser, &resp_settings, v.iov_base, v.iov_len);
+		/* what the upstream sent may echo the key: no copy of it is left in a freed buffer */
+		explicit_bzero(v.iov_base, n);
 		evbuffer_drain(in, n);
 		e = HTTP_PARSER_ERRNO(&u->parser);
 		if (e == HPE_PAUSED)

@@ -270,6 +270,8 @@ void hb_conn_free(struct hb_uconn *u)
 	if (u->idle)
 		u->t->n_idle--;
 	bufferevent_free(u->bev); /* BEV_OPT_CLOSE_ON_FREE: the SSL and the socket too */
+	if (u->head)
+		explicit_bzero(u->head, u->head_len);
 	free(u->head);
 	free(u);
 }
@@ -506,5 +508,6 @@ void hb_exchange_end(struct hb_exchange *x, enum latch_http_end how)
 	if (x->body)
 		evbuffer_free(x->body);
 	free(x->path);
+	explicit_bzero(&x->scrub, sizeof(x->scrub)); /* it may hold the start of an echoed key */
 	free(x);
 }
