@@ -166,6 +166,22 @@ ip -n "$LTS_H" link add lts-d0 type veth peer name lts-d1 && ip -n "$LTS_H" link
 out=$(latch attach "$NAME2" --dev lts-d0 --guest-mac 02:00:00:00:00:06 --guest-ip 192.0.2.6 --host-ip 192.0.2.5 \
 	--kit tk 2>&1) || fail setup "attach of the second sandbox failed: $out"
 
+# bad input changes nothing: an unknown kit, or one whose secret_file is readable by others, is refused
+# before anything exists
+out=$(latch attach "lts3-$$" --dev lts-d1 --guest-mac 02:00:00:00:00:0a --guest-ip 192.0.2.10 --host-ip 192.0.2.9 \
+	--kit nosuch 2>&1)
+check_eq "attach --kit with an unknown kit is a usage error" "$?" 2
+check "and names the kit" grep -q "nosuch" <<<"$out"
+check_not "and creates no sandbox" test -e "$LTS_BPFFS/latch/lts3-$$"
+chmod 0640 "$T/secret"
+out=$(latch attach "lts3-$$" --dev lts-d1 --guest-mac 02:00:00:00:00:0a --guest-ip 192.0.2.10 --host-ip 192.0.2.9 \
+	--kit tk 2>&1)
+rc=$?
+chmod 0600 "$T/secret"
+check_eq "attach --kit with a secret_file others may read is refused" "$rc" 2
+check "naming the file and the fix" grep -q "$T/secret.*chmod" <<<"$out"
+check_not "and creates no sandbox either" test -e "$LTS_BPFFS/latch/lts3-$$"
+
 # ------------------------------------------------------------ what the sandbox is given
 latch env "$LTS_NAME" >"$T/guest.env"
 check_eq "latch env gives the credential's URL" "$(grep '^ECHO_URL=' "$T/guest.env")" \
@@ -219,6 +235,8 @@ check_eq "the audit entry: kind route, reason, route, path without the query, st
 	"$(jq -r '[.kind, .decision, .reason, .fields.route, .fields.path, .fields.status] | @tsv' <<<"$a")" \
 	"$(printf 'route\tallow\tlatchd.broker.route\techo\t/v1/echo\t200')"
 check_cmp "the audit entry counts the bytes sent to the guest" "$(jq -r .fields.bytes_out <<<"$a")" -gt 0
+out=$(in_g curl -sS -m 5 -H "Authorization: Bearer $PH" "http://[$HOST6]:$PORT/echo/v1/echo" 2>&1 | tee -a "$RESP")
+check_eq "the broker answers on the host's IPv6 address too" "$(jq -r .path <<<"$out")" /v1/echo
 out=$(gsh 'curl -sS -m 5 -H "x-api-key: $ENVKEY_KEY" "$ENVKEY_URL/v1/echo"')
 check_eq "the upstream got the key handed from latch's environment" \
 	"$(tail -1 "$T/up.log" | jq -r '.headers[] | select(.[0] == "x-api-key") | .[1]')" "$ENV_SECRET"
