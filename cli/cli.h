@@ -104,6 +104,13 @@ int latch_sandbox_kit_give(const char *name, const struct latch_kit *kit, bool s
  * exit code, printed.
  */
 int latch_sandbox_kit_again(const char *name, struct latch_kit *kit, const char *said);
+/*
+ * For `status`: NAME's kit as stored and, when latchd answered (LATCHD_UP),
+ * as it serves it (BROKER, its ping's "broker"), as "kit" in O; printed by
+ * latch_sandbox_kit_print() (nothing when the sandbox has no kit).
+ */
+void latch_sandbox_kit_status(const char *name, const json_t *broker, bool latchd_up, json_t *o);
+void latch_sandbox_kit_print(const json_t *kit);
 /* `down` (stopped) or `destroy` (REMOVE): the kit state says so, and latchd wipes the keys now. */
 int latch_sandbox_kit_stop(const char *name, bool remove);
 /*

@@ -411,7 +411,7 @@ static bool status_one(const char *name, json_t *arr)
 	{
 		char prof[LATCH_PROFILE_NAME_MAX + 2];
 		const char *applied = NULL;
-		json_t *rep = latchd_view();
+		json_t *rep = latchd_view(), *broker = NULL;
 
 		json_object_set_new(o, "profile", latch_profile_state_read(name, prof, sizeof(prof)) ? json_null()
 												     : json_string(prof));
@@ -421,10 +421,13 @@ static bool status_one(const char *name, json_t *arr)
 			json_t *sbx;
 
 			json_array_foreach(json_object_get(rep, "sandboxes"), i, sbx)
-				if (!strcmp(json_string_value(json_object_get(sbx, "name")) ?: "", name) &&
-				    !json_is_true(json_object_get(sbx, "switching")))
-					applied = json_string_value(json_object_get(sbx, "profile"));
+				if (!strcmp(json_string_value(json_object_get(sbx, "name")) ?: "", name)) {
+					broker = json_object_get(sbx, "broker");
+					if (!json_is_true(json_object_get(sbx, "switching")))
+						applied = json_string_value(json_object_get(sbx, "profile"));
+				}
 		}
+		latch_sandbox_kit_status(name, broker, rep != NULL, o);
 		json_object_set_new(o, "latchd", json_boolean(rep != NULL));
 		json_object_set_new(o, "profile_applied", applied ? json_string(applied) : json_null());
 		json_decref(rep);
@@ -487,6 +490,7 @@ static bool status_one(const char *name, json_t *arr)
 			printf("\n  policy:   generation %u, version %u, %s%s\n", cfg.policy_gen, cfg.policy_version, what,
 			       cfg.flags & LATCH_CFG_OPEN ? ": UNCONTAINED (every destination passes)" : "");
 		}
+		latch_sandbox_kit_print(json_object_get(o, "kit"));
 		printf("  counters:\n");
 		size_t nr = json_array_size(reasons);
 

@@ -293,3 +293,49 @@ int latch_sandbox_kit_stop(const char *name, bool remove)
 	json_decref(rep);
 	return ret;
 }
+
+void latch_sandbox_kit_status(const char *name, const json_t *broker, bool latchd_up, json_t *o)
+{
+	struct latch_kit_state st;
+	char err[LATCH_ERR_MAX];
+	json_t *k;
+
+	if (latch_kit_state_read(name, &st, err, sizeof(err))) {
+		json_object_set_new(o, "kit", json_null());
+		return;
+	}
+	k = json_pack("{s:s, s:i, s:b, s:b}", "name", st.kit, "port", st.port, "stopped", st.stopped, "latchd",
+		      latchd_up);
+	/* what latchd serves, when it answers: the stored kit alone is only intent */
+	if (json_is_object(broker))
+		json_object_set_new(k, "served", json_deep_copy(broker));
+	json_object_set_new(o, "kit", k);
+	explicit_bzero(&st, sizeof(st));
+}
+
+void latch_sandbox_kit_print(const json_t *k)
+{
+	const json_t *served = json_object_get(k, "served"), *r;
+	size_t i, missing = 0;
+
+	if (!json_is_object(k))
+		return;
+	printf("  kit:      %s, port %lld: ", json_string_value(json_object_get(k, "name")),
+	       (long long)json_integer_value(json_object_get(k, "port")));
+	if (json_is_true(json_object_get(k, "stopped")))
+		printf("stopped (latchd holds no key for it)\n");
+	else if (!json_is_true(json_object_get(k, "latchd")))
+		printf("stored; latchd is not running, so no broker serves it\n");
+	else if (!json_is_true(json_object_get(served, "listening")))
+		printf("NOT SERVED: %s\n",
+		       json_string_value(json_object_get(served, "why")) ?: "latchd has no broker for it");
+	else {
+		printf("broker listening, %zu route(s)", json_array_size(json_object_get(served, "routes")));
+		json_array_foreach(json_object_get(served, "routes"), i, r)
+			if (!strcmp(json_string_value(json_object_get(r, "secret")) ?: "", "missing"))
+				printf("%s %s", missing++ ? "," : "; keys missing:",
+				       json_string_value(json_object_get(r, "secret_var")) ?:
+					       json_string_value(json_object_get(r, "name")));
+		printf("\n");
+	}
+}

@@ -160,6 +160,10 @@ out=$(latch egress "$LTS_NAME" profile p1 2>&1)
 check "switch to p1 with the kit's network on top" grep -q "profile p1 live" <<<"$out"
 check_eq "latchd serves the kit's broker" "$(ping_latchd | jq -r '.sandboxes[0].broker | [.kit, .listening] | @tsv')" \
 	"$(printf 'tk\ttrue')"
+check_eq "status reads the kit back from latchd" \
+	"$(latch --json status "$LTS_NAME" | jq -r '.sandboxes[0].kit | [.name, .served.listening] | @tsv')" "$(printf 'tk\ttrue')"
+check "and names the key that is missing" grep -q "kit: .*tk, port 8119: broker listening, 6 route(s); keys missing: LTS_NOKEY_API_KEY" \
+	<<<"$(latch status "$LTS_NAME")"
 
 # another sandbox with the same kit, on a device of its own: its placeholders are another sandbox's
 ip -n "$LTS_H" link add lts-d0 type veth peer name lts-d1 && ip -n "$LTS_H" link set lts-d0 up
