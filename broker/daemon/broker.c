@@ -14,14 +14,15 @@
  * key is missing answers with a refusal that names the variable.  Once the
  * routes are made the engine holds the only copy of each key (locked pages,
  * left out of core dumps, wiped with the route); the buffers they passed
- * through (libevent's, jansson's; OpenSSL's plaintext) are wiped when freed,
- * and latchd is made undumpable.
+ * through are wiped where the bytes pass (broker_harden() says which), and
+ * latchd is made undumpable.
  *
  * CONNECT is allowed to the names the sandbox's policy allows (its profile,
  * overlay and kit; sandbox.c).  Those names and the kit's upstreams are
  * looked up by latchd's own resolver (confine.c), which admits each address
- * latchd may reach to its confinement before the engine connects.  Every decision goes to the audit log as kind
- * route, refused or other, under audit/'s rate limit.
+ * latchd may reach to its confinement before the engine connects.  Every
+ * decision goes to the audit log as kind route, refused or other, under
+ * audit/'s rate limit (broker_event_audit(), rooms' too).
  */
 #include <errno.h>
 #include <stdio.h>
