@@ -276,10 +276,9 @@ int broker_route_add(struct latch_http_sandbox *hs, const char *who, const struc
 		     const char *placeholder, const struct latch_kit_secrets *sec, char *err, size_t errlen)
 {
 	char urls[LATCH_HTTP_UPSTREAMS_MAX][LATCH_KIT_HOST_MAX + 16];
-	struct latch_http_route r = { .name = cr->name,
-				      .placeholder = placeholder,
-				      .n_methods = cr->n_methods,
-				      .n_paths = cr->n_paths };
+	struct latch_http_route r = {
+		.name = cr->name, .placeholder = placeholder, .n_methods = cr->n_methods, .n_paths = cr->n_paths
+	};
 	char route[LATCH_KIT_ROUTE_MAX + 1];
 
 	for (int i = 0; i < cr->n_methods; i++)
