@@ -94,15 +94,8 @@ static bool broker_name_allowed(void *arg, const char *name)
 	return sandbox_name_allowed(arg, name);
 }
 
-/*
- * The ports latchd may connect to NAME on for sandbox s: those of the kit's
- * upstreams named NAME, else 443 for a CONNECT to a name of its policy.
- * -ENOENT for any other name.
- */
-static int resolve_ports(const struct sandbox *s, const char *name, struct latch_entry *ports)
+int broker_kit_ports(const struct latch_kit *kit, const char *name, struct latch_entry *ports)
 {
-	const struct latch_kit *kit = s->broker ? s->broker->kit : NULL;
-
 	memset(ports, 0, sizeof(*ports));
 	ports->proto = LATCH_PROTO_TCP;
 	for (int i = 0; kit && i < kit->n_creds; i++)
@@ -114,7 +107,17 @@ static int resolve_ports(const struct sandbox *s, const char *name, struct latch
 				ports->n_ports++;
 			}
 		}
-	if (ports->n_ports)
+	return ports->n_ports;
+}
+
+/*
+ * The ports latchd may connect to NAME on for sandbox s: those of the kit's
+ * upstreams named NAME, else 443 for a CONNECT to a name of its policy.
+ * -ENOENT for any other name.
+ */
+static int resolve_ports(const struct sandbox *s, const char *name, struct latch_entry *ports)
+{
+	if (broker_kit_ports(s->broker ? s->broker->kit : NULL, name, ports))
 		return 0;
 	if (!sandbox_name_allowed((void *)s, name))
 		return -ENOENT;

@@ -52,6 +52,7 @@ struct latch_http; /* the credential broker's engine (broker/http/) */
 struct broker;	   /* one sandbox's kit as the broker serves it (broker.c) */
 struct latch_http_sandbox;
 struct latch_http_event;
+struct latch_kit;
 struct latch_kit_cred;
 struct latch_kit_secrets;
 struct room_svc;   /* room.c */
@@ -244,6 +245,8 @@ json_t *broker_json(const struct sandbox *s);
  */
 int broker_route_add(struct latch_http_sandbox *hs, const char *who, const struct latch_kit_cred *cr,
 		     const char *placeholder, const struct latch_kit_secrets *sec, char *err, size_t errlen);
+/* The ports of KIT's upstreams (credentials' and alternatives') on host NAME, into PORTS (TCP); how many. */
+int broker_kit_ports(const struct latch_kit *kit, const char *name, struct latch_entry *ports);
 /* One broker decision as WHO's audit entry: kind route, other or refused (rate-limited). */
 void broker_event_audit(struct latchd *ld, const char *who, const struct latch_http_event *ev);
 void broker_op_kit(struct latchd *ld, struct client *c, json_t *req);

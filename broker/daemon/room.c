@@ -143,21 +143,8 @@ static void room_refused(void *arg, const char *qname, uint16_t qtype, const cha
 /* The ports latchd may connect to NAME on for this room: its kit's upstreams there, and what its policy gives. */
 static int upstream_ports(const struct room_svc *r, const char *name, struct latch_entry *ports)
 {
-	memset(ports, 0, sizeof(*ports));
-	for (int i = 0; r->kit && i < r->kit->n_creds; i++) {
-		const struct latch_kit_cred *c = &r->kit->creds[i];
-
-		for (int k = -1; k < c->n_alts; k++) {
-			const struct latch_kit_upstream *up = k < 0 ? &c->up : &c->alts[k].up;
-
-			if (strcmp(up->host, name) || ports->n_ports >= LATCH_RULES_MAX)
-				continue;
-			ports->ports[ports->n_ports].lo = ports->ports[ports->n_ports].hi = up->port;
-			ports->n_ports++;
-			ports->proto = LATCH_PROTO_TCP;
-		}
-	}
-	if (!ports->n_ports && !latch_profile_match(&r->prof, name, ports) && !extra_match(r, name, ports))
+	if (!broker_kit_ports(r->kit, name, ports) && !latch_profile_match(&r->prof, name, ports) &&
+	    !extra_match(r, name, ports))
 		return -ENOENT;
 	return 0;
 }
