@@ -43,7 +43,7 @@ USES_kit := profile loader common
 USES_vm := config loader common
 USES_room := profile config loader common
 USES_broker := common
-USES_budget := common
+USES_budget := config common
 USES_daemon := broker budget profile kit audit config loader common
 USES_cli := vm room broker budget profile kit audit config loader common
 

@@ -102,7 +102,7 @@ static void tally_add(struct tally *t, int64_t micros, bool open, int sign)
 		t->spent += sign * micros;
 }
 
-static int charge_add(struct budget *b, int64_t id, uint64_t time_ns, int sbx, enum budget_provider p, int64_t micros)
+int charge_add(struct budget *b, int64_t id, uint64_t time_ns, int sbx, enum budget_provider p, int64_t micros)
 {
 	struct charge *c;
 
@@ -405,7 +405,7 @@ static int64_t worst_case(struct budget *b, const struct budget_request *rq, con
 	return budget_cost(&priced, &tok);
 }
 
-static int ledger_refusal(struct budget *b, struct budget_note *note, char *line, size_t linelen, int ret)
+int ledger_refusal(struct budget *b, struct budget_note *note, char *line, size_t linelen, int ret)
 {
 	snprintf(line, linelen, "latch: the spend ledger %s can't be written (%s); nothing is forwarded until it can",
 		 b->ledger_path, ledger_error(b->l));
@@ -415,7 +415,20 @@ static int ledger_refusal(struct budget *b, struct budget_note *note, char *line
 	return ret ? ret : -EIO;
 }
 
-int budget_reserve(struct budget *b, const struct budget_request *rq, struct budget_ticket **ticket,
+/* Drop the write transaction of a decision, if one was begun (a sole writer begins none). */
+static void decision_abort(struct budget *b)
+{
+	if (!b->o.sole_writer)
+		ledger_rollback(b->l);
+}
+
+/*
+ * One decision.  A sole writer decides in memory (memory holds all the
+ * ledger holds) and queues the row; with later false it commits at once.
+ * Others decide inside the write transaction, after reading what other
+ * writers wrote, and commit the row before returning.
+ */
+static int reserve(struct budget *b, const struct budget_request *rq, bool later, struct budget_ticket **ticket,
 		   struct budget_note *note, char *line, size_t linelen)
 {
 	struct budget_class cls;
@@ -425,14 +438,14 @@ int budget_reserve(struct budget *b, const struct budget_request *rq, struct bud
 	struct ledger_row row;
 	int64_t next;
 	uint64_t now;
-	int ret, s;
+	int ret = 0, s;
 
 	memset(note, 0, sizeof(*note));
 	*ticket = NULL;
 	if (linelen)
 		line[0] = '\0';
 	if (b->o.readonly || !rq->sandbox || latch_parse_name(rq->sandbox, NULL, 0) ||
-	    (unsigned)rq->provider >= BUDGET_PROVIDERS) {
+	    (unsigned)rq->provider >= BUDGET_PROVIDERS || (later && !b->o.sole_writer)) {
 		snprintf(line, linelen, "latch: the spend cap can't place this request (sandbox or provider unknown)");
 		return -EINVAL;
 	}
@@ -447,9 +460,11 @@ int budget_reserve(struct budget *b, const struct budget_request *rq, struct bud
 		warn_missing(b, rq->provider, t->model, note);
 	caps = caps_in_force(b, rq->provider, rq->caps);
 
-	ret = ledger_begin(b->l);
-	if (!ret)
-		ret = catch_up(b);
+	if (!b->o.sole_writer) {
+		ret = ledger_begin(b->l);
+		if (!ret)
+			ret = catch_up(b);
+	}
 	if (ret) {
 		ledger_rollback(b->l);
 		free(t);
@@ -459,12 +474,12 @@ int budget_reserve(struct budget *b, const struct budget_request *rq, struct bud
 	expire(b, now);
 	s = sbx_find(b, rq->sandbox, true);
 	if (s < 0) {
-		ledger_rollback(b->l);
+		decision_abort(b);
 		free(t);
 		return -ENOMEM;
 	}
 	if (check_caps(b, s, rq->provider, &caps, t->reserved, &refusal)) {
-		ledger_rollback(b->l);
+		decision_abort(b);
 		refusal.need = t->reserved;
 		refusal.sandbox = rq->sandbox;
 		refusal.provider = rq->provider;
@@ -474,6 +489,23 @@ int budget_reserve(struct budget *b, const struct budget_request *rq, struct bud
 		refusal_text(b, &refusal, note, line, linelen);
 		free(t);
 		return -EDQUOT;
+	}
+	if (b->o.sole_writer) {
+		ret = queue_reservation(b, t, s, now, &caps, budget_format_name(cls.format));
+		if (ret) {
+			free(t);
+			return ret;
+		}
+		if (!later) {
+			ret = budget_commit(b, note, line, linelen);
+			if (ret) {
+				usage_free(&t->usage); /* void: its reservation was undone */
+				free(t);
+				return ret;
+			}
+		}
+		*ticket = t;
+		return 0;
 	}
 	next = b->last_id + 1;
 	ret = write_pending(b, &next, now);
@@ -511,6 +543,18 @@ int budget_reserve(struct budget *b, const struct budget_request *rq, struct bud
 	usage_init(&t->usage, cls.format);
 	*ticket = t;
 	return 0;
+}
+
+int budget_reserve(struct budget *b, const struct budget_request *rq, struct budget_ticket **ticket,
+		   struct budget_note *note, char *line, size_t linelen)
+{
+	return reserve(b, rq, false, ticket, note, line, linelen);
+}
+
+int budget_reserve_later(struct budget *b, const struct budget_request *rq, struct budget_ticket **ticket,
+			 struct budget_note *note, char *line, size_t linelen)
+{
+	return reserve(b, rq, true, ticket, note, line, linelen);
 }
 
 void budget_response(struct budget_ticket *t, int status, const void *data, size_t len)
@@ -613,6 +657,13 @@ int budget_settle(struct budget *b, struct budget_ticket *t, enum budget_end how
 	memset(note, 0, sizeof(*note));
 	if (!t)
 		return 0;
+	if (t->void_) { /* its commit failed: never forwarded, nothing to settle */
+		usage_free(&t->usage);
+		free(t);
+		return 0;
+	}
+	if (t->queued)
+		queue_forget(b, t);
 	charge = charge_of(b, t, how, &tok, &why);
 	/* out of memory, the reservation stays open: counted in full, settled in full at the next open */
 	if (queue_pending(b, t->id, charge, why, &tok, t->sbx, t->provider, *t->model ? t->model : "-"))

@@ -28,6 +28,13 @@
  * after reading what the others wrote, so caps hold across all of them.  The
  * ledger, not memory, is the truth; at open it is replayed (the last 24 h),
  * and the open reservations of processes that died are settled in full.
+ *
+ * latchd is the ledger's sole writer (budget_opts.sole_writer: a lock on the
+ * file keeps every other writer out while it runs): its decisions are made
+ * in memory, which then holds everything the ledger holds, and the rows of
+ * the reservations decided in one turn of its event loop are written by one
+ * commit (budget_reserve_later(), then budget_commit()); each request is
+ * forwarded only after the commit that holds its reservation.
  */
 #ifndef LATCH_BUDGET_H
 #define LATCH_BUDGET_H
@@ -141,6 +148,26 @@ int budget_reserve(struct budget *b, const struct budget_request *rq, struct bud
 		   struct budget_note *note, char *line, size_t linelen);
 
 /*
+ * The same decision, for a sole writer (budget_opts.sole_writer; -EINVAL
+ * otherwise): made in memory and counted against the caps at once, but the
+ * reservation's row is written by the next budget_commit().  Forward the
+ * request only after that commit returned 0.  A ticket whose commit failed
+ * is void: budget_settle() frees it and charges nothing (nothing was
+ * forwarded).
+ */
+int budget_reserve_later(struct budget *b, const struct budget_request *rq, struct budget_ticket **ticket,
+			 struct budget_note *note, char *line, size_t linelen);
+
+/*
+ * Write every reservation decided since the last commit, and the
+ * settlements waiting for a row, in one write transaction.  0: the held
+ * requests may be forwarded.  -errno: the ledger can't be written; those
+ * reservations are undone (their tickets void) and line holds the one
+ * `latch:` line for their 429s, note what to audit.  Nothing to write: 0.
+ */
+int budget_commit(struct budget *b, struct budget_note *note, char *line, size_t linelen);
+
+/*
  * The response as it passes: data NULL and len 0 with the status when the
  * head arrives, then each decoded body chunk.  Nothing is buffered beyond a
  * bounded scanner state.
@@ -173,9 +200,23 @@ struct budget_opts {
 	bool sync_full; /* PRAGMA synchronous=FULL (an fsync per commit) instead of NORMAL */
 	bool readonly; /* `latch usage`: read the ledger, never write it; -ENOENT when missing */
 	uid_t owner; /* the ledger and its directory must belong to it: 0 unless a test says so */
+	/*
+	 * The only process that writes the ledger (latchd): budget_open() takes
+	 * an exclusive lock on the file and fails while another writer holds
+	 * one (other writers take a shared lock; readers none), decisions are
+	 * not read back from the ledger, and budget_reserve_later() is allowed.
+	 */
+	bool sole_writer;
 	uint64_t (*clock)(void *arg); /* ns since the epoch; NULL: CLOCK_REALTIME */
 	void *clock_arg;
 };
+
+/*
+ * latch.conf's budget_* caps into o->sandbox and o->host: what latchd meters
+ * with and what `latch usage` shows, read by this one function.
+ */
+struct latch_conf;
+void budget_caps_from_conf(struct budget_opts *o, const struct latch_conf *c);
 
 /*
  * Open the ledger (creating it 0600, WAL mode), load the price table,
@@ -195,6 +236,9 @@ int budget_tick(struct budget *b);
 
 /* Re-read the price table (SIGHUP); on error nothing changes.  0 or -errno with `file:line:` in err. */
 int budget_reload_prices(struct budget *b, char *err, size_t errlen);
+/* latch.conf's caps changed (SIGHUP): the next decisions are held to these (budget_opts' arrays). */
+void budget_set_caps(struct budget *b, const struct budget_caps sandbox[BUDGET_PROVIDERS],
+		     const struct budget_caps host[BUDGET_PROVIDERS]);
 
 /* ---- reporting ---- */
 

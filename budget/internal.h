@@ -14,6 +14,8 @@
  *   ledger.c   the sqlite ledger: rows, replay, the write transaction;
  *   budget.c   windows, caps, reservations and settlements;
  *   life.c     open (replay, dead owners), the tick, close;
+ *   commit.c   a sole writer's reservations, decided in memory and written
+ *              in groups (one commit per turn of latchd's event loop);
  *   report.c   refusal lines, audit notes and budget_report().
  */
 #ifndef LATCH_BUDGET_INTERNAL_H
@@ -210,7 +212,14 @@ struct ledger_row {
 	struct budget_tokens tokens;
 };
 
-struct ledger *ledger_open(const char *path, bool readonly, bool sync_full, uid_t owner, char *err, size_t errlen);
+/*
+ * lock: 0 (a reader), LOCK_SH (one of several writers) or LOCK_EX (the sole
+ * writer): a flock(2) on the file, held until ledger_close(), that keeps a
+ * sole writer and any other writer apart (sqlite's own locks are fcntl's;
+ * Linux keeps the two apart).
+ */
+struct ledger *ledger_open(const char *path, bool readonly, bool sync_full, uid_t owner, int lock, char *err,
+			   size_t errlen);
 void ledger_close(struct ledger *l);
 const char *ledger_error(const struct ledger *l);
 /* BEGIN IMMEDIATE (the write lock) / COMMIT / ROLLBACK. */
@@ -284,6 +293,19 @@ struct pending {
 	char model[BUDGET_MODEL_MAX + 1];
 };
 
+/* A sole writer's reservation decided in memory, whose row waits for budget_commit(). */
+struct queued {
+	struct budget_ticket *t; /* NULL once settled (the exchange ended before the commit) */
+	int64_t id; /* the next ids, in order: the rows are written first in the commit */
+	uint64_t time_ns;
+	int64_t micros;
+	struct budget_caps caps;
+	uint32_t sbx;
+	uint8_t provider;
+	const char *how; /* the format's name */
+	char model[BUDGET_MODEL_MAX + 1];
+};
+
 struct budget {
 	struct budget_opts o;
 	char ledger_path[PATH_MAX], prices_path[PATH_MAX];
@@ -298,6 +320,8 @@ struct budget {
 	struct tally host[BUDGET_PROVIDERS];
 	struct pending *pending; /* settlements not written yet */
 	size_t n_pending, cap_pending;
+	struct queued *queue; /* a sole writer's reservations not written yet: the charges at the end of ch */
+	size_t n_queue, cap_queue;
 	int64_t last_id; /* the last ledger row read */
 	uint64_t last_time; /* and the latest time on any row */
 	char self[160]; /* this process as a ledger owner */
@@ -315,6 +339,8 @@ struct budget_ticket {
 	char model[BUDGET_MODEL_MAX + 1];
 	int64_t reserved;
 	int status;
+	bool queued; /* its row waits for budget_commit() */
+	bool void_; /* that commit failed: never forwarded, charged nothing */
 	struct usage_parser usage;
 };
 
@@ -342,6 +368,12 @@ void charge_settle(struct budget *b, int64_t id, int64_t micros);
 struct pending *queue_pending(struct budget *b, int64_t request, int64_t micros, const char *how,
 			      const struct budget_tokens *tok, uint32_t sbx, enum budget_provider p, const char *model);
 int write_pending(struct budget *b, int64_t *next, uint64_t now);
+/* commit.c: the sole writer's reservations, held in memory until one commit writes them. */
+int charge_add(struct budget *b, int64_t id, uint64_t time_ns, int sbx, enum budget_provider p, int64_t micros);
+int queue_reservation(struct budget *b, struct budget_ticket *t, int sbx, uint64_t now,
+		      const struct budget_caps *caps, const char *how);
+void queue_forget(struct budget *b, struct budget_ticket *t);
+int ledger_refusal(struct budget *b, struct budget_note *note, char *line, size_t linelen, int ret);
 void settle_note(const struct budget_ticket *t, const char *why, int64_t charge, const struct budget_tokens *tok,
 		 struct budget_note *note);
 

@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -70,6 +71,7 @@ static const char schema[] =
 
 struct ledger {
 	sqlite3 *db;
+	int lock_fd; /* the flock(2) of a writer, or -1 */
 	sqlite3_stmt *st[Q_N];
 	char path[PATH_MAX];
 	char errmsg[256];
@@ -163,7 +165,33 @@ static int check_paths(const char *path, bool readonly, uid_t owner, char *err, 
 	return 0;
 }
 
-struct ledger *ledger_open(const char *path, bool readonly, bool sync_full, uid_t owner, char *err, size_t errlen)
+/*
+ * Writers keep apart: a sole writer (latchd) decides in memory, so no other
+ * process may write while it runs; several ordinary writers may share.  The
+ * lock is flock(2) on the ledger itself, held on a descriptor of its own
+ * until after sqlite has closed (closing any descriptor of the file would
+ * drop sqlite's fcntl locks with it).
+ */
+static int take_lock(struct ledger *l, const char *path, int lock, char *err, size_t errlen)
+{
+	l->lock_fd = -1;
+	if (!lock)
+		return 0;
+	l->lock_fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (l->lock_fd < 0)
+		return latch_errf(err, errlen, -errno, "ledger %s: %s", path, strerror(errno));
+	if (!flock(l->lock_fd, lock | LOCK_NB))
+		return 0;
+	if (errno == EWOULDBLOCK)
+		return latch_errf(err, errlen, -EBUSY,
+				  "ledger %s is being written by another process%s; one latchd per LATCH_ROOT (stop the "
+				  "other one first)",
+				  path, lock == LOCK_EX ? "" : " that must write it alone (latchd)");
+	return latch_errf(err, errlen, -errno, "ledger %s: flock: %s", path, strerror(errno));
+}
+
+struct ledger *ledger_open(const char *path, bool readonly, bool sync_full, uid_t owner, int lock, char *err,
+			   size_t errlen)
 {
 	struct ledger *l;
 	char *msg = NULL, pragmas[256];
@@ -181,6 +209,12 @@ struct ledger *ledger_open(const char *path, bool readonly, bool sync_full, uid_
 		return NULL;
 	}
 	snprintf(l->path, sizeof(l->path), "%s", path);
+	e = take_lock(l, path, readonly ? 0 : lock, err, errlen);
+	if (e) {
+		ledger_close(l);
+		errno = -e;
+		return NULL;
+	}
 	/* NOMUTEX: a struct budget belongs to one thread (budget.h) */
 	rc = sqlite3_open_v2(path, &l->db,
 			     (readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE) | SQLITE_OPEN_NOFOLLOW |
@@ -230,6 +264,8 @@ void ledger_close(struct ledger *l)
 	for (int q = 0; q < Q_N; q++)
 		sqlite3_finalize(l->st[q]);
 	sqlite3_close(l->db);
+	if (l->lock_fd >= 0)
+		close(l->lock_fd); /* after sqlite: its fcntl locks are gone with its descriptors */
 	free(l);
 }
 

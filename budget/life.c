@@ -10,9 +10,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <time.h>
 
 #include "budget/internal.h"
+#include "config/config.h"
 
 uint64_t budget_clock_realtime(void *arg)
 {
@@ -52,10 +54,14 @@ int write_pending(struct budget *b, int64_t *next, uint64_t now)
 /* The settlements waiting for a commit, written now (the tick, and close). */
 static int flush_pending(struct budget *b)
 {
+	struct budget_note note;
+	char line[8];
 	int64_t next;
 	uint64_t now;
 	int ret;
 
+	if (b->o.sole_writer && b->l)
+		return budget_commit(b, &note, line, sizeof(line));
 	if (!b->n_pending || !b->l || b->o.readonly)
 		return 0;
 	ret = ledger_begin(b->l);
@@ -152,7 +158,8 @@ struct budget *budget_open(const struct budget_opts *o, char *err, size_t errlen
 	ret = prices_load(&b->prices, b->prices_path, err, errlen);
 	if (ret)
 		goto fail;
-	b->l = ledger_open(b->ledger_path, o->readonly, o->sync_full, o->owner, err, errlen);
+	b->l = ledger_open(b->ledger_path, o->readonly, o->sync_full, o->owner, o->sole_writer ? LOCK_EX : LOCK_SH, err,
+			   errlen);
 	if (!b->l && !(o->readonly && errno == ENOENT)) { /* read-only without a ledger: nothing metered yet */
 		ret = -errno;
 		goto fail;
@@ -188,6 +195,7 @@ void budget_close(struct budget *b)
 	flush_pending(b);
 	ledger_close(b->l);
 	free(b->pending);
+	free(b->queue);
 	prices_free(&b->prices);
 	free(b->ch);
 	free(b->sbx);
@@ -198,6 +206,27 @@ void budget_close(struct budget *b)
 int budget_reload_prices(struct budget *b, char *err, size_t errlen)
 {
 	return prices_load(&b->prices, b->prices_path, err, errlen);
+}
+
+void budget_set_caps(struct budget *b, const struct budget_caps sandbox[BUDGET_PROVIDERS],
+		     const struct budget_caps host[BUDGET_PROVIDERS])
+{
+	memcpy(b->o.sandbox, sandbox, sizeof(b->o.sandbox));
+	memcpy(b->o.host, host, sizeof(b->o.host));
+}
+
+_Static_assert(LATCH_CONF_PROVIDERS == BUDGET_PROVIDERS && LATCH_CONF_OTHER == BUDGET_OTHER &&
+		       LATCH_CONF_NO_CAP == BUDGET_NO_CAP,
+	       "latch.conf's providers are budget/'s, in its order, and its 'none' is budget/'s");
+
+void budget_caps_from_conf(struct budget_opts *o, const struct latch_conf *c)
+{
+	for (int p = 0; p < BUDGET_PROVIDERS; p++) {
+		const struct latch_conf_caps *s = &c->budget_sandbox[p], *h = &c->budget_host[p];
+
+		o->sandbox[p] = (struct budget_caps){ s->requests_per_hour, s->requests_per_day, s->micros_per_day };
+		o->host[p] = (struct budget_caps){ h->requests_per_hour, h->requests_per_day, h->micros_per_day };
+	}
 }
 
 int budget_prices_each(struct budget *b, int (*fn)(const struct budget_price *p, void *arg), void *arg)

@@ -20,19 +20,6 @@
 #include "cli/cli.h"
 #include "config/config.h"
 
-_Static_assert(LATCH_CONF_PROVIDERS == BUDGET_PROVIDERS && LATCH_CONF_OTHER == BUDGET_OTHER,
-	       "latch.conf's providers are budget/'s, in its order");
-
-static void caps_from_conf(const struct latch_conf *c, struct budget_opts *o)
-{
-	for (int p = 0; p < BUDGET_PROVIDERS; p++) {
-		const struct latch_conf_caps *s = &c->budget_sandbox[p], *h = &c->budget_host[p];
-
-		o->sandbox[p] = (struct budget_caps){ s->requests_per_hour, s->requests_per_day, s->micros_per_day };
-		o->host[p] = (struct budget_caps){ h->requests_per_hour, h->requests_per_day, h->micros_per_day };
-	}
-}
-
 static void fmt_value(int64_t v, bool dollars, char *buf, size_t len)
 {
 	if (v < 0)
@@ -146,7 +133,7 @@ int cmd_usage(int argc, char **argv)
 		return latch_err(LATCH_EXIT_USAGE, "%s", err);
 	if (latch_conf_load(&conf, err, sizeof(err)))
 		return latch_err(LATCH_EXIT_FAILED, "%s", err);
-	caps_from_conf(&conf, &bo);
+	budget_caps_from_conf(&bo, &conf);
 	b = budget_open(&bo, err, sizeof(err));
 	if (!b)
 		return latch_err(errno == EACCES || errno == EPERM ? LATCH_EXIT_USAGE : LATCH_EXIT_FAILED, "%s%s", err,

@@ -1,0 +1,166 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * commit.c - a sole writer's reservations: decided in memory, written in
+ * groups.
+ *
+ * latchd is the only process that writes its ledger (the writer lock,
+ * ledger.c), so memory already holds every row the ledger holds and a
+ * decision needs no read-back.  What stays expensive is the commit (about
+ * 7 us here, most of it sqlite's WAL locks and two writes), so the
+ * reservations latchd decides in one turn of its event loop share one: each
+ * is counted against the caps the moment it is decided (the next decision
+ * sees it), its row is queued with the next ledger id, and budget_commit()
+ * writes the queue, then the settlements waiting, in one transaction.  The
+ * caller forwards a request only after the commit that holds its row.
+ *
+ * A failed commit undoes its reservations: they are the newest charges,
+ * removed from the windows again, their tickets made void (the caller
+ * refuses those requests; budget_settle() frees them, charging nothing),
+ * and a settlement already queued for one of them is dropped with it.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "budget/internal.h"
+
+int queue_reservation(struct budget *b, struct budget_ticket *t, int sbx, uint64_t now,
+		      const struct budget_caps *caps, const char *how)
+{
+	int64_t id = b->last_id + (int64_t)b->n_queue + 1;
+	struct queued *q;
+
+	if (b->n_queue == b->cap_queue) {
+		size_t cap = b->cap_queue ? b->cap_queue * 2 : 64;
+
+		q = realloc(b->queue, cap * sizeof(*q));
+		if (!q)
+			return -ENOMEM;
+		b->queue = q;
+		b->cap_queue = cap;
+	}
+	if (charge_add(b, id, now, sbx, t->provider, t->reserved))
+		return -ENOMEM;
+	q = &b->queue[b->n_queue++];
+	*q = (struct queued){ .t = t,
+			      .id = id,
+			      .time_ns = b->ch[b->n - 1].time_ns,
+			      .micros = t->reserved,
+			      .caps = *caps,
+			      .sbx = (uint32_t)sbx,
+			      .provider = (uint8_t)t->provider,
+			      .how = how };
+	snprintf(q->model, sizeof(q->model), "%s", *t->model ? t->model : "-");
+	b->last_time = q->time_ns; /* no later row may be stamped earlier */
+	b->sbx[sbx].t[t->provider].caps = *caps;
+	b->sbx[sbx].t[t->provider].caps_known = true;
+	t->id = id;
+	t->sbx = (uint32_t)sbx;
+	t->queued = true;
+	usage_init(&t->usage, t->format);
+	return 0;
+}
+
+/* The ticket is being settled before its row was written: the row keeps its place, without the ticket. */
+void queue_forget(struct budget *b, struct budget_ticket *t)
+{
+	for (size_t i = b->n_queue; i-- > 0;)
+		if (b->queue[i].t == t) {
+			b->queue[i].t = NULL;
+			break;
+		}
+	t->queued = false;
+}
+
+/* The commit failed: take the queued reservations out of the windows again, newest first. */
+static void undo_queue(struct budget *b)
+{
+	size_t keep = 0;
+
+	for (size_t i = b->n_queue; i-- > 0;) {
+		struct queued *q = &b->queue[i];
+		struct charge *c = b->n ? &b->ch[b->n - 1] : NULL;
+		struct tally *ts, *th;
+		int64_t *pool_s, *pool_h;
+
+		if (!c || c->id != q->id)
+			break; /* cannot happen: queued charges are the newest */
+		ts = &b->sbx[c->sbx].t[c->provider];
+		th = &b->host[c->provider];
+		pool_s = c->open ? &ts->reserved : &ts->spent;
+		pool_h = c->open ? &th->reserved : &th->spent;
+		if (b->n - 1 >= b->hour_head) {
+			ts->n_hour--;
+			th->n_hour--;
+		}
+		if (b->n - 1 >= b->day_head) {
+			ts->n_day--;
+			th->n_day--;
+			*pool_s -= c->micros;
+			*pool_h -= c->micros;
+		}
+		b->n--;
+		if (q->t) {
+			q->t->queued = false;
+			q->t->void_ = true;
+		}
+	}
+	if (b->hour_head > b->n)
+		b->hour_head = b->n;
+	if (b->day_head > b->n)
+		b->day_head = b->n;
+	/* settlements of reservations that were never written go with them */
+	for (size_t i = 0; i < b->n_pending; i++)
+		if (b->pending[i].request <= b->last_id)
+			b->pending[keep++] = b->pending[i];
+	b->n_pending = keep;
+	b->n_queue = 0;
+}
+
+int budget_commit(struct budget *b, struct budget_note *note, char *line, size_t linelen)
+{
+	int64_t next = b->last_id + (int64_t)b->n_queue + 1;
+	uint64_t now;
+	int ret;
+
+	memset(note, 0, sizeof(*note));
+	if (linelen)
+		line[0] = '\0';
+	if (!b->o.sole_writer || !b->l)
+		return b->n_queue ? -EINVAL : 0;
+	if (!b->n_queue && !b->n_pending)
+		return 0;
+	now = budget_now(b);
+	ret = ledger_begin(b->l);
+	for (size_t i = 0; !ret && i < b->n_queue; i++) {
+		const struct queued *q = &b->queue[i];
+		struct ledger_row row = { .id = q->id,
+					  .time_ns = q->time_ns,
+					  .sandbox = b->sbx[q->sbx].name,
+					  .provider = budget_provider_name(q->provider),
+					  .model = q->model,
+					  .micros = q->micros,
+					  .how = q->how,
+					  .caps = q->caps };
+
+		ret = ledger_insert(b->l, &row, b->self);
+	}
+	if (!ret)
+		ret = write_pending(b, &next, now);
+	if (!ret)
+		ret = ledger_commit(b->l);
+	if (ret) {
+		ledger_rollback(b->l);
+		undo_queue(b);
+		return ledger_refusal(b, note, line, linelen, ret);
+	}
+	for (size_t i = 0; i < b->n_queue; i++)
+		if (b->queue[i].t)
+			b->queue[i].t->queued = false;
+	b->n_queue = 0;
+	b->n_pending = 0;
+	b->last_id = next - 1;
+	b->last_time = now;
+	return 0;
+}
