@@ -275,10 +275,11 @@ static void engine_upstream(const char *name, const struct latch_kit_upstream *u
 }
 
 /* One credential's route on the sandbox's listener. */
-int broker_route_add(struct latch_http_sandbox *hs, const char *who, const struct latch_kit_cred *cr,
+int broker_route_add(struct latchd *ld, struct latch_http_sandbox *hs, const char *who, const struct latch_kit_cred *cr,
 		     const char *placeholder, const struct latch_kit_secrets *sec, char *err, size_t errlen)
 {
 	char urls[LATCH_HTTP_UPSTREAMS_MAX][LATCH_KIT_HOST_MAX + 16];
+	struct latch_http_meter meter;
 	struct latch_http_route r = {
 		.name = cr->name, .placeholder = placeholder, .n_methods = cr->n_methods, .n_paths = cr->n_paths
 	};
@@ -301,6 +302,8 @@ int broker_route_add(struct latch_http_sandbox *hs, const char *who, const struc
 				&r.upstreams[r.n_upstreams]);
 		r.n_upstreams++;
 	}
+	if (meter_route(ld, who, cr, &meter))
+		r.meter = &meter; /* the engine keeps a copy, and releases it with the route */
 	return latch_http_route_add(hs, &r, err, errlen);
 }
 
@@ -318,7 +321,7 @@ static int add_route(struct sandbox *s, struct broker *b, const struct latch_kit
 				  "credential %s has no placeholder in the sandbox's kit state (the kit changed since "
 				  "`latch up`); `latch down` and `latch up --kit %s` give it one",
 				  cr->name, b->kit->name);
-	ret = broker_route_add(b->http, s->name, cr, sc->placeholder, sec, err, errlen);
+	ret = broker_route_add(s->ld, b->http, s->name, cr, sc->placeholder, sec, err, errlen);
 	if (ret)
 		return ret;
 	if (sc->backend[0] && latch_http_route_switch(b->http, cr->name, sc->backend, err, errlen))

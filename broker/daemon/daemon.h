@@ -20,6 +20,7 @@
  *			backup_interval, host name refreshes, learned saves and pruning
  *	broker.c	the credential broker: the engine (broker/http/) on the loop,
  *			each kit sandbox's listener and routes, the kit and backend ops
+ *	meter.c		the spend caps: budget/ on each AI provider route's meter seam
  */
 #ifndef LATCH_DAEMON_H
 #define LATCH_DAEMON_H
@@ -57,6 +58,8 @@ struct latch_kit_cred;
 struct latch_kit_secrets;
 struct room_svc;   /* room.c */
 struct confine;	   /* confine.c */
+struct meter;	   /* meter.c */
+struct latch_http_meter;
 
 /* A profile's host name, resolved here and kept fresh. */
 struct hostname {
@@ -159,6 +162,8 @@ struct latchd {
 	/* room.c's rooms; confine.c's state (NULL: latchd runs unconfined) */
 	struct room_svc *rooms;
 	struct confine *confine;
+	/* meter.c: the spend caps (budget/, the ledger's sole writer) */
+	struct meter *meter;
 };
 
 /* main.c */
@@ -246,9 +251,10 @@ json_t *broker_json(const struct sandbox *s);
  * A kit credential CR as a route on listener HS (a sandbox's or a room's):
  * PLACEHOLDER, its methods and paths, its own upstream and its TLS
  * alternatives (plain-HTTP ones are left out, logged for WHO), each with
- * its key from SEC or the variable or file it should have come from.
+ * its key from SEC or the variable or file it should have come from, and
+ * the spend meter when an upstream is an AI provider's (meter.c).
  */
-int broker_route_add(struct latch_http_sandbox *hs, const char *who, const struct latch_kit_cred *cr,
+int broker_route_add(struct latchd *ld, struct latch_http_sandbox *hs, const char *who, const struct latch_kit_cred *cr,
 		     const char *placeholder, const struct latch_kit_secrets *sec, char *err, size_t errlen);
 /* The ports of KIT's upstreams (credentials' and alternatives') on host NAME, into PORTS (TCP); how many. */
 int broker_kit_ports(const struct latch_kit *kit, const char *name, struct latch_entry *ports);
@@ -256,6 +262,16 @@ int broker_kit_ports(const struct latch_kit *kit, const char *name, struct latch
 void broker_event_audit(struct latchd *ld, const char *who, const struct latch_http_event *ev);
 void broker_op_kit(struct latchd *ld, struct client *c, json_t *req);
 void broker_op_backend(struct latchd *ld, struct client *c, json_t *req);
+
+/* meter.c */
+/* Open the ledger as its sole writer, with latch.conf's caps (before any socket: a second latchd stops here). */
+int meter_open(struct latchd *ld, char *err, size_t errlen);
+int meter_start(struct latchd *ld, char *err, size_t errlen); /* once the event loop exists */
+void meter_tick(struct latchd *ld);
+void meter_reload(struct latchd *ld); /* SIGHUP: the price table, and latch.conf's caps as ld->conf has them */
+void meter_close(struct latchd *ld);  /* after every listener */
+/* The meter of credential CR's route for WHO into OUT; false when no upstream of it is metered. */
+bool meter_route(struct latchd *ld, const char *who, const struct latch_kit_cred *cr, struct latch_http_meter *out);
 
 /* periodic.c */
 void periodic_run(struct latchd *ld, uint64_t now);

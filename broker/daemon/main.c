@@ -21,6 +21,10 @@
  * latchd.sock, root-only; see broker/broker.h for the protocol.  daemon.h
  * lists the parts; this file holds the loop, latch.conf and the signals.
  *
+ * The spend caps (meter.c): the ledger is opened first, as its sole writer
+ * (a second latchd stops there, before it touches anything), its tick and
+ * SIGHUP come from here, and it is closed after the engine.
+ *
  * The credential broker (broker/http/, wired in by broker.c): its engine is
  * made here after the event loop, on the same base (broker_init; before it,
  * broker_harden makes latchd undumpable: keys pass through it), and freed
@@ -109,6 +113,7 @@ void latchd_reload(struct latchd *ld)
 	char err[LATCH_ERR_MAX];
 	int n_up = 0, n = 0, i = 0;
 	struct latch_profile *loaded;
+	bool ups_changed;
 
 	if (read_conf(&c, up, up_port, &n_up, err, sizeof(err))) {
 		latchd_log("reload refused, nothing changed: %s", err);
@@ -134,11 +139,19 @@ void latchd_reload(struct latchd *ld)
 		}
 	}
 	/* all valid: swap */
+	ups_changed = n_up != ld->n_upstream || memcmp(ld->upstream, up, sizeof(up)) ||
+		      memcmp(ld->upstream_port, up_port, sizeof(up_port));
 	ld->conf = c;
 	ld->n_upstream = n_up;
 	memcpy(ld->upstream, up, sizeof(up));
 	memcpy(ld->upstream_port, up_port, sizeof(up_port));
-	if (confine_upstreams(ld, err, sizeof(err)) || confine_resolver(ld, err, sizeof(err)))
+	/*
+	 * latchd's own policy is switched only when its DNS upstreams changed:
+	 * the switch drops the brokers' upstream addresses its lookups had
+	 * admitted, and with them the pooled connections to them, until the
+	 * engine looks each name up again.
+	 */
+	if ((ups_changed && confine_upstreams(ld, err, sizeof(err))) || confine_resolver(ld, err, sizeof(err)))
 		latchd_log("reload: latchd's own policy: %s", err);
 	i = 0;
 	for (struct sandbox *s = ld->sandboxes; s; s = s->next, i++) {
@@ -173,6 +186,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 	if (sig == SIGHUP) {
 		latchd_log("SIGHUP: reloading");
 		latchd_reload(ld);
+		meter_reload(ld); /* the price table, whatever latch.conf's fate; its caps as ld->conf now has them */
 		return;
 	}
 	latchd_log("%s: shutting down (enforcement stays in the kernel)", strsignal(sig));
@@ -189,6 +203,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 		sandboxes_scan(ld);
 	confine_tick(ld);
 	periodic_run(ld, now);
+	meter_tick(ld); /* settlements' rows and the ledger's checkpoint, off every request's path */
 }
 
 static void usage(FILE *f)
@@ -249,6 +264,11 @@ static int setup(struct latchd *ld, bool unconfined)
 		fprintf(stderr, "latchd: %s\n", err);
 		return 1;
 	}
+	/* the spend ledger, as its sole writer: a bad price table, an unsafe ledger or another latchd stop here */
+	if (meter_open(ld, err, sizeof(err))) {
+		fprintf(stderr, "latchd: %s\n", err);
+		return 1;
+	}
 	/* before any socket: a socket's packets stay in the cgroup it was made in */
 	/* a sandbox's broker listens on latch.conf's broker_port (kit states keep the port they were given) */
 	if (ld->conf.broker_port != ROOM_BROKER_PORT)
@@ -273,7 +293,7 @@ static int setup(struct latchd *ld, bool unconfined)
 		fprintf(stderr, "latchd: cannot make the event loop\n");
 		return 1;
 	}
-	if (broker_init(ld, err, sizeof(err))) {
+	if (meter_start(ld, err, sizeof(err)) || broker_init(ld, err, sizeof(err))) {
 		fprintf(stderr, "latchd: %s\n", err);
 		return 1;
 	}
@@ -339,6 +359,7 @@ int main(int argc, char **argv)
 	}
 	rooms_stop(&ld);
 	broker_fini(&ld); /* after the sandboxes' and the rooms' listeners */
+	meter_close(&ld); /* after every exchange has been settled */
 	periodic_stop(&ld);
 	latchd_audit(&ld, "latchd", "daemon", "stop", "latchd.stop", json_pack("{s:i}", "pid", (int)getpid()));
 	confine_stop(&ld);

@@ -319,6 +319,8 @@ static void route_free(struct hb_route *r)
 	for (int i = 0; i < r->n_paths; i++)
 		free(r->paths[i]);
 	free(r->placeholder);
+	if (r->meter && r->meter->release) /* every exchange of the route has had its end() */
+		r->meter->release(r->meter->arg);
 	free(r);
 }
 
@@ -331,7 +333,22 @@ static bool route_name_ok(const char *s)
 	return strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789-") == n;
 }
 
+static int route_add(struct latch_http_sandbox *sb, const struct latch_http_route *in, bool *meter_taken, char *err,
+		     size_t errlen);
+
 int latch_http_route_add(struct latch_http_sandbox *sb, const struct latch_http_route *in, char *err, size_t errlen)
+{
+	bool taken = false;
+	int ret = route_add(sb, in, &taken, err, errlen);
+
+	/* refused before a route took the meter: its arg is done with now (a route releases it when it goes) */
+	if (ret && !taken && in->meter && in->meter->release)
+		in->meter->release(in->meter->arg);
+	return ret;
+}
+
+static int route_add(struct latch_http_sandbox *sb, const struct latch_http_route *in, bool *meter_taken, char *err,
+		     size_t errlen)
 {
 	struct hb_route *r, **pp;
 	int ret;
@@ -374,7 +391,11 @@ int latch_http_route_add(struct latch_http_sandbox *sb, const struct latch_http_
 		return latch_errf(err, errlen, -ENOMEM, "broker: out of memory");
 	r->sb = sb;
 	snprintf(r->name, sizeof(r->name), "%s", in->name);
-	r->meter = in->meter;
+	if (in->meter) {
+		r->meter_copy = *in->meter;
+		r->meter = &r->meter_copy;
+		*meter_taken = true;
+	}
 	r->placeholder = strdup(in->placeholder);
 	ret = r->placeholder ? 0 : -ENOMEM;
 	for (int i = 0; !ret && i < in->n_methods; i++, r->n_methods++)

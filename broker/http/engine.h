@@ -75,7 +75,8 @@ struct hb_route {
 	int n_paths;
 	struct hb_target targets[LATCH_HTTP_UPSTREAMS_MAX];
 	int n_targets, active;
-	const struct latch_http_meter *meter;
+	const struct latch_http_meter *meter; /* NULL, or meter_copy */
+	struct latch_http_meter meter_copy;
 };
 
 struct latch_http_sandbox {
@@ -132,6 +133,7 @@ struct hb_exchange {
 	bool resp_started, resp_chunked, resp_close;
 	void *meter_token;
 	bool meter_open;
+	bool held; /* the meter holds it (LATCH_HTTP_METER_HOLD) until latch_http_meter_resume() */
 	struct hb_scrub scrub;
 };
 

@@ -233,6 +233,15 @@ bool hb_exchange_over_limit(struct hb_exchange *x)
 	return x->metered && evbuffer_get_length(x->body) > max;
 }
 
+/* The request as the meter saw it goes out: its whole body under a Content-Length. */
+static bool metered_forward(struct hb_exchange *x)
+{
+	hb_build_request(x, (int64_t)evbuffer_get_length(x->body));
+	evbuffer_add_buffer(x->req, x->body);
+	x->req_done = true;
+	return hb_acquire(x, false);
+}
+
 bool hb_exchange_body_done(struct hb_exchange *x)
 {
 	struct hb_gconn *g = x->g;
@@ -254,17 +263,36 @@ bool hb_exchange_body_done(struct hb_exchange *x)
 		.path = x->path,
 		.body = n ? (const void *)evbuffer_pullup(x->body, n) : (const void *)"",
 		.body_len = n,
+		.hold = (struct latch_http_hold *)x,
 	};
+	int rc = m->request ? m->request(m->arg, &rq, &x->meter_token, line, sizeof(line)) : 0;
 
-	if (m->request && m->request(m->arg, &rq, &x->meter_token, line, sizeof(line))) {
+	if (rc && rc != LATCH_HTTP_METER_HOLD) {
 		hb_exchange_end(x, LATCH_HTTP_END_ERROR);
 		return hb_refuse(g, HB_METER, "%s", strncmp(line, "latch:", 6) ? "latch: refused by the spend cap" : line);
 	}
 	x->meter_open = true;
-	hb_build_request(x, (int64_t)n);
-	evbuffer_add_buffer(x->req, x->body);
-	x->req_done = true;
-	return hb_acquire(x, false);
+	if (rc == LATCH_HTTP_METER_HOLD) { /* until latch_http_meter_resume() */
+		x->held = true;
+		return true;
+	}
+	return metered_forward(x);
+}
+
+void latch_http_meter_resume(struct latch_http_hold *hold, const char *refusal)
+{
+	struct hb_exchange *x = (struct hb_exchange *)hold;
+	struct hb_gconn *g = x->g;
+
+	if (!x->held)
+		return;
+	x->held = false;
+	if (!refusal) {
+		metered_forward(x);
+		return;
+	}
+	hb_exchange_end(x, LATCH_HTTP_END_ERROR);
+	hb_refuse(g, HB_METER, "%s", strncmp(refusal, "latch:", 6) ? "latch: refused by the spend cap" : refusal);
 }
 
 /* ------------------------------------------------------------ the response */

@@ -80,17 +80,26 @@ struct json_t *latch_http_event_fields(const struct latch_http_event *ev);
 /*
  * The spend-cap seam (issue 12).  A route with a meter holds the complete
  * request body (up to body_max bytes) before it forwards, and shows it to
- * request(); a return of 0 forwards, anything else is refused with 429 and
- * the one line request() wrote into refusal ("latch: ...").  *token is
- * handed back to every later call of the same exchange.  response() sees
- * the status and every decoded body chunk as it goes to the guest (data
- * NULL, len 0 for the head); end() is called exactly once for every
- * exchange that request() allowed, however it ended.
+ * request(); a return of 0 forwards, LATCH_HTTP_METER_HOLD holds the
+ * request until the meter calls latch_http_meter_resume() with rq->hold,
+ * anything else is refused with 429 and the one line request() wrote into
+ * refusal ("latch: ...").  *token is handed back to every later call of
+ * the same exchange.  response() sees the status and every decoded body
+ * chunk as it goes to the guest (data NULL, len 0 for the head); end() is
+ * called exactly once for every exchange that request() allowed or held,
+ * however it ended (a held exchange whose guest went away ends with
+ * LATCH_HTTP_END_GUEST_CUT; its hold is then gone).  The route keeps its
+ * own copy of the struct; release(arg), when set, is called once the route
+ * and all its exchanges are gone (or at once when latch_http_route_add()
+ * refuses the route).
  */
+#define LATCH_HTTP_METER_HOLD 1
+struct latch_http_hold; /* a held exchange */
 struct latch_http_meter_request {
 	const char *route, *upstream, *method, *path; /* path without the query string */
 	const void *body;
 	size_t body_len;
+	struct latch_http_hold *hold; /* for latch_http_meter_resume() after LATCH_HTTP_METER_HOLD */
 };
 struct latch_http_meter {
 	void *arg;
@@ -98,8 +107,18 @@ struct latch_http_meter {
 		       size_t refusal_len);
 	void (*response)(void *arg, void *token, int status, const void *data, size_t len);
 	void (*end)(void *arg, void *token, enum latch_http_end how);
+	void (*release)(void *arg);
 	size_t body_max; /* 0 = 8 MiB; a larger body is refused with 413 */
 };
+
+/*
+ * A held exchange goes on: refusal NULL forwards it, else it is refused
+ * with 429 and that `latch:` line (and end() is called for it with
+ * LATCH_HTTP_END_ERROR).  Only between request()'s LATCH_HTTP_METER_HOLD
+ * and the exchange's end(); it may call the meter's end() for this
+ * exchange before it returns.
+ */
+void latch_http_meter_resume(struct latch_http_hold *hold, const char *refusal);
 
 /*
  * An upstream of a credential: the credential's own, or an alternative
@@ -141,7 +160,7 @@ struct latch_http_route {
 	int n_paths;
 	struct latch_http_upstream upstreams[LATCH_HTTP_UPSTREAMS_MAX];
 	int n_upstreams;
-	const struct latch_http_meter *meter; /* NULL: not metered */
+	const struct latch_http_meter *meter; /* NULL: not metered; copied (release() says when arg is done with) */
 };
 
 /*

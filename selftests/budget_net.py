@@ -1,0 +1,419 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only
+"""budget_net.py - fake AI provider upstreams and the guest's clients for live_budget.sh.
+
+  serve --addr A --port P --cert C --key K --log FILE
+      One HTTPS/1.1 server (keep-alive) that answers in the shape of the provider
+      its Host names (openai.*, anthropic.*, gemini.*), as their API references
+      document it, streamed or not:
+        OpenAI   POST /v1/chat/completions   JSON, or SSE chunks ("stream": true) whose
+                                              last chunk carries usage, then [DONE]
+                 POST /v1/responses          JSON, or SSE events ending in response.completed
+                 anything else under /v1/    a chat completion (a provider that reads the
+                                              path loosely: what a spelling trick hopes for)
+        Anthropic POST /v1/messages          JSON, or SSE: message_start's usage, content
+                                              deltas, message_delta's output_tokens, message_stop
+                 POST /v1/messages/count_tokens {"input_tokens": N}
+        Gemini   POST /v1beta/models/M:generateContent        JSON with usageMetadata
+                 POST ...:streamGenerateContent?alt=sse       SSE, usageMetadata on every event
+                 POST ...:streamGenerateContent               one JSON array, element by element
+      The test steers each request with headers the broker passes on:
+        X-Fake-Usage: in=N,out=N,cached=N,cw=N,cw1h=N,thoughts=N   the counts to report
+        X-Fake-Mode:  ok | omit (no usage anywhere) | malformed (a count that is a string)
+                      | cut (the upstream closes mid-body) | slow (events 0.5 s apart, for a
+                      SIGKILL mid-stream) | hold (answer after 1 s: all racers decide first)
+      Streamed bodies are chunked, one event per chunk; text in them carries a fake usage
+      object and a fake SSE event inside JSON strings (a scanner that loses track of
+      strings would read them).  Every request goes to FILE as one JSON line: method,
+      path, headers, body length.
+  req URL --key K [--header H:V...] [--body JSON] [--method M] [--cut-after N] [--full]
+      One request from the guest; prints "STATUS<TAB>first body line" (--full: the status
+      on a line of its own, then the body as it came).  --cut-after N closes the
+      connection after N body bytes (the guest going away mid-stream).
+  race URL --key K --body JSON --n N [--header H:V...]
+      N requests at once, each on its own connection, released together; prints one
+      line per request: STATUS<TAB>first body line.
+  ledger DB lastid | settled AFTER [--wait S] | sums
+      The spend ledger read beside latch (sqlite, read-only): the newest row's id; the
+      first reservation after id AFTER with its settlement, once the tick has written it,
+      as one JSON line; micros charged and requests per sandbox/provider.
+"""
+import argparse
+import json
+import socket
+import ssl
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+# what the "model" wrote: a usage object and SSE events inside a JSON string
+FAKE_TEXT = 'Hi! data: {"usage":{"prompt_tokens":0}}\n\nevent: message_delta\ndata: {"usage":{"output_tokens":1}}\n\n'
+
+
+def counts(headers):
+    c = {"in": 0, "out": 0, "cached": 0, "cw": 0, "cw1h": 0, "thoughts": 0}
+    for part in (headers.get("X-Fake-Usage") or "").split(","):
+        k, _, v = part.partition("=")
+        if k.strip() in c:
+            c[k.strip()] = int(v)
+    return c
+
+
+def num(v, malformed):
+    return str(v) if malformed else v
+
+
+class Upstream(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, fmt, *args):
+        pass
+
+    def body(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(n) if n else b""
+
+    def record(self, body):
+        with self.server.log_lock:
+            with open(self.server.log, "a") as f:
+                f.write(json.dumps({"method": self.command, "path": self.path, "body_len": len(body),
+                                    "headers": [[k, v] for k, v in self.headers.items()]}) + "\n")
+
+    def send_json(self, status, obj):
+        data = json.dumps(obj).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def start_stream(self, ctype):
+        self.send_response(200)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        self.wfile.flush()
+
+    def stream(self, pieces, mode):
+        """pieces: bytes, one chunk each; cut closes after half of them, slow spaces them out."""
+        for i, p in enumerate(pieces):
+            if mode == "cut" and i == len(pieces) // 2:
+                self.wfile.flush()
+                self.close_connection = True
+                self.connection.shutdown(socket.SHUT_RDWR)
+                return
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(p), p))
+            self.wfile.flush()
+            if mode == "slow":
+                time.sleep(0.5)
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+    def cut_json(self, obj):
+        """A Content-Length body cut by the upstream halfway."""
+        data = json.dumps(obj).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data[:len(data) // 2])
+        self.wfile.flush()
+        self.close_connection = True
+        self.connection.shutdown(socket.SHUT_RDWR)
+
+    def handle_any(self):
+        data = self.body()
+        self.record(data)
+        try:
+            req = json.loads(data) if data else {}
+        except ValueError:
+            req = {}
+        mode = self.headers.get("X-Fake-Mode", "ok")
+        if mode == "hold":
+            time.sleep(1.0)
+        c = counts(self.headers)
+        host = (self.headers.get("Host") or "").split(".")[0]
+        p = self.path.split("?")[0]
+        if host == "anthropic":
+            return self.anthropic(p, req, c, mode)
+        if host == "gemini":
+            return self.gemini(p, c, mode)
+        return self.openai(p, req, c, mode)
+
+    # ---- OpenAI
+
+    def openai_usage(self, c, mode, responses):
+        m = mode == "malformed"
+        if responses:
+            return {"input_tokens": num(c["in"], m), "input_tokens_details": {"cached_tokens": c["cached"]},
+                    "output_tokens": c["out"], "output_tokens_details": {"reasoning_tokens": c["thoughts"]},
+                    "total_tokens": c["in"] + c["out"]}
+        return {"prompt_tokens": num(c["in"], m), "completion_tokens": c["out"],
+                "total_tokens": c["in"] + c["out"], "prompt_tokens_details": {"cached_tokens": c["cached"]},
+                "completion_tokens_details": {"reasoning_tokens": c["thoughts"]}}
+
+    def openai(self, p, req, c, mode):
+        if p == "/v1/responses":
+            return self.openai_responses(req, c, mode)
+        model = req.get("model", "gpt-4o")
+        if not req.get("stream"):
+            obj = {"id": "chatcmpl-1", "object": "chat.completion", "created": int(time.time()), "model": model,
+                   "choices": [{"index": 0, "message": {"role": "assistant", "content": FAKE_TEXT},
+                                "finish_reason": "stop"}]}
+            if mode != "omit":
+                obj["usage"] = self.openai_usage(c, mode, False)
+            return self.cut_json(obj) if mode == "cut" else self.send_json(200, obj)
+        base = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": int(time.time()), "model": model}
+        ev = []
+        for text in ["", "Hello", FAKE_TEXT, "!"]:
+            ev.append(dict(base, choices=[{"index": 0, "delta": {"content": text}, "finish_reason": None}],
+                           usage=None))
+        ev.append(dict(base, choices=[{"index": 0, "delta": {}, "finish_reason": "stop"}], usage=None))
+        if mode != "omit" and (req.get("stream_options") or {}).get("include_usage"):
+            ev.append(dict(base, choices=[], usage=self.openai_usage(c, mode, False)))
+        self.start_stream("text/event-stream")
+        self.stream([b"data: " + json.dumps(e).encode() + b"\n\n" for e in ev] + [b"data: [DONE]\n\n"], mode)
+
+    def openai_responses(self, req, c, mode):
+        resp = {"id": "resp_1", "object": "response", "created_at": int(time.time()), "status": "completed",
+                "model": req.get("model", "gpt-4o"), "output": [{"type": "message", "role": "assistant",
+                                                                 "content": [{"type": "output_text",
+                                                                              "text": FAKE_TEXT}]}],
+                "usage": None if mode == "omit" else self.openai_usage(c, mode, True)}
+        if not req.get("stream"):
+            return self.cut_json(resp) if mode == "cut" else self.send_json(200, resp)
+        started = dict(resp, status="in_progress", output=[], usage=None)
+        ev = [("response.created", {"type": "response.created", "sequence_number": 0, "response": started}),
+              ("response.output_text.delta", {"type": "response.output_text.delta", "sequence_number": 1,
+                                              "delta": FAKE_TEXT}),
+              ("response.completed", {"type": "response.completed", "sequence_number": 2, "response": resp})]
+        self.start_stream("text/event-stream")
+        self.stream([b"event: %s\ndata: %s\n\n" % (n.encode(), json.dumps(e).encode()) for n, e in ev], mode)
+
+    # ---- Anthropic
+
+    def anthropic(self, p, req, c, mode):
+        m = mode == "malformed"
+        if p == "/v1/messages/count_tokens":
+            return self.send_json(200, {"input_tokens": c["in"]})
+        usage = {"input_tokens": num(c["in"], m), "cache_creation_input_tokens": c["cw"] + c["cw1h"],
+                 "cache_read_input_tokens": c["cached"],
+                 "cache_creation": {"ephemeral_5m_input_tokens": c["cw"], "ephemeral_1h_input_tokens": c["cw1h"]},
+                 "output_tokens": c["out"], "service_tier": "standard"}
+        msg = {"id": "msg_1", "type": "message", "role": "assistant", "model": req.get("model", ""),
+               "content": [{"type": "text", "text": FAKE_TEXT}], "stop_reason": "end_turn", "stop_sequence": None}
+        if not req.get("stream"):
+            if mode != "omit":
+                msg["usage"] = usage
+            return self.cut_json(msg) if mode == "cut" else self.send_json(200, msg)
+        start = dict(msg, content=[], stop_reason=None)
+        if mode != "omit":
+            start["usage"] = dict(usage, output_tokens=1)
+        ev = [("message_start", {"type": "message_start", "message": start}),
+              ("content_block_start", {"type": "content_block_start", "index": 0,
+                                       "content_block": {"type": "text", "text": ""}}),
+              ("ping", {"type": "ping"})]
+        for text in ["Hello", FAKE_TEXT, "!"]:
+            ev.append(("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                               "delta": {"type": "text_delta", "text": text}}))
+        ev.append(("content_block_stop", {"type": "content_block_stop", "index": 0}))
+        delta = {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None}}
+        if mode != "omit":
+            delta["usage"] = {"output_tokens": num(c["out"], m)}
+        ev += [("message_delta", delta), ("message_stop", {"type": "message_stop"})]
+        self.start_stream("text/event-stream")
+        self.stream([b"event: %s\ndata: %s\n\n" % (n.encode(), json.dumps(e).encode()) for n, e in ev], mode)
+
+    # ---- Gemini
+
+    def gemini(self, p, c, mode):
+        m = mode == "malformed"
+        model = p.rsplit("/", 1)[-1].split(":")[0]
+
+        def element(text, final):
+            e = {"candidates": [{"content": {"parts": [{"text": text}], "role": "model"}, "index": 0}],
+                 "modelVersion": model, "responseId": "r1"}
+            if final:
+                e["candidates"][0]["finishReason"] = "STOP"
+            if mode != "omit":
+                # every element carries the counts so far; the last one is the bill
+                e["usageMetadata"] = {"promptTokenCount": num(c["in"], m and final),
+                                      "cachedContentTokenCount": c["cached"],
+                                      "candidatesTokenCount": c["out"] if final else 1,
+                                      "thoughtsTokenCount": c["thoughts"] if final else 0,
+                                      "totalTokenCount": c["in"] + c["out"] + c["thoughts"]}
+            return e
+        parts = [element("Hel", False), element(FAKE_TEXT, False), element("lo", True)]
+        if p.endswith(":generateContent"):
+            return self.cut_json(parts[-1]) if mode == "cut" else self.send_json(200, parts[-1])
+        if "alt=sse" in self.path:
+            self.start_stream("text/event-stream")
+            return self.stream([b"data: " + json.dumps(e).encode() + b"\r\n\r\n" for e in parts], mode)
+        self.start_stream("application/json")
+        pieces = [b"[" + json.dumps(parts[0], indent=2).encode()]
+        pieces += [b"\n,\n" + json.dumps(e, indent=2).encode() for e in parts[1:]]
+        self.stream(pieces + [b"\n]"], mode)
+
+    do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = handle_any
+
+
+def serve(a):
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(a.cert, a.key)
+    cls = type("S", (ThreadingHTTPServer,), {"daemon_threads": True, "request_queue_size": 128})
+    s = cls((a.addr, a.port), Upstream)
+    s.socket = ctx.wrap_socket(s.socket, server_side=True)
+    s.log, s.log_lock = a.log, threading.Lock()
+    threading.Thread(target=s.serve_forever, daemon=True).start()
+    print("ready", flush=True)
+    time.sleep(a.lifetime)
+
+
+def request(url, key_header, method, body, headers, cut_after=0, start=None):
+    hostport, _, path = url[len("http://"):].partition("/")
+    host, _, port = hostport.rpartition(":")
+    s = socket.create_connection((host, int(port)), timeout=15)
+    data = body.encode() if body is not None else b""
+    head = "%s /%s HTTP/1.1\r\nHost: %s\r\n%s\r\n" % (method, path, hostport, key_header)
+    head += "".join("%s\r\n" % h for h in headers)
+    if body is not None:
+        head += "Content-Type: application/json\r\nContent-Length: %d\r\n" % len(data)
+    if start:
+        start.wait()
+    s.sendall(head.encode() + b"\r\n" + data)
+    resp = b""
+    try:
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            resp += b
+            head_b, sep, rest = resp.partition(b"\r\n\r\n")
+            if cut_after and sep and len(rest) >= cut_after:
+                s.close()  # the guest goes away mid-body
+                return head_b, rest, True
+            if sep and (rest.endswith(b"0\r\n\r\n") or complete(head_b, rest)):
+                break
+    except socket.timeout:
+        pass
+    s.close()
+    head_b, _, rest = resp.partition(b"\r\n\r\n")
+    return head_b, rest, False
+
+
+def complete(head, body):
+    for line in head.split(b"\r\n"):
+        if line.lower().startswith(b"content-length:"):
+            return len(body) >= int(line.split(b":")[1])
+    return False
+
+
+def first_line(head, body):
+    if not head:
+        return "CLOSED\t"
+    status = head.split(b"\r\n")[0].split(b" ")[1].decode()
+    if b"transfer-encoding: chunked" in head.lower():  # the first chunk's first line
+        body = body.partition(b"\r\n")[2]
+    return "%s\t%s" % (status, body.split(b"\n")[0].decode("latin-1").rstrip("\r"))
+
+
+def req(a):
+    head, body, _ = request(a.url, a.key, a.method, a.body, a.header, a.cut_after)
+    if a.full:  # the status, then the body as it came (a refusal's: Content-Length)
+        print(head.split(b"\r\n")[0].split(b" ")[1].decode() if head else "CLOSED")
+        sys.stdout.write(body.decode("latin-1"))
+        return
+    print(first_line(head, body))
+
+
+def race(a):
+    start = threading.Event()
+    out = [None] * a.n
+
+    def one(i):
+        try:
+            h, b, _ = request(a.url, a.key, "POST", a.body, a.header, 0, start)
+            out[i] = first_line(h, b)
+        except OSError as e:
+            out[i] = "ERROR\t%s" % e
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(a.n)]
+    for t in threads:
+        t.start()
+    time.sleep(0.5)  # every connection open and waiting
+    start.set()
+    for t in threads:
+        t.join(30)
+    for line in out:
+        print(line)
+
+
+def ledger_rows(db, after):
+    import sqlite3
+    con = sqlite3.connect("file:%s?mode=ro" % db, uri=True, timeout=5)
+    con.row_factory = sqlite3.Row
+    r = con.execute("SELECT * FROM ledger WHERE kind = 'reserve' AND id > ? ORDER BY id LIMIT 1",
+                    (after,)).fetchone()
+    st = r and con.execute("SELECT * FROM ledger WHERE kind = 'settle' AND request = ?", (r["id"],)).fetchone()
+    last = con.execute("SELECT ifnull(max(id), 0) FROM ledger").fetchone()[0]
+    con.close()
+    return r, st, last
+
+
+def ledger(a):
+    """lastid: the newest row's id; settled AFTER: the first reservation after AFTER and its settlement
+    (waits for the tick that writes it) as one JSON line; sums: micros charged per (sandbox, provider)."""
+    import sqlite3
+    if a.what == "lastid":
+        print(ledger_rows(a.db, 0)[2])
+        return
+    if a.what == "sums":
+        con = sqlite3.connect("file:%s?mode=ro" % a.db, uri=True, timeout=5)
+        out = {}
+        for sb, prov, n, micros in con.execute(
+                "SELECT r.sandbox, r.provider, count(*), sum(coalesce(s.micros, r.micros)) FROM ledger r "
+                "LEFT JOIN ledger s ON s.kind = 'settle' AND s.request = r.id WHERE r.kind = 'reserve' "
+                "GROUP BY r.sandbox, r.provider"):
+            out["%s/%s" % (sb, prov)] = {"requests": n, "micros": micros}
+        print(json.dumps(out, sort_keys=True))
+        return
+    deadline = time.time() + a.wait
+    while True:
+        r, st, _ = ledger_rows(a.db, a.after)
+        if (r and st) or time.time() > deadline:
+            break
+        time.sleep(0.05)
+    print(json.dumps({"reserve": dict(r) if r else None, "settle": dict(st) if st else None}, sort_keys=True))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("serve")
+    p.add_argument("--addr", required=True)
+    p.add_argument("--port", type=int, default=443)
+    p.add_argument("--cert", required=True)
+    p.add_argument("--key", required=True)
+    p.add_argument("--log", required=True)
+    p.add_argument("--lifetime", type=float, default=300)
+    for name in ("req", "race"):
+        p = sub.add_parser(name)
+        p.add_argument("url")
+        p.add_argument("--key", required=True, help="the header line carrying the placeholder")
+        p.add_argument("--header", action="append", default=[])
+        p.add_argument("--body")
+        p.add_argument("--method", default="POST")
+        p.add_argument("--cut-after", type=int, default=0)
+        p.add_argument("--n", type=int, default=32)
+        p.add_argument("--full", action="store_true")
+    p = sub.add_parser("ledger")
+    p.add_argument("db")
+    p.add_argument("what", choices=["lastid", "settled", "sums"])
+    p.add_argument("after", type=int, nargs="?", default=0)
+    p.add_argument("--wait", type=float, default=4)
+    a = ap.parse_args()
+    {"serve": serve, "req": req, "race": race, "ledger": ledger}[a.cmd](a)
+
+
+if __name__ == "__main__":
+    main()

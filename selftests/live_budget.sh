@@ -1,0 +1,402 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only
+# live_budget.sh - spend caps end to end: latchd meters a kit's OpenAI,
+# Anthropic and Gemini routes (selftests/lib.sh's guest link, `latch attach
+# --kit`), against fake HTTPS upstreams of the three providers' shapes
+# (selftests/budget_net.py, in I, named by dnsmasq), and the ledger, `latch
+# usage` and the audit log are read back.
+# Invariants (docs/INVARIANTS.md, "Money is a boundary too"):
+#   - a settlement is the usage the upstream reported at the price table's
+#     prices, to the micro-dollar, for each provider's format, streamed or not;
+#   - every way around it is charged the full reservation: the guest or the
+#     upstream cutting a stream, usage omitted or malformed, a method or
+#     path spelled so the endpoint is unknown, a query suffix dressed as a
+#     free endpoint; a model missing from the table is priced at its
+#     provider's highest prices; a lower-case method never leaves;
+#   - 32 requests racing for the last dollar: the caps admit exactly what
+#     fits, nothing is over-spent;
+#   - the 429 is one `latch:` line naming the cap, where it stands and when
+#     it frees, and it is in the audit log;
+#   - SIGKILL of latchd mid-stream, then a restart: the day's spend is
+#     unchanged or higher, never lower (the open reservation is charged);
+#   - one latchd writes the ledger: a second one, or one with a bad price
+#     table, refuses to start with one line and leaves the first serving.
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/lib_broker.sh"
+LATCHD_BIN=${LATCHD_BIN:-$LTS_TOP/build/latchd}
+NET="$LTS_DIR/budget_net.py"
+
+[ -x "$LATCHD_BIN" ] || lts_skip_all "no $LATCHD_BIN; run make"
+for t in openssl dnsmasq; do command -v "$t" >/dev/null || lts_skip_all "needs $t"; done
+lts_init
+if ! lts_topo_up; then
+	fail setup "could not build the test namespaces"
+	lts_done
+fi
+in_h ip route add 203.0.113.0/24 via 198.51.100.254 dev hi0
+
+T=$LTS_TMP
+ROOT=$T/root
+PORT=8119
+LEDGER=$ROOT/var/lib/latch/ledger.db
+LATCHD_PID=
+
+# ------------------------------------------------------------ CA, upstreams, names
+broker_test_pki "$T" DNS:openai.test.example DNS:anthropic.test.example DNS:gemini.test.example ||
+	fail setup "could not make the test CA"
+for p in openai anthropic gemini; do printf 'sk-%s-%s-0123456789' "$p" $$ >"$T/key-$p"; done
+chmod 600 "$T"/key-*
+lts_bg "$LTS_I" "$T/dnsmasq.out" dnsmasq --no-daemon --no-resolv --no-hosts --user=root --group=root \
+	--listen-address="$SRV_DNS" --bind-interfaces --port=53 --local-ttl=60 \
+	--host-record="openai.test.example,$SRV_A" --host-record="anthropic.test.example,$SRV_A" \
+	--host-record="gemini.test.example,$SRV_A"
+lts_bg "$LTS_I" "$T/up.out" "$LTS_PY" "$NET" serve --addr "$SRV_A" --port 443 --cert "$T/srv.pem" \
+	--key "$T/srv.key" --log "$T/up.log" --lifetime 200
+lts_wait_ready "$T/up.out" || { fail setup "the fake upstream did not start"; lts_done; }
+
+# ------------------------------------------------------------ latch.conf, kit
+mkdir -p "$ROOT/etc/latch/kits"
+# conf GEMINI_CAP: caps that don't get in the way, but gemini's dollars (the race's)
+conf() {
+	cat >"$ROOT/etc/latch/latch.conf" <<EOF
+dns_upstream = $SRV_DNS
+budget_dollars_per_day = 1000, gemini:$1
+budget_requests_per_hour = none
+budget_requests_per_day = none
+budget_host_dollars_per_day = none
+budget_host_requests_per_hour = none
+budget_host_requests_per_day = none
+EOF
+	chmod 0644 "$ROOT/etc/latch/latch.conf"
+}
+# route NAME PROVIDER HEADER SCHEME EXTRA: one credential of the kit
+route() {
+	cat <<EOF
+  - name: $1
+    upstream: https://$2.test.example
+    provider: $2
+    secret_file: $T/key-$2
+    header: $3
+    scheme: "$4"
+    ca_file: $T/ca.pem
+$5
+    env:
+      ${1^^}_URL: "{{url}}"
+      ${1^^}_KEY: "{{placeholder}}"
+EOF
+}
+{
+	printf 'name: tb\ndescription: the kit of live_budget.sh\ncredentials:\n'
+	route openai openai Authorization "Bearer " "    methods: [GET, POST, PUT]
+    paths: [/v1]"
+	route anthropic anthropic x-api-key "" "    methods: [POST]
+    paths: [/v1/messages]"
+	route gemini gemini x-goog-api-key "" "    methods: [POST]
+    paths: [/v1beta/models]"
+	# every method but TRACE, every path: what only the meter's spelling checks stand in front of
+	route loose openai Authorization "Bearer " ""
+} >"$ROOT/etc/latch/kits/tb.yaml"
+chmod 0644 "$ROOT/etc/latch/kits/tb.yaml"
+
+start_latchd() { lts_latchd "$ROOT" "$T/latchd.log"; }
+envof() { latch --json env "$LTS_NAME" | jq -r --arg v "$1" '.env[] | select(.name == $v) | .value'; }
+
+# ------------------------------------------------------------ what a request costs
+# the race's request: a 4,000-token answer from gemini-2.5-flash; its reservation is R (worked out below)
+RACE_BODY='{"contents":[{"role":"user","parts":[{"text":"race for the last dollar"}]}],"generationConfig":{"maxOutputTokens":4000}}'
+RACE_IN=$(((${#RACE_BODY} + 1) / 2))
+# price PROVIDER MODEL: "input output cached_input cache_write" in micro-dollars per million tokens
+price() {
+	latch --json usage --prices | jq -r --arg p "$1" --arg m "$2" \
+		'.prices[] | select(.provider == $p and .model == $m and .above == 0) | "\(.input) \(.output) \(.cached_input) \(.cache_write)"'
+}
+worst() { # the provider's highest price of each kind, and its largest max_output and context
+	latch --json usage --prices | jq -r --arg p "$1" '[.prices[] | select(.provider == $p)] |
+		"\(map(.input) | max) \(map(.output) | max) \(map(.cached_input) | max) \(map(.cache_write) | max) \(map(.max_output) | max) \(map(.context) | max)"'
+}
+# cost "PRICES" UNCACHED CACHED CACHE_WRITE CACHE_WRITE_1H OUTPUT: micro-dollars, rounded up once (exact integers)
+cost() {
+	local pi po pc pw pico
+	read -r pi po pc pw _ <<<"$1"
+	pico=$(($2 * pi + $3 * pc + $4 * pw + $5 * 2 * pi + $6 * po))
+	echo $(((pico + 999999) / 1000000))
+}
+dollars() { printf '%d.%06d' $(($1 / 1000000)) $(($1 % 1000000)); }
+# as budget/ prints an amount: cents, or every decimal it has (never rounded)
+shown() {
+	local w=$(($1 / 1000000)) f=$(($1 % 1000000)) d=6
+	if [ $((f % 10000)) = 0 ]; then printf '$%d.%02d' "$w" $((f / 10000)); return; fi
+	while [ $((f % 10)) = 0 ]; do f=$((f / 10)); d=$((d - 1)); done
+	printf '$%d.%0*d' "$w" "$d" "$f"
+}
+audit_has() { latch --json audit "$LTS_NAME" --kind "$1" 2>/dev/null | jq -e "$2" >/dev/null; }
+
+conf 1000
+start_latchd || { fail setup "latchd did not come up: $(tail -3 "$T/latchd.log")"; lts_done; }
+out=$(lts_attach --resolver "$HOST4" --kit tb 2>&1) || { fail setup "attach --kit failed: $out"; lts_done; }
+for r in openai anthropic gemini loose; do
+	declare "PH_${r^^}=$(envof "${r^^}_KEY")"
+done
+[ -n "$PH_OPENAI" ] && [ -n "$PH_GEMINI" ] || { fail setup "latch env gave no placeholders"; lts_done; }
+R_RACE=$(cost "$(price gemini gemini-2.5-flash)" "$RACE_IN" 0 0 0 4000)
+# ten of the race's reservations fit, an eleventh does not
+conf "$(dollars $((R_RACE * 21 / 2)))"
+kill -HUP "$LATCHD_PID"
+for _ in $(seq 40); do grep -q "reloaded:" "$T/latchd.log" && break; sleep 0.05; done
+
+key_of() {
+	case $1 in
+	openai) echo "Authorization: Bearer $PH_OPENAI" ;;
+	loose) echo "Authorization: Bearer $PH_LOOSE" ;;
+	anthropic) echo "x-api-key: $PH_ANTHROPIC" ;;
+	gemini) echo "x-goog-api-key: $PH_GEMINI" ;;
+	esac
+}
+ledger() { "$LTS_PY" "$NET" ledger "$LEDGER" "$@"; }
+# send ROUTE PATH BODY [req options]: one request from the guest; OUT is "STATUS<TAB>first line",
+# J the reservation it made and its settlement, once written (RES, SET, HOW: their micros and how)
+send() {
+	local route=$1 path=$2 body=$3 before
+	shift 3
+	before=$(ledger lastid)
+	OUT=$(in_g "$LTS_PY" "$NET" req "http://$HOST4:$PORT/$route$path" --key "$(key_of "$route")" --body "$body" \
+		"$@" 2>&1)
+	J=$(ledger settled "$before")
+	RES=$(jq -r '.reserve.micros // "none"' <<<"$J")
+	SET=$(jq -r '.settle.micros // "none"' <<<"$J")
+	HOW=$(jq -r '.settle.how // "none"' <<<"$J")
+}
+usage_hdr() { echo "X-Fake-Usage: in=$1,out=$2,cached=${3:-0},cw=${4:-0},cw1h=${5:-0},thoughts=${6:-0}"; }
+# audited KIND REASON: an entry of this sandbox with that reason (waits up to 2 s)
+audited() {
+	for _ in $(seq 40); do
+		latch --json audit "$LTS_NAME" --kind "$1" 2>/dev/null |
+			jq -e --arg r "$2" 'any(.entries[]; .reason == $r)' >/dev/null && return 0
+		sleep 0.05
+	done
+	return 1
+}
+
+# ------------------------------------------------------------ 32 requests race for the last dollar
+out=$(in_g "$LTS_PY" "$NET" race "http://$HOST4:$PORT/gemini/v1beta/models/gemini-2.5-flash:generateContent" \
+	--key "$(key_of gemini)" --body "$RACE_BODY" --n 32 --header "X-Fake-Mode: hold" \
+	--header "$(usage_hdr "$RACE_IN" 4000)")
+check_eq "32 racers for the last dollar: the 10 that fit are forwarded (cap 10.5 reservations of $(dollars "$R_RACE"))" \
+	"$(grep -c '^200' <<<"$out")" 10
+check_eq "and the other 22 are refused with 429" "$(grep -c '^429' <<<"$out")" 22
+refusal=$(grep -m1 '^429' <<<"$out" | cut -f2)
+for _ in $(seq 60); do
+	[ "$(jq -r '.["'"$LTS_NAME"'/gemini"].micros' <<<"$(ledger sums)")" = $((R_RACE * 10)) ] && break
+	sleep 0.05
+done
+sums=$(ledger sums)
+check_eq "the ledger holds exactly the 10 reservations" "$(jq -r '.["'"$LTS_NAME"'/gemini"].requests' <<<"$sums")" 10
+check_eq "each settled at its usage, together 10 reservations" \
+	"$(jq -r '.["'"$LTS_NAME"'/gemini"].micros' <<<"$sums")" $((R_RACE * 10))
+check_cmp "nothing is spent past the cap" "$(jq -r '.["'"$LTS_NAME"'/gemini"].micros' <<<"$sums")" -le $((R_RACE * 21 / 2))
+
+# ------------------------------------------------------------ the 429: one line, the cap, where it stands, when it frees
+re="^latch: dollars_per_day cap for gemini in sandbox $LTS_NAME is \\\$[0-9.]+; \\\$[0-9.]+ spent and \\\$[0-9.]+ reserved in the last 24 hours, this request needs up to \\\$[0-9.]+; frees at ([0-9T:-]+Z) \\(or raise budget_dollars_per_day\\)$"
+check "a racer's 429 names the cap, where it stands and when it frees" grep -qE "$re" <<<"$refusal"
+full=$(in_g "$LTS_PY" "$NET" req "http://$HOST4:$PORT/gemini/v1beta/models/gemini-2.5-flash:generateContent" \
+	--key "$(key_of gemini)" --body "$RACE_BODY" --full)
+check_eq "once the race is settled, the cap still refuses: 429" "$(head -1 <<<"$full")" 429
+body=$(tail -n +2 <<<"$full")
+check_eq "its body is one line" "$(printf '%s\n' "$body" | wc -l) $(tail -n +2 <<<"$full" | wc -l)" "1 1"
+check_eq "the line says what is spent, that nothing is reserved, and what this one needs" \
+	"$(grep -o 'is [^;]*; [^,]*, this request needs up to [^;]*' <<<"$body")" \
+	"is $(shown $((R_RACE * 21 / 2))); $(shown $((R_RACE * 10))) spent and \$0.00 reserved in the last 24 hours, this request needs up to $(shown "$R_RACE")"
+frees=$(sed -nE "s/$re/\\1/p" <<<"$body")
+frees_s=$(date -d "$frees" +%s 2>/dev/null || echo 0)
+check_cmp "it frees a day after the first racer was reserved (not before)" "$frees_s" -ge $(($(date +%s) + 86400 - 120))
+check_cmp "and not much later" "$frees_s" -le $(($(date +%s) + 86400 + 5))
+check "the refusal is in the audit log (kind budget, budget.refused.dollars_per_day)" \
+	audited budget budget.refused.dollars_per_day
+check "with the cap, where it stands and when it frees as fields" audit_has budget \
+	'any(.entries[]; .reason == "budget.refused.dollars_per_day" and .fields.cap == "dollars_per_day" and
+	.fields.provider == "gemini" and .fields.limit > 0 and .fields.used > 0 and .fields.frees_at != null)'
+check "and the broker's refusal too (kind refused)" audited refused latchd.broker.refused-by-the-spend-cap
+
+# SIGHUP raises the cap (latch.conf's caps and the price table are re-read)
+conf 1000
+kill -HUP "$LATCHD_PID"
+for _ in $(seq 40); do [ "$(grep -c "reloaded:" "$T/latchd.log")" -ge 2 ] && break; sleep 0.05; done
+send gemini /v1beta/models/gemini-2.5-flash:generateContent "$RACE_BODY" --header "$(usage_hdr 1 1)"
+check_eq "after SIGHUP with a higher cap the same request is forwarded" "${OUT%%$'\t'*}" 200
+
+# ------------------------------------------------------------ settlements match the price table, to the micro-dollar
+CHAT='{"model":"gpt-4o","max_tokens":2000,"messages":[{"role":"user","content":"hello"}]}'
+CHAT_S='{"model":"gpt-4o","max_tokens":2000,"stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hello"}]}'
+CHAT_NOUSAGE='{"model":"gpt-4o","max_tokens":2000,"stream":true,"messages":[{"role":"user","content":"hello"}]}'
+RESP='{"model":"gpt-4o","max_output_tokens":2000,"input":"hello"}'
+RESP_S='{"model":"gpt-4o","max_output_tokens":2000,"stream":true,"input":"hello"}'
+MSG='{"model":"claude-sonnet-4-5","max_tokens":3000,"messages":[{"role":"user","content":"hello"}]}'
+MSG_S='{"model":"claude-sonnet-4-5","max_tokens":3000,"stream":true,"messages":[{"role":"user","content":"hello"}]}'
+GEM='{"contents":[{"role":"user","parts":[{"text":"hello"}]}],"generationConfig":{"maxOutputTokens":3000}}'
+P_4O=$(price openai gpt-4o)
+P_SON=$(price anthropic claude-sonnet-4-5)
+P_FL=$(price gemini gemini-2.5-flash)
+# exact ROWNAME WANT: the last send settled from its usage at WANT micro-dollars, below its reservation
+exact() {
+	if [ "${OUT%%$'\t'*}" != 200 ]; then
+		fail "$1" "status ${OUT%%$'\t'*} ($OUT)"
+	elif [ "$HOW" != usage ] || [ "$SET" != "$2" ]; then
+		fail "$1" "settled $SET micro-dollars by $HOW, want $2 by usage ($J)"
+	elif [ "$RES" -le "$SET" ]; then
+		fail "$1" "the reservation $RES is not above the charge $SET"
+	else
+		ok "$1: \$$(dollars "$SET") (reserved \$$(dollars "$RES"))"
+	fi
+}
+# OpenAI: prompt_tokens include the cached ones
+send openai /v1/chat/completions "$CHAT" --header "$(usage_hdr 1234 321 200)"
+exact "OpenAI chat completion, JSON" "$(cost "$P_4O" 1034 200 0 0 321)"
+send openai /v1/chat/completions "$CHAT_S" --header "$(usage_hdr 2001 777 1000)"
+exact "OpenAI chat completion, SSE chunks with include_usage" "$(cost "$P_4O" 1001 1000 0 0 777)"
+send openai /v1/responses "$RESP" --header "$(usage_hdr 3003 99 3000)"
+exact "OpenAI Responses, JSON" "$(cost "$P_4O" 3 3000 0 0 99)"
+send openai /v1/responses "$RESP_S" --header "$(usage_hdr 555 444 0)"
+exact "OpenAI Responses, SSE ending in response.completed" "$(cost "$P_4O" 555 0 0 0 444)"
+# Anthropic: input_tokens exclude cache reads and writes; 1-hour writes cost twice the input price
+send anthropic /v1/messages "$MSG" --header "$(usage_hdr 1111 222 3333 444 55)"
+exact "Anthropic Messages, JSON, with cache reads and 5-minute and 1-hour writes" \
+	"$(cost "$P_SON" 1111 3333 444 55 222)"
+send anthropic /v1/messages "$MSG_S" --header "$(usage_hdr 7 1999 12345 0 0)"
+exact "Anthropic Messages, SSE (message_start, message_delta)" "$(cost "$P_SON" 7 12345 0 0 1999)"
+# Gemini: promptTokenCount includes the cached part; thoughts are output
+send gemini /v1beta/models/gemini-2.5-flash:generateContent "$GEM" --header "$(usage_hdr 1001 7 3 0 0 5)"
+exact "Gemini generateContent, JSON" "$(cost "$P_FL" 998 3 0 0 12)"
+send gemini "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse" "$GEM" \
+	--header "$(usage_hdr 4096 1024 1024 0 0 100)"
+exact "Gemini streamGenerateContent, SSE (the last usageMetadata counts)" "$(cost "$P_FL" 3072 1024 0 0 1124)"
+send gemini /v1beta/models/gemini-2.5-flash:streamGenerateContent "$GEM" --header "$(usage_hdr 333 33 0 0 0 0)"
+exact "Gemini streamGenerateContent, one JSON array streamed element by element" "$(cost "$P_FL" 333 0 0 0 33)"
+check "a settlement below its reservation is in the audit log (budget.settled.usage)" audited budget budget.settled.usage
+check_eq "the upstreams were asked for identity bodies" \
+	"$(tail -1 "$T/up.log" | jq -r '.headers[] | select(.[0] == "Accept-Encoding") | .[1]')" identity
+
+# ------------------------------------------------------------ every way around it is charged the reservation
+# full ROWNAME HOW: the last send's settlement is its whole reservation, by HOW
+full() {
+	if [ "$RES" = none ] || [ "$SET" != "$RES" ] || [ "$HOW" != "$2" ]; then
+		fail "$1" "settled $SET by $HOW, want the reservation $RES by $2 ($OUT; $J)"
+	else
+		ok "$1: charged its reservation \$$(dollars "$RES") ($HOW)"
+	fi
+}
+send anthropic /v1/messages "$MSG_S" --header "$(usage_hdr 100 100)" --header "X-Fake-Mode: slow" --cut-after 300
+full "the guest goes away mid-stream" cut_guest
+send openai /v1/chat/completions "$CHAT_S" --header "$(usage_hdr 100 100)" --header "X-Fake-Mode: cut"
+full "the upstream cuts the stream" cut_upstream
+send gemini "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse" "$GEM" \
+	--header "$(usage_hdr 100 100)" --header "X-Fake-Mode: cut"
+full "the upstream cuts a Gemini stream after usage-bearing events" cut_upstream
+send openai /v1/chat/completions "$CHAT_NOUSAGE" --header "$(usage_hdr 100 100)"
+full "a stream without include_usage (no usage at all)" no_usage
+send anthropic /v1/messages "$MSG" --header "$(usage_hdr 100 100)" --header "X-Fake-Mode: omit"
+full "a response with its usage left out" no_usage
+send anthropic /v1/messages "$MSG" --header "$(usage_hdr 100 100)" --header "X-Fake-Mode: malformed"
+full "usage with a count that is a string" unreadable
+send gemini /v1beta/models/gemini-2.5-flash:generateContent "$GEM" --header "$(usage_hdr 100 100)" \
+	--header "X-Fake-Mode: malformed"
+full "Gemini usageMetadata with a count that is a string" unreadable
+send anthropic "/v1/messages?beta=/count_tokens" "$MSG" --header "$(usage_hdr 100 100)" --header "X-Fake-Mode: omit"
+full "a query suffix dressed as count_tokens is still Messages" no_usage
+send anthropic /v1/messages/count_tokens "$MSG" --header "$(usage_hdr 100 0)"
+check_eq "control: count_tokens itself is free" "$SET $HOW" "0 free"
+send openai /v1/chat/completions "$CHAT" --method PUT --header "$(usage_hdr 100 100)"
+full "a method other than POST (the upstream answers with usage anyway)" unmetered
+read -r wi wo wc ww wmax wctx <<<"$(worst openai)"
+win=$(((${#CHAT} + 1) / 2))
+check_eq "an unknown endpoint is reserved at the provider's worst case (highest prices, largest output)" "$RES" \
+	"$(cost "$(printf '%s %s %s %s' "$(printf '%s\n' "$wi" "$wc" "$ww" | sort -n | tail -1)" "$wo" 0 0)" "$win" 0 0 0 "$wmax")"
+n=$(wc -l <"$T/up.log")
+out=$(in_g "$LTS_PY" "$NET" req "http://$HOST4:$PORT/openai/v1/chat/completions" --key "$(key_of openai)" \
+	--body "$CHAT" --method post)
+check_eq "a lower-case method is refused by the broker" "${out%%$'\t'*}" 400
+check_eq "and never reaches the upstream" "$(wc -l <"$T/up.log")" "$n"
+send loose /V1/chat/completions "$CHAT" --header "$(usage_hdr 100 100)"
+full "a path in another case, on a route that allows every path" unmetered
+send loose /v1/chat/completions/ "$CHAT" --header "$(usage_hdr 100 100)"
+full "a path with a trailing slash" unmetered
+send loose /v1/chat/completions "$CHAT" --header "$(usage_hdr 100 100)"
+check_eq "control: the same route with the exact path is settled from its usage" "$HOW" usage
+MISSING='{"model":"gpt-nonesuch-9","max_tokens":1000,"messages":[{"role":"user","content":"hello"}]}'
+send openai /v1/chat/completions "$MISSING" --header "$(usage_hdr 1000 500 0)"
+check_eq "a model missing from the table is charged at openai's highest prices" "$SET $HOW" \
+	"$(cost "$(worst openai)" 1000 0 0 0 500) usage"
+check "and named in a warning, in latchd's log" grep -q "model 'gpt-nonesuch-9' of openai is not in the price table" \
+	"$T/latchd.log"
+check "and in the audit log" audited budget budget.price.missing
+send openai /v1/chat/completions "$MISSING" --header "$(usage_hdr 1000 500 0)" --header "X-Fake-Mode: omit"
+full "a missing model without usage" no_usage
+
+# ------------------------------------------------------------ latch usage reads what latchd wrote
+sums=$(ledger sums)
+u=$(latch --json usage "$LTS_NAME")
+for p in openai anthropic gemini; do
+	row=$(jq -c --arg p "$p" '.caps[] | select(.scope == "sandbox" and .provider == $p)' <<<"$u")
+	want=$(jq -r --arg k "$LTS_NAME/$p" '.[$k].micros' <<<"$sums")
+	check_eq "latch usage: $p's dollars used in $LTS_NAME are the ledger's settlements" \
+		"$(jq -r '.dollars_per_day.used + .dollars_per_day.reserved' <<<"$row")" "$want"
+	check_eq "latch usage: $p's requests in the last day" "$(jq -r .requests_per_day.used <<<"$row")" \
+		"$(jq -r --arg k "$LTS_NAME/$p" '.[$k].requests' <<<"$sums")"
+done
+check "latch usage gives each cap's reset time (next_free)" \
+	jq -e '[.caps[] | select(.scope == "sandbox") | .requests_per_day.next_free | test("^20[0-9-]+T[0-9:]+Z$")] | all' <<<"$u"
+check "latch usage shows the host-wide rows too" jq -e 'any(.caps[]; .scope == "host" and .provider == "openai")' <<<"$u"
+check "latch usage as text: one row per cap, per sandbox and provider" \
+	grep -qE "^$LTS_NAME +anthropic +dollars_per_day +\\\$1000\\.00 " <<<"$(latch usage "$LTS_NAME")"
+
+# ------------------------------------------------------------ one writer; a bad price table stops latchd, one line
+second=$(LATCH_ROOT=$ROOT LATCH_BPFFS=$LTS_BPFFS nsenter --net="/run/netns/$LTS_H" -- timeout 10 "$LATCHD_BIN" 2>&1)
+check_eq "a second latchd on the same ledger refuses to start" "$?" 1
+check "with one line naming the ledger and the fix" grep -qx "latchd: ledger $LEDGER is being written by another process; one latchd per LATCH_ROOT (stop the other one first)" <<<"$second"
+check "and the first still has its socket" test -S "$ROOT/run/latch/latchd.sock"
+send openai /v1/chat/completions "$CHAT" --header "$(usage_hdr 10 10)"
+check_eq "and still meters" "$HOW" usage
+printf 'openai gpt-4o 2.50 ten 1.25 - 16384 128000\n' >"$ROOT/etc/latch/prices"
+chmod 0644 "$ROOT/etc/latch/prices"
+kill -HUP "$LATCHD_PID"
+for _ in $(seq 40); do grep -q "price table not reloaded" "$T/latchd.log" && break; sleep 0.05; done
+check "SIGHUP with a bad price table keeps the one in force, saying why" \
+	grep -q "price table not reloaded, the one in force stays: $ROOT/etc/latch/prices:1: " "$T/latchd.log"
+send openai /v1/chat/completions "$CHAT" --header "$(usage_hdr 1234 321 200)"
+exact "and requests are still priced by it" "$(cost "$P_4O" 1034 200 0 0 321)"
+kill -KILL "$LATCHD_PID"
+{ wait "$LATCHD_PID"; } 2>/dev/null
+bad=$(LATCH_ROOT=$ROOT LATCH_BPFFS=$LTS_BPFFS nsenter --net="/run/netns/$LTS_H" -- timeout 10 "$LATCHD_BIN" 2>&1)
+check_eq "latchd with a bad price table refuses to start" "$?" 1
+check_eq "with one line naming the file, the line and the field" "$(wc -l <<<"$bad") $(grep -c "^latchd: $ROOT/etc/latch/prices:1: OUTPUT 'ten'" <<<"$bad")" "1 1"
+rm -f "$ROOT/etc/latch/prices"
+start_latchd || fail latchd-restart "latchd did not come back: $(tail -3 "$T/latchd.log")"
+
+# ------------------------------------------------------------ SIGKILL mid-stream: the day's spend never goes down
+spend() { # anthropic's dollars used + reserved, and requests, in the sandbox
+	latch --json usage "$LTS_NAME" | jq -r '.caps[] | select(.scope == "sandbox" and .provider == "anthropic") |
+		"\(.dollars_per_day.used + .dollars_per_day.reserved) \(.requests_per_day.used)"'
+}
+before_id=$(ledger lastid)
+in_g "$LTS_PY" "$NET" req "http://$HOST4:$PORT/anthropic/v1/messages" --key "$(key_of anthropic)" --body "$MSG_S" \
+	--header "$(usage_hdr 100 100)" --header "X-Fake-Mode: slow" >"$T/killed.out" 2>&1 &
+streamer=$!
+LTS_PIDS+=("$streamer")
+for _ in $(seq 40); do [ "$(ledger lastid)" -gt "$before_id" ] && break; sleep 0.05; done
+sleep 0.8 # mid-stream: a few events are through
+read -r spent_before n_before <<<"$(spend)"
+kill -KILL "$LATCHD_PID"
+{ wait "$LATCHD_PID"; } 2>/dev/null
+wait "$streamer" 2>/dev/null
+start_latchd || fail latchd-restart "latchd did not come back: $(tail -3 "$T/latchd.log")"
+read -r spent_after n_after <<<"$(spend)"
+J=$(ledger settled "$before_id" --wait 1)
+check_eq "the stream cut by SIGKILL is settled at its full reservation, as lost" \
+	"$(jq -r '"\(.settle.micros == .reserve.micros) \(.settle.how)"' <<<"$J")" "true lost"
+check_cmp "the day's spend after the restart ($spent_after) is not below the spend before ($spent_before)" \
+	"$spent_after" -ge "$spent_before"
+check_eq "and its requests are all still counted" "$n_after" "$n_before"
+send anthropic /v1/messages "$MSG" --header "$(usage_hdr 1111 222 3333 444 55)"
+exact "after the restart the meter settles from usage again" "$(cost "$P_SON" 1111 3333 444 55 222)"
+
+check "audit verify passes" latch audit verify
+lts_done
