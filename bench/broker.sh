@@ -12,14 +12,22 @@
 # sandbox given a kit by `latch attach --kit` (latchd: its host address
 # 127.0.0.2:8119, its guest 127.0.0.1; the sandbox's link is a veth pair
 # in the namespace that carries none of this traffic), with its audit log.
+# latchd twice: its credential `api` has no AI provider (no meter: latchd),
+# its credential `metered` is provider openai to the same upstream, so
+# every request is reserved, written to the spend ledger, read and settled
+# (latchd-budget: the spend caps on).  Every target gets the same request,
+# POST /v1/chat/completions with a 244-byte body, answered by a 561-byte
+# chat completion with its usage.
 # For each target and C in CONNS: wrk -d SECS --latency (1 thread at C=1, 2
 # otherwise) -> rps, p50/p99, errors and the proxy's CPU per request; the
 # repetitions are interleaved.  Then SSE time-to-first-byte (curl, 10 events
 # 100 ms apart) and memory per idle keep-alive connection (RSS growth over
-# IDLE_CONNS connections that each made one request).
+# IDLE_CONNS connections that each made one request), without the metered
+# route.
 #
 #   bash bench/broker.sh [REPS]      (default 3; SECS=10 CONNS="1 16" IDLE_CONNS=1000
-#                                     LATCHD_IDLE_CONNS=200: latchd's engine keeps 256 a sandbox)
+#                                     LATCHD_IDLE_CONNS=200: latchd's engine keeps 256 a sandbox;
+#                                     TARGETS="latchd latchd-budget": only those rows)
 # Needs nginx-light, libnginx-mod-http-echo, wrk, curl, openssl (.ci/deps.sh).
 # Prints the table and the targets' verdicts; raw numbers in $OUT/raw.csv.
 set -euo pipefail
@@ -68,6 +76,10 @@ printf '%s' "${TOKEN#Bearer }" >"$D/secret"
 chmod 600 "$D/secret"
 stream=""
 for i in $(seq 1 10); do stream+="echo 'data: {\"chunk\": $i}'; echo_flush; echo_sleep 0.1; "; done
+# the request every target gets, and wrk's script for it (the auth header comes with -H)
+BODY='{"model":"gpt-4o-mini","max_tokens":256,"messages":[{"role":"system","content":"You are a terse assistant."},{"role":"user","content":"Say ok, and nothing else, in reply to this benchmark request of about two hundred and forty bytes."}]}'
+printf 'wrk.method = "POST"\nwrk.body = [[%s]]\nwrk.headers["Content-Type"] = "application/json"\n' "$BODY" \
+	>"$D/post.lua"
 for c in upstream nginx-proxy; do
 	sed -e "s|@DIR@|$D|g" -e "s|@TOKEN@|$TOKEN|g" -e "s|@STREAM@|$stream|" "bench/broker-$c.conf" >"$D/$c.conf"
 done
@@ -94,7 +106,16 @@ LATCH_PID=$!
 # latchd: a sandbox on a veth pair of the namespace (guest 127.0.0.1, host 127.0.0.2) given the kit bench
 LX() { LATCH_ROOT=$LROOT LATCH_BPFFS=$LBPFFS nsenter --net="/run/netns/$NS" -- "$@"; }
 mkdir -p "$LROOT/etc/latch/kits" "$LBPFFS"
-printf 'dns_upstream = 127.0.0.1:53999\n' >"$LROOT/etc/latch/latch.conf"
+# caps far above what the runs spend, so that every metered request is checked against them and none refused
+cat >"$LROOT/etc/latch/latch.conf" <<EOF
+dns_upstream = 127.0.0.1:53999
+budget_requests_per_hour = 1000000000
+budget_requests_per_day = 1000000000
+budget_dollars_per_day = 1000000
+budget_host_requests_per_hour = 1000000000
+budget_host_requests_per_day = 1000000000
+budget_host_dollars_per_day = 1000000
+EOF
 cat >"$LROOT/etc/latch/kits/bench.yaml" <<EOF
 name: bench
 credentials:
@@ -108,6 +129,17 @@ credentials:
     ca_file: $D/cert.pem
     env:
       BENCH_KEY: "{{placeholder}}"
+  - name: metered
+    upstream: https://127.0.0.1:8443
+    provider: openai
+    secret_file: $D/secret
+    header: Authorization
+    scheme: "Bearer "
+    methods: [POST]
+    paths: [/v1/chat/completions]
+    ca_file: $D/cert.pem
+    env:
+      BENCH_METERED_KEY: "{{placeholder}}"
 EOF
 chmod 0644 "$LROOT/etc/latch/latch.conf" "$LROOT/etc/latch/kits/bench.yaml"
 ip -n "$NS" link add lb0 type veth peer name lb1
@@ -123,6 +155,7 @@ for _ in $(seq 50); do [ -S "$LROOT/run/latch/latchd.sock" ] && break; sleep 0.1
 LX "$BUILD/latch" attach bench --dev lb0 --guest-mac 02:00:00:00:00:0b --guest-ip 127.0.0.1 --host-ip 127.0.0.2 \
 	--kit bench >"$D/attach.out" 2>&1 || { log "latch attach --kit failed: $(cat "$D/attach.out")"; exit 1; }
 LPH=$(LX "$BUILD/latch" --json env bench | jq -r '.env[] | select(.name == "BENCH_KEY") | .value')
+LPH_METERED=$(LX "$BUILD/latch" --json env bench | jq -r '.env[] | select(.name == "BENCH_METERED_KEY") | .value')
 sleep 1.5
 
 url() { # url TARGET PATH
@@ -131,6 +164,7 @@ url() { # url TARGET PATH
 	nginx) echo "http://127.0.0.1:8080$2" ;;
 	latch) echo "http://127.0.0.1:8119/api$2" ;;
 	latchd) echo "http://127.0.0.2:8119/api$2" ;;
+	latchd-budget) echo "http://127.0.0.2:8119/metered$2" ;;
 	esac
 }
 auth() { # the header each target's client sends
@@ -139,13 +173,14 @@ auth() { # the header each target's client sends
 	nginx) echo "X-None: 1" ;;
 	latch) echo "Authorization: Bearer $PH" ;;
 	latchd) echo "Authorization: Bearer $LPH" ;;
+	latchd-budget) echo "Authorization: Bearer $LPH_METERED" ;;
 	esac
 }
 pids_of() { # the proxy's processes, for CPU and memory
 	case $1 in
 	nginx) echo "$NGX_PID" $(cat /proc/"$NGX_PID"/task/*/children 2>/dev/null) ;;
 	latch) echo "$LATCH_PID" ;;
-	latchd) echo "$LATCHD_PID" ;;
+	latchd | latchd-budget) echo "$LATCHD_PID" ;;
 	esac
 }
 cpu_ticks() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{ print $14 + $15 }' /proc/"$p"/stat))); done; echo $t; }
@@ -164,8 +199,21 @@ for t in nginx latch latchd; do
 	[ "$got" = "$want" ] || { log "$t did not add the key (got '$got')"; exit 1; }
 done
 
+# the metered route must really be metered: one request, then the ledger through `latch usage`
+metered_requests() {
+	LX "$BUILD/latch" --json usage bench | jq -r '[.caps[] | select(.scope == "sandbox" and .provider == "openai") |
+		.requests_per_day.used] | add // 0'
+}
+got=$(X curl -sS --max-time 5 -H "$(auth latchd-budget)" -H "Content-Type: application/json" -d "$BODY" \
+	"$(url latchd-budget /v1/chat/completions)")
+[ "$(jq -r .usage.prompt_tokens <<<"$got" 2>/dev/null)" = 57 ] || { log "the metered route answered '$got'"; exit 1; }
+[ "$(metered_requests)" = 1 ] || { log "the metered request is not in the spend ledger"; exit 1; }
+X curl -sS --max-time 5 -H "$(auth latchd)" -H "Content-Type: application/json" -d "$BODY" \
+	"$(url latchd /v1/chat/completions)" >/dev/null
+[ "$(metered_requests)" = 1 ] || { log "the unmetered route was metered"; exit 1; }
+
 echo "target,conns,rep,metric,value" >"$OUT/raw.csv"
-targets=(direct nginx latch latchd)
+targets=(${TARGETS:-direct nginx latch latchd latchd-budget})
 for ((r = 1; r <= REPS; r++)); do
 	for c in $CONNS; do
 		th=2
@@ -176,8 +224,8 @@ for ((r = 1; r <= REPS; r++)); do
 			pp=$(pids_of "$t")
 			c0=0
 			[ -n "$pp" ] && c0=$(cpu_ticks $pp)
-			X timeout $((SECS + 30)) wrk -t"$th" -c"$c" -d"${SECS}s" --latency -H "$(auth "$t")" \
-				"$(url "$t" /v1/json)" >"$D/wrk.txt"
+			X timeout $((SECS + 30)) wrk -t"$th" -c"$c" -d"${SECS}s" --latency -s "$D/post.lua" \
+				-H "$(auth "$t")" "$(url "$t" /v1/chat/completions)" >"$D/wrk.txt"
 			c1=0
 			[ -n "$pp" ] && c1=$(cpu_ticks $pp)
 			reqs=$(awk '/requests in/ { print $1 }' "$D/wrk.txt")
@@ -193,7 +241,7 @@ done
 
 log "streaming /v1/stream (10 events x 100 ms)"
 for ((r = 1; r <= REPS + 2; r++)); do
-	for t in "${targets[@]}"; do
+	for t in direct nginx latch latchd; do
 		read -r ttfb total <<<"$(X curl -sS -o /dev/null --cacert "$D/cert.pem" -H "$(auth "$t")" \
 			-w '%{time_starttransfer} %{time_total}\n' "$(url "$t" /v1/stream)")"
 		rec "$t" 1 "$r" sse_ttfb_ms "$(awk -v v="$ttfb" 'BEGIN { print v * 1000 }')"
@@ -238,16 +286,19 @@ get() { # get TARGET CONNS METRIC -> median
 }
 {
 	echo "# broker benchmark: $REPS reps x ${SECS}s, medians; $(nproc) CPUs; $(nginx -v 2>&1 | sed 's/.*: //')"
-	printf '%-8s %14s %10s %10s %14s %10s %10s %12s %12s %14s\n' target "rps@1" "p50@1_us" "p99@1_us" "rps@16" \
+	printf '%-13s %14s %10s %10s %14s %10s %10s %12s %12s %14s\n' target "rps@1" "p50@1_us" "p99@1_us" "rps@16" \
 		"p50@16_us" "p99@16_us" "cpu_us/req16" "sse_ttfb_ms" "idle_conn_B"
 	for t in "${targets[@]}"; do
-		printf '%-8s %14s %10s %10s %14s %10s %10s %12s %12s %14s\n' "$t" "$(get "$t" 1 rps)" "$(get "$t" 1 p50_us)" \
+		printf '%-13s %14s %10s %10s %14s %10s %10s %12s %12s %14s\n' "$t" "$(get "$t" 1 rps)" "$(get "$t" 1 p50_us)" \
 			"$(get "$t" 1 p99_us)" "$(get "$t" 16 rps)" "$(get "$t" 16 p50_us)" "$(get "$t" 16 p99_us)" \
 			"$(get "$t" 16 cpu_us_per_req)" "$(get "$t" 1 sse_ttfb_ms)" "$(get "$t" idle idle_conn_bytes)"
 	done
 	d50=$(get direct 1 p50_us)
+	mreq=$(metered_requests)
 	verdict() { if awk "BEGIN { exit !($2) }"; then echo "target met: $1"; else echo "TARGET MISSED: $1"; fi; }
+	ran() { for x in "$@"; do [[ " ${targets[*]} " == *" $x "* ]] || return 1; done; } # TARGETS may name fewer
 	for t in latch latchd; do
+		ran direct nginx "$t" || continue
 		verdict "$t rps@16 $(get $t 16 rps) >= nginx $(get nginx 16 rps)" "$(get $t 16 rps) >= $(get nginx 16 rps)"
 		verdict "$t added p50@1 $(awk "BEGIN { print $(get $t 1 p50_us) - $d50 }") us <= nginx's $(awk "BEGIN { print $(get nginx 1 p50_us) - $d50 }") us" \
 			"$(get $t 1 p50_us) <= $(get nginx 1 p50_us)"
@@ -255,4 +306,17 @@ get() { # get TARGET CONNS METRIC -> median
 			"$(get $t 1 sse_ttfb_ms) <= $(get nginx 1 sse_ttfb_ms)"
 	done
 	echo "memory per idle connection: latch $(get latch idle idle_conn_bytes) B, latchd $(get latchd idle idle_conn_bytes) B, nginx $(get nginx idle idle_conn_bytes) B"
+	# the spend meter: latchd's metered route against its unmetered one, same request, same run
+	for c in $CONNS; do
+		ran latchd latchd-budget || break
+		on=$(get latchd-budget "$c" rps)
+		off=$(get latchd "$c" rps)
+		verdict "budget costs $(awk "BEGIN { printf(\"%.1f\", (1 - $on / $off) * 100) }")% of latchd's rps@$c ($on against $off) <= 5%" \
+			"$on >= 0.95 * $off"
+		on=$(get latchd-budget "$c" p50_us)
+		off=$(get latchd "$c" p50_us)
+		verdict "budget adds $(awk "BEGIN { print $on - $off }") us to latchd's p50@$c ($on against $off) <= 10 us" \
+			"$on - $off <= 10"
+	done
+	ran latchd latchd-budget && echo "the meter's CPU per request @16: $(awk "BEGIN { print $(get latchd-budget 16 cpu_us_per_req) - $(get latchd 16 cpu_us_per_req) }") us (latchd-budget $(get latchd-budget 16 cpu_us_per_req), latchd $(get latchd 16 cpu_us_per_req)); requests in the spend ledger: $mreq"
 } | tee "$OUT/summary.txt"

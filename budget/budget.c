@@ -435,6 +435,7 @@ static int reserve(struct budget *b, const struct budget_request *rq, bool later
 	struct budget_caps caps;
 	struct refusal refusal;
 	struct budget_ticket *t;
+	struct row_batch rb = { .n = 0 };
 	struct ledger_row row;
 	int64_t next;
 	uint64_t now;
@@ -508,7 +509,7 @@ static int reserve(struct budget *b, const struct budget_request *rq, bool later
 		return 0;
 	}
 	next = b->last_id + 1;
-	ret = write_pending(b, &next, now);
+	ret = write_pending(b, &rb, &next, now);
 	if (ret) {
 		ledger_rollback(b->l);
 		free(t);
@@ -650,11 +651,15 @@ struct pending *queue_pending(struct budget *b, int64_t request, int64_t micros,
 
 int budget_settle(struct budget *b, struct budget_ticket *t, enum budget_end how, struct budget_note *note)
 {
+	bool (*want)(void *arg) = note->want;
+	void *want_arg = note->want_arg;
 	struct budget_tokens tok;
 	const char *why;
 	int64_t charge;
 
 	memset(note, 0, sizeof(*note));
+	note->want = want;
+	note->want_arg = want_arg;
 	if (!t)
 		return 0;
 	if (t->void_) { /* its commit failed: never forwarded, nothing to settle */
@@ -668,7 +673,7 @@ int budget_settle(struct budget *b, struct budget_ticket *t, enum budget_end how
 	/* out of memory, the reservation stays open: counted in full, settled in full at the next open */
 	if (queue_pending(b, t->id, charge, why, &tok, t->sbx, t->provider, *t->model ? t->model : "-"))
 		charge_settle(b, t->id, charge);
-	if (charge != t->reserved)
+	if (charge != t->reserved && (!want || want(want_arg)))
 		settle_note(t, why, charge, &tok, note);
 	usage_free(&t->usage);
 	free(t);

@@ -131,6 +131,13 @@ struct budget_note {
 	char reason[64]; /* budget.refused.dollars_per_day, budget.settled.cut_guest, ... */
 	char fields[1024];
 	char warning[384];
+	/*
+	 * Set by the caller of budget_settle(), which keeps them: asked before
+	 * a settlement note is written, so that one an audit rate limit would
+	 * drop costs nothing (NULL: always written).
+	 */
+	bool (*want)(void *arg);
+	void *want_arg;
 };
 
 struct budget;

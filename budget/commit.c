@@ -121,6 +121,7 @@ static void undo_queue(struct budget *b)
 int budget_commit(struct budget *b, struct budget_note *note, char *line, size_t linelen)
 {
 	int64_t next = b->last_id + (int64_t)b->n_queue + 1;
+	struct row_batch rb = { .n = 0 };
 	uint64_t now;
 	int ret;
 
@@ -142,12 +143,13 @@ int budget_commit(struct budget *b, struct budget_note *note, char *line, size_t
 					  .model = q->model,
 					  .micros = q->micros,
 					  .how = q->how,
-					  .caps = q->caps };
+					  .caps = q->caps,
+					  .owner = b->self };
 
-		ret = ledger_insert(b->l, &row, b->self);
+		ret = batch_add(b, &rb, &row);
 	}
-	if (!ret)
-		ret = write_pending(b, &next, now);
+	if (!ret) /* the settlements in the same statements, then the last of them */
+		ret = write_pending(b, &rb, &next, now);
 	if (!ret)
 		ret = ledger_commit(b->l);
 	if (ret) {

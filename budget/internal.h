@@ -210,6 +210,7 @@ struct ledger_row {
 	int64_t micros;
 	struct budget_caps caps; /* reservations: the sandbox caps in force */
 	struct budget_tokens tokens;
+	const char *owner; /* a reservation's process ("BOOT_ID:PID:STARTTIME"), or NULL */
 };
 
 /*
@@ -238,6 +239,9 @@ uint64_t ledger_last_time(struct ledger *l);
  * A wrong id fails on the primary key rather than reorder the ledger.
  */
 int ledger_insert(struct ledger *l, struct ledger_row *r, const char *owner);
+/* The same for n rows in id order (owner in each row), several to a statement. */
+#define LEDGER_BATCH 16
+int ledger_insert_rows(struct ledger *l, struct ledger_row *rows, size_t n);
 /* The owner written with reservation id ("" when none). */
 int ledger_owner_of(struct ledger *l, int64_t id, char *buf, size_t len);
 #define LEDGER_AUTOCHECKPOINT_PAGES 10000
@@ -367,7 +371,14 @@ void refusal_text(struct budget *b, const struct refusal *r, struct budget_note 
 void charge_settle(struct budget *b, int64_t id, int64_t micros);
 struct pending *queue_pending(struct budget *b, int64_t request, int64_t micros, const char *how,
 			      const struct budget_tokens *tok, uint32_t sbx, enum budget_provider p, const char *model);
-int write_pending(struct budget *b, int64_t *next, uint64_t now);
+/* Rows on their way to the ledger, LEDGER_BATCH to a statement (their strings must outlive the flush). */
+struct row_batch {
+	struct ledger_row r[LEDGER_BATCH];
+	size_t n;
+};
+int batch_add(struct budget *b, struct row_batch *rb, const struct ledger_row *r);
+int batch_flush(struct budget *b, struct row_batch *rb);
+int write_pending(struct budget *b, struct row_batch *rb, int64_t *next, uint64_t now);
 /* commit.c: the sole writer's reservations, held in memory until one commit writes them. */
 int charge_add(struct budget *b, int64_t id, uint64_t time_ns, int sbx, enum budget_provider p, int64_t micros);
 int queue_reservation(struct budget *b, struct budget_ticket *t, int sbx, uint64_t now,

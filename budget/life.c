@@ -29,7 +29,21 @@ uint64_t budget_clock_realtime(void *arg)
  * for a commit, from id *next on.  Memory (last_id) moves only after the
  * commit, so a rollback leaves nothing to undo.
  */
-int write_pending(struct budget *b, int64_t *next, uint64_t now)
+int batch_flush(struct budget *b, struct row_batch *rb)
+{
+	int ret = rb->n ? ledger_insert_rows(b->l, rb->r, rb->n) : 0;
+
+	rb->n = 0;
+	return ret;
+}
+
+int batch_add(struct budget *b, struct row_batch *rb, const struct ledger_row *r)
+{
+	rb->r[rb->n++] = *r;
+	return rb->n == LEDGER_BATCH ? batch_flush(b, rb) : 0;
+}
+
+int write_pending(struct budget *b, struct row_batch *rb, int64_t *next, uint64_t now)
 {
 	for (size_t i = 0; i < b->n_pending; i++) {
 		const struct pending *p = &b->pending[i];
@@ -43,18 +57,19 @@ int write_pending(struct budget *b, int64_t *next, uint64_t now)
 					  .micros = p->micros,
 					  .how = p->how,
 					  .tokens = p->tokens };
-		int ret = ledger_insert(b->l, &row, NULL);
+		int ret = batch_add(b, rb, &row);
 
 		if (ret)
 			return ret;
 	}
-	return 0;
+	return batch_flush(b, rb);
 }
 
 /* The settlements waiting for a commit, written now (the tick, and close). */
 static int flush_pending(struct budget *b)
 {
 	struct budget_note note;
+	struct row_batch rb = { .n = 0 };
 	char line[8];
 	int64_t next;
 	uint64_t now;
@@ -70,7 +85,7 @@ static int flush_pending(struct budget *b)
 	now = budget_now(b);
 	next = b->last_id + 1;
 	if (!ret)
-		ret = write_pending(b, &next, now);
+		ret = write_pending(b, &rb, &next, now);
 	if (!ret)
 		ret = ledger_commit(b->l);
 	if (ret) {
@@ -100,6 +115,7 @@ int budget_tick(struct budget *b)
 /* Open reservations whose process is gone: settled at their full amount ("lost"). */
 static int settle_orphans(struct budget *b)
 {
+	struct row_batch rb = { .n = 0 };
 	char owner[160];
 	int64_t next;
 	uint64_t now;
@@ -119,7 +135,7 @@ static int settle_orphans(struct budget *b)
 	now = budget_now(b);
 	next = b->last_id + 1;
 	if (!ret)
-		ret = write_pending(b, &next, now);
+		ret = write_pending(b, &rb, &next, now);
 	if (!ret)
 		ret = ledger_prune(b->l, now - (uint64_t)BUDGET_KEEP_DAYS * BUDGET_DAY_NS);
 	if (!ret)

@@ -289,3 +289,76 @@ Test(budget_commit, latch_conf_caps_map_to_the_budget)
 	cr_expect_eq(o.host[BUDGET_OTHER].requests_per_day, 7);
 	cr_expect_eq(o.host[BUDGET_GEMINI].requests_per_day, 100);
 }
+
+static bool no(void *arg)
+{
+	(*(int *)arg)++;
+	return false;
+}
+
+static bool yes(void *arg)
+{
+	(*(int *)arg)++;
+	return true;
+}
+
+/* A settlement note is written only when its reader wants it, and asked for only when there is one. */
+Test(budget_commit, a_note_nobody_wants_is_not_written)
+{
+	struct budget_ticket *t = NULL;
+	int asked = 0;
+	struct budget_note note = { .want = no, .want_arg = &asked };
+	struct budget_opts o;
+	struct budget *b = open_sole(&o, BUDGET_NO_CAP);
+	char line[512];
+
+	cr_assert_eq(later(b, &t, line, sizeof(line)), 0);
+	cr_assert_eq(budget_commit(b, &note, line, sizeof(line)), 0);
+	note = (struct budget_note){ .want = no, .want_arg = &asked };
+	complete(b, t, &note);
+	cr_expect_eq(asked, 1);
+	cr_expect_str_eq(note.decision, "", "a note nobody wanted was written");
+	cr_expect(note.want == no, "the caller's want was not kept");
+	cr_assert_eq(later(b, &t, line, sizeof(line)), 0);
+	cr_assert_eq(budget_commit(b, &note, line, sizeof(line)), 0);
+	note = (struct budget_note){ .want = yes, .want_arg = &asked };
+	complete(b, t, &note);
+	cr_expect_eq(asked, 2);
+	cr_expect_str_eq(note.reason, "budget.settled.usage");
+	/* charged its reservation: nothing to note, nobody asked */
+	cr_assert_eq(later(b, &t, line, sizeof(line)), 0);
+	cr_assert_eq(budget_commit(b, &note, line, sizeof(line)), 0);
+	note = (struct budget_note){ .want = yes, .want_arg = &asked };
+	cr_assert_eq(budget_settle(b, t, BUDGET_END_UPSTREAM_CUT, &note), 0);
+	cr_expect_eq(asked, 2);
+	cr_expect_str_eq(note.decision, "");
+	budget_close(b);
+}
+
+/* Many rows in one commit (more than a statement takes): all of them, in order. */
+Test(budget_commit, a_large_turn_is_written_whole)
+{
+	struct budget_ticket *t[45];
+	struct budget_note note;
+	struct budget_opts o;
+	struct budget *b = open_sole(&o, BUDGET_NO_CAP);
+	char line[512];
+
+	for (int i = 0; i < 45; i++)
+		cr_assert_eq(later(b, &t[i], line, sizeof(line)), 0);
+	cr_assert_eq(budget_commit(b, &note, line, sizeof(line)), 0);
+	for (int i = 0; i < 45; i++)
+		complete(b, t[i], &note);
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(later(b, &t[i], line, sizeof(line)), 0);
+	cr_assert_eq(budget_commit(b, &note, line, sizeof(line)), 0, "45 settlements and 3 reservations");
+	cr_expect_eq(bt_sql("SELECT count(*) FROM ledger"), 93);
+	cr_expect_eq(bt_sql("SELECT max(id) - min(id) + 1 FROM ledger"), 93);
+	cr_expect_eq(bt_sql("SELECT count(*) FROM ledger WHERE kind = 'settle' AND how = 'usage'"), 45);
+	cr_expect_eq(bt_sql("SELECT count(*) FROM ledger s JOIN ledger r ON r.id = s.request WHERE s.kind = 'settle' "
+			    "AND s.id > r.id AND r.owner IS NOT NULL AND s.owner IS NULL"),
+		     45);
+	for (int i = 0; i < 3; i++)
+		budget_settle(b, t[i], BUDGET_END_GUEST_CUT, &note);
+	budget_close(b);
+}

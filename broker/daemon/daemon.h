@@ -38,6 +38,8 @@
 #include "profile/profile.h"
 
 #define NS_PER_S 1000000000ULL
+/* the event loop's priorities: every event at the default (the middle), the meter's commit at the lowest */
+#define LATCHD_PRIORITIES 3
 /* learned and host-name rules stay this long past their TTL (established flows re-checked find them) */
 #define RESOLVED_GRACE_NS (3600ULL * NS_PER_S)
 #define SCAN_INTERVAL_S 2

@@ -289,7 +289,8 @@ static int setup(struct latchd *ld, bool unconfined)
 			latchd_log("warning: %s; decisions are not recorded", err);
 	}
 	ld->base = event_base_new();
-	if (!ld->base) {
+	/* before any event: everything at the middle priority, the meter's commit below it (meter.c) */
+	if (!ld->base || event_base_priority_init(ld->base, LATCHD_PRIORITIES)) {
 		fprintf(stderr, "latchd: cannot make the event loop\n");
 		return 1;
 	}

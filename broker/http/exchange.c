@@ -560,8 +560,9 @@ static void response_over(struct hb_uconn *u, enum latch_http_end how)
 	struct hb_exchange *x = u->x;
 	struct hb_gconn *g = x->g;
 
-	hb_exchange_end(x, how);
+	/* the guest's last bytes first: the meter's settlement and the audit entry need not delay them */
 	hb_guest_flush(g);
+	hb_exchange_end(x, how);
 	if (how == LATCH_HTTP_END_COMPLETE)
 		hb_gconn_resume(g);
 	else
