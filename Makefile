@@ -91,6 +91,8 @@ pkg_libs = $(shell pkg-config --libs $(sort $(foreach m,$(1),$(PKGS_$(m)))) 2>/d
 closure = $(sort $(1) $(foreach m,$(1),$(USES_$(m))))
 EXTRA_LIBS_loader := -lelf -lz
 EXTRA_LIBS_vm := -ldl
+# budget/checkpoint.c's thread (in libc since glibc 2.34; named for older ones)
+EXTRA_LIBS_budget := -lpthread
 EXTRA_LIBS_cli := -lcap
 # Debian's http-parser ships no pkg-config file
 EXTRA_LIBS_daemon := -lhttp_parser

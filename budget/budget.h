@@ -214,6 +214,13 @@ struct budget_opts {
 	 * not read back from the ledger, and budget_reserve_later() is allowed.
 	 */
 	bool sole_writer;
+	/*
+	 * Checkpoints (the WAL copied into the database, with its fsyncs) run
+	 * on a thread of budget/'s own, woken by the WAL's growth and by
+	 * budget_tick(), instead of on the caller's: latchd's loop never waits
+	 * for them.
+	 */
+	bool checkpoint_thread;
 	uint64_t (*clock)(void *arg); /* ns since the epoch; NULL: CLOCK_REALTIME */
 	void *clock_arg;
 };
@@ -236,8 +243,9 @@ void budget_close(struct budget *b);
 /*
  * Call from a timer (latchd's tick, about once a second): writes the
  * settlements still pending, then copies the ledger's WAL into its database
- * file with the fsyncs that takes, so that no request pays for a checkpoint
- * (sqlite's own is only a backstop, at about 40 MB of WAL).  0 or -errno.
+ * file with the fsyncs that takes (or has the checkpoint thread do it), so
+ * that no request pays for a checkpoint (sqlite's own is only a backstop,
+ * at about 40 MB of WAL).  0 or -errno.
  */
 int budget_tick(struct budget *b);
 

@@ -245,8 +245,17 @@ int ledger_insert_rows(struct ledger *l, struct ledger_row *rows, size_t n);
 /* The owner written with reservation id ("" when none). */
 int ledger_owner_of(struct ledger *l, int64_t id, char *buf, size_t len);
 #define LEDGER_AUTOCHECKPOINT_PAGES 10000
-/* Copy the WAL into the database (PASSIVE: never waits for a reader). */
+/* Copy the WAL into the database (PASSIVE: never waits for a reader); a checkpoint thread's ledger: wake it. */
 int ledger_checkpoint(struct ledger *l);
+/* Checkpoints from a thread of its own from now on (checkpoint.c).  0 or -errno with one line in err. */
+int ledger_checkpoint_thread(struct ledger *l, char *err, size_t errlen);
+
+/* checkpoint.c */
+struct checkpointer;
+typedef struct sqlite3 sqlite3;
+struct checkpointer *checkpointer_start(sqlite3 *writer, const char *path, char *err, size_t errlen);
+void checkpointer_kick(struct checkpointer *c);
+void checkpointer_stop(struct checkpointer *c); /* before the writer's connection closes */
 /* Delete rows older than time_ns. */
 int ledger_prune(struct ledger *l, uint64_t time_ns);
 

@@ -82,6 +82,7 @@ static const int batch_sizes[] = { LEDGER_BATCH, 8, 4, 2, 1 };
 
 struct ledger {
 	sqlite3 *db;
+	struct checkpointer *ckpt; /* NULL: checkpoints run on the caller's thread */
 	sqlite3_stmt *many[N_BATCH]; /* INSERT of batch_sizes[i] rows */
 	int lock_fd; /* the flock(2) of a writer, or -1 */
 	sqlite3_stmt *st[Q_N];
@@ -247,7 +248,7 @@ struct ledger *ledger_open(const char *path, bool readonly, bool sync_full, uid_
 		snprintf(pragmas, sizeof(pragmas),
 			 "PRAGMA journal_mode=WAL; PRAGMA synchronous=%s; PRAGMA wal_autocheckpoint=%d;"
 			 " PRAGMA journal_size_limit=%d;",
-			 sync_full ? "FULL" : "NORMAL", LEDGER_AUTOCHECKPOINT_PAGES, 4 << 20);
+			 sync_full ? "FULL" : "NORMAL", LEDGER_AUTOCHECKPOINT_PAGES, 32 << 20);
 		rc = sqlite3_exec(l->db, pragmas, NULL, NULL, &msg);
 		if (rc == SQLITE_OK)
 			rc = sqlite3_exec(l->db, schema, NULL, NULL, &msg);
@@ -280,6 +281,7 @@ void ledger_close(struct ledger *l)
 {
 	if (!l)
 		return;
+	checkpointer_stop(l->ckpt);
 	for (int q = 0; q < Q_N; q++)
 		sqlite3_finalize(l->st[q]);
 	for (int i = 0; i < N_BATCH; i++)
@@ -513,9 +515,20 @@ int ledger_owner_of(struct ledger *l, int64_t id, char *buf, size_t len)
 
 int ledger_checkpoint(struct ledger *l)
 {
-	int rc = sqlite3_wal_checkpoint_v2(l->db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+	int rc;
 
+	if (l->ckpt) {
+		checkpointer_kick(l->ckpt);
+		return 0;
+	}
+	rc = sqlite3_wal_checkpoint_v2(l->db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
 	return rc == SQLITE_OK || rc == SQLITE_BUSY ? 0 : fail(l, rc, "checkpoint");
+}
+
+int ledger_checkpoint_thread(struct ledger *l, char *err, size_t errlen)
+{
+	l->ckpt = checkpointer_start(l->db, l->path, err, errlen);
+	return l->ckpt ? 0 : -EIO;
 }
 
 int ledger_prune(struct ledger *l, uint64_t time_ns)

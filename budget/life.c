@@ -180,6 +180,11 @@ struct budget *budget_open(const struct budget_opts *o, char *err, size_t errlen
 		ret = -errno;
 		goto fail;
 	}
+	if (b->l && o->checkpoint_thread && !o->readonly) {
+		ret = ledger_checkpoint_thread(b->l, err, errlen);
+		if (ret)
+			goto fail;
+	}
 	if (err && errlen)
 		err[0] = '\0';
 	ledger_self(b->self, sizeof(b->self));

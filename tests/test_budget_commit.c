@@ -16,6 +16,7 @@
  */
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "budget_test.h"
@@ -361,4 +362,49 @@ Test(budget_commit, a_large_turn_is_written_whole)
 	for (int i = 0; i < 3; i++)
 		budget_settle(b, t[i], BUDGET_END_GUEST_CUT, &note);
 	budget_close(b);
+}
+
+static long file_size(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) ? -1 : (long)st.st_size;
+}
+
+/* latchd's checkpoints run on a thread of their own: the WAL reaches the database without the writer's help. */
+Test(budget_commit, the_checkpoint_thread_copies_the_wal, .timeout = 60)
+{
+	struct budget_ticket *t;
+	struct budget_note note;
+	struct budget_opts o;
+	struct budget *b;
+	char line[512], wal[160];
+	long db0;
+
+	bt_opts(&o);
+	o.sole_writer = true;
+	for (int pass = 0; pass < 2; pass++) {
+		o.checkpoint_thread = pass == 1;
+		b = bt_open(&o);
+		db0 = file_size(bt_ledger);
+		for (int i = 0; i < 1500; i++) {
+			cr_assert_eq(later(b, &t, line, sizeof(line)), 0);
+			cr_assert_eq(budget_commit(b, &note, line, sizeof(line)), 0);
+			complete(b, t, &note);
+		}
+		if (pass == 0) {
+			/* control: nobody has checkpointed, so the rows are still only in the WAL */
+			cr_expect_eq(file_size(bt_ledger), db0, "the writer checkpointed on its own");
+			budget_close(b);
+			continue;
+		}
+		cr_assert_eq(budget_tick(b), 0);
+		for (int i = 0; i < 500 && file_size(bt_ledger) <= db0; i++)
+			usleep(10000);
+		cr_expect_gt(file_size(bt_ledger), db0, "the checkpoint thread never copied the WAL");
+		snprintf(wal, sizeof(wal), "%s-wal", bt_ledger);
+		cr_expect_lt(file_size(wal), 32L << 20, "the WAL grew to %ld bytes", file_size(wal));
+		budget_close(b);
+	}
+	cr_expect_eq(bt_sql("SELECT count(*) FROM ledger WHERE kind = 'settle' AND how = 'usage'"), 3000);
 }
