@@ -166,8 +166,10 @@ int budget_reserve_later(struct budget *b, const struct budget_request *rq, stru
 			 struct budget_note *note, char *line, size_t linelen);
 
 /*
- * Write every reservation decided since the last commit, and the
- * settlements waiting for a row, in one write transaction.  0: the held
+ * Write every reservation decided since the last commit in one write
+ * transaction, with the settlements waiting for a row when eight or more
+ * wait or one of them ends a reservation of this commit (else
+ * budget_tick() writes them).  0: the held
  * requests may be forwarded.  -errno: the ledger can't be written; those
  * reservations are undone (their tickets void) and line holds the one
  * `latch:` line for their 429s, note what to audit.  Nothing to write: 0.
@@ -186,9 +188,9 @@ void budget_response(struct budget_ticket *t, int status, const void *data, size
  * when the response was complete and carried readable usage; a 4xx answer
  * costs nothing; everything else is charged the full reservation.  note is
  * filled when the charge differs from the reservation.  The caps see the
- * charge at once; its ledger row is written with the next reservation's
- * commit or by budget_tick(), whichever comes first, so a request costs one
- * commit, not two.  A process that dies before then leaves the reservation
+ * charge at once; its ledger row is written by a later commit (with the
+ * next reservations once a few settlements wait) or by budget_tick(),
+ * whichever comes first, so a request costs one commit, not two.  A process that dies before then leaves the reservation
  * open, and the next open charges it in full: the only way that loss can go.
  * Always 0.
  */

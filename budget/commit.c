@@ -10,8 +10,11 @@
  * reservations latchd decides in one turn of its event loop share one: each
  * is counted against the caps the moment it is decided (the next decision
  * sees it), its row is queued with the next ledger id, and budget_commit()
- * writes the queue, then the settlements waiting, in one transaction.  The
- * caller forwards a request only after the commit that holds its row.
+ * writes the queue in one transaction.  The caller forwards a request only
+ * after the commit that holds its row.  Settlements are applied to the caps
+ * at once; their rows go with a commit once eight are waiting, with the
+ * commit of their own reservation, or with budget_tick(): most commits
+ * write one reservation's row and nothing else.
  *
  * A failed commit undoes its reservations: they are the newest charges,
  * removed from the windows again, their tickets made void (the caller
@@ -120,6 +123,18 @@ static void undo_queue(struct budget *b)
 
 int budget_commit(struct budget *b, struct budget_note *note, char *line, size_t linelen)
 {
+	return commit_rows(b, false, note, line, linelen);
+}
+
+int commit_rows(struct budget *b, bool all, struct budget_note *note, char *line, size_t linelen)
+{
+	/*
+	 * Settlements ride along once there are enough to fill half a
+	 * statement, or when one settles a reservation of this very commit (an
+	 * exchange gone before its row: the row and its end are written
+	 * together); else the tick writes them.
+	 */
+	bool settlements = all || b->n_pending >= LEDGER_BATCH / 2;
 	int64_t next = b->last_id + (int64_t)b->n_queue + 1;
 	struct row_batch rb = { .n = 0 };
 	uint64_t now;
@@ -130,7 +145,9 @@ int budget_commit(struct budget *b, struct budget_note *note, char *line, size_t
 		line[0] = '\0';
 	if (!b->o.sole_writer || !b->l)
 		return b->n_queue ? -EINVAL : 0;
-	if (!b->n_queue && !b->n_pending)
+	for (size_t i = b->n_pending; !settlements && i-- > 0;)
+		settlements = b->pending[i].request > b->last_id;
+	if (!b->n_queue && !(settlements && b->n_pending))
 		return 0;
 	now = budget_now(b);
 	ret = ledger_begin(b->l);
@@ -148,8 +165,10 @@ int budget_commit(struct budget *b, struct budget_note *note, char *line, size_t
 
 		ret = batch_add(b, &rb, &row);
 	}
-	if (!ret) /* the settlements in the same statements, then the last of them */
+	if (!ret && settlements) /* in the same statements as the reservations */
 		ret = write_pending(b, &rb, &next, now);
+	else if (!ret)
+		ret = batch_flush(b, &rb);
 	if (!ret)
 		ret = ledger_commit(b->l);
 	if (ret) {
@@ -161,7 +180,8 @@ int budget_commit(struct budget *b, struct budget_note *note, char *line, size_t
 		if (b->queue[i].t)
 			b->queue[i].t->queued = false;
 	b->n_queue = 0;
-	b->n_pending = 0;
+	if (settlements)
+		b->n_pending = 0;
 	b->last_id = next - 1;
 	b->last_time = now;
 	return 0;

@@ -394,6 +394,8 @@ int queue_reservation(struct budget *b, struct budget_ticket *t, int sbx, uint64
 		      const struct budget_caps *caps, const char *how);
 void queue_forget(struct budget *b, struct budget_ticket *t);
 int ledger_refusal(struct budget *b, struct budget_note *note, char *line, size_t linelen, int ret);
+/* budget_commit(); all: the settlements too, however few (the tick, close) */
+int commit_rows(struct budget *b, bool all, struct budget_note *note, char *line, size_t linelen);
 void settle_note(const struct budget_ticket *t, const char *why, int64_t charge, const struct budget_tokens *tok,
 		 struct budget_note *note);
 

@@ -76,7 +76,7 @@ static int flush_pending(struct budget *b)
 	int ret;
 
 	if (b->o.sole_writer && b->l)
-		return budget_commit(b, &note, line, sizeof(line));
+		return commit_rows(b, true, &note, line, sizeof(line));
 	if (!b->n_pending || !b->l || b->o.readonly)
 		return 0;
 	ret = ledger_begin(b->l);
