@@ -23,7 +23,10 @@
  *               first hold of the pass, run after the callbacks already
  *               queued): budget_commit() writes every reservation decided
  *               since, then each held exchange goes on, or is refused with
- *               the ledger's line when the commit failed;
+ *               the ledger's line when the commit failed.  A request that
+ *               is the last callback of its pass with nothing held is
+ *               committed at once and forwarded without a hold: no other
+ *               request could share its commit;
  *   response()  budget_response(): the status, then every body chunk as it
  *               goes to the guest, never buffered;
  *   end()       budget_settle() with the engine's ending; a settlement that
@@ -32,8 +35,9 @@
  * The route's upstreams are asked for `Accept-Encoding: identity` (the
  * engine does it for every route: its key scrubber reads bodies too), so
  * budget/ reads what the guest reads.  SIGHUP re-reads the price table and
- * latch.conf's caps; the tick writes pending settlements and checkpoints
- * the ledger off every request's path.
+ * latch.conf's caps; the tick writes pending settlements, and the
+ * ledger's checkpoints run on a thread of budget/'s own
+ * (budget_opts.checkpoint_thread), off every request's path.
  */
 #include <errno.h>
 #include <event2/event.h>
@@ -211,6 +215,20 @@ static int meter_request(void *arg, const struct latch_http_meter_request *rq, v
 	}
 	ret = budget_reserve_later(m->b, &br, &t->bt, &note, refusal, refusal_len);
 	audit_note(m, rm->who, &note);
+	if (!ret && !m->n_held && !event_base_get_num_events(m->ld->base, EVENT_BASE_COUNT_ACTIVE)) {
+		/* the last callback of this pass, and nothing waits: no other request can share the commit */
+		ret = budget_commit(m->b, &note, refusal, refusal_len);
+		if (!ret) {
+			t->rm = rm;
+			*token = t;
+			return 0;
+		}
+		latchd_log("%s", refusal);
+		audit_note(m, "latchd", &note);
+		budget_settle(m->b, t->bt, BUDGET_END_ERROR, &note); /* void: frees it, charges nothing */
+		free(t);
+		return ret;
+	}
 	if (!ret) {
 		t->rm = rm;
 		t->hold = rq->hold;
@@ -340,7 +358,7 @@ bool meter_route(struct latchd *ld, const char *who, const struct latch_kit_cred
 
 int meter_open(struct latchd *ld, char *err, size_t errlen)
 {
-	struct budget_opts o = { .sole_writer = true };
+	struct budget_opts o = { .sole_writer = true, .checkpoint_thread = true };
 	struct meter *m = calloc(1, sizeof(*m));
 
 	if (!m)
