@@ -70,7 +70,7 @@ PKGS_vm := libnl-3.0 libnl-route-3.0 libnftables libarchive jansson libseccomp l
 PKGS_room := libseccomp libcap jansson
 PKGS_broker := jansson
 PKGS_budget := sqlite3 jansson zlib
-PKGS_daemon := ldns libevent libevent_openssl openssl jansson
+PKGS_daemon := ldns libevent libevent_openssl openssl jansson libcurl
 PKGS_cli := jansson libcap
 # libvirt: headers only; vm/libvirt.c loads libvirt.so.0 with dlopen when a
 # command first needs libvirtd (linked in, it costs every command ~25 ms)

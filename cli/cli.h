@@ -63,6 +63,11 @@ int cmd_kit(int argc, char **argv);
  */
 struct latch_kit *latch_kit_open_cli(const char *name, char *err, size_t errlen);
 int cmd_run(int argc, char **argv); /* cmd_run.c */
+/* cmd_grant.c: grants through latchd (docs/grants.md) */
+int cmd_grant(int argc, char **argv);
+int cmd_grants(int argc, char **argv);
+int cmd_approve(int argc, char **argv);
+int cmd_deny(int argc, char **argv);
 /*
  * Record a change that was made in the audit log; takes ownership of fields
  * (NULL for none).  A log that can't be written costs one warning line on

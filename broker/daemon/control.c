@@ -44,6 +44,7 @@ static void client_free(struct client *c)
 	for (struct sandbox *s = c->ld->sandboxes; s; s = s->next)
 		if (s->sw && s->sw->client == c)
 			s->sw->client = NULL;
+	grant_client_gone(c->ld, c); /* nor a grant being resolved */
 	bufferevent_free(c->bev);
 	free(c);
 }
@@ -74,6 +75,11 @@ void control_reply_error(struct client *c, const char *fmt, ...)
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	control_reply(c, json_pack("{s:b, s:s}", "ok", 0, "error", msg));
+}
+
+void control_wait(struct client *c)
+{
+	c->waiting = true;
 }
 
 /* A refusal the caller can fix ("usage": true) or not. */
@@ -157,7 +163,9 @@ static void handle(struct client *c, json_t *req)
 	if (!strcmp(op, "switch"))
 		return op_switch(c, json_string_value(json_object_get(req, "sandbox")),
 				 json_string_value(json_object_get(req, "profile")));
-	control_reply_error(c, "unknown op '%s'; known: ping, rescan, reload, switch", op);
+	if (grant_op(c->ld, c, op, req))
+		return;
+	control_reply_error(c, "unknown op '%s'; known: ping, rescan, reload, switch, grant, grants, approve, deny", op);
 }
 
 /* ---- the socket ---- */

@@ -18,6 +18,9 @@
  *	events.c	kernel deny events and the audit helper with its rate limit
  *	periodic.c	the jobs of the tick: `latch --json backup --all` every
  *			backup_interval, host name refreshes, learned saves and pruning
+ *	grant*.c	grants: timed openings of host names the host resolves, made
+ *			with `latch grant` or asked for by the sandbox and approved from
+ *			outside (grant.h lists the files)
  *
  * The credential broker (broker/http/) is not wired in yet; its places are
  * latchd.http and sandbox.broker below, and main.c's top comment says how.
@@ -106,6 +109,7 @@ struct sandbox {
 	 * the broker is wired in.
 	 */
 	struct latch_http_sandbox *broker;
+	struct grants *grants; /* grant.h: its grants, asks and their caps' history */
 	bool seen;
 	struct sandbox *next;
 };
@@ -139,6 +143,7 @@ struct latchd {
 	 * until the broker is wired in.
 	 */
 	struct latch_http *http;
+	struct notifier *notifier; /* grant_notify.c: the notifier processes running */
 };
 
 /* main.c */
@@ -151,6 +156,8 @@ void control_close(struct latchd *ld);
 /* Answer a client; NULL (a switch nobody asked for) is fine.  obj is taken. */
 void control_reply(struct client *c, json_t *obj);
 __attribute__((format(printf, 2, 3))) void control_reply_error(struct client *c, const char *fmt, ...);
+/* The reply comes later (from a callback): read nothing more from c until it is sent. */
+void control_wait(struct client *c);
 
 /* events.c */
 /* One audit entry; fields is taken (decref'd).  A failure is logged, never fatal. */
@@ -185,6 +192,22 @@ void learned_load(struct sandbox *s);
 void learned_save(struct sandbox *s);
 void learned_remove_file(const char *name);
 void learned_free(struct sandbox *s);
+void latchd_boot_id(char *buf, size_t len);
+
+/* grant.c, grant_ops.c, grant_notify.c (grant.h has the rest) */
+void grants_open(struct sandbox *s);  /* its grants back from NAME.grants */
+void grants_close(struct sandbox *s); /* saved; waiting asks and clients answered */
+void grants_forget(struct sandbox *s); /* the sandbox is gone: NAME.grants goes */
+/* Does an active grant open this normalized name?  The resolver may answer it then. */
+bool grant_name_allowed(const struct sandbox *s, const char *name);
+/* The resolver answered a granted name: its addresses join the grant, with its deadline. */
+void grant_answered(struct sandbox *s, const char *qname, const struct latch_addr *addrs, int n);
+void grants_tick(struct sandbox *s, uint64_t now); /* timeouts, expiry, refreshes, NAME.grants */
+/* ops grant, grants, approve, deny; false when OP is none of them */
+bool grant_op(struct latchd *ld, struct client *c, const char *op, json_t *req);
+void grant_client_gone(struct latchd *ld, struct client *c);
+void notifier_tick(struct latchd *ld, uint64_t now);
+void notifier_stop(struct latchd *ld);
 
 /* periodic.c */
 void periodic_run(struct latchd *ld, uint64_t now);

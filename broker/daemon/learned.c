@@ -105,6 +105,7 @@ void learned_answered(void *arg, const char *qname, const struct latch_addr *add
 	json_t *list;
 	bool want;
 
+	grant_answered(s, qname, addrs, n); /* a granted name: its addresses join the grant */
 	if (!s->have_profile || s->prof.open)
 		return; /* open: the kernel passes everything already */
 	if (!latch_profile_match(&s->prof, qname, &ports))
@@ -153,7 +154,8 @@ void learned_prune(struct sandbox *s, uint64_t now)
 
 /* ---- NAME.learned ---- */
 
-static void boot_id(char *buf, size_t len)
+/* This boot's id: files of boot-clock deadlines name it, and one of another boot is ignored. */
+void latchd_boot_id(char *buf, size_t len)
 {
 	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
 
@@ -177,7 +179,7 @@ void learned_save(struct sandbox *s)
 
 	if (learned_path(s->name, path, sizeof(path)) || !(f = open_memstream(&text, &len)))
 		return;
-	boot_id(id, sizeof(id));
+	latchd_boot_id(id, sizeof(id));
 	fprintf(f, "boot %s\n", id);
 	for (int i = 0; i < s->n_learned; i++) {
 		char a[INET6_ADDRSTRLEN];
@@ -199,7 +201,7 @@ void learned_load(struct sandbox *s)
 
 	if (learned_path(s->name, path, sizeof(path)) || !(f = fopen(path, "re")))
 		return;
-	boot_id(id, sizeof(id));
+	latchd_boot_id(id, sizeof(id));
 	snprintf(want, sizeof(want), "boot %s\n", id);
 	if (!fgets(line, sizeof(line), f) || strcmp(line, want)) {
 		fclose(f);

@@ -309,6 +309,7 @@ int main(int argc, char **argv)
 		sandbox_free(s);
 	}
 	periodic_stop(&ld);
+	notifier_stop(&ld);
 	latchd_audit(&ld, "latchd", "daemon", "stop", "latchd.stop", json_pack("{s:i}", "pid", (int)getpid()));
 	audit_close(ld.audit);
 	event_free(sig_hup);

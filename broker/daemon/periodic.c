@@ -120,7 +120,9 @@ static void backups_tick(struct latchd *ld, uint64_t now)
 void periodic_run(struct latchd *ld, uint64_t now)
 {
 	backups_tick(ld, now);
+	notifier_tick(ld, now);
 	for (struct sandbox *s = ld->sandboxes; s; s = s->next) {
+		grants_tick(s, now);
 		switch_refresh_hosts(s, now);
 		if (s->learned_dirty)
 			learned_save(s);

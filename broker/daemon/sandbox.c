@@ -30,6 +30,8 @@ static bool name_allowed(void *arg, const char *name)
 	struct sandbox *s = arg;
 	struct latch_entry ports;
 
+	if (grant_name_allowed(s, name))
+		return true; /* until the grant's deadline */
 	if (!s->have_profile)
 		return false; /* no named policy: the resolver answers nothing */
 	return s->prof.open || latch_profile_match(&s->prof, name, &ports);
@@ -111,6 +113,7 @@ void sandbox_free(struct sandbox *s)
 {
 	switch_abandon(s);
 	latch_resolver_free(s->res); /* cancels lookups: no callback after this */
+	grants_close(s);
 	if (s->learned_dirty)
 		learned_save(s);
 	events_close(s);
@@ -165,6 +168,7 @@ static struct sandbox *sandbox_add(struct latchd *ld, const char *name)
 	ld->sandboxes = s;
 	latchd_log("%s: serving (resolver %s)", name, s->res ? "up" : "none");
 	learned_load(s);
+	grants_open(s);
 	apply_stored_profile(s);
 	return s;
 }
@@ -198,6 +202,7 @@ void sandboxes_scan(struct latchd *ld)
 		/* what it learned goes with it */
 		learned_remove_file(s->name);
 		s->learned_dirty = false;
+		grants_forget(s);
 		sandbox_free(s);
 	}
 }
