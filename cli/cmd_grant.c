@@ -106,7 +106,8 @@ int cmd_grant(int argc, char **argv)
 	int rc;
 
 	if (argc < 3)
-		return latch_err(LATCH_EXIT_USAGE, "usage: latch grant NAME HOST[:PORTS]... [--for DUR] [--reason TEXT]");
+		return latch_err(LATCH_EXIT_USAGE,
+				 "usage: latch grant NAME HOST[:PORTS]... [--for DUR] [--reason TEXT]");
 	name = argv[1];
 	if (latch_parse_name(name, err, sizeof(err)))
 		return latch_err(LATCH_EXIT_USAGE, "%s", err);
@@ -145,7 +146,8 @@ int cmd_grant(int argc, char **argv)
 		json_decref(hosts);
 		return LATCH_EXIT_USAGE;
 	}
-	req = json_pack("{s:s, s:s, s:o, s:i}", "op", "grant", "sandbox", name, "hosts", hosts, "seconds", (int)seconds);
+	req = json_pack("{s:s, s:s, s:o, s:i}", "op", "grant", "sandbox", name, "hosts", hosts, "seconds",
+			(int)seconds);
 	if (!req)
 		return latch_err(LATCH_EXIT_USAGE, "a host or the reason is not valid UTF-8");
 	if (reason && json_object_set_new(req, "reason", json_string(reason))) {
@@ -198,7 +200,8 @@ int cmd_deny(int argc, char **argv)
 		return req ? rc : latch_err(LATCH_EXIT_USAGE, "the id is not valid text");
 	if (!latch_json)
 		printf("%s %s (sandbox %s)\n",
-		       !strcmp(json_string_value(json_object_get(rep, "decision")) ?: "", "closed") ? "closed" : "denied",
+		       !strcmp(json_string_value(json_object_get(rep, "decision")) ?: "", "closed") ? "closed" :
+												      "denied",
 		       argv[1], json_string_value(json_object_get(rep, "sandbox")));
 	json_object_del(rep, "ok");
 	latch_json_out(rep);
@@ -215,8 +218,9 @@ static int kernel_item(const struct latch_policy_item *it, void *arg)
 	if (it->rule.origin != LATCH_ORIGIN_GRANT || !it->rule.expires_ns)
 		return 0;
 	latch_entry_format(&it->entry, text, sizeof(text));
-	json_array_append_new(arg, json_pack("{s:s, s:f}", "entry", text, "seconds_left",
-					     it->rule.expires_ns > now ? (double)(it->rule.expires_ns - now) / 1e9 : 0.0));
+	json_array_append_new(arg,
+			      json_pack("{s:s, s:f}", "entry", text, "seconds_left",
+					it->rule.expires_ns > now ? (double)(it->rule.expires_ns - now) / 1e9 : 0.0));
 	return 0;
 }
 
@@ -278,7 +282,8 @@ static void print_grant(json_t *g)
 		if (!json_array_size(json_object_get(h, "kernel")))
 			printf("  %-17s %s: NOT in the kernel\n", "", json_string_value(json_object_get(h, "name")));
 		json_array_foreach(json_object_get(h, "kernel"), m, k)
-			printf("  %-17s kernel: %-40s %.1f s left\n", "", json_string_value(json_object_get(k, "entry")),
+			printf("  %-17s kernel: %-40s %.1f s left\n", "",
+			       json_string_value(json_object_get(k, "entry")),
 			       json_number_value(json_object_get(k, "seconds_left")));
 	}
 }
@@ -314,8 +319,9 @@ int cmd_grants(int argc, char **argv)
 		snprintf(err, sizeof(err), "%s", json_string_value(json_object_get(rep, "error")) ?: "refused");
 	grants = rep && json_is_true(json_object_get(rep, "ok")) ? json_object_get(rep, "grants") : NULL;
 	used = calloc(json_array_size(kernel) + 1, sizeof(*used));
-	json_array_foreach(grants, i, g) if (!strcmp(json_string_value(json_object_get(g, "state")) ?: "", "active"))
-		join_kernel(g, kernel, used);
+	json_array_foreach(grants, i, g)
+		if (!strcmp(json_string_value(json_object_get(g, "state")) ?: "", "active"))
+			join_kernel(g, kernel, used);
 	orphans = json_array();
 	for (i = 0; i < json_array_size(kernel); i++)
 		if (!used || !used[i])
@@ -333,8 +339,10 @@ int cmd_grants(int argc, char **argv)
 			       json_integer_value(json_object_get(caps, "grant_ask_wait")));
 		else
 			printf("%s: latchd did not answer (%s): pending asks and the names are unknown; the kernel's "
-			       "entries follow\n", argv[1], err);
-		json_array_foreach(grants, i, g) print_grant(g);
+			       "entries follow\n",
+			       argv[1], err);
+		json_array_foreach(grants, i, g)
+			print_grant(g);
 		if (grants && !json_array_size(grants))
 			printf("  no grants and no asks\n");
 		if (json_array_size(orphans))

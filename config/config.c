@@ -146,22 +146,32 @@ static int parse_images(void *obj, const char *v, char *msg, size_t msglen)
 	return 0;
 }
 
-/* A grant's duration keys: 60, 90s, 5m, 1h as the command line writes them, 1 s to 1 h. */
-#define DURATION_KEY(fn, key, field)                                                                                  \
-	static int fn(void *obj, const char *v, char *msg, size_t msglen)                                             \
-	{                                                                                                              \
-		uint32_t ms;                                                                                           \
-                                                                                                                       \
-		if (latch_parse_duration(v, 1, 3600, &ms))                                                             \
-			return latch_errf(msg, msglen, -EINVAL, key " '%s' must be a duration from 1 s to 1 h: 60, 90s, " \
-					  "5m",                                                                        \
-					  v);                                                                          \
-		((struct latch_conf *)obj)->field = ms / 1000;                                                         \
-		return 0;                                                                                              \
-	}
-DURATION_KEY(parse_grant_default, "grant_default", grant_default)
-DURATION_KEY(parse_grant_max, "grant_max", grant_max)
-DURATION_KEY(parse_grant_ask_wait, "grant_ask_wait", grant_ask_wait)
+/* A grant's durations: 60, 90s, 5m, 1h as the command line writes them, 1 s to 1 h. */
+static int grant_seconds(const char *key, const char *v, uint32_t *out, char *msg, size_t msglen)
+{
+	uint32_t ms;
+
+	if (latch_parse_duration(v, 1, 3600, &ms))
+		return latch_errf(msg, msglen, -EINVAL, "%s '%s' must be a duration from 1 s to 1 h: 60, 90s, 5m", key,
+				  v);
+	*out = ms / 1000;
+	return 0;
+}
+
+static int parse_grant_default(void *obj, const char *v, char *msg, size_t msglen)
+{
+	return grant_seconds("grant_default", v, &((struct latch_conf *)obj)->grant_default, msg, msglen);
+}
+
+static int parse_grant_max(void *obj, const char *v, char *msg, size_t msglen)
+{
+	return grant_seconds("grant_max", v, &((struct latch_conf *)obj)->grant_max, msg, msglen);
+}
+
+static int parse_grant_ask_wait(void *obj, const char *v, char *msg, size_t msglen)
+{
+	return grant_seconds("grant_ask_wait", v, &((struct latch_conf *)obj)->grant_ask_wait, msg, msglen);
+}
 
 /* The notifier runs as root with every ask: an absolute path, run as it is (no shell, no arguments). */
 static int parse_notify_command(void *obj, const char *v, char *msg, size_t msglen)

@@ -146,8 +146,8 @@ int grant_parse_host(const char *text, const struct latch_entry *def, struct gra
 		ports = colon + 1;
 	}
 	if (strstr(text, "://") || strchr(buf, '/'))
-		return latch_errf(err, errlen, -EINVAL, "'%s': write the host alone, e.g. docs.example or docs.example:443",
-				  text);
+		return latch_errf(err, errlen, -EINVAL,
+				  "'%s': write the host alone, e.g. docs.example or docs.example:443", text);
 	if (ipv4_like(buf))
 		return latch_errf(err, errlen, -EINVAL,
 				  "'%s' is an address; a grant names hosts and the host resolves them", text);
@@ -173,8 +173,9 @@ int grant_reason_check(const char *r, char *err, size_t errlen)
 	for (; *p; p++) {
 		/* what a terminal or a phone would act on: controls, C1 controls, direction overrides */
 		bool c1 = p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f;
-		bool bidi = p[0] == 0xe2 && ((p[1] == 0x80 && (p[2] == 0x8e || p[2] == 0x8f || (p[2] >= 0xaa && p[2] <= 0xae))) ||
-					     (p[1] == 0x81 && p[2] >= 0xa6 && p[2] <= 0xa9));
+		bool bidi = p[0] == 0xe2 &&
+			    ((p[1] == 0x80 && (p[2] == 0x8e || p[2] == 0x8f || (p[2] >= 0xaa && p[2] <= 0xae))) ||
+			     (p[1] == 0x81 && p[2] >= 0xa6 && p[2] <= 0xa9));
 
 		if (*p < 0x20 || *p == 0x7f || c1 || bidi)
 			return latch_errf(err, errlen, -EINVAL,
@@ -262,7 +263,8 @@ int grant_cap_ask(struct sandbox *s, uint64_t now, char *err, size_t errlen)
 		return latch_errf(err, errlen, -EDQUOT,
 				  "this sandbox has asked %d time(s) in the last hour, the cap (grant_asks_per_hour = "
 				  "%u); ask again in %u s",
-				  asked, c->grant_asks_per_hour, next_free_s(s->grants->asked, s->grants->n_asked, now));
+				  asked, c->grant_asks_per_hour,
+				  next_free_s(s->grants->asked, s->grants->n_asked, now));
 	if (pending >= (int)c->grant_asks_pending)
 		return latch_errf(err, errlen, -EDQUOT,
 				  "%d ask(s) of this sandbox already wait for a person, the cap (grant_asks_pending = "
@@ -366,8 +368,9 @@ static uint64_t range_deadline(const struct sandbox *s, const struct latch_addr 
 				have = addr_eq(&h->addr[k], a);
 			for (int p = 0; have && p < (h->ports.n_ports ? h->ports.n_ports : 1); p++) {
 				bool same = h->ports.proto == proto &&
-					    (h->ports.n_ports ? h->ports.ports[p].lo == r->lo && h->ports.ports[p].hi == r->hi
-							      : r->lo == 0 && r->hi == 0xffff);
+					    (h->ports.n_ports ?
+						     h->ports.ports[p].lo == r->lo && h->ports.ports[p].hi == r->hi :
+						     r->lo == 0 && r->hi == 0xffff);
 
 				if (same && g->deadline_ns > d)
 					d = g->deadline_ns;
@@ -378,8 +381,8 @@ static uint64_t range_deadline(const struct sandbox *s, const struct latch_addr 
 }
 
 /* Write one address of host H of grant G into the timed map, range by range. */
-static int put_addr(struct grant *g, const struct grant_host *h, const struct latch_addr *a, bool closing,
-		    char *err, size_t errlen)
+static int put_addr(struct grant *g, const struct grant_host *h, const struct latch_addr *a, bool closing, char *err,
+		    size_t errlen)
 {
 	struct sandbox *s = g->s;
 	uint64_t now = latch_now_boot_ns();
@@ -544,8 +547,8 @@ static void grant_commit(struct grant *g)
 		refused = had || (why && !strcmp(why, "rebinding"));
 		if (refused)
 			snprintf(err, sizeof(err), "%s %s; nothing was opened", h->name,
-				 why && !strcmp(why, "host") ? "resolves to an address of this host"
-							     : "resolves only to non-public addresses (DNS rebinding)");
+				 why && !strcmp(why, "host") ? "resolves to an address of this host" :
+							       "resolves only to non-public addresses (DNS rebinding)");
 		else
 			snprintf(err, sizeof(err), "%s did not resolve (%s); nothing was opened", h->name,
 				 why ? why : "no address");
@@ -683,8 +686,8 @@ void grants_tick(struct sandbox *s, uint64_t now)
 	for (struct grant *g = gs->list, *next; g; g = next) {
 		next = g->next;
 		if (g->state == GRANT_PENDING && now >= g->wait_until_ns) {
-			grant_audit(g, "timeout", "latchd.grant.timeout", json_pack("{s:i}", "waited_s",
-										    (int)s->ld->conf.grant_ask_wait));
+			grant_audit(g, "timeout", "latchd.grant.timeout",
+				    json_pack("{s:i}", "waited_s", (int)s->ld->conf.grant_ask_wait));
 			grant_ask_answer(g, 403, "timeout", "nobody decided in time; the ask is denied");
 			grant_drop(g);
 		} else if (g->state == GRANT_ACTIVE && now >= g->deadline_ns) {

@@ -29,17 +29,17 @@
 #include "broker/http/http_broker.h"
 
 #define GRANT_HOSTS_MAX 8
-#define GRANT_PORTS_MAX 8      /* ports an ask may name */
-#define GRANT_ID_CHARS 16      /* base32: 80 random bits */
-#define GRANT_REASON_MAX 300   /* bytes of the reason */
+#define GRANT_PORTS_MAX 8 /* ports an ask may name */
+#define GRANT_ID_CHARS 16 /* base32: 80 random bits */
+#define GRANT_REASON_MAX 300 /* bytes of the reason */
 #define GRANT_HISTORY_MAX 1001 /* grants_per_hour and grant_asks_per_hour are at most 1000 */
 #define GRANT_HOUR_NS (3600ULL * NS_PER_S)
 
 enum grant_state {
-	GRANT_NEW,	 /* being checked; counts against no cap yet */
-	GRANT_PENDING,	 /* an ask waiting for a person */
+	GRANT_NEW, /* being checked; counts against no cap yet */
+	GRANT_PENDING, /* an ask waiting for a person */
 	GRANT_RESOLVING, /* approved or made: its names are being looked up on the host */
-	GRANT_ACTIVE,	 /* in the kernel until deadline_ns */
+	GRANT_ACTIVE, /* in the kernel until deadline_ns */
 };
 
 struct grant_host {
@@ -47,7 +47,7 @@ struct grant_host {
 	struct latch_entry ports; /* proto and ports; no address */
 	struct latch_addr addr[LATCH_RESOLVER_ADDRS_MAX]; /* given to the kernel (active), or just resolved */
 	int n;
-	uint64_t ttl_ns;   /* the last lookup's TTL runs out: asked again before it (boot clock) */
+	uint64_t ttl_ns; /* the last lookup's TTL runs out: asked again before it (boot clock) */
 	uint64_t retry_ns; /* after a failed refresh, not before */
 	bool in_flight;
 	const char *why; /* the last lookup's failure (a static word), or NULL */
@@ -61,15 +61,15 @@ struct grant {
 	bool asked; /* the sandbox asked; else `latch grant` made it */
 	struct grant_host host[GRANT_HOSTS_MAX];
 	int n_hosts;
-	uint32_t seconds;		   /* asked for, then granted */
+	uint32_t seconds; /* asked for, then granted */
 	char reason[GRANT_REASON_MAX + 1]; /* an ask's: the sandbox's words, never checked; "" none */
-	time_t asked_wall;		   /* when it was asked or made (epoch) */
-	uint64_t wait_until_ns;		   /* pending: denied by timeout then */
-	uint64_t deadline_ns;		   /* active: the kernel's deadline (boot clock) */
+	time_t asked_wall; /* when it was asked or made (epoch) */
+	uint64_t wait_until_ns; /* pending: denied by timeout then */
+	uint64_t deadline_ns; /* active: the kernel's deadline (boot clock) */
 	time_t deadline_wall;
-	int lookups;			/* resolving: answers still to come */
-	struct latch_http_local *http;	/* the sandbox's request waiting for the decision */
-	struct client *client;		/* the `latch grant` or `latch approve` waiting for the outcome */
+	int lookups; /* resolving: answers still to come */
+	struct latch_http_local *http; /* the sandbox's request waiting for the decision */
+	struct client *client; /* the `latch grant` or `latch approve` waiting for the outcome */
 };
 
 /* One sandbox's grants, asks and the last hour's history (the caps). */
@@ -79,10 +79,10 @@ struct grants {
 	int n_asked;
 	uint64_t granted[GRANT_HISTORY_MAX]; /* of grants made or approved */
 	int n_granted;
-	uint64_t refused_minute;     /* start of the minute whose refused asks are counted */
-	unsigned refused_recorded;   /* refused asks written to the audit log this minute */
+	uint64_t refused_minute; /* start of the minute whose refused asks are counted */
+	unsigned refused_recorded; /* refused asks written to the audit log this minute */
 	unsigned refused_unrecorded; /* beyond that: counted, and carried by the next entry */
-	bool dirty;		     /* NAME.grants to be written on the next tick */
+	bool dirty; /* NAME.grants to be written on the next tick */
 };
 
 /* grant.c */

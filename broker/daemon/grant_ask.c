@@ -150,7 +150,8 @@ static int ask_fields(struct sandbox *s, json_t *root, struct grant *g, char *er
 		if (!ok)
 			return latch_errf(err, errlen, -EINVAL,
 					  "unknown field '%.40s': an ask has hosts, ports, seconds and reason, and "
-					  "decides nothing", key);
+					  "decides nothing",
+					  key);
 	}
 	if (ports_of(json_object_get(root, "ports"), &def, err, errlen) ||
 	    grant_hosts_set(g, json_object_get(root, "hosts"), &def, err, errlen))
@@ -185,8 +186,10 @@ void grant_ask_local(void *arg, struct latch_http_local *req, const struct latch
 	json_t *root;
 
 	if (strcmp(rq->path, "/latch/grant")) {
-		snprintf(err, sizeof(err), "no endpoint %.100s; POST /latch/grant asks for a grant, and nothing here "
-			 "decides one", rq->path);
+		snprintf(err, sizeof(err),
+			 "no endpoint %.100s; POST /latch/grant asks for a grant, and nothing here "
+			 "decides one",
+			 rq->path);
 		return refused(s, req, 404, "latchd.grant.ask.path", err, json_pack("{s:s}", "path", rq->path));
 	}
 	if (strcmp(rq->method, "POST"))
@@ -212,7 +215,8 @@ void grant_ask_local(void *arg, struct latch_http_local *req, const struct latch
 		goto drop;
 	}
 	if (grant_cap_ask(s, now, err, sizeof(err))) {
-		refused(s, req, 429, "latchd.grant.ask.cap", err, json_pack("{s:o}", "hosts", raw_hosts(json_object_get(root, "hosts"))));
+		refused(s, req, 429, "latchd.grant.ask.cap", err,
+			json_pack("{s:o}", "hosts", raw_hosts(json_object_get(root, "hosts"))));
 		goto drop;
 	}
 	if (!s->res) {
@@ -225,7 +229,8 @@ void grant_ask_local(void *arg, struct latch_http_local *req, const struct latch
 	g->wait_until_ns = now + (uint64_t)s->ld->conf.grant_ask_wait * NS_PER_S;
 	g->http = req;
 	grant_history_ask(s, now);
-	grant_audit(g, "ask", "latchd.grant.ask", json_pack("{s:i}", "decide_within_s", (int)s->ld->conf.grant_ask_wait));
+	grant_audit(g, "ask", "latchd.grant.ask",
+		    json_pack("{s:i}", "decide_within_s", (int)s->ld->conf.grant_ask_wait));
 	grant_notify(g);
 	return;
 drop:

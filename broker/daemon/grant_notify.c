@@ -57,7 +57,10 @@ static void hosts_text(const struct grant *g, char *buf, size_t len)
 		char ports[160];
 
 		grant_ports_text(&g->host[i].ports, ports, sizeof(ports));
-		n += snprintf(buf + n, len - n, "%s%s:%s", i == 0 ? "" : i == g->n_hosts - 1 ? " and " : ", ",
+		n += snprintf(buf + n, len - n, "%s%s:%s",
+			      i == 0		  ? "" :
+			      i == g->n_hosts - 1 ? " and " :
+						    ", ",
 			      g->host[i].name, ports);
 	}
 }
@@ -65,7 +68,8 @@ static void hosts_text(const struct grant *g, char *buf, size_t len)
 /* The document every notifier gets. */
 static char *ask_document(const struct grant *g)
 {
-	char hosts[GRANT_HOSTS_MAX * 300], msg[GRANT_HOSTS_MAX * 300 + GRANT_REASON_MAX + 512], when[32], says[GRANT_REASON_MAX + 64];
+	char hosts[GRANT_HOSTS_MAX * 300], msg[GRANT_HOSTS_MAX * 300 + GRANT_REASON_MAX + 512], when[32],
+		says[GRANT_REASON_MAX + 64];
 	time_t by = time(NULL) + (time_t)((g->wait_until_ns - latch_now_boot_ns()) / NS_PER_S);
 	json_t *doc = grant_json(g, latch_now_boot_ns()), *text;
 	struct tm tm;
@@ -263,11 +267,11 @@ static void child_done(struct latchd *ld, const struct notify_child *c, int stat
 	char why[96];
 
 	snprintf(why, sizeof(why), "%s",
-		 killed		  ? "killed at its time limit (notify_timeout)"
-		 : ok		  ? "delivered"
-		 : !strcmp(c->what, "url") && code == 2 ? "the server refused the POST"
-		 : code == 127	  ? "could not be run"
-				  : "failed");
+		 killed				      ? "killed at its time limit (notify_timeout)" :
+		 ok				      ? "delivered" :
+		 !strcmp(c->what, "url") && code == 2 ? "the server refused the POST" :
+		 code == 127			      ? "could not be run" :
+							"failed");
 	if (!ok)
 		latchd_log("%s: grant %s: notify_%s %s (exit %d)", c->sandbox, c->id, c->what, why, code);
 	latchd_audit(ld, c->sandbox, "grant", ok ? "notify" : "notify-fail",

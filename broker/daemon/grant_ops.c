@@ -44,8 +44,10 @@ static struct sandbox *sandbox_of(struct latchd *ld, struct client *c, json_t *r
 		return NULL;
 	}
 	if (need_resolver && !s->res) {
-		control_reply_error(c, "%s: no resolver (the sandbox has no resolver address); a grant's names are "
-				    "resolved through it", name);
+		control_reply_error(c,
+				    "%s: no resolver (the sandbox has no resolver address); a grant's names are "
+				    "resolved through it",
+				    name);
 		return NULL;
 	}
 	return s;
@@ -63,9 +65,10 @@ static int seconds_of(struct latchd *ld, json_t *v, uint32_t dflt, uint32_t *out
 		return 0;
 	}
 	if (n < 0 || n > ld->conf.grant_max)
-		return latch_errf(err, errlen, -EINVAL,
-				  "%lld s is over the longest grant (grant_max = %u s in latch.conf); ask for %u s or less",
-				  (long long)n, ld->conf.grant_max, ld->conf.grant_max);
+		return latch_errf(
+			err, errlen, -EINVAL,
+			"%lld s is over the longest grant (grant_max = %u s in latch.conf); ask for %u s or less",
+			(long long)n, ld->conf.grant_max, ld->conf.grant_max);
 	*out = (uint32_t)n;
 	return 0;
 }
@@ -130,8 +133,8 @@ void grant_settled(struct grant *g, const char *error, bool usage)
 		if (error)
 			refuse(g->client, error, usage);
 		else
-			control_reply(g->client, json_pack("{s:b, s:o}", "ok", 1, "grant",
-							   grant_json(g, latch_now_boot_ns())));
+			control_reply(g->client,
+				      json_pack("{s:b, s:o}", "ok", 1, "grant", grant_json(g, latch_now_boot_ns())));
 		g->client = NULL;
 	}
 	if (error)
@@ -168,8 +171,10 @@ static struct grant *grant_of(struct latchd *ld, struct client *c, json_t *req)
 	char err[LATCH_ERR_MAX];
 
 	if (!g) {
-		snprintf(err, sizeof(err), "no ask or grant '%s' (it timed out, expired, or was decided; see `latch "
-			 "grants NAME`)", id ? id : "");
+		snprintf(err, sizeof(err),
+			 "no ask or grant '%s' (it timed out, expired, or was decided; see `latch "
+			 "grants NAME`)",
+			 id ? id : "");
 		refuse(c, err, true);
 	}
 	return g;

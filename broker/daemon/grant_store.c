@@ -23,7 +23,10 @@
 
 static const char *state_name(enum grant_state st)
 {
-	return st == GRANT_NEW ? "new" : st == GRANT_PENDING ? "pending" : st == GRANT_RESOLVING ? "resolving" : "active";
+	return st == GRANT_NEW	     ? "new" :
+	       st == GRANT_PENDING   ? "pending" :
+	       st == GRANT_RESOLVING ? "resolving" :
+				       "active";
 }
 
 void grant_ports_text(const struct latch_entry *ports, char *buf, size_t len)
@@ -36,8 +39,8 @@ void grant_ports_text(const struct latch_entry *ports, char *buf, size_t len)
 	for (int i = 0; i < ports->n_ports && n < len; i++) {
 		const struct latch_port_range *r = &ports->ports[i];
 
-		n += r->lo == r->hi ? snprintf(buf + n, len - n, "%s%u", i ? "," : "", r->lo)
-				    : snprintf(buf + n, len - n, "%s%u-%u", i ? "," : "", r->lo, r->hi);
+		n += r->lo == r->hi ? snprintf(buf + n, len - n, "%s%u", i ? "," : "", r->lo) :
+				      snprintf(buf + n, len - n, "%s%u-%u", i ? "," : "", r->lo, r->hi);
 	}
 	if (n < len && (ports->proto == LATCH_PROTO_TCP || ports->proto == LATCH_PROTO_UDP))
 		snprintf(buf + n, len - n, "/%s", ports->proto == LATCH_PROTO_TCP ? "tcp" : "udp");
@@ -138,8 +141,8 @@ static json_t *stored_json(const struct grant *g)
 			json_array_append_new(ports, json_pack("[i, i]", h->ports.ports[p].lo, h->ports.ports[p].hi));
 		for (int k = 0; k < h->n; k++)
 			json_array_append_new(addrs, latchd_addr_json(&h->addr[k]));
-		json_array_append_new(hosts, json_pack("{s:s, s:i, s:o, s:o}", "name", h->name, "proto",
-						       h->ports.proto, "ports", ports, "addresses", addrs));
+		json_array_append_new(hosts, json_pack("{s:s, s:i, s:o, s:o}", "name", h->name, "proto", h->ports.proto,
+						       "ports", ports, "addresses", addrs));
 	}
 	return json_pack("{s:s, s:b, s:i, s:s, s:I, s:I, s:I, s:o}", "id", g->id, "asked", g->asked, "seconds",
 			 (int)g->seconds, "reason", g->reason, "asked_at", (json_int_t)g->asked_wall, "deadline_ns",
@@ -243,7 +246,8 @@ void grants_open(struct sandbox *s)
 	if (!strcmp(json_string_value(json_object_get(doc, "boot")) ?: "", id)) {
 		times_load(json_object_get(doc, "asked"), s->grants->asked, &s->grants->n_asked, now);
 		times_load(json_object_get(doc, "granted"), s->grants->granted, &s->grants->n_granted, now);
-		json_array_foreach(json_object_get(doc, "grants"), i, o) grant_load(s, o, now);
+		json_array_foreach(json_object_get(doc, "grants"), i, o)
+			grant_load(s, o, now);
 	}
 	json_decref(doc);
 	s->grants->dirty = false;

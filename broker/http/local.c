@@ -22,9 +22,9 @@ struct latch_http_local {
 	struct hb_gconn *g;
 	struct evbuffer *body;
 	size_t max;
-	bool over;	/* more body than max arrived */
+	bool over; /* more body than max arrived */
 	bool delivered; /* local() has it: the owner holds this handle */
-	bool in_call;	/* inside local(): an answer now is sent, and resumed by hb_local_body_done() */
+	bool in_call; /* inside local(): an answer now is sent, and resumed by hb_local_body_done() */
 	bool answered;
 };
 
@@ -45,8 +45,10 @@ bool hb_local_start(struct hb_gconn *g)
 	if (!sb->o.local)
 		return hb_refuse(g, HB_LOCAL_NONE, "latch: this listener has no local endpoints");
 	if (hd->content_length > (int64_t)max)
-		return hb_refuse(g, HB_LOCAL_BODY, "latch: the request body is larger than this endpoint takes (%zu "
-				 "bytes); send a smaller one", max);
+		return hb_refuse(g, HB_LOCAL_BODY,
+				 "latch: the request body is larger than this endpoint takes (%zu "
+				 "bytes); send a smaller one",
+				 max);
 	l = calloc(1, sizeof(*l));
 	if (!l || !(l->body = evbuffer_new())) {
 		free(l);

@@ -38,11 +38,12 @@
 
 static int usage(FILE *f, int code)
 {
-	fprintf(f, "usage: latch-ask [--for DUR] [--port N]... [--reason TEXT] [--url URL] [--json] HOST[:PORTS]...\n"
-		   "  Ask the host to open HOSTs (names, never addresses) for a while; a person approves or\n"
-		   "  denies it outside the sandbox. DUR: 60, 90s, 5m (the host caps it). Ports default to 443.\n"
-		   "  The URL defaults to $LATCH_ASK_URL, else http://GATEWAY:%d/latch/grant.\n"
-		   "  Exit 0 approved, 1 denied/timed out/refused, 2 usage, 3 the host could not be asked.\n",
+	fprintf(f,
+		"usage: latch-ask [--for DUR] [--port N]... [--reason TEXT] [--url URL] [--json] HOST[:PORTS]...\n"
+		"  Ask the host to open HOSTs (names, never addresses) for a while; a person approves or\n"
+		"  denies it outside the sandbox. DUR: 60, 90s, 5m (the host caps it). Ports default to 443.\n"
+		"  The URL defaults to $LATCH_ASK_URL, else http://GATEWAY:%d/latch/grant.\n"
+		"  Exit 0 approved, 1 denied/timed out/refused, 2 usage, 3 the host could not be asked.\n",
 		ASK_PORT);
 	return code;
 }
@@ -170,8 +171,10 @@ static int post(const char *url, const char *body, long wait_s, char **out)
 		close(fd);
 		return -ENOMEM;
 	}
-	fprintf(f, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
-		   "Connection: close\r\n\r\n%s", path, host, strlen(body), body);
+	fprintf(f,
+		"POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+		"Connection: close\r\n\r\n%s",
+		path, host, strlen(body), body);
 	fflush(f);
 	while (have < ANSWER_MAX) {
 		size_t n = fread(buf + have, 1, ANSWER_MAX - have, f);
@@ -196,7 +199,8 @@ static void print_answer(json_t *a)
 	size_t i, k;
 
 	if (strcmp(decision, "approved")) {
-		printf("%s: %s\n", decision, json_string_value(json_object_get(a, "message")) ?: "latch: no reason given");
+		printf("%s: %s\n", decision,
+		       json_string_value(json_object_get(a, "message")) ?: "latch: no reason given");
 		return;
 	}
 	printf("approved:");
