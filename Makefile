@@ -63,14 +63,14 @@ SRCS_cli := $(wildcard cli/*.c)
 
 # The Debian packages each module builds against (pkg-config names).
 PKGS_loader := libbpf libelf zlib libnl-3.0 libnl-route-3.0
-PKGS_audit := sqlite3 libcrypto jansson
+PKGS_audit := sqlite3 libcrypto jansson libsystemd
 # kit/: libcyaml for the schema, libyaml (which it is built on) for env and the unknown-field warning
 PKGS_kit := libcyaml yaml-0.1
 PKGS_vm := libnl-3.0 libnl-route-3.0 libnftables libarchive jansson libseccomp libcap
 PKGS_room := libseccomp libcap jansson
 PKGS_broker := jansson
 PKGS_budget := sqlite3 jansson zlib
-PKGS_daemon := ldns libevent libevent_openssl openssl jansson libcurl
+PKGS_daemon := ldns libevent libevent_openssl openssl jansson libnl-3.0 libnl-route-3.0 libcurl
 PKGS_cli := jansson libcap
 # libvirt: headers only; vm/libvirt.c loads libvirt.so.0 with dlopen when a
 # command first needs libvirtd (linked in, it costs every command ~25 ms)
@@ -182,9 +182,12 @@ $(BUILD)/lib%.a:
 	$(Q)rm -f $@ # ar never drops a member: a stale object would linger
 	$(Q)$(AR) rcs $@ $^
 
-$(BUILD)/latch: $(call objs_of,$(SRCS_cli)) $(call archives_of,$(call closure,cli))
+# latch loads its heaviest libraries only when a command first calls them (scripts/lazy.mk)
+include scripts/lazy.mk
+$(BUILD)/latch: $(LATCH_OBJS) $(LATCH_ARCHIVES) $(LATCH_LAZY_OBJS)
 	$(call msg,LINK,$@)
-	$(Q)$(CC) $(CFLAGS) -o $@ $(call objs_of,$(SRCS_cli)) $(call link_with,cli)
+	$(Q)$(CC) $(CFLAGS) -o $@ $(LATCH_LINK)
+	$(call latch_lazy_check,$@)
 
 $(BUILD)/latchd: $(call objs_of,$(LATCHD_MAIN)) $(call archives_of,$(call closure,daemon))
 	$(call msg,LINK,$@)

@@ -69,7 +69,7 @@ static const struct latch_cmd cmds[] = {
 	  "check a kit file as latch up would load it, and say what it would give a sandbox; starts nothing" },
 	{ "doctor", cmd_doctor, "doctor", "check this host, with a fix for each failure" },
 	{ "run", cmd_run,
-	  "run [--profile P] [--workspace DIR[:rw]] [--apply] [--timeout DUR] [--output-limit N]\n"
+	  "run [--kit K] [--profile P] [--workspace DIR[:rw]] [--apply] [--timeout DUR] [--output-limit N]\n"
 	  "           [--memory M] [--cpus C] [--pids N] [--user root|NAME|UID[:GID]] [--env NAME=VALUE]...\n"
 	  "           [--resolver ADDR] -- CMD...\n"
 	  "       run --check | --sweep",

@@ -23,6 +23,7 @@
 
 #include "broker/broker.h"
 #include "broker/daemon/daemon.h"
+#include "broker/daemon/room.h"
 
 #define REQUEST_MAX 65536
 
@@ -40,6 +41,7 @@ static void client_free(struct client *c)
 			*pp = c->next;
 			break;
 		}
+	rooms_client_gone(c->ld, c);
 	/* a switch still running for this client must not answer into freed memory */
 	for (struct sandbox *s = c->ld->sandboxes; s; s = s->next)
 		if (s->sw && s->sw->client == c)
@@ -80,6 +82,11 @@ void control_reply_error(struct client *c, const char *fmt, ...)
 void control_wait(struct client *c)
 {
 	c->waiting = true;
+}
+
+struct latchd *client_latchd(const struct client *c)
+{
+	return c->ld;
 }
 
 /* A refusal the caller can fix ("usage": true) or not. */
@@ -163,9 +170,14 @@ static void handle(struct client *c, json_t *req)
 	if (!strcmp(op, "switch"))
 		return op_switch(c, json_string_value(json_object_get(req, "sandbox")),
 				 json_string_value(json_object_get(req, "profile")));
+	if (!strncmp(op, "room_", 5))
+		return room_op(c, op, req);
 	if (grant_op(c->ld, c, op, req))
 		return;
-	control_reply_error(c, "unknown op '%s'; known: ping, rescan, reload, switch, grant, grants, approve, deny", op);
+	control_reply_error(c,
+			    "unknown op '%s'; known: ping, rescan, reload, switch, room_open, room_ready, room_done, "
+			    "grant, grants, approve, deny",
+			    op);
 }
 
 /* ---- the socket ---- */

@@ -547,11 +547,15 @@ static void grant_commit(struct grant *g)
 		refused = had || (why && !strcmp(why, "rebinding"));
 		if (refused)
 			snprintf(err, sizeof(err), "%s %s; nothing was opened", h->name,
-				 why && !strcmp(why, "host") ? "resolves to an address of this host" :
-							       "resolves only to non-public addresses (DNS rebinding)");
+				 !strcmp(why, "host")	     ? "resolves to an address of this host" :
+				 !strcmp(why, "rebinding") ? "resolves only to non-public addresses or this host's own "
+							     "(DNS rebinding)" :
+							     "resolves only to non-public addresses (DNS rebinding)");
+		else if (why)
+			snprintf(err, sizeof(err), "%s did not resolve (%s); nothing was opened", h->name, why);
 		else
-			snprintf(err, sizeof(err), "%s did not resolve (%s); nothing was opened", h->name,
-				 why ? why : "no address");
+			snprintf(err, sizeof(err), "%s resolves only to addresses a CIDR entry already allows; nothing "
+				 "was opened", h->name);
 	}
 	free(l);
 	if (err[0])
@@ -601,52 +605,59 @@ bool grant_name_allowed(const struct sandbox *s, const char *name)
 }
 
 /* New usable addresses of a granted name join the host's list and the kernel, with the grant's deadline. */
-static void host_add_addrs(struct grant *g, struct grant_host *h, const struct latch_addr *addrs, int n)
+static int host_add_addrs(struct grant *g, struct grant_host *h, const struct latch_addr *addrs, int n)
 {
 	struct local_addrs *l = NULL;
 	char err[LATCH_ERR_MAX];
-	int lock = -1;
+	int lock = -1, rc = 0;
 
-	for (int i = 0; i < n && h->n < LATCH_RESOLVER_ADDRS_MAX; i++) {
+	for (int i = 0; i < n && h->n < LATCH_RESOLVER_ADDRS_MAX && !rc; i++) {
 		bool have = false;
 
 		for (int k = 0; k < h->n && !have; k++)
 			have = addr_eq(&h->addr[k], &addrs[i]);
 		if (have)
 			continue;
-		if (!l && !(l = calloc(1, sizeof(*l))))
+		if (!l && !(l = calloc(1, sizeof(*l)))) {
+			rc = -ENOMEM;
 			break;
+		}
 		if (l->n == 0)
 			local_addrs(g->s, l);
 		if (addr_unusable(&addrs[i], l))
 			continue;
-		if (lock < 0 && (lock = latch_policy_lock_wait(g->s->name, GRANT_LOCK_WAIT_MS, err, sizeof(err))) < 0)
-			break;
-		h->addr[h->n++] = addrs[i];
-		if (put_addr(g, h, &addrs[i], false, err, sizeof(err))) {
-			h->n--;
-			latchd_log("%s: grant %s: %s: %s", g->s->name, g->id, h->name, err);
+		if (lock < 0 && (lock = latch_policy_lock_wait(g->s->name, GRANT_LOCK_WAIT_MS, err, sizeof(err))) < 0) {
+			rc = lock;
+		} else {
+			h->addr[h->n++] = addrs[i]; /* range_deadline() finds it here */
+			rc = put_addr(g, h, &addrs[i], false, err, sizeof(err));
+			if (rc)
+				h->n--;
+			else
+				g->s->grants->dirty = true;
 		}
-		g->s->grants->dirty = true;
+		if (rc)
+			latchd_log("%s: grant %s: %s: %s", g->s->name, g->id, h->name, err);
 	}
 	if (lock >= 0)
 		latch_policy_unlock(lock);
-	else if (lock != -1)
-		latchd_log("%s: grant %s: %s: %s", g->s->name, g->id, h->name, err);
 	free(l);
+	return rc;
 }
 
-void grant_answered(struct sandbox *s, const char *qname, const struct latch_addr *addrs, int n)
+int grant_answered(struct sandbox *s, const char *qname, const struct latch_addr *addrs, int n)
 {
 	uint64_t now = latch_now_boot_ns();
+	int rc = 0;
 
 	for (struct grant *g = s->grants ? s->grants->list : NULL; g; g = g->next) {
 		if (!host_open(g, qname, now))
 			continue;
 		for (int i = 0; i < g->n_hosts; i++)
-			if (!strcmp(g->host[i].name, qname))
-				host_add_addrs(g, &g->host[i], addrs, n);
+			if (!strcmp(g->host[i].name, qname) && host_add_addrs(g, &g->host[i], addrs, n))
+				rc = -EAGAIN; /* the resolver reports this answer again on its next hit */
 	}
+	return rc;
 }
 
 static void refresh_done(struct grant *g, struct grant_host *h, const struct latch_addr *addrs, int n, uint32_t ttl)

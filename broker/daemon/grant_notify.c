@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "broker/daemon/grant.h"
+#include "broker/daemon/room.h" /* confine_lookup() */
 
 #define NOTIFY_BODY "the sandbox's own words, unchecked: approve the destination if you expected it, not the sentence"
 
@@ -112,7 +113,21 @@ static void child_setup(int in)
 	signal(SIGCHLD, SIG_DFL);
 }
 
-static void child_add(struct latchd *ld, pid_t pid, const struct grant *g, const char *what, uint64_t bound_s)
+/* Whom a notifier child speaks of: the ask may be decided (and gone) before the child ends. */
+struct notice {
+	struct latchd *ld;
+	char sandbox[LATCH_NAME_MAX + 1];
+	char id[GRANT_ID_CHARS + 1];
+};
+
+static void notice_of(const struct grant *g, struct notice *n)
+{
+	n->ld = g->s->ld;
+	snprintf(n->sandbox, sizeof(n->sandbox), "%s", g->s->name);
+	snprintf(n->id, sizeof(n->id), "%s", g->id);
+}
+
+static void child_add(const struct notice *n, pid_t pid, const char *what, uint64_t bound_s)
 {
 	struct notify_child *c = calloc(1, sizeof(*c));
 
@@ -122,23 +137,24 @@ static void child_add(struct latchd *ld, pid_t pid, const struct grant *g, const
 	}
 	c->pid = pid;
 	c->kill_at_ns = latch_now_boot_ns() + bound_s * NS_PER_S;
-	snprintf(c->sandbox, sizeof(c->sandbox), "%s", g->s->name);
-	snprintf(c->id, sizeof(c->id), "%s", g->id);
+	snprintf(c->sandbox, sizeof(c->sandbox), "%s", n->sandbox);
+	snprintf(c->id, sizeof(c->id), "%s", n->id);
 	c->what = what;
-	c->next = ld->notifier->children;
-	ld->notifier->children = c;
+	c->next = n->ld->notifier->children;
+	n->ld->notifier->children = c;
 }
 
-static void notify_failed(const struct grant *g, const char *what, const char *why)
+static void notify_failed(const struct notice *n, const char *what, const char *why)
 {
-	latchd_log("%s: grant %s: notify_%s: %s", g->s->name, g->id, what, why);
-	latchd_audit(g->s->ld, g->s->name, "grant", "notify-fail",
+	latchd_log("%s: grant %s: notify_%s: %s", n->sandbox, n->id, what, why);
+	latchd_audit(n->ld, n->sandbox, "grant", "notify-fail",
 		     !strcmp(what, "url") ? "latchd.grant.notify.url" : "latchd.grant.notify.command",
-		     json_pack("{s:s, s:s}", "id", g->id, "error", why));
+		     json_pack("{s:s, s:s}", "id", n->id, "error", why));
 }
 
-static void spawn_command(struct latchd *ld, const struct grant *g, const char *doc)
+static void spawn_command(const struct notice *n, const char *doc)
 {
+	struct latchd *ld = n->ld;
 	const char *path = ld->conf.notify_command;
 	char err[LATCH_ERR_MAX];
 	struct stat st;
@@ -147,16 +163,16 @@ static void spawn_command(struct latchd *ld, const struct grant *g, const char *
 
 	/* it runs as root with every ask: root's file, writable by nobody else, like latch.conf */
 	if (lstat(path, &st))
-		return notify_failed(g, "command", strerror(errno));
+		return notify_failed(n, "command", strerror(errno));
 	if (latch_file_check(path, &st, LATCH_FILE_CONFIG, err, sizeof(err)))
-		return notify_failed(g, "command", err);
+		return notify_failed(n, "command", err);
 	if (!(st.st_mode & S_IXUSR))
-		return notify_failed(g, "command", "not executable; chmod 0755 it");
+		return notify_failed(n, "command", "not executable; chmod 0755 it");
 	in = memfd_create("latch-ask", MFD_CLOEXEC);
 	if (in < 0 || write(in, doc, strlen(doc)) != (ssize_t)strlen(doc) || lseek(in, 0, SEEK_SET)) {
 		if (in >= 0)
 			close(in);
-		return notify_failed(g, "command", "cannot stage the ask for its stdin");
+		return notify_failed(n, "command", "cannot stage the ask for its stdin");
 	}
 	pid = fork();
 	if (pid == 0) {
@@ -170,8 +186,8 @@ static void spawn_command(struct latchd *ld, const struct grant *g, const char *
 	}
 	close(in);
 	if (pid < 0)
-		return notify_failed(g, "command", strerror(errno));
-	child_add(ld, pid, g, "command", ld->conf.notify_timeout);
+		return notify_failed(n, "command", strerror(errno));
+	child_add(n, pid, "command", ld->conf.notify_timeout);
 }
 
 static size_t discard(char *p, size_t size, size_t n, void *arg)
@@ -179,8 +195,12 @@ static size_t discard(char *p, size_t size, size_t n, void *arg)
 	return size * n; /* the webhook's answer decides nothing and is not kept */
 }
 
-/* One POST: 0 on a 2xx, 2 when the server refused it (4xx but 408/429: no retry), else 1. */
-static int post_once(const char *url, const char *doc, long timeout_s)
+/*
+ * One POST: 0 on a 2xx, 2 when the server refused it (4xx but 408/429: no
+ * retry), else 1.  RESOLVE pins the URL's host to what latchd looked up and
+ * its confinement admits, so the child asks no resolver of its own.
+ */
+static int post_once(const char *url, struct curl_slist *resolve, const char *doc, long timeout_s)
 {
 	struct curl_slist *hdr = curl_slist_append(NULL, "Content-Type: application/json");
 	CURL *c = curl_easy_init();
@@ -194,6 +214,7 @@ static int post_once(const char *url, const char *doc, long timeout_s)
 		return 1;
 	}
 	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_RESOLVE, resolve);
 	curl_easy_setopt(c, CURLOPT_POSTFIELDS, doc);
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
 	curl_easy_setopt(c, CURLOPT_USERAGENT, "latchd");
@@ -212,22 +233,53 @@ static int post_once(const char *url, const char *doc, long timeout_s)
 	return rc == CURLE_OK && code >= 400 && code < 500 && code != 408 && code != 429 ? 2 : 1;
 }
 
-static void spawn_post(struct latchd *ld, const struct grant *g, const char *doc)
+/* A POST of one ask, waiting for the lookup of the URL's host. */
+struct post {
+	struct notice n;
+	char host[256]; /* the URL's host, IPv6 without brackets */
+	long port;
+	char *doc;
+};
+
+static void post_free(struct post *p)
 {
-	unsigned tries = ld->conf.notify_retries + 1, waits = 0;
+	free(p->doc);
+	free(p);
+}
+
+/* "HOST:PORT:ADDR,ADDR" for CURLOPT_RESOLVE (IPv6 in brackets); NULL when there is none. */
+static struct curl_slist *resolve_list(const struct post *p, const struct latch_addr *addrs, int n)
+{
+	char line[2048], a[INET6_ADDRSTRLEN];
+	size_t len = snprintf(line, sizeof(line), "%s:%ld:", p->host, p->port);
+
+	for (int i = 0; i < n && len < sizeof(line); i++) {
+		latch_addr_format(&addrs[i], a, sizeof(a));
+		len += snprintf(line + len, sizeof(line) - len, addrs[i].family == AF_INET6 ? "%s[%s]" : "%s%s",
+				i ? "," : "", a);
+	}
+	return n > 0 && len < sizeof(line) ? curl_slist_append(NULL, line) : NULL;
+}
+
+static void spawn_post(struct post *p, const struct latch_addr *addrs, int n)
+{
+	const struct latch_conf *cf = &p->n.ld->conf;
+	unsigned tries = cf->notify_retries + 1, waits = 0;
 	pid_t pid;
 
 	for (unsigned t = 1; t < tries; t++)
 		waits += 1u << (t - 1); /* 1 s, 2 s, 4 s... between tries */
 	pid = fork();
 	if (pid == 0) {
+		struct curl_slist *resolve;
 		int rc = 1;
 
 		child_setup(-1);
 		if (curl_global_init(CURL_GLOBAL_DEFAULT))
 			_exit(1);
+		resolve = resolve_list(p, addrs, n);
 		for (unsigned t = 0; t < tries; t++) {
-			rc = post_once(ld->conf.notify_url, doc, ld->conf.notify_timeout);
+			rc = post_once(cf->notify_url, resolve, p->doc, cf->notify_timeout);
 			if (rc != 1)
 				break;
 			if (t + 1 < tries)
@@ -236,14 +288,68 @@ static void spawn_post(struct latchd *ld, const struct grant *g, const char *doc
 		_exit(rc);
 	}
 	if (pid < 0)
-		return notify_failed(g, "url", strerror(errno));
+		return notify_failed(&p->n, "url", strerror(errno));
 	/* two timeouts a try (connect, then transfer) plus the waits, and a second of slack */
-	child_add(ld, pid, g, "url", (uint64_t)tries * 2 * ld->conf.notify_timeout + waits + 1);
+	child_add(&p->n, pid, "url", (uint64_t)tries * 2 * cf->notify_timeout + waits + 1);
+}
+
+static void post_resolved(void *arg, const char *name, const struct latch_addr *addrs, int n, uint32_t ttl,
+			  const char *why)
+{
+	struct post *p = arg;
+
+	if (n > 0)
+		spawn_post(p, addrs, n);
+	else
+		notify_failed(&p->n, "url", why ? why : "the webhook's host has no address");
+	post_free(p);
+}
+
+/*
+ * latchd is confined (confine.c): the webhook's address is looked up and
+ * admitted through confine_lookup() first, like a broker upstream's; a
+ * public name or an address literal of the URL only.  Unconfined, libcurl
+ * resolves it in the child.
+ */
+static void notify_url(const struct notice *n, const char *doc)
+{
+	struct post *p = calloc(1, sizeof(*p));
+	CURLU *u = curl_url();
+	char *host = NULL, *port = NULL;
+	struct latch_entry ports = { .proto = LATCH_PROTO_TCP, .n_ports = 1 };
+	int rc;
+
+	if (!p || !u || !(p->doc = strdup(doc)) || curl_url_set(u, CURLUPART_URL, n->ld->conf.notify_url, 0) ||
+	    curl_url_get(u, CURLUPART_HOST, &host, 0) || curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT)) {
+		notify_failed(n, "url", "cannot read notify_url");
+		goto out;
+	}
+	p->n = *n;
+	snprintf(p->host, sizeof(p->host), "%.*s", host[0] == '[' ? (int)strlen(host) - 2 : (int)strlen(host),
+		 host[0] == '[' ? host + 1 : host);
+	p->port = strtol(port, NULL, 10);
+	ports.ports[0].lo = ports.ports[0].hi = (uint16_t)p->port;
+	rc = confine_lookup(n->ld, n->sandbox, p->host, &ports, post_resolved, p);
+	if (rc == -ENOTCONN) { /* unconfined: nothing to admit */
+		spawn_post(p, NULL, 0);
+		post_free(p);
+	} else if (rc) {
+		notify_failed(n, "url", strerror(-rc));
+		post_free(p);
+	}
+	p = NULL;
+out:
+	if (p)
+		post_free(p);
+	curl_free(host);
+	curl_free(port);
+	curl_url_cleanup(u);
 }
 
 void grant_notify(struct grant *g)
 {
 	struct latchd *ld = g->s->ld;
+	struct notice n;
 	char *doc;
 
 	if (!ld->conf.notify_command[0] && !ld->conf.notify_url[0])
@@ -253,10 +359,11 @@ void grant_notify(struct grant *g)
 	doc = ask_document(g);
 	if (!doc)
 		return;
+	notice_of(g, &n);
 	if (ld->conf.notify_command[0])
-		spawn_command(ld, g, doc);
+		spawn_command(&n, doc);
 	if (ld->conf.notify_url[0])
-		spawn_post(ld, g, doc);
+		notify_url(&n, doc);
 	free(doc);
 }
 
