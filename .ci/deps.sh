@@ -11,7 +11,7 @@ PKGS=(
 	libcriterion-dev libsqlite3-dev libssl-dev libldns-dev libevent-dev libcyaml-dev libyaml-dev libhttp-parser-dev libsystemd-dev
 	libseccomp-dev libfuzzer-14-dev libcurl4-openssl-dev
 	# run and test
-	iproute2 nftables iperf3 jq socat ncat python3 dnsmasq-base knot-dnsutils dnsperf sqlite3
+	iproute2 nftables iperf3 jq socat ncat python3 dnsmasq-base knot-dnsutils dnsperf sqlite3 ethtool
 	systemd bsdutils # live_audit.sh: a journald of its own, journalctl, logger --journald
 	libvirt-daemon-system qemu-system-x86 util-linux procps
 	# the broker's tests and benchmark (fake upstreams, git over HTTP, nginx as the reference)

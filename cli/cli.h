@@ -65,6 +65,7 @@ struct latch_kit *latch_kit_open_cli(const char *name, char *err, size_t errlen)
 int cmd_run(int argc, char **argv); /* cmd_run.c */
 /* latchd's confinement read back from the kernel: a line, level 0 ok, 1 not running, 2 not confined (cmd_run.c). */
 json_t *latch_confinement_report(char *line, size_t len, int *level);
+int cmd_verify(int argc, char **argv);
 /* cmd_grant.c: grants through latchd (docs/grants.md) */
 int cmd_grant(int argc, char **argv);
 int cmd_grants(int argc, char **argv);

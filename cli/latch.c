@@ -76,6 +76,9 @@ static const struct latch_cmd cmds[] = {
 	  "run one command in a room: no network but the profile's, read-only root and workspace, no environment, "
 	  "no capabilities, a seccomp filter, limits, a deadline (5 s) and an output cap (16 KiB); exits with the "
 	  "command's status, 124 at the deadline, 125 when latch failed, 126/127 when CMD could not run" },
+	{ "verify", cmd_verify, "verify NAME [--offline]",
+	  "attack the live boundary from inside the guest (--offline: through the pinned program), each attack "
+	  "beside a control; exit 0 only when every attack was stopped" },
 	{ "audit", cmd_audit, "audit [NAME] [--since 15m|2h|@EPOCH|2026-11-30[T12:00]] [--kind K]\n"
 			      "       audit verify",
 	  "the audit log, oldest first; verify walks its hash chain and names the first broken entry" },
