@@ -199,6 +199,22 @@ sleep 1.2 # latchd's tick notes the expiry
 check_eq "  the expiry is audited" "$(audit_n expire latchd.grant.expire)" 1
 check_eq "  and latch grants lists nothing" "$(latch --json grants "$LTS_NAME" | jq '.grants | length')" 0
 
+# --- latch deny on an active grant closes it now, the established stream too
+out=$(latch --json grant "$LTS_NAME" docs.example:"$SPORT" --for 10)
+gid=$(jq -r .id <<<"$out")
+in_g "$LTS_PY" "$LTS_NET" stream "$SRV_A" "$SPORT" --duration 3 >/dev/null 2>&1 &
+sa=$!
+LTS_PIDS+=("$sa")
+sleep 1
+t_deny=$(uptime_s)
+check "latch deny closes an active grant" latch deny "$gid"
+wait "$sa"
+last=$(awk -v a="$SRV_A" '$2 == a { t = $1 } END { print t + 0 }' "$T/recv.log")
+check_cmp "  its established stream stopped within 1 s of the deny" "$(awk "BEGIN{print ($last < $t_deny + 1)}")" -eq 1
+check_cmp "  and had flowed until then" "$(awk "BEGIN{print ($last > $t_deny - 0.5)}")" -eq 1
+check_not "  a new connection is denied" tcp_ok "$SRV_A" "$SPORT"
+check_cmp "  the close is audited" "$(audit_n close latchd.grant.close)" -eq 1
+
 # ======================================================================== asking from the sandbox
 # ask ARGS...: latch-ask in G against the sandbox's broker listener; its output
 ask() { in_g "$ASK_BIN" --url "$ASK_URL" "$@"; }
@@ -363,8 +379,8 @@ wait "$p1" "$p2"
 # per hour: asks so far: 1 approved, 1 denied, 1 timed out, 1 private, 1 forged-at, 2 pending = 7 = the cap
 r=$(gpost '{"hosts":["files.example"]}')
 check "the 8th ask of the hour is refused (429) naming grant_asks_per_hour" grep -q 'grant_asks_per_hour.* 429$' <<<"$r"
-# grants per hour: 2 so far (the host's and the approved ask); four more reach grants_per_hour = 6
-for i in 1 2 3 4; do latch grant "$LTS_NAME" files.example --for 1 >/dev/null || fail "grant $i" "refused early"; done
+# grants per hour: 3 so far (two of the host's and the approved ask); three more reach grants_per_hour = 6
+for i in 1 2 3; do latch grant "$LTS_NAME" files.example --for 1 >/dev/null || fail "grant $i" "refused early"; done
 out=$(latch grant "$LTS_NAME" files.example --for 1 2>&1)
 check_eq "the 7th grant of the hour is refused (usage)" "$?" 2
 check "  in one line naming grants_per_hour" grep -q "^latch: .*grants_per_hour" <<<"$out"
