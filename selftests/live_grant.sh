@@ -50,7 +50,7 @@ FILES=203.0.113.40 # files.example
 in_i ip addr add "$FILES/32" dev lo
 lts_bg "$LTS_I" "$T/dnsmasq.out" dnsmasq --no-daemon --no-resolv --no-hosts --user=root --group=root \
 	--listen-address="$SRV_DNS" --bind-interfaces --port=53 --local-ttl=2 --log-queries --log-facility="$T/dns.log" \
-	--host-record="docs.example,$SRV_A" --host-record="files.example,$FILES" \
+	--host-record="docs.example,$SRV_A,$SRV6_A" --host-record="files.example,$FILES" \
 	--host-record="private.example,10.0.0.5" --host-record="meta.example,169.254.169.254" \
 	--host-record="hostaddr.example,$HOST4" --host-record="mixed.example,$SRV_B,10.0.0.7"
 in_h ip route add 203.0.113.0/24 via 198.51.100.254 dev hi0 # latchd's own lookups
@@ -177,11 +177,13 @@ check_not "  and the private address stays closed" tcp_ok 10.0.0.5 443
 # --- a grant opens exactly the names' addresses on exactly its ports
 out=$(latch --json grant "$LTS_NAME" docs.example:"$SPORT" --for 3 --reason "read the docs")
 check_eq "latch grant docs.example:$SPORT --for 3" "$?" 0
-check_eq "  resolved on the host to $SRV_A" "$(jq -r '.hosts[0].addresses | join(" ")' <<<"$out")" "$SRV_A"
+check_eq "  resolved on the host to $SRV_A and $SRV6_A" "$(jq -r '.hosts[0].addresses | sort | join(" ")' <<<"$out")" \
+	"$SRV6_A $SRV_A"
 check "docs.example's address opens on the granted port" tcp_ok "$SRV_A" "$SPORT"
+check "  its IPv6 address too" tcp_ok "$SRV6_A" "$SPORT"
 check_not "  another port of it stays closed" tcp_ok "$SRV_A" 7000
 check_not "  a control address on the same server stays closed" tcp_ok "$SRV_B" "$SPORT"
-check_eq "the kernel holds it as a GRANT entry" "$(kernel_grants)" "$SRV_A:$SPORT"
+check_eq "the kernel holds them as GRANT entries" "$(kernel_grants)" "$SRV_A:$SPORT [$SRV6_A]:$SPORT"
 r=$(q docs.example)
 check "the guest's resolver answers the granted name" grep -q "NOERROR $SRV_A" <<<"$r"
 check_eq "  and still refuses the others" "$(q files.example)" "REFUSED "
@@ -189,11 +191,12 @@ g=$(latch --json grants "$LTS_NAME")
 check_eq "latch grants: one active grant, by the host" "$(jq -r '[.grants[] | .state + "/" + .by] | join(" ")' <<<"$g")" \
 	"active/host"
 check "latch grants reads its address back from the kernel" \
-	jq -e --arg e "$SRV_A:$SPORT" '.grants[0].hosts[0].kernel[0].entry == $e and .grants[0].hosts[0].kernel[0].seconds_left <= 3' \
+	jq -e --arg e "$SRV_A:$SPORT" '[.grants[0].hosts[0].kernel[] | select(.entry == $e and .seconds_left <= 3)] | length == 1' \
 	<<<"$g"
 check_cmp "the grant is audited" "$(audit_n grant latchd.grant.grant)" -eq 1
 sleep 3.3
 check_not "after the deadline the address is closed" tcp_ok "$SRV_A" "$SPORT"
+check_not "  the IPv6 one too" tcp_ok "$SRV6_A" "$SPORT"
 check_eq "  and the name is refused again" "$(q docs.example)" "REFUSED "
 sleep 1.2 # latchd's tick notes the expiry
 check_eq "  the expiry is audited" "$(audit_n expire latchd.grant.expire)" 1
