@@ -42,7 +42,9 @@ ROOT=$T/root
 LATCHD_PID=
 PORT=8119          # the broker's port on the sandbox's host address
 SPORT=7100         # the stream server's port in I
-HOOK_PORT=18$((RANDOM % 900 + 100)) # the webhook in H, on loopback
+DPORT=7101         # another of its ports, for the stream that latch deny cuts (its leftovers stay apart)
+HOOK_PORT=18$((RANDOM % 900 + 100)) # the webhook in H
+HOOK_ADDR=198.51.100.253                 # on H's link to the fake internet: an address the guest can route to
 ASK_URL=http://$HOST4:$PORT/latch/grant
 FILES=203.0.113.40 # files.example
 
@@ -56,7 +58,8 @@ lts_bg "$LTS_I" "$T/dnsmasq.out" dnsmasq --no-daemon --no-resolv --no-hosts --us
 in_h ip route add 203.0.113.0/24 via 198.51.100.254 dev hi0 # latchd's own lookups
 
 # --- a server that logs every line a stream sends (live_timed's), on all of I's addresses
-lts_bg "$LTS_I" "$T/serve-log.out" "$LTS_PY" "$LTS_NET" serve --tcp "$SPORT" --log "$T/recv.log" --lifetime 140
+lts_bg "$LTS_I" "$T/serve-log.out" "$LTS_PY" "$LTS_NET" serve --tcp "$SPORT" --tcp "$DPORT" --log "$T/recv.log" \
+	--lifetime 140
 lts_wait_ready "$T/serve-log.out" || fail setup "the logging server did not start"
 
 # --- the notifiers: a command that keeps what it is given and says "approve", a webhook in H that answers "approve"
@@ -82,7 +85,7 @@ class H(http.server.BaseHTTPRequestHandler):
         self.wfile.write(b'{"approve": true, "decision": "approved"}')
     def log_message(self, *a):
         pass
-s = http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H)
+s = http.server.HTTPServer((sys.argv[3], int(sys.argv[1])), H)
 print("ready", flush=True)
 s.timeout = 1
 import time
@@ -90,7 +93,7 @@ end = time.time() + 140
 while time.time() < end:
     s.handle_request()
 EOF
-lts_bg "$LTS_H" "$T/hook.out" "$LTS_PY" "$T/hook.py" "$HOOK_PORT" "$T/hooked.jsonl"
+lts_bg "$LTS_H" "$T/hook.out" "$LTS_PY" "$T/hook.py" "$HOOK_PORT" "$T/hooked.jsonl" "$HOOK_ADDR"
 lts_wait_ready "$T/hook.out" || fail setup "the webhook did not start"
 
 mkdir -p "$ROOT/etc/latch"
@@ -102,10 +105,10 @@ grant_default = 4
 grant_max = 10s
 grants_per_hour = 6
 grant_ask_wait = 3
-grant_asks_per_hour = 7
+grant_asks_per_hour = 8
 grant_asks_pending = 2
 notify_command = $T/notify.sh
-notify_url = http://127.0.0.1:$HOOK_PORT/hook
+notify_url = http://$HOOK_ADDR:$HOOK_PORT/hook
 notify_timeout = 2
 notify_retries = 1
 EOF
@@ -136,7 +139,10 @@ audit_n() {
 }
 uptime_s() { cut -d' ' -f1 /proc/uptime; } # CLOCK_BOOTTIME, the clock of the deadlines
 
-if ! lts_attach --resolver "$HOST4" --host-port "$PORT" >/dev/null; then
+# a kit (the built-in shell: no credentials) gives the sandbox its broker listener, where it asks
+kit=()
+"$LATCH_BIN" help attach | grep -q -- --kit && kit=(--kit shell)
+if ! lts_attach --resolver "$HOST4" "${kit[@]}" >/dev/null 2>"$T/attach.err"; then
 	fail attach "latch attach failed"
 	lts_done
 fi
@@ -203,9 +209,9 @@ check_eq "  the expiry is audited" "$(audit_n expire latchd.grant.expire)" 1
 check_eq "  and latch grants lists nothing" "$(latch --json grants "$LTS_NAME" | jq '.grants | length')" 0
 
 # --- latch deny on an active grant closes it now, the established stream too
-out=$(latch --json grant "$LTS_NAME" docs.example:"$SPORT" --for 10)
+out=$(latch --json grant "$LTS_NAME" docs.example:"$DPORT" --for 10)
 gid=$(jq -r .id <<<"$out")
-in_g "$LTS_PY" "$LTS_NET" stream "$SRV_A" "$SPORT" --duration 3 >/dev/null 2>&1 &
+in_g "$LTS_PY" "$LTS_NET" stream "$SRV_A" "$DPORT" --duration 3 >/dev/null 2>&1 &
 sa=$!
 LTS_PIDS+=("$sa")
 sleep 1
@@ -215,14 +221,17 @@ wait "$sa"
 last=$(awk -v a="$SRV_A" '$2 == a { t = $1 } END { print t + 0 }' "$T/recv.log")
 check_cmp "  its established stream stopped within 1 s of the deny" "$(awk "BEGIN{print ($last < $t_deny + 1)}")" -eq 1
 check_cmp "  and had flowed until then" "$(awk "BEGIN{print ($last > $t_deny - 0.5)}")" -eq 1
-check_not "  a new connection is denied" tcp_ok "$SRV_A" "$SPORT"
+check_not "  a new connection is denied" tcp_ok "$SRV_A" "$DPORT"
 check_cmp "  the close is audited" "$(audit_n close latchd.grant.close)" -eq 1
 
 # ======================================================================== asking from the sandbox
 # ask ARGS...: latch-ask in G against the sandbox's broker listener; its output
 ask() { in_g "$ASK_BIN" --url "$ASK_URL" "$@"; }
 # gpost BODY [PATH]: a raw POST from G; the status code and body
-gpost() { in_g curl -s -m 5 -w ' %{http_code}' -H 'Content-Type: application/json' -d "$1" "http://$HOST4:$PORT${2:-/latch/grant}"; }
+gpost() {
+	in_g curl -s -m 5 -w ' %{http_code}' -H 'Content-Type: application/json' -d "$1" "http://$HOST4:$PORT${2:-/latch/grant}" |
+		tr -d '\n'
+}
 # pending_id: the id of the one pending ask
 pending_id() {
 	for _ in $(seq 30); do
@@ -267,7 +276,7 @@ check_eq "latch approve ID" "$?" 0
 t1=$(uptime_s)
 wait "$ask_pid"
 check_eq "the guest's latch-ask returns approved (exit 0)" "$?" 0
-check "  naming the address and the window" grep -q "approved: docs.example:$SPORT ($SRV_A) open for" "$T/ask1.out"
+check "  naming the addresses and the window" grep -q "approved: docs.example:$SPORT ($SRV_A $SRV6_A) open for" "$T/ask1.out"
 deadline_max=$(awk "BEGIN{print $t1 + 3}")
 deadline_min=$(awk "BEGIN{print $t0 + 3}")
 in_g "$LTS_PY" "$LTS_NET" stream "$SRV_A" "$SPORT" --duration 5 >/dev/null 2>&1 &
@@ -275,8 +284,10 @@ sa=$!
 LTS_PIDS+=("$sa")
 check_not "  a control address on the same server stays closed" tcp_ok "$SRV_B" "$SPORT"
 check_not "  another port stays closed" tcp_ok "$SRV_A" 7000
-kill -KILL "$LATCHD_PID"
-wait "$LATCHD_PID" 2>/dev/null
+{
+	kill -KILL "$LATCHD_PID"
+	wait "$LATCHD_PID"
+} 2>/dev/null
 echo "# SIGKILLed latchd $(awk "BEGIN{print $(uptime_s) - $t1}") s after the approval"
 wait "$sa"
 check_eq "the stream on the approved connection was established" "$?" 0
@@ -336,12 +347,13 @@ r=$(gpost "{\"hosts\":[\"files.example\"],\"approve\":\"$id\"}")
 check "an ask with an approve field is refused (400)" grep -q "unknown field 'approve'.* 400$" <<<"$r"
 r=$(gpost "{\"id\":\"$id\"}" "/latch/approve")
 check "POST /latch/approve does not exist (404)" grep -q ' 404$' <<<"$r"
-r=$(in_g curl -s -m 5 -w ' %{http_code}' "http://$HOST4:$PORT/latch/grant?approve=$id")
+r=$(in_g curl -s -m 5 -w ' %{http_code}' "http://$HOST4:$PORT/latch/grant?approve=$id" | tr -d '\n')
 check "GET /latch/grant?approve=ID is refused (405)" grep -q ' 405$' <<<"$r"
-r=$(gpost "{\"id\":\"$id\"}" "/latch/../latch/approve")
+r=$(in_g curl -s -m 5 --path-as-is -w ' %{http_code}' -d "{\"id\":\"$id\"}" "http://$HOST4:$PORT/latch/../latch/approve" |
+	tr -d '\n')
 check "a dotted path is refused before anything else (403)" grep -q ' 403$' <<<"$r"
-check_not "the guest can't reach the webhook on the host's loopback" tcp_ok 127.0.0.1 "$HOOK_PORT"
-check_not "  nor any port of latchd's host but the broker's" tcp_ok "$HOST4" "$HOOK_PORT"
+check_not "the guest can't reach the notifier's webhook" tcp_ok "$HOOK_ADDR" "$HOOK_PORT"
+check "  control: the host reaches it" in_h curl -s -m 2 -o /dev/null -d '{}' "http://$HOOK_ADDR:$HOOK_PORT/probe"
 ports=$(in_h ss -Hlntup | grep "pid=$LATCHD_PID," | awk '{print $5}' | sed 's/.*://' | sort -un | tr '\n' ' ')
 check_eq "latchd listens on the network for DNS and the broker only" "$ports" "53 $PORT "
 if setpriv --reuid 65534 --regid 65534 --clear-groups "$LTS_PY" -c "
@@ -379,16 +391,20 @@ check_eq "a burst of 20 asks reached the person not once" "$(wc -l <"$T/hooked.j
 check_cmp "  and was audited (refusals counted past 10 a minute)" \
 	"$(latch --json audit "$LTS_NAME" --kind grant | jq '[.entries[] | select(.reason == "latchd.grant.ask.cap")] | length')" -ge 1
 wait "$p1" "$p2"
-# per hour: asks so far: 1 approved, 1 denied, 1 timed out, 1 private, 1 forged-at, 2 pending = 7 = the cap
+# per hour: asks so far: 1 approved, 1 denied, 1 timed out, 1 private, 1 forged-at, 2 pending = 7; the 8th is the cap
 r=$(gpost '{"hosts":["files.example"]}')
-check "the 8th ask of the hour is refused (429) naming grant_asks_per_hour" grep -q 'grant_asks_per_hour.* 429$' <<<"$r"
+check "the 8th ask of the hour waits and times out (403)" grep -q '"decision":"timeout".* 403$' <<<"$r"
+r=$(gpost '{"hosts":["files.example"]}')
+check "the 9th ask of the hour is refused (429) naming grant_asks_per_hour" grep -q 'grant_asks_per_hour.* 429$' <<<"$r"
 # grants per hour: 3 so far (two of the host's and the approved ask); three more reach grants_per_hour = 6
 for i in 1 2 3; do latch grant "$LTS_NAME" files.example --for 1 >/dev/null || fail "grant $i" "refused early"; done
 out=$(latch grant "$LTS_NAME" files.example --for 1 2>&1)
 check_eq "the 7th grant of the hour is refused (usage)" "$?" 2
 check "  in one line naming grants_per_hour" grep -q "^latch: .*grants_per_hour" <<<"$out"
-kill -KILL "$LATCHD_PID"
-wait "$LATCHD_PID" 2>/dev/null
+{
+	kill -KILL "$LATCHD_PID"
+	wait "$LATCHD_PID"
+} 2>/dev/null
 start_latchd || { fail latchd-restart "latchd did not come back"; lts_done; }
 latch grant "$LTS_NAME" files.example --for 1 >/dev/null 2>&1
 check_eq "  and after a SIGKILL and restart of latchd still refused" "$?" 2

@@ -208,7 +208,7 @@ static void history_add(uint64_t *t, int *n, uint64_t now)
 void grant_history_ask(struct sandbox *s, uint64_t now)
 {
 	history_add(s->grants->asked, &s->grants->n_asked, now);
-	s->grants->dirty = true;
+	grants_save(s);
 }
 
 int grant_count_granted(struct sandbox *s, uint64_t now)
@@ -571,7 +571,7 @@ static void grant_commit(struct grant *g)
 	}
 	g->state = GRANT_ACTIVE;
 	history_add(s->grants->granted, &s->grants->n_granted, now);
-	s->grants->dirty = true;
+	grants_save(s); /* now, not at the tick: a SIGKILL must not hand out a fresh hour */
 	grant_audit(g, g->asked ? "approve" : "grant", g->asked ? "latchd.grant.approve" : "latchd.grant.grant", NULL);
 	grant_settled(g, NULL, false);
 	return;
