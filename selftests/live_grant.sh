@@ -161,6 +161,12 @@ check_eq "  and it is one line" "$(wc -l <<<"$out")" 1
 out=$(latch grant "$LTS_NAME" "$SRV_A:443" 2>&1)
 check_eq "an address literal is refused (usage)" "$?" 2
 check "  naming the grant's rule and egress allow" grep -q "a grant names hosts.*egress" <<<"$out"
+for lit in 2130706433 0x7f.1 10.1 '[2001:db8::1]:443'; do
+	out=$(latch grant "$LTS_NAME" "$lit" 2>&1)
+	check_eq "the address spelling $lit is refused (usage)" "$?:$(grep -c 'is an address' <<<"$out")" 2:1
+done
+out=$(latch grant "$LTS_NAME" metadata 2>&1)
+check_eq "a single-label name is refused (usage)" "$?:$(grep -c 'single label' <<<"$out")" 2:1
 out=$(latch grant "$LTS_NAME" '*.example' 2>&1)
 check_eq "a wildcard is refused (usage)" "$?" 2
 check "  naming the wildcard" grep -q "wildcard" <<<"$out"
