@@ -20,9 +20,10 @@ static bool verbose;
 static const struct latch_cmd cmds[] = {
 	{ "attach", cmd_attach,
 	  "attach NAME --dev IFACE --guest-mac MAC --guest-ip IP[,IP6] --host-ip IP[,IP6]\n"
-	  "             [--resolver IP[,IP6]] [--host-port PORT]... [--dns-rate N] [--dns-burst N]\n"
+	  "             [--resolver IP[,IP6]] [--host-port PORT]... [--dns-rate N] [--dns-burst N] [--kit K]\n"
 	  "       attach NAME",
-	  "put default-deny egress on a link; with NAME alone, re-attach from its pins" },
+	  "put default-deny egress on a link; with NAME alone, re-attach from its pins; --kit K: the kit's network "
+	  "joins the policy and its credentials get routes on the broker (host port broker_port)" },
 	{ "detach", cmd_detach, "detach NAME", "take enforcement off a link and remove its pins" },
 	{ "egress", cmd_egress,
 	  "egress NAME allow ENTRY... [--for SECONDS]\n"
@@ -41,11 +42,13 @@ static const struct latch_cmd cmds[] = {
 	{ "deny", cmd_deny, "deny ID", "refuse a sandbox's pending ask, or close an active grant now" },
 	{ "status", cmd_status, "status [NAME]", "what the kernel enforces now, read back from it" },
 	{ "up", cmd_up,
-	  "up NAME [--profile P] [--image I] [--memory MiB] [--cpus N] [--workspace DIR] [--timeout DUR]\n"
-	  "          [--keep-on-failure]",
+	  "up NAME [--kit K] [--profile P] [--image I] [--memory MiB] [--cpus N] [--workspace DIR]\n"
+	  "          [--timeout DUR] [--keep-on-failure]",
 	  "start a VM sandbox: tap, enforcement verified, routing, then the guest; prints each step on stderr and "
 	  "the observed posture; DUR (60, 90s, 5m) runs from the domain start to the agent's answer (default 60s "
-	  "on KVM, 180s on TCG); --keep-on-failure leaves a guest that did not boot for inspection, still filtered" },
+	  "on KVM, 180s on TCG); --keep-on-failure leaves a guest that did not boot for inspection, still filtered; "
+	  "--kit K (else the stored kit): its keys from this environment go to latchd, the guest gets placeholders; "
+	  "`up` of a running sandbox hands its kit's keys again" },
 	{ "down", cmd_down, "down NAME [--timeout DUR]", "stop a VM sandbox's guest; its tap, enforcement and state stay" },
 	{ "destroy", cmd_destroy, "destroy NAME [--purge]",
 	  "remove a VM sandbox: domain, tap, routing, masquerade, pins and state; its guest-state backup stays "
@@ -65,8 +68,10 @@ static const struct latch_cmd cmds[] = {
 	  "build a guest image into the image cache; a current image is kept unless --force" },
 	{ "kits", cmd_kits, "kits",
 	  "the kits: built-ins and /etc/latch/kits, the network each adds and where its keys are" },
-	{ "kit", cmd_kit, "kit check FILE",
-	  "check a kit file as latch up would load it, and say what it would give a sandbox; starts nothing" },
+	{ "kit", cmd_kit, "kit check FILE\n       kit NAME secrets\n       kit NAME backend CREDENTIAL ALTERNATIVE|-",
+	  "check a kit file as latch up would load it, starting nothing; hand latchd a sandbox's keys from this "
+	  "environment again; send a credential to an alternative upstream (- its own), URL and placeholder kept" },
+	{ "env", cmd_env, "env NAME", "what a sandbox's kit gives it: NAME=VALUE lines (placeholders, never keys)" },
 	{ "doctor", cmd_doctor, "doctor", "check this host, with a fix for each failure" },
 	{ "run", cmd_run,
 	  "run [--kit K] [--profile P] [--workspace DIR[:rw]] [--apply] [--timeout DUR] [--output-limit N]\n"

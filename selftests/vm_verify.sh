@@ -68,6 +68,7 @@ verify_run() {
 	VRC=0
 	L --json verify "$NAME" >"$TMP/v.json" 2>"$TMP/v.err" || VRC=$?
 	echo "   $(jq -r '[.cases[] | "\(.case)=\(.result) (\(.saw))"] | join("; ")' "$TMP/v.json" 2>/dev/null || cat "$TMP/v.err")"
+	[ "$VRC" = 0 ] || [ ! -s "$TMP/v.err" ] || sed 's/^/   stderr: /' "$TMP/v.err"
 }
 q() { jq -r "$1" "$TMP/v.json"; }
 

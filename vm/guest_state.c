@@ -209,6 +209,12 @@ int latch_guest_state_extract(const void *buf, size_t len, const char *dir, uint
 		return latch_errf(err, errlen, -errno, "fork: %s", strerror(errno));
 	}
 	if (pid == 0) {
+		/*
+		 * libarchive is loaded now, while the child may still map code: the
+		 * latch binary loads it on first use (scripts/lazy.mk), and the
+		 * confinement forbids executable mappings and the chroot hides it.
+		 */
+		(void)archive_version_number();
 		/* nothing of the tar is read before the child is shut in */
 		if (latch_confine(dir, pfd[1], LATCH_GUEST_STATE_MAX, rep.err, sizeof(rep.err)) == 0)
 			extract_here(buf, len, &rep);
