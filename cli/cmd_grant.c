@@ -292,7 +292,7 @@ int cmd_grants(int argc, char **argv)
 {
 	char err[LATCH_ERR_MAX];
 	struct latch_sandbox *sb;
-	json_t *kernel, *rep = NULL, *grants, *orphans, *g, *caps, *out;
+	json_t *kernel, *rep = NULL, *req, *grants, *orphans, *g, *caps, *out;
 	bool *used;
 	size_t i;
 	int rc;
@@ -313,10 +313,12 @@ int cmd_grants(int argc, char **argv)
 		json_decref(kernel);
 		return latch_err(LATCH_EXIT_FAILED, "cannot read the maps of %s", argv[1]);
 	}
-	if (latchd_call(json_pack("{s:s, s:s}", "op", "grants", "sandbox", argv[1]), &rep, 5000, err, sizeof(err)))
+	req = json_pack("{s:s, s:s}", "op", "grants", "sandbox", argv[1]);
+	if (latchd_call(req, &rep, 5000, err, sizeof(err)))
 		rep = NULL;
 	else if (!json_is_true(json_object_get(rep, "ok")))
-		snprintf(err, sizeof(err), "%s", json_string_value(json_object_get(rep, "error")) ?: "refused");
+		snprintf(err, sizeof(err), "latchd: %s", json_string_value(json_object_get(rep, "error")) ?: "refused");
+	json_decref(req);
 	grants = rep && json_is_true(json_object_get(rep, "ok")) ? json_object_get(rep, "grants") : NULL;
 	used = calloc(json_array_size(kernel) + 1, sizeof(*used));
 	json_array_foreach(grants, i, g)
@@ -338,7 +340,7 @@ int cmd_grants(int argc, char **argv)
 			       json_integer_value(json_object_get(caps, "grant_asks_per_hour")),
 			       json_integer_value(json_object_get(caps, "grant_ask_wait")));
 		else
-			printf("%s: latchd did not answer (%s): pending asks and the names are unknown; the kernel's "
+			printf("%s: no grants from latchd (%s): pending asks and the names are unknown; the kernel's "
 			       "entries follow\n",
 			       argv[1], err);
 		json_array_foreach(grants, i, g)

@@ -330,6 +330,8 @@ r=$(gpost '{"hosts":["[2001:db8::1]"]}')
 check "an IPv6 literal is refused (400)" grep -q 'is an address.* 400$' <<<"$r"
 r=$(gpost '{"hosts":["*.example"]}')
 check "a wildcard is refused (400)" grep -q 'wildcard.* 400$' <<<"$r"
+r=$(gpost '{"hosts":["docs.example:1-65535"]}')
+check "a port range is refused (400)" grep -q 'single ports.* 400$' <<<"$r"
 check_cmp "each refused ask is audited" "$(audit_n refuse latchd.grant.ask.invalid)" -ge 3
 ask private.example >"$T/ask4.out" 2>&1 &
 ask_pid=$!

@@ -156,6 +156,19 @@ static int ask_fields(struct sandbox *s, json_t *root, struct grant *g, char *er
 	if (ports_of(json_object_get(root, "ports"), &def, err, errlen) ||
 	    grant_hosts_set(g, json_object_get(root, "hosts"), &def, err, errlen))
 		return -EINVAL;
+	/* what a person approves is a short list of ports: "docs.example:1-65535" is not one */
+	for (int i = 0; i < g->n_hosts; i++) {
+		const struct latch_entry *p = &g->host[i].ports;
+
+		if (p->n_ports > GRANT_PORTS_MAX)
+			return latch_errf(err, errlen, -EINVAL, "%s: at most %d ports", g->host[i].name,
+					  GRANT_PORTS_MAX);
+		for (int k = 0; k < p->n_ports; k++)
+			if (p->ports[k].lo != p->ports[k].hi)
+				return latch_errf(err, errlen, -EINVAL,
+						  "%s: an ask names single ports, not the range %u-%u", g->host[i].name,
+						  p->ports[k].lo, p->ports[k].hi);
+	}
 	g->seconds = s->ld->conf.grant_default;
 	if (seconds) {
 		json_int_t n = json_integer_value(seconds);
