@@ -145,6 +145,7 @@ if ! lts_attach --resolver "$HOST4" --kit shell >/dev/null 2>"$T/attach.err"; th
 	lts_done
 fi
 start_latchd || { fail latchd-start "latchd did not come up: $(tail -3 "$T/latchd.log")"; lts_done; }
+echo "# $(grep -m1 -E 'confined|unconfined' "$T/latchd.log")"
 
 # ======================================================================== granting from the host
 check_not "before: $SRV_A:$SPORT is closed" tcp_ok "$SRV_A" "$SPORT"
@@ -271,6 +272,10 @@ check "  the duration" grep -q "for 3 s" <<<"$msg"
 check "  and the reason as the sandbox's words" grep -q 'the sandbox says: "docs for the \\"build\\" step"\|the sandbox says: "docs for the "build" step"' <<<"$msg"
 check "the document carries the reason under sandbox_says" \
 	jq -e --arg id "$id" 'select(.id == $id) | .sandbox_says == "docs for the \"build\" step"' "$T/hooked.jsonl"
+for _ in $(seq 30); do [ "$(audit_n notify)" -ge 2 ] && break; sleep 0.1; done
+check_eq "both deliveries are audited (notify: the command's exit, the webhook's status)" \
+	"$(latch --json audit "$LTS_NAME" --kind grant | jq -r --arg id "$id" '[.entries[] | select(.decision == "notify" and .fields.id == $id) | .reason] | sort | join(" ")')" \
+	"latchd.grant.notify.command latchd.grant.notify.url"
 check_eq "the notifiers' \"approve\" answers approved nothing" \
 	"$(latch --json grants "$LTS_NAME" | jq -r '.grants[0].state')" pending
 
