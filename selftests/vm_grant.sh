@@ -65,18 +65,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM HUP
 
 vm_scratch grant
-# latch-ask and the agent in the guest must be this tree's: the shared image cache may hold another
-# build's, so a private image is built then (the recipe reuses the kernel it fetched)
-AGENT=$TOP/build/vm/latch-agent
-SHARED=${LATCH_IMAGES:-/var/lib/latch/images}
-sha() { sha256sum "$1" | cut -d' ' -f1; }
-if ! grep -qsx "agent $(sha "$AGENT")" "$SHARED/default/manifest.txt" ||
-	! grep -qsx "ask $(sha "$TOP/build/vm/latch-ask")" "$SHARED/default/manifest.txt"; then
-	mkdir -p "$TMP/images"
-	"$TOP/vm/images/image.sh" "$TMP/images/default" "$AGENT" >"$TMP/image.out" 2>&1 ||
-		skip_all "cannot build a guest image with this tree's agent and latch-ask: $(tail -1 "$TMP/image.out")"
-	LATCH_IMAGES=$TMP/images
-fi
+vm_tree_image ask="$TOP/build/vm/latch-ask" # latch-ask and the agent in the guest are this tree's
 vm_ctrl_net "$POOL" "$DOCS" "$OTHER" "$DNS4" && vm_ctrl_http "$DOCS" "$PORT" && vm_ctrl_http "$OTHER" "$PORT" ||
 	{ fail "control_namespace_set_up"; echo "$pass passed, $failn failed"; exit 1; }
 ctrl_ns dnsmasq --no-daemon --no-resolv --no-hosts --user=root --group=root --listen-address="$DNS4" \
