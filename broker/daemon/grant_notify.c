@@ -33,7 +33,7 @@
 #include "broker/daemon/grant.h"
 #include "broker/daemon/room.h" /* confine_lookup() */
 
-#define NOTIFY_BODY "the sandbox's own words, unchecked: approve the destination if you expected it, not the sentence"
+#define SAYS_IS "the sandbox's own words, unchecked: approve the destination if you expected it, not the sentence"
 
 struct notify_child {
 	struct notify_child *next;
@@ -91,7 +91,7 @@ static char *ask_document(const struct grant *g)
 	json_object_set_new(doc, "type", json_string("latch.grant.ask"));
 	json_object_set_new(doc, "message", text ? text : json_string("latch: a sandbox asks for a grant"));
 	if (g->reason[0])
-		json_object_set_new(doc, "sandbox_says_is", json_string(NOTIFY_BODY));
+		json_object_set_new(doc, "sandbox_says_is", json_string(SAYS_IS));
 	json_object_set_new(doc, "approve", json_sprintf("latch approve %s", g->id));
 	json_object_set_new(doc, "deny", json_sprintf("latch deny %s", g->id));
 	out = json_dumps(doc, JSON_COMPACT);
