@@ -70,7 +70,7 @@ PKGS_vm := libnl-3.0 libnl-route-3.0 libnftables libarchive jansson libseccomp l
 PKGS_room := libseccomp libcap jansson
 PKGS_broker := jansson
 PKGS_budget := sqlite3 jansson zlib
-PKGS_daemon := ldns libevent libevent_openssl openssl jansson libnl-3.0 libnl-route-3.0
+PKGS_daemon := ldns libevent libevent_openssl openssl jansson libnl-3.0 libnl-route-3.0 libcurl
 PKGS_cli := jansson libcap
 # libvirt: headers only; vm/libvirt.c loads libvirt.so.0 with dlopen when a
 # command first needs libvirtd (linked in, it costs every command ~25 ms)
@@ -114,7 +114,7 @@ SKELS := $(patsubst bpf/%.bpf.c,$(BUILD)/%.skel.h,$(BPF_SRCS))
 objs_of = $(patsubst %.c,$(BUILD)/%.o,$(1))
 ALL_OBJS := $(foreach m,$(MODULES) cli,$(call objs_of,$(SRCS_$(m)))) $(call objs_of,$(LATCHD_MAIN))
 
-all: $(BUILD)/latch $(BUILD)/latchd $(BPF_OBJS) $(BUILD)/vm/latch-agent $(BUILD)/vm/latch-rawsend
+all: $(BUILD)/latch $(BUILD)/latchd $(BPF_OBJS) $(BUILD)/vm/latch-agent $(BUILD)/vm/latch-rawsend $(BUILD)/vm/latch-ask
 
 # The module graph, one line a module (docs/ARCHITECTURE.md quotes it).
 arrows:
@@ -198,14 +198,17 @@ $(BUILD)/latchd: $(call objs_of,$(LATCHD_MAIN)) $(call archives_of,$(call closur
 # The agent is static and built without the pkg-config flags of the host side.
 IMAGE_DIR ?= /var/lib/latch/images/default
 AGENT_CFLAGS := -std=gnu11 -Os -static -Wall -Wextra -Wshadow -Wmissing-prototypes -D_GNU_SOURCE -MMD -MP -I.
-GUEST_PROGS := $(BUILD)/vm/latch-agent $(BUILD)/vm/latch-rawsend
+# latch-ask (vm/guest/ask.c) asks for a grant from inside; jansson builds its JSON, statically linked.
+GUEST_PROGS := $(BUILD)/vm/latch-agent $(BUILD)/vm/latch-rawsend $(BUILD)/vm/latch-ask
 
 $(BUILD)/vm/latch-agent: vm/guest/agent.c
 $(BUILD)/vm/latch-rawsend: vm/guest/rawsend.c
+$(BUILD)/vm/latch-ask: vm/guest/ask.c
+$(BUILD)/vm/latch-ask: GUEST_LIBS := -ljansson
 $(GUEST_PROGS):
 	$(Q)mkdir -p $(@D)
 	$(call msg,CC-STATIC,$@)
-	$(Q)$(CC) $(AGENT_CFLAGS) -o $@ $<
+	$(Q)$(CC) $(AGENT_CFLAGS) -o $@ $< $(GUEST_LIBS)
 	$(Q)strip $@
 
 image: $(GUEST_PROGS)

@@ -9,7 +9,7 @@ PKGS=(
 	make gcc clang llvm pkg-config libbpf-dev bpftool libelf-dev zlib1g-dev
 	libnl-3-dev libnl-route-3-dev libjansson-dev libcap-dev libvirt-dev libnftables-dev libarchive-dev
 	libcriterion-dev libsqlite3-dev libssl-dev libldns-dev libevent-dev libcyaml-dev libyaml-dev libhttp-parser-dev libsystemd-dev
-	libseccomp-dev libfuzzer-14-dev
+	libseccomp-dev libfuzzer-14-dev libcurl4-openssl-dev
 	# run and test
 	iproute2 nftables iperf3 jq socat ncat python3 dnsmasq-base knot-dnsutils dnsperf sqlite3 ethtool
 	systemd bsdutils # live_audit.sh: a journald of its own, journalctl, logger --journald

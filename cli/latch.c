@@ -32,6 +32,14 @@ static const struct latch_cmd cmds[] = {
 	  "       egress NAME profile [PROFILE]",
 	  "change or show what a sandbox may reach; ENTRY is ADDR|CIDR[:PORTS][/tcp|udp|icmp]; "
 	  "profile lists the profiles (* active) or switches to one (through latchd)" },
+	{ "grant", cmd_grant, "grant NAME HOST[:PORTS]... [--for DUR] [--reason TEXT]",
+	  "open host names for a while (DUR 60, 90s, 5m; default grant_default, at most grant_max): latchd resolves "
+	  "them on the host, the kernel closes their addresses at the deadline; ports default to 443" },
+	{ "grants", cmd_grants, "grants NAME",
+	  "active grants and the sandbox's pending asks with their deadlines, read back from the kernel and latchd" },
+	{ "approve", cmd_approve, "approve ID [--for DUR]",
+	  "grant a sandbox's pending ask: its names resolved by the host, open until the deadline" },
+	{ "deny", cmd_deny, "deny ID", "refuse a sandbox's pending ask, or close an active grant now" },
 	{ "status", cmd_status, "status [NAME]", "what the kernel enforces now, read back from it" },
 	{ "up", cmd_up,
 	  "up NAME [--kit K] [--profile P] [--image I] [--memory MiB] [--cpus N] [--workspace DIR]\n"

@@ -182,3 +182,23 @@ vm_ctrl_net_down() {
 	ip netns del "$CTRL_NS" 2>/dev/null
 	CTRL_NS=
 }
+
+# vm_tree_image [KEY=FILE]...: the guest must run this tree's agent (and each
+# FILE the image recipe records under KEY, e.g. ask=build/vm/latch-ask): when
+# the shared image cache holds another build's, build a private image in
+# $TMP/images and point LATCH_IMAGES there (the recipe reuses the kernel it
+# fetched); skip_all when that fails.  Call after vm_scratch, before vm_root.
+vm_tree_image() {
+	local top shared kv want
+	top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+	shared=${LATCH_IMAGES:-/var/lib/latch/images}
+	want=("agent=$top/build/vm/latch-agent" "$@")
+	for kv in "${want[@]}"; do
+		grep -qsx "${kv%%=*} $(sha256sum "${kv#*=}" | cut -d' ' -f1)" "$shared/default/manifest.txt" && continue
+		mkdir -p "$TMP/images"
+		"$top/vm/images/image.sh" "$TMP/images/default" "$top/build/vm/latch-agent" >"$TMP/image.out" 2>&1 ||
+			skip_all "cannot build a guest image with this tree's guest programs: $(tail -1 "$TMP/image.out")"
+		LATCH_IMAGES=$TMP/images
+		return 0
+	done
+}

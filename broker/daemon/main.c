@@ -340,6 +340,7 @@ int main(int argc, char **argv)
 	rooms_stop(&ld);
 	broker_fini(&ld); /* after the sandboxes' and the rooms' listeners */
 	periodic_stop(&ld);
+	notifier_stop(&ld);
 	latchd_audit(&ld, "latchd", "daemon", "stop", "latchd.stop", json_pack("{s:i}", "pid", (int)getpid()));
 	confine_stop(&ld);
 	audit_close(ld.audit);
