@@ -222,6 +222,7 @@ include tests/tests.mk
 include room/room.mk
 include selftests/selftests.mk
 include bench/bench.mk
+include scripts/install.mk
 -include $(ALL_OBJS:.o=.d) $(BUILD)/*.bpf.d $(BUILD)/*/*.d
 
 deps:
