@@ -206,7 +206,10 @@ int latch_err(int code, const char *fmt, ...)
 		if (!json_object_get(json_doc, "error"))
 			json_object_set_new(json_doc, "error", json_string(msg));
 	} else {
-		fprintf(stderr, "latch: %s\n", msg);
+		/* one line, whatever a guest, a file or a name put into it */
+		char shown[4 * sizeof(msg)];
+
+		fprintf(stderr, "latch: %s\n", latch_guest_text(msg, shown, sizeof(shown), false));
 	}
 	return code;
 }

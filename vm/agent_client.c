@@ -463,6 +463,7 @@ int latch_vm_exec(const char *name, const char *const argv[], const struct latch
 	ret = latch_agent_open_sandbox(name, 5000, &a, err, errlen);
 	if (ret)
 		return ret;
+	res->answered = true;
 	ret = latch_agent_exec(a, argv, &eo, out_fd, err_fd, &r);
 	latch_agent_close(a); /* cancels a command still running */
 	if (ret == -EINTR || ret == -ETIMEDOUT)

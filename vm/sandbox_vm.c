@@ -34,7 +34,10 @@
 __attribute__((format(printf, 5, 6))) static int ufail(char *err, size_t errlen, enum latch_vm_fail *fail,
 						       enum latch_vm_fail kind, const char *fmt, ...)
 {
-	int ret = kind == LATCH_VM_FAIL_INPUT ? -EINVAL : kind == LATCH_VM_FAIL_POSTURE ? -EPERM : -EIO;
+	int ret = kind == LATCH_VM_FAIL_INPUT	   ? -EINVAL :
+		  kind == LATCH_VM_FAIL_POSTURE	   ? -EPERM :
+		  kind == LATCH_VM_FAIL_NO_SANDBOX ? -ENOENT :
+						     -EIO;
 	va_list ap;
 
 	*fail = kind;
@@ -607,7 +610,7 @@ int latch_vm_down(const char *name, int timeout_ms, struct latch_vm_down_result 
 	ret = latch_state_load(name, &st, err, errlen);
 	if (ret) {
 		if (ret == -ENOENT)
-			*fail = LATCH_VM_FAIL_INPUT;
+			*fail = LATCH_VM_FAIL_NO_SANDBOX;
 		goto out;
 	}
 	v = latch_virt_open(err, errlen);
@@ -650,11 +653,11 @@ static int destroy_stateless(struct latch_virt *v, const char *name, bool purge,
 		if (dr->backup_kept && purge)
 			return latch_state_purge(name);
 		if (dr->backup_kept)
-			return ufail(err, errlen, fail, LATCH_VM_FAIL_INPUT,
+			return ufail(err, errlen, fail, LATCH_VM_FAIL_NO_SANDBOX,
 				     "no VM sandbox '%s'; its guest-state backup is kept in %s (`latch destroy %s "
 				     "--purge` removes it)",
 				     name, dr->backup_dir, name);
-		return ufail(err, errlen, fail, LATCH_VM_FAIL_INPUT, "no VM sandbox '%s' (see `latch ls`)", name);
+		return ufail(err, errlen, fail, LATCH_VM_FAIL_NO_SANDBOX, "no VM sandbox '%s' (see `latch ls`)", name);
 	}
 	if (di.latch_managed)
 		ret = latch_domain_remove(v, name, err, errlen);

@@ -44,6 +44,7 @@ enum latch_vm_fail {
 	LATCH_VM_FAIL_RUNTIME = 1,
 	LATCH_VM_FAIL_INPUT = 2, /* bad input or a name in use: nothing was created */
 	LATCH_VM_FAIL_POSTURE = 3, /* enforcement not verified: nothing was started */
+	LATCH_VM_FAIL_NO_SANDBOX = 4, /* NAME is no VM sandbox: nothing was done */
 };
 
 /* What latch assigned to a sandbox, as recorded on disk. */
@@ -185,6 +186,7 @@ struct latch_vm_exec_result {
 	bool truncated; /* output was dropped (the limit, in the guest or here) */
 	bool timed_out; /* the guest killed it at timeout_ms */
 	uint32_t duration_ms; /* as the guest measured it */
+	bool answered; /* the agent answered: a failure after it happened to the command, not to the channel */
 };
 
 /*
