@@ -26,9 +26,10 @@
 #include <unistd.h>
 
 #include "audit/audit.h"
+#include "audit/chain.h"
 #include "common/common.h"
 
-static const char genesis[AUDIT_HASH_HEX + 1] = "0000000000000000000000000000000000000000000000000000000000000000";
+const char audit_genesis[AUDIT_HASH_HEX + 1] = "0000000000000000000000000000000000000000000000000000000000000000";
 
 /*
  * The rate limit is a sliding log: the times of the last `rate` entries
@@ -87,6 +88,16 @@ static int db_fail(struct audit_log *log, int rc, const char *what)
 {
 	snprintf(log->errmsg, sizeof(log->errmsg), "%s: %s", what, sqlite3_errmsg(log->db));
 	return sqlite_errno(rc);
+}
+
+int audit_db_fail(struct audit_log *log, int rc, const char *what)
+{
+	return db_fail(log, rc, what);
+}
+
+sqlite3 *audit_db(struct audit_log *log)
+{
+	return log->db;
 }
 
 const char *audit_error(const struct audit_log *log)
@@ -427,7 +438,7 @@ static int insert_chained(struct audit_log *log, struct audit_entry *e)
 		snprintf(prev, sizeof(prev), "%s", h ? (const char *)h : "");
 	} else if (rc == SQLITE_DONE) {
 		e->id = 1;
-		memcpy(prev, genesis, sizeof(prev));
+		memcpy(prev, audit_genesis, sizeof(prev));
 	} else {
 		ret = db_fail(log, rc, "read the last entry");
 		goto rollback;
@@ -549,7 +560,7 @@ int audit_query(struct audit_log *log, const struct audit_filter *f,
 {
 	static const char sql[] = "SELECT id, time_ns, sandbox, kind, decision, reason, fields, prev_hash, hash "
 				  "FROM entries WHERE (?1 IS NULL OR sandbox = ?1) AND (?2 IS NULL OR kind = ?2) "
-				  "AND time_ns >= ?3 ORDER BY id";
+				  "AND time_ns >= ?3 AND id > ?4 ORDER BY id";
 	static const struct audit_filter all;
 	sqlite3_stmt *st;
 	int rc, n = 0, ret = 0;
@@ -564,6 +575,7 @@ int audit_query(struct audit_log *log, const struct audit_filter *f,
 	if (f->kind)
 		sqlite3_bind_text(st, 2, f->kind, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 3, (sqlite3_int64)f->since_ns);
+	sqlite3_bind_int64(st, 4, f->after_id);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		struct audit_entry e = {
 			.id = sqlite3_column_int64(st, 0),
@@ -617,7 +629,10 @@ int audit_verify(struct audit_log *log, struct audit_verify_result *res)
 	int rc, ret = 0;
 
 	memset(res, 0, sizeof(*res));
-	memcpy(prev, genesis, sizeof(prev));
+	ret = audit_chain_start(log, &want, prev, res); /* after a prune: the cut (prune.c) */
+	if (ret)
+		return ret;
+	res->first_id = want;
 	/* one read transaction: a writer appending meanwhile can't split the walk */
 	rc = sqlite3_prepare_v2(log->db, sql, -1, &st, NULL);
 	if (rc != SQLITE_OK)

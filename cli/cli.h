@@ -60,6 +60,12 @@ __attribute__((format(printf, 2, 3))) int latch_err(int code, const char *fmt, .
  * freed.  Takes ownership.
  */
 void latch_json_out(json_t *obj);
+/*
+ * For a command that streams (audit --follow): print obj now, compact, on one
+ * line with "version", and flush; the command then prints no document at the
+ * end, unless an error ends the stream (one more line).  Takes ownership.
+ */
+void latch_json_line(json_t *obj);
 /* The one "no such sandbox" error: LATCH_EXIT_NO_SANDBOX (what is "sandbox" or "VM sandbox"). */
 int latch_err_no_sandbox(const char *what, const char *name);
 /*
@@ -122,6 +128,11 @@ int cmd_completion(int argc, char **argv); /* help.c */
  */
 void latch_audit_note(const char *sandbox, const char *kind, const char *decision, const char *reason,
 		      json_t *fields);
+/* `audit prune --before T` and `audit --follow` (cmd_audit_ops.c); print is called with a NULL arg. */
+int latch_audit_prune_cmd(int argc, char **argv);
+struct audit_filter;
+struct audit_entry;
+int latch_audit_follow(struct audit_filter *f, int (*print)(const struct audit_entry *e, void *arg));
 /* For `status`: a VM sandbox's domain, accelerator and routing; -ENOENT when NAME is no VM. */
 int latch_vm_status_lines(const char *name, json_t *o);
 

@@ -220,10 +220,38 @@ int latch_err_no_sandbox(const char *what, const char *name)
 			 strstr(what, "VM") ? "ls" : "status");
 }
 
+static bool json_streamed;
+
+void latch_json_line(json_t *obj)
+{
+	json_t *out = json_pack("{s:s}", "version", latch_version);
+
+	json_object_update(out, obj);
+	json_decref(obj);
+	json_dumpf(out, stdout, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	putchar('\n');
+	fflush(stdout);
+	json_decref(out);
+	json_streamed = true;
+}
+
 /* The document, with "version" first and the exit status the command returned, on stdout. */
 static int json_flush(int code)
 {
-	json_t *out = json_pack("{s:s}", "version", latch_version);
+	json_t *out;
+
+	if (json_streamed) {
+		/* a stream ends with one more line only when something went wrong */
+		if (json_doc && json_object_get(json_doc, "error")) {
+			json_object_set_new(json_doc, "exit", json_integer(code));
+			latch_json_line(json_doc);
+		} else {
+			json_decref(json_doc);
+		}
+		json_doc = NULL;
+		return code;
+	}
+	out = json_pack("{s:s}", "version", latch_version);
 
 	if (json_doc)
 		json_object_update(out, json_doc);

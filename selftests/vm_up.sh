@@ -279,12 +279,12 @@ check "destroy_removes_the_stored_profile" test ! -e "$LATCH_ROOT/var/lib/latch/
 check "destroy_keeps_the_guest_state_backup" test -d "$LATCH_ROOT/var/lib/latch/sandboxes/$NAME/state"
 check "destroy_says_the_backup_is_kept" says "guest-state backup kept in $LATCH_ROOT/var/lib/latch/sandboxes/$NAME/state"
 out=$(L destroy "$NAME" 2>&1); rc=$?
-check "destroy_again_is_one_line_exit_2_naming_the_backup" test "$rc" = 2 -a "$(echo "$out" | wc -l)" = 1
+check "destroy_again_is_one_line_exit_4_no_sandbox_naming_the_backup" test "$rc" = 4 -a "$(echo "$out" | wc -l)" = 1
 check "destroy_again_says_purge_removes_the_backup" says "destroy $NAME --purge"
 out=$(L destroy "$NAME" --purge 2>&1); rc=$?
 check "destroy_purge_removes_the_backup" test "$rc" = 0 -a ! -e "$LATCH_ROOT/var/lib/latch/sandboxes/$NAME"
 out=$(L destroy "$NAME" --purge 2>&1); rc=$?
-check "destroy_purge_again_is_exit_2" test "$rc" = 2
+check "destroy_purge_again_is_exit_4_no_sandbox" test "$rc" = 4
 
 echo "$pass passed, $failn failed"
 [ "$failn" = 0 ]

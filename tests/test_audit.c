@@ -463,3 +463,119 @@ Test(audit, test_parse_since)
 	cr_assert_eq(audit_parse_since("yesterday", now, &t), -EINVAL);
 	cr_assert_eq(audit_parse_since("2026-13-01", now, &t), -EINVAL);
 }
+
+/* ---- prune: the log's growth cut, the proof kept (audit/prune.c) ---- */
+
+/* Ten entries one second apart; returns the time of the sixth. */
+static uint64_t ten_entries(struct audit_log *log)
+{
+	uint64_t sixth = 0;
+
+	for (int i = 1; i <= 10; i++) {
+		if (i == 6)
+			sixth = fake_now;
+		add(log, "alpha", "egress", NULL);
+		fake_now += 1000000000ULL;
+	}
+	return sixth;
+}
+
+/* Invariant: a prune removes the entries before T and the rest still verifies, from the cut. */
+Test(audit, test_prune_cuts_before_t_and_the_rest_verifies)
+{
+	struct audit_log *log = open_log();
+	struct audit_prune_result r;
+	struct audit_verify_result v;
+	struct collect *c = calloc(1, sizeof(*c));
+	uint64_t t = ten_entries(log);
+
+	cr_assert_eq(audit_prune(log, t, "test.prune", &r), 0, "%s", audit_error(log));
+	cr_assert_eq(r.pruned, 5);
+	cr_assert_eq(r.first_id, 6);
+	cr_assert_eq(r.prune_id, 11, "the cut is recorded as the next entry of the chain");
+	cr_assert_eq(audit_query(log, NULL, collect_one, c), 6);
+	cr_assert_eq(c->ids[0], 6);
+	cr_assert_eq(audit_verify(log, &v), 0, "%s", v.why);
+	cr_assert_eq(v.first_id, 6);
+	cr_assert_eq(v.checked, 6);
+	/* the chain goes on after the cut, and a second prune cuts from the first one's cut */
+	add(log, "alpha", "egress", NULL);
+	cr_assert_eq(audit_prune(log, fake_now, "test.prune", &r), 0, "%s", audit_error(log));
+	cr_assert_eq(r.first_id, 13);
+	cr_assert_eq(r.pruned, 7);
+	cr_assert_eq(audit_verify(log, &v), 0, "%s", v.why);
+	cr_assert_eq(v.first_id, 13);
+	/* control: nothing older than T, nothing pruned, nothing written */
+	cr_assert_eq(audit_prune(log, 1, "test.prune", &r), 0);
+	cr_assert_eq(r.pruned, 0);
+	free(c);
+	audit_close(log);
+}
+
+/* Invariant: deleting the head of the log by hand is caught even with a cut row written to cover it. */
+Test(audit, test_a_cut_that_no_prune_entry_records_does_not_verify)
+{
+	struct audit_log *log = open_log();
+	struct audit_prune_result r;
+	char why[160];
+	uint64_t t = ten_entries(log);
+
+	/* control: a real prune verifies */
+	cr_assert_eq(audit_prune(log, t, "test.prune", &r), 0);
+	cr_assert_eq(verify_bad(log, NULL, 0), 0);
+	/* the attack: delete more of the head and move the cut row to match, without a prune entry */
+	raw_exec("INSERT INTO cuts (first_id, anchor, before_ns, prune_id, pruned) "
+		 "SELECT 8, hash, 0, 11, 2 FROM entries WHERE id = 7;"
+		 "DELETE FROM entries WHERE id < 8;");
+	cr_assert_eq(verify_bad(log, why, sizeof(why)), 8, "%s", why);
+	cr_assert(strstr(why, "no prune entry"), "%s", why);
+	audit_close(log);
+}
+
+/* Invariant: the prune entry is part of the chain: editing it breaks the proof. */
+Test(audit, test_editing_the_prune_entry_breaks_the_chain)
+{
+	struct audit_log *log = open_log();
+	struct audit_prune_result r;
+	uint64_t t = ten_entries(log);
+
+	cr_assert_eq(audit_prune(log, t, "test.prune", &r), 0);
+	raw_exec("UPDATE entries SET fields = replace(fields, '\"pruned\":5', '\"pruned\":4') WHERE id = 11");
+	cr_assert_eq(verify_bad(log, NULL, 0), 11);
+	audit_close(log);
+}
+
+/* Invariant: a broken log is evidence: prune refuses it and removes nothing. */
+Test(audit, test_prune_refuses_a_broken_log)
+{
+	struct audit_log *log = open_log();
+	struct audit_prune_result r;
+	struct collect *c = calloc(1, sizeof(*c));
+	uint64_t t = ten_entries(log);
+
+	raw_exec("UPDATE entries SET reason = 'edited' WHERE id = 3");
+	cr_assert_eq(audit_prune(log, t, "test.prune", &r), -EBADMSG);
+	cr_assert_eq(r.verify.first_bad_id, 3);
+	cr_assert_eq(audit_query(log, NULL, collect_one, c), 10, "nothing was removed");
+	free(c);
+	audit_close(log);
+}
+
+/* --follow's building blocks: the newest id, and entries past an id only. */
+Test(audit, test_last_id_and_after_id_filter)
+{
+	struct audit_log *log = open_log();
+	struct audit_filter f = { .after_id = 7 };
+	struct collect *c = calloc(1, sizeof(*c));
+	int64_t last = -1;
+
+	cr_assert_eq(audit_last_id(log, &last), 0);
+	cr_assert_eq(last, 0);
+	ten_entries(log);
+	cr_assert_eq(audit_last_id(log, &last), 0);
+	cr_assert_eq(last, 10);
+	cr_assert_eq(audit_query(log, &f, collect_one, c), 3);
+	cr_assert_eq(c->ids[0], 8);
+	free(c);
+	audit_close(log);
+}
