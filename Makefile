@@ -67,7 +67,8 @@ PKGS_kit := libcyaml yaml-0.1
 PKGS_vm := libnl-3.0 libnl-route-3.0 libnftables libarchive jansson libseccomp libcap
 PKGS_room := libseccomp libcap jansson
 PKGS_broker := jansson
-PKGS_daemon := ldns libevent libevent_openssl openssl jansson
+# libsystemd: sd_notify (READY, WATCHDOG, STOPPING) for latchd.service's Type=notify
+PKGS_daemon := ldns libevent libevent_openssl openssl jansson libsystemd
 PKGS_cli := jansson libcap
 # libvirt: headers only; vm/libvirt.c loads libvirt.so.0 with dlopen when a
 # command first needs libvirtd (linked in, it costs every command ~25 ms)
@@ -165,6 +166,15 @@ $(BUILD)/kit/kits_builtin.h: $(KIT_FILES) kit/embed_kits.sh
 	$(call msg,GEN,$@)
 	$(Q)sh kit/embed_kits.sh $(KIT_FILES) > $@
 $(BUILD)/kit/load.o: $(BUILD)/kit/kits_builtin.h
+
+# The systemd units, one template each (vm/units/*.in): `latch boot install`
+# writes them from this header, `make install` from the files.
+UNIT_FILES := $(sort $(wildcard vm/units/*.service.in))
+$(BUILD)/vm/units.h: $(UNIT_FILES) vm/units/embed.sh
+	$(Q)mkdir -p $(@D)
+	$(call msg,GEN,$@)
+	$(Q)sh vm/units/embed.sh $(UNIT_FILES) > $@
+$(BUILD)/vm/boot.o: $(BUILD)/vm/units.h
 
 # Every object waits for the skeletons and generated headers (-MMD records
 # what it really includes after the first build) and for the arrows check.
