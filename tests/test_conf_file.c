@@ -28,8 +28,9 @@ static int lines_with(const char *file, const char *prefix, const char *key)
 
 	cr_assert_not_null(f, "%s: run the unit tests from the top of the tree", file);
 	snprintf(want, sizeof(want), "%s%s =", prefix, key);
+	/* "#KEY =" starts a line of the shipped file; "**KEY =" may stand anywhere in the man page */
 	while (fgets(line, sizeof(line), f))
-		n += !strncmp(line, want, strlen(want));
+		n += *prefix == '#' ? !strncmp(line, want, strlen(want)) : strstr(line, want) != NULL;
 	fclose(f);
 	return n;
 }
@@ -65,9 +66,7 @@ Test(conf_file, the_shipped_file_has_no_unknown_key)
 Test(conf_file, every_key_is_in_the_man_page)
 {
 	for (size_t i = 0; latch_conf_key(i); i++)
-		cr_expect_ge(lines_with(MANPAGE, "**", latch_conf_key(i)) +
-				     lines_with(MANPAGE, "#", latch_conf_key(i)),
-			     1, "%s: no `**%s = ...**` entry", MANPAGE, latch_conf_key(i));
+		cr_expect_geq(lines_with(MANPAGE, "**", latch_conf_key(i)), 1, "%s: no `**%s = ...**` entry", MANPAGE, latch_conf_key(i));
 }
 
 /*
@@ -108,6 +107,7 @@ Test(conf_file, the_defaults_written_are_the_defaults)
 	setenv("LATCH_ROOT", "/nonexistent-latch-root", 1);
 	cr_assert_eq(latch_conf_load(&defaults, err, sizeof(err)), 0, "%s", err);
 	unsetenv("LATCH_ROOT");
+	memset(defaults.images, 0, sizeof(defaults.images));
 	snprintf(defaults.images, sizeof(defaults.images), "/var/lib/latch/images");
 	memset(from_file.path, 0, sizeof(from_file.path));
 	memset(defaults.path, 0, sizeof(defaults.path));
