@@ -437,7 +437,11 @@ int main(int argc, char **argv)
 	if (rc)
 		return finish(rc);
 	if (help) {
-		latch_cmd_help(stdout, cmd);
+		if (latch_json)
+			latch_json_out(json_pack("{s:s, s:s, s:s, s:s?, s:s?}", "command", cmd->name, "usage", cmd->usage,
+						 "help", cmd->help, "options", cmd->options, "examples", cmd->examples));
+		else
+			latch_cmd_help(stdout, cmd);
 		return finish(0);
 	}
 	rc = expand_verb(cmd, argc, argv);
