@@ -81,6 +81,7 @@ install: all man $(BUILD)/latch.bash-completion
 	@# the conffile: written when absent, never over an existing one (dpkg's rule)
 	$(Q)if [ -e $(DESTDIR)$(SYSCONFDIR)/latch/latch.conf ]; then \
 		echo "install: kept $(DESTDIR)$(SYSCONFDIR)/latch/latch.conf as it is (the shipped one is config/latch.conf)"; \
+		grep -s '^conf ' $(DESTDIR)$(MANIFEST) >> $(DESTDIR)$(MANIFEST).new || true; \
 	else install -D -m 0644 config/latch.conf $(DESTDIR)$(SYSCONFDIR)/latch/latch.conf && \
 		echo "conf $(SYSCONFDIR)/latch/latch.conf $$(sha256sum < config/latch.conf | cut -d' ' -f1)" \
 			>> $(DESTDIR)$(MANIFEST).new; fi
