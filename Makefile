@@ -33,7 +33,7 @@ endif
 # USES_m: the modules m may include and call (besides itself and bpf/'s ABI
 # header).  `daemon` is latchd's private code (broker/daemon, broker/dns);
 # `cli` is the latch command.  Keep docs/ARCHITECTURE.md's graph in step.
-MODULES := common loader audit config profile kit vm room broker daemon
+MODULES := common loader audit config profile kit vm room broker budget daemon
 USES_common :=
 USES_loader := common
 USES_audit := common
@@ -43,8 +43,9 @@ USES_kit := profile loader common
 USES_vm := config loader common
 USES_room := profile config loader common
 USES_broker := common
-USES_daemon := broker profile kit audit config loader common
-USES_cli := vm room broker profile kit audit config loader common
+USES_budget := common
+USES_daemon := broker budget profile kit audit config loader common
+USES_cli := vm room broker budget profile kit audit config loader common
 
 SRCS_common := $(wildcard common/*.c)
 SRCS_loader := $(wildcard loader/*.c)
@@ -55,20 +56,22 @@ SRCS_kit := $(wildcard kit/*.c)
 SRCS_vm := $(wildcard vm/*.c)
 SRCS_room := $(wildcard room/*.c)
 SRCS_broker := $(wildcard broker/*.c)
+SRCS_budget := $(wildcard budget/*.c)
 LATCHD_MAIN := broker/daemon/main.c
 SRCS_daemon := $(filter-out $(LATCHD_MAIN),$(wildcard broker/daemon/*.c broker/dns/*.c broker/http/*.c))
 SRCS_cli := $(wildcard cli/*.c)
 
 # The Debian packages each module builds against (pkg-config names).
 PKGS_loader := libbpf libelf zlib libnl-3.0 libnl-route-3.0
-PKGS_audit := sqlite3 libcrypto jansson
+PKGS_audit := sqlite3 libcrypto jansson libsystemd
 # kit/: libcyaml for the schema, libyaml (which it is built on) for env and the unknown-field warning
 PKGS_kit := libcyaml yaml-0.1
 PKGS_vm := libnl-3.0 libnl-route-3.0 libnftables libarchive jansson libseccomp libcap
 PKGS_room := libseccomp libcap jansson
 PKGS_broker := jansson
+PKGS_budget := sqlite3 jansson zlib
 # libsystemd: sd_notify (READY, WATCHDOG, STOPPING) for latchd.service's Type=notify
-PKGS_daemon := ldns libevent libevent_openssl openssl jansson libsystemd
+PKGS_daemon := ldns libevent libevent_openssl openssl jansson libnl-3.0 libnl-route-3.0 libsystemd
 PKGS_cli := jansson libcap
 # libvirt: headers only; vm/libvirt.c loads libvirt.so.0 with dlopen when a
 # command first needs libvirtd (linked in, it costs every command ~25 ms)
@@ -94,7 +97,7 @@ EXTRA_LIBS_cli := -lcap
 EXTRA_LIBS_daemon := -lhttp_parser
 extra_libs = $(sort $(foreach m,$(1),$(EXTRA_LIBS_$(m))))
 # archives in link order: users before what they use
-LINK_ORDER := vm room daemon kit profile broker audit config loader common
+LINK_ORDER := vm room daemon kit profile broker budget audit config loader common
 archives_of = $(foreach m,$(LINK_ORDER),$(if $(filter $(m),$(1)),$(BUILD)/lib$(m).a))
 # $(call link_with,MODULES): the archives and libraries a binary using MODULES needs
 link_with = $(call archives_of,$(call closure,$(1))) $(call pkg_libs,$(call closure,$(1))) \
@@ -189,9 +192,12 @@ $(BUILD)/lib%.a:
 	$(Q)rm -f $@ # ar never drops a member: a stale object would linger
 	$(Q)$(AR) rcs $@ $^
 
-$(BUILD)/latch: $(call objs_of,$(SRCS_cli)) $(call archives_of,$(call closure,cli))
+# latch loads its heaviest libraries only when a command first calls them (scripts/lazy.mk)
+include scripts/lazy.mk
+$(BUILD)/latch: $(LATCH_OBJS) $(LATCH_ARCHIVES) $(LATCH_LAZY_OBJS)
 	$(call msg,LINK,$@)
-	$(Q)$(CC) $(CFLAGS) -o $@ $(call objs_of,$(SRCS_cli)) $(call link_with,cli)
+	$(Q)$(CC) $(CFLAGS) -o $@ $(LATCH_LINK)
+	$(call latch_lazy_check,$@)
 
 $(BUILD)/latchd: $(call objs_of,$(LATCHD_MAIN)) $(call archives_of,$(call closure,daemon))
 	$(call msg,LINK,$@)

@@ -26,7 +26,7 @@
 #include <unistd.h>
 
 #include "audit/audit.h"
-#include "audit/chain.h"
+#include "audit/log.h"
 #include "common/common.h"
 
 const char audit_genesis[AUDIT_HASH_HEX + 1] = "0000000000000000000000000000000000000000000000000000000000000000";
@@ -45,14 +45,6 @@ struct rl_slot {
 	char key[]; /* "sandbox\0kind\0" */
 };
 
-#define RL_BUCKETS 64
-
-struct audit_log {
-	sqlite3 *db;
-	struct audit_opts opts;
-	struct rl_slot *rl[RL_BUCKETS];
-	char errmsg[256];
-};
 
 static uint64_t realtime_ns(void *arg)
 {
@@ -93,11 +85,6 @@ static int db_fail(struct audit_log *log, int rc, const char *what)
 int audit_db_fail(struct audit_log *log, int rc, const char *what)
 {
 	return db_fail(log, rc, what);
-}
-
-sqlite3 *audit_db(struct audit_log *log)
-{
-	return log->db;
 }
 
 const char *audit_error(const struct audit_log *log)
@@ -224,6 +211,13 @@ struct audit_log *audit_open(const char *path, const struct audit_opts *opts, ch
 	log->opts = *opts;
 	if (!log->opts.clock)
 		log->opts.clock = realtime_ns;
+	if (snprintf(log->path, sizeof(log->path), "%s", path) >= (int)sizeof(log->path) ||
+	    anchor_path_of(path, opts, log->anchor_path, sizeof(log->anchor_path))) {
+		latch_errf(err, errlen, -1, "audit log path %s is too long", path);
+		free(log);
+		errno = ENAMETOOLONG;
+		return NULL;
+	}
 	if (!log->opts.rate)
 		log->opts.rate = AUDIT_RATE_DEFAULT;
 
@@ -262,6 +256,7 @@ void audit_close(struct audit_log *log)
 {
 	if (!log)
 		return;
+	audit_anchor(log); /* the head at shutdown */
 	for (int b = 0; b < RL_BUCKETS; b++) {
 		struct rl_slot *s = log->rl[b], *n;
 
@@ -545,6 +540,7 @@ int audit_append(struct audit_log *log, struct audit_entry *e)
 	rl_record(log, s, now);
 	e->id = w.id;
 	e->time_ns = now;
+	anchor_after_append(log, w.id, now);
 	return 0;
 }
 
@@ -618,25 +614,53 @@ static int broken(struct audit_verify_result *res, int64_t id, const char *fmt, 
  * 1, 2, 3 with no gap (a deleted entry), prev_hash is the previous entry's
  * hash (a deleted or moved entry), and the hash matches the columns (an
  * edited entry, or one moved to another id, since the id is hashed too).
+ * Then the anchors (anchor.c), read before the walk so that none can name an
+ * entry appended after the walk began: each anchored entry must be there,
+ * with the anchored hash.  After a prune the walk starts at the cut
+ * (prune.c); an anchor below it names an entry the audited prune removed,
+ * and only the last one removed can still be checked: its hash is the cut's.
  */
 int audit_verify(struct audit_log *log, struct audit_verify_result *res)
 {
 	static const char sql[] = "SELECT id, time_ns, sandbox, kind, decision, reason, fields, prev_hash, hash "
 				  "FROM entries ORDER BY id";
 	char prev[AUDIT_HASH_HEX + 1], hash[AUDIT_HASH_HEX + 1];
+	struct audit_anchors as;
 	int64_t want = 1;
 	sqlite3_stmt *st;
-	int rc, ret = 0;
+	int rc, ret = 0, k = 0, mismatch = -1;
 
 	memset(res, 0, sizeof(*res));
-	ret = audit_chain_start(log, &want, prev, res); /* after a prune: the cut (prune.c) */
-	if (ret)
+	ret = anchors_read(log->path, log->anchor_path, &log->opts, &as);
+	if (ret) {
+		snprintf(log->errmsg, sizeof(log->errmsg), "reading the anchors: %s", strerror(-ret));
 		return ret;
-	res->first_id = want;
-	/* one read transaction: a writer appending meanwhile can't split the walk */
-	rc = sqlite3_prepare_v2(log->db, sql, -1, &st, NULL);
-	if (rc != SQLITE_OK)
+	}
+	/* one read transaction: a writer appending or pruning meanwhile can't split the cut from the walk */
+	rc = sqlite3_exec(log->db, "BEGIN", NULL, NULL, NULL);
+	if (rc != SQLITE_OK) {
+		anchors_free(&as);
 		return db_fail(log, rc, "verify");
+	}
+	ret = audit_chain_start(log, &want, prev, res); /* after a prune: the cut (prune.c) */
+	if (ret) {
+		sqlite3_exec(log->db, "COMMIT", NULL, NULL, NULL);
+		anchors_judge(&as, INT64_MAX, -1, res);
+		anchors_free(&as);
+		return ret;
+	}
+	res->first_id = want;
+	/* anchors below the cut vouch for pruned entries; the last one pruned must be the cut's hash */
+	for (; k < as.n && as.a[k].id < want; k++)
+		if (as.a[k].id == want - 1 && mismatch < 0 && strcmp(as.a[k].hash, prev))
+			mismatch = k;
+	rc = sqlite3_prepare_v2(log->db, sql, -1, &st, NULL);
+	if (rc != SQLITE_OK) {
+		ret = db_fail(log, rc, "verify");
+		sqlite3_exec(log->db, "COMMIT", NULL, NULL, NULL);
+		anchors_free(&as);
+		return ret;
+	}
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		struct audit_entry e = {
 			.id = sqlite3_column_int64(st, 0),
@@ -651,10 +675,10 @@ int audit_verify(struct audit_log *log, struct audit_verify_result *res)
 
 		res->checked++;
 		if (e.id != want) {
-			ret = want == 1 ? broken(res, e.id, "the chain starts at entry %lld, not 1: entries before it "
-							    "were deleted",
-						 (long long)e.id)
-					: broken(res, e.id, "entry %lld follows %lld: an entry was deleted",
+			ret = res->checked == 1 ? broken(res, e.id, "the chain starts at entry %lld, not %lld: entries "
+								    "before it were deleted",
+							 (long long)e.id, (long long)want)
+						: broken(res, e.id, "entry %lld follows %lld: an entry was deleted",
 						 (long long)e.id, (long long)want - 1);
 			break;
 		}
@@ -671,10 +695,40 @@ int audit_verify(struct audit_log *log, struct audit_verify_result *res)
 		}
 		memcpy(prev, hash, sizeof(prev));
 		want++;
+		/* the anchors of this entry: the first that disagrees is the one to name */
+		for (; k < as.n && as.a[k].id <= e.id; k++)
+			if (as.a[k].id == e.id && mismatch < 0 && strcmp(as.a[k].hash, hash))
+				mismatch = k;
 	}
 	if (!ret && rc != SQLITE_DONE)
 		ret = db_fail(log, rc, "verify");
 	sqlite3_finalize(st);
+	sqlite3_exec(log->db, "COMMIT", NULL, NULL, NULL);
+	if (!ret)
+		ret = anchors_judge(&as, want - 1, mismatch, res);
+	else
+		anchors_judge(&as, INT64_MAX, -1, res); /* the newest anchor, for the report */
+	anchors_free(&as);
+	return ret;
+}
+
+int audit_verify_missing(const char *path, const struct audit_opts *opts, struct audit_verify_result *res)
+{
+	static const struct audit_opts defaults;
+	char anchor_path[PATH_MAX];
+	struct audit_anchors as;
+	int ret;
+
+	if (!opts)
+		opts = &defaults;
+	memset(res, 0, sizeof(*res));
+	if (anchor_path_of(path, opts, anchor_path, sizeof(anchor_path)))
+		return -ENAMETOOLONG;
+	ret = anchors_read(path, anchor_path, opts, &as);
+	if (ret)
+		return ret;
+	ret = anchors_judge(&as, 0, -1, res);
+	anchors_free(&as);
 	return ret;
 }
 

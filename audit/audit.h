@@ -5,7 +5,12 @@
  * Every decision latch makes (a grant, a revoke, an attach, a refusal, a
  * kernel deny) becomes one entry.  Each entry's hash covers all its columns
  * and the previous entry's hash, so audit_verify() can name the first entry
- * that was edited, deleted or moved by hand.  An entry reported as written is
+ * that was edited, deleted or moved by hand.  The chain's head is anchored
+ * outside the database (anchor.c): every AUDIT_ANCHOR_EVERY entries, every
+ * AUDIT_ANCHOR_PERIOD_NS and at close, the id and hash of the newest entry go
+ * to the systemd journal (root's entries there carry a _UID the writer can't
+ * forge) and to a file beside the log, so audit_verify() also names a cut
+ * tail, and a suffix rewritten before an anchor.  An entry reported as written is
  * on disk (synchronous=FULL), and each (sandbox, kind) may write at most
  * AUDIT_RATE_DEFAULT entries in any 60 s; the rest are counted and the count
  * rides on the next entry written for that pair as the field "suppressed".
@@ -25,6 +30,10 @@
 #define AUDIT_TOKEN_MAX 64	     /* sandbox, kind, decision, reason */
 #define AUDIT_FIELDS_MAX 8192	     /* the fields' JSON text, compact */
 #define AUDIT_HASH_HEX 64	     /* SHA-256 in lower-case hex */
+#define AUDIT_ANCHOR_EVERY 64		    /* entries between two anchors, at most */
+#define AUDIT_ANCHOR_PERIOD_NS 60000000000ULL /* a head older than this is anchored by audit_tick() */
+/* The journal's MESSAGE_ID of an anchor: `journalctl MESSAGE_ID=... _UID=0` lists them. */
+#define AUDIT_ANCHOR_MESSAGE_ID "6c617463686175646974616e63686f72"
 
 /* Where latch keeps the log, under $LATCH_ROOT (default /). */
 #define AUDIT_DEFAULT_SUFFIX "var/lib/latch/audit.db"
@@ -45,6 +54,13 @@ struct audit_opts {
 	unsigned int rate;
 	/* Open an existing log for reading only: never create it, -ENOENT when it is missing. */
 	int readonly;
+	/* Anchors: every anchor_every entries (0: AUDIT_ANCHOR_EVERY), period as audit_tick() sees it (0: default). */
+	unsigned int anchor_every;
+	uint64_t anchor_period_ns;
+	/* The file anchor; NULL: the log's path with ".anchor" appended. */
+	const char *anchor_file;
+	/* Neither write nor read the journal (unit tests: the host's journal is not theirs). */
+	int no_journal;
 };
 
 struct audit_entry {
@@ -70,8 +86,13 @@ struct audit_filter {
 struct audit_verify_result {
 	int64_t checked;      /* entries walked */
 	int64_t first_bad_id; /* 0 when the chain is whole */
-	char why[160];	      /* what is wrong at first_bad_id */
+	char why[200];	      /* what is wrong at first_bad_id */
 	int64_t first_id;     /* where the chain starts: 1, or the first entry after a prune */
+	/* the anchors read (journal and file), and the newest of them */
+	int anchors;
+	int64_t anchored_id;	   /* 0: no anchor could be read */
+	uint64_t anchored_time_ns; /* when it was anchored (the journal's own time for a journal anchor) */
+	char anchored_by[16];	   /* "journal" or "file" */
 };
 
 /*
@@ -105,10 +126,27 @@ int audit_query(struct audit_log *log, const struct audit_filter *f,
 		int (*fn)(const struct audit_entry *e, void *arg), void *arg);
 
 /*
- * Walk the whole chain.  0 when it is whole; -EBADMSG with res naming the
- * first broken entry; other -errno when the database could not be read.
+ * Walk the whole chain, then hold it against every anchor that can be read.
+ * 0 when it is whole and every anchored entry is in it with the anchored
+ * hash; -EBADMSG with res naming the first broken entry, or the cut ("the log
+ * ends at entry 812, but the journal anchored entry 840 at ...") or the
+ * rewritten entry; other -errno when the database could not be read.
  */
 int audit_verify(struct audit_log *log, struct audit_verify_result *res);
+/*
+ * The same against a log that is missing altogether: -EBADMSG when an anchor
+ * says it held entries (it was deleted), else 0.  path is the log's path,
+ * as the writers opened it (anchors are kept per path).
+ */
+int audit_verify_missing(const char *path, const struct audit_opts *opts, struct audit_verify_result *res);
+
+/*
+ * Anchor the head now, if it moved since this process last anchored it.
+ * 0, or -errno when neither the journal nor the file took it.
+ */
+int audit_anchor(struct audit_log *log);
+/* Anchor the head if it moved and the last anchor is anchor_period_ns old (a daemon's timer). */
+int audit_tick(struct audit_log *log);
 
 /*
  * Prune: remove the entries written before before_ns, keeping the rest

@@ -14,6 +14,12 @@
  * walk then proves that entry with the rest.  A crash between the entry and
  * the deletion leaves the entry and every old entry: the log still verifies
  * from 1, and a second prune finishes the job.
+ *
+ * Anchors (anchor.c) outlive a prune: the journal still holds the heads
+ * anchored before it.  An anchor below the cut names an entry the audited
+ * prune removed, so it is no cut tail; the one on the last entry removed is
+ * still checked (its hash is the cut's), and the prune entry is anchored as
+ * soon as the cut is made, so rewriting the cut afterwards shows.
  */
 #include <errno.h>
 #include <jansson.h>
@@ -22,7 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "audit/chain.h"
+#include "audit/log.h"
 
 static const char cuts_schema[] = "CREATE TABLE IF NOT EXISTS cuts ("
 				  " first_id INTEGER PRIMARY KEY,"
@@ -37,7 +43,7 @@ static int scalar(struct audit_log *log, const char *sql, int64_t a, int64_t b, 
 	sqlite3_stmt *st;
 	int rc;
 
-	rc = sqlite3_prepare_v2(audit_db(log), sql, -1, &st, NULL);
+	rc = sqlite3_prepare_v2(log->db, sql, -1, &st, NULL);
 	if (rc != SQLITE_OK)
 		return audit_db_fail(log, rc, "prune");
 	sqlite3_bind_int64(st, 1, a);
@@ -71,7 +77,7 @@ static int prune_entry_found(struct audit_log *log, int64_t first_id, const char
 	int rc;
 
 	*found = false;
-	rc = sqlite3_prepare_v2(audit_db(log), sql, -1, &st, NULL);
+	rc = sqlite3_prepare_v2(log->db, sql, -1, &st, NULL);
 	if (rc != SQLITE_OK)
 		return audit_db_fail(log, rc, "verify");
 	sqlite3_bind_int64(st, 1, first_id);
@@ -98,7 +104,7 @@ int audit_chain_start(struct audit_log *log, int64_t *first_id, char prev[AUDIT_
 	memcpy(prev, audit_genesis, AUDIT_HASH_HEX + 1);
 	if (!have_cuts(log))
 		return 0;
-	rc = sqlite3_prepare_v2(audit_db(log), sql, -1, &st, NULL);
+	rc = sqlite3_prepare_v2(log->db, sql, -1, &st, NULL);
 	if (rc != SQLITE_OK)
 		return audit_db_fail(log, rc, "verify");
 	rc = sqlite3_step(st);
@@ -154,7 +160,7 @@ static int record_cut(struct audit_log *log, const char *reason, uint64_t before
 static int cut(struct audit_log *log, uint64_t before_ns, const struct audit_prune_result *res)
 {
 	static const char ins[] = "INSERT INTO cuts (first_id, anchor, before_ns, prune_id, pruned) VALUES (?, ?, ?, ?, ?)";
-	sqlite3 *db = audit_db(log);
+	sqlite3 *db = log->db;
 	sqlite3_stmt *st = NULL;
 	int rc;
 
@@ -216,7 +222,7 @@ int audit_prune(struct audit_log *log, uint64_t before_ns, const char *reason, s
 		return 0; /* nothing that old */
 	res->first_id = keep;
 	res->pruned = keep - start;
-	rc = sqlite3_prepare_v2(audit_db(log), "SELECT hash FROM entries WHERE id = ?", -1, &st, NULL);
+	rc = sqlite3_prepare_v2(log->db, "SELECT hash FROM entries WHERE id = ?", -1, &st, NULL);
 	if (rc != SQLITE_OK)
 		return audit_db_fail(log, rc, "prune");
 	sqlite3_bind_int64(st, 1, keep - 1);
@@ -227,7 +233,9 @@ int audit_prune(struct audit_log *log, uint64_t before_ns, const char *reason, s
 	if (rc != SQLITE_ROW)
 		return rc == SQLITE_DONE ? -ENOENT : audit_db_fail(log, rc, "prune");
 	ret = record_cut(log, reason, before_ns, res);
-	if (ret)
-		return ret;
-	return cut(log, before_ns, res);
+	if (!ret)
+		ret = cut(log, before_ns, res);
+	if (!ret)
+		audit_anchor(log); /* the journal vouches for the prune entry, and so for the cut, at once */
+	return ret;
 }

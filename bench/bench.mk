@@ -5,6 +5,7 @@
 # dnsmasq, a 65,536-entry profile switch beside nftables).
 #   make bench                  3 reps of everything (about 6-8 minutes, root)
 #   BENCH_REPS=5 make bench     more reps; see bench/run.sh for other knobs
+#   make bench-budget           the spend meter alone (bench/budget.c; BENCH_BUDGET_ARGS="N N_FULL REPS")
 
 BENCH_BINS := $(BUILD)/bench/inject $(BUILD)/bench/testrun $(BUILD)/bench/ctl $(BUILD)/bench/profswitch \
 	      $(BUILD)/bench/match
@@ -38,5 +39,16 @@ $(BUILD)/bench/match: bench/match.c $(call archives_of,$(call closure,profile)) 
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) -MF $@.d -o $@ $< $(call link_with,profile)
 
-bench: $(BUILD)/latch $(BUILD)/latchd $(BENCH_BINS)
+# budget/'s share of a request, beside a memcpy and a bare sqlite ledger (bench/budget.c); no root needed
+$(BUILD)/bench/budget: bench/budget.c $(call archives_of,$(call closure,budget)) | $(BUILD)/bench
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CFLAGS) -MF $@.d -o $@ $< $(call link_with,budget)
+
+bench-budget: $(BUILD)/bench/budget
+	$(Q)$(BUILD)/bench/budget $(BENCH_BUDGET_ARGS) 2>/dev/null
+
+bench: $(BUILD)/latch $(BUILD)/latchd $(BENCH_BINS) $(BUILD)/bench/budget
 	$(Q)BUILD=$(BUILD) bash bench/run.sh
+	$(Q)$(BUILD)/bench/budget $(BENCH_BUDGET_ARGS) 2>/dev/null
+
+.PHONY: bench-budget

@@ -22,13 +22,14 @@
 #                       address of the same namespace
 #           Both are warmed first (the list asked once), then dnsperf runs
 #           BENCH_DNS_SECS seconds with BENCH_DNS_CLIENTS sockets and at most
-#           BENCH_DNS_QUEUE queries outstanding.  The client sits in H, beside
-#           both servers, so the kernel filter is not in the path; two more
-#           latch runs: names the profile does not allow (answered REFUSED,
-#           never sent upstream), and the allowed list from the guest netns,
-#           through latch's tc filter and DNS token bucket (attached with
-#           --dns-rate/--dns-burst 1000000); and, for both servers, the
-#           latency with one query outstanding.  Per run: queries/s,
+#           BENCH_DNS_QUEUE queries outstanding.  latch's resolver answers
+#           only its guest on its link, so its client runs in the guest netns
+#           G, through latch's tc filter and DNS token bucket (attached with
+#           --dns-rate/--dns-burst 1000000); dnsmasq's runs in a netns R of
+#           its own behind a veth of the same kind, with no filter.  One more
+#           latch run: names the profile does not allow (answered REFUSED,
+#           never sent upstream); and, for both servers, the latency with one
+#           query outstanding.  Per run: queries/s,
 #           average latency, queries lost (dnsperf), the server's CPU time
 #           per query and its share of the run on a CPU and waiting for one
 #           (/proc/PID/task/*/schedstat), and the queries the upstream
@@ -52,12 +53,14 @@
 # BENCH_DNS_REPS (2: every run repeated, in rotated order),
 # BENCH_DNS_CLIENTS (4, dnsperf -c), BENCH_DNS_QUEUE (64, dnsperf -q),
 # BENCH_DNS_LAT_SECS (3, the unloaded latency runs: -c 1 -q 1),
-# BENCH_SWITCH_REPS (3).  Every dnsperf run stops by itself (-l, and a
+# BENCH_SWITCH_REPS (3), BENCH_DNS_PERF (empty; set, each server is
+# profiled with perf's cpu-clock during its first run).  Every dnsperf run stops by itself (-l, and a
 # timeout around it); every wait below is bounded.
 #
 # Topology, made here and removed on exit, pass or fail (trap): three netns
 #   G lbd-g-PID: g0 198.51.100.2/28                      (the guest)
-#   H lbd-h-PID: hg0 198.51.100.1/28 (latch, resolver), lo 198.51.100.33
+#   R lbd-r-PID: r0 198.51.100.34/28                     (the reference's client)
+#   H lbd-h-PID: hg0 198.51.100.1/28 (latch, resolver), hr0 198.51.100.33/28
 #                (the reference dnsmasq), hi0 198.51.100.17/30
 #   I lbd-i-PID: ih0 198.51.100.18/30, lo 203.0.113.53 (the upstream)
 # No forwarding, no route anywhere else; the root namespace and eth0 are
@@ -78,14 +81,17 @@ DNS_CLIENTS=${BENCH_DNS_CLIENTS:-4}
 DNS_QUEUE=${BENCH_DNS_QUEUE:-64}
 DNS_LAT_SECS=${BENCH_DNS_LAT_SECS:-3}
 SW_REPS=${BENCH_SWITCH_REPS:-3}
+DNS_PERF=${BENCH_DNS_PERF:-} # non-empty: perf-record each server during its first run (OUTDIR/perf-IMPL.txt)
 SW_N=65536
 
 GNS=lbd-g-$$
+RNS=lbd-r-$$
 HNS=lbd-h-$$
 INS=lbd-i-$$
 GUEST_IP=198.51.100.2
 HOST_IP=198.51.100.1 # the sandbox's host address and its resolver
 REF_IP=198.51.100.33 # the reference dnsmasq
+REF_CLIENT_IP=198.51.100.34
 UP_IP=203.0.113.53   # the upstream
 SB=lbd
 NFT_TABLE=lbd_sw
@@ -94,6 +100,7 @@ BPFFS=/sys/fs/bpf/latch-benchd-$$
 log() { printf '[latchd-bench %s] %s\n' "$(date +%T)" "$*" >&2; }
 die() { log "FAILED: $*"; exit 1; }
 G() { ip netns exec "$GNS" "$@"; }
+R() { ip netns exec "$RNS" "$@"; }
 H() { nsenter --net="/run/netns/$HNS" -- "$@"; }
 L() { LATCH_ROOT=$LROOT LATCH_BPFFS=$BPFFS H "$LATCH" "$@"; }
 now_ns() { date +%s%N; }
@@ -149,7 +156,7 @@ if [ "$(stat -f -c %T /sys/fs/bpf 2>/dev/null)" != bpf_fs ]; then
 	MOUNTED_BPFFS=1
 fi
 mkdir -p "$BPFFS"
-for ns in "$GNS" "$HNS" "$INS"; do
+for ns in "$GNS" "$RNS" "$HNS" "$INS"; do
 	[ -e "/run/netns/$ns" ] && die "namespace $ns exists already"
 	ip netns add "$ns"
 	NS_MADE+=("$ns")
@@ -157,20 +164,25 @@ for ns in "$GNS" "$HNS" "$INS"; do
 	ip -n "$ns" link set lo up
 done
 ip link add g0 netns "$GNS" type veth peer name hg0 netns "$HNS"
+ip link add r0 netns "$RNS" type veth peer name hr0 netns "$HNS"
 ip link add hi0 netns "$HNS" type veth peer name ih0 netns "$INS"
 ip -n "$GNS" addr add "$GUEST_IP/28" dev g0
 ip -n "$HNS" addr add "$HOST_IP/28" dev hg0
-ip -n "$HNS" addr add "$REF_IP/32" dev lo
+ip -n "$RNS" addr add "$REF_CLIENT_IP/28" dev r0
+ip -n "$HNS" addr add "$REF_IP/28" dev hr0
 ip -n "$HNS" addr add 198.51.100.17/30 dev hi0
 ip -n "$INS" addr add 198.51.100.18/30 dev ih0
 ip -n "$INS" addr add "$UP_IP/32" dev lo
-for l in "$GNS g0" "$HNS hg0" "$HNS hi0" "$INS ih0"; do ip -n "${l% *}" link set "${l#* }" up; done
+for l in "$GNS g0" "$RNS r0" "$HNS hg0" "$HNS hr0" "$HNS hi0" "$INS ih0"; do ip -n "${l% *}" link set "${l#* }" up; done
 ip -n "$HNS" route add "$UP_IP/32" via 198.51.100.18 dev hi0
 GMAC=$(ip -n "$GNS" -br link show g0 | awk '{ print $3 }')
 
 # ---------------------------------------------------------------- upstream, latchd, reference
 names=$TMP/hosts
-awk -v n="$DNS_NAMES" 'BEGIN { for (k = 0; k < n; k++) printf("198.18.%d.%d n%d.bench.example\n", int(k / 256), k % 256, k) }' > "$names"
+# public (documentation) addresses: 198.18.0.0/15 is a range the rebinding filter refuses,
+# and 198.51.100.0/24 holds H's own addresses, which it refuses too
+awk -v n="$DNS_NAMES" 'BEGIN { for (k = 0; k < n; k++)
+	printf("%s.%d n%d.bench.example\n", int(k / 250) % 2 ? "203.0.113" : "192.0.2", k % 250 + 1, k) }' > "$names"
 awk -v n="$DNS_NAMES" 'BEGIN { for (k = 0; k < n; k++) printf("n%d.bench.example A\n", k) }' > "$TMP/q-allowed"
 awk -v n="$DNS_NAMES" 'BEGIN { for (k = 0; k < n; k++) printf("n%d.denied.example A\n", k) }' > "$TMP/q-refused"
 
@@ -241,22 +253,34 @@ wait_udp "$HNS" "$REF_IP" && [ "$(cat "/proc/$REF_PID/comm" 2>/dev/null)" = dnsm
 wait_udp "$HNS" "$HOST_IP" || die "latchd's resolver does not listen on $HOST_IP:53"
 
 # dnsperf_run IMPL[:lat1] REP: one timed run; records its figures.  IMPL:
-# latch, dnsmasq, latch_refused, latch_guest; ":lat1" is the unloaded run
+# latch, dnsmasq, latch_refused; ":lat1" is the unloaded run
 # (one socket, one query outstanding), which records only its latency.
 dnsperf_run() {
-	local impl=${1%:*} rep=$2 ns=H server=$HOST_IP file=$TMP/q-allowed want=NOERROR pid=$LATCHD_PID
+	local impl=${1%:*} rep=$2 ns=G server=$HOST_IP file=$TMP/q-allowed want=NOERROR pid=$LATCHD_PID
 	local secs=$DNS_SECS clients=$DNS_CLIENTS queue=$DNS_QUEUE tag=$1
 	local out u0 u1 r0 r1 w0 w1 t0 t1 qps lat lost ndone codes
 	case $impl in
-	dnsmasq) server=$REF_IP pid=$REF_PID ;;
+	dnsmasq) server=$REF_IP pid=$REF_PID ns=R ;;
 	latch_refused) file=$TMP/q-refused want=REFUSED ;;
-	latch_guest) ns=G ;;
 	esac
 	[ "$tag" = "$impl" ] || { secs=$DNS_LAT_SECS clients=1 queue=1; }
 	u0=$(upstream_count); read -r r0 w0 <<<"$(sched "$pid")"; t0=$(now_ns)
+	local perf_pid=""
+	if [ -n "$DNS_PERF" ] && [ "$rep" = 1 ] && [ "$tag" = "$impl" ]; then
+		# where the server's time goes (user space; perf's cpu-clock works where hardware counters don't)
+		perf record -q -e cpu-clock -F 2000 -p "$pid" -o "$OUT/perf-$impl.data" -- sleep "$secs" \
+			>/dev/null 2>&1 &
+		perf_pid=$!
+	fi
 	out=$($ns taskset -c 0 timeout $((secs + 30)) dnsperf -s "$server" -d "$file" -l "$secs" \
 		-c "$clients" -q "$queue" -T 1 -t 2 2>&1) || die "dnsperf ($tag): $out"
 	t1=$(now_ns); read -r r1 w1 <<<"$(sched "$pid")"; u1=$(upstream_count)
+	if [ -n "$perf_pid" ]; then
+		wait "$perf_pid"
+		perf report -i "$OUT/perf-$impl.data" --stdio --no-children --sort symbol 2>/dev/null |
+			awk '/^ +[0-9.]+%/ && n++ < 40' > "$OUT/perf-$impl.txt" # reads it all: no SIGPIPE under pipefail
+		log "dns: perf profile of $impl in $OUT/perf-$impl.txt"
+	fi
 	echo "$out" > "$OUT/dnsperf-${tag/:/-}-$rep.txt"
 	qps=$(sed -n 's/^ *Queries per second: *\([0-9.]*\).*/\1/p' <<<"$out")
 	lat=$(sed -n 's/^ *Average Latency (s): *\([0-9.]*\).*/\1/p' <<<"$out")
@@ -287,15 +311,15 @@ dns_part() {
 	local out impls r i nc s0 s1
 	out=$(L egress "$SB" profile bench-dns 2>&1) || die "switch to bench-dns: $out"
 	# warm: every name asked once, through each server; the refused list needs no warming
-	for srv in "$HOST_IP" "$REF_IP"; do
-		out=$(H taskset -c 0 timeout 60 dnsperf -s "$srv" -d "$TMP/q-allowed" -n 1 -c "$DNS_CLIENTS" \
+	for srv in "G $HOST_IP" "R $REF_IP"; do
+		out=$(${srv% *} taskset -c 0 timeout 60 dnsperf -s "${srv#* }" -d "$TMP/q-allowed" -n 1 -c "$DNS_CLIENTS" \
 			-q "$DNS_QUEUE" -T 1 -t 2 2>&1) || die "dnsperf warm-up ($srv): $out"
 		grep -q "Response codes: *NOERROR $DNS_NAMES (100.00%)" <<<"$out" ||
 			die "warm-up through $srv: not every name resolved: $(grep -E 'Queries lost|Response codes' <<<"$out")"
 	done
 	s0=$(resolver_stats)
 	log "dns: warm; latchd resolver (queries answered refused upstream_sent cache_hits failed): $s0"
-	impls=(latch dnsmasq latch_refused latch_guest latch:lat1 dnsmasq:lat1)
+	impls=(latch dnsmasq latch_refused latch:lat1 dnsmasq:lat1)
 	nc=${#impls[@]}
 	for ((r = 1; r <= DNS_REPS; r++)); do
 		for ((i = 0; i < nc; i++)); do

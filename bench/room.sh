@@ -46,10 +46,13 @@ mkdir -p "$OUT" "$WS"
 install -m 755 "$BUILD/bench/room_stamp" "$WS/room_stamp"
 # rooms of this run under a cgroup name, pins and state of their own
 export LATCH_CGROUP=latch-bench-$$ LATCH_BPFFS=/sys/fs/bpf/latch-bench-room-$$ LATCH_ROOT=$OUT/root
+LATCHD_PID=
 cleanup() {
 	local root
+	[ -n "$LATCHD_PID" ] && kill "$LATCHD_PID" 2>/dev/null && wait "$LATCHD_PID" 2>/dev/null
 	for root in $(awk '$3 == "cgroup2" || $3 == "cgroup" {print $2}' /proc/mounts); do
 		rmdir "$root/$LATCH_CGROUP"/rooms/* "$root/$LATCH_CGROUP"/rooms "$root/$LATCH_CGROUP"/warm \
+			"$root/$LATCH_CGROUP"/latchd \
 			"$root/$LATCH_CGROUP" 2>/dev/null || true
 	done
 	rm -rf "$LATCH_BPFFS" "$LATCH_ROOT"
@@ -57,7 +60,12 @@ cleanup() {
 trap cleanup EXIT
 mkdir -p "$LATCH_BPFFS"
 
-log "start: $ROUNDS rounds of exec, bwrap, latch run, room-lean and latch-start"
+# latchd runs, confined, as it does where latch is installed: each run's audit record goes to it
+"$BUILD/latchd" --dns-port 5353 >"$OUT/latchd.log" 2>&1 &
+LATCHD_PID=$!
+for _ in $(seq 50); do grep -q listening "$OUT/latchd.log" && break; sleep 0.1; done
+grep -q listening "$OUT/latchd.log" || { log "latchd did not start: $(cat "$OUT/latchd.log")"; exit 1; }
+log "start: $ROUNDS rounds of exec, bwrap, latch run, room-lean and latch-start (load: $(cut -d' ' -f1-3 /proc/loadavg))"
 "$BUILD/latch" run --workspace "$WS" -- /workspace/room_stamp >/dev/null # loads and pins the programs once
 "$BUILD/bench/room_start" "$ROUNDS" "$WS" "$BUILD/latch" "$BWRAP" "$BUILD/bench/room_lean" >"$OUT/start.csv"
 log "hook: $HOOK_ROUNDS rounds of $HOOK_N connect() and sendto()"

@@ -606,7 +606,7 @@ row() { printf "$FMT" "$@"; }
 		row "profile match, $cse name, ns/query" "$(thou "$BIG")" "-" "$(calc %.0f "$l") (name index)" \
 			"$(calc %.0f "$f") (scan of entries)" "(information)" ""
 	done
-	# bench/latchd.sh: the resolver beside dnsmasq (client in H, both servers on CPU 1)
+	# bench/latchd.sh: the resolver beside dnsmasq (each client behind a veth, both servers on CPU 1)
 	if have dns qps latch && have dns qps dnsmasq; then
 		dn=$(awk -F, '$1 == "dns" { print $4; exit }' "$RAW")
 		dq() { thou "$(calc "${3:-%.0f}" "$(med dns "$1" "$2" "$dn")") $(rng dns "$1" "$2" "$dn" "${3:-%.0f}")"; }
@@ -629,10 +629,6 @@ row() { printf "$FMT" "$@"; }
 		if have dns qps latch_refused; then
 			row "resolver q/s, REFUSED (name not allowed)" "$(thou "$dn")" "-" "$(dq qps latch_refused)" "-" \
 				"($(dlost latch_refused))" ""
-		fi
-		if have dns qps latch_guest; then
-			row "resolver q/s, from the guest (tc filter)" "$(thou "$dn")" "-" "$(dq qps latch_guest)" "-" \
-				"($(dlost latch_guest))" ""
 		fi
 	fi
 	# bench/latchd.sh: a 65,536-entry profile switch beside one nft -f transaction
@@ -672,9 +668,10 @@ echo "  the old generation is deleted after that by latch_policy_gc (lookup_batc
 echo "map: primitives timed on a private hash map shaped like exact4 (bench/ctl.c diag), for reference."
 echo "address miss: $MISS; nftables: inet table, ipv4_addr . inet_service set, ingress hook of $HIF, policy drop."
 if have dns qps latch; then
-	echo "resolver (bench/latchd.sh): dnsperf in the host netns on CPU 0, -c ${BENCH_DNS_CLIENTS:-4} -q ${BENCH_DNS_QUEUE:-64}, ${BENCH_DNS_SECS:-10} s a run,"
-	echo "  ${BENCH_DNS_REPS:-2} reps; the same warm A queries to latchd's resolver and to dnsmasq --server=UPSTREAM"
-	echo "  --cache-size=1024, each on CPU 1, one upstream; the kernel filter is in the path of the guest row only."
+	echo "resolver (bench/latchd.sh): dnsperf on CPU 0, -c ${BENCH_DNS_CLIENTS:-4} -q ${BENCH_DNS_QUEUE:-64}, ${BENCH_DNS_SECS:-10} s a run,"
+	echo "  ${BENCH_DNS_REPS:-2} reps; the same warm A queries to latchd's resolver (from its guest's netns, through latch's"
+	echo "  tc filter: the resolver answers its guest only) and to dnsmasq --server=UPSTREAM --cache-size=1024 (from a"
+	echo "  netns behind a veth of its own, no filter), each server on CPU 1, one upstream."
 	echo "  CPU per query: the server's run time (schedstat) / answers; on a CPU + waiting near 100 %: the server set the pace."
 fi
 if have switch cli latch; then

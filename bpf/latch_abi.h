@@ -134,6 +134,12 @@ _Static_assert(sizeof(struct latch_counter) == 16, "latch_counter layout");
 #define LATCH_CFG_HAVE_TIMED6 (1u << 8)
 /* The `open` profile: policy passes every destination (checks 1-5 still hold). */
 #define LATCH_CFG_OPEN (1u << 9)
+/*
+ * A room slot that is latchd's own cgroup (latch_cg.bpf.c only): what its
+ * listeners send from one of host_ports is an answer and passes; everything
+ * else it sends, DNS to its upstreams included, goes by the policy alone.
+ */
+#define LATCH_CFG_LATCHD (1u << 10)
 
 struct latch_config {
 	__u32 abi_version;

@@ -177,7 +177,9 @@ struct dest {
 	__u8 family;   /* 4 or 6 */
 	__u8 l4;       /* LATCH_PROTO_TCP/UDP/ICMP, or 0: nothing latch passes */
 	__u8 tcp_syn;  /* SYN without ACK */
-	__u8 pad[3];
+	__u8 pad;
+	__u16 sport;   /* the sending socket's port, host byte order; 0 unbound */
+	__be32 saddr4; /* egress, IPv4: the packet's source */
 };
 
 static __always_inline int room_find(__u64 id, struct room *r)
@@ -316,17 +318,29 @@ static __always_inline int is_resolver(const struct latch_config *cfg, const str
 	       ((cfg->flags & LATCH_CFG_HAVE_RESOLVER6) && addr_is(d, 6, 0, cfg->resolver_ip6));
 }
 
-static __always_inline int is_host_service(const struct latch_config *cfg, const struct dest *d)
+/* Is PORT one of the config's host ports (TCP or UDP)? */
+static __always_inline int in_host_ports(const struct latch_config *cfg, const struct dest *d, __u16 port)
 {
 	if (d->l4 != LATCH_PROTO_TCP && d->l4 != LATCH_PROTO_UDP)
 		return 0;
 	for (int i = 0; i < LATCH_HOST_PORTS_MAX; i++) {
 		if (i >= cfg->n_host_ports)
 			break;
-		if (bpf_ntohs(cfg->host_ports[i]) == d->port)
+		if (bpf_ntohs(cfg->host_ports[i]) == port)
 			return 1;
 	}
 	return 0;
+}
+
+static __always_inline int is_host_service(const struct latch_config *cfg, const struct dest *d)
+{
+	return in_host_ports(cfg, d, d->port);
+}
+
+/* latchd's own cgroup: is this sent from one of its listeners' ports (an answer)? */
+static __always_inline int is_answer(const struct latch_config *cfg, const struct dest *d)
+{
+	return d->sport && in_host_ports(cfg, d, d->sport);
 }
 
 static __always_inline int is_dns(const struct dest *d)
@@ -349,6 +363,12 @@ static __always_inline int decide(const struct room *r, const struct dest *d, in
 	*expires = 0;
 	if (!d->l4)
 		return LATCH_DROP_PROTO;
+	if (cfg->flags & LATCH_CFG_LATCHD) {
+		/* latchd: its answers go back to whoever asked; what it opens, DNS too, only by policy */
+		if (is_answer(cfg, d))
+			return LATCH_PASS_HOST_SERVICE;
+		goto policy;
+	}
 	if (is_host(cfg, d)) {
 		if (is_host_service(cfg, d))
 			return LATCH_PASS_HOST_SERVICE;
@@ -364,6 +384,7 @@ static __always_inline int decide(const struct room *r, const struct dest *d, in
 			*now = bpf_ktime_get_boot_ns();
 		return dns_take(r, *now) ? LATCH_PASS_DNS : LATCH_DROP_DNS_RATE;
 	}
+policy:
 	if (cfg->flags & LATCH_CFG_OPEN)
 		return LATCH_PASS_OPEN;
 	reason = policy_lookup(r, d, &q);
@@ -439,6 +460,8 @@ static __always_inline int sockaddr4(struct bpf_sock_addr *ctx)
 
 	d.addr[0] = ctx->user_ip4;
 	d.port = d.l4 == LATCH_PROTO_ICMP ? 0 : bpf_ntohs(ctx->user_port);
+	if (ctx->sk)
+		d.sport = ctx->sk->src_port;
 	return sockaddr_verdict(ctx, &d);
 }
 
@@ -457,6 +480,8 @@ static __always_inline int sockaddr6(struct bpf_sock_addr *ctx)
 		d.addr[2] = d.addr[3] = 0;
 	}
 	d.port = d.l4 == LATCH_PROTO_ICMP ? 0 : bpf_ntohs(ctx->user_port);
+	if (ctx->sk)
+		d.sport = ctx->sk->src_port;
 	return sockaddr_verdict(ctx, &d);
 }
 
@@ -550,6 +575,7 @@ static __always_inline int parse_dest(struct __sk_buff *skb, struct dest *d)
 			return LATCH_DROP_FRAGMENT;
 		d->family = 4;
 		d->addr[0] = ip.daddr;
+		d->saddr4 = ip.saddr;
 		proto = ip.protocol;
 		off = sizeof(ip);
 	} else if (skb->protocol == bpf_htons(ETH_P_IPV6)) {
@@ -589,6 +615,7 @@ static __always_inline int parse_dest(struct __sk_buff *skb, struct dest *d)
 			return LATCH_DROP_MALFORMED;
 		d->l4 = LATCH_PROTO_TCP;
 		d->port = bpf_ntohs(th.dest);
+		d->sport = bpf_ntohs(th.source);
 		d->tcp_syn = th.syn && !th.ack;
 	} else if (proto == IPPROTO_UDP) {
 		struct udphdr uh;
@@ -597,6 +624,7 @@ static __always_inline int parse_dest(struct __sk_buff *skb, struct dest *d)
 			return LATCH_DROP_MALFORMED;
 		d->l4 = LATCH_PROTO_UDP;
 		d->port = bpf_ntohs(uh.dest);
+		d->sport = bpf_ntohs(uh.source);
 	} else if ((proto == IPPROTO_ICMP && d->family == 4) || (proto == IPPROTO_ICMPV6 && d->family == 6)) {
 		__u8 type;
 
@@ -612,11 +640,19 @@ static __always_inline int parse_dest(struct __sk_buff *skb, struct dest *d)
 	return 0;
 }
 
-/* Stamp packets to the room's own services with the room's mark (see latch_abi.h). */
+/*
+ * Stamp packets to the room's own services with the room's mark (see
+ * latch_abi.h).  Only from a loopback source, as the room's sockets send
+ * there: a source the room made up (IP_FREEBIND needs no privilege) would
+ * have latchd answer someone else, so such a packet gets no mark and the
+ * gate drops it.
+ */
 static __always_inline void stamp(struct __sk_buff *skb, const struct room *r, const struct dest *d)
 {
 	const struct latch_config *cfg = r->cfg;
 
+	if ((bpf_ntohl(d->saddr4) >> 24) != 127)
+		return;
 	if (d->family == 4 && (((cfg->flags & LATCH_CFG_HAVE_IP4) && d->addr[0] == cfg->host_ip4) ||
 			       ((cfg->flags & LATCH_CFG_HAVE_RESOLVER4) && d->addr[0] == cfg->resolver_ip4)))
 		skb->mark = latch_room_mark_of(bpf_ntohl(d->addr[0]));

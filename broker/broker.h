@@ -21,6 +21,20 @@ int latchd_socket_path(char *buf, size_t len);
  * when latchd is not running, other -errno with a line in err.
  */
 int latchd_call(json_t *req, json_t **reply, int timeout_ms, char *err, size_t errlen);
+/*
+ * A connection kept for several requests, one at a time: what `latch run`
+ * holds for the life of a room, so that latchd drops the room's services
+ * when the connection goes (latch run killed).  latchd_connect() is NULL
+ * with errno (ENOENT, ECONNREFUSED: latchd is not running) and a line in
+ * err that names the fix; latchd_conn_call() is latchd_call() on it.
+ */
+struct latchd_conn;
+struct latchd_conn *latchd_connect(char *err, size_t errlen);
+int latchd_conn_call(struct latchd_conn *c, json_t *req, json_t **reply, int timeout_ms, char *err, size_t errlen);
+void latchd_conn_close(struct latchd_conn *c);
+/* Send REQ and wait for nothing (a request that asks for no reply). */
+int latchd_conn_send(struct latchd_conn *c, json_t *req, char *err, size_t errlen);
+
 /* {"op":"ping"}: latchd's reply (pid, sandboxes), or NULL when it does not answer. */
 json_t *latchd_ping(int timeout_ms);
 /*

@@ -30,40 +30,72 @@ static long long now_ms(void)
 	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
 }
 
-int latchd_call(json_t *req, json_t **reply, int timeout_ms, char *err, size_t errlen)
+struct latchd_conn {
+	int fd;
+};
+
+struct latchd_conn *latchd_connect(char *err, size_t errlen)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	char path[sizeof(sa.sun_path)], buf[65536];
-	long long deadline = now_ms() + timeout_ms;
-	size_t have = 0;
-	char *text, *line;
+	char path[sizeof(sa.sun_path)];
+	struct latchd_conn *c;
 	int fd, rc;
 
-	*reply = NULL;
-	if (latchd_socket_path(path, sizeof(path)))
-		return latch_errf(err, errlen, -ENAMETOOLONG, "latchd socket path is too long");
+	if (latchd_socket_path(path, sizeof(path))) {
+		latch_errf(err, errlen, -ENAMETOOLONG, "latchd socket path is too long");
+		errno = ENAMETOOLONG;
+		return NULL;
+	}
 	strcpy(sa.sun_path, path);
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return latch_errf(err, errlen, -errno, "socket: %s", strerror(errno));
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
-		rc = -errno;
-		close(fd);
-		return latch_errf(err, errlen, rc, "latchd is not running (%s: %s); start it with `systemctl start latchd`",
-				  path, strerror(-rc));
+	if (fd < 0) {
+		latch_errf(err, errlen, -errno, "socket: %s", strerror(errno));
+		return NULL;
 	}
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+		rc = errno;
+		close(fd);
+		latch_errf(err, errlen, -rc, "latchd is not running (%s: %s); start it with `systemctl start latchd`",
+			   path, strerror(rc));
+		errno = rc;
+		return NULL;
+	}
+	c = malloc(sizeof(*c));
+	if (!c) {
+		close(fd);
+		errno = ENOMEM;
+		return NULL;
+	}
+	c->fd = fd;
+	return c;
+}
+
+void latchd_conn_close(struct latchd_conn *c)
+{
+	if (!c)
+		return;
+	close(c->fd);
+	free(c);
+}
+
+int latchd_conn_call(struct latchd_conn *c, json_t *req, json_t **reply, int timeout_ms, char *err, size_t errlen)
+{
+	long long deadline = now_ms() + timeout_ms;
+	char buf[65536], *text, *line;
+	size_t have = 0;
+	int rc = 0;
+
+	*reply = NULL;
 	/* one line: the compact dump has no newline of its own */
 	text = json_dumps(req, JSON_COMPACT);
 	if (!text || !(line = malloc(strlen(text) + 2))) {
 		free(text);
-		close(fd);
 		return latch_errf(err, errlen, -ENOMEM, "out of memory");
 	}
 	sprintf(line, "%s\n", text);
 	free(text);
-	rc = 0;
 	for (size_t off = 0, n = strlen(line); off < n;) {
-		ssize_t w = send(fd, line + off, n - off, MSG_NOSIGNAL);
+		ssize_t w = send(c->fd, line + off, n - off, MSG_NOSIGNAL);
 
 		if (w < 0) {
 			rc = latch_errf(err, errlen, -errno, "latchd: send: %s", strerror(errno));
@@ -71,9 +103,11 @@ int latchd_call(json_t *req, json_t **reply, int timeout_ms, char *err, size_t e
 		}
 		off += w;
 	}
+	explicit_bzero(line, strlen(line)); /* a room's kit secrets ride on requests */
 	free(line);
+	/* one reply line; the connection may carry the next request afterwards, so read no further */
 	while (!rc) {
-		struct pollfd p = { .fd = fd, .events = POLLIN };
+		struct pollfd p = { .fd = c->fd, .events = POLLIN };
 		long long left = deadline - now_ms();
 		ssize_t r;
 
@@ -81,29 +115,71 @@ int latchd_call(json_t *req, json_t **reply, int timeout_ms, char *err, size_t e
 			rc = latch_errf(err, errlen, -ETIMEDOUT, "latchd did not answer within %d s", timeout_ms / 1000);
 			break;
 		}
-		r = recv(fd, buf + have, sizeof(buf) - 1 - have, 0);
+		char *nl;
+
+		/* look first, then take up to the line's end only */
+		r = recv(c->fd, buf + have, sizeof(buf) - have, MSG_PEEK);
+		if (r <= 0) {
+			rc = latch_errf(err, errlen, -EPROTO, "latchd closed the connection without an answer");
+			break;
+		}
+		nl = memchr(buf + have, '\n', r);
+		r = recv(c->fd, buf + have, nl ? (size_t)(nl - (buf + have)) + 1 : (size_t)r, 0);
 		if (r <= 0) {
 			rc = latch_errf(err, errlen, -EPROTO, "latchd closed the connection without an answer");
 			break;
 		}
 		have += r;
-		buf[have] = '\0';
-		if (strchr(buf, '\n')) {
+		if (nl) {
 			json_error_t je;
 
-			*reply = json_loads(buf, JSON_DISABLE_EOF_CHECK, &je);
+			*reply = json_loadb(buf, have - 1, 0, &je);
 			if (!*reply || !json_is_object(*reply))
 				rc = latch_errf(err, errlen, -EPROTO, "latchd sent something that is not a JSON object");
 			break;
 		}
-		if (have == sizeof(buf) - 1)
+		if (have == sizeof(buf))
 			rc = latch_errf(err, errlen, -EPROTO, "latchd's answer is too long");
 	}
-	close(fd);
 	if (rc && *reply) {
 		json_decref(*reply);
 		*reply = NULL;
 	}
+	return rc;
+}
+
+int latchd_conn_send(struct latchd_conn *c, json_t *req, char *err, size_t errlen)
+{
+	char *text = json_dumps(req, JSON_COMPACT);
+	size_t n = text ? strlen(text) : 0;
+	int rc = 0;
+
+	if (!text)
+		return latch_errf(err, errlen, -ENOMEM, "out of memory");
+	text[n] = 0;
+	for (size_t off = 0; off <= n;) { /* the text, then its newline */
+		ssize_t w = off < n ? send(c->fd, text + off, n - off, MSG_NOSIGNAL) : send(c->fd, "\n", 1, MSG_NOSIGNAL);
+
+		if (w < 0) {
+			rc = latch_errf(err, errlen, -errno, "latchd: send: %s", strerror(errno));
+			break;
+		}
+		off += w;
+	}
+	free(text);
+	return rc;
+}
+
+int latchd_call(json_t *req, json_t **reply, int timeout_ms, char *err, size_t errlen)
+{
+	struct latchd_conn *c = latchd_connect(err, errlen);
+	int rc;
+
+	*reply = NULL;
+	if (!c)
+		return -errno;
+	rc = latchd_conn_call(c, req, reply, timeout_ms, err, errlen);
+	latchd_conn_close(c);
 	return rc;
 }
 

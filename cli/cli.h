@@ -111,6 +111,7 @@ int cmd_restore(int argc, char **argv);
 int cmd_task(int argc, char **argv);
 int cmd_boot(int argc, char **argv);
 int cmd_audit(int argc, char **argv);
+int cmd_usage(int argc, char **argv);
 int cmd_kits(int argc, char **argv);
 int cmd_kit(int argc, char **argv);
 /*
@@ -121,6 +122,8 @@ int cmd_kit(int argc, char **argv);
 struct latch_kit *latch_kit_open_cli(const char *name, char *err, size_t errlen);
 int cmd_run(int argc, char **argv); /* cmd_run.c */
 int cmd_completion(int argc, char **argv); /* help.c */
+/* latchd's confinement read back from the kernel: a line, level 0 ok, 1 not running, 2 not confined (cmd_run.c). */
+json_t *latch_confinement_report(char *line, size_t len, int *level);
 /*
  * Record a change that was made in the audit log; takes ownership of fields
  * (NULL for none).  A log that can't be written costs one warning line on

@@ -128,39 +128,52 @@ static int audit_verify_cmd(void)
 {
 	struct audit_verify_result r;
 	struct audit_log *log;
-	char path[4096];
+	char path[4096], when[48] = "";
 	int missing, rc;
 
 	log = open_ro(path, sizeof(path), &missing);
 	if (!log && !missing)
 		return LATCH_EXIT_FAILED;
-	if (!log) {
-		memset(&r, 0, sizeof(r));
-		rc = 0;
-	} else {
-		rc = audit_verify(log, &r);
-	}
+	/* a log that is gone is no proof of nothing recorded: its anchors say what it held */
+	rc = log ? audit_verify(log, &r) : audit_verify_missing(path, NULL, &r);
 	if (rc && rc != -EBADMSG) {
-		latch_err(LATCH_EXIT_FAILED, "audit log %s: %s", path, audit_error(log));
+		latch_err(LATCH_EXIT_FAILED, "audit log %s: %s", path, log ? audit_error(log) : strerror(-rc));
 		audit_close(log);
 		return LATCH_EXIT_FAILED;
 	}
 	audit_close(log);
+	if (r.anchored_id)
+		fmt_time(r.anchored_time_ns, when, sizeof(when));
 	if (rc) {
 		if (latch_json) {
-			latch_json_out(json_pack("{s:s, s:b, s:I, s:I, s:s, s:i}", "path", path, "ok", 0, "checked",
-						 (json_int_t)r.checked, "first_bad_id", (json_int_t)r.first_bad_id,
-						 "why", r.why, "exit", LATCH_EXIT_FAILED));
+			latch_json_out(json_pack("{s:s, s:b, s:I, s:I, s:s, s:i, s:o, s:o}", "path", path, "ok", 0,
+						 "checked", (json_int_t)r.checked, "first_bad_id",
+						 (json_int_t)r.first_bad_id, "why", r.why, "anchors", r.anchors,
+						 "anchored_id",
+						 r.anchored_id ? json_integer(r.anchored_id) : json_null(),
+						 "anchored_by",
+						 r.anchored_id ? json_string(r.anchored_by) : json_null()));
 			return LATCH_EXIT_FAILED;
 		}
 		return latch_err(LATCH_EXIT_FAILED, "audit log %s is broken at entry %lld: %s", path,
 				 (long long)r.first_bad_id, r.why);
 	}
-	if (!latch_json)
+	if (!latch_json) {
 		printf("audit log %s: chain whole, %lld entries%s\n", path, (long long)r.checked,
 		       r.first_id > 1 ? " (from the cut of the last prune)" : "");
-	latch_json_out(json_pack("{s:s, s:b, s:I, s:I}", "path", path, "ok", 1, "checked", (json_int_t)r.checked,
-				 "first_id", (json_int_t)(r.first_id ? r.first_id : 1)));
+		if (r.anchored_id)
+			printf("anchored: entry %lld at %s (%s; %d anchors read, each matches)\n",
+			       (long long)r.anchored_id, when, r.anchored_by, r.anchors);
+		else if (r.checked)
+			printf("not anchored: no anchor could be read (journal or %s.anchor), so a cut tail would go "
+			       "unnoticed\n",
+			       path);
+	}
+	latch_json_out(json_pack("{s:s, s:b, s:I, s:I, s:i, s:o, s:o, s:o}", "path", path, "ok", 1, "checked",
+				 (json_int_t)r.checked, "first_id", (json_int_t)(r.first_id ? r.first_id : 1), "anchors",
+				 r.anchors, "anchored_id", r.anchored_id ? json_integer(r.anchored_id) : json_null(),
+				 "anchored_by", r.anchored_id ? json_string(r.anchored_by) : json_null(), "anchored_at",
+				 r.anchored_id ? json_string(when) : json_null()));
 	return 0;
 }
 

@@ -26,6 +26,7 @@
 #include "config/config.h"
 #include "cli/cli.h"
 #include "loader/loader.h"
+#include "room/room.h"
 #include "vm/vm.h"
 
 enum level { OK, WARN, FAIL };
@@ -293,6 +294,38 @@ static void check_latchd(struct check *c)
 	json_decref(rep);
 }
 
+/* latchd's own cgroup and hooks, read back (cmd_run.c). */
+static void check_latchd_confined(struct check *c)
+{
+	char line[512];
+	int level;
+
+	c->name = "latchd confined";
+	json_decref(latch_confinement_report(line, sizeof(line), &level));
+	set(c, level == 0 ? OK : level == 1 ? WARN : FAIL, line,
+	    level == 2 ? "restart latchd without --unconfined; `latch doctor` says why it could not confine itself" :
+			 "systemctl start latchd");
+}
+
+/* A room made and run here, `true` in it, read back (latch run --check has the details). */
+static void check_rooms(struct check *c)
+{
+	struct latch_room_probe p;
+	char err[LATCH_ERR_MAX], d[600];
+	int rc = latch_room_probe(&p, err, sizeof(err));
+
+	c->name = "rooms";
+	if (rc || *p.why) {
+		set(c, FAIL, *p.why ? p.why : err, "latch run --check says what a room lacks here");
+		return;
+	}
+	snprintf(d, sizeof(d), "a room ran `true`: hooks attached and read back%s; memory %s, cpus %s, pids %s; %s",
+		 p.unix_hooks ? " (abstract unix sockets too)" : "", latch_room_via_name(p.limits.memory.via),
+		 latch_room_via_name(p.limits.cpu.via), latch_room_via_name(p.limits.pids.via),
+		 p.kill_v2 ? "cgroup.kill" : "freeze and kill");
+	set(c, OK, d, NULL);
+}
+
 int cmd_doctor(int argc, char **argv)
 {
 	struct check c[16];
@@ -317,6 +350,8 @@ int cmd_doctor(int argc, char **argv)
 	check_libvirt(&c[n++], &kvm);
 	check_uplink(&c[n++]);
 	check_latchd(&c[n++]);
+	check_latchd_confined(&c[n++]);
+	check_rooms(&c[n++]);
 	for (int i = 0; i < n; i++) {
 		if (c[i].level == FAIL)
 			failed++;

@@ -174,7 +174,7 @@ int cmd_kits(int argc, char **argv)
 	int n, rc = LATCH_EXIT_OK;
 
 	if (argc > 1)
-		return latch_err(LATCH_EXIT_USAGE, "usage: latch kits [--json]");
+		return latch_err(LATCH_EXIT_USAGE, "usage: latch kits");
 	if (latch_kit_list(o.dir, &list, &n, err, sizeof(err)))
 		return latch_err(LATCH_EXIT_FAILED, "%s", err);
 	arr = json_array();
@@ -337,5 +337,5 @@ int cmd_kit(int argc, char **argv)
 {
 	if (argc == 3 && !strcmp(argv[1], "check"))
 		return kit_check(argv[2]);
-	return latch_err(LATCH_EXIT_USAGE, "usage: latch kit check FILE [--json]");
+	return latch_err(LATCH_EXIT_USAGE, "usage: latch kit check FILE");
 }

@@ -24,6 +24,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "broker/broker.h"
+#include "kit/kit.h"
 #include "profile/profile.h"
 #include "cli/cli.h"
 #include "room/room.h"
@@ -109,10 +111,14 @@ static int parse_user(const char *s, struct latch_room_opts *o)
 	return 0;
 }
 
-/* A profile's entries as policy specs; host names need latchd, which rooms do not use yet. */
-static int load_profile(const char *name, struct latch_room_opts *o, struct latch_policy_spec **specs)
+/*
+ * A profile's entries as policy specs.  A profile with host names is
+ * latchd's to serve (*names is set, and specs are left to latchd).
+ */
+static int load_profile(const char *name, struct latch_room_opts *o, struct latch_policy_spec **specs,
+			char *names, size_t nameslen)
 {
-	char dir[PATH_MAX], overlay[PATH_MAX], err[LATCH_ERR_MAX], text[LATCH_ENTRY_TEXT_MAX];
+	char dir[PATH_MAX], overlay[PATH_MAX], err[LATCH_ERR_MAX];
 	struct latch_profile p = { 0 };
 	int n = 0;
 
@@ -125,20 +131,18 @@ static int load_profile(const char *name, struct latch_room_opts *o, struct latc
 		latch_profile_free(&p);
 		return latch_err(RUN_EXIT_LATCH, "out of memory");
 	}
+	*names = 0;
 	for (int i = 0; i < p.n; i++) {
 		const struct latch_pentry *pe = &p.entries[i];
 
 		if (pe->kind != LATCH_PENTRY_CIDR) {
-			latch_pentry_format(pe, text, sizeof(text));
-			latch_err(RUN_EXIT_LATCH,
-				  "%s:%d: %s is a name, and a room's names need latchd, which `latch run` does "
-				  "not use yet; "
-				  "give the room address or CIDR entries (a profile of its own), or no profile",
-				  pe->source, pe->line, text);
-			latch_profile_free(&p);
-			free(*specs);
-			*specs = NULL;
-			return RUN_EXIT_LATCH;
+			char text[LATCH_ENTRY_TEXT_MAX];
+
+			if (!*names) {
+				latch_pentry_format(pe, text, sizeof(text));
+				snprintf(names, nameslen, "%s:%d: %s", pe->source, pe->line, text);
+			}
+			continue;
 		}
 		(*specs)[n].entry = pe->entry;
 		(*specs)[n].origin = LATCH_ORIGIN_PROFILE;
@@ -149,6 +153,154 @@ static int load_profile(const char *name, struct latch_room_opts *o, struct latc
 	o->open = p.open;
 	latch_profile_free(&p);
 	return 0;
+}
+
+/* ---- latchd's services for the room (broker/daemon/room.c) ---- */
+
+struct run_latchd {
+	struct latchd_conn *conn;
+	char name[LATCH_NAME_MAX + 1];
+	json_t *open_reply; /* holds the env strings the room's opts point into */
+	char ready_err[LATCH_ERR_MAX];
+};
+
+/* The kit's `secret: VAR`s from this environment, for latchd (which reads secret_files itself). */
+static json_t *kit_secrets(const char *kit_name, char *err, size_t errlen)
+{
+	struct latch_kit_secrets sec = { 0 };
+	struct latch_kit *kit = latch_kit_open_cli(kit_name, err, errlen);
+	json_t *out;
+
+	if (!kit || latch_kit_secrets_from_env(kit, NULL, &sec, NULL, NULL, err, errlen)) {
+		latch_kit_free(kit);
+		return NULL;
+	}
+	out = json_array();
+	for (int i = 0; i < sec.n; i++)
+		if (sec.v[i].value)
+			json_array_append_new(out, json_pack("{s:s, s:s%}", "route", sec.v[i].route, "value",
+							     sec.v[i].value, sec.v[i].len));
+	latch_kit_secrets_wipe(&sec);
+	latch_kit_free(kit);
+	return out;
+}
+
+/* room_open: the room's service address, ports and env into o.  0, or latch's exit status. */
+static int services_open(struct run_latchd *ld, const char *profile, const char *kit, const char *names,
+			 struct latch_room_opts *o)
+{
+	char err[LATCH_ERR_MAX];
+	json_t *req, *secrets = json_null(), *env;
+	const char *addr;
+	size_t i;
+	int rc;
+
+	ld->conn = latchd_connect(err, sizeof(err));
+	if (!ld->conn)
+		return latch_err(RUN_EXIT_LATCH, "%s%s needs latchd, which serves a room's names and kit: %s",
+				 kit ? "--kit " : names, kit ? kit : "", err);
+	if (kit && !(secrets = kit_secrets(kit, err, sizeof(err))))
+		return latch_err(RUN_EXIT_LATCH, "--kit %s: %s", kit, err);
+	latch_room_name_make(ld->name, sizeof(ld->name));
+	req = json_pack("{s:s, s:s, s:s, s:s?, s:o}", "op", "room_open", "room", ld->name, "profile", profile, "kit",
+			kit, "secrets", secrets);
+	rc = latchd_conn_call(ld->conn, req, &ld->open_reply, 10000, err, sizeof(err));
+	json_decref(req); /* its secrets are wiped with the request line by latchd_conn_call */
+	if (rc)
+		return latch_err(RUN_EXIT_LATCH, "latchd: %s", err);
+	if (!json_is_true(json_object_get(ld->open_reply, "ok")))
+		return latch_err(RUN_EXIT_LATCH, "latchd: %s",
+				 json_string_value(json_object_get(ld->open_reply, "error")) ?: "room_open refused");
+	addr = json_string_value(json_object_get(ld->open_reply, "address"));
+	if (!addr || latch_parse_addr(addr, &o->net.host_ip4, err, sizeof(err)))
+		return latch_err(RUN_EXIT_LATCH, "latchd gave the room no service address");
+	o->net.resolver_ip4 = o->net.host_ip4;
+	if (json_integer_value(json_object_get(ld->open_reply, "broker_port")) > 0)
+		o->net.host_ports[o->net.n_host_ports++] =
+			json_integer_value(json_object_get(ld->open_reply, "broker_port"));
+	json_array_foreach(json_object_get(ld->open_reply, "env"), i, env)
+	{
+		if (o->n_env >= LATCH_ROOM_ENV_MAX)
+			return latch_err(RUN_EXIT_LATCH, "the kit's variables and --env are more than %d",
+					 LATCH_ROOM_ENV_MAX);
+		o->env[o->n_env++] = json_string_value(env);
+	}
+	/* latchd writes the whole policy, names and addresses alike, at room_ready */
+	o->policy = NULL;
+	o->n_policy = 0;
+	o->open = false;
+	o->name = ld->name;
+	return 0;
+}
+
+/* The room's programs are on: latchd looks its names up and writes its policy before the command starts. */
+static int services_ready(void *arg, const char *name, char *err, size_t errlen)
+{
+	struct run_latchd *ld = arg;
+	json_t *req = json_pack("{s:s, s:s}", "op", "room_ready", "room", name), *rep = NULL;
+	int rc = latchd_conn_call(ld->conn, req, &rep, 60000, err, errlen);
+
+	json_decref(req);
+	if (!rc && !json_is_true(json_object_get(rep, "ok")))
+		rc = latch_errf(err, errlen, -EPERM, "latchd: %s",
+				json_string_value(json_object_get(rep, "error")) ?: "room_ready refused");
+	json_decref(rep);
+	return rc;
+}
+
+static json_t *limit_json(const struct latch_room_limit *l, double scale);
+
+/* What the audit log keeps of a run (kind `room`). */
+static json_t *audit_fields(const struct latch_room_opts *o, const char *kit, const struct latch_room_result *res,
+			    int code)
+{
+	json_t *argv = json_array();
+	uint64_t dropped = 0;
+
+	for (int i = 0; o->argv[i]; i++)
+		json_array_append_new(argv, json_string(o->argv[i]));
+	for (int r = LATCH_DROP_LAST; r <= LATCH_DROP_MALFORMED; r++)
+		for (int k = 0; k < LATCH_DIR_COUNT; k++)
+			dropped += res->counters[latch_counter_slot(r, k)].packets;
+	return json_pack("{s:o, s:i, s:o, s:o, s:f, s:b, s:b, s:I, s:b, s:b, s:s, s:s?, s:I, s:{s:o, s:o, s:o}}",
+			 "command", argv, "exit", code, "exit_code",
+			 res->exited && !res->exec_errno ? json_integer(res->exit_code) : json_null(), "signal",
+			 res->exited ? json_null() : json_integer(res->signal), "duration_ms", res->duration_ns / 1e6,
+			 "timed_out", res->timed_out, "truncated", res->truncated, "output_bytes",
+			 (json_int_t)res->output_total, "oom_killed", res->oom_killed, "pids_limit_hit", res->pids_max,
+			 "profile", o->profile ? o->profile : "sealed", "kit", kit, "network_refused", (json_int_t)dropped,
+			 "limits", "memory_bytes", limit_json(&res->limits.memory, 1), "cpus",
+			 limit_json(&res->limits.cpu, 1000), "pids", limit_json(&res->limits.pids, 1));
+}
+
+/*
+ * Every run is audited: through latchd when it runs (it holds the log), by
+ * latch itself otherwise.  room_done also ends the services latchd gave the
+ * room.  latch hands the record over and does not wait for latchd's write
+ * (a durable write is an fsync, tens of milliseconds on some disks: a
+ * tool call's whole run); latchd reads it before it sees the connection go.
+ */
+static void services_done(struct run_latchd *ld, const char *room, json_t *fields)
+{
+	char err[LATCH_ERR_MAX];
+	json_t *req;
+	bool own = ld->conn != NULL;
+
+	if (!ld->conn)
+		ld->conn = latchd_connect(err, sizeof(err));
+	if (ld->conn) {
+		req = json_pack("{s:s, s:s, s:O, s:b}", "op", "room_done", "room", room, "result", fields, "noreply", 1);
+		if (!latchd_conn_send(ld->conn, req, err, sizeof(err))) {
+			json_decref(req);
+			json_decref(fields);
+			return;
+		}
+		json_decref(req);
+		if (own)
+			fprintf(stderr, "latch: warning: latchd did not take the room's end (%s)\n", err);
+	}
+	latch_audit_note(room, "room", json_is_true(json_object_get(fields, "timed_out")) ? "timeout" : "exit",
+			 "latch.room.run", fields);
 }
 
 static const char *change_name(enum latch_room_change_kind c)
@@ -412,17 +564,16 @@ int cmd_run(int argc, char **argv)
 	struct latch_room_result res;
 	struct latch_policy_spec *specs = NULL;
 	char err[LATCH_ERR_MAX], *ws = NULL;
-	const char *profile = NULL;
+	const char *profile = NULL, *kit = NULL;
+	struct run_latchd svc = { 0 };
+	char names[LATCH_ERR_MAX];
 	bool check = false, sweep = false;
 	int c, rc;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "+", longopts, NULL)) != -1) {
 		switch (c) {
-		case 'k':
-			return latch_err(RUN_EXIT_LATCH,
-					 "--kit: a room's kit needs latchd serving the room (its broker "
-					 "routes and names), which `latch run` does not use yet");
+		case 'k': kit = optarg; break;
 		case 'p': profile = optarg; break;
 		case 'w': ws = optarg; break;
 		case 'a': o.apply = true; break;
@@ -517,25 +668,89 @@ int cmd_run(int argc, char **argv)
 		return latch_err(RUN_EXIT_LATCH,
 				 "--apply needs --workspace DIR:rw (a read-only workspace has no changes)");
 	o.profile = profile ? profile : "sealed";
-	rc = load_profile(o.profile, &o, &specs);
-	if (rc)
-		return rc;
-	if (!latch_json)
-		o.output_fd = STDOUT_FILENO;
-	rc = latch_room_run(&o, &res, err, sizeof(err));
-	if (rc) {
-		free(specs);
+	rc = load_profile(o.profile, &o, &specs, names, sizeof(names));
+	/* names and kits are latchd's to serve: without it the room is refused, naming the fix */
+	if (!rc && (*names || kit))
+		rc = services_open(&svc, o.profile, kit, names, &o);
+	if (!rc) {
+		if (svc.conn) {
+			o.ready = services_ready;
+			o.ready_arg = &svc;
+		}
+		if (!latch_json)
+			o.output_fd = STDOUT_FILENO;
+		rc = latch_room_run(&o, &res, err, sizeof(err));
+		if (rc) {
+			services_done(&svc, o.name ? o.name : res.name,
+				      json_pack("{s:s, s:s, s:s?}", "error", err, "profile", o.profile, "kit", kit));
+			rc = latch_err(RUN_EXIT_LATCH, "%s", err);
+		} else {
+			c = exit_of(&res);
+			if (o.apply && !res.applied)
+				c = RUN_EXIT_LATCH; /* asked to apply, and nothing was: latch's failure */
+			if (latch_json)
+				print_json(&o, &res, c);
+			else
+				print_text(&o, &res);
+			services_done(&svc, res.name, audit_fields(&o, kit, &res, c));
+			rc = c;
+		}
 		latch_room_result_free(&res);
-		return latch_err(RUN_EXIT_LATCH, "%s", err);
 	}
-	c = exit_of(&res);
-	if (o.apply && !res.applied)
-		c = RUN_EXIT_LATCH; /* asked to apply, and nothing was: latch's failure, whatever the command did */
-	if (latch_json)
-		print_json(&o, &res, c);
-	else
-		print_text(&o, &res);
+	latchd_conn_close(svc.conn);
+	json_decref(svc.open_reply);
 	free(specs);
-	latch_room_result_free(&res);
-	return c;
+	return rc;
+}
+
+/* ---- latchd's confinement, as the kernel shows it (latch status, latch doctor) ---- */
+
+json_t *latch_confinement_report(char *line, size_t len, int *level)
+{
+	struct latch_cg_latchd c;
+	char err[LATCH_ERR_MAX], hooks[128] = "";
+	json_t *ping = latchd_ping(2000), *j, *counters = json_object();
+	long long pid = ping ? json_integer_value(json_object_get(ping, "pid")) : 0;
+	bool pid_in = false;
+	uint64_t refused = 0;
+	size_t hl = 0;
+
+	json_decref(ping);
+	if (latch_cg_latchd_observe(&c, err, sizeof(err)))
+		snprintf(c.why, sizeof(c.why), "%.190s", err);
+	for (int i = 0; i < c.n_pids && i < 8; i++)
+		pid_in = pid_in || c.pids[i] == pid;
+	for (int i = 0; i < LATCH_CG_HOOK_COUNT; i++)
+		if (c.posture.hook[i].in_effective && hl < sizeof(hooks))
+			hl += snprintf(hooks + hl, sizeof(hooks) - hl, "%s%s", hl ? "," : "", latch_cg_hook_names[i]);
+	for (int r = LATCH_DROP_LAST; r <= LATCH_DROP_MALFORMED; r++)
+		for (int k = 0; k < LATCH_DIR_COUNT; k++) {
+			uint64_t n = c.counters[latch_counter_slot(r, k)].packets;
+
+			refused += n;
+			if (n)
+				json_object_set_new(counters, latch_reason_name(r), json_integer(n));
+		}
+	if (!pid) {
+		*level = 1;
+		snprintf(line, len, "latchd is not running%s%s", c.exists ? "; its cgroup " : "",
+			 c.exists ? c.dir : "");
+	} else if (!pid_in) {
+		*level = 2;
+		snprintf(line, len, "latchd (pid %lld) is NOT confined: it is not in %s%s%s", pid, c.dir,
+			 *c.why ? "; " : "", c.why);
+	} else if (!c.confined) {
+		*level = 2;
+		snprintf(line, len, "latchd (pid %lld) is in %s, NOT VERIFIED: %s", pid, c.dir, c.why);
+	} else {
+		*level = 0;
+		snprintf(line, len, "latchd (pid %lld) confined in %s: %s and the room gate attached and running, "
+			 "%d entries, %llu refused",
+			 pid, c.dir, hooks, c.entries, (unsigned long long)refused);
+	}
+	j = json_pack("{s:b, s:o, s:s, s:b, s:s, s:b, s:i, s:I, s:I, s:o, s:o}", "confined", *level == 0, "pid",
+		      pid ? json_integer(pid) : json_null(), "cgroup", c.dir, "pid_in_cgroup", pid_in, "hooks", hooks,
+		      "gate", c.gate, "entries", c.entries, "refused", (json_int_t)refused, "gate_dropped",
+		      (json_int_t)c.gate_dropped, "counters", counters, "why", *level ? json_string(line) : json_null());
+	return j;
 }

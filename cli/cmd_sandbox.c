@@ -455,6 +455,17 @@ int cmd_status(int argc, char **argv)
 		if (n == 0 && !latch_json)
 			printf("no sandboxes under %s/latch\n", latch_bpffs_root());
 	}
-	latch_json_out(json_pack("{s:o, s:b}", "sandboxes", s.arr, "verified", s.unverified == 0));
+	{
+		char line[512];
+		int level;
+		json_t *confined = latch_confinement_report(line, sizeof(line), &level);
+
+		if (!latch_json)
+			printf("%s\n", line);
+		if (level == 2)
+			s.unverified++; /* latchd runs, and nothing keeps it from the LAN */
+		latch_json_out(json_pack("{s:o, s:o, s:b}", "sandboxes", s.arr, "latchd", confined, "verified",
+					 s.unverified == 0));
+	}
 	return s.unverified ? LATCH_EXIT_UNVERIFIED : 0;
 }

@@ -126,7 +126,7 @@ const struct latch_cmd latch_cmds[] = {
 	{ "doctor", cmd_doctor, "doctor", "check this host, with a fix for each failure", NULL,
 	  "sudo latch doctor" },
 	{ "run", cmd_run,
-	  "run [--profile P] [--workspace DIR[:rw]] [--apply] [--timeout DUR] [--output-limit N]\n"
+	  "run [--kit K] [--profile P] [--workspace DIR[:rw]] [--apply] [--timeout DUR] [--output-limit N]\n"
 	  "           [--memory M] [--cpus C] [--pids N] [--user root|NAME|UID[:GID]] [--env NAME=VALUE]...\n"
 	  "           [--resolver ADDR] -- CMD...\n"
 	  "       run --check | --sweep",
@@ -134,7 +134,7 @@ const struct latch_cmd latch_cmds[] = {
 	  "no capabilities, a seccomp filter, limits, a deadline (5 s) and an output cap (16 KiB); exits with the "
 	  "command's status, 124 at the deadline, 125 when latch failed, 126/127 when CMD could not run",
 	  "--profile P\tthe room's network: a profile of address and CIDR entries (default sealed)\n"
-	  "--kit K\trefused for now: a room's kit needs latchd serving the room\n"
+	  "--kit K\ta kit's network and keys for the room, served by latchd (which must run)\n"
 	  "--workspace DIR[:rw]\tDIR at /workspace, read-only unless :rw (changes are shown, not applied)\n"
 	  "--apply\twith DIR:rw, write the room's changes back into DIR\n"
 	  "--timeout DUR\tthe deadline (5s, 500ms, 2m; default 5s)\n"
@@ -168,6 +168,11 @@ const struct latch_cmd latch_cmds[] = {
 	{ "completion", cmd_completion, "completion bash",
 	  "print the bash completion script (generated from this command table)", NULL,
 	  "latch completion bash > /etc/bash_completion.d/latch", completion_verbs, 1 },
+	{ "usage", cmd_usage, "usage [NAME] [--prices]",
+	  "where each spend cap stands (per sandbox and provider, and host-wide): used, reserved, left, next "
+	  "free; --prices lists the price table",
+	  "--prices\tthe price table in force (built-in rows and /etc/latch/prices), instead of the caps",
+	  "latch usage\nlatch usage agent1\nlatch --json usage --prices" },
 };
 #pragma GCC diagnostic pop
 
@@ -373,7 +378,7 @@ static int scan_command_args(const struct latch_cmd *c, int argc, char **argv, b
 /* Commands that read no bpffs, links or sandboxes, and so run anywhere. */
 static bool needs_host_view(const struct latch_cmd *c)
 {
-	static const char *const anywhere[] = { "kits", "kit", "completion", "doctor", "image" };
+	static const char *const anywhere[] = { "kits", "kit", "completion", "doctor", "image", "usage" };
 
 	for (size_t i = 0; i < sizeof(anywhere) / sizeof(anywhere[0]); i++)
 		if (!strcmp(c->name, anywhere[i]))

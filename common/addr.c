@@ -96,6 +96,41 @@ int latch_parse_uint(const char *s, uint32_t min, uint32_t max, uint32_t *out)
 	return 0;
 }
 
+int latch_parse_micros(const char *s, int64_t max, int64_t *out)
+{
+	int64_t v = 0;
+	int decimals = -1; /* -1: no '.' seen yet */
+
+	if (*s == '$')
+		s++;
+	if (!isdigit((unsigned char)*s))
+		return -EINVAL;
+	for (; *s; s++) {
+		if (*s == '.' && decimals < 0) {
+			decimals = 0;
+			continue;
+		}
+		if (!isdigit((unsigned char)*s) || decimals == 6)
+			return -EINVAL;
+		if (v > (INT64_MAX - 9) / 10)
+			return -ERANGE;
+		v = v * 10 + (*s - '0');
+		if (decimals >= 0)
+			decimals++;
+	}
+	if (decimals == 0) /* "5." */
+		return -EINVAL;
+	for (int d = decimals < 0 ? 0 : decimals; d < 6; d++) {
+		if (v > INT64_MAX / 10)
+			return -ERANGE;
+		v *= 10;
+	}
+	if (v > max)
+		return -ERANGE;
+	*out = v;
+	return 0;
+}
+
 int latch_parse_duration(const char *s, uint32_t min_s, uint32_t max_s, uint32_t *ms)
 {
 	static const struct {

@@ -164,6 +164,14 @@ int latch_parse_mac(const char *s, uint8_t mac[6], char *err, size_t errlen);
 /* A decimal number in min..max: 0, -EINVAL (not a number) or -ERANGE. */
 int latch_parse_uint(const char *s, uint32_t min, uint32_t max, uint32_t *out);
 /*
+ * A decimal amount as a count of millionths: "5", "5.00", "0.075" and
+ * "$5.25" (a leading '$' is allowed) give 5000000, 5000000, 75000 and
+ * 5250000.  At most 6 decimals, no sign, no exponent, no blanks; at most max.
+ * Money in latch is integer micro-dollars (and prices micro-dollars per
+ * million tokens), so no float ever holds an amount.  0, -EINVAL or -ERANGE.
+ */
+int latch_parse_micros(const char *s, int64_t max, int64_t *out);
+/*
  * A duration as the command line writes it: 60 (seconds), 90s, 5m or 2h,
  * from min_s to max_s seconds, into milliseconds.  0, -EINVAL or -ERANGE.
  */

@@ -28,6 +28,21 @@ static void conf_defaults(struct latch_conf *c)
 	c->dns_ttl_max = LATCH_CONF_TTL_MAX;
 	strcpy(c->profile, LATCH_CONF_PROFILE);
 	c->backup_interval = LATCH_CONF_BACKUP_INTERVAL;
+	for (int p = 0; p < LATCH_CONF_PROVIDERS; p++) {
+		bool capped = p != LATCH_CONF_OTHER;
+		int64_t f = LATCH_CONF_BUDGET_HOST_FACTOR;
+
+		c->budget_sandbox[p] = (struct latch_conf_caps){
+			capped ? LATCH_CONF_BUDGET_REQUESTS_PER_HOUR : LATCH_CONF_NO_CAP,
+			capped ? LATCH_CONF_BUDGET_REQUESTS_PER_DAY : LATCH_CONF_NO_CAP,
+			capped ? LATCH_CONF_BUDGET_MICROS_PER_DAY : LATCH_CONF_NO_CAP,
+		};
+		c->budget_host[p] = (struct latch_conf_caps){
+			capped ? f * LATCH_CONF_BUDGET_REQUESTS_PER_HOUR : LATCH_CONF_NO_CAP,
+			capped ? f * LATCH_CONF_BUDGET_REQUESTS_PER_DAY : LATCH_CONF_NO_CAP,
+			capped ? f * LATCH_CONF_BUDGET_MICROS_PER_DAY : LATCH_CONF_NO_CAP,
+		};
+	}
 }
 
 static int parse_pool(void *obj, const char *v, char *msg, size_t msglen)
@@ -124,6 +139,102 @@ static int parse_images(void *obj, const char *v, char *msg, size_t msglen)
 	return 0;
 }
 
+/*
+ * A spend cap: `VALUE` or a comma-separated list of `[PROVIDER:]VALUE`.  A
+ * bare VALUE sets openai, anthropic and gemini; PROVIDER:VALUE sets one
+ * (and wins over the bare value, wherever it stands).  VALUE is a number
+ * (dollars, with up to 6 decimals, for the dollar caps) or `none`.
+ */
+enum { CAP_HOUR, CAP_DAY, CAP_MICROS };
+static const char *const conf_providers[LATCH_CONF_PROVIDERS] = { "openai", "anthropic", "gemini", "other" };
+
+static int64_t *cap_field(struct latch_conf_caps *c, int kind)
+{
+	return kind == CAP_HOUR ? &c->requests_per_hour : kind == CAP_DAY ? &c->requests_per_day : &c->micros_per_day;
+}
+
+static int cap_value(const char *key, int kind, const char *v, int64_t *out, char *msg, size_t msglen)
+{
+	uint32_t n;
+
+	if (!strcmp(v, "none")) {
+		*out = LATCH_CONF_NO_CAP;
+		return 0;
+	}
+	if (kind == CAP_MICROS && !latch_parse_micros(v, 1000000000000LL, out))
+		return 0;
+	if (kind != CAP_MICROS && !latch_parse_uint(v, 0, 1000000000, &n)) {
+		*out = n;
+		return 0;
+	}
+	return latch_errf(msg, msglen, -EINVAL, "%s '%s' must be %s, or none", key, v,
+			  kind == CAP_MICROS ? "dollars such as 5 or 2.50" : "a number of requests, 0..1000000000");
+}
+
+static int parse_caps(struct latch_conf *c, const char *key, bool host, int kind, const char *v, char *msg,
+		      size_t msglen)
+{
+	int64_t vals[LATCH_CONF_PROVIDERS], bare = 0;
+	bool given[LATCH_CONF_PROVIDERS] = { false }, bare_given = false;
+	char buf[256], *save = NULL, *tok;
+
+	if (strlen(v) >= sizeof(buf))
+		return latch_errf(msg, msglen, -EINVAL, "%s is too long", key);
+	strcpy(buf, v);
+	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		char *colon, *val;
+		int p = -1;
+
+		while (*tok == ' ' || *tok == '\t')
+			tok++;
+		for (char *e = tok + strlen(tok); e > tok && (e[-1] == ' ' || e[-1] == '\t');)
+			*--e = '\0';
+		colon = strchr(tok, ':');
+		val = colon ? colon + 1 : tok;
+		if (colon) {
+			*colon = '\0';
+			for (int i = 0; i < LATCH_CONF_PROVIDERS; i++)
+				if (!strcmp(tok, conf_providers[i]))
+					p = i;
+			if (p < 0)
+				return latch_errf(msg, msglen, -EINVAL,
+						  "%s: unknown provider '%s'; write openai, anthropic, gemini or other", key,
+						  tok);
+		}
+		if ((p < 0 && bare_given) || (p >= 0 && given[p]))
+			return latch_errf(msg, msglen, -EINVAL, "%s gives %s twice", key, p < 0 ? "a bare value" : tok);
+		if (cap_value(key, kind, val, p < 0 ? &bare : &vals[p], msg, msglen))
+			return -EINVAL;
+		if (p < 0)
+			bare_given = true;
+		else
+			given[p] = true;
+	}
+	if (!bare_given && !given[0] && !given[1] && !given[2] && !given[3])
+		return latch_errf(msg, msglen, -EINVAL, "%s is empty; write e.g. 5, or anthropic:10, openai:5", key);
+	for (int p = 0; p < LATCH_CONF_PROVIDERS; p++) {
+		struct latch_conf_caps *caps = host ? &c->budget_host[p] : &c->budget_sandbox[p];
+
+		if (given[p])
+			*cap_field(caps, kind) = vals[p];
+		else if (bare_given && p != LATCH_CONF_OTHER)
+			*cap_field(caps, kind) = bare;
+	}
+	return 0;
+}
+
+#define CAPS_KEY(fn, key, host, kind)                                                 \
+	static int fn(void *obj, const char *v, char *msg, size_t msglen)              \
+	{                                                                              \
+		return parse_caps(obj, key, host, kind, v, msg, msglen);               \
+	}
+CAPS_KEY(parse_rph, "budget_requests_per_hour", false, CAP_HOUR)
+CAPS_KEY(parse_rpd, "budget_requests_per_day", false, CAP_DAY)
+CAPS_KEY(parse_dpd, "budget_dollars_per_day", false, CAP_MICROS)
+CAPS_KEY(parse_host_rph, "budget_host_requests_per_hour", true, CAP_HOUR)
+CAPS_KEY(parse_host_rpd, "budget_host_requests_per_day", true, CAP_DAY)
+CAPS_KEY(parse_host_dpd, "budget_host_dollars_per_day", true, CAP_MICROS)
+
 /* stay clear of local (255), main (254), default (253) and the 32-bit edge */
 static const struct latch_kv_key conf_keys[] = {
 	LATCH_KV_FN("pool", parse_pool, NULL),
@@ -141,6 +252,12 @@ static const struct latch_kv_key conf_keys[] = {
 	LATCH_KV_FN("profile", parse_profile, NULL),
 	LATCH_KV_U32("backup_interval", struct latch_conf, backup_interval, 0, 86400,
 		     "seconds, 0..86400 (0: only on down)"),
+	LATCH_KV_FN("budget_requests_per_hour", parse_rph, NULL),
+	LATCH_KV_FN("budget_requests_per_day", parse_rpd, NULL),
+	LATCH_KV_FN("budget_dollars_per_day", parse_dpd, NULL),
+	LATCH_KV_FN("budget_host_requests_per_hour", parse_host_rph, NULL),
+	LATCH_KV_FN("budget_host_requests_per_day", parse_host_rpd, NULL),
+	LATCH_KV_FN("budget_host_dollars_per_day", parse_host_dpd, NULL),
 };
 
 /* What no single key can say: the keys that depend on each other. */

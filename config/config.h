@@ -6,7 +6,8 @@
  * says which pool the sandboxes' /30s come from, which uplink allowed traffic
  * leaves by, which routing tables and rule priority latch may use, which
  * upstream DNS servers latchd asks and how long learned answers live, the
- * profile `latch up` starts with, and how often latchd backs guest state up.  The
+ * profile `latch up` starts with, how often latchd backs guest state up, and
+ * the spend caps of credentialed requests (budget_*, docs/budget.md).  The
  * file must be owned by root and writable by nobody else; every error reads
  * `file:line: message`.  LATCH_ROOT moves it (common.h's latch_path()).
  *
@@ -17,6 +18,7 @@
 
 #include <limits.h>
 #include <net/if.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -29,6 +31,25 @@
 /* Containment starts at research: sealed is one command away, forced for `latch task`. */
 #define LATCH_CONF_PROFILE "research"
 #define LATCH_CONF_BACKUP_INTERVAL 600
+
+/*
+ * Spend caps, by provider in budget/'s order (openai, anthropic, gemini,
+ * other); LATCH_CONF_NO_CAP is none.  latchd hands them to budget/ as its
+ * struct budget_caps; a kit credential may override the per-sandbox ones.
+ */
+#define LATCH_CONF_PROVIDERS 4
+#define LATCH_CONF_OTHER 3 /* the provider the bare defaults leave uncapped */
+#define LATCH_CONF_NO_CAP (-1)
+struct latch_conf_caps {
+	int64_t requests_per_hour; /* in any 3600 s */
+	int64_t requests_per_day;  /* in any 86400 s */
+	int64_t micros_per_day;	   /* micro-dollars in any 86400 s */
+};
+/* Kagebox's defaults for each sandbox, and four sandboxes' worth host-wide; "other" is uncapped. */
+#define LATCH_CONF_BUDGET_REQUESTS_PER_HOUR 240
+#define LATCH_CONF_BUDGET_REQUESTS_PER_DAY 2000
+#define LATCH_CONF_BUDGET_MICROS_PER_DAY 5000000
+#define LATCH_CONF_BUDGET_HOST_FACTOR 4
 
 struct latch_conf {
 	char path[PATH_MAX];	   /* the file read, or "" when none exists */
@@ -49,6 +70,8 @@ struct latch_conf {
 	uint32_t dns_ttl_min, dns_ttl_max; /* learned entries live this long, clamped */
 	char profile[65];		   /* the profile `latch up` starts a sandbox with */
 	uint32_t backup_interval;	   /* seconds between latchd's guest state backups; 0: only on down */
+	struct latch_conf_caps budget_sandbox[LATCH_CONF_PROVIDERS]; /* each sandbox's requests to a provider */
+	struct latch_conf_caps budget_host[LATCH_CONF_PROVIDERS];    /* every sandbox's together */
 };
 
 /* Defaults when the file says nothing (the v4 pool is not for tests). */

@@ -76,7 +76,7 @@ int cg_map(struct latch_cg_set *set, enum cg_map m)
 	return set->map_fd[m];
 }
 
-static int set_prog(struct latch_cg_set *set, int i)
+int cg_prog(struct latch_cg_set *set, int i)
 {
 	char path[PATH_MAX];
 
@@ -318,7 +318,7 @@ struct latch_cg_set *latch_cg_open(char *err, size_t errlen)
 		goto fail;
 	}
 	for (int i = 0; i < LATCH_CG_HOOK_COUNT; i++) {
-		if (set_prog(set, i) >= 0 || i >= LATCH_CG_CONNECT_UNIX)
+		if (cg_prog(set, i) >= 0 || i >= LATCH_CG_CONNECT_UNIX)
 			continue;
 		latch_errf(err, errlen, -1, "the pinned room program %s/%s is missing: %s", set->dir, prog_pin_names[i],
 			   strerror(errno));
@@ -374,9 +374,13 @@ int latch_cg_room_attach(struct latch_cg_room *room, char *err, size_t errlen)
 
 int latch_cg_keep_warm(struct latch_cg_set *set, int cgroup_fd, char *err, size_t errlen)
 {
-	for (int i = 0; i < LATCH_CG_HOOK_COUNT; i++) {
-		__u32 ids[1], cnt = 1;
+	__u32 ids[1], cnt = 1;
 
+	/* the last hook attached is there: so are the others (a room pays one query, not seven) */
+	if (!bpf_prog_query(cgroup_fd, hook_attach[LATCH_CG_SENDMSG6], 0, NULL, ids, &cnt) && cnt)
+		return 0;
+	for (int i = 0; i < LATCH_CG_HOOK_COUNT; i++) {
+		cnt = 1;
 		if (set->prog_fd[i] < 0 || (!bpf_prog_query(cgroup_fd, hook_attach[i], 0, NULL, ids, &cnt) && cnt))
 			continue;
 		if (bpf_prog_attach(set->prog_fd[i], cgroup_fd, hook_attach[i], BPF_F_ALLOW_MULTI) && errno != EEXIST)
@@ -408,7 +412,7 @@ uint32_t cg_map_id(int fd)
 	return fd >= 0 && !bpf_obj_get_info_by_fd(fd, &info, &len) ? info.id : 0;
 }
 
-static uint32_t prog_id_of(int fd)
+uint32_t cg_prog_id(int fd)
 {
 	struct bpf_prog_info info = { 0 };
 	__u32 len = sizeof(info);
@@ -421,7 +425,7 @@ static void hook_posture(const struct latch_cg_room *room, int i, struct latch_c
 {
 	__u32 ids[64], cnt = 64, flags = 0;
 
-	h->pinned_id = prog_id_of(room->set->prog_fd[i]);
+	h->pinned_id = cg_prog_id(room->set->prog_fd[i]);
 	if (!bpf_prog_query(room->cgroup_fd, hook_attach[i], 0, &flags, ids, &cnt) && cnt > 0) {
 		h->attached_id = ids[0];
 		h->attach_flags = flags;
@@ -496,8 +500,16 @@ int latch_cg_room_posture(const struct latch_cg_room *room, struct latch_cg_post
 
 int latch_cg_gate_attach(struct latch_cg_set *set, int cgroup_fd, char *err, size_t errlen)
 {
-	if (set_prog(set, CG_GATE) < 0)
+	__u32 ids[16], cnt = 16, gate;
+
+	if (cg_prog(set, CG_GATE) < 0)
 		return latch_errf(err, errlen, -1, "the room gate program is not pinned in %s", set->dir);
+	/* there already (a latchd before this one put it there): one is enough */
+	gate = cg_prog_id(set->prog_fd[CG_GATE]);
+	if (!bpf_prog_query(cgroup_fd, BPF_CGROUP_INET_INGRESS, 0, NULL, ids, &cnt))
+		for (__u32 i = 0; i < cnt && i < 16; i++)
+			if (ids[i] == gate)
+				return 0;
 	if (bpf_prog_attach(set->prog_fd[CG_GATE], cgroup_fd, BPF_CGROUP_INET_INGRESS, BPF_F_ALLOW_MULTI))
 		return latch_errf(err, errlen, -1, "cannot attach the room gate: %s", strerror(errno));
 	return 0;
@@ -505,7 +517,7 @@ int latch_cg_gate_attach(struct latch_cg_set *set, int cgroup_fd, char *err, siz
 
 int latch_cg_gate_detach(struct latch_cg_set *set, int cgroup_fd)
 {
-	if (set_prog(set, CG_GATE) < 0)
+	if (cg_prog(set, CG_GATE) < 0)
 		return -ENOENT;
 	return bpf_prog_detach2(set->prog_fd[CG_GATE], cgroup_fd, BPF_CGROUP_INET_INGRESS) ? -errno : 0;
 }

@@ -16,6 +16,7 @@
 #define LATCH_LOADER_CGROUP_H
 
 #include <stdbool.h>
+#include <limits.h>
 #include <stdint.h>
 
 #include "bpf/latch_abi.h"
@@ -88,6 +89,9 @@ int latch_cg_room_detach(struct latch_cg_room *room);
  */
 void latch_cg_room_remove(struct latch_cg_room *room);
 
+/* Let go of the handle only: the room's state, slot and programs stay (latchd stopping). Accepts NULL. */
+void latch_cg_room_close(struct latch_cg_room *room);
+
 uint64_t latch_cg_room_id(const struct latch_cg_room *room); /* the cgroup id */
 const char *latch_cg_room_name(const struct latch_cg_room *room);
 /*
@@ -142,5 +146,49 @@ int latch_cg_orphan_counters(struct latch_cg_set *set, uint64_t *packets);
 int latch_cg_gate_attach(struct latch_cg_set *set, int cgroup_fd, char *err, size_t errlen);
 int latch_cg_gate_detach(struct latch_cg_set *set, int cgroup_fd);
 int latch_cg_gate_counters(struct latch_cg_set *set, uint64_t out[LATCH_ROOM_GATE_SLOTS]);
+
+/*
+ * ---- latchd confined (cgroup_latchd.c) ----
+ *
+ * latchd runs in <cgroup2>/$LATCH_CGROUP/latchd (latch_cg_dir(.., "latchd"))
+ * as a room of its own named LATCH_CG_LATCHD: the same programs, a slot
+ * whose config has LATCH_CFG_LATCHD (what its listeners send from one of
+ * PORTS is an answer and passes; everything it opens, DNS included, goes by
+ * the policy latchd writes), and the gate of the room services on its
+ * ingress.
+ */
+#define LATCH_CG_LATCHD "latchd"
+
+/* <cgroup2 mount>/$LATCH_CGROUP[/SUB] ("latch" when LATCH_CGROUP is unset); -ENOENT without cgroup2. */
+int latch_cg_dir(char *buf, size_t len, const char *sub);
+/* latchd's slot for its cgroup (a previous latchd's slot is swept first); as latch_cg_room_new(). */
+struct latch_cg_room *latch_cg_latchd_new(struct latch_cg_set *set, int cgroup_fd, const uint16_t *ports, int n_ports,
+					  char *err, size_t errlen);
+
+/* latchd's confinement as the kernel shows it (latch status, latch doctor). */
+struct latch_cg_latchd {
+	char dir[PATH_MAX];   /* its cgroup */
+	bool exists;
+	int pids[8];	      /* what cgroup.procs lists (latchd's pid), the first 8 */
+	int n_pids;
+	struct latch_cg_posture posture; /* the programs on that cgroup, and the slot they lead to */
+	bool latchd_flag;		 /* the slot's config says latchd */
+	bool gate;			 /* the gate is on its ingress */
+	int entries;			 /* in its policy maps */
+	uint64_t gate_dropped;		 /* packets to a room service without its mark, all time */
+	struct latch_counter counters[LATCH_COUNTER_SLOTS];
+	bool confined; /* all of the above, and a process in it */
+	char why[200]; /* when not */
+};
+int latch_cg_latchd_observe(struct latch_cg_latchd *out, char *err, size_t errlen);
+
+/* What ADDR is to this host, by the kernel's own route lookup (RTM_GETROUTE); or -errno. */
+enum latch_route_kind {
+	LATCH_ROUTE_NONE,    /* unreachable, blackhole, or no route */
+	LATCH_ROUTE_LOCAL,   /* one of the host's own addresses */
+	LATCH_ROUTE_ONLINK,  /* on a link of the host, no gateway: its LAN */
+	LATCH_ROUTE_GATEWAY, /* behind a gateway */
+};
+int latch_route_kind(const struct latch_addr *addr);
 
 #endif

@@ -74,6 +74,11 @@ int cg_path(char *buf, size_t len, const char *dir, const char *file);
 int cg_map(struct latch_cg_set *set, enum cg_map m);
 uint32_t cg_map_id(int fd);
 void cg_rm_pins(const char *dir);
+/* The set's pinned program I (opened when first needed), or -1; a program's id, 0 when none. */
+int cg_prog(struct latch_cg_set *set, int i);
+uint32_t cg_prog_id(int fd);
+/* The maps pinned in a slot's directory DIR; 0 or -errno (fds of what was opened stay in fd[]). */
+int cg_maps_open(const char *dir, int fd[LATCH_MAP_COUNT]);
 /* Make slot S's maps and enter them in the outer maps (each entry waits for an RCU grace period). */
 int cg_slot_make(struct latch_cg_set *set, __u32 s, int btf_fd, char *err, size_t errlen);
 

@@ -202,7 +202,7 @@ static void slot_unmap(struct latch_cg_set *set, __u32 slot)
 }
 
 /* The maps pinned in a slot's directory DIR; 0 or -errno (fds of what was opened stay in fd[]). */
-static int maps_open(const char *dir, int fd[LATCH_MAP_COUNT])
+int cg_maps_open(const char *dir, int fd[LATCH_MAP_COUNT])
 {
 	char path[PATH_MAX + 16];
 
@@ -226,7 +226,7 @@ static int slot_open(const struct latch_cg_set *set, __u32 s, int fd[LATCH_MAP_C
 			fd[i] = -1;
 		return -ENAMETOOLONG;
 	}
-	return maps_open(dir, fd);
+	return cg_maps_open(dir, fd);
 }
 
 struct latch_sandbox *latch_cg_room_open(const char *name, char *err, size_t errlen)
@@ -243,7 +243,7 @@ struct latch_sandbox *latch_cg_room_open(const char *name, char *err, size_t err
 		errno = ENAMETOOLONG;
 		return NULL;
 	}
-	e = maps_open(link, fd);
+	e = cg_maps_open(link, fd);
 	sb = e ? NULL : latch_sandbox_adopt(name, fd);
 	if (!sb) {
 		for (int i = 0; i < LATCH_MAP_COUNT; i++)
@@ -343,6 +343,14 @@ void latch_cg_room_remove(struct latch_cg_room *room)
 		unlink(link);
 	if (cg_map(set, CG_OWNERS) >= 0)
 		bpf_map_delete_elem(set->map_fd[CG_OWNERS], &room->slot);
+	latch_sandbox_free(room->sb);
+	free(room);
+}
+
+void latch_cg_room_close(struct latch_cg_room *room)
+{
+	if (!room)
+		return;
 	latch_sandbox_free(room->sb);
 	free(room);
 }

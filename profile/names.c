@@ -106,6 +106,8 @@ static const struct range4 nonpublic4[] = {
 	{ V4(172, 16, 0, 0), 12, "private" },
 	{ V4(192, 168, 0, 0), 16, "private" },
 	{ V4(100, 64, 0, 0), 10, "cgnat" },
+	{ V4(198, 18, 0, 0), 15, "benchmarking" }, /* RFC 2544: lab networks, often routed inside sites */
+	{ V4(192, 0, 0, 0), 24, "reserved" },	    /* IETF protocol assignments (DS-Lite B4, NAT64 discovery...) */
 	{ V4(169, 254, 0, 0), 16, "link-local" },
 	{ V4(224, 0, 0, 0), 4, "multicast" },
 	{ V4(240, 0, 0, 0), 4, "reserved" }, /* and 255.255.255.255 */
@@ -133,9 +135,10 @@ struct range6 {
  * destination through an IPv6 entry, past the IPv4 policy.  The NAT64
  * prefixes are decided by the address they embed, since a NAT64 gateway on
  * the host's network would carry 64:ff9b::10.0.0.1 to 10.0.0.1 (the local-use
- * 64:ff9b:1::/48 is always local).  6to4 and Teredo are not special: their
- * relays are on the internet, so an embedded private address is someone
- * else's LAN, not ours.
+ * 64:ff9b:1::/48 is always local).  6to4 (2002::/16) and Teredo (2001::/32)
+ * are decided the same way, before this table: a 6to4 relay or a Teredo
+ * client on the host's network unwraps 2002:0a00:0005:: to 10.0.0.5, so an
+ * embedded address that is not public makes the whole address not public.
  */
 static const struct range6 nonpublic6[] = {
 	{ { 0 }, 128, "unspecified" },
@@ -152,6 +155,18 @@ static const struct range6 nonpublic6[] = {
 };
 
 static const uint8_t nat64_wkp[12] = { 0x00, 0x64, 0xff, 0x9b };
+static const uint8_t sixtofour[2] = { 0x20, 0x02 };
+static const uint8_t teredo[4] = { 0x20, 0x01, 0x00, 0x00 };
+
+/* The IPv4 address at p (Teredo stores its client's inverted). */
+static uint32_t embedded_v4(const uint8_t *p, bool inverted)
+{
+	uint32_t v4;
+
+	memcpy(&v4, p, 4);
+	v4 = ntohl(v4);
+	return inverted ? ~v4 : v4;
+}
 
 static bool in_prefix6(const uint8_t *a, const uint8_t *net, int plen)
 {
@@ -164,17 +179,21 @@ static bool in_prefix6(const uint8_t *a, const uint8_t *net, int plen)
 
 const char *latch_addr_nonpublic(const struct latch_addr *a)
 {
-	uint32_t v4;
-
 	if (a->family == AF_INET)
 		return nonpublic_v4(ntohl(a->v4.s_addr));
 	if (a->family != AF_INET6)
 		return "unspecified"; /* no address is no public address: fail closed */
 	/* 64:ff9b::/96 sits inside ::/8, so it is decided before the table */
-	if (!memcmp(a->bytes, nat64_wkp, sizeof(nat64_wkp))) {
-		memcpy(&v4, a->bytes + 12, 4);
-		return nonpublic_v4(ntohl(v4)) ? "nat64" : NULL;
-	}
+	if (!memcmp(a->bytes, nat64_wkp, sizeof(nat64_wkp)))
+		return nonpublic_v4(embedded_v4(a->bytes + 12, false)) ? "nat64" : NULL;
+	/* 6to4: 2002:AABB:CCDD::/48 is AA.BB.CC.DD's network */
+	if (!memcmp(a->bytes, sixtofour, sizeof(sixtofour)))
+		return nonpublic_v4(embedded_v4(a->bytes + 2, false)) ? "6to4" : NULL;
+	/* Teredo: the server's address in bits 32-63, the client's (inverted) in the last 32 */
+	if (!memcmp(a->bytes, teredo, sizeof(teredo)))
+		return nonpublic_v4(embedded_v4(a->bytes + 4, false)) || nonpublic_v4(embedded_v4(a->bytes + 12, true)) ?
+			       "teredo" :
+			       NULL;
 	for (size_t i = 0; i < sizeof(nonpublic6) / sizeof(nonpublic6[0]); i++)
 		if (in_prefix6(a->bytes, nonpublic6[i].net, nonpublic6[i].plen))
 			return nonpublic6[i].why;

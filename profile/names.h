@@ -41,9 +41,13 @@ bool latch_wildcard_match(const char *domain, const char *name);
 /*
  * NULL when A may be the answer to a public name; otherwise one stable word
  * saying why not: "unspecified", "loopback", "private", "cgnat", "link-local",
- * "metadata", "multicast", "reserved", "ipv4-mapped" or "nat64".  The
+ * "metadata", "multicast", "reserved" (192.0.0.0/24, 240/4, ::/8...),
+ * "benchmarking" (198.18.0.0/15), "ipv4-mapped", or "nat64", "6to4" and
+ * "teredo" when the IPv4 address they embed is not public.  The
  * documentation ranges (192.0.2.0/24, 198.51.100.0/24, 203.0.113.0/24,
  * 2001:db8::/32) count as public: the tests use them as the internet.
+ * The host's own addresses change at run time and are not judged here: the
+ * resolver refuses them itself (broker/dns).
  */
 const char *latch_addr_nonpublic(const struct latch_addr *a);
 

@@ -37,13 +37,18 @@
 
 enum latch_pentry_kind { LATCH_PENTRY_HOST, LATCH_PENTRY_WILDCARD, LATCH_PENTRY_CIDR };
 
+/*
+ * One entry.  name and source point into the same allocation as the entries
+ * array (a profile of 65,536 lines is 8 MB, not 32: the memory a load touches
+ * was most of its time), so they live as long as the array, and move with it.
+ */
 struct latch_pentry {
 	enum latch_pentry_kind kind;
-	char name[LATCH_DNS_NAME_MAX + 1]; /* HOST: normalized host; WILDCARD: the domain under "*." */
+	int line;
+	const char *name;   /* HOST: normalized host; WILDCARD: the domain under "*."; CIDR: "" */
+	const char *source; /* file path or "builtin:NAME"; a path over 127 bytes keeps its tail after "..." */
 	/* CIDR: address, prefixlen, proto, ports.  HOST/WILDCARD: only proto, n_ports and ports used */
 	struct latch_entry entry;
-	char source[128];		   /* file path or "builtin:NAME"; a longer path keeps its tail after "..." */
-	int line;
 };
 
 struct latch_profile_index; /* host and wildcard names, hashed (profile.c) */

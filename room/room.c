@@ -393,14 +393,13 @@ static void teardown(struct room *r)
 	run_dir_remove(r);
 }
 
-static int make_name(struct room *r)
+void latch_room_name_make(char *buf, size_t len)
 {
 	unsigned short rnd = 0;
 
 	if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) != sizeof(rnd))
 		rnd = (unsigned short)room_now_ns();
-	snprintf(r->name, sizeof(r->name), "room-%d-%04x", (int)getpid(), rnd);
-	return 0;
+	snprintf(buf, len, "room-%d-%04x", (int)getpid(), rnd);
 }
 
 static int open_workspace(struct room *r, char *err, size_t errlen)
@@ -452,6 +451,10 @@ static int prepare_and_go(struct room *r, char *err, size_t errlen)
 	if (!rc)
 		rc = enforce(r, err, errlen);
 	mark(r, "enforced");
+	if (!rc && r->o->ready) {
+		rc = r->o->ready(r->o->ready_arg, r->name, err, errlen);
+		mark(r, "latchd ready");
+	}
 	if (!rc)
 		rc = room_limits_apply(r, err, errlen);
 	mark(r, "limits");
@@ -481,7 +484,10 @@ int latch_room_run(const struct latch_room_opts *o, struct latch_room_result *re
 	defaults(&r, o, res);
 	if (!o->argv || !o->argv[0])
 		return latch_errf(err, errlen, -EINVAL, "no command to run");
-	make_name(&r);
+	if (o->name)
+		snprintf(r.name, sizeof(r.name), "%s", o->name);
+	else
+		latch_room_name_make(r.name, sizeof(r.name));
 	snprintf(res->name, sizeof(res->name), "%s", r.name);
 	latch_room_sweep(NULL, 0);
 	mark(&r, "sweep");

@@ -60,7 +60,19 @@ struct latch_room_opts {
 	const char *profile;	       /* its name, for the record */
 	struct latch_sandbox_opts net; /* resolver, host address and ports, DNS rate; name and link fields unused */
 	int output_fd; /* the output is copied here as it comes (up to the cap); -1 none */
+	const char *name; /* the room's name (latch_room_name_make()), or NULL: one is made */
+	/*
+	 * Called once the room's programs are attached and verified, before the
+	 * command starts (NULL: nothing to wait for): latchd writes the room's
+	 * names into its maps then.  0, or -errno with a line in err, and the
+	 * room is torn down without running the command.
+	 */
+	int (*ready)(void *arg, const char *name, char *err, size_t errlen);
+	void *ready_arg;
 };
+
+/* A fresh room name, room-PID-XXXX, into buf (LATCH_NAME_MAX + 1 bytes). */
+void latch_room_name_make(char *buf, size_t len);
 
 /* How a limit was put in place, observed. */
 enum latch_room_via {

@@ -46,6 +46,8 @@ LTS_H=lts-h-$$
 LTS_I=lts-i-$$
 LTS_NAME=lts-$$ # sandbox name
 LTS_BPFFS=/sys/fs/bpf/latch-selftest-$$
+# latch's cgroup directories (rooms, and latchd's own: it confines itself there)
+export LATCH_CGROUP=latch-selftest-$$
 LTS_PINS=$LTS_BPFFS/latch/$LTS_NAME
 LTS_TMP=
 LTS_PIDS=()
@@ -134,7 +136,7 @@ lts_skip_all() {
 # ------------------------------------------------------------ setup, cleanup
 
 lts_cleanup() {
-	local pid ns
+	local pid ns root
 	trap - EXIT INT TERM HUP
 	for pid in "${LTS_PIDS[@]}"; do
 		kill -TERM "$pid" 2>/dev/null
@@ -154,6 +156,12 @@ lts_cleanup() {
 			kill -KILL "$pid" 2>/dev/null
 		done
 		ip netns del "$ns" 2>/dev/null
+	done
+	# latchd's cgroup (its process is gone by now) and the rest of latch's, in each hierarchy
+	for root in $(awk '$3 == "cgroup2" || $3 == "cgroup" {print $2}' /proc/mounts); do
+		[ -d "$root/$LATCH_CGROUP" ] || continue
+		rmdir "$root/$LATCH_CGROUP"/rooms/* "$root/$LATCH_CGROUP"/rooms "$root/$LATCH_CGROUP"/latchd \
+			"$root/$LATCH_CGROUP"/warm "$root/$LATCH_CGROUP" 2>/dev/null
 	done
 	[ -n "$LTS_BPFFS" ] && [ -d "$LTS_BPFFS" ] && rm -rf "$LTS_BPFFS"
 	[ -n "$LTS_TMP" ] && rm -rf "$LTS_TMP"

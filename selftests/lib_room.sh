@@ -42,7 +42,7 @@ lts_room_cleanup() {
 		for c in "$d"/rooms/*/; do
 			[ -d "$c" ] && rmdir "$c" 2>/dev/null
 		done
-		rmdir "$d"/rooms "$d"/warm "$d" 2>/dev/null
+		rmdir "$d"/rooms "$d"/latchd "$d"/warm "$d" 2>/dev/null
 	done
 	lts_cleanup
 }

@@ -6,6 +6,12 @@
 #   - the guest's only resolver answers only names its profile allows; any
 #     other query is REFUSED and never leaves the host (the upstream's query
 #     log proves it), even as a burst of unique subdomains (a DNS tunnel);
+#   - an allowed name is answered through its CDN's CNAME chain, its final
+#     address is learned under the allowed name's ports only, and the
+#     chain's names stay unaskable;
+#   - the resolver answers its guest only: the host's own users get no
+#     answer and write no audit row; a TCP connection that pipelines past
+#     its limit is cut and audited;
 #   - a public name may not answer with a private or metadata address;
 #   - an answer becomes a learned entry whose TTL the kernel enforces: new
 #     flows need a fresh answer, an established flow keeps working;
@@ -37,19 +43,23 @@ DNSLOG=$LTS_TMP/dnsmasq.log
 LATCHD_PID=
 WILD=203.0.113.30  # *.wild.example
 BOTH=203.0.113.40  # both.example: in p1 and p2
+CDN=203.0.113.42   # edge.cdn.example.net, the end of www.site.example's chain
 TTL=2              # dnsmasq's TTL; latch.conf clamps learned entries to 1..3 s
 
 # --- the upstream: dnsmasq in I, authoritative for the test names, logging every query
 in_i ip addr add "$WILD/32" dev lo
 in_i ip addr add "$BOTH/32" dev lo
+in_i ip addr add "$CDN/32" dev lo
 lts_bg "$LTS_I" "$LTS_TMP/dnsmasq.out" dnsmasq --no-daemon --no-resolv --no-hosts --user=root --group=root \
 	--listen-address="$SRV_DNS" --bind-interfaces --port=53 --log-queries --log-facility="$DNSLOG" \
 	--local-ttl="$TTL" --pid-file="$LTS_TMP/dnsmasq.pid" \
 	--host-record="ok.example,$SRV_A,$SRV6_A" --host-record="both.example,$BOTH" \
 	--host-record="other.example,$SRV_B" --host-record="rebind.example,10.0.0.5" \
 	--host-record="meta.example,169.254.169.254" --address="/wild.example/$WILD" \
-	--host-record="overlay.example,$SRV_C" \
-	--address=/exfil.example/203.0.113.99 --cname=alias.example,ok.example --cname=away.example,exfil.example
+	--host-record="overlay.example,$SRV_C" --host-record="lan.example,10.9.0.7" \
+	--address=/exfil.example/203.0.113.99 --cname=alias.example,ok.example --cname=away.example,exfil.example \
+	--cname=www.site.example,www.site.example.global.example.net \
+	--cname=www.site.example.global.example.net,edge.cdn.example.net --host-record="edge.cdn.example.net,$CDN"
 # H (where latchd runs) reaches the upstream through its own main table
 in_h ip route add 203.0.113.0/24 via 198.51.100.254 dev hi0
 
@@ -67,9 +77,12 @@ both.example:9000,5001
 *.wild.example:443,9000
 alias.example:443
 away.example:443
+*.site.example:443
 rebind.example:443
 meta.example:443
 198.51.100.10/32:443
+10.9.0.0/24:443
+lan.example:8080
 EOF
 cat >"$ROOT/etc/latch/profiles/p2.txt" <<'EOF'
 both.example:9000,5001
@@ -163,7 +176,17 @@ check "the resolver answers over TCP" grep -q "NOERROR $SRV_A" <<<"$r"
 r=$(q alias.example)
 check "a CNAME chain inside the allowed set is followed" grep -q "NOERROR.*$SRV_A" <<<"$r"
 r=$(q away.example)
-check_eq "a CNAME chain leaving the allowed set is refused" "$r" "REFUSED "
+check "an allowed name whose CNAME chain leaves the allowed set is answered with it" grep -q "^NOERROR exfil.example. " <<<"$r"
+
+# CDNs: the chain's end is learned under the allowed name's ports, its names stay unaskable
+check_not "the CDN's address is closed before any answer" tcp_ok "$CDN" 443
+r=$(q www.site.example)
+check_eq "www.site.example (under *.site.example:443) is answered through its 2-link chain" "$r" \
+	"NOERROR www.site.example.global.example.net. edge.cdn.example.net. $CDN "
+check "its answer opened the CDN's address on the name's port (443)" tcp_ok "$CDN" 443
+check_not "but not on any other port (8080)" tcp_ok "$CDN" 8080
+r=$(q edge.cdn.example.net)
+check_eq "the chain's end, asked by itself, is REFUSED" "$r" "REFUSED "
 
 # wildcard: learned on answer, not before
 check_not "a wildcard's address is closed before any answer" tcp_ok "$WILD" 443
@@ -172,6 +195,46 @@ check "a name under the wildcard resolves" grep -q "NOERROR $WILD" <<<"$r"
 check "its answer opened the address (learned entry)" tcp_ok "$WILD" 443
 r=$(q wild.example)
 check_eq "the wildcard's apex is not allowed" "$r" "REFUSED "
+
+# --- the resolver answers its guest only (the host's users write nothing in its audit log)
+r=$(in_h kdig @"$HOST4" hostask.example A +retry=0 +timeout=1 2>&1 | grep -c 'status:')
+check_eq "a query from the host itself gets no answer" "$r" 0
+r=$(q guestask.example)
+check_eq "control: the guest's query for an unlisted name is REFUSED" "$r" "REFUSED "
+sleep 0.5
+audited() { latch --json audit "$LTS_NAME" --kind dns 2>/dev/null | jq --arg n "$1" '[.entries[] | select(.fields.name == $n)] | length'; }
+check_eq "the host's query left no audit row" "$(audited hostask.example)" 0
+check_eq "control: the guest's refusal did" "$(audited guestask.example)" 1
+
+# --- a TCP connection pays per query: pipelined past its limit it is cut, and audited
+out=$(in_g "$LTS_PY" - "$HOST4" <<'EOF'
+import socket, struct, sys
+def q(i):
+    m = struct.pack(">HHHHHH", i, 0x0100, 1, 0, 0, 0) + b"\x02ok\x07example\x00\x00\x01\x00\x01"
+    return struct.pack(">H", len(m)) + m
+c = socket.create_connection((sys.argv[1], 53), timeout=3)
+c.sendall(b"".join(q(i + 1) for i in range(300)))
+got, buf = 0, b""
+try:
+    while True:
+        d = c.recv(65536)
+        if not d:
+            break
+        buf += d
+        while len(buf) >= 2 and len(buf) >= 2 + struct.unpack(">H", buf[:2])[0]:
+            buf = buf[2 + struct.unpack(">H", buf[:2])[0]:]
+            got += 1
+except OSError:
+    pass
+print(got)
+EOF
+)
+check_eq "300 queries pipelined on one TCP connection: the first 64 are answered, then it is cut" "$out" 64
+sleep 0.5
+n=$(latch --json audit "$LTS_NAME" --kind dns 2>/dev/null | jq '[.entries[] | select(.reason == "latchd.dns.tcp-queries")] | length')
+check_eq "the cut is in the audit log" "$n" 1
+r=$(q ok.example A +tcp)
+check "control: a new TCP connection is answered" grep -q "NOERROR $SRV_A" <<<"$r"
 
 # refusals never leave the host
 before=$(upstream_saw ok.example)
@@ -185,13 +248,21 @@ r=$(q ok.example TXT)
 check_eq "TXT is refused" "$r" "REFUSED "
 out=$(in_g "$LTS_PY" "$LTS_NET" dnsburst "$HOST4" exfil.example --count 200 --wait 5)
 check_eq "a 200-query tunnel burst is answered REFUSED, every query" "$out" "rcode5=200 unanswered=0"
-check_eq "the tunnel burst leaked zero queries upstream" "$(grep -c 'exfil.example' "$DNSLOG")" 0
+check_eq "the tunnel burst leaked zero queries upstream" "$(grep -c 'query\[[A-Z]*\] [^ ]*exfil\.example from' "$DNSLOG")" 0
 
 # rebinding
 r=$(q rebind.example)
 check_eq "a public name answering 10.0.0.5 is refused" "$r" "REFUSED "
 r=$(q meta.example)
 check_eq "a public name answering the metadata address is refused" "$r" "REFUSED "
+# Invariant: a CIDR entry exempts its range from the rebinding filter on its own ports only:
+# lan.example:8080 answers 10.9.0.7, inside 10.9.0.0/24:443, and is never installed on 8080.
+r=$(q lan.example)
+check_eq "a name answering inside a CIDR entry of the profile is answered" "$r" "NOERROR 10.9.0.7 "
+shown=$(latch --json egress "$LTS_NAME" show | jq -r '.entries[].entry')
+check "control: the CIDR entry is in the kernel on its port ($(grep -c . <<<"$shown") entries)" \
+	grep -qx "10.9.0.0/24:443" <<<"$shown"
+check_eq "and nothing opens 10.9.0.7 on the name's port 8080" "$(grep -c '^10\.9\.0\.7' <<<"$shown")" 0
 
 # other resolvers stay unreachable, latchd or not
 check_not "DNS to the upstream directly is dropped by the kernel" dns_ok "$SRV_DNS"
@@ -220,6 +291,7 @@ n=$(latch --json audit "$LTS_NAME" --kind kernel 2>/dev/null | jq '[.entries[] |
 check "a kernel deny was written to the audit log" test "${n:-0}" -gt 0
 n=$(latch --json audit "$LTS_NAME" --kind dns 2>/dev/null | jq '[.entries[] | select(.reason == "latchd.dns.not-allowed")] | length')
 check "resolver refusals are in the audit log (rate-limited)" test "${n:-0}" -gt 0
+
 
 # --- a hand-made change never interleaves with a switch: both take the policy lock
 LOCK=$ROOT/run/latch/$LTS_NAME.policy.lock
@@ -261,10 +333,15 @@ u_pid=$!
 in_g "$LTS_PY" "$LTS_NET" stream "$SRV_A" 9000 --duration 4 --interval 0.01 &
 a_pid=$!
 LTS_PIDS+=("$u_pid" "$a_pid")
+# the stream's send times are CLOCK_BOOTTIME to the microsecond; /proc/uptime is truncated to 10 ms,
+# which would count a line sent up to 10 ms before the command returned as sent after it: take
+# $EPOCHREALTIME (microseconds) the moment latch returns, less realtime's offset from boottime
+boot_off=$("$LTS_PY" -c 'import time; print("%.6f" % (time.time() - time.clock_gettime(time.CLOCK_BOOTTIME)))')
 sleep 1.5
 latch egress "$LTS_NAME" profile p2 >/dev/null 2>&1
 rc=$?
-t_switch=$(awk '{print $1}' /proc/uptime)
+t_returned=$EPOCHREALTIME
+t_switch=$(awk -v r="$t_returned" -v o="$boot_off" 'BEGIN { printf("%.6f", r - o) }')
 check_eq "switch to p2 under traffic" "$rc" 0
 wait "$u_pid" "$a_pid"
 sent=$(cat "$LTS_TMP/udpstream.out")

@@ -3,9 +3,10 @@
  * resolver_drv.c - one latch resolver in an event loop, for live_resolver.sh.
  *
  *   resolver_drv --listen ADDR [--listen ADDR] --port N --upstream ADDR[:PORT]...
- *                [--allow NAME]... [--wildcard DOMAIN]... [--ttl-min S] [--ttl-max S]
- *                [--timeout-ms MS] [--tcp-idle-ms MS] [--tcp-clients N] [--lookup NAME]...
- *                [--empty-port N]
+ *                --guest-dev DEV --guest ADDR [--guest ADDR]... [--rate N --burst N]
+ *                [--allow NAME]... [--wildcard DOMAIN]... [--exempt CIDR]... [--ttl-min S]
+ *                [--ttl-max S] [--timeout-ms MS] [--tcp-idle-ms MS] [--tcp-clients N]
+ *                [--tcp-queries N] [--lookup NAME]... [--empty-port N] [--unlearnable NAME]
  *
  * Every callback becomes one line on stdout (line-buffered), so the test can
  * grep what the resolver decided:
@@ -16,9 +17,14 @@
  * SIGTERM prints "stats queries=... failed=..." and exits 0.  --empty-port
  * adds a second resolver on the same addresses whose policy allows nothing
  * (its lines start with "r2 "): two resolvers in one loop must not mix.
+ * SIGUSR2 prints the stats line without exiting.
  *
- * The rebinding filter is the daemon's (broker/names.c): private, loopback,
- * link-local, CGNAT, metadata, multicast and reserved addresses are refused.
+ * The rebinding filter is the daemon's (profile/names.c's
+ * latch_addr_nonpublic): private, loopback, link-local, CGNAT, metadata,
+ * multicast and reserved addresses are refused, unless an --exempt CIDR
+ * covers them, as a CIDR entry of a profile does in latchd.
+ * answered() takes every report, but those for an --unlearnable name, which
+ * it refuses as latchd does when it can't write a learned entry.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -42,6 +48,9 @@ struct drv_policy {
 	int n_allow;
 	const char *wild[NAMES_MAX];
 	int n_wild;
+	struct latch_addr exempt[NAMES_MAX];
+	int exempt_len[NAMES_MAX], n_exempt;
+	const char *unlearnable;
 };
 
 static bool name_allowed(void *arg, const char *name)
@@ -62,10 +71,25 @@ static bool name_allowed(void *arg, const char *name)
 	return false;
 }
 
-/* The daemon's rebinding filter, as latchd wires it (without its CIDR exception). */
+static bool in_prefix(const struct latch_addr *net, int bits, const struct latch_addr *a)
+{
+	int full = bits / 8;
+
+	if (net->family != a->family || memcmp(net->bytes, a->bytes, full))
+		return false;
+	return !(bits % 8) || !((net->bytes[full] ^ a->bytes[full]) & (0xff00 >> (bits % 8)));
+}
+
+/* The daemon's rebinding filter, as latchd wires it: not public, unless a CIDR entry covers it. */
 static const char *addr_refused(void *arg, const struct latch_addr *a)
 {
-	return latch_addr_nonpublic(a);
+	const struct drv_policy *p = arg;
+	const char *why = latch_addr_nonpublic(a);
+
+	for (int i = 0; why && i < p->n_exempt; i++)
+		if (in_prefix(&p->exempt[i], p->exempt_len[i], a))
+			return NULL;
+	return why;
 }
 
 static void print_addrs(const struct latch_addr *addrs, int n)
@@ -79,12 +103,13 @@ static void print_addrs(const struct latch_addr *addrs, int n)
 	printf("\n");
 }
 
-static void answered(void *arg, const char *qname, const struct latch_addr *addrs, int n, uint32_t ttl)
+static int answered(void *arg, const char *qname, const struct latch_addr *addrs, int n, uint32_t ttl)
 {
 	const struct drv_policy *p = arg;
 
 	printf("%sanswered %s %u", p->tag, qname, ttl);
 	print_addrs(addrs, n);
+	return p->unlearnable && !strcmp(p->unlearnable, qname) ? -EAGAIN : 0;
 }
 
 static void refused(void *arg, const char *qname, uint16_t qtype, const char *reason)
@@ -125,6 +150,23 @@ static void on_flush(evutil_socket_t sig, short what, void *arg)
 	printf("flushed\n");
 }
 
+static void print_stats(const struct latch_resolver *r)
+{
+	struct latch_resolver_stats st;
+
+	latch_resolver_stats(r, &st);
+	printf("stats queries=%llu answered=%llu refused=%llu upstream_sent=%llu cache_hits=%llu failed=%llu "
+	       "foreign=%llu tcp_cut=%llu\n",
+	       (unsigned long long)st.queries, (unsigned long long)st.answered, (unsigned long long)st.refused,
+	       (unsigned long long)st.upstream_sent, (unsigned long long)st.cache_hits,
+	       (unsigned long long)st.failed, (unsigned long long)st.foreign, (unsigned long long)st.tcp_cut);
+}
+
+static void on_stats(evutil_socket_t sig, short what, void *arg)
+{
+	print_stats(((struct drv *)arg)->r[0]);
+}
+
 static int parse_upstream(const char *s, struct latch_addr *a, uint16_t *port, char *err, size_t errlen)
 {
 	char buf[80];
@@ -155,9 +197,11 @@ static int parse_upstream(const char *s, struct latch_addr *a, uint16_t *port, c
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: resolver_drv --listen ADDR --port N --upstream ADDR[:PORT] [--allow NAME]...\n"
-			"       [--wildcard DOMAIN]... [--ttl-min S] [--ttl-max S] [--timeout-ms MS]\n"
-			"       [--tcp-idle-ms MS] [--tcp-clients N] [--lookup NAME]... [--empty-port N]\n");
+	fprintf(stderr, "usage: resolver_drv --listen ADDR --port N --upstream ADDR[:PORT] --guest-dev DEV\n"
+			"       --guest ADDR [--rate N --burst N] [--allow NAME]... [--wildcard DOMAIN]...\n"
+			"       [--exempt CIDR]... [--ttl-min S] [--ttl-max S] [--timeout-ms MS] [--tcp-idle-ms MS]\n"
+			"       [--tcp-clients N] [--tcp-queries N] [--lookup NAME]... [--empty-port N]\n"
+			"       [--unlearnable NAME]\n");
 	exit(2);
 }
 
@@ -168,11 +212,10 @@ int main(int argc, char **argv)
 	const char *lookups[NAMES_MAX];
 	int n_lookups = 0;
 	uint16_t empty_port = 0;
-	uint32_t tcp_clients = 0;
+	uint32_t tcp_clients = 0, tcp_queries = 0;
 	char err[LATCH_ERR_MAX];
 	struct drv d = { 0 };
-	struct event *ev_term, *ev_int, *ev_usr1;
-	struct latch_resolver_stats st;
+	struct event *ev_term, *ev_int, *ev_usr1, *ev_usr2;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	for (int i = 1; i < argc; i++) {
@@ -194,6 +237,23 @@ int main(int argc, char **argv)
 			pol.allow[pol.n_allow++] = v;
 		else if (!strcmp(a, "--wildcard") && pol.n_wild < NAMES_MAX)
 			pol.wild[pol.n_wild++] = v;
+		else if (!strcmp(a, "--exempt") && pol.n_exempt < NAMES_MAX) {
+			struct latch_addr *x = &pol.exempt[pol.n_exempt];
+			int fam = strchr(v, ':') ? AF_INET6 : AF_INET;
+
+			ret = latch_parse_prefix(v, fam, 0, fam == AF_INET ? 32 : 128, x, &pol.exempt_len[pol.n_exempt],
+						 err, sizeof(err));
+			pol.n_exempt++;
+		} else if (!strcmp(a, "--guest-dev"))
+			snprintf(o.guest.dev, sizeof(o.guest.dev), "%s", v);
+		else if (!strcmp(a, "--guest") && o.guest.n_addr < LATCH_RESOLVER_GUEST_ADDRS_MAX)
+			ret = latch_parse_addr(v, &o.guest.addr[o.guest.n_addr++], err, sizeof(err));
+		else if (!strcmp(a, "--rate"))
+			ret = latch_parse_uint(v, 1, 10000000, &o.guest.rate);
+		else if (!strcmp(a, "--burst"))
+			ret = latch_parse_uint(v, 1, 10000000, &o.guest.burst);
+		else if (!strcmp(a, "--tcp-queries"))
+			ret = latch_parse_uint(v, 1, 100000, &tcp_queries);
 		else if (!strcmp(a, "--ttl-min"))
 			ret = latch_parse_uint(v, 0, 86400, &o.ttl_min);
 		else if (!strcmp(a, "--ttl-max"))
@@ -206,6 +266,8 @@ int main(int argc, char **argv)
 			ret = latch_parse_uint(v, 1, 4096, &tcp_clients);
 		else if (!strcmp(a, "--lookup") && n_lookups < NAMES_MAX)
 			lookups[n_lookups++] = v;
+		else if (!strcmp(a, "--unlearnable"))
+			pol.unlearnable = v;
 		else if (!strcmp(a, "--empty-port"))
 			ret = latch_parse_port(v, &empty_port, err, sizeof(err));
 		else
@@ -218,6 +280,7 @@ int main(int argc, char **argv)
 	if (!o.n_listen || !o.port || !o.n_upstream)
 		usage();
 	o.tcp_clients_max = tcp_clients;
+	o.tcp_conn_queries = tcp_queries;
 	o.policy = (struct latch_resolver_policy){ &pol, name_allowed, addr_refused, answered, refused };
 
 	d.base = event_base_new();
@@ -246,22 +309,20 @@ int main(int argc, char **argv)
 	ev_term = evsignal_new(d.base, SIGTERM, on_term, &d);
 	ev_int = evsignal_new(d.base, SIGINT, on_term, &d);
 	ev_usr1 = evsignal_new(d.base, SIGUSR1, on_flush, &d);
-	if (!ev_term || !ev_int || !ev_usr1 || event_add(ev_term, NULL) || event_add(ev_int, NULL) ||
-	    event_add(ev_usr1, NULL))
+	ev_usr2 = evsignal_new(d.base, SIGUSR2, on_stats, &d);
+	if (!ev_term || !ev_int || !ev_usr1 || !ev_usr2 || event_add(ev_term, NULL) || event_add(ev_int, NULL) ||
+	    event_add(ev_usr1, NULL) || event_add(ev_usr2, NULL))
 		return 1;
 	printf("ready\n");
 	event_base_dispatch(d.base);
 
-	latch_resolver_stats(d.r[0], &st);
-	printf("stats queries=%llu answered=%llu refused=%llu upstream_sent=%llu cache_hits=%llu failed=%llu\n",
-	       (unsigned long long)st.queries, (unsigned long long)st.answered, (unsigned long long)st.refused,
-	       (unsigned long long)st.upstream_sent, (unsigned long long)st.cache_hits,
-	       (unsigned long long)st.failed);
+	print_stats(d.r[0]);
 	latch_resolver_free(d.r[0]);
 	latch_resolver_free(d.r[1]);
 	event_free(ev_term);
 	event_free(ev_int);
 	event_free(ev_usr1);
+	event_free(ev_usr2);
 	event_base_free(d.base);
 	return 0;
 }

@@ -26,3 +26,10 @@ SELFTEST_BINS += $(BUILD)/selftests/resolver_drv
 $(BUILD)/selftests/resolver_drv: selftests/resolver_drv.c $(call archives_of,$(call closure,daemon)) | $(BUILD)/selftests
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) -MF $@.d -o $@ $< $(call link_with,daemon)
+
+# The audit module's anchors against a journald of live_audit.sh's own (selftests/audit_drv.c).
+SELFTEST_BINS += $(BUILD)/selftests/audit_drv
+
+$(BUILD)/selftests/audit_drv: selftests/audit_drv.c $(call archives_of,$(call closure,audit)) | $(BUILD)/selftests
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CFLAGS) -MF $@.d -o $@ $< $(call link_with,audit)

@@ -9,6 +9,12 @@
  * (sandbox, kind) to 120 entries in any minute, carrying the count of the
  * rest on the next entry written.  The clock is a variable here, so a window
  * passes without sleeping, and the owner is the test's own uid, so no root.
+ *
+ * The anchors: the file anchor beside the log names a cut tail and a suffix
+ * rewritten before it, and a cut log can't pull it back down.  The journal
+ * is the host's, not a unit test's: these logs are opened with no_journal,
+ * and selftests/live_audit.sh holds the journal anchors against a journald
+ * of its own.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -49,7 +55,7 @@ static void teardown(void)
 
 static struct audit_log *open_log(void)
 {
-	struct audit_opts o = { .clock = fake_clock, .owner = getuid() };
+	struct audit_opts o = { .clock = fake_clock, .owner = getuid(), .no_journal = 1 };
 	char err[256] = "";
 	struct audit_log *log = audit_open(path, &o, err, sizeof(err));
 
@@ -390,7 +396,7 @@ Test(audit, test_rate_is_per_sandbox_and_kind)
 
 Test(audit, test_refuses_world_writable_directory_with_the_fix)
 {
-	struct audit_opts o = { .clock = fake_clock, .owner = getuid() };
+	struct audit_opts o = { .clock = fake_clock, .owner = getuid(), .no_journal = 1 };
 	char err[256] = "";
 
 	cr_assert_eq(chmod(dir, 0777), 0);
@@ -402,7 +408,7 @@ Test(audit, test_refuses_world_writable_directory_with_the_fix)
 Test(audit, test_refuses_group_writable_file_with_the_fix)
 {
 	struct audit_log *log = open_log();
-	struct audit_opts o = { .clock = fake_clock, .owner = getuid() };
+	struct audit_opts o = { .clock = fake_clock, .owner = getuid(), .no_journal = 1 };
 	char err[256] = "";
 
 	audit_close(log);
@@ -577,5 +583,248 @@ Test(audit, test_last_id_and_after_id_filter)
 	cr_assert_eq(audit_query(log, &f, collect_one, c), 3);
 	cr_assert_eq(c->ids[0], 8);
 	free(c);
+	audit_close(log);
+}
+
+/* ---- anchors ---- */
+
+static struct audit_log *open_log_every(unsigned int every)
+{
+	struct audit_opts o = { .clock = fake_clock, .owner = getuid(), .no_journal = 1, .anchor_every = every };
+	char err[256] = "";
+	struct audit_log *log = audit_open(path, &o, err, sizeof(err));
+
+	cr_assert_not_null(log, "audit_open: %s", err);
+	return log;
+}
+
+/* The entry id the anchor file holds, or 0. */
+static long long anchor_entry(void)
+{
+	char p[160], line[128];
+	long long id = 0;
+	FILE *f;
+
+	snprintf(p, sizeof(p), "%s.anchor", path);
+	f = fopen(p, "r");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		sscanf(line, "entry = %lld", &id);
+	fclose(f);
+	return id;
+}
+
+/* Rewrite entries from..to with decision 'deny' and hashes recomputed down the chain, as root could. */
+static void rewrite_suffix(int from, int to)
+{
+	char prev[AUDIT_HASH_HEX + 1], h[AUDIT_HASH_HEX + 1], sql[512];
+	sqlite3 *db;
+	sqlite3_stmt *st;
+
+	cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+	snprintf(sql, sizeof(sql), "SELECT prev_hash FROM entries WHERE id = %d", from);
+	cr_assert_eq(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+	cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
+	snprintf(prev, sizeof(prev), "%s", sqlite3_column_text(st, 0));
+	sqlite3_finalize(st);
+	for (int id = from; id <= to; id++) {
+		struct audit_entry e = { .id = id, .decision = "deny" };
+
+		snprintf(sql, sizeof(sql), "SELECT time_ns, sandbox, kind, reason, fields FROM entries WHERE id = %d", id);
+		cr_assert_eq(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+		cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
+		e.time_ns = sqlite3_column_int64(st, 0);
+		e.sandbox = strdup((const char *)sqlite3_column_text(st, 1));
+		e.kind = strdup((const char *)sqlite3_column_text(st, 2));
+		e.reason = strdup((const char *)sqlite3_column_text(st, 3));
+		e.fields = strdup((const char *)sqlite3_column_text(st, 4));
+		sqlite3_finalize(st);
+		audit_entry_hash(&e, prev, h);
+		snprintf(sql, sizeof(sql), "UPDATE entries SET decision = 'deny', prev_hash = '%s', hash = '%s' WHERE id = %d",
+			 prev, h, id);
+		cr_assert_eq(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+		memcpy(prev, h, sizeof(prev));
+		free((char *)e.sandbox);
+		free((char *)e.kind);
+		free((char *)e.reason);
+		free((char *)e.fields);
+	}
+	sqlite3_close(db);
+}
+
+/* Invariant: deleting the newest entries no longer verifies once an anchor names one of them. */
+Test(audit, test_anchor_names_a_cut_tail)
+{
+	struct audit_log *log = open_log();
+	char why[256];
+
+	for (int i = 0; i < 70; i++)
+		add(log, "alpha", "egress", NULL);
+	audit_close(log); /* anchors the head at close */
+	cr_assert_eq(anchor_entry(), 70);
+	log = open_log();
+	cr_assert_eq(verify_bad(log, NULL, 0), 0, "control: the whole log verifies against its anchor");
+	raw_exec("DELETE FROM entries WHERE id > 59");
+	cr_assert_eq(verify_bad(log, why, sizeof(why)), 60);
+	cr_assert(strstr(why, "the log ends at entry 59, but the file anchored entry 70 at "), "%s", why);
+	audit_close(log);
+}
+
+/* Invariant: a suffix rewritten with fresh hashes, up to an anchored entry, is named. */
+Test(audit, test_anchor_names_a_suffix_rewritten_with_fresh_hashes)
+{
+	struct audit_log *log = open_log();
+	struct audit_verify_result r;
+	char why[256], anchor[160];
+
+	for (int i = 0; i < 10; i++)
+		add(log, "alpha", "egress", NULL);
+	audit_close(log);
+	rewrite_suffix(5, 10);
+	log = open_log();
+	cr_assert_eq(verify_bad(log, why, sizeof(why)), 10);
+	cr_assert(strstr(why, "entry 10 is not the entry the file anchored at "), "%s", why);
+	audit_close(log);
+	/* control: without its anchor the rewritten chain is whole, which is why the anchor exists */
+	snprintf(anchor, sizeof(anchor), "%s.anchor", path);
+	cr_assert_eq(unlink(anchor), 0);
+	log = open_log();
+	cr_assert_eq(audit_verify(log, &r), 0, "%s", r.why);
+	cr_assert_eq(r.anchors, 0);
+	audit_close(log);
+}
+
+/* Invariant: a cut log that is appended to again can't pull its anchor back down. */
+Test(audit, test_appending_after_a_cut_does_not_launder_it)
+{
+	struct audit_log *log = open_log();
+	char why[256];
+
+	for (int i = 0; i < 20; i++)
+		add(log, "alpha", "egress", NULL);
+	audit_close(log);
+	raw_exec("DELETE FROM entries WHERE id > 12");
+	log = open_log();
+	for (int i = 0; i < 3; i++)
+		add(log, "alpha", "egress", NULL); /* 13, 14, 15: new entries where the cut ones were */
+	audit_close(log);
+	cr_assert_eq(anchor_entry(), 20);
+	log = open_log();
+	cr_assert_eq(verify_bad(log, why, sizeof(why)), 16);
+	cr_assert(strstr(why, "the log ends at entry 15, but the file anchored entry 20"), "%s", why);
+	audit_close(log);
+}
+
+Test(audit, test_anchor_every_n_entries_and_on_the_period)
+{
+	struct audit_log *log = open_log_every(8);
+
+	for (int i = 0; i < 20; i++)
+		add(log, "alpha", "egress", NULL);
+	/* the first append (no anchor yet), then every 8: 1, 9, 17 */
+	cr_assert_eq(anchor_entry(), 17);
+	cr_assert_eq(audit_tick(log), 0);
+	cr_assert_eq(anchor_entry(), 17, "the period has not passed");
+	fake_now += AUDIT_ANCHOR_PERIOD_NS;
+	cr_assert_eq(audit_tick(log), 0);
+	cr_assert_eq(anchor_entry(), 20, "the period passed: the head is anchored");
+	audit_close(log);
+}
+
+/* Invariant: a log that is gone is not "nothing recorded" when an anchor says it held entries. */
+Test(audit, test_verify_of_a_deleted_log_names_its_anchor)
+{
+	struct audit_log *log = open_log();
+	struct audit_verify_result r;
+	struct audit_opts o = { .owner = getuid(), .no_journal = 1 };
+	char other[160];
+
+	for (int i = 0; i < 3; i++)
+		add(log, "alpha", "egress", NULL);
+	audit_close(log);
+	cr_assert_eq(unlink(path), 0);
+	cr_assert_eq(audit_verify_missing(path, &o, &r), -EBADMSG);
+	cr_assert(strstr(r.why, "the log is empty or gone, but the file anchored entry 3"), "%s", r.why);
+	/* control: a log that never was */
+	snprintf(other, sizeof(other), "%s/never.db", dir);
+	cr_assert_eq(audit_verify_missing(other, &o, &r), 0);
+}
+
+/* ---- anchors across a prune ---- */
+
+/* The stored hash of entry id, read with raw sqlite. */
+static void hash_of(int64_t id, char out[AUDIT_HASH_HEX + 1])
+{
+	char sql[96];
+	sqlite3 *db;
+	sqlite3_stmt *st;
+
+	cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+	snprintf(sql, sizeof(sql), "SELECT hash FROM entries WHERE id = %lld", (long long)id);
+	cr_assert_eq(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+	cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
+	snprintf(out, AUDIT_HASH_HEX + 1, "%s", sqlite3_column_text(st, 0));
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+}
+
+/* Put an anchor file back as an older anchor (the journal keeps those across a prune; the file only moves up). */
+static void write_anchor(int64_t id, const char *hash)
+{
+	char p[160];
+	FILE *f;
+
+	snprintf(p, sizeof(p), "%s.anchor", path);
+	unlink(p);
+	f = fopen(p, "w");
+	cr_assert_not_null(f);
+	fprintf(f, "entry = %lld\nhash = %s\ntime_ns = %llu\n", (long long)id, hash, (unsigned long long)fake_now);
+	cr_assert_eq(fclose(f), 0);
+	cr_assert_eq(chmod(p, 0600), 0);
+}
+
+/* The prune entry is anchored at once, so the cut it records is vouched for outside the log. */
+Test(audit, test_prune_anchors_its_own_entry)
+{
+	struct audit_log *log = open_log_every(1000);
+	struct audit_prune_result r;
+	uint64_t t = ten_entries(log);
+
+	cr_assert_lt(anchor_entry(), 10, "control: the head is not anchored yet");
+	cr_assert_eq(audit_prune(log, t, "test.prune", &r), 0, "%s", audit_error(log));
+	cr_assert_eq(anchor_entry(), r.prune_id);
+	cr_assert_eq(verify_bad(log, NULL, 0), 0);
+	audit_close(log);
+}
+
+/*
+ * Invariant: an anchor on an entry a recorded prune removed is no cut tail
+ * (the journal keeps anchors older than any prune); the one on the last entry
+ * removed must still carry the cut's hash, or the cut was forged.
+ */
+Test(audit, test_anchors_below_the_cut_after_a_prune)
+{
+	struct audit_log *log = open_log_every(1000);
+	struct audit_prune_result r;
+	char why[256], h3[AUDIT_HASH_HEX + 1], h5[AUDIT_HASH_HEX + 1], forged[AUDIT_HASH_HEX + 1];
+	uint64_t t = ten_entries(log);
+
+	hash_of(3, h3);
+	hash_of(5, h5);
+	cr_assert_eq(audit_prune(log, t, "test.prune", &r), 0, "%s", audit_error(log));
+	cr_assert_eq(r.first_id, 6);
+	/* an anchor on a pruned entry: verifies */
+	write_anchor(3, h3);
+	cr_assert_eq(verify_bad(log, why, sizeof(why)), 0, "%s", why);
+	/* the anchor on the last pruned entry, with its real hash: verifies */
+	write_anchor(5, h5);
+	cr_assert_eq(verify_bad(log, why, sizeof(why)), 0, "%s", why);
+	/* the cut's hash disagrees with what was anchored for entry 5: named */
+	memcpy(forged, h5, sizeof(forged));
+	forged[0] = forged[0] == 'a' ? 'b' : 'a';
+	write_anchor(5, forged);
+	cr_assert_eq(verify_bad(log, why, sizeof(why)), 5, "%s", why);
+	cr_assert(strstr(why, "entry 5 is not the entry the file anchored"), "%s", why);
 	audit_close(log);
 }

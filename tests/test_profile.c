@@ -332,7 +332,7 @@ Test(profile_parse, a_long_source_keeps_its_tail)
 	strcpy(source + 250, "/my-profile.txt");
 	cr_assert_eq(latch_profile_parse("pypi.org\n", source, &v, &n, NULL, 0, err, sizeof(err)), 0, "%s", err);
 	len = strlen(v[0].source);
-	cr_expect_eq(len, sizeof(v[0].source) - 1);
+	cr_expect_eq(len, 127); /* the header promises: a path over 127 bytes keeps its tail */
 	cr_expect_eq(strncmp(v[0].source, "...", 3), 0, "%s", v[0].source);
 	cr_expect_str_eq(v[0].source + len - 15, "/my-profile.txt");
 	free(v);
@@ -809,10 +809,9 @@ static struct latch_profile profile_of(const char *text)
 
 static void expect_ports(const struct latch_entry *e, const char *name, const char *want)
 {
-	struct latch_pentry pe = { .kind = LATCH_PENTRY_HOST, .entry = *e };
+	struct latch_pentry pe = { .kind = LATCH_PENTRY_HOST, .name = name, .entry = *e };
 	char got[LATCH_ENTRY_TEXT_MAX + 8];
 
-	snprintf(pe.name, sizeof(pe.name), "%s", name);
 	latch_pentry_format(&pe, got, sizeof(got));
 	cr_expect_str_eq(got, want);
 }

@@ -1,12 +1,13 @@
 # SPDX-License-Identifier: GPL-2.0-only
 # Unit tests: the pure parts of the loader (parsing, rule bookkeeping), the
-# base layer, the audit log, and profiles and names, under Criterion.  No root and no
-# kernel.
+# base layer, the audit log, profiles and names, and the spend caps (budget/,
+# with their fixtures in tests/fixtures/budget/), under Criterion.  No root and
+# no kernel.
 #   make unit        build and run them; Criterion prints the Synthesis line
 
 UNIT_SRCS := $(wildcard tests/test_*.c)
 
-UNIT_USES := vm profile kit audit config loader common
+UNIT_USES := budget vm profile kit audit config loader common
 
 UNIT_OBJS := $(call objs_of,$(UNIT_SRCS))
 ALL_OBJS += $(UNIT_OBJS)

@@ -23,6 +23,7 @@
 
 #include "broker/broker.h"
 #include "broker/daemon/daemon.h"
+#include "broker/daemon/room.h"
 
 #define REQUEST_MAX 65536
 
@@ -40,6 +41,7 @@ static void client_free(struct client *c)
 			*pp = c->next;
 			break;
 		}
+	rooms_client_gone(c->ld, c);
 	/* a switch still running for this client must not answer into freed memory */
 	for (struct sandbox *s = c->ld->sandboxes; s; s = s->next)
 		if (s->sw && s->sw->client == c)
@@ -74,6 +76,16 @@ void control_reply_error(struct client *c, const char *fmt, ...)
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	control_reply(c, json_pack("{s:b, s:s}", "ok", 0, "error", msg));
+}
+
+void control_wait(struct client *c)
+{
+	c->waiting = true;
+}
+
+struct latchd *client_latchd(const struct client *c)
+{
+	return c->ld;
 }
 
 /* A refusal the caller can fix ("usage": true) or not. */
@@ -157,7 +169,10 @@ static void handle(struct client *c, json_t *req)
 	if (!strcmp(op, "switch"))
 		return op_switch(c, json_string_value(json_object_get(req, "sandbox")),
 				 json_string_value(json_object_get(req, "profile")));
-	control_reply_error(c, "unknown op '%s'; known: ping, rescan, reload, switch", op);
+	if (!strncmp(op, "room_", 5))
+		return room_op(c, op, req);
+	control_reply_error(c, "unknown op '%s'; known: ping, rescan, reload, switch, room_open, room_ready, room_done",
+			    op);
 }
 
 /* ---- the socket ---- */

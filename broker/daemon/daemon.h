@@ -49,6 +49,8 @@ struct client; /* control.c */
 struct sandbox;
 struct latch_http; /* the credential broker's engine (broker/http/), not wired in yet */
 struct latch_http_sandbox; /* one sandbox's broker listener, likewise */
+struct room_svc; /* room.c */
+struct confine;	 /* confine.c */
 
 /* A profile's host name, resolved here and kept fresh. */
 struct hostname {
@@ -139,6 +141,10 @@ struct latchd {
 	 * until the broker is wired in.
 	 */
 	struct latch_http *http;
+	/* room.c's rooms; confine.c's state (NULL: latchd runs unconfined) */
+	struct room_svc *rooms;
+	bool rooms_own_http; /* room.c made http (the VM broker has not yet) */
+	struct confine *confine;
 };
 
 /* main.c */
@@ -151,12 +157,18 @@ void control_close(struct latchd *ld);
 /* Answer a client; NULL (a switch nobody asked for) is fine.  obj is taken. */
 void control_reply(struct client *c, json_t *obj);
 __attribute__((format(printf, 2, 3))) void control_reply_error(struct client *c, const char *fmt, ...);
+/* The reply comes later (control_reply): read nothing more from c until then. */
+void control_wait(struct client *c);
+struct latchd *client_latchd(const struct client *c);
 
 /* events.c */
 /* One audit entry; fields is taken (decref'd).  A failure is logged, never fatal. */
 void latchd_audit(struct latchd *ld, const char *sandbox, const char *kind, const char *decision, const char *reason,
 		  json_t *fields);
 bool latchd_audit_wanted(struct latchd *ld, const char *sandbox, const char *kind);
+/* A query a resolver refused (its reason, as resolver.h names it), kind dns. */
+void latchd_audit_dns_refused(struct latchd *ld, const char *who, const char *qname, uint16_t qtype,
+			     const char *reason);
 json_t *latchd_addr_json(const struct latch_addr *a);
 void events_open(struct sandbox *s);
 void events_close(struct sandbox *s);
@@ -165,6 +177,8 @@ void events_close(struct sandbox *s);
 struct sandbox *sandbox_find(struct latchd *ld, const char *name);
 void sandbox_resolver_opts(struct sandbox *s, struct latch_resolver_opts *o);
 void sandbox_free(struct sandbox *s);
+/* Does an explicit CIDR entry of the profile cover this address? (the rebinding filter's exception) */
+bool profile_cidr_covers(const struct latch_profile *p, const struct latch_addr *a);
 /* Serve every sandbox that has pins; drop those whose pins are gone. */
 void sandboxes_scan(struct latchd *ld);
 
@@ -178,7 +192,7 @@ int switch_learn(struct sandbox *s, const struct latch_entry *e, uint64_t expire
 		 size_t errlen);
 
 /* learned.c */
-void learned_answered(void *arg, const char *qname, const struct latch_addr *addrs, int n, uint32_t ttl);
+int learned_answered(void *arg, const char *qname, const struct latch_addr *addrs, int n, uint32_t ttl);
 void learned_keep_allowed(struct sandbox *s);
 void learned_prune(struct sandbox *s, uint64_t now);
 void learned_load(struct sandbox *s);

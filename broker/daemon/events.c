@@ -38,6 +38,17 @@ void latchd_audit(struct latchd *ld, const char *sandbox, const char *kind, cons
 	free(text);
 }
 
+void latchd_audit_dns_refused(struct latchd *ld, const char *who, const char *qname, uint16_t qtype,
+			     const char *reason)
+{
+	char code[AUDIT_TOKEN_MAX];
+
+	if (!latchd_audit_wanted(ld, who, "dns"))
+		return;
+	snprintf(code, sizeof(code), "latchd.dns.%s", reason);
+	latchd_audit(ld, who, "dns", "deny", code, json_pack("{s:s, s:i}", "name", qname, "qtype", qtype));
+}
+
 /*
  * Is there room in the audit log for (sandbox, kind) right now?  Busy paths
  * (every answer, refusal and kernel deny) ask first, so an entry the rate

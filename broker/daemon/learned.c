@@ -95,8 +95,12 @@ static void learned_filter(struct sandbox *s,
 	s->learned_dirty = true;
 }
 
-/* Runs before the reply leaves latchd: the entry is in the kernel when the guest connects. */
-void learned_answered(void *arg, const char *qname, const struct latch_addr *addrs, int n, uint32_t ttl)
+/*
+ * Runs before the reply leaves latchd: the entry is in the kernel when the
+ * guest connects.  0 when every address is (or needs not be) in the kernel;
+ * the resolver then skips this for later cache hits of the same answer.
+ */
+int learned_answered(void *arg, const char *qname, const struct latch_addr *addrs, int n, uint32_t ttl)
 {
 	struct sandbox *s = arg;
 	uint64_t expires = latch_now_boot_ns() + ttl * NS_PER_S;
@@ -104,27 +108,31 @@ void learned_answered(void *arg, const char *qname, const struct latch_addr *add
 	char err[LATCH_ERR_MAX];
 	json_t *list;
 	bool want;
+	int rc = 0;
 
 	if (!s->have_profile || s->prof.open)
-		return; /* open: the kernel passes everything already */
+		return 0; /* open: the kernel passes everything already */
 	if (!latch_profile_match(&s->prof, qname, &ports))
-		return;
+		return 0;
 	want = latchd_audit_wanted(s->ld, s->name, "learned");
 	list = want ? json_array() : NULL;
 	for (int i = 0; i < n; i++) {
 		struct latch_entry e;
 
 		latch_profile_address_entry(&addrs[i], &ports, &e);
-		if (switch_learn(s, &e, expires, LATCH_ORIGIN_LEARNED, err, sizeof(err)))
+		if (switch_learn(s, &e, expires, LATCH_ORIGIN_LEARNED, err, sizeof(err))) {
 			latchd_log("%s: learned entry for %s: %s", s->name, qname, err);
-		else
+			rc = -EAGAIN;
+		} else {
 			learned_remember(s, qname, &addrs[i], expires);
+		}
 		if (want)
 			json_array_append_new(list, latchd_addr_json(&addrs[i]));
 	}
 	if (want)
 		latchd_audit(s->ld, s->name, "learned", "allow", "latchd.dns.answer",
 			     json_pack("{s:s, s:o, s:i}", "name", qname, "addresses", list, "ttl", (int)ttl));
+	return rc;
 }
 
 static bool still_allowed(const struct sandbox *s, const struct learned *l, uint64_t now)

@@ -42,6 +42,7 @@
 #include <unistd.h>
 
 #include "broker/daemon/daemon.h"
+#include "broker/daemon/room.h"
 
 void latchd_log(const char *fmt, ...)
 {
@@ -138,6 +139,8 @@ void latchd_reload(struct latchd *ld)
 	ld->n_upstream = n_up;
 	memcpy(ld->upstream, up, sizeof(up));
 	memcpy(ld->upstream_port, up_port, sizeof(up_port));
+	if (confine_upstreams(ld, err, sizeof(err)) || confine_resolver(ld, err, sizeof(err)))
+		latchd_log("reload: latchd's own policy: %s", err);
 	i = 0;
 	for (struct sandbox *s = ld->sandboxes; s; s = s->next, i++) {
 		struct latch_resolver_opts o;
@@ -194,22 +197,26 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 
 	if (++ld->ticks % SCAN_INTERVAL_S == 0)
 		sandboxes_scan(ld);
+	confine_tick(ld);
 	periodic_run(ld, now);
 }
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: latchd [--dns-port PORT]\n"
+	fprintf(f, "usage: latchd [--dns-port PORT] [--unconfined]\n"
 		   "  Serves every latch sandbox: named policy, a filtering resolver on each\n"
 		   "  sandbox's resolver address, kernel deny events into the audit log.\n"
 		   "  Runs in the foreground (systemd's Type=notify, with the watchdog); logs to stderr.\n"
-		   "  SIGHUP re-reads latch.conf and the profiles; SIGTERM stops it.\n");
+		   "  SIGHUP re-reads latch.conf and the profiles; SIGTERM stops it.\n"
+		   "  It runs in a cgroup of its own that reaches only its DNS upstreams and the\n"
+		   "  addresses it looks up for brokers (docs/rooms.md); --unconfined runs it without.\n");
 }
 
 /* The options; 0 to go on, else the exit status (usage, help). */
-static int parse_args(int argc, char **argv, uint32_t *port)
+static int parse_args(int argc, char **argv, uint32_t *port, bool *unconfined)
 {
 	static const struct option opts[] = { { "dns-port", required_argument, NULL, 'p' },
+					      { "unconfined", no_argument, NULL, 'u' },
 					      { "help", no_argument, NULL, 'h' },
 					      { NULL, 0, NULL, 0 } };
 	int c;
@@ -221,6 +228,9 @@ static int parse_args(int argc, char **argv, uint32_t *port)
 				fprintf(stderr, "latchd: --dns-port '%s' must be 1..65535\n", optarg);
 				return 2;
 			}
+			break;
+		case 'u':
+			*unconfined = true;
 			break;
 		case 'h':
 			usage(stdout);
@@ -238,14 +248,23 @@ static int parse_args(int argc, char **argv, uint32_t *port)
 }
 
 /* latch.conf, the profile paths and the audit log; 0 or the exit status. */
-static int setup(struct latchd *ld)
+static int setup(struct latchd *ld, bool unconfined)
 {
+	/* what latchd's listeners answer from: the resolvers' ports and the brokers' */
+	uint16_t ports[] = { 53, ROOM_BROKER_PORT, ld->dns_port };
 	char err[LATCH_ERR_MAX], path[PATH_MAX];
 
 	if (read_conf(&ld->conf, ld->upstream, ld->upstream_port, &ld->n_upstream, err, sizeof(err))) {
 		fprintf(stderr, "latchd: %s\n", err);
 		return 1;
 	}
+	/* before any socket: a socket's packets stay in the cgroup it was made in */
+	if (!unconfined && confine_start(ld, ports, ld->dns_port == 53 ? 2 : 3, err, sizeof(err))) {
+		fprintf(stderr, "latchd: %s\n", err);
+		return 1;
+	}
+	if (unconfined)
+		latchd_log("warning: --unconfined: latchd's own connections are not limited by the kernel");
 	if (!ld->n_upstream)
 		latchd_log("warning: no upstream DNS server (dns_upstream in latch.conf, or /etc/resolv.conf)");
 	latch_path(ld->profile_dir, sizeof(ld->profile_dir), "etc/latch/profiles");
@@ -260,7 +279,7 @@ static int setup(struct latchd *ld)
 		fprintf(stderr, "latchd: cannot make the event loop\n");
 		return 1;
 	}
-	if (control_listen(ld, err, sizeof(err))) {
+	if (control_listen(ld, err, sizeof(err)) || confine_resolver(ld, err, sizeof(err))) {
 		fprintf(stderr, "latchd: %s\n", err);
 		return 1;
 	}
@@ -273,7 +292,8 @@ int main(int argc, char **argv)
 	struct event *sig_hup, *sig_term, *sig_int, *tick;
 	struct timeval one_s = { 1, 0 };
 	uint32_t port = 53;
-	int rc = parse_args(argc, argv, &port);
+	bool unconfined = false;
+	int rc = parse_args(argc, argv, &port, &unconfined);
 
 	if (rc)
 		return rc < 0 ? 0 : rc;
@@ -294,7 +314,7 @@ int main(int argc, char **argv)
 	}
 	latch_loader_set_log(LATCH_LOG_QUIET);
 	ld.dns_port = port;
-	rc = setup(&ld);
+	rc = setup(&ld, unconfined);
 	if (rc)
 		return rc;
 	sig_hup = evsignal_new(ld.base, SIGHUP, on_signal, &ld);
@@ -321,8 +341,10 @@ int main(int argc, char **argv)
 		ld.sandboxes = s->next;
 		sandbox_free(s);
 	}
+	rooms_stop(&ld);
 	periodic_stop(&ld);
 	latchd_audit(&ld, "latchd", "daemon", "stop", "latchd.stop", json_pack("{s:i}", "pid", (int)getpid()));
+	confine_stop(&ld);
 	audit_close(ld.audit);
 	event_free(sig_hup);
 	event_free(sig_term);

@@ -120,6 +120,7 @@ static void backups_tick(struct latchd *ld, uint64_t now)
 void periodic_run(struct latchd *ld, uint64_t now)
 {
 	backups_tick(ld, now);
+	audit_tick(ld->audit); /* the audit log's head, anchored outside it once a period */
 	for (struct sandbox *s = ld->sandboxes; s; s = s->next) {
 		switch_refresh_hosts(s, now);
 		if (s->learned_dirty)

@@ -1,0 +1,278 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * budget.h - spend caps: money is a boundary too.
+ *
+ * The broker asks budget/ before it forwards a credentialed request and tells
+ * it afterwards; budget/ knows nothing of sockets or kits.  For each request:
+ *
+ *   budget_classify()  which usage format the (provider, method, path) speaks;
+ *   budget_reserve()   the worst case of the request (input from the body
+ *                      size, output from its max-tokens field or the model's
+ *                      maximum), checked against every cap and written to the
+ *                      ledger before anything is forwarded, or one `latch:`
+ *                      line for a 429;
+ *   budget_response()  every response chunk as it passes (never buffered:
+ *                      a bounded scanner keeps only the usage numbers);
+ *   budget_settle()    the charge: the real usage priced from the table, or
+ *                      the full reservation when the response was cut, had no
+ *                      usage, failed upstream or could not be read.
+ *
+ * Caps are per provider, per sandbox and host-wide: requests in the last
+ * hour, requests in the last 24 hours, and dollars in the last 24 hours
+ * (rolling windows, docs/budget.md).  Money is integer micro-dollars
+ * everywhere; no float holds an amount.
+ *
+ * Threads and processes: a struct budget belongs to one thread.  Several
+ * processes (or threads, each with its own struct budget) may share one
+ * ledger: every reservation is decided inside one sqlite write transaction,
+ * after reading what the others wrote, so caps hold across all of them.  The
+ * ledger, not memory, is the truth; at open it is replayed (the last 24 h),
+ * and the open reservations of processes that died are settled in full.
+ */
+#ifndef LATCH_BUDGET_H
+#define LATCH_BUDGET_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/common.h"
+
+enum budget_provider {
+	BUDGET_OPENAI,
+	BUDGET_ANTHROPIC,
+	BUDGET_GEMINI,
+	BUDGET_OTHER, /* an OpenAI-compatible server; uncapped unless configured */
+	BUDGET_PROVIDERS,
+};
+const char *budget_provider_name(enum budget_provider p);
+/* "openai", "anthropic", "gemini", "other": 0, or -EINVAL. */
+int budget_provider_parse(const char *s, enum budget_provider *p);
+
+#define BUDGET_HOUR_NS (3600ULL * 1000000000ULL)
+#define BUDGET_DAY_NS (86400ULL * 1000000000ULL)
+#define BUDGET_MICROS 1000000LL /* one dollar */
+
+/* A cap's value: a number (0 refuses everything), or one of these. */
+#define BUDGET_NO_CAP (-1)
+#define BUDGET_INHERIT (-2) /* in a credential's override: latch.conf's value stands */
+
+struct budget_caps {
+	int64_t requests_per_hour; /* requests in any 3600 s */
+	int64_t requests_per_day; /* requests in any 86400 s */
+	int64_t micros_per_day; /* micro-dollars charged or reserved in any 86400 s */
+};
+
+/* ---- requests ---- */
+
+/* How a response reports its usage, from the provider and the path. */
+enum budget_format {
+	BUDGET_FORMAT_UNKNOWN, /* no usage is read: charged the full reservation */
+	BUDGET_FORMAT_FREE, /* model lists, token counting: counted, charged nothing */
+	BUDGET_FORMAT_OPENAI_CHAT, /* /v1/chat/completions, /v1/completions */
+	BUDGET_FORMAT_OPENAI_EMBEDDINGS, /* /v1/embeddings */
+	BUDGET_FORMAT_OPENAI_RESPONSES, /* /v1/responses */
+	BUDGET_FORMAT_ANTHROPIC, /* /v1/messages */
+	BUDGET_FORMAT_GEMINI, /* /v1beta/models/M:generateContent and :streamGenerateContent */
+};
+const char *budget_format_name(enum budget_format f);
+
+#define BUDGET_MODEL_MAX 64
+
+struct budget_class {
+	enum budget_format format;
+	char model[BUDGET_MODEL_MAX + 1]; /* from the path (Gemini), else "" */
+};
+
+/*
+ * Which usage format a request speaks.  The provider comes from the
+ * credential, never from the request.  The query string is ignored; the
+ * method and the path are compared exactly, so a case or spelling trick
+ * (`post`, `/V1/messages`, `//v1/messages`, `/v1/messages;x`, `%2f`) lands on
+ * BUDGET_FORMAT_UNKNOWN, which is charged the provider's worst case and can
+ * only cost more.  Always 0.
+ */
+int budget_classify(enum budget_provider p, const char *method, const char *path, struct budget_class *out);
+
+struct budget_request {
+	const char *sandbox; /* 1-32 of a-z 0-9 - */
+	enum budget_provider provider; /* the credential's */
+	const char *method, *path; /* as forwarded (the query is ignored) */
+	const void *body; /* the complete request body */
+	size_t body_len;
+	const struct budget_caps *caps; /* the credential's per-sandbox overrides, or NULL */
+};
+
+/* How an exchange ended: the broker engine's four endings. */
+enum budget_end {
+	BUDGET_END_COMPLETE, /* the whole response reached the guest */
+	BUDGET_END_GUEST_CUT, /* the guest went away first */
+	BUDGET_END_UPSTREAM_CUT, /* the upstream closed or reset mid-response */
+	BUDGET_END_ERROR, /* TLS, timeout or protocol error */
+};
+
+/*
+ * What the caller writes to the audit log (budget/ does not use audit/):
+ * kind "budget", decision and reason as given, fields as the JSON object
+ * text.  decision is "" when there is nothing to log.  warning, when not "",
+ * is one line for latchd's log and the audit log (a model missing from the
+ * price table, named once per model).
+ */
+struct budget_note {
+	char decision[16]; /* "refuse", "settle" or "" */
+	char reason[64]; /* budget.refused.dollars_per_day, budget.settled.cut_guest, ... */
+	char fields[1024];
+	char warning[384];
+};
+
+struct budget;
+struct budget_ticket; /* one reserved request, from budget_reserve() to budget_settle() */
+
+/*
+ * Reserve the worst case of rq.  0: reserved and written to the ledger;
+ * forward the request and hand *ticket to budget_response() and
+ * budget_settle().  -EDQUOT: a cap refuses it; -EIO (or another -errno): the
+ * ledger can't be written, so nothing may be forwarded.  On refusal, line
+ * holds the one `latch: ...` line for the 429's body (naming the cap, where
+ * it stands and when it frees) and note says what to audit.
+ */
+int budget_reserve(struct budget *b, const struct budget_request *rq, struct budget_ticket **ticket,
+		   struct budget_note *note, char *line, size_t linelen);
+
+/*
+ * The response as it passes: data NULL and len 0 with the status when the
+ * head arrives, then each decoded body chunk.  Nothing is buffered beyond a
+ * bounded scanner state.
+ */
+void budget_response(struct budget_ticket *t, int status, const void *data, size_t len);
+
+/*
+ * Settle and free t.  The charge is the real usage priced from the table
+ * when the response was complete and carried readable usage; a 4xx answer
+ * costs nothing; everything else is charged the full reservation.  note is
+ * filled when the charge differs from the reservation.  The caps see the
+ * charge at once; its ledger row is written with the next reservation's
+ * commit or by budget_tick(), whichever comes first, so a request costs one
+ * commit, not two.  A process that dies before then leaves the reservation
+ * open, and the next open charges it in full: the only way that loss can go.
+ * Always 0.
+ */
+int budget_settle(struct budget *b, struct budget_ticket *t, enum budget_end how, struct budget_note *note);
+
+/* ---- the module ---- */
+
+#define BUDGET_LEDGER_SUFFIX "var/lib/latch/ledger.db"
+#define BUDGET_PRICES_SUFFIX "etc/latch/prices"
+
+struct budget_opts {
+	const char *ledger; /* NULL: $LATCH_ROOT/var/lib/latch/ledger.db */
+	const char *prices; /* NULL: $LATCH_ROOT/etc/latch/prices (missing: the built-in rows alone) */
+	struct budget_caps sandbox[BUDGET_PROVIDERS]; /* each sandbox's caps (latch.conf) */
+	struct budget_caps host[BUDGET_PROVIDERS]; /* all sandboxes together (latch.conf) */
+	bool sync_full; /* PRAGMA synchronous=FULL (an fsync per commit) instead of NORMAL */
+	bool readonly; /* `latch usage`: read the ledger, never write it; -ENOENT when missing */
+	uid_t owner; /* the ledger and its directory must belong to it: 0 unless a test says so */
+	uint64_t (*clock)(void *arg); /* ns since the epoch; NULL: CLOCK_REALTIME */
+	void *clock_arg;
+};
+
+/*
+ * Open the ledger (creating it 0600, WAL mode), load the price table,
+ * replay the last 24 hours and settle in full the open reservations of
+ * processes that died.  NULL with errno and one line in err.
+ */
+struct budget *budget_open(const struct budget_opts *o, char *err, size_t errlen);
+void budget_close(struct budget *b);
+
+/*
+ * Call from a timer (latchd's tick, about once a second): writes the
+ * settlements still pending, then copies the ledger's WAL into its database
+ * file with the fsyncs that takes, so that no request pays for a checkpoint
+ * (sqlite's own is only a backstop, at about 40 MB of WAL).  0 or -errno.
+ */
+int budget_tick(struct budget *b);
+
+/* Re-read the price table (SIGHUP); on error nothing changes.  0 or -errno with `file:line:` in err. */
+int budget_reload_prices(struct budget *b, char *err, size_t errlen);
+
+/* ---- reporting ---- */
+
+struct budget_cap_state {
+	int64_t cap; /* BUDGET_NO_CAP: none */
+	int64_t used; /* requests, or micro-dollars charged */
+	int64_t reserved; /* micro-dollars in open reservations (0 for request caps) */
+	int64_t left; /* cap - used - reserved, never below 0; BUDGET_NO_CAP without a cap */
+	uint64_t frees_ns; /* when the oldest request counted leaves the window; 0: nothing counted */
+};
+
+struct budget_usage {
+	char sandbox[LATCH_NAME_MAX + 1]; /* "" for the host-wide caps */
+	enum budget_provider provider;
+	struct budget_cap_state requests_hour, requests_day, dollars_day;
+};
+
+/*
+ * Call fn for each (sandbox, provider) with requests in the last 24 hours
+ * (only sandbox's when it is not NULL; its capped providers even without
+ * requests), then for each provider's host-wide caps.  A sandbox's caps are
+ * the ones its last reservation was held to (a credential may override
+ * latch.conf's).  fn's non-zero return stops the walk and is returned.
+ */
+int budget_report(struct budget *b, const char *sandbox, int (*fn)(const struct budget_usage *u, void *arg), void *arg);
+
+/* The time the ledger is at now: the clock, never before the ledger's last row. */
+uint64_t budget_now(struct budget *b);
+
+/* ---- money and prices ---- */
+
+/*
+ * "$5", "$4.93", "$0.0031": dollars with cents, or more decimals when the
+ * amount has them (never rounded, so a cap is never shown as reached early).
+ */
+void budget_format_dollars(int64_t micros, char *buf, size_t len);
+/* "2026-12-02T00:00:00Z" for ns since the epoch, rounded up to the second. */
+void budget_format_time(uint64_t ns, char *buf, size_t len);
+
+/* One row of the price table; prices are micro-dollars per million tokens (dollars per token, x 10^-6). */
+struct budget_price {
+	enum budget_provider provider;
+	char model[BUDGET_MODEL_MAX + 1];
+	int64_t above; /* 0, or: these prices apply when a request's input passes this many tokens */
+	int64_t input, output, cached_input, cache_write;
+	int64_t max_output; /* the most output tokens one request can be billed for */
+	int64_t context; /* the most input tokens one request can be billed for */
+	bool builtin;
+};
+
+/* Call fn for each row in force (built-ins and the file's), in table order. */
+int budget_prices_each(struct budget *b, int (*fn)(const struct budget_price *p, void *arg), void *arg);
+
+/*
+ * Parse one line of the price table (the format is in docs/budget.md):
+ * `PROVIDER MODEL[>TOKENS] INPUT OUTPUT CACHED_INPUT CACHE_WRITE MAX_OUTPUT CONTEXT`.
+ * 0 with *row filled, 1 for a blank or comment line, or -EINVAL with one
+ * line in err that names the field (the caller adds file:line).
+ */
+int budget_price_parse_line(const char *line, struct budget_price *row, char *err, size_t errlen);
+
+/* Tokens of one request, split the way they are billed. */
+struct budget_tokens {
+	int64_t input; /* uncached input, at the input price */
+	int64_t cached; /* cache reads, at the cached-input price */
+	int64_t cache_write; /* cache writes, at the cache-write price */
+	int64_t cache_write_1h; /* Anthropic's 1-hour cache writes: twice the input price */
+	int64_t output; /* output, reasoning included */
+};
+
+/*
+ * The price of tokens at row, in micro-dollars, rounded up once from exact
+ * integer arithmetic (pico-dollars).  At most BUDGET_COST_MAX, where the
+ * pico-dollar sum saturates (about $9.2 million): a charge that large is
+ * refused by any dollar cap, and the windows' sums of a million of them
+ * still can't overflow.
+ */
+#define BUDGET_COST_MAX (INT64_MAX / BUDGET_MICROS)
+int64_t budget_cost(const struct budget_price *row, const struct budget_tokens *t);
+
+#endif

@@ -1,0 +1,348 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * internal.h - what budget/'s files share; private to the module (budget.h
+ * is the public face).  The pieces, one file each:
+ *
+ *   scan.c     a streaming JSON scanner that hands over only the values at
+ *              watched paths, and an SSE scanner on top of it: bounded
+ *              memory, never a copy of the stream;
+ *   usage.c    the three providers' usage formats, streamed or not;
+ *   request.c  classification of (provider, method, path), and what a
+ *              request body says about its worst case;
+ *   prices.c   the price table (built-ins and /etc/latch/prices) and the
+ *              integer arithmetic of a charge;
+ *   ledger.c   the sqlite ledger: rows, replay, the write transaction;
+ *   budget.c   windows, caps, reservations and settlements;
+ *   life.c     open (replay, dead owners), the tick, close;
+ *   report.c   refusal lines, audit notes and budget_report().
+ */
+#ifndef LATCH_BUDGET_INTERNAL_H
+#define LATCH_BUDGET_INTERNAL_H
+
+#include <jansson.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <zlib.h>
+
+#include "budget/budget.h"
+
+/* ---- scan.c: the streaming JSON scanner ---- */
+
+#define JSCAN_DEPTH_MAX 256 /* deeper is refused as unreadable */
+#define JSCAN_KEYS 12 /* levels whose member key is remembered (watch paths are shallower) */
+#define JSCAN_KEY_MAX 32 /* longer keys are remembered as "unmatchable" */
+#define JSCAN_CAPTURE 4096 /* a watched value longer than this is reported as too long */
+#define JSCAN_WATCH_MAX 24
+
+/*
+ * A watched value: watch is its index in the watch list, text/len its JSON
+ * text (NULL when it was longer than JSCAN_CAPTURE).
+ */
+typedef void (*jscan_value_cb)(void *arg, int watch, const char *text, size_t len);
+
+/*
+ * Watch paths: "usage" (a top-level member), "message.usage", "*.usageMetadata"
+ * ('*' is any element of an array), "**.file_id" (a member of that name at
+ * any depth up to JSCAN_KEYS).  A leading '?' asks only where a value starts:
+ * the callback gets its first byte ('{', '[', '"', 'n'...) and nothing is
+ * captured, so the values inside it can be watched.
+ */
+struct jscan {
+	int n_watch;
+	/* the watch paths, split once: segment texts and lengths ("*" for an array element) */
+	struct jscan_watch {
+		int8_t nseg; /* -1: "**.KEY", seg[0] is KEY */
+		bool presence; /* '?': report the first byte only */
+		uint8_t len[JSCAN_KEYS];
+		const char *seg[JSCAN_KEYS];
+	} w[JSCAN_WATCH_MAX];
+	uint8_t by_depth[JSCAN_KEYS + 1][JSCAN_WATCH_MAX]; /* the watches of d segments */
+	uint8_t n_by_depth[JSCAN_KEYS + 1];
+	uint8_t any[JSCAN_WATCH_MAX]; /* the "**.KEY" watches */
+	uint8_t n_any;
+	jscan_value_cb cb;
+	void *arg;
+	int state;
+	int depth;
+	uint8_t is_array[JSCAN_DEPTH_MAX / 8]; /* one bit per open container */
+	char key[JSCAN_KEYS][JSCAN_KEY_MAX + 1];
+	uint8_t keylen[JSCAN_KEYS]; /* 0: no key, or one that matches nothing */
+	int klen;
+	bool key_long;
+	bool esc; /* in a string, after a backslash */
+	int cap_watch; /* -1: not capturing */
+	int cap_depth;
+	size_t cap_len;
+	bool cap_over;
+	bool bad; /* not JSON */
+	bool done; /* the top-level value is complete */
+	char cap[JSCAN_CAPTURE];
+};
+
+void jscan_init(struct jscan *j, const char *const *watch, int n_watch, jscan_value_cb cb, void *arg);
+void jscan_feed(struct jscan *j, const char *p, size_t n);
+/* The input ended: true when it held exactly one complete JSON value. */
+bool jscan_end(struct jscan *j);
+
+/* The SSE scanner: lines, fields, events; each event's data goes through a jscan. */
+#define SSE_EVENT_MAX 48
+#define SSE_FIELD_MAX 8
+
+struct sse;
+/* An event is complete: its name ("" when none), whether its data was "[DONE]", whether it was JSON. */
+typedef void (*sse_event_cb)(void *arg, const char *event, bool done_marker, bool json_ok);
+
+struct sse {
+	sse_event_cb on_event;
+	void *arg;
+	int state;
+	bool cr; /* the last byte was a CR: a following LF ends nothing */
+	char field[SSE_FIELD_MAX + 1];
+	int flen;
+	bool field_long;
+	char event[SSE_EVENT_MAX + 1];
+	int elen;
+	bool has_data;
+	size_t data_len;
+	char data_head[8];
+	bool bom_checked;
+	uint64_t events;
+	struct jscan js; /* per event: reset at its first data line */
+};
+
+void sse_init(struct sse *s, const char *const *watch, int n_watch, jscan_value_cb cb, sse_event_cb on_event,
+	      void *arg);
+void sse_feed(struct sse *s, const char *p, size_t n);
+
+/* ---- usage.c: what a response says it cost ---- */
+
+enum usage_result {
+	USAGE_OK, /* complete usage read */
+	USAGE_NONE, /* the response carried no (final) usage */
+	USAGE_BAD, /* the body or its usage could not be read */
+	USAGE_ERROR, /* the provider reported an error in a 2xx stream */
+};
+
+/* The token counts a usage object may carry, under each provider's names. */
+enum usage_field { UF_IN, UF_OUT, UF_CACHED, UF_CW, UF_CW5M, UF_CW1H, UF_THOUGHTS, UF_TOOL, UF_N };
+
+/* One usage object as read: its counts, which of them were present, and whether it was an object. */
+struct usage_acc {
+	int64_t v[UF_N];
+	uint16_t present;
+	bool object;
+};
+
+struct usage_parser {
+	enum budget_format format;
+	int mode; /* sniffing, JSON, SSE, or dead */
+	z_stream *z;
+	struct jscan *js; /* JSON mode */
+	struct sse *sse; /* SSE mode */
+	const struct usage_watch *watch; /* the format's watch table */
+	/* the event being read (SSE), or the body (JSON) */
+	struct usage_acc ev[2]; /* [0]: the usage path; [1]: Anthropic's message_delta usage */
+	char type[SSE_EVENT_MAX + 1];
+	bool ev_error;
+	/* results so far */
+	struct usage_acc run; /* Anthropic's stream: message_start's, updated by each message_delta */
+	bool have_usage, final, error, bad, done_marker;
+	struct budget_tokens tokens;
+};
+
+void usage_init(struct usage_parser *u, enum budget_format f);
+void usage_feed(struct usage_parser *u, const void *data, size_t len);
+enum usage_result usage_finish(struct usage_parser *u, struct budget_tokens *out);
+void usage_free(struct usage_parser *u);
+const char *usage_result_name(enum usage_result r);
+
+/* ---- request.c: what a request body says ---- */
+
+struct request_facts {
+	char model[BUDGET_MODEL_MAX + 1]; /* "" when the body names none (or names it twice) */
+	bool readable; /* the body was one JSON object, read to its end */
+	bool ambiguous; /* a watched member appeared twice */
+	int64_t max_output; /* the largest max-tokens field, 0 when none */
+	int64_t choices; /* n / candidateCount, at least 1 */
+	bool server_state; /* input held by the provider (previous_response_id, file ids...) */
+};
+
+void request_inspect(enum budget_format f, const void *body, size_t len, struct request_facts *out);
+/* A model name as latch keeps it: printable, no blanks, at most BUDGET_MODEL_MAX; false otherwise. */
+bool request_model_ok(const char *s, size_t len);
+
+/* ---- prices.c ---- */
+
+struct price_table {
+	struct budget_price *rows;
+	int n;
+	struct budget_price worst[BUDGET_PROVIDERS]; /* the highest price of each kind among a provider's rows */
+	bool has_rows[BUDGET_PROVIDERS];
+};
+
+int prices_load(struct price_table *t, const char *path, char *err, size_t errlen);
+void prices_free(struct price_table *t);
+/*
+ * The row for (provider, model) at input_tokens of input: the exact name,
+ * else the name less a date suffix (-20250514, -2024-08-06) or "-latest";
+ * then its long-context tier when input_tokens passes one.  NULL when the
+ * model is not in the table.
+ */
+const struct budget_price *prices_find(const struct price_table *t, enum budget_provider p, const char *model,
+				       int64_t input_tokens);
+/* The worst row of a provider: used for a model the table lacks. */
+const struct budget_price *prices_worst(const struct price_table *t, enum budget_provider p);
+
+/* ---- ledger.c ---- */
+
+struct ledger;
+
+struct ledger_row {
+	int64_t id;
+	uint64_t time_ns;
+	int64_t request; /* the reserve row's id */
+	bool settle; /* false: a reservation */
+	const char *sandbox, *provider, *model, *how;
+	int64_t micros;
+	struct budget_caps caps; /* reservations: the sandbox caps in force */
+	struct budget_tokens tokens;
+};
+
+struct ledger *ledger_open(const char *path, bool readonly, bool sync_full, uid_t owner, char *err, size_t errlen);
+void ledger_close(struct ledger *l);
+const char *ledger_error(const struct ledger *l);
+/* BEGIN IMMEDIATE (the write lock) / COMMIT / ROLLBACK. */
+int ledger_begin(struct ledger *l);
+int ledger_commit(struct ledger *l);
+void ledger_rollback(struct ledger *l);
+/* Every row after id, in id order (id order is time order). */
+int ledger_each_after(struct ledger *l, int64_t after, int (*fn)(const struct ledger_row *r, void *arg), void *arg);
+/* The first row id written at or after time_ns (or the next id when none). */
+int64_t ledger_first_since(struct ledger *l, uint64_t time_ns);
+/* The time of the last row (0 when empty). */
+uint64_t ledger_last_time(struct ledger *l);
+/*
+ * Append a row with id r->id: the next id, which the caller knows because it
+ * has read every row (catch_up) inside this ledger_begin()/ledger_commit().
+ * A wrong id fails on the primary key rather than reorder the ledger.
+ */
+int ledger_insert(struct ledger *l, struct ledger_row *r, const char *owner);
+/* The owner written with reservation id ("" when none). */
+int ledger_owner_of(struct ledger *l, int64_t id, char *buf, size_t len);
+#define LEDGER_AUTOCHECKPOINT_PAGES 10000
+/* Copy the WAL into the database (PASSIVE: never waits for a reader). */
+int ledger_checkpoint(struct ledger *l);
+/* Delete rows older than time_ns. */
+int ledger_prune(struct ledger *l, uint64_t time_ns);
+
+/* This process as a ledger owner: "BOOT_ID:PID:STARTTIME". */
+void ledger_self(char *buf, size_t len);
+/* Is the process that wrote owner still running? */
+bool ledger_owner_alive(const char *owner);
+
+/* ---- budget.c's state (report.c reads it) ---- */
+
+#define BUDGET_KEEP_DAYS 31 /* the ledger keeps a month; the caps read a day of it */
+#define WARN_MAX 64 /* models named in a warning; the names come from the guest */
+
+enum cap_kind { CAP_REQ_HOUR, CAP_REQ_DAY, CAP_DOLLARS_DAY, CAP_KINDS };
+
+/* One reservation in the last 24 hours: open (at its worst case) or settled (at its charge). */
+struct charge {
+	int64_t id;
+	uint64_t time_ns;
+	int64_t micros;
+	uint32_t sbx;
+	uint8_t provider;
+	bool open;
+};
+
+/* The windows of one (sandbox, provider), or of one provider host-wide. */
+struct tally {
+	int64_t n_hour, n_day; /* requests reserved in the last hour, day */
+	int64_t spent; /* micro-dollars charged by settled requests of the last day */
+	int64_t reserved; /* micro-dollars held by open reservations of the last day */
+	struct budget_caps caps; /* a sandbox's: what its last reservation was held to */
+	bool caps_known;
+};
+
+struct sbx {
+	char name[LATCH_NAME_MAX + 1];
+	struct tally t[BUDGET_PROVIDERS];
+};
+
+/* A settlement already in memory whose row goes to the ledger with the next commit. */
+struct pending {
+	int64_t request;
+	int64_t micros;
+	const char *how; /* a static word */
+	struct budget_tokens tokens;
+	uint32_t sbx;
+	uint8_t provider;
+	char model[BUDGET_MODEL_MAX + 1];
+};
+
+struct budget {
+	struct budget_opts o;
+	char ledger_path[PATH_MAX], prices_path[PATH_MAX];
+	struct ledger *l;
+	struct price_table prices;
+	struct charge *ch; /* in id order; [day_head, n) is the day, [hour_head, n) the hour */
+	size_t n, cap, hour_head, day_head;
+	struct sbx *sbx;
+	uint32_t n_sbx, cap_sbx;
+	uint32_t *index; /* open addressing over sbx: index + 1, 0 is empty */
+	uint32_t index_size;
+	struct tally host[BUDGET_PROVIDERS];
+	struct pending *pending; /* settlements not written yet */
+	size_t n_pending, cap_pending;
+	int64_t last_id; /* the last ledger row read */
+	uint64_t last_time; /* and the latest time on any row */
+	char self[160]; /* this process as a ledger owner */
+	char warned[WARN_MAX][BUDGET_MODEL_MAX + 16];
+	int n_warned;
+	bool warned_full;
+};
+
+struct budget_ticket {
+	int64_t id; /* the reservation's ledger row */
+	uint32_t sbx;
+	enum budget_provider provider;
+	enum budget_format format;
+	bool known; /* the model is in the price table */
+	char model[BUDGET_MODEL_MAX + 1];
+	int64_t reserved;
+	int status;
+	struct usage_parser usage;
+};
+
+/* Why a reservation did not fit. */
+struct refusal {
+	bool host;
+	enum cap_kind kind;
+	int64_t cap, used, reserved, need;
+	uint64_t frees_ns; /* 0: never */
+	const char *sandbox, *model;
+	enum budget_provider provider;
+	enum budget_format format;
+	bool known;
+};
+
+uint64_t budget_clock_realtime(void *arg);
+int sbx_find(struct budget *b, const char *name, bool create);
+void expire(struct budget *b, uint64_t now);
+int catch_up(struct budget *b);
+const char *cap_name(enum cap_kind k);
+int64_t cap_value(const struct budget_caps *c, enum cap_kind k);
+bool charge_matches(const struct charge *c, int sbx, enum budget_provider p);
+void refusal_text(struct budget *b, const struct refusal *r, struct budget_note *note, char *line, size_t linelen);
+void charge_settle(struct budget *b, int64_t id, int64_t micros);
+struct pending *queue_pending(struct budget *b, int64_t request, int64_t micros, const char *how,
+			      const struct budget_tokens *tok, uint32_t sbx, enum budget_provider p, const char *model);
+int write_pending(struct budget *b, int64_t *next, uint64_t now);
+void settle_note(const struct budget_ticket *t, const char *why, int64_t charge, const struct budget_tokens *tok,
+		 struct budget_note *note);
+
+#endif

@@ -1,0 +1,212 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * life.c - a struct budget from open to close: the replay of the last 24
+ * hours, the reservations that died with their process, the settlements
+ * that ride on the next commit, and the tick that writes them and
+ * checkpoints the WAL off every request's path.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "budget/internal.h"
+
+uint64_t budget_clock_realtime(void *arg)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * Inside a write transaction, after catch_up: append the settlements waiting
+ * for a commit, from id *next on.  Memory (last_id) moves only after the
+ * commit, so a rollback leaves nothing to undo.
+ */
+int write_pending(struct budget *b, int64_t *next, uint64_t now)
+{
+	for (size_t i = 0; i < b->n_pending; i++) {
+		const struct pending *p = &b->pending[i];
+		struct ledger_row row = { .id = (*next)++,
+					  .time_ns = now,
+					  .request = p->request,
+					  .settle = true,
+					  .sandbox = b->sbx[p->sbx].name,
+					  .provider = budget_provider_name(p->provider),
+					  .model = p->model,
+					  .micros = p->micros,
+					  .how = p->how,
+					  .tokens = p->tokens };
+		int ret = ledger_insert(b->l, &row, NULL);
+
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/* The settlements waiting for a commit, written now (the tick, and close). */
+static int flush_pending(struct budget *b)
+{
+	int64_t next;
+	uint64_t now;
+	int ret;
+
+	if (!b->n_pending || !b->l || b->o.readonly)
+		return 0;
+	ret = ledger_begin(b->l);
+	if (!ret)
+		ret = catch_up(b);
+	now = budget_now(b);
+	next = b->last_id + 1;
+	if (!ret)
+		ret = write_pending(b, &next, now);
+	if (!ret)
+		ret = ledger_commit(b->l);
+	if (ret) {
+		ledger_rollback(b->l);
+		return ret;
+	}
+	b->last_id = next - 1;
+	b->last_time = now;
+	b->n_pending = 0;
+	return 0;
+}
+
+int budget_tick(struct budget *b)
+{
+	int ret = flush_pending(b);
+
+	if (b->l && !b->o.readonly) {
+		int rc = ledger_checkpoint(b->l);
+
+		ret = ret ? ret : rc;
+	}
+	return ret;
+}
+
+/* ---- open and close ---- */
+
+/* Open reservations whose process is gone: settled at their full amount ("lost"). */
+static int settle_orphans(struct budget *b)
+{
+	char owner[160];
+	int64_t next;
+	uint64_t now;
+	int ret = ledger_begin(b->l);
+
+	if (!ret)
+		ret = catch_up(b); /* under the write lock: two openers never settle the same one twice */
+	for (size_t i = b->day_head; !ret && i < b->n; i++) {
+		const struct charge *c = &b->ch[i];
+
+		if (!c->open || ledger_owner_of(b->l, c->id, owner, sizeof(owner)) || !strcmp(owner, b->self) ||
+		    ledger_owner_alive(owner))
+			continue;
+		if (!queue_pending(b, c->id, c->micros, "lost", NULL, c->sbx, c->provider, "-"))
+			ret = -ENOMEM;
+	}
+	now = budget_now(b);
+	next = b->last_id + 1;
+	if (!ret)
+		ret = write_pending(b, &next, now);
+	if (!ret)
+		ret = ledger_prune(b->l, now - (uint64_t)BUDGET_KEEP_DAYS * BUDGET_DAY_NS);
+	if (!ret)
+		ret = ledger_commit(b->l);
+	if (ret) {
+		ledger_rollback(b->l);
+		b->n_pending = 0;
+		return ret;
+	}
+	for (size_t i = 0; i < b->n_pending; i++)
+		charge_settle(b, b->pending[i].request, b->pending[i].micros);
+	b->last_id = next - 1;
+	b->last_time = now;
+	b->n_pending = 0;
+	return 0;
+}
+
+struct budget *budget_open(const struct budget_opts *o, char *err, size_t errlen)
+{
+	struct budget *b = calloc(1, sizeof(*b));
+	uint64_t now;
+	int ret = -ENOMEM;
+
+	if (!b)
+		goto fail;
+	b->o = *o;
+	if (!b->o.clock)
+		b->o.clock = budget_clock_realtime;
+	if ((o->ledger ? snprintf(b->ledger_path, sizeof(b->ledger_path), "%s", o->ledger) >= PATH_MAX :
+			 latch_path(b->ledger_path, sizeof(b->ledger_path), BUDGET_LEDGER_SUFFIX) != 0) ||
+	    (o->prices ? snprintf(b->prices_path, sizeof(b->prices_path), "%s", o->prices) >= PATH_MAX :
+			 latch_path(b->prices_path, sizeof(b->prices_path), BUDGET_PRICES_SUFFIX) != 0)) {
+		ret = latch_errf(err, errlen, -ENAMETOOLONG, "ledger or price table path is too long");
+		goto fail;
+	}
+	ret = prices_load(&b->prices, b->prices_path, err, errlen);
+	if (ret)
+		goto fail;
+	b->l = ledger_open(b->ledger_path, o->readonly, o->sync_full, o->owner, err, errlen);
+	if (!b->l && !(o->readonly && errno == ENOENT)) { /* read-only without a ledger: nothing metered yet */
+		ret = -errno;
+		goto fail;
+	}
+	if (err && errlen)
+		err[0] = '\0';
+	ledger_self(b->self, sizeof(b->self));
+	/* replay: the rows of the last 24 hours, as the ledger has them */
+	b->last_time = b->l ? ledger_last_time(b->l) : 0;
+	now = budget_now(b);
+	b->last_id = b->l ? ledger_first_since(b->l, now > BUDGET_DAY_NS ? now - BUDGET_DAY_NS : 0) - 1 : 0;
+	ret = catch_up(b);
+	if (!ret) {
+		expire(b, budget_now(b));
+		if (!o->readonly)
+			ret = settle_orphans(b);
+	}
+	if (ret) {
+		latch_errf(err, errlen, ret, "ledger %s: %s", b->ledger_path, ledger_error(b->l));
+		goto fail;
+	}
+	return b;
+fail:
+	budget_close(b);
+	errno = ret < 0 ? -ret : ENOMEM;
+	return NULL;
+}
+
+void budget_close(struct budget *b)
+{
+	if (!b)
+		return;
+	flush_pending(b);
+	ledger_close(b->l);
+	free(b->pending);
+	prices_free(&b->prices);
+	free(b->ch);
+	free(b->sbx);
+	free(b->index);
+	free(b);
+}
+
+int budget_reload_prices(struct budget *b, char *err, size_t errlen)
+{
+	return prices_load(&b->prices, b->prices_path, err, errlen);
+}
+
+int budget_prices_each(struct budget *b, int (*fn)(const struct budget_price *p, void *arg), void *arg)
+{
+	for (int i = 0; i < b->prices.n; i++) {
+		int ret = fn(&b->prices.rows[i], arg);
+
+		if (ret)
+			return ret;
+	}
+	return 0;
+}

@@ -1,0 +1,458 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * prices.c - the price table and the arithmetic of a charge.
+ *
+ * One line format, one reader: the built-in rows below are text in the same
+ * format as /etc/latch/prices and go through the same parser, and the file's
+ * rows replace built-in rows of the same provider and model.  Prices are
+ * dollars per million tokens with at most 6 decimals, held as integer
+ * micro-dollars per million tokens, which is exactly pico-dollars per token:
+ * a charge is an integer sum in pico-dollars, rounded up to the micro-dollar
+ * once.  No float ever holds money.
+ *
+ * The built-in rows are the providers' published list prices as known in
+ * November 2025; docs/budget.md says to check them.  The columns:
+ *   provider model[>TOKENS] input output cached_input cache_write max_output context
+ * ('-' for cached_input or cache_write: the input price).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "budget/internal.h"
+
+static const char builtin_prices[] =
+	/* OpenAI: cached input is the automatic prompt cache; no write surcharge */
+	"openai gpt-5.1                 1.25   10.00  0.125  -  128000  400000\n"
+	"openai gpt-5.1-codex           1.25   10.00  0.125  -  128000  400000\n"
+	"openai gpt-5                   1.25   10.00  0.125  -  128000  400000\n"
+	"openai gpt-5-codex             1.25   10.00  0.125  -  128000  400000\n"
+	"openai gpt-5-chat-latest       1.25   10.00  0.125  -   16384  128000\n"
+	"openai gpt-5-mini              0.25    2.00  0.025  -  128000  400000\n"
+	"openai gpt-5-nano              0.05    0.40  0.005  -  128000  400000\n"
+	"openai gpt-5-pro              15.00  120.00  -      -  272000  400000\n"
+	"openai gpt-4.1                 2.00    8.00  0.50   -   32768 1047576\n"
+	"openai gpt-4.1-mini            0.40    1.60  0.10   -   32768 1047576\n"
+	"openai gpt-4.1-nano            0.10    0.40  0.025  -   32768 1047576\n"
+	"openai gpt-4o                  2.50   10.00  1.25   -   16384  128000\n"
+	"openai gpt-4o-mini             0.15    0.60  0.075  -   16384  128000\n"
+	"openai o1                     15.00   60.00  7.50   -  100000  200000\n"
+	"openai o1-pro                150.00  600.00  -      -  100000  200000\n"
+	"openai o3                      2.00    8.00  0.50   -  100000  200000\n"
+	"openai o3-pro                 20.00   80.00  -      -  100000  200000\n"
+	"openai o3-mini                 1.10    4.40  0.55   -  100000  200000\n"
+	"openai o4-mini                 1.10    4.40  0.275  -  100000  200000\n"
+	"openai codex-mini-latest       1.50    6.00  0.375  -  100000  200000\n"
+	"openai gpt-4-turbo            10.00   30.00  -      -    4096  128000\n"
+	"openai gpt-3.5-turbo           0.50    1.50  -      -    4096   16385\n"
+	"openai text-embedding-3-small  0.02    0     -      -       0    8192\n"
+	"openai text-embedding-3-large  0.13    0     -      -       0    8192\n"
+	"openai text-embedding-ada-002  0.10    0     -      -       0    8192\n"
+	/* Anthropic: cached_input is a cache read, cache_write the 5-minute write (1.25x input) */
+	"anthropic claude-opus-4-5      5.00   25.00  0.50   6.25   64000  200000\n"
+	"anthropic claude-opus-4-1     15.00   75.00  1.50  18.75   32000  200000\n"
+	"anthropic claude-opus-4-0     15.00   75.00  1.50  18.75   32000  200000\n"
+	"anthropic claude-opus-4       15.00   75.00  1.50  18.75   32000  200000\n"
+	"anthropic claude-sonnet-4-5    3.00   15.00  0.30   3.75   64000 1000000\n"
+	"anthropic claude-sonnet-4-5>200000 6.00 22.50 0.60  7.50   64000 1000000\n"
+	"anthropic claude-sonnet-4-0    3.00   15.00  0.30   3.75   64000 1000000\n"
+	"anthropic claude-sonnet-4-0>200000 6.00 22.50 0.60  7.50   64000 1000000\n"
+	"anthropic claude-sonnet-4      3.00   15.00  0.30   3.75   64000 1000000\n"
+	"anthropic claude-sonnet-4>200000 6.00  22.50 0.60   7.50   64000 1000000\n"
+	"anthropic claude-3-7-sonnet    3.00   15.00  0.30   3.75  128000  200000\n"
+	"anthropic claude-haiku-4-5     1.00    5.00  0.10   1.25   64000  200000\n"
+	"anthropic claude-3-5-sonnet    3.00   15.00  0.30   3.75    8192  200000\n"
+	"anthropic claude-3-5-haiku     0.80    4.00  0.08   1.00    8192  200000\n"
+	"anthropic claude-3-opus       15.00   75.00  1.50  18.75    4096  200000\n"
+	"anthropic claude-3-haiku       0.25    1.25  0.03   0.30    4096  200000\n"
+	/* Gemini: cached_input is a context-cache read (storage is billed apart, not here) */
+	"gemini gemini-3-pro-preview    2.00   12.00  0.20   -  65536 1048576\n"
+	"gemini gemini-3-pro-preview>200000 4.00 18.00 0.40  -  65536 1048576\n"
+	"gemini gemini-2.5-pro          1.25   10.00  0.31   -  65536 1048576\n"
+	"gemini gemini-2.5-pro>200000   2.50   15.00  0.625  -  65536 1048576\n"
+	"gemini gemini-2.5-flash        0.30    2.50  0.075  -  65536 1048576\n"
+	"gemini gemini-flash-latest     0.30    2.50  0.075  -  65536 1048576\n"
+	"gemini gemini-2.5-flash-lite   0.10    0.40  0.025  -  65536 1048576\n"
+	"gemini gemini-flash-lite-latest 0.10   0.40  0.025  -  65536 1048576\n"
+	"gemini gemini-2.0-flash        0.10    0.40  0.025  -   8192 1048576\n"
+	"gemini gemini-2.0-flash-lite   0.075   0.30  -      -   8192 1048576\n"
+	"gemini gemini-1.5-pro          1.25    5.00  0.3125 -   8192 2097152\n"
+	"gemini gemini-1.5-pro>128000   2.50   10.00  0.625  -   8192 2097152\n"
+	"gemini gemini-1.5-flash        0.075   0.30  0.01875 -  8192 1048576\n"
+	"gemini gemini-1.5-flash>128000 0.15    0.60  0.0375 -   8192 1048576\n";
+
+#define PRICE_MAX (100000LL * BUDGET_MICROS) /* $100,000 per million tokens: a typo, not a price */
+#define TOKENS_LIMIT 1000000000u
+
+static const char *const columns[] = { "PROVIDER",     "MODEL",	      "INPUT",	    "OUTPUT",
+				       "CACHED_INPUT", "CACHE_WRITE", "MAX_OUTPUT", "CONTEXT" };
+
+static int price_field(const char *v, int col, bool dash_ok, int64_t *out, char *err, size_t errlen)
+{
+	if (dash_ok && !strcmp(v, "-")) {
+		*out = -1;
+		return 0;
+	}
+	if (latch_parse_micros(v, PRICE_MAX, out))
+		return latch_errf(err, errlen, -EINVAL,
+				  "%s '%s' is not a price in dollars per million tokens (at most 6 decimals%s); "
+				  "write e.g. 3.00",
+				  columns[col], v, dash_ok ? ", or '-' for the input price" : "");
+	return 0;
+}
+
+static int token_field(const char *v, int col, uint32_t min, int64_t *out, char *err, size_t errlen)
+{
+	uint32_t n;
+
+	if (latch_parse_uint(v, min, TOKENS_LIMIT, &n))
+		return latch_errf(err, errlen, -EINVAL, "%s '%s' must be a number of tokens, %u..%u", columns[col], v,
+				  min, TOKENS_LIMIT);
+	*out = n;
+	return 0;
+}
+
+int budget_price_parse_line(const char *line, struct budget_price *row, char *err, size_t errlen)
+{
+	char buf[512], *f[9], *save = NULL, *gt;
+	int n = 0;
+
+	for (const char *c = line; *c && *c != '\n'; c++)
+		if ((unsigned char)*c < 0x20 && *c != '\t' && *c != '\r')
+			return latch_errf(err, errlen, -EINVAL, "a control character (0x%02x); remove it",
+					  (unsigned char)*c);
+	if (strlen(line) >= sizeof(buf))
+		return latch_errf(err, errlen, -EINVAL, "line longer than %zu characters", sizeof(buf) - 1);
+	strcpy(buf, line);
+	buf[strcspn(buf, "#")] = '\0';
+	for (char *t = strtok_r(buf, " \t\r\n", &save); t; t = strtok_r(NULL, " \t\r\n", &save)) {
+		if (n == 9)
+			break;
+		f[n++] = t;
+	}
+	if (!n)
+		return 1;
+	if (n != 8)
+		return latch_errf(err, errlen, -EINVAL,
+				  "%d fields, want 8: PROVIDER MODEL INPUT OUTPUT CACHED_INPUT CACHE_WRITE MAX_OUTPUT "
+				  "CONTEXT",
+				  n);
+	memset(row, 0, sizeof(*row));
+	if (budget_provider_parse(f[0], &row->provider))
+		return latch_errf(err, errlen, -EINVAL, "PROVIDER '%s' must be openai, anthropic, gemini or other",
+				  f[0]);
+	gt = strchr(f[1], '>');
+	if (gt) {
+		*gt = '\0';
+		if (token_field(gt + 1, 1, 1, &row->above, err, errlen))
+			return latch_errf(err, errlen, -EINVAL,
+					  "MODEL '%s>%s': a long-context row is MODEL>TOKENS, TOKENS 1..%u", f[1],
+					  gt + 1, TOKENS_LIMIT);
+	}
+	if (!request_model_ok(f[1], strlen(f[1])))
+		return latch_errf(err, errlen, -EINVAL,
+				  "MODEL '%s' must be 1-%d of A-Z a-z 0-9 . _ : / @ + -, as the provider spells it",
+				  f[1], BUDGET_MODEL_MAX);
+	strcpy(row->model, f[1]);
+	if (price_field(f[2], 2, false, &row->input, err, errlen) ||
+	    price_field(f[3], 3, false, &row->output, err, errlen) ||
+	    price_field(f[4], 4, true, &row->cached_input, err, errlen) ||
+	    price_field(f[5], 5, true, &row->cache_write, err, errlen) ||
+	    token_field(f[6], 6, 0, &row->max_output, err, errlen) ||
+	    token_field(f[7], 7, 1, &row->context, err, errlen))
+		return -EINVAL;
+	if (row->cached_input < 0)
+		row->cached_input = row->input;
+	if (row->cache_write < 0)
+		row->cache_write = row->input;
+	return 0;
+}
+
+static bool same_row(const struct budget_price *a, const struct budget_price *b)
+{
+	return a->provider == b->provider && a->above == b->above && !strcmp(a->model, b->model);
+}
+
+static int add_row(struct price_table *t, const struct budget_price *r)
+{
+	struct budget_price *rows;
+
+	for (int i = 0; i < t->n; i++)
+		if (same_row(&t->rows[i], r)) { /* the file's row replaces the built-in one */
+			t->rows[i] = *r;
+			return 0;
+		}
+	rows = realloc(t->rows, (size_t)(t->n + 1) * sizeof(*rows));
+	if (!rows)
+		return -ENOMEM;
+	t->rows = rows;
+	t->rows[t->n++] = *r;
+	return 0;
+}
+
+/* The text of a table: built-in (file NULL) or the file's; file:line errors. */
+static int load_text(struct price_table *t, FILE *f, const char *text, const char *file, char *err, size_t errlen)
+{
+	struct budget_price *mine = NULL; /* this file's rows, for duplicates */
+	int *mine_line = NULL, n_mine = 0, lineno = 0, ret = 0;
+	char line[600], msg[LATCH_ERR_MAX];
+	const char *p = text;
+
+	for (;;) {
+		struct budget_price row;
+		int rc;
+
+		if (f) {
+			if (!fgets(line, sizeof(line), f))
+				break;
+			if (!strchr(line, '\n') && !feof(f)) {
+				ret = latch_errf_at(err, errlen, -EINVAL, file, lineno + 1,
+						    "line longer than %zu characters", sizeof(line) - 2);
+				break;
+			}
+		} else {
+			size_t len = strcspn(p, "\n");
+
+			if (!*p)
+				break;
+			snprintf(line, sizeof(line), "%.*s", (int)len, p);
+			p += len + (p[len] == '\n');
+		}
+		lineno++;
+		rc = budget_price_parse_line(line, &row, msg, sizeof(msg));
+		if (rc == 1)
+			continue;
+		if (rc) {
+			ret = latch_errf_at(err, errlen, rc, file, lineno, "%s", msg);
+			break;
+		}
+		row.builtin = !f;
+		for (int i = 0; i < n_mine; i++)
+			if (same_row(&mine[i], &row)) {
+				ret = latch_errf_at(err, errlen, -EINVAL, file, lineno,
+						    "%s %s%s is already priced on line %d; keep one of them",
+						    budget_provider_name(row.provider), row.model,
+						    row.above ? " (tier)" : "", mine_line[i]);
+				goto out;
+			}
+		mine = realloc(mine, (size_t)(n_mine + 1) * sizeof(*mine));
+		mine_line = realloc(mine_line, (size_t)(n_mine + 1) * sizeof(*mine_line));
+		if (!mine || !mine_line || add_row(t, &row)) {
+			ret = latch_errf_at(err, errlen, -ENOMEM, file, lineno, "out of memory");
+			break;
+		}
+		mine[n_mine] = row;
+		mine_line[n_mine++] = lineno;
+	}
+out:
+	free(mine);
+	free(mine_line);
+	return ret;
+}
+
+static void find_worst(struct price_table *t)
+{
+	memset(t->worst, 0, sizeof(t->worst));
+	memset(t->has_rows, 0, sizeof(t->has_rows));
+	for (int p = 0; p < BUDGET_PROVIDERS; p++) {
+		struct budget_price *w = &t->worst[p];
+
+		w->provider = p;
+		snprintf(w->model, sizeof(w->model), "(%s's highest prices)", budget_provider_name(p));
+	}
+	for (int i = 0; i < t->n; i++) {
+		const struct budget_price *r = &t->rows[i];
+		struct budget_price *w = &t->worst[r->provider];
+
+		t->has_rows[r->provider] = true;
+#define UP(field) w->field = r->field > w->field ? r->field : w->field
+		UP(input);
+		UP(output);
+		UP(cached_input);
+		UP(cache_write);
+		UP(max_output);
+		UP(context);
+#undef UP
+	}
+}
+
+int prices_load(struct price_table *t, const char *path, char *err, size_t errlen)
+{
+	struct price_table nt = { 0 };
+	struct stat st;
+	int fd, ret;
+	FILE *f;
+
+	ret = load_text(&nt, NULL, builtin_prices, "built-in prices", err, errlen);
+	fd = ret ? -1 : open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (!ret && fd < 0 && errno != ENOENT)
+		ret = latch_errf_at(err, errlen, errno == ELOOP ? -EPERM : -errno, path, 0, "%s",
+				    errno == ELOOP ? "is a symbolic link; replace it with the file" : strerror(errno));
+	if (!ret && fd >= 0) {
+		if (fstat(fd, &st))
+			ret = latch_errf_at(err, errlen, -errno, path, 0, "cannot stat: %s", strerror(errno));
+		else
+			ret = latch_file_check(path, &st, LATCH_FILE_CONFIG, err, errlen);
+		f = ret ? NULL : fdopen(fd, "r");
+		if (f) {
+			ret = load_text(&nt, f, NULL, path, err, errlen);
+			fclose(f);
+		} else {
+			ret = ret ? ret : latch_errf_at(err, errlen, -ENOMEM, path, 0, "out of memory");
+			close(fd);
+		}
+	}
+	/* a long-context row prices a model the table has */
+	for (int i = 0; !ret && i < nt.n; i++) {
+		struct budget_price base = nt.rows[i];
+
+		base.above = 0;
+		if (!nt.rows[i].above)
+			continue;
+		ret = -EINVAL;
+		for (int k = 0; k < nt.n; k++)
+			if (same_row(&nt.rows[k], &base))
+				ret = 0;
+		if (ret)
+			latch_errf_at(err, errlen, -EINVAL, path, 0, "%s %s>%lld has no row for %s itself; add one",
+				      budget_provider_name(base.provider), base.model, (long long)nt.rows[i].above,
+				      base.model);
+	}
+	if (ret) {
+		free(nt.rows);
+		return ret;
+	}
+	find_worst(&nt);
+	prices_free(t);
+	*t = nt;
+	return 0;
+}
+
+void prices_free(struct price_table *t)
+{
+	free(t->rows);
+	memset(t, 0, sizeof(*t));
+}
+
+static const struct budget_price *find_exact(const struct price_table *t, enum budget_provider p, const char *model,
+					     size_t len)
+{
+	for (int i = 0; i < t->n; i++)
+		if (t->rows[i].provider == p && !t->rows[i].above && !strncmp(t->rows[i].model, model, len) &&
+		    !t->rows[i].model[len])
+			return &t->rows[i];
+	return NULL;
+}
+
+static bool digits(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (s[i] < '0' || s[i] > '9')
+			return false;
+	return true;
+}
+
+/*
+ * The length of model without a date suffix (-20250514, -2024-08-06) or
+ * "-latest", or 0 when it has none: dated snapshots and aliases are priced
+ * as the model they name.  Nothing else is stripped, so a cheap row never
+ * prices a longer, dearer name that merely starts like it.
+ */
+static size_t undated_len(const char *m)
+{
+	size_t n = strlen(m);
+
+	if (n > 7 && !strcmp(m + n - 7, "-latest"))
+		return n - 7;
+	if (n > 9 && m[n - 9] == '-' && digits(m + n - 8, 8))
+		return n - 9;
+	if (n > 11 && m[n - 11] == '-' && digits(m + n - 10, 4) && m[n - 6] == '-' && digits(m + n - 5, 2) &&
+	    m[n - 3] == '-' && digits(m + n - 2, 2))
+		return n - 11;
+	return 0;
+}
+
+const struct budget_price *prices_find(const struct price_table *t, enum budget_provider p, const char *model,
+				       int64_t input_tokens)
+{
+	const struct budget_price *base = NULL, *tier = NULL;
+	size_t len;
+
+	if (!model || !*model)
+		return NULL;
+	base = find_exact(t, p, model, strlen(model));
+	if (!base && (len = undated_len(model)))
+		base = find_exact(t, p, model, len);
+	if (!base)
+		return NULL;
+	for (int i = 0; i < t->n; i++) {
+		const struct budget_price *r = &t->rows[i];
+
+		if (r->provider == p && r->above && r->above < input_tokens && !strcmp(r->model, base->model) &&
+		    (!tier || r->above > tier->above))
+			tier = r;
+	}
+	return tier ? tier : base;
+}
+
+const struct budget_price *prices_worst(const struct price_table *t, enum budget_provider p)
+{
+	return &t->worst[p];
+}
+
+/* a * b + acc, saturating at INT64_MAX */
+static int64_t mul_add(int64_t acc, int64_t a, int64_t b)
+{
+	int64_t m;
+
+	if (acc == INT64_MAX || __builtin_mul_overflow(a, b, &m) || __builtin_add_overflow(acc, m, &acc))
+		return INT64_MAX;
+	return acc;
+}
+
+int64_t budget_cost(const struct budget_price *row, const struct budget_tokens *t)
+{
+	int64_t pico = 0; /* micro-dollars per million tokens = pico-dollars per token */
+
+	pico = mul_add(pico, t->input, row->input);
+	pico = mul_add(pico, t->cached, row->cached_input);
+	pico = mul_add(pico, t->cache_write, row->cache_write);
+	pico = mul_add(pico, t->cache_write_1h, mul_add(0, 2, row->input));
+	pico = mul_add(pico, t->output, row->output);
+	if (pico == INT64_MAX)
+		return BUDGET_COST_MAX;
+	return pico / BUDGET_MICROS + (pico % BUDGET_MICROS != 0); /* rounded up, once */
+}
+
+void budget_format_dollars(int64_t micros, char *buf, size_t len)
+{
+	int64_t whole = micros / BUDGET_MICROS, frac = micros % BUDGET_MICROS;
+	int digits = 6;
+
+	if (micros < 0) {
+		snprintf(buf, len, "-");
+		return;
+	}
+	if (frac % 10000 == 0) {
+		snprintf(buf, len, "$%lld.%02lld", (long long)whole, (long long)(frac / 10000));
+		return;
+	}
+	while (frac % 10 == 0) {
+		frac /= 10;
+		digits--;
+	}
+	snprintf(buf, len, "$%lld.%0*lld", (long long)whole, digits, (long long)frac);
+}
+
+void budget_format_time(uint64_t ns, char *buf, size_t len)
+{
+	time_t s = (time_t)(ns / 1000000000ULL + (ns % 1000000000ULL != 0));
+	struct tm tm;
+
+	gmtime_r(&s, &tm);
+	strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}

@@ -1,0 +1,205 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * report.c - what budget/ tells people: the refusal line a guest reads in
+ * its 429, the notes latchd writes to the audit log, and where every cap
+ * stands for `latch usage`.
+ *
+ * A refusal line names the cap (sandbox or host-wide, provider), where it
+ * stands in its window and when the oldest requests that must leave have
+ * left it: the moment this request would fit if nothing else were
+ * reserved meanwhile (open reservations are counted in full, so it is never
+ * later than that; a settlement below its reservation can free it sooner).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "budget/internal.h"
+
+static void dump_fields(json_t *o, struct budget_note *note)
+{
+	size_t n = json_dumpb(o, note->fields, sizeof(note->fields) - 1, JSON_COMPACT | JSON_SORT_KEYS);
+
+	if (!n || n >= sizeof(note->fields))
+		snprintf(note->fields, sizeof(note->fields), "{}");
+	else
+		note->fields[n] = '\0';
+	json_decref(o);
+}
+
+void refusal_text(struct budget *b, const struct refusal *r, struct budget_note *note, char *line, size_t linelen)
+{
+	const char *prov = budget_provider_name(r->provider), *cap = cap_name(r->kind);
+	char scope[128], limit[32], stand[256], when[192], hint[320] = "", key[48];
+
+	if (r->host)
+		snprintf(scope, sizeof(scope), "host-wide %s cap for %s", cap, prov);
+	else
+		snprintf(scope, sizeof(scope), "%s cap for %s in sandbox %s", cap, prov, r->sandbox);
+	snprintf(key, sizeof(key), "budget_%s%s", r->host ? "host_" : "", cap);
+	if (r->kind == CAP_DOLLARS_DAY) {
+		char used[32], reserved[32], need[32];
+
+		budget_format_dollars(r->cap, limit, sizeof(limit));
+		budget_format_dollars(r->used, used, sizeof(used));
+		budget_format_dollars(r->reserved, reserved, sizeof(reserved));
+		budget_format_dollars(r->need, need, sizeof(need));
+		snprintf(stand, sizeof(stand),
+			 "%s spent and %s reserved in the last 24 hours, this request needs up to %s", used, reserved,
+			 need);
+		if (!r->known)
+			snprintf(hint, sizeof(hint), "; %s is priced at %s's highest prices: add it to %.200s",
+				 r->format == BUDGET_FORMAT_UNKNOWN ? "this endpoint" :
+				 *r->model			    ? r->model :
+								      "a request without a model",
+				 prov, r->format == BUDGET_FORMAT_UNKNOWN ? "the kit's paths" : b->prices_path);
+	} else {
+		snprintf(limit, sizeof(limit), "%lld", (long long)r->cap);
+		snprintf(stand, sizeof(stand), "%lld requests in the last %s", (long long)r->used,
+			 r->kind == CAP_REQ_HOUR ? "hour" : "24 hours");
+	}
+	if (r->frees_ns) {
+		char t[32];
+
+		budget_format_time(r->frees_ns, t, sizeof(t));
+		snprintf(when, sizeof(when), "frees at %s (or raise %s)", t, key);
+	} else if (r->cap == 0) {
+		snprintf(when, sizeof(when), "it allows nothing; raise %s", key);
+	} else {
+		snprintf(when, sizeof(when),
+			 "this request alone is more than the cap; lower its max tokens or raise %s", key);
+	}
+	snprintf(line, linelen, "latch: %s is %s; %s; %s%s", scope, limit, stand, when, hint);
+
+	snprintf(note->decision, sizeof(note->decision), "refuse");
+	snprintf(note->reason, sizeof(note->reason), "budget.refused.%s%s", r->host ? "host." : "", cap);
+	{
+		char t[32];
+		json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:s}", "scope",
+				      r->host ? "host" : "sandbox", "cap", cap, "provider", prov, "model",
+				      *r->model ? r->model : "-", "format", budget_format_name(r->format), "limit",
+				      (json_int_t)r->cap, "used", (json_int_t)r->used, "reserved",
+				      (json_int_t)r->reserved, "need", (json_int_t)r->need, "unit",
+				      r->kind == CAP_DOLLARS_DAY ? "micro-dollars" : "requests");
+
+		budget_format_time(r->frees_ns, t, sizeof(t));
+		json_object_set_new(o, "frees_at", r->frees_ns ? json_string(t) : json_null());
+		dump_fields(o, note);
+	}
+}
+
+/*
+ * The note of a settlement, written directly: it is made for most requests
+ * (usage is nearly always below the worst case), and building it through
+ * jansson cost more than the rest of the settlement.  Keys in sorted order,
+ * as the audit log stores fields; every string is a model name that passed
+ * request_model_ok() or a fixed word, so nothing needs escaping.
+ */
+void settle_note(const struct budget_ticket *t, const char *why, int64_t charge, const struct budget_tokens *tok,
+		 struct budget_note *note)
+{
+	char tokens[200] = "";
+	int n;
+
+	if (!strcmp(why, "usage"))
+		snprintf(tokens, sizeof(tokens),
+			 ",\"tokens\":{\"cache_write\":%lld,\"cache_write_1h\":%lld,\"cached\":%lld,\"input\":%lld,"
+			 "\"output\":%lld}",
+			 (long long)tok->cache_write, (long long)tok->cache_write_1h, (long long)tok->cached,
+			 (long long)tok->input, (long long)tok->output);
+	n = snprintf(note->fields, sizeof(note->fields),
+		     "{\"charged_micros\":%lld,\"format\":\"%s\",\"how\":\"%s\",\"model\":\"%s\",\"provider\":\"%s\","
+		     "\"request\":%lld,\"reserved_micros\":%lld,\"status\":%d%s}",
+		     (long long)charge, budget_format_name(t->format), why, *t->model ? t->model : "-",
+		     budget_provider_name(t->provider), (long long)t->id, (long long)t->reserved, t->status, tokens);
+	if (n < 0 || (size_t)n >= sizeof(note->fields))
+		snprintf(note->fields, sizeof(note->fields), "{}");
+	snprintf(note->decision, sizeof(note->decision), "settle");
+	snprintf(note->reason, sizeof(note->reason), "budget.settled.%s", why);
+}
+
+/* ---- budget_report ---- */
+
+static bool any_cap(const struct budget_caps *c)
+{
+	return c->requests_per_hour >= 0 || c->requests_per_day >= 0 || c->micros_per_day >= 0;
+}
+
+static void cap_state(const struct budget *b, int sbx, enum budget_provider p, const struct tally *t, enum cap_kind k,
+		      int64_t cap, struct budget_cap_state *s)
+{
+	uint64_t w = k == CAP_REQ_HOUR ? BUDGET_HOUR_NS : BUDGET_DAY_NS;
+
+	s->cap = cap;
+	s->used = k == CAP_REQ_HOUR ? t->n_hour : k == CAP_REQ_DAY ? t->n_day : t->spent;
+	s->reserved = k == CAP_DOLLARS_DAY ? t->reserved : 0;
+	s->left = cap < 0 ? BUDGET_NO_CAP : cap - s->used - s->reserved > 0 ? cap - s->used - s->reserved : 0;
+	s->frees_ns = 0;
+	if (!(k == CAP_REQ_HOUR ? t->n_hour : t->n_day))
+		return; /* nothing counted (and a sandbox without a slot matches nothing) */
+	for (size_t i = k == CAP_REQ_HOUR ? b->hour_head : b->day_head; i < b->n; i++)
+		if (charge_matches(&b->ch[i], sbx, p)) {
+			s->frees_ns = b->ch[i].time_ns + w;
+			break;
+		}
+}
+
+static int report_one(const struct budget *b, const char *name, int sbx, enum budget_provider p, const struct tally *t,
+		      const struct budget_caps *caps, int (*fn)(const struct budget_usage *u, void *arg), void *arg)
+{
+	struct budget_usage u = { .provider = p };
+
+	snprintf(u.sandbox, sizeof(u.sandbox), "%s", name);
+	cap_state(b, sbx, p, t, CAP_REQ_HOUR, caps->requests_per_hour, &u.requests_hour);
+	cap_state(b, sbx, p, t, CAP_REQ_DAY, caps->requests_per_day, &u.requests_day);
+	cap_state(b, sbx, p, t, CAP_DOLLARS_DAY, caps->micros_per_day, &u.dollars_day);
+	return fn(&u, arg);
+}
+
+static const struct budget *sort_b;
+
+static int by_name(const void *x, const void *y)
+{
+	return strcmp(sort_b->sbx[*(const uint32_t *)x].name, sort_b->sbx[*(const uint32_t *)y].name);
+}
+
+int budget_report(struct budget *b, const char *sandbox, int (*fn)(const struct budget_usage *u, void *arg), void *arg)
+{
+	static const struct tally empty;
+	uint32_t *order = NULL;
+	bool found = false;
+	int ret = catch_up(b); /* a plain read: sqlite gives it one consistent snapshot */
+
+	if (ret)
+		return ret;
+	expire(b, budget_now(b));
+	if (b->n_sbx && !(order = malloc(b->n_sbx * sizeof(*order))))
+		return -ENOMEM;
+	for (uint32_t i = 0; i < b->n_sbx; i++)
+		order[i] = i;
+	sort_b = b;
+	qsort(order, b->n_sbx, sizeof(*order), by_name);
+	for (uint32_t i = 0; !ret && i < b->n_sbx; i++) {
+		const struct sbx *s = &b->sbx[order[i]];
+
+		if (sandbox && strcmp(sandbox, s->name))
+			continue;
+		found = true;
+		for (int p = 0; !ret && p < BUDGET_PROVIDERS; p++) {
+			const struct tally *t = &s->t[p];
+			const struct budget_caps *caps = t->caps_known ? &t->caps : &b->o.sandbox[p];
+
+			if (t->n_day || (sandbox && any_cap(caps)))
+				ret = report_one(b, s->name, (int)order[i], p, t, caps, fn, arg);
+		}
+	}
+	free(order);
+	for (int p = 0; !ret && sandbox && !found && p < BUDGET_PROVIDERS; p++)
+		if (any_cap(&b->o.sandbox[p]))
+			ret = report_one(b, sandbox, -2, p, &empty, &b->o.sandbox[p], fn, arg);
+	for (int p = 0; !ret && p < BUDGET_PROVIDERS; p++)
+		if (b->host[p].n_day || any_cap(&b->o.host[p]))
+			ret = report_one(b, "", -1, p, &b->host[p], &b->o.host[p], fn, arg);
+	return ret;
+}

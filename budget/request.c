@@ -1,0 +1,315 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * request.c - what a request is, before it is forwarded.
+ *
+ * budget_classify() decides the usage format from the credential's provider
+ * and the exact method and path; it never tidies a spelling, so anything
+ * that is not exactly a known endpoint is BUDGET_FORMAT_UNKNOWN and costs the
+ * provider's worst case.  request_inspect() reads the body with the same
+ * streaming scanner as the responses (a long context is skipped at memchr
+ * speed, never parsed whole) and keeps the model, the largest of the
+ * max-tokens fields the provider might honour, the number of choices and
+ * whether the provider holds input the body doesn't show.  A body that is
+ * not one JSON object, or that names a watched member twice (two readings:
+ * which would the upstream take?), tells nothing, and is priced as the
+ * provider's worst model.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "budget/internal.h"
+
+static const char *const provider_names[BUDGET_PROVIDERS] = { "openai", "anthropic", "gemini", "other" };
+
+const char *budget_provider_name(enum budget_provider p)
+{
+	return (unsigned)p < BUDGET_PROVIDERS ? provider_names[p] : "?";
+}
+
+int budget_provider_parse(const char *s, enum budget_provider *p)
+{
+	for (int i = 0; i < BUDGET_PROVIDERS; i++)
+		if (!strcmp(s, provider_names[i])) {
+			*p = i;
+			return 0;
+		}
+	return -EINVAL;
+}
+
+const char *budget_format_name(enum budget_format f)
+{
+	static const char *const names[] = { "unknown",		 "free",      "openai_chat", "openai_embeddings",
+					     "openai_responses", "anthropic", "gemini" };
+
+	return (unsigned)f < sizeof(names) / sizeof(names[0]) ? names[f] : "?";
+}
+
+bool request_model_ok(const char *s, size_t len)
+{
+	if (!len || len > BUDGET_MODEL_MAX)
+		return false;
+	for (size_t i = 0; i < len; i++)
+		if (!isalnum((unsigned char)s[i]) && !strchr("._:/@+-", s[i]))
+			return false;
+	return true;
+}
+
+/*
+ * The path without its query, or false when it has a spelling with two
+ * readings (the broker refuses those; here they simply match nothing).
+ */
+static bool clean_path(const char *path, char *out, size_t outlen)
+{
+	size_t n = strcspn(path, "?#");
+
+	if (!n || n >= outlen || path[0] != '/')
+		return false;
+	memcpy(out, path, n);
+	out[n] = '\0';
+	for (size_t i = 0; i < n; i++)
+		if (!isalnum((unsigned char)out[i]) && !strchr("-._~/:@!$&'()*+,=", out[i]))
+			return false; /* '%', ';', '\\', blanks, controls, non-ASCII */
+	if (strstr(out, "//") || strstr(out, "/./") || strstr(out, "/../"))
+		return false;
+	if ((n >= 2 && !strcmp(out + n - 2, "/.")) || (n >= 3 && !strcmp(out + n - 3, "/..")))
+		return false;
+	return true;
+}
+
+/* path is base, or base/ID with ID one non-empty segment without ':' */
+static bool base_or_id(const char *path, const char *base)
+{
+	size_t n = strlen(base);
+
+	if (strncmp(path, base, n))
+		return false;
+	if (!path[n])
+		return true;
+	return path[n] == '/' && path[n + 1] && !strpbrk(path + n + 1, "/:");
+}
+
+static enum budget_format openai_route(const char *m, const char *path)
+{
+	bool post = !strcmp(m, "POST");
+
+	if (post && (!strcmp(path, "/v1/chat/completions") || !strcmp(path, "/v1/completions")))
+		return BUDGET_FORMAT_OPENAI_CHAT;
+	if (post && !strcmp(path, "/v1/embeddings"))
+		return BUDGET_FORMAT_OPENAI_EMBEDDINGS;
+	if (post && !strcmp(path, "/v1/responses"))
+		return BUDGET_FORMAT_OPENAI_RESPONSES;
+	if (!strcmp(m, "GET") && base_or_id(path, "/v1/models"))
+		return BUDGET_FORMAT_FREE;
+	return BUDGET_FORMAT_UNKNOWN;
+}
+
+static enum budget_format anthropic_route(const char *m, const char *path)
+{
+	bool post = !strcmp(m, "POST");
+
+	if (post && !strcmp(path, "/v1/messages"))
+		return BUDGET_FORMAT_ANTHROPIC;
+	if (post && !strcmp(path, "/v1/messages/count_tokens"))
+		return BUDGET_FORMAT_FREE;
+	if (!strcmp(m, "GET") && base_or_id(path, "/v1/models"))
+		return BUDGET_FORMAT_FREE;
+	return BUDGET_FORMAT_UNKNOWN;
+}
+
+/* Gemini's native API puts the model in the path: /v1beta/models/MODEL:ACTION. */
+static enum budget_format gemini_route(const char *m, const char *path, char *model, size_t mlen)
+{
+	static const char *const bases[] = { "/v1beta/models", "/v1/models", "/v1alpha/models" };
+	bool post = !strcmp(m, "POST");
+	const char *rest, *colon;
+
+	if (!strncmp(path, "/v1beta/openai/", 15)) { /* the OpenAI-compatible endpoint */
+		char sub[1024];
+
+		snprintf(sub, sizeof(sub), "/v1/%s", path + 15);
+		return openai_route(m, sub);
+	}
+	for (size_t b = 0; b < sizeof(bases) / sizeof(bases[0]); b++) {
+		size_t n = strlen(bases[b]);
+
+		if (!strcmp(m, "GET") && base_or_id(path, bases[b]))
+			return BUDGET_FORMAT_FREE;
+		if (!post || strncmp(path, bases[b], n) || path[n] != '/')
+			continue;
+		rest = path + n + 1;
+		colon = strchr(rest, ':');
+		if (!colon || strchr(rest, '/') || !request_model_ok(rest, (size_t)(colon - rest)) ||
+		    memchr(rest, ':', (size_t)(colon - rest)))
+			return BUDGET_FORMAT_UNKNOWN;
+		if (!strcmp(colon + 1, "countTokens"))
+			return BUDGET_FORMAT_FREE;
+		if (strcmp(colon + 1, "generateContent") && strcmp(colon + 1, "streamGenerateContent"))
+			return BUDGET_FORMAT_UNKNOWN;
+		snprintf(model, mlen, "%.*s", (int)(colon - rest), rest);
+		return BUDGET_FORMAT_GEMINI;
+	}
+	return BUDGET_FORMAT_UNKNOWN;
+}
+
+int budget_classify(enum budget_provider p, const char *method, const char *path, struct budget_class *out)
+{
+	char clean[1024];
+
+	memset(out, 0, sizeof(*out));
+	out->format = BUDGET_FORMAT_UNKNOWN;
+	if (!method || !path || !clean_path(path, clean, sizeof(clean)))
+		return 0;
+	switch (p) {
+	case BUDGET_ANTHROPIC:
+		out->format = anthropic_route(method, clean);
+		break;
+	case BUDGET_GEMINI:
+		out->format = gemini_route(method, clean, out->model, sizeof(out->model));
+		break;
+	case BUDGET_OPENAI:
+	case BUDGET_OTHER: /* an OpenAI-compatible server */
+		out->format = openai_route(method, clean);
+		break;
+	default:
+		break;
+	}
+	return 0;
+}
+
+/* ---- the body ---- */
+
+enum {
+	R_MODEL,
+	R_MAX_TOKENS,
+	R_MAX_COMPLETION,
+	R_MAX_OUTPUT,
+	R_N,
+	R_GEN_MAX, /* 4: proto3 JSON takes either spelling at each level */
+	R_GEN_COUNT = R_GEN_MAX + 4,
+	R_PREVIOUS = R_GEN_COUNT + 4,
+	R_CONVERSATION,
+	R_PROMPT,
+	R_CACHED, /* 2 */
+	R_FILE = R_CACHED + 2, /* 3, at any depth */
+	R_WATCHES = R_FILE + 3,
+};
+
+static const char *const req_watch[R_WATCHES] = {
+	"model",
+	"max_tokens",
+	"max_completion_tokens",
+	"max_output_tokens",
+	"n",
+	"generationConfig.maxOutputTokens",
+	"generationConfig.max_output_tokens",
+	"generation_config.maxOutputTokens",
+	"generation_config.max_output_tokens",
+	"generationConfig.candidateCount",
+	"generationConfig.candidate_count",
+	"generation_config.candidateCount",
+	"generation_config.candidate_count",
+	"previous_response_id",
+	"conversation",
+	"prompt",
+	"cachedContent",
+	"cached_content",
+	"**.file_id",
+	"**.fileUri",
+	"**.file_uri",
+};
+
+struct inspect {
+	int seen[R_WATCHES];
+	bool non_null[R_WATCHES];
+	int64_t number[R_WATCHES]; /* a positive integer value, else 0 */
+	char model[BUDGET_MODEL_MAX + 1];
+};
+
+static void on_request_value(void *arg, int w, const char *text, size_t len)
+{
+	struct inspect *in = arg;
+	json_t *v;
+
+	in->seen[w]++;
+	if (!text) { /* longer than a capture: present, and not null */
+		in->non_null[w] = true;
+		return;
+	}
+	v = json_loadb(text, len, JSON_DECODE_ANY, NULL);
+	in->non_null[w] = v && !json_is_null(v);
+	if (json_is_integer(v) && json_integer_value(v) > 0)
+		in->number[w] = json_integer_value(v);
+	if (w == R_MODEL && json_is_string(v) && request_model_ok(json_string_value(v), json_string_length(v)))
+		snprintf(in->model, sizeof(in->model), "%s", json_string_value(v));
+	json_decref(v);
+}
+
+static int64_t max_of(const struct inspect *in, int from, int n)
+{
+	int64_t m = 0;
+
+	for (int w = from; w < from + n; w++)
+		if (in->number[w] > m)
+			m = in->number[w];
+	return m;
+}
+
+void request_inspect(enum budget_format f, const void *body, size_t len, struct request_facts *out)
+{
+	struct inspect in;
+	struct jscan *js = malloc(sizeof(*js));
+	const char *p = body;
+	size_t skip = 0;
+	bool ok;
+
+	memset(out, 0, sizeof(*out));
+	out->choices = 1;
+	memset(&in, 0, sizeof(in));
+	while (skip < len && isspace((unsigned char)p[skip]))
+		skip++;
+	if (!js || skip == len || p[skip] != '{') {
+		free(js);
+		return;
+	}
+	jscan_init(js, req_watch, R_WATCHES, on_request_value, &in);
+	jscan_feed(js, p + skip, len - skip);
+	ok = jscan_end(js);
+	free(js);
+	for (int w = 0; w < R_FILE; w++)
+		if (in.seen[w] > 1)
+			out->ambiguous = true;
+	out->readable = ok && !out->ambiguous;
+	if (!out->readable)
+		return;
+	if (f != BUDGET_FORMAT_GEMINI)
+		snprintf(out->model, sizeof(out->model), "%s",
+			 strncmp(in.model, "models/", 7) ? in.model : in.model + 7);
+	switch (f) {
+	case BUDGET_FORMAT_OPENAI_CHAT:
+		out->max_output = max_of(&in, R_MAX_TOKENS, 2);
+		out->choices = in.number[R_N] ? in.number[R_N] : 1;
+		break;
+	case BUDGET_FORMAT_OPENAI_RESPONSES:
+		out->max_output = in.number[R_MAX_OUTPUT];
+		out->server_state = in.non_null[R_PREVIOUS] || in.non_null[R_CONVERSATION] || in.non_null[R_PROMPT];
+		break;
+	case BUDGET_FORMAT_ANTHROPIC:
+		out->max_output = in.number[R_MAX_TOKENS];
+		break;
+	case BUDGET_FORMAT_GEMINI:
+		out->max_output = max_of(&in, R_GEN_MAX, 4);
+		out->choices = max_of(&in, R_GEN_COUNT, 4) ? max_of(&in, R_GEN_COUNT, 4) : 1;
+		out->server_state = in.non_null[R_CACHED] || in.non_null[R_CACHED + 1];
+		break;
+	default:
+		break;
+	}
+	if (out->choices > 128)
+		out->choices = 128;
+	for (int w = R_FILE; w < R_FILE + 3; w++)
+		if (in.seen[w])
+			out->server_state = true;
+}

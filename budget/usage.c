@@ -1,0 +1,428 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * usage.c - what a response says it cost, in each provider's words.
+ *
+ * The body is sniffed, not trusted to a header the meter never sees: '{' or
+ * '[' is JSON (a Gemini stream without alt=sse is one JSON array, chunk
+ * after chunk), a gzip or zlib header is inflated first (zlib, 16 KiB at a
+ * time), anything else is an SSE stream.  Only the counts at the paths that
+ * carry usage are kept, each number read by jansson; the scanner reports
+ * where each usage object starts, so one that is not an object, or a count
+ * given twice, is seen for what it is:
+ *
+ *   OpenAI chat      `usage` of the body, or of the stream's last chunk
+ *                    (stream_options.include_usage); `[DONE]` ends it
+ *   OpenAI responses `usage` of the body; in a stream, `response.usage` of
+ *                    response.completed or response.incomplete
+ *   Anthropic        `usage` of the body; in a stream, message_start's
+ *                    `message.usage` updated by each message_delta's `usage`,
+ *                    final at message_stop
+ *   Gemini           `usageMetadata` of the body, of each array element or
+ *                    of each SSE event: the last one counts
+ *
+ * A usage object is read strictly (integers, 0..TOKENS_MAX, each once, cached
+ * no more than the input it is part of); anything else makes the response
+ * unreadable, and an unreadable response is charged its full reservation.
+ * (Handing jansson the whole usage object cost 3 us a response; its numbers
+ * one by one cost a tenth of that.)
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "budget/internal.h"
+
+#define TOKENS_MAX 10000000000LL /* no request is billed for more */
+#define INFLATE_CHUNK 16384
+
+enum { MODE_SNIFF, MODE_JSON, MODE_SSE, MODE_DEAD };
+
+/* What a watched value is to the usage reader. */
+enum { WK_NUM, WK_USAGE, WK_ERROR, WK_TYPE };
+
+struct usage_watch {
+	const char *path;
+	uint8_t kind; /* WK_* */
+	uint8_t group; /* which usage object: 0 the main one, 1 Anthropic's message_delta usage */
+	uint8_t field; /* WK_NUM: enum usage_field */
+};
+
+/* clang-format off */
+#define USAGE(p, g) { "?" p, WK_USAGE, g, 0 }
+#define NUM(p, g, f) { p, WK_NUM, g, f }
+#define ERR(p) { "?" p, WK_ERROR, 0, 0 }
+#define TYPE { "type", WK_TYPE, 0, 0 }
+#define END { NULL, 0, 0, 0 }
+
+static const struct usage_watch w_openai[] = {
+	USAGE("usage", 0),
+	NUM("usage.prompt_tokens", 0, UF_IN),
+	NUM("usage.completion_tokens", 0, UF_OUT),
+	NUM("usage.prompt_tokens_details.cached_tokens", 0, UF_CACHED),
+	ERR("error"),
+	END,
+};
+static const struct usage_watch w_responses_json[] = {
+	USAGE("usage", 0),
+	NUM("usage.input_tokens", 0, UF_IN),
+	NUM("usage.output_tokens", 0, UF_OUT),
+	NUM("usage.input_tokens_details.cached_tokens", 0, UF_CACHED),
+	ERR("error"),
+	END,
+};
+static const struct usage_watch w_responses_sse[] = {
+	TYPE,
+	USAGE("response.usage", 0),
+	NUM("response.usage.input_tokens", 0, UF_IN),
+	NUM("response.usage.output_tokens", 0, UF_OUT),
+	NUM("response.usage.input_tokens_details.cached_tokens", 0, UF_CACHED),
+	ERR("error"),
+	END,
+};
+#define ANTHROPIC_USAGE(pre, g)                                                                               \
+	USAGE(pre "usage", g), NUM(pre "usage.input_tokens", g, UF_IN), NUM(pre "usage.output_tokens", g, UF_OUT), \
+		NUM(pre "usage.cache_read_input_tokens", g, UF_CACHED),                                        \
+		NUM(pre "usage.cache_creation_input_tokens", g, UF_CW),                                        \
+		NUM(pre "usage.cache_creation.ephemeral_5m_input_tokens", g, UF_CW5M),                         \
+		NUM(pre "usage.cache_creation.ephemeral_1h_input_tokens", g, UF_CW1H)
+static const struct usage_watch w_anthropic_json[] = { TYPE, ANTHROPIC_USAGE("", 0), ERR("error"), END };
+static const struct usage_watch w_anthropic_sse[] = {
+	TYPE, ANTHROPIC_USAGE("message.", 0), ANTHROPIC_USAGE("", 1), ERR("error"), END,
+};
+/* Gemini: the body, each element of the array stream, each SSE event */
+#define GEMINI_USAGE(pre)                                                                                      \
+	USAGE(pre "usageMetadata", 0), NUM(pre "usageMetadata.promptTokenCount", 0, UF_IN),                   \
+		NUM(pre "usageMetadata.candidatesTokenCount", 0, UF_OUT),                                      \
+		NUM(pre "usageMetadata.thoughtsTokenCount", 0, UF_THOUGHTS),                                   \
+		NUM(pre "usageMetadata.cachedContentTokenCount", 0, UF_CACHED),                                \
+		NUM(pre "usageMetadata.toolUsePromptTokenCount", 0, UF_TOOL), ERR(pre "error")
+static const struct usage_watch w_gemini[] = { GEMINI_USAGE(""), GEMINI_USAGE("*."), END };
+/* clang-format on */
+
+const char *usage_result_name(enum usage_result r)
+{
+	switch (r) {
+	case USAGE_OK:
+		return "usage";
+	case USAGE_NONE:
+		return "no_usage";
+	case USAGE_BAD:
+		return "unreadable";
+	case USAGE_ERROR:
+		return "stream_error";
+	}
+	return "?";
+}
+
+#define BIT(f) (1u << (f))
+
+static bool has(const struct usage_acc *a, unsigned mask)
+{
+	return (a->present & mask) == mask;
+}
+
+static bool openai_tokens(const struct usage_acc *a, bool embeddings, struct budget_tokens *t)
+{
+	if (!a->object || !has(a, BIT(UF_IN) | (embeddings ? 0 : BIT(UF_OUT))) || a->v[UF_CACHED] > a->v[UF_IN])
+		return false;
+	*t = (struct budget_tokens){ .input = a->v[UF_IN] - a->v[UF_CACHED],
+				     .cached = a->v[UF_CACHED],
+				     .output = a->v[UF_OUT] };
+	return true;
+}
+
+/* Anthropic counts cache reads and writes beside input_tokens, not inside it. */
+static bool anthropic_tokens(const struct usage_acc *a, struct budget_tokens *t)
+{
+	int64_t write = has(a, BIT(UF_CW)) ? a->v[UF_CW] : a->v[UF_CW5M] + a->v[UF_CW1H];
+
+	if (!a->object || !has(a, BIT(UF_IN) | BIT(UF_OUT)) || a->v[UF_CW1H] > write)
+		return false;
+	*t = (struct budget_tokens){ .input = a->v[UF_IN],
+				     .cached = a->v[UF_CACHED],
+				     .cache_write = write - a->v[UF_CW1H],
+				     .cache_write_1h = a->v[UF_CW1H],
+				     .output = a->v[UF_OUT] };
+	return true;
+}
+
+/* Gemini: promptTokenCount includes the cached part; thinking is billed as output. */
+static bool gemini_tokens(const struct usage_acc *a, struct budget_tokens *t)
+{
+	if (!a->object || !has(a, BIT(UF_IN)) || a->v[UF_CACHED] > a->v[UF_IN])
+		return false;
+	*t = (struct budget_tokens){ .input = a->v[UF_IN] - a->v[UF_CACHED] + a->v[UF_TOOL],
+				     .cached = a->v[UF_CACHED],
+				     .output = a->v[UF_OUT] + a->v[UF_THOUGHTS] };
+	return true;
+}
+
+static const struct usage_watch *watch_table(enum budget_format f, bool sse)
+{
+	switch (f) {
+	case BUDGET_FORMAT_OPENAI_RESPONSES:
+		return sse ? w_responses_sse : w_responses_json;
+	case BUDGET_FORMAT_ANTHROPIC:
+		return sse ? w_anthropic_sse : w_anthropic_json;
+	case BUDGET_FORMAT_GEMINI:
+		return w_gemini;
+	default:
+		return w_openai;
+	}
+}
+
+/* Gemini's usage runs across chunks (the last one counts); the others' belong to one event. */
+static struct usage_acc *acc_of(struct usage_parser *u, int group)
+{
+	return u->format == BUDGET_FORMAT_GEMINI ? &u->run : &u->ev[group];
+}
+
+/* A value at a watched path, in the event or body being read. */
+static void on_value(void *arg, int w, const char *text, size_t len)
+{
+	struct usage_parser *u = arg;
+	const struct usage_watch *def = &u->watch[w];
+	struct usage_acc *a = acc_of(u, def->group);
+	json_t *v;
+
+	switch (def->kind) {
+	case WK_USAGE:
+		if (*text == 'n') /* "usage": null, as in OpenAI's chunks before the last */
+			return;
+		if (*text != '{' || (a->object && u->format != BUDGET_FORMAT_GEMINI))
+			u->bad = true; /* not an object, or a second one in the same event */
+		memset(a, 0, sizeof(*a));
+		a->object = true;
+		return;
+	case WK_ERROR:
+		if (*text != 'n') /* "error": null is no error */
+			u->ev_error = true;
+		return;
+	default:
+		break;
+	}
+	v = text ? json_loadb(text, len, JSON_DECODE_ANY, NULL) : NULL;
+	if (def->kind == WK_TYPE) {
+		if (!json_is_string(v) || *u->type)
+			u->bad = true;
+		else
+			snprintf(u->type, sizeof(u->type), "%s", json_string_value(v));
+	} else if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > TOKENS_MAX ||
+		   (a->present & BIT(def->field))) {
+		u->bad = true; /* not a count, or the same count twice */
+	} else {
+		a->v[def->field] = json_integer_value(v);
+		a->present |= BIT(def->field);
+	}
+	json_decref(v);
+}
+
+static void take_usage(struct usage_parser *u, bool ok)
+{
+	if (ok)
+		u->have_usage = u->final = true;
+	else
+		u->bad = true;
+}
+
+static void clear_event(struct usage_parser *u)
+{
+	memset(u->ev, 0, sizeof(u->ev));
+	u->type[0] = '\0';
+	u->ev_error = false;
+}
+
+/* One SSE event (or the whole JSON body, as an event without a name) is complete. */
+static void on_event(void *arg, const char *event, bool done_marker, bool json_ok)
+{
+	struct usage_parser *u = arg;
+	const char *type = *u->type ? u->type : event;
+	bool sse = u->sse != NULL;
+
+	if (!json_ok) {
+		if (done_marker)
+			u->done_marker = true;
+		else
+			u->bad = true; /* an event that is neither JSON nor [DONE] */
+		clear_event(u);
+		return;
+	}
+	if (u->ev_error)
+		u->error = true;
+	switch (u->format) {
+	case BUDGET_FORMAT_OPENAI_CHAT:
+	case BUDGET_FORMAT_OPENAI_EMBEDDINGS:
+		if (u->ev[0].object)
+			take_usage(u,
+				   openai_tokens(&u->ev[0], u->format == BUDGET_FORMAT_OPENAI_EMBEDDINGS, &u->tokens));
+		break;
+	case BUDGET_FORMAT_OPENAI_RESPONSES:
+		if (!sse) { /* the response object; usage is null until it completed */
+			if (u->ev[0].object)
+				take_usage(u, openai_tokens(&u->ev[0], false, &u->tokens));
+		} else if (!strcmp(type, "response.completed") || !strcmp(type, "response.incomplete")) {
+			take_usage(u, openai_tokens(&u->ev[0], false, &u->tokens));
+		} else if (!strcmp(type, "response.failed") || !strcmp(type, "error")) {
+			u->error = true;
+		}
+		break;
+	case BUDGET_FORMAT_ANTHROPIC:
+		if (!strcmp(type, "error")) {
+			u->error = true;
+		} else if (!sse) {
+			if (u->ev[0].object)
+				take_usage(u, anthropic_tokens(&u->ev[0], &u->tokens));
+		} else if (!strcmp(type, "message_start")) {
+			u->run = u->ev[0];
+			u->bad |= !u->run.object;
+		} else if (!strcmp(type, "message_delta")) { /* cumulative counts: each one present replaces */
+			if (!u->run.object || !u->ev[1].object)
+				u->bad = true;
+			for (int f = 0; f < UF_N; f++)
+				if (u->ev[1].present & BIT(f)) {
+					u->run.v[f] = u->ev[1].v[f];
+					u->run.present |= BIT(f);
+				}
+		} else if (!strcmp(type, "message_stop")) {
+			take_usage(u, anthropic_tokens(&u->run, &u->tokens));
+		}
+		break;
+	default: /* Gemini: counted as the chunks pass, read at the end */
+		break;
+	}
+	clear_event(u);
+}
+
+void usage_init(struct usage_parser *u, enum budget_format f)
+{
+	memset(u, 0, sizeof(*u));
+	u->format = f;
+	u->mode = MODE_SNIFF;
+}
+
+/* The first byte that is not a blank decides what the body is. */
+static void start_mode(struct usage_parser *u, char c)
+{
+	const char *paths[JSCAN_WATCH_MAX];
+	bool sse = c != '{' && c != '[';
+	int n = 0;
+
+	u->watch = watch_table(u->format, sse);
+	while (u->watch[n].path && n < JSCAN_WATCH_MAX) {
+		paths[n] = u->watch[n].path;
+		n++;
+	}
+	if (!sse) {
+		u->js = malloc(sizeof(*u->js));
+		if (u->js)
+			jscan_init(u->js, paths, n, on_value, u);
+		u->mode = MODE_JSON;
+	} else {
+		u->sse = malloc(sizeof(*u->sse));
+		if (u->sse)
+			sse_init(u->sse, paths, n, on_value, on_event, u);
+		u->mode = MODE_SSE;
+	}
+	if (!u->js && !u->sse) {
+		u->bad = true;
+		u->mode = MODE_DEAD;
+	}
+}
+
+static void feed_plain(struct usage_parser *u, const char *p, size_t len)
+{
+	if (u->mode == MODE_SNIFF) {
+		while (len && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')) {
+			p++;
+			len--;
+		}
+		if (!len)
+			return;
+		start_mode(u, *p);
+	}
+	if (u->mode == MODE_JSON)
+		jscan_feed(u->js, p, len);
+	else if (u->mode == MODE_SSE)
+		sse_feed(u->sse, p, len);
+}
+
+/* A compressed body (the guest asked for gzip and the upstream obliged): inflate as it passes. */
+static void feed_inflate(struct usage_parser *u, const unsigned char *p, size_t len)
+{
+	unsigned char out[INFLATE_CHUNK];
+	int rc = Z_OK;
+
+	u->z->next_in = (unsigned char *)p;
+	u->z->avail_in = (uInt)len;
+	while (u->z->avail_in && rc == Z_OK) {
+		u->z->next_out = out;
+		u->z->avail_out = sizeof(out);
+		rc = inflate(u->z, Z_NO_FLUSH);
+		if (rc != Z_OK && rc != Z_STREAM_END) {
+			u->bad = true;
+			return;
+		}
+		feed_plain(u, (const char *)out, sizeof(out) - u->z->avail_out);
+	}
+	if (rc == Z_STREAM_END && u->z->avail_in)
+		u->bad = true; /* bytes after the compressed stream */
+}
+
+void usage_feed(struct usage_parser *u, const void *data, size_t len)
+{
+	const unsigned char *p = data;
+
+	if (!len || u->bad || u->mode == MODE_DEAD)
+		return;
+	if (!u->z && u->mode == MODE_SNIFF && !u->js && (p[0] == 0x1f || p[0] == 0x78)) {
+		u->z = calloc(1, sizeof(*u->z));
+		if (!u->z || inflateInit2(u->z, 15 + 32) != Z_OK) { /* 15+32: gzip or zlib, from the header */
+			free(u->z);
+			u->z = NULL;
+			u->bad = true;
+			return;
+		}
+	}
+	if (u->z)
+		feed_inflate(u, p, len);
+	else
+		feed_plain(u, data, len);
+}
+
+enum usage_result usage_finish(struct usage_parser *u, struct budget_tokens *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (u->z && !u->bad) {
+		u->z->next_in = NULL;
+		u->z->avail_in = 0;
+		if (inflate(u->z, Z_FINISH) != Z_STREAM_END)
+			u->bad = true; /* the compressed stream was cut */
+	}
+	if (u->mode == MODE_JSON && !u->bad) {
+		if (jscan_end(u->js))
+			on_event(u, "", false, true);
+		else
+			u->bad = true;
+	}
+	if (u->format == BUDGET_FORMAT_GEMINI && u->run.object && !u->error)
+		take_usage(u, gemini_tokens(&u->run, &u->tokens));
+	/* SSE: an event without its blank line was never dispatched, as the spec says */
+	if (u->bad)
+		return USAGE_BAD;
+	if (u->error)
+		return USAGE_ERROR;
+	if (!u->have_usage || !u->final)
+		return USAGE_NONE;
+	*out = u->tokens;
+	return USAGE_OK;
+}
+
+void usage_free(struct usage_parser *u)
+{
+	if (u->z) {
+		inflateEnd(u->z);
+		free(u->z);
+	}
+	free(u->js);
+	free(u->sse);
+	memset(u, 0, sizeof(*u));
+}

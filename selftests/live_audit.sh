@@ -1,0 +1,216 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only
+# live_audit.sh - the audit chain's head is anchored outside the database, in
+# the systemd journal, and `latch audit verify` holds the log against it:
+#   - a cut tail is named ("the log ends at entry 80, but the journal
+#     anchored entry 100 at ..."), even when the file anchor was cut too;
+#   - a suffix rewritten with fresh hashes, up to an anchored entry, is named;
+#   - a log deleted whole is named;
+#   - only anchors that journald stamped with root's _UID count: a user who
+#     is not root can't plant one (and root's own plant is believed, which is
+#     the control that the match matters);
+#   - controls: the untouched log verifies, and says which anchor it matched;
+#   - a prune keeps it verifying with the journal's anchors of pruned entries,
+#     and a forged cut or a rewrite after the prune is still named.
+# What it can't catch (INVARIANTS): a rewrite after the newest anchor, and
+# root deleting the journal's files.
+#
+# The journal is a journald of this test's own: the whole script runs in a
+# mount namespace of its own (unshare -m), with tmpfs over /run/systemd,
+# /run/log and /var/log/journal, and journald (volatile storage, no kernel
+# messages) started there.  Nothing reaches the host's journal, if it has
+# one; everything goes when the namespace does.
+# shellcheck source=selftests/lib.sh
+. "$(dirname "$0")/lib.sh"
+
+JOURNALD=${JOURNALD:-/lib/systemd/systemd-journald}
+DRV=${AUDIT_DRV:-$LTS_TOP/build/selftests/audit_drv}
+[ "$(id -u)" = 0 ] || lts_skip_all "needs root"
+[ -x "$JOURNALD" ] || lts_skip_all "needs systemd-journald ($JOURNALD)"
+for t in journalctl unshare sqlite3 setpriv logger jq "$LTS_PY"; do
+	command -v "$t" >/dev/null || lts_skip_all "needs $t"
+done
+[ -x "$DRV" ] || lts_skip_all "no $DRV; run make build/selftests/audit_drv"
+[ -x "$LATCH_BIN" ] || lts_skip_all "no $LATCH_BIN; run make"
+
+if [ -z "${LTS_AUDIT_MNTNS:-}" ]; then
+	exec unshare -m --propagation private env LTS_AUDIT_MNTNS=1 bash "$0" "$@"
+fi
+
+JPID=
+cleanup() {
+	trap - EXIT INT TERM HUP
+	[ -n "$JPID" ] && kill -TERM "$JPID" 2>/dev/null && wait "$JPID" 2>/dev/null
+	[ -n "$LTS_TMP" ] && rm -rf "$LTS_TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM HUP
+LTS_TMP=$(mktemp -d /tmp/latch-selftest.XXXXXX)
+ROOT=$LTS_TMP/root
+DB=$ROOT/var/lib/latch/audit.db
+MSGID=6c617463686175646974616e63686f72 # AUDIT_ANCHOR_MESSAGE_ID
+
+# ------------------------------------------------------------ a journald of our own
+for d in /run/systemd /run/log /var/log/journal; do
+	mkdir -p "$d" && mount -t tmpfs -o mode=0755 tmpfs "$d" || { fail setup "cannot mount a tmpfs on $d"; lts_done; }
+done
+mkdir -p /run/systemd/journal /run/systemd/journald.conf.d
+printf '[Journal]\nStorage=volatile\nReadKMsg=no\nForwardToSyslog=no\nForwardToWall=no\nAudit=no\n' \
+	>/run/systemd/journald.conf.d/latch-selftest.conf
+"$JOURNALD" >"$LTS_TMP/journald.out" 2>&1 &
+JPID=$!
+for _ in $(seq 50); do [ -S /run/systemd/journal/socket ] && break; sleep 0.1; done
+[ -S /run/systemd/journal/socket ] || { fail setup "journald did not start: $(cat "$LTS_TMP/journald.out")"; lts_done; }
+
+verify() { LATCH_ROOT=$ROOT "$LATCH_BIN" audit verify 2>&1; }
+# anchors_seen N: wait until journald has written an anchor of entry N for this log
+anchors_seen() {
+	for _ in $(seq 50); do
+		journalctl -q -o export MESSAGE_ID=$MSGID "LATCH_AUDIT_DB=$DB" _UID=0 2>/dev/null |
+			grep -qx "LATCH_AUDIT_ENTRY=$1" && return 0
+		sleep 0.1
+	done
+	return 1
+}
+# rehash FROM: rewrite entries FROM.. with decision 'deny' and recompute every hash after
+# them, as root who knows the scheme (docs/audit.md) could
+rehash() {
+	"$LTS_PY" - "$DB" "$1" <<'EOF'
+import hashlib, sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+rows = db.execute("SELECT id, time_ns, sandbox, kind, decision, reason, fields, prev_hash FROM entries "
+                  "WHERE id >= ? ORDER BY id", (int(sys.argv[2]),)).fetchall()
+prev = rows[0][7]
+for r in rows:
+    cols = [str(r[0]), str(r[1]), r[2], r[3], "deny", r[5], r[6], prev]
+    h = hashlib.sha256(b"latch-audit-v1;" + b"".join(b"%d:%s;" % (len(c.encode()), c.encode()) for c in cols)).hexdigest()
+    db.execute("UPDATE entries SET decision = 'deny', prev_hash = ?, hash = ? WHERE id = ?", (prev, h, r[0]))
+    prev = h
+db.commit()
+EOF
+}
+
+# ------------------------------------------------------------ anchors are written, and the log verifies
+check_eq "100 entries appended through the audit module" "$("$DRV" "$DB" 100)" "appended 1..100"
+check "journald holds an anchor of entry 100 (written at close), stamped _UID=0" anchors_seen 100
+check "... and of entry 65 (every 64 entries)" anchors_seen 65
+out=$(verify)
+check "control: the untouched log verifies ($out)" grep -q "chain whole, 100 entries" <<<"$out"
+check "... against an anchor of entry 100" grep -q "anchored: entry 100 at " <<<"$out"
+
+# ------------------------------------------------------------ a cut tail
+# Invariant: deleting the newest entries is named, even when the file anchor beside the log is deleted too.
+cp "$DB" "$LTS_TMP/db.saved"
+cp "$DB.anchor" "$LTS_TMP/anchor.saved"
+sqlite3 "$DB" "DELETE FROM entries WHERE id > 80"
+rm -f "$DB.anchor"
+out=$(verify)
+rc=$?
+check_eq "a cut tail fails verify" "$rc" 1
+check "and is named from the journal: $out" \
+	grep -q "broken at entry 81: the log ends at entry 80, but the journal anchored entry 100 at " <<<"$out"
+cp "$LTS_TMP/db.saved" "$DB"
+cp "$LTS_TMP/anchor.saved" "$DB.anchor"
+check "control: the log put back verifies" grep -q "chain whole, 100 entries" <<<"$(verify)"
+
+# ------------------------------------------------------------ a rewritten suffix
+# Invariant: a suffix rewritten with fresh hashes is named when an anchor is newer than its start.
+rehash 90
+rm -f "$DB.anchor"
+out=$(verify)
+check "a suffix rewritten with fresh hashes (90..100) is named: $out" \
+	grep -q "broken at entry 100: entry 100 is not the entry the journal anchored at " <<<"$out"
+check "control: the rewritten chain is whole by itself (its own hashes all match)" \
+	test "$(sqlite3 "$DB" "SELECT count(*) FROM entries WHERE decision = 'deny'")" = 11
+cp "$LTS_TMP/db.saved" "$DB"
+cp "$LTS_TMP/anchor.saved" "$DB.anchor"
+
+# ------------------------------------------------------------ forged anchors
+# Invariant: only anchors journald stamped with root's _UID count.
+forge() { printf 'MESSAGE_ID=%s\nMESSAGE=forged\nLATCH_AUDIT_DB=%s\nLATCH_AUDIT_ENTRY=%s\nLATCH_AUDIT_HASH=%s\n' \
+	"$MSGID" "$DB" "$1" "$(printf '0%.0s' $(seq 64))"; }
+forge 5000 | setpriv --reuid 65534 --regid 65534 --clear-groups logger --journald
+for _ in $(seq 30); do journalctl -q MESSAGE_ID=$MSGID LATCH_AUDIT_ENTRY=5000 2>/dev/null | grep -q forged && break; sleep 0.1; done
+check "the forged anchor is in the journal, from uid 65534" \
+	test "$(journalctl -q -o export MESSAGE_ID=$MSGID LATCH_AUDIT_ENTRY=5000 | grep -c '^_UID=65534$')" = 1
+check "an anchor planted by a user who is not root changes nothing" grep -q "chain whole, 100 entries" <<<"$(verify)"
+
+# ------------------------------------------------------------ a deleted log
+mv "$DB" "$LTS_TMP/db.moved"
+rm -f "$DB-wal" "$DB-shm"
+out=$(verify)
+check "a log deleted whole is named: $out" grep -q "the log is empty or gone, but the journal anchored entry 100" <<<"$out"
+mv "$LTS_TMP/db.moved" "$DB"
+
+# ------------------------------------------------------------ later anchors
+# 10 more entries: a new writer anchors its first append (101) and its close (110); a rewrite of
+# 101..110 is named at the first anchored entry it changed.
+check_eq "10 more entries" "$("$DRV" "$DB" 10)" "appended 101..110"
+check "journald holds an anchor of entry 110" anchors_seen 110
+cp "$DB" "$LTS_TMP/db110.saved"
+cp "$DB.anchor" "$LTS_TMP/anchor110.saved"
+rehash 101
+out=$(verify)
+check "a rewrite of 101..110 is named at 101: $out" grep -q "broken at entry 101: entry 101 is not the entry" <<<"$out"
+cp "$LTS_TMP/db110.saved" "$DB"
+cp "$LTS_TMP/anchor110.saved" "$DB.anchor"
+
+# ------------------------------------------------------------ a prune, with the journal's anchors below the cut
+# Invariant: a prune keeps verify green although the journal holds anchors of entries it removed
+# (65, 100, 101, 110); the anchor of the last entry removed still binds the cut's hash, and the
+# prune entry is anchored at once, so a forged cut or a rewrite after the prune is still named.
+t110=$(sqlite3 "$DB" "SELECT time_ns FROM entries WHERE id = 110")
+cut_s=$((t110 / 1000000000 + 1))
+while [ "$(date +%s)" -lt "$cut_s" ]; do sleep 0.2; done
+check_eq "5 entries after the second of entry 110" "$("$DRV" "$DB" 5)" "appended 111..115"
+out=$(LATCH_ROOT=$ROOT "$LATCH_BIN" --json audit prune --before "@$cut_s" 2>&1)
+check_eq "audit prune --before the second after entry 110 removes 1..110 ($out)" \
+	"$(jq -c '[.pruned, .first_id, .prune_id]' <<<"$out")" "[110,111,116]"
+check "the prune entry (116) is anchored in the journal at once" anchors_seen 116
+out=$(verify)
+check "control: the pruned log verifies against the journal's anchors, older ones included ($out)" \
+	grep -q "chain whole, 6 entries (from the cut of the last prune)" <<<"$out"
+check "... and names the prune entry's anchor" grep -q "anchored: entry 116 at .*journal" <<<"$out"
+cp "$DB" "$LTS_TMP/db.pruned"
+cp "$DB.anchor" "$LTS_TMP/anchor.pruned"
+# the attack: a cut whose hash was changed, in the cuts row and in the prune entry, with every hash
+# after it recomputed, so that the chain is whole by itself
+"$LTS_PY" - "$DB" <<'EOF'
+import hashlib, json, sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+forged = "f" * 64
+db.execute("UPDATE cuts SET anchor = ?", (forged,))
+prev = forged
+for r in db.execute("SELECT id, time_ns, sandbox, kind, decision, reason, fields FROM entries ORDER BY id").fetchall():
+    fields = r[6]
+    if r[3] == "audit" and r[4] == "prune":
+        f = json.loads(fields)
+        f["anchor"] = forged
+        fields = json.dumps(f, separators=(",", ":"), sort_keys=True)
+    cols = [str(r[0]), str(r[1]), r[2], r[3], r[4], r[5], fields, prev]
+    h = hashlib.sha256(b"latch-audit-v1;" + b"".join(b"%d:%s;" % (len(c.encode()), c.encode()) for c in cols)).hexdigest()
+    db.execute("UPDATE entries SET fields = ?, prev_hash = ?, hash = ? WHERE id = ?", (fields, prev, h, r[0]))
+    prev = h
+db.commit()
+EOF
+rm -f "$DB.anchor"
+out=$(verify)
+check "a forged cut is named at the journal's anchor of the last entry pruned: $out" \
+	grep -q "broken at entry 110: entry 110 is not the entry the journal anchored at " <<<"$out"
+cp "$LTS_TMP/db.pruned" "$DB"
+cp "$LTS_TMP/anchor.pruned" "$DB.anchor"
+rehash 113
+out=$(verify)
+check "a rewrite after the prune (113..116) is named at an anchor after the cut: $out" \
+	grep -q "broken at entry 115: entry 115 is not the entry the journal anchored at " <<<"$out"
+cp "$LTS_TMP/db.pruned" "$DB"
+cp "$LTS_TMP/anchor.pruned" "$DB.anchor"
+check "control: the pruned log put back verifies" grep -q "chain whole, 6 entries" <<<"$(verify)"
+
+# control for the match on _UID: root's own plant is believed (so the match above is what stopped the user's)
+forge 6000 | logger --journald
+anchors_seen 6000 || fail "root's plant" "not seen"
+check "control: a plant by root is believed, and names a cut (the match on _UID is what matters)" \
+	grep -q "the journal anchored entry 6000" <<<"$(verify)"
+
+lts_done

@@ -1,0 +1,408 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * test_budget_bypass.c - no way around the meter.
+ *
+ * Invariant: whatever the guest (or the model it steers) does, a request is
+ * charged no less than its usage, and the full reservation whenever the
+ * usage can't be known: a stream cut by either side, an upstream error after
+ * bytes were sent, a response without usage, a usage budget/ can't read, an
+ * endpoint it doesn't know, a spelling of the path or method it doesn't
+ * recognise.  A model missing from the table is priced at its provider's
+ * highest prices and named in a warning once.  Each attack has its control
+ * beside it: the same exchange done honestly settles from its usage.
+ */
+#include "budget_test.h"
+#include "budget/internal.h"
+
+TestSuite(budget_bypass, .init = bt_setup, .fini = bt_teardown);
+
+static const char anthropic_body[] =
+	"{\"model\":\"claude-opus-4-1-20250805\",\"max_tokens\":32000,\"stream\":true,\"messages\":[{\"role\":\"user\","
+	"\"content\":\"Hello\"}]}";
+
+static struct budget *open_default(void)
+{
+	struct budget_opts o;
+
+	bt_opts(&o);
+	return bt_open(&o);
+}
+
+/* Cut mid-stream by the guest, by the upstream, or by an error after bytes: the full reservation. */
+Test(budget_bypass, a_cut_stream_is_charged_the_reservation)
+{
+	static const struct {
+		enum budget_end end;
+		const char *how;
+	} cuts[] = {
+		{ BUDGET_END_GUEST_CUT, "cut_guest" },
+		{ BUDGET_END_UPSTREAM_CUT, "cut_upstream" },
+		{ BUDGET_END_ERROR, "error" },
+	};
+	struct budget *b = open_default();
+	size_t len;
+	char *sse = bt_fixture("anthropic.sse", &len);
+	struct bt_result r;
+
+	/* control: the whole stream settles from its usage (132357 micro-dollars, below the reservation) */
+	r = bt_exchange(b, "a1", BUDGET_ANTHROPIC, "POST", "/v1/messages", anthropic_body, 200, sse, len, 64, 0,
+			BUDGET_END_COMPLETE);
+	cr_assert_str_eq(r.how, "usage");
+	cr_assert_eq(r.charged, 132357);
+	cr_assert_gt(r.reserved, r.charged);
+	for (size_t i = 0; i < sizeof(cuts) / sizeof(cuts[0]); i++) {
+		/* the cut comes after message_start and some deltas: usage was on the wire, but not the final one */
+		r = bt_exchange(b, "a1", BUDGET_ANTHROPIC, "POST", "/v1/messages", anthropic_body, 200, sse, len, 64,
+				len / 2, cuts[i].end);
+		cr_expect_str_eq(r.how, cuts[i].how);
+		cr_expect_eq(r.charged, r.reserved, "%s: charged %lld of %lld", cuts[i].how, (long long)r.charged,
+			     (long long)r.reserved);
+		cr_expect_str_eq(r.settle_note.decision, "", "charged as reserved: nothing differs, nothing to log");
+		/* the whole stream, but an ending other than complete: still the reservation */
+		r = bt_exchange(b, "a1", BUDGET_ANTHROPIC, "POST", "/v1/messages", anthropic_body, 200, sse, len, 64, 0,
+				cuts[i].end);
+		cr_expect_eq(r.charged, r.reserved, "%s after the last byte", cuts[i].how);
+	}
+	free(sse);
+	budget_close(b);
+}
+
+/* A stream without its usage chunk (no stream_options.include_usage), or whose only "usage" is model text. */
+Test(budget_bypass, a_response_without_usage_is_charged_the_reservation)
+{
+	static const char body[] = "{\"model\":\"gpt-4o-mini\",\"stream\":true,\"messages\":[{\"role\":\"user\","
+				   "\"content\":\"Hello\"}],\"max_tokens\":2048}";
+	static const char no_usage[] =
+		"data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"model\":\"gpt-4o-mini\",\"choices\":[{\"index\""
+		":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"finish_reason\":null}]}\n\n"
+		"data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"model\":\"gpt-4o-mini\",\"choices\":[{\"index\""
+		":0,\"delta\":{\"content\":\"{\\\"usage\\\":{\\\"prompt_tokens\\\":1,\\\"completion_tokens\\\":1}}\\n\\n"
+		"data: {\\\"choices\\\":[],\\\"usage\\\":{\\\"prompt_tokens\\\":1,\\\"completion_tokens\\\":1}}\"},"
+		"\"finish_reason\":null}]}\n\n"
+		"data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"model\":\"gpt-4o-mini\",\"choices\":[{\"index\""
+		":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n"
+		"data: [DONE]\n\n";
+	struct budget *b = open_default();
+	size_t len;
+	char *ctl = bt_fixture("openai_chat.sse", &len);
+	struct bt_result r;
+
+	r = bt_exchange(b, "a1", BUDGET_OPENAI, "POST", "/v1/chat/completions", body, 200, no_usage, strlen(no_usage),
+			7, 0, BUDGET_END_COMPLETE);
+	cr_expect_str_eq(r.how, "no_usage");
+	cr_expect_eq(r.charged, r.reserved);
+	/* control: the same request with the usage chunk settles from it */
+	r = bt_exchange(b, "a1", BUDGET_OPENAI, "POST", "/v1/chat/completions", body, 200, ctl, len, 7, 0,
+			BUDGET_END_COMPLETE);
+	cr_expect_str_eq(r.how, "usage");
+	cr_expect_eq(r.charged, 4679);
+	/* an empty 200 and an HTML page are no usage either */
+	r = bt_exchange(b, "a1", BUDGET_OPENAI, "POST", "/v1/chat/completions", body, 200, "", 0, 0, 0,
+			BUDGET_END_COMPLETE);
+	cr_expect_eq(r.charged, r.reserved);
+	r = bt_exchange(b, "a1", BUDGET_OPENAI, "POST", "/v1/chat/completions", body, 200, "<html>ok</html>", 15, 0, 0,
+			BUDGET_END_COMPLETE);
+	cr_expect_eq(r.charged, r.reserved);
+	free(ctl);
+	budget_close(b);
+}
+
+/* Usage that is there but can't be read as usage: the reservation, never a guess. */
+Test(budget_bypass, malformed_usage_is_charged_the_reservation)
+{
+	static const char *const bad[] = {
+		"\"usage\":{\"input_tokens\":\"2095\",\"output_tokens\":503}", /* a string */
+		"\"usage\":{\"input_tokens\":-5,\"output_tokens\":503}", /* negative */
+		"\"usage\":{\"input_tokens\":2095.0,\"output_tokens\":503}", /* a float */
+		"\"usage\":{\"output_tokens\":503}", /* input missing */
+		"\"usage\":{\"input_tokens\":2095,\"input_tokens\":1,\"output_tokens\":503}", /* a key twice */
+		"\"usage\":{\"input_tokens\":2095,\"output_tokens\":503},\"usage\":{\"input_tokens\":1,"
+		"\"output_tokens\":1}", /* usage twice */
+		"\"usage\":{\"input_tokens\":99999999999,\"output_tokens\":503}", /* beyond any request */
+		"\"usage\":{\"input_tokens\":2095,\"output_tokens\":503,\"cache_creation_input_tokens\":1,"
+		"\"cache_creation\":{\"ephemeral_1h_input_tokens\":5}}", /* more 1h writes than writes */
+		"\"usage\":[2095,503]",
+		"\"usage\":{\"input_tokens\":2095,\"output_tokens\":503", /* the body is cut */
+	};
+	struct budget *b = open_default();
+	char resp[512];
+	struct bt_result r;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(resp, sizeof(resp),
+			 "{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"content\":"
+			 "[{\"type\":\"text\",\"text\":\"hi\"}],%s}",
+			 bad[i]);
+		r = bt_exchange(b, "a1", BUDGET_ANTHROPIC, "POST", "/v1/messages", anthropic_body, 200, resp,
+				strlen(resp), 5, 0, BUDGET_END_COMPLETE);
+		cr_expect_str_eq(r.how, "unreadable", "%s: %s", bad[i], r.how);
+		cr_expect_eq(r.charged, r.reserved, "%s", bad[i]);
+	}
+	/* control: the same body with its usage well formed */
+	snprintf(resp, sizeof(resp),
+		 "{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[{\"type\""
+		 ":\"text\",\"text\":\"hi\"}],\"usage\":{\"input_tokens\":2095,\"output_tokens\":503}}");
+	r = bt_exchange(b, "a1", BUDGET_ANTHROPIC, "POST", "/v1/messages", anthropic_body, 200, resp, strlen(resp), 5,
+			0, BUDGET_END_COMPLETE);
+	cr_expect_str_eq(r.how, "usage");
+	cr_expect_eq(r.charged, 2095 * 15 + 503 * 75); /* claude-opus-4-1, whole dollars per M: exact */
+	budget_close(b);
+}
+
+/* The provider says "error" in a 200 stream, or answers 5xx: the reservation; a 4xx is billed nothing. */
+Test(budget_bypass, upstream_errors)
+{
+	static const char err_stream[] =
+		"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"type\":\"message\","
+		"\"role\":\"assistant\",\"content\":[],\"model\":\"claude-opus-4-1\",\"usage\":{\"input_tokens\":10,"
+		"\"output_tokens\":1}}}\n\n"
+		"event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":"
+		"\"Overloaded\"}}\n\n";
+	static const char err_json[] =
+		"{\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}";
+	struct budget *b = open_default();
+	struct bt_result r;
+
+	r = bt_exchange(b, "a1", BUDGET_ANTHROPIC, "POST", "/v1/messages", anthropic_body, 200, err_stream,
+			strlen(err_stream), 0, 0, BUDGET_END_COMPLETE);
+	cr_expect_str_eq(r.how, "stream_error");
+	cr_expect_eq(r.charged, r.reserved);
+	r = bt_exchange(b, "a1", BUDGET_ANTHROPIC, "POST", "/v1/messages", anthropic_body, 529, err_json,
+			strlen(err_json), 0, 0, BUDGET_END_COMPLETE);
+	cr_expect_str_eq(r.how, "upstream_status");
+	cr_expect_eq(r.charged, r.reserved);
+	r = bt_exchange(b, "a1", BUDGET_ANTHROPIC, "POST", "/v1/messages", anthropic_body, 500, "", 0, 0, 0,
+			BUDGET_END_COMPLETE);
+	cr_expect_eq(r.charged, r.reserved);
+	/* a 4xx: the provider refused it and bills nothing (and a 4xx body can't claim otherwise) */
+	r = bt_exchange(b, "a1", BUDGET_ANTHROPIC, "POST", "/v1/messages", anthropic_body, 429, err_json,
+			strlen(err_json), 0, 0, BUDGET_END_COMPLETE);
+	cr_expect_str_eq(r.how, "upstream_refused");
+	cr_expect_eq(r.charged, 0);
+	/* but a 4xx cut short is still a cut */
+	r = bt_exchange(b, "a1", BUDGET_ANTHROPIC, "POST", "/v1/messages", anthropic_body, 400, err_json, 10, 0, 0,
+			BUDGET_END_UPSTREAM_CUT);
+	cr_expect_eq(r.charged, r.reserved);
+	budget_close(b);
+}
+
+/* A model the table lacks: the provider's highest prices, and one warning naming it, once. */
+Test(budget_bypass, a_model_missing_from_the_table_is_charged_the_top_row)
+{
+	static const char body[] =
+		"{\"model\":\"claude-mystery-9\",\"max_tokens\":8192,\"messages\":[{\"role\":\"user\","
+		"\"content\":\"Hi\"}]}";
+	struct budget *b = open_default();
+	size_t len;
+	char *resp = bt_fixture("anthropic.json", &len);
+	struct bt_result r;
+
+	r = bt_exchange(b, "a1", BUDGET_ANTHROPIC, "POST", "/v1/messages", body, 200, resp, len, 0, 0,
+			BUDGET_END_COMPLETE);
+	cr_assert_eq(r.rc, 0, "%s", r.line);
+	cr_expect(strstr(r.reserve_note.warning, "'claude-mystery-9' of anthropic is not in the price table"), "%s",
+		  r.reserve_note.warning);
+	/* at the highest of each price: 2095 x 15 + 14336 x 1.50 + 2051 x 18.75 + 503 x 75 = 129110.25 -> 129111 */
+	cr_expect_eq(r.charged, 129111, "charged %lld", (long long)r.charged);
+	/* control: the same usage on a model the table has (claude-sonnet-4-5) costs 25823 */
+	cr_expect_gt(r.charged, 25823);
+	/* named once */
+	r = bt_exchange(b, "a2", BUDGET_ANTHROPIC, "POST", "/v1/messages", body, 200, resp, len, 0, 0,
+			BUDGET_END_COMPLETE);
+	cr_expect_str_empty(r.reserve_note.warning);
+	cr_expect_eq(r.charged, 129111);
+	/* a dated snapshot of a known model is that model, not a stranger */
+	r = bt_exchange(b, "a1", BUDGET_ANTHROPIC, "POST", "/v1/messages",
+			"{\"model\":\"claude-sonnet-4-5-20250929\",\"max_tokens\":8192,\"messages\":[]}", 200, resp,
+			len, 0, 0, BUDGET_END_COMPLETE);
+	cr_expect_str_empty(r.reserve_note.warning);
+	cr_expect_eq(r.charged, 25823);
+	free(resp);
+	budget_close(b);
+}
+
+struct trick {
+	enum budget_provider p;
+	const char *method, *path;
+	enum budget_format want;
+	const char *model; /* Gemini: from the path */
+};
+
+/* The query and spelling of a path never move the attribution; anything not exact is UNKNOWN. */
+static const struct trick tricks[] = {
+	{ BUDGET_OPENAI, "POST", "/v1/chat/completions", BUDGET_FORMAT_OPENAI_CHAT, "" },
+	{ BUDGET_OPENAI, "POST", "/v1/chat/completions?model=gpt-4o-mini", BUDGET_FORMAT_OPENAI_CHAT, "" },
+	{ BUDGET_OPENAI, "POST", "/v1/chat/completions#x", BUDGET_FORMAT_OPENAI_CHAT, "" },
+	{ BUDGET_OPENAI, "post", "/v1/chat/completions", BUDGET_FORMAT_UNKNOWN, "" },
+	{ BUDGET_OPENAI, "POST", "/V1/chat/completions", BUDGET_FORMAT_UNKNOWN, "" },
+	{ BUDGET_OPENAI, "POST", "/v1/Chat/Completions", BUDGET_FORMAT_UNKNOWN, "" },
+	{ BUDGET_OPENAI, "POST", "//v1/chat/completions", BUDGET_FORMAT_UNKNOWN, "" },
+	{ BUDGET_OPENAI, "POST", "/v1/chat/completions/", BUDGET_FORMAT_UNKNOWN, "" },
+	{ BUDGET_OPENAI, "POST", "/v1/chat/completions;v=1", BUDGET_FORMAT_UNKNOWN, "" },
+	{ BUDGET_OPENAI, "POST", "/v1/chat/%63ompletions", BUDGET_FORMAT_UNKNOWN, "" },
+	{ BUDGET_OPENAI, "POST", "/v1/./chat/completions", BUDGET_FORMAT_UNKNOWN, "" },
+	{ BUDGET_OPENAI, "POST", "/v1/x/../chat/completions", BUDGET_FORMAT_UNKNOWN, "" },
+	{ BUDGET_OPENAI, "POST", "/v1\\chat/completions", BUDGET_FORMAT_UNKNOWN, "" },
+	{ BUDGET_OPENAI, "POST", "v1/chat/completions", BUDGET_FORMAT_UNKNOWN, "" },
+	{ BUDGET_OPENAI, "POST", "/v1/responses", BUDGET_FORMAT_OPENAI_RESPONSES, "" },
+	{ BUDGET_OPENAI, "POST", "/v1/embeddings", BUDGET_FORMAT_OPENAI_EMBEDDINGS, "" },
+	{ BUDGET_OPENAI, "GET", "/v1/models", BUDGET_FORMAT_FREE, "" },
+	{ BUDGET_OPENAI, "GET", "/v1/models/gpt-5?x=1", BUDGET_FORMAT_FREE, "" },
+	{ BUDGET_OPENAI, "get", "/v1/models", BUDGET_FORMAT_UNKNOWN, "" },
+	{ BUDGET_OPENAI, "POST", "/v1/models", BUDGET_FORMAT_UNKNOWN, "" },
+	{ BUDGET_OPENAI, "GET", "/v1/models/a/b", BUDGET_FORMAT_UNKNOWN, "" },
+	{ BUDGET_OPENAI, "GET", "/v1/modelsx", BUDGET_FORMAT_UNKNOWN, "" },
+	{ BUDGET_OPENAI, "POST", "/v1/messages", BUDGET_FORMAT_UNKNOWN, "" }, /* another provider's path */
+	{ BUDGET_ANTHROPIC, "POST", "/v1/messages", BUDGET_FORMAT_ANTHROPIC, "" },
+	{ BUDGET_ANTHROPIC, "POST", "/v1/messages?beta=true", BUDGET_FORMAT_ANTHROPIC, "" },
+	{ BUDGET_ANTHROPIC, "POST", "/v1/messages?x=/count_tokens", BUDGET_FORMAT_ANTHROPIC, "" },
+	{ BUDGET_ANTHROPIC, "POST", "/v1/messages/count_tokens", BUDGET_FORMAT_FREE, "" },
+	{ BUDGET_ANTHROPIC, "POST", "/v1/messages/count_tokens/", BUDGET_FORMAT_UNKNOWN, "" },
+	{ BUDGET_ANTHROPIC, "POST", "/v1/messages/Count_Tokens", BUDGET_FORMAT_UNKNOWN, "" },
+	{ BUDGET_ANTHROPIC, "POST", "/v1/messages/batches", BUDGET_FORMAT_UNKNOWN, "" },
+	{ BUDGET_ANTHROPIC, "POST", "/v1/chat/completions", BUDGET_FORMAT_UNKNOWN, "" },
+	{ BUDGET_GEMINI, "POST", "/v1beta/models/gemini-2.5-flash:generateContent", BUDGET_FORMAT_GEMINI,
+	  "gemini-2.5-flash" },
+	{ BUDGET_GEMINI, "POST", "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse&model=gemini-2.0-flash",
+	  BUDGET_FORMAT_GEMINI, "gemini-2.5-flash" },
+	{ BUDGET_GEMINI, "POST", "/v1/models/gemini-2.5-pro:generateContent", BUDGET_FORMAT_GEMINI, "gemini-2.5-pro" },
+	{ BUDGET_GEMINI, "POST", "/v1beta/models/GEMINI-2.5-FLASH-LITE:generateContent", BUDGET_FORMAT_GEMINI,
+	  "GEMINI-2.5-FLASH-LITE" }, /* a spelling the table lacks: priced as the worst */
+	{ BUDGET_GEMINI, "POST", "/v1beta/models/gemini-2.5-flash:countTokens", BUDGET_FORMAT_FREE, "" },
+	{ BUDGET_GEMINI, "POST", "/v1beta/models/gemini-2.5-flash:generatecontent", BUDGET_FORMAT_UNKNOWN, "" },
+	{ BUDGET_GEMINI, "POST", "/v1beta/models/gemini-2.5-flash%3AgenerateContent", BUDGET_FORMAT_UNKNOWN, "" },
+	{ BUDGET_GEMINI, "POST", "/v1beta/models/a/../gemini-2.5-flash:generateContent", BUDGET_FORMAT_UNKNOWN, "" },
+	{ BUDGET_GEMINI, "POST", "/v1beta/models/gemini-2.5-flash:generateContent:x", BUDGET_FORMAT_UNKNOWN, "" },
+	{ BUDGET_GEMINI, "GET", "/v1beta/models/gemini-2.5-flash:generateContent", BUDGET_FORMAT_UNKNOWN, "" },
+	{ BUDGET_GEMINI, "GET", "/v1beta/models", BUDGET_FORMAT_FREE, "" },
+	{ BUDGET_GEMINI, "POST", "/v1beta/openai/chat/completions", BUDGET_FORMAT_OPENAI_CHAT, "" },
+	{ BUDGET_GEMINI, "POST", "/v1beta/openai//chat/completions", BUDGET_FORMAT_UNKNOWN, "" },
+	{ BUDGET_OTHER, "POST", "/v1/chat/completions", BUDGET_FORMAT_OPENAI_CHAT, "" },
+};
+
+Test(budget_bypass, classify_refuses_every_spelling_trick)
+{
+	for (size_t i = 0; i < sizeof(tricks) / sizeof(tricks[0]); i++) {
+		struct budget_class c;
+
+		budget_classify(tricks[i].p, tricks[i].method, tricks[i].path, &c);
+		cr_expect_eq(c.format, tricks[i].want, "%s %s %s: %s, want %s", budget_provider_name(tricks[i].p),
+			     tricks[i].method, tricks[i].path, budget_format_name(c.format),
+			     budget_format_name(tricks[i].want));
+		cr_expect_str_eq(c.model, tricks[i].model, "%s: model %s", tricks[i].path, c.model);
+	}
+}
+
+/* End to end: a trick spelling reserves the provider's worst case and is charged all of it. */
+Test(budget_bypass, a_trick_path_costs_more_never_less)
+{
+	static const char body[] = "{\"model\":\"claude-haiku-4-5\",\"max_tokens\":1024,\"messages\":[]}";
+	static const char resp[] = "{\"type\":\"message\",\"usage\":{\"input_tokens\":100,\"output_tokens\":100}}";
+	static const char *const paths[] = { "/V1/messages", "/v1//messages", "/v1/messages/", "/v1/messages;x" };
+	struct budget *b = open_default();
+	struct bt_result ctl, r;
+
+	ctl = bt_exchange(b, "a1", BUDGET_ANTHROPIC, "POST", "/v1/messages?x=1", body, 200, resp, strlen(resp), 0, 0,
+			  BUDGET_END_COMPLETE);
+	cr_assert_str_eq(ctl.how, "usage");
+	cr_assert_eq(ctl.charged, 100 * 1 + 100 * 5); /* claude-haiku-4-5: $1 / $5 per M */
+	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+		r = bt_exchange(b, "a1", BUDGET_ANTHROPIC, "POST", paths[i], body, 200, resp, strlen(resp), 0, 0,
+				BUDGET_END_COMPLETE);
+		cr_expect_str_eq(r.how, "unmetered", "%s", paths[i]);
+		cr_expect_eq(r.charged, r.reserved, "%s", paths[i]);
+		cr_expect_gt(r.reserved, ctl.reserved, "%s: reserved %lld, the honest path %lld", paths[i],
+			     (long long)r.reserved, (long long)ctl.reserved);
+	}
+	r = bt_exchange(b, "a1", BUDGET_ANTHROPIC, "post", "/v1/messages", body, 200, resp, strlen(resp), 0, 0,
+			BUDGET_END_COMPLETE);
+	cr_expect_eq(r.charged, r.reserved);
+	cr_expect_gt(r.charged, ctl.charged);
+	budget_close(b);
+}
+
+static int64_t reserve_of(struct budget *b, enum budget_provider p, const char *path, const char *body)
+{
+	struct bt_result r = bt_exchange(b, "a1", p, "POST", path, body, 200, "", 0, 0, 0, BUDGET_END_GUEST_CUT);
+
+	cr_assert_eq(r.rc, 0, "%s", r.line);
+	return r.reserved;
+}
+
+/* Two readings of a body are priced as the dearest; the largest max-tokens field is the one reserved. */
+Test(budget_bypass, request_body_tricks_reserve_the_worst)
+{
+	struct budget *b = open_default();
+	int64_t honest, worst;
+
+	honest = reserve_of(b, BUDGET_OPENAI, "/v1/chat/completions",
+			    "{\"model\":\"gpt-4o-mini\",\"max_tokens\":100,\"messages\":[]}");
+	worst = reserve_of(b, BUDGET_OPENAI, "/v1/chat/completions",
+			   "{\"model\":\"no-such-model\",\"max_tokens\":100,\"messages\":[]}");
+	cr_assert_gt(worst, honest);
+	/* "model" twice: which does the upstream read?  Neither is believed. */
+	cr_expect_geq(reserve_of(b, BUDGET_OPENAI, "/v1/chat/completions",
+				 "{\"model\":\"gpt-4o-mini\",\"max_tokens\":100,\"model\":\"o1-pro\",\"messages\":[]}"),
+		      worst);
+	/* max_tokens small, max_completion_tokens large: the large one is reserved */
+	cr_expect_gt(reserve_of(b, BUDGET_OPENAI, "/v1/chat/completions",
+				"{\"model\":\"gpt-4o-mini\",\"max_tokens\":100,\"max_completion_tokens\":16000,"
+				"\"messages\":[]}"),
+		     honest);
+	/* n choices are n outputs */
+	cr_expect_gt(reserve_of(b, BUDGET_OPENAI, "/v1/chat/completions",
+				"{\"model\":\"gpt-4o-mini\",\"max_tokens\":100,\"n\":8,\"messages\":[]}"),
+		     honest);
+	/* a max_tokens that is not a positive integer is no limit: the model's maximum */
+	cr_expect_gt(reserve_of(b, BUDGET_OPENAI, "/v1/chat/completions",
+				"{\"model\":\"gpt-4o-mini\",\"max_tokens\":\"100\",\"messages\":[]}"),
+		     honest);
+	/* Gemini: both spellings of maxOutputTokens, the larger counts */
+	cr_expect_gt(reserve_of(b, BUDGET_GEMINI, "/v1beta/models/gemini-2.5-flash:generateContent",
+				"{\"contents\":[],\"generationConfig\":{\"maxOutputTokens\":10,"
+				"\"max_output_tokens\":60000}}"),
+		     reserve_of(b, BUDGET_GEMINI, "/v1beta/models/gemini-2.5-flash:generateContent",
+				"{\"contents\":[],\"generationConfig\":{\"maxOutputTokens\":10}}"));
+	/* a body that is not one JSON object */
+	cr_expect_geq(reserve_of(b, BUDGET_OPENAI, "/v1/chat/completions",
+				 "{\"model\":\"gpt-4o-mini\",\"max_tokens\":100"),
+		      worst);
+	budget_close(b);
+}
+
+/* Input the provider holds (previous_response_id, a cached context, file ids) reserves the whole context. */
+Test(budget_bypass, server_side_input_reserves_the_context)
+{
+	struct budget *b = open_default();
+	static const char plain_body[] = "{\"model\":\"gpt-5\",\"input\":\"go on\",\"max_output_tokens\":100}";
+	int64_t plain = reserve_of(b, BUDGET_OPENAI, "/v1/responses", plain_body);
+	int64_t in = (int64_t)(sizeof(plain_body) - 1 + 1) / 2; /* a token per 2 bytes, rounded up */
+	int64_t chained = reserve_of(b, BUDGET_OPENAI, "/v1/responses",
+				     "{\"model\":\"gpt-5\",\"input\":\"go on\",\"max_output_tokens\":100,"
+				     "\"previous_response_id\":\"resp_123\"}");
+	int64_t file =
+		reserve_of(b, BUDGET_OPENAI, "/v1/responses",
+			   "{\"model\":\"gpt-5\",\"input\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_file\","
+			   "\"file_id\":\"file-1\"}]}],\"max_output_tokens\":100}");
+
+	/* gpt-5: 400000 tokens of context at $1.25 per M (500000), plus 100 of output at $10 (1000) */
+	cr_expect_eq(chained, 501000, "%lld", (long long)chained);
+	cr_expect_eq(file, chained);
+	/* control: the body's own size, in x 1.25 + 1000, rounded up once */
+	cr_expect_eq(plain, (in * 1250000 + 1000000000LL + 999999) / 1000000, "%lld", (long long)plain);
+	budget_close(b);
+}
+
+/* Free endpoints are counted as requests and cost nothing, whatever they answer. */
+Test(budget_bypass, free_endpoints_count_but_cost_nothing)
+{
+	struct budget *b = open_default();
+	struct bt_result r = bt_exchange(b, "a1", BUDGET_ANTHROPIC, "GET", "/v1/models", NULL, 200, "{}", 2, 0, 0,
+					 BUDGET_END_GUEST_CUT);
+
+	cr_expect_eq(r.reserved, 0);
+	cr_expect_eq(r.charged, 0);
+	cr_expect_str_eq(r.how, "free");
+	cr_expect_eq(bt_sql("SELECT count(*) FROM ledger WHERE kind = 'reserve'"), 1);
+	budget_close(b);
+}

@@ -1,0 +1,276 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * test_budget_money.c - money is integers: micro-dollars, rounded up once;
+ * the price table is one line format with `file:line:` errors; latch.conf's
+ * budget_* keys.
+ *
+ * Invariants: no amount is ever a float (prices and caps are parsed as
+ * decimal text straight into integers, and a seventh decimal is refused
+ * rather than rounded); a charge is exact in pico-dollars and rounded up to
+ * the micro-dollar once, so it is never below the true price; a bad price
+ * file changes nothing and names its file, line and field.
+ */
+#include <sys/stat.h>
+
+#include "budget_test.h"
+#include "budget/internal.h"
+#include "config/config.h"
+
+TestSuite(budget_money, .init = bt_setup, .fini = bt_teardown);
+
+Test(budget_money, decimal_text_to_micros)
+{
+	static const struct {
+		const char *s;
+		int ret;
+		int64_t v;
+	} cases[] = {
+		{ "5", 0, 5000000 },	 { "5.00", 0, 5000000 },
+		{ "$5.25", 0, 5250000 }, { "0.075", 0, 75000 },
+		{ "0.000001", 0, 1 },	 { "12.345678", 0, 12345678 },
+		{ "0", 0, 0 },		 { "1.1234567", -EINVAL, 0 }, /* a 7th decimal is refused, never rounded */
+		{ "-1", -EINVAL, 0 },	 { "1e3", -EINVAL, 0 },
+		{ "", -EINVAL, 0 },	 { "5.", -EINVAL, 0 },
+		{ ".5", -EINVAL, 0 },	 { "1.2.3", -EINVAL, 0 },
+		{ " 5", -EINVAL, 0 },	 { "5 ", -EINVAL, 0 },
+		{ "0x10", -EINVAL, 0 },	 { "99999999999999999999", -ERANGE, 0 },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int64_t v = -1;
+		int ret = latch_parse_micros(cases[i].s, INT64_MAX, &v);
+
+		cr_expect_eq(ret, cases[i].ret, "'%s': %d", cases[i].s, ret);
+		if (!ret)
+			cr_expect_eq(v, cases[i].v, "'%s': %lld", cases[i].s, (long long)v);
+	}
+	cr_expect_eq(latch_parse_micros("2", 1000000, &(int64_t){ 0 }), -ERANGE); /* past max */
+}
+
+Test(budget_money, a_charge_is_rounded_up_once)
+{
+	struct budget_price p = { .input = 1, .output = 3000000, .cached_input = 500000, .cache_write = 500000 };
+	struct budget_tokens t;
+
+	/* one token at $0.000001 per million: a millionth of a micro-dollar, charged as one */
+	t = (struct budget_tokens){ .input = 1 };
+	cr_expect_eq(budget_cost(&p, &t), 1);
+	t = (struct budget_tokens){ 0 };
+	cr_expect_eq(budget_cost(&p, &t), 0);
+	/* a million tokens at $3: exactly $3 */
+	t = (struct budget_tokens){ .output = 1000000 };
+	cr_expect_eq(budget_cost(&p, &t), 3000000);
+	/* two halves of a micro-dollar make one, not two: summed exactly, rounded once */
+	t = (struct budget_tokens){ .cached = 1, .cache_write = 1 };
+	cr_expect_eq(budget_cost(&p, &t), 1);
+	/* 1-hour cache writes at twice the input price */
+	p.input = 3000000;
+	t = (struct budget_tokens){ .cache_write_1h = 1000000 };
+	cr_expect_eq(budget_cost(&p, &t), 6000000);
+	/* no wrap-around: at most BUDGET_COST_MAX (about $9.2 million), however many tokens */
+	t = (struct budget_tokens){ .output = INT64_MAX / 2 };
+	cr_expect_eq(budget_cost(&p, &t), BUDGET_COST_MAX);
+	t = (struct budget_tokens){ .output = 400000000000LL }; /* 4e11 tokens at $3/M: $1.2M, exact */
+	cr_expect_eq(budget_cost(&p, &t), 1200000LL * BUDGET_MICROS);
+}
+
+Test(budget_money, dollars_and_times_are_printed_without_rounding_down)
+{
+	static const struct {
+		int64_t micros;
+		const char *s;
+	} cases[] = { { 5000000, "$5.00" }, { 4930000, "$4.93" },	{ 3100, "$0.0031" }, { 1, "$0.000001" },
+		      { 0, "$0.00" },	    { 12345678, "$12.345678" }, { 1200, "$0.0012" } };
+	char buf[32];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		budget_format_dollars(cases[i].micros, buf, sizeof(buf));
+		cr_expect_str_eq(buf, cases[i].s);
+	}
+	budget_format_time(T0, buf, sizeof(buf));
+	cr_expect_str_eq(buf, "2025-12-01T00:00:00Z");
+	budget_format_time(T0 + 1, buf, sizeof(buf)); /* "frees at" is never early */
+	cr_expect_str_eq(buf, "2025-12-01T00:00:01Z");
+}
+
+Test(budget_money, price_lines)
+{
+	static const struct {
+		const char *line, *err; /* err: a piece of the message, NULL for a good line */
+	} cases[] = {
+		{ "anthropic claude-x 3.00 15.00 0.30 3.75 64000 200000", NULL },
+		{ "gemini gemini-x>200000 2.50 15 0.625 - 65536 1048576  # long prompts", NULL },
+		{ "openai gpt-x 1.25 10 - - 128000 400000", NULL },
+		{ "openai gpt-x 1.25 10 - - 128000", "7 fields, want 8" },
+		{ "openai gpt-x 1.25 10 - - 128000 400000 9", "9 fields, want 8" },
+		{ "mistral m 1 1 - - 1 1", "PROVIDER 'mistral'" },
+		{ "openai gpt x 1 1 - - 1 1", "9 fields" },
+		{ "openai gpt$x 1 1 - - 1 1", "MODEL 'gpt$x'" },
+		{ "openai gpt-x 1.1234567 1 - - 1 1", "INPUT '1.1234567'" },
+		{ "openai gpt-x 1 -2 - - 1 1", "OUTPUT '-2'" },
+		{ "openai gpt-x 1 2 x - 1 1", "CACHED_INPUT 'x'" },
+		{ "openai gpt-x 1 2 - 1e3 1 1", "CACHE_WRITE '1e3'" },
+		{ "openai gpt-x 1 2 - - lots 1", "MAX_OUTPUT 'lots'" },
+		{ "openai gpt-x 1 2 - - 1 0", "CONTEXT '0'" },
+		{ "openai gpt-x>0 1 2 - - 1 1", "long-context row" },
+		{ "openai gpt-x 1\x01 2 - - 1 1", "control character" },
+	};
+	struct budget_price row;
+	char err[256];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int rc;
+
+		err[0] = '\0';
+		rc = budget_price_parse_line(cases[i].line, &row, err, sizeof(err));
+		if (!cases[i].err) {
+			cr_expect_eq(rc, 0, "'%s': %s", cases[i].line, err);
+		} else {
+			cr_expect_eq(rc, -EINVAL, "'%s' was accepted", cases[i].line);
+			cr_expect(strstr(err, cases[i].err), "'%s': '%s' lacks '%s'", cases[i].line, err, cases[i].err);
+		}
+	}
+	cr_expect_eq(budget_price_parse_line("   # a comment", &row, err, sizeof(err)), 1);
+	cr_expect_eq(budget_price_parse_line("", &row, err, sizeof(err)), 1);
+	cr_assert_eq(budget_price_parse_line("gemini gemini-x>200000 2.50 15 0.625 - 65536 1048576", &row, err,
+					     sizeof(err)),
+		     0);
+	cr_expect_str_eq(row.model, "gemini-x");
+	cr_expect_eq(row.above, 200000);
+	cr_expect_eq(row.input, 2500000);
+	cr_expect_eq(row.cached_input, 625000);
+	cr_expect_eq(row.cache_write, 2500000, "'-' is the input price");
+}
+
+static void write_file(const char *path, const char *text, mode_t mode)
+{
+	FILE *f = fopen(path, "w");
+
+	cr_assert_not_null(f);
+	fputs(text, f);
+	fclose(f);
+	cr_assert_eq(chmod(path, mode), 0);
+}
+
+static int load(const char *text, mode_t mode, struct price_table *t, char *err, size_t len)
+{
+	write_file(bt_prices, text, mode);
+	memset(t, 0, sizeof(*t));
+	return prices_load(t, bt_prices, err, len);
+}
+
+Test(budget_money, the_price_file)
+{
+	struct price_table t;
+	const struct budget_price *r;
+	char err[512], want[256];
+
+	/* a file row replaces the built-in one and adds its own; the rest stay */
+	cr_assert_eq(load("# mine\nanthropic claude-sonnet-4-5 1 2 - - 1000 1000\nother local-llama 0.01 0.02 - - 4096 "
+			  "8192\n",
+			  0644, &t, err, sizeof(err)),
+		     0, "%s", err);
+	r = prices_find(&t, BUDGET_ANTHROPIC, "claude-sonnet-4-5", 0);
+	cr_assert_not_null(r);
+	cr_expect_eq(r->input, 1000000);
+	cr_expect(!r->builtin);
+	cr_expect_not_null(prices_find(&t, BUDGET_OTHER, "local-llama", 0));
+	cr_expect_not_null(prices_find(&t, BUDGET_OPENAI, "gpt-5", 0));
+	prices_free(&t);
+
+	/* file:line: field */
+	cr_expect_neq(load("anthropic a 1 1 - - 1 1\n\nanthropic b 1 1.0000001 - - 1 1\n", 0644, &t, err, sizeof(err)),
+		      0);
+	snprintf(want, sizeof(want), "%s:3: OUTPUT '1.0000001'", bt_prices);
+	cr_expect(!strncmp(err, want, strlen(want)), "%s", err);
+	/* the same model twice in the file */
+	cr_expect_neq(load("openai m 1 1 - - 1 1\nopenai m 2 2 - - 1 1\n", 0644, &t, err, sizeof(err)), 0);
+	cr_expect(strstr(err, ":2: openai m is already priced on line 1"), "%s", err);
+	/* a long-context row needs its model's own row */
+	cr_expect_neq(load("openai m>1000 1 1 - - 1 1\n", 0644, &t, err, sizeof(err)), 0);
+	cr_expect(strstr(err, "has no row for m itself"), "%s", err);
+	/* a file others may write is refused */
+	cr_expect_eq(load("openai m 1 1 - - 1 1\n", 0664, &t, err, sizeof(err)), -EPERM);
+	cr_expect(strstr(err, "writable by group or others"), "%s", err);
+	/* a failed load leaves the table in force as it was */
+	cr_assert_eq(load("openai m 7 7 - - 1 1\n", 0644, &t, err, sizeof(err)), 0);
+	write_file(bt_prices, "openai m 8 8 - - 1 1\nopenai broken\n", 0644);
+	cr_expect_neq(prices_load(&t, bt_prices, err, sizeof(err)), 0);
+	cr_expect_eq(prices_find(&t, BUDGET_OPENAI, "m", 0)->input, 7000000);
+	prices_free(&t);
+}
+
+Test(budget_money, model_lookup)
+{
+	struct price_table t = { 0 };
+	char err[256];
+
+	cr_assert_eq(prices_load(&t, bt_prices, err, sizeof(err)), 0, "%s", err); /* built-ins only */
+	cr_expect_str_eq(prices_find(&t, BUDGET_ANTHROPIC, "claude-sonnet-4-5-20250929", 0)->model,
+			 "claude-sonnet-4-5");
+	cr_expect_str_eq(prices_find(&t, BUDGET_OPENAI, "gpt-4o-2024-08-06", 0)->model, "gpt-4o");
+	cr_expect_str_eq(prices_find(&t, BUDGET_OPENAI, "gpt-4o-mini-2024-07-18", 0)->model, "gpt-4o-mini");
+	cr_expect_str_eq(prices_find(&t, BUDGET_ANTHROPIC, "claude-3-7-sonnet-latest", 0)->model, "claude-3-7-sonnet");
+	/* never a prefix: a longer name is another model */
+	cr_expect_null(prices_find(&t, BUDGET_OPENAI, "gpt-4o-mini-pro", 0));
+	cr_expect_null(prices_find(&t, BUDGET_OPENAI, "gpt-5-turbo-9000", 0));
+	cr_expect_null(prices_find(&t, BUDGET_OPENAI, "GPT-4O", 0));
+	cr_expect_null(prices_find(&t, BUDGET_ANTHROPIC, "gpt-4o", 0)); /* another provider's model */
+	/* long-context tiers: strictly past the threshold */
+	cr_expect_eq(prices_find(&t, BUDGET_GEMINI, "gemini-2.5-pro", 200000)->input, 1250000);
+	cr_expect_eq(prices_find(&t, BUDGET_GEMINI, "gemini-2.5-pro", 200001)->input, 2500000);
+	/* the worst row: the highest of each price among the provider's rows */
+	cr_expect_eq(prices_worst(&t, BUDGET_OPENAI)->output, 600000000);
+	cr_expect_eq(prices_worst(&t, BUDGET_ANTHROPIC)->cache_write, 18750000);
+	cr_expect_eq(prices_worst(&t, BUDGET_OTHER)->output, 0); /* no rows: only requests are counted */
+	prices_free(&t);
+}
+
+static int conf_of(const char *text, struct latch_conf *c, char *err, size_t len)
+{
+	char path[160];
+
+	snprintf(path, sizeof(path), "%s/latch.conf", bt_dir);
+	write_file(path, text, 0644);
+	return latch_conf_parse_file(path, c, err, len);
+}
+
+Test(budget_money, latch_conf_budget_keys)
+{
+	struct latch_conf c;
+	char err[512];
+
+	/* defaults: Kagebox's per sandbox, four sandboxes' worth host-wide, "other" uncapped */
+	cr_assert_eq(conf_of("", &c, err, sizeof(err)), 0, "%s", err);
+	cr_expect_eq(c.budget_sandbox[BUDGET_ANTHROPIC].requests_per_hour, 240);
+	cr_expect_eq(c.budget_sandbox[BUDGET_GEMINI].requests_per_day, 2000);
+	cr_expect_eq(c.budget_sandbox[BUDGET_OPENAI].micros_per_day, 5000000);
+	cr_expect_eq(c.budget_host[BUDGET_OPENAI].micros_per_day, 20000000);
+	cr_expect_eq(c.budget_sandbox[BUDGET_OTHER].micros_per_day, LATCH_CONF_NO_CAP);
+
+	/* a bare value for the three, a provider's own wins wherever it stands; the order is budget/'s */
+	cr_assert_eq(conf_of("budget_dollars_per_day = anthropic:10, 2.50\n"
+			     "budget_requests_per_hour = openai:1, anthropic:2, gemini:3, other:4\n"
+			     "budget_host_requests_per_day = none\n"
+			     "budget_host_dollars_per_day = other:1  # a local server's bill\n",
+			     &c, err, sizeof(err)),
+		     0, "%s", err);
+	cr_expect_eq(c.budget_sandbox[BUDGET_ANTHROPIC].micros_per_day, 10000000);
+	cr_expect_eq(c.budget_sandbox[BUDGET_OPENAI].micros_per_day, 2500000);
+	cr_expect_eq(c.budget_sandbox[BUDGET_OTHER].micros_per_day, LATCH_CONF_NO_CAP);
+	for (int p = 0; p < BUDGET_PROVIDERS; p++)
+		cr_expect_eq(c.budget_sandbox[p].requests_per_hour, p + 1, "%s", budget_provider_name(p));
+	cr_expect_eq(c.budget_host[BUDGET_GEMINI].requests_per_day, LATCH_CONF_NO_CAP);
+	cr_expect_eq(c.budget_host[BUDGET_OTHER].micros_per_day, 1000000);
+	cr_expect_eq(c.budget_host[BUDGET_OPENAI].micros_per_day, 20000000);
+
+	cr_expect_neq(conf_of("profile = research\nbudget_dollars_per_day = 1.1234567\n", &c, err, sizeof(err)), 0);
+	cr_expect(strstr(err, "latch.conf:2: budget_dollars_per_day '1.1234567' must be dollars"), "%s", err);
+	cr_expect_neq(conf_of("budget_requests_per_day = mistral:5\n", &c, err, sizeof(err)), 0);
+	cr_expect(strstr(err, "unknown provider 'mistral'"), "%s", err);
+	cr_expect_neq(conf_of("budget_requests_per_day = openai:5, openai:6\n", &c, err, sizeof(err)), 0);
+	cr_expect(strstr(err, "gives openai twice"), "%s", err);
+	cr_expect_neq(conf_of("budget_requests_per_day = 5, 6\n", &c, err, sizeof(err)), 0);
+	cr_expect_neq(conf_of("budget_requests_per_day = 2.5\n", &c, err, sizeof(err)), 0);
+	cr_expect_neq(conf_of("budget_requests_per_day =\n", &c, err, sizeof(err)), 0);
+}

@@ -1,0 +1,237 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * test_budget_usage.c - usage is read from every format the providers
+ * speak, streamed or not, and settled to the micro-dollar.
+ *
+ * One fixture per format (tests/fixtures/budget/), in the providers' shapes:
+ * real field orders and extra fields, OpenAI's `usage: null` chunks and
+ * `[DONE]`, the Responses API's event sequence, Anthropic's message_start /
+ * ping / content_block_* / message_delta / message_stop, Gemini's JSON array
+ * stream and its CRLF alt=sse stream.  Several fixtures carry text in which
+ * the model "wrote" a usage object or an SSE event: a scanner that lost
+ * track of strings would read those.  Each fixture is fed whole and in
+ * chunks of 1, 3, 7 and 64 bytes (the meter sees whatever TCP delivers) and
+ * must give the same tokens every time; the settlements are the fixtures'
+ * tokens at the built-in prices, computed by hand in the comments.
+ */
+#include "budget_test.h"
+#include "budget/internal.h"
+
+TestSuite(budget_usage, .init = bt_setup, .fini = bt_teardown);
+
+struct parse_case {
+	const char *fixture;
+	enum budget_format format;
+	struct budget_tokens want;
+};
+
+static const struct parse_case cases[] = {
+	{ "openai_chat.json", BUDGET_FORMAT_OPENAI_CHAT, { .input = 93, .cached = 1024, .output = 46 } },
+	{ "openai_chat.sse", BUDGET_FORMAT_OPENAI_CHAT, { .input = 3157, .cached = 45056, .output = 1377 } },
+	{ "openai_responses.json", BUDGET_FORMAT_OPENAI_RESPONSES, { .input = 36, .output = 1287 } },
+	{ "openai_responses.sse", BUDGET_FORMAT_OPENAI_RESPONSES, { .input = 3882, .cached = 11520, .output = 2351 } },
+	{ "anthropic.json",
+	  BUDGET_FORMAT_ANTHROPIC,
+	  { .input = 2095, .cached = 14336, .cache_write = 2051, .output = 503 } },
+	{ "anthropic.sse",
+	  BUDGET_FORMAT_ANTHROPIC,
+	  { .input = 472, .cached = 12288, .cache_write_1h = 1024, .output = 1015 } },
+	{ "gemini.json", BUDGET_FORMAT_GEMINI, { .input = 2048, .output = 1339 } },
+	{ "gemini_array.json", BUDGET_FORMAT_GEMINI, { .input = 50000, .cached = 200000, .output = 1190 } },
+	{ "gemini.sse", BUDGET_FORMAT_GEMINI, { .input = 31000, .output = 4100 } },
+};
+
+static enum usage_result parse(const char *text, size_t len, enum budget_format f, size_t chunk,
+			       struct budget_tokens *out)
+{
+	struct usage_parser u;
+	enum usage_result r;
+
+	usage_init(&u, f);
+	for (size_t off = 0; off < len;) {
+		size_t n = chunk && chunk < len - off ? chunk : len - off;
+
+		usage_feed(&u, text + off, n);
+		off += n;
+	}
+	r = usage_finish(&u, out);
+	usage_free(&u);
+	return r;
+}
+
+/* Every format, every chunking: the same tokens, and never a fake usage out of the model's text. */
+Test(budget_usage, every_fixture_every_chunking)
+{
+	static const size_t chunks[] = { 0, 1, 3, 7, 64 };
+
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		size_t len;
+		char *text = bt_fixture(cases[c].fixture, &len);
+
+		for (size_t k = 0; k < sizeof(chunks) / sizeof(chunks[0]); k++) {
+			struct budget_tokens t;
+			enum usage_result r = parse(text, len, cases[c].format, chunks[k], &t);
+
+			cr_assert_eq(r, USAGE_OK, "%s in chunks of %zu: %s", cases[c].fixture, chunks[k],
+				     usage_result_name(r));
+			cr_expect_eq(t.input, cases[c].want.input, "%s/%zu input %lld", cases[c].fixture, chunks[k],
+				     (long long)t.input);
+			cr_expect_eq(t.cached, cases[c].want.cached, "%s/%zu cached %lld", cases[c].fixture, chunks[k],
+				     (long long)t.cached);
+			cr_expect_eq(t.cache_write, cases[c].want.cache_write, "%s/%zu cache_write", cases[c].fixture,
+				     chunks[k]);
+			cr_expect_eq(t.cache_write_1h, cases[c].want.cache_write_1h, "%s/%zu cache_write_1h",
+				     cases[c].fixture, chunks[k]);
+			cr_expect_eq(t.output, cases[c].want.output, "%s/%zu output %lld", cases[c].fixture, chunks[k],
+				     (long long)t.output);
+		}
+		free(text);
+	}
+}
+
+/* A gzip'd body (the guest asked for it) is read through zlib, chunk by chunk. */
+Test(budget_usage, gzip_body_is_inflated_as_it_passes)
+{
+	size_t len, zlen;
+	char *text = bt_fixture("anthropic.sse", &len);
+	unsigned char z[8192];
+	z_stream zs = { 0 };
+	struct budget_tokens t;
+
+	cr_assert_eq(deflateInit2(&zs, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK); /* 15+16: gzip */
+	zs.next_in = (unsigned char *)text;
+	zs.avail_in = (uInt)len;
+	zs.next_out = z;
+	zs.avail_out = sizeof(z);
+	cr_assert_eq(deflate(&zs, Z_FINISH), Z_STREAM_END);
+	zlen = sizeof(z) - zs.avail_out;
+	deflateEnd(&zs);
+	cr_assert_eq(z[0], 0x1f);
+	cr_assert_eq(parse((char *)z, zlen, BUDGET_FORMAT_ANTHROPIC, 5, &t), USAGE_OK);
+	cr_expect_eq(t.output, 1015);
+	/* control: the same bytes cut short are a compressed stream without its end */
+	cr_expect_eq(parse((char *)z, zlen - 8, BUDGET_FORMAT_ANTHROPIC, 5, &t), USAGE_BAD);
+	free(text);
+}
+
+struct flow_case {
+	enum budget_provider provider;
+	const char *path, *body, *fixture;
+	int64_t want_micros; /* the fixture's tokens at the built-in prices, rounded up once */
+	size_t context; /* bytes of conversation the body carries ("%s"), as big as the fixture's prompt */
+};
+
+static const struct flow_case flows[] = {
+	/* gpt-4o: 93 x $2.50 + 1024 x $1.25 + 46 x $10.00 per M = 1972.5 -> 1973 */
+	{ BUDGET_OPENAI, "/v1/chat/completions",
+	  "{\"model\":\"gpt-4o\",\"messages\":[{\"role\":\"system\",\"content\":\"You are a helpful assistant.\"},"
+	  "{\"role\":\"user\",\"content\":\"Describe the image.\"}],\"max_tokens\":1024}",
+	  "openai_chat.json", 1973, 0 },
+	/* gpt-4o-mini: 3157 x 0.15 + 45056 x 0.075 + 1377 x 0.60 = 4678.95 -> 4679 */
+	{ BUDGET_OPENAI, "/v1/chat/completions?api-version=1",
+	  "{\"model\":\"gpt-4o-mini\",\"stream\":true,\"stream_options\":{\"include_usage\":true},"
+	  "\"messages\":[{\"role\":\"user\",\"content\":\"%s\"}],\"max_completion_tokens\":4096}",
+	  "openai_chat.sse", 4679, 4 * 48213 },
+	/* gpt-5: 36 x 1.25 + 1287 x 10.00 = 12915 */
+	{ BUDGET_OPENAI, "/v1/responses",
+	  "{\"model\":\"gpt-5\",\"input\":\"Tell me a three sentence bedtime story about a unicorn.\","
+	  "\"max_output_tokens\":4000}",
+	  "openai_responses.json", 12915, 0 },
+	/* gpt-5-codex: 3882 x 1.25 + 11520 x 0.125 + 2351 x 10.00 = 29802.5 -> 29803 */
+	{ BUDGET_OPENAI, "/v1/responses",
+	  "{\"model\":\"gpt-5-codex\",\"instructions\":\"You are Codex.\",\"input\":[{\"type\":\"message\",\"role\":"
+	  "\"user\",\"content\":[{\"type\":\"input_text\",\"text\":\"fix the build\"}]}],\"tools\":[],"
+	  "\"tool_choice\":\"auto\",\"parallel_tool_calls\":false,\"reasoning\":{\"effort\":\"medium\",\"summary\":"
+	  "\"auto\"},\"store\":false,\"stream\":true,\"include\":[\"reasoning.encrypted_content\"]}",
+	  "openai_responses.sse", 29803, 0 },
+	/* claude-sonnet-4-5: 2095 x 3 + 14336 x 0.30 + 2051 x 3.75 + 503 x 15 = 25822.05 -> 25823 */
+	{ BUDGET_ANTHROPIC, "/v1/messages",
+	  "{\"max_tokens\":8192,\"messages\":[{\"role\":\"user\",\"content\":\"Read src/main.c\"}],"
+	  "\"model\":\"claude-sonnet-4-5\",\"system\":[{\"type\":\"text\",\"text\":\"You are Claude Code.\","
+	  "\"cache_control\":{\"type\":\"ephemeral\"}}],\"tools\":[{\"name\":\"read_file\",\"input_schema\":"
+	  "{\"type\":\"object\",\"properties\":{\"max_tokens\":{\"type\":\"integer\"}}}}]}",
+	  "anthropic.json", 25823, 0 },
+	/* claude-opus-4-1: 472 x 15 + 12288 x 1.50 + 1024 x 2 x 15 (1h write) + 1015 x 75 = 132357 */
+	{ BUDGET_ANTHROPIC, "/v1/messages?beta=true",
+	  "{\"model\":\"claude-opus-4-1-20250805\",\"max_tokens\":32000,\"stream\":true,\"messages\":[{\"role\":"
+	  "\"user\",\"content\":\"Hello\"}]}",
+	  "anthropic.sse", 132357, 0 },
+	/* gemini-2.5-flash: 2048 x 0.30 + (221 + 1118 thinking) x 2.50 = 3961.9 -> 3962 */
+	{ BUDGET_GEMINI, "/v1beta/models/gemini-2.5-flash:generateContent",
+	  "{\"contents\":[{\"parts\":[{\"text\":\"Explain how AI works in a few words\"}]}],\"generationConfig\":"
+	  "{\"thinkingConfig\":{\"thinkingBudget\":1024},\"maxOutputTokens\":8192}}",
+	  "gemini.json", 3962, 0 },
+	/* gemini-2.5-pro past 200k input: 50000 x 2.50 + 200000 x 0.625 + 1190 x 15 = 267850 */
+	{ BUDGET_GEMINI, "/v1beta/models/gemini-2.5-pro:streamGenerateContent",
+	  "{\"contents\":[{\"role\":\"user\",\"parts\":[{\"text\":\"Summarise the repository.\"}]}],"
+	  "\"cachedContent\":\"cachedContents/abc123\"}",
+	  "gemini_array.json", 267850, 0 },
+	/* gemini-2.0-flash: 31000 x 0.10 + 4100 x 0.40 = 4740 */
+	{ BUDGET_GEMINI, "/v1beta/models/gemini-2.0-flash:streamGenerateContent?alt=sse",
+	  "{\"contents\":[{\"parts\":[{\"text\":\"Write a story about %s\"}]}]}", "gemini.sse", 4740, 4 * 31000 },
+};
+
+/* Settled from the real usage at the table's prices, to the micro-dollar, under the reservation. */
+Test(budget_usage, settlements_match_the_price_table)
+{
+	struct budget_opts o;
+	struct budget *b;
+
+	bt_opts(&o);
+	b = bt_open(&o);
+	for (size_t i = 0; i < sizeof(flows) / sizeof(flows[0]); i++) {
+		size_t len, n = strlen(flows[i].body) + flows[i].context + 1;
+		char *resp = bt_fixture(flows[i].fixture, &len), *ctx = malloc(flows[i].context + 1), *body = malloc(n);
+		struct bt_result r;
+
+		/* ordinary prose: about 4 bytes a token, as a real conversation */
+		for (size_t k = 0; k < flows[i].context; k++)
+			ctx[k] = "the quick brown fox "[k % 20];
+		ctx[flows[i].context] = '\0';
+		if (flows[i].context)
+			snprintf(body, n, flows[i].body, ctx);
+		else
+			snprintf(body, n, "%s", flows[i].body);
+		r = bt_exchange(b, "agent1", flows[i].provider, "POST", flows[i].path, body, 200, resp, len, 13, 0,
+				BUDGET_END_COMPLETE);
+
+		cr_assert_eq(r.rc, 0, "%s: %s", flows[i].fixture, r.line);
+		cr_expect_str_eq(r.how, "usage", "%s", flows[i].fixture);
+		cr_expect_eq(r.charged, flows[i].want_micros, "%s: charged %lld, want %lld", flows[i].fixture,
+			     (long long)r.charged, (long long)flows[i].want_micros);
+		cr_expect_geq(r.reserved, r.charged, "%s: reserved %lld below the charge %lld", flows[i].fixture,
+			      (long long)r.reserved, (long long)r.charged);
+		cr_expect_str_empty(r.reserve_note.warning, "%s: %s", flows[i].fixture, r.reserve_note.warning);
+		/* a settlement below its reservation is reported for the audit log */
+		cr_expect_str_eq(r.settle_note.decision, "settle");
+		cr_expect_str_eq(r.settle_note.reason, "budget.settled.usage");
+		cr_expect(strstr(r.settle_note.fields, "\"tokens\""), "%s", r.settle_note.fields);
+		free(resp);
+		free(ctx);
+		free(body);
+	}
+	budget_close(b);
+}
+
+/* The ledger holds integers only: no REAL ever lands in it. */
+Test(budget_usage, ledger_has_no_floats)
+{
+	struct budget_opts o;
+	struct budget *b;
+	size_t len;
+	char *resp = bt_fixture("anthropic.json", &len);
+
+	bt_opts(&o);
+	b = bt_open(&o);
+	bt_exchange(b, "agent1", BUDGET_ANTHROPIC, "POST", "/v1/messages", flows[4].body, 200, resp, len, 0, 0,
+		    BUDGET_END_COMPLETE);
+	budget_close(b);
+	cr_assert_eq(bt_sql("SELECT count(*) FROM ledger"), 2);
+	cr_expect_eq(bt_sql("SELECT count(*) FROM ledger WHERE typeof(micros) != 'integer' OR typeof(time_ns) != "
+			    "'integer'"),
+		     0);
+	cr_expect_eq(bt_sql("SELECT count(*) FROM ledger WHERE typeof(input_tokens) = 'real' OR "
+			    "typeof(cap_micros_day) = 'real'"),
+		     0);
+	free(resp);
+}
