@@ -72,7 +72,7 @@ anchors_seen() {
 	done
 	return 1
 }
-# rehash FROM: rewrite entries FROM.. with decision 'deny' and recompute every hash after
+# rehash FROM: rewrite entries FROM.. (but a prune entry) with decision 'deny' and recompute every hash after
 # them, as root who knows the scheme (docs/audit.md) could
 rehash() {
 	"$LTS_PY" - "$DB" "$1" <<'EOF'
@@ -82,9 +82,10 @@ rows = db.execute("SELECT id, time_ns, sandbox, kind, decision, reason, fields, 
                   "WHERE id >= ? ORDER BY id", (int(sys.argv[2]),)).fetchall()
 prev = rows[0][7]
 for r in rows:
-    cols = [str(r[0]), str(r[1]), r[2], r[3], "deny", r[5], r[6], prev]
+    decision = r[4] if r[3] == "audit" else "deny"  # a prune entry stays one: the attacker keeps the cut
+    cols = [str(r[0]), str(r[1]), r[2], r[3], decision, r[5], r[6], prev]
     h = hashlib.sha256(b"latch-audit-v1;" + b"".join(b"%d:%s;" % (len(c.encode()), c.encode()) for c in cols)).hexdigest()
-    db.execute("UPDATE entries SET decision = 'deny', prev_hash = ?, hash = ? WHERE id = ?", (prev, h, r[0]))
+    db.execute("UPDATE entries SET decision = ?, prev_hash = ?, hash = ? WHERE id = ?", (decision, prev, h, r[0]))
     prev = h
 db.commit()
 EOF
