@@ -112,6 +112,6 @@ check_eq "detached: no latch filter on hg0 egress" \
 	"$(ip netns exec "$LTS_H" tc filter show dev hg0 egress 2>/dev/null | grep -c 'handle 0x1a7c')" 0
 check "detached: tcp [$SRV6_C]:80 answers (nothing filters any more)" tcp_ok "$SRV6_C" 80
 latch status "$LTS_NAME" >/dev/null 2>&1
-check_eq "detached: status NAME says there is no such sandbox (exit 1)" "$?" 1
+check_eq "detached: status NAME says there is no such sandbox (exit 4)" "$?" 4
 
 lts_done
