@@ -15,8 +15,9 @@
 # refused).  The hook is installed for real in /etc/libvirt/hooks/qemu.d/, as
 # a wrapper that hands this test's domain alone to latch's hook (and, on
 # demand, makes its start slow: `up` must then name the domain start as the
-# step that ran out the boot timeout); it is removed afterwards and libvirtd
-# gets SIGHUP both times.  Test traffic never
+# step that ran out the boot timeout); it is removed afterwards
+# (lib_vm.sh's vm_hook_install: libvirtd gets a SIGHUP only if it had never
+# seen a hook, and none at removal).  Test traffic never
 # leaves the machine: a documentation /26, no uplink, the allowed destination
 # a listener on a documentation address on lo.  Prints ok/FAIL lines and
 # "N passed, M failed"; exit 1 on a failure, 77 when it can't run here.
@@ -33,7 +34,6 @@ POOL=${LATCH_BOOT_POOL:-198.51.100.192}	# a /26 of 198.51.100.0/24, beside other
 CTRL_ADDR=203.0.113.90
 CTRL_PORT=18095
 DENIED=203.0.113.91
-HOOK=/etc/libvirt/hooks/qemu.d/latch-vmboot-$$
 
 TEST=vm_boot
 . "$HERE/lib_vm.sh"
@@ -49,23 +49,12 @@ TMP=
 BPFFS=
 PIDS=()
 ADDED_CTRL=0
-HOOK_INSTALLED=0
-MADE_HOOKS_DIR=
 V() { virsh -q -c qemu:///system "$@"; }
-hup_libvirtd() {
-	local p
-	for p in $(pgrep -x libvirtd); do kill -HUP "$p"; done
-	sleep 2
-}
 cleanup() {
 	local p
 	set +e
 	[ -n "$TMP" ] && "$LATCH_BIN" destroy "$NAME" >/dev/null 2>&1
-	if [ "$HOOK_INSTALLED" = 1 ]; then
-		rm -f "$HOOK"
-		[ -n "$MADE_HOOKS_DIR" ] && rmdir /etc/libvirt/hooks/qemu.d /etc/libvirt/hooks 2>/dev/null
-		hup_libvirtd
-	fi
+	vm_hook_remove
 	for p in "${PIDS[@]}"; do
 		kill "$p" 2>/dev/null && wait "$p" 2>/dev/null
 	done
@@ -148,24 +137,11 @@ L egress "$NAME" allow "$CTRL_ADDR:$CTRL_PORT" >/dev/null
 check "without_pins: allowing again works" guest_get "$CTRL_ADDR" "$CTRL_PORT"
 
 # --- the hook refuses a latch domain whose enforcement is gone -----------------------
-if [ -e "$HOOK" ]; then
-	echo "skip hook: $HOOK exists; not replacing it"
+# a slow start on demand, as libvirt re-probing QEMU on every call makes one
+if ! vm_hook_install "$DOM) [ \"\$2\" = prepare ] && [ -e '$TMP/slow-start' ] && sleep 9
+	exec '$LATCH_ROOT/etc/libvirt/hooks/qemu.d/latch' \"\$@\" ;;"; then
+	fail "libvirtd does not run a hook in /etc/libvirt/hooks/qemu.d (even after SIGHUP)"
 else
-	[ -d /etc/libvirt/hooks/qemu.d ] || MADE_HOOKS_DIR=1
-	mkdir -p /etc/libvirt/hooks/qemu.d
-	cat > "$HOOK" <<HK
-#!/bin/sh
-# vm_boot.sh (temporary): only this test's domain goes to latch's hook
-case "\$1" in
-$DOM)	# a slow start on demand, as libvirt re-probing QEMU on every call makes one
-	[ "\$2" = prepare ] && [ -e '$TMP/slow-start' ] && sleep 9
-	exec '$LATCH_ROOT/etc/libvirt/hooks/qemu.d/latch' "\$@" ;;
-esac
-exit 0
-HK
-	chmod 0755 "$HOOK"
-	HOOK_INSTALLED=1
-	hup_libvirtd
 	V destroy "$DOM" >/dev/null
 	rc=0
 	V start "$DOM" >/dev/null 2>&1 || rc=$?

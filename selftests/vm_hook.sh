@@ -8,11 +8,13 @@
 #
 # Invariant defended: the hook acts on latch's own domains only, and fails
 # closed for them.  The hook is `boot install`'s, from an installed copy of
-# latch under this test's temp dir, copied into the real qemu.d under a name
-# of its own; libvirtd reads hooks on SIGHUP, which it gets after the hook
-# is put in and after it is removed.  The domains are tiny, diskless and
-# NIC-less (SeaBIOS with nothing to boot), transient, and destroyed at the
-# end.  Prints ok/FAIL lines and "N passed, M failed".
+# latch under this test's temp dir, unchanged; the real qemu.d gets a hook of
+# this test's own that hands it this test's two domains only
+# (lib_vm.sh's vm_hook_install: other tests' guests on this host never meet
+# it, and libvirtd gets a SIGHUP only if it had never seen a hook).  The
+# domains are tiny, diskless and NIC-less (SeaBIOS with nothing to boot),
+# transient, and destroyed at the end.  Prints ok/FAIL lines and
+# "N passed, M failed".
 set -u
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 TOP=$(cd "$HERE/.." && pwd)
@@ -23,19 +25,14 @@ check() { local n=$1; shift; if "$@"; then ok "$n"; else fail "$n"; fi; }
 
 [ "$(id -u)" = 0 ] || skip_all "needs root"
 for t in virsh libvirtd virtlogd; do command -v "$t" >/dev/null || skip_all "needs $t"; done
-HOOK=/etc/libvirt/hooks/qemu.d/latch-vmhook-$$
 OTHER=hooktest-other-$$
 MINE=latch-hooktest$$
-MADE_DIR=
 V() { virsh -q -c qemu:///system "$@"; }
-hup_libvirtd() { local p; for p in $(pgrep -x libvirtd); do kill -HUP "$p"; done; sleep 2; }
 cleanup() {
 	set +e
 	V destroy "$OTHER" >/dev/null 2>&1
 	V destroy "$MINE" >/dev/null 2>&1
-	rm -f "$HOOK"
-	[ -n "$MADE_DIR" ] && rmdir /etc/libvirt/hooks/qemu.d /etc/libvirt/hooks 2>/dev/null
-	hup_libvirtd
+	vm_hook_remove
 	[ -n "${BPFFS:-}" ] && rm -rf "$BPFFS"
 	[ -n "${TMP:-}" ] && rm -rf "$TMP"
 }
@@ -57,10 +54,8 @@ domxml "$MINE" >"$TMP/mine.xml"
 INST=$TMP/inst/usr/sbin
 mkdir -p "$INST" && install -m 0755 "$LATCH_BIN" "$INST/latch"
 "$INST/latch" boot install >"$TMP/install.out" 2>&1 || { fail "boot install: $(cat "$TMP/install.out")"; echo "$pass passed, $failn failed"; exit 1; }
-[ -d /etc/libvirt/hooks/qemu.d ] || MADE_DIR=1
-mkdir -p /etc/libvirt/hooks/qemu.d
-install -m 0755 "$LATCH_ROOT/etc/libvirt/hooks/qemu.d/latch" "$HOOK"
-hup_libvirtd
+vm_hook_install "$MINE|$OTHER) exec '$LATCH_ROOT/etc/libvirt/hooks/qemu.d/latch' \"\$@\" ;;" ||
+	{ fail "libvirtd does not run a hook in /etc/libvirt/hooks/qemu.d (even after SIGHUP)"; echo "$pass passed, $failn failed"; exit 1; }
 
 # control: the hook runs: latch's domain with no latch state is refused by latch
 rc=0; out=$(V create "$TMP/mine.xml" 2>&1) || rc=$?

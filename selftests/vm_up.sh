@@ -69,6 +69,7 @@ cleanup() {
 	for p in "${PIDS[@]}"; do
 		kill "$p" 2>/dev/null && wait "$p" 2>/dev/null
 	done
+	vm_cgroups_remove
 	[ "$ADDED_CTRL" = 1 ] && ip addr del "$CTRL_ADDR/32" dev lo 2>/dev/null
 	[ -n "${BPFFS:-}" ] && rm -rf "$BPFFS" 2>/dev/null
 	[ -n "$TMP" ] && rm -rf "$TMP"
