@@ -15,6 +15,32 @@ ok() { echo "ok $*"; pass=$((pass + 1)); }
 fail() { echo "FAIL $*"; failn=$((failn + 1)); }
 skip_all() { echo "skip $TEST: $*"; echo "0 passed, 0 failed"; exit 77; }
 
+# vm_test_lock: one run of this test at a time on the host.  A guest test's
+# sandbox name, tap, libvirt domain, routing table and pool are fixed (and
+# global to the host), so two runs of the same test (two worktrees, two
+# developers) would take each other's: one's rollback removing the other's
+# domain or tap.  The lock is a directory, /run/lock/latch-selftest-TEST.d,
+# naming the pid that holds it; a run whose holder is gone (finished, or
+# killed at its time limit) takes it over, so nothing needs releasing.  The
+# second run waits up to LTS_VM_LOCK_WAIT seconds (300).
+vm_test_lock() {
+	local d=/run/lock/latch-selftest-$TEST.d owner waited=0
+	mkdir -p /run/lock
+	until mkdir "$d" 2>/dev/null; do
+		owner=$(cat "$d/pid" 2>/dev/null)
+		if { [ -n "$owner" ] && ! kill -0 "$owner" 2>/dev/null; } ||
+			{ [ -z "$owner" ] && [ -n "$(find "$d" -maxdepth 0 -mmin +1 2>/dev/null)" ]; }; then
+			rm -rf "$d" # its holder is gone
+			continue
+		fi
+		[ "$waited" = 0 ] && echo "   another run of $TEST (pid ${owner:-?}) holds $d: waiting for it"
+		waited=$((waited + 1))
+		[ "$waited" -le $((${LTS_VM_LOCK_WAIT:-300} * 2)) ] || skip_all "another run of $TEST held $d too long"
+		sleep 0.5
+	done
+	echo $$ >"$d/pid"
+}
+
 # vm_scratch TAG: BPFFS=/sys/fs/bpf/latch-vm-TAG-PID and TMP=/tmp/latch-vm-TAG.XXXXXX,
 # mounting bpffs if it is missing.  TMP is 0755: libvirtd and its qemu user walk
 # into run/latch (and a workspace) under it.  LATCH_CGROUP=latch-vm-TAG-PID: a
@@ -22,6 +48,7 @@ skip_all() { echo "skip $TEST: $*"; echo "0 passed, 0 failed"; exit 77; }
 # default, <cgroup2>/latch/latchd, is the host's latchd's; a second latchd
 # there sweeps the first one's slot); vm_cgroups_remove takes it away.
 vm_scratch() {
+	vm_test_lock
 	grep -qs " /sys/fs/bpf bpf " /proc/mounts || mount -t bpf bpf /sys/fs/bpf || skip_all "no bpffs"
 	BPFFS=/sys/fs/bpf/latch-vm-$1-$$
 	mkdir -p "$BPFFS"
