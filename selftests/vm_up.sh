@@ -127,7 +127,9 @@ check "up_guest_dying_at_boot_console_log_kept" grep -q broken-init-marker "$CON
 # A guest whose agent never answers: the timeout (DUR) runs from the domain start, and the error names the slow step.
 out=$(L up "$NAME" --image hang --timeout 3s 2>&1); rc=$?
 echo "$out" | grep -m1 'slow step' | sed 's/^/   /'
-check "up_timeout_names_the_slow_step_guest_agent" says "within the boot timeout (3 s).*slow step: guest agent; console log $CONSOLE"
+check "up_timeout_names_the_slow_step_guest_agent" says "within the boot timeout (3 s).*slow step: guest agent; .*; console log $CONSOLE"
+# ... and what the channel did: connected (QEMU's socket was there), and nothing came back
+check "up_timeout_says_what_the_channel_did" says "slow step: guest agent; [1-9][0-9]* connection(s) to [^;]*t-vm.agent, the first [0-9.]* s in, [^;]*; 0 byte(s) came back"
 check "up_timeout_rolled_back" rolled_back $rc
 
 # --keep-on-failure: the same failure leaves the guest running for inspection, behind its verified enforcement.

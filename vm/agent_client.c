@@ -37,6 +37,7 @@ struct latch_agent {
 	int lock_fd; /* flock on SOCK.lock: one client on the channel at a time */
 	uint32_t next_id;
 	size_t start, end; /* unread bytes are rbuf[start..end) */
+	uint64_t received; /* bytes read from the channel, for latch_agent_wait()'s report */
 	uint8_t rbuf[RBUF_LEN];
 	uint8_t wbuf[HDR_LEN + LAGENT_MAX_PAYLOAD];
 };
@@ -74,7 +75,7 @@ static int wait_fd(int fd, short events, int64_t deadline)
 	return 0;
 }
 
-int latch_agent_connect(const char *sock_path, struct latch_agent **out)
+static int connect_within(const char *sock_path, int64_t lock_wait_ms, struct latch_agent **out)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	char lock[sizeof(sa.sun_path) + 8];
@@ -101,7 +102,7 @@ int latch_agent_connect(const char *sock_path, struct latch_agent **out)
 		ret = -errno;
 		goto err;
 	}
-	for (int64_t until = now_ms() + LATCH_AGENT_LOCK_WAIT_MS; flock(a->lock_fd, LOCK_EX | LOCK_NB);) {
+	for (int64_t until = now_ms() + lock_wait_ms; flock(a->lock_fd, LOCK_EX | LOCK_NB);) {
 		if (errno != EWOULDBLOCK || now_ms() >= until) {
 			ret = errno == EWOULDBLOCK ? -EBUSY : -errno;
 			goto err;
@@ -129,6 +130,11 @@ err:
 		close(a->lock_fd);
 	free(a);
 	return ret;
+}
+
+int latch_agent_connect(const char *sock_path, struct latch_agent **out)
+{
+	return connect_within(sock_path, LATCH_AGENT_LOCK_WAIT_MS, out);
 }
 
 void latch_agent_close(struct latch_agent *a)
@@ -190,6 +196,7 @@ static int need(struct latch_agent *a, size_t n, int64_t deadline)
 		r = recv(a->fd, a->rbuf + a->end, RBUF_LEN - a->end, MSG_DONTWAIT);
 		if (r > 0) {
 			a->end += (size_t)r;
+			a->received += (uint64_t)r;
 			continue;
 		}
 		if (r == 0)
@@ -278,6 +285,43 @@ int latch_agent_ping(struct latch_agent *a, int timeout_ms, char *release, size_
 			return 0;
 		}
 	}
+}
+
+int latch_agent_wait(const char *sock_path, int timeout_ms, int (*alive)(void *arg), void *arg, char *release,
+		     size_t len, struct latch_agent_wait_stats *st)
+{
+	int64_t t0 = now_ms(), deadline = t0 + timeout_ms;
+	int ret = -ETIMEDOUT;
+
+	memset(st, 0, sizeof(*st));
+	st->first_connect_ms = -1;
+	while (now_ms() < deadline) {
+		int64_t left = deadline - now_ms();
+		struct latch_agent *a = NULL;
+
+		ret = connect_within(sock_path, left, &a);
+		if (ret == -EBUSY)
+			st->lock_busy = true;
+		if (!ret) {
+			if (st->first_connect_ms < 0)
+				st->first_connect_ms = now_ms() - t0;
+			st->connects++;
+			left = deadline - now_ms();
+			ret = latch_agent_ping(a, (int)(left < LATCH_AGENT_SESSION_MS ? (left > 0 ? left : 1)
+										     : LATCH_AGENT_SESSION_MS),
+					       release, len);
+			st->bytes_in += a->received;
+			latch_agent_close(a);
+			if (!ret)
+				return 0;
+		}
+		st->last_error = ret;
+		if (alive && (ret = alive(arg)))
+			return ret;
+		if (st->last_error != -ETIMEDOUT) /* a silent connection already waited; a refused one waits here */
+			usleep(100 * 1000);
+	}
+	return -ETIMEDOUT;
 }
 
 static int write_all(int fd, const uint8_t *buf, size_t n)
