@@ -54,6 +54,7 @@ vm_scratch() {
 	mkdir -p "$BPFFS"
 	TMP=$(mktemp -d "/tmp/latch-vm-$1.XXXXXX")
 	chmod 0755 "$TMP"
+	echo $$ >"$TMP/owner.pid" # run.sh's leftover sweep leaves a live test's sandboxes alone
 	export LATCH_CGROUP=latch-vm-$1-$$
 }
 

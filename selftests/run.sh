@@ -49,13 +49,15 @@ fi
 
 # vm_leftovers BEFORE: a guest test killed by the time limit may not have run
 # its own cleanup; destroy the sandboxes in the temp LATCH_ROOTs
-# (/tmp/latch-vm*) that appeared while it ran, and remove them.  Only those:
-# another run's guests are left alone.
+# (/tmp/latch-vm*) that appeared while it ran, and remove them.  Only those,
+# and only those whose test is gone (owner.pid): another run's guests, on
+# this host at the same time, are left alone.
 vm_leftovers() {
 	local d sb
 	for d in /tmp/latch-vm*; do
 		[ -d "$d/root/var/lib/latch/sandboxes" ] || continue
 		grep -qxF "$d" <<<"$1" && continue
+		[ -f "$d/owner.pid" ] && kill -0 "$(cat "$d/owner.pid")" 2>/dev/null && continue
 		for sb in "$d"/root/var/lib/latch/sandboxes/*; do
 			[ -d "$sb" ] || continue
 			echo "# destroying sandbox ${sb##*/}, left behind by a guest test that was killed"
