@@ -255,6 +255,10 @@ check:
 selftest: all $(SELFTEST_BINS)
 	$(Q)bash selftests/run.sh
 
+# The selftests' own programs (prog_table, the drivers of live_broker, live_resolver...);
+# selftests/run.sh builds them first, so that it runs them all when called alone.
+selftest-bins: all $(SELFTEST_BINS)
+
 demo:
 	$(Q)$(MAKE) --no-print-directory all
 	@bash selftests/demo_vm.sh
@@ -266,4 +270,4 @@ demo-netns:
 clean:
 	rm -rf $(BUILD)
 
-.PHONY: arrows all deps check unit selftest bench demo demo-netns clean image vm-proof vm-debian-proof pkgs-ok
+.PHONY: arrows all deps check unit selftest selftest-bins bench demo demo-netns clean image vm-proof vm-debian-proof pkgs-ok

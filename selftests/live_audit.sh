@@ -30,7 +30,7 @@ DRV=${AUDIT_DRV:-$LTS_TOP/build/selftests/audit_drv}
 for t in journalctl unshare sqlite3 setpriv logger jq "$LTS_PY"; do
 	command -v "$t" >/dev/null || lts_skip_all "needs $t"
 done
-[ -x "$DRV" ] || lts_skip_all "no $DRV; run make build/selftests/audit_drv"
+[ -x "$DRV" ] || lts_skip_all "no $DRV; run make selftest-bins"
 [ -x "$LATCH_BIN" ] || lts_skip_all "no $LATCH_BIN; run make"
 
 if [ -z "${LTS_AUDIT_MNTNS:-}" ]; then
