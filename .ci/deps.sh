@@ -13,7 +13,7 @@ PKGS=(
 	# install, man pages and the units' checks: go-md2man renders docs/man/*.md; systemd-analyze verifies
 	go-md2man systemd man-db
 	# run and test
-	iproute2 nftables iperf3 jq socat ncat python3 dnsmasq-base knot-dnsutils dnsperf sqlite3
+	iproute2 nftables iperf3 jq socat ncat python3 dnsmasq-base knot-dnsutils dnsperf sqlite3 ethtool
 	systemd bsdutils # live_audit.sh: a journald of its own, journalctl, logger --journald
 	libvirt-daemon-system qemu-system-x86 util-linux procps
 	# the broker's tests and benchmark (fake upstreams, git over HTTP, nginx as the reference)

@@ -7,7 +7,7 @@
 #   BENCH_REPS=5 make bench     more reps; see bench/run.sh for other knobs
 #   make bench-budget           the spend meter alone (bench/budget.c; BENCH_BUDGET_ARGS="N N_FULL REPS")
 
-BENCH_BINS := $(BUILD)/bench/inject $(BUILD)/bench/testrun $(BUILD)/bench/ctl $(BUILD)/bench/profswitch \
+BENCH_BINS := $(BUILD)/bench/inject $(BUILD)/bench/testrun $(BUILD)/bench/ctl $(BUILD)/bench/profswitch $(BUILD)/selftests/tcx_tool \
 	      $(BUILD)/bench/match
 
 $(BUILD)/bench/bench_progs.bpf.o: bench/bench_progs.bpf.c $(BUILD)/vmlinux.h | $(BUILD)/bench pkgs-ok

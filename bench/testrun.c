@@ -8,7 +8,8 @@
  * private copy of bpf/latch_tc.bpf.c is loaded from the skeleton (nothing is
  * pinned or attached), given a sandbox config (guest 02:00:00:00:00:02 /
  * 198.18.128.2, host address 198.18.128.254 so that DST is decided by the
- * policy), and its exact4 map is filled with the list, one /32 with one port
+ * policy; the process runs in a network namespace of its own, where DST is
+ * routed, not local: latch_testnet_enter), and its exact4 map is filled with the list, one /32 with one port
  * each, exactly as latch_policy_replace writes them (latch_parse_entry +
  * latch_entry_rule + latch_rules_merge, generation 0).  Then, per rep, a
  * TCP SYN from the guest is run through latch_from_guest:
@@ -361,6 +362,13 @@ int main(int argc, char **argv)
 	ncpus = libbpf_num_possible_cpus();
 	if (ncpus < 1)
 		die("cannot count CPUs");
+	{
+		char err[LATCH_ERR_MAX];
+
+		/* the policy path asks the routing whether DST is forwarded: known answers, not the host's */
+		if (latch_testnet_enter(NULL, 0, err, sizeof(err)))
+			die("%s", err);
+	}
 	bp = bench_progs__open_and_load();
 	if (!bp)
 		die("cannot load bench_progs: %s", strerror(errno));

@@ -20,7 +20,7 @@
 #endif
 
 /* Bumped whenever a pinned map's layout changes; stored in the config map. */
-#define LATCH_ABI_VERSION 3
+#define LATCH_ABI_VERSION 4
 
 /* Sizes; overridable at build time. */
 #ifndef LATCH_POLICY_MAX
@@ -38,48 +38,65 @@
 #define LATCH_IFNAMSIZ 16
 
 /*
- * Verdict reasons.  Pass reasons are small positive numbers; drop reasons are
- * negative and start at -200, so they can never be mistaken for a TC_ACT_*
- * value (-1..8).  The tc programs return TC_ACT_OK or TC_ACT_SHOT; the reason
- * goes to the counters and to deny events.  Keep latch_reason_name() in
- * loader/sandbox.c in step with this enum.
+ * Verdict reasons: the one list.  Each line is X(ID, code, name, meaning);
+ * it generates enum latch_reason here, and latch_reason_name() (loader),
+ * the CLI's counters, the audit log's kernel rows and selftests/prog_table
+ * all take their names from it.  docs/maps.md lists the same rows, and
+ * tests/test_reasons.c checks that it does.
+ *
+ * Pass reasons are small positive numbers; drop reasons are negative and
+ * start at -200, so they can never be mistaken for a TC_ACT_* value
+ * (-1..8).  The tc programs return TC_ACT_OK or TC_ACT_SHOT; the reason goes
+ * to the counters and to deny events.  Codes are dense in each half:
+ * latch_counter_slot() depends on it.
  */
-enum latch_reason {
-	LATCH_PASS_FLOW = 1,	     /* packet of a flow already allowed */
-	LATCH_PASS_HOST_SERVICE = 2, /* to a configured host-address port */
-	LATCH_PASS_DNS = 3,	     /* to the resolver, within the bucket */
-	LATCH_PASS_POLICY = 4,	     /* permanent exact or prefix entry */
-	LATCH_PASS_TIMED = 5,	     /* timed entry before its deadline */
-	LATCH_PASS_ARP = 6,	     /* ARP between guest and host */
-	LATCH_PASS_ND = 7,	     /* IPv6 neighbour discovery with the host */
-	LATCH_PASS_RETURN = 8,	     /* into the guest: reply on a guest flow */
-	LATCH_PASS_LEARNED = 9,	     /* address the latch resolver answered, within its TTL */
-	LATCH_PASS_OPEN = 10,	     /* the sandbox runs the `open` profile: uncontained */
-	LATCH_PASS_LAST = LATCH_PASS_OPEN,
+#define LATCH_REASONS(X)                                                                                        \
+	X(PASS_FLOW, 1, "pass_flow", "packet of a flow already allowed")                                         \
+	X(PASS_HOST_SERVICE, 2, "pass_host_service", "to a configured host-address port")                       \
+	X(PASS_DNS, 3, "pass_dns", "to the resolver, within the bucket")                                         \
+	X(PASS_POLICY, 4, "pass_policy", "permanent exact or prefix entry")                                      \
+	X(PASS_TIMED, 5, "pass_timed", "timed entry before its deadline")                                        \
+	X(PASS_ARP, 6, "pass_arp", "ARP between guest and host")                                                 \
+	X(PASS_ND, 7, "pass_nd", "IPv6 neighbour discovery with the host")                                       \
+	X(PASS_RETURN, 8, "pass_return", "into the guest: reply on a guest flow")                               \
+	X(PASS_LEARNED, 9, "pass_learned", "address the latch resolver answered, within its TTL")                \
+	X(PASS_OPEN, 10, "pass_open", "the sandbox runs the `open` profile: uncontained")                       \
+	X(DROP_MALFORMED, -200, "drop_malformed", "truncated or inconsistent headers")                           \
+	X(DROP_VLAN, -201, "drop_vlan", "802.1Q/802.1ad tag, in-band or offloaded")                              \
+	X(DROP_ETHERTYPE, -202, "drop_ethertype", "not IPv4, IPv6 or ARP")                                       \
+	X(DROP_SPOOF_MAC, -203, "drop_spoof_mac", "source MAC is not the assigned one")                          \
+	X(DROP_SPOOF_IP, -204, "drop_spoof_ip", "source IP is not the assigned one")                             \
+	X(DROP_ARP, -205, "drop_arp", "ARP not between guest and host")                                          \
+	X(DROP_ND, -206, "drop_nd", "ICMPv6 ND/MLD not towards the host")                                        \
+	X(DROP_FRAGMENT, -207, "drop_fragment", "IPv4 fragment or IPv6 fragment header")                         \
+	X(DROP_IP_OPTIONS, -208, "drop_ip_options", "IPv4 options (source routing etc.)")                        \
+	X(DROP_EXT_HDR, -209, "drop_ext_hdr", "IPv6 routing header or too deep a chain")                         \
+	X(DROP_PROTO, -210, "drop_proto", "not TCP, UDP or ICMP echo (tunnels too)")                             \
+	X(DROP_HOST_PORT, -211, "drop_host_port", "host address, port not a host service")                       \
+	X(DROP_DNS_NOT_RESOLVER, -212, "drop_dns_not_resolver", "port 53 to anything but the resolver")          \
+	X(DROP_DNS_RATE, -213, "drop_dns_rate", "DNS bucket empty")                                              \
+	X(DROP_POLICY, -214, "drop_policy", "no entry allows the destination")                                   \
+	X(DROP_NO_FLOW, -215, "drop_no_flow", "into the guest, not a reply")                                     \
+	X(DROP_NO_CONFIG, -216, "drop_no_config", "config map missing or unset")                                 \
+	X(DROP_HOST_ADDR, -217, "drop_host_addr",                                                                \
+	  "another address of the host, broadcast or multicast: the host would not forward it")                   \
+	X(DROP_CSUM, -218, "drop_csum", "checksum offload request whose start or offset is not the L4 checksum's")
 
-	LATCH_DROP_MALFORMED = -200,	 /* truncated or inconsistent headers */
-	LATCH_DROP_VLAN = -201,		 /* 802.1Q/802.1ad tag, in-band or offloaded */
-	LATCH_DROP_ETHERTYPE = -202,	 /* not IPv4, IPv6 or ARP */
-	LATCH_DROP_SPOOF_MAC = -203,	 /* source MAC is not the assigned one */
-	LATCH_DROP_SPOOF_IP = -204,	 /* source IP is not the assigned one */
-	LATCH_DROP_ARP = -205,		 /* ARP not between guest and host */
-	LATCH_DROP_ND = -206,		 /* ICMPv6 ND/MLD not towards the host */
-	LATCH_DROP_FRAGMENT = -207,	 /* IPv4 fragment or IPv6 fragment header */
-	LATCH_DROP_IP_OPTIONS = -208,	 /* IPv4 options (source routing etc.) */
-	LATCH_DROP_EXT_HDR = -209,	 /* IPv6 routing header or too deep a chain */
-	LATCH_DROP_PROTO = -210,	 /* not TCP, UDP or ICMP echo (tunnels too) */
-	LATCH_DROP_HOST_PORT = -211,	 /* host address, port not a host service */
-	LATCH_DROP_DNS_NOT_RESOLVER = -212, /* port 53 to anything but the resolver */
-	LATCH_DROP_DNS_RATE = -213,	 /* DNS bucket empty */
-	LATCH_DROP_POLICY = -214,	 /* no entry allows the destination */
-	LATCH_DROP_NO_FLOW = -215,	 /* into the guest, not a reply */
-	LATCH_DROP_NO_CONFIG = -216,	 /* config map missing or unset */
-	LATCH_DROP_LAST = LATCH_DROP_NO_CONFIG,
+enum latch_reason {
+#define LATCH_REASON_ENUM(id, code, name, text) LATCH_##id = (code),
+	LATCH_REASONS(LATCH_REASON_ENUM)
+#undef LATCH_REASON_ENUM
+	LATCH_PASS_LAST = LATCH_PASS_OPEN,
+	LATCH_DROP_LAST = LATCH_DROP_CSUM,
 };
 
 #define LATCH_PASS_COUNT LATCH_PASS_LAST
 #define LATCH_DROP_COUNT (LATCH_DROP_MALFORMED - LATCH_DROP_LAST + 1)
 #define LATCH_REASON_SLOTS (1 + LATCH_PASS_COUNT + LATCH_DROP_COUNT)
+#define LATCH_REASON_ONE(id, code, name, text) +1
+_Static_assert(0 LATCH_REASONS(LATCH_REASON_ONE) == LATCH_PASS_COUNT + LATCH_DROP_COUNT,
+	       "reason codes must be dense: 1..PASS_LAST and -200..DROP_LAST");
+#undef LATCH_REASON_ONE
 
 /* Direction of a packet, seen from the guest. */
 enum latch_dir {
@@ -140,10 +157,32 @@ _Static_assert(sizeof(struct latch_counter) == 16, "latch_counter layout");
  * else it sends, DNS to its upstreams included, goes by the policy alone.
  */
 #define LATCH_CFG_LATCHD (1u << 10)
+/*
+ * Bits 16 and up are the loader's bookkeeping, kept in the same map so that
+ * they live and die with the pins.  The programs ignore them.
+ */
+#define LATCH_CFG_USER_MASK 0xffff0000u
+#define LATCH_CFG_OWN_QDISC (1u << 16)	/* latch created the clsact qdisc and may remove it */
+#define LATCH_CFG_IDLE_DIRTY (1u << 17) /* the idle policy generation may hold entries */
+#define LATCH_CFG_TCX (1u << 18)	/* attached as TCX links (pinned), not clsact filters */
+#define LATCH_CFG_NO_CSUM (1u << 19)	/* the kernel can't read csum_start: the program without that check */
 
 struct latch_config {
 	__u32 abi_version;
 	__u32 flags;
+	/*
+	 * The policy generation that lookups use (0 or 1).  A whole new policy
+	 * is written under the other generation and made live by flipping this
+	 * one field.
+	 */
+	__u32 policy_gen;
+	/*
+	 * Bumped whenever something is removed from the policy or a deadline
+	 * moves earlier.  Flows carry the version they were allowed under; a
+	 * flow from an older version is checked against the policy again before
+	 * its packet passes.
+	 */
+	__u32 policy_version;
 	__u32 ifindex;			/* the link the programs were attached to */
 	char ifname[LATCH_IFNAMSIZ];
 	__u8 guest_mac[6];
@@ -159,22 +198,13 @@ struct latch_config {
 	__u32 dns_burst;   /* bucket depth, packets */
 	__u32 event_rate;  /* deny events per second */
 	__u32 event_burst; /* event bucket depth */
-	/*
-	 * The policy generation that lookups use (0 or 1).  A whole new policy
-	 * is written under the other generation and made live by flipping this
-	 * one field.
-	 */
-	__u32 policy_gen;
-	/*
-	 * Bumped whenever something is removed from the policy.  Flows carry the
-	 * version they were allowed under; a flow from an older version is
-	 * checked against the policy again before its packet passes.
-	 */
-	__u32 policy_version;
 };
+/* What the established-flow fast path reads (flags, version, MAC, IPv4) sits in the first 64 bytes. */
 _Static_assert(sizeof(struct latch_config) == 136, "latch_config layout");
-_Static_assert(__builtin_offsetof(struct latch_config, guest_ip6) == 48, "latch_config layout");
-_Static_assert(__builtin_offsetof(struct latch_config, policy_gen) == 128, "latch_config layout");
+_Static_assert(__builtin_offsetof(struct latch_config, policy_version) == 12, "latch_config layout");
+_Static_assert(__builtin_offsetof(struct latch_config, guest_mac) == 36, "latch_config layout");
+_Static_assert(__builtin_offsetof(struct latch_config, guest_ip4) == 44, "latch_config layout");
+_Static_assert(__builtin_offsetof(struct latch_config, guest_ip6) == 56, "latch_config layout");
 
 /* Protocol values in rules: ANY matches TCP, UDP and ICMP echo. */
 #define LATCH_PROTO_ANY 0
@@ -315,10 +345,19 @@ struct latch_flow_hot {
 	__u32 family;	      /* 4 or 6; 0 when empty */
 	__u32 policy_version; /* as in struct latch_flow */
 	__u64 expires_ns;
+	/*
+	 * IPv4 only, for the fast path: the flow as its packets carry it, the
+	 * 8 bytes at frame offset 30 (destination address, source port,
+	 * destination port), and the protocol.  Both 0 for IPv6: no packet
+	 * matches them.
+	 */
+	__u64 wire4;
 	__u32 uses; /* packets since the flow table was last consulted */
-	__u32 pad;
+	__u8 proto4;
+	__u8 pad[3];
 };
-_Static_assert(sizeof(struct latch_flow_hot) == 48, "latch_flow_hot layout");
+_Static_assert(sizeof(struct latch_flow_hot) == 56, "latch_flow_hot layout");
+_Static_assert(__builtin_offsetof(struct latch_flow_hot, wire4) == 40, "latch_flow_hot layout");
 
 /* A token bucket (GCRA): one element of dns_bucket and event_bucket. */
 struct latch_bucket {

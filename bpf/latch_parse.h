@@ -56,6 +56,8 @@ struct latch_pkt {
 	__u8 hop_limit;
 	__u8 nd; /* ICMPv6 neighbour discovery or MLD */
 	__u8 icmp_error; /* into the guest: an error about a guest packet */
+	__u16 l4_off;	 /* where the transport header starts, from the frame's start */
+	__u16 pad;
 };
 
 /*
@@ -237,6 +239,7 @@ static __always_inline int parse_ipv4(struct __sk_buff *skb, struct latch_pkt *p
 	p->proto = ip.protocol;
 	p->saddr[0] = ip.saddr;
 	p->daddr[0] = ip.daddr;
+	p->l4_off = ETH_HLEN + sizeof(ip);
 	return parse_l4(skb, p, ETH_HLEN + sizeof(ip), ETH_HLEN + tot_len, dir);
 }
 
@@ -286,6 +289,7 @@ static __always_inline int parse_ipv6(struct __sk_buff *skb, struct latch_pkt *p
 	if (nh == IPPROTO_HOPOPTS || nh == IPPROTO_DSTOPTS)
 		return LATCH_DROP_EXT_HDR; /* chain longer than we walk */
 	p->proto = nh;
+	p->l4_off = off;
 	return parse_l4(skb, p, off, end, dir);
 }
 
@@ -335,6 +339,28 @@ static __always_inline int latch_parse(struct __sk_buff *skb, struct latch_pkt *
 	}
 }
 
+/*
+ * Where guest ND may go: link-local unicast (the host's, on this
+ * point-to-point link), a solicited-node group ff02::1:ffXX:XXXX, the
+ * all-routers group ff02::2, or the host's address.  None of these is ever
+ * forwarded; with IPv6 forwarding on, a solicitation to any other address
+ * would be, and its payload with it.
+ */
+static __always_inline int nd_destination_ok(const struct latch_config *cfg, const struct latch_pkt *p)
+{
+	const __u32 *d = p->daddr;
+
+	if (addr6_is_linklocal(d))
+		return 1;
+	if (d[0] == bpf_htonl(0xff020000) && !d[1]) {
+		if (d[2] == bpf_htonl(1) && (d[3] & bpf_htonl(0xff000000)) == bpf_htonl(0xff000000))
+			return 1; /* solicited-node */
+		if (!d[2] && d[3] == bpf_htonl(2))
+			return 1; /* all-routers */
+	}
+	return (cfg->flags & LATCH_CFG_HAVE_IP6) && addr6_eq(d, cfg->host_ip6);
+}
+
 /* ND from the guest: only with the host, only about the guest itself. */
 static __always_inline int check_nd_from_guest(const struct latch_config *cfg, const struct latch_pkt *p)
 {
@@ -343,7 +369,7 @@ static __always_inline int check_nd_from_guest(const struct latch_config *cfg, c
 	int target_is_guest = addr6_is_linklocal(p->nd_target) ||
 			      ((cfg->flags & LATCH_CFG_HAVE_IP6) && addr6_eq(p->nd_target, cfg->guest_ip6));
 
-	if (p->hop_limit != 255)
+	if (p->hop_limit != 255 || !nd_destination_ok(cfg, p))
 		return LATCH_DROP_ND;
 	switch (p->icmp_type) {
 	case 133: /* router solicitation: harmless, the host answers or not */

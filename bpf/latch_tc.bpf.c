@@ -5,7 +5,8 @@
  * Two tc programs sit on the host end of a sandbox's link (a VM's tap, a
  * container's veth).  latch_from_guest runs on clsact ingress and sees every
  * packet the guest sends; latch_to_guest runs on clsact egress and sees every
- * packet the guest would receive.  Everything is dropped unless a check below
+ * packet the guest would receive.  (Or on TCX ingress and egress, on kernels
+ * that have TCX: the same programs, the same verdicts.)  Everything is dropped unless a check below
  * says otherwise, and every verdict is counted under its reason.
  *
  * One loaded copy of this object serves one sandbox: its maps are pinned
@@ -13,12 +14,14 @@
  * addresses, so no lookup needs a sandbox key.
  */
 #include "vmlinux.h"
+#include <bpf/bpf_core_read.h>
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_helpers.h>
 
 #include "latch_abi.h"
 #include "latch_parse.h"
 #include "latch_rules.h"
+#include "latch_guard.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -329,14 +332,18 @@ static __always_inline int is_dns(const struct latch_pkt *p)
 /*
  * Where may the guest send this packet?  The order is the contract in
  * DESIGN.md: host services, then DNS (resolver only, within the bucket), then
- * policy.  `fresh` is 0 when re-checking an existing flow for a reply, where
+ * policy; what the policy passes must also be something the host forwards
+ * (host_would_forward), so that no entry, not even `open`, reaches the
+ * host's other addresses.  `fresh` is 0 when re-checking an existing flow for a reply, where
  * the DNS bucket must not be charged again; `established` is 1 whenever the
  * flow exists already (a learned rule's TTL no longer applies to it).
  */
-static __always_inline int decide_destination(const struct latch_config *cfg, const struct latch_pkt *p,
-					      int fresh, int established, __u64 *now, __u64 *expires)
+static __always_inline int decide_destination(struct __sk_buff *skb, const struct latch_config *cfg,
+					      const struct latch_pkt *p, int fresh, int established, __u64 *now,
+					      __u64 *expires)
 {
 	__u32 zero = 0;
+	int reason;
 
 	*expires = 0;
 	if (is_host(cfg, p)) {
@@ -363,7 +370,10 @@ static __always_inline int decide_destination(const struct latch_config *cfg, co
 		return bucket_take(b, cfg->dns_rate, cfg->dns_burst, *now, NULL) ? LATCH_PASS_DNS
 										  : LATCH_DROP_DNS_RATE;
 	}
-	return policy_decide(cfg, p, established, now, expires);
+	reason = policy_decide(cfg, p, established, now, expires);
+	if (reason > 0 && !host_would_forward(skb, p))
+		return LATCH_DROP_HOST_ADDR;
+	return reason;
 }
 
 /* The flow key of a packet, from the guest's side. */
@@ -407,10 +417,10 @@ static __always_inline void *flow_lookup(const struct latch_pkt *p, int from_gue
 	return bpf_map_lookup_elem(&flow6, key);
 }
 
-static __always_inline void flow_store(const struct latch_pkt *p, void *key, const struct latch_config *cfg,
-				       int reason, __u64 expires)
+static __always_inline void flow_store(const struct latch_pkt *p, void *key, __u32 version, int reason,
+				       __u64 expires)
 {
-	struct latch_flow f = { .expires_ns = expires, .policy_version = cfg->policy_version, .reason = reason };
+	struct latch_flow f = { .expires_ns = expires, .policy_version = version, .reason = reason };
 
 	if (p->family == 4)
 		bpf_map_update_elem(&flow4, key, &f, BPF_ANY);
@@ -419,9 +429,9 @@ static __always_inline void flow_store(const struct latch_pkt *p, void *key, con
 }
 
 /* Is a recorded flow still good without asking the policy again? */
-static __always_inline int flow_current(const struct latch_flow *f, const struct latch_config *cfg, __u64 *now)
+static __always_inline int flow_current(const struct latch_flow *f, __u32 version, __u64 *now)
 {
-	if (f->policy_version != cfg->policy_version)
+	if (f->policy_version != version)
 		return 0;
 	if (!f->expires_ns)
 		return 1;
@@ -442,14 +452,35 @@ static __always_inline int hot_matches(const struct latch_flow_hot *h, const uni
 	       h->key[3] == k->w[3] && h->key[4] == k->w[4] && h->key[5] == k->w[5];
 }
 
-static __always_inline void hot_store(struct latch_flow_hot *h, const union flow_key *k, __u32 family,
-				      const struct latch_config *cfg, __u64 expires)
+static __always_inline void hot_store(struct latch_flow_hot *h, const union flow_key *k, const struct latch_pkt *p,
+				      __u32 version, __u64 expires)
 {
 	__builtin_memcpy(h->key, k->w, sizeof(h->key));
-	h->family = family;
-	h->policy_version = cfg->policy_version;
+	h->family = p->family;
+	h->policy_version = version;
 	h->expires_ns = expires;
 	h->uses = 0;
+	h->wire4 = 0;
+	h->proto4 = 0;
+	if (p->family == 4 && p->l4_off == ETH_HLEN + 20) {
+		/* the frame's bytes 30..37: destination address, then source and destination port */
+		__builtin_memcpy(&h->wire4, p->daddr, 4);
+		__builtin_memcpy((__u8 *)&h->wire4 + 4, &p->sport, 2);
+		__builtin_memcpy((__u8 *)&h->wire4 + 6, &p->dport, 2);
+		h->proto4 = p->proto;
+	}
+}
+
+/*
+ * The policy version a packet is judged under, read once at its start.  A
+ * packet that began before user space changed a map and bumped the version
+ * records its flow under the old version, so the next packet asks again; one
+ * that began after sees the changed map.  (Read through a volatile pointer:
+ * the compiler must not load it again later.)
+ */
+static __always_inline __u32 policy_version(const struct latch_config *cfg)
+{
+	return *(const volatile __u32 *)&cfg->policy_version;
 }
 
 static __always_inline const struct latch_config *get_config(void)
@@ -462,8 +493,54 @@ static __always_inline const struct latch_config *get_config(void)
 	return cfg;
 }
 
-SEC("tc")
-int latch_from_guest(struct __sk_buff *skb)
+/*
+ * The established-flow fast path: an IPv4 TCP or UDP packet of this CPU's
+ * last flow passes after the checks the full path would make on it, read
+ * straight from the packet: no VLAN tag, IPv4 from the guest's MAC and
+ * address, no options, no fragment, a length that holds the transport
+ * header, a checksum request (if any) at the L4 checksum, and the flow, the
+ * policy version and the deadline of flow_hot (the flow compared as the
+ * packet carries it: flow_hot.wire4 and proto4).  Anything else -- a miss
+ * included -- returns 0 and takes the full path, which decides it alone.
+ * DNS never matches: flow_hot never holds a port-53 flow.
+ */
+static __always_inline int fast_flow_v4(struct __sk_buff *skb, const struct latch_config *cfg, __u32 version,
+					const bool csum_check)
+{
+	void *data = (void *)(long)skb->data, *data_end = (void *)(long)skb->data_end;
+	const struct iphdr *ip = data + ETH_HLEN;
+	struct latch_flow_hot *hot;
+	__u32 zero = 0, tot;
+	__u8 proto;
+
+	if (data + ETH_HLEN + sizeof(*ip) + 20 > data_end || skb->vlan_present)
+		return 0;
+	/* the source MAC in two loads: 4 bytes at 6 and 2 at 10, as guest_mac is laid out */
+	if (*(const __be16 *)(data + 12) != bpf_htons(ETH_P_IP) ||
+	    *(const __u32 *)(data + 6) != *(const __u32 *)cfg->guest_mac ||
+	    *(const __u16 *)(data + 10) != *(const __u16 *)(cfg->guest_mac + 4))
+		return 0;
+	if (*(const __u8 *)ip != 0x45 || (ip->frag_off & bpf_htons(0x3fff)) || !(cfg->flags & LATCH_CFG_HAVE_IP4) ||
+	    ip->saddr != cfg->guest_ip4)
+		return 0;
+	proto = ip->protocol;
+	tot = bpf_ntohs(ip->tot_len);
+	if ((proto != IPPROTO_TCP && proto != IPPROTO_UDP) || tot > skb->len - ETH_HLEN ||
+	    tot < sizeof(*ip) + (proto == IPPROTO_TCP ? 20 : 8))
+		return 0;
+	if (csum_check && !csum_request_ok(skb, ETH_HLEN + sizeof(*ip), proto == IPPROTO_TCP ? 16 : 6))
+		return 0;
+	hot = bpf_map_lookup_elem(&flow_hot, &zero);
+	if (!hot || hot->wire4 != *(const __u64 *)(data + ETH_HLEN + 16) || hot->proto4 != proto ||
+	    hot->policy_version != version || ++hot->uses >= LATCH_FLOW_HOT_USES)
+		return 0;
+	if (hot->expires_ns && bpf_ktime_get_boot_ns() >= hot->expires_ns)
+		return 0;
+	count(latch_counter_slot(LATCH_PASS_FLOW, LATCH_DIR_FROM_GUEST), skb->len);
+	return 1;
+}
+
+static __always_inline int from_guest(struct __sk_buff *skb, const bool csum_check)
 {
 	const struct latch_config *cfg = get_config();
 	struct latch_flow_hot *hot;
@@ -471,15 +548,25 @@ int latch_from_guest(struct __sk_buff *skb)
 	union flow_key key;
 	struct latch_flow *f;
 	__u64 now = 0, expires = 0;
-	__u32 zero = 0;
+	__u32 zero = 0, version;
 	int reason;
 
+	if (cfg) {
+		version = policy_version(cfg);
+		if (fast_flow_v4(skb, cfg, version, csum_check))
+			return TC_ACT_OK;
+	}
 	__builtin_memset(&p, 0, sizeof(p));
 	if (!cfg)
 		return verdict(skb, NULL, &p, LATCH_DROP_NO_CONFIG, LATCH_DIR_FROM_GUEST);
 	reason = latch_parse(skb, &p, LATCH_DIR_FROM_GUEST);
 	if (reason < 0)
 		return verdict(skb, cfg, &p, reason, LATCH_DIR_FROM_GUEST);
+	if (csum_check) {
+		reason = check_csum_offload(skb, &p);
+		if (reason)
+			return verdict(skb, cfg, &p, reason, LATCH_DIR_FROM_GUEST);
+	}
 	reason = check_link_from_guest(cfg, &p);
 	if (reason)
 		return verdict(skb, cfg, &p, reason, LATCH_DIR_FROM_GUEST);
@@ -495,27 +582,42 @@ int latch_from_guest(struct __sk_buff *skb)
 		flow_key4(&p, 1, &key.k4);
 	else
 		flow_key6(&p, 1, &key.k6);
-	if (hot && !is_dns(&p) && hot_matches(hot, &key, p.family) &&
-	    hot->policy_version == cfg->policy_version && ++hot->uses < LATCH_FLOW_HOT_USES &&
+	if (hot && !is_dns(&p) && hot_matches(hot, &key, p.family) && hot->policy_version == version &&
+	    ++hot->uses < LATCH_FLOW_HOT_USES &&
 	    (!hot->expires_ns || (now = bpf_ktime_get_boot_ns()) < hot->expires_ns))
 		return verdict(skb, cfg, &p, LATCH_PASS_FLOW, LATCH_DIR_FROM_GUEST);
 
 	f = p.family == 4 ? bpf_map_lookup_elem(&flow4, &key.k4) : bpf_map_lookup_elem(&flow6, &key.k6);
-	if (f && !is_dns(&p) && flow_current(f, cfg, &now)) {
+	if (f && !is_dns(&p) && flow_current(f, version, &now)) {
 		if (hot)
-			hot_store(hot, &key, p.family, cfg, f->expires_ns);
+			hot_store(hot, &key, &p, version, f->expires_ns);
 		return verdict(skb, cfg, &p, LATCH_PASS_FLOW, LATCH_DIR_FROM_GUEST);
 	}
 
-	reason = decide_destination(cfg, &p, 1, f != NULL, &now, &expires);
-	if (reason > 0 && !(f && flow_current(f, cfg, &now))) {
-		flow_store(&p, &key, cfg, reason, expires);
+	reason = decide_destination(skb, cfg, &p, 1, f != NULL, &now, &expires);
+	if (reason > 0 && !(f && flow_current(f, version, &now))) {
+		flow_store(&p, &key, version, reason, expires);
 		if (hot && !is_dns(&p))
-			hot_store(hot, &key, p.family, cfg, expires);
+			hot_store(hot, &key, &p, version, expires);
 	}
 	return verdict(skb, cfg, &p, reason, LATCH_DIR_FROM_GUEST);
 }
 
+/* On tc ingress of the host end: every packet the guest sends. */
+SEC("tc")
+int latch_from_guest(struct __sk_buff *skb)
+{
+	return from_guest(skb, true);
+}
+
+/* The same for kernels before 6.2, which can't read the checksum-offload fields (see docs/INVARIANTS.md). */
+SEC("tc")
+int latch_from_guest_nocsum(struct __sk_buff *skb)
+{
+	return from_guest(skb, false);
+}
+
+/* On tc egress of the host end: every packet the guest would receive. */
 SEC("tc")
 int latch_to_guest(struct __sk_buff *skb)
 {
@@ -524,11 +626,13 @@ int latch_to_guest(struct __sk_buff *skb)
 	union flow_key key;
 	struct latch_flow *f;
 	__u64 now = 0, expires = 0;
+	__u32 version;
 	int reason;
 
 	__builtin_memset(&p, 0, sizeof(p));
 	if (!cfg)
 		return verdict(skb, NULL, &p, LATCH_DROP_NO_CONFIG, LATCH_DIR_TO_GUEST);
+	version = policy_version(cfg);
 	reason = latch_parse(skb, &p, LATCH_DIR_TO_GUEST);
 	if (reason < 0)
 		return verdict(skb, cfg, &p, reason, LATCH_DIR_TO_GUEST);
@@ -539,7 +643,7 @@ int latch_to_guest(struct __sk_buff *skb)
 	f = flow_lookup(&p, 0, &key);
 	if (!f)
 		return verdict(skb, cfg, &p, LATCH_DROP_NO_FLOW, LATCH_DIR_TO_GUEST);
-	if (flow_current(f, cfg, &now))
+	if (flow_current(f, version, &now))
 		return verdict(skb, cfg, &p, LATCH_PASS_RETURN, LATCH_DIR_TO_GUEST);
 
 	/*
@@ -547,7 +651,7 @@ int latch_to_guest(struct __sk_buff *skb)
 	 * recorded: ask again, as if the guest were sending to the remote end.
 	 */
 	latch_pkt_reverse(&p, &out);
-	reason = decide_destination(cfg, &out, 0, 1, &now, &expires);
+	reason = decide_destination(skb, cfg, &out, 0, 1, &now, &expires);
 	if (reason < 0) {
 		if (p.family == 4)
 			bpf_map_delete_elem(&flow4, &key);
@@ -555,6 +659,6 @@ int latch_to_guest(struct __sk_buff *skb)
 			bpf_map_delete_elem(&flow6, &key);
 		return verdict(skb, cfg, &p, LATCH_DROP_NO_FLOW, LATCH_DIR_TO_GUEST);
 	}
-	flow_store(&out, &key, cfg, reason, expires);
+	flow_store(&out, &key, version, reason, expires);
 	return verdict(skb, cfg, &p, LATCH_PASS_RETURN, LATCH_DIR_TO_GUEST);
 }

@@ -124,6 +124,7 @@ int cmd_run(int argc, char **argv); /* cmd_run.c */
 int cmd_completion(int argc, char **argv); /* help.c */
 /* latchd's confinement read back from the kernel: a line, level 0 ok, 1 not running, 2 not confined (cmd_run.c). */
 json_t *latch_confinement_report(char *line, size_t len, int *level);
+int cmd_verify(int argc, char **argv);
 /*
  * Record a change that was made in the audit log; takes ownership of fields
  * (NULL for none).  A log that can't be written costs one warning line on

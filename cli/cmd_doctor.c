@@ -2,7 +2,7 @@
 /*
  * cmd_doctor.c - `latch doctor`: is this host able to enforce?
  *
- * Every check is a probe of the real thing (load the programs, put clsact on
+ * Every check is a probe of the real thing (load the programs, attach them to
  * a link in a throwaway netns, connect to libvirt), never a guess from
  * version numbers: libvirt is timed, /dev/kvm is opened as libvirt's qemu
  * user.  Each failure comes with the command that fixes it.
@@ -19,7 +19,6 @@
 #include <string.h>
 #include <sys/capability.h>
 #include <sys/vfs.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "broker/broker.h"
@@ -101,30 +100,44 @@ static void check_caps(struct check *c)
 }
 
 /*
- * Load latch's programs and attach them to clsact on lo of a throwaway
- * network namespace, in a child process so this one's netns is untouched.
+ * Load latch's programs and attach them, in the mode new sandboxes get, to lo
+ * of a throwaway network namespace (loader/probe.c does it in a child).
  */
-static void check_load_and_clsact(struct check *load, struct check *cls)
+static void check_load_and_attach(struct check *load, struct check *mode, struct check *att)
 {
-	struct latch_tc_probe p;
+	char detail[LATCH_ERR_MAX + 64], why[LATCH_ERR_MAX];
+	enum latch_tc_mode m;
+	bool loaded;
 
 	load->name = "BPF programs load";
-	cls->name = "clsact + cls_bpf";
-	if (latch_probe_tc(&p)) {
-		set(load, FAIL, "the probe could not run (fork or pipe failed)", NULL);
-		set(cls, FAIL, "not probed", NULL);
-		return;
+	mode->name = "tc attach mode";
+	att->name = "tc attach";
+	if (latch_tc_mode_choose(&m, why, sizeof(why))) {
+		set(mode, FAIL, why, "unset LATCH_TC_MODE, or set it to tcx, clsact or auto");
+		m = LATCH_TC_CLSACT;
+	} else if (m == LATCH_TC_TCX) {
+		set(mode, OK, "tcx: links pinned in bpffs, run before any clsact filter (kernel 6.6+)", NULL);
+	} else {
+		snprintf(detail, sizeof(detail), "clsact: cls_bpf filters (%s)",
+			 latch_tcx_supported() ? "forced by LATCH_TC_MODE=clsact" : "this kernel has no TCX");
+		set(mode, OK, detail, NULL);
 	}
-	if (p.loaded)
-		set(load, OK, "the verifier accepted latch_from_guest and latch_to_guest", NULL);
-	else
+	if (latch_tc_probe(m, &loaded, why, sizeof(why)) == 0) {
+		set(att, OK, why, NULL);
+	} else {
+		snprintf(detail, sizeof(detail), "%s: %s", latch_tc_mode_name(m), why);
+		set(att, loaded ? FAIL : WARN, loaded ? detail : "not probed: the programs did not load",
+		    m == LATCH_TC_TCX ? "LATCH_TC_MODE=clsact uses clsact filters instead"
+				      : "load the sch_ingress and cls_bpf modules (modprobe sch_ingress cls_bpf)");
+	}
+	if (!loaded)
 		set(load, FAIL, "the kernel refused latch's programs",
 		    "run `latch -v doctor` for the verifier log; a 5.15+ kernel with BTF is needed");
-	if (p.attached)
-		set(cls, OK, "clsact created and both filters attached in a scratch netns", NULL);
+	else if (latch_csum_check_supported())
+		set(load, OK, "the verifier accepted latch_from_guest and latch_to_guest", NULL);
 	else
-		set(cls, FAIL, "could not attach to clsact in a scratch netns",
-		    "load the sch_ingress and cls_bpf modules (modprobe sch_ingress cls_bpf)");
+		set(load, WARN, "loaded without the checksum-offload check: this kernel lacks bpf_cast_to_kern_ctx (6.2+)",
+		    "a 6.2+ kernel; until then see docs/INVARIANTS.md on checksum offload");
 }
 
 static void check_cgroup2(struct check *c)
@@ -328,7 +341,7 @@ static void check_rooms(struct check *c)
 
 int cmd_doctor(int argc, char **argv)
 {
-	struct check c[16];
+	struct check c[24];
 	struct latch_vm_kvm kvm;
 	int n = 0, failed = 0, kvm_probe;
 	json_t *arr = json_array();
@@ -341,8 +354,8 @@ int cmd_doctor(int argc, char **argv)
 	check_host_view(&c[n++]);
 	check_bpffs(&c[n++]);
 	check_caps(&c[n++]);
-	check_load_and_clsact(&c[n], &c[n + 1]);
-	n += 2;
+	check_load_and_attach(&c[n], &c[n + 1], &c[n + 2]);
+	n += 3;
 	check_cgroup2(&c[n++]);
 	kvm_probe = latch_vm_kvm_probe(&kvm);
 	check_kvm(&c[n++], &kvm);

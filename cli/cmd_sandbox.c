@@ -17,6 +17,7 @@
 #include "profile/profile.h"
 #include "cli/cli.h"
 #include "loader/loader.h"
+#include "vm/vm.h"
 
 /* "IP[,IP6]": at most one address of each family. */
 static int parse_addr_pair(const char *opt, const char *s, struct latch_addr *v4, struct latch_addr *v6)
@@ -71,8 +72,8 @@ static int verify_attached(const char *name)
 		return latch_err(LATCH_EXIT_UNVERIFIED, "%s: cannot read the posture back: %s", name, err);
 	if (r || !p.enforced)
 		return latch_err(LATCH_EXIT_UNVERIFIED,
-				 "%s is attached but NOT ENFORCED: %s (see `tc filter show`; remove it and re-attach)",
-				 name, r ? strerror(-r) : p.why);
+				 "%s is attached but NOT ENFORCED: %s (see `latch status %s`; remove it and re-attach)",
+				 name, r ? strerror(-r) : p.why, name);
 	return 0;
 }
 
@@ -220,6 +221,12 @@ int cmd_detach(int argc, char **argv)
 		return LATCH_EXIT_USAGE;
 	if (!latch_sandbox_exists(argv[1]))
 		return latch_err_no_sandbox("sandbox", argv[1]);
+	/* a guest `latch up` made stays routed and masqueraded: without its filters it would be unfiltered */
+	if (latch_vm_exists(argv[1]))
+		return latch_err(LATCH_EXIT_USAGE,
+				 "'%s' is a VM sandbox: detach would leave its guest routed and unfiltered; "
+				 "`latch destroy %s` removes it whole",
+				 argv[1], argv[1]);
 	if (latch_sandbox_detach(argv[1], err, sizeof(err)))
 		return latch_err(LATCH_EXIT_FAILED, "%s", err);
 	/* its profile goes with it: a new sandbox of that name starts from nothing */
@@ -296,12 +303,19 @@ static bool status_one(const char *name, json_t *arr)
 	json_object_set_new(o, "guest_ip6", cfg.flags & LATCH_CFG_HAVE_IP6 ? json_string(g6) : json_null());
 	json_object_set_new(o, "host_ip4", cfg.flags & LATCH_CFG_HAVE_IP4 ? json_string(h4) : json_null());
 	json_object_set_new(o, "host_ip6", cfg.flags & LATCH_CFG_HAVE_IP6 ? json_string(h6) : json_null());
+	json_object_set_new(o, "tc_mode", json_string(latch_tc_mode_name(p.mode)));
+	json_object_set_new(o, "xdp_prog_id", p.xdp_id ? json_integer(p.xdp_id) : json_null());
+	json_object_set_new(o, "csum_check", json_boolean(p.csum_check));
 	hooks = json_object();
-	for (int d = 0; d < LATCH_DIR_COUNT; d++)
+	for (int d = 0; d < LATCH_DIR_COUNT; d++) {
+		const struct latch_hook_state *h = &p.hook[d];
+
 		json_object_set_new(hooks, dir_name(d),
-				    json_pack("{s:b, s:i, s:i, s:i, s:b}", "clsact", p.hook[d].present, "filters",
-					      p.hook[d].n_filters, "attached_prog_id", p.hook[d].attached_id,
-					      "pinned_prog_id", p.pinned_id[d], "first", p.hook[d].first));
+				    json_pack("{s:b, s:i, s:i, s:i, s:i, s:i, s:i, s:b}", "present", h->present,
+					      "clsact_filters", h->n_filters, "tcx_programs", h->n_tcx, "link_id",
+					      h->link_id, "attached_prog_id", h->attached_id, "pinned_prog_id",
+					      p.pinned_id[d], "ahead_prog_id", h->ahead_id, "first", h->first));
+	}
 	json_object_set_new(o, "hooks", hooks);
 	if (latch_json)
 		latch_vm_status_lines(name, o);
@@ -360,10 +374,18 @@ static bool status_one(const char *name, json_t *arr)
 			printf("  why:      %s\n", p.why);
 		printf("  device:   %s (ifindex %u%s)\n", cfg.ifname, p.ifindex,
 		       p.device_present ? (p.device_matches ? "" : ", re-created since attach") : ", missing");
-		for (int d = 0; d < LATCH_DIR_COUNT; d++)
-			printf("  %-10s clsact %s, %d filter(s), latch prog %u (pinned %u)%s\n", dir_name(d),
-			       p.hook[d].present ? "yes" : "NO", p.hook[d].n_filters, p.hook[d].attached_id,
-			       p.pinned_id[d], p.hook[d].attached_id && !p.hook[d].first ? ", NOT FIRST" : "");
+		printf("  hooks:    %s%s%s\n", p.mode == LATCH_TC_TCX ? "TCX links (pinned)" : "clsact filters",
+		       p.xdp_id ? ", XDP program on the device: NOT ALLOWED" : ", no XDP program",
+		       p.csum_check ? "" : ", no checksum-offload check (kernel < 6.2)");
+		for (int d = 0; d < LATCH_DIR_COUNT; d++) {
+			const struct latch_hook_state *h = &p.hook[d];
+
+			printf("  %-10s latch prog %u (pinned %u)", dir_name(d), h->attached_id, p.pinned_id[d]);
+			if (p.mode == LATCH_TC_TCX)
+				printf(", link %u", h->link_id);
+			printf(", %d TCX program(s), %d clsact filter(s)%s\n", h->n_tcx, h->n_filters,
+			       h->attached_id && !h->first ? ", NOT FIRST" : "");
+		}
 		printf("  guest:    %s %s   host: %s %s\n", g4, g6, h4, h6);
 		latch_vm_status_lines(name, o);
 		printf("  entries:  ");

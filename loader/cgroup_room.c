@@ -149,7 +149,7 @@ static void config_of(const struct latch_sandbox_opts *o, struct latch_config *c
 	snprintf(room.ifname, sizeof(room.ifname), "%.*s", (int)sizeof(room.ifname) - 1, o->name); /* for bpftool */
 	room.dns_rate = o->dns_rate ? o->dns_rate : LATCH_DEFAULT_DNS_RATE;
 	room.dns_burst = o->dns_burst ? o->dns_burst : LATCH_DEFAULT_DNS_BURST;
-	latch_sandbox_config(&room, 0, false, c);
+	latch_sandbox_config(&room, 0, c);
 }
 
 /* Claim the lowest free slot for the room; making its maps when it never had any. */

@@ -17,17 +17,11 @@
 #include "loader/entry.h"
 #include "loader/policy.h"
 #include "loader/sandbox.h"
+#include "loader/verify.h"
 
 /* Where libbpf's own messages go: nowhere, warnings (the default), or everything (-v). */
 enum latch_log_level { LATCH_LOG_QUIET, LATCH_LOG_WARN, LATCH_LOG_DEBUG };
 void latch_loader_set_log(enum latch_log_level level);
-
-/* Does this kernel load latch's programs, and attach them to a device?  Asked in a child. */
-struct latch_tc_probe {
-	bool loaded;   /* the verifier accepted both programs */
-	bool attached; /* and both attached to a device (a loopback in a fresh netns) */
-};
-int latch_probe_tc(struct latch_tc_probe *out);
 
 /*
  * A sandbox's deny events (the ring buffer "events").  fn sees each event;

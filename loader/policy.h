@@ -44,6 +44,17 @@ int latch_policy_revoke(struct latch_sandbox *sb, const struct latch_entry *e, c
 int latch_policy_replace(struct latch_sandbox *sb, const struct latch_entry *entries, int n, char *err,
 			 size_t errlen);
 int latch_policy_gc(struct latch_sandbox *sb);
+/*
+ * latch_policy_gc() in steps, for a daemon that must answer in between:
+ * begin is NULL with errno 0 when the idle generation is clean already;
+ * each step deletes about budget keys and returns 1 while more remain, 0
+ * when the idle generation is empty and marked clean (or a switch made the
+ * collection moot), or -errno.  Hold the policy lock around each step.
+ */
+struct latch_policy_gc;
+struct latch_policy_gc *latch_policy_gc_begin(struct latch_sandbox *sb);
+int latch_policy_gc_step(struct latch_policy_gc *gc, unsigned budget);
+void latch_policy_gc_free(struct latch_policy_gc *gc);
 
 /* One entry of a whole policy, with its own deadline and origin. */
 struct latch_policy_spec {

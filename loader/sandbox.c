@@ -8,6 +8,7 @@
  * filter in place (BPF_TC_F_REPLACE) instead of removing it first.
  */
 #include <bpf/bpf.h>
+#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <dirent.h>
 #include <errno.h>
@@ -22,8 +23,7 @@
 #include <unistd.h>
 
 #include "latch_tc.skel.h"
-#include "loader/sandbox.h"
-#include "loader/tc.h"
+#include "loader/hook.h"
 
 const char *const latch_map_names[LATCH_MAP_COUNT] = {
 	[LATCH_MAP_SETTINGS] = "settings",	   [LATCH_MAP_EXACT4] = "exact4",
@@ -35,8 +35,6 @@ const char *const latch_map_names[LATCH_MAP_COUNT] = {
 	[LATCH_MAP_DNS_BUCKET] = "dns_bucket",	   [LATCH_MAP_EVENT_BUCKET] = "event_bucket",
 	[LATCH_MAP_EVENTS] = "events",
 };
-
-static const char *const prog_pin_names[LATCH_DIR_COUNT] = { "prog_from_guest", "prog_to_guest" };
 
 struct latch_sandbox {
 	char name[LATCH_NAME_MAX + 1];
@@ -65,7 +63,7 @@ int latch_sandbox_dir(const char *name, char *buf, size_t len)
 	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }
 
-static int pin_path(const char *name, const char *file, char *buf, size_t len)
+int latch_pin_path(const char *name, const char *file, char *buf, size_t len)
 {
 	int n = snprintf(buf, len, "%s/latch/%s/%s", latch_bpffs_root(), name, file);
 
@@ -104,7 +102,7 @@ bool latch_sandbox_exists(const char *name)
 	char path[PATH_MAX];
 	struct stat st;
 
-	return pin_path(name, latch_map_names[LATCH_MAP_SETTINGS], path, sizeof(path)) == 0 &&
+	return latch_pin_path(name, latch_map_names[LATCH_MAP_SETTINGS], path, sizeof(path)) == 0 &&
 	       stat(path, &st) == 0;
 }
 
@@ -146,11 +144,14 @@ static void unpin_all(const char *name)
 	char path[PATH_MAX];
 
 	for (int i = 0; i < LATCH_MAP_COUNT; i++)
-		if (!pin_path(name, latch_map_names[i], path, sizeof(path)))
+		if (!latch_pin_path(name, latch_map_names[i], path, sizeof(path)))
 			unlink(path);
-	for (int i = 0; i < LATCH_DIR_COUNT; i++)
-		if (!pin_path(name, prog_pin_names[i], path, sizeof(path)))
+	for (int i = 0; i < LATCH_DIR_COUNT; i++) {
+		if (!latch_pin_path(name, latch_prog_pin_names[i], path, sizeof(path)))
 			unlink(path);
+		if (!latch_pin_path(name, latch_link_pin_names[i], path, sizeof(path)))
+			unlink(path);
+	}
 	if (!latch_sandbox_dir(name, path, sizeof(path)))
 		rmdir(path);
 }
@@ -160,20 +161,55 @@ static struct bpf_map *skel_map(struct latch_tc *s, enum latch_map_id id)
 	return bpf_object__find_map_by_name(s->obj, latch_map_names[id]);
 }
 
-/* Open the skeleton with every map pointed at its pin path. */
+bool latch_csum_check_supported(void)
+{
+	static int known = -1;
+
+	if (known < 0) {
+		struct btf *btf = btf__load_vmlinux_btf();
+
+		known = btf && btf__find_by_name_kind(btf, "bpf_cast_to_kern_ctx", BTF_KIND_FUNC) > 0;
+		btf__free(btf);
+	}
+	return known;
+}
+
+/*
+ * latch_from_guest reads the skb's checksum-offload fields through
+ * bpf_cast_to_kern_ctx (6.2+); latch_from_guest_nocsum is the same program
+ * without that check, for older kernels, which would refuse the kfunc.
+ * Exactly one of them is loaded; the choice follows the kernel, never a
+ * failed load (a refused latch_from_guest is an error, not a fallback).
+ */
+static struct bpf_program *from_guest_prog(struct latch_tc *s)
+{
+	return bpf_program__autoload(s->progs.latch_from_guest) ? s->progs.latch_from_guest
+								: s->progs.latch_from_guest_nocsum;
+}
+
+static void prog_fds(struct latch_tc *s, int fd[LATCH_DIR_COUNT])
+{
+	fd[LATCH_DIR_FROM_GUEST] = bpf_program__fd(from_guest_prog(s));
+	fd[LATCH_DIR_TO_GUEST] = bpf_program__fd(s->progs.latch_to_guest);
+}
+
+/* Open the skeleton with every map pointed at its pin path, and the from-guest variant chosen. */
 static struct latch_tc *open_pinned(const char *name, char *err, size_t errlen)
 {
 	struct latch_tc *s = latch_tc__open();
+	bool csum = latch_csum_check_supported();
 	char path[PATH_MAX];
 
 	if (!s) {
 		latch_errf(err, errlen, -1, "cannot open the BPF object: %s", strerror(errno));
 		return NULL;
 	}
+	bpf_program__set_autoload(s->progs.latch_from_guest, csum);
+	bpf_program__set_autoload(s->progs.latch_from_guest_nocsum, !csum);
 	for (int i = 0; i < LATCH_MAP_COUNT; i++) {
 		struct bpf_map *m = skel_map(s, i);
 
-		if (!m || pin_path(name, latch_map_names[i], path, sizeof(path)) ||
+		if (!m || latch_pin_path(name, latch_map_names[i], path, sizeof(path)) ||
 		    bpf_map__set_pin_path(m, path)) {
 			latch_errf(err, errlen, -1, "cannot set the pin path of map %s", latch_map_names[i]);
 			latch_tc__destroy(s);
@@ -185,11 +221,11 @@ static struct latch_tc *open_pinned(const char *name, char *err, size_t errlen)
 
 static int pin_programs(struct latch_tc *s, const char *name, char *err, size_t errlen)
 {
-	struct bpf_program *progs[LATCH_DIR_COUNT] = { s->progs.latch_from_guest, s->progs.latch_to_guest };
+	struct bpf_program *progs[LATCH_DIR_COUNT] = { from_guest_prog(s), s->progs.latch_to_guest };
 	char path[PATH_MAX];
 
 	for (int i = 0; i < LATCH_DIR_COUNT; i++) {
-		if (pin_path(name, prog_pin_names[i], path, sizeof(path)))
+		if (latch_pin_path(name, latch_prog_pin_names[i], path, sizeof(path)))
 			return latch_errf(err, errlen, -1, "pin path too long");
 		/* Replacing our own program pin is the point of a re-attach. */
 		unlink(path);
@@ -199,7 +235,7 @@ static int pin_programs(struct latch_tc *s, const char *name, char *err, size_t 
 	return 0;
 }
 
-void latch_sandbox_config(const struct latch_sandbox_opts *o, int ifindex, bool own_qdisc, struct latch_config *c)
+void latch_sandbox_config(const struct latch_sandbox_opts *o, int ifindex, struct latch_config *c)
 {
 	memset(c, 0, sizeof(*c));
 	c->abi_version = LATCH_ABI_VERSION;
@@ -232,24 +268,24 @@ void latch_sandbox_config(const struct latch_sandbox_opts *o, int ifindex, bool 
 	c->dns_burst = o->dns_burst;
 	c->event_rate = o->event_rate;
 	c->event_burst = o->event_burst;
-	if (own_qdisc)
-		c->flags |= LATCH_CFG_OWN_QDISC;
 	c->flags |= LATCH_CFG_READY;
 }
 
 int latch_sandbox_create(const struct latch_sandbox_opts *o, char *err, size_t errlen)
 {
-	char dir[PATH_MAX];
+	char dir[PATH_MAX], why[LATCH_ERR_MAX];
 	struct latch_config cfg;
 	struct latch_tc *s = NULL;
-	int ifindex = if_nametoindex(o->ifname);
-	bool own_qdisc = false, attached[LATCH_DIR_COUNT] = { false, false };
+	enum latch_tc_mode mode;
+	int ifindex = if_nametoindex(o->ifname), fd[LATCH_DIR_COUNT];
+	bool own_qdisc = false;
 	__u32 zero = 0;
-	int err_no;
 
 	if (!ifindex)
 		return latch_errf(err, errlen, -1, "device '%s' does not exist; give the host end of the sandbox's link",
 			    o->ifname);
+	if (latch_tc_mode_choose(&mode, err, errlen))
+		return -1;
 	if (latch_bpffs_ensure(err, errlen))
 		return -1;
 	if (latch_sandbox_exists(o->name))
@@ -267,37 +303,28 @@ int latch_sandbox_create(const struct latch_sandbox_opts *o, char *err, size_t e
 	}
 	if (pin_programs(s, o->name, err, errlen))
 		goto fail;
-	err_no = latch_tc_hook_create(ifindex, &own_qdisc);
-	if (err_no) {
-		latch_errf(err, errlen, -1, "cannot add a clsact qdisc to %s: %s", o->ifname, strerror(-err_no));
-		goto fail;
-	}
-	latch_sandbox_config(o, ifindex, own_qdisc, &cfg);
+	/* The config before the programs: they drop everything until it is ready. */
+	latch_sandbox_config(o, ifindex, &cfg);
+	if (mode == LATCH_TC_TCX)
+		cfg.flags |= LATCH_CFG_TCX;
+	if (!bpf_program__autoload(s->progs.latch_from_guest))
+		cfg.flags |= LATCH_CFG_NO_CSUM;
 	if (bpf_map_update_elem(bpf_map__fd(s->maps.settings), &zero, &cfg, BPF_ANY)) {
 		latch_errf(err, errlen, -1, "cannot write the config map: %s", strerror(errno));
 		goto fail;
 	}
-	/* Leaving the guest first: that is the direction that must never be open. */
-	err_no = latch_tc_attach(ifindex, false, bpf_program__fd(s->progs.latch_from_guest), false);
-	if (!err_no) {
-		attached[LATCH_DIR_FROM_GUEST] = true;
-		err_no = latch_tc_attach(ifindex, true, bpf_program__fd(s->progs.latch_to_guest), false);
-		attached[LATCH_DIR_TO_GUEST] = !err_no;
-	}
-	if (err_no) {
-		latch_errf(err, errlen, -1, "cannot attach to %s: %s%s", o->ifname, strerror(-err_no),
-		     err_no == -EEXIST ? " (another filter holds latch's handle; is it attached under another name?)"
-				       : "");
+	prog_fds(s, fd);
+	if (latch_hook_attach(o->name, mode, ifindex, fd, &own_qdisc, why, sizeof(why))) {
+		latch_errf(err, errlen, -1, "%s (%s): %s", o->ifname, latch_tc_mode_name(mode), why);
 		goto fail;
+	}
+	if (own_qdisc) {
+		cfg.flags |= LATCH_CFG_OWN_QDISC;
+		bpf_map_update_elem(bpf_map__fd(s->maps.settings), &zero, &cfg, BPF_ANY);
 	}
 	latch_tc__destroy(s);
 	return 0;
 fail:
-	for (int d = 0; d < LATCH_DIR_COUNT; d++)
-		if (attached[d])
-			latch_tc_detach(ifindex, d == LATCH_DIR_TO_GUEST);
-	if (own_qdisc)
-		latch_tc_hook_destroy(ifindex);
 	latch_tc__destroy(s);
 	unpin_all(o->name);
 	return -1;
@@ -308,7 +335,9 @@ int latch_sandbox_reattach(const char *name, char *err, size_t errlen)
 	struct latch_sandbox *sb;
 	struct latch_config cfg;
 	struct latch_tc *s = NULL;
-	int ifindex, rc = -1, e;
+	enum latch_tc_mode mode;
+	char why[LATCH_ERR_MAX];
+	int ifindex, rc = -1, fd[LATCH_DIR_COUNT];
 	bool created;
 
 	if (latch_bpffs_ensure(err, errlen))
@@ -318,6 +347,14 @@ int latch_sandbox_reattach(const char *name, char *err, size_t errlen)
 		return -1;
 	if (latch_sandbox_read_config(sb, &cfg)) {
 		latch_errf(err, errlen, -1, "cannot read the config of '%s'", name);
+		goto out;
+	}
+	/* the mode the sandbox was created in: its pins (links or none) follow it */
+	mode = cfg.flags & LATCH_CFG_TCX ? LATCH_TC_TCX : LATCH_TC_CLSACT;
+	if (mode == LATCH_TC_TCX && !latch_tcx_supported()) {
+		latch_errf(err, errlen, -1,
+			   "'%s' was attached with TCX links, which this kernel lacks; `latch detach %s` and attach again",
+			   name, name);
 		goto out;
 	}
 	ifindex = if_nametoindex(cfg.ifname);
@@ -335,17 +372,9 @@ int latch_sandbox_reattach(const char *name, char *err, size_t errlen)
 		     name, strerror(errno), name);
 		goto out;
 	}
-	e = latch_tc_hook_create(ifindex, &created);
-	if (e) {
-		latch_errf(err, errlen, -1, "cannot add a clsact qdisc to %s: %s", cfg.ifname, strerror(-e));
-		goto out;
-	}
-	/* Replace in place: there is no moment without a filter. */
-	e = latch_tc_attach(ifindex, false, bpf_program__fd(s->progs.latch_from_guest), true);
-	if (!e)
-		e = latch_tc_attach(ifindex, true, bpf_program__fd(s->progs.latch_to_guest), true);
-	if (e) {
-		latch_errf(err, errlen, -1, "cannot attach to %s: %s", cfg.ifname, strerror(-e));
+	prog_fds(s, fd);
+	if (latch_hook_replace(name, mode, ifindex, fd, &created, why, sizeof(why))) {
+		latch_errf(err, errlen, -1, "%s (%s): %s", cfg.ifname, latch_tc_mode_name(mode), why);
 		goto out;
 	}
 	if (pin_programs(s, name, err, errlen))
@@ -367,25 +396,13 @@ int latch_sandbox_detach(const char *name, char *err, size_t errlen)
 {
 	struct latch_sandbox *sb = latch_sandbox_open(name, err, errlen);
 	struct latch_config cfg;
-	int ifindex;
 
 	if (!sb)
 		return -1;
-	if (latch_sandbox_read_config(sb, &cfg) == 0) {
-		ifindex = if_nametoindex(cfg.ifname);
-		/* the device may be gone already: then so are its filters */
-		if (ifindex) {
-			latch_tc_detach(ifindex, false);
-			latch_tc_detach(ifindex, true);
-			if (cfg.flags & LATCH_CFG_OWN_QDISC) {
-				struct latch_tc_filter f[8];
-
-				/* only when nobody else put a filter on it meanwhile */
-				if (latch_tc_list(ifindex, false, f, 8) <= 0 && latch_tc_list(ifindex, true, f, 8) <= 0)
-					latch_tc_hook_destroy(ifindex);
-			}
-		}
-	}
+	if (latch_sandbox_read_config(sb, &cfg) == 0)
+		/* the device may be gone already: then so are its filters and links */
+		latch_hook_remove(name, cfg.flags & LATCH_CFG_TCX ? LATCH_TC_TCX : LATCH_TC_CLSACT,
+				  if_nametoindex(cfg.ifname), cfg.flags & LATCH_CFG_OWN_QDISC);
 	latch_sandbox_free(sb);
 	unpin_all(name);
 	return 0;
@@ -406,7 +423,7 @@ struct latch_sandbox *latch_sandbox_open(const char *name, char *err, size_t err
 		return NULL;
 	snprintf(sb->name, sizeof(sb->name), "%s", name);
 	for (int i = 0; i < LATCH_MAP_COUNT; i++) {
-		pin_path(name, latch_map_names[i], path, sizeof(path));
+		latch_pin_path(name, latch_map_names[i], path, sizeof(path));
 		sb->fd[i] = bpf_obj_get(path);
 		if (sb->fd[i] < 0) {
 			latch_errf(err, errlen, -1, "sandbox '%s' is missing its pinned map %s: %s", name, path, strerror(errno));
@@ -463,101 +480,6 @@ int latch_sandbox_write_config(const struct latch_sandbox *sb, const struct latc
 	return bpf_map_update_elem(sb->fd[LATCH_MAP_SETTINGS], &zero, cfg, BPF_ANY) ? -errno : 0;
 }
 
-static uint32_t pinned_prog_id(const char *name, int dir)
-{
-	struct bpf_prog_info info = { 0 };
-	__u32 len = sizeof(info);
-	char path[PATH_MAX];
-	int fd;
-
-	if (pin_path(name, prog_pin_names[dir], path, sizeof(path)))
-		return 0;
-	fd = bpf_obj_get(path);
-	if (fd < 0)
-		return 0;
-	if (bpf_obj_get_info_by_fd(fd, &info, &len))
-		info.id = 0;
-	close(fd);
-	return info.id;
-}
-
-int latch_sandbox_posture(const struct latch_sandbox *sb, struct latch_posture *p)
-{
-	static const char *const dir_names[LATCH_DIR_COUNT] = { "ingress (from guest)", "egress (to guest)" };
-	struct latch_config cfg;
-	int ifindex;
-
-	memset(p, 0, sizeof(*p));
-	if (latch_sandbox_read_config(sb, &cfg)) {
-		snprintf(p->why, sizeof(p->why), "config map unreadable");
-		return 0;
-	}
-	if (!(cfg.flags & LATCH_CFG_READY)) {
-		snprintf(p->why, sizeof(p->why), "config not marked ready: every packet is dropped");
-		return 0;
-	}
-	ifindex = if_nametoindex(cfg.ifname);
-	p->ifindex = ifindex;
-	p->device_present = ifindex != 0;
-	p->device_matches = ifindex && (uint32_t)ifindex == cfg.ifindex;
-	for (int d = 0; d < LATCH_DIR_COUNT; d++)
-		p->pinned_id[d] = pinned_prog_id(sb->name, d);
-	if (!p->device_present) {
-		snprintf(p->why, sizeof(p->why), "device %s does not exist", cfg.ifname);
-		return 0;
-	}
-	for (int d = 0; d < LATCH_DIR_COUNT; d++) {
-		struct latch_tc_filter f[16];
-		struct latch_hook_state *h = &p->hook[d];
-		int n = latch_tc_list(ifindex, d == LATCH_DIR_TO_GUEST, f, 16);
-
-		if (n == -ENOENT) {
-			if (!*p->why)
-				snprintf(p->why, sizeof(p->why), "no clsact qdisc on %s", cfg.ifname);
-			continue;
-		}
-		if (n < 0)
-			return n;
-		h->present = true;
-		h->n_filters = n;
-		for (int i = 0; i < n && i < 16; i++) {
-			if (f[i].prio == LATCH_TC_PRIORITY && f[i].handle == LATCH_TC_HANDLE) {
-				h->attached_id = f[i].prog_id;
-				h->direct_action = f[i].direct_action;
-				h->first = i == 0;
-			}
-		}
-		if (*p->why)
-			continue;
-		if (!h->attached_id)
-			snprintf(p->why, sizeof(p->why), "no latch filter on %s %s", cfg.ifname, dir_names[d]);
-		else if (h->attached_id != p->pinned_id[d])
-			snprintf(p->why, sizeof(p->why), "%s %s runs program %u, not latch's pinned %u", cfg.ifname,
-				 dir_names[d], h->attached_id, p->pinned_id[d]);
-		else if (!h->first)
-			snprintf(p->why, sizeof(p->why), "another filter runs before latch's on %s %s", cfg.ifname,
-				 dir_names[d]);
-		else if (!h->direct_action)
-			snprintf(p->why, sizeof(p->why), "latch's filter on %s %s is not direct-action", cfg.ifname,
-				 dir_names[d]);
-	}
-	p->enforced = !*p->why;
-	return 0;
-}
-
-int latch_sandbox_posture_of(const char *name, struct latch_posture *p, char *err, size_t errlen)
-{
-	struct latch_sandbox *sb = latch_sandbox_open(name, err, errlen);
-	int r;
-
-	memset(p, 0, sizeof(*p));
-	if (!sb)
-		return -ENOENT;
-	r = latch_sandbox_posture(sb, p);
-	latch_sandbox_free(sb);
-	return r;
-}
-
 int latch_sandbox_counters(const struct latch_sandbox *sb, struct latch_counter out[LATCH_COUNTER_SLOTS])
 {
 	int ncpu = libbpf_num_possible_cpus();
@@ -598,33 +520,12 @@ int latch_sandbox_map_count(const struct latch_sandbox *sb, enum latch_map_id id
 const char *latch_reason_name(int reason)
 {
 	switch (reason) {
-	case LATCH_PASS_FLOW: return "pass_flow";
-	case LATCH_PASS_HOST_SERVICE: return "pass_host_service";
-	case LATCH_PASS_DNS: return "pass_dns";
-	case LATCH_PASS_POLICY: return "pass_policy";
-	case LATCH_PASS_TIMED: return "pass_timed";
-	case LATCH_PASS_ARP: return "pass_arp";
-	case LATCH_PASS_ND: return "pass_nd";
-	case LATCH_PASS_RETURN: return "pass_return";
-	case LATCH_PASS_LEARNED: return "pass_learned";
-	case LATCH_PASS_OPEN: return "pass_open";
-	case LATCH_DROP_MALFORMED: return "drop_malformed";
-	case LATCH_DROP_VLAN: return "drop_vlan";
-	case LATCH_DROP_ETHERTYPE: return "drop_ethertype";
-	case LATCH_DROP_SPOOF_MAC: return "drop_spoof_mac";
-	case LATCH_DROP_SPOOF_IP: return "drop_spoof_ip";
-	case LATCH_DROP_ARP: return "drop_arp";
-	case LATCH_DROP_ND: return "drop_nd";
-	case LATCH_DROP_FRAGMENT: return "drop_fragment";
-	case LATCH_DROP_IP_OPTIONS: return "drop_ip_options";
-	case LATCH_DROP_EXT_HDR: return "drop_ext_hdr";
-	case LATCH_DROP_PROTO: return "drop_proto";
-	case LATCH_DROP_HOST_PORT: return "drop_host_port";
-	case LATCH_DROP_DNS_NOT_RESOLVER: return "drop_dns_not_resolver";
-	case LATCH_DROP_DNS_RATE: return "drop_dns_rate";
-	case LATCH_DROP_POLICY: return "drop_policy";
-	case LATCH_DROP_NO_FLOW: return "drop_no_flow";
-	case LATCH_DROP_NO_CONFIG: return "drop_no_config";
-	default: return "unknown";
+#define LATCH_REASON_CASE(id, code, name, text) \
+	case LATCH_##id:                        \
+		return name;
+		LATCH_REASONS(LATCH_REASON_CASE)
+#undef LATCH_REASON_CASE
+	default:
+		return "unknown";
 	}
 }

@@ -16,10 +16,7 @@
 
 #include "bpf/latch_abi.h"
 #include "common/common.h"
-
-/* Not datapath flags, bookkeeping of the loader's in the config map: */
-#define LATCH_CFG_OWN_QDISC (1u << 16)	/* latch created the clsact qdisc and may remove it */
-#define LATCH_CFG_IDLE_DIRTY (1u << 17) /* the idle policy generation may hold entries */
+#include "loader/tc.h"
 
 #define LATCH_TC_HANDLE 0x1a7c
 #define LATCH_TC_PRIORITY 1
@@ -75,7 +72,7 @@ bool latch_sandbox_exists(const char *name);
 int latch_sandbox_list(int (*fn)(const char *name, void *arg), void *arg);
 
 /* The config map's value for O (ready); a room's too (loader/cgroup.c), with ifindex 0. */
-void latch_sandbox_config(const struct latch_sandbox_opts *o, int ifindex, bool own_qdisc, struct latch_config *c);
+void latch_sandbox_config(const struct latch_sandbox_opts *o, int ifindex, struct latch_config *c);
 
 /*
  * Load a fresh copy, pin maps and programs, write the config, then attach
@@ -107,21 +104,38 @@ int latch_sandbox_write_config(const struct latch_sandbox *sb, const struct latc
 
 /* Observed posture of one direction's hook. */
 struct latch_hook_state {
-	bool present;	    /* clsact hook exists */
-	int n_filters;	    /* filters on the hook */
-	uint32_t attached_id; /* prog id of latch's filter (handle/prio), 0 if none */
-	bool first;	    /* latch's filter runs before any other */
-	bool direct_action;
+	bool present;	      /* clsact: the qdisc exists; TCX: latch's link is attached to the device */
+	int n_filters;	      /* clsact filters on the hook */
+	int n_tcx;	      /* TCX programs on the hook (0 where the kernel has no TCX) */
+	uint32_t attached_id; /* prog id latch's filter or link runs, 0 if none */
+	uint32_t link_id;     /* TCX: latch's link, 0 if none */
+	uint32_t ahead_id;    /* the first foreign program that runs before latch's, 0 if none */
+	bool first;	      /* nothing runs before latch's program on this hook */
+	bool direct_action;   /* clsact: latch's filter is direct-action (a TCX program always is) */
 };
 
+/*
+ * What runs on a sandbox's device, read from the kernel, and whether that
+ * enforces.  The rules (docs/maps.md, "Posture"): the device exists; no XDP
+ * program on it (XDP runs before tc and can redirect frames past it); on
+ * each direction latch's pinned program runs first -- with TCX, latch's
+ * pinned link heads the TCX chain; with clsact, latch's filter is the first
+ * direct-action filter and no TCX program is on the hook (TCX runs before
+ * every clsact filter).  Whatever runs after latch's program never sees a
+ * packet: latch's verdict ends both chains.
+ */
 struct latch_posture {
 	bool device_present;
 	bool device_matches; /* ifindex still the one attached to */
 	uint32_t ifindex;
+	enum latch_tc_mode mode;
+	bool csum_check;     /* the from-guest program checks checksum-offload requests */
+	uint32_t xdp_id;     /* XDP program on the device, 0 if none */
+	char xdp_mode[12];
 	uint32_t pinned_id[LATCH_DIR_COUNT]; /* ids of the pinned programs */
 	struct latch_hook_state hook[LATCH_DIR_COUNT];
-	bool enforced; /* both directions: latch's pinned program, first, direct-action */
-	char why[160]; /* when not enforced: the first thing found wrong */
+	bool enforced; /* every rule above holds */
+	char why[200]; /* when not enforced: the first thing found wrong */
 };
 
 int latch_sandbox_posture(const struct latch_sandbox *sb, struct latch_posture *p);
@@ -132,6 +146,17 @@ int latch_sandbox_posture_of(const char *name, struct latch_posture *p, char *er
 int latch_sandbox_counters(const struct latch_sandbox *sb, struct latch_counter out[LATCH_COUNTER_SLOTS]);
 /* Entries in a map (walks the keys). */
 int latch_sandbox_map_count(const struct latch_sandbox *sb, enum latch_map_id id);
+
+/*
+ * Move the calling process into a network namespace of its own for
+ * BPF_PROG_TEST_RUN: forwarding on, a default route (v4 and v6) out of a
+ * veth, and local_addrs[] (like "198.51.100.77/32") on that veth, so that the
+ * programs' question "would the host forward this?" has known answers.
+ */
+int latch_testnet_enter(const char *const *local_addrs, int n, char *err, size_t errlen);
+
+/* Can this kernel's programs read checksum-offload fields (bpf_cast_to_kern_ctx, 6.2+)? */
+bool latch_csum_check_supported(void);
 
 /* Name of a reason code ("drop_policy"), or "unknown". */
 const char *latch_reason_name(int reason);

@@ -296,6 +296,24 @@ lts_attach() {
 		--host-ip "$HOST4,$HOST6" "$@"
 }
 
+# lts_latchd: start latchd in H under LATCH_ROOT=$LTS_TMP/root (latch.conf: the
+# upstream is SRV_DNS), remember its PID in LTS_LATCHD, wait up to 5 s for its socket
+lts_latchd() {
+	local root=$LTS_TMP/root
+	mkdir -p "$root/etc/latch"
+	[ -e "$root/etc/latch/latch.conf" ] || printf 'dns_upstream = %s\n' "$SRV_DNS" >"$root/etc/latch/latch.conf"
+	chmod 0644 "$root/etc/latch/latch.conf"
+	LATCH_ROOT=$root LATCH_BPFFS=$LTS_BPFFS nsenter --net="/run/netns/$LTS_H" -- "$LTS_TOP/build/latchd" \
+		>>"$LTS_TMP/latchd.log" 2>&1 &
+	LTS_LATCHD=$!
+	LTS_PIDS+=("$LTS_LATCHD")
+	for _ in $(seq 50); do
+		[ -S "$root/run/latch/latchd.sock" ] && grep -q "listening" "$LTS_TMP/latchd.log" && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
 # ------------------------------------------------------------ probes from the guest
 
 # seconds a probe waits for its answer: when it is expected (a slow answer is

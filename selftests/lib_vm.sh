@@ -194,3 +194,103 @@ vm_hooks_live() {
 	done
 	return 1
 }
+
+# vm_ctrl_net "POOL_CIDR..." ADDR...: the test's allowed destinations (ADDR,
+# v4 or v6), in a network namespace of their own (CTRL_NS) behind a veth from
+# the host.  A guest never reaches an address of the host's own
+# (docs/INVARIANTS.md, invariant 48), so an allowed destination has to be
+# somewhere the host forwards to.  Rules (pref 10100, ahead of latch's) send
+# each ADDR to a table of this test's own (TABLE + 5000) via the veth, for the
+# guest and the host alike.  The namespace has routes back to the sandbox
+# pools POOL_CIDR and nothing else: no default route, so nothing it sends can
+# be forwarded out of the host.  Run a server there with `ctrl_ns CMD...`.
+# Call vm_ctrl_forward TAP after every `latch up` or boot apply that makes
+# the tap, and vm_ctrl_net_down in the EXIT trap.
+vm_ctrl_net() {
+	local net back=$1 a
+	shift
+	CTRL_NS=ltctl-$TEST-$$
+	CTRL_VETH=ltc$$
+	CTRL_TABLE=$((TABLE + 5000))
+	CTRL_ADDRS=("$@")
+	net=$(python3 "$(dirname "${BASH_SOURCE[0]}")/free_net.py" 203.0.113.240/30 198.51.100.240/30 203.0.113.236/30) ||
+		return 1
+	[ -n "$net" ] || return 1
+	net=${net%/*}
+	CTRL_GW=${net%.*}.$((${net##*.} + 1))	# ours, on the veth
+	CTRL_NH=${net%.*}.$((${net##*.} + 2))	# the namespace's
+	ip netns add "$CTRL_NS" || return 1
+	ip link add "$CTRL_VETH" type veth peer name ltd$$ netns "$CTRL_NS" || return 1
+	ip addr add "$CTRL_GW/30" dev "$CTRL_VETH"
+	ip addr add 2001:db8:77:ff::1/64 dev "$CTRL_VETH" nodad
+	ip link set "$CTRL_VETH" up
+	ip -n "$CTRL_NS" link set lo up
+	ip -n "$CTRL_NS" addr add "$CTRL_NH/30" dev ltd$$
+	ip -n "$CTRL_NS" addr add 2001:db8:77:ff::2/64 dev ltd$$ nodad
+	ip -n "$CTRL_NS" link set ltd$$ up
+	for a in $back; do
+		if [[ $a == *:* ]]; then ip -n "$CTRL_NS" -6 route add "$a" via 2001:db8:77:ff::1
+		else ip -n "$CTRL_NS" route add "$a" via "$CTRL_GW"; fi
+	done
+	sysctl -qw "net.ipv4.conf.$CTRL_VETH.forwarding=1"
+	[ -e "/proc/sys/net/ipv6/conf/$CTRL_VETH/force_forwarding" ] &&
+		sysctl -qw "net.ipv6.conf.$CTRL_VETH.force_forwarding=1"
+	for a in "$@"; do
+		if [[ $a == *:* ]]; then
+			ip -n "$CTRL_NS" addr add "$a/128" dev lo nodad
+			ip -6 route add "$a/128" via 2001:db8:77:ff::2 dev "$CTRL_VETH" table "$CTRL_TABLE"
+			ip -6 rule add to "$a/128" lookup "$CTRL_TABLE" pref 10100
+		else
+			ip -n "$CTRL_NS" addr add "$a/32" dev lo
+			ip route add "$a/32" via "$CTRL_NH" dev "$CTRL_VETH" table "$CTRL_TABLE"
+			ip rule add to "$a/32" lookup "$CTRL_TABLE" pref 10100
+		fi
+	done
+}
+
+# vm_ctrl_forward TAP: let the host forward what the guest sends on TAP (IPv4,
+# and IPv6 where the kernel has per-device force_forwarding); the sysctls go with the tap.
+vm_ctrl_forward() {
+	sysctl -qw "net.ipv4.conf.$1.forwarding=1"
+	if [ -e "/proc/sys/net/ipv6/conf/$1/force_forwarding" ]; then
+		sysctl -qw "net.ipv6.conf.$1.forwarding=1" "net.ipv6.conf.$1.force_forwarding=1"
+	fi
+}
+
+ctrl_ns() { ip netns exec "$CTRL_NS" "$@"; }
+
+# vm_ctrl_http ADDR PORT...: HTTP servers in CTRL_NS on ADDR, serving $TMP/www
+# ("hello-from-host"), PIDs added to PIDS; waits up to 5 s until each port listens
+vm_ctrl_http() {
+	local addr=$1 p up
+	shift
+	mkdir -p "$TMP/www"
+	echo "hello-from-host" >"$TMP/www/index.html"
+	for p in "$@"; do
+		(cd "$TMP/www" && exec ip netns exec "$CTRL_NS" python3 -m http.server --bind "$addr" "$p" >/dev/null 2>&1) &
+		PIDS+=($!)
+	done
+	for _ in $(seq 50); do
+		up=0
+		for p in "$@"; do
+			[ -n "$(ctrl_ns ss -ltnH "( sport = :$p )")" ] && up=$((up + 1))
+		done
+		[ "$up" = $# ] && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+vm_ctrl_net_down() {
+	local a
+	[ -n "${CTRL_NS:-}" ] || return 0
+	for a in "${CTRL_ADDRS[@]}"; do
+		if [[ $a == *:* ]]; then ip -6 rule del to "$a/128" lookup "$CTRL_TABLE" pref 10100 2>/dev/null
+		else ip rule del to "$a/32" lookup "$CTRL_TABLE" pref 10100 2>/dev/null; fi
+	done
+	ip route flush table "$CTRL_TABLE" 2>/dev/null
+	ip -6 route flush table "$CTRL_TABLE" 2>/dev/null
+	ip link del "$CTRL_VETH" 2>/dev/null
+	ip netns del "$CTRL_NS" 2>/dev/null
+	CTRL_NS=
+}

@@ -350,6 +350,7 @@ check_eq "every datagram to a destination in both profiles arrived ($sent sent)"
 after=$(awk -v a="$SRV_A" -v t="$t_switch" '$2 == a && $5 + 0 > t + 0 { n++ } END { print n + 0 }' "$LTS_TMP/serve9000.log")
 before_sw=$(awk -v a="$SRV_A" -v t="$t_switch" '$2 == a && $5 + 0 <= t + 0 { n++ } END { print n + 0 }' "$LTS_TMP/serve9000.log")
 check "control: the removed destination's stream flowed before the switch" test "$before_sw" -gt 10
+echo "# switch returned by $t_switch; lines to $SRV_A sent later that arrived: $(awk -v a="$SRV_A" -v t="$t_switch" '$2 == a && $5 + 0 > t + 0 { printf("%s ", $5) }' "$LTS_TMP/serve9000.log")"
 check_eq "nothing sent to the removed destination after the switch returned arrived" "$after" 0
 check_not "a new flow to the removed name's address is dropped" tcp_ok "$SRV_A" 443
 r=$(q ok.example)

@@ -6,6 +6,10 @@
 # deadline on every packet, nothing in user space has to remove it.
 # Control: a connection under a permanent entry, open in parallel the whole
 # time, keeps flowing past the deadline.
+# Then a grant shortened by a second `allow --for` while its connection is
+# open: the connection stops within 1 s of the new, earlier deadline (flows
+# and the per-CPU flow cache carry the old one), while a control connection
+# keeps flowing.
 # shellcheck source=selftests/lib.sh
 . "$(dirname "$0")/lib.sh"
 lts_setup
@@ -16,6 +20,14 @@ LOG=$LTS_TMP/recv.log
 PORT=7100
 
 uptime_s() { cut -d' ' -f1 /proc/uptime; } # CLOCK_BOOTTIME, the clock of latch's deadlines
+# streams CONTROL TIMED SECONDS: a long connection to each (a line every 100 ms); PIDs in sa and sb
+streams() {
+	in_g "$LTS_PY" "$LTS_NET" stream "$1" "$PORT" --duration "$3" >/dev/null 2>&1 &
+	sa=$!
+	in_g "$LTS_PY" "$LTS_NET" stream "$2" "$PORT" --duration "$3" >/dev/null 2>&1 &
+	sb=$!
+	LTS_PIDS+=("$sa" "$sb")
+}
 
 lts_bg "$LTS_I" "$LTS_TMP/serve-log.out" "$LTS_PY" "$LTS_NET" serve --tcp "$PORT" --log "$LOG" --lifetime 120
 lts_wait_ready "$LTS_TMP/serve-log.out" || fail setup "logging server did not start"
@@ -39,13 +51,7 @@ deadline_max=$(awk "BEGIN{print $t1 + $FOR}")
 deadline_min=$(awk "BEGIN{print $t0 + $FOR}")
 duration=$(awk "BEGIN{print $FOR + $AFTER}")
 
-# two long connections, one line every 100 ms each
-in_g "$LTS_PY" "$LTS_NET" stream "$SRV_A" "$PORT" --duration "$duration" >/dev/null 2>&1 &
-sa=$!
-LTS_PIDS+=("$sa")
-in_g "$LTS_PY" "$LTS_NET" stream "$SRV_B" "$PORT" --duration "$duration" >/dev/null 2>&1 &
-sb=$!
-LTS_PIDS+=("$sb")
+streams "$SRV_A" "$SRV_B" "$duration"
 
 # SIGKILL every latch process this test started, well before the deadline:
 # freeze the loop, kill its latch child in flight (if any), then the loop
@@ -90,5 +96,33 @@ check_cmp "control: the permanent connection still flowed at deadline + 1.5 s" \
 # and new connections follow the same clock
 check_not "timed: a new connection to $SRV_B:$PORT after the deadline is denied" tcp_ok "$SRV_B" "$PORT"
 check "control: a new connection to $SRV_A:$PORT still passes" tcp_ok "$SRV_A" "$PORT"
+
+# Invariant: a shortened grant cuts its established flows at the new deadline.
+LONG=60
+SHORT=2
+check "allow $SRV_C:$PORT/tcp --for $LONG" latch egress "$LTS_NAME" allow "$SRV_C:$PORT/tcp" --for "$LONG"
+streams "$SRV_A" "$SRV_C" "$(awk "BEGIN{print 1 + $SHORT + $AFTER}")"
+sleep 1
+v0=$(status_json | jq '.sandboxes[0].policy_version')
+t0=$(uptime_s)
+check "shorten: allow $SRV_C:$PORT/tcp --for $SHORT while its connection is open" \
+	latch egress "$LTS_NAME" allow "$SRV_C:$PORT/tcp" --for "$SHORT"
+t1=$(uptime_s)
+check_cmp "shorten: the policy version was bumped, so flows are checked again" \
+	"$(status_json | jq '.sandboxes[0].policy_version')" -gt "$v0"
+wait "$sa"
+wait "$sb"
+new_min=$(awk "BEGIN{print $t0 + $SHORT}")
+new_max=$(awk "BEGIN{print $t1 + $SHORT}")
+last_a=$(awk -v a="$SRV_A" -v t="$t0" '$2 == a && $1 > t { t = $1 } END { print t + 0 }' "$LOG")
+last_c=$(awk -v c="$SRV_C" '$2 == c { t = $1 } END { print t + 0 }' "$LOG")
+echo "# new deadline in [$new_min, $new_max] (the old one was $LONG s out); last line: shortened $last_c, permanent $last_a"
+check_cmp "shorten: the connection's last line arrived before the new deadline + 1 s" \
+	"$(awk "BEGIN{print ($last_c < $new_max + 1)}")" -eq 1
+check_cmp "shorten: it kept flowing until the new deadline - 0.5 s" \
+	"$(awk "BEGIN{print ($last_c > $new_min - 0.5)}")" -eq 1
+check_cmp "shorten: control: the permanent connection still flowed at the new deadline + 1.5 s" \
+	"$(awk "BEGIN{print ($last_a > $new_max + 1.5)}")" -eq 1
+check_not "shorten: a new connection to $SRV_C:$PORT after the new deadline is denied" tcp_ok "$SRV_C" "$PORT"
 
 lts_done

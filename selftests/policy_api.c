@@ -383,7 +383,7 @@ int main(void)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	libbpf_set_print(NULL);
 	/* a private netns: the veth and everything on it vanish with this process */
-	if (unshare(CLONE_NEWNET) || system("ip link add pa-host type veth peer name pa-guest && ip link set pa-host up"))
+	if (latch_testnet_enter(NULL, 0, err, sizeof(err)) || system("ip link add pa-host type veth peer name pa-guest && ip link set pa-host up"))
 		return fprintf(stderr, "policy_api: cannot make the private netns and veth\n"), 1;
 	/* a fresh host has no bpffs at /sys/fs/bpf yet: mount it there, as latch and lib.sh do */
 	if (system("grep -qs ' /sys/fs/bpf bpf ' /proc/mounts || mount -t bpf bpf /sys/fs/bpf"))

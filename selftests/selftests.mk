@@ -33,3 +33,10 @@ SELFTEST_BINS += $(BUILD)/selftests/audit_drv
 $(BUILD)/selftests/audit_drv: selftests/audit_drv.c $(call archives_of,$(call closure,audit)) | $(BUILD)/selftests
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) -MF $@.d -o $@ $< $(call link_with,audit)
+
+# What root can do to a device's TCX chain and XDP hook, for live_tamper.sh (selftests/tcx_tool.c).
+SELFTEST_BINS += $(BUILD)/selftests/tcx_tool
+
+$(BUILD)/selftests/tcx_tool: selftests/tcx_tool.c $(call archives_of,$(call closure,loader)) | $(BUILD)/selftests
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CFLAGS) -MF $@.d -o $@ $< $(call link_with,loader)

@@ -21,9 +21,10 @@
 # Test traffic never leaves the machine: the pool is a documentation range
 # the host does not use, there is no uplink (the sandbox's table has
 # `unreachable default`), denied destinations are documentation addresses,
-# and the allowed ones are listeners on documentation addresses on the
-# host's own lo.  The EXIT trap destroys the sandbox, removes the addresses
-# it added and kills the listeners it started, by PID, pass or fail.
+# and the allowed ones are listeners on documentation addresses in a
+# namespace behind the host (lib_vm.sh vm_ctrl_net: a guest reaches none of
+# the host's own addresses).  The EXIT trap destroys the sandbox, removes
+# that namespace and kills the listeners it started, by PID, pass or fail.
 #
 # Prints "ok ..." / "FAIL ..." lines and "N passed, M failed".  Exit 1 on
 # any failure, 77 when it can't run here.
@@ -35,8 +36,8 @@ LATCH_BIN=${LATCH_BIN:-$TOP/build/latch}
 NAME=t-atk
 TAP=lt-$NAME
 TABLE=31700
-CTRL4=203.0.113.78	# on lo, allowed by an egress entry
-CTRL6=2001:db8:77::78	# on lo, allowed by an egress entry
+CTRL4=203.0.113.78	# behind the host (vm_ctrl_net), allowed by an egress entry
+CTRL6=2001:db8:77::78	# behind the host (vm_ctrl_net), allowed by an egress entry
 CTRL_PORT=18090		# tcp, an HTTP listener on CTRL4 and CTRL6
 CTRL_UDP=18091		# udp, a receiver on CTRL4 for crafted frames
 HOSTSVC_PORT=18092	# listened on at the sandbox's host address; not a host service
@@ -85,9 +86,7 @@ cleanup() {
 	for p in "${PIDS[@]}"; do
 		kill "$p" 2>/dev/null && wait "$p" 2>/dev/null
 	done
-	for a in "${ADDED[@]}"; do
-		ip addr del "$a" dev lo 2>/dev/null
-	done
+	vm_ctrl_net_down
 	[ -n "$BPFFS" ] && rm -rf "$BPFFS"
 	[ -n "$TMP" ] && rm -rf "$TMP"
 	return 0
@@ -129,19 +128,16 @@ grew() {
 	return 1
 }
 
-# --- the host side: listeners in the host netns -------------------------------
-mkdir -p "$TMP/www"
-echo "hello-from-host" > "$TMP/www/index.html"
-ip addr add "$CTRL4/32" dev lo && ADDED+=("$CTRL4/32")
-ip addr add "$CTRL6/128" dev lo nodad && ADDED+=("$CTRL6/128")
-(cd "$TMP/www" && exec python3 -m http.server --bind "$CTRL4" "$CTRL_PORT" >/dev/null 2>&1) &
-PIDS+=($!)
-(cd "$TMP/www" && exec python3 -m http.server --bind "$CTRL6" "$CTRL_PORT" >/dev/null 2>&1) &
-PIDS+=($!)
+# --- the listeners: the allowed destinations in a namespace behind the host (a
+# guest never reaches an address of the host's own), a host-port listener in the host
+vm_ctrl_net "$POOL $POOL6/48" "$CTRL4" "$CTRL6" && vm_ctrl_http "$CTRL4" "$CTRL_PORT" ||
+	fail "control_namespace_set_up"
+vm_ctrl_http "$CTRL6" "$CTRL_PORT" || fail "control_v6_listener_up"
+vm_ctrl_forward "$TAP"
 (cd "$TMP/www" && exec python3 -m http.server --bind "$HOST4" "$HOSTSVC_PORT" >/dev/null 2>&1) &
 PIDS+=($!)
 # the UDP receiver appends every datagram it gets to a file; it stops by itself
-python3 -c '
+ip netns exec "$CTRL_NS" python3 -c '
 import socket, sys, time
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.bind((sys.argv[1], int(sys.argv[2])))
@@ -158,7 +154,7 @@ with open(sys.argv[3], "ab", buffering=0) as f:
 PIDS+=($!)
 : > "$TMP/udp.got"
 for _ in $(seq 50); do
-	[ "$(ss -lntuH | grep -cE ":($CTRL_PORT|$CTRL_UDP|$HOSTSVC_PORT) ")" -ge 4 ] && break
+	[ "$(ss -lntuH | grep -cE ":$HOSTSVC_PORT ")$(ctrl_ns ss -lntuH | grep -cE ":($CTRL_PORT|$CTRL_UDP) ")" = 13 ] && break
 	sleep 0.1
 done
 

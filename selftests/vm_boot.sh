@@ -19,7 +19,8 @@
 # (lib_vm.sh's vm_hook_install: libvirtd gets a SIGHUP only if it had never
 # seen a hook, and none at removal).  Test traffic never
 # leaves the machine: a documentation /26, no uplink, the allowed destination
-# a listener on a documentation address on lo.  Prints ok/FAIL lines and
+# a listener on a documentation address in a namespace behind the host
+# (lib_vm.sh vm_ctrl_net).  Prints ok/FAIL lines and
 # "N passed, M failed"; exit 1 on a failure, 77 when it can't run here.
 set -euo pipefail
 
@@ -58,7 +59,7 @@ cleanup() {
 	for p in "${PIDS[@]}"; do
 		kill "$p" 2>/dev/null && wait "$p" 2>/dev/null
 	done
-	[ "$ADDED_CTRL" = 1 ] && ip addr del "$CTRL_ADDR/32" dev lo 2>/dev/null
+	vm_ctrl_net_down
 	[ -n "$BPFFS" ] && rm -rf "$BPFFS" 2>/dev/null
 	[ -n "$TMP" ] && rm -rf "$TMP"
 }
@@ -71,22 +72,34 @@ vm_root "documentation addresses only, and no uplink" pool=$POOL/26
 guest_get() { L exec "$NAME" -- sh -c "echo 'GET /' | nc -w 3 $1 $2" 2>/dev/null | grep -q hello-from-host; }
 
 
-mkdir -p "$TMP/www"
-echo "hello-from-host" > "$TMP/www/index.html"
-ip addr add "$CTRL_ADDR/32" dev lo && ADDED_CTRL=1
-(cd "$TMP/www" && exec python3 -m http.server --bind "$CTRL_ADDR" "$CTRL_PORT" >/dev/null 2>&1) &
-PIDS+=($!)
-for _ in $(seq 50); do
-	[ "$(ss -ltnH "( sport = :$CTRL_PORT )" | wc -l)" = 1 ] && break
-	sleep 0.1
-done
-
 if ! L up "$NAME" >"$TMP/up.out" 2>&1; then
 	fail "up: $(cat "$TMP/up.out")"
 	echo "$pass passed, $failn failed"
 	exit 1
 fi
 ok "up $NAME"
+# the allowed destination, behind the host (a guest never reaches the host's own addresses)
+vm_ctrl_net "$POOL/26" "$CTRL_ADDR" && vm_ctrl_http "$CTRL_ADDR" "$CTRL_PORT" || fail "control_namespace_set_up"
+vm_ctrl_forward "$TAP"
+MODE=$(L --json status "$NAME" | jq -r '.sandboxes[0].tc_mode')
+TCX_TOOL=$TOP/build/selftests/tcx_tool
+# latch_on_tap: latch's programs are on the tap, seen with a tool latch does not use
+# for the mode it runs in (tc for clsact filters, a TCX query for links)
+latch_on_tap() {
+	if [ "$MODE" = tcx ]; then
+		[ -n "$("$TCX_TOOL" list "$TAP" ingress)" ] && [ -n "$("$TCX_TOOL" list "$TAP" egress)" ]
+	else
+		tc filter show dev "$TAP" ingress | grep -q 'bpf' && tc filter show dev "$TAP" egress | grep -q 'bpf'
+	fi
+}
+# take_enforcement_off: what root can do by hand, in that mode
+take_enforcement_off() {
+	if [ "$MODE" = tcx ]; then
+		"$TCX_TOOL" detach-link "$(L --json status "$NAME" | jq -r '.sandboxes[0].hooks["from-guest"].link_id')"
+	else
+		tc qdisc del dev "$TAP" clsact
+	fi
+}
 L egress "$NAME" allow "$CTRL_ADDR:$CTRL_PORT" >/dev/null
 check "before: allowed destination answers" guest_get "$CTRL_ADDR" "$CTRL_PORT"
 
@@ -109,7 +122,8 @@ rc=0
 out=$(L boot apply 2>&1) || rc=$?
 check "boot_apply_exit_0 ($out)" test "$rc" = 0
 check "boot_apply_recreates_tap_with_verified_enforcement" bash -c "[ -e /sys/class/net/$TAP ] && '$LATCH_BIN' --json status $NAME | jq -e '.sandboxes[0].enforced' >/dev/null"
-check "tc_shows_latch_filters_on_new_tap" bash -c "tc filter show dev $TAP ingress | grep -q 'bpf' && tc filter show dev $TAP egress | grep -q 'bpf'"
+check "tc_shows_latch_filters_on_new_tap ($MODE)" latch_on_tap
+vm_ctrl_forward "$TAP"
 
 # the guest starts through libvirt, not latch; the first thing it does is test the boundary
 V start "$DOM" >/dev/null
@@ -126,6 +140,7 @@ rm -rf "$BPFFS/latch/$NAME"
 rc=0
 out=$(L boot apply 2>&1) || rc=$?
 check "boot_apply_without_pins_makes_fresh_default_deny ($out)" bash -c "[ $rc = 0 ] && echo \"\$1\" | grep -q 'fresh default-deny'" _ "$out"
+vm_ctrl_forward "$TAP"
 V start "$DOM" >/dev/null
 for _ in $(seq 600); do L exec "$NAME" -- true >/dev/null 2>&1 && break; sleep 0.1; done
 if guest_get "$CTRL_ADDR" "$CTRL_PORT"; then
@@ -147,7 +162,7 @@ else
 	V start "$DOM" >/dev/null 2>&1 || rc=$?
 	check "hook_lets_verified_domain_start" test "$rc" = 0
 	V destroy "$DOM" >/dev/null
-	tc qdisc del dev "$TAP" clsact
+	take_enforcement_off
 	check "qdisc_removed_status_not_verified" bash -c "! '$LATCH_BIN' status $NAME >/dev/null 2>&1"
 	rc=0
 	out=$(V start "$DOM" 2>&1) || rc=$?

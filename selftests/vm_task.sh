@@ -14,7 +14,8 @@
 #
 # Test traffic never leaves the machine: a documentation /26 the host does
 # not use, no uplink (`unreachable default`), and the one allowed destination
-# a listener on a documentation address on the host's lo.  Everything made is
+# a listener on a documentation address in a namespace behind the host
+# (lib_vm.sh vm_ctrl_net).  Everything made is
 # removed by the EXIT trap, pass or fail; only processes this script started
 # are killed, by PID.  Prints ok/FAIL lines and "N passed, M failed"; exit 1
 # on a failure, 77 when it can't run here.
@@ -59,7 +60,7 @@ cleanup() {
 		kill "$p" 2>/dev/null && wait "$p" 2>/dev/null
 	done
 	vm_cgroups_remove
-	[ "$ADDED_CTRL" = 1 ] && ip addr del "$CTRL_ADDR/32" dev lo 2>/dev/null
+	vm_ctrl_net_down
 	[ -n "$BPFFS" ] && rm -rf "$BPFFS" 2>/dev/null
 	[ -n "$TMP" ] && rm -rf "$TMP"
 }
@@ -136,15 +137,9 @@ check "up_rebuilds_guest_and_restores_state" bash -c "[ \"\$('$LATCH_BIN' exec $
 echo "$out" | grep -E "state:" | sed 's/^/   /' || true
 
 # --- task: a sealed clone ---------------------------------------------------------
-mkdir -p "$TMP/www"
-echo "hello-from-host" > "$TMP/www/index.html"
-ip addr add "$CTRL_ADDR/32" dev lo && ADDED_CTRL=1
-(cd "$TMP/www" && exec python3 -m http.server --bind "$CTRL_ADDR" "$CTRL_PORT" >/dev/null 2>&1) &
-PIDS+=($!)
-for _ in $(seq 50); do
-	[ "$(ss -ltnH "( sport = :$CTRL_PORT )" | wc -l)" = 1 ] && break
-	sleep 0.1
-done
+# the allowed destination, behind the host (a guest never reaches the host's own addresses)
+vm_ctrl_net "$POOL/26" "$CTRL_ADDR" && vm_ctrl_http "$CTRL_ADDR" "$CTRL_PORT" || fail "control_namespace_set_up"
+vm_ctrl_forward "$TAP"
 L egress "$NAME" allow "$CTRL_ADDR:$CTRL_PORT" >/dev/null
 check "control_source_reaches_allowed_destination" bash -c "'$LATCH_BIN' exec $NAME -- sh -c \"echo 'GET /' | nc -w 3 $CTRL_ADDR $CTRL_PORT\" 2>/dev/null | grep -q hello-from-host"
 

@@ -16,7 +16,8 @@
 # Test traffic never leaves the machine: the sandbox pool is a documentation
 # range the host does not use, there is NO uplink (the sandbox's table has
 # `unreachable default`), and the one allowed destination is a listener on a
-# documentation address on the host's own lo.  State lives under a temp
+# documentation address in a namespace behind the host (selftests/lib_vm.sh,
+# vm_ctrl_net: a guest never reaches the host's own addresses).  State lives under a temp
 # LATCH_ROOT, pins under $LATCH_BPFFS; everything is removed by the EXIT trap,
 # pass or fail, and only processes this script started are killed, by PID.
 # libvirtd and virtlogd are started when they are not running, and left
@@ -32,7 +33,7 @@ LATCH_BIN=${LATCH_BIN:-$TOP/build/latch}
 NAME=t-vm
 TAP=lt-$NAME
 TABLE=31300
-CTRL_ADDR=203.0.113.77	# a documentation address, on lo, for the allowed control
+CTRL_ADDR=203.0.113.77	# a documentation address, behind the host (vm_ctrl_net), for the allowed control
 CTRL_PORT=18080
 HOSTSVC_PORT=18081	# listened on at the sandbox's host address; not a host service
 OTHER_PORT=18082	# listened on at CTRL_ADDR too, never allowed
@@ -70,7 +71,7 @@ cleanup() {
 		kill "$p" 2>/dev/null && wait "$p" 2>/dev/null
 	done
 	vm_cgroups_remove
-	[ "$ADDED_CTRL" = 1 ] && ip addr del "$CTRL_ADDR/32" dev lo 2>/dev/null
+	vm_ctrl_net_down
 	[ -n "${BPFFS:-}" ] && rm -rf "$BPFFS" 2>/dev/null
 	[ -n "$TMP" ] && rm -rf "$TMP"
 }
@@ -206,18 +207,15 @@ counter() { # REASON: packets from the guest
 	L --json status "$NAME" | jq "[.sandboxes[0].counters[] | select(.reason==\"$1\" and .direction==\"from-guest\") | .packets] | add // 0"
 }
 
-# Listeners in the host netns: one at the sandbox's host address (no host service), one on lo for the control.
-mkdir -p "$TMP/www"
-echo "hello-from-host" > "$TMP/www/index.html"
-ip addr add "$CTRL_ADDR/32" dev lo && ADDED_CTRL=1
+# Listeners: one in the host netns at the sandbox's host address (no host service), and the
+# control in a namespace behind the host (a guest reaches no address of the host's own).
+vm_ctrl_net "$POOL.0/24" "$CTRL_ADDR" && vm_ctrl_http "$CTRL_ADDR" "$CTRL_PORT" "$OTHER_PORT" ||
+	fail "control_namespace_set_up"
+vm_ctrl_forward "$TAP"
 (cd "$TMP/www" && exec python3 -m http.server --bind "$HOST4" "$HOSTSVC_PORT" >/dev/null 2>&1) &
 PIDS+=($!)
-(cd "$TMP/www" && exec python3 -m http.server --bind "$CTRL_ADDR" "$CTRL_PORT" >/dev/null 2>&1) &
-PIDS+=($!)
-(cd "$TMP/www" && exec python3 -m http.server --bind "$CTRL_ADDR" "$OTHER_PORT" >/dev/null 2>&1) &
-PIDS+=($!)
 for _ in $(seq 50); do
-	[ "$(ss -ltnH "( sport = :$CTRL_PORT or sport = :$HOSTSVC_PORT or sport = :$OTHER_PORT )" | wc -l)" = 3 ] && break
+	[ -n "$(ss -ltnH "( sport = :$HOSTSVC_PORT )")" ] && break
 	sleep 0.1
 done
 
@@ -238,6 +236,13 @@ check "policy_drops_counted_by_kernel" test "$(counter drop_policy)" -gt "$dp0"
 L egress "$NAME" allow "$CTRL_ADDR:$CTRL_PORT" >/dev/null
 check "control_allowed_destination_answers_guest" bash -c "'$LATCH_BIN' exec $NAME -- sh -c \"echo 'GET /' | nc -w 3 $CTRL_ADDR $CTRL_PORT\" 2>/dev/null | grep -q hello-from-host"
 check "allowed_entry_does_not_open_other_ports" bash -c "! '$LATCH_BIN' exec $NAME -- sh -c \"echo 'GET /' | nc -w 3 $CTRL_ADDR $OTHER_PORT\" 2>/dev/null | grep -q hello"
+
+# --- detach refuses a running VM: it would leave the guest routed and unfiltered ---
+out=$(L detach "$NAME" 2>&1); rc=$?
+check "detach_of_a_vm_sandbox_is_one_line_exit_2_naming_destroy" \
+	bash -c "[ $rc = 2 ] && [ \"\$(printf '%s\n' \"\$1\" | grep -c '^latch:.*latch destroy')/\$(printf '%s\n' \"\$1\" | wc -l)\" = 1/1 ]" _ "$out"
+check "detach_refused_leaves_the_enforcement_verified" bash -c "'$LATCH_BIN' status $NAME >/dev/null"
+check "detach_refused_keeps_the_policy" bash -c "'$LATCH_BIN' exec $NAME -- sh -c \"echo 'GET /' | nc -w 3 $CTRL_ADDR $CTRL_PORT\" 2>/dev/null | grep -q hello-from-host"
 
 # --- down keeps the boundary; destroy removes everything -------------------------
 L down "$NAME" >/dev/null; rc=$?

@@ -95,16 +95,12 @@ struct extract_report {
 	char err[LATCH_ERR_MAX];
 };
 
-/*
- * Extract into the current directory: the confined child's work, with the
- * reader and writer made before it was shut in (in or out NULL: out of
- * memory).  libarchive is loaded by then: the `latch` binary loads it on
- * its first call (scripts/lazy.mk), which a chroot and the seccomp filter
- * would refuse.
- */
-static void extract_here(struct archive *in, struct archive *out, const void *buf, size_t len,
-			 struct extract_report *rep)
+/* Extract into the current directory: the confined child's work. */
+static void extract_here(const void *buf, size_t len, struct extract_report *rep)
 {
+	const int flags = ARCHIVE_EXTRACT_SECURE_SYMLINKS | ARCHIVE_EXTRACT_SECURE_NODOTDOT |
+			  ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS | ARCHIVE_EXTRACT_NO_OVERWRITE;
+	struct archive *in = archive_read_new(), *out = archive_write_disk_new();
 	char *err = rep->err;
 	size_t errlen = sizeof(rep->err);
 	struct archive_entry *e;
@@ -117,6 +113,8 @@ static void extract_here(struct archive *in, struct archive *out, const void *bu
 		ret = -ENOMEM;
 		goto out;
 	}
+	archive_read_support_format_tar(in);
+	archive_write_disk_set_options(out, flags);
 	if (archive_read_open_memory(in, buf, len) != ARCHIVE_OK) {
 		ret = -EPROTO;
 		snprintf(err, errlen, "the guest's tarball is unreadable: %s", archive_error_string(in));
@@ -211,17 +209,15 @@ int latch_guest_state_extract(const void *buf, size_t len, const char *dir, uint
 		return latch_errf(err, errlen, -errno, "fork: %s", strerror(errno));
 	}
 	if (pid == 0) {
-		const int flags = ARCHIVE_EXTRACT_SECURE_SYMLINKS | ARCHIVE_EXTRACT_SECURE_NODOTDOT |
-				  ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS | ARCHIVE_EXTRACT_NO_OVERWRITE;
-		struct archive *in = archive_read_new(), *out = archive_write_disk_new();
-
-		if (in)
-			archive_read_support_format_tar(in);
-		if (out)
-			archive_write_disk_set_options(out, flags);
+		/*
+		 * libarchive is loaded now, while the child may still map code: the
+		 * latch binary loads it on first use (scripts/lazy.mk), and the
+		 * confinement forbids executable mappings and the chroot hides it.
+		 */
+		(void)archive_version_number();
 		/* nothing of the tar is read before the child is shut in */
 		if (latch_confine(dir, pfd[1], LATCH_GUEST_STATE_MAX, rep.err, sizeof(rep.err)) == 0)
-			extract_here(in, out, buf, len, &rep);
+			extract_here(buf, len, &rep);
 		_exit(write(pfd[1], &rep, sizeof(rep)) == sizeof(rep) ? 0 : 1);
 	}
 	close(pfd[1]);

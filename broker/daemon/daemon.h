@@ -100,6 +100,9 @@ struct sandbox {
 	int *learned_index; /* heads of the hash buckets into learned[], by (name, address) */
 	bool learned_dirty; /* to be written to NAME.learned on the next tick */
 	struct pending_switch *sw;
+	/* the old generation's collection after a switch, a step at a time (switch.c) */
+	struct latch_policy_gc *gc;
+	struct event *gc_ev;
 	/*
 	 * The credential broker's listener for this sandbox (broker/http/): to be
 	 * opened in sandbox_add() beside the resolver, on the sandbox's host
@@ -187,6 +190,8 @@ int switch_load_profile(struct latchd *ld, const char *name, struct latch_profil
 void switch_begin(struct sandbox *s, struct latch_profile *p, struct client *c, bool carry_live_learned);
 /* The sandbox goes away: answer the switch's client, if any, and drop the switch. */
 void switch_abandon(struct sandbox *s);
+/* Stop the stepwise collection of an old policy generation (sandbox going away). */
+void switch_gc_stop(struct sandbox *s);
 void switch_refresh_hosts(struct sandbox *s, uint64_t now);
 int switch_learn(struct sandbox *s, const struct latch_entry *e, uint64_t expires, int origin, char *err,
 		 size_t errlen);

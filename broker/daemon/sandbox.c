@@ -117,6 +117,7 @@ void sandbox_resolver_opts(struct sandbox *s, struct latch_resolver_opts *o)
 void sandbox_free(struct sandbox *s)
 {
 	switch_abandon(s);
+	switch_gc_stop(s);
 	latch_resolver_free(s->res); /* cancels lookups: no callback after this */
 	if (s->learned_dirty)
 		learned_save(s);

@@ -102,31 +102,56 @@ void switch_abandon(struct sandbox *s)
 	s->sw = NULL;
 }
 
-/* Collect a switched sandbox's old generation, once the client has its answer. */
-struct gc_later {
-	struct latchd *ld;
-	char name[LATCH_NAME_MAX + 1];
-};
+/*
+ * Collect a switched sandbox's old generation, once the client has its
+ * answer: a step of GC_STEP_KEYS keys every millisecond, under the policy
+ * lock, so that a 65,536-entry generation (~90 ms of map deletes) never
+ * holds up the client, the resolvers or another sandbox's switch.
+ */
+#define GC_STEP_KEYS 4096
+static const struct timeval gc_step_interval = { 0, 1000 }; /* 1 ms */
 
-static void gc_later(evutil_socket_t fd, short what, void *arg)
+void switch_gc_stop(struct sandbox *s)
 {
-	struct gc_later *g = arg;
-	struct sandbox *s = g ? sandbox_find(g->ld, g->name) : NULL;
+	if (s->gc_ev)
+		event_free(s->gc_ev);
+	latch_policy_gc_free(s->gc);
+	s->gc_ev = NULL;
+	s->gc = NULL;
+}
 
-	if (s && !s->sw)
-		latch_policy_gc(s->sb);
-	free(g);
+static void gc_step(evutil_socket_t fd, short what, void *arg)
+{
+	struct sandbox *s = arg;
+	char err[LATCH_ERR_MAX];
+	int lock, rc = 1;
+
+	/* a switch running now writes the idle generation itself; try again after it */
+	if (!s->sw && (lock = latch_policy_lock_wait(s->name, 0, err, sizeof(err))) >= 0) {
+		rc = latch_policy_gc_step(s->gc, GC_STEP_KEYS);
+		latch_policy_unlock(lock);
+	}
+	if (rc < 0)
+		latchd_log("%s: collecting the old policy generation: %s (the next switch collects it)", s->name,
+			   strerror(-rc));
+	if (rc <= 0)
+		switch_gc_stop(s);
+	else
+		evtimer_add(s->gc_ev, &gc_step_interval);
 }
 
 static void gc_schedule(struct sandbox *s)
 {
-	struct gc_later *g = malloc(sizeof(*g));
-
-	if (g) {
-		g->ld = s->ld;
-		snprintf(g->name, sizeof(g->name), "%s", s->name);
+	switch_gc_stop(s);
+	s->gc = latch_policy_gc_begin(s->sb);
+	if (!s->gc)
+		return; /* clean already, or no memory: the next switch's write collects it */
+	s->gc_ev = evtimer_new(s->ld->base, gc_step, s);
+	if (!s->gc_ev) {
+		switch_gc_stop(s);
+		return;
 	}
-	event_base_once(s->ld->base, -1, EV_TIMEOUT, gc_later, g, &(struct timeval){ 0, 0 });
+	evtimer_add(s->gc_ev, &gc_step_interval);
 }
 
 /* What compose needs from the switch and the sandbox, besides the live rules; 0 or -ENOMEM. */

@@ -1,0 +1,224 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * cmd_verify.c - `latch verify NAME [--offline]`: attack the live boundary,
+ * fail closed.
+ *
+ * The battery (loader/verify.c) is frames the sandbox's guest could send,
+ * each attack beside a control.  Online, the frames leave from inside the
+ * VM guest, as root there would send them: the guest agent runs
+ * latch-rawsend with each frame, and the kernel's counters say what the
+ * program did.  --offline sends the same frames through the pinned program
+ * with BPF_PROG_TEST_RUN, no guest needed.  Exit 0 only when every attack
+ * was stopped and every control passed; the posture is read first, and a
+ * sandbox whose enforcement is not verified exits 3 before any attack.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "loader/loader.h"
+#include "vm/vm.h"
+
+/* The guest's side: the agent, the NIC, and latch-rawsend in the image. */
+struct guest {
+	const char *name;
+	char dev[32];
+};
+
+/* Run argv in the guest; its stdout into out (NUL-terminated).  0, or -errno / the status. */
+static int guest_run(struct guest *g, const char *const argv[], char *out, size_t len)
+{
+	struct latch_vm_exec_opts eo = { .timeout_ms = 10000, .output_limit = 4096 };
+	struct latch_vm_exec_result r;
+	char err[LATCH_ERR_MAX];
+	FILE *f = tmpfile();
+	int ret;
+	size_t n = 0;
+
+	if (!f)
+		return -errno;
+	ret = latch_vm_exec(g->name, argv, &eo, fileno(f), -1, &r, err, sizeof(err));
+	if (out && len) {
+		rewind(f);
+		n = fread(out, 1, len - 1, f);
+		out[n] = '\0';
+	}
+	fclose(f);
+	return ret ? ret : r.status;
+}
+
+static int guest_open(const char *name, struct guest *g, char *err, size_t errlen)
+{
+	static const char *const list[] = { "sh", "-c", "ls /sys/class/net | grep -v '^lo$' | head -n1", NULL };
+	static const char *const which[] = { "sh", "-c", "command -v latch-rawsend", NULL };
+	memset(g, 0, sizeof(*g));
+	g->name = name;
+	if (!latch_vm_running(name))
+		return snprintf(err, errlen, "the guest of %s is not running; `latch up %s` first (or use --offline)", name,
+				name),
+		       -1;
+	if (guest_run(g, list, g->dev, sizeof(g->dev)) || !*g->dev)
+		return snprintf(err, errlen, "cannot find the guest's network device"), -1;
+	g->dev[strcspn(g->dev, "\n")] = '\0';
+	if (guest_run(g, which, NULL, 0))
+		return snprintf(err, errlen, "latch-rawsend is not in %s's image (the default image has it; "
+						 "or use --offline)", name),
+		       -1;
+	return 0;
+}
+
+/*
+ * Send one frame from inside the guest and read what the kernel counted.
+ * The guest's own traffic (ARP, ND) may share the window: then the frame is
+ * sent again, up to four times, until it is the only packet counted.
+ */
+static int guest_send_once(const struct latch_sandbox *sb, struct guest *g, const struct latch_verify_case *c,
+			   struct latch_verify_seen *seen)
+{
+	static struct latch_counter before[LATCH_COUNTER_SLOTS], after[LATCH_COUNTER_SLOTS];
+	char hex[2 * LATCH_VERIFY_FRAME_MAX + 1];
+	const char *argv[] = { "latch-rawsend", g->dev, "hex", hex, NULL };
+	struct timespec settle = { 0, 200 * 1000 * 1000 };
+	int r;
+
+	for (size_t i = 0; i < c->len; i++)
+		snprintf(hex + 2 * i, 3, "%02x", c->frame[i]);
+	memset(seen, 0, sizeof(*seen));
+	seen->verdict = -1;
+	r = latch_sandbox_counters(sb, before);
+	if (r)
+		return r;
+	r = guest_run(g, argv, NULL, 0);
+	if (r)
+		return r < 0 ? r : -EIO;
+	nanosleep(&settle, NULL); /* the frame crosses QEMU and the tap after send() returns */
+	r = latch_sandbox_counters(sb, after);
+	if (!r)
+		latch_verify_diff(before, after, seen);
+	return r;
+}
+
+static int guest_send(const struct latch_sandbox *sb, struct guest *g, const struct latch_verify_case *c,
+		      struct latch_verify_seen *seen)
+{
+	int r = 0;
+
+	for (int i = 0; i < 4 && !r; i++) {
+		r = guest_send_once(sb, g, c, seen);
+		if (!r && !seen->noisy)
+			break;
+	}
+	return r;
+}
+
+static void seen_text(const struct latch_verify_seen *s, char *buf, size_t len)
+{
+	size_t n = 0;
+
+	buf[0] = '\0';
+	for (int i = 0; i < s->n; i++)
+		n += snprintf(buf + n, len - n, "%s%s", i ? "," : "", latch_reason_name(s->reason[i]));
+	if (!s->n)
+		snprintf(buf, len, "%s", s->verdict < 0 ? "nothing" : s->verdict ? "dropped" : "passed");
+	else if (s->noisy && s->verdict < 0)
+		snprintf(buf + n, len - n, " (other traffic too)");
+}
+
+int cmd_verify(int argc, char **argv)
+{
+	static struct latch_verify_case cases[LATCH_VERIFY_MAX];
+	const char *name = NULL;
+	char err[LATCH_ERR_MAX];
+	struct latch_sandbox *sb;
+	struct latch_posture p;
+	struct latch_config cfg;
+	struct guest g = { 0 };
+	bool offline = false, open;
+	int n, bad = 0, uncontained = 0;
+	json_t *arr;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--offline"))
+			offline = true;
+		else if (!name && argv[i][0] != '-')
+			name = argv[i];
+		else
+			return latch_err(LATCH_EXIT_USAGE, "usage: latch verify NAME [--offline]");
+	}
+	if (!name)
+		return latch_err(LATCH_EXIT_USAGE, "usage: latch verify NAME [--offline]");
+	if (latch_parse_name(name, err, sizeof(err)))
+		return latch_err(LATCH_EXIT_USAGE, "%s", err);
+	if (latch_need_root("verify"))
+		return LATCH_EXIT_USAGE;
+	if (!latch_sandbox_exists(name))
+		return latch_err_no_sandbox("sandbox", name);
+	if (!offline && !latch_vm_exists(name))
+		return latch_err(LATCH_EXIT_USAGE, "'%s' has no guest to attack from (not made by `latch up`); "
+						   "`latch verify %s --offline` runs the battery without one",
+				 name, name);
+	sb = latch_sandbox_open(name, err, sizeof(err));
+	if (!sb)
+		return latch_err(LATCH_EXIT_USAGE, "%s", err);
+	if (latch_sandbox_posture(sb, &p) || !p.enforced || latch_sandbox_read_config(sb, &cfg)) {
+		latch_sandbox_free(sb);
+		return latch_err(LATCH_EXIT_UNVERIFIED, "%s is NOT ENFORCED: %s; nothing to attack (`latch status %s`)",
+				 name, p.why, name);
+	}
+	open = cfg.flags & LATCH_CFG_OPEN;
+	n = latch_verify_battery(sb, cases, LATCH_VERIFY_MAX, err, sizeof(err));
+	if (n < 0 || (!offline && guest_open(name, &g, err, sizeof(err)))) {
+		latch_sandbox_free(sb);
+		return latch_err(LATCH_EXIT_FAILED, "%s", err);
+	}
+	signal(SIGPIPE, SIG_IGN);
+	if (!latch_json)
+		printf("%s: %s, %d frames%s\n", name,
+		       offline ? "offline: BPF_PROG_TEST_RUN on the pinned program" : "from inside the guest", n,
+		       open ? "; profile open: UNCONTAINED" : "");
+	arr = json_array();
+	for (int i = 0; i < n; i++) {
+		struct latch_verify_seen seen;
+		enum latch_verify_result res;
+		char what[128];
+		int r = offline ? latch_verify_testrun(sb, &cases[i], &seen) : guest_send(sb, &g, &cases[i], &seen);
+
+		if (r) {
+			latch_sandbox_free(sb);
+			json_decref(arr);
+			return latch_err(LATCH_EXIT_FAILED, "%s: %s", cases[i].name, strerror(-r));
+		}
+		res = latch_verify_judge(&cases[i], &seen, open);
+		bad += res != LATCH_VERIFY_OK && res != LATCH_VERIFY_UNCONTAINED;
+		uncontained += res == LATCH_VERIFY_UNCONTAINED;
+		seen_text(&seen, what, sizeof(what));
+		if (!latch_json)
+			printf("  %-7s %-36s want %-22s saw %-28s %s\n", cases[i].attack ? "attack" : "control",
+			       cases[i].name, latch_reason_name(cases[i].want), what, latch_verify_result_name(res));
+		json_array_append_new(arr, json_pack("{s:s, s:s, s:s, s:s, s:s}", "case", cases[i].name, "kind",
+						     cases[i].attack ? "attack" : "control", "want",
+						     latch_reason_name(cases[i].want), "saw", what, "result",
+						     latch_verify_result_name(res)));
+	}
+	latch_sandbox_free(sb);
+	if (!latch_json) {
+		if (!bad && !uncontained)
+			printf("%s: every attack stopped, every control passed\n", name);
+		if (uncontained)
+			printf("%s: UNCONTAINED: %d attack(s) only a policy stops passed under the open profile\n",
+			       name, uncontained);
+		if (bad)
+			printf("%s: %d case(s) not as they must be "
+			       "(FAIL: a leak; control-failed/unseen: not verified)\n",
+			       name, bad);
+	}
+	latch_json_out(json_pack("{s:s, s:s, s:b, s:o, s:b}", "sandbox", name, "mode", offline ? "offline" : "guest",
+				 "uncontained", open, "cases", arr, "verified", !bad && !uncontained));
+	return bad || uncontained ? LATCH_EXIT_FAILED : LATCH_EXIT_OK;
+}
