@@ -17,7 +17,7 @@ PKGS=(
 	systemd bsdutils # live_audit.sh: a journald of its own, journalctl, logger --journald
 	libvirt-daemon-system qemu-system-x86 util-linux procps
 	# the broker's tests and benchmark (fake upstreams, git over HTTP, nginx as the reference)
-	curl git nginx-light libnginx-mod-http-echo wrk
+	curl git nginx-light libnginx-mod-http-echo wrk openssl
 	# rooms: diff -u for a workspace's changes; bubblewrap is the benchmark's reference
 	diffutils bubblewrap
 	# the default guest image

@@ -1,20 +1,25 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0-only
-# broker.sh - the credential broker's engine beside direct HTTPS and nginx, in one run.
+# broker.sh - the credential broker beside direct HTTPS and nginx, in one run.
 #
 # The method of ../shared/bench-anchors/http_bench.sh: everything on
 # 127.0.0.1 in a private network namespace; one nginx worker as the HTTPS
 # upstream (:8443, bench/broker-upstream.conf), one nginx worker as the
 # credential-adding reverse proxy (:8080, bench/broker-nginx-proxy.conf), and
-# latch's broker engine (build/selftests/broker_drv, :8119, one thread) with
-# one route to the same upstream, TLS verified against a CA made here.
+# latch's broker two ways, one thread each, one route to the same upstream,
+# TLS verified against a CA made here: the engine alone (latch:
+# build/selftests/broker_drv on 127.0.0.1:8119), and latchd serving a
+# sandbox given a kit by `latch attach --kit` (latchd: its host address
+# 127.0.0.2:8119, its guest 127.0.0.1; the sandbox's link is a veth pair
+# in the namespace that carries none of this traffic), with its audit log.
 # For each target and C in CONNS: wrk -d SECS --latency (1 thread at C=1, 2
 # otherwise) -> rps, p50/p99, errors and the proxy's CPU per request; the
 # repetitions are interleaved.  Then SSE time-to-first-byte (curl, 10 events
 # 100 ms apart) and memory per idle keep-alive connection (RSS growth over
 # IDLE_CONNS connections that each made one request).
 #
-#   bash bench/broker.sh [REPS]      (default 3; SECS=10 CONNS="1 16" IDLE_CONNS=1000)
+#   bash bench/broker.sh [REPS]      (default 3; SECS=10 CONNS="1 16" IDLE_CONNS=1000
+#                                     LATCHD_IDLE_CONNS=200: latchd's engine keeps 256 a sandbox)
 # Needs nginx-light, libnginx-mod-http-echo, wrk, curl, openssl (.ci/deps.sh).
 # Prints the table and the targets' verdicts; raw numbers in $OUT/raw.csv.
 set -euo pipefail
@@ -28,6 +33,9 @@ NS=latch-bench-broker-$$
 D=$(mktemp -d /tmp/latch-bench-broker.XXXXXX)
 OUT=${OUT:-$D}
 DRV=$BUILD/selftests/broker_drv
+LATCHD_IDLE_CONNS=${LATCHD_IDLE_CONNS:-200}
+LROOT=$D/root
+LBPFFS=/sys/fs/bpf/latch-bench-broker-$$
 TOKEN="Bearer sk-bench-0123456789abcdef0123456789abcdef"
 PH=latch-placeholder-$(openssl rand -hex 16)
 PIDS=()
@@ -36,12 +44,15 @@ for t in nginx wrk curl openssl; do
 	command -v "$t" >/dev/null || { echo "bench/broker.sh: needs $t (bash .ci/deps.sh)" >&2; exit 1; }
 done
 [ -x "$DRV" ] || { echo "bench/broker.sh: no $DRV; run make" >&2; exit 1; }
+[ -x "$BUILD/latchd" ] || { echo "bench/broker.sh: no $BUILD/latchd; run make" >&2; exit 1; }
+grep -qs " /sys/fs/bpf bpf " /proc/mounts || mount -t bpf bpf /sys/fs/bpf
 
 cleanup() {
 	set +e
 	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
 	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
 	ip netns del "$NS" 2>/dev/null
+	rm -rf "$LBPFFS"
 	[ "$OUT" = "$D" ] || rm -rf "$D"
 }
 trap cleanup EXIT INT TERM
@@ -79,6 +90,39 @@ ip netns exec "$NS" env BROKER_QUIET=1 BROKER_CONNS_MAX=$((IDLE_CONNS + 64)) "$D
 	>"$D/drv.out" 2>"$D/drv.err" &
 PIDS+=($!)
 LATCH_PID=$!
+
+# latchd: a sandbox on a veth pair of the namespace (guest 127.0.0.1, host 127.0.0.2) given the kit bench
+LX() { LATCH_ROOT=$LROOT LATCH_BPFFS=$LBPFFS nsenter --net="/run/netns/$NS" -- "$@"; }
+mkdir -p "$LROOT/etc/latch/kits" "$LBPFFS"
+printf 'dns_upstream = 127.0.0.1:53999\n' >"$LROOT/etc/latch/latch.conf"
+cat >"$LROOT/etc/latch/kits/bench.yaml" <<EOF
+name: bench
+credentials:
+  - name: api
+    upstream: https://127.0.0.1:8443
+    secret_file: $D/secret
+    header: Authorization
+    scheme: "Bearer "
+    methods: [GET, POST]
+    paths: [/v1]
+    ca_file: $D/cert.pem
+    env:
+      BENCH_KEY: "{{placeholder}}"
+EOF
+chmod 0644 "$LROOT/etc/latch/latch.conf" "$LROOT/etc/latch/kits/bench.yaml"
+ip -n "$NS" link add lb0 type veth peer name lb1
+ip -n "$NS" link set lb0 up
+ip -n "$NS" link set lb1 up
+# nsenter, not ip netns exec (whose private /sys hides the pins); no function in between, and nsenter
+# execs, so $! is latchd's PID
+LATCH_ROOT=$LROOT LATCH_BPFFS=$LBPFFS nsenter --net="/run/netns/$NS" -- "$BUILD/latchd" --dns-port 5353 ${LATCHD_ARGS:-} \
+	>"$D/latchd.log" 2>&1 &
+PIDS+=($!)
+LATCHD_PID=$!
+for _ in $(seq 50); do [ -S "$LROOT/run/latch/latchd.sock" ] && break; sleep 0.1; done
+LX "$BUILD/latch" attach bench --dev lb0 --guest-mac 02:00:00:00:00:0b --guest-ip 127.0.0.1 --host-ip 127.0.0.2 \
+	--kit bench >"$D/attach.out" 2>&1 || { log "latch attach --kit failed: $(cat "$D/attach.out")"; exit 1; }
+LPH=$(LX "$BUILD/latch" --json env bench | jq -r '.env[] | select(.name == "BENCH_KEY") | .value')
 sleep 1.5
 
 url() { # url TARGET PATH
@@ -86,6 +130,7 @@ url() { # url TARGET PATH
 	direct) echo "https://127.0.0.1:8443$2" ;;
 	nginx) echo "http://127.0.0.1:8080$2" ;;
 	latch) echo "http://127.0.0.1:8119/api$2" ;;
+	latchd) echo "http://127.0.0.2:8119/api$2" ;;
 	esac
 }
 auth() { # the header each target's client sends
@@ -93,12 +138,14 @@ auth() { # the header each target's client sends
 	direct) echo "Authorization: $TOKEN" ;;
 	nginx) echo "X-None: 1" ;;
 	latch) echo "Authorization: Bearer $PH" ;;
+	latchd) echo "Authorization: Bearer $LPH" ;;
 	esac
 }
 pids_of() { # the proxy's processes, for CPU and memory
 	case $1 in
 	nginx) echo "$NGX_PID" $(cat /proc/"$NGX_PID"/task/*/children 2>/dev/null) ;;
 	latch) echo "$LATCH_PID" ;;
+	latchd) echo "$LATCHD_PID" ;;
 	esac
 }
 cpu_ticks() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{ print $14 + $15 }' /proc/"$p"/stat))); done; echo $t; }
@@ -110,15 +157,15 @@ rec() { echo "$1,$2,$3,$4,$5" >>"$OUT/raw.csv"; }
 log "sanity: the upstream must see the key through both proxies"
 # (latch scrubs the key from what comes back, so its echo is the key's length in stars)
 stars=$(printf '%*s' $((${#TOKEN} - 7)) '' | tr ' ' '*')
-for t in nginx latch; do
+for t in nginx latch latchd; do
 	want=$TOKEN
-	[ "$t" = latch ] && want="Bearer $stars"
+	[ "$t" != nginx ] && want="Bearer $stars"
 	got=$(X curl -sS --max-time 5 -H "$(auth $t)" "$(url $t /v1/auth)")
 	[ "$got" = "$want" ] || { log "$t did not add the key (got '$got')"; exit 1; }
 done
 
 echo "target,conns,rep,metric,value" >"$OUT/raw.csv"
-targets=(direct nginx latch)
+targets=(direct nginx latch latchd)
 for ((r = 1; r <= REPS; r++)); do
 	for c in $CONNS; do
 		th=2
@@ -154,11 +201,13 @@ for ((r = 1; r <= REPS + 2; r++)); do
 	done
 done
 
-log "memory per idle keep-alive connection ($IDLE_CONNS connections, one request each)"
-for t in nginx latch; do
+log "memory per idle keep-alive connection ($IDLE_CONNS connections, one request each; latchd $LATCHD_IDLE_CONNS)"
+for t in nginx latch latchd; do
 	pp=$(pids_of "$t")
+	n=$IDLE_CONNS
+	[ "$t" = latchd ] && n=$LATCHD_IDLE_CONNS
 	before=$(rss_kb $pp)
-	X python3 - "$t" "$IDLE_CONNS" "$(url "$t" /v1/json)" "$(auth "$t")" "$D/idle.ready" <<'EOF' &
+	X python3 - "$t" "$n" "$(url "$t" /v1/json)" "$(auth "$t")" "$D/idle.ready" <<'EOF' &
 import socket, sys, time
 t, n, url, auth, ready = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
 hostport, _, path = url[len("http://"):].partition("/")
@@ -178,7 +227,7 @@ EOF
 	for _ in $(seq 100); do [ -e "$D/idle.ready" ] && break; sleep 0.1; done
 	sleep 0.5
 	after=$(rss_kb $pp)
-	rec "$t" "$IDLE_CONNS" 1 idle_conn_bytes "$(awk -v a="$after" -v b="$before" -v n="$IDLE_CONNS" 'BEGIN { printf("%.0f", (a - b) * 1024 / n) }')"
+	rec "$t" idle 1 idle_conn_bytes "$(awk -v a="$after" -v b="$before" -v n="$n" 'BEGIN { printf("%.0f", (a - b) * 1024 / n) }')"
 	wait "$ipid" 2>/dev/null || true
 	rm -f "$D/idle.ready"
 done
@@ -194,14 +243,16 @@ get() { # get TARGET CONNS METRIC -> median
 	for t in "${targets[@]}"; do
 		printf '%-8s %14s %10s %10s %14s %10s %10s %12s %12s %14s\n' "$t" "$(get "$t" 1 rps)" "$(get "$t" 1 p50_us)" \
 			"$(get "$t" 1 p99_us)" "$(get "$t" 16 rps)" "$(get "$t" 16 p50_us)" "$(get "$t" 16 p99_us)" \
-			"$(get "$t" 16 cpu_us_per_req)" "$(get "$t" 1 sse_ttfb_ms)" "$(get "$t" "$IDLE_CONNS" idle_conn_bytes)"
+			"$(get "$t" 16 cpu_us_per_req)" "$(get "$t" 1 sse_ttfb_ms)" "$(get "$t" idle idle_conn_bytes)"
 	done
 	d50=$(get direct 1 p50_us)
 	verdict() { if awk "BEGIN { exit !($2) }"; then echo "target met: $1"; else echo "TARGET MISSED: $1"; fi; }
-	verdict "latch rps@16 $(get latch 16 rps) >= nginx $(get nginx 16 rps)" "$(get latch 16 rps) >= $(get nginx 16 rps)"
-	verdict "latch added p50@1 $(awk "BEGIN { print $(get latch 1 p50_us) - $d50 }") us <= nginx's $(awk "BEGIN { print $(get nginx 1 p50_us) - $d50 }") us" \
-		"$(get latch 1 p50_us) <= $(get nginx 1 p50_us)"
-	verdict "latch SSE TTFB $(get latch 1 sse_ttfb_ms) ms <= nginx $(get nginx 1 sse_ttfb_ms) ms" \
-		"$(get latch 1 sse_ttfb_ms) <= $(get nginx 1 sse_ttfb_ms)"
-	echo "memory per idle connection: latch $(get latch "$IDLE_CONNS" idle_conn_bytes) B, nginx $(get nginx "$IDLE_CONNS" idle_conn_bytes) B"
+	for t in latch latchd; do
+		verdict "$t rps@16 $(get $t 16 rps) >= nginx $(get nginx 16 rps)" "$(get $t 16 rps) >= $(get nginx 16 rps)"
+		verdict "$t added p50@1 $(awk "BEGIN { print $(get $t 1 p50_us) - $d50 }") us <= nginx's $(awk "BEGIN { print $(get nginx 1 p50_us) - $d50 }") us" \
+			"$(get $t 1 p50_us) <= $(get nginx 1 p50_us)"
+		verdict "$t SSE TTFB $(get $t 1 sse_ttfb_ms) ms <= nginx $(get nginx 1 sse_ttfb_ms) ms" \
+			"$(get $t 1 sse_ttfb_ms) <= $(get nginx 1 sse_ttfb_ms)"
+	done
+	echo "memory per idle connection: latch $(get latch idle idle_conn_bytes) B, latchd $(get latchd idle idle_conn_bytes) B, nginx $(get nginx idle idle_conn_bytes) B"
 } | tee "$OUT/summary.txt"

@@ -5,7 +5,9 @@
  * The socket is $LATCH_ROOT/run/latch/latchd.sock, root-only (the directory
  * is 0700, the socket 0600, and latchd checks the peer's uid).  The protocol
  * is one JSON object per line each way: a request {"op": ...} and its reply
- * {"ok": true, ...} or {"ok": false, "error": "one line"}.
+ * {"ok": true, ...} or {"ok": false, "error": "one line"}.  A kit request
+ * carries the keys of `secret: VAR` credentials: the buffers that held its
+ * text are wiped on both ends.
  */
 #ifndef LATCH_BROKER_H
 #define LATCH_BROKER_H
@@ -44,5 +46,25 @@ json_t *latchd_ping(int timeout_ms);
  * profile is unknown or its name invalid).
  */
 int latchd_switch(const char *name, const char *profile, json_t **reply, char *err, size_t errlen);
+/*
+ * {"op":"kit"}: have latchd serve sandbox NAME's kit as its kit state
+ * (var/lib/latch/policy/NAME.kit) says now, with the keys in SECRETS (an
+ * object {"CREDENTIAL" or "CREDENTIAL/ALTERNATIVE": "KEY"}, may be NULL)
+ * beside those of its secret_files; no kit state, or a stopped one, closes
+ * the sandbox's broker and wipes its keys.  The reply has "broker",
+ * "missing" (the variables no key came for) and "egress_changed" (a switch
+ * is needed to compose the kit's egress_allow).  Returns as latchd_call().
+ */
+int latchd_kit(const char *name, json_t *secrets, json_t **reply, char *err, size_t errlen);
+/* {"op":"backend"}: switch credential CRED of NAME's kit to alternative ALT ("": its own upstream). */
+int latchd_backend(const char *name, const char *cred, const char *alt, json_t **reply, char *err, size_t errlen);
+/*
+ * From now on, every block jansson frees in this process is wiped first: a
+ * JSON value that held a key leaves no copy behind.  Both ends of a kit
+ * request call it before they touch one.
+ */
+void latch_json_wipe_frees(void);
+/* free() of a malloc'd block, wiped first (all of it: malloc_usable_size). */
+void latch_wipe_free(void *p);
 
 #endif

@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * client.c - one request to latchd over its root-only socket.
+ * client.c - one request to latchd over its root-only socket, and the
+ * jansson allocator that wipes what it frees (for the requests that carry
+ * keys).
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,6 +96,7 @@ int latchd_conn_call(struct latchd_conn *c, json_t *req, json_t **reply, int tim
 		return latch_errf(err, errlen, -ENOMEM, "out of memory");
 	}
 	sprintf(line, "%s\n", text);
+	explicit_bzero(text, strlen(text)); /* a kit request's keys */
 	free(text);
 	for (size_t off = 0, n = strlen(line); off < n;) {
 		ssize_t w = send(c->fd, line + off, n - off, MSG_NOSIGNAL);
@@ -103,7 +107,7 @@ int latchd_conn_call(struct latchd_conn *c, json_t *req, json_t **reply, int tim
 		}
 		off += w;
 	}
-	explicit_bzero(line, strlen(line)); /* a room's kit secrets ride on requests */
+	explicit_bzero(line, strlen(line)); /* a room's or a sandbox's kit secrets ride on requests */
 	free(line);
 	/* one reply line; the connection may carry the next request afterwards, so read no further */
 	while (!rc) {
@@ -203,4 +207,43 @@ int latchd_switch(const char *name, const char *profile, json_t **reply, char *e
 
 	json_decref(req);
 	return rc;
+}
+
+int latchd_kit(const char *name, json_t *secrets, json_t **reply, char *err, size_t errlen)
+{
+	json_t *req = json_pack("{s:s, s:s}", "op", "kit", "sandbox", name);
+	int rc;
+
+	if (secrets)
+		json_object_set(req, "secrets", secrets);
+	rc = latchd_call(req, reply, 10000, err, errlen);
+	json_decref(req);
+	return rc;
+}
+
+int latchd_backend(const char *name, const char *cred, const char *alt, json_t **reply, char *err, size_t errlen)
+{
+	json_t *req = json_pack("{s:s, s:s, s:s, s:s}", "op", "backend", "sandbox", name, "credential", cred,
+				"alternative", alt);
+	int rc = latchd_call(req, reply, 10000, err, errlen);
+
+	json_decref(req);
+	return rc;
+}
+
+static void *wipe_malloc(size_t n)
+{
+	return malloc(n);
+}
+
+void latch_wipe_free(void *p)
+{
+	if (p)
+		explicit_bzero(p, malloc_usable_size(p));
+	free(p);
+}
+
+void latch_json_wipe_frees(void)
+{
+	json_set_alloc_funcs(wipe_malloc, latch_wipe_free);
 }

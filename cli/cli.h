@@ -8,6 +8,8 @@
 
 #include <jansson.h>
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 /*
  * Exit codes (docs/exit-codes.md has the table, per command).  The commands
@@ -120,6 +122,60 @@ int cmd_kit(int argc, char **argv);
  * errno and one line in err; free with latch_kit_free().
  */
 struct latch_kit *latch_kit_open_cli(const char *name, char *err, size_t errlen);
+/* latch_kit_open_cli(), refusing a kit whose secret_file latchd would refuse (a link, not 0600, not root's). */
+struct latch_kit *latch_kit_open_checked(const char *name, char *err, size_t errlen);
+int cmd_env(int argc, char **argv); /* cmd_env.c */
+
+/* ---- a sandbox's kit (sandbox_kit.c) */
+struct latch_kit_state;
+/* NAME's kit state and its kit (free with latch_kit_free); -ENOENT, quiet, when it has none. */
+int latch_sandbox_kit(const char *name, struct latch_kit_state *st, struct latch_kit **kit, char *err, size_t errlen);
+/*
+ * Store KIT as NAME's kit, not stopped: the placeholders (and port) NAME's
+ * kit state has for the same kit are kept unless FRESH (a new sandbox);
+ * others are new, the port is latch.conf's broker_port.  0 or -errno.
+ */
+int latch_sandbox_kit_store(const char *name, const struct latch_kit *kit, bool fresh, struct latch_kit_state *st,
+			    char *err, size_t errlen);
+/* Admit PORT as a host service of NAME (its config, under the policy lock).  0 or -errno. */
+int latch_sandbox_admit_port(const char *name, uint16_t port, char *err, size_t errlen);
+/*
+ * Hand latchd NAME's kit as stored, with the keys of `secret: VAR`s from
+ * this environment (KIT may be NULL: no keys, the broker follows the state;
+ * a missing variable is a warning on stderr, and in WARNINGS).  Returns as
+ * latchd_call() (-ENOENT/-ECONNREFUSED: latchd is not running); latchd's
+ * refusal is -EIO with its line.
+ */
+int latch_sandbox_kit_hand(const char *name, const struct latch_kit *kit, json_t *warnings, json_t **reply, char *err,
+			   size_t errlen);
+/*
+ * After a kit was stored (or a sandbox came up): hand it to latchd, say on
+ * stderr what the sandbox is given, and (SWITCH_AFTER) switch to the stored
+ * profile again when the kit's egress_allow changed.  Adds "kit" to OUT (may
+ * be NULL).  0 or an exit code, already printed.
+ */
+int latch_sandbox_kit_give(const char *name, const struct latch_kit *kit, bool switch_after, json_t *out);
+/*
+ * Hand NAME's kit (KIT, taken) to latchd again with this environment's keys
+ * (after a latchd restart), switching to the stored profile if its network
+ * changed; prints "NAME: SAIDkit K's keys handed to latchd again".  0 or an
+ * exit code, printed.
+ */
+int latch_sandbox_kit_again(const char *name, struct latch_kit *kit, const char *said);
+/*
+ * For `status`: NAME's kit as stored and, when latchd answered (LATCHD_UP),
+ * as it serves it (BROKER, its ping's "broker"), as "kit" in O; printed by
+ * latch_sandbox_kit_print() (nothing when the sandbox has no kit).
+ */
+void latch_sandbox_kit_status(const char *name, const json_t *broker, bool latchd_up, json_t *o);
+void latch_sandbox_kit_print(const json_t *kit);
+/* `down` (stopped) or `destroy` (REMOVE): the kit state says so, and latchd wipes the keys now. */
+int latch_sandbox_kit_stop(const char *name, bool remove);
+/*
+ * What NAME is given: "NAME=VALUE" lines (latch_kit_env_free them), *n of
+ * them, and its kit state in ST.  No kit: *env NULL and 0.  -errno with a line in err.
+ */
+int latch_sandbox_env(const char *name, char ***env, int *n, struct latch_kit_state *st, char *err, size_t errlen);
 int cmd_run(int argc, char **argv); /* cmd_run.c */
 int cmd_completion(int argc, char **argv); /* help.c */
 /* latchd's confinement read back from the kernel: a line, level 0 ok, 1 not running, 2 not confined (cmd_run.c). */

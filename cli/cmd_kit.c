@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * cmd_kit.c - `latch kits` and `latch kit check FILE`.
+ * cmd_kit.c - `latch kits`, `latch kit check FILE`, and a sandbox's kit:
+ * `latch kit NAME secrets` (hand latchd the keys of this environment again)
+ * and `latch kit NAME backend CREDENTIAL ALTERNATIVE` (switch a credential
+ * to another upstream; the sandbox's URL and placeholder stay).
  *
  * `kits` lists the kits as `kosa8 agent kits` does: built-ins and the files
  * in /etc/latch/kits, each loaded and checked, with the network it adds and
@@ -8,16 +11,16 @@
  * will and says what it would give a sandbox, starting nothing.  Neither
  * prints a secret: a key is "set" or "missing", never its value.
  *
- * kit/ may not use profile/, so the egress_allow entries of every kit loaded
- * here go through profile's parser by way of kit_egress_check() (kit.h).
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "broker/broker.h"
 #include "cli/cli.h"
 #include "kit/kit.h"
+#include "loader/loader.h"
 #include "profile/profile.h"
 
 #define NETWORK_WIDTH 35
@@ -37,6 +40,20 @@ struct latch_kit *latch_kit_open_cli(const char *name, char *err, size_t errlen)
 	struct latch_kit_opts o = kit_opts(dir, sizeof(dir));
 
 	return latch_kit_load(name, &o, err, errlen);
+}
+
+static int unsafe_secret(const struct latch_kit *kit, char *why, size_t len);
+
+struct latch_kit *latch_kit_open_checked(const char *name, char *err, size_t errlen)
+{
+	struct latch_kit *kit = latch_kit_open_cli(name, err, errlen);
+
+	if (kit && unsafe_secret(kit, err, errlen)) {
+		latch_kit_free(kit);
+		errno = EPERM;
+		return NULL;
+	}
+	return kit;
 }
 
 /* ---- what a kit gives, as JSON */
@@ -333,9 +350,103 @@ static int kit_check(const char *path)
 	return LATCH_EXIT_OK;
 }
 
+/* ---- latch kit NAME secrets | backend CREDENTIAL ALT */
+
+/* NAME's kit state and kit, or the exit code (printed). */
+static int sandbox_kit_or_fail(const char *name, struct latch_kit_state *st, struct latch_kit **kit)
+{
+	char err[LATCH_ERR_MAX];
+	int ret;
+
+	if (latch_parse_name(name, err, sizeof(err)))
+		return latch_err(LATCH_EXIT_USAGE, "%s", err);
+	if (latch_need_root("kit"))
+		return LATCH_EXIT_USAGE;
+	if (!latch_sandbox_exists(name))
+		return latch_err_no_sandbox("sandbox", name);
+	ret = latch_sandbox_kit(name, st, kit, err, sizeof(err));
+	if (ret == -ENOENT)
+		return latch_err(LATCH_EXIT_USAGE, "sandbox %s has no kit; give it one with `latch up %s --kit K`", name,
+				 name);
+	if (ret)
+		return latch_err(LATCH_EXIT_FAILED, "%s", err);
+	return 0;
+}
+
+/* Hand latchd the keys of this environment again (after a latchd restart, or a new key). */
+static int kit_secrets(const char *name)
+{
+	struct latch_kit_state st;
+	struct latch_kit *kit;
+	int rc = sandbox_kit_or_fail(name, &st, &kit);
+
+	if (rc)
+		return rc;
+	if (st.stopped) {
+		latch_kit_free(kit);
+		return latch_err(LATCH_EXIT_USAGE, "sandbox %s is down; `latch up %s` hands its keys", name, name);
+	}
+	return latch_sandbox_kit_again(name, kit, "");
+}
+
+/* Send credential CRED's requests to alternative ALT ("-": its own upstream); URL and placeholder stay. */
+static int kit_backend(const char *name, const char *cred, const char *alt)
+{
+	struct latch_kit_state st;
+	struct latch_kit_state_cred *sc;
+	const struct latch_kit_cred *cr;
+	struct latch_kit *kit;
+	char err[LATCH_ERR_MAX];
+	json_t *rep = NULL;
+	bool known = !strcmp(alt, "-");
+	int rc = sandbox_kit_or_fail(name, &st, &kit), ret;
+
+	if (rc)
+		return rc;
+	cr = latch_kit_cred_find(kit, cred);
+	sc = latch_kit_state_cred(&st, cred);
+	for (int a = 0; cr && a < cr->n_alts; a++)
+		known |= !strcmp(cr->alts[a].name, alt);
+	if (!cr || !sc || !known) {
+		char names[256] = "";
+
+		for (int a = 0; cr && a < cr->n_alts; a++)
+			snprintf(names + strlen(names), sizeof(names) - strlen(names), ", %s", cr->alts[a].name);
+		latch_kit_free(kit);
+		return !cr || !sc ? latch_err(LATCH_EXIT_USAGE, "kit %s of %s has no credential '%s'", st.kit, name, cred)
+				  : latch_err(LATCH_EXIT_USAGE,
+					      "credential %s has no alternative '%s'; give one of: -%s (- is its own "
+					      "upstream)",
+					      cred, alt, names);
+	}
+	latch_kit_free(kit);
+	/* stored first: a latchd that starts (or restarts) now serves the new choice */
+	snprintf(sc->backend, sizeof(sc->backend), "%s", strcmp(alt, "-") ? alt : "");
+	if (latch_kit_state_write(name, &st, err, sizeof(err)))
+		return latch_err(LATCH_EXIT_FAILED, "%s", err);
+	ret = latchd_backend(name, cred, sc->backend, &rep, err, sizeof(err));
+	if (!ret && !json_is_true(json_object_get(rep, "ok")))
+		ret = latch_errf(err, sizeof(err), -EIO, "%s", json_string_value(json_object_get(rep, "error")));
+	json_decref(rep);
+	if (ret && ret != -ENOENT && ret != -ECONNREFUSED)
+		return latch_err(LATCH_EXIT_FAILED, "%s: backend: %s", name, err);
+	if (!latch_json)
+		printf("%s: credential %s now goes to %s%s; the sandbox's URL and placeholder are unchanged\n", name,
+		       cred, strcmp(alt, "-") ? alt : "its own upstream",
+		       ret ? " (stored; latchd is not running and applies it when it starts)" : "");
+	latch_json_out(json_pack("{s:s, s:s, s:s, s:b}", "sandbox", name, "credential", cred, "alternative",
+				 sc->backend, "applied", ret == 0));
+	return 0;
+}
+
 int cmd_kit(int argc, char **argv)
 {
 	if (argc == 3 && !strcmp(argv[1], "check"))
 		return kit_check(argv[2]);
-	return latch_err(LATCH_EXIT_USAGE, "usage: latch kit check FILE");
+	if (argc == 3 && !strcmp(argv[2], "secrets"))
+		return kit_secrets(argv[1]);
+	if (argc == 5 && !strcmp(argv[2], "backend"))
+		return kit_backend(argv[1], argv[3], argv[4]);
+	return latch_err(LATCH_EXIT_USAGE, "usage: latch kit check FILE | kit NAME secrets | kit NAME backend CREDENTIAL "
+					   "ALTERNATIVE|-");
 }

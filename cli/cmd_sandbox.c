@@ -2,8 +2,9 @@
 /*
  * cmd_sandbox.c - `latch attach`, `latch detach` and `latch status`.
  *
- * attach validates every option before it touches the kernel, so bad input
- * changes nothing.  status reports only what it read back from the kernel.
+ * attach validates every option (and a --kit's kit) before it touches the
+ * kernel, so bad input changes nothing.  status reports only what it read
+ * back from the kernel.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -14,6 +15,8 @@
 #include <string.h>
 
 #include "broker/broker.h"
+#include "config/config.h"
+#include "kit/kit.h"
 #include "profile/profile.h"
 #include "cli/cli.h"
 #include "loader/loader.h"
@@ -77,6 +80,79 @@ static int verify_attached(const char *name)
 	return 0;
 }
 
+/* --kit K: the kit, checked as latchd will read it, and latch.conf's broker_port among the host services. */
+static int attach_kit_prepare(const char *kit_name, struct latch_sandbox_opts *o, struct latch_kit **kit)
+{
+	char err[LATCH_ERR_MAX];
+	struct latch_conf conf;
+	bool have = false;
+
+	*kit = latch_kit_open_checked(kit_name, err, sizeof(err));
+	if (!*kit)
+		return latch_err(errno == ENOMEM ? LATCH_EXIT_FAILED : LATCH_EXIT_USAGE, "attach --kit: %s", err);
+	if (latch_conf_load(&conf, err, sizeof(err))) {
+		latch_kit_free(*kit);
+		return latch_err(LATCH_EXIT_USAGE, "%s", err);
+	}
+	for (int i = 0; i < o->n_host_ports; i++)
+		have |= o->host_ports[i] == conf.broker_port;
+	if (!have && o->n_host_ports >= LATCH_HOST_PORTS_MAX) {
+		latch_kit_free(*kit);
+		return latch_err(LATCH_EXIT_USAGE, "--kit needs a host port for the broker (%u); give at most %d "
+						   "--host-port options",
+				 conf.broker_port, LATCH_HOST_PORTS_MAX - 1);
+	}
+	if (!have)
+		o->host_ports[o->n_host_ports++] = conf.broker_port;
+	return 0;
+}
+
+/*
+ * After the attach: a kit stored with fresh placeholders (or any old kit
+ * state of the name removed), the profile `sealed` when none is stored (the
+ * kit's network joins it), and the kit handed to latchd, whose switch then
+ * composes both.
+ */
+static int attach_kit_give(const char *name, const struct latch_kit *kit, json_t *out)
+{
+	char err[LATCH_ERR_MAX], prof[LATCH_PROFILE_NAME_MAX + 2];
+	struct latch_kit_state st;
+	json_t *rep = NULL;
+	int rc;
+
+	if (!kit) {
+		/* nothing of an old sandbox's kit: no state, and latchd closes a broker it may still keep */
+		latch_kit_state_remove(name, err, sizeof(err));
+		return latch_sandbox_kit_give(name, NULL, false, NULL);
+	}
+	if (latch_sandbox_kit_store(name, kit, true, &st, err, sizeof(err)))
+		return latch_err(LATCH_EXIT_FAILED, "%s: kit %s: %s", name, kit->name, err);
+	/*
+	 * The kit before the profile: its request makes latchd find the new
+	 * sandbox, which latchd would switch to a profile stored already; the
+	 * switch below would then find that one running.
+	 */
+	rc = latch_sandbox_kit_give(name, kit, false, out);
+	if (rc)
+		return rc;
+	if (latch_profile_state_read(name, prof, sizeof(prof))) {
+		snprintf(prof, sizeof(prof), "sealed");
+		if (latch_profile_state_write(name, prof, err, sizeof(err)))
+			return latch_err(LATCH_EXIT_FAILED, "%s", err);
+		if (!latch_json)
+			fprintf(stderr, "latch: %s: profile sealed, with the kit's network on top "
+					"(`latch egress %s profile P` picks another)\n",
+				name, name);
+	}
+	/* the profile composed with the kit's egress_allow; without latchd it applies when latchd starts */
+	if (!latchd_switch(name, prof, &rep, err, sizeof(err)) && !json_is_true(json_object_get(rep, "ok"))) {
+		rc = latch_err(LATCH_EXIT_FAILED, "%s: profile %s: %s", name, prof,
+			       json_string_value(json_object_get(rep, "error")));
+	}
+	json_decref(rep);
+	return rc;
+}
+
 int cmd_attach(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -84,8 +160,10 @@ int cmd_attach(int argc, char **argv)
 		{ "guest-ip", required_argument, NULL, 'g' }, { "host-ip", required_argument, NULL, 'H' },
 		{ "resolver", required_argument, NULL, 'r' }, { "host-port", required_argument, NULL, 'p' },
 		{ "dns-rate", required_argument, NULL, 'R' }, { "dns-burst", required_argument, NULL, 'B' },
-		{ NULL, 0, NULL, 0 },
+		{ "kit", required_argument, NULL, 'K' },   { NULL, 0, NULL, 0 },
 	};
+	const char *kit_name = NULL;
+	struct latch_kit *kit = NULL;
 	struct latch_sandbox_opts o = {
 		.dns_rate = LATCH_DEFAULT_DNS_RATE,
 		.dns_burst = LATCH_DEFAULT_DNS_BURST,
@@ -146,6 +224,9 @@ int cmd_attach(int argc, char **argv)
 			if (parse_rate("--dns-burst", optarg, &o.dns_burst))
 				return LATCH_EXIT_USAGE;
 			break;
+		case 'K':
+			kit_name = optarg;
+			break;
 		default:
 			return latch_err(LATCH_EXIT_USAGE, "attach: unknown or incomplete option '%s'; see `latch help attach`",
 					 argv[optind - 1]);
@@ -197,15 +278,31 @@ int cmd_attach(int argc, char **argv)
 		return latch_err(LATCH_EXIT_USAGE, "sandbox '%s' already exists; `latch detach %s` first, or "
 						   "`latch attach %s` alone to re-attach it",
 				 o.name, o.name, o.name);
+	/* the kit is loaded and checked, and its port added to the host services, before anything exists */
+	if (kit_name && (rc = attach_kit_prepare(kit_name, &o, &kit)))
+		return rc;
 	rc = latch_sandbox_create(&o, err, sizeof(err));
-	if (rc)
+	if (rc) {
+		latch_kit_free(kit);
 		return latch_err(LATCH_EXIT_FAILED, "%s", err);
-	if (verify_attached(o.name))
+	}
+	if (verify_attached(o.name)) {
+		latch_kit_free(kit);
 		return LATCH_EXIT_UNVERIFIED;
+	}
 	latch_audit_note(o.name, "attach", "attach", "cli.attach", json_pack("{s:s}", "device", o.ifname));
+	json_t *out = json_pack("{s:s, s:s, s:s}", "sandbox", o.name, "device", o.ifname, "action", "attached");
+
+	rc = attach_kit_give(o.name, kit, out);
+	latch_kit_free(kit);
+	if (rc) {
+		json_decref(out);
+		return rc;
+	}
 	if (!latch_json)
-		printf("attached %s to %s: default deny\n", o.name, o.ifname);
-	latch_json_out(json_pack("{s:s, s:s, s:s}", "sandbox", o.name, "device", o.ifname, "action", "attached"));
+		printf("attached %s to %s: default deny%s%s\n", o.name, o.ifname, kit_name ? ", kit " : "",
+		       kit_name ? kit_name : "");
+	latch_json_out(out);
 	return 0;
 }
 
@@ -327,7 +424,7 @@ static bool status_one(const char *name, json_t *arr)
 	{
 		char prof[LATCH_PROFILE_NAME_MAX + 2];
 		const char *applied = NULL;
-		json_t *rep = latchd_view();
+		json_t *rep = latchd_view(), *broker = NULL;
 
 		json_object_set_new(o, "profile", latch_profile_state_read(name, prof, sizeof(prof)) ? json_null()
 												     : json_string(prof));
@@ -337,10 +434,13 @@ static bool status_one(const char *name, json_t *arr)
 			json_t *sbx;
 
 			json_array_foreach(json_object_get(rep, "sandboxes"), i, sbx)
-				if (!strcmp(json_string_value(json_object_get(sbx, "name")) ?: "", name) &&
-				    !json_is_true(json_object_get(sbx, "switching")))
-					applied = json_string_value(json_object_get(sbx, "profile"));
+				if (!strcmp(json_string_value(json_object_get(sbx, "name")) ?: "", name)) {
+					broker = json_object_get(sbx, "broker");
+					if (!json_is_true(json_object_get(sbx, "switching")))
+						applied = json_string_value(json_object_get(sbx, "profile"));
+				}
 		}
+		latch_sandbox_kit_status(name, broker, rep != NULL, o);
 		json_object_set_new(o, "latchd", json_boolean(rep != NULL));
 		json_object_set_new(o, "profile_applied", applied ? json_string(applied) : json_null());
 		json_decref(rep);
@@ -411,6 +511,7 @@ static bool status_one(const char *name, json_t *arr)
 			printf("\n  policy:   generation %u, version %u, %s%s\n", cfg.policy_gen, cfg.policy_version, what,
 			       cfg.flags & LATCH_CFG_OPEN ? ": UNCONTAINED (every destination passes)" : "");
 		}
+		latch_sandbox_kit_print(json_object_get(o, "kit"));
 		printf("  counters:\n");
 		size_t nr = json_array_size(reasons);
 

@@ -22,6 +22,7 @@
 
 #include "broker/broker.h"
 #include "config/config.h"
+#include "kit/kit.h"
 #include "profile/profile.h"
 #include "cli/cli.h"
 #include "vm/vm.h"
@@ -141,15 +142,108 @@ static void up_failed(const struct latch_vm_up_result *res, const char *name)
 			name, name, name, name);
 }
 
+/*
+ * up's kit: KIT_NAME (--kit), else the one stored for NAME; a fresh
+ * sandbox has none unless --kit names one.  *kit NULL: no kit.  Returns
+ * 1 to go on, or minus the exit code (printed).
+ */
+static int up_kit_choose(const char *name, const char *kit_name, bool fresh, struct latch_kit **kit)
+{
+	struct latch_kit_state st;
+	char err[LATCH_ERR_MAX];
+
+	*kit = NULL;
+	if (!kit_name && !fresh && latch_kit_state_read(name, &st, err, sizeof(err)) == 0)
+		kit_name = st.kit;
+	if (!kit_name)
+		return 1;
+	*kit = latch_kit_open_checked(kit_name, err, sizeof(err));
+	if (!*kit)
+		return -latch_err(errno == ENOMEM ? LATCH_EXIT_FAILED : LATCH_EXIT_USAGE, "up %s: %s", name, err);
+	return 1;
+}
+
+/* The kit stored (its placeholders kept when the sandbox had it), its port admitted, handed to latchd. */
+static int up_kit_give(const char *name, const struct latch_kit *kit, bool fresh, json_t *out)
+{
+	struct latch_kit_state st;
+	char err[LATCH_ERR_MAX];
+
+	if (!kit) {
+		/* a fresh sandbox of an old name gets nothing of the old one's kit */
+		if (fresh)
+			latch_kit_state_remove(name, err, sizeof(err));
+		return fresh ? latch_sandbox_kit_give(name, NULL, false, NULL) : 0;
+	}
+	if (latch_sandbox_kit_store(name, kit, fresh, &st, err, sizeof(err)) ||
+	    latch_sandbox_admit_port(name, st.port, err, sizeof(err)))
+		return latch_err(LATCH_EXIT_FAILED, "up %s: kit %s: %s", name, kit->name, err);
+	return latch_sandbox_kit_give(name, kit, false, out);
+}
+
+/* The domain runs now (as libvirt says). */
+static bool up_is_running(const char *name)
+{
+	static struct latch_vm_observed ob;
+
+	return !latch_vm_observe(name, &ob) && ob.libvirt_ok && !strcmp(ob.dom.state, "running");
+}
+
+/*
+ * `up` of a sandbox that is up: hand its kit's keys to latchd again (after
+ * latchd restarted, say), as `latch kit NAME secrets` does.  Another kit
+ * than the stored one needs a `down` first: the guest holds the old one's
+ * placeholders.
+ */
+static int up_kit_again(const char *name, struct latch_kit *kit)
+{
+	struct latch_kit_state st;
+	char err[LATCH_ERR_MAX];
+	int c;
+
+	if (latch_kit_state_read(name, &st, err, sizeof(err)) || strcmp(st.kit, kit->name)) {
+		c = latch_err(LATCH_EXIT_USAGE, "up %s: the sandbox is up with %s%s; `latch down %s` first to give it kit %s",
+			      name, st.kit[0] ? "kit " : "no kit", st.kit, name, kit->name);
+		latch_kit_free(kit);
+		return c;
+	}
+	return latch_sandbox_kit_again(name, kit, "already up; ");
+}
+
+/* What the guest's shells read: the kit's environment in /etc/profile.d/latch.sh. */
+static int up_kit_env(const char *name, const struct latch_kit *kit, json_t *out)
+{
+	struct latch_kit_state st;
+	char err[LATCH_ERR_MAX], **env;
+	int n;
+
+	if (!kit)
+		return 0;
+	if (latch_sandbox_env(name, &env, &n, &st, err, sizeof(err)) ||
+	    latch_vm_set_env(name, (const char *const *)env, err, sizeof(err))) {
+		latch_kit_env_free(env);
+		return latch_err(LATCH_EXIT_FAILED, "up %s: the guest's environment: %s", name, err);
+	}
+	latch_kit_env_free(env);
+	json_object_set_new(out, "env_file", json_string(LATCH_VM_ENV_FILE));
+	if (!latch_json)
+		fprintf(stderr, "latch: the guest's environment is in %s and every `latch exec` (`latch env %s` prints it)\n",
+			LATCH_VM_ENV_FILE, name);
+	return 0;
+}
+
 int cmd_up(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "image", required_argument, NULL, 'i' },   { "memory", required_argument, NULL, 'm' },
 		{ "cpus", required_argument, NULL, 'c' },    { "workspace", required_argument, NULL, 'w' },
 		{ "timeout", required_argument, NULL, 't' }, { "profile", required_argument, NULL, 'p' },
-		{ "keep-on-failure", no_argument, NULL, 'k' }, { NULL, 0, NULL, 0 },
+		{ "keep-on-failure", no_argument, NULL, 'k' }, { "kit", required_argument, NULL, 'K' },
+		{ NULL, 0, NULL, 0 },
 	};
-	const char *profile = NULL;
+	const char *profile = NULL, *kit_name = NULL;
+	struct latch_kit *kit = NULL;
+	bool fresh;
 	struct latch_conf conf;
 	struct latch_vm_up_opts o = {
 		.image = LATCH_VM_DEFAULT_IMAGE,
@@ -196,6 +290,9 @@ int cmd_up(int argc, char **argv)
 		case 'k':
 			o.keep_on_failure = true;
 			break;
+		case 'K':
+			kit_name = optarg;
+			break;
 		default:
 			return latch_err(LATCH_EXIT_USAGE, "up: unknown or incomplete option '%s'; see `latch help up`",
 					 argv[optind - 1]);
@@ -228,20 +325,39 @@ int cmd_up(int argc, char **argv)
 	c = latch_profile_check_cli(profile); /* file:line errors before anything is created */
 	if (c)
 		return c;
+	/* the kit: --kit, else the stored one; loaded and checked before anything is created */
+	fresh = !latch_vm_exists(o.name);
+	c = up_kit_choose(o.name, kit_name, fresh, &kit);
+	if (c <= 0)
+		return -c;
+	if (kit && !fresh && up_is_running(o.name))
+		return up_kit_again(o.name, kit);
 	if (latch_vm_up(&o, &res, &fail, err, sizeof(err))) {
 		c = latch_err(fail_code(fail), "up %s: %s", o.name, err);
 		up_failed(&res, o.name);
+		latch_kit_free(kit);
 		return c;
 	}
 	/*
-	 * The guest started under default deny (sealed).  Now its profile: stored
-	 * first, so latchd applies it whenever it (re)starts; then latchd is asked
-	 * to switch now.  Without latchd the sandbox stays sealed: closed, not open.
+	 * The guest started under default deny (sealed).  Its kit first: latchd
+	 * composes the kit's egress_allow into the profile's policy.  Then the
+	 * profile: stored, so latchd applies it whenever it (re)starts (stored
+	 * after the kit, whose request makes latchd look for new sandboxes: one
+	 * found with a stored profile is switched to it then, and this switch
+	 * would find that one running); then latchd is asked to switch now.
+	 * Without latchd the sandbox stays sealed: closed, not open.
 	 */
 	const char *profile_note = "applied by latchd";
+	json_t *j = obs_json(&res.obs);
 
-	if (latch_profile_state_write(o.name, profile, err, sizeof(err)))
-		return latch_err(LATCH_EXIT_FAILED, "up %s: %s", o.name, err);
+	c = up_kit_give(o.name, kit, fresh, j);
+	if (!c && latch_profile_state_write(o.name, profile, err, sizeof(err)))
+		c = latch_err(LATCH_EXIT_FAILED, "up %s: %s", o.name, err);
+	if (c) {
+		latch_kit_free(kit);
+		json_decref(j);
+		return c;
+	}
 	{
 		json_t *rep = NULL;
 
@@ -251,12 +367,18 @@ int cmd_up(int argc, char **argv)
 			c = latch_err(LATCH_EXIT_FAILED, "up %s: profile %s: %s (the sandbox stays sealed)", o.name,
 				      profile, json_string_value(json_object_get(rep, "error")));
 			json_decref(rep);
+			latch_kit_free(kit);
+			json_decref(j);
 			return c;
 		}
 		json_decref(rep);
 	}
-
-	json_t *j = obs_json(&res.obs);
+	c = up_kit_env(o.name, kit, j);
+	latch_kit_free(kit);
+	if (c) {
+		json_decref(j);
+		return c;
+	}
 
 	json_object_set_new(j, "guest_release", json_string(res.release));
 	json_object_set_new(j, "accelerator_probe", json_string(res.accel_why));
@@ -323,6 +445,8 @@ int cmd_down(int argc, char **argv)
 		return rc;
 	if (latch_vm_down(argv[1], timeout_ms, &dr, &fail, err, sizeof(err)))
 		return latch_err(fail_code(fail), "down %s: %s", argv[1], err);
+	/* its broker closes with it, and latchd wipes its keys; `up` hands them again */
+	latch_sandbox_kit_stop(argv[1], false);
 	if (!latch_json) {
 		if (dr.backed_up)
 			printf("%s: guest state backed up (%u entries, %llu bytes)\n", argv[1], dr.backup_files,
@@ -360,6 +484,8 @@ int cmd_destroy(int argc, char **argv)
 		return latch_err(fail_code(fail), "destroy %s: %s", argv[1], err);
 	if (latch_profile_state_write(argv[1], "", err, sizeof(err)))
 		fprintf(stderr, "latch: warning: %s\n", err);
+	/* and its kit: a new sandbox of this name gets new placeholders */
+	latch_sandbox_kit_stop(argv[1], true);
 	if (!latch_json) {
 		printf("%s: destroyed (domain, tap, routing, masquerade, pins and state removed%s)\n", argv[1],
 		       purge ? ", guest-state backup too" : "");
@@ -485,23 +611,31 @@ int cmd_exec(int argc, char **argv)
 {
 	struct latch_vm_exec_opts eo = { 0 };
 	struct latch_vm_exec_result r;
-	char err[LATCH_ERR_MAX];
-	int i, ret, out_fd = STDOUT_FILENO, err_fd = STDERR_FILENO;
+	struct latch_kit_state st;
+	char err[LATCH_ERR_MAX], **env = NULL;
+	int i, ret, n_env, out_fd = STDOUT_FILENO, err_fd = STDERR_FILENO;
 
 	ret = command_args(argc, argv, "exec", &eo.timeout_ms, &i);
 	if (ret)
 		return ret;
 	if (!latch_vm_exists(argv[1]))
 		return latch_err(LATCH_EXIT_CMD_LATCH, "no VM sandbox '%s' (see `latch ls`)", argv[1]);
+	/* the kit's environment (its URLs and placeholders), as `latch env` prints it */
+	if (latch_sandbox_env(argv[1], &env, &n_env, &st, err, sizeof(err)))
+		return latch_err(LATCH_EXIT_CMD_LATCH, "%s", err);
+	eo.env = (const char *const *)env;
 	signal(SIGPIPE, SIG_IGN);
 	/* under --json the output is collected and goes into the object */
 	if (latch_json) {
 		out_fd = memfd_create("latch-exec-out", MFD_CLOEXEC);
 		err_fd = memfd_create("latch-exec-err", MFD_CLOEXEC);
-		if (out_fd < 0 || err_fd < 0)
+		if (out_fd < 0 || err_fd < 0) {
+			latch_kit_env_free(env);
 			return latch_err(LATCH_EXIT_CMD_LATCH, "memfd_create: %s", strerror(errno));
+		}
 	}
 	ret = latch_vm_exec(argv[1], (const char *const *)argv + i, &eo, out_fd, err_fd, &r, err, sizeof(err));
+	latch_kit_env_free(env);
 	if (ret) {
 		if (latch_json) {
 			close(out_fd);

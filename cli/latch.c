@@ -29,7 +29,6 @@ const char latch_version[] = LATCH_VERSION;
 static const char *const egress_verbs[] = { "allow", "revoke", "show", "profile", NULL };
 static const char *const boot_verbs[] = { "install", "apply", NULL };
 static const char *const image_verbs[] = { "build", NULL };
-static const char *const kit_verbs[] = { "check", NULL };
 static const char *const completion_verbs[] = { "bash", NULL };
 
 /* A row may stop after any field: the ones left out are NULL or 0. */
@@ -38,9 +37,10 @@ static const char *const completion_verbs[] = { "bash", NULL };
 const struct latch_cmd latch_cmds[] = {
 	{ "attach", cmd_attach,
 	  "attach NAME --dev IFACE --guest-mac MAC --guest-ip IP[,IP6] --host-ip IP[,IP6]\n"
-	  "             [--resolver IP[,IP6]] [--host-port PORT]... [--dns-rate N] [--dns-burst N]\n"
+	  "             [--resolver IP[,IP6]] [--host-port PORT]... [--dns-rate N] [--dns-burst N] [--kit K]\n"
 	  "       attach NAME",
-	  "put default-deny egress on a link; with NAME alone, re-attach from its pins",
+	  "put default-deny egress on a link; with NAME alone, re-attach from its pins; --kit K: the kit's network "
+	  "joins the policy and its credentials get routes on the broker (host port broker_port)",
 	  "--dev IFACE\tthe host end of the sandbox's link (a container's veth, a VM's tap)\n"
 	  "--guest-mac MAC\tthe MAC the guest was given; frames from any other are dropped\n"
 	  "--guest-ip IP[,IP6]\tthe guest's addresses, one of each family at most\n"
@@ -48,7 +48,8 @@ const struct latch_cmd latch_cmds[] = {
 	  "--resolver IP[,IP6]\tthe only DNS server the guest may ask (default: --host-ip)\n"
 	  "--host-port PORT\ta TCP port of the host the guest may reach (repeat; not 53)\n"
 	  "--dns-rate N\tDNS queries a second the kernel lets through (default 20)\n"
-	  "--dns-burst N\tDNS queries allowed in a burst (default 40)",
+	  "--dns-burst N\tDNS queries allowed in a burst (default 40)\n"
+	  "--kit K\ta kit (docs/kits.md): its egress joins the policy, its keys from this environment go to latchd",
 	  "latch attach box1 --dev veth-box1 --guest-mac 02:00:00:00:00:01 --guest-ip 192.0.2.2 --host-ip 192.0.2.1\n"
 	  "latch attach box1" },
 	{ "detach", cmd_detach, "detach NAME", "take enforcement off a link and remove its pins", NULL,
@@ -68,11 +69,14 @@ const struct latch_cmd latch_cmds[] = {
 	{ "status", cmd_status, "status [NAME]", "what the kernel enforces now, read back from it", NULL,
 	  "latch status\nlatch --json status box1" },
 	{ "up", cmd_up,
-	  "up NAME [--profile P] [--image I] [--memory MiB] [--cpus N] [--workspace DIR] [--timeout DUR]\n"
-	  "          [--keep-on-failure]",
+	  "up NAME [--kit K] [--profile P] [--image I] [--memory MiB] [--cpus N] [--workspace DIR]\n"
+	  "          [--timeout DUR] [--keep-on-failure]",
 	  "start a VM sandbox: tap, enforcement verified, routing, then the guest; prints each step on stderr and "
 	  "the observed posture; DUR (60, 90s, 5m) runs from the domain start to the agent's answer (default 60s "
-	  "on KVM, 180s on TCG); --keep-on-failure leaves a guest that did not boot for inspection, still filtered",
+	  "on KVM, 180s on TCG); --keep-on-failure leaves a guest that did not boot for inspection, still filtered; "
+	  "--kit K (else the stored kit): its keys from this environment go to latchd, the guest gets placeholders; "
+	  "`up` of a running sandbox hands its kit's keys again",
+	  "--kit K\ta kit (docs/kits.md); the guest gets its URLs and placeholders, latchd its keys\n"
 	  "--profile P\tthe egress profile (default: the one stored for NAME, else latch.conf's `profile`)\n"
 	  "--image I\tthe guest image: default or debian\n"
 	  "--memory MiB\tguest memory, 64..65536 (default 256)\n"
@@ -81,7 +85,8 @@ const struct latch_cmd latch_cmds[] = {
 	  "--timeout DUR\tfrom the domain start to the agent's answer (60, 90s, 5m)\n"
 	  "--keep-on-failure\ta guest that did not boot stays, still filtered, for inspection",
 	  "latch up agent1 --memory 512 --workspace /srv/agent1\n"
-	  "latch up agent1 --image debian --profile dev --timeout 5m" },
+	  "latch up agent1 --image debian --profile dev --timeout 5m\n"
+	  "ANTHROPIC_API_KEY=... latch up agent1 --kit claude" },
 	{ "down", cmd_down, "down NAME [--timeout DUR]",
 	  "stop a VM sandbox's guest; its tap, enforcement and state stay",
 	  "--timeout DUR\thow long the guest gets to shut down before it is stopped (default 30s)",
@@ -120,9 +125,16 @@ const struct latch_cmd latch_cmds[] = {
 	  "latch image build\nlatch image build --image debian", image_verbs, 1 },
 	{ "kits", cmd_kits, "kits", "the kits: built-ins and /etc/latch/kits, the network each adds and where its keys are",
 	  NULL, "latch kits" },
-	{ "kit", cmd_kit, "kit check FILE",
-	  "check a kit file as latch up would load it, and say what it would give a sandbox; starts nothing", NULL,
-	  "latch kit check /etc/latch/kits/claude.yaml", kit_verbs, 1 },
+	/* no sub-verb prefixes: `check` stands first, `secrets` and `backend` after a NAME */
+	{ "kit", cmd_kit, "kit check FILE\n       kit NAME secrets\n       kit NAME backend CREDENTIAL ALTERNATIVE|-",
+	  "check a kit file as latch up would load it, starting nothing; hand latchd a sandbox's keys from this "
+	  "environment again; send a credential to an alternative upstream (- its own), URL and placeholder kept",
+	  NULL,
+	  "latch kit check /etc/latch/kits/claude.yaml\n"
+	  "ANTHROPIC_API_KEY=... latch kit agent1 secrets\n"
+	  "latch kit agent1 backend openai groq\nlatch kit agent1 backend openai -" },
+	{ "env", cmd_env, "env NAME", "what a sandbox's kit gives it: NAME=VALUE lines (placeholders, never keys)",
+	  NULL, "latch env agent1\nlatch --json env agent1" },
 	{ "doctor", cmd_doctor, "doctor", "check this host, with a fix for each failure", NULL,
 	  "sudo latch doctor" },
 	{ "run", cmd_run,

@@ -28,6 +28,7 @@ static void conf_defaults(struct latch_conf *c)
 	c->dns_ttl_max = LATCH_CONF_TTL_MAX;
 	strcpy(c->profile, LATCH_CONF_PROFILE);
 	c->backup_interval = LATCH_CONF_BACKUP_INTERVAL;
+	c->broker_port = LATCH_CONF_BROKER_PORT;
 	for (int p = 0; p < LATCH_CONF_PROVIDERS; p++) {
 		bool capped = p != LATCH_CONF_OTHER;
 		int64_t f = LATCH_CONF_BUDGET_HOST_FACTOR;
@@ -252,6 +253,8 @@ static const struct latch_kv_key conf_keys[] = {
 	LATCH_KV_FN("profile", parse_profile, NULL),
 	LATCH_KV_U32("backup_interval", struct latch_conf, backup_interval, 0, 86400,
 		     "seconds, 0..86400 (0: only on down)"),
+	/* 53 is the resolver's, and below 1024 a port is some system service's */
+	LATCH_KV_U32("broker_port", struct latch_conf, broker_port, 1024, 65535, "a TCP port, 1024..65535"),
 	LATCH_KV_FN("budget_requests_per_hour", parse_rph, NULL),
 	LATCH_KV_FN("budget_requests_per_day", parse_rpd, NULL),
 	LATCH_KV_FN("budget_dollars_per_day", parse_dpd, NULL),

@@ -7,7 +7,8 @@
  * leaves by, which routing tables and rule priority latch may use, which
  * upstream DNS servers latchd asks and how long learned answers live, the
  * profile `latch up` starts with, how often latchd backs guest state up, and
- * the spend caps of credentialed requests (budget_*, docs/budget.md).  The
+ * the port of the credential broker on each sandbox's host address, and the
+ * spend caps of credentialed requests (budget_*, docs/budget.md).  The
  * file must be owned by root and writable by nobody else; every error reads
  * `file:line: message`.  LATCH_ROOT moves it (common.h's latch_path()).
  *
@@ -31,6 +32,12 @@
 /* Containment starts at research: sealed is one command away, forced for `latch task`. */
 #define LATCH_CONF_PROFILE "research"
 #define LATCH_CONF_BACKUP_INTERVAL 600
+/*
+ * The credential broker's port on each sandbox's host address: no
+ * well-known service uses it, so a host daemon bound to the wildcard address
+ * is unlikely to be in the way of the broker's listener.
+ */
+#define LATCH_CONF_BROKER_PORT 8119
 
 /*
  * Spend caps, by provider in budget/'s order (openai, anthropic, gemini,
@@ -70,6 +77,7 @@ struct latch_conf {
 	uint32_t dns_ttl_min, dns_ttl_max; /* learned entries live this long, clamped */
 	char profile[65];		   /* the profile `latch up` starts a sandbox with */
 	uint32_t backup_interval;	   /* seconds between latchd's guest state backups; 0: only on down */
+	uint32_t broker_port;		   /* the broker listens here on a kit sandbox's host address */
 	struct latch_conf_caps budget_sandbox[LATCH_CONF_PROVIDERS]; /* each sandbox's requests to a provider */
 	struct latch_conf_caps budget_host[LATCH_CONF_PROVIDERS];    /* every sandbox's together */
 };

@@ -293,4 +293,56 @@ enum latch_secret_state latch_kit_secret_state(const struct latch_kit_upstream *
 /* "none", "set", "missing", "unsafe", "unknown". */
 const char *latch_secret_state_name(enum latch_secret_state st);
 
+/* ---- a sandbox's kit, on disk (state.c) */
+
+/*
+ * $LATCH_ROOT/var/lib/latch/policy/SANDBOX.kit, root's and 0600: which kit
+ * the sandbox has, the broker's port, each credential's placeholder and the
+ * alternative it was switched to, and whether the sandbox is stopped.  It
+ * holds what the guest was given (so a latchd restart serves the same URLs
+ * and placeholders), never a key.  The CLI writes it; latchd reads it.
+ */
+struct latch_kit_state_cred {
+	char name[LATCH_KIT_CRED_NAME_MAX + 1];
+	char placeholder[LATCH_PLACEHOLDER_LEN + 1];
+	char backend[LATCH_KIT_CRED_NAME_MAX + 1]; /* "" : the credential's own upstream */
+};
+struct latch_kit_state {
+	char kit[LATCH_KIT_NAME_MAX + 1];
+	uint16_t port;
+	bool stopped; /* `latch down`: latchd keeps no broker, and no key, for it */
+	struct latch_kit_state_cred creds[LATCH_KIT_CREDS_MAX];
+	int n_creds;
+};
+
+int latch_kit_state_path(const char *sandbox, char *buf, size_t len);
+/*
+ * Read it: -ENOENT (no message) when the sandbox has no kit; a file that is
+ * not root's 0600, a link or not in latch's shape is refused with
+ * `PATH:LINE: ...` in err.
+ */
+int latch_kit_state_read(const char *sandbox, struct latch_kit_state *st, char *err, size_t errlen);
+/* Replace it atomically, 0600.  0 or -errno with a line in err. */
+int latch_kit_state_write(const char *sandbox, const struct latch_kit_state *st, char *err, size_t errlen);
+/* Remove it (no file is fine).  0 or -errno. */
+int latch_kit_state_remove(const char *sandbox, char *err, size_t errlen);
+/* Credential CRED's entry, or NULL. */
+struct latch_kit_state_cred *latch_kit_state_cred(const struct latch_kit_state *st, const char *cred);
+/*
+ * The state of a sandbox given KIT: when OLD (may be NULL) is of the same
+ * kit, each credential keeps its placeholder, its alternative (if the kit
+ * still has it) and OLD's port, since the guest holds them; otherwise every
+ * credential gets a fresh placeholder and the port is PORT.  Not stopped.
+ * 0 or -errno (getrandom).
+ */
+int latch_kit_state_for(const struct latch_kit *kit, uint16_t port, const struct latch_kit_state *old,
+			struct latch_kit_state *st);
+/*
+ * latch_kit_env_render() with ST's placeholders and port: what the sandbox
+ * is given.  NULL with errno ESTALE when KIT has a credential ST has no
+ * placeholder for (the kit file changed since `up`), else as the render.
+ */
+char **latch_kit_state_env(const struct latch_kit *kit, const struct latch_kit_state *st, const struct latch_addr *host,
+			   int *n);
+
 #endif

@@ -8,12 +8,12 @@
  * CONFIG:
  *   { "hosts": { "NAME": ["ADDR", ...] },          static answers for the resolve
  *                                                   callback (absent: the engine's evdns)
- *     "sandboxes": [ { "name": "sb1", "listen": "ADDR", "port": N, "guests": ["ADDR"],
+ *     "sandboxes": [ { "name": "sb1", "listen": "ADDR" or ["ADDR", "ADDR6"], "port": N, "guests": ["ADDR"],
  *                      "allow": ["NAME"],           CONNECT names the policy allows
  *                      "routes": [ { "name", "placeholder", "methods": [], "paths": [],
  *                                    "meter": true|false,
  *                                    "upstreams": [ { "name", "url", "secret_file", "secret_var",
- *                                                     "header", "scheme", "ca_file" } ] } ] } ] }
+ *                                                     "header", "scheme", "ca_file", "base_path" } ] } ] } ] }
  *
  * Every audit event and meter call becomes one JSON line on stdout
  * (line-buffered): {"event":"audit",...}, {"event":"meter-request",...},
@@ -70,32 +70,17 @@ static unsigned long audited;
 
 static void audit(void *arg, const struct latch_http_event *ev)
 {
-	char peer[64] = "";
+	json_t *o;
 
 	audited++;
 	if (quiet)
 		return;
-
-	latch_addr_format(ev->peer, peer, sizeof(peer));
-	json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:I, s:I, s:s}", "event", "audit", "sandbox", ev->sandbox, "kind",
-			      ev->kind, "status", ev->status, "bytes_in", (json_int_t)ev->bytes_in, "bytes_out",
-			      (json_int_t)ev->bytes_out, "peer", peer);
-
-#define OPT(k, v)                                      \
-	do {                                           \
-		if (v)                                 \
-			json_object_set_new(o, k, json_string(v)); \
-	} while (0)
-	OPT("route", ev->route);
-	OPT("upstream", ev->upstream);
-	OPT("host", ev->host);
-	OPT("method", ev->method);
-	OPT("path", ev->path);
-	OPT("reason", ev->reason);
-	OPT("end", ev->end);
-#undef OPT
-	if (ev->port)
-		json_object_set_new(o, "port", json_integer(ev->port));
+	o = latch_http_event_fields(ev);
+	json_object_set_new(o, "event", json_string("audit"));
+	json_object_set_new(o, "sandbox", json_string(ev->sandbox));
+	json_object_set_new(o, "kind", json_string(ev->kind));
+	if (ev->reason)
+		json_object_set_new(o, "reason", json_string(ev->reason));
 	print_json(o);
 }
 
@@ -138,6 +123,8 @@ static int resolve(void *arg, const char *name, latch_http_resolved_cb cb, void 
 	p->cb = cb;
 	p->cbarg = cbarg;
 	snprintf(p->name, sizeof(p->name), "%s", name);
+	if (!latch_parse_addr(name, &p->addrs[0], err, sizeof(err))) /* an address answers itself */
+		p->n = 1;
 	json_array_foreach(list, i, v)
 	{
 		if (p->n < 8 && json_is_string(v) && !latch_parse_addr(json_string_value(v), &p->addrs[p->n], err,
@@ -242,6 +229,7 @@ static int add_route(struct drv_sandbox *d, json_t *jr, char *err, size_t errlen
 		u->header = str(v, "header");
 		u->scheme = str(v, "scheme");
 		u->ca_file = str(v, "ca_file");
+		u->base_path = str(v, "base_path");
 		u->secret_var = str(v, "secret_var");
 		if (str(v, "secret_file") && !read_secret(str(v, "secret_file"), secrets[r.n_upstreams], 1024,
 							  &u->secret_len))
@@ -271,7 +259,18 @@ static int load(const char *path, char *err, size_t errlen)
 
 		if (n_sandboxes == DRV_SANDBOXES)
 			return latch_errf(err, errlen, -EINVAL, "%s: at most %d sandboxes", path, DRV_SANDBOXES);
-		if (!o.name || latch_parse_addr(str(js, "listen") ? str(js, "listen") : "", &o.listen, err, errlen))
+		/* "listen": one address, or a list of one of each family */
+		json_t *jl = json_object_get(js, "listen");
+
+		if (json_is_string(jl))
+			jl = json_pack("[O]", jl);
+		else
+			json_incref(jl);
+		json_array_foreach(jl, k, v) if (o.n_listen < LATCH_HTTP_LISTEN_MAX &&
+						 !latch_parse_addr(json_string_value(v) ?: "", &o.listen[o.n_listen], err,
+								   errlen)) o.n_listen++;
+		json_decref(jl);
+		if (!o.name || !o.n_listen)
 			return latch_errf(err, errlen, -EINVAL, "%s: sandbox %zu needs a name and a listen address", path, i);
 		port = json_integer_value(json_object_get(js, "port"));
 		o.port = port;

@@ -296,19 +296,15 @@ lts_attach() {
 		--host-ip "$HOST4,$HOST6" "$@"
 }
 
-# lts_latchd: start latchd in H under LATCH_ROOT=$LTS_TMP/root (latch.conf: the
-# upstream is SRV_DNS), remember its PID in LTS_LATCHD, wait up to 5 s for its socket
+# lts_latchd ROOT LOG: start LATCHD_BIN in H under LATCH_ROOT=ROOT (LATCHD_PID, killed at cleanup), its
+# output appended to LOG; waits up to 5 s for its socket and its "listening" line
 lts_latchd() {
-	local root=$LTS_TMP/root
-	mkdir -p "$root/etc/latch"
-	[ -e "$root/etc/latch/latch.conf" ] || printf 'dns_upstream = %s\n' "$SRV_DNS" >"$root/etc/latch/latch.conf"
-	chmod 0644 "$root/etc/latch/latch.conf"
-	LATCH_ROOT=$root LATCH_BPFFS=$LTS_BPFFS nsenter --net="/run/netns/$LTS_H" -- "$LTS_TOP/build/latchd" \
-		>>"$LTS_TMP/latchd.log" 2>&1 &
-	LTS_LATCHD=$!
-	LTS_PIDS+=("$LTS_LATCHD")
+	LATCH_ROOT=$1 LATCH_BPFFS=$LTS_BPFFS nsenter --net="/run/netns/$LTS_H" -- "${LATCHD_BIN:-$LTS_TOP/build/latchd}" \
+		>>"$2" 2>&1 &
+	LATCHD_PID=$!
+	LTS_PIDS+=("$LATCHD_PID")
 	for _ in $(seq 50); do
-		[ -S "$root/run/latch/latchd.sock" ] && grep -q "listening" "$LTS_TMP/latchd.log" && return 0
+		[ -S "$1/run/latch/latchd.sock" ] && grep -q "listening" "$2" && return 0
 		sleep 0.1
 	done
 	return 1

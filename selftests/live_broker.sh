@@ -19,6 +19,7 @@
 # CONNECT is name-exact; git works with the placeholder as its password;
 # a removed route leaves no copy of its secret in the process.
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/lib_broker.sh"
 
 DRV=$LTS_TOP/build/selftests/broker_drv
 NET="$LTS_DIR/broker_net.py"
@@ -44,31 +45,20 @@ PH_METER=latch-placeholder-$(openssl rand -hex 16)
 PH_NOKEY=latch-placeholder-$(openssl rand -hex 16)
 PH_OTHER=latch-placeholder-$(openssl rand -hex 16)
 PH_WRONG=latch-placeholder-$(openssl rand -hex 16)
+PH_BADTLS=latch-placeholder-badtls-0123456789
+PH_DOWN=latch-placeholder-down-0123456789ab
 
 # ------------------------------------------------------------ the test CA and the upstream
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj /CN=latch-test-ca \
-	-keyout "$T/ca.key" -out "$T/ca.pem" 2>/dev/null
-openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN=api.test.example \
-	-keyout "$T/srv.key" -out "$T/srv.csr" 2>/dev/null
-printf 'subjectAltName=DNS:api.test.example,DNS:allowed.test.example,DNS:other.test.example\n' >"$T/ext.cnf"
-openssl x509 -req -in "$T/srv.csr" -CA "$T/ca.pem" -CAkey "$T/ca.key" -CAcreateserial -days 2 \
-	-extfile "$T/ext.cnf" -out "$T/srv.pem" 2>/dev/null
+broker_test_pki "$T" DNS:api.test.example DNS:allowed.test.example DNS:other.test.example ||
+	fail setup "could not make the test CA"
 printf '%s' "$SECRET" >"$T/secret"
 printf '%s' "$ALT_SECRET" >"$T/alt-secret"
 printf '%s' "$GIT_SECRET" >"$T/git-secret"
 chmod 600 "$T"/*secret
 
-mkdir -p "$T/git"
-git init -q --bare "$T/git/repo.git"
-git -C "$T/git/repo.git" symbolic-ref HEAD refs/heads/main
-(cd "$T" && git init -q work && cd work && git -c user.email=t@t -c user.name=t commit -q --allow-empty -m one &&
-	git push -q "$T/git/repo.git" HEAD:refs/heads/main) || fail setup "could not make the git repository"
+broker_test_git "$T" || fail setup "could not make the git repository"
 
-lts_bg "$LTS_I" "$T/up.out" "$LTS_PY" "$NET" serve --addr "$SRV_A" --addr "$SRV_B" --port 443 --cert "$T/srv.pem" \
-	--key "$T/srv.key" --log "$T/up.log" --git-root "$T/git" --git-auth "Basic $GIT_SECRET" --lifetime 140
-lts_bg "$LTS_I" "$T/up-alt.out" "$LTS_PY" "$NET" serve --addr "$SRV_A" --port 8443 --cert "$T/srv.pem" \
-	--key "$T/srv.key" --log "$T/up-alt.log" --lifetime 140
-lts_wait_ready "$T/up.out" && lts_wait_ready "$T/up-alt.out" || { fail setup "upstream did not start"; lts_done; }
+broker_test_upstreams "$T" 140 || { fail setup "upstream did not start"; lts_done; }
 
 # ------------------------------------------------------------ the broker
 up() { # up NAME URL SECRET_FILE HEADER SCHEME [CA]
@@ -208,84 +198,10 @@ row() {
 		ok "$name: $status, $reason"
 	fi
 }
-R="\\r\\n"
-H="Host: x${R}Authorization: Bearer $PH${R}"
-get() { printf 'GET %s HTTP/1.1%s%s%s' "$1" "$R" "$H" "$R"; }
-big=$(head -c 20000 /dev/zero | tr '\0' a)
-# the request head: smuggling forms (400, the connection closes)
-row "CL and TE together" 400 "both Content-Length and Transfer-Encoding" \
-	"POST /echo/v1/echo HTTP/1.1${R}${H}Content-Length: 3${R}Transfer-Encoding: chunked${R}${R}0${R}${R}"
-row "two Content-Lengths" 400 "duplicate Content-Length" \
-	"POST /echo/v1/echo HTTP/1.1${R}${H}Content-Length: 3${R}Content-Length: 3${R}${R}abc"
-row "a signed Content-Length" 400 "invalid Content-Length" \
-	"POST /echo/v1/echo HTTP/1.1${R}${H}Content-Length: +3${R}${R}abc"
-row "Content-Length with two numbers" 400 "invalid Content-Length" \
-	"POST /echo/v1/echo HTTP/1.1${R}${H}Content-Length: 3 3${R}${R}abc"
-row "Transfer-Encoding chunked, identity" 400 "Transfer-Encoding other than one chunked" \
-	"POST /echo/v1/echo HTTP/1.1${R}${H}Transfer-Encoding: chunked, identity${R}${R}0${R}${R}"
-row "Transfer-Encoding twice" 400 "Transfer-Encoding other than one chunked" \
-	"POST /echo/v1/echo HTTP/1.1${R}${H}Transfer-Encoding: chunked${R}Transfer-Encoding: chunked${R}${R}0${R}${R}"
-row "an obs-fold line" 400 "folded header line" "GET /echo/v1/echo HTTP/1.1${R}${H}X-A: b${R} c${R}${R}"
-row "a bare LF" 400 "bare LF in the request head" "GET /echo/v1/echo HTTP/1.1\\nHost: x${R}${R}"
-row "a bare CR" 400 "bare CR in the request head" "GET /echo/v1/echo HTTP/1.1${R}Host: x\\rX: y${R}${R}"
-row "a space in a header name" 400 "header name is not a token" "GET /echo/v1/echo HTTP/1.1${R}Ho st: x${R}${R}"
-row "a space before the colon" 400 "header name is not a token" "GET /echo/v1/echo HTTP/1.1${R}Host : x${R}${R}"
-row "a control byte in a value" 400 "invalid bytes in the request head" \
-	"GET /echo/v1/echo HTTP/1.1${R}${H}X-A: a\\x01b${R}${R}"
-row "a 20 kB header" 431 "request head too large" "GET /echo/v1/echo HTTP/1.1${R}${H}X-Big: $big${R}${R}"
-# 1. the path's spelling
-row "a .. segment" 403 "path has a . or .. segment" "$(get /echo/v1/echo/../admin)"
-row "a . segment" 403 "path has a . or .. segment" "$(get /echo/v1/echo/./x)"
-row "a ..;param segment" 403 "path has a . or .. segment" "$(get '/echo/v1/echo/..;x=1/admin')"
-row "an encoded dot" 403 "path has an encoded dot, slash or backslash" "$(get /echo/v1/echo/%2e%2e/admin)"
-row "an encoded slash" 403 "path has an encoded dot, slash or backslash" "$(get /echo/v1/echo%2Fadmin)"
-row "an encoded backslash" 403 "path has an encoded dot, slash or backslash" "$(get /echo/v1/echo%5cadmin)"
-row "a backslash" 403 "path has a backslash" "$(get '/echo/v1/echo\\admin')"
-row "double encoding" 403 "path is double-encoded" "$(get /echo/v1/echo/%252e%252e/admin)"
-row "an empty segment" 403 "path has an empty segment" "$(get /echo/v1//echo)"
-row "an encoded letter" 403 "path encodes a character that needs no encoding" "$(get /echo/v1/%65cho)"
-row "an encoded NUL" 403 "path has bytes outside the URL grammar" "$(get /echo/v1/echo/%00)"
-row "a quote in the path" 403 "path has bytes outside the URL grammar" "$(get '/echo/v1/echo/a"b')"
-row "raw UTF-8 in the path" 403 "path has bytes outside the URL grammar" "$(get '/echo/v1/echo/\xc3\xa9')"
-row "a plain-http proxy request" 403 "plain http proxying is not offered" "$(get http://example.test/)"
-row "no such route" 403 "no credential route of that name" "$(get /nosuch/v1/echo)"
-row "order: a .. segment under TRACE" 403 "path has a . or .. segment" \
-	"TRACE /echo/v1/../x HTTP/1.1${R}${H}${R}"
-# 2. the method
-row "TRACE" 403 "TRACE is never forwarded" "TRACE /echo/v1/echo HTTP/1.1${R}${H}${R}"
-row "a method the route lacks" 403 "method not allowed on route" "DELETE /echo/v1/echo HTTP/1.1${R}${H}${R}"
-row "order: the method before the prefix" 403 "method not allowed on route" "PUT /echo/v9 HTTP/1.1${R}Host: x${R}${R}"
-# 3. the path prefix, on segment boundaries
-row "a prefix that is not a segment" 403 "path not allowed on route" "$(get /echo/v1/echo_admin)"
-row "a path outside the prefixes" 403 "path not allowed on route" "$(get /echo/v2/echo)"
-row "order: the prefix before the placeholder" 403 "path not allowed on route" \
-	"GET /echo/v2/x HTTP/1.1${R}Host: x${R}${R}"
-# 4. the placeholder
-row "the placeholder in the query" 403 "placeholder also sent in the URL" "$(get "/echo/v1/echo?key=$PH")"
-row "the placeholder in the path" 403 "placeholder also sent in the URL" "$(get "/echo/v1/echo/$PH")"
-row "the placeholder percent-encoded in the query" 403 "placeholder also sent in the URL" \
-	"$(get "/echo/v1/echo?k=$(sed 's/-/%2D/g' <<<"$PH")")"
-row "the placeholder in another header" 403 "placeholder sent in another header" \
-	"GET /echo/v1/echo HTTP/1.1${R}${H}X-Api-Key: $PH${R}${R}"
-row "no placeholder" 401 "placeholder credential missing or wrong" "GET /echo/v1/echo HTTP/1.1${R}Host: x${R}${R}"
-row "a wrong placeholder" 403 "placeholder credential missing or wrong" \
-	"GET /echo/v1/echo HTTP/1.1${R}Authorization: Bearer $PH_WRONG${R}${R}"
-row "another sandbox's placeholder" 403 "placeholder of another sandbox" \
-	"GET /echo/v1/echo HTTP/1.1${R}Authorization: Bearer $PH_OTHER${R}${R}"
-row "another route's placeholder" 403 "placeholder credential missing or wrong" \
-	"GET /echo/v1/echo HTTP/1.1${R}Authorization: Bearer $PH_GIT${R}${R}"
-row "a wrong Basic password" 403 "placeholder credential missing or wrong" \
-	"GET /echo/v1/echo HTTP/1.1${R}Authorization: Basic $(printf 'x:%s' "$PH_WRONG" | base64 -w0)${R}${R}"
-# after the checks: the host side
-row "a secret the host did not give" 403 "secret not set on the host" \
-	"GET /nokey/v1/echo HTTP/1.1${R}Authorization: Bearer $PH_NOKEY${R}${R}"
+# the table (selftests/lib_broker.sh), and the meter's row: latchd has no meter yet
+broker_refusal_rows
 row "the meter refuses" 429 "refused by the spend cap" \
 	"POST /meter/v1/echo HTTP/1.1${R}x-api-key: $PH_METER${R}Content-Length: 36${R}${R}{\"model\":\"m1\",\"max_tokens\":99999999}"
-row "an upstream whose certificate does not verify" 502 "upstream TLS verification failed" \
-	"GET /badtls/v1/x HTTP/1.1${R}Authorization: Bearer latch-placeholder-badtls-0123456789${R}${R}"
-row "an upstream that refuses the connection" 502 "upstream unreachable" \
-	"GET /down/v1/x HTTP/1.1${R}Authorization: Bearer latch-placeholder-down-0123456789ab${R}${R}"
-row "a content-encoded response" 502 "upstream response is content-encoded" "$(get /echo/v1/gzip)"
 n=$(audit_n)
 out=$(ip netns exec "$LTS_H" "$LTS_PY" "$NET" raw "$BROKER" "$PORT" "$(get /echo/v1/echo)")
 a=$(last_audit "$n")
@@ -363,24 +279,7 @@ check_eq "no audit or meter line holds the key" "$(grep -c -e "$SECRET" -e "$GIT
 check_eq "no response holds the git key decoded" "$(grep -c "git-real-secret" "$RESP")" 0
 
 # ------------------------------------------------------------ a removed route leaves no copy of its secret
-memcount() { "$LTS_PY" - "$DRV_PID" "$1" <<'EOF'
-import re, sys
-pid, needle = sys.argv[1], sys.argv[2].encode()
-n = 0
-with open("/proc/%s/maps" % pid) as maps, open("/proc/%s/mem" % pid, "rb", 0) as mem:
-    for line in maps:
-        m = re.match(r"([0-9a-f]+)-([0-9a-f]+) (r)", line)
-        if not m:
-            continue
-        lo, hi = int(m.group(1), 16), int(m.group(2), 16)
-        try:
-            mem.seek(lo)
-            n += mem.read(hi - lo).count(needle)
-        except (OSError, ValueError, OverflowError):
-            pass
-print(n)
-EOF
-}
+memcount() { "$LTS_PY" "$LTS_DIR/memcount.py" "$DRV_PID" "$1"; }
 check_cmp "control: the driver holds the git secret while its route exists" "$(memcount "$GIT_SECRET")" -ge 1
 check "remove the git route" grep -q '^ok' <<<"$(cmd 'remove sb1 git')"
 check_eq "no copy of the git secret is left in the process" "$(memcount "$GIT_SECRET")" 0

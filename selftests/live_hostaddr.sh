@@ -107,15 +107,18 @@ check "revoke them" latch egress "$LTS_NAME" revoke 0.0.0.0/0 ::/0
 check_not "revoked: tcp $SRV_A:80 is denied again" tcp_ok "$SRV_A" 80
 
 # The open profile, set by latchd, then latchd killed.
-lts_latchd || fail latchd "latchd did not come up: $(tail -2 "$LTS_TMP/latchd.log")"
+mkdir -p "$LTS_TMP/root/etc/latch"
+printf 'dns_upstream = %s\n' "$SRV_DNS" >"$LTS_TMP/root/etc/latch/latch.conf"
+chmod 0644 "$LTS_TMP/root/etc/latch/latch.conf"
+lts_latchd "$LTS_TMP/root" "$LTS_TMP/latchd.log" || fail latchd "latchd did not come up: $(tail -2 "$LTS_TMP/latchd.log")"
 check "latch egress NAME profile open" latch egress "$LTS_NAME" profile open
 check_eq "open: status reads UNCONTAINED from the kernel" "$(status_json | jq -r '.sandboxes[0].uncontained')" true
-kill -KILL "$LTS_LATCHD" 2>/dev/null
-wait "$LTS_LATCHD" 2>/dev/null
+kill -KILL "$LATCHD_PID" 2>/dev/null
+wait "$LATCHD_PID" 2>/dev/null
 probe_set "open"
 
 # An address the host gains now, with no latch process running, is guarded too.
-check_eq "no latch process of this test is running" "$(own_latch_pids; kill -0 "$LTS_LATCHD" 2>/dev/null && echo latchd)" ""
+check_eq "no latch process of this test is running" "$(own_latch_pids; kill -0 "$LATCHD_PID" 2>/dev/null && echo latchd)" ""
 in_i ip addr add "$LATE/32" dev lo
 check "open: tcp $LATE:80, an address of the fake internet, passes" tcp_ok "$LATE" 80
 in_i ip addr del "$LATE/32" dev lo

@@ -100,17 +100,7 @@ cat >"$ROOT/etc/latch/profiles/loop-b.txt" <<'EOF'
 EOF
 chmod 0644 "$ROOT"/etc/latch/latch.conf "$ROOT"/etc/latch/allowlist.txt "$ROOT"/etc/latch/profiles/*.txt
 
-start_latchd() {
-	LATCH_ROOT=$ROOT LATCH_BPFFS=$LTS_BPFFS nsenter --net="/run/netns/$LTS_H" -- "$LATCHD_BIN" \
-		>>"$LTS_TMP/latchd.log" 2>&1 &
-	LATCHD_PID=$!
-	LTS_PIDS+=("$LATCHD_PID")
-	for _ in $(seq 50); do
-		[ -S "$ROOT/run/latch/latchd.sock" ] && grep -q "listening" "$LTS_TMP/latchd.log" && return 0
-		sleep 0.1
-	done
-	return 1
-}
+start_latchd() { lts_latchd "$ROOT" "$LTS_TMP/latchd.log"; }
 
 # q NAME [TYPE] [+tcp]: the guest asks its resolver; prints the status word and answers
 q() {

@@ -36,6 +36,7 @@ struct latch_agent {
 	int fd;
 	int lock_fd; /* flock on SOCK.lock: one client on the channel at a time */
 	uint32_t next_id;
+	uint16_t caps; /* LAGENT_CAP_*, from the agent's PONG (0: not pinged yet, or an older agent) */
 	size_t start, end; /* unread bytes are rbuf[start..end) */
 	uint64_t received; /* bytes read from the channel, for latch_agent_wait()'s report */
 	uint8_t rbuf[RBUF_LEN];
@@ -275,6 +276,7 @@ int latch_agent_ping(struct latch_agent *a, int timeout_ms, char *release, size_
 			memcpy(&pong, p, sizeof(pong));
 			if (le32toh(pong.version) != LAGENT_VERSION)
 				return -EPROTONOSUPPORT;
+			a->caps = h.flags;
 			if (release && len) {
 				size_t n = strnlen(pong.release, sizeof(pong.release));
 
@@ -363,6 +365,18 @@ static int build_exec(struct latch_agent *a, const char *const argv[],
 	}
 	if (!argc)
 		return -EINVAL;
+	for (uint32_t e = 0; opts && opts->env && opts->env[e]; e++) {
+		size_t n = strlen(opts->env[e]) + 1;
+
+		/* an agent that did not announce it would refuse the whole command */
+		if (!(a->caps & LAGENT_CAP_ENV))
+			return -EPROTONOSUPPORT;
+		if (e == LAGENT_MAX_ENVC || off + n > LAGENT_MAX_PAYLOAD)
+			return -E2BIG;
+		memcpy(a->wbuf + HDR_LEN + off, opts->env[e], n);
+		off += n;
+		ex.flags = htole32(LAGENT_EXEC_ENV);
+	}
 	ex.timeout_ms = htole32(opts ? opts->timeout_ms : 0);
 	ex.output_limit = htole32(opts ? opts->output_limit : 0);
 	ex.argc = htole32(argc);
@@ -503,6 +517,7 @@ int latch_vm_exec(const char *name, const char *const argv[], const struct latch
 	if (opts) {
 		eo.timeout_ms = opts->timeout_ms;
 		eo.output_limit = opts->output_limit;
+		eo.env = opts->env;
 	}
 	ret = latch_agent_open_sandbox(name, 5000, &a, err, errlen);
 	if (ret)
@@ -512,6 +527,11 @@ int latch_vm_exec(const char *name, const char *const argv[], const struct latch
 	latch_agent_close(a); /* cancels a command still running */
 	if (ret == -EINTR || ret == -ETIMEDOUT)
 		return latch_errf(err, errlen, ret, "exec in %s: %s", name, strerror(-ret));
+	if (ret == -EPROTONOSUPPORT)
+		return latch_errf(err, errlen, ret,
+				  "exec in %s: the guest's agent is too old to take the kit's environment; rebuild the "
+				  "image (`latch image build --force`) and `latch down` and `latch up` the sandbox",
+				  name);
 	if (ret)
 		return latch_errf(err, errlen, ret, "exec in %s: %s%s", name, strerror(-ret),
 				  *r.message ? " (the agent refused the command)" : "");

@@ -36,6 +36,7 @@ struct latch_agent; /* one connection to one guest's agent */
 struct latch_agent_exec_opts {
 	uint32_t timeout_ms;   /* 0: none; the guest kills the command at this */
 	uint32_t output_limit; /* stdout+stderr bytes relayed; 0: LAGENT_OUTPUT_CAP */
+	const char *const *env; /* "NAME=VALUE"s, NULL-terminated, beside the agent's own; NULL: none */
 };
 
 struct latch_agent_result {
@@ -97,7 +98,9 @@ int latch_agent_ping(struct latch_agent *a, int timeout_ms, char *release, size_
  * -ETIMEDOUT when the guest did not finish within timeout_ms plus
  * LATCH_AGENT_GRACE_MS, -EINTR when a signal interrupted the wait (close the
  * connection to cancel the command), -EPROTO on a malformed answer, -E2BIG
- * when argv does not fit in one frame, or the agent's errno when it refused.
+ * when argv and env do not fit in one frame, -EPROTONOSUPPORT for an env
+ * to an agent that did not announce LAGENT_CAP_ENV (ping first: it comes
+ * with the PONG), or the agent's errno when it refused.
  * A write error on out_fd/err_fd is returned as is; the caller ignores
  * SIGPIPE if those may be pipes.
  */

@@ -178,6 +178,8 @@ bool latch_vm_running(const char *name);
 struct latch_vm_exec_opts {
 	uint32_t timeout_ms; /* 0: none; the guest kills the command at this */
 	uint32_t output_limit; /* stdout+stderr bytes relayed; 0: the agent's cap */
+	/* "NAME=VALUE"s for the command's environment (a kit's), NULL-terminated; NULL: none */
+	const char *const *env;
 };
 
 struct latch_vm_exec_result {
@@ -200,6 +202,16 @@ struct latch_vm_exec_result {
  */
 int latch_vm_exec(const char *name, const char *const argv[], const struct latch_vm_exec_opts *opts, int out_fd,
 		  int err_fd, struct latch_vm_exec_result *res, char *err, size_t errlen);
+
+/* Where the default image's shells read the sandbox's environment from. */
+#define LATCH_VM_ENV_FILE "/etc/profile.d/latch.sh"
+/*
+ * Write env ("NAME=VALUE"s, NULL-terminated) into NAME's guest as
+ * LATCH_VM_ENV_FILE, `export NAME='VALUE'` lines that a login shell reads
+ * (/etc/profile sources /etc/profile.d/ *.sh); an empty env removes the file.
+ * Through the agent, which must answer.  0 or -errno with a line in err.
+ */
+int latch_vm_set_env(const char *name, const char *const *env, char *err, size_t errlen);
 
 /* ---- the guest's state: backup and restore ---- */
 

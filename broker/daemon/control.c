@@ -102,13 +102,13 @@ static json_t *sandbox_json(struct sandbox *s)
 
 	if (s->res)
 		latch_resolver_stats(s->res, &st);
-	return json_pack("{s:s, s:s?, s:b, s:b, s:i, s:i, s:{s:I, s:I, s:I, s:I, s:I, s:I}}", "name", s->name,
-			 "profile", s->have_profile ? s->prof.name : NULL, "uncontained",
+	return json_pack("{s:s, s:s?, s:b, s:b, s:i, s:i, s:{s:I, s:I, s:I, s:I, s:I, s:I}, s:i, s:o}", "name",
+			 s->name, "profile", s->have_profile ? s->prof.name : NULL, "uncontained",
 			 s->have_profile && s->prof.open, "switching", s->sw != NULL, "hosts", s->n_hosts, "learned",
 			 s->n_learned, "resolver", "queries", (json_int_t)st.queries, "answered",
 			 (json_int_t)st.answered, "refused", (json_int_t)st.refused, "upstream_sent",
 			 (json_int_t)st.upstream_sent, "cache_hits", (json_int_t)st.cache_hits, "failed",
-			 (json_int_t)st.failed);
+			 (json_int_t)st.failed, "kit_entries", s->n_extra, "broker", broker_json(s));
 }
 
 static void op_ping(struct client *c)
@@ -169,13 +169,50 @@ static void handle(struct client *c, json_t *req)
 	if (!strcmp(op, "switch"))
 		return op_switch(c, json_string_value(json_object_get(req, "sandbox")),
 				 json_string_value(json_object_get(req, "profile")));
+	if (!strcmp(op, "kit"))
+		return broker_op_kit(c->ld, c, req);
+	if (!strcmp(op, "backend"))
+		return broker_op_backend(c->ld, c, req);
 	if (!strncmp(op, "room_", 5))
 		return room_op(c, op, req);
-	control_reply_error(c, "unknown op '%s'; known: ping, rescan, reload, switch, room_open, room_ready, room_done",
-			    op);
+	control_reply_error(c, "unknown op '%s'; known: ping, rescan, reload, switch, kit, backend, room_open, room_ready, "
+			    "room_done", op);
 }
 
 /* ---- the socket ---- */
+
+/*
+ * evbuffer_readln(), wiping the line's bytes in the buffer before they are
+ * drained: a kit request's keys leave no copy in memory freed later.
+ */
+static char *readln_wiped(struct evbuffer *in, size_t *len)
+{
+	struct evbuffer_ptr eol = evbuffer_search_eol(in, NULL, NULL, EVBUFFER_EOL_LF);
+	struct evbuffer_iovec v[16];
+	size_t n, left;
+	char *line;
+	int nv;
+
+	if (eol.pos < 0)
+		return NULL;
+	n = eol.pos;
+	line = malloc(n + 1);
+	if (!line)
+		return NULL;
+	evbuffer_copyout(in, line, n);
+	line[n] = '\0';
+	left = n + 1; /* and its LF */
+	nv = evbuffer_peek(in, left, NULL, v, 16);
+	for (int i = 0; i < nv && i < 16 && left; i++) {
+		size_t k = v[i].iov_len < left ? v[i].iov_len : left;
+
+		explicit_bzero(v[i].iov_base, k);
+		left -= k;
+	}
+	evbuffer_drain(in, n + 1);
+	*len = n;
+	return line;
+}
 
 static void on_read(struct bufferevent *bev, void *arg)
 {
@@ -184,10 +221,12 @@ static void on_read(struct bufferevent *bev, void *arg)
 	char *line;
 	size_t len;
 
-	while (!c->waiting && (line = evbuffer_readln(in, &len, EVBUFFER_EOL_LF))) {
+	while (!c->waiting && (line = readln_wiped(in, &len))) {
 		json_error_t je;
 		json_t *req = json_loadb(line, len, 0, &je);
 
+		/* a kit request carries keys: no copy of the line outlives it (jansson wipes what it frees) */
+		explicit_bzero(line, len);
 		free(line);
 		if (!req || !json_is_object(req)) {
 			json_decref(req);

@@ -18,9 +18,8 @@
  *	events.c	kernel deny events and the audit helper with its rate limit
  *	periodic.c	the jobs of the tick: `latch --json backup --all` every
  *			backup_interval, host name refreshes, learned saves and pruning
- *
- * The credential broker (broker/http/) is not wired in yet; its places are
- * latchd.http and sandbox.broker below, and main.c's top comment says how.
+ *	broker.c	the credential broker: the engine (broker/http/) on the loop,
+ *			each kit sandbox's listener and routes, the kit and backend ops
  */
 #ifndef LATCH_DAEMON_H
 #define LATCH_DAEMON_H
@@ -41,16 +40,23 @@
 /* learned and host-name rules stay this long past their TTL (established flows re-checked find them) */
 #define RESOLVED_GRACE_NS (3600ULL * NS_PER_S)
 #define SCAN_INTERVAL_S 2
+/* the profile's ports for a name and those of the kit entries naming it (more kit entries: fewer ports) */
+#define SANDBOX_NAME_PORTS_MAX 33
 
 struct event;
 struct event_base;
 struct evconnlistener;
 struct client; /* control.c */
 struct sandbox;
-struct latch_http; /* the credential broker's engine (broker/http/), not wired in yet */
-struct latch_http_sandbox; /* one sandbox's broker listener, likewise */
-struct room_svc; /* room.c */
-struct confine;	 /* confine.c */
+struct latch_http; /* the credential broker's engine (broker/http/) */
+struct broker;	   /* one sandbox's kit as the broker serves it (broker.c) */
+struct latch_http_sandbox;
+struct latch_http_event;
+struct latch_kit;
+struct latch_kit_cred;
+struct latch_kit_secrets;
+struct room_svc;   /* room.c */
+struct confine;	   /* confine.c */
 
 /* A profile's host name, resolved here and kept fresh. */
 struct hostname {
@@ -77,6 +83,8 @@ struct pending_switch {
 	struct latch_profile prof;
 	struct hostname *hosts;
 	int n_hosts, waiting;
+	struct latch_pentry *extra; /* the kit's egress_allow as it was when the switch began */
+	int n_extra;
 	bool carry_live_learned; /* at startup: learned rules in the maps have no name here */
 	struct client *client; /* who asked, or NULL (startup, reload) */
 	char from[LATCH_PROFILE_NAME_MAX + 1];
@@ -104,13 +112,21 @@ struct sandbox {
 	struct latch_policy_gc *gc;
 	struct event *gc_ev;
 	/*
-	 * The credential broker's listener for this sandbox (broker/http/): to be
-	 * opened in sandbox_add() beside the resolver, on the sandbox's host
-	 * address and broker port with its kit's routes, and freed in
-	 * sandbox_free() (which wipes its secrets) when the pins go.  NULL until
-	 * the broker is wired in.
+	 * The kit's egress_allow entries in force: composed into the policy
+	 * with the profile (they moved in with it from the switch), and what
+	 * the name checks consult beside the profile.  Host names in hosts[]
+	 * may point into them.
 	 */
-	struct latch_http_sandbox *broker;
+	struct latch_pentry *extra;
+	int n_extra;
+	/*
+	 * The sandbox's kit as the credential broker serves it (broker.c): its
+	 * listener on the host address(es) and the routes, opened by
+	 * sandbox_add() beside the resolver from the stored kit state, replaced
+	 * by the kit op, and freed (every key wiped) by sandbox_free() or when
+	 * the sandbox stops.  NULL: no kit.
+	 */
+	struct broker *broker;
 	bool seen;
 	struct sandbox *next;
 };
@@ -138,15 +154,10 @@ struct latchd {
 	uint16_t dns_port;
 	unsigned ticks; /* seconds since start */
 	struct backup_child backup;
-	/*
-	 * The credential broker's engine (broker/http/), one per latchd on base:
-	 * made in main() after the event loop, freed after the sandboxes.  NULL
-	 * until the broker is wired in.
-	 */
+	/* The credential broker's engine (broker/http/), one per latchd on base; broker.c */
 	struct latch_http *http;
 	/* room.c's rooms; confine.c's state (NULL: latchd runs unconfined) */
 	struct room_svc *rooms;
-	bool rooms_own_http; /* room.c made http (the VM broker has not yet) */
 	struct confine *confine;
 };
 
@@ -178,6 +189,18 @@ void events_close(struct sandbox *s);
 
 /* sandbox.c */
 struct sandbox *sandbox_find(struct latchd *ld, const char *name);
+/*
+ * Does the sandbox's policy allow this name (profile and overlay, `open`,
+ * the kit's egress_allow)?  What the resolver and the broker's CONNECT ask.
+ */
+bool sandbox_name_allowed(void *arg, const char *name);
+/*
+ * The ports an answer for NAME is learned under, as compose gives them
+ * (profile/profile.h, rule 4): the profile's union, then each matching kit
+ * entry's.  Returns how many of ports[max] it filled; 0: not allowed (and
+ * always under `open`, which needs no entries).
+ */
+int sandbox_name_ports(const struct sandbox *s, const char *name, struct latch_entry *ports, int max);
 void sandbox_resolver_opts(struct sandbox *s, struct latch_resolver_opts *o);
 void sandbox_free(struct sandbox *s);
 /* Does an explicit CIDR entry of the profile cover this address? (the rebinding filter's exception) */
@@ -204,6 +227,35 @@ void learned_load(struct sandbox *s);
 void learned_save(struct sandbox *s);
 void learned_remove_file(const char *name);
 void learned_free(struct sandbox *s);
+
+/* broker.c */
+/* First thing in main(): no core dumps or ptrace, and jansson's frees wiped (keys pass through). */
+void broker_harden(void);
+int broker_init(struct latchd *ld, char *err, size_t errlen);
+void broker_fini(struct latchd *ld); /* after the sandboxes */
+/* Serve the sandbox's stored kit (secret_files only: env keys must be handed again). */
+void broker_open(struct sandbox *s);
+/* Close its listener and wipe its keys. */
+void broker_close(struct sandbox *s);
+/* The sandbox is gone (its pins): close, and remove its kit state. */
+void broker_forget(struct sandbox *s);
+/* A copy of the kit's egress_allow entries (none: *out NULL); free() it.  0 or -ENOMEM. */
+int broker_kit_egress(const struct sandbox *s, struct latch_pentry **out, int *n);
+json_t *broker_json(const struct sandbox *s);
+/*
+ * A kit credential CR as a route on listener HS (a sandbox's or a room's):
+ * PLACEHOLDER, its methods and paths, its own upstream and its TLS
+ * alternatives (plain-HTTP ones are left out, logged for WHO), each with
+ * its key from SEC or the variable or file it should have come from.
+ */
+int broker_route_add(struct latch_http_sandbox *hs, const char *who, const struct latch_kit_cred *cr,
+		     const char *placeholder, const struct latch_kit_secrets *sec, char *err, size_t errlen);
+/* The ports of KIT's upstreams (credentials' and alternatives') on host NAME, into PORTS (TCP); how many. */
+int broker_kit_ports(const struct latch_kit *kit, const char *name, struct latch_entry *ports);
+/* One broker decision as WHO's audit entry: kind route, other or refused (rate-limited). */
+void broker_event_audit(struct latchd *ld, const char *who, const struct latch_http_event *ev);
+void broker_op_kit(struct latchd *ld, struct client *c, json_t *req);
+void broker_op_backend(struct latchd *ld, struct client *c, json_t *req);
 
 /* periodic.c */
 void periodic_run(struct latchd *ld, uint64_t now);

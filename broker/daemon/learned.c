@@ -104,28 +104,33 @@ int learned_answered(void *arg, const char *qname, const struct latch_addr *addr
 {
 	struct sandbox *s = arg;
 	uint64_t expires = latch_now_boot_ns() + ttl * NS_PER_S;
-	struct latch_entry ports;
+	struct latch_entry ports[SANDBOX_NAME_PORTS_MAX];
 	char err[LATCH_ERR_MAX];
 	json_t *list;
 	bool want;
 	int rc = 0;
+	/* the profile's ports and each kit entry's (open: none, the kernel passes everything already) */
+	int n_ports = sandbox_name_ports(s, qname, ports, sizeof(ports) / sizeof(ports[0]));
 
-	if (!s->have_profile || s->prof.open)
-		return 0; /* open: the kernel passes everything already */
-	if (!latch_profile_match(&s->prof, qname, &ports))
+	if (!n_ports)
 		return 0;
 	want = latchd_audit_wanted(s->ld, s->name, "learned");
 	list = want ? json_array() : NULL;
 	for (int i = 0; i < n; i++) {
-		struct latch_entry e;
+		bool written = true;
 
-		latch_profile_address_entry(&addrs[i], &ports, &e);
-		if (switch_learn(s, &e, expires, LATCH_ORIGIN_LEARNED, err, sizeof(err))) {
-			latchd_log("%s: learned entry for %s: %s", s->name, qname, err);
-			rc = -EAGAIN;
-		} else {
-			learned_remember(s, qname, &addrs[i], expires);
+		for (int k = 0; k < n_ports; k++) {
+			struct latch_entry e;
+
+			latch_profile_address_entry(&addrs[i], &ports[k], &e);
+			if (switch_learn(s, &e, expires, LATCH_ORIGIN_LEARNED, err, sizeof(err))) {
+				latchd_log("%s: learned entry for %s: %s", s->name, qname, err);
+				written = false;
+				rc = -EAGAIN;
+			}
 		}
+		if (written)
+			learned_remember(s, qname, &addrs[i], expires);
 		if (want)
 			json_array_append_new(list, latchd_addr_json(&addrs[i]));
 	}
@@ -137,9 +142,9 @@ int learned_answered(void *arg, const char *qname, const struct latch_addr *addr
 
 static bool still_allowed(const struct sandbox *s, const struct learned *l, uint64_t now)
 {
-	struct latch_entry ports;
+	struct latch_entry ports[1];
 
-	return !s->prof.open && latch_profile_match(&s->prof, l->name, &ports);
+	return sandbox_name_ports(s, l->name, ports, 1) > 0;
 }
 
 /* After a switch: answers the new profile does not allow are gone from the kernel, so forget them. */

@@ -21,13 +21,13 @@
  * latchd.sock, root-only; see broker/broker.h for the protocol.  daemon.h
  * lists the parts; this file holds the loop, latch.conf and the signals.
  *
- * Where the credential broker (broker/http/) plugs in: its engine is made
- * here after the event loop, on the same base, into latchd.http (and freed
- * after the sandboxes); each sandbox's listener is opened by sandbox_add()
- * beside the resolver into sandbox.broker and freed by sandbox_free(); its
- * decisions go to the audit log through latchd_audit(), and SIGHUP
- * (latchd_reload) re-reads its kits with latch.conf.  It reaches the policy
- * only through the kernel and this process's sandboxes, never through vm/.
+ * The credential broker (broker/http/, wired in by broker.c): its engine is
+ * made here after the event loop, on the same base (broker_init; before it,
+ * broker_harden makes latchd undumpable: keys pass through it), and freed
+ * after the sandboxes; each sandbox's listener is opened by sandbox_add() from its
+ * stored kit and freed by sandbox_free().  Kits are not re-read on SIGHUP:
+ * a reload would lose the keys `latch up` handed over.  It reaches the
+ * policy only through the kernel and this process's sandboxes, never vm/.
  */
 #include <errno.h>
 #include <event2/event.h>
@@ -251,7 +251,8 @@ static int parse_args(int argc, char **argv, uint32_t *port, bool *unconfined)
 static int setup(struct latchd *ld, bool unconfined)
 {
 	/* what latchd's listeners answer from: the resolvers' ports and the brokers' */
-	uint16_t ports[] = { 53, ROOM_BROKER_PORT, ld->dns_port };
+	uint16_t ports[] = { 53, ROOM_BROKER_PORT, ld->dns_port, 0 };
+	int n_ports = ld->dns_port == 53 ? 2 : 3;
 	char err[LATCH_ERR_MAX], path[PATH_MAX];
 
 	if (read_conf(&ld->conf, ld->upstream, ld->upstream_port, &ld->n_upstream, err, sizeof(err))) {
@@ -259,7 +260,10 @@ static int setup(struct latchd *ld, bool unconfined)
 		return 1;
 	}
 	/* before any socket: a socket's packets stay in the cgroup it was made in */
-	if (!unconfined && confine_start(ld, ports, ld->dns_port == 53 ? 2 : 3, err, sizeof(err))) {
+	/* a sandbox's broker listens on latch.conf's broker_port (kit states keep the port they were given) */
+	if (ld->conf.broker_port != ROOM_BROKER_PORT)
+		ports[n_ports++] = ld->conf.broker_port;
+	if (!unconfined && confine_start(ld, ports, n_ports, err, sizeof(err))) {
 		fprintf(stderr, "latchd: %s\n", err);
 		return 1;
 	}
@@ -277,6 +281,10 @@ static int setup(struct latchd *ld, bool unconfined)
 	ld->base = event_base_new();
 	if (!ld->base) {
 		fprintf(stderr, "latchd: cannot make the event loop\n");
+		return 1;
+	}
+	if (broker_init(ld, err, sizeof(err))) {
+		fprintf(stderr, "latchd: %s\n", err);
 		return 1;
 	}
 	if (control_listen(ld, err, sizeof(err)) || confine_resolver(ld, err, sizeof(err))) {
@@ -301,6 +309,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "latchd: must run as root (it writes BPF maps and binds port 53)\n");
 		return 1;
 	}
+	broker_harden(); /* keys will pass through this process */
 	setvbuf(stderr, NULL, _IOLBF, 0);
 	signal(SIGPIPE, SIG_IGN);
 	{
@@ -342,6 +351,7 @@ int main(int argc, char **argv)
 		sandbox_free(s);
 	}
 	rooms_stop(&ld);
+	broker_fini(&ld); /* after the sandboxes' and the rooms' listeners */
 	periodic_stop(&ld);
 	latchd_audit(&ld, "latchd", "daemon", "stop", "latchd.stop", json_pack("{s:i}", "pid", (int)getpid()));
 	confine_stop(&ld);

@@ -143,21 +143,8 @@ static void room_refused(void *arg, const char *qname, uint16_t qtype, const cha
 /* The ports latchd may connect to NAME on for this room: its kit's upstreams there, and what its policy gives. */
 static int upstream_ports(const struct room_svc *r, const char *name, struct latch_entry *ports)
 {
-	memset(ports, 0, sizeof(*ports));
-	for (int i = 0; r->kit && i < r->kit->n_creds; i++) {
-		const struct latch_kit_cred *c = &r->kit->creds[i];
-
-		for (int k = -1; k < c->n_alts; k++) {
-			const struct latch_kit_upstream *up = k < 0 ? &c->up : &c->alts[k].up;
-
-			if (strcmp(up->host, name) || ports->n_ports >= LATCH_RULES_MAX)
-				continue;
-			ports->ports[ports->n_ports].lo = ports->ports[ports->n_ports].hi = up->port;
-			ports->n_ports++;
-			ports->proto = LATCH_PROTO_TCP;
-		}
-	}
-	if (!ports->n_ports && !latch_profile_match(&r->prof, name, ports) && !extra_match(r, name, ports))
+	if (!broker_kit_ports(r->kit, name, ports) && !latch_profile_match(&r->prof, name, ports) &&
+	    !extra_match(r, name, ports))
 		return -ENOENT;
 	return 0;
 }
@@ -176,69 +163,17 @@ static int room_resolve(void *arg, const char *name, latch_http_resolved_cb cb, 
 static void room_broker_audit(void *arg, const struct latch_http_event *ev)
 {
 	struct room_svc *r = arg;
-	char peer[INET6_ADDRSTRLEN] = "";
 
-	char reason[AUDIT_TOKEN_MAX];
-
-	if (!latchd_audit_wanted(r->ld, r->name, ev->kind))
-		return;
-	if (ev->peer)
-		latch_addr_format(ev->peer, peer, sizeof(peer));
-	/* the engine's reasons as audit tokens: latchd.broker.REASON, lower-case, '-' for anything else */
-	snprintf(reason, sizeof(reason), "latchd.broker.%s", ev->reason ? ev->reason : "forward");
-	for (char *p = reason; *p; p++)
-		if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '.' || *p == '_' || *p == ':'))
-			*p = (*p >= 'A' && *p <= 'Z') ? *p - 'A' + 'a' : '-';
-	latchd_audit(r->ld, r->name, ev->kind, ev->reason ? "deny" : "allow", reason,
-		     json_pack("{s:s?, s:s?, s:s?, s:i, s:s?, s:s?, s:i, s:s?, s:I, s:I, s:s}", "route", ev->route,
-			       "upstream", ev->upstream, "host", ev->host, "port", ev->port, "method", ev->method,
-			       "path", ev->path, "status", ev->status, "end", ev->end, "bytes_in",
-			       (json_int_t)ev->bytes_in, "bytes_out", (json_int_t)ev->bytes_out, "peer", peer));
+	broker_event_audit(r->ld, r->name, ev);
 }
 
 /* The kit's credentials as the engine's routes, with the secrets latch run handed over. */
 static int room_routes(struct room_svc *r, char *err, size_t errlen)
 {
-	char urls[LATCH_HTTP_UPSTREAMS_MAX][LATCH_KIT_HOST_MAX + 32];
-
 	for (int i = 0; i < r->kit->n_creds; i++) {
-		const struct latch_kit_cred *c = &r->kit->creds[i];
-		struct latch_http_route rt = { .name = c->name,
-					       .placeholder = r->placeholders[i],
-					       .n_methods = c->n_methods,
-					       .n_paths = c->n_paths };
-		int rc;
+		int rc = broker_route_add(r->broker, r->name, &r->kit->creds[i], r->placeholders[i], &r->secrets, err,
+					  errlen);
 
-		/* a kit without methods allows every one but TRACE and CONNECT */
-		static const char *const every[] = { "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS" };
-
-		for (int k = 0; k < c->n_methods; k++)
-			rt.methods[k] = c->methods[k];
-		for (size_t k = 0; !c->n_methods && k < sizeof(every) / sizeof(every[0]); k++)
-			rt.methods[rt.n_methods++] = every[k];
-		for (int k = 0; k < c->n_paths; k++)
-			rt.paths[k] = c->paths[k];
-		for (int k = -1; k < c->n_alts && rt.n_upstreams < LATCH_HTTP_UPSTREAMS_MAX; k++) {
-			const struct latch_kit_upstream *up = k < 0 ? &c->up : &c->alts[k].up;
-			struct latch_http_upstream *u = &rt.upstreams[rt.n_upstreams];
-			char route[LATCH_KIT_ROUTE_MAX + 1];
-			size_t len = 0;
-
-			snprintf(route, sizeof(route), "%s%s%s", c->name, k < 0 ? "" : "/",
-				 k < 0 ? "" : c->alts[k].name);
-			latch_kit_upstream_url(up, urls[rt.n_upstreams], sizeof(urls[0]));
-			*u = (struct latch_http_upstream){ .name = k < 0 ? "" : c->alts[k].name,
-							   .url = urls[rt.n_upstreams],
-							   .header = up->header,
-							   .scheme = up->scheme,
-							   .ca_file = *up->ca_file ? up->ca_file : NULL };
-			u->secret = latch_kit_secret_get(&r->secrets, route, &len);
-			u->secret_len = len;
-			if (!u->secret && (*up->secret_var || *up->secret_file))
-				u->secret_var = *up->secret_var ? up->secret_var : up->secret_file;
-			rt.n_upstreams++;
-		}
-		rc = latch_http_route_add(r->broker, &rt, err, errlen);
 		if (rc)
 			return rc;
 	}
@@ -249,7 +184,8 @@ static int room_broker_open(struct room_svc *r, char *err, size_t errlen)
 {
 	struct latchd *ld = r->ld;
 	struct latch_http_sandbox_opts o = { .name = r->name,
-					     .listen = r->addr,
+					     .listen = { r->addr },
+					     .n_listen = 1,
 					     .port = ROOM_BROKER_PORT,
 					     .n_guests = 1,
 					     .arg = r,
@@ -259,12 +195,6 @@ static int room_broker_open(struct room_svc *r, char *err, size_t errlen)
 
 	/* the room's own sockets reach its address from loopback's source; the gate says which room it is */
 	latch_parse_addr("127.0.0.1", &o.guests[0], err, errlen);
-	if (!ld->http) {
-		ld->http = latch_http_new(ld->base, NULL, err, errlen);
-		if (!ld->http)
-			return -errno;
-		ld->rooms_own_http = true;
-	}
 	r->placeholders = calloc(r->kit->n_creds ? r->kit->n_creds : 1, sizeof(*r->placeholders));
 	if (!r->placeholders || latch_kit_placeholders_make(r->kit, r->placeholders))
 		return latch_errf(err, errlen, -ENOMEM, "cannot make the kit's placeholders");
@@ -598,9 +528,5 @@ void rooms_stop(struct latchd *ld)
 
 		ld->rooms = r->next;
 		room_free(r);
-	}
-	if (ld->rooms_own_http) {
-		latch_http_free(ld->http);
-		ld->http = NULL;
 	}
 }

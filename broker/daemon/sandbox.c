@@ -3,9 +3,10 @@
  * sandbox.c - one served sandbox, from its pins appearing to their going:
  * latchd opens the pinned maps, starts a resolver on the sandbox's resolver
  * address, reads its deny events and applies its stored profile again; when
- * the pins are gone it lets go of all of it (and of what it learned).  Also
- * the policy the resolver consults for that sandbox: which names it may
- * answer and which addresses an answer may not carry.
+ * the pins are gone it lets go of all of it (and of what it learned, and of
+ * its kit).  Also the policy the resolver and the broker consult for that
+ * sandbox: which names it may answer and which addresses an answer may not
+ * carry.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -23,46 +24,83 @@ struct sandbox *sandbox_find(struct latchd *ld, const char *name)
 	return NULL;
 }
 
-/* ---- the policy a sandbox's resolver consults ---- */
+/* ---- the policy a sandbox's resolver and broker consult ---- */
 
-static bool name_allowed(void *arg, const char *name)
+/* A kit entry that allows NAME (normalized), as compose matches its extras. */
+static bool extra_matches(const struct latch_pentry *pe, const char *name)
+{
+	if (pe->kind == LATCH_PENTRY_HOST)
+		return !strcmp(pe->name, name);
+	return pe->kind == LATCH_PENTRY_WILDCARD && latch_wildcard_match(pe->name, name);
+}
+
+int sandbox_name_ports(const struct sandbox *s, const char *name, struct latch_entry *ports, int max)
+{
+	char norm[LATCH_DNS_NAME_MAX + 1];
+	int n = 0;
+
+	if (!s->have_profile || s->prof.open || max < 1 || latch_dns_name_normalize(name, norm, sizeof(norm)))
+		return 0;
+	if (latch_profile_match(&s->prof, norm, &ports[0]))
+		n++;
+	for (int i = 0; i < s->n_extra && n < max; i++)
+		if (extra_matches(&s->extra[i], norm))
+			ports[n++] = s->extra[i].entry;
+	return n;
+}
+
+bool sandbox_name_allowed(void *arg, const char *name)
 {
 	struct sandbox *s = arg;
-	struct latch_entry ports;
+	struct latch_entry ports[1];
 
 	if (!s->have_profile)
-		return false; /* no named policy: the resolver answers nothing */
-	return s->prof.open || latch_profile_match(&s->prof, name, &ports);
+		return false; /* no named policy: the resolver answers nothing, the broker connects nowhere */
+	return s->prof.open || sandbox_name_ports(s, name, ports, 1) > 0;
+}
+
+/* Does this CIDR entry cover this address? */
+static bool entry_covers(const struct latch_pentry *pe, const struct latch_addr *a)
+{
+	int bits = pe->entry.prefixlen, full = bits / 8;
+
+	if (pe->kind != LATCH_PENTRY_CIDR || pe->entry.addr.family != a->family)
+		return false;
+	if (memcmp(pe->entry.addr.bytes, a->bytes, full))
+		return false;
+	return !(bits % 8 && (pe->entry.addr.bytes[full] ^ a->bytes[full]) & (0xff00 >> (bits % 8)));
 }
 
 bool profile_cidr_covers(const struct latch_profile *p, const struct latch_addr *a)
 {
-	for (int i = 0; i < p->n; i++) {
-		const struct latch_pentry *pe = &p->entries[i];
-		int bits = pe->entry.prefixlen, full = bits / 8;
+	for (int i = 0; i < p->n; i++)
+		if (entry_covers(&p->entries[i], a))
+			return true;
+	return false;
+}
 
-		if (pe->kind != LATCH_PENTRY_CIDR || pe->entry.addr.family != a->family)
-			continue;
-		if (memcmp(pe->entry.addr.bytes, a->bytes, full))
-			continue;
-		if (bits % 8 && (pe->entry.addr.bytes[full] ^ a->bytes[full]) & (0xff00 >> (bits % 8)))
-			continue;
+/* Does an explicit CIDR entry of the profile or the kit cover this address? */
+static bool cidr_covers(const struct sandbox *s, const struct latch_addr *a)
+{
+	if (profile_cidr_covers(&s->prof, a))
 		return true;
-	}
+	for (int i = 0; i < s->n_extra; i++)
+		if (entry_covers(&s->extra[i], a))
+			return true;
 	return false;
 }
 
 /*
  * The rebinding filter: a public name may not answer with a private,
  * loopback, link-local, CGNAT or metadata address, unless the profile allows
- * that range outright with a CIDR entry (then the name adds no reach).
+ * that range outright with a CIDR entry, or the kit does (then the name adds no reach).
  */
 static const char *addr_refused(void *arg, const struct latch_addr *a)
 {
 	struct sandbox *s = arg;
 	const char *why = latch_addr_nonpublic(a);
 
-	if (why && s->have_profile && profile_cidr_covers(&s->prof, a))
+	if (why && s->have_profile && cidr_covers(s, a))
 		return NULL;
 	return why;
 }
@@ -106,7 +144,7 @@ void sandbox_resolver_opts(struct sandbox *s, struct latch_resolver_opts *o)
 	o->guest.rate = s->cfg.dns_rate;
 	o->guest.burst = s->cfg.dns_burst;
 	o->policy = (struct latch_resolver_policy){ .arg = s,
-						    .name_allowed = name_allowed,
+						    .name_allowed = sandbox_name_allowed,
 						    .addr_refused = addr_refused,
 						    .answered = learned_answered,
 						    .refused = refused };
@@ -118,11 +156,13 @@ void sandbox_free(struct sandbox *s)
 {
 	switch_abandon(s);
 	switch_gc_stop(s);
+	broker_close(s); /* wipes its keys */
 	latch_resolver_free(s->res); /* cancels lookups: no callback after this */
 	if (s->learned_dirty)
 		learned_save(s);
 	events_close(s);
 	latch_profile_free(&s->prof);
+	free(s->extra);
 	free(s->hosts);
 	learned_free(s);
 	latch_sandbox_free(s->sb);
@@ -167,12 +207,13 @@ static struct sandbox *sandbox_add(struct latchd *ld, const char *name)
 		if (!s->res)
 			latchd_log("%s: resolver: %s (its guest gets no DNS answers)", name, err);
 	}
-	/* the credential broker's listener opens here, beside the resolver, once it is wired in (daemon.h) */
 	events_open(s);
 	s->next = ld->sandboxes;
 	ld->sandboxes = s;
 	latchd_log("%s: serving (resolver %s)", name, s->res ? "up" : "none");
 	learned_load(s);
+	/* the kit before the profile: the switch composes the kit's egress_allow in */
+	broker_open(s);
 	apply_stored_profile(s);
 	return s;
 }
@@ -203,9 +244,10 @@ void sandboxes_scan(struct latchd *ld)
 		}
 		*pp = s->next;
 		latchd_log("%s: pins gone, no longer served", s->name);
-		/* what it learned goes with it */
+		/* what it learned goes with it, and its kit (a new sandbox of the name gets new placeholders) */
 		learned_remove_file(s->name);
 		s->learned_dirty = false;
+		broker_forget(s);
 		sandbox_free(s);
 	}
 }

@@ -2,8 +2,9 @@
 /*
  * switch.c - a sandbox's profile into its maps, and kept there.
  *
- * A switch looks the profile's host names up here (never in the guest),
- * composes the new policy with latch_profile_compose() (profile/profile.h
+ * A switch looks the host names of the profile and of the kit's
+ * egress_allow up here (never in the guest), composes the new policy with
+ * latch_profile_compose() (profile/profile.h
  * has the precedence), writes it under the idle generation and makes it live
  * with one config update; the client that asked is answered then.  The
  * sandbox's policy lock is held from reading the live generation (for what
@@ -65,14 +66,16 @@ int switch_learn(struct sandbox *s, const struct latch_entry *e, uint64_t expire
 
 /* ---- composing and committing ---- */
 
-/* The host names of a profile, unresolved. */
-static struct hostname *hosts_of(const struct latch_profile *p, int *n)
+/* The host names of a profile and of the kit's entries, unresolved. */
+static struct hostname *hosts_of(const struct latch_profile *p, const struct latch_pentry *extra, int n_extra, int *n)
 {
 	struct hostname *h;
 	int cnt = 0;
 
 	for (int i = 0; i < p->n; i++)
 		cnt += p->entries[i].kind == LATCH_PENTRY_HOST;
+	for (int i = 0; i < n_extra; i++)
+		cnt += extra[i].kind == LATCH_PENTRY_HOST;
 	h = calloc(cnt ? cnt : 1, sizeof(*h));
 	if (!h)
 		return NULL;
@@ -80,6 +83,9 @@ static struct hostname *hosts_of(const struct latch_profile *p, int *n)
 	for (int i = 0; i < p->n; i++)
 		if (p->entries[i].kind == LATCH_PENTRY_HOST)
 			h[cnt++].pe = &p->entries[i];
+	for (int i = 0; i < n_extra; i++)
+		if (extra[i].kind == LATCH_PENTRY_HOST)
+			h[cnt++].pe = &extra[i];
 	*n = cnt;
 	return h;
 }
@@ -89,6 +95,7 @@ static void switch_free(struct pending_switch *sw)
 	if (!sw)
 		return;
 	latch_profile_free(&sw->prof);
+	free(sw->extra);
 	free(sw->hosts);
 	free(sw);
 }
@@ -162,6 +169,8 @@ static int compose_inputs(struct pending_switch *sw, struct latch_compose_in *in
 	struct latch_compose_learned *learned = calloc(s->n_learned ? s->n_learned : 1, sizeof(*learned));
 
 	*in = (struct latch_compose_in){ .profile = &sw->prof,
+					 .extra = sw->extra,
+					 .n_extra = sw->n_extra,
 					 .hosts = hosts,
 					 .n_hosts = sw->n_hosts,
 					 .learned = learned,
@@ -212,8 +221,12 @@ static void switch_adopt(struct pending_switch *sw)
 	memset(&sw->prof, 0, sizeof(sw->prof));
 	s->hosts = sw->hosts;
 	s->n_hosts = sw->n_hosts;
-	/* the hosts point into the profile, which moved with its entries array: still valid */
+	free(s->extra);
+	s->extra = sw->extra;
+	s->n_extra = sw->n_extra;
+	/* the hosts point into the profile and the kit's entries, which moved with their arrays: still valid */
 	sw->hosts = NULL;
+	sw->extra = NULL;
 	s->hosts_generation++;
 	s->have_profile = true;
 	learned_keep_allowed(s);
@@ -266,11 +279,12 @@ static void switch_commit(struct pending_switch *sw)
 	hosts = hosts_json(sw); /* before the hosts move to the sandbox */
 	switch_adopt(sw);
 	latchd_audit(s->ld, s->name, "profile", "switch", "latchd.profile.switch",
-		     json_pack("{s:s, s:s, s:i, s:i, s:b}", "from", sw->from, "to", s->prof.name, "entries", out.n,
-			       "learned_kept", out.counts.learned, "uncontained", s->prof.open));
-	control_reply(sw->client, json_pack("{s:b, s:s, s:s, s:i, s:i, s:o, s:b}", "ok", 1, "sandbox", s->name,
-					    "profile", s->prof.name, "entries", out.n, "learned_kept",
-					    out.counts.learned, "hosts", hosts, "uncontained", s->prof.open));
+		     json_pack("{s:s, s:s, s:i, s:i, s:i, s:b}", "from", sw->from, "to", s->prof.name, "entries", out.n,
+			       "kit_entries", s->n_extra, "learned_kept", out.counts.learned, "uncontained", s->prof.open));
+	control_reply(sw->client, json_pack("{s:b, s:s, s:s, s:i, s:i, s:i, s:o, s:b}", "ok", 1, "sandbox", s->name,
+					    "profile", s->prof.name, "entries", out.n, "kit_entries", s->n_extra,
+					    "learned_kept", out.counts.learned, "hosts", hosts, "uncontained",
+					    s->prof.open));
 out:
 	latch_compose_out_free(&out);
 	free(live.items);
@@ -330,7 +344,9 @@ void switch_begin(struct sandbox *s, struct latch_profile *p, struct client *c, 
 	sw->client = c;
 	sw->carry_live_learned = carry_live_learned;
 	snprintf(sw->from, sizeof(sw->from), "%s", s->have_profile ? s->prof.name : "");
-	sw->hosts = hosts_of(&sw->prof, &sw->n_hosts);
+	sw->hosts = NULL;
+	if (!broker_kit_egress(s, &sw->extra, &sw->n_extra))
+		sw->hosts = hosts_of(&sw->prof, sw->extra, sw->n_extra, &sw->n_hosts);
 	if (!sw->hosts) {
 		control_reply_error(c, "out of memory");
 		switch_free(sw);

@@ -19,6 +19,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
+#include <strings.h>
 
 #include <http_parser.h>
 
@@ -121,7 +123,17 @@ enum hb_refusal hb_head_parse(const char *buf, size_t head_len, http_parser *p, 
 
 /* The first header named NAME (case-insensitive), or NULL. */
 const struct hb_header *hb_head_get(const struct hb_head *head, const char *name);
-bool hb_token_eq(const char *a, size_t alen, const char *b); /* ASCII case-insensitive, B NUL-terminated */
+/*
+ * ASCII case-insensitive, B NUL-terminated.  Inline: B is a literal at
+ * nearly every call, so its length is a constant and most names are told
+ * apart by their length alone (it was a tenth of a request's instructions).
+ */
+static inline bool hb_token_eq(const char *a, size_t alen, const char *b)
+{
+	size_t blen = strlen(b);
+
+	return alen == blen && !strncasecmp(a, b, alen);
+}
 /* Does the comma-separated list V (Connection's value) name TOK? */
 bool hb_list_has(const char *v, size_t len, const char *tok, size_t tok_len);
 

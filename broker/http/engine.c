@@ -18,6 +18,7 @@
 
 #include <event2/dns.h>
 #include <event2/listener.h>
+#include <jansson.h>
 #include <openssl/crypto.h>
 
 #include "broker/http/engine.h"
@@ -176,33 +177,54 @@ int hb_resolve(struct latch_http_sandbox *sb, const char *name, latch_http_resol
 /* ------------------------------------------------------------ sandboxes */
 
 
-struct latch_http_sandbox *latch_http_sandbox_new(struct latch_http *h, const struct latch_http_sandbox_opts *o,
-						  char *err, size_t errlen)
+/* One listening socket on A, port PORT; its fd or -errno with a line in err. */
+static int listen_on(const struct latch_http_sandbox_opts *o, const struct latch_addr *a, char *err, size_t errlen)
 {
-	struct latch_http_sandbox *sb;
 	union {
 		struct sockaddr_in v4;
 		struct sockaddr_in6 v6;
 	} sa = { 0 };
 	socklen_t salen;
-	int fd, one = 1;
+	int fd, one = 1, e;
+	char text[INET6_ADDRSTRLEN];
 
-	if (!o->name || !o->port || o->n_guests < 1 || o->n_guests > LATCH_HTTP_GUESTS_MAX) {
-		latch_errf(err, errlen, -EINVAL, "broker: a sandbox needs a name, a port and 1-%d guest addresses",
-			   LATCH_HTTP_GUESTS_MAX);
-		errno = EINVAL;
-		return NULL;
-	}
-	if (o->listen.family == AF_INET) {
+	if (a->family == AF_INET) {
 		sa.v4.sin_family = AF_INET;
 		sa.v4.sin_port = htons(o->port);
-		sa.v4.sin_addr = o->listen.v4;
+		sa.v4.sin_addr = a->v4;
 		salen = sizeof(sa.v4);
 	} else {
 		sa.v6.sin6_family = AF_INET6;
 		sa.v6.sin6_port = htons(o->port);
-		sa.v6.sin6_addr = o->listen.v6;
+		sa.v6.sin6_addr = a->v6;
 		salen = sizeof(sa.v6);
+	}
+	fd = socket(a->family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd >= 0 && !setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) &&
+	    !setsockopt(fd, SOL_IP, IP_FREEBIND, &one, sizeof(one)) &&
+	    (a->family != AF_INET6 || !setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one))) &&
+	    !bind(fd, (struct sockaddr *)&sa, salen) && !listen(fd, 128))
+		return fd;
+	e = errno;
+	if (fd >= 0)
+		close(fd);
+	latch_addr_format(a, text, sizeof(text));
+	return latch_errf(err, errlen, -e, "broker: sandbox %s: cannot listen on %s port %u: %s", o->name, text,
+			  o->port, strerror(e));
+}
+
+struct latch_http_sandbox *latch_http_sandbox_new(struct latch_http *h, const struct latch_http_sandbox_opts *o,
+						  char *err, size_t errlen)
+{
+	struct latch_http_sandbox *sb;
+	int ret = 0;
+
+	if (!o->name || !o->port || o->n_guests < 1 || o->n_guests > LATCH_HTTP_GUESTS_MAX || o->n_listen < 1 ||
+	    o->n_listen > LATCH_HTTP_LISTEN_MAX) {
+		latch_errf(err, errlen, -EINVAL, "broker: a sandbox needs a name, a port, 1-%d listen and 1-%d guest "
+			   "addresses", LATCH_HTTP_LISTEN_MAX, LATCH_HTTP_GUESTS_MAX);
+		errno = EINVAL;
+		return NULL;
 	}
 	sb = calloc(1, sizeof(*sb));
 	if (!sb || !(sb->name = strdup(o->name))) {
@@ -214,30 +236,26 @@ struct latch_http_sandbox *latch_http_sandbox_new(struct latch_http *h, const st
 	sb->h = h;
 	sb->o = *o;
 	sb->o.name = sb->name;
-	fd = socket(o->listen.family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
-	    setsockopt(fd, SOL_IP, IP_FREEBIND, &one, sizeof(one)) || bind(fd, (struct sockaddr *)&sa, salen) ||
-	    listen(fd, 128)) {
-		char a[INET6_ADDRSTRLEN];
-		int e = errno;
+	for (int i = 0; i < o->n_listen && !ret; i++) {
+		int fd = listen_on(o, &o->listen[i], err, errlen);
 
-		latch_addr_format(&o->listen, a, sizeof(a));
-		latch_errf(err, errlen, -e, "broker: sandbox %s: cannot listen on %s port %u: %s", o->name, a, o->port,
-			   strerror(e));
-		if (fd >= 0)
+		if (fd < 0) {
+			ret = fd;
+			break;
+		}
+		sb->listeners[i] = evconnlistener_new(h->base, hb_on_accept, sb, LEV_OPT_CLOSE_ON_FREE, -1, fd);
+		if (!sb->listeners[i]) {
 			close(fd);
-		free(sb->name);
-		free(sb);
-		errno = e;
-		return NULL;
+			ret = latch_errf(err, errlen, -ENOMEM, "broker: out of memory");
+		}
 	}
-	sb->listener = evconnlistener_new(h->base, hb_on_accept, sb, LEV_OPT_CLOSE_ON_FREE, -1, fd);
-	if (!sb->listener) {
-		close(fd);
+	if (ret) {
+		for (int i = 0; i < LATCH_HTTP_LISTEN_MAX; i++)
+			if (sb->listeners[i])
+				evconnlistener_free(sb->listeners[i]);
 		free(sb->name);
 		free(sb);
-		latch_errf(err, errlen, -ENOMEM, "broker: out of memory");
-		errno = ENOMEM;
+		errno = -ret;
 		return NULL;
 	}
 	sb->next = h->sandboxes;
@@ -253,7 +271,9 @@ void latch_http_sandbox_free(struct latch_http_sandbox *sb)
 
 	if (!sb)
 		return;
-	evconnlistener_free(sb->listener);
+	for (int i = 0; i < LATCH_HTTP_LISTEN_MAX; i++)
+		if (sb->listeners[i])
+			evconnlistener_free(sb->listeners[i]);
 	while (sb->gconns)
 		hb_gconn_free(sb->gconns);
 	while (sb->routes) {
@@ -459,6 +479,26 @@ void hb_audit(struct hb_gconn *g, const char *kind, const struct hb_route *r, co
 
 	if (sb->o.audit)
 		sb->o.audit(sb->o.arg, &ev);
+}
+
+json_t *latch_http_event_fields(const struct latch_http_event *ev)
+{
+	const char *const opt[][2] = { { "route", ev->route }, { "upstream", ev->upstream }, { "host", ev->host },
+				       { "method", ev->method }, { "path", ev->path },	   { "end", ev->end },
+				       { "why", ev->reason } };
+	char peer[INET6_ADDRSTRLEN] = "";
+	json_t *f;
+
+	if (ev->peer)
+		latch_addr_format(ev->peer, peer, sizeof(peer));
+	f = json_pack("{s:i, s:I, s:I, s:s}", "status", ev->status, "bytes_in", (json_int_t)ev->bytes_in, "bytes_out",
+		      (json_int_t)ev->bytes_out, "peer", peer);
+	for (size_t i = 0; f && i < sizeof(opt) / sizeof(opt[0]); i++)
+		if (opt[i][1])
+			json_object_set_new(f, opt[i][0], json_string(opt[i][1]));
+	if (f && ev->port)
+		json_object_set_new(f, "port", json_integer(ev->port));
+	return f;
 }
 
 /* The path of the current request (the upstream's, when it names a route) without its query string. */

@@ -55,6 +55,7 @@ struct hb_target {
 	bool host_is_addr;
 	struct hb_secret secret;
 	char *secret_var, *header, *scheme;
+	char *base_path; /* "" or "/openai": put before the request's path */
 	SSL_CTX *ctx;
 	SSL_SESSION *session;
 	struct latch_addr addr; /* the last resolution, until addr_until */
@@ -82,7 +83,7 @@ struct latch_http_sandbox {
 	struct latch_http *h;
 	struct latch_http_sandbox_opts o;
 	char *name;
-	struct evconnlistener *listener;
+	struct evconnlistener *listeners[LATCH_HTTP_LISTEN_MAX];
 	struct hb_route *routes;
 	struct hb_gconn *gconns;
 	int n_gconns;

@@ -249,6 +249,8 @@ static bool dispatch(struct hb_gconn *g)
 	if (!strcmp(hd->method, "TRACE")) {
 		return hb_refuse(g, HB_TRACE, "latch: TRACE is never forwarded (it would echo the key back)");
 	}
+	/* no list: every method (TRACE is refused above; CONNECT never reaches a route) */
+	ok = !r->n_methods;
 	for (int i = 0; i < r->n_methods && !ok; i++)
 		ok = !strcmp(r->methods[i], hd->method);
 	if (!ok) {

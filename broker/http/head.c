@@ -185,13 +185,6 @@ static void trim(const char **v, size_t *len)
 		(*len)--;
 }
 
-bool hb_token_eq(const char *a, size_t alen, const char *b)
-{
-	size_t blen = strlen(b);
-
-	return alen == blen && !strncasecmp(a, b, alen);
-}
-
 const struct hb_header *hb_head_get(const struct hb_head *head, const char *name)
 {
 	for (int i = 0; i < head->n; i++)

@@ -32,7 +32,7 @@ fuzz: $(BUILD)/tests/fuzz_broker
 fuzz-short:
 	$(Q)$(MAKE) --no-print-directory fuzz FUZZ_SECS=20
 
-bench-broker: $(BUILD)/selftests/broker_drv
+bench-broker: $(BUILD)/selftests/broker_drv $(BUILD)/latch $(BUILD)/latchd
 	$(Q)BUILD=$(BUILD) bash bench/broker.sh
 
 bench: bench-broker

@@ -31,6 +31,7 @@ struct latch_http;
 struct latch_http_sandbox;
 
 #define LATCH_HTTP_GUESTS_MAX 4
+#define LATCH_HTTP_LISTEN_MAX 2 /* a host address of each family */
 #define LATCH_HTTP_METHODS_MAX 16
 #define LATCH_HTTP_PATHS_MAX 32
 #define LATCH_HTTP_UPSTREAMS_MAX 8 /* the credential's own upstream and its alternatives */
@@ -69,6 +70,14 @@ struct latch_http_event {
 };
 
 /*
+ * EV as the fields of an audit entry (a new JSON object, jansson's): status,
+ * bytes_in, bytes_out, peer, and those of route, upstream, host, port,
+ * method, path, end and why (the reason's text) that are set.
+ */
+struct json_t;
+struct json_t *latch_http_event_fields(const struct latch_http_event *ev);
+
+/*
  * The spend-cap seam (issue 12).  A route with a meter holds the complete
  * request body (up to body_max bytes) before it forwards, and shows it to
  * request(); a return of 0 forwards, anything else is refused with 429 and
@@ -101,6 +110,8 @@ struct latch_http_meter {
  * credential (a local server).  header and scheme: the secret is sent as
  * `header: scheme secret` (scheme "Bearer " or "" as the kit says).
  * ca_file: a PEM bundle to verify with instead of the system store.
+ * base_path ("" or NULL: none) goes before the request's path, as in
+ * `https://api.groq.com` + `/openai` for `/v1/chat/completions`.
  */
 struct latch_http_upstream {
 	const char *name; /* "" or NULL for the credential's own upstream */
@@ -111,11 +122,12 @@ struct latch_http_upstream {
 	const char *header;
 	const char *scheme;
 	const char *ca_file;
+	const char *base_path; /* "/openai": absolute, no trailing '/' */
 };
 
 /*
  * A credential route.  methods are compared exactly (the kit folded them to
- * upper-case); paths are absolute prefixes matched on segment boundaries
+ * upper-case; none: every method but TRACE, as a kit without `methods`); paths are absolute prefixes matched on segment boundaries
  * (none: nothing is allowed).  placeholder is this sandbox's
  * `latch-placeholder-<hex>` for this credential.  upstreams[0] is used
  * until latch_http_route_switch() picks another.
@@ -143,13 +155,15 @@ typedef void (*latch_http_resolved_cb)(void *arg, const char *name, const struct
 /*
  * The sandbox's side.  name_allowed is required for CONNECT (NULL refuses
  * every CONNECT).  resolve NULL: the engine's own evdns (resolv.conf); it
- * resolves CONNECT names and upstream hosts.  Every address a CONNECT name
+ * resolves CONNECT names and upstream hosts, an upstream given as an
+ * address too (the caller may admit it somewhere first; it answers with it).  Every address a CONNECT name
  * resolves to passes latch_addr_nonpublic() (the rebinding filter) before
  * it is used.  audit may be NULL.
  */
 struct latch_http_sandbox_opts {
 	const char *name;
-	struct latch_addr listen;
+	struct latch_addr listen[LATCH_HTTP_LISTEN_MAX]; /* the sandbox's host v4 and/or v6 address */
+	int n_listen;
 	uint16_t port;
 	struct latch_addr guests[LATCH_HTTP_GUESTS_MAX]; /* the only sources served */
 	int n_guests;
@@ -176,7 +190,7 @@ struct latch_http *latch_http_new(struct event_base *base, const struct latch_ht
 /* Closes every sandbox, route and connection (meters get their end()). Accepts NULL. */
 void latch_http_free(struct latch_http *h);
 
-/* Open the sandbox's listener (IP_FREEBIND: the address may not exist yet). */
+/* Open the sandbox's listeners (IP_FREEBIND: the addresses may not exist yet). */
 struct latch_http_sandbox *latch_http_sandbox_new(struct latch_http *h, const struct latch_http_sandbox_opts *o,
 						  char *err, size_t errlen);
 /* Close its listener and connections, wipe its routes' secrets. Accepts NULL. */

@@ -134,7 +134,8 @@ static void t_resolved(void *arg, const char *name, const struct latch_addr *add
 			t->addrs[t->n++] = addrs[i];
 	}
 	if (!t->n) {
-		if (refused)
+		/* a resolver with the same filter (latchd's) drops the addresses itself and says why */
+		if (refused || (n < 0 && why && !strcmp(why, "rebinding")))
 			t_refuse(t, HB_CONNECT_REBINDING, "latch: %s resolves only to non-public addresses; the broker "
 				 "does not connect there", t->name);
 		else
@@ -163,8 +164,8 @@ bool hb_tunnel_start(struct hb_gconn *g)
 		return hb_refuse(g, r, "latch: CONNECT's target is not a host name%s", "");
 	}
 	if (!sb->o.name_allowed || !sb->o.name_allowed(sb->o.arg, name))
-		return hb_refuse(g, HB_CONNECT_DENIED, "latch: %s is not in the sandbox's policy; add it with `latch "
-				 "allow` or to the kit's egress_allow", name);
+		return hb_refuse(g, HB_CONNECT_DENIED, "latch: %s is not in the sandbox's policy; add it to the "
+				 "sandbox's profile or the kit's egress_allow (on the host)", name);
 	t = calloc(1, sizeof(*t));
 	lk = calloc(1, sizeof(*lk));
 	if (!t || !lk) {

@@ -55,6 +55,8 @@ static SSL_CTX *ctx_get(struct latch_http *h, const char *ca_file, char *err, si
 	 * checked for truncation by the parser.
 	 */
 	SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
+	/* plaintext the upstream sent (an echo of the key, say) is wiped from OpenSSL's buffers once read */
+	SSL_CTX_set_options(ctx, SSL_OP_CLEANSE_PLAINTEXT);
 	SSL_CTX_set_alpn_protos(ctx, alpn, sizeof(alpn) - 1);
 	if (ca_file ? SSL_CTX_load_verify_locations(ctx, ca_file, NULL) != 1 : SSL_CTX_set_default_verify_paths(ctx) != 1) {
 		latch_errf(err, errlen, -EINVAL, "ca_file %s: no PEM certificates could be read from it; fix: point it at "
@@ -197,6 +199,9 @@ int hb_target_init(struct latch_http *h, struct hb_target *t, const struct latch
 	ret = parse_url(t, u->url, err, errlen);
 	if (ret)
 		return ret;
+	/* the sandbox's resolver sees literals too: latchd's confinement admits an address when it is looked up */
+	if (t->host_is_addr && t->route && t->route->sb->o.resolve)
+		t->addr_until = 0;
 	if (!is_token(u->header))
 		return latch_errf(err, errlen, -EINVAL, "upstream %s: header \"%s\" must be a token (Authorization, "
 				  "x-api-key)", u->url, u->header ? u->header : "");
@@ -207,7 +212,15 @@ int hb_target_init(struct latch_http *h, struct hb_target *t, const struct latch
 			  memchr(u->secret, 0, u->secret_len)))
 		return latch_errf(err, errlen, -EINVAL, "upstream %s: the secret must be 4-%d bytes with no CR, LF or NUL",
 				  u->url, HB_SECRET_MAX);
+	if (u->base_path && *u->base_path &&
+	    (u->base_path[0] != '/' || u->base_path[strlen(u->base_path) - 1] == '/' ||
+	     hb_target_spelling(u->base_path, strlen(u->base_path)) != HB_OK || strpbrk(u->base_path, "?%")))
+		return latch_errf(err, errlen, -EINVAL,
+				  "upstream %s: base path \"%s\" must be absolute, without a trailing '/', '.', '..', "
+				  "'%%' or '?'",
+				  u->url, u->base_path);
 	if (!(t->header = strdup(u->header)) || !(t->scheme = strdup(u->scheme ? u->scheme : "")) ||
+	    !(t->base_path = strdup(u->base_path ? u->base_path : "")) ||
 	    (u->secret_var && !(t->secret_var = strdup(u->secret_var))))
 		return latch_errf(err, errlen, -ENOMEM, "broker: out of memory");
 	if (u->secret && secret_set(&t->secret, u->secret, u->secret_len))
@@ -239,7 +252,8 @@ void hb_target_fini(struct hb_target *t)
 	free(t->header);
 	free(t->scheme);
 	free(t->secret_var);
-	t->name = t->header = t->scheme = t->secret_var = NULL;
+	free(t->base_path);
+	t->name = t->header = t->scheme = t->secret_var = t->base_path = NULL;
 }
 
 /* ------------------------------------------------------------ connections */
@@ -256,6 +270,8 @@ void hb_conn_free(struct hb_uconn *u)
 	if (u->idle)
 		u->t->n_idle--;
 	bufferevent_free(u->bev); /* BEV_OPT_CLOSE_ON_FREE: the SSL and the socket too */
+	if (u->head)
+		explicit_bzero(u->head, u->head_len);
 	free(u->head);
 	free(u);
 }
@@ -492,5 +508,6 @@ void hb_exchange_end(struct hb_exchange *x, enum latch_http_end how)
 	if (x->body)
 		evbuffer_free(x->body);
 	free(x->path);
+	explicit_bzero(&x->scrub, sizeof(x->scrub)); /* it may hold the start of an echoed key */
 	free(x);
 }

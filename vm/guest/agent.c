@@ -9,7 +9,8 @@
  * as its only argument) and serves one request at a time.  The framing is
  * documented in vm/agent_proto.h: 16-byte header {magic, type, flags, id,
  * len} then len bytes; EXEC carries {timeout_ms, output_limit, argc, flags}
- * and argv; the answer is STDOUT/STDERR chunks then one EXIT.
+ * and argv (and, with LAGENT_EXEC_ENV, the environment a kit gives the
+ * sandbox); the answer is STDOUT/STDERR chunks then one EXIT.
  *
  * Nothing here allocates: requests and frames live in static buffers sized
  * by LAGENT_MAX_PAYLOAD, and output past the limit is read and dropped, so
@@ -54,12 +55,14 @@ static uint8_t req[HDR_LEN + LAGENT_MAX_PAYLOAD + 1]; /* +1: a NUL after argv */
 static uint8_t frame[HDR_LEN + LAGENT_MAX_PAYLOAD];
 static char *cmd_argv[LAGENT_MAX_ARGC + 1];
 
-static char *const cmd_env[] = {
+/* Every command's environment; the host's "NAME=VALUE"s (a kit's, LAGENT_EXEC_ENV) are added after them. */
+static char *const base_env[] = {
 	"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 	"HOME=/root",
 	"LANG=C",
-	NULL,
 };
+#define N_BASE_ENV (sizeof(base_env) / sizeof(base_env[0]))
+static char *cmd_env[N_BASE_ENV + LAGENT_MAX_ENVC + 1];
 
 static void logx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void logx(const char *fmt, ...)
@@ -148,17 +151,23 @@ static int port_write(const uint8_t *buf, size_t n)
 }
 
 /* Send a frame whose payload the caller already put at frame + HDR_LEN. */
-static int send_frame(uint16_t type, uint32_t id, uint32_t len)
+static int send_frame_flags(uint16_t type, uint16_t flags, uint32_t id, uint32_t len)
 {
 	struct lagent_hdr h = {
 		.magic = htole32(LAGENT_MAGIC),
 		.type = htole16(type),
+		.flags = htole16(flags),
 		.id = htole32(id),
 		.len = htole32(len),
 	};
 
 	memcpy(frame, &h, HDR_LEN);
 	return port_write(frame, HDR_LEN + len);
+}
+
+static int send_frame(uint16_t type, uint32_t id, uint32_t len)
+{
+	return send_frame_flags(type, 0, id, len);
 }
 
 static int send_error(uint32_t id, int err, const char *msg)
@@ -183,30 +192,50 @@ static int send_pong(uint32_t id)
 	if (uname(&u) == 0)
 		memcpy(p.release, u.release, strnlen(u.release, sizeof(p.release) - 1));
 	memcpy(frame + HDR_LEN, &p, sizeof(p));
-	return send_frame(LAGENT_PONG, id, sizeof(p));
+	return send_frame_flags(LAGENT_PONG, LAGENT_CAP_ENV, id, sizeof(p));
+}
+
+/* Is S "NAME=VALUE" with a name of its own (not one of base_env's)? */
+static bool env_entry_ok(const char *s)
+{
+	const char *eq = strchr(s, '=');
+
+	if (!eq || eq == s)
+		return false;
+	for (size_t b = 0; b < N_BASE_ENV; b++)
+		if (!strncmp(base_env[b], s, (size_t)(eq - s) + 1))
+			return false;
+	return true;
 }
 
 /*
- * Check that the payload is exactly argc NUL-terminated strings and point
- * cmd_argv at them.  Returns argc, or -EINVAL.
+ * Check that the payload is exactly argc NUL-terminated strings (and, with
+ * env, "NAME=VALUE" strings after them) and point cmd_argv and cmd_env at
+ * them.  Returns argc, or -EINVAL.
  */
-static int parse_argv(uint8_t *p, uint32_t len, uint32_t argc)
+static int parse_argv(uint8_t *p, uint32_t len, uint32_t argc, bool env)
 {
-	uint32_t i = 0, off = 0;
+	uint32_t i = 0, off = 0, e = N_BASE_ENV;
 
 	if (argc == 0 || argc > LAGENT_MAX_ARGC || len == 0 || p[len - 1] != '\0')
 		return -EINVAL;
+	memcpy(cmd_env, base_env, sizeof(base_env));
 	while (off < len) {
-		size_t slen = strnlen((char *)p + off, len - off);
+		char *str = (char *)p + off;
 
-		if (i == argc)
+		off += (uint32_t)strnlen(str, len - off) + 1;
+		if (i < argc) {
+			cmd_argv[i++] = str;
+			continue;
+		}
+		if (!env || e == N_BASE_ENV + LAGENT_MAX_ENVC || !env_entry_ok(str))
 			return -EINVAL;
-		cmd_argv[i++] = (char *)p + off;
-		off += (uint32_t)slen + 1;
+		cmd_env[e++] = str;
 	}
 	if (i != argc)
 		return -EINVAL;
 	cmd_argv[i] = NULL;
+	cmd_env[e] = NULL;
 	return (int)argc;
 }
 
@@ -284,8 +313,11 @@ static int do_exec(uint32_t id, uint8_t *p, uint32_t len)
 	if (len < sizeof(ex))
 		return send_error(id, EINVAL, "exec: short request");
 	memcpy(&ex, p, sizeof(ex));
-	if (parse_argv(p + sizeof(ex), len - (uint32_t)sizeof(ex), le32toh(ex.argc)) < 0)
-		return send_error(id, EINVAL, "exec: malformed argv");
+	if (le32toh(ex.flags) & ~LAGENT_EXEC_ENV)
+		return send_error(id, EINVAL, "exec: unknown flags");
+	if (parse_argv(p + sizeof(ex), len - (uint32_t)sizeof(ex), le32toh(ex.argc),
+		       le32toh(ex.flags) & LAGENT_EXEC_ENV) < 0)
+		return send_error(id, EINVAL, "exec: malformed argv or environment");
 	r.limit = le32toh(ex.output_limit);
 	if (r.limit == 0 || r.limit > LAGENT_OUTPUT_CAP)
 		r.limit = LAGENT_OUTPUT_CAP;

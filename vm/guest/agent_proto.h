@@ -15,8 +15,10 @@
  *
  *   host -> guest
  *     PING  id=N  no payload           agent answers PONG id=N
- *     EXEC  id=N  struct lagent_exec, then exec.argc NUL-terminated strings
- *                 that fill the rest of the payload exactly
+ *     EXEC  id=N  struct lagent_exec, then exec.argc NUL-terminated strings;
+ *                 with LAGENT_EXEC_ENV in exec.flags, then "NAME=VALUE"
+ *                 strings for the command's environment; the strings fill
+ *                 the rest of the payload exactly
  *   guest -> host, all carrying the id of the request they answer
  *     PONG        struct lagent_pong
  *     STDOUT      1..LAGENT_CHUNK bytes of the command's stdout
@@ -33,6 +35,10 @@
  * a hang-up.  Output past the output limit is read and
  * dropped so the command never blocks on a full pipe; EXIT then says how
  * much was dropped.
+ *
+ * Capabilities ride in the PONG's header flags (LAGENT_CAP_*), which agents
+ * and hosts that predate them leave 0 and ignore: the version stays 1 both
+ * ways, and a host asks for a capability only of an agent that announced it.
  *
  * The guest is untrusted: the host side must check every length against
  * LAGENT_MAX_PAYLOAD and must not believe the agent's own output cap or
@@ -75,12 +81,19 @@ struct lagent_hdr {
 };
 _Static_assert(sizeof(struct lagent_hdr) == 16, "lagent_hdr is 16 bytes on the wire");
 
+/* PONG header flags: what this agent takes beyond version 1's first form */
+#define LAGENT_CAP_ENV (1u << 0) /* EXEC with LAGENT_EXEC_ENV */
+
+/* lagent_exec.flags */
+#define LAGENT_EXEC_ENV (1u << 0) /* "NAME=VALUE" strings follow argv (LAGENT_CAP_ENV) */
+#define LAGENT_MAX_ENVC 256
+
 struct lagent_exec {
 	uint32_t timeout_ms;   /* 0: no timeout; else SIGKILL to the process group */
 	uint32_t output_limit; /* 0 or > LAGENT_OUTPUT_CAP: LAGENT_OUTPUT_CAP */
 	uint32_t argc;	       /* 1..LAGENT_MAX_ARGC */
-	uint32_t flags;	       /* 0; reserved */
-	/* followed by argc NUL-terminated strings */
+	uint32_t flags;	       /* LAGENT_EXEC_*; other bits 0 */
+	/* followed by argc NUL-terminated strings, then (LAGENT_EXEC_ENV) the environment's */
 };
 _Static_assert(sizeof(struct lagent_exec) == 16, "lagent_exec is 16 bytes on the wire");
 

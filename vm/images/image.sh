@@ -93,6 +93,13 @@ printf 'root:x:0:0:root:/root:/bin/sh\n' > "$ROOT/etc/passwd"
 printf 'root:x:0:\n' > "$ROOT/etc/group"
 printf 'latch\n' > "$ROOT/etc/hostname"
 : > "$ROOT/etc/resolv.conf"
+# a kit's environment (URLs, placeholders, proxies): latch writes /etc/profile.d/latch.sh after boot
+mkdir -p "$ROOT/etc/profile.d"
+cat > "$ROOT/etc/profile" <<'EOF'
+# latch default guest: login shells read the sandbox's environment (`latch env NAME` on the host)
+for f in /etc/profile.d/*.sh; do [ -r "$f" ] && . "$f"; done
+unset f
+EOF
 
 # busybox init is PID 1 after /init: it reaps orphans and respawns the agent.
 cat > "$ROOT/etc/inittab" <<'EOF'
