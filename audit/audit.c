@@ -675,11 +675,12 @@ int audit_verify(struct audit_log *log, struct audit_verify_result *res)
 
 		res->checked++;
 		if (e.id != want) {
-			ret = res->checked == 1 ? broken(res, e.id, "the chain starts at entry %lld, not %lld: entries "
-								    "before it were deleted",
-							 (long long)e.id, (long long)want)
-						: broken(res, e.id, "entry %lld follows %lld: an entry was deleted",
-						 (long long)e.id, (long long)want - 1);
+			ret = res->checked == 1 ? broken(res, e.id,
+							 "the chain starts at entry %lld, not %lld: entries "
+							 "before it were deleted",
+							 (long long)e.id, (long long)want) :
+						  broken(res, e.id, "entry %lld follows %lld: an entry was deleted",
+							 (long long)e.id, (long long)want - 1);
 			break;
 		}
 		if (strcmp(stored_prev, prev)) {

@@ -80,14 +80,14 @@ struct audit_filter {
 	const char *sandbox; /* NULL: every sandbox */
 	const char *kind;    /* NULL: every kind */
 	uint64_t since_ns;   /* 0: from the start */
-	int64_t after_id;    /* 0: from the start; else only entries with a larger id (--follow) */
+	int64_t after_id; /* 0: from the start; else only entries with a larger id (--follow) */
 };
 
 struct audit_verify_result {
 	int64_t checked;      /* entries walked */
 	int64_t first_bad_id; /* 0 when the chain is whole */
 	char why[200];	      /* what is wrong at first_bad_id */
-	int64_t first_id;     /* where the chain starts: 1, or the first entry after a prune */
+	int64_t first_id; /* where the chain starts: 1, or the first entry after a prune */
 	/* the anchors read (journal and file), and the newest of them */
 	int anchors;
 	int64_t anchored_id;	   /* 0: no anchor could be read */
@@ -162,9 +162,9 @@ int audit_tick(struct audit_log *log);
  * log is broken (res->verify says where), or -errno.
  */
 struct audit_prune_result {
-	int64_t pruned;	     /* entries removed */
-	int64_t first_id;    /* the first entry kept */
-	int64_t prune_id;    /* the entry that records the cut */
+	int64_t pruned; /* entries removed */
+	int64_t first_id; /* the first entry kept */
+	int64_t prune_id; /* the entry that records the cut */
 	char anchor[AUDIT_HASH_HEX + 1]; /* the hash of the last entry removed */
 	struct audit_verify_result verify;
 };

@@ -159,7 +159,8 @@ static int record_cut(struct audit_log *log, const char *reason, uint64_t before
 
 static int cut(struct audit_log *log, uint64_t before_ns, const struct audit_prune_result *res)
 {
-	static const char ins[] = "INSERT INTO cuts (first_id, anchor, before_ns, prune_id, pruned) VALUES (?, ?, ?, ?, ?)";
+	static const char ins[] =
+		"INSERT INTO cuts (first_id, anchor, before_ns, prune_id, pruned) VALUES (?, ?, ?, ?, ?)";
 	sqlite3 *db = log->db;
 	sqlite3_stmt *st = NULL;
 	int rc;
@@ -213,7 +214,8 @@ int audit_prune(struct audit_log *log, uint64_t before_ns, const char *reason, s
 		ret = audit_last_id(log, &last);
 	/* the first entry kept: the oldest written at or after before_ns (or the next to be written) */
 	if (!ret)
-		ret = scalar(log, "SELECT min(id) FROM entries WHERE time_ns >= ?", (int64_t)before_ns, 0, &keep, &none);
+		ret = scalar(log, "SELECT min(id) FROM entries WHERE time_ns >= ?", (int64_t)before_ns, 0, &keep,
+			     &none);
 	if (ret)
 		return ret;
 	if (none)

@@ -21,10 +21,10 @@ enum latch_exit {
 	LATCH_EXIT_FAILED = 1,
 	LATCH_EXIT_USAGE = 2,
 	LATCH_EXIT_UNVERIFIED = 3,
-	LATCH_EXIT_NO_SANDBOX = 4,  /* the NAME given is no sandbox (of that kind) */
+	LATCH_EXIT_NO_SANDBOX = 4, /* the NAME given is no sandbox (of that kind) */
 	LATCH_EXIT_CMD_TIMEOUT = 124, /* exec/task/run: the deadline passed */
-	LATCH_EXIT_CMD_LATCH = 125,   /* exec/task/run: latch itself failed (no sandbox, no answer...) */
-	LATCH_EXIT_CMD_NOEXEC = 126,  /* exec/task/run: CMD could not be executed */
+	LATCH_EXIT_CMD_LATCH = 125, /* exec/task/run: latch itself failed (no sandbox, no answer...) */
+	LATCH_EXIT_CMD_NOEXEC = 126, /* exec/task/run: CMD could not be executed */
 	LATCH_EXIT_CMD_NOTFOUND = 127, /* exec/task/run: CMD was not found */
 };
 

@@ -85,12 +85,10 @@ static int print_one(const struct audit_entry *e, void *arg)
 	fmt_time(e->time_ns, when, sizeof(when));
 	if (latch_json) {
 		json_t *f = json_loads(e->fields, 0, NULL);
-		json_t *j = json_pack("{s:I, s:s, s:I, s:s, s:s, s:s, s:s, s:o, s:s, s:s}", "id",
-						     (json_int_t)e->id, "time", when, "time_ns",
-						     (json_int_t)e->time_ns, "sandbox", e->sandbox, "kind", e->kind,
-						     "decision", e->decision, "reason", e->reason, "fields",
-						     f ? f : json_string(e->fields), "prev_hash", e->prev_hash, "hash",
-						     e->hash);
+		json_t *j = json_pack("{s:I, s:s, s:I, s:s, s:s, s:s, s:s, s:o, s:s, s:s}", "id", (json_int_t)e->id,
+				      "time", when, "time_ns", (json_int_t)e->time_ns, "sandbox", e->sandbox, "kind",
+				      e->kind, "decision", e->decision, "reason", e->reason, "fields",
+				      f ? f : json_string(e->fields), "prev_hash", e->prev_hash, "hash", e->hash);
 
 		if (arr)
 			json_array_append_new(arr, j);
@@ -146,13 +144,12 @@ static int audit_verify_cmd(void)
 		fmt_time(r.anchored_time_ns, when, sizeof(when));
 	if (rc) {
 		if (latch_json) {
-			latch_json_out(json_pack("{s:s, s:b, s:I, s:I, s:s, s:i, s:o, s:o}", "path", path, "ok", 0,
-						 "checked", (json_int_t)r.checked, "first_bad_id",
-						 (json_int_t)r.first_bad_id, "why", r.why, "anchors", r.anchors,
-						 "anchored_id",
-						 r.anchored_id ? json_integer(r.anchored_id) : json_null(),
-						 "anchored_by",
-						 r.anchored_id ? json_string(r.anchored_by) : json_null()));
+			latch_json_out(
+				json_pack("{s:s, s:b, s:I, s:I, s:s, s:i, s:o, s:o}", "path", path, "ok", 0, "checked",
+					  (json_int_t)r.checked, "first_bad_id", (json_int_t)r.first_bad_id, "why",
+					  r.why, "anchors", r.anchors, "anchored_id",
+					  r.anchored_id ? json_integer(r.anchored_id) : json_null(), "anchored_by",
+					  r.anchored_id ? json_string(r.anchored_by) : json_null()));
 			return LATCH_EXIT_FAILED;
 		}
 		return latch_err(LATCH_EXIT_FAILED, "audit log %s is broken at entry %lld: %s", path,
@@ -170,9 +167,10 @@ static int audit_verify_cmd(void)
 			       path);
 	}
 	latch_json_out(json_pack("{s:s, s:b, s:I, s:I, s:i, s:o, s:o, s:o}", "path", path, "ok", 1, "checked",
-				 (json_int_t)r.checked, "first_id", (json_int_t)(r.first_id ? r.first_id : 1), "anchors",
-				 r.anchors, "anchored_id", r.anchored_id ? json_integer(r.anchored_id) : json_null(),
-				 "anchored_by", r.anchored_id ? json_string(r.anchored_by) : json_null(), "anchored_at",
+				 (json_int_t)r.checked, "first_id", (json_int_t)(r.first_id ? r.first_id : 1),
+				 "anchors", r.anchors, "anchored_id",
+				 r.anchored_id ? json_integer(r.anchored_id) : json_null(), "anchored_by",
+				 r.anchored_id ? json_string(r.anchored_by) : json_null(), "anchored_at",
 				 r.anchored_id ? json_string(when) : json_null()));
 	return 0;
 }

@@ -56,8 +56,8 @@ int latch_audit_prune_cmd(int argc, char **argv)
 		return latch_err(LATCH_EXIT_USAGE, "LATCH_ROOT is too long");
 	log = audit_open(path, &(struct audit_opts){ .readonly = 1 }, err, sizeof(err));
 	if (!log)
-		return errno == ENOENT ? latch_err(LATCH_EXIT_FAILED, "no audit log at %s: nothing to prune", path)
-				       : latch_err(LATCH_EXIT_FAILED, "%s", err);
+		return errno == ENOENT ? latch_err(LATCH_EXIT_FAILED, "no audit log at %s: nothing to prune", path) :
+					 latch_err(LATCH_EXIT_FAILED, "%s", err);
 	audit_close(log);
 	log = audit_open(path, NULL, err, sizeof(err));
 	if (!log)
@@ -66,13 +66,13 @@ int latch_audit_prune_cmd(int argc, char **argv)
 	if (rc == -EBADMSG) {
 		audit_close(log);
 		return latch_err(LATCH_EXIT_FAILED,
-				 "audit log %s is broken at entry %lld (%s): a broken log is evidence, not pruned", path,
-				 (long long)r.verify.first_bad_id, r.verify.why);
+				 "audit log %s is broken at entry %lld (%s): a broken log is evidence, not pruned",
+				 path, (long long)r.verify.first_bad_id, r.verify.why);
 	}
 	if (rc) {
 		rc = latch_err(LATCH_EXIT_FAILED, "audit log %s: prune: %s", path,
-			       rc == -EBUSY ? "the log's rate limit for audit entries; try again in a minute"
-					    : audit_error(log));
+			       rc == -EBUSY ? "the log's rate limit for audit entries; try again in a minute" :
+					      audit_error(log));
 		audit_close(log);
 		return rc;
 	}

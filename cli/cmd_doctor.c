@@ -373,8 +373,9 @@ int cmd_doctor(int argc, char **argv)
 			if (c[i].level != OK && *c[i].fix)
 				printf("      %-18s fix: %s\n", "", c[i].fix);
 		}
-		json_array_append_new(arr, json_pack("{s:s, s:s, s:s, s:s?}", "check", c[i].name, "result",
-						     lv[c[i].level], "detail", c[i].detail, "fix", *c[i].fix ? c[i].fix : NULL));
+		json_array_append_new(arr,
+				      json_pack("{s:s, s:s, s:s, s:s?}", "check", c[i].name, "result", lv[c[i].level],
+						"detail", c[i].detail, "fix", *c[i].fix ? c[i].fix : NULL));
 	}
 	latch_json_out(json_pack("{s:o, s:i}", "checks", arr, "failed", failed));
 	return failed ? LATCH_EXIT_FAILED : 0;

@@ -104,8 +104,8 @@ int cmd_egress(int argc, char **argv)
 	}
 	sb = latch_sandbox_open(name, err, sizeof(err));
 	if (!sb) {
-		rc = latch_sandbox_exists(name) ? latch_err(LATCH_EXIT_FAILED, "%s", err)
-						: latch_err_no_sandbox("sandbox", name);
+		rc = latch_sandbox_exists(name) ? latch_err(LATCH_EXIT_FAILED, "%s", err) :
+						  latch_err_no_sandbox("sandbox", name);
 		goto out;
 	}
 	if (!strcmp(verb, "show")) {

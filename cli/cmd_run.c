@@ -751,6 +751,7 @@ json_t *latch_confinement_report(char *line, size_t len, int *level)
 	j = json_pack("{s:b, s:o, s:s, s:b, s:s, s:b, s:i, s:I, s:I, s:o, s:o}", "confined", *level == 0, "pid",
 		      pid ? json_integer(pid) : json_null(), "cgroup", c.dir, "pid_in_cgroup", pid_in, "hooks", hooks,
 		      "gate", c.gate, "entries", c.entries, "refused", (json_int_t)refused, "gate_dropped",
-		      (json_int_t)c.gate_dropped, "counters", counters, "why", *level ? json_string(line) : json_null());
+		      (json_int_t)c.gate_dropped, "counters", counters, "why",
+		      *level ? json_string(line) : json_null());
 	return j;
 }

@@ -242,8 +242,9 @@ int cmd_attach(int argc, char **argv)
 		if (latch_need_root("attach"))
 			return LATCH_EXIT_USAGE;
 		if (!latch_sandbox_exists(o.name))
-			return latch_err(LATCH_EXIT_NO_SANDBOX, "no sandbox '%s' to re-attach; give --dev and the addresses to "
-							   "create it",
+			return latch_err(LATCH_EXIT_NO_SANDBOX,
+					 "no sandbox '%s' to re-attach; give --dev and the addresses to "
+					 "create it",
 					 o.name);
 		if (latch_sandbox_reattach(o.name, err, sizeof(err)))
 			return latch_err(LATCH_EXIT_FAILED, "%s", err);

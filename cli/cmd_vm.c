@@ -62,9 +62,9 @@ static json_t *obs_json(const struct latch_vm_observed *o)
 	json_t *j = json_pack("{s:s, s:s, s:b, s:o, s:o, s:o, s:o, s:s, s:s?, s:i, s:s, s:s?, s:i, s:i}", "sandbox",
 			      s->name, "tap", s->tap, "enforced", o->pins && o->posture.enforced, "guest_ip4",
 			      addr_j(&s->guest4), "host_ip4", addr_j(&s->host4), "guest_ip6", addr_j(&s->guest6),
-			      "host_ip6", addr_j(&s->host6), "mac", mac, "uplink", *s->uplink ? s->uplink : NULL, "table",
-			      s->table, "image", s->image, "workspace", *s->workspace ? s->workspace : NULL, "memory_mib",
-			      s->memory_mib, "cpus", s->cpus);
+			      "host_ip6", addr_j(&s->host6), "mac", mac, "uplink", *s->uplink ? s->uplink : NULL,
+			      "table", s->table, "image", s->image, "workspace", *s->workspace ? s->workspace : NULL,
+			      "memory_mib", s->memory_mib, "cpus", s->cpus);
 
 	if (o->pins && !o->posture.enforced)
 		json_object_set_new(j, "why", json_string(o->posture.why));
@@ -395,7 +395,8 @@ int cmd_up(int argc, char **argv)
 		obs_print(&res.obs);
 		char shown[sizeof(res.release) * 4];
 
-		printf("  guest:       agent answers, kernel %s\n", latch_guest_text(res.release, shown, sizeof(shown), false));
+		printf("  guest:       agent answers, kernel %s\n",
+		       latch_guest_text(res.release, shown, sizeof(shown), false));
 		printf("  accelerator: %s (%s)\n", *res.obs.dom.accel ? res.obs.dom.accel : "-", res.accel_why);
 		printf("  timing:      enforcement verified %lld ms, domain started %lld ms, agent answered %lld ms "
 		       "after `up` began\n",
@@ -406,7 +407,8 @@ int cmd_up(int argc, char **argv)
 			printf("  state:       restored into the guest (%llu bytes of tar)\n",
 			       (unsigned long long)res.restored_bytes);
 		else if (*res.restore_note)
-			printf("  state:       NOT restored: %s\n", latch_guest_text(res.restore_note, note, sizeof(note), false));
+			printf("  state:       NOT restored: %s\n",
+			       latch_guest_text(res.restore_note, note, sizeof(note), false));
 	}
 	latch_json_out(j);
 	/* the observation after boot is what counts */
@@ -458,7 +460,8 @@ int cmd_down(int argc, char **argv)
 		       argv[1], dr.forced ? " (forced after the shutdown timeout)" : "", argv[1]);
 	}
 	latch_json_out(json_pack("{s:s, s:s, s:b, s:b, s:s?}", "sandbox", argv[1], "action", "down", "forced",
-				 dr.forced, "backed_up", dr.backed_up, "backup_note", *dr.backup_note ? dr.backup_note : NULL));
+				 dr.forced, "backed_up", dr.backed_up, "backup_note",
+				 *dr.backup_note ? dr.backup_note : NULL));
 	return 0;
 }
 

@@ -107,8 +107,8 @@ const struct latch_cmd latch_cmds[] = {
 	  "copy the guest's state directory (/var/lib/agent-state) to the host; `down` does it first",
 	  "--all\tevery running VM sandbox (what latchd runs every backup_interval)",
 	  "latch backup agent1\nlatch --json backup --all" },
-	{ "restore", cmd_restore, "restore NAME", "copy the host's backup of the guest state back into the guest",
-	  NULL, "latch restore agent1" },
+	{ "restore", cmd_restore, "restore NAME", "copy the host's backup of the guest state back into the guest", NULL,
+	  "latch restore agent1" },
 	{ "task", cmd_task, "task NAME [--timeout DUR] -- CMD...",
 	  "run a command in a sealed throwaway clone of NAME (its state, nothing but host services); "
 	  "the clone is destroyed at the end, also on Ctrl-C or SIGTERM",
@@ -123,8 +123,8 @@ const struct latch_cmd latch_cmds[] = {
 	  "--image I\tdefault (a Debian kernel and a busybox initramfs) or debian (debootstrap)\n"
 	  "--force\trebuild even when the cached image is current",
 	  "latch image build\nlatch image build --image debian", image_verbs, 1 },
-	{ "kits", cmd_kits, "kits", "the kits: built-ins and /etc/latch/kits, the network each adds and where its keys are",
-	  NULL, "latch kits" },
+	{ "kits", cmd_kits, "kits",
+	  "the kits: built-ins and /etc/latch/kits, the network each adds and where its keys are", NULL, "latch kits" },
 	/* no sub-verb prefixes: `check` stands first, `secrets` and `backend` after a NAME */
 	{ "kit", cmd_kit, "kit check FILE\n       kit NAME secrets\n       kit NAME backend CREDENTIAL ALTERNATIVE|-",
 	  "check a kit file as latch up would load it, starting nothing; hand latchd a sandbox's keys from this "
@@ -135,8 +135,7 @@ const struct latch_cmd latch_cmds[] = {
 	  "latch kit agent1 backend openai groq\nlatch kit agent1 backend openai -" },
 	{ "env", cmd_env, "env NAME", "what a sandbox's kit gives it: NAME=VALUE lines (placeholders, never keys)",
 	  NULL, "latch env agent1\nlatch --json env agent1" },
-	{ "doctor", cmd_doctor, "doctor", "check this host, with a fix for each failure", NULL,
-	  "sudo latch doctor" },
+	{ "doctor", cmd_doctor, "doctor", "check this host, with a fix for each failure", NULL, "sudo latch doctor" },
 	{ "run", cmd_run,
 	  "run [--kit K] [--profile P] [--workspace DIR[:rw]] [--apply] [--timeout DUR] [--output-limit N]\n"
 	  "           [--memory M] [--cpus C] [--pids N] [--user root|NAME|UID[:GID]] [--env NAME=VALUE]...\n"
@@ -387,8 +386,8 @@ static int scan_command_args(const struct latch_cmd *c, int argc, char **argv, b
 			*help = true;
 		else if (is_global_opt(argv[a]))
 			return latch_err(LATCH_EXIT_USAGE,
-					 "%s is a global option: put it before the command (`latch %s %s ...`)", argv[a],
-					 argv[a], c->name);
+					 "%s is a global option: put it before the command (`latch %s %s ...`)",
+					 argv[a], argv[a], c->name);
 	}
 	return 0;
 }
@@ -430,8 +429,8 @@ int main(int argc, char **argv)
 			a++;
 			break;
 		} else
-			return finish(latch_err(LATCH_EXIT_USAGE, "unknown global option '%s'; see `latch --help`",
-						argv[a]));
+			return finish(
+				latch_err(LATCH_EXIT_USAGE, "unknown global option '%s'; see `latch --help`", argv[a]));
 	}
 	latch_loader_set_log(verbose ? LATCH_LOG_DEBUG : LATCH_LOG_WARN);
 	if (version) {
@@ -451,9 +450,9 @@ int main(int argc, char **argv)
 	}
 	cmd = find_cmd(argv[a], &n);
 	if (!cmd)
-		return finish(latch_err(LATCH_EXIT_USAGE, n ? "'%s' is ambiguous; see `latch help`"
-							: "unknown command '%s'; see `latch help`",
-					argv[a]));
+		return finish(latch_err(
+			LATCH_EXIT_USAGE,
+			n ? "'%s' is ambiguous; see `latch help`" : "unknown command '%s'; see `latch help`", argv[a]));
 	argc -= a;
 	argv += a;
 	rc = scan_command_args(cmd, argc, argv, &help);
@@ -461,8 +460,9 @@ int main(int argc, char **argv)
 		return finish(rc);
 	if (help) {
 		if (latch_json)
-			latch_json_out(json_pack("{s:s, s:s, s:s, s:s?, s:s?}", "command", cmd->name, "usage", cmd->usage,
-						 "help", cmd->help, "options", cmd->options, "examples", cmd->examples));
+			latch_json_out(json_pack("{s:s, s:s, s:s, s:s?, s:s?}", "command", cmd->name, "usage",
+						 cmd->usage, "help", cmd->help, "options", cmd->options, "examples",
+						 cmd->examples));
 		else
 			latch_cmd_help(stdout, cmd);
 		return finish(0);
@@ -471,9 +471,9 @@ int main(int argc, char **argv)
 	if (rc)
 		return finish(rc);
 	if (needs_host_view(cmd) && latch_host_view_check(why, sizeof(why)))
-		return finish(latch_err(cmd->fn == cmd_exec || cmd->fn == cmd_task || cmd->fn == cmd_run
-						? LATCH_EXIT_CMD_LATCH
-						: LATCH_EXIT_FAILED,
+		return finish(latch_err(cmd->fn == cmd_exec || cmd->fn == cmd_task || cmd->fn == cmd_run ?
+						LATCH_EXIT_CMD_LATCH :
+						LATCH_EXIT_FAILED,
 					"%s", why));
 	return finish(cmd->fn(argc, argv));
 }

@@ -66,7 +66,8 @@ Test(conf_file, the_shipped_file_has_no_unknown_key)
 Test(conf_file, every_key_is_in_the_man_page)
 {
 	for (size_t i = 0; latch_conf_key(i); i++)
-		cr_expect_geq(lines_with(MANPAGE, "**", latch_conf_key(i)), 1, "%s: no `**%s = ...**` entry", MANPAGE, latch_conf_key(i));
+		cr_expect_geq(lines_with(MANPAGE, "**", latch_conf_key(i)), 1, "%s: no `**%s = ...**` entry", MANPAGE,
+			      latch_conf_key(i));
 }
 
 /*

@@ -309,9 +309,9 @@ int latch_agent_wait(const char *sock_path, int timeout_ms, int (*alive)(void *a
 				st->first_connect_ms = now_ms() - t0;
 			st->connects++;
 			left = deadline - now_ms();
-			ret = latch_agent_ping(a, (int)(left < LATCH_AGENT_SESSION_MS ? (left > 0 ? left : 1)
-										     : LATCH_AGENT_SESSION_MS),
-					       release, len);
+			if (left > LATCH_AGENT_SESSION_MS)
+				left = LATCH_AGENT_SESSION_MS;
+			ret = latch_agent_ping(a, left > 0 ? (int)left : 1, release, len);
 			st->bytes_in += a->received;
 			latch_agent_close(a);
 			if (!ret)

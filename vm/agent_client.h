@@ -66,11 +66,11 @@ void latch_agent_close(struct latch_agent *a);
 
 /* What latch_agent_wait() saw, for the message when the guest never answered. */
 struct latch_agent_wait_stats {
-	int connects;		  /* connections made to the channel socket */
+	int connects; /* connections made to the channel socket */
 	int64_t first_connect_ms; /* after the wait began; -1: none was made */
-	uint64_t bytes_in;	  /* bytes the channel sent back over all of them */
-	int last_error;		  /* the last connect's or ping's -errno */
-	bool lock_busy;		  /* another latch client held the channel's lock */
+	uint64_t bytes_in; /* bytes the channel sent back over all of them */
+	int last_error; /* the last connect's or ping's -errno */
+	bool lock_busy; /* another latch client held the channel's lock */
 };
 
 /*

@@ -233,10 +233,11 @@ int latch_vm_boot_bin_check(const char *bin, char *err, size_t errlen)
 			return latch_errf(err, errlen, -errno, "%s: %s", p, strerror(errno));
 		if (st.st_uid != 0 ||
 		    ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(S_ISDIR(st.st_mode) && (st.st_mode & S_ISVTX))))
-			return latch_errf(err, errlen, -EPERM,
-					  "%s is not root's or is writable by others (mode %04o, uid %u): the hook runs "
-					  "latch as root; fix: chown root %s && chmod go-w %s",
-					  p, (unsigned)(st.st_mode & 07777), (unsigned)st.st_uid, p, p);
+			return latch_errf(
+				err, errlen, -EPERM,
+				"%s is not root's or is writable by others (mode %04o, uid %u): the hook runs "
+				"latch as root; fix: chown root %s && chmod go-w %s",
+				p, (unsigned)(st.st_mode & 07777), (unsigned)st.st_uid, p, p);
 		if (!*real)
 			break;
 		*strrchr(real, '/') = '\0';
