@@ -70,9 +70,8 @@ static int show_one(const struct latch_policy_item *it, void *arg)
 
 	latch_entry_format(&it->entry, text, sizeof(text));
 	o = json_pack("{s:s, s:s}", "entry", text, "origin", origin_name(it->rule.origin));
-	if (it->rule.expires_ns)
-		json_object_set_new(o, "seconds_left",
-				    json_real((double)(it->rule.expires_ns - now) / 1e9));
+	json_object_set_new(o, "seconds_left",
+			    it->rule.expires_ns ? json_real((double)(it->rule.expires_ns - now) / 1e9) : json_null());
 	json_array_append_new(arr, o);
 	if (!latch_json) {
 		if (it->rule.expires_ns)
@@ -143,7 +142,8 @@ int cmd_egress(int argc, char **argv)
 	}
 	sb = latch_sandbox_open(name, err, sizeof(err));
 	if (!sb) {
-		rc = latch_err(LATCH_EXIT_USAGE, "%s", err);
+		rc = latch_sandbox_exists(name) ? latch_err(LATCH_EXIT_FAILED, "%s", err) :
+						  latch_err_no_sandbox("sandbox", name);
 		goto out;
 	}
 	if (!strcmp(verb, "show")) {

@@ -146,6 +146,10 @@ int cmd_grant(int argc, char **argv)
 		json_decref(hosts);
 		return LATCH_EXIT_USAGE;
 	}
+	if (!latch_sandbox_exists(name)) {
+		json_decref(hosts);
+		return latch_err_no_sandbox("sandbox", name);
+	}
 	req = json_pack("{s:s, s:s, s:o, s:i}", "op", "grant", "sandbox", name, "hosts", hosts, "seconds",
 			(int)seconds);
 	if (!req)
@@ -303,9 +307,11 @@ int cmd_grants(int argc, char **argv)
 		return latch_err(LATCH_EXIT_USAGE, "%s", err);
 	if (latch_need_root("grants"))
 		return LATCH_EXIT_USAGE;
+	if (!latch_sandbox_exists(argv[1]))
+		return latch_err_no_sandbox("sandbox", argv[1]);
 	sb = latch_sandbox_open(argv[1], err, sizeof(err));
 	if (!sb)
-		return latch_err(LATCH_EXIT_USAGE, "%s", err);
+		return latch_err(LATCH_EXIT_FAILED, "%s", err);
 	kernel = json_array();
 	rc = latch_policy_list(sb, kernel_item, kernel);
 	latch_sandbox_free(sb);

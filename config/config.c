@@ -363,6 +363,11 @@ int latch_conf_parse_file(const char *path, struct latch_conf *c, char *err, siz
 	return check_whole(path, c, err, errlen);
 }
 
+const char *latch_conf_key(size_t i)
+{
+	return i < sizeof(conf_keys) / sizeof(conf_keys[0]) ? conf_keys[i].name : NULL;
+}
+
 int latch_conf_load(struct latch_conf *c, char *err, size_t errlen)
 {
 	char path[PATH_MAX];

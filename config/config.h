@@ -115,6 +115,12 @@ int latch_conf_load(struct latch_conf *c, char *err, size_t errlen);
 /* Parse one file; what latch_conf_load() uses, and what tests can call. */
 int latch_conf_parse_file(const char *path, struct latch_conf *c, char *err, size_t errlen);
 
+/*
+ * The name of key i of the key table, NULL past the last: what the shipped
+ * config/latch.conf and latch.conf(5) must list (tests/test_conf_file.c).
+ */
+const char *latch_conf_key(size_t i);
+
 /* Number of sandboxes the pool has room for. */
 uint32_t latch_conf_pool_size(const struct latch_conf *c);
 

@@ -23,7 +23,7 @@ source "$(dirname "$0")/lib_broker.sh"
 
 DRV=$LTS_TOP/build/selftests/broker_drv
 NET="$LTS_DIR/broker_net.py"
-[ -x "$DRV" ] || lts_skip_all "no $DRV; run make"
+[ -x "$DRV" ] || lts_skip_all "no $DRV; run make selftest-bins"
 for t in openssl git curl; do command -v "$t" >/dev/null || lts_skip_all "needs $t"; done
 lts_init
 if ! lts_topo_up; then

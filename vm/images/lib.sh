@@ -49,7 +49,9 @@ image_args() {
 	CACHE=${1:-$default_cache}
 	AGENT=${2:-${LATCH_AGENT:-}}
 	if [ -z "$AGENT" ]; then
-		for c in "$(dirname "$LIB_SH")/../../build/vm/latch-agent" /usr/lib/latch/latch-agent \
+		# the build tree's, the one installed beside this script (PREFIX/lib/latch), the usual places
+		for c in "$(dirname "$LIB_SH")/../../build/vm/latch-agent" "$(dirname "$LIB_SH")/latch-agent" \
+			 /usr/lib/latch/latch-agent \
 			 /usr/local/lib/latch/latch-agent; do
 			[ -x "$c" ] && { AGENT=$c; break; }
 		done
