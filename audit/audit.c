@@ -551,6 +551,25 @@ static const char *col(sqlite3_stmt *st, int i)
 	return t ? (const char *)t : "";
 }
 
+/*
+ * The entry a row of "id, time_ns, sandbox, kind, decision, reason, fields,
+ * prev_hash, hash" holds (its strings live until the next step).
+ */
+static struct audit_entry row_entry(sqlite3_stmt *st)
+{
+	return (struct audit_entry){
+		.id = sqlite3_column_int64(st, 0),
+		.time_ns = (uint64_t)sqlite3_column_int64(st, 1),
+		.sandbox = col(st, 2),
+		.kind = col(st, 3),
+		.decision = col(st, 4),
+		.reason = col(st, 5),
+		.fields = col(st, 6),
+		.prev_hash = col(st, 7),
+		.hash = col(st, 8),
+	};
+}
+
 int audit_query(struct audit_log *log, const struct audit_filter *f,
 		int (*fn)(const struct audit_entry *e, void *arg), void *arg)
 {
@@ -573,17 +592,7 @@ int audit_query(struct audit_log *log, const struct audit_filter *f,
 	sqlite3_bind_int64(st, 3, (sqlite3_int64)f->since_ns);
 	sqlite3_bind_int64(st, 4, f->after_id);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		struct audit_entry e = {
-			.id = sqlite3_column_int64(st, 0),
-			.time_ns = (uint64_t)sqlite3_column_int64(st, 1),
-			.sandbox = col(st, 2),
-			.kind = col(st, 3),
-			.decision = col(st, 4),
-			.reason = col(st, 5),
-			.fields = col(st, 6),
-			.prev_hash = col(st, 7),
-			.hash = col(st, 8),
-		};
+		struct audit_entry e = row_entry(st);
 
 		n++;
 		ret = fn ? fn(&e, arg) : 0;
@@ -662,15 +671,7 @@ int audit_verify(struct audit_log *log, struct audit_verify_result *res)
 		return ret;
 	}
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		struct audit_entry e = {
-			.id = sqlite3_column_int64(st, 0),
-			.time_ns = (uint64_t)sqlite3_column_int64(st, 1),
-			.sandbox = col(st, 2),
-			.kind = col(st, 3),
-			.decision = col(st, 4),
-			.reason = col(st, 5),
-			.fields = col(st, 6),
-		};
+		struct audit_entry e = row_entry(st);
 		const char *stored_prev = col(st, 7), *stored = col(st, 8);
 
 		res->checked++;
