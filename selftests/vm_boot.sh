@@ -61,6 +61,7 @@ cleanup() {
 	done
 	vm_ctrl_net_down
 	[ -n "$BPFFS" ] && rm -rf "$BPFFS" 2>/dev/null
+	vm_cgroups_remove # latch cgroups of this test (a latchd or room confined there)
 	[ -n "$TMP" ] && rm -rf "$TMP"
 }
 trap cleanup EXIT

@@ -34,6 +34,7 @@ cleanup() {
 	V destroy "$MINE" >/dev/null 2>&1
 	vm_hook_remove
 	[ -n "${BPFFS:-}" ] && rm -rf "$BPFFS"
+	vm_cgroups_remove # latch cgroups of this test (a latchd or room confined there)
 	[ -n "${TMP:-}" ] && rm -rf "$TMP"
 }
 trap cleanup EXIT

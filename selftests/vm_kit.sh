@@ -66,6 +66,7 @@ cleanup() {
 	ip link del "$UP" 2>/dev/null
 	ip netns del "$NS" 2>/dev/null
 	[ -n "$BPFFS" ] && rm -rf "$BPFFS"
+	vm_cgroups_remove # latch cgroups of this test (a latchd or room confined there)
 	[ -n "$TMP" ] && rm -rf "$TMP"
 	return 0
 }

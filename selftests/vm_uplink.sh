@@ -96,6 +96,7 @@ cleanup() {
 	ip netns del "$NS" 2>/dev/null
 	nft delete table inet "$GUARD" 2>/dev/null
 	[ -n "$BPFFS" ] && rm -rf "$BPFFS"
+	vm_cgroups_remove # latch cgroups of this test (a latchd or room confined there)
 	[ -n "$TMP" ] && rm -rf "$TMP"
 	return 0
 }
