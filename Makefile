@@ -70,7 +70,8 @@ PKGS_vm := libnl-3.0 libnl-route-3.0 libnftables libarchive jansson libseccomp l
 PKGS_room := libseccomp libcap jansson
 PKGS_broker := jansson
 PKGS_budget := sqlite3 jansson zlib
-PKGS_daemon := ldns libevent libevent_openssl openssl jansson libnl-3.0 libnl-route-3.0
+# libsystemd: sd_notify (READY, WATCHDOG, STOPPING) for latchd.service's Type=notify; libcurl: notify_url
+PKGS_daemon := ldns libevent libevent_openssl openssl jansson libnl-3.0 libnl-route-3.0 libsystemd libcurl
 PKGS_cli := jansson libcap
 # libvirt: headers only; vm/libvirt.c loads libvirt.so.0 with dlopen when a
 # command first needs libvirtd (linked in, it costs every command ~25 ms)
@@ -116,7 +117,7 @@ SKELS := $(patsubst bpf/%.bpf.c,$(BUILD)/%.skel.h,$(BPF_SRCS))
 objs_of = $(patsubst %.c,$(BUILD)/%.o,$(1))
 ALL_OBJS := $(foreach m,$(MODULES) cli,$(call objs_of,$(SRCS_$(m)))) $(call objs_of,$(LATCHD_MAIN))
 
-all: $(BUILD)/latch $(BUILD)/latchd $(BPF_OBJS) $(BUILD)/vm/latch-agent $(BUILD)/vm/latch-rawsend
+all: $(BUILD)/latch $(BUILD)/latchd $(BPF_OBJS) $(BUILD)/vm/latch-agent $(BUILD)/vm/latch-rawsend $(BUILD)/vm/latch-ask
 
 # The module graph, one line a module (docs/ARCHITECTURE.md quotes it).
 arrows:
@@ -171,6 +172,15 @@ $(BUILD)/kit/kits_builtin.h: $(KIT_FILES) kit/embed_kits.sh
 	$(Q)sh kit/embed_kits.sh $(KIT_FILES) > $@
 $(BUILD)/kit/load.o: $(BUILD)/kit/kits_builtin.h
 
+# The systemd units, one template each (vm/units/*.in): `latch boot install`
+# writes them from this header, `make install` from the files.
+UNIT_FILES := $(sort $(wildcard vm/units/*.service.in))
+$(BUILD)/vm/units.h: $(UNIT_FILES) vm/units/embed.sh
+	$(Q)mkdir -p $(@D)
+	$(call msg,GEN,$@)
+	$(Q)sh vm/units/embed.sh $(UNIT_FILES) > $@
+$(BUILD)/vm/boot.o: $(BUILD)/vm/units.h
+
 # Every object waits for the skeletons and generated headers (-MMD records
 # what it really includes after the first build) and for the arrows check.
 $(BUILD)/%.o: %.c $(SKELS) $(BUILD)/profile/profiles_builtin.h $(BUILD)/arrows.ok | pkgs-ok
@@ -200,14 +210,17 @@ $(BUILD)/latchd: $(call objs_of,$(LATCHD_MAIN)) $(call archives_of,$(call closur
 # The agent is static and built without the pkg-config flags of the host side.
 IMAGE_DIR ?= /var/lib/latch/images/default
 AGENT_CFLAGS := -std=gnu11 -Os -static -Wall -Wextra -Wshadow -Wmissing-prototypes -D_GNU_SOURCE -MMD -MP -I.
-GUEST_PROGS := $(BUILD)/vm/latch-agent $(BUILD)/vm/latch-rawsend
+# latch-ask (vm/guest/ask.c) asks for a grant from inside; jansson builds its JSON, statically linked.
+GUEST_PROGS := $(BUILD)/vm/latch-agent $(BUILD)/vm/latch-rawsend $(BUILD)/vm/latch-ask
 
 $(BUILD)/vm/latch-agent: vm/guest/agent.c
 $(BUILD)/vm/latch-rawsend: vm/guest/rawsend.c
+$(BUILD)/vm/latch-ask: vm/guest/ask.c
+$(BUILD)/vm/latch-ask: GUEST_LIBS := -ljansson
 $(GUEST_PROGS):
 	$(Q)mkdir -p $(@D)
 	$(call msg,CC-STATIC,$@)
-	$(Q)$(CC) $(AGENT_CFLAGS) -o $@ $<
+	$(Q)$(CC) $(AGENT_CFLAGS) -o $@ $< $(GUEST_LIBS)
 	$(Q)strip $@
 
 image: $(GUEST_PROGS)
@@ -230,6 +243,7 @@ include tests/tests.mk
 include room/room.mk
 include selftests/selftests.mk
 include bench/bench.mk
+include scripts/install.mk
 -include $(ALL_OBJS:.o=.d) $(BUILD)/*.bpf.d $(BUILD)/*/*.d
 
 deps:
@@ -246,6 +260,10 @@ check:
 selftest: all $(SELFTEST_BINS)
 	$(Q)bash selftests/run.sh
 
+# The selftests' own programs (prog_table, the drivers of live_broker, live_resolver...);
+# selftests/run.sh builds them first, so that it runs them all when called alone.
+selftest-bins: all $(SELFTEST_BINS)
+
 demo:
 	$(Q)$(MAKE) --no-print-directory all
 	@bash selftests/demo_vm.sh
@@ -257,4 +275,4 @@ demo-netns:
 clean:
 	rm -rf $(BUILD)
 
-.PHONY: arrows all deps check unit selftest bench demo demo-netns clean image vm-proof vm-debian-proof pkgs-ok
+.PHONY: arrows all deps check unit selftest selftest-bins bench demo demo-netns clean image vm-proof vm-debian-proof pkgs-ok

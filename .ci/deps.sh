@@ -8,8 +8,10 @@ PKGS=(
 	# build
 	make gcc clang llvm pkg-config libbpf-dev bpftool libelf-dev zlib1g-dev
 	libnl-3-dev libnl-route-3-dev libjansson-dev libcap-dev libvirt-dev libnftables-dev libarchive-dev
-	libcriterion-dev libsqlite3-dev libssl-dev libldns-dev libevent-dev libcyaml-dev libyaml-dev libhttp-parser-dev libsystemd-dev
-	libseccomp-dev libfuzzer-14-dev
+	libcriterion-dev libsqlite3-dev libssl-dev libldns-dev libevent-dev libcyaml-dev libyaml-dev libhttp-parser-dev
+	libseccomp-dev libfuzzer-14-dev libsystemd-dev libcurl4-openssl-dev
+	# install, man pages and the units' checks: go-md2man renders docs/man/*.md; systemd-analyze verifies
+	go-md2man systemd man-db
 	# run and test
 	iproute2 nftables iperf3 jq socat ncat python3 dnsmasq-base knot-dnsutils dnsperf sqlite3 ethtool
 	systemd bsdutils # live_audit.sh: a journald of its own, journalctl, logger --journald

@@ -29,7 +29,7 @@
 #include "audit/log.h"
 #include "common/common.h"
 
-static const char genesis[AUDIT_HASH_HEX + 1] = "0000000000000000000000000000000000000000000000000000000000000000";
+const char audit_genesis[AUDIT_HASH_HEX + 1] = "0000000000000000000000000000000000000000000000000000000000000000";
 
 /*
  * The rate limit is a sliding log: the times of the last `rate` entries
@@ -80,6 +80,11 @@ static int db_fail(struct audit_log *log, int rc, const char *what)
 {
 	snprintf(log->errmsg, sizeof(log->errmsg), "%s: %s", what, sqlite3_errmsg(log->db));
 	return sqlite_errno(rc);
+}
+
+int audit_db_fail(struct audit_log *log, int rc, const char *what)
+{
+	return db_fail(log, rc, what);
 }
 
 const char *audit_error(const struct audit_log *log)
@@ -428,7 +433,7 @@ static int insert_chained(struct audit_log *log, struct audit_entry *e)
 		snprintf(prev, sizeof(prev), "%s", h ? (const char *)h : "");
 	} else if (rc == SQLITE_DONE) {
 		e->id = 1;
-		memcpy(prev, genesis, sizeof(prev));
+		memcpy(prev, audit_genesis, sizeof(prev));
 	} else {
 		ret = db_fail(log, rc, "read the last entry");
 		goto rollback;
@@ -546,12 +551,31 @@ static const char *col(sqlite3_stmt *st, int i)
 	return t ? (const char *)t : "";
 }
 
+/*
+ * The entry a row of "id, time_ns, sandbox, kind, decision, reason, fields,
+ * prev_hash, hash" holds (its strings live until the next step).
+ */
+static struct audit_entry row_entry(sqlite3_stmt *st)
+{
+	return (struct audit_entry){
+		.id = sqlite3_column_int64(st, 0),
+		.time_ns = (uint64_t)sqlite3_column_int64(st, 1),
+		.sandbox = col(st, 2),
+		.kind = col(st, 3),
+		.decision = col(st, 4),
+		.reason = col(st, 5),
+		.fields = col(st, 6),
+		.prev_hash = col(st, 7),
+		.hash = col(st, 8),
+	};
+}
+
 int audit_query(struct audit_log *log, const struct audit_filter *f,
 		int (*fn)(const struct audit_entry *e, void *arg), void *arg)
 {
 	static const char sql[] = "SELECT id, time_ns, sandbox, kind, decision, reason, fields, prev_hash, hash "
 				  "FROM entries WHERE (?1 IS NULL OR sandbox = ?1) AND (?2 IS NULL OR kind = ?2) "
-				  "AND time_ns >= ?3 ORDER BY id";
+				  "AND time_ns >= ?3 AND id > ?4 ORDER BY id";
 	static const struct audit_filter all;
 	sqlite3_stmt *st;
 	int rc, n = 0, ret = 0;
@@ -566,18 +590,9 @@ int audit_query(struct audit_log *log, const struct audit_filter *f,
 	if (f->kind)
 		sqlite3_bind_text(st, 2, f->kind, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 3, (sqlite3_int64)f->since_ns);
+	sqlite3_bind_int64(st, 4, f->after_id);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		struct audit_entry e = {
-			.id = sqlite3_column_int64(st, 0),
-			.time_ns = (uint64_t)sqlite3_column_int64(st, 1),
-			.sandbox = col(st, 2),
-			.kind = col(st, 3),
-			.decision = col(st, 4),
-			.reason = col(st, 5),
-			.fields = col(st, 6),
-			.prev_hash = col(st, 7),
-			.hash = col(st, 8),
-		};
+		struct audit_entry e = row_entry(st);
 
 		n++;
 		ret = fn ? fn(&e, arg) : 0;
@@ -610,7 +625,9 @@ static int broken(struct audit_verify_result *res, int64_t id, const char *fmt, 
  * edited entry, or one moved to another id, since the id is hashed too).
  * Then the anchors (anchor.c), read before the walk so that none can name an
  * entry appended after the walk began: each anchored entry must be there,
- * with the anchored hash.
+ * with the anchored hash.  After a prune the walk starts at the cut
+ * (prune.c); an anchor below it names an entry the audited prune removed,
+ * and only the last one removed can still be checked: its hash is the cut's.
  */
 int audit_verify(struct audit_log *log, struct audit_verify_result *res)
 {
@@ -623,37 +640,48 @@ int audit_verify(struct audit_log *log, struct audit_verify_result *res)
 	int rc, ret = 0, k = 0, mismatch = -1;
 
 	memset(res, 0, sizeof(*res));
-	memcpy(prev, genesis, sizeof(prev));
 	ret = anchors_read(log->path, log->anchor_path, &log->opts, &as);
 	if (ret) {
 		snprintf(log->errmsg, sizeof(log->errmsg), "reading the anchors: %s", strerror(-ret));
 		return ret;
 	}
-	/* one read transaction: a writer appending meanwhile can't split the walk */
-	rc = sqlite3_prepare_v2(log->db, sql, -1, &st, NULL);
+	/* one read transaction: a writer appending or pruning meanwhile can't split the cut from the walk */
+	rc = sqlite3_exec(log->db, "BEGIN", NULL, NULL, NULL);
 	if (rc != SQLITE_OK) {
 		anchors_free(&as);
 		return db_fail(log, rc, "verify");
 	}
+	ret = audit_chain_start(log, &want, prev, res); /* after a prune: the cut (prune.c) */
+	if (ret) {
+		sqlite3_exec(log->db, "COMMIT", NULL, NULL, NULL);
+		anchors_judge(&as, INT64_MAX, -1, res);
+		anchors_free(&as);
+		return ret;
+	}
+	res->first_id = want;
+	/* anchors below the cut vouch for pruned entries; the last one pruned must be the cut's hash */
+	for (; k < as.n && as.a[k].id < want; k++)
+		if (as.a[k].id == want - 1 && mismatch < 0 && strcmp(as.a[k].hash, prev))
+			mismatch = k;
+	rc = sqlite3_prepare_v2(log->db, sql, -1, &st, NULL);
+	if (rc != SQLITE_OK) {
+		ret = db_fail(log, rc, "verify");
+		sqlite3_exec(log->db, "COMMIT", NULL, NULL, NULL);
+		anchors_free(&as);
+		return ret;
+	}
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		struct audit_entry e = {
-			.id = sqlite3_column_int64(st, 0),
-			.time_ns = (uint64_t)sqlite3_column_int64(st, 1),
-			.sandbox = col(st, 2),
-			.kind = col(st, 3),
-			.decision = col(st, 4),
-			.reason = col(st, 5),
-			.fields = col(st, 6),
-		};
+		struct audit_entry e = row_entry(st);
 		const char *stored_prev = col(st, 7), *stored = col(st, 8);
 
 		res->checked++;
 		if (e.id != want) {
-			ret = want == 1 ? broken(res, e.id, "the chain starts at entry %lld, not 1: entries before it "
-							    "were deleted",
-						 (long long)e.id)
-					: broken(res, e.id, "entry %lld follows %lld: an entry was deleted",
-						 (long long)e.id, (long long)want - 1);
+			ret = res->checked == 1 ? broken(res, e.id,
+							 "the chain starts at entry %lld, not %lld: entries "
+							 "before it were deleted",
+							 (long long)e.id, (long long)want) :
+						  broken(res, e.id, "entry %lld follows %lld: an entry was deleted",
+							 (long long)e.id, (long long)want - 1);
 			break;
 		}
 		if (strcmp(stored_prev, prev)) {
@@ -677,6 +705,7 @@ int audit_verify(struct audit_log *log, struct audit_verify_result *res)
 	if (!ret && rc != SQLITE_DONE)
 		ret = db_fail(log, rc, "verify");
 	sqlite3_finalize(st);
+	sqlite3_exec(log->db, "COMMIT", NULL, NULL, NULL);
 	if (!ret)
 		ret = anchors_judge(&as, want - 1, mismatch, res);
 	else

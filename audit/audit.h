@@ -80,12 +80,14 @@ struct audit_filter {
 	const char *sandbox; /* NULL: every sandbox */
 	const char *kind;    /* NULL: every kind */
 	uint64_t since_ns;   /* 0: from the start */
+	int64_t after_id; /* 0: from the start; else only entries with a larger id (--follow) */
 };
 
 struct audit_verify_result {
 	int64_t checked;      /* entries walked */
 	int64_t first_bad_id; /* 0 when the chain is whole */
 	char why[200];	      /* what is wrong at first_bad_id */
+	int64_t first_id; /* where the chain starts: 1, or the first entry after a prune */
 	/* the anchors read (journal and file), and the newest of them */
 	int anchors;
 	int64_t anchored_id;	   /* 0: no anchor could be read */
@@ -145,6 +147,31 @@ int audit_verify_missing(const char *path, const struct audit_opts *opts, struct
 int audit_anchor(struct audit_log *log);
 /* Anchor the head if it moved and the last anchor is anchor_period_ns old (a daemon's timer). */
 int audit_tick(struct audit_log *log);
+
+/*
+ * Prune: remove the entries written before before_ns, keeping the rest
+ * verifiable.  The log must verify whole first (a broken log is evidence,
+ * never pruned).  An entry (sandbox "latch", kind "audit", decision "prune",
+ * the given reason) is appended first, recording the cut: the first entry
+ * kept and the hash of the last one removed, which becomes the chain's new
+ * genesis; then, in one transaction, the cut is stored and the entries
+ * before it deleted.  audit_verify() checks the rest of the chain from the
+ * cut and that the prune entry recording it is in the chain.  The entries
+ * removed are a prefix: the oldest up to the first one written at or after
+ * before_ns.  0 (res->pruned may be 0: nothing that old), -EBADMSG when the
+ * log is broken (res->verify says where), or -errno.
+ */
+struct audit_prune_result {
+	int64_t pruned; /* entries removed */
+	int64_t first_id; /* the first entry kept */
+	int64_t prune_id; /* the entry that records the cut */
+	char anchor[AUDIT_HASH_HEX + 1]; /* the hash of the last entry removed */
+	struct audit_verify_result verify;
+};
+int audit_prune(struct audit_log *log, uint64_t before_ns, const char *reason, struct audit_prune_result *res);
+
+/* The id of the newest entry (0 when there is none) into *id; 0 or -errno.  For --follow. */
+int audit_last_id(struct audit_log *log, int64_t *id);
 
 /* The last database error of this log, for messages. */
 const char *audit_error(const struct audit_log *log);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
  * log.h - the audit log's insides, shared by audit.c (the database, the
- * chain, the rate limit) and anchor.c (the chain's head kept outside it).
+ * chain, the rate limit), anchor.c (the chain's head kept outside it) and
+ * prune.c (the cut, the chain's new start after a prune).
  * Private to audit/; everyone else includes audit/audit.h.
  */
 #ifndef LATCH_AUDIT_LOG_H
@@ -40,6 +41,20 @@ struct audit_anchors {
 	struct audit_anchor_rec *a; /* sorted by id, then time */
 	int n, cap;
 };
+
+/* audit.c: the hash every chain that was never pruned starts from */
+extern const char audit_genesis[AUDIT_HASH_HEX + 1];
+/* Record sqlite's message for what in the log's error; returns -errno for rc. */
+int audit_db_fail(struct audit_log *log, int rc, const char *what);
+
+/*
+ * prune.c: where the chain starts: entry 1 after the genesis hash, or, after
+ * a prune, the cut's first entry after the hash of the last entry pruned.
+ * 0; or -EBADMSG with res naming what is wrong (a cut no audited prune entry
+ * records); other -errno when the database can't be read.
+ */
+int audit_chain_start(struct audit_log *log, int64_t *first_id, char prev[AUDIT_HASH_HEX + 1],
+		      struct audit_verify_result *res);
 
 /* anchor.c */
 int anchor_path_of(const char *path, const struct audit_opts *o, char *out, size_t len);

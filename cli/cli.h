@@ -11,26 +11,84 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/*
+ * Exit codes (docs/exit-codes.md has the table, per command).  The commands
+ * that relay a command's own status (exec, task, run) keep 0..124 for it and
+ * use 124..127 for their own outcomes instead, as `docker exec` does.
+ */
 enum latch_exit {
 	LATCH_EXIT_OK = 0,
 	LATCH_EXIT_FAILED = 1,
 	LATCH_EXIT_USAGE = 2,
 	LATCH_EXIT_UNVERIFIED = 3,
+	LATCH_EXIT_NO_SANDBOX = 4, /* the NAME given is no sandbox (of that kind) */
+	LATCH_EXIT_CMD_TIMEOUT = 124, /* exec/task/run: the deadline passed */
+	LATCH_EXIT_CMD_LATCH = 125, /* exec/task/run: latch itself failed (no sandbox, no answer...) */
+	LATCH_EXIT_CMD_NOEXEC = 126, /* exec/task/run: CMD could not be executed */
+	LATCH_EXIT_CMD_NOTFOUND = 127, /* exec/task/run: CMD was not found */
 };
 
+/*
+ * One row of the command table (cli/latch.c).  Rows written with the first
+ * four fields alone still work: no options listed, no verbs matched.
+ */
 struct latch_cmd {
 	const char *name;
 	int (*fn)(int argc, char **argv);
 	const char *usage;
 	const char *help;
+	/* "--opt ARG\tmeaning" lines, every option the command takes; `latch CMD --help` prints them */
+	const char *options;
+	/* "latch CMD ..." lines, at least one */
+	const char *examples;
+	/* sub-verbs, NULL-terminated, matched by unique prefix at argv[verb_at] (`latch eg NAME a ENTRY`) */
+	const char *const *verbs;
+	int verb_at;
 };
 
+extern const struct latch_cmd latch_cmds[];
+extern const size_t latch_n_cmds;
 extern bool latch_json;
 
-/* Print "latch: ..." (or {"error": ...} under --json) and return code. */
+/*
+ * Print "latch: ..." on stderr, or under --json record {"error": ...} in the
+ * command's one JSON document; returns code.
+ */
 __attribute__((format(printf, 2, 3))) int latch_err(int code, const char *fmt, ...);
-/* Under --json: print the object; in text mode it is only freed. Takes ownership. */
+/*
+ * Under --json: obj becomes the command's one JSON document (a second object
+ * is merged into it, keys already there win); main prints it once, with
+ * "version" and "exit", when the command returns.  In text mode obj is only
+ * freed.  Takes ownership.
+ */
 void latch_json_out(json_t *obj);
+/*
+ * For a command that streams (audit --follow): print obj now, compact, on one
+ * line with "version", and flush; the command then prints no document at the
+ * end, unless an error ends the stream (one more line).  Takes ownership.
+ */
+void latch_json_line(json_t *obj);
+/* The one "no such sandbox" error: LATCH_EXIT_NO_SANDBOX (what is "sandbox" or "VM sandbox"). */
+int latch_err_no_sandbox(const char *what, const char *name);
+/*
+ * Text that came from a guest (or anything else latch does not control) made
+ * safe for a terminal: every byte that is not printable ASCII becomes \xHH
+ * (so does '\\'); newlines are kept when keep_nl.  Returns out.
+ */
+char *latch_guest_text(const char *in, char *out, size_t len, bool keep_nl);
+/*
+ * Is this process looking at the host's /sys and bpffs?  `ip netns exec`
+ * mounts a /sys of its own, and a bpffs mounted or pinned under it vanishes
+ * with the command.  0, or -EXDEV with the reason and the fix in why.
+ */
+int latch_host_view_check(char *why, size_t len);
+/* `latch completion bash`: the bash completion script, from the command table. */
+int latch_completion_bash(FILE *f);
+/* `latch help [CMD]` and `latch CMD --help`. */
+void latch_usage(FILE *f);
+void latch_cmd_help(FILE *f, const struct latch_cmd *c);
+/* The version this latch was built as (git describe, or the VERSION file of a tarball). */
+extern const char latch_version[];
 /* Refuse early, with one line, when the caller can't touch BPF or links. */
 int latch_need_root(const char *what);
 
@@ -119,9 +177,15 @@ int latch_sandbox_kit_stop(const char *name, bool remove);
  */
 int latch_sandbox_env(const char *name, char ***env, int *n, struct latch_kit_state *st, char *err, size_t errlen);
 int cmd_run(int argc, char **argv); /* cmd_run.c */
+int cmd_completion(int argc, char **argv); /* help.c */
 /* latchd's confinement read back from the kernel: a line, level 0 ok, 1 not running, 2 not confined (cmd_run.c). */
 json_t *latch_confinement_report(char *line, size_t len, int *level);
 int cmd_verify(int argc, char **argv);
+/* cmd_grant.c: grants through latchd (docs/grants.md) */
+int cmd_grant(int argc, char **argv);
+int cmd_grants(int argc, char **argv);
+int cmd_approve(int argc, char **argv);
+int cmd_deny(int argc, char **argv);
 /*
  * Record a change that was made in the audit log; takes ownership of fields
  * (NULL for none).  A log that can't be written costs one warning line on
@@ -129,6 +193,11 @@ int cmd_verify(int argc, char **argv);
  */
 void latch_audit_note(const char *sandbox, const char *kind, const char *decision, const char *reason,
 		      json_t *fields);
+/* `audit prune --before T` and `audit --follow` (cmd_audit_ops.c); print is called with a NULL arg. */
+int latch_audit_prune_cmd(int argc, char **argv);
+struct audit_filter;
+struct audit_entry;
+int latch_audit_follow(struct audit_filter *f, int (*print)(const struct audit_entry *e, void *arg));
 /* For `status`: a VM sandbox's domain, accelerator and routing; -ENOENT when NAME is no VM. */
 int latch_vm_status_lines(const char *name, json_t *o);
 

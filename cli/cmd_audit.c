@@ -85,13 +85,15 @@ static int print_one(const struct audit_entry *e, void *arg)
 	fmt_time(e->time_ns, when, sizeof(when));
 	if (latch_json) {
 		json_t *f = json_loads(e->fields, 0, NULL);
+		json_t *j = json_pack("{s:I, s:s, s:I, s:s, s:s, s:s, s:s, s:o, s:s, s:s}", "id", (json_int_t)e->id,
+				      "time", when, "time_ns", (json_int_t)e->time_ns, "sandbox", e->sandbox, "kind",
+				      e->kind, "decision", e->decision, "reason", e->reason, "fields",
+				      f ? f : json_string(e->fields), "prev_hash", e->prev_hash, "hash", e->hash);
 
-		json_array_append_new(arr, json_pack("{s:I, s:s, s:I, s:s, s:s, s:s, s:s, s:o, s:s, s:s}", "id",
-						     (json_int_t)e->id, "time", when, "time_ns",
-						     (json_int_t)e->time_ns, "sandbox", e->sandbox, "kind", e->kind,
-						     "decision", e->decision, "reason", e->reason, "fields",
-						     f ? f : json_string(e->fields), "prev_hash", e->prev_hash, "hash",
-						     e->hash));
+		if (arr)
+			json_array_append_new(arr, j);
+		else
+			latch_json_line(j); /* --follow: one object per line */
 	} else {
 		printf("%-6lld %s  %-12s %-8s %-8s %-24s %s\n", (long long)e->id, when, e->sandbox, e->kind,
 		       e->decision, e->reason, e->fields);
@@ -142,18 +144,20 @@ static int audit_verify_cmd(void)
 		fmt_time(r.anchored_time_ns, when, sizeof(when));
 	if (rc) {
 		if (latch_json) {
-			latch_json_out(json_pack("{s:s, s:b, s:I, s:I, s:s, s:i, s:I, s:s, s:i}", "path", path, "ok", 0,
-						 "checked", (json_int_t)r.checked, "first_bad_id",
-						 (json_int_t)r.first_bad_id, "why", r.why, "anchors", r.anchors,
-						 "anchored_id", (json_int_t)r.anchored_id, "anchored_by", r.anchored_by,
-						 "exit", LATCH_EXIT_FAILED));
+			latch_json_out(
+				json_pack("{s:s, s:b, s:I, s:I, s:s, s:i, s:o, s:o}", "path", path, "ok", 0, "checked",
+					  (json_int_t)r.checked, "first_bad_id", (json_int_t)r.first_bad_id, "why",
+					  r.why, "anchors", r.anchors, "anchored_id",
+					  r.anchored_id ? json_integer(r.anchored_id) : json_null(), "anchored_by",
+					  r.anchored_id ? json_string(r.anchored_by) : json_null()));
 			return LATCH_EXIT_FAILED;
 		}
 		return latch_err(LATCH_EXIT_FAILED, "audit log %s is broken at entry %lld: %s", path,
 				 (long long)r.first_bad_id, r.why);
 	}
 	if (!latch_json) {
-		printf("audit log %s: chain whole, %lld entries\n", path, (long long)r.checked);
+		printf("audit log %s: chain whole, %lld entries%s\n", path, (long long)r.checked,
+		       r.first_id > 1 ? " (from the cut of the last prune)" : "");
 		if (r.anchored_id)
 			printf("anchored: entry %lld at %s (%s; %d anchors read, each matches)\n",
 			       (long long)r.anchored_id, when, r.anchored_by, r.anchors);
@@ -162,9 +166,12 @@ static int audit_verify_cmd(void)
 			       "unnoticed\n",
 			       path);
 	}
-	latch_json_out(json_pack("{s:s, s:b, s:I, s:i, s:I, s:s, s:s}", "path", path, "ok", 1, "checked",
-				 (json_int_t)r.checked, "anchors", r.anchors, "anchored_id", (json_int_t)r.anchored_id,
-				 "anchored_by", r.anchored_by, "anchored_at", when));
+	latch_json_out(json_pack("{s:s, s:b, s:I, s:I, s:i, s:o, s:o, s:o}", "path", path, "ok", 1, "checked",
+				 (json_int_t)r.checked, "first_id", (json_int_t)(r.first_id ? r.first_id : 1),
+				 "anchors", r.anchors, "anchored_id",
+				 r.anchored_id ? json_integer(r.anchored_id) : json_null(), "anchored_by",
+				 r.anchored_id ? json_string(r.anchored_by) : json_null(), "anchored_at",
+				 r.anchored_id ? json_string(when) : json_null()));
 	return 0;
 }
 
@@ -173,19 +180,22 @@ int cmd_audit(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "since", required_argument, NULL, 's' },
 		{ "kind", required_argument, NULL, 'k' },
+		{ "follow", no_argument, NULL, 'f' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct audit_filter f = { 0 };
 	char err[LATCH_ERR_MAX], path[4096];
 	struct audit_log *log;
 	json_t *arr;
-	int c, n, missing;
+	int c, n, missing, follow = 0;
 
 	if (argc >= 2 && !strcmp(argv[1], "verify")) {
 		if (argc != 2)
 			return latch_err(LATCH_EXIT_USAGE, "audit verify takes no arguments");
 		return audit_verify_cmd();
 	}
+	if (argc >= 2 && !strcmp(argv[1], "prune"))
+		return latch_audit_prune_cmd(argc - 1, argv + 1);
 	optind = 1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -205,6 +215,9 @@ int cmd_audit(int argc, char **argv)
 		case 'k':
 			f.kind = optarg;
 			break;
+		case 'f':
+			follow = 1;
+			break;
 		default:
 			return latch_err(LATCH_EXIT_USAGE, "audit: unknown or incomplete option '%s'; see `latch help audit`",
 					 argv[optind - 1]);
@@ -217,6 +230,8 @@ int cmd_audit(int argc, char **argv)
 			return latch_err(LATCH_EXIT_USAGE, "%s", err);
 		f.sandbox = argv[optind];
 	}
+	if (follow)
+		return latch_audit_follow(&f, print_one);
 	log = open_ro(path, sizeof(path), &missing);
 	if (!log && !missing)
 		return LATCH_EXIT_FAILED;

@@ -69,6 +69,18 @@ static void check_bpffs(struct check *c)
 	}
 }
 
+/* `ip netns exec` gives latch a /sys (and bpffs) of its own that vanish with it */
+static void check_host_view(struct check *c)
+{
+	char why[LATCH_ERR_MAX];
+
+	c->name = "host mounts";
+	if (latch_host_view_check(why, sizeof(why)))
+		set(c, FAIL, why, "nsenter --net=/run/netns/NAME latch ... (not ip netns exec)");
+	else
+		set(c, OK, "/sys and the bpffs root are the host's", NULL);
+}
+
 static void check_caps(struct check *c)
 {
 	cap_t caps = cap_get_proc();
@@ -339,6 +351,7 @@ int cmd_doctor(int argc, char **argv)
 	if (argc != 1)
 		return latch_err(LATCH_EXIT_USAGE, "doctor takes no arguments");
 	check_btf(&c[n++]);
+	check_host_view(&c[n++]);
 	check_bpffs(&c[n++]);
 	check_caps(&c[n++]);
 	check_load_and_attach(&c[n], &c[n + 1], &c[n + 2]);
@@ -360,8 +373,9 @@ int cmd_doctor(int argc, char **argv)
 			if (c[i].level != OK && *c[i].fix)
 				printf("      %-18s fix: %s\n", "", c[i].fix);
 		}
-		json_array_append_new(arr, json_pack("{s:s, s:s, s:s, s:s}", "check", c[i].name, "result",
-						     lv[c[i].level], "detail", c[i].detail, "fix", c[i].fix));
+		json_array_append_new(arr,
+				      json_pack("{s:s, s:s, s:s, s:s?}", "check", c[i].name, "result", lv[c[i].level],
+						"detail", c[i].detail, "fix", *c[i].fix ? c[i].fix : NULL));
 	}
 	latch_json_out(json_pack("{s:o, s:i}", "checks", arr, "failed", failed));
 	return failed ? LATCH_EXIT_FAILED : 0;

@@ -6,6 +6,7 @@
  * means nothing was applied.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,41 @@
 #include "broker/broker.h"
 #include "cli/cli.h"
 #include "loader/loader.h"
+#include "profile/profile.h"
+
+/*
+ * ENTRY did not parse as an address: when it is a host name (or *.domain),
+ * say where names go instead of a bare refusal.  The kernel holds addresses
+ * only; a name is resolved by the host, for a while (a grant) or for good
+ * (the overlay, layered over every profile).  0 when it is no name.
+ */
+static int host_name_hint(const char *name, const char *entry)
+{
+	char host[LATCH_DNS_NAME_MAX + 1], overlay[PATH_MAX];
+	size_t n = strcspn(entry, ":/");
+	const char *h = entry;
+
+	if (!strncmp(h, "*.", 2)) {
+		h += 2;
+		n -= 2;
+	}
+	if (n == 0 || n >= sizeof(host) || !strpbrk(entry, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"))
+		return 0;
+	snprintf(host, sizeof(host), "%.*s", (int)n, h);
+	if (latch_dns_name_problem(host) || !strchr(host, '.'))
+		return 0;
+	latch_path(overlay, sizeof(overlay), "etc/latch/allowlist.txt");
+	if (h != entry)
+		return latch_err(LATCH_EXIT_USAGE,
+				 "'%s' is a wildcard; the kernel holds addresses, not names. For good, add the line %s "
+				 "to the overlay %s and switch the profile again (`latch egress %s profile P`)",
+				 entry, entry, overlay, name);
+	return latch_err(LATCH_EXIT_USAGE,
+			 "'%s' is a host name; the kernel holds addresses, not names. For a while: `latch grant %s %s "
+			 "--for DUR` (resolved by the host, closed by the kernel at the deadline). For good: add the "
+			 "line %s to the overlay %s and switch the profile again (`latch egress %s profile P`)",
+			 entry, name, entry, entry, overlay, name);
+}
 
 static const char *origin_name(int o)
 {
@@ -34,9 +70,8 @@ static int show_one(const struct latch_policy_item *it, void *arg)
 
 	latch_entry_format(&it->entry, text, sizeof(text));
 	o = json_pack("{s:s, s:s}", "entry", text, "origin", origin_name(it->rule.origin));
-	if (it->rule.expires_ns)
-		json_object_set_new(o, "seconds_left",
-				    json_real((double)(it->rule.expires_ns - now) / 1e9));
+	json_object_set_new(o, "seconds_left",
+			    it->rule.expires_ns ? json_real((double)(it->rule.expires_ns - now) / 1e9) : json_null());
 	json_array_append_new(arr, o);
 	if (!latch_json) {
 		if (it->rule.expires_ns)
@@ -90,7 +125,9 @@ int cmd_egress(int argc, char **argv)
 			goto out;
 		}
 		if (latch_parse_entry(argv[i], &entries[n], err, sizeof(err))) {
-			rc = latch_err(LATCH_EXIT_USAGE, "%s", err);
+			rc = host_name_hint(name, argv[i]);
+			if (!rc)
+				rc = latch_err(LATCH_EXIT_USAGE, "%s", err);
 			goto out;
 		}
 		n++;
@@ -105,7 +142,8 @@ int cmd_egress(int argc, char **argv)
 	}
 	sb = latch_sandbox_open(name, err, sizeof(err));
 	if (!sb) {
-		rc = latch_err(LATCH_EXIT_USAGE, "%s", err);
+		rc = latch_sandbox_exists(name) ? latch_err(LATCH_EXIT_FAILED, "%s", err) :
+						  latch_err_no_sandbox("sandbox", name);
 		goto out;
 	}
 	if (!strcmp(verb, "show")) {

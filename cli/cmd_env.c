@@ -38,13 +38,13 @@ int cmd_env(int argc, char **argv)
 	int n, ret;
 
 	if (argc != 2)
-		return latch_err(LATCH_EXIT_USAGE, "usage: latch env NAME [--json]");
+		return latch_err(LATCH_EXIT_USAGE, "usage: latch env NAME");
 	if (latch_parse_name(argv[1], err, sizeof(err)))
 		return latch_err(LATCH_EXIT_USAGE, "%s", err);
 	if (latch_need_root("env"))
 		return LATCH_EXIT_USAGE;
 	if (!latch_sandbox_exists(argv[1]))
-		return latch_err(LATCH_EXIT_USAGE, "no sandbox '%s'", argv[1]);
+		return latch_err_no_sandbox("sandbox", argv[1]);
 	ret = latch_sandbox_env(argv[1], &env, &n, &st, err, sizeof(err));
 	if (ret)
 		return latch_err(LATCH_EXIT_FAILED, "%s", err);
@@ -58,8 +58,8 @@ int cmd_env(int argc, char **argv)
 				      json_pack("{s:s%, s:s}", "name", env[i], (size_t)(eq - env[i]), "value", eq + 1));
 	}
 	latch_kit_env_free(env);
-	latch_json_out(json_pack("{s:s, s:s?, s:i, s:o}", "sandbox", argv[1], "kit", st.kit[0] ? st.kit : NULL, "port",
-				 st.port, "env", arr));
+	latch_json_out(json_pack("{s:s, s:o, s:i, s:o}", "sandbox", argv[1], "kit",
+				 st.kit[0] ? json_string(st.kit) : json_null(), "port", st.port, "env", arr));
 	explicit_bzero(&st, sizeof(st));
 	return 0;
 }

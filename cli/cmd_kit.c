@@ -191,7 +191,7 @@ int cmd_kits(int argc, char **argv)
 	int n, rc = LATCH_EXIT_OK;
 
 	if (argc > 1)
-		return latch_err(LATCH_EXIT_USAGE, "usage: latch kits [--json]");
+		return latch_err(LATCH_EXIT_USAGE, "usage: latch kits");
 	if (latch_kit_list(o.dir, &list, &n, err, sizeof(err)))
 		return latch_err(LATCH_EXIT_FAILED, "%s", err);
 	arr = json_array();
@@ -363,7 +363,7 @@ static int sandbox_kit_or_fail(const char *name, struct latch_kit_state *st, str
 	if (latch_need_root("kit"))
 		return LATCH_EXIT_USAGE;
 	if (!latch_sandbox_exists(name))
-		return latch_err(LATCH_EXIT_USAGE, "no sandbox '%s'", name);
+		return latch_err_no_sandbox("sandbox", name);
 	ret = latch_sandbox_kit(name, st, kit, err, sizeof(err));
 	if (ret == -ENOENT)
 		return latch_err(LATCH_EXIT_USAGE, "sandbox %s has no kit; give it one with `latch up %s --kit K`", name,

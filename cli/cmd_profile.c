@@ -100,7 +100,7 @@ int cmd_egress_profile(const char *name, int argc, char **argv)
 	if (argc > 1)
 		return latch_err(LATCH_EXIT_USAGE, "usage: latch egress NAME profile [PROFILE]");
 	if (!latch_sandbox_exists(name))
-		return latch_err(LATCH_EXIT_USAGE, "no sandbox '%s' (see `latch status`)", name);
+		return latch_err_no_sandbox("sandbox", name);
 	if (argc == 1)
 		return latch_profile_switch_cli(name, argv[0], false);
 

@@ -748,9 +748,10 @@ json_t *latch_confinement_report(char *line, size_t len, int *level)
 			 "%d entries, %llu refused",
 			 pid, c.dir, hooks, c.entries, (unsigned long long)refused);
 	}
-	j = json_pack("{s:b, s:I, s:s, s:b, s:s, s:b, s:i, s:I, s:I, s:o, s:s}", "confined", *level == 0, "pid",
-		      (json_int_t)pid, "cgroup", c.dir, "pid_in_cgroup", pid_in, "hooks", hooks, "gate", c.gate,
-		      "entries", c.entries, "refused", (json_int_t)refused, "gate_dropped", (json_int_t)c.gate_dropped,
-		      "counters", counters, "why", *level ? line : "");
+	j = json_pack("{s:b, s:o, s:s, s:b, s:s, s:b, s:i, s:I, s:I, s:o, s:o}", "confined", *level == 0, "pid",
+		      pid ? json_integer(pid) : json_null(), "cgroup", c.dir, "pid_in_cgroup", pid_in, "hooks", hooks,
+		      "gate", c.gate, "entries", c.entries, "refused", (json_int_t)refused, "gate_dropped",
+		      (json_int_t)c.gate_dropped, "counters", counters, "why",
+		      *level ? json_string(line) : json_null());
 	return j;
 }

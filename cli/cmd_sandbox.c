@@ -242,8 +242,9 @@ int cmd_attach(int argc, char **argv)
 		if (latch_need_root("attach"))
 			return LATCH_EXIT_USAGE;
 		if (!latch_sandbox_exists(o.name))
-			return latch_err(LATCH_EXIT_USAGE, "no sandbox '%s' to re-attach; give --dev and the addresses to "
-							   "create it",
+			return latch_err(LATCH_EXIT_NO_SANDBOX,
+					 "no sandbox '%s' to re-attach; give --dev and the addresses to "
+					 "create it",
 					 o.name);
 		if (latch_sandbox_reattach(o.name, err, sizeof(err)))
 			return latch_err(LATCH_EXIT_FAILED, "%s", err);
@@ -317,7 +318,7 @@ int cmd_detach(int argc, char **argv)
 	if (latch_need_root("detach"))
 		return LATCH_EXIT_USAGE;
 	if (!latch_sandbox_exists(argv[1]))
-		return latch_err(LATCH_EXIT_USAGE, "no sandbox '%s'", argv[1]);
+		return latch_err_no_sandbox("sandbox", argv[1]);
 	/* a guest `latch up` made stays routed and masqueraded: without its filters it would be unfiltered */
 	if (latch_vm_exists(argv[1]))
 		return latch_err(LATCH_EXIT_USAGE,
@@ -395,14 +396,13 @@ static bool status_one(const char *name, json_t *arr)
 	json_object_set_new(o, "sandbox", json_string(name));
 	json_object_set_new(o, "device", json_string(cfg.ifname));
 	json_object_set_new(o, "enforced", json_boolean(ok));
-	if (!ok)
-		json_object_set_new(o, "why", json_string(p.why));
-	json_object_set_new(o, "guest_ip4", json_string(g4));
-	json_object_set_new(o, "guest_ip6", json_string(g6));
-	json_object_set_new(o, "host_ip4", json_string(h4));
-	json_object_set_new(o, "host_ip6", json_string(h6));
+	json_object_set_new(o, "why", ok ? json_null() : json_string(p.why));
+	json_object_set_new(o, "guest_ip4", cfg.flags & LATCH_CFG_HAVE_IP4 ? json_string(g4) : json_null());
+	json_object_set_new(o, "guest_ip6", cfg.flags & LATCH_CFG_HAVE_IP6 ? json_string(g6) : json_null());
+	json_object_set_new(o, "host_ip4", cfg.flags & LATCH_CFG_HAVE_IP4 ? json_string(h4) : json_null());
+	json_object_set_new(o, "host_ip6", cfg.flags & LATCH_CFG_HAVE_IP6 ? json_string(h6) : json_null());
 	json_object_set_new(o, "tc_mode", json_string(latch_tc_mode_name(p.mode)));
-	json_object_set_new(o, "xdp_prog_id", json_integer(p.xdp_id));
+	json_object_set_new(o, "xdp_prog_id", p.xdp_id ? json_integer(p.xdp_id) : json_null());
 	json_object_set_new(o, "csum_check", json_boolean(p.csum_check));
 	hooks = json_object();
 	for (int d = 0; d < LATCH_DIR_COUNT; d++) {
@@ -566,7 +566,7 @@ int cmd_status(int argc, char **argv)
 			return latch_err(LATCH_EXIT_USAGE, "%s", err);
 		if (!latch_sandbox_exists(argv[1])) {
 			json_decref(s.arr);
-			return latch_err(LATCH_EXIT_FAILED, "no sandbox '%s'", argv[1]);
+			return latch_err_no_sandbox("sandbox", argv[1]);
 		}
 		status_cb(argv[1], &s);
 		n = 1;

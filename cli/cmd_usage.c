@@ -122,13 +122,13 @@ int cmd_usage(int argc, char **argv)
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		if (c != 'p')
-			return latch_err(LATCH_EXIT_USAGE, "usage: latch usage [NAME] [--prices] [--json]");
+			return latch_err(LATCH_EXIT_USAGE, "usage: latch usage [NAME] [--prices]");
 		prices = true;
 	}
 	if (optind < argc)
 		name = argv[optind++];
 	if (optind < argc || (name && prices))
-		return latch_err(LATCH_EXIT_USAGE, "usage: latch usage [NAME] [--prices] [--json]");
+		return latch_err(LATCH_EXIT_USAGE, "usage: latch usage [NAME] [--prices]");
 	if (name && latch_parse_name(name, err, sizeof(err)))
 		return latch_err(LATCH_EXIT_USAGE, "%s", err);
 	if (latch_conf_load(&conf, err, sizeof(err)))

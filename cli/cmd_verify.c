@@ -157,6 +157,8 @@ int cmd_verify(int argc, char **argv)
 		return latch_err(LATCH_EXIT_USAGE, "%s", err);
 	if (latch_need_root("verify"))
 		return LATCH_EXIT_USAGE;
+	if (!latch_sandbox_exists(name))
+		return latch_err_no_sandbox("sandbox", name);
 	if (!offline && !latch_vm_exists(name))
 		return latch_err(LATCH_EXIT_USAGE, "'%s' has no guest to attack from (not made by `latch up`); "
 						   "`latch verify %s --offline` runs the battery without one",

@@ -43,35 +43,42 @@ static const char *posture_word(const struct latch_vm_observed *o)
 	return o->posture.enforced ? "enforced" : "NOT ENFORCED";
 }
 
+/* An address as JSON: null when the sandbox has none of that family. */
+static json_t *addr_j(const struct latch_addr *a)
+{
+	char buf[64];
+
+	addr_s(a, buf, sizeof(buf));
+	return a->family ? json_string(buf) : json_null();
+}
+
 static json_t *obs_json(const struct latch_vm_observed *o)
 {
-	char g4[64], h4[64], g6[64], h6[64], mac[18];
+	char mac[18];
 	const struct latch_vm_state *s = &o->st;
 
-	addr_s(&s->guest4, g4, sizeof(g4));
-	addr_s(&s->host4, h4, sizeof(h4));
-	addr_s(&s->guest6, g6, sizeof(g6));
-	addr_s(&s->host6, h6, sizeof(h6));
 	snprintf(mac, sizeof(mac), "%02x:%02x:%02x:%02x:%02x:%02x", s->mac[0], s->mac[1], s->mac[2], s->mac[3],
 		 s->mac[4], s->mac[5]);
-	json_t *j = json_pack("{s:s, s:s, s:b, s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:s, s:s, s:i, s:i}", "sandbox",
-			      s->name, "tap", s->tap, "enforced", o->pins && o->posture.enforced, "guest_ip4", g4,
-			      "host_ip4", h4, "guest_ip6", g6, "host_ip6", h6, "mac", mac, "uplink",
-			      *s->uplink ? s->uplink : "none (unreachable default)", "table", s->table, "image",
-			      s->image, "workspace", s->workspace, "memory_mib", s->memory_mib, "cpus", s->cpus);
+	json_t *j = json_pack("{s:s, s:s, s:b, s:o, s:o, s:o, s:o, s:s, s:s?, s:i, s:s, s:s?, s:i, s:i}", "sandbox",
+			      s->name, "tap", s->tap, "enforced", o->pins && o->posture.enforced, "guest_ip4",
+			      addr_j(&s->guest4), "host_ip4", addr_j(&s->host4), "guest_ip6", addr_j(&s->guest6),
+			      "host_ip6", addr_j(&s->host6), "mac", mac, "uplink", *s->uplink ? s->uplink : NULL,
+			      "table", s->table, "image", s->image, "workspace", *s->workspace ? s->workspace : NULL,
+			      "memory_mib", s->memory_mib, "cpus", s->cpus);
 
 	if (o->pins && !o->posture.enforced)
 		json_object_set_new(j, "why", json_string(o->posture.why));
 	else if (!o->pins)
 		json_object_set_new(j, "why", json_string("no pinned enforcement"));
-	json_object_set_new(j, "domain", json_string(o->libvirt_ok ? o->dom.state : "unknown (libvirt unreachable)"));
-	json_object_set_new(j, "accelerator", json_string(*o->dom.accel ? o->dom.accel : "-"));
+	else
+		json_object_set_new(j, "why", json_null());
+	json_object_set_new(j, "domain", o->libvirt_ok ? json_string(o->dom.state) : json_null());
+	json_object_set_new(j, "accelerator", *o->dom.accel ? json_string(o->dom.accel) : json_null());
 	json_object_set_new(j, "routing", json_pack("{s:b, s:b, s:b, s:b, s:b}", "tap_up", o->net.up, "rule",
 						    o->net.rule4, "default_route", o->net.default4, "unreachable",
 						    o->net.unreachable4, "masquerade", o->net.masq4));
 	json_object_set_new(j, "allowed_traffic_routed", json_boolean(*s->uplink != '\0'));
-	if (!*s->uplink)
-		json_object_set_new(j, "routing_note", json_string(NO_ROUTE));
+	json_object_set_new(j, "routing_note", *s->uplink ? json_null() : json_string(NO_ROUTE));
 	return j;
 }
 
@@ -246,7 +253,7 @@ int cmd_up(int argc, char **argv)
 	};
 	static struct latch_vm_up_result res;
 	enum latch_vm_fail fail;
-	char err[LATCH_ERR_MAX], what[LATCH_NAME_MAX + 8];
+	char err[LATCH_ERR_MAX], what[LATCH_NAME_MAX + 8], note[4 * sizeof(res.restore_note)];
 	uint32_t u;
 	int c;
 
@@ -383,11 +390,13 @@ int cmd_up(int argc, char **argv)
 	json_object_set_new(j, "console_log", json_string(res.console_log));
 	json_object_set_new(j, "state_restored", json_boolean(res.restored));
 	json_object_set_new(j, "profile", json_pack("{s:s, s:s}", "name", profile, "note", profile_note));
-	if (*res.restore_note)
-		json_object_set_new(j, "restore_note", json_string(res.restore_note));
+	json_object_set_new(j, "restore_note", *res.restore_note ? json_string(res.restore_note) : json_null());
 	if (!latch_json) {
 		obs_print(&res.obs);
-		printf("  guest:       agent answers, kernel %s\n", res.release);
+		char shown[sizeof(res.release) * 4];
+
+		printf("  guest:       agent answers, kernel %s\n",
+		       latch_guest_text(res.release, shown, sizeof(shown), false));
 		printf("  accelerator: %s (%s)\n", *res.obs.dom.accel ? res.obs.dom.accel : "-", res.accel_why);
 		printf("  timing:      enforcement verified %lld ms, domain started %lld ms, agent answered %lld ms "
 		       "after `up` began\n",
@@ -398,7 +407,8 @@ int cmd_up(int argc, char **argv)
 			printf("  state:       restored into the guest (%llu bytes of tar)\n",
 			       (unsigned long long)res.restored_bytes);
 		else if (*res.restore_note)
-			printf("  state:       NOT restored: %s\n", res.restore_note);
+			printf("  state:       NOT restored: %s\n",
+			       latch_guest_text(res.restore_note, note, sizeof(note), false));
 	}
 	latch_json_out(j);
 	/* the observation after boot is what counts */
@@ -422,7 +432,7 @@ int cmd_down(int argc, char **argv)
 {
 	struct latch_vm_down_result dr;
 	enum latch_vm_fail fail;
-	char err[LATCH_ERR_MAX];
+	char err[LATCH_ERR_MAX], note[4 * sizeof(dr.backup_note)];
 	int timeout_ms = LATCH_VM_DOWN_TIMEOUT_MS, rc;
 	uint32_t u;
 
@@ -444,12 +454,14 @@ int cmd_down(int argc, char **argv)
 			printf("%s: guest state backed up (%u entries, %llu bytes)\n", argv[1], dr.backup_files,
 			       (unsigned long long)dr.backup_bytes);
 		else
-			fprintf(stderr, "latch: down %s: guest state NOT backed up: %s\n", argv[1], dr.backup_note);
+			fprintf(stderr, "latch: down %s: guest state NOT backed up: %s\n", argv[1],
+				latch_guest_text(dr.backup_note, note, sizeof(note), false));
 		printf("%s: guest stopped%s; tap, enforcement and state kept (`latch destroy %s` removes them)\n",
 		       argv[1], dr.forced ? " (forced after the shutdown timeout)" : "", argv[1]);
 	}
-	latch_json_out(json_pack("{s:s, s:s, s:b, s:b, s:s}", "sandbox", argv[1], "action", "down", "forced",
-				 dr.forced, "backed_up", dr.backed_up, "backup_note", dr.backup_note));
+	latch_json_out(json_pack("{s:s, s:s, s:b, s:b, s:s?}", "sandbox", argv[1], "action", "down", "forced",
+				 dr.forced, "backed_up", dr.backed_up, "backup_note",
+				 *dr.backup_note ? dr.backup_note : NULL));
 	return 0;
 }
 
@@ -565,27 +577,37 @@ static json_t *slurp(int fd)
 	return j;
 }
 
-/* `WHAT NAME [--timeout DUR] -- CMD...`: the timeout, and where CMD starts; 0 or the exit code. */
+/* exec's and task's deadline when --timeout is not given: a guest that never answers can't hang latch */
+#define EXEC_DEFAULT_TIMEOUT_MS (10 * 60 * 1000)
+
+/*
+ * `WHAT NAME [--timeout DUR] -- CMD...`: the timeout, and where CMD starts;
+ * 0 or the exit code.  Every failure of latch's own is 125, so that it can't
+ * be taken for CMD's status (docker exec's convention).
+ */
 static int command_args(int argc, char **argv, const char *what, uint32_t *timeout_ms, int *cmd)
 {
+	const int code = LATCH_EXIT_CMD_LATCH;
 	char err[LATCH_ERR_MAX];
 	int i = 2;
 
+	*timeout_ms = EXEC_DEFAULT_TIMEOUT_MS;
 	if (argc < 2)
-		return latch_err(LATCH_EXIT_USAGE, "usage: latch %s NAME [--timeout DUR] -- CMD...", what);
+		return latch_err(code, "usage: latch %s NAME [--timeout DUR] -- CMD...", what);
 	if (latch_parse_name(argv[1], err, sizeof(err)))
-		return latch_err(LATCH_EXIT_USAGE, "%s", err);
+		return latch_err(code, "%s", err);
 	if (i + 1 < argc && !strcmp(argv[i], "--timeout")) {
 		if (latch_parse_duration(argv[i + 1], 1, 86400, timeout_ms))
-			return latch_err(LATCH_EXIT_USAGE, "--timeout '%s': give 1s..24h, e.g. 60, 90s or 5m", argv[i + 1]);
+			return latch_err(code, "--timeout '%s': give 1s..24h, e.g. 60, 90s or 5m", argv[i + 1]);
 		i += 2;
 	}
-	if (i < argc && !strcmp(argv[i], "--"))
-		i++;
-	if (i >= argc)
-		return latch_err(LATCH_EXIT_USAGE, "%s needs a command: latch %s NAME -- CMD...", what, what);
+	if (i >= argc || strcmp(argv[i], "--"))
+		return latch_err(code, "%s needs -- and a command: latch %s NAME [--timeout DUR] -- CMD...", what,
+				 what);
+	if (++i >= argc)
+		return latch_err(code, "%s needs a command after --: latch %s NAME -- CMD...", what, what);
 	*cmd = i;
-	return latch_need_root(what) ? LATCH_EXIT_USAGE : 0;
+	return latch_need_root(what) ? code : 0;
 }
 
 int cmd_exec(int argc, char **argv)
@@ -600,18 +622,20 @@ int cmd_exec(int argc, char **argv)
 	if (ret)
 		return ret;
 	if (!latch_vm_exists(argv[1]))
-		return latch_err(LATCH_EXIT_USAGE, "no VM sandbox '%s' (see `latch ls`)", argv[1]);
+		return latch_err(LATCH_EXIT_CMD_LATCH, "no VM sandbox '%s' (see `latch ls`)", argv[1]);
 	/* the kit's environment (its URLs and placeholders), as `latch env` prints it */
 	if (latch_sandbox_env(argv[1], &env, &n_env, &st, err, sizeof(err)))
-		return latch_err(LATCH_EXIT_FAILED, "%s", err);
+		return latch_err(LATCH_EXIT_CMD_LATCH, "%s", err);
 	eo.env = (const char *const *)env;
 	signal(SIGPIPE, SIG_IGN);
 	/* under --json the output is collected and goes into the object */
 	if (latch_json) {
 		out_fd = memfd_create("latch-exec-out", MFD_CLOEXEC);
 		err_fd = memfd_create("latch-exec-err", MFD_CLOEXEC);
-		if (out_fd < 0 || err_fd < 0)
-			return latch_err(LATCH_EXIT_FAILED, "memfd_create: %s", strerror(errno));
+		if (out_fd < 0 || err_fd < 0) {
+			latch_kit_env_free(env);
+			return latch_err(LATCH_EXIT_CMD_LATCH, "memfd_create: %s", strerror(errno));
+		}
 	}
 	ret = latch_vm_exec(argv[1], (const char *const *)argv + i, &eo, out_fd, err_fd, &r, err, sizeof(err));
 	latch_kit_env_free(env);
@@ -620,7 +644,9 @@ int cmd_exec(int argc, char **argv)
 			close(out_fd);
 			close(err_fd);
 		}
-		return latch_err(LATCH_EXIT_FAILED, "%s", err);
+		/* past the deadline once the agent had answered: the command's time ran out, not latch */
+		return latch_err(ret == -ETIMEDOUT && r.answered ? LATCH_EXIT_CMD_TIMEOUT : LATCH_EXIT_CMD_LATCH, "%s",
+				 err);
 	}
 	if (latch_json) {
 		json_t *j = json_pack("{s:s, s:i, s:b, s:i, s:b, s:b}", "sandbox", argv[1], "status", r.status,
@@ -631,7 +657,7 @@ int cmd_exec(int argc, char **argv)
 		json_object_set_new(j, "stderr", slurp(err_fd));
 		latch_json_out(j);
 	}
-	return r.status;
+	return r.timed_out ? LATCH_EXIT_CMD_TIMEOUT : r.status;
 }
 
 static volatile sig_atomic_t task_stop;
@@ -671,12 +697,12 @@ int cmd_task(int argc, char **argv)
 		fprintf(stderr, "latch: task: signal %d, clone %s %s\n", (int)task_stop, *res.clone ? res.clone : "-",
 			res.removed ? "removed" : "NOT removed");
 		if (!res.removed)
-			latch_err(LATCH_EXIT_FAILED, "task: %s", err);
+			latch_err(LATCH_EXIT_CMD_LATCH, "task: %s", err);
 		return 128 + task_stop;
 	}
 	if (r)
-		return latch_err((int)fail, "task: %s", err);
-	return res.run.status;
+		return latch_err(LATCH_EXIT_CMD_LATCH, "task: %s", err);
+	return res.run.timed_out ? LATCH_EXIT_CMD_TIMEOUT : res.run.status;
 }
 
 int latch_vm_status_lines(const char *name, json_t *o)
@@ -685,12 +711,11 @@ int latch_vm_status_lines(const char *name, json_t *o)
 
 	if (latch_vm_observe(name, &ob))
 		return -ENOENT;
-	json_object_set_new(o, "domain", json_string(ob.libvirt_ok ? ob.dom.state : "unknown"));
-	json_object_set_new(o, "accelerator", json_string(*ob.dom.accel ? ob.dom.accel : "-"));
+	json_object_set_new(o, "domain", ob.libvirt_ok ? json_string(ob.dom.state) : json_null());
+	json_object_set_new(o, "accelerator", *ob.dom.accel ? json_string(ob.dom.accel) : json_null());
 	json_object_set_new(o, "routing_table", json_integer(ob.st.table));
 	json_object_set_new(o, "allowed_traffic_routed", json_boolean(*ob.st.uplink != '\0'));
-	if (!*ob.st.uplink)
-		json_object_set_new(o, "routing_note", json_string(NO_ROUTE));
+	json_object_set_new(o, "routing_note", *ob.st.uplink ? json_null() : json_string(NO_ROUTE));
 	if (!latch_json) {
 		printf("  domain:   " LATCH_DOMAIN_PREFIX "%s %s, accelerator %s (observed)\n", name,
 		       ob.libvirt_ok ? ob.dom.state : "unknown (libvirt unreachable)",

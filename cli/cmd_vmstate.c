@@ -25,7 +25,7 @@ static int need_vm(int argc, char **argv, const char *what)
 	if (latch_need_root(what))
 		return LATCH_EXIT_USAGE;
 	if (!latch_vm_exists(argv[1]))
-		return latch_err(LATCH_EXIT_USAGE, "no VM sandbox '%s' (see `latch ls`)", argv[1]);
+		return latch_err_no_sandbox("VM sandbox", argv[1]);
 	return 0;
 }
 

@@ -28,6 +28,13 @@ static void conf_defaults(struct latch_conf *c)
 	c->dns_ttl_max = LATCH_CONF_TTL_MAX;
 	strcpy(c->profile, LATCH_CONF_PROFILE);
 	c->backup_interval = LATCH_CONF_BACKUP_INTERVAL;
+	c->grant_default = LATCH_CONF_GRANT_DEFAULT;
+	c->grant_max = LATCH_CONF_GRANT_MAX;
+	c->grants_per_hour = c->grant_asks_per_hour = LATCH_CONF_GRANTS_PER_HOUR;
+	c->grant_ask_wait = LATCH_CONF_GRANT_ASK_WAIT;
+	c->grant_asks_pending = LATCH_CONF_GRANT_ASKS_PENDING;
+	c->notify_timeout = LATCH_CONF_NOTIFY_TIMEOUT;
+	c->notify_retries = LATCH_CONF_NOTIFY_RETRIES;
 	c->broker_port = LATCH_CONF_BROKER_PORT;
 	for (int p = 0; p < LATCH_CONF_PROVIDERS; p++) {
 		bool capped = p != LATCH_CONF_OTHER;
@@ -137,6 +144,58 @@ static int parse_images(void *obj, const char *v, char *msg, size_t msglen)
 	if (v[0] != '/' || strlen(v) >= sizeof(c->images))
 		return latch_errf(msg, msglen, -EINVAL, "images '%s' must be an absolute path", v);
 	strcpy(c->images, v);
+	return 0;
+}
+
+/* A grant's durations: 60, 90s, 5m, 1h as the command line writes them, 1 s to 1 h. */
+static int grant_seconds(const char *key, const char *v, uint32_t *out, char *msg, size_t msglen)
+{
+	uint32_t ms;
+
+	if (latch_parse_duration(v, 1, 3600, &ms))
+		return latch_errf(msg, msglen, -EINVAL, "%s '%s' must be a duration from 1 s to 1 h: 60, 90s, 5m", key,
+				  v);
+	*out = ms / 1000;
+	return 0;
+}
+
+static int parse_grant_default(void *obj, const char *v, char *msg, size_t msglen)
+{
+	return grant_seconds("grant_default", v, &((struct latch_conf *)obj)->grant_default, msg, msglen);
+}
+
+static int parse_grant_max(void *obj, const char *v, char *msg, size_t msglen)
+{
+	return grant_seconds("grant_max", v, &((struct latch_conf *)obj)->grant_max, msg, msglen);
+}
+
+static int parse_grant_ask_wait(void *obj, const char *v, char *msg, size_t msglen)
+{
+	return grant_seconds("grant_ask_wait", v, &((struct latch_conf *)obj)->grant_ask_wait, msg, msglen);
+}
+
+/* The notifier runs as root with every ask: an absolute path, run as it is (no shell, no arguments). */
+static int parse_notify_command(void *obj, const char *v, char *msg, size_t msglen)
+{
+	struct latch_conf *c = obj;
+
+	if (v[0] != '/' || strpbrk(v, " \t") || strlen(v) >= sizeof(c->notify_command))
+		return latch_errf(msg, msglen, -EINVAL,
+				  "notify_command '%s' must be the absolute path of one program (no arguments; it "
+				  "reads the ask as JSON on stdin)",
+				  v);
+	strcpy(c->notify_command, v);
+	return 0;
+}
+
+static int parse_notify_url(void *obj, const char *v, char *msg, size_t msglen)
+{
+	struct latch_conf *c = obj;
+
+	if ((strncmp(v, "https://", 8) && strncmp(v, "http://", 7)) || strpbrk(v, " \t") ||
+	    strlen(v) >= sizeof(c->notify_url))
+		return latch_errf(msg, msglen, -EINVAL, "notify_url '%s' must be an http:// or https:// URL", v);
+	strcpy(c->notify_url, v);
 	return 0;
 }
 
@@ -261,6 +320,17 @@ static const struct latch_kv_key conf_keys[] = {
 	LATCH_KV_FN("budget_host_requests_per_hour", parse_host_rph, NULL),
 	LATCH_KV_FN("budget_host_requests_per_day", parse_host_rpd, NULL),
 	LATCH_KV_FN("budget_host_dollars_per_day", parse_host_dpd, NULL),
+	LATCH_KV_FN("grant_default", parse_grant_default, NULL),
+	LATCH_KV_FN("grant_max", parse_grant_max, NULL),
+	LATCH_KV_U32("grants_per_hour", struct latch_conf, grants_per_hour, 0, 1000, "a number of grants, 0..1000"),
+	LATCH_KV_FN("grant_ask_wait", parse_grant_ask_wait, NULL),
+	LATCH_KV_U32("grant_asks_per_hour", struct latch_conf, grant_asks_per_hour, 0, 1000,
+		     "a number of asks, 0..1000 (0: the sandbox may not ask)"),
+	LATCH_KV_U32("grant_asks_pending", struct latch_conf, grant_asks_pending, 1, 100, "a number of asks, 1..100"),
+	LATCH_KV_FN("notify_command", parse_notify_command, NULL),
+	LATCH_KV_FN("notify_url", parse_notify_url, NULL),
+	LATCH_KV_U32("notify_timeout", struct latch_conf, notify_timeout, 1, 120, "seconds, 1..120"),
+	LATCH_KV_U32("notify_retries", struct latch_conf, notify_retries, 0, 5, "a number of retries, 0..5"),
 };
 
 /* What no single key can say: the keys that depend on each other. */
@@ -271,6 +341,9 @@ static int check_whole(const char *path, const struct latch_conf *c, char *err, 
 	if (c->gateway6.family && !c->pool6.family)
 		return latch_errf_at(err, errlen, -EINVAL, path, 0,
 				     "gateway6 without pool6; add 'pool6 = PREFIX/LEN' or drop gateway6");
+	if (c->grant_default > c->grant_max)
+		return latch_errf_at(err, errlen, -EINVAL, path, 0, "grant_default (%u s) is above grant_max (%u s)",
+				     c->grant_default, c->grant_max);
 	if (c->dns_ttl_min > c->dns_ttl_max)
 		return latch_errf_at(err, errlen, -EINVAL, path, 0, "dns_ttl_min (%u) is above dns_ttl_max (%u)",
 				     c->dns_ttl_min, c->dns_ttl_max);
@@ -288,6 +361,11 @@ int latch_conf_parse_file(const char *path, struct latch_conf *c, char *err, siz
 		return ret;
 	snprintf(c->path, sizeof(c->path), "%s", path);
 	return check_whole(path, c, err, errlen);
+}
+
+const char *latch_conf_key(size_t i)
+{
+	return i < sizeof(conf_keys) / sizeof(conf_keys[0]) ? conf_keys[i].name : NULL;
 }
 
 int latch_conf_load(struct latch_conf *c, char *err, size_t errlen)

@@ -6,9 +6,10 @@
  * says which pool the sandboxes' /30s come from, which uplink allowed traffic
  * leaves by, which routing tables and rule priority latch may use, which
  * upstream DNS servers latchd asks and how long learned answers live, the
- * profile `latch up` starts with, how often latchd backs guest state up, and
- * the port of the credential broker on each sandbox's host address, and the
- * spend caps of credentialed requests (budget_*, docs/budget.md).  The
+ * profile `latch up` starts with, how often latchd backs guest state up, the
+ * port of the credential broker on each sandbox's host address, the spend
+ * caps of credentialed requests (budget_*, docs/budget.md), and the caps and
+ * notifier of grants (grant_*, notify_*, docs/grants.md).  The
  * file must be owned by root and writable by nobody else; every error reads
  * `file:line: message`.  LATCH_ROOT moves it (common.h's latch_path()).
  *
@@ -57,6 +58,14 @@ struct latch_conf_caps {
 #define LATCH_CONF_BUDGET_REQUESTS_PER_DAY 2000
 #define LATCH_CONF_BUDGET_MICROS_PER_DAY 5000000
 #define LATCH_CONF_BUDGET_HOST_FACTOR 4
+/* The essay's grants: 60 s unless asked, 5 min at most, eight an hour; a person has 2 min to decide. */
+#define LATCH_CONF_GRANT_DEFAULT 60
+#define LATCH_CONF_GRANT_MAX 300
+#define LATCH_CONF_GRANTS_PER_HOUR 8
+#define LATCH_CONF_GRANT_ASK_WAIT 120
+#define LATCH_CONF_GRANT_ASKS_PENDING 2
+#define LATCH_CONF_NOTIFY_TIMEOUT 10
+#define LATCH_CONF_NOTIFY_RETRIES 2
 
 struct latch_conf {
 	char path[PATH_MAX];	   /* the file read, or "" when none exists */
@@ -80,6 +89,17 @@ struct latch_conf {
 	uint32_t broker_port;		   /* the broker listens here on a kit sandbox's host address */
 	struct latch_conf_caps budget_sandbox[LATCH_CONF_PROVIDERS]; /* each sandbox's requests to a provider */
 	struct latch_conf_caps budget_host[LATCH_CONF_PROVIDERS];    /* every sandbox's together */
+	/* grants (docs/grants.md): timed openings of host names the host resolves */
+	uint32_t grant_default;		/* seconds, when neither the ask nor --for says */
+	uint32_t grant_max;		/* seconds, the longest grant */
+	uint32_t grants_per_hour;	/* grants made or approved per sandbox in any hour */
+	uint32_t grant_ask_wait;	/* seconds an ask waits for a person, then it is denied */
+	uint32_t grant_asks_per_hour;	/* asks per sandbox in any hour, whatever became of them */
+	uint32_t grant_asks_pending;	/* asks per sandbox waiting at once */
+	char notify_command[PATH_MAX];	/* a program given each ask as JSON on stdin; "" none */
+	char notify_url[1024];		/* each ask POSTed there as JSON; "" none */
+	uint32_t notify_timeout;	/* seconds for one notifier run or one POST */
+	uint32_t notify_retries;	/* POSTs again after a failure */
 };
 
 /* Defaults when the file says nothing (the v4 pool is not for tests). */
@@ -94,6 +114,12 @@ struct latch_conf {
 int latch_conf_load(struct latch_conf *c, char *err, size_t errlen);
 /* Parse one file; what latch_conf_load() uses, and what tests can call. */
 int latch_conf_parse_file(const char *path, struct latch_conf *c, char *err, size_t errlen);
+
+/*
+ * The name of key i of the key table, NULL past the last: what the shipped
+ * config/latch.conf and latch.conf(5) must list (tests/test_conf_file.c).
+ */
+const char *latch_conf_key(size_t i);
 
 /* Number of sandboxes the pool has room for. */
 uint32_t latch_conf_pool_size(const struct latch_conf *c);

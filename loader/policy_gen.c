@@ -113,33 +113,13 @@ static int drop_hash_batch(struct latch_policy_gc *gc, const struct kind *k, __u
 /* Every key of generation gen of a trie (few: real prefixes only).  0 or -errno. */
 static int drop_trie(struct latch_sandbox *sb, const struct kind *k, __u32 gen)
 {
-	uint8_t key[32], next[32], a[16];
-	uint8_t *del = NULL;
-	size_t ks = pm_key_size(k);
-	int n = 0, cap = 0, pl;
-	void *prev = NULL;
-	__u32 g;
+	struct pm_trie_key *del;
+	int n = pm_trie_keys(sb, k, gen, NULL, 0, &del);
 
-	while (bpf_map_get_next_key(pm_fd_of(sb, k), prev, next) == 0) {
-		memcpy(key, next, sizeof(key));
-		prev = key;
-		pm_key_parse(k, key, &g, a, &pl);
-		if (g != gen)
-			continue;
-		if (n == cap) {
-			uint8_t *nd = realloc(del, (cap = cap ? cap * 2 : 1024) * ks);
-
-			if (!nd) {
-				free(del);
-				return -ENOMEM;
-			}
-			del = nd;
-		}
-		memcpy(del + n * ks, key, ks);
-		n++;
-	}
+	if (n < 0)
+		return n;
 	for (int i = 0; i < n; i++)
-		bpf_map_delete_elem(pm_fd_of(sb, k), del + i * ks);
+		bpf_map_delete_elem(pm_fd_of(sb, k), del[i].key);
 	free(del);
 	return 0;
 }

@@ -37,6 +37,20 @@ int pm_lpm_refresh(struct latch_sandbox *sb, const struct kind *k, __u32 gen, co
 int pm_lpm_refresh_below(struct latch_sandbox *sb, const struct kind *k, __u32 gen, const uint8_t *addr, int plen);
 int pm_set_flags(struct latch_sandbox *sb, __u32 flags, int bump_version);
 __u32 pm_have_flag(const struct kind *k);
+/* A key of a trie, and what it says. */
+struct pm_trie_key {
+	uint8_t key[32];
+	uint8_t addr[16];
+	int plen;
+};
+/*
+ * The keys of generation gen of trie k strictly under (addr, plen), or all
+ * of gen when addr is NULL, in *out (the caller frees it).  The count, or
+ * -ENOMEM.
+ */
+int pm_trie_keys(struct latch_sandbox *sb, const struct kind *k, __u32 gen, const uint8_t *addr, int plen,
+		 struct pm_trie_key **out);
+
 /* rules.c: would merging rule shorten the deadline of a rule already there? */
 bool pm_rules_shortened(struct latch_rules *r, const struct latch_rule *rule);
 void pm_rules_delete_at(struct latch_rules *r, __u32 i);

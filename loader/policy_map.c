@@ -146,49 +146,55 @@ int pm_lpm_refresh(struct latch_sandbox *sb, const struct kind *k, __u32 gen, co
 	return bpf_map_update_elem(pm_fd_of(sb, k), key, &v, BPF_ANY) ? -errno : 0;
 }
 
-struct desc {
-	uint8_t addr[16];
-	int plen;
-};
-
-static int cmp_desc(const void *a, const void *b)
+int pm_trie_keys(struct latch_sandbox *sb, const struct kind *k, __u32 gen, const uint8_t *addr, int plen,
+		 struct pm_trie_key **out)
 {
-	return ((const struct desc *)a)->plen - ((const struct desc *)b)->plen;
-}
-
-/* Refresh every prefix strictly under (addr, plen), shortest first. */
-int pm_lpm_refresh_below(struct latch_sandbox *sb, const struct kind *k, __u32 gen, const uint8_t *addr, int plen)
-{
-	uint8_t key[32], next[32], a[16];
-	struct desc *d = NULL;
-	int n = 0, cap = 0, rc = 0, pl;
+	uint8_t key[32], next[32];
+	struct pm_trie_key *v = NULL, t;
+	int n = 0, cap = 0;
 	void *prev = NULL;
 	__u32 g;
 
 	while (bpf_map_get_next_key(pm_fd_of(sb, k), prev, next) == 0) {
 		memcpy(key, next, sizeof(key));
 		prev = key;
-		pm_key_parse(k, key, &g, a, &pl);
-		if (g != gen || pl <= plen || !pm_covers(addr, plen, a))
+		pm_key_parse(k, key, &g, t.addr, &t.plen);
+		if (g != gen || (addr && (t.plen <= plen || !pm_covers(addr, plen, t.addr))))
 			continue;
 		if (n == cap) {
-			struct desc *nd = realloc(d, (cap = cap ? cap * 2 : 16) * sizeof(*d));
+			struct pm_trie_key *nv = realloc(v, (cap = cap ? cap * 2 : 64) * sizeof(*v));
 
-			if (!nd) {
-				free(d);
+			if (!nv) {
+				free(v);
 				return -ENOMEM;
 			}
-			d = nd;
+			v = nv;
 		}
-		memcpy(d[n].addr, a, 16);
-		d[n++].plen = pl;
+		memcpy(t.key, key, sizeof(t.key));
+		v[n++] = t;
 	}
-	qsort(d, n, sizeof(*d), cmp_desc);
+	*out = v;
+	return n;
+}
+
+static int shortest_first(const void *a, const void *b)
+{
+	return ((const struct pm_trie_key *)a)->plen - ((const struct pm_trie_key *)b)->plen;
+}
+
+/* Refresh every prefix strictly under (addr, plen), shortest first. */
+int pm_lpm_refresh_below(struct latch_sandbox *sb, const struct kind *k, __u32 gen, const uint8_t *addr, int plen)
+{
+	struct pm_trie_key *d;
+	int n = pm_trie_keys(sb, k, gen, addr, plen, &d), rc = 0;
+
+	if (n < 0)
+		return n;
+	qsort(d, n, sizeof(*d), shortest_first);
 	for (int i = 0; i < n && !rc; i++) {
 		struct latch_rules v;
 
-		pm_key_make(k, gen, d[i].addr, d[i].plen, key);
-		if (bpf_map_lookup_elem(pm_fd_of(sb, k), key, &v) == 0)
+		if (bpf_map_lookup_elem(pm_fd_of(sb, k), d[i].key, &v) == 0)
 			rc = pm_lpm_refresh(sb, k, gen, d[i].addr, d[i].plen, &v);
 	}
 	free(d);

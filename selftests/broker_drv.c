@@ -19,7 +19,11 @@
  * (line-buffered): {"event":"audit",...}, {"event":"meter-request",...},
  * {"event":"meter-end","how":...}.  "ready" once every listener is open.
  * Commands on stdin, one a line: `switch SANDBOX ROUTE UPSTREAM`, `remove
- * SANDBOX ROUTE`, `stats`; each answers "ok ..." or "error ...".  SIGTERM
+ * SANDBOX ROUTE`, `stats`, `answer N STATUS JSON`; each answers "ok ..." or
+ * "error ...".  A sandbox with "local": true takes /latch/... requests:
+ * each prints {"event":"local","n":N,"method","path","query","body",
+ * "content_type","peer"} and waits for `answer N ...`; a guest that leaves
+ * first prints {"event":"local-gone","n":N}.  SIGTERM
  * exits 0.  BROKER_QUIET counts audit events without printing them.  BROKER_CONNS_MAX sets the engine's guest connections per sandbox.
  *
  * The test meter (the spend-cap seam, issue 12) refuses a JSON body whose
@@ -134,6 +138,52 @@ static int resolve(void *arg, const char *name, latch_http_resolved_cb cb, void 
 	if (!p->n)
 		p->n = -1;
 	return event_base_once(base, -1, EV_TIMEOUT, deliver, p, NULL);
+}
+
+/* ------------------------------------------------------------ local endpoints (/latch/...) */
+
+#define DRV_LOCALS 64
+static struct latch_http_local *locals[DRV_LOCALS]; /* waiting for `answer N` */
+
+static void local_request(void *arg, struct latch_http_local *req, const struct latch_http_local_request *rq)
+{
+	char peer[64];
+	int n;
+
+	for (n = 0; n < DRV_LOCALS && locals[n]; n++)
+		;
+	if (n == DRV_LOCALS) {
+		latch_http_local_answer(req, 503, "{\"error\":\"driver: too many waiting\"}");
+		return;
+	}
+	locals[n] = req;
+	latch_addr_format(rq->peer, peer, sizeof(peer));
+	print_json(json_pack("{s:s, s:i, s:s, s:s, s:s, s:s%, s:s, s:s}", "event", "local", "n", n, "method",
+			     rq->method, "path", rq->path, "query", rq->query, "body", rq->body, rq->body_len,
+			     "content_type", rq->content_type, "peer", peer));
+}
+
+static void local_gone(void *arg, struct latch_http_local *req)
+{
+	for (int n = 0; n < DRV_LOCALS; n++)
+		if (locals[n] == req) {
+			locals[n] = NULL;
+			print_json(json_pack("{s:s, s:i}", "event", "local-gone", "n", n));
+		}
+}
+
+/* `answer N STATUS JSON`: the waiting local request N gets its answer. */
+static void local_answer(const char *line)
+{
+	int n, status, off = 0;
+
+	if (sscanf(line, "answer %d %d %n", &n, &status, &off) < 2 || !off || n < 0 || n >= DRV_LOCALS || !locals[n]) {
+		printf("error no such waiting local request: %s\n", line);
+		return;
+	}
+	latch_http_local_answer(locals[n], status, line + off);
+	locals[n] = NULL;
+	printf("ok answered %d\n", n);
 }
 
 /* ------------------------------------------------------------ the test meter */
@@ -284,6 +334,10 @@ static int load(const char *path, char *err, size_t errlen)
 		o.name_allowed = name_allowed;
 		o.resolve = hosts ? resolve : NULL;
 		o.audit = audit;
+		if (json_is_true(json_object_get(js, "local"))) {
+			o.local = local_request;
+			o.local_gone = local_gone;
+		}
 		d->name = o.name;
 		d->sb = latch_http_sandbox_new(engine, &o, err, errlen);
 		if (!d->sb)
@@ -311,6 +365,10 @@ static void command(char *line)
 	struct drv_sandbox *d;
 	int n = sscanf(line, "%*s %63s %63s %63s", a, b, c);
 
+	if (!strncmp(line, "answer ", 7)) {
+		local_answer(line);
+		return;
+	}
 	if (!strncmp(line, "stats", 5)) {
 		struct latch_http_stats s;
 

@@ -296,15 +296,17 @@ lts_attach() {
 		--host-ip "$HOST4,$HOST6" "$@"
 }
 
-# lts_latchd ROOT LOG: start LATCHD_BIN in H under LATCH_ROOT=ROOT (LATCHD_PID, killed at cleanup), its
-# output appended to LOG; waits up to 5 s for its socket and its "listening" line
+# lts_latchd [ROOT [LOG]]: start LATCHD_BIN in H under LATCH_ROOT=ROOT (default $LTS_TMP/root, where
+# `latch` runs; LATCHD_PID, killed at cleanup), its output appended to LOG (default $LTS_TMP/latchd.log);
+# waits up to 5 s for its socket and its "listening" line
 lts_latchd() {
-	LATCH_ROOT=$1 LATCH_BPFFS=$LTS_BPFFS nsenter --net="/run/netns/$LTS_H" -- "${LATCHD_BIN:-$LTS_TOP/build/latchd}" \
-		>>"$2" 2>&1 &
+	local root=${1:-$LTS_TMP/root} log=${2:-$LTS_TMP/latchd.log}
+	LATCH_ROOT=$root LATCH_BPFFS=$LTS_BPFFS nsenter --net="/run/netns/$LTS_H" -- \
+		"${LATCHD_BIN:-$LTS_TOP/build/latchd}" >>"$log" 2>&1 &
 	LATCHD_PID=$!
 	LTS_PIDS+=("$LATCHD_PID")
 	for _ in $(seq 50); do
-		[ -S "$1/run/latch/latchd.sock" ] && grep -q "listening" "$2" && return 0
+		[ -S "$root/run/latch/latchd.sock" ] && grep -q "listening" "$log" && return 0
 		sleep 0.1
 	done
 	return 1

@@ -15,19 +15,63 @@ ok() { echo "ok $*"; pass=$((pass + 1)); }
 fail() { echo "FAIL $*"; failn=$((failn + 1)); }
 skip_all() { echo "skip $TEST: $*"; echo "0 passed, 0 failed"; exit 77; }
 
+# vm_test_lock: one run of this test at a time on the host.  A guest test's
+# sandbox name, tap, libvirt domain, routing table and pool are fixed (and
+# global to the host), so two runs of the same test (two worktrees, two
+# developers) would take each other's: one's rollback removing the other's
+# domain or tap.  The lock is a directory, /run/lock/latch-selftest-TEST.d,
+# naming the pid that holds it; a run whose holder is gone (finished, or
+# killed at its time limit) takes it over, so nothing needs releasing.  The
+# second run waits up to LTS_VM_LOCK_WAIT seconds (300).
+vm_test_lock() {
+	local d=/run/lock/latch-selftest-$TEST.d owner waited=0
+	mkdir -p /run/lock
+	until mkdir "$d" 2>/dev/null; do
+		owner=$(cat "$d/pid" 2>/dev/null)
+		if { [ -n "$owner" ] && ! kill -0 "$owner" 2>/dev/null; } ||
+			{ [ -z "$owner" ] && [ -n "$(find "$d" -maxdepth 0 -mmin +1 2>/dev/null)" ]; }; then
+			rm -rf "$d" # its holder is gone
+			continue
+		fi
+		[ "$waited" = 0 ] && echo "   another run of $TEST (pid ${owner:-?}) holds $d: waiting for it"
+		waited=$((waited + 1))
+		[ "$waited" -le $((${LTS_VM_LOCK_WAIT:-300} * 2)) ] || skip_all "another run of $TEST held $d too long"
+		sleep 0.5
+	done
+	echo $$ >"$d/pid"
+}
+
 # vm_scratch TAG: BPFFS=/sys/fs/bpf/latch-vm-TAG-PID and TMP=/tmp/latch-vm-TAG.XXXXXX,
 # mounting bpffs if it is missing.  TMP is 0755: libvirtd and its qemu user walk
-# into run/latch (and a workspace) under it.
+# into run/latch (and a workspace) under it.  LATCH_CGROUP=latch-vm-TAG-PID: a
+# latchd started here confines itself in a cgroup of this test's own (the
+# default, <cgroup2>/latch/latchd, is the host's latchd's; a second latchd
+# there sweeps the first one's slot); vm_cgroups_remove takes it away.
 vm_scratch() {
+	vm_test_lock
 	grep -qs " /sys/fs/bpf bpf " /proc/mounts || mount -t bpf bpf /sys/fs/bpf || skip_all "no bpffs"
 	BPFFS=/sys/fs/bpf/latch-vm-$1-$$
 	mkdir -p "$BPFFS"
 	TMP=$(mktemp -d "/tmp/latch-vm-$1.XXXXXX")
 	chmod 0755 "$TMP"
+	echo $$ >"$TMP/owner.pid" # run.sh's leftover sweep leaves a live test's sandboxes alone
+	export LATCH_CGROUP=latch-vm-$1-$$
+}
+
+# vm_cgroups_remove: latch's cgroup directories of this test, in each hierarchy,
+# once the latchd in them is gone (call from the cleanup, after killing PIDS).
+vm_cgroups_remove() {
+	local root
+	[ -n "${LATCH_CGROUP:-}" ] || return 0
+	for root in $(awk '$3 == "cgroup2" || $3 == "cgroup" {print $2}' /proc/mounts); do
+		[ -d "$root/$LATCH_CGROUP" ] || continue
+		rmdir "$root/$LATCH_CGROUP"/rooms/* "$root/$LATCH_CGROUP"/rooms "$root/$LATCH_CGROUP"/latchd \
+			"$root/$LATCH_CGROUP"/warm "$root/$LATCH_CGROUP" 2>/dev/null
+	done
 }
 
 # vm_root WHY [KEY=VALUE]...: a LATCH_ROOT under TMP whose latch.conf (CONF)
-# says "# TEST: WHY", then the given keys, table_base = $TABLE and the image
+# says "# TEST: WHY", then the given keys, table_base = $TABLE (when set) and the image
 # cache, root-owned and 0644.  Exports LATCH_ROOT and LATCH_BPFFS, defines L
 # (latch under them) and starts virtlogd and libvirtd if they are not running.
 vm_root() {
@@ -38,7 +82,7 @@ vm_root() {
 		echo "# $TEST: $1"
 		shift
 		for kv in "$@"; do echo "${kv%%=*} = ${kv#*=}"; done
-		echo "table_base = $TABLE"
+		[ -z "${TABLE:-}" ] || echo "table_base = $TABLE"
 		echo "images = ${LATCH_IMAGES:-/var/lib/latch/images}"
 	} >"$CONF"
 	chmod 0644 "$CONF"
@@ -81,6 +125,74 @@ vm_test_image() {
 	(cd "$r" && find . | cpio -o -H newc --quiet | gzip) > "$d/initrd.img"
 	cp "$IMAGES/default/vmlinuz" "$d/vmlinuz"
 	chmod -R a+rX "$d"
+}
+
+# A hook of this test's own in the real /etc/libvirt/hooks/qemu.d/ (latch-TEST-PID),
+# acting on this test's domains only: every other domain on the host goes through it
+# at once.  libvirtd looks for hooks at its start and on SIGHUP only; once it has seen
+# one it reads qemu.d on every call.  So vm_hook_install asks first, with a probe
+# domain of this test's own that the hook refuses at prepare, and sends SIGHUP only
+# when libvirtd does not run the hook yet (a fresh libvirtd that never saw a hook).
+# Removing the hook needs no SIGHUP: libvirtd reads qemu.d afresh on each call.
+# A SIGHUP reloads every libvirt driver for every guest on the host (the other
+# tests' too), so it is sent once at most per libvirtd, never at cleanup.
+VM_HOOK=
+VM_HOOK_MADE_DIR=
+
+# vm_hook_install ARMS: the hook, whose `case "$1" in` arms are ARMS (sh, one per
+# domain of this test), then vm_hooks_live.  Returns 1 when libvirtd won't run it.
+vm_hook_install() {
+	VM_HOOK=/etc/libvirt/hooks/qemu.d/latch-$TEST-$$
+	[ -d /etc/libvirt/hooks/qemu.d ] || VM_HOOK_MADE_DIR=1
+	mkdir -p /etc/libvirt/hooks/qemu.d
+	{
+		echo '#!/bin/sh'
+		echo "# $TEST (pid $$, temporary): only this test's domains are handled here"
+		echo 'case "$1" in'
+		echo "hookprobe-$$) [ \"\$2\" = prepare ] && { echo 'hook probe: refused' >&2; exit 1; } ;;"
+		printf '%s\n' "$1"
+		echo 'esac'
+		echo 'exit 0'
+	} >"$VM_HOOK.tmp"
+	chmod 0755 "$VM_HOOK.tmp" && mv "$VM_HOOK.tmp" "$VM_HOOK"
+	vm_hooks_live
+}
+
+vm_hook_remove() {
+	[ -n "$VM_HOOK" ] || return 0
+	rm -f "$VM_HOOK" "$VM_HOOK.tmp"
+	[ -n "$VM_HOOK_MADE_DIR" ] && rmdir /etc/libvirt/hooks/qemu.d /etc/libvirt/hooks 2>/dev/null
+	VM_HOOK=
+	return 0
+}
+
+# vm_hook_probe: 0 when libvirtd runs this test's hook now (the probe domain is refused by it).
+vm_hook_probe() {
+	local out
+	cat >"$TMP/hookprobe.xml" <<X
+<domain type='qemu'><name>hookprobe-$$</name><memory unit='MiB'>32</memory><vcpu>1</vcpu>
+<os><type arch='x86_64' machine='pc'>hvm</type></os>
+<devices><emulator>/usr/bin/qemu-system-x86_64</emulator></devices></domain>
+X
+	if out=$(virsh -q -c qemu:///system create "$TMP/hookprobe.xml" 2>&1); then
+		virsh -q -c qemu:///system destroy "hookprobe-$$" >/dev/null 2>&1
+		return 1
+	fi
+	grep -q 'hook probe: refused' <<<"$out"
+}
+
+vm_hooks_live() {
+	local p i
+	vm_hook_probe && return 0
+	for i in 1 2; do
+		echo "   libvirtd does not run qemu.d's hooks yet (none since its start): SIGHUP ($i), to look again"
+		for p in $(pgrep -x libvirtd); do kill -HUP "$p"; done
+		for _ in $(seq 20); do
+			sleep 0.5
+			vm_hook_probe && return 0
+		done
+	done
+	return 1
 }
 
 # vm_ctrl_net "POOL_CIDR..." ADDR...: the test's allowed destinations (ADDR,
@@ -181,4 +293,24 @@ vm_ctrl_net_down() {
 	ip link del "$CTRL_VETH" 2>/dev/null
 	ip netns del "$CTRL_NS" 2>/dev/null
 	CTRL_NS=
+}
+
+# vm_tree_image [KEY=FILE]...: the guest must run this tree's agent (and each
+# FILE the image recipe records under KEY, e.g. ask=build/vm/latch-ask): when
+# the shared image cache holds another build's, build a private image in
+# $TMP/images and point LATCH_IMAGES there (the recipe reuses the kernel it
+# fetched); skip_all when that fails.  Call after vm_scratch, before vm_root.
+vm_tree_image() {
+	local top shared kv want
+	top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+	shared=${LATCH_IMAGES:-/var/lib/latch/images}
+	want=("agent=$top/build/vm/latch-agent" "$@")
+	for kv in "${want[@]}"; do
+		grep -qsx "${kv%%=*} $(sha256sum "${kv#*=}" | cut -d' ' -f1)" "$shared/default/manifest.txt" && continue
+		mkdir -p "$TMP/images"
+		"$top/vm/images/image.sh" "$TMP/images/default" "$top/build/vm/latch-agent" >"$TMP/image.out" 2>&1 ||
+			skip_all "cannot build a guest image with this tree's guest programs: $(tail -1 "$TMP/image.out")"
+		LATCH_IMAGES=$TMP/images
+		return 0
+	done
 }

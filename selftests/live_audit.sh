@@ -9,7 +9,9 @@
 #   - only anchors that journald stamped with root's _UID count: a user who
 #     is not root can't plant one (and root's own plant is believed, which is
 #     the control that the match matters);
-#   - controls: the untouched log verifies, and says which anchor it matched.
+#   - controls: the untouched log verifies, and says which anchor it matched;
+#   - a prune keeps it verifying with the journal's anchors of pruned entries,
+#     and a forged cut or a rewrite after the prune is still named.
 # What it can't catch (INVARIANTS): a rewrite after the newest anchor, and
 # root deleting the journal's files.
 #
@@ -25,10 +27,10 @@ JOURNALD=${JOURNALD:-/lib/systemd/systemd-journald}
 DRV=${AUDIT_DRV:-$LTS_TOP/build/selftests/audit_drv}
 [ "$(id -u)" = 0 ] || lts_skip_all "needs root"
 [ -x "$JOURNALD" ] || lts_skip_all "needs systemd-journald ($JOURNALD)"
-for t in journalctl unshare sqlite3 setpriv logger "$LTS_PY"; do
+for t in journalctl unshare sqlite3 setpriv logger jq "$LTS_PY"; do
 	command -v "$t" >/dev/null || lts_skip_all "needs $t"
 done
-[ -x "$DRV" ] || lts_skip_all "no $DRV; run make build/selftests/audit_drv"
+[ -x "$DRV" ] || lts_skip_all "no $DRV; run make selftest-bins"
 [ -x "$LATCH_BIN" ] || lts_skip_all "no $LATCH_BIN; run make"
 
 if [ -z "${LTS_AUDIT_MNTNS:-}" ]; then
@@ -70,7 +72,7 @@ anchors_seen() {
 	done
 	return 1
 }
-# rehash FROM: rewrite entries FROM.. with decision 'deny' and recompute every hash after
+# rehash FROM: rewrite entries FROM.. (but a prune entry) with decision 'deny' and recompute every hash after
 # them, as root who knows the scheme (docs/audit.md) could
 rehash() {
 	"$LTS_PY" - "$DB" "$1" <<'EOF'
@@ -80,9 +82,10 @@ rows = db.execute("SELECT id, time_ns, sandbox, kind, decision, reason, fields, 
                   "WHERE id >= ? ORDER BY id", (int(sys.argv[2]),)).fetchall()
 prev = rows[0][7]
 for r in rows:
-    cols = [str(r[0]), str(r[1]), r[2], r[3], "deny", r[5], r[6], prev]
+    decision = r[4] if r[3] == "audit" else "deny"  # a prune entry stays one: the attacker keeps the cut
+    cols = [str(r[0]), str(r[1]), r[2], r[3], decision, r[5], r[6], prev]
     h = hashlib.sha256(b"latch-audit-v1;" + b"".join(b"%d:%s;" % (len(c.encode()), c.encode()) for c in cols)).hexdigest()
-    db.execute("UPDATE entries SET decision = 'deny', prev_hash = ?, hash = ? WHERE id = ?", (prev, h, r[0]))
+    db.execute("UPDATE entries SET decision = ?, prev_hash = ?, hash = ? WHERE id = ?", (decision, prev, h, r[0]))
     prev = h
 db.commit()
 EOF
@@ -145,9 +148,65 @@ mv "$LTS_TMP/db.moved" "$DB"
 # 101..110 is named at the first anchored entry it changed.
 check_eq "10 more entries" "$("$DRV" "$DB" 10)" "appended 101..110"
 check "journald holds an anchor of entry 110" anchors_seen 110
+cp "$DB" "$LTS_TMP/db110.saved"
+cp "$DB.anchor" "$LTS_TMP/anchor110.saved"
 rehash 101
 out=$(verify)
 check "a rewrite of 101..110 is named at 101: $out" grep -q "broken at entry 101: entry 101 is not the entry" <<<"$out"
+cp "$LTS_TMP/db110.saved" "$DB"
+cp "$LTS_TMP/anchor110.saved" "$DB.anchor"
+
+# ------------------------------------------------------------ a prune, with the journal's anchors below the cut
+# Invariant: a prune keeps verify green although the journal holds anchors of entries it removed
+# (65, 100, 101, 110); the anchor of the last entry removed still binds the cut's hash, and the
+# prune entry is anchored at once, so a forged cut or a rewrite after the prune is still named.
+t110=$(sqlite3 "$DB" "SELECT time_ns FROM entries WHERE id = 110")
+cut_s=$((t110 / 1000000000 + 1))
+while [ "$(date +%s)" -lt "$cut_s" ]; do sleep 0.2; done
+check_eq "5 entries after the second of entry 110" "$("$DRV" "$DB" 5)" "appended 111..115"
+out=$(LATCH_ROOT=$ROOT "$LATCH_BIN" --json audit prune --before "@$cut_s" 2>&1)
+check_eq "audit prune --before the second after entry 110 removes 1..110 ($out)" \
+	"$(jq -c '[.pruned, .first_id, .prune_id]' <<<"$out")" "[110,111,116]"
+check "the prune entry (116) is anchored in the journal at once" anchors_seen 116
+out=$(verify)
+check "control: the pruned log verifies against the journal's anchors, older ones included ($out)" \
+	grep -q "chain whole, 6 entries (from the cut of the last prune)" <<<"$out"
+check "... and names the prune entry's anchor" grep -q "anchored: entry 116 at .*journal" <<<"$out"
+cp "$DB" "$LTS_TMP/db.pruned"
+cp "$DB.anchor" "$LTS_TMP/anchor.pruned"
+# the attack: a cut whose hash was changed, in the cuts row and in the prune entry, with every hash
+# after it recomputed, so that the chain is whole by itself
+"$LTS_PY" - "$DB" <<'EOF'
+import hashlib, json, sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+forged = "f" * 64
+db.execute("UPDATE cuts SET anchor = ?", (forged,))
+prev = forged
+for r in db.execute("SELECT id, time_ns, sandbox, kind, decision, reason, fields FROM entries ORDER BY id").fetchall():
+    fields = r[6]
+    if r[3] == "audit" and r[4] == "prune":
+        f = json.loads(fields)
+        f["anchor"] = forged
+        fields = json.dumps(f, separators=(",", ":"), sort_keys=True)
+    cols = [str(r[0]), str(r[1]), r[2], r[3], r[4], r[5], fields, prev]
+    h = hashlib.sha256(b"latch-audit-v1;" + b"".join(b"%d:%s;" % (len(c.encode()), c.encode()) for c in cols)).hexdigest()
+    db.execute("UPDATE entries SET fields = ?, prev_hash = ?, hash = ? WHERE id = ?", (fields, prev, h, r[0]))
+    prev = h
+db.commit()
+EOF
+rm -f "$DB.anchor"
+out=$(verify)
+check "a forged cut is named at the journal's anchor of the last entry pruned: $out" \
+	grep -q "broken at entry 110: entry 110 is not the entry the journal anchored at " <<<"$out"
+cp "$LTS_TMP/db.pruned" "$DB"
+cp "$LTS_TMP/anchor.pruned" "$DB.anchor"
+rehash 113
+out=$(verify)
+check "a rewrite after the prune (113..116) is named at an anchor after the cut: $out" \
+	grep -q "broken at entry 115: entry 115 is not the entry the journal anchored at " <<<"$out"
+cp "$LTS_TMP/db.pruned" "$DB"
+cp "$LTS_TMP/anchor.pruned" "$DB.anchor"
+check "control: the pruned log put back verifies" grep -q "chain whole, 6 entries" <<<"$(verify)"
 
 # control for the match on _UID: root's own plant is believed (so the match above is what stopped the user's)
 forge 6000 | logger --journald

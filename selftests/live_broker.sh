@@ -23,7 +23,7 @@ source "$(dirname "$0")/lib_broker.sh"
 
 DRV=$LTS_TOP/build/selftests/broker_drv
 NET="$LTS_DIR/broker_net.py"
-[ -x "$DRV" ] || lts_skip_all "no $DRV; run make"
+[ -x "$DRV" ] || lts_skip_all "no $DRV; run make selftest-bins"
 for t in openssl git curl; do command -v "$t" >/dev/null || lts_skip_all "needs $t"; done
 lts_init
 if ! lts_topo_up; then
@@ -70,7 +70,7 @@ cat >"$T/broker.json" <<EOF
 {"hosts": {"api.test.example": ["$SRV_A"], "allowed.test.example": ["$SRV_B"],
            "other.test.example": ["$SRV_B"], "lan.test.example": ["127.0.0.1"]},
  "sandboxes": [
-  {"name": "sb1", "listen": "$BROKER", "port": $PORT, "guests": ["$GUEST4"],
+  {"name": "sb1", "listen": "$BROKER", "port": $PORT, "guests": ["$GUEST4"], "local": true,
    "allow": ["allowed.test.example", "lan.test.example"],
    "routes": [
     {"name": "echo", "placeholder": "$PH", "methods": ["GET", "POST", "HEAD"], "paths": $ECHO_PATHS,
@@ -210,6 +210,37 @@ check_eq "a source that is not the guest is refused" "${out%%$'\t'*} $(jq -r .re
 # a refusal of a request without a body keeps the connection: two requests, two answers
 out=$(graw "$(get /echo/v1/echo/../x)$(get /echo/v1/echo)" --full --timeout 1 | grep -c '^HTTP/1.1 ')
 check_eq "a refusal keeps the connection for the next request" "$out" 2
+
+# ------------------------------------------------------------ local endpoints (/latch/...)
+# invariant: a /latch/ request is never a credential route: checked for its spelling, then handed
+# whole to the sandbox's local callback and held until it answers; a listener without one says 404
+row "a dotted /latch path" 403 "path has a . or .. segment" "$(get /latch/../echo/v1/echo)"
+row "a local body over its limit" 413 "local request body too large" \
+	"POST /latch/grant HTTP/1.1${R}Host: x${R}Content-Length: 20000${R}${R}$(head -c 20000 /dev/zero | tr '\0' a)"
+n=$(audit_n)
+out=$(in_g "$LTS_PY" "$NET" raw "$HOST6" "$PORT" "$(get /latch/grant)")
+check_eq "/latch on a listener without local endpoints is 404" "${out%%$'\t'*} $(jq -r .reason <<<"$(last_audit "$n")")" \
+	"404 no local endpoint on this listener"
+local_n() { grep -c '"event":"local"' "$T/drv.out"; }
+n=$(local_n)
+gcurl -X POST -H 'Content-Type: application/json' -d '{"hosts":["docs.example"]}' \
+	-w ' %{http_code}' "$URL/latch/grant?x=1" >"$T/local1.out" &
+lc=$!
+for _ in $(seq 40); do [ "$(local_n)" -gt "$n" ] && break; sleep 0.05; done
+ev=$(grep '"event":"local"' "$T/drv.out" | tail -1)
+check "a /latch/ request is handed over whole (method, path, query, body, peer)" jq -e --arg g "$GUEST4" \
+	'.method == "POST" and .path == "/latch/grant" and .query == "x=1" and .body == "{\"hosts\":[\"docs.example\"]}" and .peer == $g' \
+	<<<"$ev"
+sleep 1
+check_eq "  and held while nobody answers (1 s)" "$(wc -c <"$T/local1.out")" 0
+check "  the local callback answers when it likes" grep -q "^ok answered" <<<"$(cmd "answer $(jq .n <<<"$ev") 200 {\"decision\":\"approved\"}")"
+wait "$lc"
+check_eq "  and the guest gets that answer (one JSON line)" "$(tr -d '\n' <"$T/local1.out")" '{"decision":"approved"} 200'
+check_eq "  nothing of it was audited as a route" "$(grep -c '"path":"/latch/grant","reason":"no credential route' "$T/drv.out")" 0
+n=$(grep -c '"event":"local-gone"' "$T/drv.out")
+in_g curl -s -m 1 -d x "$URL/latch/grant" >/dev/null 2>&1
+for _ in $(seq 40); do [ "$(grep -c '"event":"local-gone"' "$T/drv.out")" -gt "$n" ] && break; sleep 0.05; done
+check_cmp "a guest that leaves before the answer is reported gone" "$(grep -c '"event":"local-gone"' "$T/drv.out")" -gt "$n"
 
 # ------------------------------------------------------------ the meter seam
 n=$(grep -c '"event":"meter-end"' "$T/drv.out")

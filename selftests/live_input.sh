@@ -16,15 +16,15 @@ latch_nobody() {
 		setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all "$LATCH_BIN" "$@"
 }
 
-# rejects RUNNER NAME ARGS...: exit 2, one "latch:" line, pins unchanged
+# rejects RUNNER NAME ARGS...: exit 2 (or WANT_EXIT: 4 is no such sandbox), one "latch:" line, pins unchanged
 rejects() {
-	local runner=$1 name=$2 before after out rc why=
+	local runner=$1 name=$2 before after out rc why= want=${WANT_EXIT:-2}
 	shift 2
 	before=$(pins_snapshot)
 	out=$("$runner" "$@" 2>&1)
 	rc=$?
 	after=$(pins_snapshot)
-	[ "$rc" = 2 ] || why="exit $rc, want 2;"
+	[ "$rc" = "$want" ] || why="exit $rc, want $want;"
 	[ "$(wc -l <<<"$out")" = 1 ] && [[ "$out" == latch:* ]] ||
 		why="$why output is not one 'latch:' line: $(head -c 300 <<<"$out" | tr '\n' '|');"
 	[ "$before" == "$after" ] || why="$why pins changed: $(diff <(echo "$before") <(echo "$after") | head -5 | tr '\n' '|')"
@@ -68,14 +68,14 @@ rejects latch "a good entry then a bad one: neither is applied" egress "$LTS_NAM
 rejects latch "allow --for 0" egress "$LTS_NAME" allow "$SRV_C" --for 0
 rejects latch "allow --for without seconds" egress "$LTS_NAME" allow "$SRV_C" --for
 rejects latch "egress with an unknown action" egress "$LTS_NAME" permit "$SRV_C"
-rejects latch "egress for an unknown sandbox" egress lts-nosuch allow "$SRV_C"
+WANT_EXIT=4 rejects latch "egress for an unknown sandbox: exit 4, no such sandbox" egress lts-nosuch allow "$SRV_C"
 check_not "the refused entry $SRV_C:443 does not pass" tcp_ok "$SRV_C" 443
 
 # Invariant: one name, one sandbox; a second attach under it changes nothing.
 rejects latch "attach a duplicate name" attach "$LTS_NAME" "${A[@]}"
 rejects latch "attach a duplicate name on another device" attach "$LTS_NAME" --dev hi0 "${B[@]}"
-rejects latch "detach an unknown sandbox" detach lts-nosuch
-rejects latch "re-attach an unknown sandbox" attach lts-nosuch
+WANT_EXIT=4 rejects latch "detach an unknown sandbox: exit 4, no such sandbox" detach lts-nosuch
+WANT_EXIT=4 rejects latch "re-attach an unknown sandbox: exit 4, no such sandbox" attach lts-nosuch
 
 # Invariant: without root, nothing is read or changed.
 rejects latch_nobody "status as a non-root user" status "$LTS_NAME"

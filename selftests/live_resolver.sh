@@ -47,7 +47,7 @@ TTL_MAX=300
 for t in dnsmasq kdig ip "$LTS_PY" timeout; do
 	command -v "$t" >/dev/null || lts_skip_all "needs $t"
 done
-[ -x "$DRV" ] || lts_skip_all "no $DRV; run make build/selftests/resolver_drv"
+[ -x "$DRV" ] || lts_skip_all "no $DRV; run make selftest-bins"
 trap lts_cleanup EXIT
 trap 'exit 130' INT TERM HUP
 LTS_TMP=$(mktemp -d /tmp/latch-selftest.XXXXXX)

@@ -120,7 +120,7 @@ restart_in_mode() {
 		"$(ip netns exec "$LTS_H" "$TCX_TOOL" list hg0 ingress; ip netns exec "$LTS_H" "$TCX_TOOL" list hg0 egress)" ""
 	check "$mode: detached: tcp [$SRV6_C]:80 answers (nothing filters any more)" tcp_ok "$SRV6_C" 80
 	latch status "$LTS_NAME" >/dev/null 2>&1
-	check_eq "$mode: detached: status NAME says there is no such sandbox (exit 1)" "$?" 1
+	check_eq "$mode: detached: status NAME says there is no such sandbox (exit 4)" "$?" 4
 }
 
 restart_in_mode tcx

@@ -4,7 +4,8 @@
 #
 #   bash selftests/run.sh [NAME...]     NAME: live_reach, prog_table, ... (default: all)
 #
-# Runs build/selftests/prog_table (if built), every selftests/live_*.sh and
+# Builds what they run first (make selftest-bins), then runs
+# build/selftests/prog_table (if built), every selftests/live_*.sh and
 # every selftests/vm_*.sh (real guests under libvirt), one after another (the
 # live tests measure time and rates), each under a time limit: LTS_LIMIT
 # seconds (default 150), LTS_VM_LIMIT (default 420) for the guest tests.
@@ -26,6 +27,11 @@ passed=0
 failed=0
 skipped=0
 summary=()
+
+# latch, latchd and the test programs (drivers, packet tables): current, or the tests that need them skip
+make --no-print-directory selftest-bins >/dev/null 2>/tmp/latch-selftest-make.$$ ||
+	echo "# make selftest-bins failed: $(tail -n1 /tmp/latch-selftest-make.$$)"
+rm -f /tmp/latch-selftest-make.$$
 
 tests=()
 [ -x build/selftests/prog_table ] && tests+=(build/selftests/prog_table)
@@ -49,13 +55,15 @@ fi
 
 # vm_leftovers BEFORE: a guest test killed by the time limit may not have run
 # its own cleanup; destroy the sandboxes in the temp LATCH_ROOTs
-# (/tmp/latch-vm*) that appeared while it ran, and remove them.  Only those:
-# another run's guests are left alone.
+# (/tmp/latch-vm*) that appeared while it ran, and remove them.  Only those,
+# and only those whose test is gone (owner.pid): another run's guests, on
+# this host at the same time, are left alone.
 vm_leftovers() {
 	local d sb
 	for d in /tmp/latch-vm*; do
 		[ -d "$d/root/var/lib/latch/sandboxes" ] || continue
 		grep -qxF "$d" <<<"$1" && continue
+		[ -f "$d/owner.pid" ] && kill -0 "$(cat "$d/owner.pid")" 2>/dev/null && continue
 		for sb in "$d"/root/var/lib/latch/sandboxes/*; do
 			[ -d "$sb" ] || continue
 			echo "# destroying sandbox ${sb##*/}, left behind by a guest test that was killed"

@@ -88,6 +88,7 @@ cleanup() {
 	done
 	vm_ctrl_net_down
 	[ -n "$BPFFS" ] && rm -rf "$BPFFS"
+	vm_cgroups_remove # latch cgroups of this test (a latchd or room confined there)
 	[ -n "$TMP" ] && rm -rf "$TMP"
 	return 0
 }

@@ -11,11 +11,13 @@
 # place before any guest gets a packet, and libvirt can't start a latch guest
 # behind a tap latch can't verify.
 #
-# The hook is installed for real only when /etc/libvirt/hooks/qemu does not
-# exist, as a wrapper that hands this test's domain alone to latch (and, on
+# boot install runs from an installed copy of latch (a build tree's is
+# refused).  The hook is installed for real in /etc/libvirt/hooks/qemu.d/, as
+# a wrapper that hands this test's domain alone to latch's hook (and, on
 # demand, makes its start slow: `up` must then name the domain start as the
-# step that ran out the boot timeout); it is removed afterwards and libvirtd
-# gets SIGHUP both times.  Test traffic never
+# step that ran out the boot timeout); it is removed afterwards
+# (lib_vm.sh's vm_hook_install: libvirtd gets a SIGHUP only if it had never
+# seen a hook, and none at removal).  Test traffic never
 # leaves the machine: a documentation /26, no uplink, the allowed destination
 # a listener on a documentation address in a namespace behind the host
 # (lib_vm.sh vm_ctrl_net).  Prints ok/FAIL lines and
@@ -33,7 +35,6 @@ POOL=${LATCH_BOOT_POOL:-198.51.100.192}	# a /26 of 198.51.100.0/24, beside other
 CTRL_ADDR=203.0.113.90
 CTRL_PORT=18095
 DENIED=203.0.113.91
-HOOK=/etc/libvirt/hooks/qemu
 
 TEST=vm_boot
 . "$HERE/lib_vm.sh"
@@ -49,27 +50,18 @@ TMP=
 BPFFS=
 PIDS=()
 ADDED_CTRL=0
-HOOK_INSTALLED=0
 V() { virsh -q -c qemu:///system "$@"; }
-hup_libvirtd() {
-	local p
-	for p in $(pgrep -x libvirtd); do kill -HUP "$p"; done
-	sleep 2
-}
 cleanup() {
 	local p
 	set +e
 	[ -n "$TMP" ] && "$LATCH_BIN" destroy "$NAME" >/dev/null 2>&1
-	if [ "$HOOK_INSTALLED" = 1 ]; then
-		rm -f "$HOOK"
-		rmdir /etc/libvirt/hooks 2>/dev/null
-		hup_libvirtd
-	fi
+	vm_hook_remove
 	for p in "${PIDS[@]}"; do
 		kill "$p" 2>/dev/null && wait "$p" 2>/dev/null
 	done
 	vm_ctrl_net_down
 	[ -n "$BPFFS" ] && rm -rf "$BPFFS" 2>/dev/null
+	vm_cgroups_remove # latch cgroups of this test (a latchd or room confined there)
 	[ -n "$TMP" ] && rm -rf "$TMP"
 }
 trap cleanup EXIT
@@ -113,12 +105,15 @@ L egress "$NAME" allow "$CTRL_ADDR:$CTRL_PORT" >/dev/null
 check "before: allowed destination answers" guest_get "$CTRL_ADDR" "$CTRL_PORT"
 
 # --- boot install writes the unit and the hook under LATCH_ROOT -------------------
-L boot install >/dev/null
+INST=$TMP/inst/usr/sbin
+mkdir -p "$INST" && install -m 0755 "$LATCH_BIN" "${LATCH_BIN%/*}/latchd" "$INST/"
+check "install_refuses_the_build_trees_latch" bash -c "! '$LATCH_BIN' boot install >/dev/null 2>&1"
+"$INST/latch" boot install >/dev/null
 UNIT=$LATCH_ROOT/etc/systemd/system/latch-boot.service
-check "install_writes_unit_before_libvirt" bash -c "grep -qx 'DefaultDependencies=no' '$UNIT' && grep -q '^Before=libvirtd.service virtqemud.service' '$UNIT' && grep -qx 'ExecStart=$LATCH_BIN boot apply' '$UNIT' && [ -L '$LATCH_ROOT/etc/systemd/system/libvirtd.service.wants/latch-boot.service' ]"
-check "install_writes_executable_hook" test -x "$LATCH_ROOT/etc/libvirt/hooks/qemu"
+check "install_writes_unit_before_libvirt" bash -c "grep -qx 'DefaultDependencies=no' '$UNIT' && grep -q '^Before=libvirtd.service virtqemud.service' '$UNIT' && grep -qx 'ExecStart=$INST/latch boot apply' '$UNIT' && [ -L '$LATCH_ROOT/etc/systemd/system/libvirtd.service.wants/latch-boot.service' ]"
+check "install_writes_executable_hook" test -x "$LATCH_ROOT/etc/libvirt/hooks/qemu.d/latch"
 DUNIT=$LATCH_ROOT/etc/systemd/system/latchd.service
-check "install_writes_latchd_unit_after_the_boundary" bash -c "grep -qx 'After=latch-boot.service network-online.target' '$DUNIT' && grep -qx 'ExecStart=${LATCH_BIN%/*}/latchd' '$DUNIT' && [ -L '$LATCH_ROOT/etc/systemd/system/multi-user.target.wants/latchd.service' ]"
+check "install_writes_latchd_unit_after_the_boundary" bash -c "grep -q '^After=latch-boot.service network-online.target' '$DUNIT' && grep -qx 'ExecStart=$INST/latchd' '$DUNIT' && [ -L '$LATCH_ROOT/etc/systemd/system/multi-user.target.wants/latchd.service' ]"
 
 # --- "reboot": the domain dies, the tap and its filters are gone, the pins stay ----
 V destroy "$DOM" >/dev/null
@@ -158,23 +153,11 @@ L egress "$NAME" allow "$CTRL_ADDR:$CTRL_PORT" >/dev/null
 check "without_pins: allowing again works" guest_get "$CTRL_ADDR" "$CTRL_PORT"
 
 # --- the hook refuses a latch domain whose enforcement is gone -----------------------
-if [ -e "$HOOK" ]; then
-	echo "skip hook: $HOOK exists; not replacing it"
+# a slow start on demand, as libvirt re-probing QEMU on every call makes one
+if ! vm_hook_install "$DOM) [ \"\$2\" = prepare ] && [ -e '$TMP/slow-start' ] && sleep 9
+	exec '$LATCH_ROOT/etc/libvirt/hooks/qemu.d/latch' \"\$@\" ;;"; then
+	fail "libvirtd does not run a hook in /etc/libvirt/hooks/qemu.d (even after SIGHUP)"
 else
-	mkdir -p /etc/libvirt/hooks
-	cat > "$HOOK" <<HK
-#!/bin/sh
-# vm_boot.sh (temporary): only this test's domain goes to latch's hook
-case "\$1" in
-$DOM)	# a slow start on demand, as libvirt re-probing QEMU on every call makes one
-	[ "\$2" = prepare ] && [ -e '$TMP/slow-start' ] && sleep 9
-	exec '$LATCH_ROOT/etc/libvirt/hooks/qemu' "\$@" ;;
-esac
-exit 0
-HK
-	chmod 0755 "$HOOK"
-	HOOK_INSTALLED=1
-	hup_libvirtd
 	V destroy "$DOM" >/dev/null
 	rc=0
 	V start "$DOM" >/dev/null 2>&1 || rc=$?

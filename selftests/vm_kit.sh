@@ -66,6 +66,7 @@ cleanup() {
 	ip link del "$UP" 2>/dev/null
 	ip netns del "$NS" 2>/dev/null
 	[ -n "$BPFFS" ] && rm -rf "$BPFFS"
+	vm_cgroups_remove # latch cgroups of this test (a latchd or room confined there)
 	[ -n "$TMP" ] && rm -rf "$TMP"
 	return 0
 }
@@ -73,16 +74,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM HUP
 
 vm_scratch kit
-# the guest's agent must be this tree's (it takes the kit's environment): the shared image cache
-# may hold another build's, so a private image is built then (the recipe reuses the kernel it fetched)
-AGENT=$TOP/build/vm/latch-agent
-SHARED=${LATCH_IMAGES:-/var/lib/latch/images}
-if ! grep -qs "^agent $(sha256sum "$AGENT" | cut -d' ' -f1)\$" "$SHARED/default/manifest.txt"; then
-	mkdir -p "$TMP/images"
-	"$TOP/vm/images/image.sh" "$TMP/images/default" "$AGENT" >"$TMP/image.out" 2>&1 ||
-		skip_all "cannot build a guest image with this tree's agent: $(tail -1 "$TMP/image.out")"
-	LATCH_IMAGES=$TMP/images
-fi
+vm_tree_image # the guest's agent must be this tree's (it takes the kit's environment)
 # --- the upstream: a namespace of its own, on the far end of a veth only the host's side reaches
 ip netns add "$NS"
 ip -n "$NS" link set lo up

@@ -47,6 +47,7 @@ restore_kvm() {
 cleanup() {
 	restore_kvm
 	[ -n "$BPFFS" ] && rm -rf "$BPFFS"
+	vm_cgroups_remove # latch cgroups of this test (a latchd or room confined there)
 	[ -n "$TMP" ] && rm -rf "$TMP"
 	return 0
 }

@@ -59,6 +59,7 @@ cleanup() {
 	for p in "${PIDS[@]}"; do
 		kill "$p" 2>/dev/null && wait "$p" 2>/dev/null
 	done
+	vm_cgroups_remove
 	vm_ctrl_net_down
 	[ -n "$BPFFS" ] && rm -rf "$BPFFS" 2>/dev/null
 	[ -n "$TMP" ] && rm -rf "$TMP"

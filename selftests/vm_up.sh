@@ -70,6 +70,7 @@ cleanup() {
 	for p in "${PIDS[@]}"; do
 		kill "$p" 2>/dev/null && wait "$p" 2>/dev/null
 	done
+	vm_cgroups_remove
 	vm_ctrl_net_down
 	[ -n "${BPFFS:-}" ] && rm -rf "$BPFFS" 2>/dev/null
 	[ -n "$TMP" ] && rm -rf "$TMP"
@@ -127,7 +128,9 @@ check "up_guest_dying_at_boot_console_log_kept" grep -q broken-init-marker "$CON
 # A guest whose agent never answers: the timeout (DUR) runs from the domain start, and the error names the slow step.
 out=$(L up "$NAME" --image hang --timeout 3s 2>&1); rc=$?
 echo "$out" | grep -m1 'slow step' | sed 's/^/   /'
-check "up_timeout_names_the_slow_step_guest_agent" says "within the boot timeout (3 s).*slow step: guest agent; console log $CONSOLE"
+check "up_timeout_names_the_slow_step_guest_agent" says "within the boot timeout (3 s).*slow step: guest agent; .*; console log $CONSOLE"
+# ... and what the channel did: connected (QEMU's socket was there), and nothing came back
+check "up_timeout_says_what_the_channel_did" says "slow step: guest agent; [1-9][0-9]* connection(s) to [^;]*t-vm.agent, the first [0-9.]* s in, [^;]*; 0 byte(s) came back"
 check "up_timeout_rolled_back" rolled_back $rc
 
 # --keep-on-failure: the same failure leaves the guest running for inspection, behind its verified enforcement.
@@ -284,12 +287,12 @@ check "destroy_removes_the_stored_profile" test ! -e "$LATCH_ROOT/var/lib/latch/
 check "destroy_keeps_the_guest_state_backup" test -d "$LATCH_ROOT/var/lib/latch/sandboxes/$NAME/state"
 check "destroy_says_the_backup_is_kept" says "guest-state backup kept in $LATCH_ROOT/var/lib/latch/sandboxes/$NAME/state"
 out=$(L destroy "$NAME" 2>&1); rc=$?
-check "destroy_again_is_one_line_exit_2_naming_the_backup" test "$rc" = 2 -a "$(echo "$out" | wc -l)" = 1
+check "destroy_again_is_one_line_exit_4_no_sandbox_naming_the_backup" test "$rc" = 4 -a "$(echo "$out" | wc -l)" = 1
 check "destroy_again_says_purge_removes_the_backup" says "destroy $NAME --purge"
 out=$(L destroy "$NAME" --purge 2>&1); rc=$?
 check "destroy_purge_removes_the_backup" test "$rc" = 0 -a ! -e "$LATCH_ROOT/var/lib/latch/sandboxes/$NAME"
 out=$(L destroy "$NAME" --purge 2>&1); rc=$?
-check "destroy_purge_again_is_exit_2" test "$rc" = 2
+check "destroy_purge_again_is_exit_4_no_sandbox" test "$rc" = 4
 
 echo "$pass passed, $failn failed"
 [ "$failn" = 0 ]

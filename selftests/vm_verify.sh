@@ -44,6 +44,7 @@ cleanup() {
 	set +e
 	[ -n "$TMP" ] && "$LATCH_BIN" destroy "$NAME" >/dev/null 2>&1
 	[ -n "$BPFFS" ] && rm -rf "$BPFFS" 2>/dev/null
+	vm_cgroups_remove # latch cgroups of this test (a latchd or room confined there)
 	[ -n "$TMP" ] && rm -rf "$TMP"
 	return 0
 }

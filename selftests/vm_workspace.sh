@@ -66,6 +66,7 @@ cleanup() {
 	set +e
 	[ -n "$TMP" ] && "$LATCH_BIN" destroy --purge "$NAME" >/dev/null 2>&1
 	[ -n "$BPFFS" ] && rm -rf "$BPFFS"
+	vm_cgroups_remove # latch cgroups of this test (a latchd or room confined there)
 	[ -n "$TMP" ] && rm -rf "$TMP"
 	return 0
 }

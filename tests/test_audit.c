@@ -470,6 +470,122 @@ Test(audit, test_parse_since)
 	cr_assert_eq(audit_parse_since("2026-13-01", now, &t), -EINVAL);
 }
 
+/* ---- prune: the log's growth cut, the proof kept (audit/prune.c) ---- */
+
+/* Ten entries one second apart; returns the time of the sixth. */
+static uint64_t ten_entries(struct audit_log *log)
+{
+	uint64_t sixth = 0;
+
+	for (int i = 1; i <= 10; i++) {
+		if (i == 6)
+			sixth = fake_now;
+		add(log, "alpha", "egress", NULL);
+		fake_now += 1000000000ULL;
+	}
+	return sixth;
+}
+
+/* Invariant: a prune removes the entries before T and the rest still verifies, from the cut. */
+Test(audit, test_prune_cuts_before_t_and_the_rest_verifies)
+{
+	struct audit_log *log = open_log();
+	struct audit_prune_result r;
+	struct audit_verify_result v;
+	struct collect *c = calloc(1, sizeof(*c));
+	uint64_t t = ten_entries(log);
+
+	cr_assert_eq(audit_prune(log, t, "test.prune", &r), 0, "%s", audit_error(log));
+	cr_assert_eq(r.pruned, 5);
+	cr_assert_eq(r.first_id, 6);
+	cr_assert_eq(r.prune_id, 11, "the cut is recorded as the next entry of the chain");
+	cr_assert_eq(audit_query(log, NULL, collect_one, c), 6);
+	cr_assert_eq(c->ids[0], 6);
+	cr_assert_eq(audit_verify(log, &v), 0, "%s", v.why);
+	cr_assert_eq(v.first_id, 6);
+	cr_assert_eq(v.checked, 6);
+	/* the chain goes on after the cut, and a second prune cuts from the first one's cut */
+	add(log, "alpha", "egress", NULL);
+	cr_assert_eq(audit_prune(log, fake_now, "test.prune", &r), 0, "%s", audit_error(log));
+	cr_assert_eq(r.first_id, 13);
+	cr_assert_eq(r.pruned, 7);
+	cr_assert_eq(audit_verify(log, &v), 0, "%s", v.why);
+	cr_assert_eq(v.first_id, 13);
+	/* control: nothing older than T, nothing pruned, nothing written */
+	cr_assert_eq(audit_prune(log, 1, "test.prune", &r), 0);
+	cr_assert_eq(r.pruned, 0);
+	free(c);
+	audit_close(log);
+}
+
+/* Invariant: deleting the head of the log by hand is caught even with a cut row written to cover it. */
+Test(audit, test_a_cut_that_no_prune_entry_records_does_not_verify)
+{
+	struct audit_log *log = open_log();
+	struct audit_prune_result r;
+	char why[160];
+	uint64_t t = ten_entries(log);
+
+	/* control: a real prune verifies */
+	cr_assert_eq(audit_prune(log, t, "test.prune", &r), 0);
+	cr_assert_eq(verify_bad(log, NULL, 0), 0);
+	/* the attack: delete more of the head and move the cut row to match, without a prune entry */
+	raw_exec("INSERT INTO cuts (first_id, anchor, before_ns, prune_id, pruned) "
+		 "SELECT 8, hash, 0, 11, 2 FROM entries WHERE id = 7;"
+		 "DELETE FROM entries WHERE id < 8;");
+	cr_assert_eq(verify_bad(log, why, sizeof(why)), 8, "%s", why);
+	cr_assert(strstr(why, "no prune entry"), "%s", why);
+	audit_close(log);
+}
+
+/* Invariant: the prune entry is part of the chain: editing it breaks the proof. */
+Test(audit, test_editing_the_prune_entry_breaks_the_chain)
+{
+	struct audit_log *log = open_log();
+	struct audit_prune_result r;
+	uint64_t t = ten_entries(log);
+
+	cr_assert_eq(audit_prune(log, t, "test.prune", &r), 0);
+	raw_exec("UPDATE entries SET fields = replace(fields, '\"pruned\":5', '\"pruned\":4') WHERE id = 11");
+	cr_assert_eq(verify_bad(log, NULL, 0), 11);
+	audit_close(log);
+}
+
+/* Invariant: a broken log is evidence: prune refuses it and removes nothing. */
+Test(audit, test_prune_refuses_a_broken_log)
+{
+	struct audit_log *log = open_log();
+	struct audit_prune_result r;
+	struct collect *c = calloc(1, sizeof(*c));
+	uint64_t t = ten_entries(log);
+
+	raw_exec("UPDATE entries SET reason = 'edited' WHERE id = 3");
+	cr_assert_eq(audit_prune(log, t, "test.prune", &r), -EBADMSG);
+	cr_assert_eq(r.verify.first_bad_id, 3);
+	cr_assert_eq(audit_query(log, NULL, collect_one, c), 10, "nothing was removed");
+	free(c);
+	audit_close(log);
+}
+
+/* --follow's building blocks: the newest id, and entries past an id only. */
+Test(audit, test_last_id_and_after_id_filter)
+{
+	struct audit_log *log = open_log();
+	struct audit_filter f = { .after_id = 7 };
+	struct collect *c = calloc(1, sizeof(*c));
+	int64_t last = -1;
+
+	cr_assert_eq(audit_last_id(log, &last), 0);
+	cr_assert_eq(last, 0);
+	ten_entries(log);
+	cr_assert_eq(audit_last_id(log, &last), 0);
+	cr_assert_eq(last, 10);
+	cr_assert_eq(audit_query(log, &f, collect_one, c), 3);
+	cr_assert_eq(c->ids[0], 8);
+	free(c);
+	audit_close(log);
+}
+
 /* ---- anchors ---- */
 
 static struct audit_log *open_log_every(unsigned int every)
@@ -633,4 +749,82 @@ Test(audit, test_verify_of_a_deleted_log_names_its_anchor)
 	/* control: a log that never was */
 	snprintf(other, sizeof(other), "%s/never.db", dir);
 	cr_assert_eq(audit_verify_missing(other, &o, &r), 0);
+}
+
+/* ---- anchors across a prune ---- */
+
+/* The stored hash of entry id, read with raw sqlite. */
+static void hash_of(int64_t id, char out[AUDIT_HASH_HEX + 1])
+{
+	char sql[96];
+	sqlite3 *db;
+	sqlite3_stmt *st;
+
+	cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+	snprintf(sql, sizeof(sql), "SELECT hash FROM entries WHERE id = %lld", (long long)id);
+	cr_assert_eq(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+	cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
+	snprintf(out, AUDIT_HASH_HEX + 1, "%s", sqlite3_column_text(st, 0));
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+}
+
+/* Put an anchor file back as an older anchor (the journal keeps those across a prune; the file only moves up). */
+static void write_anchor(int64_t id, const char *hash)
+{
+	char p[160];
+	FILE *f;
+
+	snprintf(p, sizeof(p), "%s.anchor", path);
+	unlink(p);
+	f = fopen(p, "w");
+	cr_assert_not_null(f);
+	fprintf(f, "entry = %lld\nhash = %s\ntime_ns = %llu\n", (long long)id, hash, (unsigned long long)fake_now);
+	cr_assert_eq(fclose(f), 0);
+	cr_assert_eq(chmod(p, 0600), 0);
+}
+
+/* The prune entry is anchored at once, so the cut it records is vouched for outside the log. */
+Test(audit, test_prune_anchors_its_own_entry)
+{
+	struct audit_log *log = open_log_every(1000);
+	struct audit_prune_result r;
+	uint64_t t = ten_entries(log);
+
+	cr_assert_lt(anchor_entry(), 10, "control: the head is not anchored yet");
+	cr_assert_eq(audit_prune(log, t, "test.prune", &r), 0, "%s", audit_error(log));
+	cr_assert_eq(anchor_entry(), r.prune_id);
+	cr_assert_eq(verify_bad(log, NULL, 0), 0);
+	audit_close(log);
+}
+
+/*
+ * Invariant: an anchor on an entry a recorded prune removed is no cut tail
+ * (the journal keeps anchors older than any prune); the one on the last entry
+ * removed must still carry the cut's hash, or the cut was forged.
+ */
+Test(audit, test_anchors_below_the_cut_after_a_prune)
+{
+	struct audit_log *log = open_log_every(1000);
+	struct audit_prune_result r;
+	char why[256], h3[AUDIT_HASH_HEX + 1], h5[AUDIT_HASH_HEX + 1], forged[AUDIT_HASH_HEX + 1];
+	uint64_t t = ten_entries(log);
+
+	hash_of(3, h3);
+	hash_of(5, h5);
+	cr_assert_eq(audit_prune(log, t, "test.prune", &r), 0, "%s", audit_error(log));
+	cr_assert_eq(r.first_id, 6);
+	/* an anchor on a pruned entry: verifies */
+	write_anchor(3, h3);
+	cr_assert_eq(verify_bad(log, why, sizeof(why)), 0, "%s", why);
+	/* the anchor on the last pruned entry, with its real hash: verifies */
+	write_anchor(5, h5);
+	cr_assert_eq(verify_bad(log, why, sizeof(why)), 0, "%s", why);
+	/* the cut's hash disagrees with what was anchored for entry 5: named */
+	memcpy(forged, h5, sizeof(forged));
+	forged[0] = forged[0] == 'a' ? 'b' : 'a';
+	write_anchor(5, forged);
+	cr_assert_eq(verify_bad(log, why, sizeof(why)), 5, "%s", why);
+	cr_assert(strstr(why, "entry 5 is not the entry the file anchored"), "%s", why);
+	audit_close(log);
 }

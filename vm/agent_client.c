@@ -38,6 +38,7 @@ struct latch_agent {
 	uint32_t next_id;
 	uint16_t caps; /* LAGENT_CAP_*, from the agent's PONG (0: not pinged yet, or an older agent) */
 	size_t start, end; /* unread bytes are rbuf[start..end) */
+	uint64_t received; /* bytes read from the channel, for latch_agent_wait()'s report */
 	uint8_t rbuf[RBUF_LEN];
 	uint8_t wbuf[HDR_LEN + LAGENT_MAX_PAYLOAD];
 };
@@ -75,7 +76,7 @@ static int wait_fd(int fd, short events, int64_t deadline)
 	return 0;
 }
 
-int latch_agent_connect(const char *sock_path, struct latch_agent **out)
+static int connect_within(const char *sock_path, int64_t lock_wait_ms, struct latch_agent **out)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	char lock[sizeof(sa.sun_path) + 8];
@@ -102,7 +103,7 @@ int latch_agent_connect(const char *sock_path, struct latch_agent **out)
 		ret = -errno;
 		goto err;
 	}
-	for (int64_t until = now_ms() + LATCH_AGENT_LOCK_WAIT_MS; flock(a->lock_fd, LOCK_EX | LOCK_NB);) {
+	for (int64_t until = now_ms() + lock_wait_ms; flock(a->lock_fd, LOCK_EX | LOCK_NB);) {
 		if (errno != EWOULDBLOCK || now_ms() >= until) {
 			ret = errno == EWOULDBLOCK ? -EBUSY : -errno;
 			goto err;
@@ -130,6 +131,11 @@ err:
 		close(a->lock_fd);
 	free(a);
 	return ret;
+}
+
+int latch_agent_connect(const char *sock_path, struct latch_agent **out)
+{
+	return connect_within(sock_path, LATCH_AGENT_LOCK_WAIT_MS, out);
 }
 
 void latch_agent_close(struct latch_agent *a)
@@ -191,6 +197,7 @@ static int need(struct latch_agent *a, size_t n, int64_t deadline)
 		r = recv(a->fd, a->rbuf + a->end, RBUF_LEN - a->end, MSG_DONTWAIT);
 		if (r > 0) {
 			a->end += (size_t)r;
+			a->received += (uint64_t)r;
 			continue;
 		}
 		if (r == 0)
@@ -280,6 +287,43 @@ int latch_agent_ping(struct latch_agent *a, int timeout_ms, char *release, size_
 			return 0;
 		}
 	}
+}
+
+int latch_agent_wait(const char *sock_path, int timeout_ms, int (*alive)(void *arg), void *arg, char *release,
+		     size_t len, struct latch_agent_wait_stats *st)
+{
+	int64_t t0 = now_ms(), deadline = t0 + timeout_ms;
+	int ret = -ETIMEDOUT;
+
+	memset(st, 0, sizeof(*st));
+	st->first_connect_ms = -1;
+	while (now_ms() < deadline) {
+		int64_t left = deadline - now_ms();
+		struct latch_agent *a = NULL;
+
+		ret = connect_within(sock_path, left, &a);
+		if (ret == -EBUSY)
+			st->lock_busy = true;
+		if (!ret) {
+			if (st->first_connect_ms < 0)
+				st->first_connect_ms = now_ms() - t0;
+			st->connects++;
+			left = deadline - now_ms();
+			if (left > LATCH_AGENT_SESSION_MS)
+				left = LATCH_AGENT_SESSION_MS;
+			ret = latch_agent_ping(a, left > 0 ? (int)left : 1, release, len);
+			st->bytes_in += a->received;
+			latch_agent_close(a);
+			if (!ret)
+				return 0;
+		}
+		st->last_error = ret;
+		if (alive && (ret = alive(arg)))
+			return ret;
+		if (st->last_error != -ETIMEDOUT) /* a silent connection already waited; a refused one waits here */
+			usleep(100 * 1000);
+	}
+	return -ETIMEDOUT;
 }
 
 static int write_all(int fd, const uint8_t *buf, size_t n)
@@ -478,6 +522,7 @@ int latch_vm_exec(const char *name, const char *const argv[], const struct latch
 	ret = latch_agent_open_sandbox(name, 5000, &a, err, errlen);
 	if (ret)
 		return ret;
+	res->answered = true;
 	ret = latch_agent_exec(a, argv, &eo, out_fd, err_fd, &r);
 	latch_agent_close(a); /* cancels a command still running */
 	if (ret == -EINTR || ret == -ETIMEDOUT)

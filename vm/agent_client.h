@@ -18,6 +18,7 @@
 #ifndef LATCH_VM_AGENT_CLIENT_H
 #define LATCH_VM_AGENT_CLIENT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -59,6 +60,30 @@ struct latch_agent_result {
 int latch_agent_connect(const char *sock_path, struct latch_agent **out);
 /* Closing while a command runs cancels it: the guest kills its process group. */
 void latch_agent_close(struct latch_agent *a);
+
+/* How long latch_agent_wait() pings on one connection before it makes a new one. */
+#define LATCH_AGENT_SESSION_MS 5000
+
+/* What latch_agent_wait() saw, for the message when the guest never answered. */
+struct latch_agent_wait_stats {
+	int connects; /* connections made to the channel socket */
+	int64_t first_connect_ms; /* after the wait began; -1: none was made */
+	uint64_t bytes_in; /* bytes the channel sent back over all of them */
+	int last_error; /* the last connect's or ping's -errno */
+	bool lock_busy; /* another latch client held the channel's lock */
+};
+
+/*
+ * Wait up to timeout_ms for a booting guest's agent to answer a ping.  A
+ * connection that stays silent for LATCH_AGENT_SESSION_MS is closed and
+ * made again: the guest's agent sees the host end close and open, and a
+ * connection that the channel never serves is not waited on to the end.
+ * alive(arg) (may be NULL) is asked between attempts; a non-zero return
+ * (the domain stopped) ends the wait with it.  release as in
+ * latch_agent_ping().  0, -ETIMEDOUT, or alive()'s return.
+ */
+int latch_agent_wait(const char *sock_path, int timeout_ms, int (*alive)(void *arg), void *arg, char *release,
+		     size_t len, struct latch_agent_wait_stats *st);
 
 /*
  * Wait up to timeout_ms (-1: forever) for the agent to answer, e.g. while the

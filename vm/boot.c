@@ -21,6 +21,7 @@
 #include "vm/libvirt.h"
 #include "vm/sandbox_vm.h"
 #include "vm/state.h"
+#include "vm/units.h" /* generated from the templates in vm/units/ (embed.sh) */
 
 static int apply_one(const char *name, struct latch_boot_result *r)
 {
@@ -115,28 +116,50 @@ static void env_of(char *unit_env, size_t ulen, char *sh_env, size_t slen)
 	}
 }
 
-/*
- * Write etc/systemd/system/NAME and enable it: a link in NAME's place in
- * each of the wants directories (`systemctl enable` without systemd, so that
- * it works under LATCH_ROOT too).
- */
-static int install_unit(const char *name, const char *text, const char *const *wanted_by, size_t n_wanted,
-			void (*wrote)(const char *path, void *arg), void *arg, char *err, size_t errlen)
+/* tmpl with @SBINDIR@ and @ENV@ put in, into out; -ENAMETOOLONG when it does not fit. */
+static int render(const char *tmpl, const char *sbindir, const char *env, char *out, size_t len)
 {
-	char unit[PATH_MAX], dir[PATH_MAX], link[PATH_MAX];
-	int r;
+	size_t o = 0;
 
-	if (latch_path(unit, sizeof(unit), "etc/systemd/system/%s", name))
-		return snprintf(err, errlen, "path too long"), -ENAMETOOLONG;
-	r = write_file(unit, text, 0644, err, errlen);
-	if (r)
-		return r;
-	wrote(unit, arg);
+	for (const char *p = tmpl; *p;) {
+		const char *put = NULL;
+		size_t skip = 1;
+
+		if (!strncmp(p, "@SBINDIR@", 9))
+			put = sbindir, skip = 9;
+		else if (!strncmp(p, "@ENV@", 5))
+			put = env, skip = 5;
+		if (put) {
+			if (o + strlen(put) >= len)
+				return -ENAMETOOLONG;
+			memcpy(out + o, put, strlen(put));
+			o += strlen(put);
+		} else {
+			if (o + 1 >= len)
+				return -ENAMETOOLONG;
+			out[o++] = *p;
+		}
+		p += skip;
+	}
+	out[o] = '\0';
+	return 0;
+}
+
+/*
+ * Enable NAME: a link in NAME's place in each of the wants directories
+ * (`systemctl enable` without systemd, so that it works under LATCH_ROOT
+ * too), to unit, the file that defines it.
+ */
+static int enable_unit(const char *name, const char *unit, const char *const *wanted_by, size_t n_wanted,
+		       void (*wrote)(const char *path, void *arg), void *arg, char *err, size_t errlen)
+{
+	char dir[PATH_MAX], link[PATH_MAX];
+
 	for (size_t i = 0; i < n_wanted; i++) {
 		if (latch_path(dir, sizeof(dir), "etc/systemd/system/%s.wants", wanted_by[i]) ||
 		    snprintf(link, sizeof(link), "%s/%s", dir, name) >= (int)sizeof(link))
 			return snprintf(err, errlen, "path too long"), -ENAMETOOLONG;
-		mkdir(dir, 0755);
+		latch_mkdirs(dir, 0755);
 		unlink(link);
 		if (symlink(unit, link))
 			return snprintf(err, errlen, "symlink %s: %s", link, strerror(errno)), -errno;
@@ -145,86 +168,164 @@ static int install_unit(const char *name, const char *text, const char *const *w
 	return 0;
 }
 
-int latch_vm_boot_install(const char *latch_bin, void (*wrote)(const char *path, void *arg), void *arg, char *err,
-		       size_t errlen)
+/*
+ * The unit NAME: the one `make install` put beside latch (PREFIX/lib/systemd/
+ * system, as a package installs it) is enabled as it is; without one (latch
+ * copied by hand) or with LATCH_ROOT/LATCH_BPFFS to carry, the same template
+ * is written to etc/systemd/system/NAME and enabled.
+ */
+static int install_unit(const char *name, const char *tmpl, const char *sbindir, const char *env,
+			const char *const *wanted_by, size_t n_wanted, void (*wrote)(const char *path, void *arg),
+			void *arg, char *err, size_t errlen)
 {
-	static const char *const boot_wanted_by[] = { "sysinit.target", "libvirtd.service", "virtqemud.service" };
-	static const char *const latchd_wanted_by[] = { "multi-user.target" };
-	const char *slash = strrchr(latch_bin, '/');
-	char hook[PATH_MAX], latchd[PATH_MAX];
-	char uenv[2 * PATH_MAX + 64], senv[2 * PATH_MAX + 64], text[8192];
+	char unit[PATH_MAX], text[8192];
+	struct stat st;
 	int r;
 
-	if (strchr(latch_bin, '\'') || strchr(latch_bin, '\n') || latch_bin[0] != '/')
-		return snprintf(err, errlen, "latch's path '%s' can't go into a unit", latch_bin), -EINVAL;
-	env_of(uenv, sizeof(uenv), senv, sizeof(senv));
-	if (latch_path(hook, sizeof(hook), "etc/libvirt/hooks/qemu") ||
-	    snprintf(latchd, sizeof(latchd), "%.*slatchd", (int)(slash - latch_bin + 1), latch_bin) >=
-		    (int)sizeof(latchd))
+	if (!*env && snprintf(unit, sizeof(unit), "%s/../lib/systemd/system/%s", sbindir, name) < (int)sizeof(unit) &&
+	    !stat(unit, &st) && S_ISREG(st.st_mode))
+		return enable_unit(name, unit, wanted_by, n_wanted, wrote, arg, err, errlen);
+	if (latch_path(unit, sizeof(unit), "etc/systemd/system/%s", name))
+		return snprintf(err, errlen, "path too long"), -ENAMETOOLONG;
+	if (render(tmpl, sbindir, env, text, sizeof(text)))
+		return snprintf(err, errlen, "unit %s: path too long", name), -ENAMETOOLONG;
+	r = write_file(unit, text, 0644, err, errlen);
+	if (r)
+		return r;
+	wrote(unit, arg);
+	return enable_unit(name, unit, wanted_by, n_wanted, wrote, arg, err, errlen);
+}
+
+/*
+ * The hook runs as root for every domain libvirt starts, so the binary it
+ * calls must be latch as installed, never a build tree's: a `make clean`
+ * would then stop every domain on the host, and whoever can write the tree
+ * would be root.  Refused: a binary beside the build's marker (arrows.ok,
+ * which every `make` writes into build/), or one level under a source tree
+ * (../cli/latch.c); a binary or a directory above it that is not root's or
+ * is writable by others (a root-owned sticky directory such as /tmp is
+ * accepted: nobody else can replace what is in it).
+ */
+int latch_vm_boot_bin_check(const char *bin, char *err, size_t errlen)
+{
+	char real[PATH_MAX], probe[PATH_MAX + 32], *slash;
+	struct stat st;
+
+	if (!realpath(bin, real))
+		return latch_errf(err, errlen, -errno, "%s: %s", bin, strerror(errno));
+	slash = strrchr(real, '/');
+	snprintf(probe, sizeof(probe), "%.*s/arrows.ok", (int)(slash - real), real);
+	if (!access(probe, F_OK))
+		return latch_errf(err, errlen, -EPERM,
+				  "%s is a build tree's binary (%s is there): install latch first (`make install`, "
+				  "or the Debian package) and run the installed latch",
+				  real, probe);
+	snprintf(probe, sizeof(probe), "%.*s/../cli/latch.c", (int)(slash - real), real);
+	if (!access(probe, F_OK))
+		return latch_errf(err, errlen, -EPERM,
+				  "%s sits in a source tree (%s): install latch first (`make install`) and run the "
+				  "installed latch",
+				  real, probe);
+	for (;;) {
+		const char *p = *real ? real : "/";
+
+		if (stat(p, &st))
+			return latch_errf(err, errlen, -errno, "%s: %s", p, strerror(errno));
+		if (st.st_uid != 0 ||
+		    ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(S_ISDIR(st.st_mode) && (st.st_mode & S_ISVTX))))
+			return latch_errf(
+				err, errlen, -EPERM,
+				"%s is not root's or is writable by others (mode %04o, uid %u): the hook runs "
+				"latch as root; fix: chown root %s && chmod go-w %s",
+				p, (unsigned)(st.st_mode & 07777), (unsigned)st.st_uid, p, p);
+		if (!*real)
+			break;
+		*strrchr(real, '/') = '\0';
+	}
+	return 0;
+}
+/*
+ * The hook: one script in qemu.d/ (libvirt 9 runs every executable there,
+ * so others' hooks stay as they are).  It decides in sh, before latch is
+ * involved, that a domain is not latch's (not named latch-*, no latch
+ * metadata) and lets it go at once: a host where latch was removed or
+ * broken still starts every other domain.  For latch's domains it runs the
+ * installed latch, and a latch that can't run refuses (exec fails, non-zero).
+ */
+static int write_hook(const char *bin, const char *senv, void (*wrote)(const char *path, void *arg), void *arg,
+		      char *err, size_t errlen)
+{
+	char hook[PATH_MAX], legacy[PATH_MAX], text[8192], old[256] = "";
+	int fd, r;
+
+	if (latch_path(hook, sizeof(hook), "etc/libvirt/hooks/qemu.d/latch") ||
+	    latch_path(legacy, sizeof(legacy), "etc/libvirt/hooks/qemu"))
 		return snprintf(err, errlen, "path too long"), -ENAMETOOLONG;
 	snprintf(text, sizeof(text),
-		 "# Written by `latch boot install`.\n"
-		 "# Default-deny on every latch sandbox's tap before libvirt can start a guest.\n"
-		 "[Unit]\n"
-		 "Description=latch: the boundary before any guest\n"
-		 "DefaultDependencies=no\n"
-		 "After=sys-fs-bpf.mount local-fs.target\n"
-		 "Wants=sys-fs-bpf.mount\n"
-		 "Before=libvirtd.service virtqemud.service libvirt-guests.service\n"
-		 "\n"
-		 "[Service]\n"
-		 "Type=oneshot\n"
-		 "RemainAfterExit=yes\n"
-		 "%s"
-		 "ExecStart=%s boot apply\n"
-		 "\n"
-		 "[Install]\n"
-		 "WantedBy=sysinit.target libvirtd.service virtqemud.service\n",
-		 uenv, latch_bin);
-	r = install_unit("latch-boot.service", text, boot_wanted_by,
-			 sizeof(boot_wanted_by) / sizeof(boot_wanted_by[0]), wrote, arg, err, errlen);
-	if (r)
-		return r;
-	/*
-	 * latchd, next to latch: ordered after the boundary, never before it.
-	 * It only adds reach (names, learned answers); without it the sandboxes
-	 * stay as the pins say, so a failure to start is never a hole.
-	 */
-	snprintf(text, sizeof(text),
-		 "# Written by `latch boot install`.\n"
-		 "# latchd: named policy, the sandboxes' resolvers, kernel deny events into the audit log.\n"
-		 "[Unit]\n"
-		 "Description=latch daemon: named egress policy and the filtering resolver\n"
-		 "After=latch-boot.service network-online.target\n"
-		 "Requires=latch-boot.service\n"
-		 "\n"
-		 "[Service]\n"
-		 "Type=simple\n"
-		 "%s"
-		 "ExecStart=%s\n"
-		 "ExecReload=/bin/kill -HUP $MAINPID\n"
-		 "Restart=on-failure\n"
-		 "RestartSec=1\n"
-		 "\n"
-		 "[Install]\n"
-		 "WantedBy=multi-user.target\n",
-		 uenv, latchd);
-	r = install_unit("latchd.service", text, latchd_wanted_by, 1, wrote, arg, err, errlen);
-	if (r)
-		return r;
-	snprintf(text, sizeof(text),
 		 "#!/bin/sh\n"
-		 "# Written by `latch boot install`: libvirt runs this as qemu DOMAIN OP SUBOP, with the\n"
-		 "# domain XML on stdin.  A non-zero exit on prepare/start stops the domain from starting.\n"
-		 "# latch refuses a latch-managed domain whose enforcement it can't verify.\n"
+		 "# Written by `latch boot install`.  libvirt runs every executable in hooks/qemu.d/ as\n"
+		 "# SCRIPT DOMAIN OP SUBOP EXTRA, the domain XML on stdin; a non-zero exit on prepare, start\n"
+		 "# or restore stops that domain from starting.  latch refuses its own domains whose\n"
+		 "# enforcement it can't verify; every other domain goes through here at once.\n"
+		 "case \"$2\" in prepare|start|restore) ;; *) exit 0 ;; esac\n"
+		 "case \"$1\" in\n"
+		 "" LATCH_DOMAIN_PREFIX "*) ;;\n"
+		 "*)\n"
+		 "\tcase \"$(cat)\" in\n"
+		 "\t*'" LATCH_XMLNS "'*)\n"
+		 "\t\techo \"latch: refusing to start $1: it carries latch's metadata but not its name\" >&2\n"
+		 "\t\texit 1 ;;\n"
+		 "\tesac\n"
+		 "\texit 0 ;;\n"
+		 "esac\n"
 		 "%s"
 		 "exec '%s' boot hook \"$@\"\n",
-		 senv, latch_bin);
+		 senv, bin);
 	r = write_file(hook, text, 0755, err, errlen);
 	if (r)
 		return r;
 	wrote(hook, arg);
+	/* the single-file hook an older latch wrote: it ran latch for every domain */
+	fd = open(legacy, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd >= 0) {
+		ssize_t n = read(fd, old, sizeof(old) - 1);
+
+		close(fd);
+		old[n > 0 ? n : 0] = '\0';
+		if (strstr(old, "# Written by `latch boot install`") && !unlink(legacy)) {
+			char what[PATH_MAX + 16];
+
+			snprintf(what, sizeof(what), "removed %s", legacy);
+			wrote(what, arg);
+		}
+	}
 	return 0;
+}
+
+int latch_vm_boot_install(const char *latch_bin, void (*wrote)(const char *path, void *arg), void *arg, char *err,
+			  size_t errlen)
+{
+	static const char *const boot_wanted_by[] = { "sysinit.target", "libvirtd.service", "virtqemud.service" };
+	static const char *const latchd_wanted_by[] = { "multi-user.target" };
+	char sbindir[PATH_MAX], uenv[2 * PATH_MAX + 64], senv[2 * PATH_MAX + 64];
+	const char *slash = strrchr(latch_bin, '/');
+	int r;
+
+	if (strpbrk(latch_bin, "'\n\\\"$`") || latch_bin[0] != '/' || !slash)
+		return latch_errf(err, errlen, -EINVAL, "latch's path '%s' can't go into a unit or a hook", latch_bin);
+	r = latch_vm_boot_bin_check(latch_bin, err, errlen);
+	if (r)
+		return r;
+	snprintf(sbindir, sizeof(sbindir), "%.*s", (int)(slash - latch_bin), latch_bin);
+	env_of(uenv, sizeof(uenv), senv, sizeof(senv));
+	r = install_unit("latch-boot.service", unit_latch_boot_service, sbindir, uenv, boot_wanted_by, 3, wrote, arg,
+			 err, errlen);
+	if (!r)
+		r = install_unit("latchd.service", unit_latchd_service, sbindir, uenv, latchd_wanted_by, 1, wrote, arg,
+				 err, errlen);
+	if (!r)
+		r = write_hook(latch_bin, senv, wrote, arg, err, errlen);
+	return r;
 }
 
 static int count(const char *hay, const char *needle)

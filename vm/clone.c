@@ -66,7 +66,7 @@ int latch_vm_task(const struct latch_vm_task_opts *o, struct latch_vm_task_resul
 	memset(res, 0, sizeof(*res));
 	*fail = LATCH_VM_FAIL_RUNTIME;
 	if (latch_state_load(o->source, &src, e, sizeof(e))) {
-		*fail = LATCH_VM_FAIL_INPUT;
+		*fail = LATCH_VM_FAIL_NO_SANDBOX;
 		return latch_errf(err, errlen, -ENOENT, "no VM sandbox '%s' (see `latch ls`)", o->source);
 	}
 	/* the source's memory, fresh when its guest runs, else its last backup */
@@ -96,7 +96,8 @@ int latch_vm_task(const struct latch_vm_task_opts *o, struct latch_vm_task_resul
 
 	/* up rolled back whatever it made when it failed; this removes the rest, and the clone's backup */
 	snprintf(first, sizeof(first), "%s", ret && ret != -EINTR ? err : "");
-	res->removed = latch_vm_destroy(res->clone, true, &dr, &f2, e, sizeof(e)) == 0 || f2 == LATCH_VM_FAIL_INPUT;
+	res->removed = latch_vm_destroy(res->clone, true, &dr, &f2, e, sizeof(e)) == 0 ||
+		       f2 == LATCH_VM_FAIL_NO_SANDBOX;
 	if (!res->removed) {
 		latch_errf(err, errlen, -EIO, "%s%sclone %s NOT removed: %s; `latch destroy --purge %s`", first,
 			   *first ? "; " : "", res->clone, e, res->clone);

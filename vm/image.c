@@ -7,7 +7,8 @@
  * image.sh builds the default image (a Debian kernel and a busybox
  * initramfs), image_debian.sh a debootstrap Debian rootfs on a qcow2 disk.
  * A script is found through its environment variable, beside the source
- * tree of this binary (build/latch -> vm/images/), or installed in
+ * tree of this binary (build/latch -> vm/images/), installed beside it
+ * (PREFIX/sbin/latch -> PREFIX/lib/latch, `make install`), or in
  * /usr/lib/latch, in that order.  Its progress goes to stderr, so stdout
  * stays clean for --json.  A recipe that finds its image current does
  * nothing; --force rebuilds.
@@ -75,6 +76,9 @@ int latch_vm_image_script(const char *image, char *buf, size_t len, char *err, s
 		if (slash) {
 			*slash = '\0';
 			if (snprintf(buf, len, "%s/../vm/images/%s", exe, r->script) < (int)len && !access(buf, X_OK))
+				return 0;
+			/* installed: PREFIX/sbin/latch beside PREFIX/lib/latch, whatever PREFIX and DESTDIR were */
+			if (snprintf(buf, len, "%s/../lib/latch/%s", exe, r->script) < (int)len && !access(buf, X_OK))
 				return 0;
 		}
 	}

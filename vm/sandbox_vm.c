@@ -34,7 +34,10 @@
 __attribute__((format(printf, 5, 6))) static int ufail(char *err, size_t errlen, enum latch_vm_fail *fail,
 						       enum latch_vm_fail kind, const char *fmt, ...)
 {
-	int ret = kind == LATCH_VM_FAIL_INPUT ? -EINVAL : kind == LATCH_VM_FAIL_POSTURE ? -EPERM : -EIO;
+	int ret = kind == LATCH_VM_FAIL_INPUT	   ? -EINVAL :
+		  kind == LATCH_VM_FAIL_POSTURE	   ? -EPERM :
+		  kind == LATCH_VM_FAIL_NO_SANDBOX ? -ENOENT :
+						     -EIO;
 	va_list ap;
 
 	*fail = kind;
@@ -182,31 +185,37 @@ static int domain_opts(const struct latch_vm_state *st, struct latch_domain_opts
 	return latch_vm_console_path(st->name, d->console_log, sizeof(d->console_log));
 }
 
-/* Poll the agent socket until it answers or the deadline passes. */
-static int wait_agent(struct latch_virt *v, const char *name, const char *sock, int64_t deadline, char *release,
-		      size_t rlen, char *err, size_t errlen)
+struct domain_watch {
+	struct latch_virt *v;
+	const char *name;
+	char *err;
+	size_t errlen;
+};
+
+/* latch_agent_wait()'s question between attempts: a guest that stopped never answers. */
+static int domain_alive(void *arg)
 {
+	struct domain_watch *w = arg;
 	struct latch_domain_info di;
-	int r = -ETIMEDOUT;
 
-	while (now_ms() < deadline) {
-		struct latch_agent *a = NULL;
+	latch_domain_info(w->v, w->name, &di);
+	if (strcmp(di.state, "running"))
+		return latch_errf(w->err, w->errlen, -EIO, "the guest stopped while booting (domain %s)", di.state);
+	return 0;
+}
 
-		r = latch_agent_connect(sock, &a);
-		if (r == 0) {
-			int left = (int)(deadline - now_ms());
-
-			r = latch_agent_ping(a, left > 0 ? left : 1, release, rlen);
-			latch_agent_close(a);
-			if (r == 0)
-				return 0;
-		}
-		latch_domain_info(v, name, &di);
-		if (strcmp(di.state, "running"))
-			return latch_errf(err, errlen, -EIO, "the guest stopped while booting (domain %s)", di.state);
-		usleep(100 * 1000);
-	}
-	return -ETIMEDOUT;
+/* What the channel did while the guest did not answer, for the timeout's message. */
+static void agent_seen(const struct latch_agent_wait_stats *st, const char *sock, char *buf, size_t len)
+{
+	if (!st->connects)
+		snprintf(buf, len, "%s could not be connected: %s%s", sock, strerror(-st->last_error),
+			 st->lock_busy ? " (another latch command held the channel)" : "");
+	else
+		snprintf(buf, len,
+			 "%d connection(s) to %s, the first %.1f s in, each pinged every 0.25 s for up to %d s; "
+			 "%llu byte(s) came back",
+			 st->connects, sock, st->first_connect_ms / 1000.0, LATCH_AGENT_SESSION_MS / 1000,
+			 (unsigned long long)st->bytes_in);
 }
 
 /*
@@ -218,6 +227,7 @@ static int boot_guest(struct latch_virt *v, const struct latch_vm_state *st, boo
 		      const struct latch_vm_up_opts *o, struct latch_vm_up_result *res, int64_t t0, bool *started,
 		      char *err, size_t errlen)
 {
+	struct latch_agent_wait_stats seen;
 	struct latch_domain_info di;
 	struct latch_domain_opts d;
 	char dir[PATH_MAX];
@@ -251,8 +261,13 @@ static int boot_guest(struct latch_virt *v, const struct latch_vm_state *st, boo
 	     *di.accel ? di.accel : "?", res->accel_why);
 	step(o, "waiting for the guest agent (boot timeout %d s from the domain start; console log %s)", timeout / 1000,
 	     d.console_log);
-	ret = wait_agent(v, st->name, d.agent_sock, t_start + timeout, res->release, sizeof(res->release), err, errlen);
+	ret = latch_agent_wait(d.agent_sock, (int)(t_start + timeout - now_ms()), domain_alive,
+			       &(struct domain_watch){ v, st->name, err, errlen }, res->release, sizeof(res->release),
+			       &seen);
 	if (ret == -ETIMEDOUT) {
+		char what[PATH_MAX + 160];
+
+		agent_seen(&seen, d.agent_sock, what, sizeof(what));
 		if (dom_ms * 2 >= timeout)
 			latch_errf(err, errlen, ret,
 				   "the guest agent did not answer within the boot timeout (%d s): starting the domain "
@@ -262,9 +277,10 @@ static int boot_guest(struct latch_virt *v, const struct latch_vm_state *st, boo
 			latch_errf(
 				err, errlen, ret,
 				"the guest agent did not answer within the boot timeout (%d s): the domain started in "
-				"%.1f s, then the guest did not answer for %.1f s (slow step: guest agent; console log "
-				"%s)",
-				timeout / 1000, dom_ms / 1000.0, (now_ms() - t_start - dom_ms) / 1000.0, d.console_log);
+				"%.1f s, then the guest did not answer for %.1f s (slow step: guest agent; %s; console "
+				"log %s)",
+				timeout / 1000, dom_ms / 1000.0, (now_ms() - t_start - dom_ms) / 1000.0, what,
+				d.console_log);
 	}
 	if (ret) {
 		console_tail(res);
@@ -607,7 +623,7 @@ int latch_vm_down(const char *name, int timeout_ms, struct latch_vm_down_result 
 	ret = latch_state_load(name, &st, err, errlen);
 	if (ret) {
 		if (ret == -ENOENT)
-			*fail = LATCH_VM_FAIL_INPUT;
+			*fail = LATCH_VM_FAIL_NO_SANDBOX;
 		goto out;
 	}
 	v = latch_virt_open(err, errlen);
@@ -650,11 +666,11 @@ static int destroy_stateless(struct latch_virt *v, const char *name, bool purge,
 		if (dr->backup_kept && purge)
 			return latch_state_purge(name);
 		if (dr->backup_kept)
-			return ufail(err, errlen, fail, LATCH_VM_FAIL_INPUT,
+			return ufail(err, errlen, fail, LATCH_VM_FAIL_NO_SANDBOX,
 				     "no VM sandbox '%s'; its guest-state backup is kept in %s (`latch destroy %s "
 				     "--purge` removes it)",
 				     name, dr->backup_dir, name);
-		return ufail(err, errlen, fail, LATCH_VM_FAIL_INPUT, "no VM sandbox '%s' (see `latch ls`)", name);
+		return ufail(err, errlen, fail, LATCH_VM_FAIL_NO_SANDBOX, "no VM sandbox '%s' (see `latch ls`)", name);
 	}
 	if (di.latch_managed)
 		ret = latch_domain_remove(v, name, err, errlen);

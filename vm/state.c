@@ -31,7 +31,8 @@ int latch_state_lock(char *err, size_t errlen)
 	if (latch_path(dir, sizeof(dir), "run/latch") ||
 	    latch_path(path, sizeof(path), "run/latch/lifecycle.lock"))
 		return latch_errf(err, errlen, -EINVAL, "LATCH_ROOT is too long");
-	ret = latch_mkdirs(dir, 0755); /* 0755: libvirt's qemu user walks some of them */
+	/* root-only, like every path that makes run/latch: libvirt opens the agent's socket for QEMU */
+	ret = latch_mkdirs(dir, 0700);
 	if (ret)
 		return latch_errf(err, errlen, ret, "cannot create %s: %s", dir, strerror(-ret));
 	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);

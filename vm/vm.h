@@ -44,6 +44,7 @@ enum latch_vm_fail {
 	LATCH_VM_FAIL_RUNTIME = 1,
 	LATCH_VM_FAIL_INPUT = 2, /* bad input or a name in use: nothing was created */
 	LATCH_VM_FAIL_POSTURE = 3, /* enforcement not verified: nothing was started */
+	LATCH_VM_FAIL_NO_SANDBOX = 4, /* NAME is no VM sandbox: nothing was done */
 };
 
 /* What latch assigned to a sandbox, as recorded on disk. */
@@ -187,6 +188,7 @@ struct latch_vm_exec_result {
 	bool truncated; /* output was dropped (the limit, in the guest or here) */
 	bool timed_out; /* the guest killed it at timeout_ms */
 	uint32_t duration_ms; /* as the guest measured it */
+	bool answered; /* the agent answered: a failure after it happened to the command, not to the channel */
 };
 
 /*
@@ -279,11 +281,17 @@ struct latch_boot_result {
  */
 int latch_vm_boot_apply(void (*fn)(const char *name, int ret, const struct latch_boot_result *r, void *arg), void *arg);
 /*
- * `boot install`: write, under $LATCH_ROOT (default /), the unit that runs
- * `latch boot apply` before libvirtd (DefaultDependencies=no), latchd's
- * unit, their wants links, and the libvirt qemu hook that runs `latch boot
- * hook`, with latch_bin and LATCH_ROOT/LATCH_BPFFS baked in (libvirt runs
- * hooks with an empty environment).  Each path written goes to wrote.
+ * `boot install`, for an installed latch_bin (latch_vm_boot_bin_check()):
+ * enable latch-boot.service (`latch boot apply` before libvirtd) and
+ * latchd.service, as `make install` put them beside latch_bin
+ * (PREFIX/lib/systemd/system), or written under $LATCH_ROOT/etc/systemd/
+ * system from the same templates (vm/units/) when there are none or
+ * LATCH_ROOT/LATCH_BPFFS must be carried; and the libvirt hook
+ * etc/libvirt/hooks/qemu.d/latch, which lets every domain that is not
+ * latch's through without running latch, and runs `latch_bin boot hook`
+ * for latch's own (libvirt runs hooks with an empty environment, so
+ * LATCH_ROOT/LATCH_BPFFS are baked in).  The single-file hook an older
+ * latch wrote (hooks/qemu) is removed.  Each path written goes to wrote.
  */
 int latch_vm_boot_install(const char *latch_bin, void (*wrote)(const char *path, void *arg), void *arg, char *err,
 			  size_t errlen);
@@ -294,6 +302,13 @@ int latch_vm_boot_install(const char *latch_bin, void (*wrote)(const char *path,
  * and restore, are always let through.  It reads only latch's state and the
  * kernel: libvirtd holds the domain while it runs the hook.
  */
+/*
+ * Refuse a binary that must not be the hook's: one in a build tree (beside
+ * build/arrows.ok, or under a directory that holds cli/latch.c), or one that
+ * it, or a directory above it, lets a user other than root replace.  0 or
+ * -EPERM with the reason and the fix in err.
+ */
+int latch_vm_boot_bin_check(const char *bin, char *err, size_t errlen);
 int latch_vm_boot_hook(const char *dom, const char *op, int xml_fd, char *err, size_t errlen);
 
 /* ---- guest images ---- */

@@ -34,6 +34,7 @@
 
 #include "broker/broker.h"
 #include "broker/daemon/daemon.h"
+#include "broker/daemon/grant.h"
 #include "broker/daemon/room.h"
 #include "broker/http/http_broker.h"
 #include "kit/kit.h"
@@ -342,7 +343,10 @@ static struct latch_http_sandbox *listen_for(struct sandbox *s, uint16_t port, c
 					     .arg = s,
 					     .name_allowed = broker_name_allowed,
 					     .resolve = broker_resolve,
-					     .audit = broker_audit };
+					     .audit = broker_audit,
+					     /* /latch/grant: the sandbox asks for a grant (grant_ask.c) */
+					     .local = grant_ask_local,
+					     .local_gone = grant_ask_gone };
 	const struct latch_config *c = &s->cfg;
 
 	if (c->flags & LATCH_CFG_HAVE_IP4) {

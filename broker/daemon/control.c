@@ -46,6 +46,7 @@ static void client_free(struct client *c)
 	for (struct sandbox *s = c->ld->sandboxes; s; s = s->next)
 		if (s->sw && s->sw->client == c)
 			s->sw->client = NULL;
+	grant_client_gone(c->ld, c); /* nor a grant being resolved */
 	bufferevent_free(c->bev);
 	free(c);
 }
@@ -175,8 +176,12 @@ static void handle(struct client *c, json_t *req)
 		return broker_op_backend(c->ld, c, req);
 	if (!strncmp(op, "room_", 5))
 		return room_op(c, op, req);
-	control_reply_error(c, "unknown op '%s'; known: ping, rescan, reload, switch, kit, backend, room_open, room_ready, "
-			    "room_done", op);
+	if (grant_op(c->ld, c, op, req))
+		return;
+	control_reply_error(c,
+			    "unknown op '%s'; known: ping, rescan, reload, switch, kit, backend, room_open, room_ready, room_done, "
+			    "grant, grants, approve, deny",
+			    op);
 }
 
 /* ---- the socket ---- */

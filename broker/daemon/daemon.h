@@ -21,6 +21,9 @@
  *	broker.c	the credential broker: the engine (broker/http/) on the loop,
  *			each kit sandbox's listener and routes, the kit and backend ops
  *	meter.c		the spend caps: budget/ on each AI provider route's meter seam
+ *	grant*.c	grants: timed openings of host names the host resolves, made
+ *			with `latch grant` or asked for by the sandbox and approved from
+ *			outside (grant.h lists the files)
  */
 #ifndef LATCH_DAEMON_H
 #define LATCH_DAEMON_H
@@ -132,6 +135,7 @@ struct sandbox {
 	 * the sandbox stops.  NULL: no kit.
 	 */
 	struct broker *broker;
+	struct grants *grants; /* grant.h: its grants, asks and their caps' history */
 	bool seen;
 	struct sandbox *next;
 };
@@ -166,6 +170,7 @@ struct latchd {
 	struct confine *confine;
 	/* meter.c: the spend caps (budget/, the ledger's sole writer) */
 	struct meter *meter;
+	struct notifier *notifier; /* grant_notify.c: the notifier processes running */
 };
 
 /* main.c */
@@ -234,6 +239,22 @@ void learned_load(struct sandbox *s);
 void learned_save(struct sandbox *s);
 void learned_remove_file(const char *name);
 void learned_free(struct sandbox *s);
+void latchd_boot_id(char *buf, size_t len);
+
+/* grant.c, grant_ops.c, grant_notify.c (grant.h has the rest) */
+void grants_open(struct sandbox *s);  /* its grants back from NAME.grants */
+void grants_close(struct sandbox *s); /* saved; waiting asks and clients answered */
+void grants_forget(struct sandbox *s); /* the sandbox is gone: NAME.grants goes */
+/* Does an active grant open this normalized name?  The resolver may answer it then. */
+bool grant_name_allowed(const struct sandbox *s, const char *name);
+/* The resolver answered a granted name: its addresses join the grant, with its deadline. */
+int grant_answered(struct sandbox *s, const char *qname, const struct latch_addr *addrs, int n); /* 0 or -errno */
+void grants_tick(struct sandbox *s, uint64_t now); /* timeouts, expiry, refreshes, NAME.grants */
+/* ops grant, grants, approve, deny; false when OP is none of them */
+bool grant_op(struct latchd *ld, struct client *c, const char *op, json_t *req);
+void grant_client_gone(struct latchd *ld, struct client *c);
+void notifier_tick(struct latchd *ld, uint64_t now);
+void notifier_stop(struct latchd *ld);
 
 /* broker.c */
 /* First thing in main(): no core dumps or ptrace, and jansson's frees wiped (keys pass through). */

@@ -108,12 +108,13 @@ int learned_answered(void *arg, const char *qname, const struct latch_addr *addr
 	char err[LATCH_ERR_MAX];
 	json_t *list;
 	bool want;
-	int rc = 0;
+	/* a granted name: its addresses join the grant, with its deadline */
+	int rc = grant_answered(s, qname, addrs, n);
 	/* the profile's ports and each kit entry's (open: none, the kernel passes everything already) */
 	int n_ports = sandbox_name_ports(s, qname, ports, sizeof(ports) / sizeof(ports[0]));
 
 	if (!n_ports)
-		return 0;
+		return rc;
 	want = latchd_audit_wanted(s->ld, s->name, "learned");
 	list = want ? json_array() : NULL;
 	for (int i = 0; i < n; i++) {
@@ -166,7 +167,8 @@ void learned_prune(struct sandbox *s, uint64_t now)
 
 /* ---- NAME.learned ---- */
 
-static void boot_id(char *buf, size_t len)
+/* This boot's id: files of boot-clock deadlines name it, and one of another boot is ignored. */
+void latchd_boot_id(char *buf, size_t len)
 {
 	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
 
@@ -190,7 +192,7 @@ void learned_save(struct sandbox *s)
 
 	if (learned_path(s->name, path, sizeof(path)) || !(f = open_memstream(&text, &len)))
 		return;
-	boot_id(id, sizeof(id));
+	latchd_boot_id(id, sizeof(id));
 	fprintf(f, "boot %s\n", id);
 	for (int i = 0; i < s->n_learned; i++) {
 		char a[INET6_ADDRSTRLEN];
@@ -212,7 +214,7 @@ void learned_load(struct sandbox *s)
 
 	if (learned_path(s->name, path, sizeof(path)) || !(f = fopen(path, "re")))
 		return;
-	boot_id(id, sizeof(id));
+	latchd_boot_id(id, sizeof(id));
 	snprintf(want, sizeof(want), "boot %s\n", id);
 	if (!fgets(line, sizeof(line), f) || strcmp(line, want)) {
 		fclose(f);

@@ -42,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <systemd/sd-daemon.h>
 #include <unistd.h>
 
 #include "broker/daemon/daemon.h"
@@ -185,19 +186,28 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 
 	if (sig == SIGHUP) {
 		latchd_log("SIGHUP: reloading");
+		sd_notify(0, "RELOADING=1");
 		latchd_reload(ld);
 		meter_reload(ld); /* the price table, whatever latch.conf's fate; its caps as ld->conf now has them */
+		sd_notify(0, "READY=1");
 		return;
 	}
+	sd_notify(0, "STOPPING=1");
 	latchd_log("%s: shutting down (enforcement stays in the kernel)", strsignal(sig));
 	event_base_loopexit(ld->base, NULL);
 }
+
+/* systemd's watchdog (WatchdogSec= in latchd.service): the tick pets it, so a stuck loop gets restarted */
+static bool watchdog;
 
 /* Every second: new sandboxes every SCAN_INTERVAL_S, and the periodic jobs. */
 static void on_tick(evutil_socket_t fd, short what, void *arg)
 {
 	struct latchd *ld = arg;
 	uint64_t now = latch_now_boot_ns();
+
+	if (watchdog)
+		sd_notify(0, "WATCHDOG=1");
 
 	if (++ld->ticks % SCAN_INTERVAL_S == 0)
 		sandboxes_scan(ld);
@@ -211,7 +221,7 @@ static void usage(FILE *f)
 	fprintf(f, "usage: latchd [--dns-port PORT] [--unconfined]\n"
 		   "  Serves every latch sandbox: named policy, a filtering resolver on each\n"
 		   "  sandbox's resolver address, kernel deny events into the audit log.\n"
-		   "  Runs in the foreground (systemd's Type=simple); logs to stderr.\n"
+		   "  Runs in the foreground (systemd's Type=notify, with the watchdog); logs to stderr.\n"
 		   "  SIGHUP re-reads latch.conf and the profiles; SIGTERM stops it.\n"
 		   "  It runs in a cgroup of its own that reaches only its DNS upstreams and the\n"
 		   "  addresses it looks up for brokers (docs/rooms.md); --unconfined runs it without.\n");
@@ -348,6 +358,9 @@ int main(int argc, char **argv)
 	sandboxes_scan(&ld);
 	latchd_audit(&ld, "latchd", "daemon", "start", "latchd.start", json_pack("{s:i}", "pid", (int)getpid()));
 	latchd_log("listening on %s", ld.sock_path);
+	/* Type=notify: ready once the socket listens and the first scan has served every sandbox */
+	watchdog = sd_watchdog_enabled(0, NULL) > 0;
+	sd_notify(0, "READY=1");
 	event_base_dispatch(ld.base);
 
 	/* clean shutdown: stop taking requests, then let go of everything; the kernel keeps enforcing */
@@ -362,6 +375,7 @@ int main(int argc, char **argv)
 	broker_fini(&ld); /* after the sandboxes' and the rooms' listeners */
 	meter_close(&ld); /* after every exchange has been settled */
 	periodic_stop(&ld);
+	notifier_stop(&ld);
 	latchd_audit(&ld, "latchd", "daemon", "stop", "latchd.stop", json_pack("{s:i}", "pid", (int)getpid()));
 	confine_stop(&ld);
 	audit_close(ld.audit);

@@ -121,7 +121,9 @@ void periodic_run(struct latchd *ld, uint64_t now)
 {
 	backups_tick(ld, now);
 	audit_tick(ld->audit); /* the audit log's head, anchored outside it once a period */
+	notifier_tick(ld, now);
 	for (struct sandbox *s = ld->sandboxes; s; s = s->next) {
+		grants_tick(s, now);
 		switch_refresh_hosts(s, now);
 		if (s->learned_dirty)
 			learned_save(s);

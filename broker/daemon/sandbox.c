@@ -54,6 +54,8 @@ bool sandbox_name_allowed(void *arg, const char *name)
 	struct sandbox *s = arg;
 	struct latch_entry ports[1];
 
+	if (grant_name_allowed(s, name))
+		return true; /* until the grant's deadline */
 	if (!s->have_profile)
 		return false; /* no named policy: the resolver answers nothing, the broker connects nowhere */
 	return s->prof.open || sandbox_name_ports(s, name, ports, 1) > 0;
@@ -158,6 +160,7 @@ void sandbox_free(struct sandbox *s)
 	switch_gc_stop(s);
 	broker_close(s); /* wipes its keys */
 	latch_resolver_free(s->res); /* cancels lookups: no callback after this */
+	grants_close(s);
 	if (s->learned_dirty)
 		learned_save(s);
 	events_close(s);
@@ -212,6 +215,7 @@ static struct sandbox *sandbox_add(struct latchd *ld, const char *name)
 	ld->sandboxes = s;
 	latchd_log("%s: serving (resolver %s)", name, s->res ? "up" : "none");
 	learned_load(s);
+	grants_open(s);
 	/* the kit before the profile: the switch composes the kit's egress_allow in */
 	broker_open(s);
 	apply_stored_profile(s);
@@ -247,6 +251,7 @@ void sandboxes_scan(struct latchd *ld)
 		/* what it learned goes with it, and its kit (a new sandbox of the name gets new placeholders) */
 		learned_remove_file(s->name);
 		s->learned_dirty = false;
+		grants_forget(s);
 		broker_forget(s);
 		sandbox_free(s);
 	}

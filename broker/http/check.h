@@ -58,6 +58,8 @@
 	X(SECRET_MISSING, 403, "secret not set on the host")                                                  \
 	X(BODY_TOO_LARGE, 413, "metered request body too large")                                              \
 	X(METER, 429, "refused by the spend cap")                                                             \
+	X(LOCAL_NONE, 404, "no local endpoint on this listener")                                              \
+	X(LOCAL_BODY, 413, "local request body too large")                                                    \
 	X(CONNECT_PORT, 403, "CONNECT only to port 443")                                                      \
 	X(CONNECT_LITERAL, 403, "CONNECT to an address literal")                                              \
 	X(CONNECT_NAME, 403, "CONNECT target is not a host name")                                             \

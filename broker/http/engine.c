@@ -328,7 +328,7 @@ static bool route_name_ok(const char *s)
 {
 	size_t n = s ? strlen(s) : 0;
 
-	if (n < 1 || n > LATCH_HTTP_ROUTE_NAME_MAX)
+	if (n < 1 || n > LATCH_HTTP_ROUTE_NAME_MAX || !strcmp(s, "latch")) /* /latch/ is the local endpoints' */
 		return false;
 	return strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789-") == n;
 }
@@ -354,7 +354,8 @@ static int route_add(struct latch_http_sandbox *sb, const struct latch_http_rout
 	int ret;
 
 	if (!route_name_ok(in->name))
-		return latch_errf(err, errlen, -EINVAL, "route \"%s\": a name is 1-%d characters of a-z, 0-9 and '-'",
+		return latch_errf(err, errlen, -EINVAL,
+				  "route \"%s\": a name is 1-%d characters of a-z, 0-9 and '-', and not \"latch\"",
 				  in->name ? in->name : "", LATCH_HTTP_ROUTE_NAME_MAX);
 	if (!in->placeholder || strlen(in->placeholder) < 16 || strlen(in->placeholder) > 100 ||
 	    strspn(in->placeholder, "abcdefghijklmnopqrstuvwxyz0123456789-") != strlen(in->placeholder))
@@ -549,16 +550,20 @@ static const char *head_path(struct hb_gconn *g, const char *rest, char *buf, si
 	return buf;
 }
 
-static const char *status_text(int status)
+const char *hb_status_text(int status)
 {
 	switch (status) {
+	case 200: return "OK";
 	case 400: return "Bad Request";
 	case 401: return "Unauthorized";
 	case 403: return "Forbidden";
+	case 404: return "Not Found";
+	case 405: return "Method Not Allowed";
 	case 413: return "Content Too Large";
 	case 429: return "Too Many Requests";
 	case 431: return "Request Header Fields Too Large";
 	case 502: return "Bad Gateway";
+	case 503: return "Service Unavailable";
 	case 504: return "Gateway Timeout";
 	}
 	return "Refused";
@@ -611,7 +616,7 @@ bool hb_refuse(struct hb_gconn *g, enum hb_refusal refusal, const char *fmt, ...
 	evbuffer_add_printf(out,
 			    "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\n"
 			    "Cache-Control: no-store\r\n%s%s\r\n",
-			    status, status_text(status), n,
+			    status, hb_status_text(status), n,
 			    refusal == HB_PH_MISSING ? "WWW-Authenticate: Basic realm=\"latch broker\"\r\n" : "",
 			    g->close_after ? "Connection: close\r\n" : "");
 	evbuffer_add(out, line, n);

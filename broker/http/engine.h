@@ -115,6 +115,7 @@ struct hb_gconn {
 	char *headbuf;
 	struct hb_exchange *x;
 	struct hb_tunnel *t;
+	struct latch_http_local *l; /* a local request (local.c), read or waiting for its answer */
 };
 
 struct hb_exchange {
@@ -209,6 +210,15 @@ bool hb_exchange_over_limit(struct hb_exchange *x); /* a metered body past its m
 /* End the exchange: audit, meter, return or close its upstream connection.  Frees x. */
 void hb_exchange_end(struct hb_exchange *x, enum latch_http_end how);
 void hb_exchange_guest_drained(struct hb_exchange *x); /* the guest took our output: read the upstream again */
+
+/* local.c: /latch/... requests, answered by the sandbox's local() */
+bool hb_local_path(const char *target, size_t len);
+bool hb_local_start(struct hb_gconn *g); /* false: g is closing or gone */
+void hb_local_body(struct latch_http_local *l, const char *data, size_t len);
+bool hb_local_body_done(struct hb_gconn *g); /* the body is in: hand it over; false: g is gone */
+bool hb_local_over_limit(const struct latch_http_local *l);
+void hb_local_free(struct latch_http_local *l); /* the guest went away: local_gone() if it was handed over */
+const char *hb_status_text(int status);
 
 /* tunnel.c */
 struct hb_tunnel;

@@ -112,6 +112,8 @@ void hb_gconn_free(struct hb_gconn *g)
 		hb_exchange_end(g->x, LATCH_HTTP_END_GUEST_CUT);
 	if (g->t)
 		hb_tunnel_free(g->t, NULL);
+	if (g->l)
+		hb_local_free(g->l);
 	*g->pprev = g->next;
 	if (g->next)
 		g->next->pprev = g->pprev;
@@ -149,6 +151,8 @@ static int body_data(http_parser *p, const char *at, size_t len)
 
 	if (g->x)
 		hb_exchange_body(g->x, at, len);
+	else if (g->l)
+		hb_local_body(g->l, at, len);
 	return 0;
 }
 
@@ -185,9 +189,12 @@ static bool guest_body(struct hb_gconn *g)
 			return hb_refuse(g, HB_BODY_TOO_LARGE, "latch: this metered request's body is larger than the "
 					 "meter's body_max; send a smaller request");
 		}
+		if (g->l && hb_local_over_limit(g->l))
+			return hb_refuse(g, HB_LOCAL_BODY, "latch: the request body is larger than this endpoint takes; "
+					 "send a smaller one");
 		if (HTTP_PARSER_ERRNO(&g->parser) == HPE_PAUSED) {
 			http_parser_pause(&g->parser, 0);
-			return g->x ? hb_exchange_body_done(g->x) : true;
+			return g->x ? hb_exchange_body_done(g->x) : g->l ? hb_local_body_done(g) : true;
 		}
 		if (HTTP_PARSER_ERRNO(&g->parser) != HPE_OK) {
 			/* a broken chunked body: the request can't be followed, and neither can the connection */
@@ -228,7 +235,7 @@ static bool dispatch(struct hb_gconn *g)
 			  "latch: the broker does not proxy plain http; use https:// (CONNECT) for a host the "
 			  "sandbox may reach, or a credential's {{url}}");
 	}
-	/* 1. the path's spelling */
+	/* 1. the path's spelling (local endpoints too) */
 	ref = hb_target_spelling(hd->target, hd->target_len);
 	if (ref) {
 		return hb_refuse(g, ref, "latch: %s; send the path as the upstream should read it, without %s", hb_refusal_reason(ref),
@@ -240,6 +247,9 @@ static bool dispatch(struct hb_gconn *g)
 			  : ref == HB_PATH_ENCODED_PLAIN ? "percent-encoded letters, digits or -._~"
 							 : "spaces, controls or other bytes outside RFC 3986");
 	}
+	/* /latch/...: latchd's own endpoints, never a credential route (local.c) */
+	if (hb_local_path(hd->target, hd->target_len))
+		return hb_local_start(g);
 	if (!hb_target_route(hd->target, hd->target_len, name, &rest, &rest_len) || !(r = hb_route_find(sb, name))) {
 		return hb_refuse(g, HB_NO_ROUTE,
 			  "latch: no credential route here; use a credential's {{url}} (http://HOST:PORT/CREDENTIAL/...) "

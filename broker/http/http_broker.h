@@ -172,6 +172,30 @@ typedef void (*latch_http_resolved_cb)(void *arg, const char *name, const struct
 				       uint32_t ttl, const char *why);
 
 /*
+ * A local endpoint (docs/grants.md's ask is one): a request for /latch or
+ * /latch/... on a sandbox's listener is never a credential route and never
+ * forwarded.  It passes the head checks and the path's spelling (check 1);
+ * its body is read (at most local_body_max bytes, else 413), and local()
+ * gets it.  The connection then reads nothing more until
+ * latch_http_local_answer() - at once, or much later (a person deciding).
+ * If the guest goes away first, local_gone() is called and the handle is
+ * dead.  Without local(), such a path is answered 404.  The engine audits
+ * none of it: local()'s owner records what it decides.
+ */
+struct latch_http_local;
+struct latch_http_local_request {
+	const char *method;
+	const char *path;	  /* "/latch/...", without the query string */
+	const char *query;	  /* what followed '?', or "" */
+	const char *body;	  /* body_len bytes, NUL-terminated */
+	size_t body_len;
+	const char *content_type; /* "" when none */
+	const struct latch_addr *peer;
+};
+/* Answer with STATUS and a one-line JSON body (the handle is gone after). */
+void latch_http_local_answer(struct latch_http_local *req, int status, const char *json);
+
+/*
  * The sandbox's side.  name_allowed is required for CONNECT (NULL refuses
  * every CONNECT).  resolve NULL: the engine's own evdns (resolv.conf); it
  * resolves CONNECT names and upstream hosts, an upstream given as an
@@ -190,6 +214,10 @@ struct latch_http_sandbox_opts {
 	bool (*name_allowed)(void *arg, const char *name);
 	int (*resolve)(void *arg, const char *name, latch_http_resolved_cb cb, void *cbarg);
 	void (*audit)(void *arg, const struct latch_http_event *ev);
+	/* the local endpoints (above); NULL: none */
+	void (*local)(void *arg, struct latch_http_local *req, const struct latch_http_local_request *rq);
+	void (*local_gone)(void *arg, struct latch_http_local *req);
+	size_t local_body_max; /* 0 = 16384 */
 };
 
 /* Engine-wide limits; 0 = the default in brackets. */

@@ -16,6 +16,7 @@
  * usage.  Built with `gcc -static`; the initramfs has no libc.
  */
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <linux/if_packet.h>
 #include <net/ethernet.h>
@@ -98,17 +99,6 @@ static size_t build_udp4(uint8_t *p, const uint8_t *src, const uint8_t *dst, uin
 	return tot;
 }
 
-static int hexval(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 int main(int argc, char **argv)
 {
 	uint8_t f[FRAME_MAX], smac[6], dmac[6], sip[4], dip[4];
@@ -125,11 +115,9 @@ int main(int argc, char **argv)
 		const char *h = argv[3];
 
 		while (h[0] && h[1] && n < sizeof(f)) {
-			int hi = hexval(h[0]), lo = hexval(h[1]);
-
-			if (hi < 0 || lo < 0)
+			if (!isxdigit((unsigned char)h[0]) || !isxdigit((unsigned char)h[1]) || sscanf(h, "%2hhx", &f[n]) != 1)
 				return usage();
-			f[n++] = hi << 4 | lo;
+			n++;
 			h += 2;
 		}
 	} else if (!strcmp(mode, "udp4") && (argc == 8 || argc == 9)) {

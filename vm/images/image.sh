@@ -22,6 +22,8 @@
 # latch-rawsend (vm/guest/rawsend.c, static), found beside the agent or at
 # $LATCH_RAWSEND, goes in too: the guest attack selftest sends crafted frames
 # with it.  An image without it still boots; those attacks then fail loudly.
+# latch-ask (vm/guest/ask.c, static), beside the agent or at $LATCH_ASK, is
+# how the sandbox asks for a grant (docs/grants.md); it goes to /usr/bin.
 set -euo pipefail
 
 # In load order as the brief gives it; dependencies named by modinfo are
@@ -35,9 +37,9 @@ FORMAT=1
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 image_args /var/lib/latch/images/default "$@"
 need_tools "apt dpkg cpio gzip kmod coreutils util-linux" apt-get apt-cache dpkg-deb cpio gzip modinfo sha256sum flock
-RAWSEND=${LATCH_RAWSEND:-$(dirname "$AGENT")/latch-rawsend}
-[ -x "$RAWSEND" ] || RAWSEND=
-check_static "$BUSYBOX" "$AGENT" $RAWSEND
+RAWSEND=$(guest_tool latch-rawsend LATCH_RAWSEND)
+ASK=$(guest_tool latch-ask LATCH_ASK)
+check_static "$BUSYBOX" "$AGENT" $RAWSEND $ASK
 
 mkdir -p "$CACHE"
 exec 9>"$CACHE/.lock"
@@ -53,6 +55,7 @@ inputs() {
 	printf 'busybox %s\n' "$(sha "$BUSYBOX")"
 	printf 'agent %s\n' "$(sha "$AGENT")"
 	[ -z "$RAWSEND" ] || printf 'rawsend %s\n' "$(sha "$RAWSEND")"
+	[ -z "$ASK" ] || printf 'ask %s\n' "$(sha "$ASK")"
 }
 
 # Outputs as recorded; then inputs, unless apt can't tell us (offline).
@@ -86,6 +89,11 @@ if [ -n "$RAWSEND" ]; then
 	install -m 0755 "$RAWSEND" "$ROOT/usr/bin/latch-rawsend"
 else
 	say "no latch-rawsend beside $AGENT; the image goes without it (make build/vm/latch-rawsend)"
+fi
+if [ -n "$ASK" ]; then
+	install -m 0755 "$ASK" "$ROOT/usr/bin/latch-ask"
+else
+	say "no latch-ask beside $AGENT; the image goes without it (make build/vm/latch-ask)"
 fi
 mknod -m 0666 "$ROOT/dev/null" c 1 3 2>/dev/null || true
 

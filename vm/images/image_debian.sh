@@ -42,7 +42,8 @@ FORMAT=1
 image_args /var/lib/latch/images/debian "$@"
 need_tools "debootstrap qemu-utils e2fsprogs cpio gzip kmod" \
 	debootstrap qemu-img mkfs.ext4 apt-get apt-cache dpkg-deb cpio gzip modinfo sha256sum flock
-check_static "$BUSYBOX" "$AGENT"
+ASK=$(guest_tool latch-ask LATCH_ASK)
+check_static "$BUSYBOX" "$AGENT" $ASK
 
 if [ -z "${LATCH_DEBIAN_MIRROR:-}" ]; then
 	LATCH_DEBIAN_MIRROR=$(sed -n 's/^URIs: *\(http[^ ]*\/debian\)\/*$/\1/p; s/^deb  *\(\[[^]]*\] *\)\{0,1\}\(http[^ ]*\/debian\)\/* .*/\2/p' \
@@ -120,6 +121,7 @@ printf '127.0.0.1 localhost\n127.0.1.1 latch\n::1 localhost\n' > "$R/etc/hosts"
 printf '/dev/vda / ext4 defaults,errors=remount-ro 0 1\n' > "$R/etc/fstab"
 mkdir -p "$R/workspace" "$R/var/lib/agent-state"
 install -m 0755 "$AGENT" "$R/usr/local/sbin/latch-agent"
+[ -z "$ASK" ] || install -m 0755 "$ASK" "$R/usr/local/bin/latch-ask"
 
 {
 	printf '#!/bin/sh\n# latch debian guest: static network from the kernel command line, the host\n'
@@ -188,6 +190,7 @@ say "ext4 on qcow2 in $((SECONDS - t2)) s: $(du -k "$TMP/disk.qcow2" | cut -f1) 
 	printf 'packages %s\n' "$PKGS"
 	printf 'busybox %s\n' "$(sha "$BUSYBOX")"
 	printf 'agent %s\n' "$(sha "$AGENT")"
+	[ -z "$ASK" ] || printf 'ask %s\n' "$(sha "$ASK")"
 	printf '# outputs\n'
 	printf 'kernel_release %s\n' "$krel"
 	printf 'debian_version %s\n' "$(cat "$R/etc/debian_version")"

@@ -5,6 +5,7 @@
 #   image_args DEFAULT_CACHE "$@"    [--force] [CACHE_DIR] [AGENT]: sets force, CACHE, AGENT
 #   need_tools "HINT" TOOL...        die naming the packages when a tool is missing
 #   check_static BINARY...           die when one is dynamically linked
+#   guest_tool NAME VAR              a guest program beside the agent (or at $VAR), or ""
 #   kernel_resolve                   kpkg and kver: the kernel linux-image-amd64 points at
 #   kernel_fetch                     download and unpack it into $TMP/kernel: krel, KMOD, deb
 #   modules_resolve DEST MODULE...   copy the modules and what they depend on into
@@ -48,7 +49,9 @@ image_args() {
 	CACHE=${1:-$default_cache}
 	AGENT=${2:-${LATCH_AGENT:-}}
 	if [ -z "$AGENT" ]; then
-		for c in "$(dirname "$LIB_SH")/../../build/vm/latch-agent" /usr/lib/latch/latch-agent \
+		# the build tree's, the one installed beside this script (PREFIX/lib/latch), the usual places
+		for c in "$(dirname "$LIB_SH")/../../build/vm/latch-agent" "$(dirname "$LIB_SH")/latch-agent" \
+			 /usr/lib/latch/latch-agent \
 			 /usr/local/lib/latch/latch-agent; do
 			[ -x "$c" ] && { AGENT=$c; break; }
 		done
@@ -75,6 +78,13 @@ check_static() {
 			die "$b is dynamically linked; the initramfs needs static binaries (busybox-static, gcc -static)"
 		fi
 	done
+}
+
+# Optional guest programs live beside the agent (make builds them into build/vm/).
+guest_tool() {
+	local p=${!2:-$(dirname "$AGENT")/$1}
+	[ -x "$p" ] && echo "$p"
+	return 0
 }
 
 kernel_resolve() {

@@ -1,0 +1,131 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-only
+#
+# live_cli.sh - the command line keeps its contract (docs/man/latch.8.md):
+# global options only before the command, arguments after `--` untouched and
+# unlimited, one JSON document per command with "version" (errors too), one
+# exit code for "no such sandbox", sub-verbs by prefix, help that lists every
+# option the parsers take, and a refusal to work on an `ip netns exec` /sys.
+# Each boundary has its control beside it.  Uses lib.sh's namespaces (no
+# servers); prints ok/FAIL and "N passed, M failed".
+set -u
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+. "$HERE/lib.sh"
+TOP=$(cd "$HERE/.." && pwd)
+
+lts_init
+lts_topo_up || { fail setup "namespaces"; lts_done; }
+lts_attach >/dev/null 2>&1 || { fail setup "attach"; lts_done; }
+N=$LTS_NAME
+
+# --- global options: before the command only -------------------------------------
+# Invariant: what follows `--` is the command's, -v and --json and -h included.
+out=$(latch run -- sh -c 'echo "$@"' sh grep -v x --json -h f 2>/dev/null)
+check_eq "run -- keeps -v, --json and -h for the command" "$out" "grep -v x --json -h f"
+# Invariant: no argument is dropped, however many (there was a limit of 255).
+args=$(seq 1 400)
+# shellcheck disable=SC2086
+out=$(latch run -- sh -c 'echo $#' sh $args 2>/dev/null)
+check_eq "run -- passes 400 arguments, not 255" "$out" "400"
+# control: before the command, --json is latch's
+check "--json before the command is latch's" bash -c "'$LATCH_BIN' --json --version | jq -e '.version' >/dev/null"
+rc=0; err=$(latch status "$N" --json 2>&1 >/dev/null) || rc=$?
+check_eq "--json after the command is refused, exit 2" "$rc" 2
+check "... saying where it belongs" grep -q "global option: put it before the command" <<<"$err"
+out=$("$LATCH_BIN" exec --help 2>&1)
+check "CMD --help before -- is help" grep -q "^usage: latch exec" <<<"$out"
+
+# --- JSON: exactly one document, with version, in success and in failure ---------
+one_doc() { # CMD...: stdout parses as exactly one JSON object with a version
+	local out n
+	out=$(latch --json "$@" 2>/dev/null)
+	n=$(jq -s 'length' <<<"$out" 2>/dev/null)
+	[ "$n" = 1 ] && jq -e 'type == "object" and (.version | type == "string") and (.exit | type == "number")' \
+		<<<"$out" >/dev/null
+}
+for c in "status" "status $N" "status nosuch" "egress $N show" "egress nosuch show" "egress $N allow 192.0.2.99:443" \
+	"egress $N revoke 192.0.2.99:443" "egress $N allow not-an-entry" "detach nosuch" "attach nosuch" "ls" \
+	"exec nosuch -- true" "task nosuch -- true" "backup nosuch" "restore nosuch" "down nosuch" "destroy nosuch" \
+	"audit" "audit verify" "audit --kind egress" "audit prune" "kits" "kit check /nonexistent.yaml" "doctor" \
+	"run -- true" "run -- false" "run --nosuch" "image" "boot" "nosuch" "eg" "completion bash" "--version" \
+	"help" "status --help"; do
+	# shellcheck disable=SC2086
+	check "--json $c: one document with version" one_doc $c
+done
+
+# --- exit codes -------------------------------------------------------------------
+code() { local rc=0; latch "$@" >/dev/null 2>&1 || rc=$?; echo "$rc"; }
+check_eq "status of no sandbox: 4" "$(code status nosuch)" 4
+check_eq "detach of no sandbox: 4" "$(code detach nosuch)" 4
+check_eq "egress of no sandbox: 4" "$(code egress nosuch show)" 4
+check_eq "backup of no VM sandbox: 4" "$(code backup nosuch)" 4
+check_eq "down of no VM sandbox: 4" "$(code down nosuch)" 4
+check_eq "destroy of no VM sandbox: 4" "$(code destroy nosuch)" 4
+check_eq "control: status of the sandbox: 0" "$(code status "$N")" 0
+# Invariant: exec's own failures are 125, never a status the guest's command could have given
+check_eq "exec of no sandbox: 125" "$(code exec nosuch -- true)" 125
+check_eq "exec with a bad option: 125" "$(code exec nosuch --timeout x -- true)" 125
+check_eq "exec without --: 125" "$(code exec nosuch true)" 125
+check_eq "task of no sandbox: 125" "$(code task nosuch -- true)" 125
+check_eq "control: run relays the command's status" "$(code run -- sh -c 'exit 7')" 7
+
+# --- sub-verbs by unique prefix ------------------------------------------------------
+check_eq "egress NAME s is show" "$(latch --json eg "$N" s | jq -r '.entries | type')" array
+latch eg "$N" a 192.0.2.77:443 >/dev/null 2>&1
+check "egress NAME a ENTRY is allow" bash -c "jq -e '.entries[] | select(.entry | startswith(\"192.0.2.77\"))' >/dev/null <<<'$(latch --json egress "$N" show)'"
+latch eg "$N" re 192.0.2.77:443 >/dev/null 2>&1
+check "egress NAME re ENTRY is revoke" bash -c "! jq -e '.entries[] | select(.entry | startswith(\"192.0.2.77\"))' >/dev/null <<<'$(latch --json egress "$N" show)'"
+rc=0; latch audit pr >/dev/null 2>&1 || rc=$?
+check_eq "control: audit's first word may be a NAME, so no prefix there (pr is a sandbox name)" "$rc" 0
+
+# --- help lists every option the parsers take, and the man page has them ------------
+opts_of() { # FILE: the --options its parser knows (getopt tables and strcmp)
+	grep -oE '\{ "[a-z-]+", (required|no)_argument|"--[a-z-]+"' "$1" | grep -oE '"-*[a-z][a-z-]+"' | sed 's/^"-*//; s/"$//' |
+		sed 's/^/--/' | sort -u
+}
+# each file's options must be in the --help of one of the commands it parses for
+for pair in cmd_sandbox.c:attach cmd_vm.c:up,down,destroy,exec,task cmd_run.c:run cmd_audit.c:audit \
+	cmd_audit_ops.c:audit cmd_egress.c:egress cmd_image.c:image cmd_vmstate.c:backup,boot; do
+	help=
+	for cmd in ${pair#*:}; do help="$help$("$LATCH_BIN" ${cmd//,/ } --help 2>&1)"; done
+	help=
+	for cmd in $(tr , ' ' <<<"${pair#*:}"); do
+		help="$help$("$LATCH_BIN" "$cmd" --help 2>&1)"
+		check "$cmd --help has an example" grep -q "^examples:" <<<"$("$LATCH_BIN" "$cmd" --help 2>&1)"
+	done
+	missing=
+	for o in $(opts_of "$TOP/cli/${pair%%:*}"); do
+		grep -q -- "$o\b" <<<"$help" || missing="$missing $o"
+	done
+	check_eq "${pair%%:*}: every option its parser takes is in --help" "${missing:-none}" none
+done
+for c in $("$LATCH_BIN" completion bash | sed -n 's/.*compgen -W "--json -v --verbose --version -h --help help \([^"]*\)".*/\1/p'); do
+	grep -q "^## .*\b$c\b" "$TOP/docs/man/latch.8.md" || fail "latch.8.md has no section for $c"
+done
+ok "latch(8) has a section for every command of the table"
+
+# --- the completion comes from the table -------------------------------------------
+comp() { bash -c "source <('$LATCH_BIN' completion bash); COMP_WORDS=($1); COMP_CWORD=$2; _latch; echo \"\${COMPREPLY[*]}\""; }
+check_eq "completion: latch eg -> egress" "$(comp 'latch eg' 1)" egress
+check "completion: latch egress box a -> allow" bash -c "[ \"\$(source <('$LATCH_BIN' completion bash); COMP_WORDS=(latch egress box a); COMP_CWORD=3; _latch; echo \"\${COMPREPLY[*]}\")\" = allow ]"
+check "completion: latch up --w -> --workspace" bash -c "source <('$LATCH_BIN' completion bash); COMP_WORDS=(latch up x --w); COMP_CWORD=3; _latch; [ \"\${COMPREPLY[*]}\" = --workspace ]"
+
+# --- ip netns exec: a /sys that is not the host's is refused ---------------------------
+# Invariant: latch never pins into a bpffs that vanishes with it.
+rc=0
+err=$(LATCH_ROOT=$LTS_TMP/root LATCH_BPFFS=$LTS_BPFFS ip netns exec "$LTS_G" "$LATCH_BIN" attach ipx \
+	--dev g0 --guest-mac 02:00:00:00:00:09 --guest-ip 192.0.2.9 --host-ip 192.0.2.10 2>&1) || rc=$?
+check_eq "attach under ip netns exec: refused (exit 1)" "$rc" 1
+check "... naming the fix: nsenter --net=/run/netns/$LTS_G" grep -qF "nsenter --net=/run/netns/$LTS_G latch" <<<"$err"
+check "... and nothing was attached to g0" bash -c "! ip netns exec '$LTS_G' tc filter show dev g0 ingress | grep -q bpf"
+check "... nor pinned" test ! -e "$LTS_BPFFS/latch/ipx"
+check "control: the same attach through nsenter --net works" bash -c \
+	"LATCH_ROOT=$LTS_TMP/root LATCH_BPFFS=$LTS_BPFFS nsenter --net=/run/netns/$LTS_G '$LATCH_BIN' attach ipx --dev g0 --guest-mac 02:00:00:00:00:09 --guest-ip 192.0.2.9 --host-ip 192.0.2.10 >/dev/null && test -e $LTS_BPFFS/latch/ipx"
+LATCH_ROOT=$LTS_TMP/root LATCH_BPFFS=$LTS_BPFFS nsenter --net="/run/netns/$LTS_G" "$LATCH_BIN" detach ipx >/dev/null 2>&1
+
+# --- guest text and /run/latch ----------------------------------------------------------
+rc=0; err=$(latch status $'x\x1b[2Jy' 2>&1) || rc=$?
+check "an error line carries no raw escape" bash -c "! grep -q $'\x1b' <<<\"\$1\" && grep -qF 'x\\x1b' <<<\"\$1\"" _ "$err"
+check_eq "run/latch made by attach is 0700" "$(stat -c %a "$LTS_TMP/root/run/latch")" 700
+
+lts_done

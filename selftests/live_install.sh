@@ -1,0 +1,84 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-only
+#
+# live_install.sh - latch installs and leaves like a system tool, on a tree
+# under a DESTDIR of this test's own: make install, the installed latch's
+# --version, --help and doctor, the man pages and the completion, the units
+# (systemd-analyze verify), `boot install` from the installed latch into a
+# LATCH_ROOT with no hooks directory (and the build tree's latch refused),
+# latch.conf as a conffile (never overwritten, kept when edited), and make
+# uninstall leaving no file behind.  Prints ok/FAIL and "N passed, M failed".
+set -u
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+TOP=$(cd "$HERE/.." && pwd)
+pass=0 failn=0
+ok() { echo "ok $*"; pass=$((pass + 1)); }
+fail() { echo "FAIL $*"; failn=$((failn + 1)); }
+check() { local n=$1; shift; if "$@"; then ok "$n"; else fail "$n"; fi; }
+[ "$(id -u)" = 0 ] || { echo "skip: needs root"; echo "0 passed, 0 failed"; exit 77; }
+command -v go-md2man >/dev/null || { echo "skip: needs go-md2man (make deps)"; echo "0 passed, 0 failed"; exit 77; }
+
+T=$(mktemp -d /tmp/latch-install.XXXXXX)
+chmod 0755 "$T"
+trap 'rm -rf "$T"' EXIT
+D=$T/dest
+M() { make --no-print-directory -C "$TOP" "$@" DESTDIR="$D" PREFIX=/usr >"$T/make.out" 2>&1; }
+
+check "make install into a DESTDIR" M install
+L=$D/usr/sbin/latch
+check_eq() { if [ "$2" = "$3" ]; then ok "$1"; else fail "$1: got '$2', want '$3'"; fi; }
+check_eq "installed latch --version is the build's" "$("$L" --version)" "$("$TOP/build/latch" --version)"
+check "installed latch --help" bash -c "'$L' --help | grep -q '^usage: latch'"
+rc=0; LATCH_ROOT=$T/root "$L" --json doctor >"$T/doctor.json" 2>/dev/null || rc=$?
+check "installed latch doctor runs (exit 0 or 1, one JSON document)" bash -c "[ $rc -le 1 ] && jq -e '.checks | length > 5' '$T/doctor.json' >/dev/null"
+check "latchd beside latch" test -x "$D/usr/sbin/latchd"
+check "image recipes and guest programs in lib/latch" bash -c "[ -x '$D/usr/lib/latch/image.sh' ] && [ -x '$D/usr/lib/latch/latch-agent' ] && [ -f '$D/usr/lib/latch/lib.sh' ]"
+for p in man8/latch.8 man8/latchd.8 man5/latch.conf.5 man5/latch-profile.5 man5/latch-kit.5; do
+	check "man page $p renders" bash -c "man -l '$D/usr/share/man/$p.gz' 2>/dev/null | grep -q '^NAME'"
+done
+check "bash completion installed" bash -c "source '$D/usr/share/bash-completion/completions/latch'; COMP_WORDS=(latch sta); COMP_CWORD=1; _latch; [ \"\${COMPREPLY[*]}\" = status ]"
+check "tmpfiles.d makes /run/latch 0700" grep -q '^d /run/latch 0700 root root' "$D/usr/lib/tmpfiles.d/latch.conf"
+# the units, as installed, with the binary they name made to exist for the check
+mkdir -p "$T/units"
+for u in latch-boot latchd; do sed "s|/usr/sbin/|$D/usr/sbin/|" "$D/usr/lib/systemd/system/$u.service" >"$T/units/$u.service"; done
+check "units pass systemd-analyze verify" bash -c "cd '$T/units' && systemd-analyze verify --man=no ./latch-boot.service ./latchd.service 2>&1 | tee '$T/verify.out' | grep -q . && false || true"
+[ -s "$T/verify.out" ] && sed 's/^/   /' "$T/verify.out"
+for u in latch-boot latchd; do
+	echo "   $(cd "$T/units" && systemd-analyze security --offline=yes --no-pager "./$u.service" 2>&1 | tail -1)"
+done
+check "latchd.service is Type=notify with a watchdog" bash -c "grep -qx Type=notify '$T/units/latchd.service' && grep -q '^WatchdogSec=' '$T/units/latchd.service'"
+
+# --- boot install: from the installed latch only, into a root without hooks/ --------
+R=$T/root
+check "no hooks directory beforehand" test ! -e "$R/etc/libvirt/hooks"
+rc=0; LATCH_ROOT=$R "$TOP/build/latch" boot install >"$T/bi.out" 2>&1 || rc=$?
+check "the build tree's latch is refused by boot install" bash -c "[ $rc = 1 ] && grep -q 'build tree' '$T/bi.out'"
+check "... and wrote nothing" test ! -e "$R/etc/libvirt/hooks/qemu.d/latch"
+rc=0; out=$(LATCH_ROOT=$R "$L" boot install 2>&1) || rc=$?
+check "the installed latch's boot install works (exit 0)" test "$rc" = 0
+H=$R/etc/libvirt/hooks/qemu.d/latch
+check "the hook is in qemu.d (made when missing), executable" test -x "$H"
+check "the hook calls the installed latch" grep -qF "exec '$L' boot hook" "$H"
+check "no single-file hook (others' hooks untouched)" test ! -e "$R/etc/libvirt/hooks/qemu"
+check "the boot unit is enabled before libvirtd" test -L "$R/etc/systemd/system/libvirtd.service.wants/latch-boot.service"
+# the hook decides without latch for a domain that is not latch's
+check "hook: another domain passes without latch" bash -c "echo '<domain/>' | env -i /bin/sh '$H' other-vm prepare begin -"
+check "hook: a domain with latch's metadata under another name is refused" bash -c "! echo \"<domain><metadata><x xmlns='https://latch.invalid/1'/></metadata></domain>\" | env -i /bin/sh '$H' other-vm prepare begin - 2>/dev/null"
+rc=0; echo '<domain/>' | env -i /bin/sh "$H" latch-nosuch prepare begin - 2>"$T/hook.err" || rc=$?
+check "hook: a latch domain with no state is refused by latch" bash -c "[ $rc != 0 ] && grep -q 'refusing to start latch-nosuch' '$T/hook.err'"
+
+# --- the conffile and uninstall ----------------------------------------------------------
+check "make uninstall" M uninstall
+left=$(find "$D" -type f -o -type l | head -5)
+check_eq "nothing is left after uninstall" "${left:-nothing}" nothing
+M install
+echo "uplink = lo" >>"$D/etc/latch/latch.conf"
+M install
+check "a second install keeps the edited latch.conf" grep -q "^uplink = lo" "$D/etc/latch/latch.conf"
+M uninstall
+check "uninstall keeps an edited latch.conf, and says so" bash -c "[ -f '$D/etc/latch/latch.conf' ] && grep -q 'kept .*latch.conf: it was edited' '$T/make.out'"
+left=$(find "$D" \( -type f -o -type l \) ! -path "$D/etc/latch/latch.conf" | head -5)
+check_eq "... and everything else goes" "${left:-nothing}" nothing
+
+echo "$pass passed, $failn failed"
+[ "$failn" = 0 ]
