@@ -170,10 +170,17 @@ static int up_kit_give(const char *name, const struct latch_kit *kit, bool fresh
 	char err[LATCH_ERR_MAX];
 
 	if (!kit) {
+		struct latch_conf conf;
+
+		if (!fresh)
+			return 0;
 		/* a fresh sandbox of an old name gets nothing of the old one's kit */
-		if (fresh)
-			latch_kit_state_remove(name, err, sizeof(err));
-		return fresh ? latch_sandbox_kit_give(name, NULL, false, NULL) : 0;
+		latch_kit_state_remove(name, err, sizeof(err));
+		/* without a kit, latchd's listener on the broker port takes the guest's asks (latch-ask) */
+		if (latch_conf_load(&conf, err, sizeof(err)) || latch_sandbox_admit_port(name, conf.broker_port, err,
+											 sizeof(err)))
+			return latch_err(LATCH_EXIT_FAILED, "up %s: the broker port for asks: %s", name, err);
+		return latch_sandbox_kit_give(name, NULL, false, NULL);
 	}
 	if (latch_sandbox_kit_store(name, kit, fresh, &st, err, sizeof(err)) ||
 	    latch_sandbox_admit_port(name, st.port, err, sizeof(err)))

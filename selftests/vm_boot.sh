@@ -31,7 +31,6 @@ NAME=t-boot
 TAP=lt-$NAME
 DOM=latch-$NAME
 TABLE=31500
-POOL=${LATCH_BOOT_POOL:-198.51.100.192}	# a /26 of 198.51.100.0/24, beside other guest tests
 CTRL_ADDR=203.0.113.90
 CTRL_PORT=18095
 DENIED=203.0.113.91
@@ -45,6 +44,10 @@ check() { local name=$1; shift; if "$@"; then ok "$name"; else fail "$name"; fi;
 for t in ip tc jq python3 libvirtd virtlogd virsh; do
 	command -v "$t" >/dev/null || skip_all "needs $t"
 done
+# a documentation /26 no address of this host is in (a leftover of another run may hold one)
+POOL=$(python3 "$TOP/selftests/free_net.py" ${LATCH_BOOT_POOLS:-198.51.100.192/26 203.0.113.192/26})
+[ -n "$POOL" ] || skip_all "no free documentation /26 for the pool on this host"
+POOL=${POOL%/*}
 
 TMP=
 BPFFS=

@@ -48,7 +48,7 @@ struct route_info {
 };
 
 struct broker {
-	struct latch_kit *kit;
+	struct latch_kit *kit; /* NULL: no kit; the listener only takes the sandbox's asks (/latch/grant) */
 	struct latch_kit_state st;
 	struct latch_http_sandbox *http; /* NULL while stopped, or when it could not listen */
 	struct latch_pentry *egress; /* the kit's egress_allow, as profile entries */
@@ -366,6 +366,19 @@ static struct latch_http_sandbox *listen_for(struct sandbox *s, uint16_t port, c
 	return latch_http_sandbox_new(s->ld->http, &o, err, errlen);
 }
 
+/* Does the kernel (the sandbox's config map, read now) admit port as a host service? */
+static bool admits(const struct sandbox *s, uint16_t port)
+{
+	struct latch_config cfg;
+
+	if (latch_sandbox_read_config(s->sb, &cfg))
+		return false;
+	for (int i = 0; i < cfg.n_host_ports && i < LATCH_HOST_PORTS_MAX; i++)
+		if (ntohs(cfg.host_ports[i]) == port)
+			return true;
+	return false;
+}
+
 /*
  * Build sandbox s's broker from its kit state, with the keys in HANDED
  * (may be NULL) and those of its secret_files.  *out is NULL when the
@@ -384,6 +397,13 @@ static int broker_build(struct sandbox *s, json_t *handed, struct broker **out, 
 	if (!b)
 		return latch_errf(err, errlen, -ENOMEM, "out of memory");
 	ret = latch_kit_state_read(s->name, &b->st, err, errlen);
+	if (ret == -ENOENT && admits(s, s->ld->conf.broker_port)) {
+		/* no kit, but the kernel admits the broker's port: a listener that only takes asks */
+		b->st.port = s->ld->conf.broker_port;
+		b->http = listen_for(s, b->st.port, b->why, sizeof(b->why));
+		*out = b;
+		return 0;
+	}
 	if (ret) {
 		free(b);
 		return ret == -ENOENT ? 0 : ret;
@@ -439,6 +459,9 @@ void broker_open(struct sandbox *s)
 	ret = broker_build(s, NULL, &s->broker, err, sizeof(err));
 	if (ret)
 		latchd_log("%s: kit not served: %s", s->name, err);
+	else if (s->broker && !s->broker->kit)
+		latchd_log("%s: no kit; %s port %u for the sandbox's asks", s->name,
+			   s->broker->http ? "listening on" : "no listener on", s->broker->st.port);
 	else if (s->broker && !s->broker->http && !s->broker->st.stopped)
 		latchd_log("%s: kit %s: no listener: %s", s->name, s->broker->kit->name, s->broker->why);
 	else if (s->broker && s->broker->http)
@@ -491,7 +514,8 @@ json_t *broker_json(const struct sandbox *s)
 							b->routes[i].secret, "secret_var",
 							b->routes[i].secret_var[0] ? b->routes[i].secret_var : NULL,
 							"backend", b->routes[i].backend));
-	return json_pack("{s:s, s:i, s:b, s:b, s:s?, s:o, s:i}", "kit", b->kit->name, "port", b->st.port, "stopped",
+	return json_pack("{s:s?, s:i, s:b, s:b, s:s?, s:o, s:i}", "kit", b->kit ? b->kit->name : NULL, "port",
+			 b->st.port, "stopped",
 			 b->st.stopped, "listening", b->http != NULL, "why", b->why[0] ? b->why : NULL, "routes",
 			 routes, "egress", b->n_egress);
 }
@@ -554,7 +578,7 @@ void broker_op_kit(struct latchd *ld, struct client *c, json_t *req)
 										       b->routes[i].name));
 	latchd_audit(ld, s->name, "kit", b && b->http ? "hand" : "stop",
 		     b && b->http ? "latchd.kit.hand" : "latchd.kit.stop",
-		     json_pack("{s:s?, s:i, s:O}", "kit", b ? b->kit->name : NULL, "routes", b ? b->n_routes : 0,
+		     json_pack("{s:s?, s:i, s:O}", "kit", b && b->kit ? b->kit->name : NULL, "routes", b ? b->n_routes : 0,
 			       "missing", missing));
 	control_reply(c, json_pack("{s:b, s:o, s:o, s:b}", "ok", 1, "broker", broker_json(s), "missing", missing,
 				   "egress_changed", egress_differs(s)));
