@@ -157,8 +157,8 @@ int audit_anchor(struct audit_log *log)
 	now = log->opts.clock(log->opts.clock_arg);
 	if (!log->opts.no_journal)
 		jr = sd_journal_send("MESSAGE_ID=" AUDIT_ANCHOR_MESSAGE_ID,
-				     "MESSAGE=latch audit log %s anchored at entry %" PRId64, log->path, id, "PRIORITY=6",
-				     "SYSLOG_IDENTIFIER=latch-audit", "LATCH_AUDIT_DB=%s", log->path,
+				     "MESSAGE=latch audit log %s anchored at entry %" PRId64, log->path, id,
+				     "PRIORITY=6", "SYSLOG_IDENTIFIER=latch-audit", "LATCH_AUDIT_DB=%s", log->path,
 				     "LATCH_AUDIT_ENTRY=%" PRId64, id, "LATCH_AUDIT_HASH=%s", hash, NULL);
 	fr = write_file(log, id, hash, now);
 	if (jr && fr)

@@ -45,7 +45,6 @@ struct rl_slot {
 	char key[]; /* "sandbox\0kind\0" */
 };
 
-
 static uint64_t realtime_ns(void *arg)
 {
 	struct timespec ts;
@@ -62,17 +61,26 @@ static uint64_t now_ns(const struct audit_log *log)
 static int sqlite_errno(int rc)
 {
 	switch (rc & 0xff) {
-	case SQLITE_OK: return 0;
+	case SQLITE_OK:
+		return 0;
 	case SQLITE_BUSY:
-	case SQLITE_LOCKED: return -EBUSY;
-	case SQLITE_NOMEM: return -ENOMEM;
-	case SQLITE_READONLY: return -EROFS;
-	case SQLITE_FULL: return -ENOSPC;
-	case SQLITE_CANTOPEN: return -EACCES;
-	case SQLITE_PERM: return -EPERM;
+	case SQLITE_LOCKED:
+		return -EBUSY;
+	case SQLITE_NOMEM:
+		return -ENOMEM;
+	case SQLITE_READONLY:
+		return -EROFS;
+	case SQLITE_FULL:
+		return -ENOSPC;
+	case SQLITE_CANTOPEN:
+		return -EACCES;
+	case SQLITE_PERM:
+		return -EPERM;
 	case SQLITE_CORRUPT:
-	case SQLITE_NOTADB: return -EBADMSG;
-	default: return -EIO;
+	case SQLITE_NOTADB:
+		return -EBADMSG;
+	default:
+		return -EIO;
 	}
 }
 
@@ -97,18 +105,19 @@ const char *audit_error(const struct audit_log *log)
  * rewrite history, so both must belong to the owner and be writable by no one
  * else.  A symlink is refused too: it would move the log somewhere unchecked.
  */
-static int check_owner(const char *path, const struct stat *st, uid_t owner, int is_dir, char *err,
-		       size_t errlen)
+static int check_owner(const char *path, const struct stat *st, uid_t owner, int is_dir, char *err, size_t errlen)
 {
 	if (!is_dir && !S_ISREG(st->st_mode))
-		return latch_errf(err, errlen, -1, "audit log %s is not a regular file; remove it and let latch create it", path);
+		return latch_errf(err, errlen, -1,
+				  "audit log %s is not a regular file; remove it and let latch create it", path);
 	if (st->st_uid != owner)
 		return latch_errf(err, errlen, -1, "audit log %s %s is owned by uid %u, not %u; fix: chown %u %s",
-			    is_dir ? "directory" : "file", path, (unsigned)st->st_uid, (unsigned)owner,
-			    (unsigned)owner, path);
+				  is_dir ? "directory" : "file", path, (unsigned)st->st_uid, (unsigned)owner,
+				  (unsigned)owner, path);
 	if (st->st_mode & (S_IWGRP | S_IWOTH))
-		return latch_errf(err, errlen, -1, "audit log %s %s is group- or world-writable (mode %04o); fix: chmod go-w %s",
-			    is_dir ? "directory" : "file", path, (unsigned)(st->st_mode & 07777), path);
+		return latch_errf(err, errlen, -1,
+				  "audit log %s %s is group- or world-writable (mode %04o); fix: chmod go-w %s",
+				  is_dir ? "directory" : "file", path, (unsigned)(st->st_mode & 07777), path);
 	return 0;
 }
 
@@ -150,9 +159,10 @@ static int check_paths(const char *path, const struct audit_opts *o, char *err, 
 		int e = errno, fd;
 
 		if (e != ENOENT || o->readonly) {
-			latch_errf(err, errlen, -1, e == ENOENT ? "no audit log at %s yet: nothing has been recorded"
-						      : "audit log %s: %s",
-			     path, strerror(e));
+			latch_errf(err, errlen, -1,
+				   e == ENOENT ? "no audit log at %s yet: nothing has been recorded" :
+						 "audit log %s: %s",
+				   path, strerror(e));
 			return -e;
 		}
 		/* Create it ourselves so its mode never depends on the umask. */
@@ -175,18 +185,17 @@ static int check_paths(const char *path, const struct audit_opts *o, char *err, 
 	return 0;
 }
 
-static const char schema[] =
-	"CREATE TABLE IF NOT EXISTS entries ("
-	" id INTEGER PRIMARY KEY,"
-	" time_ns INTEGER NOT NULL,"
-	" sandbox TEXT NOT NULL,"
-	" kind TEXT NOT NULL,"
-	" decision TEXT NOT NULL,"
-	" reason TEXT NOT NULL,"
-	" fields TEXT NOT NULL,"
-	" prev_hash TEXT NOT NULL,"
-	" hash TEXT NOT NULL);"
-	"CREATE INDEX IF NOT EXISTS entries_sandbox ON entries (sandbox, kind, time_ns);";
+static const char schema[] = "CREATE TABLE IF NOT EXISTS entries ("
+			     " id INTEGER PRIMARY KEY,"
+			     " time_ns INTEGER NOT NULL,"
+			     " sandbox TEXT NOT NULL,"
+			     " kind TEXT NOT NULL,"
+			     " decision TEXT NOT NULL,"
+			     " reason TEXT NOT NULL,"
+			     " fields TEXT NOT NULL,"
+			     " prev_hash TEXT NOT NULL,"
+			     " hash TEXT NOT NULL);"
+			     "CREATE INDEX IF NOT EXISTS entries_sandbox ON entries (sandbox, kind, time_ns);";
 
 struct audit_log *audit_open(const char *path, const struct audit_opts *opts, char *err, size_t errlen)
 {
@@ -226,7 +235,8 @@ struct audit_log *audit_open(const char *path, const struct audit_opts *opts, ch
 				     SQLITE_OPEN_FULLMUTEX,
 			     NULL);
 	if (rc != SQLITE_OK) {
-		latch_errf(err, errlen, -1, "audit log %s: %s", path, log->db ? sqlite3_errmsg(log->db) : "cannot open");
+		latch_errf(err, errlen, -1, "audit log %s: %s", path,
+			   log->db ? sqlite3_errmsg(log->db) : "cannot open");
 		e = sqlite_errno(rc);
 		goto fail_db;
 	}
@@ -478,8 +488,7 @@ rollback:
 }
 
 /* The rate limit's word on one more (sandbox, kind) entry: 0 with its slot, or -EAGAIN (counted), -ENOMEM. */
-static int rl_admit(struct audit_log *log, const char *sandbox, const char *kind, uint64_t now,
-		    struct rl_slot **slot)
+static int rl_admit(struct audit_log *log, const char *sandbox, const char *kind, uint64_t now, struct rl_slot **slot)
 {
 	struct rl_slot *s = rl_get(log, sandbox, kind);
 
@@ -544,201 +553,12 @@ int audit_append(struct audit_log *log, struct audit_entry *e)
 	return 0;
 }
 
-static const char *col(sqlite3_stmt *st, int i)
-{
-	const unsigned char *t = sqlite3_column_text(st, i);
-
-	return t ? (const char *)t : "";
-}
-
-/*
- * The entry a row of "id, time_ns, sandbox, kind, decision, reason, fields,
- * prev_hash, hash" holds (its strings live until the next step).
- */
-static struct audit_entry row_entry(sqlite3_stmt *st)
-{
-	return (struct audit_entry){
-		.id = sqlite3_column_int64(st, 0),
-		.time_ns = (uint64_t)sqlite3_column_int64(st, 1),
-		.sandbox = col(st, 2),
-		.kind = col(st, 3),
-		.decision = col(st, 4),
-		.reason = col(st, 5),
-		.fields = col(st, 6),
-		.prev_hash = col(st, 7),
-		.hash = col(st, 8),
-	};
-}
-
-int audit_query(struct audit_log *log, const struct audit_filter *f,
-		int (*fn)(const struct audit_entry *e, void *arg), void *arg)
-{
-	static const char sql[] = "SELECT id, time_ns, sandbox, kind, decision, reason, fields, prev_hash, hash "
-				  "FROM entries WHERE (?1 IS NULL OR sandbox = ?1) AND (?2 IS NULL OR kind = ?2) "
-				  "AND time_ns >= ?3 AND id > ?4 ORDER BY id";
-	static const struct audit_filter all;
-	sqlite3_stmt *st;
-	int rc, n = 0, ret = 0;
-
-	if (!f)
-		f = &all;
-	rc = sqlite3_prepare_v2(log->db, sql, -1, &st, NULL);
-	if (rc != SQLITE_OK)
-		return db_fail(log, rc, "query");
-	if (f->sandbox)
-		sqlite3_bind_text(st, 1, f->sandbox, -1, SQLITE_STATIC);
-	if (f->kind)
-		sqlite3_bind_text(st, 2, f->kind, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 3, (sqlite3_int64)f->since_ns);
-	sqlite3_bind_int64(st, 4, f->after_id);
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		struct audit_entry e = row_entry(st);
-
-		n++;
-		ret = fn ? fn(&e, arg) : 0;
-		if (ret)
-			break;
-	}
-	if (!ret && rc != SQLITE_DONE)
-		ret = db_fail(log, rc, "query");
-	sqlite3_finalize(st);
-	return ret ? ret : n;
-}
-
-static int broken(struct audit_verify_result *res, int64_t id, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static int broken(struct audit_verify_result *res, int64_t id, const char *fmt, ...)
-{
-	va_list ap;
-
-	res->first_bad_id = id;
-	va_start(ap, fmt);
-	vsnprintf(res->why, sizeof(res->why), fmt, ap);
-	va_end(ap);
-	return -EBADMSG;
-}
-
-/*
- * Three checks per entry, in the order that names the cause best: ids run
- * 1, 2, 3 with no gap (a deleted entry), prev_hash is the previous entry's
- * hash (a deleted or moved entry), and the hash matches the columns (an
- * edited entry, or one moved to another id, since the id is hashed too).
- * Then the anchors (anchor.c), read before the walk so that none can name an
- * entry appended after the walk began: each anchored entry must be there,
- * with the anchored hash.  After a prune the walk starts at the cut
- * (prune.c); an anchor below it names an entry the audited prune removed,
- * and only the last one removed can still be checked: its hash is the cut's.
- */
-int audit_verify(struct audit_log *log, struct audit_verify_result *res)
-{
-	static const char sql[] = "SELECT id, time_ns, sandbox, kind, decision, reason, fields, prev_hash, hash "
-				  "FROM entries ORDER BY id";
-	char prev[AUDIT_HASH_HEX + 1], hash[AUDIT_HASH_HEX + 1];
-	struct audit_anchors as;
-	int64_t want = 1;
-	sqlite3_stmt *st;
-	int rc, ret = 0, k = 0, mismatch = -1;
-
-	memset(res, 0, sizeof(*res));
-	ret = anchors_read(log->path, log->anchor_path, &log->opts, &as);
-	if (ret) {
-		snprintf(log->errmsg, sizeof(log->errmsg), "reading the anchors: %s", strerror(-ret));
-		return ret;
-	}
-	/* one read transaction: a writer appending or pruning meanwhile can't split the cut from the walk */
-	rc = sqlite3_exec(log->db, "BEGIN", NULL, NULL, NULL);
-	if (rc != SQLITE_OK) {
-		anchors_free(&as);
-		return db_fail(log, rc, "verify");
-	}
-	ret = audit_chain_start(log, &want, prev, res); /* after a prune: the cut (prune.c) */
-	if (ret) {
-		sqlite3_exec(log->db, "COMMIT", NULL, NULL, NULL);
-		anchors_judge(&as, INT64_MAX, -1, res);
-		anchors_free(&as);
-		return ret;
-	}
-	res->first_id = want;
-	/* anchors below the cut vouch for pruned entries; the last one pruned must be the cut's hash */
-	for (; k < as.n && as.a[k].id < want; k++)
-		if (as.a[k].id == want - 1 && mismatch < 0 && strcmp(as.a[k].hash, prev))
-			mismatch = k;
-	rc = sqlite3_prepare_v2(log->db, sql, -1, &st, NULL);
-	if (rc != SQLITE_OK) {
-		ret = db_fail(log, rc, "verify");
-		sqlite3_exec(log->db, "COMMIT", NULL, NULL, NULL);
-		anchors_free(&as);
-		return ret;
-	}
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		struct audit_entry e = row_entry(st);
-		const char *stored_prev = col(st, 7), *stored = col(st, 8);
-
-		res->checked++;
-		if (e.id != want) {
-			ret = res->checked == 1 ? broken(res, e.id,
-							 "the chain starts at entry %lld, not %lld: entries "
-							 "before it were deleted",
-							 (long long)e.id, (long long)want) :
-						  broken(res, e.id, "entry %lld follows %lld: an entry was deleted",
-							 (long long)e.id, (long long)want - 1);
-			break;
-		}
-		if (strcmp(stored_prev, prev)) {
-			ret = broken(res, e.id, "its prev_hash is not the hash of entry %lld: an entry was moved or "
-						"replaced",
-				     (long long)e.id - 1);
-			break;
-		}
-		audit_entry_hash(&e, prev, hash);
-		if (strcmp(stored, hash)) {
-			ret = broken(res, e.id, "its hash does not match its contents: the entry was edited");
-			break;
-		}
-		memcpy(prev, hash, sizeof(prev));
-		want++;
-		/* the anchors of this entry: the first that disagrees is the one to name */
-		for (; k < as.n && as.a[k].id <= e.id; k++)
-			if (as.a[k].id == e.id && mismatch < 0 && strcmp(as.a[k].hash, hash))
-				mismatch = k;
-	}
-	if (!ret && rc != SQLITE_DONE)
-		ret = db_fail(log, rc, "verify");
-	sqlite3_finalize(st);
-	sqlite3_exec(log->db, "COMMIT", NULL, NULL, NULL);
-	if (!ret)
-		ret = anchors_judge(&as, want - 1, mismatch, res);
-	else
-		anchors_judge(&as, INT64_MAX, -1, res); /* the newest anchor, for the report */
-	anchors_free(&as);
-	return ret;
-}
-
-int audit_verify_missing(const char *path, const struct audit_opts *opts, struct audit_verify_result *res)
-{
-	static const struct audit_opts defaults;
-	char anchor_path[PATH_MAX];
-	struct audit_anchors as;
-	int ret;
-
-	if (!opts)
-		opts = &defaults;
-	memset(res, 0, sizeof(*res));
-	if (anchor_path_of(path, opts, anchor_path, sizeof(anchor_path)))
-		return -ENAMETOOLONG;
-	ret = anchors_read(path, anchor_path, opts, &as);
-	if (ret)
-		return ret;
-	ret = anchors_judge(&as, 0, -1, res);
-	anchors_free(&as);
-	return ret;
-}
-
 static int parse_utc(const char *s, uint64_t *out)
 {
-	static const char *const fmts[] = { "%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S",
-					    "%Y-%m-%dT%H:%MZ",	  "%Y-%m-%dT%H:%M",    "%Y-%m-%d %H:%M",
-					    "%Y-%m-%d" };
+	static const char *const fmts[] = {
+		"%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%MZ",
+		"%Y-%m-%dT%H:%M",     "%Y-%m-%d %H:%M",	   "%Y-%m-%d"
+	};
 
 	for (size_t i = 0; i < sizeof(fmts) / sizeof(fmts[0]); i++) {
 		struct tm tm = { 0 };
@@ -782,11 +602,20 @@ int audit_parse_since(const char *s, uint64_t now_ns, uint64_t *out)
 	if (errno || end[0] == '\0' || end[1] != '\0')
 		return -EINVAL;
 	switch (*end) {
-	case 's': mult = 1ULL; break;
-	case 'm': mult = 60ULL; break;
-	case 'h': mult = 3600ULL; break;
-	case 'd': mult = 86400ULL; break;
-	default: return -EINVAL;
+	case 's':
+		mult = 1ULL;
+		break;
+	case 'm':
+		mult = 60ULL;
+		break;
+	case 'h':
+		mult = 3600ULL;
+		break;
+	case 'd':
+		mult = 86400ULL;
+		break;
+	default:
+		return -EINVAL;
 	}
 	if (v > UINT64_MAX / 1000000000ULL / mult)
 		return -EINVAL;

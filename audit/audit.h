@@ -25,12 +25,12 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define AUDIT_RATE_DEFAULT 120	     /* entries per (sandbox, kind) per window */
+#define AUDIT_RATE_DEFAULT 120 /* entries per (sandbox, kind) per window */
 #define AUDIT_WINDOW_NS 60000000000ULL /* the window: any 60 s, sliding */
-#define AUDIT_TOKEN_MAX 64	     /* sandbox, kind, decision, reason */
-#define AUDIT_FIELDS_MAX 8192	     /* the fields' JSON text, compact */
-#define AUDIT_HASH_HEX 64	     /* SHA-256 in lower-case hex */
-#define AUDIT_ANCHOR_EVERY 64		    /* entries between two anchors, at most */
+#define AUDIT_TOKEN_MAX 64 /* sandbox, kind, decision, reason */
+#define AUDIT_FIELDS_MAX 8192 /* the fields' JSON text, compact */
+#define AUDIT_HASH_HEX 64 /* SHA-256 in lower-case hex */
+#define AUDIT_ANCHOR_EVERY 64 /* entries between two anchors, at most */
 #define AUDIT_ANCHOR_PERIOD_NS 60000000000ULL /* a head older than this is anchored by audit_tick() */
 /* The journal's MESSAGE_ID of an anchor: `journalctl MESSAGE_ID=... _UID=0` lists them. */
 #define AUDIT_ANCHOR_MESSAGE_ID "6c617463686175646974616e63686f72"
@@ -64,13 +64,13 @@ struct audit_opts {
 };
 
 struct audit_entry {
-	int64_t id;	  /* set by audit_append(); 1, 2, 3... with no gaps */
+	int64_t id; /* set by audit_append(); 1, 2, 3... with no gaps */
 	uint64_t time_ns; /* set by audit_append() from the clock */
 	const char *sandbox;
-	const char *kind;     /* "egress", "attach", "dns", "broker", "kernel"... */
+	const char *kind; /* "egress", "attach", "dns", "broker", "kernel"... */
 	const char *decision; /* "allow", "deny", "revoke", "attach"... */
-	const char *reason;   /* stable code, e.g. "cli.egress.allow"; never free text */
-	const char *fields;   /* a JSON object's text; NULL means {} */
+	const char *reason; /* stable code, e.g. "cli.egress.allow"; never free text */
+	const char *fields; /* a JSON object's text; NULL means {} */
 	/* Only in entries handed to an audit_query() callback: */
 	const char *prev_hash;
 	const char *hash;
@@ -78,21 +78,21 @@ struct audit_entry {
 
 struct audit_filter {
 	const char *sandbox; /* NULL: every sandbox */
-	const char *kind;    /* NULL: every kind */
-	uint64_t since_ns;   /* 0: from the start */
+	const char *kind; /* NULL: every kind */
+	uint64_t since_ns; /* 0: from the start */
 	int64_t after_id; /* 0: from the start; else only entries with a larger id (--follow) */
 };
 
 struct audit_verify_result {
-	int64_t checked;      /* entries walked */
+	int64_t checked; /* entries walked */
 	int64_t first_bad_id; /* 0 when the chain is whole */
-	char why[200];	      /* what is wrong at first_bad_id */
+	char why[200]; /* what is wrong at first_bad_id */
 	int64_t first_id; /* where the chain starts: 1, or the first entry after a prune */
 	/* the anchors read (journal and file), and the newest of them */
 	int anchors;
-	int64_t anchored_id;	   /* 0: no anchor could be read */
+	int64_t anchored_id; /* 0: no anchor could be read */
 	uint64_t anchored_time_ns; /* when it was anchored (the journal's own time for a journal anchor) */
-	char anchored_by[16];	   /* "journal" or "file" */
+	char anchored_by[16]; /* "journal" or "file" */
 };
 
 /*
@@ -122,8 +122,8 @@ int audit_room(struct audit_log *log, const char *sandbox, const char *kind);
  * return from fn stops the walk and is returned; otherwise the number of
  * entries seen, or -errno.
  */
-int audit_query(struct audit_log *log, const struct audit_filter *f,
-		int (*fn)(const struct audit_entry *e, void *arg), void *arg);
+int audit_query(struct audit_log *log, const struct audit_filter *f, int (*fn)(const struct audit_entry *e, void *arg),
+		void *arg);
 
 /*
  * Walk the whole chain, then hold it against every anchor that can be read.

@@ -2,7 +2,8 @@
 /*
  * log.h - the audit log's insides, shared by audit.c (the database, the
  * chain, the rate limit), anchor.c (the chain's head kept outside it) and
- * prune.c (the cut, the chain's new start after a prune).
+ * prune.c (the cut, the chain's new start after a prune) and read.c (queries,
+ * verify).
  * Private to audit/; everyone else includes audit/audit.h.
  */
 #ifndef LATCH_AUDIT_LOG_H
@@ -25,7 +26,7 @@ struct audit_log {
 	char errmsg[256];
 	char path[PATH_MAX];
 	char anchor_path[PATH_MAX];
-	int64_t anchored_id;  /* the head this process anchored last (0: none yet) */
+	int64_t anchored_id; /* the head this process anchored last (0: none yet) */
 	uint64_t anchored_ns; /* when, on the log's clock */
 };
 

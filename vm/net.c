@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * net.c - tap, addresses, routing table, rule and masquerade of one VM
- * sandbox, through libnl-route and libnftables.
+ * net.c - tap, addresses, routing table and rule of one VM sandbox,
+ * through libnl-route; the masquerade is masq.c's (libnftables).
  *
  * The tap is made with TUNSETIFF + TUNSETPERSIST (the one thing rtnetlink
  * can't do for a tap) and everything after that is netlink.  "Already there"
@@ -37,12 +37,18 @@
 static int nl2errno(int nle)
 {
 	switch (-nle) {
-	case NLE_EXIST: return -EEXIST;
-	case NLE_OBJ_NOTFOUND: return -ENOENT;
-	case NLE_NODEV: return -ENODEV;
-	case NLE_PERM: return -EPERM;
-	case NLE_NOMEM: return -ENOMEM;
-	default: return -EIO;
+	case NLE_EXIST:
+		return -EEXIST;
+	case NLE_OBJ_NOTFOUND:
+		return -ENOENT;
+	case NLE_NODEV:
+		return -ENODEV;
+	case NLE_PERM:
+		return -EPERM;
+	case NLE_NOMEM:
+		return -ENOMEM;
+	default:
+		return -EIO;
 	}
 }
 
@@ -105,8 +111,8 @@ int latch_net_tap_create(const char *tap, bool *created, char *err, size_t errle
 		return latch_errf(err, errlen, -ENAMETOOLONG, "tap name '%s' is longer than %d", tap, IF_NAMESIZE - 1);
 	if (latch_net_tap_exists(tap)) {
 		if (!is_tap(tap))
-			return latch_errf(err, errlen, -EEXIST, "device %s exists and is not a tap; latch will not take it over",
-				     tap);
+			return latch_errf(err, errlen, -EEXIST,
+					  "device %s exists and is not a tap; latch will not take it over", tap);
 		return 0;
 	}
 	fd = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
@@ -154,7 +160,7 @@ int latch_net_tap_delete(const char *tap, char *err, size_t errlen)
 }
 
 /* /proc/sys/net/ipv6/conf/DEV/KEY: libnl 3.7 has no setter for inet6 devconf. */
-static void sysctl_dev(const char *family, const char *dev, const char *key, const char *val)
+void net_sysctl_dev(const char *family, const char *dev, const char *key, const char *val)
 {
 	char path[160];
 	int fd;
@@ -192,8 +198,7 @@ static int link_up(struct nl_sock *sk, const char *dev, bool forward, char *err,
 	return 0;
 }
 
-static int addr_add(struct nl_sock *sk, int ifindex, const struct latch_addr *a, int len, char *err,
-		    size_t errlen)
+static int addr_add(struct nl_sock *sk, int ifindex, const struct latch_addr *a, int len, char *err, size_t errlen)
 {
 	struct rtnl_addr *ad = rtnl_addr_alloc();
 	struct nl_addr *na = mkaddr(a, len);
@@ -224,8 +229,8 @@ static int addr_add(struct nl_sock *sk, int ifindex, const struct latch_addr *a,
  * One route in the sandbox's table.  dst NULL is the default route; ifindex 0
  * with no gateway makes it `unreachable`.
  */
-static struct rtnl_route *mkroute(int family, uint32_t table, const struct latch_addr *dst, int dstlen,
-				  int ifindex, const struct latch_addr *gw)
+static struct rtnl_route *mkroute(int family, uint32_t table, const struct latch_addr *dst, int dstlen, int ifindex,
+				  const struct latch_addr *gw)
 {
 	struct rtnl_route *rt = rtnl_route_alloc();
 	struct nl_addr *d = dst ? mkaddr(dst, dstlen) : mkdefault(family);
@@ -323,179 +328,6 @@ static int rule_apply(struct nl_sock *sk, const struct latch_net_opts *o, int fa
 	return r;
 }
 
-/* --- masquerade ---------------------------------------------------------- */
-
-static int nft_run(const char *cmd, char *msg, size_t msglen)
-{
-	struct nft_ctx *nft = nft_ctx_new(NFT_CTX_DEFAULT);
-	int r;
-
-	if (!nft)
-		return -ENOMEM;
-	nft_ctx_buffer_output(nft);
-	nft_ctx_buffer_error(nft);
-	r = nft_run_cmd_from_buffer(nft, cmd);
-	if (r && msg) {
-		const char *e = nft_ctx_get_error_buffer(nft);
-
-		snprintf(msg, msglen, "%s", e ? e : "nft failed");
-		/* one line is enough for a `latch:` message */
-		for (char *p = msg; *p; p++)
-			if (*p == '\n') {
-				*p = '\0';
-				break;
-			}
-	}
-	nft_ctx_free(nft);
-	return r ? -EIO : 0;
-}
-
-static bool nft_table_exists(void)
-{
-	return nft_run("list table inet " LATCH_NFT_TABLE, NULL, 0) == 0;
-}
-
-static int nft_element(char *buf, size_t len, const char *verb, const struct latch_addr *subnet, int plen,
-		       const char *uplink)
-{
-	char a[INET6_ADDRSTRLEN];
-
-	inet_ntop(subnet->family, subnet->bytes, a, sizeof(a));
-	return snprintf(buf, len, "%s element inet " LATCH_NFT_TABLE " masq%d { %s/%d . \"%s\" }\n", verb,
-			subnet->family == AF_INET ? 4 : 6, a, plen, uplink);
-}
-
-static int masq_add(const struct latch_net_opts *o, bool guard_uplink, char *err, size_t errlen)
-{
-	static const char setup[] =
-		"add table inet " LATCH_NFT_TABLE "\n"
-		"add chain inet " LATCH_NFT_TABLE " postrouting { type nat hook postrouting priority srcnat; policy accept; }\n"
-		"add set inet " LATCH_NFT_TABLE " masq4 { type ipv4_addr . ifname; flags interval; }\n"
-		"add set inet " LATCH_NFT_TABLE " masq6 { type ipv6_addr . ifname; flags interval; }\n"
-		"add rule inet " LATCH_NFT_TABLE " postrouting ip saddr . oifname @masq4 masquerade\n"
-		"add rule inet " LATCH_NFT_TABLE " postrouting ip6 saddr . oifname @masq6 masquerade\n"
-		/*
-		 * An uplink on which latch had to turn forwarding on forwards
-		 * only replies into latch's taps: never for the uplink's network
-		 * to anywhere else (the host is no router for them).
-		 */
-		"add set inet " LATCH_NFT_TABLE " fwd_guard { type ifname; }\n"
-		"add chain inet " LATCH_NFT_TABLE " forward { type filter hook forward priority filter; policy accept; }\n"
-		"add rule inet " LATCH_NFT_TABLE " forward iifname @fwd_guard oifname != \"lt-*\" counter drop\n"
-		"add rule inet " LATCH_NFT_TABLE " forward iifname @fwd_guard ct state != { established, related } counter drop\n";
-	char cmd[512], msg[256];
-	int n;
-
-	/* the whole table in one transaction, so it is never there without its rules */
-	if (!nft_table_exists() && nft_run(setup, msg, sizeof(msg)))
-		return latch_errf(err, errlen, -EIO, "nftables: cannot create table inet %s: %s", LATCH_NFT_TABLE, msg);
-	n = nft_element(cmd, sizeof(cmd), "add", &o->subnet4, 30, o->uplink);
-	if (o->subnet6.family)
-		n += nft_element(cmd + n, sizeof(cmd) - n, "add", &o->subnet6, 64, o->uplink);
-	if (guard_uplink)
-		snprintf(cmd + n, sizeof(cmd) - n, "add element inet " LATCH_NFT_TABLE " fwd_guard { \"%s\" }\n",
-			 o->uplink);
-	if (nft_run(cmd, msg, sizeof(msg)))
-		return latch_errf(err, errlen, -EIO, "nftables: cannot add masquerade for %s: %s", o->tap, msg);
-	return 0;
-}
-
-/* Is IPv4 forwarding on for dev now? */
-static bool forwarding_on(const char *dev)
-{
-	char path[160], v = '0';
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/sys/net/ipv4/conf/%s/forwarding", dev);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd >= 0) {
-		if (read(fd, &v, 1) != 1)
-			v = '0';
-		close(fd);
-	}
-	return v == '1';
-}
-
-/*
- * Latch's table is going: turn forwarding off again on every uplink that
- * latch turned it on for (the fwd_guard set lists exactly those).
- */
-static void unguard_uplinks(void)
-{
-	struct nft_ctx *nft = nft_ctx_new(NFT_CTX_DEFAULT);
-	const char *out, *p;
-
-	if (!nft)
-		return;
-	nft_ctx_buffer_output(nft);
-	nft_ctx_buffer_error(nft);
-	if (nft_run_cmd_from_buffer(nft, "list set inet " LATCH_NFT_TABLE " fwd_guard") == 0) {
-		out = nft_ctx_get_output_buffer(nft);
-		p = out ? strstr(out, "elements") : NULL;
-		/* elements = { "up0", "up1" }: each quoted name */
-		while (p && (p = strchr(p, '"'))) {
-			const char *end = strchr(p + 1, '"');
-			char dev[IF_NAMESIZE];
-
-			if (!end)
-				break;
-			if (end - p - 1 > 0 && end - p - 1 < IF_NAMESIZE) {
-				memcpy(dev, p + 1, end - p - 1);
-				dev[end - p - 1] = '\0';
-				sysctl_dev("ipv4", dev, "forwarding", "0");
-			}
-			p = end + 1;
-		}
-	}
-	nft_ctx_free(nft);
-}
-
-static bool nft_set_empty(const char *set)
-{
-	struct nft_ctx *nft = nft_ctx_new(NFT_CTX_DEFAULT);
-	char cmd[128];
-	bool empty = false;
-
-	if (!nft)
-		return false;
-	nft_ctx_buffer_output(nft);
-	nft_ctx_buffer_error(nft);
-	snprintf(cmd, sizeof(cmd), "list set inet " LATCH_NFT_TABLE " %s", set);
-	if (nft_run_cmd_from_buffer(nft, cmd) == 0) {
-		const char *out = nft_ctx_get_output_buffer(nft);
-
-		empty = out && !strstr(out, "elements");
-	}
-	nft_ctx_free(nft);
-	return empty;
-}
-
-static int masq_del(const struct latch_net_opts *o, char *err, size_t errlen)
-{
-	char cmd[1024], msg[256];
-	int n = 0;
-
-	if (!nft_table_exists())
-		return 0;
-	/* add-then-delete in one transaction: deleting what is absent is no error */
-	n += nft_element(cmd + n, sizeof(cmd) - n, "add", &o->subnet4, 30, o->uplink);
-	n += nft_element(cmd + n, sizeof(cmd) - n, "delete", &o->subnet4, 30, o->uplink);
-	if (o->subnet6.family) {
-		n += nft_element(cmd + n, sizeof(cmd) - n, "add", &o->subnet6, 64, o->uplink);
-		nft_element(cmd + n, sizeof(cmd) - n, "delete", &o->subnet6, 64, o->uplink);
-	}
-	if (nft_run(cmd, msg, sizeof(msg)))
-		return latch_errf(err, errlen, -EIO, "nftables: cannot remove masquerade for %s: %s", o->tap, msg);
-	/* the last sandbox out removes latch's table, and the forwarding it turned on */
-	if (nft_set_empty("masq4") && nft_set_empty("masq6")) {
-		unguard_uplinks();
-		nft_run("delete table inet " LATCH_NFT_TABLE, NULL, 0);
-	}
-	return 0;
-}
-
-/* --- up / down ----------------------------------------------------------- */
-
 static int routes(struct nl_sock *sk, const struct latch_net_opts *o, int tapidx, int upidx, bool add)
 {
 	int r, ret = 0;
@@ -526,7 +358,7 @@ static void down_quiet(struct nl_sock *sk, const struct latch_net_opts *o)
 		rule_apply(sk, o, AF_INET6, false);
 	routes(sk, o, if_nametoindex(o->tap), upidx, false);
 	if (*o->uplink)
-		masq_del(o, e, sizeof(e));
+		net_masq_del(o, e, sizeof(e));
 }
 
 int latch_net_up(const struct latch_net_opts *o, char *err, size_t errlen)
@@ -538,19 +370,20 @@ int latch_net_up(const struct latch_net_opts *o, char *err, size_t errlen)
 	if (!tapidx)
 		return latch_errf(err, errlen, -ENODEV, "tap %s is gone", o->tap);
 	if (*o->uplink && !(upidx = if_nametoindex(o->uplink)))
-		return latch_errf(err, errlen, -ENODEV, "uplink '%s' (latch.conf) does not exist on this host", o->uplink);
+		return latch_errf(err, errlen, -ENODEV, "uplink '%s' (latch.conf) does not exist on this host",
+				  o->uplink);
 	sk = nl_open(err, errlen);
 	if (!sk)
 		return -EIO;
-	sysctl_dev("ipv6", o->tap, "accept_ra", "0");
-	sysctl_dev("ipv6", o->tap, "autoconf", "0");
-	sysctl_dev("ipv6", o->tap, "accept_redirects", "0");
+	net_sysctl_dev("ipv6", o->tap, "accept_ra", "0");
+	net_sysctl_dev("ipv6", o->tap, "autoconf", "0");
+	net_sysctl_dev("ipv6", o->tap, "accept_redirects", "0");
 	ret = link_up(sk, o->tap, upidx != 0, err, errlen);
 	if (ret)
 		goto fail;
 	if (upidx) {
 		/* replies come in on the uplink and are forwarded to the tap */
-		guard_uplink = !forwarding_on(o->uplink);
+		guard_uplink = !net_forwarding_on(o->uplink);
 		ret = link_up(sk, o->uplink, true, err, errlen);
 		if (ret)
 			goto fail;
@@ -562,7 +395,8 @@ int latch_net_up(const struct latch_net_opts *o, char *err, size_t errlen)
 		goto fail;
 	r = routes(sk, o, tapidx, upidx, true);
 	if (r < 0) {
-		ret = latch_errf(err, errlen, nl2errno(r), "cannot add routes to table %u: %s", o->table, nl_geterror(r));
+		ret = latch_errf(err, errlen, nl2errno(r), "cannot add routes to table %u: %s", o->table,
+				 nl_geterror(r));
 		goto fail;
 	}
 	r = rule_apply(sk, o, AF_INET, true);
@@ -570,11 +404,11 @@ int latch_net_up(const struct latch_net_opts *o, char *err, size_t errlen)
 		r = rule_apply(sk, o, AF_INET6, true);
 	if (r < 0) {
 		ret = latch_errf(err, errlen, nl2errno(r), "cannot add rule from %s lookup %u: %s", o->tap, o->table,
-			    nl_geterror(r));
+				 nl_geterror(r));
 		goto fail;
 	}
 	if (upidx) {
-		ret = masq_add(o, guard_uplink, err, errlen);
+		ret = net_masq_add(o, guard_uplink, err, errlen);
 		if (ret)
 			goto fail;
 	}
@@ -599,14 +433,14 @@ int latch_net_down(const struct latch_net_opts *o, char *err, size_t errlen)
 		r = rule_apply(sk, o, AF_INET6, false);
 	if (r < 0)
 		ret = latch_errf(err, errlen, nl2errno(r), "cannot remove the rule for table %u: %s", o->table,
-			    nl_geterror(r));
+				 nl_geterror(r));
 	/* routes via a device that is gone went with it */
 	r = routes(sk, o, if_nametoindex(o->tap), upidx, false);
 	if (r < 0 && !ret)
 		ret = latch_errf(err, errlen, nl2errno(r), "cannot remove routes of table %u: %s", o->table,
-			    nl_geterror(r));
+				 nl_geterror(r));
 	if (*o->uplink) {
-		r = masq_del(o, err, errlen);
+		r = net_masq_del(o, err, errlen);
 		ret = ret ?: r;
 	}
 	nl_socket_free(sk);
@@ -699,7 +533,8 @@ int latch_net_check_free(const struct latch_addr *subnet, int len, char *err, si
 		return 0;
 	inet_ntop(subnet->family, subnet->bytes, a, sizeof(a));
 	return latch_errf(err, errlen, -EADDRINUSE,
-		     "%s/%d overlaps the host's %s; give latch.conf a 'pool' this host does not use", a, len, c.what);
+			  "%s/%d overlaps the host's %s; give latch.conf a 'pool' this host does not use", a, len,
+			  c.what);
 nlerr:
 	if (c.links)
 		nl_cache_free(c.links);
@@ -772,7 +607,7 @@ int latch_net_observe(const struct latch_net_opts *o, struct latch_net_observed 
 		nl_cache_foreach(cache, route_cb, &c);
 		nl_cache_free(cache);
 	}
-	if (*o->uplink && nft_table_exists()) {
+	if (*o->uplink && net_nft_table_exists()) {
 		struct nft_ctx *nft = nft_ctx_new(NFT_CTX_DEFAULT);
 		char a[INET6_ADDRSTRLEN], cmd[256];
 
@@ -780,8 +615,8 @@ int latch_net_observe(const struct latch_net_opts *o, struct latch_net_observed 
 			nft_ctx_buffer_output(nft);
 			nft_ctx_buffer_error(nft);
 			inet_ntop(AF_INET, &o->subnet4.v4, a, sizeof(a));
-			snprintf(cmd, sizeof(cmd), "get element inet " LATCH_NFT_TABLE " masq4 { %s/30 . \"%s\" }",
-				 a, o->uplink);
+			snprintf(cmd, sizeof(cmd), "get element inet " LATCH_NFT_TABLE " masq4 { %s/30 . \"%s\" }", a,
+				 o->uplink);
 			obs->masq4 = nft_run_cmd_from_buffer(nft, cmd) == 0;
 			nft_ctx_free(nft);
 		}

@@ -30,7 +30,7 @@ struct latch_net_opts {
 	struct latch_addr subnet6, host6; /* a /64; family 0: no IPv6 */
 	uint32_t table;
 	uint32_t rule_priority;
-	char uplink[IF_NAMESIZE];	  /* "": `unreachable default` */
+	char uplink[IF_NAMESIZE]; /* "": `unreachable default` */
 	struct latch_addr gateway4, gateway6;
 };
 
@@ -62,5 +62,15 @@ int latch_net_check_free(const struct latch_addr *subnet, int len, char *err, si
 
 /* What is there now, read back: for `ls`, `status` and the selftest. */
 int latch_net_observe(const struct latch_net_opts *o, struct latch_net_observed *obs);
+
+/* net.c: write /proc/sys/net/FAMILY/conf/DEV/KEY, best effort */
+void net_sysctl_dev(const char *family, const char *dev, const char *key, const char *val);
+
+/* masq.c: the masquerade and the uplink's guard (net.c's up, down and observe use them) */
+int net_nft_run(const char *cmd, char *msg, size_t msglen);
+bool net_nft_table_exists(void);
+bool net_forwarding_on(const char *dev);
+int net_masq_add(const struct latch_net_opts *o, bool guard_uplink, char *err, size_t errlen);
+int net_masq_del(const struct latch_net_opts *o, char *err, size_t errlen);
 
 #endif
