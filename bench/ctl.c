@@ -195,7 +195,8 @@ static int diag(const char *path, int reps)
 	}
 	for (int r = 1; r <= reps; r++) {
 		LIBBPF_OPTS(bpf_map_create_opts, o, .map_flags = BPF_F_NO_PREALLOC);
-		int fd = bpf_map_create(BPF_MAP_TYPE_HASH, "bench_exact4", sizeof(*k), sizeof(*v), LATCH_POLICY_MAX, &o);
+		int fd =
+			bpf_map_create(BPF_MAP_TYPE_HASH, "bench_exact4", sizeof(*k), sizeof(*v), LATCH_POLICY_MAX, &o);
 		__u32 cnt;
 		double t0;
 		int walked;
@@ -279,7 +280,8 @@ int main(int argc, char **argv)
 	int rc = 2;
 
 	if (argc < 4) {
-		fprintf(stderr, "usage: %s NAME load LIST | NAME bench LIST_A LIST_B REPS ADDS | - diag LIST REPS\n", argv[0]);
+		fprintf(stderr, "usage: %s NAME load LIST | NAME bench LIST_A LIST_B REPS ADDS | - diag LIST REPS\n",
+			argv[0]);
 		return 2;
 	}
 	if (!strcmp(argv[2], "diag") && argc == 5)
@@ -301,7 +303,8 @@ int main(int argc, char **argv)
 	} else if (!strcmp(argv[2], "bench") && argc == 7) {
 		rc = bench(sb, argv[3], argv[4], atoi(argv[5]), atoi(argv[6]));
 	} else {
-		fprintf(stderr, "usage: %s NAME load LIST | NAME bench LIST_A LIST_B REPS ADDS | - diag LIST REPS\n", argv[0]);
+		fprintf(stderr, "usage: %s NAME load LIST | NAME bench LIST_A LIST_B REPS ADDS | - diag LIST REPS\n",
+			argv[0]);
 	}
 	latch_sandbox_free(sb);
 	return rc;

@@ -77,8 +77,8 @@ static uint16_t ip_csum(const void *p, size_t len)
 
 struct target {
 	char label[32];
-	int netns;	/* fd of the namespace */
-	int sink;	/* the UDP socket at the end of the path, in that namespace */
+	int netns; /* fd of the namespace */
+	int sink; /* the UDP socket at the end of the path, in that namespace */
 	unsigned int ifindex;
 	uint8_t dst_mac[6], src_mac[6];
 };
@@ -129,7 +129,8 @@ int main(int argc, char **argv)
 	int dport, nt = argc - 6, rc = 0;
 
 	if (argc < 7 || nt > TARGETS_MAX) {
-		fprintf(stderr, "usage: %s SRC_IP DST_IP DPORT COUNT ROUNDS LABEL=NETNS,IFNAME,DST_MAC,SRC_MAC... (1-%d)\n",
+		fprintf(stderr,
+			"usage: %s SRC_IP DST_IP DPORT COUNT ROUNDS LABEL=NETNS,IFNAME,DST_MAC,SRC_MAC... (1-%d)\n",
 			argv[0], TARGETS_MAX);
 		return 2;
 	}

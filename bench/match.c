@@ -96,8 +96,8 @@ int main(int argc, char **argv)
 					fprintf(stderr, "match: %s: %d of %d names matched\n", cases[c], hits, count);
 					return 1;
 				}
-				printf("op=match_%s impl=%s n=%d rep=%d ns=%.0f\n", cases[c], with_index ? "index" : "scan",
-				       n, r, ns);
+				printf("op=match_%s impl=%s n=%d rep=%d ns=%.0f\n", cases[c],
+				       with_index ? "index" : "scan", n, r, ns);
 			}
 		}
 	}

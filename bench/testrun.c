@@ -274,7 +274,8 @@ static void bench_rep(const struct size_ctx *c, int r, int floor_fd)
 	static long *diff, *p1, *c1, *t1;
 	uint8_t hit[64], pmiss[64], amiss[64];
 	size_t len = syn(hit, dst, port);
-	struct latch_flow4_key fk = { .remote_port = htons(port), .local_port = htons(GUEST_PORT),
+	struct latch_flow4_key fk = { .remote_port = htons(port),
+				      .local_port = htons(GUEST_PORT),
 				      .proto = IPPROTO_TCP };
 	int fd = bpf_program__fd(c->s->progs.latch_from_guest), flow_fd = bpf_map__fd(c->s->maps.flow4);
 	uint64_t before;
@@ -344,14 +345,27 @@ int main(int argc, char **argv)
 
 	while ((opt = getopt(argc, argv, "d:p:m:r:n:s:")) != -1) {
 		switch (opt) {
-		case 'd': dst = optarg; break;
-		case 'p': port = atoi(optarg); break;
-		case 'm': miss = optarg; break;
-		case 'r': reps = atoi(optarg); break;
-		case 'n': repeat = strtoul(optarg, NULL, 0); break;
-		case 's': pairs = atoi(optarg); break;
+		case 'd':
+			dst = optarg;
+			break;
+		case 'p':
+			port = atoi(optarg);
+			break;
+		case 'm':
+			miss = optarg;
+			break;
+		case 'r':
+			reps = atoi(optarg);
+			break;
+		case 'n':
+			repeat = strtoul(optarg, NULL, 0);
+			break;
+		case 's':
+			pairs = atoi(optarg);
+			break;
 		default:
-			fprintf(stderr, "usage: %s [-d DST] [-p PORT] [-m MISS] [-r REPS] [-n REPEAT] [-s PAIRS] LIST...\n",
+			fprintf(stderr,
+				"usage: %s [-d DST] [-p PORT] [-m MISS] [-r REPS] [-n REPEAT] [-s PAIRS] LIST...\n",
 				argv[0]);
 			return 2;
 		}

@@ -32,7 +32,7 @@
 #ifndef LATCH_FLOW_MAX
 #define LATCH_FLOW_MAX 65536
 #endif
-#define LATCH_RULES_MAX 16	/* port rules per address or prefix */
+#define LATCH_RULES_MAX 16 /* port rules per address or prefix */
 #define LATCH_HOST_PORTS_MAX 8
 #define LATCH_RINGBUF_BYTES (256 * 1024)
 #define LATCH_IFNAMSIZ 16
@@ -50,43 +50,43 @@
  * to the counters and to deny events.  Codes are dense in each half:
  * latch_counter_slot() depends on it.
  */
-#define LATCH_REASONS(X)                                                                                        \
-	X(PASS_FLOW, 1, "pass_flow", "packet of a flow already allowed")                                         \
-	X(PASS_HOST_SERVICE, 2, "pass_host_service", "to a configured host-address port")                       \
-	X(PASS_DNS, 3, "pass_dns", "to the resolver, within the bucket")                                         \
-	X(PASS_POLICY, 4, "pass_policy", "permanent exact or prefix entry")                                      \
-	X(PASS_TIMED, 5, "pass_timed", "timed entry before its deadline")                                        \
-	X(PASS_ARP, 6, "pass_arp", "ARP between guest and host")                                                 \
-	X(PASS_ND, 7, "pass_nd", "IPv6 neighbour discovery with the host")                                       \
-	X(PASS_RETURN, 8, "pass_return", "into the guest: reply on a guest flow")                               \
-	X(PASS_LEARNED, 9, "pass_learned", "address the latch resolver answered, within its TTL")                \
-	X(PASS_OPEN, 10, "pass_open", "the sandbox runs the `open` profile: uncontained")                       \
-	X(DROP_MALFORMED, -200, "drop_malformed", "truncated or inconsistent headers")                           \
-	X(DROP_VLAN, -201, "drop_vlan", "802.1Q/802.1ad tag, in-band or offloaded")                              \
-	X(DROP_ETHERTYPE, -202, "drop_ethertype", "not IPv4, IPv6 or ARP")                                       \
-	X(DROP_SPOOF_MAC, -203, "drop_spoof_mac", "source MAC is not the assigned one")                          \
-	X(DROP_SPOOF_IP, -204, "drop_spoof_ip", "source IP is not the assigned one")                             \
-	X(DROP_ARP, -205, "drop_arp", "ARP not between guest and host")                                          \
-	X(DROP_ND, -206, "drop_nd", "ICMPv6 ND/MLD not towards the host")                                        \
-	X(DROP_FRAGMENT, -207, "drop_fragment", "IPv4 fragment or IPv6 fragment header")                         \
-	X(DROP_IP_OPTIONS, -208, "drop_ip_options", "IPv4 options (source routing etc.)")                        \
-	X(DROP_EXT_HDR, -209, "drop_ext_hdr", "IPv6 routing header or too deep a chain")                         \
-	X(DROP_PROTO, -210, "drop_proto", "not TCP, UDP or ICMP echo (tunnels too)")                             \
-	X(DROP_HOST_PORT, -211, "drop_host_port", "host address, port not a host service")                       \
-	X(DROP_DNS_NOT_RESOLVER, -212, "drop_dns_not_resolver", "port 53 to anything but the resolver")          \
-	X(DROP_DNS_RATE, -213, "drop_dns_rate", "DNS bucket empty")                                              \
-	X(DROP_POLICY, -214, "drop_policy", "no entry allows the destination")                                   \
-	X(DROP_NO_FLOW, -215, "drop_no_flow", "into the guest, not a reply")                                     \
-	X(DROP_NO_CONFIG, -216, "drop_no_config", "config map missing or unset")                                 \
-	X(DROP_HOST_ADDR, -217, "drop_host_addr",                                                                \
-	  "another address of the host, broadcast or multicast: the host would not forward it")                   \
+#define LATCH_REASONS(X)                                                                                \
+	X(PASS_FLOW, 1, "pass_flow", "packet of a flow already allowed")                                \
+	X(PASS_HOST_SERVICE, 2, "pass_host_service", "to a configured host-address port")               \
+	X(PASS_DNS, 3, "pass_dns", "to the resolver, within the bucket")                                \
+	X(PASS_POLICY, 4, "pass_policy", "permanent exact or prefix entry")                             \
+	X(PASS_TIMED, 5, "pass_timed", "timed entry before its deadline")                               \
+	X(PASS_ARP, 6, "pass_arp", "ARP between guest and host")                                        \
+	X(PASS_ND, 7, "pass_nd", "IPv6 neighbour discovery with the host")                              \
+	X(PASS_RETURN, 8, "pass_return", "into the guest: reply on a guest flow")                       \
+	X(PASS_LEARNED, 9, "pass_learned", "address the latch resolver answered, within its TTL")       \
+	X(PASS_OPEN, 10, "pass_open", "the sandbox runs the `open` profile: uncontained")               \
+	X(DROP_MALFORMED, -200, "drop_malformed", "truncated or inconsistent headers")                  \
+	X(DROP_VLAN, -201, "drop_vlan", "802.1Q/802.1ad tag, in-band or offloaded")                     \
+	X(DROP_ETHERTYPE, -202, "drop_ethertype", "not IPv4, IPv6 or ARP")                              \
+	X(DROP_SPOOF_MAC, -203, "drop_spoof_mac", "source MAC is not the assigned one")                 \
+	X(DROP_SPOOF_IP, -204, "drop_spoof_ip", "source IP is not the assigned one")                    \
+	X(DROP_ARP, -205, "drop_arp", "ARP not between guest and host")                                 \
+	X(DROP_ND, -206, "drop_nd", "ICMPv6 ND/MLD not towards the host")                               \
+	X(DROP_FRAGMENT, -207, "drop_fragment", "IPv4 fragment or IPv6 fragment header")                \
+	X(DROP_IP_OPTIONS, -208, "drop_ip_options", "IPv4 options (source routing etc.)")               \
+	X(DROP_EXT_HDR, -209, "drop_ext_hdr", "IPv6 routing header or too deep a chain")                \
+	X(DROP_PROTO, -210, "drop_proto", "not TCP, UDP or ICMP echo (tunnels too)")                    \
+	X(DROP_HOST_PORT, -211, "drop_host_port", "host address, port not a host service")              \
+	X(DROP_DNS_NOT_RESOLVER, -212, "drop_dns_not_resolver", "port 53 to anything but the resolver") \
+	X(DROP_DNS_RATE, -213, "drop_dns_rate", "DNS bucket empty")                                     \
+	X(DROP_POLICY, -214, "drop_policy", "no entry allows the destination")                          \
+	X(DROP_NO_FLOW, -215, "drop_no_flow", "into the guest, not a reply")                            \
+	X(DROP_NO_CONFIG, -216, "drop_no_config", "config map missing or unset")                        \
+	X(DROP_HOST_ADDR, -217, "drop_host_addr",                                                       \
+	  "another address of the host, broadcast or multicast: the host would not forward it")         \
 	X(DROP_CSUM, -218, "drop_csum", "checksum offload request whose start or offset is not the L4 checksum's")
 
 enum latch_reason {
 #define LATCH_REASON_ENUM(id, code, name, text) LATCH_##id = (code),
 	LATCH_REASONS(LATCH_REASON_ENUM)
 #undef LATCH_REASON_ENUM
-	LATCH_PASS_LAST = LATCH_PASS_OPEN,
+		LATCH_PASS_LAST = LATCH_PASS_OPEN,
 	LATCH_DROP_LAST = LATCH_DROP_CSUM,
 };
 
@@ -101,7 +101,7 @@ _Static_assert(0 LATCH_REASONS(LATCH_REASON_ONE) == LATCH_PASS_COUNT + LATCH_DRO
 /* Direction of a packet, seen from the guest. */
 enum latch_dir {
 	LATCH_DIR_FROM_GUEST = 0, /* tc ingress of the host end */
-	LATCH_DIR_TO_GUEST = 1,	  /* tc egress of the host end */
+	LATCH_DIR_TO_GUEST = 1, /* tc egress of the host end */
 	LATCH_DIR_COUNT = 2,
 };
 
@@ -123,7 +123,7 @@ static inline int latch_counter_slot(int reason, int dir)
 enum latch_stat {
 	LATCH_STAT_EVENTS_SENT = 0,
 	LATCH_STAT_EVENTS_SUPPRESSED = 1, /* over the event rate limit */
-	LATCH_STAT_EVENTS_LOST = 2,	  /* ring buffer reservation failed */
+	LATCH_STAT_EVENTS_LOST = 2, /* ring buffer reservation failed */
 	LATCH_STAT_COUNT = 3,
 };
 #define LATCH_COUNTER_SLOTS (LATCH_REASON_SLOTS * LATCH_DIR_COUNT + LATCH_STAT_COUNT)
@@ -162,10 +162,10 @@ _Static_assert(sizeof(struct latch_counter) == 16, "latch_counter layout");
  * they live and die with the pins.  The programs ignore them.
  */
 #define LATCH_CFG_USER_MASK 0xffff0000u
-#define LATCH_CFG_OWN_QDISC (1u << 16)	/* latch created the clsact qdisc and may remove it */
+#define LATCH_CFG_OWN_QDISC (1u << 16) /* latch created the clsact qdisc and may remove it */
 #define LATCH_CFG_IDLE_DIRTY (1u << 17) /* the idle policy generation may hold entries */
-#define LATCH_CFG_TCX (1u << 18)	/* attached as TCX links (pinned), not clsact filters */
-#define LATCH_CFG_NO_CSUM (1u << 19)	/* the kernel can't read csum_start: the program without that check */
+#define LATCH_CFG_TCX (1u << 18) /* attached as TCX links (pinned), not clsact filters */
+#define LATCH_CFG_NO_CSUM (1u << 19) /* the kernel can't read csum_start: the program without that check */
 
 struct latch_config {
 	__u32 abi_version;
@@ -183,7 +183,7 @@ struct latch_config {
 	 * its packet passes.
 	 */
 	__u32 policy_version;
-	__u32 ifindex;			/* the link the programs were attached to */
+	__u32 ifindex; /* the link the programs were attached to */
 	char ifname[LATCH_IFNAMSIZ];
 	__u8 guest_mac[6];
 	__u16 n_host_ports;
@@ -194,9 +194,9 @@ struct latch_config {
 	__u8 host_ip6[16];
 	__u8 resolver_ip6[16];
 	__be16 host_ports[LATCH_HOST_PORTS_MAX];
-	__u32 dns_rate;	   /* DNS packets per second */
-	__u32 dns_burst;   /* bucket depth, packets */
-	__u32 event_rate;  /* deny events per second */
+	__u32 dns_rate; /* DNS packets per second */
+	__u32 dns_burst; /* bucket depth, packets */
+	__u32 event_rate; /* deny events per second */
 	__u32 event_burst; /* event bucket depth */
 };
 /* What the established-flow fast path reads (flags, version, MAC, IPv4) sits in the first 64 bytes. */
@@ -325,9 +325,9 @@ struct latch_flow6_key {
 _Static_assert(sizeof(struct latch_flow6_key) == 24, "latch_flow6_key layout");
 
 struct latch_flow {
-	__u64 expires_ns;     /* deadline of the entry that allowed it; 0 none */
+	__u64 expires_ns; /* deadline of the entry that allowed it; 0 none */
 	__u32 policy_version; /* config.policy_version when allowed */
-	__s32 reason;	      /* the pass reason that allowed it */
+	__s32 reason; /* the pass reason that allowed it */
 };
 _Static_assert(sizeof(struct latch_flow) == 16, "latch_flow layout");
 
@@ -341,8 +341,8 @@ _Static_assert(sizeof(struct latch_flow) == 16, "latch_flow layout");
 #define LATCH_FLOW_HOT_USES 64
 
 struct latch_flow_hot {
-	__u32 key[6];	      /* latch_flow4_key or latch_flow6_key, zero-padded */
-	__u32 family;	      /* 4 or 6; 0 when empty */
+	__u32 key[6]; /* latch_flow4_key or latch_flow6_key, zero-padded */
+	__u32 family; /* 4 or 6; 0 when empty */
 	__u32 policy_version; /* as in struct latch_flow */
 	__u64 expires_ns;
 	/*
@@ -363,7 +363,7 @@ _Static_assert(__builtin_offsetof(struct latch_flow_hot, wire4) == 40, "latch_fl
 struct latch_bucket {
 	struct bpf_spin_lock lock;
 	__u32 suppressed; /* event bucket: refusals since the last event sent */
-	__u64 tat_ns;	  /* theoretical arrival time of the next packet */
+	__u64 tat_ns; /* theoretical arrival time of the next packet */
 };
 
 /* Deny event, sent through the ring buffer "events". */
@@ -375,7 +375,7 @@ struct latch_event {
 	__u8 proto;
 	__u8 pad;
 	__u32 suppressed; /* events dropped by the rate limit since the last one */
-	__u16 eth_proto;  /* host byte order */
+	__u16 eth_proto; /* host byte order */
 	__be16 src_port;
 	__be16 dst_port;
 	__u16 pad2;
@@ -386,7 +386,6 @@ struct latch_event {
 };
 _Static_assert(sizeof(struct latch_event) == 72, "latch_event layout");
 _Static_assert(__builtin_offsetof(struct latch_event, src_addr) == 28, "latch_event layout");
-
 
 /* ====================================================================
  * Rooms: the cgroup programs of bpf/latch_cg.bpf.c (loader/cgroup.c).
@@ -430,7 +429,7 @@ _Static_assert(__builtin_offsetof(struct latch_event, src_addr) == 28, "latch_ev
 #define LATCH_ROOM_SERVICE_MASK 0xffff0000u
 #define LATCH_ROOM_MARK_BASE 0x1a7c0000u
 #define LATCH_ROOM_MARK_MASK 0xffff0000u
-#define latch_room_mark_of(addr_host_order) (LATCH_ROOM_MARK_BASE | ((addr_host_order) & 0xffffu))
+#define latch_room_mark_of(addr_host_order) (LATCH_ROOM_MARK_BASE | ((addr_host_order)&0xffffu))
 
 /* room_meta: one element, written when the programs are loaded and pinned. */
 struct latch_room_meta {
@@ -473,19 +472,19 @@ _Static_assert(sizeof(struct latch_room_state) == 16, "latch_room_state layout")
  * version, before the deadline, passes on one compare; DNS is never cached.
  */
 struct latch_sock_verdict {
-	__u32 addr[4];	      /* v4 in addr[0] */
-	__u64 expires_ns;     /* 0: none */
+	__u32 addr[4]; /* v4 in addr[0] */
+	__u64 expires_ns; /* 0: none */
 	__u32 policy_version;
-	__u16 port;	      /* host byte order */
-	__u8 proto;	      /* LATCH_PROTO_* */
-	__u8 family;	      /* 4 or 6; 0 when empty */
+	__u16 port; /* host byte order */
+	__u8 proto; /* LATCH_PROTO_* */
+	__u8 family; /* 4 or 6; 0 when empty */
 };
 _Static_assert(sizeof(struct latch_sock_verdict) == 32, "latch_sock_verdict layout");
 
 /* room_gate_counters: PERCPU_ARRAY of latch_room_gate's verdicts. */
 enum latch_room_gate_slot {
-	LATCH_ROOM_GATE_PASS = 0,  /* to a room service, with its room's mark */
-	LATCH_ROOM_GATE_DROP = 1,  /* to a room service, without it */
+	LATCH_ROOM_GATE_PASS = 0, /* to a room service, with its room's mark */
+	LATCH_ROOM_GATE_DROP = 1, /* to a room service, without it */
 	LATCH_ROOM_GATE_OTHER = 2, /* not to a room service: not the gate's business */
 	LATCH_ROOM_GATE_SLOTS = 3,
 };

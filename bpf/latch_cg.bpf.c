@@ -164,7 +164,7 @@ extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym;
 
 /* The room a program runs for, found once per call. */
 struct room {
-	__u64 id;   /* cgroup id */
+	__u64 id; /* cgroup id */
 	__u32 slot; /* of its state */
 	__u32 pad;
 	const struct latch_config *cfg;
@@ -173,12 +173,12 @@ struct room {
 /* One destination, from a sockaddr or a packet. */
 struct dest {
 	__u32 addr[4]; /* v4 in addr[0], network byte order */
-	__u16 port;    /* host byte order; ICMP echo: 0 */
-	__u8 family;   /* 4 or 6 */
-	__u8 l4;       /* LATCH_PROTO_TCP/UDP/ICMP, or 0: nothing latch passes */
-	__u8 tcp_syn;  /* SYN without ACK */
+	__u16 port; /* host byte order; ICMP echo: 0 */
+	__u8 family; /* 4 or 6 */
+	__u8 l4; /* LATCH_PROTO_TCP/UDP/ICMP, or 0: nothing latch passes */
+	__u8 tcp_syn; /* SYN without ACK */
 	__u8 pad;
-	__u16 sport;   /* the sending socket's port, host byte order; 0 unbound */
+	__u16 sport; /* the sending socket's port, host byte order; 0 unbound */
 	__be32 saddr4; /* egress, IPv4: the packet's source */
 };
 

@@ -49,14 +49,14 @@ struct latch_pkt {
 	__u8 smac[6];
 	__u8 arp_sha[6];
 	__u8 family; /* 4, 6, or 0 for ARP */
-	__u8 proto;  /* IP protocol number after extension headers */
+	__u8 proto; /* IP protocol number after extension headers */
 	__u8 l4_class; /* LATCH_PROTO_TCP/UDP/ICMP, or 0: not a kind latch passes */
-	__u8 tcp_syn;  /* SYN without ACK */
+	__u8 tcp_syn; /* SYN without ACK */
 	__u8 icmp_type;
 	__u8 hop_limit;
 	__u8 nd; /* ICMPv6 neighbour discovery or MLD */
 	__u8 icmp_error; /* into the guest: an error about a guest packet */
-	__u16 l4_off;	 /* where the transport header starts, from the frame's start */
+	__u16 l4_off; /* where the transport header starts, from the frame's start */
 	__u16 pad;
 };
 
@@ -120,8 +120,7 @@ static __always_inline int icmp_is_error(int v6, __u8 type)
  * as part of that packet's flow (path MTU discovery depends on it), so the
  * flow tuple is taken from the quote: its destination is the remote end.
  */
-static __always_inline int parse_icmp_error(struct __sk_buff *skb, struct latch_pkt *p, __u32 off, __u32 end,
-					    int v6)
+static __always_inline int parse_icmp_error(struct __sk_buff *skb, struct latch_pkt *p, __u32 off, __u32 end, int v6)
 {
 	__u8 inner_proto;
 	__be16 ports[2];
@@ -401,8 +400,7 @@ static __always_inline int check_link_from_guest(const struct latch_config *cfg,
 		return LATCH_DROP_SPOOF_MAC;
 	if (p->eth_proto == ETH_P_ARP) {
 		if (!(cfg->flags & LATCH_CFG_HAVE_IP4) || (p->arp_op != 1 && p->arp_op != 2) ||
-		    !mac_eq(p->arp_sha, cfg->guest_mac) || p->arp_spa != cfg->guest_ip4 ||
-		    p->arp_tpa != cfg->host_ip4)
+		    !mac_eq(p->arp_sha, cfg->guest_mac) || p->arp_spa != cfg->guest_ip4 || p->arp_tpa != cfg->host_ip4)
 			return LATCH_DROP_ARP;
 		return LATCH_PASS_ARP;
 	}
@@ -427,8 +425,8 @@ static __always_inline int check_link_to_guest(const struct latch_config *cfg, c
 		return LATCH_PASS_ARP;
 	}
 	if (p->family == 6 && p->nd)
-		return (p->icmp_type == 135 || p->icmp_type == 136) && p->hop_limit == 255 ? LATCH_PASS_ND
-											    : LATCH_DROP_ND;
+		return (p->icmp_type == 135 || p->icmp_type == 136) && p->hop_limit == 255 ? LATCH_PASS_ND :
+											     LATCH_DROP_ND;
 	if (p->family == 4 && !((cfg->flags & LATCH_CFG_HAVE_IP4) && addr4_eq(p->daddr, cfg->guest_ip4)))
 		return LATCH_DROP_NO_FLOW;
 	if (p->family == 6 && !((cfg->flags & LATCH_CFG_HAVE_IP6) && addr6_eq(p->daddr, cfg->guest_ip6)))
@@ -436,8 +434,8 @@ static __always_inline int check_link_to_guest(const struct latch_config *cfg, c
 	if (!p->l4_class)
 		return LATCH_DROP_PROTO;
 	/* an error about a packet the guest did not send */
-	if (p->icmp_error && (p->family == 4 ? !addr4_eq(p->inner_src, cfg->guest_ip4)
-					     : !addr6_eq(p->inner_src, cfg->guest_ip6)))
+	if (p->icmp_error &&
+	    (p->family == 4 ? !addr4_eq(p->inner_src, cfg->guest_ip4) : !addr6_eq(p->inner_src, cfg->guest_ip6)))
 		return LATCH_DROP_NO_FLOW;
 	return 0;
 }

@@ -10,12 +10,12 @@
 
 /* One policy question, asked of each map in turn (see latch_rules_allow). */
 struct rule_query {
-	__u64 now;	  /* boot clock, 0 until first read */
-	__u64 expires;	  /* out: the deadline the flow (or socket verdict) inherits, 0 none */
-	__u16 port;	  /* destination port, host order */
-	__u8 proto;	  /* LATCH_PROTO_* class of the packet */
+	__u64 now; /* boot clock, 0 until first read */
+	__u64 expires; /* out: the deadline the flow (or socket verdict) inherits, 0 none */
+	__u16 port; /* destination port, host order */
+	__u8 proto; /* LATCH_PROTO_* class of the packet */
 	__u8 established; /* the flow exists already */
-	__u8 origin;	  /* out: origin of the matching rule */
+	__u8 origin; /* out: origin of the matching rule */
 	__u8 pad[3];
 };
 

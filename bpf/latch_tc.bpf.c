@@ -151,8 +151,7 @@ static __always_inline void count(__u32 slot, __u64 bytes)
  * GCRA token bucket: allows `burst` packets at once and `rate` per second
  * after that.  A rate of 0 allows nothing.  Returns 1 to allow.
  */
-static __always_inline int bucket_take(struct latch_bucket *b, __u32 rate, __u32 burst, __u64 now,
-				       __u32 *suppressed)
+static __always_inline int bucket_take(struct latch_bucket *b, __u32 rate, __u32 burst, __u64 now, __u32 *suppressed)
 {
 	int ok;
 
@@ -170,8 +169,7 @@ static __always_inline int bucket_take(struct latch_bucket *b, __u32 rate, __u32
 	return ok;
 }
 
-static __always_inline void deny_event(const struct latch_config *cfg, const struct latch_pkt *p,
-				       int reason, int dir)
+static __always_inline void deny_event(const struct latch_config *cfg, const struct latch_pkt *p, int reason, int dir)
 {
 	__u32 zero = 0, suppressed = 0;
 	struct latch_bucket *b = bpf_map_lookup_elem(&event_bucket, &zero);
@@ -205,8 +203,8 @@ static __always_inline void deny_event(const struct latch_config *cfg, const str
 	count(LATCH_STAT_SLOT(LATCH_STAT_EVENTS_SENT), 0);
 }
 
-static __always_inline int verdict(struct __sk_buff *skb, const struct latch_config *cfg,
-				   const struct latch_pkt *p, int reason, int dir)
+static __always_inline int verdict(struct __sk_buff *skb, const struct latch_config *cfg, const struct latch_pkt *p,
+				   int reason, int dir)
 {
 	count(latch_counter_slot(reason, dir), skb->len);
 	if (reason > 0)
@@ -281,11 +279,12 @@ static __always_inline int policy_lookup(const struct latch_config *cfg, const s
 	return LATCH_DROP_POLICY;
 }
 
-static __always_inline int policy_decide(const struct latch_config *cfg, const struct latch_pkt *p,
-					 int established, __u64 *now, __u64 *expires)
+static __always_inline int policy_decide(const struct latch_config *cfg, const struct latch_pkt *p, int established,
+					 __u64 *now, __u64 *expires)
 {
-	struct rule_query q = { .now = *now, .port = bpf_ntohs(p->dport), .proto = p->l4_class,
-				.established = !!established };
+	struct rule_query q = {
+		.now = *now, .port = bpf_ntohs(p->dport), .proto = p->l4_class, .established = !!established
+	};
 	int reason;
 
 	if (cfg->flags & LATCH_CFG_OPEN)
@@ -325,8 +324,7 @@ static __always_inline int is_host_service(const struct latch_config *cfg, const
 
 static __always_inline int is_dns(const struct latch_pkt *p)
 {
-	return (p->l4_class == LATCH_PROTO_TCP || p->l4_class == LATCH_PROTO_UDP) &&
-	       p->dport == bpf_htons(53);
+	return (p->l4_class == LATCH_PROTO_TCP || p->l4_class == LATCH_PROTO_UDP) && p->dport == bpf_htons(53);
 }
 
 /*
@@ -367,8 +365,7 @@ static __always_inline int decide_destination(struct __sk_buff *skb, const struc
 			return LATCH_DROP_NO_CONFIG;
 		if (!*now)
 			*now = bpf_ktime_get_boot_ns();
-		return bucket_take(b, cfg->dns_rate, cfg->dns_burst, *now, NULL) ? LATCH_PASS_DNS
-										  : LATCH_DROP_DNS_RATE;
+		return bucket_take(b, cfg->dns_rate, cfg->dns_burst, *now, NULL) ? LATCH_PASS_DNS : LATCH_DROP_DNS_RATE;
 	}
 	reason = policy_decide(cfg, p, established, now, expires);
 	if (reason > 0 && !host_would_forward(skb, p))
@@ -417,8 +414,7 @@ static __always_inline void *flow_lookup(const struct latch_pkt *p, int from_gue
 	return bpf_map_lookup_elem(&flow6, key);
 }
 
-static __always_inline void flow_store(const struct latch_pkt *p, void *key, __u32 version, int reason,
-				       __u64 expires)
+static __always_inline void flow_store(const struct latch_pkt *p, void *key, __u32 version, int reason, __u64 expires)
 {
 	struct latch_flow f = { .expires_ns = expires, .policy_version = version, .reason = reason };
 

@@ -116,7 +116,8 @@ int latchd_conn_call(struct latchd_conn *c, json_t *req, json_t **reply, int tim
 		ssize_t r;
 
 		if (left <= 0 || poll(&p, 1, (int)left) == 0) {
-			rc = latch_errf(err, errlen, -ETIMEDOUT, "latchd did not answer within %d s", timeout_ms / 1000);
+			rc = latch_errf(err, errlen, -ETIMEDOUT, "latchd did not answer within %d s",
+					timeout_ms / 1000);
 			break;
 		}
 		char *nl;
@@ -139,7 +140,8 @@ int latchd_conn_call(struct latchd_conn *c, json_t *req, json_t **reply, int tim
 
 			*reply = json_loadb(buf, have - 1, 0, &je);
 			if (!*reply || !json_is_object(*reply))
-				rc = latch_errf(err, errlen, -EPROTO, "latchd sent something that is not a JSON object");
+				rc = latch_errf(err, errlen, -EPROTO,
+						"latchd sent something that is not a JSON object");
 			break;
 		}
 		if (have == sizeof(buf))
@@ -162,7 +164,8 @@ int latchd_conn_send(struct latchd_conn *c, json_t *req, char *err, size_t errle
 		return latch_errf(err, errlen, -ENOMEM, "out of memory");
 	text[n] = 0;
 	for (size_t off = 0; off <= n;) { /* the text, then its newline */
-		ssize_t w = off < n ? send(c->fd, text + off, n - off, MSG_NOSIGNAL) : send(c->fd, "\n", 1, MSG_NOSIGNAL);
+		ssize_t w = off < n ? send(c->fd, text + off, n - off, MSG_NOSIGNAL) :
+				      send(c->fd, "\n", 1, MSG_NOSIGNAL);
 
 		if (w < 0) {
 			rc = latch_errf(err, errlen, -errno, "latchd: send: %s", strerror(errno));

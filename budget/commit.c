@@ -28,8 +28,8 @@
 
 #include "budget/internal.h"
 
-int queue_reservation(struct budget *b, struct budget_ticket *t, int sbx, uint64_t now,
-		      const struct budget_caps *caps, const char *how)
+int queue_reservation(struct budget *b, struct budget_ticket *t, int sbx, uint64_t now, const struct budget_caps *caps,
+		      const char *how)
 {
 	int64_t id = b->last_id + (int64_t)b->n_queue + 1;
 	struct queued *q;

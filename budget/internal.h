@@ -390,8 +390,8 @@ int batch_flush(struct budget *b, struct row_batch *rb);
 int write_pending(struct budget *b, struct row_batch *rb, int64_t *next, uint64_t now);
 /* commit.c: the sole writer's reservations, held in memory until one commit writes them. */
 int charge_add(struct budget *b, int64_t id, uint64_t time_ns, int sbx, enum budget_provider p, int64_t micros);
-int queue_reservation(struct budget *b, struct budget_ticket *t, int sbx, uint64_t now,
-		      const struct budget_caps *caps, const char *how);
+int queue_reservation(struct budget *b, struct budget_ticket *t, int sbx, uint64_t now, const struct budget_caps *caps,
+		      const char *how);
 void queue_forget(struct budget *b, struct budget_ticket *t);
 int ledger_refusal(struct budget *b, struct budget_note *note, char *line, size_t linelen, int ret);
 /* budget_commit(); all: the settlements too, however few (the tick, close) */

@@ -198,10 +198,11 @@ static int take_lock(struct ledger *l, const char *path, int lock, char *err, si
 	if (!flock(l->lock_fd, lock | LOCK_NB))
 		return 0;
 	if (errno == EWOULDBLOCK)
-		return latch_errf(err, errlen, -EBUSY,
-				  "ledger %s is being written by another process%s; one latchd per LATCH_ROOT (stop the "
-				  "other one first)",
-				  path, lock == LOCK_EX ? "" : " that must write it alone (latchd)");
+		return latch_errf(
+			err, errlen, -EBUSY,
+			"ledger %s is being written by another process%s; one latchd per LATCH_ROOT (stop the "
+			"other one first)",
+			path, lock == LOCK_EX ? "" : " that must write it alone (latchd)");
 	return latch_errf(err, errlen, -errno, "ledger %s: flock: %s", path, strerror(errno));
 }
 

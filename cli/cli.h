@@ -191,8 +191,7 @@ int cmd_deny(int argc, char **argv);
  * (NULL for none).  A log that can't be written costs one warning line on
  * stderr, never the command: enforcement does not depend on the log.
  */
-void latch_audit_note(const char *sandbox, const char *kind, const char *decision, const char *reason,
-		      json_t *fields);
+void latch_audit_note(const char *sandbox, const char *kind, const char *decision, const char *reason, json_t *fields);
 /* `audit prune --before T` and `audit --follow` (cmd_audit_ops.c); print is called with a NULL arg. */
 int latch_audit_prune_cmd(int argc, char **argv);
 struct audit_filter;

@@ -27,8 +27,7 @@ static int log_path(char *buf, size_t len)
 	return latch_path(buf, len, "%s", AUDIT_DEFAULT_SUFFIX);
 }
 
-void latch_audit_note(const char *sandbox, const char *kind, const char *decision, const char *reason,
-		      json_t *fields)
+void latch_audit_note(const char *sandbox, const char *kind, const char *decision, const char *reason, json_t *fields)
 {
 	char path[4096], err[512] = "";
 	struct audit_entry e = { .sandbox = sandbox, .kind = kind, .decision = decision, .reason = reason };
@@ -206,10 +205,11 @@ int cmd_audit(int argc, char **argv)
 			clock_gettime(CLOCK_REALTIME, &ts);
 			if (audit_parse_since(optarg, (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec,
 					      &f.since_ns))
-				return latch_err(LATCH_EXIT_USAGE,
-						 "--since '%s': give 30s, 15m, 2h, 7d, @EPOCH or 2026-11-30[T12:00[:05]] "
-						 "(UTC)",
-						 optarg);
+				return latch_err(
+					LATCH_EXIT_USAGE,
+					"--since '%s': give 30s, 15m, 2h, 7d, @EPOCH or 2026-11-30[T12:00[:05]] "
+					"(UTC)",
+					optarg);
 			break;
 		}
 		case 'k':
@@ -219,7 +219,8 @@ int cmd_audit(int argc, char **argv)
 			follow = 1;
 			break;
 		default:
-			return latch_err(LATCH_EXIT_USAGE, "audit: unknown or incomplete option '%s'; see `latch help audit`",
+			return latch_err(LATCH_EXIT_USAGE,
+					 "audit: unknown or incomplete option '%s'; see `latch help audit`",
 					 argv[optind - 1]);
 		}
 	}

@@ -127,8 +127,8 @@ static void check_load_and_attach(struct check *load, struct check *mode, struct
 	} else {
 		snprintf(detail, sizeof(detail), "%s: %s", latch_tc_mode_name(m), why);
 		set(att, loaded ? FAIL : WARN, loaded ? detail : "not probed: the programs did not load",
-		    m == LATCH_TC_TCX ? "LATCH_TC_MODE=clsact uses clsact filters instead"
-				      : "load the sch_ingress and cls_bpf modules (modprobe sch_ingress cls_bpf)");
+		    m == LATCH_TC_TCX ? "LATCH_TC_MODE=clsact uses clsact filters instead" :
+					"load the sch_ingress and cls_bpf modules (modprobe sch_ingress cls_bpf)");
 	}
 	if (!loaded)
 		set(load, FAIL, "the kernel refused latch's programs",
@@ -136,7 +136,8 @@ static void check_load_and_attach(struct check *load, struct check *mode, struct
 	else if (latch_csum_check_supported())
 		set(load, OK, "the verifier accepted latch_from_guest and latch_to_guest", NULL);
 	else
-		set(load, WARN, "loaded without the checksum-offload check: this kernel lacks bpf_cast_to_kern_ctx (6.2+)",
+		set(load, WARN,
+		    "loaded without the checksum-offload check: this kernel lacks bpf_cast_to_kern_ctx (6.2+)",
 		    "a 6.2+ kernel; until then see docs/INVARIANTS.md on checksum offload");
 }
 
@@ -185,7 +186,9 @@ static void check_libvirt(struct check *c, const struct latch_vm_kvm *k)
 	snprintf(d, sizeof(d), "qemu:///system answers (libvirt %lu.%lu.%lu): connect %lld ms, capabilities %lld ms%s",
 		 p.version / 1000000, p.version / 1000 % 1000, p.version % 1000, (long long)p.connect_ms,
 		 (long long)p.caps_ms,
-		 p.caps_first_ms > LATCH_VM_CAPS_SLOW_MS && p.caps_ms <= LATCH_VM_CAPS_SLOW_MS ? " (the first call re-probed QEMU once)" : "");
+		 p.caps_first_ms > LATCH_VM_CAPS_SLOW_MS && p.caps_ms <= LATCH_VM_CAPS_SLOW_MS ?
+			 " (the first call re-probed QEMU once)" :
+			 "");
 	if (p.caps_ms <= LATCH_VM_CAPS_SLOW_MS) {
 		set(c, OK, d, NULL);
 		return;
@@ -194,8 +197,9 @@ static void check_libvirt(struct check *c, const struct latch_vm_kvm *k)
 		 ": more than %d ms, so libvirtd re-probes QEMU on every call and a guest starts about a minute late",
 		 LATCH_VM_CAPS_SLOW_MS);
 	set(c, FAIL, d,
-	    k->present && !k->qemu_user_opens ? KVM_FIX
-					       : "read libvirtd's log (virsh -c qemu:///system capabilities should be quick)");
+	    k->present && !k->qemu_user_opens ?
+		    KVM_FIX :
+		    "read libvirtd's log (virsh -c qemu:///system capabilities should be quick)");
 }
 
 static void check_kvm(struct check *c, const struct latch_vm_kvm *k)
@@ -277,12 +281,16 @@ static void check_uplink(struct check *c)
 		snprintf(d, sizeof(d), "uplink %s exists, IPv4 forwarding on", conf.uplink);
 		set(c, OK, d, NULL);
 	} else if (latch_vm_list(count_cb, NULL) > 0) {
-		snprintf(d, sizeof(d), "uplink %s exists, but IPv4 forwarding is off on it: replies to the sandboxes' "
-			 "allowed traffic are not forwarded back", conf.uplink);
+		snprintf(d, sizeof(d),
+			 "uplink %s exists, but IPv4 forwarding is off on it: replies to the sandboxes' "
+			 "allowed traffic are not forwarded back",
+			 conf.uplink);
 		set(c, FAIL, d, "latch boot apply (routes every sandbox again and turns forwarding on, guarded)");
 	} else {
-		snprintf(d, sizeof(d), "uplink %s exists; IPv4 forwarding is off until `latch up` turns it on for the "
-			 "uplink (replies into latch's taps only)", conf.uplink);
+		snprintf(d, sizeof(d),
+			 "uplink %s exists; IPv4 forwarding is off until `latch up` turns it on for the "
+			 "uplink (replies into latch's taps only)",
+			 conf.uplink);
 		set(c, OK, d, NULL);
 	}
 }
@@ -295,8 +303,9 @@ static void check_latchd(struct check *c)
 
 	c->name = "latchd";
 	if (!rep) {
-		set(c, WARN, "not answering: profiles are not applied, host names not resolved, and guests get no DNS "
-			     "answers (the kernel enforces what the maps hold)",
+		set(c, WARN,
+		    "not answering: profiles are not applied, host names not resolved, and guests get no DNS "
+		    "answers (the kernel enforces what the maps hold)",
 		    "latch boot install && systemctl start latchd");
 	} else {
 		snprintf(detail, sizeof(detail), "pid %lld answers, serving %zu sandbox(es)",
@@ -315,7 +324,11 @@ static void check_latchd_confined(struct check *c)
 
 	c->name = "latchd confined";
 	json_decref(latch_confinement_report(line, sizeof(line), &level));
-	set(c, level == 0 ? OK : level == 1 ? WARN : FAIL, line,
+	set(c,
+	    level == 0 ? OK :
+	    level == 1 ? WARN :
+			 FAIL,
+	    line,
 	    level == 2 ? "restart latchd without --unconfined; `latch doctor` says why it could not confine itself" :
 			 "systemctl start latchd");
 }

@@ -53,11 +53,16 @@ static int host_name_hint(const char *name, const char *entry)
 static const char *origin_name(int o)
 {
 	switch (o) {
-	case LATCH_ORIGIN_GRANT: return "grant";
-	case LATCH_ORIGIN_LEARNED: return "learned";
-	case LATCH_ORIGIN_PROFILE: return "profile";
-	case LATCH_ORIGIN_HOSTNAME: return "hostname";
-	default: return "egress";
+	case LATCH_ORIGIN_GRANT:
+		return "grant";
+	case LATCH_ORIGIN_LEARNED:
+		return "learned";
+	case LATCH_ORIGIN_PROFILE:
+		return "profile";
+	case LATCH_ORIGIN_HOSTNAME:
+		return "hostname";
+	default:
+		return "egress";
 	}
 }
 
@@ -93,7 +98,8 @@ int cmd_egress(int argc, char **argv)
 	int n = 0, rc = 0;
 
 	if (argc < 3)
-		return latch_err(LATCH_EXIT_USAGE, "usage: latch egress NAME allow|revoke ENTRY... | show | profile [P]");
+		return latch_err(LATCH_EXIT_USAGE,
+				 "usage: latch egress NAME allow|revoke ENTRY... | show | profile [P]");
 	name = argv[1];
 	verb = argv[2];
 	if (latch_parse_name(name, err, sizeof(err)))
@@ -133,7 +139,8 @@ int cmd_egress(int argc, char **argv)
 		n++;
 	}
 	if (strcmp(verb, "show") && !n) {
-		rc = latch_err(LATCH_EXIT_USAGE, "%s needs at least one ENTRY (ADDR|CIDR[:PORTS][/tcp|udp|icmp])", verb);
+		rc = latch_err(LATCH_EXIT_USAGE, "%s needs at least one ENTRY (ADDR|CIDR[:PORTS][/tcp|udp|icmp])",
+			       verb);
 		goto out;
 	}
 	if (latch_need_root("egress")) {
@@ -168,20 +175,20 @@ int cmd_egress(int argc, char **argv)
 		}
 		for (int i = 0; i < n && !rc; i++) {
 			char text[LATCH_ENTRY_TEXT_MAX];
-			int e = !strcmp(verb, "allow")
-					? latch_policy_allow(sb, &entries[i], expires, LATCH_ORIGIN_EGRESS, err, sizeof(err))
-					: latch_policy_revoke(sb, &entries[i], err, sizeof(err));
+			int e = !strcmp(verb, "allow") ? latch_policy_allow(sb, &entries[i], expires,
+									    LATCH_ORIGIN_EGRESS, err, sizeof(err)) :
+							 latch_policy_revoke(sb, &entries[i], err, sizeof(err));
 
 			if (e) {
-				rc = latch_err(e == -ENOENT || e == -EINVAL ? LATCH_EXIT_USAGE : LATCH_EXIT_FAILED, "%s",
-					       err);
+				rc = latch_err(e == -ENOENT || e == -EINVAL ? LATCH_EXIT_USAGE : LATCH_EXIT_FAILED,
+					       "%s", err);
 				break;
 			}
 			latch_entry_format(&entries[i], text, sizeof(text));
 			latch_audit_note(name, "egress", verb,
 					 !strcmp(verb, "allow") ? "cli.egress.allow" : "cli.egress.revoke",
-					 for_s ? json_pack("{s:s, s:i}", "entry", text, "for_s", (int)for_s)
-					       : json_pack("{s:s}", "entry", text));
+					 for_s ? json_pack("{s:s, s:i}", "entry", text, "for_s", (int)for_s) :
+						 json_pack("{s:s}", "entry", text));
 			if (!latch_json) {
 				if (for_s)
 					printf("%s %s for %u s\n", !strcmp(verb, "allow") ? "allowed" : "revoked", text,

@@ -28,7 +28,8 @@ static int image_build(int argc, char **argv)
 		else if (!strcmp(argv[i], "--image") && i + 1 < argc)
 			image = argv[++i];
 		else
-			return latch_err(LATCH_EXIT_USAGE, "usage: latch image build [--image default|debian] [--force]");
+			return latch_err(LATCH_EXIT_USAGE,
+					 "usage: latch image build [--image default|debian] [--force]");
 	}
 	if (latch_vm_image_script(image, script, sizeof(script), err, sizeof(err)) == -EINVAL)
 		return latch_err(LATCH_EXIT_USAGE, "%s", err);

@@ -366,8 +366,8 @@ static int sandbox_kit_or_fail(const char *name, struct latch_kit_state *st, str
 		return latch_err_no_sandbox("sandbox", name);
 	ret = latch_sandbox_kit(name, st, kit, err, sizeof(err));
 	if (ret == -ENOENT)
-		return latch_err(LATCH_EXIT_USAGE, "sandbox %s has no kit; give it one with `latch up %s --kit K`", name,
-				 name);
+		return latch_err(LATCH_EXIT_USAGE, "sandbox %s has no kit; give it one with `latch up %s --kit K`",
+				 name, name);
 	if (ret)
 		return latch_err(LATCH_EXIT_FAILED, "%s", err);
 	return 0;
@@ -413,11 +413,12 @@ static int kit_backend(const char *name, const char *cred, const char *alt)
 		for (int a = 0; cr && a < cr->n_alts; a++)
 			snprintf(names + strlen(names), sizeof(names) - strlen(names), ", %s", cr->alts[a].name);
 		latch_kit_free(kit);
-		return !cr || !sc ? latch_err(LATCH_EXIT_USAGE, "kit %s of %s has no credential '%s'", st.kit, name, cred)
-				  : latch_err(LATCH_EXIT_USAGE,
-					      "credential %s has no alternative '%s'; give one of: -%s (- is its own "
-					      "upstream)",
-					      cred, alt, names);
+		return !cr || !sc ?
+			       latch_err(LATCH_EXIT_USAGE, "kit %s of %s has no credential '%s'", st.kit, name, cred) :
+			       latch_err(LATCH_EXIT_USAGE,
+					 "credential %s has no alternative '%s'; give one of: -%s (- is its own "
+					 "upstream)",
+					 cred, alt, names);
 	}
 	latch_kit_free(kit);
 	/* stored first: a latchd that starts (or restarts) now serves the new choice */
@@ -447,6 +448,7 @@ int cmd_kit(int argc, char **argv)
 		return kit_secrets(argv[1]);
 	if (argc == 5 && !strcmp(argv[2], "backend"))
 		return kit_backend(argv[1], argv[3], argv[4]);
-	return latch_err(LATCH_EXIT_USAGE, "usage: latch kit check FILE | kit NAME secrets | kit NAME backend CREDENTIAL "
-					   "ALTERNATIVE|-");
+	return latch_err(LATCH_EXIT_USAGE,
+			 "usage: latch kit check FILE | kit NAME secrets | kit NAME backend CREDENTIAL "
+			 "ALTERNATIVE|-");
 }

@@ -115,8 +115,8 @@ static int parse_user(const char *s, struct latch_room_opts *o)
  * A profile's entries as policy specs.  A profile with host names is
  * latchd's to serve (*names is set, and specs are left to latchd).
  */
-static int load_profile(const char *name, struct latch_room_opts *o, struct latch_policy_spec **specs,
-			char *names, size_t nameslen)
+static int load_profile(const char *name, struct latch_room_opts *o, struct latch_policy_spec **specs, char *names,
+			size_t nameslen)
 {
 	char dir[PATH_MAX], overlay[PATH_MAX], err[LATCH_ERR_MAX];
 	struct latch_profile p = { 0 };
@@ -218,8 +218,7 @@ static int services_open(struct run_latchd *ld, const char *profile, const char 
 	if (json_integer_value(json_object_get(ld->open_reply, "broker_port")) > 0)
 		o->net.host_ports[o->net.n_host_ports++] =
 			json_integer_value(json_object_get(ld->open_reply, "broker_port"));
-	json_array_foreach(json_object_get(ld->open_reply, "env"), i, env)
-	{
+	json_array_foreach(json_object_get(ld->open_reply, "env"), i, env) {
 		if (o->n_env >= LATCH_ROOM_ENV_MAX)
 			return latch_err(RUN_EXIT_LATCH, "the kit's variables and --env are more than %d",
 					 LATCH_ROOM_ENV_MAX);
@@ -268,8 +267,8 @@ static json_t *audit_fields(const struct latch_room_opts *o, const char *kit, co
 			 res->exited ? json_null() : json_integer(res->signal), "duration_ms", res->duration_ns / 1e6,
 			 "timed_out", res->timed_out, "truncated", res->truncated, "output_bytes",
 			 (json_int_t)res->output_total, "oom_killed", res->oom_killed, "pids_limit_hit", res->pids_max,
-			 "profile", o->profile ? o->profile : "sealed", "kit", kit, "network_refused", (json_int_t)dropped,
-			 "limits", "memory_bytes", limit_json(&res->limits.memory, 1), "cpus",
+			 "profile", o->profile ? o->profile : "sealed", "kit", kit, "network_refused",
+			 (json_int_t)dropped, "limits", "memory_bytes", limit_json(&res->limits.memory, 1), "cpus",
 			 limit_json(&res->limits.cpu, 1000), "pids", limit_json(&res->limits.pids, 1));
 }
 
@@ -289,7 +288,8 @@ static void services_done(struct run_latchd *ld, const char *room, json_t *field
 	if (!ld->conn)
 		ld->conn = latchd_connect(err, sizeof(err));
 	if (ld->conn) {
-		req = json_pack("{s:s, s:s, s:O, s:b}", "op", "room_done", "room", room, "result", fields, "noreply", 1);
+		req = json_pack("{s:s, s:s, s:O, s:b}", "op", "room_done", "room", room, "result", fields, "noreply",
+				1);
 		if (!latchd_conn_send(ld->conn, req, err, sizeof(err))) {
 			json_decref(req);
 			json_decref(fields);
@@ -573,10 +573,18 @@ int cmd_run(int argc, char **argv)
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "+", longopts, NULL)) != -1) {
 		switch (c) {
-		case 'k': kit = optarg; break;
-		case 'p': profile = optarg; break;
-		case 'w': ws = optarg; break;
-		case 'a': o.apply = true; break;
+		case 'k':
+			kit = optarg;
+			break;
+		case 'p':
+			profile = optarg;
+			break;
+		case 'w':
+			ws = optarg;
+			break;
+		case 'a':
+			o.apply = true;
+			break;
 		case 't':
 			if (!(o.timeout_ms = parse_duration(optarg)))
 				return latch_err(RUN_EXIT_LATCH, "--timeout %s: give a duration like 5s, 500ms or 2m",
@@ -631,8 +639,12 @@ int cmd_run(int argc, char **argv)
 				return latch_err(RUN_EXIT_LATCH, "--resolver: %s", err);
 			break;
 		}
-		case 'C': check = true; break;
-		case 'S': sweep = true; break;
+		case 'C':
+			check = true;
+			break;
+		case 'S':
+			sweep = true;
+			break;
 		default:
 			return latch_err(RUN_EXIT_LATCH, "usage: latch run [OPTIONS] -- CMD... (see `latch help run`)");
 		}
@@ -744,7 +756,8 @@ json_t *latch_confinement_report(char *line, size_t len, int *level)
 		snprintf(line, len, "latchd (pid %lld) is in %s, NOT VERIFIED: %s", pid, c.dir, c.why);
 	} else {
 		*level = 0;
-		snprintf(line, len, "latchd (pid %lld) confined in %s: %s and the room gate attached and running, "
+		snprintf(line, len,
+			 "latchd (pid %lld) confined in %s: %s and the room gate attached and running, "
 			 "%d entries, %llu refused",
 			 pid, c.dir, hooks, c.entries, (unsigned long long)refused);
 	}

@@ -98,8 +98,9 @@ static int attach_kit_prepare(const char *kit_name, struct latch_sandbox_opts *o
 		have |= o->host_ports[i] == conf.broker_port;
 	if (!have && o->n_host_ports >= LATCH_HOST_PORTS_MAX) {
 		latch_kit_free(*kit);
-		return latch_err(LATCH_EXIT_USAGE, "--kit needs a host port for the broker (%u); give at most %d "
-						   "--host-port options",
+		return latch_err(LATCH_EXIT_USAGE,
+				 "--kit needs a host port for the broker (%u); give at most %d "
+				 "--host-port options",
 				 conf.broker_port, LATCH_HOST_PORTS_MAX - 1);
 	}
 	if (!have)
@@ -140,8 +141,9 @@ static int attach_kit_give(const char *name, const struct latch_kit *kit, json_t
 		if (latch_profile_state_write(name, prof, err, sizeof(err)))
 			return latch_err(LATCH_EXIT_FAILED, "%s", err);
 		if (!latch_json)
-			fprintf(stderr, "latch: %s: profile sealed, with the kit's network on top "
-					"(`latch egress %s profile P` picks another)\n",
+			fprintf(stderr,
+				"latch: %s: profile sealed, with the kit's network on top "
+				"(`latch egress %s profile P` picks another)\n",
 				name, name);
 	}
 	/* the profile composed with the kit's egress_allow; without latchd it applies when latchd starts */
@@ -160,7 +162,7 @@ int cmd_attach(int argc, char **argv)
 		{ "guest-ip", required_argument, NULL, 'g' }, { "host-ip", required_argument, NULL, 'H' },
 		{ "resolver", required_argument, NULL, 'r' }, { "host-port", required_argument, NULL, 'p' },
 		{ "dns-rate", required_argument, NULL, 'R' }, { "dns-burst", required_argument, NULL, 'B' },
-		{ "kit", required_argument, NULL, 'K' },   { NULL, 0, NULL, 0 },
+		{ "kit", required_argument, NULL, 'K' },      { NULL, 0, NULL, 0 },
 	};
 	const char *kit_name = NULL;
 	struct latch_kit *kit = NULL;
@@ -228,7 +230,8 @@ int cmd_attach(int argc, char **argv)
 			kit_name = optarg;
 			break;
 		default:
-			return latch_err(LATCH_EXIT_USAGE, "attach: unknown or incomplete option '%s'; see `latch help attach`",
+			return latch_err(LATCH_EXIT_USAGE,
+					 "attach: unknown or incomplete option '%s'; see `latch help attach`",
 					 argv[optind - 1]);
 		}
 	}
@@ -276,8 +279,9 @@ int cmd_attach(int argc, char **argv)
 	if (!if_nametoindex(o.ifname))
 		return latch_err(LATCH_EXIT_USAGE, "--dev: no device '%s' on this host (see `ip link`)", o.ifname);
 	if (latch_sandbox_exists(o.name))
-		return latch_err(LATCH_EXIT_USAGE, "sandbox '%s' already exists; `latch detach %s` first, or "
-						   "`latch attach %s` alone to re-attach it",
+		return latch_err(LATCH_EXIT_USAGE,
+				 "sandbox '%s' already exists; `latch detach %s` first, or "
+				 "`latch attach %s` alone to re-attach it",
 				 o.name, o.name, o.name);
 	/* the kit is loaded and checked, and its port added to the host services, before anything exists */
 	if (kit_name && (rc = attach_kit_prepare(kit_name, &o, &kit)))
@@ -364,9 +368,9 @@ static json_t *latchd_view(void)
 /* One sandbox's observed state; returns true when enforcement is verified. */
 static bool status_one(const char *name, json_t *arr)
 {
-	static const enum latch_map_id counted[] = { LATCH_MAP_EXACT4, LATCH_MAP_EXACT6, LATCH_MAP_PREFIX4,
+	static const enum latch_map_id counted[] = { LATCH_MAP_EXACT4,	LATCH_MAP_EXACT6, LATCH_MAP_PREFIX4,
 						     LATCH_MAP_PREFIX6, LATCH_MAP_TIMED4, LATCH_MAP_TIMED6,
-						     LATCH_MAP_FLOW4,  LATCH_MAP_FLOW6 };
+						     LATCH_MAP_FLOW4,	LATCH_MAP_FLOW6 };
 	static struct latch_counter ctr[LATCH_COUNTER_SLOTS];
 	char err[LATCH_ERR_MAX], g4[64] = "-", h4[64] = "-", g6[64] = "-", h6[64] = "-";
 	struct latch_sandbox *sb = latch_sandbox_open(name, err, sizeof(err));
@@ -427,8 +431,9 @@ static bool status_one(const char *name, json_t *arr)
 		const char *applied = NULL;
 		json_t *rep = latchd_view(), *broker = NULL;
 
-		json_object_set_new(o, "profile", latch_profile_state_read(name, prof, sizeof(prof)) ? json_null()
-												     : json_string(prof));
+		json_object_set_new(o, "profile",
+				    latch_profile_state_read(name, prof, sizeof(prof)) ? json_null() :
+											 json_string(prof));
 		/* what latchd says it applied, when it answers: the stored name alone is only intent */
 		if (rep) {
 			size_t i;
@@ -457,17 +462,18 @@ static bool status_one(const char *name, json_t *arr)
 
 			if (!c->packets || !strcmp(latch_reason_name(r), "unknown"))
 				continue;
-			json_array_append_new(reasons, json_pack("{s:s, s:s, s:I, s:I}", "reason", latch_reason_name(r),
-								 "direction", dir_name(d), "packets",
-								 (json_int_t)c->packets, "bytes", (json_int_t)c->bytes));
+			json_array_append_new(reasons,
+					      json_pack("{s:s, s:s, s:I, s:I}", "reason", latch_reason_name(r),
+							"direction", dir_name(d), "packets", (json_int_t)c->packets,
+							"bytes", (json_int_t)c->bytes));
 		}
 	}
 	json_object_set_new(o, "counters", reasons);
-	json_object_set_new(o, "events", json_pack("{s:I, s:I, s:I}", "sent",
-						   (json_int_t)ctr[LATCH_STAT_SLOT(LATCH_STAT_EVENTS_SENT)].packets,
-						   "suppressed",
-						   (json_int_t)ctr[LATCH_STAT_SLOT(LATCH_STAT_EVENTS_SUPPRESSED)].packets,
-						   "lost", (json_int_t)ctr[LATCH_STAT_SLOT(LATCH_STAT_EVENTS_LOST)].packets));
+	json_object_set_new(o, "events",
+			    json_pack("{s:I, s:I, s:I}", "sent",
+				      (json_int_t)ctr[LATCH_STAT_SLOT(LATCH_STAT_EVENTS_SENT)].packets, "suppressed",
+				      (json_int_t)ctr[LATCH_STAT_SLOT(LATCH_STAT_EVENTS_SUPPRESSED)].packets, "lost",
+				      (json_int_t)ctr[LATCH_STAT_SLOT(LATCH_STAT_EVENTS_LOST)].packets));
 
 	if (!latch_json) {
 		printf("%s: %s\n", name, ok ? "enforced (verified in the kernel)" : "NOT ENFORCED");
@@ -507,10 +513,10 @@ static bool status_one(const char *name, json_t *arr)
 				snprintf(what, sizeof(what), "profile %s stored, latchd has %s applied", stored,
 					 applied ? applied : "nothing");
 			else
-				snprintf(what, sizeof(what), "profile %s stored; latchd is not running, so not verified",
-					 stored);
-			printf("\n  policy:   generation %u, version %u, %s%s\n", cfg.policy_gen, cfg.policy_version, what,
-			       cfg.flags & LATCH_CFG_OPEN ? ": UNCONTAINED (every destination passes)" : "");
+				snprintf(what, sizeof(what),
+					 "profile %s stored; latchd is not running, so not verified", stored);
+			printf("\n  policy:   generation %u, version %u, %s%s\n", cfg.policy_gen, cfg.policy_version,
+			       what, cfg.flags & LATCH_CFG_OPEN ? ": UNCONTAINED (every destination passes)" : "");
 		}
 		latch_sandbox_kit_print(json_object_get(o, "kit"));
 		printf("  counters:\n");

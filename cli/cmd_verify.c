@@ -60,15 +60,17 @@ static int guest_open(const char *name, struct guest *g, char *err, size_t errle
 	memset(g, 0, sizeof(*g));
 	g->name = name;
 	if (!latch_vm_running(name))
-		return snprintf(err, errlen, "the guest of %s is not running; `latch up %s` first (or use --offline)", name,
-				name),
+		return snprintf(err, errlen, "the guest of %s is not running; `latch up %s` first (or use --offline)",
+				name, name),
 		       -1;
 	if (guest_run(g, list, g->dev, sizeof(g->dev)) || !*g->dev)
 		return snprintf(err, errlen, "cannot find the guest's network device"), -1;
 	g->dev[strcspn(g->dev, "\n")] = '\0';
 	if (guest_run(g, which, NULL, 0))
-		return snprintf(err, errlen, "latch-rawsend is not in %s's image (the default image has it; "
-						 "or use --offline)", name),
+		return snprintf(err, errlen,
+				"latch-rawsend is not in %s's image (the default image has it; "
+				"or use --offline)",
+				name),
 		       -1;
 	return 0;
 }
@@ -160,8 +162,9 @@ int cmd_verify(int argc, char **argv)
 	if (!latch_sandbox_exists(name))
 		return latch_err_no_sandbox("sandbox", name);
 	if (!offline && !latch_vm_exists(name))
-		return latch_err(LATCH_EXIT_USAGE, "'%s' has no guest to attack from (not made by `latch up`); "
-						   "`latch verify %s --offline` runs the battery without one",
+		return latch_err(LATCH_EXIT_USAGE,
+				 "'%s' has no guest to attack from (not made by `latch up`); "
+				 "`latch verify %s --offline` runs the battery without one",
 				 name, name);
 	sb = latch_sandbox_open(name, err, sizeof(err));
 	if (!sb)

@@ -74,9 +74,10 @@ static json_t *obs_json(const struct latch_vm_observed *o)
 		json_object_set_new(j, "why", json_null());
 	json_object_set_new(j, "domain", o->libvirt_ok ? json_string(o->dom.state) : json_null());
 	json_object_set_new(j, "accelerator", *o->dom.accel ? json_string(o->dom.accel) : json_null());
-	json_object_set_new(j, "routing", json_pack("{s:b, s:b, s:b, s:b, s:b}", "tap_up", o->net.up, "rule",
-						    o->net.rule4, "default_route", o->net.default4, "unreachable",
-						    o->net.unreachable4, "masquerade", o->net.masq4));
+	json_object_set_new(j, "routing",
+			    json_pack("{s:b, s:b, s:b, s:b, s:b}", "tap_up", o->net.up, "rule", o->net.rule4,
+				      "default_route", o->net.default4, "unreachable", o->net.unreachable4,
+				      "masquerade", o->net.masq4));
 	json_object_set_new(j, "allowed_traffic_routed", json_boolean(*s->uplink != '\0'));
 	json_object_set_new(j, "routing_note", *s->uplink ? json_null() : json_string(NO_ROUTE));
 	return j;
@@ -100,11 +101,11 @@ static void obs_print(const struct latch_vm_observed *o)
 	printf("  tap:         %s (%s), hooks: from-guest prog %u, to-guest prog %u\n", s->tap,
 	       o->net.tap ? (o->net.up ? "up" : "down") : "MISSING", o->posture.hook[LATCH_DIR_FROM_GUEST].attached_id,
 	       o->posture.hook[LATCH_DIR_TO_GUEST].attached_id);
-	printf("  guest:       %s/30 %s  mac %02x:%02x:%02x:%02x:%02x:%02x\n", g4, g6, s->mac[0], s->mac[1],
-	       s->mac[2], s->mac[3], s->mac[4], s->mac[5]);
+	printf("  guest:       %s/30 %s  mac %02x:%02x:%02x:%02x:%02x:%02x\n", g4, g6, s->mac[0], s->mac[1], s->mac[2],
+	       s->mac[3], s->mac[4], s->mac[5]);
 	printf("  host:        %s %s (gateway, resolver)\n", h4, h6);
-	printf("  routing:     table %u (%s), rule %s, default %s%s\n", s->table,
-	       *s->uplink ? s->uplink : "no uplink", o->net.rule4 ? "present" : "MISSING",
+	printf("  routing:     table %u (%s), rule %s, default %s%s\n", s->table, *s->uplink ? s->uplink : "no uplink",
+	       o->net.rule4 ? "present" : "MISSING",
 	       o->net.default4 ? (o->net.unreachable4 ? "unreachable" : "via uplink") : "MISSING",
 	       *s->uplink ? (o->net.masq4 ? ", masquerade" : ", masquerade MISSING") : "");
 	if (!*s->uplink)
@@ -177,8 +178,8 @@ static int up_kit_give(const char *name, const struct latch_kit *kit, bool fresh
 		/* a fresh sandbox of an old name gets nothing of the old one's kit */
 		latch_kit_state_remove(name, err, sizeof(err));
 		/* without a kit, latchd's listener on the broker port takes the guest's asks (latch-ask) */
-		if (latch_conf_load(&conf, err, sizeof(err)) || latch_sandbox_admit_port(name, conf.broker_port, err,
-											 sizeof(err)))
+		if (latch_conf_load(&conf, err, sizeof(err)) ||
+		    latch_sandbox_admit_port(name, conf.broker_port, err, sizeof(err)))
 			return latch_err(LATCH_EXIT_FAILED, "up %s: the broker port for asks: %s", name, err);
 		return latch_sandbox_kit_give(name, NULL, false, NULL);
 	}
@@ -209,8 +210,9 @@ static int up_kit_again(const char *name, struct latch_kit *kit)
 	int c;
 
 	if (latch_kit_state_read(name, &st, err, sizeof(err)) || strcmp(st.kit, kit->name)) {
-		c = latch_err(LATCH_EXIT_USAGE, "up %s: the sandbox is up with %s%s; `latch down %s` first to give it kit %s",
-			      name, st.kit[0] ? "kit " : "no kit", st.kit, name, kit->name);
+		c = latch_err(LATCH_EXIT_USAGE,
+			      "up %s: the sandbox is up with %s%s; `latch down %s` first to give it kit %s", name,
+			      st.kit[0] ? "kit " : "no kit", st.kit, name, kit->name);
 		latch_kit_free(kit);
 		return c;
 	}
@@ -234,7 +236,8 @@ static int up_kit_env(const char *name, const struct latch_kit *kit, json_t *out
 	latch_kit_env_free(env);
 	json_object_set_new(out, "env_file", json_string(LATCH_VM_ENV_FILE));
 	if (!latch_json)
-		fprintf(stderr, "latch: the guest's environment is in %s and every `latch exec` (`latch env %s` prints it)\n",
+		fprintf(stderr,
+			"latch: the guest's environment is in %s and every `latch exec` (`latch env %s` prints it)\n",
 			LATCH_VM_ENV_FILE, name);
 	return 0;
 }
@@ -242,10 +245,14 @@ static int up_kit_env(const char *name, const struct latch_kit *kit, json_t *out
 int cmd_up(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "image", required_argument, NULL, 'i' },   { "memory", required_argument, NULL, 'm' },
-		{ "cpus", required_argument, NULL, 'c' },    { "workspace", required_argument, NULL, 'w' },
-		{ "timeout", required_argument, NULL, 't' }, { "profile", required_argument, NULL, 'p' },
-		{ "keep-on-failure", no_argument, NULL, 'k' }, { "kit", required_argument, NULL, 'K' },
+		{ "image", required_argument, NULL, 'i' },
+		{ "memory", required_argument, NULL, 'm' },
+		{ "cpus", required_argument, NULL, 'c' },
+		{ "workspace", required_argument, NULL, 'w' },
+		{ "timeout", required_argument, NULL, 't' },
+		{ "profile", required_argument, NULL, 'p' },
+		{ "keep-on-failure", no_argument, NULL, 'k' },
+		{ "kit", required_argument, NULL, 'K' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *profile = NULL, *kit_name = NULL;
@@ -288,7 +295,8 @@ int cmd_up(int argc, char **argv)
 			break;
 		case 't':
 			if (latch_parse_duration(optarg, 1, 3600, &u))
-				return latch_err(LATCH_EXIT_USAGE, "--timeout '%s': give 1s..1h, e.g. 60, 90s or 5m", optarg);
+				return latch_err(LATCH_EXIT_USAGE, "--timeout '%s': give 1s..1h, e.g. 60, 90s or 5m",
+						 optarg);
 			o.boot_timeout_ms = (int)u;
 			break;
 		case 'p':
@@ -728,8 +736,8 @@ int latch_vm_status_lines(const char *name, json_t *o)
 		       ob.libvirt_ok ? ob.dom.state : "unknown (libvirt unreachable)",
 		       *ob.dom.accel ? ob.dom.accel : "-");
 		printf("  routing:  table %u, %s, rule %s\n", ob.st.table,
-		       ob.net.default4 ? (ob.net.unreachable4 ? "unreachable default" : "default via uplink")
-				       : "NO default route",
+		       ob.net.default4 ? (ob.net.unreachable4 ? "unreachable default" : "default via uplink") :
+					 "NO default route",
 		       ob.net.rule4 ? "present" : "MISSING");
 		if (!*ob.st.uplink)
 			printf("  note:     %s\n", NO_ROUTE);

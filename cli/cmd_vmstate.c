@@ -119,9 +119,9 @@ int cmd_restore(int argc, char **argv)
 
 static void apply_cb(const char *name, int ret, const struct latch_boot_result *r, void *arg)
 {
-	json_array_append_new(arg, json_pack("{s:s, s:b, s:b, s:b, s:b, s:s}", "sandbox", name, "enforced",
-					     r->enforced, "tap_created", r->tap_created, "from_pins", r->from_pins,
-					     "routed", r->routed, "note", r->note));
+	json_array_append_new(arg, json_pack("{s:s, s:b, s:b, s:b, s:b, s:s}", "sandbox", name, "enforced", r->enforced,
+					     "tap_created", r->tap_created, "from_pins", r->from_pins, "routed",
+					     r->routed, "note", r->note));
 	if (!latch_json)
 		printf("%s: %s%s%s%s%s\n", name, r->enforced ? "enforced (verified in the kernel)" : "NOT ENFORCED",
 		       r->tap_created ? ", tap re-created" : "",

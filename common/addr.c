@@ -52,13 +52,14 @@ int latch_parse_prefix(const char *s, int family, int min, int max, struct latch
 		return latch_errf(err, errlen, -EINVAL, "'%s' is not a prefix; write ADDR/LEN", s);
 	*slash = '\0';
 	if (latch_parse_addr(buf, a, NULL, 0) || a->family != family)
-		return latch_errf(err, errlen, -EINVAL, "'%s' is not an %s prefix", s, family == AF_INET ? "IPv4" : "IPv6");
+		return latch_errf(err, errlen, -EINVAL, "'%s' is not an %s prefix", s,
+				  family == AF_INET ? "IPv4" : "IPv6");
 	if (latch_parse_uint(slash + 1, min, max, &l))
 		return latch_errf(err, errlen, -EINVAL, "prefix length of '%s' must be %d..%d", s, min, max);
 	for (int b = l; b < bits; b++)
 		if (a->bytes[b / 8] & (0x80 >> (b % 8)))
-			return latch_errf(err, errlen, -EINVAL, "'%s' has bits set past /%u; write the network address", s,
-					  l);
+			return latch_errf(err, errlen, -EINVAL, "'%s' has bits set past /%u; write the network address",
+					  s, l);
 	*len = l;
 	return 0;
 }
@@ -77,7 +78,8 @@ int latch_parse_mac(const char *s, uint8_t mac[6], char *err, size_t errlen)
 		mac[i] = strtoul(hex, NULL, 16);
 	}
 	if (mac[0] & 1)
-		return latch_errf(err, errlen, -EINVAL, "MAC '%s' is a multicast address; give the guest's unicast MAC", s);
+		return latch_errf(err, errlen, -EINVAL, "MAC '%s' is a multicast address; give the guest's unicast MAC",
+				  s);
 	return 0;
 }
 
@@ -167,12 +169,12 @@ int latch_parse_name(const char *s, char *err, size_t errlen)
 	size_t n = strlen(s);
 
 	if (n < 1 || n > LATCH_NAME_MAX)
-		return latch_errf(err, errlen, -EINVAL, "sandbox name '%s' must be 1-%d characters of a-z, 0-9 and '-'", s,
-				  LATCH_NAME_MAX);
+		return latch_errf(err, errlen, -EINVAL, "sandbox name '%s' must be 1-%d characters of a-z, 0-9 and '-'",
+				  s, LATCH_NAME_MAX);
 	for (size_t i = 0; i < n; i++)
 		if (!(islower((unsigned char)s[i]) || isdigit((unsigned char)s[i]) || s[i] == '-'))
-			return latch_errf(err, errlen, -EINVAL, "sandbox name '%s' has '%c'; use only a-z, 0-9 and '-'", s,
-					  s[i]);
+			return latch_errf(err, errlen, -EINVAL, "sandbox name '%s' has '%c'; use only a-z, 0-9 and '-'",
+					  s, s[i]);
 	return 0;
 }
 
@@ -194,9 +196,11 @@ int latch_parse_file_name(const char *what, const char *name, char *err, size_t 
 			return latch_errf(err, errlen, -EINVAL,
 					  "%s name '%s' has '/'; name a file in the %s directory, without a path", what,
 					  name, what);
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
-			return latch_errf(err, errlen, -EINVAL, "%s name '%s' has '%c'; use only A-Z, a-z, 0-9, '.', '_' and '-'",
-					  what, name, c);
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+		      c == '_' || c == '-'))
+			return latch_errf(err, errlen, -EINVAL,
+					  "%s name '%s' has '%c'; use only A-Z, a-z, 0-9, '.', '_' and '-'", what, name,
+					  c);
 	}
 	if (name[0] == '.' || name[0] == '-')
 		return latch_errf(err, errlen, -EINVAL, "%s name '%s' must not start with '.' or '-'", what, name);

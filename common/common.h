@@ -76,10 +76,10 @@ int latch_file_check(const char *path, const struct stat *st, enum latch_file_ki
 
 enum latch_kv_type {
 	LATCH_KV_STRING, /* char[size] at offset */
-	LATCH_KV_UINT,	 /* uint32_t at offset, min..max */
-	LATCH_KV_ADDR4,	 /* struct latch_addr at offset, IPv4 */
-	LATCH_KV_ADDR6,	 /* struct latch_addr at offset, IPv6 */
-	LATCH_KV_MAC,	 /* uint8_t[6] at offset */
+	LATCH_KV_UINT, /* uint32_t at offset, min..max */
+	LATCH_KV_ADDR4, /* struct latch_addr at offset, IPv4 */
+	LATCH_KV_ADDR6, /* struct latch_addr at offset, IPv6 */
+	LATCH_KV_MAC, /* uint8_t[6] at offset */
 	LATCH_KV_CUSTOM, /* parse() decides */
 };
 
@@ -92,7 +92,7 @@ struct latch_kv_key {
 	const char *name;
 	enum latch_kv_type type;
 	size_t offset, size; /* of the field in the struct */
-	uint32_t min, max;   /* LATCH_KV_UINT */
+	uint32_t min, max; /* LATCH_KV_UINT */
 	/* LATCH_KV_CUSTOM: store value into obj, or return -EINVAL with a line in msg */
 	int (*parse)(void *obj, const char *value, char *msg, size_t msglen);
 	/* LATCH_KV_CUSTOM, for latch_kv_write(): print the value (nothing: key left out) */
@@ -101,20 +101,34 @@ struct latch_kv_key {
 };
 
 #define LATCH_KV_FIELD(type, field) offsetof(type, field), sizeof(((type *)0)->field)
-#define LATCH_KV_STR(key, type, field, help) { key, LATCH_KV_STRING, LATCH_KV_FIELD(type, field), 0, 0, NULL, NULL, help }
-#define LATCH_KV_U32(key, type, field, lo, hi, help) \
-	{ key, LATCH_KV_UINT, LATCH_KV_FIELD(type, field), lo, hi, NULL, NULL, help }
-#define LATCH_KV_A4(key, type, field) \
-	{ key, LATCH_KV_ADDR4, LATCH_KV_FIELD(type, field), 0, 0, NULL, NULL, "an IPv4 address" }
-#define LATCH_KV_A6(key, type, field) \
-	{ key, LATCH_KV_ADDR6, LATCH_KV_FIELD(type, field), 0, 0, NULL, NULL, "an IPv6 address" }
-#define LATCH_KV_MACADDR(key, type, field) \
-	{ key, LATCH_KV_MAC, LATCH_KV_FIELD(type, field), 0, 0, NULL, NULL, "a MAC such as 52:54:00:12:34:56" }
-#define LATCH_KV_FN(key, parse_fn, print_fn) { key, LATCH_KV_CUSTOM, 0, 0, 0, 0, parse_fn, print_fn, NULL }
+#define LATCH_KV_STR(key, type, field, help)                                              \
+	{                                                                                 \
+		key, LATCH_KV_STRING, LATCH_KV_FIELD(type, field), 0, 0, NULL, NULL, help \
+	}
+#define LATCH_KV_U32(key, type, field, lo, hi, help)                                      \
+	{                                                                                 \
+		key, LATCH_KV_UINT, LATCH_KV_FIELD(type, field), lo, hi, NULL, NULL, help \
+	}
+#define LATCH_KV_A4(key, type, field)                                                                 \
+	{                                                                                             \
+		key, LATCH_KV_ADDR4, LATCH_KV_FIELD(type, field), 0, 0, NULL, NULL, "an IPv4 address" \
+	}
+#define LATCH_KV_A6(key, type, field)                                                                 \
+	{                                                                                             \
+		key, LATCH_KV_ADDR6, LATCH_KV_FIELD(type, field), 0, 0, NULL, NULL, "an IPv6 address" \
+	}
+#define LATCH_KV_MACADDR(key, type, field)                                                                          \
+	{                                                                                                           \
+		key, LATCH_KV_MAC, LATCH_KV_FIELD(type, field), 0, 0, NULL, NULL, "a MAC such as 52:54:00:12:34:56" \
+	}
+#define LATCH_KV_FN(key, parse_fn, print_fn)                               \
+	{                                                                  \
+		key, LATCH_KV_CUSTOM, 0, 0, 0, 0, parse_fn, print_fn, NULL \
+	}
 
 /* Flags of latch_kv_read(). */
-#define LATCH_KV_SAFE_FILE (1u << 0)	  /* latch_file_check(LATCH_FILE_CONFIG) first */
-#define LATCH_KV_UNKNOWN_OK (1u << 1)	  /* skip unknown keys (a newer latch wrote them) */
+#define LATCH_KV_SAFE_FILE (1u << 0) /* latch_file_check(LATCH_FILE_CONFIG) first */
+#define LATCH_KV_UNKNOWN_OK (1u << 1) /* skip unknown keys (a newer latch wrote them) */
 #define LATCH_KV_TRAILING_COMMENT (1u << 2) /* "key = value # note": '#' after a blank ends the value */
 
 /*
@@ -124,8 +138,8 @@ struct latch_kv_key {
  * with `FILE:LINE: ...`.  Returns 0, -ENOENT (no file; err untouched), or
  * -EINVAL/-EPERM with a line in err.
  */
-int latch_kv_read(const char *path, const struct latch_kv_key *keys, int n_keys, unsigned flags, void *obj,
-		  char *err, size_t errlen);
+int latch_kv_read(const char *path, const struct latch_kv_key *keys, int n_keys, unsigned flags, void *obj, char *err,
+		  size_t errlen);
 /*
  * Write obj as `key = value` lines under a '#' header line, atomically
  * (latch_write_atomic).  Empty strings and unset addresses are left out.

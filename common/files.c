@@ -103,7 +103,8 @@ int latch_file_check(const char *path, const struct stat *st, enum latch_file_ki
 				     "owned by uid %u, not root; run chown root %s: it decides what sandboxes may do",
 				     (unsigned)st->st_uid, path);
 	if (st->st_mode & (S_IWGRP | S_IWOTH))
-		return latch_errf_at(err, errlen, -EPERM, path, 0, "writable by group or others (mode %04o); run chmod %s %s",
+		return latch_errf_at(err, errlen, -EPERM, path, 0,
+				     "writable by group or others (mode %04o); run chmod %s %s",
 				     (unsigned)(st->st_mode & 07777), secret ? "600" : "go-w", path);
 	if (secret && (st->st_mode & (S_IRWXG | S_IRWXO)))
 		return latch_errf_at(err, errlen, -EPERM, path, 0,

@@ -40,7 +40,8 @@ static int set_value(const struct latch_kv_key *k, void *obj, const char *v, cha
 	switch (k->type) {
 	case LATCH_KV_STRING:
 		if (strlen(v) >= k->size)
-			return latch_errf(msg, msglen, -EINVAL, "%s is longer than %zu characters", k->name, k->size - 1);
+			return latch_errf(msg, msglen, -EINVAL, "%s is longer than %zu characters", k->name,
+					  k->size - 1);
 		for (const char *p = v; *p; p++)
 			if ((unsigned char)*p < 0x20 || *p == 0x7f)
 				return latch_errf(msg, msglen, -EINVAL, "%s has a control character", k->name);
@@ -114,8 +115,8 @@ static int read_line(char *line, const struct latch_kv_key *keys, int n_keys, un
 	return set_value(&keys[k], obj, val, msg, msglen);
 }
 
-int latch_kv_read(const char *path, const struct latch_kv_key *keys, int n_keys, unsigned flags, void *obj,
-		  char *err, size_t errlen)
+int latch_kv_read(const char *path, const struct latch_kv_key *keys, int n_keys, unsigned flags, void *obj, char *err,
+		  size_t errlen)
 {
 	bool seen[MAX_KEYS] = { false };
 	char line[LINE_MAX_LEN], msg[LATCH_ERR_MAX];
@@ -130,7 +131,8 @@ int latch_kv_read(const char *path, const struct latch_kv_key *keys, int n_keys,
 		if (errno == ENOENT)
 			return -ENOENT;
 		if (errno == ELOOP)
-			return latch_errf_at(err, errlen, -EPERM, path, 0, "is a symbolic link; replace it with the file");
+			return latch_errf_at(err, errlen, -EPERM, path, 0,
+					     "is a symbolic link; replace it with the file");
 		return latch_errf_at(err, errlen, -errno, path, 0, "cannot open: %s", strerror(errno));
 	}
 	if (fstat(fd, &st)) {

@@ -97,7 +97,8 @@ static int parse_upstream(struct latch_conf *c, char *a, char *msg, size_t msgle
 		*port++ = '\0';
 	}
 	if (latch_parse_addr(a, &c->dns_upstream[c->n_dns_upstream], NULL, 0))
-		return latch_errf(msg, msglen, -EINVAL, "dns_upstream '%s' is not an address; write ADDR[:PORT],...", a);
+		return latch_errf(msg, msglen, -EINVAL, "dns_upstream '%s' is not an address; write ADDR[:PORT],...",
+				  a);
 	if (port && latch_parse_uint(port, 1, 65535, &p))
 		return latch_errf(msg, msglen, -EINVAL, "dns_upstream port '%s' must be 1..65535", port);
 	c->dns_upstream_port[c->n_dns_upstream++] = p;
@@ -258,8 +259,8 @@ static int parse_caps(struct latch_conf *c, const char *key, bool host, int kind
 					p = i;
 			if (p < 0)
 				return latch_errf(msg, msglen, -EINVAL,
-						  "%s: unknown provider '%s'; write openai, anthropic, gemini or other", key,
-						  tok);
+						  "%s: unknown provider '%s'; write openai, anthropic, gemini or other",
+						  key, tok);
 		}
 		if ((p < 0 && bare_given) || (p >= 0 && given[p]))
 			return latch_errf(msg, msglen, -EINVAL, "%s gives %s twice", key, p < 0 ? "a bare value" : tok);
@@ -283,10 +284,10 @@ static int parse_caps(struct latch_conf *c, const char *key, bool host, int kind
 	return 0;
 }
 
-#define CAPS_KEY(fn, key, host, kind)                                                 \
-	static int fn(void *obj, const char *v, char *msg, size_t msglen)              \
-	{                                                                              \
-		return parse_caps(obj, key, host, kind, v, msg, msglen);               \
+#define CAPS_KEY(fn, key, host, kind)                                     \
+	static int fn(void *obj, const char *v, char *msg, size_t msglen) \
+	{                                                                 \
+		return parse_caps(obj, key, host, kind, v, msg, msglen);  \
 	}
 CAPS_KEY(parse_rph, "budget_requests_per_hour", false, CAP_HOUR)
 CAPS_KEY(parse_rpd, "budget_requests_per_day", false, CAP_DAY)

@@ -50,8 +50,8 @@
 #define LATCH_CONF_NO_CAP (-1)
 struct latch_conf_caps {
 	int64_t requests_per_hour; /* in any 3600 s */
-	int64_t requests_per_day;  /* in any 86400 s */
-	int64_t micros_per_day;	   /* micro-dollars in any 86400 s */
+	int64_t requests_per_day; /* in any 86400 s */
+	int64_t micros_per_day; /* micro-dollars in any 86400 s */
 };
 /* Kagebox's defaults for each sandbox, and four sandboxes' worth host-wide; "other" is uncapped. */
 #define LATCH_CONF_BUDGET_REQUESTS_PER_HOUR 240
@@ -68,38 +68,38 @@ struct latch_conf_caps {
 #define LATCH_CONF_NOTIFY_RETRIES 2
 
 struct latch_conf {
-	char path[PATH_MAX];	   /* the file read, or "" when none exists */
-	struct latch_addr pool4;   /* network of the v4 pool, carved into /30s */
-	int pool4_len;		   /* its prefix length, 8..30 */
-	struct latch_addr pool6;   /* family 0: no IPv6; else carved into /64s */
-	int pool6_len;		   /* 16..64 */
-	char uplink[IF_NAMESIZE];  /* "" when no uplink: `unreachable default` */
+	char path[PATH_MAX]; /* the file read, or "" when none exists */
+	struct latch_addr pool4; /* network of the v4 pool, carved into /30s */
+	int pool4_len; /* its prefix length, 8..30 */
+	struct latch_addr pool6; /* family 0: no IPv6; else carved into /64s */
+	int pool6_len; /* 16..64 */
+	char uplink[IF_NAMESIZE]; /* "" when no uplink: `unreachable default` */
 	struct latch_addr gateway4; /* next hop on the uplink (family 0: none, on-link) */
 	struct latch_addr gateway6;
-	uint32_t table_base;	   /* sandbox i routes in table table_base + i */
-	uint32_t rule_priority;	   /* priority of the `from SUBNET` rules */
-	char images[PATH_MAX];	   /* image cache; one directory per image name */
+	uint32_t table_base; /* sandbox i routes in table table_base + i */
+	uint32_t rule_priority; /* priority of the `from SUBNET` rules */
+	char images[PATH_MAX]; /* image cache; one directory per image name */
 	/* latchd's resolver: where allowed names are asked (none: /etc/resolv.conf's) */
 	struct latch_addr dns_upstream[LATCH_CONF_UPSTREAM_MAX];
 	uint16_t dns_upstream_port[LATCH_CONF_UPSTREAM_MAX];
 	int n_dns_upstream;
 	uint32_t dns_ttl_min, dns_ttl_max; /* learned entries live this long, clamped */
-	char profile[65];		   /* the profile `latch up` starts a sandbox with */
-	uint32_t backup_interval;	   /* seconds between latchd's guest state backups; 0: only on down */
-	uint32_t broker_port;		   /* the broker listens here on a kit sandbox's host address */
+	char profile[65]; /* the profile `latch up` starts a sandbox with */
+	uint32_t backup_interval; /* seconds between latchd's guest state backups; 0: only on down */
+	uint32_t broker_port; /* the broker listens here on a kit sandbox's host address */
 	struct latch_conf_caps budget_sandbox[LATCH_CONF_PROVIDERS]; /* each sandbox's requests to a provider */
-	struct latch_conf_caps budget_host[LATCH_CONF_PROVIDERS];    /* every sandbox's together */
+	struct latch_conf_caps budget_host[LATCH_CONF_PROVIDERS]; /* every sandbox's together */
 	/* grants (docs/grants.md): timed openings of host names the host resolves */
-	uint32_t grant_default;		/* seconds, when neither the ask nor --for says */
-	uint32_t grant_max;		/* seconds, the longest grant */
-	uint32_t grants_per_hour;	/* grants made or approved per sandbox in any hour */
-	uint32_t grant_ask_wait;	/* seconds an ask waits for a person, then it is denied */
-	uint32_t grant_asks_per_hour;	/* asks per sandbox in any hour, whatever became of them */
-	uint32_t grant_asks_pending;	/* asks per sandbox waiting at once */
-	char notify_command[PATH_MAX];	/* a program given each ask as JSON on stdin; "" none */
-	char notify_url[1024];		/* each ask POSTed there as JSON; "" none */
-	uint32_t notify_timeout;	/* seconds for one notifier run or one POST */
-	uint32_t notify_retries;	/* POSTs again after a failure */
+	uint32_t grant_default; /* seconds, when neither the ask nor --for says */
+	uint32_t grant_max; /* seconds, the longest grant */
+	uint32_t grants_per_hour; /* grants made or approved per sandbox in any hour */
+	uint32_t grant_ask_wait; /* seconds an ask waits for a person, then it is denied */
+	uint32_t grant_asks_per_hour; /* asks per sandbox in any hour, whatever became of them */
+	uint32_t grant_asks_pending; /* asks per sandbox waiting at once */
+	char notify_command[PATH_MAX]; /* a program given each ask as JSON on stdin; "" none */
+	char notify_url[1024]; /* each ask POSTed there as JSON; "" none */
+	uint32_t notify_timeout; /* seconds for one notifier run or one POST */
+	uint32_t notify_retries; /* POSTs again after a failure */
 };
 
 /* Defaults when the file says nothing (the v4 pool is not for tests). */

@@ -47,27 +47,27 @@
 #include "common/common.h"
 #include "profile/profile.h"
 
-#define LATCH_KIT_NAME_MAX 64	      /* kit names: latch_parse_file_name("kit") */
-#define LATCH_KIT_CRED_NAME_MAX 32    /* credential and alternative names: 1-32 of a-z, 0-9, '-' */
+#define LATCH_KIT_NAME_MAX 64 /* kit names: latch_parse_file_name("kit") */
+#define LATCH_KIT_CRED_NAME_MAX 32 /* credential and alternative names: 1-32 of a-z, 0-9, '-' */
 #define LATCH_KIT_ROUTE_MAX (2 * LATCH_KIT_CRED_NAME_MAX + 1) /* "cred" or "cred/alt" */
 #define LATCH_KIT_DESC_MAX 256
 #define LATCH_KIT_CREDS_MAX 16
-#define LATCH_KIT_ALTS_MAX 8	      /* alternatives of one credential */
-#define LATCH_KIT_EGRESS_MAX 256      /* egress_allow entries */
-#define LATCH_KIT_COMMAND_MAX 64      /* words of command */
+#define LATCH_KIT_ALTS_MAX 8 /* alternatives of one credential */
+#define LATCH_KIT_EGRESS_MAX 256 /* egress_allow entries */
+#define LATCH_KIT_COMMAND_MAX 64 /* words of command */
 #define LATCH_KIT_METHODS_MAX 16
 #define LATCH_KIT_PATHS_MAX 32
-#define LATCH_KIT_ENV_MAX 16	      /* variables of one credential */
+#define LATCH_KIT_ENV_MAX 16 /* variables of one credential */
 #define LATCH_KIT_HOST_MAX 253
-#define LATCH_KIT_PATH_MAX 255	      /* a path prefix, a base path */
-#define LATCH_KIT_FILE_PATH_MAX 255   /* ca_file, secret_file */
+#define LATCH_KIT_PATH_MAX 255 /* a path prefix, a base path */
+#define LATCH_KIT_FILE_PATH_MAX 255 /* ca_file, secret_file */
 #define LATCH_KIT_HEADER_MAX 64
 #define LATCH_KIT_SCHEME_MAX 32
 #define LATCH_KIT_METHOD_MAX 16
-#define LATCH_KIT_VAR_MAX 64	      /* an environment variable's name */
-#define LATCH_KIT_ENV_VALUE_MAX 512   /* an env template */
+#define LATCH_KIT_VAR_MAX 64 /* an environment variable's name */
+#define LATCH_KIT_ENV_VALUE_MAX 512 /* an env template */
 #define LATCH_KIT_FILE_MAX (256 * 1024) /* bytes of a kit file */
-#define LATCH_KIT_SECRET_MAX 8192     /* bytes of one secret */
+#define LATCH_KIT_SECRET_MAX 8192 /* bytes of one secret */
 
 /* Who bills a credential's requests: budget/ keeps caps per provider. */
 enum latch_provider {
@@ -92,14 +92,14 @@ struct latch_kit_caps {
  */
 struct latch_kit_upstream {
 	char host[LATCH_KIT_HOST_MAX + 1]; /* lower-case name, or an address without brackets */
-	uint16_t port;			   /* 443 unless the URL says */
-	bool tls;			   /* false only for an alternative on a loopback model server */
+	uint16_t port; /* 443 unless the URL says */
+	bool tls; /* false only for an alternative on a loopback model server */
 	char base_path[LATCH_KIT_PATH_MAX + 1]; /* put before the request's path ("" for a credential) */
 	char ca_file[LATCH_KIT_FILE_PATH_MAX + 1]; /* "" : the system's CA store */
-	char secret_var[LATCH_KIT_VAR_MAX + 1];    /* secret: VAR (from latch up's environment) */
+	char secret_var[LATCH_KIT_VAR_MAX + 1]; /* secret: VAR (from latch up's environment) */
 	char secret_file[LATCH_KIT_FILE_PATH_MAX + 1]; /* or secret_file: PATH; both "": no key (loopback only) */
-	char header[LATCH_KIT_HEADER_MAX + 1];	   /* where the secret goes */
-	char scheme[LATCH_KIT_SCHEME_MAX + 1];	   /* put before it, e.g. "Bearer " */
+	char header[LATCH_KIT_HEADER_MAX + 1]; /* where the secret goes */
+	char scheme[LATCH_KIT_SCHEME_MAX + 1]; /* put before it, e.g. "Bearer " */
 	enum latch_provider provider;
 };
 
@@ -151,7 +151,7 @@ struct latch_kit {
 };
 
 struct latch_kit_opts {
-	const char *dir;		  /* NULL: $LATCH_ROOT/etc/latch/kits */
+	const char *dir; /* NULL: $LATCH_ROOT/etc/latch/kits */
 };
 
 /* $LATCH_ROOT/etc/latch/kits.  0 or -ENAMETOOLONG. */
@@ -165,8 +165,7 @@ int latch_kit_dir(char *buf, size_t len);
  */
 struct latch_kit *latch_kit_load(const char *name, const struct latch_kit_opts *opts, char *err, size_t errlen);
 /* One file (what `latch kit check FILE` reads), under the same file checks. */
-struct latch_kit *latch_kit_load_file(const char *path, const struct latch_kit_opts *opts, char *err,
-				      size_t errlen);
+struct latch_kit *latch_kit_load_file(const char *path, const struct latch_kit_opts *opts, char *err, size_t errlen);
 /*
  * Pure: LEN bytes of YAML named SOURCE in messages.  DEFAULT_NAME is the
  * kit's name when the text gives none (NULL: the text must).
@@ -182,7 +181,7 @@ const struct latch_kit_cred *latch_kit_cred_find(const struct latch_kit *kit, co
 struct latch_kit_info {
 	char name[LATCH_KIT_NAME_MAX + 1];
 	bool builtin; /* compiled in */
-	bool file;    /* DIR/NAME.yaml exists (and takes the built-in's place) */
+	bool file; /* DIR/NAME.yaml exists (and takes the built-in's place) */
 };
 /*
  * Built-ins and every DIR/NAME.yaml whose NAME is a valid kit name, sorted,
@@ -278,10 +277,10 @@ int latch_kit_secrets_read_files(const struct latch_kit *kit, struct latch_kit_s
 				 void *arg, char *err, size_t errlen);
 
 enum latch_secret_state {
-	LATCH_SECRET_NONE,    /* the upstream takes no key (a loopback model server) */
-	LATCH_SECRET_SET,     /* the variable is set, or the file is there and safe */
+	LATCH_SECRET_NONE, /* the upstream takes no key (a loopback model server) */
+	LATCH_SECRET_SET, /* the variable is set, or the file is there and safe */
 	LATCH_SECRET_MISSING, /* the variable is unset or empty, or there is no such file */
-	LATCH_SECRET_UNSAFE,  /* the file is a link, not root's, or readable by others: why says */
+	LATCH_SECRET_UNSAFE, /* the file is a link, not root's, or readable by others: why says */
 	LATCH_SECRET_UNKNOWN, /* the file can't be looked at by this user: why says */
 };
 /*

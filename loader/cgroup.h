@@ -28,7 +28,7 @@
 #define LATCH_CG_ATTACH_UNIX_SENDMSG 50
 
 enum latch_cg_hook {
-	LATCH_CG_EGRESS,   /* cgroup_skb/egress: every packet; the one no rewrite gets past */
+	LATCH_CG_EGRESS, /* cgroup_skb/egress: every packet; the one no rewrite gets past */
 	LATCH_CG_CONNECT4, /* cgroup/connect4 */
 	LATCH_CG_CONNECT6,
 	LATCH_CG_SENDMSG4, /* cgroup/sendmsg4: unconnected UDP */
@@ -111,23 +111,23 @@ struct latch_sandbox *latch_cg_room_open(const char *name, char *err, size_t err
 
 /* Observed posture of one hook of a room's cgroup. */
 struct latch_cg_hook_state {
-	bool wanted;	       /* latch attaches this hook here (unix: when the kernel has it) */
-	uint32_t pinned_id;    /* latch's pinned program for the hook */
-	uint32_t attached_id;  /* the program attached on the room's own cgroup, 0 none */
+	bool wanted; /* latch attaches this hook here (unix: when the kernel has it) */
+	uint32_t pinned_id; /* latch's pinned program for the hook */
+	uint32_t attached_id; /* the program attached on the room's own cgroup, 0 none */
 	uint32_t attach_flags; /* its flags, as the kernel reports them */
-	int n_effective;       /* programs that run for the room's sockets on this hook */
-	bool in_effective;     /* latch's program is one of them */
-	uint32_t others[4];    /* ids of the others (they can refuse more, never pass more) */
+	int n_effective; /* programs that run for the room's sockets on this hook */
+	bool in_effective; /* latch's program is one of them */
+	uint32_t others[4]; /* ids of the others (they can refuse more, never pass more) */
 	int n_others;
 };
 
 struct latch_cg_posture {
-	bool state_ok;	   /* the shared maps hold this room's own maps under its cgroup id */
+	bool state_ok; /* the shared maps hold this room's own maps under its cgroup id */
 	bool config_ready; /* its config is ready, of this ABI */
-	bool open;	   /* the `open` profile: uncontained */
+	bool open; /* the `open` profile: uncontained */
 	struct latch_cg_hook_state hook[LATCH_CG_HOOK_COUNT];
-	bool enforced;	/* all of the above */
-	char why[200];	/* when not: the first thing found wrong */
+	bool enforced; /* all of the above */
+	char why[200]; /* when not: the first thing found wrong */
 	char note[200]; /* other programs that run beside latch's, when any */
 };
 
@@ -167,15 +167,15 @@ struct latch_cg_room *latch_cg_latchd_new(struct latch_cg_set *set, int cgroup_f
 
 /* latchd's confinement as the kernel shows it (latch status, latch doctor). */
 struct latch_cg_latchd {
-	char dir[PATH_MAX];   /* its cgroup */
+	char dir[PATH_MAX]; /* its cgroup */
 	bool exists;
-	int pids[8];	      /* what cgroup.procs lists (latchd's pid), the first 8 */
+	int pids[8]; /* what cgroup.procs lists (latchd's pid), the first 8 */
 	int n_pids;
 	struct latch_cg_posture posture; /* the programs on that cgroup, and the slot they lead to */
-	bool latchd_flag;		 /* the slot's config says latchd */
-	bool gate;			 /* the gate is on its ingress */
-	int entries;			 /* in its policy maps */
-	uint64_t gate_dropped;		 /* packets to a room service without its mark, all time */
+	bool latchd_flag; /* the slot's config says latchd */
+	bool gate; /* the gate is on its ingress */
+	int entries; /* in its policy maps */
+	uint64_t gate_dropped; /* packets to a room service without its mark, all time */
 	struct latch_counter counters[LATCH_COUNTER_SLOTS];
 	bool confined; /* all of the above, and a process in it */
 	char why[200]; /* when not */
@@ -184,9 +184,9 @@ int latch_cg_latchd_observe(struct latch_cg_latchd *out, char *err, size_t errle
 
 /* What ADDR is to this host, by the kernel's own route lookup (RTM_GETROUTE); or -errno. */
 enum latch_route_kind {
-	LATCH_ROUTE_NONE,    /* unreachable, blackhole, or no route */
-	LATCH_ROUTE_LOCAL,   /* one of the host's own addresses */
-	LATCH_ROUTE_ONLINK,  /* on a link of the host, no gateway: its LAN */
+	LATCH_ROUTE_NONE, /* unreachable, blackhole, or no route */
+	LATCH_ROUTE_LOCAL, /* one of the host's own addresses */
+	LATCH_ROUTE_ONLINK, /* on a link of the host, no gateway: its LAN */
 	LATCH_ROUTE_GATEWAY, /* behind a gateway */
 };
 int latch_route_kind(const struct latch_addr *addr);

@@ -55,7 +55,7 @@ extern const size_t cg_n_room_maps;
 
 struct latch_cg_set {
 	char dir[PATH_MAX];
-	int prog_fd[CG_N_PROGS];  /* -1: not loaded (unix hooks on an older kernel), or not opened yet */
+	int prog_fd[CG_N_PROGS]; /* -1: not loaded (unix hooks on an older kernel), or not opened yet */
 	int map_fd[CG_MAP_COUNT]; /* opened when first needed */
 	struct latch_room_meta meta;
 };

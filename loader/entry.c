@@ -35,7 +35,8 @@ int latch_parse_ports(const char *s, struct latch_port_range *out, int max, int 
 	if (strlen(s) >= sizeof(buf))
 		return latch_errf(err, errlen, -EINVAL, "port list '%s' is too long", s);
 	if (!*s)
-		return latch_errf(err, errlen, -EINVAL, "empty port list after ':'; write e.g. :443 or :80,443 or :8000-8100");
+		return latch_errf(err, errlen, -EINVAL,
+				  "empty port list after ':'; write e.g. :443 or :80,443 or :8000-8100");
 	if (s[0] == ',' || s[strlen(s) - 1] == ',' || strstr(s, ",,"))
 		return latch_errf(err, errlen, -EINVAL, "port list '%s' has an empty part; write e.g. 80,443", s);
 	strcpy(buf, s);
@@ -48,15 +49,16 @@ int latch_parse_ports(const char *s, struct latch_port_range *out, int max, int 
 			if (latch_parse_port(tok, &lo, err, errlen) || latch_parse_port(dash + 1, &hi, err, errlen))
 				return -EINVAL;
 			if (lo > hi)
-				return latch_errf(err, errlen, -EINVAL, "port range %u-%u runs backwards; write %u-%u", lo, hi, hi,
-					    lo);
+				return latch_errf(err, errlen, -EINVAL, "port range %u-%u runs backwards; write %u-%u",
+						  lo, hi, hi, lo);
 		} else {
 			if (latch_parse_port(tok, &lo, err, errlen))
 				return -EINVAL;
 			hi = lo;
 		}
 		if (*n >= max)
-			return latch_errf(err, errlen, -EINVAL, "port list '%s' has more than %d parts; use a range", s, max);
+			return latch_errf(err, errlen, -EINVAL, "port list '%s' has more than %d parts; use a range", s,
+					  max);
 		out[*n].lo = lo;
 		out[*n].hi = hi;
 		(*n)++;
@@ -95,14 +97,15 @@ static int parse_cidr(char *s, const char *whole, struct latch_entry *e, char *e
 		*slash = '\0';
 	if (latch_parse_addr(s, &e->addr, NULL, 0))
 		return latch_errf(err, errlen, -EINVAL,
-			    "'%s': '%s' is not an IPv4 or IPv6 address (write ADDR|CIDR[:PORTS][/tcp|udp|icmp], "
-			    "IPv6 with ports in brackets: [2001:db8::1]:443)",
-			    whole, s);
+				  "'%s': '%s' is not an IPv4 or IPv6 address (write ADDR|CIDR[:PORTS][/tcp|udp|icmp], "
+				  "IPv6 with ports in brackets: [2001:db8::1]:443)",
+				  whole, s);
 	max = e->addr.family == AF_INET ? 32 : 128;
 	e->prefixlen = max;
 	if (slash) {
 		if (latch_parse_uint(slash + 1, 0, max, &plen))
-			return latch_errf(err, errlen, -EINVAL, "'%s': prefix length '%s' must be 0 to %d", whole, slash + 1, max);
+			return latch_errf(err, errlen, -EINVAL, "'%s': prefix length '%s' must be 0 to %d", whole,
+					  slash + 1, max);
 		e->prefixlen = plen;
 		if (!host_bits_clear(&e->addr, plen)) {
 			char fixed[INET6_ADDRSTRLEN];
@@ -110,7 +113,8 @@ static int parse_cidr(char *s, const char *whole, struct latch_entry *e, char *e
 
 			clear_host_bits(&net, plen);
 			latch_addr_format(&net, fixed, sizeof(fixed));
-			return latch_errf(err, errlen, -EINVAL, "'%s' has host bits set; did you mean %s/%u?", whole, fixed, plen);
+			return latch_errf(err, errlen, -EINVAL, "'%s' has host bits set; did you mean %s/%u?", whole,
+					  fixed, plen);
 		}
 	}
 	return 0;
@@ -151,7 +155,8 @@ int latch_parse_entry(const char *s, struct latch_entry *e, char *err, size_t er
 		else if (p[1])
 			return latch_errf(err, errlen, -EINVAL, "'%s': expected ':PORTS' after ']'", s);
 		if (!strchr(addr, ':'))
-			return latch_errf(err, errlen, -EINVAL, "'%s': brackets are for IPv6; write IPv4 as 203.0.113.7:443", s);
+			return latch_errf(err, errlen, -EINVAL,
+					  "'%s': brackets are for IPv6; write IPv4 as 203.0.113.7:443", s);
 	} else if ((p = strchr(buf, ':')) && strchr(p + 1, ':')) {
 		addr = buf; /* bare IPv6: no ports without brackets */
 	} else {
@@ -194,10 +199,10 @@ void latch_entry_format(const struct latch_entry *e, char *buf, size_t len)
 	}
 	snprintf(buf, len, "%s%s%s%s%s%s", e->addr.family == AF_INET6 && *ports ? "[" : "", cidr,
 		 e->addr.family == AF_INET6 && *ports ? "]" : "", *ports ? ":" : "", ports,
-		 e->proto == LATCH_PROTO_TCP	? "/tcp"
-		 : e->proto == LATCH_PROTO_UDP	? "/udp"
-		 : e->proto == LATCH_PROTO_ICMP ? "/icmp"
-						: "");
+		 e->proto == LATCH_PROTO_TCP  ? "/tcp" :
+		 e->proto == LATCH_PROTO_UDP  ? "/udp" :
+		 e->proto == LATCH_PROTO_ICMP ? "/icmp" :
+						"");
 }
 
 void latch_entry_rule(const struct latch_entry *e, int i, uint64_t expires_ns, int origin, struct latch_rule *out)

@@ -42,8 +42,9 @@ int latch_policy_allow(struct latch_sandbox *sb, const struct latch_entry *e, ui
 		latch_entry_rule(e, i, expires_ns, origin, &r);
 		shortened |= pm_rules_shortened(&v, &r);
 		if (latch_rules_merge(&v, &r))
-			return latch_errf(err, errlen, -EINVAL, "%s: more than %d port rules on one address; use a range", text,
-				    LATCH_RULES_MAX);
+			return latch_errf(err, errlen, -EINVAL,
+					  "%s: more than %d port rules on one address; use a range", text,
+					  LATCH_RULES_MAX);
 	}
 	/* Flags first: a trie entry must never sit where the program skips it. */
 	rc = pm_set_flags(sb, pm_have_flag(k), 0);
@@ -62,8 +63,8 @@ int latch_policy_allow(struct latch_sandbox *sb, const struct latch_entry *e, ui
 	if (!rc && shortened)
 		rc = pm_set_flags(sb, 0, 1);
 	if (rc == -E2BIG)
-		return latch_errf(err, errlen, -EINVAL, "%s: with the prefixes that cover it, more than %d port rules", text,
-			    LATCH_RULES_MAX);
+		return latch_errf(err, errlen, -EINVAL, "%s: with the prefixes that cover it, more than %d port rules",
+				  text, LATCH_RULES_MAX);
 	if (rc)
 		return latch_errf(err, errlen, -EINVAL, "%s: map update failed: %s", text, strerror(-rc));
 	return 0;
@@ -105,7 +106,8 @@ int latch_policy_revoke(struct latch_sandbox *sb, const struct latch_entry *e, c
 	if (rc)
 		return latch_errf(err, errlen, -EINVAL, "%s: map update failed: %s", text, strerror(-rc));
 	if (!removed) {
-		latch_errf(err, errlen, -EINVAL, "%s: no such entry (see `latch egress %s show`)", text, latch_sandbox_name(sb));
+		latch_errf(err, errlen, -EINVAL, "%s: no such entry (see `latch egress %s show`)", text,
+			   latch_sandbox_name(sb));
 		return -ENOENT;
 	}
 	/* Established flows to what was removed must be checked again. */
@@ -222,8 +224,8 @@ int latch_policy_prune_resolved(struct latch_sandbox *sb, uint64_t before_ns)
 }
 
 /* One map element's own live rules, to fn. */
-static int list_one(const struct kind *k, const uint8_t *key, const struct latch_rules *v, __u32 live_gen,
-		    uint64_t now, int (*fn)(const struct latch_policy_item *it, void *arg), void *arg)
+static int list_one(const struct kind *k, const uint8_t *key, const struct latch_rules *v, __u32 live_gen, uint64_t now,
+		    int (*fn)(const struct latch_policy_item *it, void *arg), void *arg)
 {
 	struct latch_policy_item it = { 0 };
 	int count = 0;
@@ -332,4 +334,3 @@ int latch_policy_list(struct latch_sandbox *sb, int (*fn)(const struct latch_pol
 	}
 	return count;
 }
-

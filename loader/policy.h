@@ -41,8 +41,7 @@ int latch_policy_revoke(struct latch_sandbox *sb, const struct latch_entry *e, c
  * The old generation stays behind, idle and marked dirty, until
  * latch_policy_gc() deletes it; call that right after, off the critical path.
  */
-int latch_policy_replace(struct latch_sandbox *sb, const struct latch_entry *entries, int n, char *err,
-			 size_t errlen);
+int latch_policy_replace(struct latch_sandbox *sb, const struct latch_entry *entries, int n, char *err, size_t errlen);
 int latch_policy_gc(struct latch_sandbox *sb);
 /*
  * latch_policy_gc() in steps, for a daemon that must answer in between:
@@ -59,8 +58,8 @@ void latch_policy_gc_free(struct latch_policy_gc *gc);
 /* One entry of a whole policy, with its own deadline and origin. */
 struct latch_policy_spec {
 	struct latch_entry entry; /* first member: policy.c relies on it */
-	uint64_t expires_ns;	  /* 0: permanent; else a CLOCK_BOOTTIME deadline */
-	uint8_t origin;		  /* enum latch_origin */
+	uint64_t expires_ns; /* 0: permanent; else a CLOCK_BOOTTIME deadline */
+	uint8_t origin; /* enum latch_origin */
 };
 /*
  * latch_policy_replace() for a named policy: each spec keeps its deadline
@@ -69,8 +68,8 @@ struct latch_policy_spec {
  * clears LATCH_CFG_OPEN (the `open` profile: specs are then usually none).
  * Duplicate addresses merge; a permanent rule beats a deadline.
  */
-int latch_policy_switch(struct latch_sandbox *sb, const struct latch_policy_spec *specs, int n, bool open,
-			char *err, size_t errlen);
+int latch_policy_switch(struct latch_sandbox *sb, const struct latch_policy_spec *specs, int n, bool open, char *err,
+			size_t errlen);
 /*
  * Add a learned answer (one address, ports, deadline) to the live
  * generation's exact map, never shortening a rule already there.  It reads,
@@ -84,8 +83,7 @@ int latch_policy_learn(struct latch_sandbox *sb, const struct latch_entry *e, ui
  * 1 when latch_policy_learn() with these arguments would write to the map,
  * 0 when the live entry already holds it (a cached answer), or -errno.
  */
-int latch_policy_learn_needed(struct latch_sandbox *sb, const struct latch_entry *e, uint64_t expires_ns,
-			      int origin);
+int latch_policy_learn_needed(struct latch_sandbox *sb, const struct latch_entry *e, uint64_t expires_ns, int origin);
 /*
  * Drop learned and host-name rules of the live generation whose deadline was
  * before before_ns (callers leave a grace period: established flows re-checked
@@ -99,8 +97,7 @@ struct latch_policy_item {
 	int timed;
 };
 /* Calls fn for each own (not inherited) rule that has not expired; returns the count. */
-int latch_policy_list(struct latch_sandbox *sb, int (*fn)(const struct latch_policy_item *it, void *arg),
-		      void *arg);
+int latch_policy_list(struct latch_sandbox *sb, int (*fn)(const struct latch_policy_item *it, void *arg), void *arg);
 
 /*
  * The policy lock of sandbox NAME ($LATCH_ROOT/run/latch/NAME.policy.lock):

@@ -28,8 +28,8 @@ enum { GC_BATCH = 4096 };
 struct latch_policy_gc {
 	struct latch_sandbox *sb;
 	__u32 live_gen; /* when the collection began */
-	int kind;	/* pm_kinds[0..3] (exact, prefix; v4, v6); 4: done */
-	__u64 cursor;	/* the hash map's batch cursor, valid when resume */
+	int kind; /* pm_kinds[0..3] (exact, prefix; v4, v6); 4: done */
+	__u64 cursor; /* the hash map's batch cursor, valid when resume */
 	bool resume;
 	uint8_t *keys, *del;
 	struct latch_rules *vals;
@@ -90,8 +90,8 @@ static int drop_hash_batch(struct latch_policy_gc *gc, const struct kind *k, __u
 	int more = 1;
 	LIBBPF_OPTS(bpf_map_batch_opts, bo);
 
-	if (bpf_map_lookup_batch(pm_fd_of(gc->sb, k), gc->resume ? &gc->cursor : NULL, &out, gc->keys, gc->vals,
-				 &count, &bo)) {
+	if (bpf_map_lookup_batch(pm_fd_of(gc->sb, k), gc->resume ? &gc->cursor : NULL, &out, gc->keys, gc->vals, &count,
+				 &bo)) {
 		if (errno != ENOENT)
 			return -errno;
 		more = 0; /* the last, possibly partial, batch */
@@ -158,7 +158,8 @@ int latch_policy_gc_step(struct latch_policy_gc *gc, unsigned budget)
 			rc = drop_trie(gc->sb, k, gc->live_gen ^ 1);
 			done += GC_BATCH;
 		} else {
-			rc = drop_hash_batch(gc, k, gc->live_gen ^ 1, GC_BATCH < budget - done ? GC_BATCH : budget - done);
+			rc = drop_hash_batch(gc, k, gc->live_gen ^ 1,
+					     GC_BATCH < budget - done ? GC_BATCH : budget - done);
 			done += GC_BATCH;
 			if (rc > 0)
 				continue;
@@ -285,20 +286,21 @@ static int write_exact(struct latch_sandbox *sb, const struct kind *k, const str
 					if (latch_rules_merge_longer(&vals[g], &r)) {
 						latch_entry_format(e, text, sizeof(text));
 						rc = latch_errf(err, errlen, -EINVAL,
-							  "%s: more than %d port rules on one address", text,
-							  LATCH_RULES_MAX);
+								"%s: more than %d port rules on one address", text,
+								LATCH_RULES_MAX);
 						break;
 					}
 				}
 			}
 		}
 		if (!rc && bpf_map_update_batch(pm_fd_of(sb, k), keys + base * ks, vals, &count, &bo))
-			rc = errno == E2BIG ? latch_errf(err, errlen, -E2BIG,
-							 "%u addresses do not fit in %s beside the live policy (%d "
-							 "for both generations); nothing was changed",
-							 groups, latch_map_names[k->map], LATCH_POLICY_MAX)
-					    : latch_errf(err, errlen, -EINVAL, "batch update of %s failed after %u entries: %s",
-							 latch_map_names[k->map], base + count, strerror(errno));
+			rc = errno == E2BIG ?
+				     latch_errf(err, errlen, -E2BIG,
+						"%u addresses do not fit in %s beside the live policy (%d "
+						"for both generations); nothing was changed",
+						groups, latch_map_names[k->map], LATCH_POLICY_MAX) :
+				     latch_errf(err, errlen, -EINVAL, "batch update of %s failed after %u entries: %s",
+						latch_map_names[k->map], base + count, strerror(errno));
 	}
 out:
 	free(slots);
@@ -323,7 +325,8 @@ static int policy_write(struct latch_sandbox *sb, const struct item_src *src, in
 	if (cfg.flags & LATCH_CFG_IDLE_DIRTY) {
 		rc = latch_policy_gc(sb);
 		if (rc)
-			return latch_errf(err, errlen, -EINVAL, "cannot clear the idle policy generation: %s", strerror(-rc));
+			return latch_errf(err, errlen, -EINVAL, "cannot clear the idle policy generation: %s",
+					  strerror(-rc));
 	}
 	cfg.flags |= LATCH_CFG_IDLE_DIRTY;
 	if (latch_sandbox_write_config(sb, &cfg))
@@ -383,19 +386,17 @@ static int policy_write(struct latch_sandbox *sb, const struct item_src *src, in
 	return 0;
 }
 
-int latch_policy_replace(struct latch_sandbox *sb, const struct latch_entry *entries, int n, char *err,
-			 size_t errlen)
+int latch_policy_replace(struct latch_sandbox *sb, const struct latch_entry *entries, int n, char *err, size_t errlen)
 {
 	const struct item_src src = { .entries = entries };
 
 	return policy_write(sb, &src, n, false, err, errlen);
 }
 
-int latch_policy_switch(struct latch_sandbox *sb, const struct latch_policy_spec *specs, int n, bool open,
-			char *err, size_t errlen)
+int latch_policy_switch(struct latch_sandbox *sb, const struct latch_policy_spec *specs, int n, bool open, char *err,
+			size_t errlen)
 {
 	const struct item_src src = { .specs = specs };
 
 	return policy_write(sb, &src, n, open, err, errlen);
 }
-

@@ -32,8 +32,10 @@ int pm_covers(const uint8_t *net, int plen, const uint8_t *addr);
 int pm_fd_of(struct latch_sandbox *sb, const struct kind *k);
 size_t pm_key_size(const struct kind *k);
 int pm_lookup_exact(struct latch_sandbox *sb, const struct kind *k, const uint8_t *key, struct latch_rules *v);
-int pm_lpm_ancestor(struct latch_sandbox *sb, const struct kind *k, __u32 gen, const uint8_t *addr, int plen, struct latch_rules *out);
-int pm_lpm_refresh(struct latch_sandbox *sb, const struct kind *k, __u32 gen, const uint8_t *addr, int plen, const struct latch_rules *own_in);
+int pm_lpm_ancestor(struct latch_sandbox *sb, const struct kind *k, __u32 gen, const uint8_t *addr, int plen,
+		    struct latch_rules *out);
+int pm_lpm_refresh(struct latch_sandbox *sb, const struct kind *k, __u32 gen, const uint8_t *addr, int plen,
+		   const struct latch_rules *own_in);
 int pm_lpm_refresh_below(struct latch_sandbox *sb, const struct kind *k, __u32 gen, const uint8_t *addr, int plen);
 int pm_set_flags(struct latch_sandbox *sb, __u32 flags, int bump_version);
 __u32 pm_have_flag(const struct kind *k);

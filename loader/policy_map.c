@@ -111,7 +111,7 @@ int pm_lookup_exact(struct latch_sandbox *sb, const struct kind *k, const uint8_
 
 /* Rules of the nearest covering prefix, if any. */
 int pm_lpm_ancestor(struct latch_sandbox *sb, const struct kind *k, __u32 gen, const uint8_t *addr, int plen,
-			struct latch_rules *out)
+		    struct latch_rules *out)
 {
 	uint8_t key[32];
 
@@ -123,7 +123,7 @@ int pm_lpm_ancestor(struct latch_sandbox *sb, const struct kind *k, __u32 gen, c
 
 /* Rewrite one prefix: its own rules plus its nearest ancestor's, or delete it. */
 int pm_lpm_refresh(struct latch_sandbox *sb, const struct kind *k, __u32 gen, const uint8_t *addr, int plen,
-		       const struct latch_rules *own_in)
+		   const struct latch_rules *own_in)
 {
 	struct latch_rules v = { 0 }, anc;
 	uint8_t key[32];
@@ -228,4 +228,3 @@ __u32 pm_have_flag(const struct kind *k)
 		return LATCH_CFG_HAVE_TIMED6;
 	return 0;
 }
-

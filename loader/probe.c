@@ -30,8 +30,8 @@ static void probe_child(int fd, enum latch_tc_mode mode)
 	}
 	if (s && latch_tc__load(s) == 0) {
 		r[0] = 'y';
-		progs[LATCH_DIR_FROM_GUEST] = bpf_program__fd(csum ? s->progs.latch_from_guest
-								   : s->progs.latch_from_guest_nocsum);
+		progs[LATCH_DIR_FROM_GUEST] =
+			bpf_program__fd(csum ? s->progs.latch_from_guest : s->progs.latch_from_guest_nocsum);
 		progs[LATCH_DIR_TO_GUEST] = bpf_program__fd(s->progs.latch_to_guest);
 		if (unshare(CLONE_NEWNET))
 			snprintf(r + 2, LATCH_ERR_MAX, "unshare: %s", strerror(errno));
@@ -85,7 +85,7 @@ int latch_tc_probe(enum latch_tc_mode mode, bool *loaded, char *detail, size_t l
 		return snprintf(detail, len, "the kernel refused latch's programs"), -1;
 	if (r[1] != 'y')
 		return snprintf(detail, len, "%s", r[2] ? r + 2 : "attach failed"), -1;
-	snprintf(detail, len, "both programs attached as %s in a scratch netns", mode == LATCH_TC_TCX
-		 ? "TCX links" : "clsact filters");
+	snprintf(detail, len, "both programs attached as %s in a scratch netns",
+		 mode == LATCH_TC_TCX ? "TCX links" : "clsact filters");
 	return 0;
 }

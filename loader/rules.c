@@ -128,4 +128,3 @@ int latch_rules_prune(struct latch_rules *r, uint64_t now_ns)
 	}
 	return removed;
 }
-

@@ -26,13 +26,19 @@
 #include "loader/hook.h"
 
 const char *const latch_map_names[LATCH_MAP_COUNT] = {
-	[LATCH_MAP_SETTINGS] = "settings",	   [LATCH_MAP_EXACT4] = "exact4",
-	[LATCH_MAP_EXACT6] = "exact6",		   [LATCH_MAP_PREFIX4] = "prefix4",
-	[LATCH_MAP_PREFIX6] = "prefix6",	   [LATCH_MAP_TIMED4] = "timed4",
-	[LATCH_MAP_TIMED6] = "timed6",		   [LATCH_MAP_FLOW4] = "flow4",
-	[LATCH_MAP_FLOW6] = "flow6",		   [LATCH_MAP_FLOW_HOT] = "flow_hot",
+	[LATCH_MAP_SETTINGS] = "settings",
+	[LATCH_MAP_EXACT4] = "exact4",
+	[LATCH_MAP_EXACT6] = "exact6",
+	[LATCH_MAP_PREFIX4] = "prefix4",
+	[LATCH_MAP_PREFIX6] = "prefix6",
+	[LATCH_MAP_TIMED4] = "timed4",
+	[LATCH_MAP_TIMED6] = "timed6",
+	[LATCH_MAP_FLOW4] = "flow4",
+	[LATCH_MAP_FLOW6] = "flow6",
+	[LATCH_MAP_FLOW_HOT] = "flow_hot",
 	[LATCH_MAP_COUNTERS] = "counters",
-	[LATCH_MAP_DNS_BUCKET] = "dns_bucket",	   [LATCH_MAP_EVENT_BUCKET] = "event_bucket",
+	[LATCH_MAP_DNS_BUCKET] = "dns_bucket",
+	[LATCH_MAP_EVENT_BUCKET] = "event_bucket",
 	[LATCH_MAP_EVENTS] = "events",
 };
 
@@ -86,8 +92,9 @@ int latch_bpffs_ensure(char *err, size_t errlen)
 		if (mkdir(root, 0700) && errno != EEXIST)
 			return latch_errf(err, errlen, -1, "cannot create %s: %s", root, strerror(errno));
 		if (mount("bpf", root, "bpf", 0, "mode=0700"))
-			return latch_errf(err, errlen, -1, "bpffs is not mounted at %s and mounting it failed: %s (run as root)",
-				    root, strerror(errno));
+			return latch_errf(err, errlen, -1,
+					  "bpffs is not mounted at %s and mounting it failed: %s (run as root)", root,
+					  strerror(errno));
 		if (!is_bpffs(root))
 			return latch_errf(err, errlen, -1, "%s is not a bpffs even after mounting one", root);
 	}
@@ -183,8 +190,8 @@ bool latch_csum_check_supported(void)
  */
 static struct bpf_program *from_guest_prog(struct latch_tc *s)
 {
-	return bpf_program__autoload(s->progs.latch_from_guest) ? s->progs.latch_from_guest
-								: s->progs.latch_from_guest_nocsum;
+	return bpf_program__autoload(s->progs.latch_from_guest) ? s->progs.latch_from_guest :
+								  s->progs.latch_from_guest_nocsum;
 }
 
 static void prog_fds(struct latch_tc *s, int fd[LATCH_DIR_COUNT])
@@ -282,14 +289,15 @@ int latch_sandbox_create(const struct latch_sandbox_opts *o, char *err, size_t e
 	__u32 zero = 0;
 
 	if (!ifindex)
-		return latch_errf(err, errlen, -1, "device '%s' does not exist; give the host end of the sandbox's link",
-			    o->ifname);
+		return latch_errf(err, errlen, -1,
+				  "device '%s' does not exist; give the host end of the sandbox's link", o->ifname);
 	if (latch_tc_mode_choose(&mode, err, errlen))
 		return -1;
 	if (latch_bpffs_ensure(err, errlen))
 		return -1;
 	if (latch_sandbox_exists(o->name))
-		return latch_errf(err, errlen, -1, "sandbox '%s' already exists; `latch detach %s` first", o->name, o->name);
+		return latch_errf(err, errlen, -1, "sandbox '%s' already exists; `latch detach %s` first", o->name,
+				  o->name);
 	latch_sandbox_dir(o->name, dir, sizeof(dir));
 	if (mkdir(dir, 0700))
 		return latch_errf(err, errlen, -1, "cannot create %s: %s", dir, strerror(errno));
@@ -352,24 +360,26 @@ int latch_sandbox_reattach(const char *name, char *err, size_t errlen)
 	/* the mode the sandbox was created in: its pins (links or none) follow it */
 	mode = cfg.flags & LATCH_CFG_TCX ? LATCH_TC_TCX : LATCH_TC_CLSACT;
 	if (mode == LATCH_TC_TCX && !latch_tcx_supported()) {
-		latch_errf(err, errlen, -1,
-			   "'%s' was attached with TCX links, which this kernel lacks; `latch detach %s` and attach again",
-			   name, name);
+		latch_errf(
+			err, errlen, -1,
+			"'%s' was attached with TCX links, which this kernel lacks; `latch detach %s` and attach again",
+			name, name);
 		goto out;
 	}
 	ifindex = if_nametoindex(cfg.ifname);
 	if (!ifindex) {
-		latch_errf(err, errlen, -1, "device '%s' of sandbox '%s' does not exist; create it, then re-attach", cfg.ifname,
-		     name);
+		latch_errf(err, errlen, -1, "device '%s' of sandbox '%s' does not exist; create it, then re-attach",
+			   cfg.ifname, name);
 		goto out;
 	}
 	s = open_pinned(name, err, errlen);
 	if (!s)
 		goto out;
 	if (latch_tc__load(s)) {
-		latch_errf(err, errlen, -1, "cannot load the BPF programs on the pinned maps of '%s': %s (pins from another "
-				  "latch version? `latch detach %s` and attach again)",
-		     name, strerror(errno), name);
+		latch_errf(err, errlen, -1,
+			   "cannot load the BPF programs on the pinned maps of '%s': %s (pins from another "
+			   "latch version? `latch detach %s` and attach again)",
+			   name, strerror(errno), name);
 		goto out;
 	}
 	prog_fds(s, fd);
@@ -426,7 +436,8 @@ struct latch_sandbox *latch_sandbox_open(const char *name, char *err, size_t err
 		latch_pin_path(name, latch_map_names[i], path, sizeof(path));
 		sb->fd[i] = bpf_obj_get(path);
 		if (sb->fd[i] < 0) {
-			latch_errf(err, errlen, -1, "sandbox '%s' is missing its pinned map %s: %s", name, path, strerror(errno));
+			latch_errf(err, errlen, -1, "sandbox '%s' is missing its pinned map %s: %s", name, path,
+				   strerror(errno));
 			latch_sandbox_free(sb);
 			errno = ENOENT;
 			return NULL;

@@ -104,14 +104,14 @@ int latch_sandbox_write_config(const struct latch_sandbox *sb, const struct latc
 
 /* Observed posture of one direction's hook. */
 struct latch_hook_state {
-	bool present;	      /* clsact: the qdisc exists; TCX: latch's link is attached to the device */
-	int n_filters;	      /* clsact filters on the hook */
-	int n_tcx;	      /* TCX programs on the hook (0 where the kernel has no TCX) */
+	bool present; /* clsact: the qdisc exists; TCX: latch's link is attached to the device */
+	int n_filters; /* clsact filters on the hook */
+	int n_tcx; /* TCX programs on the hook (0 where the kernel has no TCX) */
 	uint32_t attached_id; /* prog id latch's filter or link runs, 0 if none */
-	uint32_t link_id;     /* TCX: latch's link, 0 if none */
-	uint32_t ahead_id;    /* the first foreign program that runs before latch's, 0 if none */
-	bool first;	      /* nothing runs before latch's program on this hook */
-	bool direct_action;   /* clsact: latch's filter is direct-action (a TCX program always is) */
+	uint32_t link_id; /* TCX: latch's link, 0 if none */
+	uint32_t ahead_id; /* the first foreign program that runs before latch's, 0 if none */
+	bool first; /* nothing runs before latch's program on this hook */
+	bool direct_action; /* clsact: latch's filter is direct-action (a TCX program always is) */
 };
 
 /*
@@ -129,8 +129,8 @@ struct latch_posture {
 	bool device_matches; /* ifindex still the one attached to */
 	uint32_t ifindex;
 	enum latch_tc_mode mode;
-	bool csum_check;     /* the from-guest program checks checksum-offload requests */
-	uint32_t xdp_id;     /* XDP program on the device, 0 if none */
+	bool csum_check; /* the from-guest program checks checksum-offload requests */
+	uint32_t xdp_id; /* XDP program on the device, 0 if none */
 	char xdp_mode[12];
 	uint32_t pinned_id[LATCH_DIR_COUNT]; /* ids of the pinned programs */
 	struct latch_hook_state hook[LATCH_DIR_COUNT];

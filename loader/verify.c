@@ -40,12 +40,12 @@ struct spec {
 	uint8_t saddr[16], daddr[16];
 	uint8_t proto;
 	uint16_t dport;
-	uint16_t vlan;	     /* non-zero: an 802.1Q tag with this id */
-	uint16_t frag;	     /* IPv4 frag_off, host order */
-	uint8_t ihl;	     /* 0: 5 */
-	uint16_t ethertype;  /* non-zero: a bare frame of this type */
-	uint8_t icmp6;	     /* ICMPv6 type (ND) */
-	uint8_t target[16];  /* ND target */
+	uint16_t vlan; /* non-zero: an 802.1Q tag with this id */
+	uint16_t frag; /* IPv4 frag_off, host order */
+	uint8_t ihl; /* 0: 5 */
+	uint16_t ethertype; /* non-zero: a bare frame of this type */
+	uint8_t icmp6; /* ICMPv6 type (ND) */
+	uint8_t target[16]; /* ND target */
 };
 
 static void put16(uint8_t *p, uint16_t v)
@@ -73,9 +73,9 @@ static uint16_t fold(uint32_t s)
 /* The transport part: a TCP SYN, a DNS query over UDP, an empty GRE header, an ND solicitation. */
 static size_t build_l4(const struct spec *s, uint8_t *b)
 {
-	static const uint8_t query[] = { 0x4c, 0x56, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0, 12, 'l', 'a', 't', 'c', 'h',
-					 '-',  'v',  'e',  'r',  'i', 'f', 'y', 7, 'i', 'n', 'v', 'a', 'l', 'i',
-					 'd',  0,    0,    1,    0, 1 };
+	static const uint8_t query[] = { 0x4c, 0x56, 0x01, 0x00, 0,   1,   0,	0,   0,	  0,   0,   0,	 12,
+					 'l',  'a',  't',  'c',	 'h', '-', 'v', 'e', 'r', 'i', 'f', 'y', 7,
+					 'i',  'n',  'v',  'a',	 'l', 'i', 'd', 0,   0,	  1,   0,   1 };
 
 	switch (s->proto) {
 	case PROTO_TCP:
@@ -385,14 +385,14 @@ void latch_verify_diff(const struct latch_counter *before, const struct latch_co
 	uint64_t packets = 0;
 
 	seen->n = 0;
-#define LATCH_VERIFY_GREW(id, code, name, text)                                                        \
-	do {                                                                                           \
-		int slot = latch_counter_slot(LATCH_##id, LATCH_DIR_FROM_GUEST);                         \
-		if (after[slot].packets != before[slot].packets) {                                      \
-			packets += after[slot].packets - before[slot].packets;                         \
-			if (seen->n < 4)                                                               \
-				seen->reason[seen->n++] = LATCH_##id;                                  \
-		}                                                                                      \
+#define LATCH_VERIFY_GREW(id, code, name, text)                                  \
+	do {                                                                     \
+		int slot = latch_counter_slot(LATCH_##id, LATCH_DIR_FROM_GUEST); \
+		if (after[slot].packets != before[slot].packets) {               \
+			packets += after[slot].packets - before[slot].packets;   \
+			if (seen->n < 4)                                         \
+				seen->reason[seen->n++] = LATCH_##id;            \
+		}                                                                \
 	} while (0);
 	LATCH_REASONS(LATCH_VERIFY_GREW)
 #undef LATCH_VERIFY_GREW
@@ -469,18 +469,23 @@ enum latch_verify_result latch_verify_judge(const struct latch_verify_case *c, c
 	if (stopped)
 		return LATCH_VERIFY_OK;
 	if (passed)
-		return open && c->policy_bound && has(seen, LATCH_PASS_OPEN) ? LATCH_VERIFY_UNCONTAINED
-									      : LATCH_VERIFY_LEAK;
+		return open && c->policy_bound && has(seen, LATCH_PASS_OPEN) ? LATCH_VERIFY_UNCONTAINED :
+									       LATCH_VERIFY_LEAK;
 	return LATCH_VERIFY_UNSEEN;
 }
 
 const char *latch_verify_result_name(enum latch_verify_result r)
 {
 	switch (r) {
-	case LATCH_VERIFY_OK: return "ok";
-	case LATCH_VERIFY_LEAK: return "FAIL";
-	case LATCH_VERIFY_UNCONTAINED: return "UNCONTAINED";
-	case LATCH_VERIFY_CONTROL_FAIL: return "control-failed";
-	default: return "unseen";
+	case LATCH_VERIFY_OK:
+		return "ok";
+	case LATCH_VERIFY_LEAK:
+		return "FAIL";
+	case LATCH_VERIFY_UNCONTAINED:
+		return "UNCONTAINED";
+	case LATCH_VERIFY_CONTROL_FAIL:
+		return "control-failed";
+	default:
+		return "unseen";
 	}
 }

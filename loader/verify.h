@@ -31,10 +31,10 @@
 #define LATCH_VERIFY_MAX 32
 
 struct latch_verify_case {
-	char name[64];	     /* "spoofed source MAC" */
-	bool attack;	     /* false: the control of the attack before it */
-	bool policy_bound;   /* an attack only the policy stops: under `open` it passes, uncontained */
-	int want;	     /* the reason the kernel should count */
+	char name[64]; /* "spoofed source MAC" */
+	bool attack; /* false: the control of the attack before it */
+	bool policy_bound; /* an attack only the policy stops: under `open` it passes, uncontained */
+	int want; /* the reason the kernel should count */
 	size_t len;
 	uint8_t frame[LATCH_VERIFY_FRAME_MAX];
 };
@@ -51,11 +51,11 @@ struct latch_verify_seen {
 };
 
 enum latch_verify_result {
-	LATCH_VERIFY_OK,	   /* attack stopped / control passed, as expected */
-	LATCH_VERIFY_LEAK,	   /* an attack passed: a real leak */
-	LATCH_VERIFY_UNCONTAINED,  /* a policy-bound attack passed under `open` */
+	LATCH_VERIFY_OK, /* attack stopped / control passed, as expected */
+	LATCH_VERIFY_LEAK, /* an attack passed: a real leak */
+	LATCH_VERIFY_UNCONTAINED, /* a policy-bound attack passed under `open` */
 	LATCH_VERIFY_CONTROL_FAIL, /* a control did not pass: the attack beside it proves nothing */
-	LATCH_VERIFY_UNSEEN,	   /* no counter moved: the frame was not seen */
+	LATCH_VERIFY_UNSEEN, /* no counter moved: the frame was not seen */
 };
 
 /*

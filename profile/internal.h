@@ -34,8 +34,8 @@ void text_size(const char *text, int *lines, size_t *bytes);
  * Append TEXT's entries to PV, at most ROOM of them; EXTENDS gets the
  * `# extends:` name or "" and EXT_LINE its line.  PV NULL: the comments only.
  */
-int parse_text(const char *text, const char *source, struct pvec *pv, int room, char *extends, int *ext_line,
-	       char *err, size_t errlen);
+int parse_text(const char *text, const char *source, struct pvec *pv, int room, char *extends, int *ext_line, char *err,
+	       size_t errlen);
 
 /* match.c */
 struct latch_profile_index *index_make(const struct latch_profile *p);

@@ -200,8 +200,8 @@ void latch_pentry_format(const struct latch_pentry *pe, char *buf, size_t len)
 	}
 	if (off < len)
 		snprintf(buf + off, len - off, "%s",
-			 e->proto == LATCH_PROTO_TCP   ? "/tcp"
-			 : e->proto == LATCH_PROTO_UDP ? "/udp"
-			 : e->proto == LATCH_PROTO_ICMP ? "/icmp"
-							: "");
+			 e->proto == LATCH_PROTO_TCP  ? "/tcp" :
+			 e->proto == LATCH_PROTO_UDP  ? "/udp" :
+			 e->proto == LATCH_PROTO_ICMP ? "/icmp" :
+							"");
 }

@@ -97,9 +97,9 @@ static const struct range4 nonpublic4[] = {
 	{ V4(0, 0, 0, 0), 32, "unspecified" },
 	/* cloud metadata: ahead of the link-local, cgnat and public ranges around them */
 	{ V4(169, 254, 169, 254), 32, "metadata" }, /* AWS, GCP, Azure, OpenStack, Oracle */
-	{ V4(169, 254, 170, 2), 32, "metadata" },   /* AWS ECS task credentials */
+	{ V4(169, 254, 170, 2), 32, "metadata" }, /* AWS ECS task credentials */
 	{ V4(100, 100, 100, 200), 32, "metadata" }, /* Alibaba Cloud */
-	{ V4(168, 63, 129, 16), 32, "metadata" },   /* Azure WireServer: a public address, a host-local service */
+	{ V4(168, 63, 129, 16), 32, "metadata" }, /* Azure WireServer: a public address, a host-local service */
 	{ V4(0, 0, 0, 0), 8, "reserved" },
 	{ V4(127, 0, 0, 0), 8, "loopback" },
 	{ V4(10, 0, 0, 0), 8, "private" },
@@ -107,7 +107,7 @@ static const struct range4 nonpublic4[] = {
 	{ V4(192, 168, 0, 0), 16, "private" },
 	{ V4(100, 64, 0, 0), 10, "cgnat" },
 	{ V4(198, 18, 0, 0), 15, "benchmarking" }, /* RFC 2544: lab networks, often routed inside sites */
-	{ V4(192, 0, 0, 0), 24, "reserved" },	    /* IETF protocol assignments (DS-Lite B4, NAT64 discovery...) */
+	{ V4(192, 0, 0, 0), 24, "reserved" }, /* IETF protocol assignments (DS-Lite B4, NAT64 discovery...) */
 	{ V4(169, 254, 0, 0), 16, "link-local" },
 	{ V4(224, 0, 0, 0), 4, "multicast" },
 	{ V4(240, 0, 0, 0), 4, "reserved" }, /* and 255.255.255.255 */
@@ -191,7 +191,8 @@ const char *latch_addr_nonpublic(const struct latch_addr *a)
 		return nonpublic_v4(embedded_v4(a->bytes + 2, false)) ? "6to4" : NULL;
 	/* Teredo: the server's address in bits 32-63, the client's (inverted) in the last 32 */
 	if (!memcmp(a->bytes, teredo, sizeof(teredo)))
-		return nonpublic_v4(embedded_v4(a->bytes + 4, false)) || nonpublic_v4(embedded_v4(a->bytes + 12, true)) ?
+		return nonpublic_v4(embedded_v4(a->bytes + 4, false)) ||
+				       nonpublic_v4(embedded_v4(a->bytes + 12, true)) ?
 			       "teredo" :
 			       NULL;
 	for (size_t i = 0; i < sizeof(nonpublic6) / sizeof(nonpublic6[0]); i++)

@@ -248,8 +248,7 @@ static int parse_entry_line(const char *s, struct latch_pentry *pe, char *name, 
 	}
 	if (proto == LATCH_PROTO_ICMP)
 		return latch_errf(msg, msglen, -EINVAL, "'%s': ICMP has no ports; write %s/icmp", s, body);
-	if (latch_parse_ports(ports, pe->entry.ports, LATCH_RULES_MAX, &pe->entry.n_ports, perrbuf,
-			      sizeof(perrbuf)))
+	if (latch_parse_ports(ports, pe->entry.ports, LATCH_RULES_MAX, &pe->entry.n_ports, perrbuf, sizeof(perrbuf)))
 		return latch_errf(msg, msglen, -EINVAL, "'%s': %s", s, perrbuf);
 	return 0;
 }
@@ -307,8 +306,8 @@ static int extends_directive(const char *line, char *name, size_t len, char *msg
  * count, so a 65,536-line profile is never grown and copied), and lines are
  * found with memchr() and copied only when they are entries.
  */
-int parse_text(const char *text, const char *source, struct pvec *pv, int room, char *extends, int *ext_line,
-		      char *err, size_t errlen)
+int parse_text(const char *text, const char *source, struct pvec *pv, int room, char *extends, int *ext_line, char *err,
+	       size_t errlen)
 {
 	char line[LATCH_PROFILE_LINE_MAX], msg[LATCH_ERR_MAX], name[LATCH_PROFILE_NAME_MAX + 1];
 	char src[128], host[LATCH_DNS_NAME_MAX + 1];
@@ -327,7 +326,7 @@ int parse_text(const char *text, const char *source, struct pvec *pv, int room, 
 		lineno++;
 		if (len >= sizeof(line))
 			return latch_errf_at(err, errlen, -EINVAL, source, lineno, "line is longer than %zu characters",
-				    sizeof(line) - 1);
+					     sizeof(line) - 1);
 		for (q = p; q < p + len && blank(*q); q++)
 			;
 		if (q == p + len || (!pv && *q != '#')) { /* blank, or an entry on the pass that reads comments */
@@ -343,10 +342,11 @@ int parse_text(const char *text, const char *source, struct pvec *pv, int room, 
 			if (ret < 0)
 				return latch_errf_at(err, errlen, ret, source, lineno, "%s", msg);
 			if (ret && *extends)
-				return latch_errf_at(err, errlen, -EINVAL, source, lineno,
-					    "a second '# extends:' (the first is on line %d); a profile extends at most "
-					    "one other",
-					    *ext_line);
+				return latch_errf_at(
+					err, errlen, -EINVAL, source, lineno,
+					"a second '# extends:' (the first is on line %d); a profile extends at most "
+					"one other",
+					*ext_line);
 			if (ret) {
 				strcpy(extends, name);
 				*ext_line = lineno;
@@ -364,12 +364,14 @@ int parse_text(const char *text, const char *source, struct pvec *pv, int room, 
 		for (e = s; *e; e++)
 			if (blank(*e))
 				return latch_errf_at(err, errlen, -EINVAL, source, lineno,
-					    "'%s' has a blank inside; write one entry a line: %s", s, ENTRY_FORMS);
+						     "'%s' has a blank inside; write one entry a line: %s", s,
+						     ENTRY_FORMS);
 		if (added == room)
-			return latch_errf_at(err, errlen, -E2BIG, source, lineno,
-				    "more than %d entries in one profile with its chain and overlay; use CIDRs or "
-				    "wildcards",
-				    LATCH_PROFILE_ENTRIES_MAX);
+			return latch_errf_at(
+				err, errlen, -E2BIG, source, lineno,
+				"more than %d entries in one profile with its chain and overlay; use CIDRs or "
+				"wildcards",
+				LATCH_PROFILE_ENTRIES_MAX);
 		if (pv->n == pv->cap || (!src_kept && !(src_kept = pvec_str(pv, src, strlen(src)))))
 			return latch_errf_at(err, errlen, -ENOMEM, source, lineno, "no room for the entry (a bug)");
 		pe = &pv->v[pv->n];
@@ -414,4 +416,3 @@ int latch_profile_parse(const char *text, const char *source, struct latch_pentr
 	*n = pv.n;
 	return 0;
 }
-

@@ -55,8 +55,9 @@ static int read_file(const char *path, char **text, char *err, size_t errlen)
 		if (errno == ENOENT)
 			return -ENOENT;
 		if (errno == ELOOP)
-			return latch_errf_at(err, errlen, -ELOOP, path, 0,
-				    "is a symbolic link; a profile must be a regular file: replace the link with a copy");
+			return latch_errf_at(
+				err, errlen, -ELOOP, path, 0,
+				"is a symbolic link; a profile must be a regular file: replace the link with a copy");
 		return latch_errf_at(err, errlen, -errno, path, 0, "cannot open: %s", strerror(errno));
 	}
 	if (fstat(fd, &st)) {
@@ -86,8 +87,8 @@ static int read_file(const char *path, char **text, char *err, size_t errlen)
 			break;
 		len += r;
 		if (len > LATCH_PROFILE_FILE_MAX) {
-			ret = latch_errf_at(err, errlen, -EFBIG, path, 0, "larger than %d bytes; use CIDRs or wildcards",
-				   LATCH_PROFILE_FILE_MAX);
+			ret = latch_errf_at(err, errlen, -EFBIG, path, 0,
+					    "larger than %d bytes; use CIDRs or wildcards", LATCH_PROFILE_FILE_MAX);
 			goto out;
 		}
 	}
@@ -139,8 +140,8 @@ static int profile_path(char *buf, size_t len, const char *dir, const char *name
  * path or "builtin:NAME"; *owned is what the caller frees.  -ENOENT, without
  * a message, when neither exists.
  */
-static int find_profile(const char *dir, const char *name, char **owned, const char **text, char *source,
-			size_t srclen, char *err, size_t errlen)
+static int find_profile(const char *dir, const char *name, char **owned, const char **text, char *source, size_t srclen,
+			char *err, size_t errlen)
 {
 	int ret;
 
@@ -148,7 +149,8 @@ static int find_profile(const char *dir, const char *name, char **owned, const c
 	*text = NULL;
 	if (dir && *dir) {
 		if (profile_path(source, srclen, dir, name))
-			return latch_errf_at(err, errlen, -ENAMETOOLONG, dir, 0, "path too long for profile '%s'", name);
+			return latch_errf_at(err, errlen, -ENAMETOOLONG, dir, 0, "path too long for profile '%s'",
+					     name);
 		ret = read_file(source, owned, err, errlen);
 		if (ret != -ENOENT) {
 			*text = *owned;
@@ -184,9 +186,10 @@ static int load_overlay(const char *path, const char *text, struct pvec *pv, int
 		return 0;
 	ret = parse_text(text, path, pv, room, ext, &line, err, errlen);
 	if (!ret && *ext)
-		ret = latch_errf_at(err, errlen, -EINVAL, path, line,
-			   "an overlay cannot '# extends:'; it is layered over whichever profile is active, so remove "
-			   "the line or make this file a profile of its own");
+		ret = latch_errf_at(
+			err, errlen, -EINVAL, path, line,
+			"an overlay cannot '# extends:'; it is layered over whichever profile is active, so remove "
+			"the line or make this file a profile of its own");
 	return ret;
 }
 
@@ -223,9 +226,10 @@ static int load_open(const char *dir, const char *overlay, struct latch_profile 
 		if (profile_path(path, sizeof(path), dir, LATCH_PROFILE_OPEN))
 			return latch_errf_at(err, errlen, -ENAMETOOLONG, dir, 0, "path too long");
 		if (!lstat(path, &st))
-			return latch_errf_at(err, errlen, -EINVAL, path, 0,
-				    "'open' is built in: it removes the policy, so no file may define it; rename "
-				    "this file, e.g. to my-open.txt");
+			return latch_errf_at(
+				err, errlen, -EINVAL, path, 0,
+				"'open' is built in: it removes the policy, so no file may define it; rename "
+				"this file, e.g. to my-open.txt");
 	}
 	/* open has no entries, but a broken overlay is still reported now, not at the next switch */
 	ret = read_overlay(overlay, &text, err, errlen);
@@ -286,10 +290,11 @@ int latch_profile_load(const char *dir, const char *name, const char *overlay, s
 					 "(built-in: %s)",
 					 cur, dir && *dir ? dir : "", dir && *dir ? "/" : "", cur, known);
 		} else if (ret == -ENOENT) {
-			ret = latch_errf_at(err, errlen, -ENOENT, layers[depth - 1].source, layers[depth - 1].ext_line,
-				   "extends '%s', which is neither %s%s%s.txt nor a built-in profile; fix the name or "
-				   "add the file",
-				   cur, dir && *dir ? dir : "", dir && *dir ? "/" : "", cur);
+			ret = latch_errf_at(
+				err, errlen, -ENOENT, layers[depth - 1].source, layers[depth - 1].ext_line,
+				"extends '%s', which is neither %s%s%s.txt nor a built-in profile; fix the name or "
+				"add the file",
+				cur, dir && *dir ? dir : "", dir && *dir ? "/" : "", cur);
 		}
 		if (ret)
 			goto out;
@@ -306,14 +311,14 @@ int latch_profile_load(const char *dir, const char *name, const char *overlay, s
 				continue;
 			chain_text(layers, depth, l->extends, chain, sizeof(chain));
 			ret = latch_errf_at(err, errlen, -ELOOP, l->source, l->ext_line,
-				   "profile cycle %s; remove one of these '# extends:' lines", chain);
+					    "profile cycle %s; remove one of these '# extends:' lines", chain);
 			goto out;
 		}
 		if (depth == LATCH_PROFILE_DEPTH_MAX) {
 			chain_text(layers, depth, l->extends, chain, sizeof(chain));
 			ret = latch_errf_at(err, errlen, -ELOOP, l->source, l->ext_line,
-				   "more than %d profiles in one extends chain (%s); flatten it", LATCH_PROFILE_DEPTH_MAX,
-				   chain);
+					    "more than %d profiles in one extends chain (%s); flatten it",
+					    LATCH_PROFILE_DEPTH_MAX, chain);
 			goto out;
 		}
 		cur = l->extends;
@@ -416,7 +421,8 @@ int latch_profile_list(const char *dir, struct latch_profile_info **out, int *n,
 	if (ret)
 		goto nomem;
 	if (dir && *dir && !(d = opendir(dir)) && errno != ENOENT) {
-		ret = latch_errf_at(err, errlen, -errno, dir, 0, "cannot read the profile directory: %s", strerror(errno));
+		ret = latch_errf_at(err, errlen, -errno, dir, 0, "cannot read the profile directory: %s",
+				    strerror(errno));
 		free(v);
 		return ret;
 	}
@@ -435,7 +441,8 @@ int latch_profile_list(const char *dir, struct latch_profile_info **out, int *n,
 			goto nomem;
 	}
 	if (d && errno) {
-		ret = latch_errf_at(err, errlen, -errno, dir, 0, "cannot read the profile directory: %s", strerror(errno));
+		ret = latch_errf_at(err, errlen, -errno, dir, 0, "cannot read the profile directory: %s",
+				    strerror(errno));
 		closedir(d);
 		free(v);
 		return ret;
@@ -452,4 +459,3 @@ nomem:
 	free(v);
 	return latch_errf(err, errlen, -ENOMEM, "listing profiles: out of memory");
 }
-

@@ -29,8 +29,8 @@
 #include "profile/names.h" /* LATCH_DNS_NAME_MAX */
 
 #define LATCH_PROFILE_NAME_MAX 64
-#define LATCH_PROFILE_DEPTH_MAX 16	    /* profiles in one extends chain */
-#define LATCH_PROFILE_ENTRIES_MAX 65536	    /* entries of a loaded profile, chain and overlay */
+#define LATCH_PROFILE_DEPTH_MAX 16 /* profiles in one extends chain */
+#define LATCH_PROFILE_ENTRIES_MAX 65536 /* entries of a loaded profile, chain and overlay */
 #define LATCH_PROFILE_FILE_MAX (16 * 1024 * 1024) /* bytes of one profile file: 65,536 entries fit */
 #define LATCH_PROFILE_LINE_MAX 1024
 #define LATCH_PROFILE_OPEN "open"
@@ -45,7 +45,7 @@ enum latch_pentry_kind { LATCH_PENTRY_HOST, LATCH_PENTRY_WILDCARD, LATCH_PENTRY_
 struct latch_pentry {
 	enum latch_pentry_kind kind;
 	int line;
-	const char *name;   /* HOST: normalized host; WILDCARD: the domain under "*."; CIDR: "" */
+	const char *name; /* HOST: normalized host; WILDCARD: the domain under "*."; CIDR: "" */
 	const char *source; /* file path or "builtin:NAME"; a path over 127 bytes keeps its tail after "..." */
 	/* CIDR: address, prefixlen, proto, ports.  HOST/WILDCARD: only proto, n_ports and ports used */
 	struct latch_entry entry;
@@ -55,7 +55,7 @@ struct latch_profile_index; /* host and wildcard names, hashed (profile.c) */
 
 struct latch_profile {
 	char name[LATCH_PROFILE_NAME_MAX + 1];
-	bool open;		      /* the built-in "open": no policy at all (uncontained) */
+	bool open; /* the built-in "open": no policy at all (uncontained) */
 	struct latch_pentry *entries; /* the extends chain, base first, then the overlay */
 	int n;
 	/* made by latch_profile_load, freed by latch_profile_free; moves with entries */
@@ -178,7 +178,7 @@ void latch_profile_address_entry(const struct latch_addr *a, const struct latch_
 struct latch_compose_host {
 	const struct latch_pentry *pe; /* its entry: ports and proto */
 	const struct latch_addr *addr;
-	int n;		     /* 0: the lookup failed */
+	int n; /* 0: the lookup failed */
 	uint64_t expires_ns; /* boot clock: the lookup's time plus its TTL */
 };
 
@@ -191,7 +191,7 @@ struct latch_compose_learned {
 
 struct latch_compose_in {
 	const struct latch_profile *profile; /* loaded, overlay included */
-	const struct latch_pentry *extra;    /* may be NULL */
+	const struct latch_pentry *extra; /* may be NULL */
 	int n_extra;
 	const struct latch_compose_host *hosts;
 	int n_hosts;
@@ -200,23 +200,23 @@ struct latch_compose_in {
 	const struct latch_policy_item *live; /* the live generation, as latch_policy_list() gave it */
 	int n_live;
 	bool carry_live_learned;
-	uint64_t now_ns;   /* boot clock */
+	uint64_t now_ns; /* boot clock */
 	uint64_t grace_ns; /* a learned answer is kept until its deadline plus this */
 };
 
 /* How many specs each source gave (before folding), and what was left out and why. */
 struct latch_compose_counts {
-	int profile;	     /* 1: CIDR entries */
-	int extra;	     /* 2: CIDR entries */
-	int hostname;	     /* 3: addresses */
-	int learned;	     /* 4: answers kept (a name matched by both profile and extras counts once) */
-	int carried_egress;  /* 5: hand-added rules */
+	int profile; /* 1: CIDR entries */
+	int extra; /* 2: CIDR entries */
+	int hostname; /* 3: addresses */
+	int learned; /* 4: answers kept (a name matched by both profile and extras counts once) */
+	int carried_egress; /* 5: hand-added rules */
 	int carried_learned; /* 5: nameless learned rules (carry_live_learned) */
 	int learned_expired; /* 4: past deadline plus grace */
 	int learned_refused; /* 4: the new policy does not allow the name, or it is open */
-	int live_timed;	     /* 5: left in the timed maps */
-	int live_rebuilt;    /* 5: not carried; 1-4 rebuild what is still allowed */
-	int folded;	     /* identical specs folded into an earlier one */
+	int live_timed; /* 5: left in the timed maps */
+	int live_rebuilt; /* 5: not carried; 1-4 rebuild what is still allowed */
+	int folded; /* identical specs folded into an earlier one */
 };
 
 struct latch_compose_out {

@@ -70,4 +70,3 @@ int latch_profile_state_write(const char *name, const char *profile, char *err, 
 		return latch_errf(err, errlen, rc, "%s: %s", path, strerror(-rc));
 	return 0;
 }
-

@@ -32,9 +32,9 @@
 
 #include "room/room_int.h"
 
-#define DIFF_MAX (64 * 1024)   /* bytes of diff kept per file */
+#define DIFF_MAX (64 * 1024) /* bytes of diff kept per file */
 #define TEXT_MAX (1024 * 1024) /* files larger than this are not diffed */
-#define SNIFF 8000	       /* a NUL in the first bytes: binary (as git and diff decide) */
+#define SNIFF 8000 /* a NUL in the first bytes: binary (as git and diff decide) */
 
 static int open_beneath(int dirfd, const char *rel, int flags)
 {

@@ -46,10 +46,14 @@
 const char *latch_room_via_name(enum latch_room_via v)
 {
 	switch (v) {
-	case LATCH_ROOM_VIA_CGROUP2: return "cgroup2";
-	case LATCH_ROOM_VIA_CGROUP1: return "cgroup1";
-	case LATCH_ROOM_VIA_RLIMIT: return "rlimit";
-	default: return "none";
+	case LATCH_ROOM_VIA_CGROUP2:
+		return "cgroup2";
+	case LATCH_ROOM_VIA_CGROUP1:
+		return "cgroup1";
+	case LATCH_ROOM_VIA_RLIMIT:
+		return "rlimit";
+	default:
+		return "none";
 	}
 }
 

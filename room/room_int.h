@@ -26,9 +26,9 @@ struct room_v1_dir {
 /* Messages from the room's processes on the status pipe. */
 enum room_msg_kind {
 	ROOM_MSG_READY = 1, /* init: namespaces and mounts done, waiting for go */
-	ROOM_MSG_SETUP,	    /* init or the command's process: setup failed at `text`, errno `value` */
-	ROOM_MSG_EXEC,	    /* the command's process: execve failed with errno `value` */
-	ROOM_MSG_STATUS,    /* init: the command ended with wait status `value` */
+	ROOM_MSG_SETUP, /* init or the command's process: setup failed at `text`, errno `value` */
+	ROOM_MSG_EXEC, /* the command's process: execve failed with errno `value` */
+	ROOM_MSG_STATUS, /* init: the command ended with wait status `value` */
 };
 
 struct room_msg {
@@ -55,7 +55,7 @@ struct room {
 	gid_t gid;
 	/* cgroups */
 	char cg2_root[PATH_MAX]; /* the cgroup2 mount */
-	char cg2[PATH_MAX];	 /* the room's own directory */
+	char cg2[PATH_MAX]; /* the room's own directory */
 	int cg2_fd;
 	bool cg2_made;
 	struct room_v1_dir v1[V1_COUNT];
@@ -65,17 +65,17 @@ struct room {
 	struct latch_cg_room *cg;
 	/* files: $LATCH_ROOT/run/latch/rooms/NAME */
 	char run_dir[PATH_MAX];
-	char root_dir[PATH_MAX];  /* mount point of the room's root (inside its namespace only) */
+	char root_dir[PATH_MAX]; /* mount point of the room's root (inside its namespace only) */
 	char upper_mnt[PATH_MAX]; /* tmpfs with upper/ and work/ of the workspace overlay */
 	bool upper_mounted;
 	char resolv[PATH_MAX]; /* the room's resolv.conf, when it has a resolver */
-	int workspace_fd;      /* the workspace directory, opened before the room exists */
+	int workspace_fd; /* the workspace directory, opened before the room exists */
 	/* the room's first process (its init, PID 1 inside) */
 	pid_t init_pid;
 	int pidfd;
-	int out_pipe[2];    /* the command's stdout and stderr, both */
+	int out_pipe[2]; /* the command's stdout and stderr, both */
 	int status_pipe[2]; /* struct room_msg from inside */
-	int go_pipe[2];	    /* struct room_go (+ filter) to inside */
+	int go_pipe[2]; /* struct room_go (+ filter) to inside */
 	uint64_t start_ns;
 	char setup_error[160]; /* the command's process failed before exec: latch's failure */
 	/* LATCH_ROOM_TIMING=1: when each step ended, printed to stderr at the end */

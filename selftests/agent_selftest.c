@@ -58,11 +58,11 @@ static void check(bool ok, const char *what)
 struct want {
 	const char *const *argv;
 	struct latch_agent_exec_opts opts;
-	int ret;	    /* expected return of latch_agent_exec */
-	int status;	    /* expected shell-style status */
+	int ret; /* expected return of latch_agent_exec */
+	int status; /* expected shell-style status */
 	unsigned int flags; /* flags that must be set */
-	const char *out;    /* expected stdout, NULL: don't care */
-	const char *err;    /* expected stderr prefix, NULL: don't care */
+	const char *out; /* expected stdout, NULL: don't care */
+	const char *err; /* expected stderr prefix, NULL: don't care */
 };
 
 static void run(struct latch_agent *a, int out_fd, int err_fd, const struct want *w)
@@ -76,8 +76,7 @@ static void run(struct latch_agent *a, int out_fd, int err_fd, const struct want
 	for (int i = 0; w->argv[i]; i++)
 		printf(strchr(w->argv[i], ' ') ? " '%s'" : " %s", w->argv[i]);
 	if (w->opts.timeout_ms || w->opts.output_limit)
-		printf("    [timeout %u ms, output limit %u]", w->opts.timeout_ms,
-		       w->opts.output_limit);
+		printf("    [timeout %u ms, output limit %u]", w->opts.timeout_ms, w->opts.output_limit);
 	printf("\n");
 	ret = latch_agent_exec(a, w->argv, &w->opts, out_fd, err_fd, &res);
 	slurp(out_fd, out, sizeof(out));
@@ -92,9 +91,8 @@ static void run(struct latch_agent *a, int out_fd, int err_fd, const struct want
 		return;
 	}
 	printf("  -> %s %d, flags 0x%x, produced %llu relayed %llu bytes, %u ms in guest, %lld ms round trip\n",
-	       res.how == LAGENT_SIGNALED ? "signal" : "exit", res.code, res.flags,
-	       (unsigned long long)res.out_bytes, (unsigned long long)res.relayed,
-	       res.duration_ms, now_ms() - t0);
+	       res.how == LAGENT_SIGNALED ? "signal" : "exit", res.code, res.flags, (unsigned long long)res.out_bytes,
+	       (unsigned long long)res.relayed, res.duration_ms, now_ms() - t0);
 	snprintf(what, sizeof(what), "status %d", w->status);
 	check(ret == w->ret && latch_agent_status(&res) == w->status, what);
 	if (w->flags)
@@ -120,12 +118,8 @@ int main(int argc, char **argv)
 	static const char *const a_sleep[] = { "sleep", "30", NULL };
 	static const char *const a_none[] = { "/no/such/cmd", NULL };
 	static const char *const a_pidof[] = { "pidof", "sleep", NULL };
-	static const char *const a_mods[] = {
-		"sh", "-c", "cut -d' ' -f1 /proc/modules | sort | tr '\\n' ' '", NULL
-	};
-	static const char *const a_mounts[] = {
-		"sh", "-c", "grep -E ' /(tmp|workspace|dev/shm) ' /proc/mounts", NULL
-	};
+	static const char *const a_mods[] = { "sh", "-c", "cut -d' ' -f1 /proc/modules | sort | tr '\\n' ' '", NULL };
+	static const char *const a_mounts[] = { "sh", "-c", "grep -E ' /(tmp|workspace|dev/shm) ' /proc/mounts", NULL };
 	static const char *const a_ws[] = { "cat", "/workspace/hello", NULL };
 	const char *ws = getenv("LATCH_SELFTEST_WORKSPACE");
 	int boot_ms = argc > 2 ? atoi(argv[2]) : 120000;
@@ -174,9 +168,13 @@ int main(int argc, char **argv)
 			{ .argv = a_cmdline, .status = 0 },
 			{ .argv = a_exit7, .status = 7, .out = "" },
 			{ .argv = a_both, .status = 3, .out = "out\n", .err = "err\n" },
-			{ .argv = a_flood, .opts = { .output_limit = 1000 }, .status = 0,
+			{ .argv = a_flood,
+			  .opts = { .output_limit = 1000 },
+			  .status = 0,
 			  .flags = LAGENT_EXIT_TRUNCATED },
-			{ .argv = a_sleep, .opts = { .timeout_ms = 1000 }, .status = 128 + SIGKILL,
+			{ .argv = a_sleep,
+			  .opts = { .timeout_ms = 1000 },
+			  .status = 128 + SIGKILL,
 			  .flags = LAGENT_EXIT_TIMED_OUT },
 			{ .argv = a_none, .status = 127, .err = "latch-agent: /no/such/cmd:" },
 			{ .argv = a_mods, .status = 0 },
@@ -230,8 +228,7 @@ int main(int argc, char **argv)
 		int fd = socket(AF_UNIX, SOCK_STREAM, 0);
 		long long t1;
 
-		printf("$ (raw client writes %zu junk bytes, a torn frame claiming 4 GiB, and leaves)\n",
-		       sizeof(junk));
+		printf("$ (raw client writes %zu junk bytes, a torn frame claiming 4 GiB, and leaves)\n", sizeof(junk));
 		latch_agent_close(a);
 		a = NULL;
 		snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", argv[1]);
@@ -244,8 +241,7 @@ int main(int argc, char **argv)
 		ret = latch_agent_connect(argv[1], &a);
 		if (!ret)
 			ret = latch_agent_ping(a, 10000, NULL, 0);
-		printf("  -> next client's ping: %s after %lld ms\n", ret ? strerror(-ret) : "answered",
-		       now_ms() - t1);
+		printf("  -> next client's ping: %s after %lld ms\n", ret ? strerror(-ret) : "answered", now_ms() - t1);
 		check(!ret, "agent still answers");
 		if (!ret)
 			run(a, out_fd, err_fd, &(struct want){ .argv = a_exit7, .status = 7 });

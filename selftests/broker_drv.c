@@ -129,10 +129,9 @@ static int resolve(void *arg, const char *name, latch_http_resolved_cb cb, void 
 	snprintf(p->name, sizeof(p->name), "%s", name);
 	if (!latch_parse_addr(name, &p->addrs[0], err, sizeof(err))) /* an address answers itself */
 		p->n = 1;
-	json_array_foreach(list, i, v)
-	{
-		if (p->n < 8 && json_is_string(v) && !latch_parse_addr(json_string_value(v), &p->addrs[p->n], err,
-									sizeof(err)))
+	json_array_foreach(list, i, v) {
+		if (p->n < 8 && json_is_string(v) &&
+		    !latch_parse_addr(json_string_value(v), &p->addrs[p->n], err, sizeof(err)))
 			p->n++;
 	}
 	if (!p->n)
@@ -188,8 +187,7 @@ static void local_answer(const char *line)
 
 /* ------------------------------------------------------------ the test meter */
 
-static int meter_request(void *arg, const struct latch_http_meter_request *rq, void **token, char *refusal,
-			 size_t len)
+static int meter_request(void *arg, const struct latch_http_meter_request *rq, void **token, char *refusal, size_t len)
 {
 	json_t *body = json_loadb(rq->body, rq->body_len, 0, NULL);
 	json_int_t max_tokens = json_integer_value(json_object_get(body, "max_tokens"));
@@ -201,8 +199,10 @@ static int meter_request(void *arg, const struct latch_http_meter_request *rq, v
 			     model, "max_tokens", max_tokens));
 	json_decref(body);
 	if (max_tokens > 100000) {
-		snprintf(refusal, len, "latch: spend cap: max_tokens %lld could cost more than the test cap allows; "
-			 "lower max_tokens", (long long)max_tokens);
+		snprintf(refusal, len,
+			 "latch: spend cap: max_tokens %lld could cost more than the test cap allows; "
+			 "lower max_tokens",
+			 (long long)max_tokens);
 		return -1;
 	}
 	*token = (void *)next_token++;
@@ -262,14 +262,15 @@ static int add_route(struct drv_sandbox *d, json_t *jr, char *err, size_t errlen
 	size_t i;
 	int ret;
 
-	json_array_foreach(json_object_get(jr, "methods"), i, v) if (r.n_methods < LATCH_HTTP_METHODS_MAX)
-		r.methods[r.n_methods++] = json_string_value(v);
-	json_array_foreach(json_object_get(jr, "paths"), i, v) if (r.n_paths < LATCH_HTTP_PATHS_MAX)
-		r.paths[r.n_paths++] = json_string_value(v);
+	json_array_foreach(json_object_get(jr, "methods"), i, v)
+		if (r.n_methods < LATCH_HTTP_METHODS_MAX)
+			r.methods[r.n_methods++] = json_string_value(v);
+	json_array_foreach(json_object_get(jr, "paths"), i, v)
+		if (r.n_paths < LATCH_HTTP_PATHS_MAX)
+			r.paths[r.n_paths++] = json_string_value(v);
 	if (json_is_true(json_object_get(jr, "meter")))
 		r.meter = &test_meter;
-	json_array_foreach(json_object_get(jr, "upstreams"), i, v)
-	{
+	json_array_foreach(json_object_get(jr, "upstreams"), i, v) {
 		struct latch_http_upstream *u = &r.upstreams[r.n_upstreams];
 
 		if (r.n_upstreams == LATCH_HTTP_UPSTREAMS_MAX)
@@ -281,8 +282,8 @@ static int add_route(struct drv_sandbox *d, json_t *jr, char *err, size_t errlen
 		u->ca_file = str(v, "ca_file");
 		u->base_path = str(v, "base_path");
 		u->secret_var = str(v, "secret_var");
-		if (str(v, "secret_file") && !read_secret(str(v, "secret_file"), secrets[r.n_upstreams], 1024,
-							  &u->secret_len))
+		if (str(v, "secret_file") &&
+		    !read_secret(str(v, "secret_file"), secrets[r.n_upstreams], 1024, &u->secret_len))
 			u->secret = secrets[r.n_upstreams];
 		r.n_upstreams++;
 	}
@@ -301,8 +302,7 @@ static int load(const char *path, char *err, size_t errlen)
 	if (!root)
 		return latch_errf(err, errlen, -EINVAL, "%s:%d: %s", path, je.line, je.text);
 	hosts = json_incref(json_object_get(root, "hosts"));
-	json_array_foreach(json_object_get(root, "sandboxes"), i, js)
-	{
+	json_array_foreach(json_object_get(root, "sandboxes"), i, js) {
 		struct latch_http_sandbox_opts o = { .name = str(js, "name") };
 		struct drv_sandbox *d = &sandboxes[n_sandboxes];
 		uint32_t port = 0;
@@ -316,20 +316,23 @@ static int load(const char *path, char *err, size_t errlen)
 			jl = json_pack("[O]", jl);
 		else
 			json_incref(jl);
-		json_array_foreach(jl, k, v) if (o.n_listen < LATCH_HTTP_LISTEN_MAX &&
-						 !latch_parse_addr(json_string_value(v) ?: "", &o.listen[o.n_listen], err,
-								   errlen)) o.n_listen++;
+		json_array_foreach(jl, k, v)
+			if (o.n_listen < LATCH_HTTP_LISTEN_MAX &&
+			    !latch_parse_addr(json_string_value(v) ?: "", &o.listen[o.n_listen], err, errlen))
+				o.n_listen++;
 		json_decref(jl);
 		if (!o.name || !o.n_listen)
-			return latch_errf(err, errlen, -EINVAL, "%s: sandbox %zu needs a name and a listen address", path, i);
+			return latch_errf(err, errlen, -EINVAL, "%s: sandbox %zu needs a name and a listen address",
+					  path, i);
 		port = json_integer_value(json_object_get(js, "port"));
 		o.port = port;
-		json_array_foreach(json_object_get(js, "guests"), k, v) if (o.n_guests < LATCH_HTTP_GUESTS_MAX &&
-									   !latch_parse_addr(json_string_value(v),
-											     &o.guests[o.n_guests], err,
-											     errlen)) o.n_guests++;
-		json_array_foreach(json_object_get(js, "allow"), k, v) if (d->n_allow < DRV_NAMES)
-			d->allow[d->n_allow++] = json_string_value(v);
+		json_array_foreach(json_object_get(js, "guests"), k, v)
+			if (o.n_guests < LATCH_HTTP_GUESTS_MAX &&
+			    !latch_parse_addr(json_string_value(v), &o.guests[o.n_guests], err, errlen))
+				o.n_guests++;
+		json_array_foreach(json_object_get(js, "allow"), k, v)
+			if (d->n_allow < DRV_NAMES)
+				d->allow[d->n_allow++] = json_string_value(v);
 		o.arg = d;
 		o.name_allowed = name_allowed;
 		o.resolve = hosts ? resolve : NULL;
@@ -343,7 +346,9 @@ static int load(const char *path, char *err, size_t errlen)
 		if (!d->sb)
 			return -EINVAL;
 		n_sandboxes++;
-		json_array_foreach(json_object_get(js, "routes"), k, v) if (add_route(d, v, err, errlen)) return -EINVAL;
+		json_array_foreach(json_object_get(js, "routes"), k, v)
+			if (add_route(d, v, err, errlen))
+				return -EINVAL;
 	}
 	/* root (and the strings the sandboxes point at) lives as long as the driver */
 	return 0;
@@ -375,8 +380,8 @@ static void command(char *line)
 		latch_http_stats(engine, &s);
 		printf("ok stats audited=%lu accepted=%llu requests=%llu refused=%llu forwarded=%llu tunnels=%llu connects=%llu "
 		       "reused=%llu guest_conns=%d upstream_conns=%d idle=%d\n",
-		       audited, (unsigned long long)s.accepted, (unsigned long long)s.requests, (unsigned long long)s.refused,
-		       (unsigned long long)s.forwarded, (unsigned long long)s.tunnels,
+		       audited, (unsigned long long)s.accepted, (unsigned long long)s.requests,
+		       (unsigned long long)s.refused, (unsigned long long)s.forwarded, (unsigned long long)s.tunnels,
 		       (unsigned long long)s.upstream_connects, (unsigned long long)s.upstream_reused, s.guest_conns,
 		       s.upstream_conns, s.idle_upstream_conns);
 		return;

@@ -266,8 +266,8 @@ static void test_replace_grouped(struct latch_sandbox *sb)
 	err[0] = 0;
 	check("17 rules on one address refuse the replace",
 	      latch_policy_replace(sb, e, n, err, sizeof(err)) != 0 && strstr(err, "more than 16 port rules"));
-	check("... and the policy before it stays live", passes("198.18.0.1", 1000) == 1 &&
-							     passes("198.51.100.67", 443) == 0);
+	check("... and the policy before it stays live",
+	      passes("198.18.0.1", 1000) == 1 && passes("198.51.100.67", 443) == 0);
 	free(e);
 }
 
@@ -362,8 +362,11 @@ static void test_switch(struct latch_sandbox *sb)
 	      latch_policy_prune_resolved(sb, latch_now_boot_ns()) == 1 && passes("198.51.100.51", 443) == 1 &&
 		      passes("198.51.100.52", 443) == 1);
 	check("a learned answer on a fresh address passes",
-	      latch_policy_learn(sb, &(struct latch_entry){ .addr = entry("198.51.100.53").addr, .prefixlen = 32,
-							   .n_ports = 1, .ports = { { 443, 443 } } },
+	      latch_policy_learn(sb,
+				 &(struct latch_entry){ .addr = entry("198.51.100.53").addr,
+							.prefixlen = 32,
+							.n_ports = 1,
+							.ports = { { 443, 443 } } },
 				 latch_now_boot_ns() + 3600ULL * 1000000000ULL, LATCH_ORIGIN_LEARNED, err,
 				 sizeof(err)) == 0 &&
 		      passes("198.51.100.53", 443) == 1 && passes("198.51.100.53", 80) == 0);
@@ -372,8 +375,13 @@ static void test_switch(struct latch_sandbox *sb)
 int main(void)
 {
 	char bpffs[64], err[LATCH_ERR_MAX], path[PATH_MAX];
-	struct latch_sandbox_opts o = { .name = NAME, .ifname = "pa-host", .n_host_ports = 0,
-					.dns_rate = 1, .dns_burst = 1, .event_rate = 10, .event_burst = 10 };
+	struct latch_sandbox_opts o = { .name = NAME,
+					.ifname = "pa-host",
+					.n_host_ports = 0,
+					.dns_rate = 1,
+					.dns_burst = 1,
+					.event_rate = 10,
+					.event_burst = 10 };
 	struct latch_sandbox *sb;
 
 	if (geteuid()) {
@@ -383,7 +391,8 @@ int main(void)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	libbpf_set_print(NULL);
 	/* a private netns: the veth and everything on it vanish with this process */
-	if (latch_testnet_enter(NULL, 0, err, sizeof(err)) || system("ip link add pa-host type veth peer name pa-guest && ip link set pa-host up"))
+	if (latch_testnet_enter(NULL, 0, err, sizeof(err)) ||
+	    system("ip link add pa-host type veth peer name pa-guest && ip link set pa-host up"))
 		return fprintf(stderr, "policy_api: cannot make the private netns and veth\n"), 1;
 	/* a fresh host has no bpffs at /sys/fs/bpf yet: mount it there, as latch and lib.sh do */
 	if (system("grep -qs ' /sys/fs/bpf bpf ' /proc/mounts || mount -t bpf bpf /sys/fs/bpf"))

@@ -121,8 +121,7 @@ static void refused(void *arg, const char *qname, uint16_t qtype, const char *re
 	free(t);
 }
 
-static void looked_up(void *arg, const char *name, const struct latch_addr *addrs, int n, uint32_t ttl,
-		      const char *why)
+static void looked_up(void *arg, const char *name, const struct latch_addr *addrs, int n, uint32_t ttl, const char *why)
 {
 	if (n < 0) {
 		printf("lookup %s failed %s\n", name, why);
@@ -158,8 +157,8 @@ static void print_stats(const struct latch_resolver *r)
 	printf("stats queries=%llu answered=%llu refused=%llu upstream_sent=%llu cache_hits=%llu failed=%llu "
 	       "foreign=%llu tcp_cut=%llu\n",
 	       (unsigned long long)st.queries, (unsigned long long)st.answered, (unsigned long long)st.refused,
-	       (unsigned long long)st.upstream_sent, (unsigned long long)st.cache_hits,
-	       (unsigned long long)st.failed, (unsigned long long)st.foreign, (unsigned long long)st.tcp_cut);
+	       (unsigned long long)st.upstream_sent, (unsigned long long)st.cache_hits, (unsigned long long)st.failed,
+	       (unsigned long long)st.foreign, (unsigned long long)st.tcp_cut);
 }
 
 static void on_stats(evutil_socket_t sig, short what, void *arg)

@@ -66,7 +66,11 @@ static struct audit_log *open_log(void)
 static int64_t add(struct audit_log *log, const char *sb, const char *kind, const char *fields)
 {
 	struct audit_entry e = {
-		.sandbox = sb, .kind = kind, .decision = "allow", .reason = "test.add", .fields = fields,
+		.sandbox = sb,
+		.kind = kind,
+		.decision = "allow",
+		.reason = "test.add",
+		.fields = fields,
 	};
 	int rc = audit_append(log, &e);
 
@@ -195,8 +199,9 @@ Test(audit, test_verify_names_the_row_edited_by_raw_sqlite)
 Test(audit, test_verify_catches_an_edit_whose_hash_was_recomputed_at_the_next_row)
 {
 	struct audit_log *log = open_log();
-	struct audit_entry e = { .id = 3, .sandbox = "alpha", .kind = "egress", .decision = "deny",
-				 .reason = "test.add", .fields = "{}" };
+	struct audit_entry e = {
+		.id = 3, .sandbox = "alpha", .kind = "egress", .decision = "deny", .reason = "test.add", .fields = "{}"
+	};
 	struct collect *c = calloc(1, sizeof(*c));
 	char h[AUDIT_HASH_HEX + 1], sql[512], prev[AUDIT_HASH_HEX + 1];
 	sqlite3 *db;
@@ -631,7 +636,8 @@ static void rewrite_suffix(int from, int to)
 	for (int id = from; id <= to; id++) {
 		struct audit_entry e = { .id = id, .decision = "deny" };
 
-		snprintf(sql, sizeof(sql), "SELECT time_ns, sandbox, kind, reason, fields FROM entries WHERE id = %d", id);
+		snprintf(sql, sizeof(sql), "SELECT time_ns, sandbox, kind, reason, fields FROM entries WHERE id = %d",
+			 id);
 		cr_assert_eq(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
 		cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
 		e.time_ns = sqlite3_column_int64(st, 0);
@@ -641,8 +647,9 @@ static void rewrite_suffix(int from, int to)
 		e.fields = strdup((const char *)sqlite3_column_text(st, 4));
 		sqlite3_finalize(st);
 		audit_entry_hash(&e, prev, h);
-		snprintf(sql, sizeof(sql), "UPDATE entries SET decision = 'deny', prev_hash = '%s', hash = '%s' WHERE id = %d",
-			 prev, h, id);
+		snprintf(sql, sizeof(sql),
+			 "UPDATE entries SET decision = 'deny', prev_hash = '%s', hash = '%s' WHERE id = %d", prev, h,
+			 id);
 		cr_assert_eq(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
 		memcpy(prev, h, sizeof(prev));
 		free((char *)e.sandbox);

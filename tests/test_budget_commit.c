@@ -115,8 +115,9 @@ Test(budget_commit, a_turn_is_counted_at_once_and_written_by_one_commit)
 	cr_assert_eq(budget_commit(b, &note, line, sizeof(line)), 0, "%s", line);
 	cr_expect_eq(rows("reserve"), 3);
 	cr_expect_eq(bt_sql("SELECT max(id) FROM ledger"), 3);
-	cr_expect_eq(bt_sql("SELECT count(*) FROM ledger a JOIN ledger b ON b.id = a.id + 1 WHERE b.time_ns < a.time_ns"),
-		     0, "times go backwards");
+	cr_expect_eq(
+		bt_sql("SELECT count(*) FROM ledger a JOIN ledger b ON b.id = a.id + 1 WHERE b.time_ns < a.time_ns"), 0,
+		"times go backwards");
 	for (int i = 0; i < 3; i++)
 		complete(b, t[i], &note);
 	cr_expect_eq(rows("settle"), 0, "a settlement waits for the next commit or tick");
@@ -146,7 +147,8 @@ Test(budget_commit, an_exchange_gone_before_its_commit_is_settled_after_its_row)
 	cr_assert_eq(budget_commit(b, &note, line, sizeof(line)), 0);
 	cr_expect_eq(bt_sql("SELECT id FROM ledger WHERE kind = 'reserve'"), 1);
 	cr_expect_eq(bt_sql("SELECT id FROM ledger WHERE kind = 'settle' AND request = 1 AND how = 'cut_guest'"), 2);
-	cr_expect_eq(bt_sql("SELECT micros FROM ledger WHERE id = 2"), bt_sql("SELECT micros FROM ledger WHERE id = 1"));
+	cr_expect_eq(bt_sql("SELECT micros FROM ledger WHERE id = 2"),
+		     bt_sql("SELECT micros FROM ledger WHERE id = 1"));
 	budget_close(b);
 }
 

@@ -355,9 +355,11 @@ static const struct bad_row bad_rows[] = {
 	  SRC ": credential \"weather\": scheme \"Bearer\" would be glued to the key; write \"Bearer \" (with the "
 	      "space)" },
 	{ "env template unknown", "\"{{url}}\"", "\"{{key}}\"",
-	  SRC ": credential \"weather\": env WEATHER_API_URL has an unknown {{key}}; write {{url}} or {{placeholder}}" },
+	  SRC
+	  ": credential \"weather\": env WEATHER_API_URL has an unknown {{key}}; write {{url}} or {{placeholder}}" },
 	{ "env sets the proxy", "WEATHER_API_URL:", "HTTPS_PROXY:",
-	  SRC ": credential \"weather\": env HTTPS_PROXY is latch's own: the sandbox's proxy is its broker; remove it" },
+	  SRC
+	  ": credential \"weather\": env HTTPS_PROXY is latch's own: the sandbox's proxy is its broker; remove it" },
 	{ "env name not a variable", "WEATHER_API_URL:", "1WEATHER:",
 	  SRC ": credential \"weather\": env \"1WEATHER\" is not a variable name ([A-Za-z_][A-Za-z0-9_]*, at most "
 	      "64)" },
@@ -378,8 +380,9 @@ static const struct bad_row bad_rows[] = {
 	  SRC ": credential \"weather\": caps: requests_per_hour must be 1 or more; leave it out for latch.conf's "
 	      "default" },
 	{ "dollars not an amount", "    methods:", "    caps:\n      dollars_per_day: 1.2345678\n    methods:",
-	  SRC ": credential \"weather\": caps: dollars_per_day \"1.2345678\" must be an amount above 0 such as 12.50 (at "
-	      "most 6 decimals, at most 1000000000)" },
+	  SRC
+	  ": credential \"weather\": caps: dollars_per_day \"1.2345678\" must be an amount above 0 such as 12.50 (at "
+	  "most 6 decimals, at most 1000000000)" },
 	{ "requests not a number", "    methods:", "    caps:\n      requests_per_day: lots\n    methods:",
 	  SRC ":15: requests_per_day must be a whole number of 0 to 4294967295, not 'lots'" },
 	{ "methods not a list", "methods: [GET]", "methods: GET",
@@ -410,15 +413,17 @@ static const struct bad_row bad_rows[] = {
 	      "source" },
 	{ "alternative over http to another host", "    methods:",
 	  "    alternatives:\n      - name: groq\n        upstream: http://api.groq.com\n        secret: G\n    methods:",
-	  SRC ": credential \"weather\": alternative \"groq\": upstream \"http://api.groq.com\" is plain http to another "
-	      "host; http:// is only for a model server on this host's loopback (127.0.0.1, [::1], localhost): use "
-	      "https://" },
-	{ "alternative without a key", "    methods:",
-	  "    alternatives:\n      - name: groq\n        upstream: https://api.groq.com\n    methods:",
-	  SRC ": credential \"weather\": alternative \"groq\": secret names nothing; write secret: VARIABLE (taken from "
-	      "the environment of latch up) or secret_file: /PATH" },
-	{ "alternative name in capitals", "    methods:",
-	  "    alternatives:\n      - name: Groq\n        upstream: https://api.groq.com\n    methods:",
+	  SRC
+	  ": credential \"weather\": alternative \"groq\": upstream \"http://api.groq.com\" is plain http to another "
+	  "host; http:// is only for a model server on this host's loopback (127.0.0.1, [::1], localhost): use "
+	  "https://" },
+	{ "alternative without a key",
+	  "    methods:", "    alternatives:\n      - name: groq\n        upstream: https://api.groq.com\n    methods:",
+	  SRC
+	  ": credential \"weather\": alternative \"groq\": secret names nothing; write secret: VARIABLE (taken from "
+	  "the environment of latch up) or secret_file: /PATH" },
+	{ "alternative name in capitals",
+	  "    methods:", "    alternatives:\n      - name: Groq\n        upstream: https://api.groq.com\n    methods:",
 	  SRC ": credential \"weather\": alternative name \"Groq\" must be 1-32 characters of a-z, 0-9 and '-'" },
 	{ "ca_file missing", "    methods:", "    ca_file: /nonexistent/ca.pem\n    methods:",
 	  SRC ": credential \"weather\": ca_file /nonexistent/ca.pem: No such file or directory; give the PEM file of "

@@ -50,9 +50,24 @@ Test(dns_name, lowercases_and_drops_one_trailing_dot)
 Test(dns_name, refuses_what_is_not_a_host_name)
 {
 	static const char *const bad[] = {
-		"",	       ".",		 "example.com..", ".example.com", "a..b",	  "-a.com",
-		"a-.com",      "a.-b.com",	 "a.b-.com",	  "exa mple.com", "exa/mple.com", "ex*ample.com",
-		"*.example.com", "example.com:443", "ex@mple.com",  "exämple.com",  "a\tb",	  "a\nb",
+		"",
+		".",
+		"example.com..",
+		".example.com",
+		"a..b",
+		"-a.com",
+		"a-.com",
+		"a.-b.com",
+		"a.b-.com",
+		"exa mple.com",
+		"exa/mple.com",
+		"ex*ample.com",
+		"*.example.com",
+		"example.com:443",
+		"ex@mple.com",
+		"exämple.com",
+		"a\tb",
+		"a\nb",
 	};
 	char out[LATCH_DNS_NAME_MAX + 1];
 
@@ -112,7 +127,7 @@ Test(wildcard, matches_below_the_domain_only)
 		{ "example.com", "a.b.example.com", true },
 		{ "example.com", "www.example.com", true },
 		{ "example.com", "A.Example.COM", true }, /* compared without regard to case */
-		{ "example.com", "example.com", false },  /* the apex is not below itself */
+		{ "example.com", "example.com", false }, /* the apex is not below itself */
 		{ "example.com", "badexample.com", false },
 		{ "example.com", "a.badexample.com", false },
 		{ "example.com", ".example.com", false },
@@ -127,7 +142,8 @@ Test(wildcard, matches_below_the_domain_only)
 
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++)
 		cr_expect_eq(latch_wildcard_match(cases[i].domain, cases[i].name), cases[i].match,
-			     "*.%s vs '%s': want %s", cases[i].domain, cases[i].name, cases[i].match ? "match" : "none");
+			     "*.%s vs '%s': want %s", cases[i].domain, cases[i].name,
+			     cases[i].match ? "match" : "none");
 }
 
 /* ---- the rebinding filter */
@@ -189,14 +205,14 @@ Test(rebinding, each_nonpublic_range_has_its_reason)
 		{ "198.19.255.255", "benchmarking" },
 		{ "192.0.0.1", "reserved" },
 		{ "192.0.0.255", "reserved" },
-		{ "2002:a00:5::1", "6to4" },	       /* 10.0.0.5 */
-		{ "2002:a9fe:a9fe::1", "6to4" },       /* 169.254.169.254 */
-		{ "2002:7f00:1::", "6to4" },	       /* 127.0.0.1 */
-		{ "2002:c612:1::1", "6to4" },	       /* 198.18.0.1 */
-		{ "2001:0:a00:1::", "teredo" },	       /* server 10.0.0.1 */
+		{ "2002:a00:5::1", "6to4" }, /* 10.0.0.5 */
+		{ "2002:a9fe:a9fe::1", "6to4" }, /* 169.254.169.254 */
+		{ "2002:7f00:1::", "6to4" }, /* 127.0.0.1 */
+		{ "2002:c612:1::1", "6to4" }, /* 198.18.0.1 */
+		{ "2001:0:a00:1::", "teredo" }, /* server 10.0.0.1 */
 		{ "2001:0:c633:6408::f5ff:fffa", "teredo" }, /* client ~f5fffffa = 10.0.0.5 */
 		{ "2001:0:c633:6408::5601:5601", "teredo" }, /* client ~56015601 = 169.254.169.254 */
-		{ "2001::1", "teredo" },	       /* server 0.0.0.0, client 255.255.255.254 */
+		{ "2001::1", "teredo" }, /* server 0.0.0.0, client 255.255.255.254 */
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
@@ -210,18 +226,17 @@ Test(rebinding, each_nonpublic_range_has_its_reason)
 Test(rebinding, documentation_ranges_and_public_addresses_are_public)
 {
 	static const char *const pub[] = {
-		"192.0.2.1",	  "198.51.100.7",   "203.0.113.254", "2001:db8::1", "2001:db8:ffff::1",
-		"198.51.100.8",	  "203.0.113.1",    "2001:db8:4700::1111", "172.15.255.255", "172.32.0.1",
-		"100.63.255.255", "100.128.0.1",    "169.253.255.255", "169.255.0.1", "11.0.0.1",
-		"126.255.255.255", "128.0.0.1",	    "223.255.255.255", "192.167.255.255", "192.169.0.1",
-		"64:ff9b::198.51.100.8",
+		"192.0.2.1", "198.51.100.7", "203.0.113.254", "2001:db8::1", "2001:db8:ffff::1", "198.51.100.8",
+		"203.0.113.1", "2001:db8:4700::1111", "172.15.255.255", "172.32.0.1", "100.63.255.255", "100.128.0.1",
+		"169.253.255.255", "169.255.0.1", "11.0.0.1", "126.255.255.255", "128.0.0.1", "223.255.255.255",
+		"192.167.255.255", "192.169.0.1", "64:ff9b::198.51.100.8",
 		/* the edges of the ranges refused above */
 		"198.17.255.255", "198.20.0.0", "191.255.255.255", "192.0.1.0",
 		/* 6to4 and Teredo around public IPv4 addresses: decided by what they embed */
-		"2002:c633:6408::1",	       /* 198.51.100.8 */
-		"2002:c633:a05::1",	       /* 198.51.10.5 (its next 32 bits would read 10.5.0.0) */
+		"2002:c633:6408::1", /* 198.51.100.8 */
+		"2002:c633:a05::1", /* 198.51.10.5 (its next 32 bits would read 10.5.0.0) */
 		"2001:0:c633:6408::34ff:8efa", /* server 198.51.100.8, client ~34ff8efa = 203.0.113.5 */
-		"2001:1::1",		       /* outside Teredo's /32 */
+		"2001:1::1", /* outside Teredo's /32 */
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(pub); i++) {

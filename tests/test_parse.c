@@ -164,8 +164,9 @@ Test(addr, parses_ipv4_in_network_order)
 
 Test(addr, parses_ipv6_including_mapped_v4_as_v6)
 {
-	static const char *const ok[] = { "2001:db8::1", "::1", "::", "fe80::1", "::ffff:192.0.2.1",
-					  "2001:0DB8:0000:0000:0000:0000:0000:0001" };
+	static const char *const ok[] = {
+		"2001:db8::1", "::1", "::", "fe80::1", "::ffff:192.0.2.1", "2001:0DB8:0000:0000:0000:0000:0000:0001"
+	};
 	struct latch_addr a;
 	char err[LATCH_ERR_MAX];
 
@@ -177,8 +178,8 @@ Test(addr, parses_ipv6_including_mapped_v4_as_v6)
 
 Test(addr, refuses_non_addresses)
 {
-	static const char *const bad[] = { "203.0.113", "203.0.113.256", "203.0.113.7/32", "2001:db8:::1",
-					   "[2001:db8::1]", "example.com", " 203.0.113.7", "2001:db8::g" };
+	static const char *const bad[] = { "203.0.113",	    "203.0.113.256", "203.0.113.7/32", "2001:db8:::1",
+					   "[2001:db8::1]", "example.com",   " 203.0.113.7",   "2001:db8::g" };
 	struct latch_addr a;
 	char err[LATCH_ERR_MAX];
 
@@ -208,8 +209,8 @@ Test(port, accepts_1_to_65535)
 
 Test(port, refuses_zero_out_of_range_negative_and_trailing_junk)
 {
-	static const char *const bad[] = { "0", "65536", "70000", "-1", "80x", " 80", "+80", "0x50", "4294967297",
-					   "99999999999999999999" };
+	static const char *const bad[] = { "0",	  "65536", "70000", "-1",	  "80x",
+					   " 80", "+80",   "0x50",  "4294967297", "99999999999999999999" };
 	uint16_t p = 7;
 	char err[LATCH_ERR_MAX];
 
@@ -243,8 +244,8 @@ Test(ports, comma_list_and_ranges_keep_their_order)
 	int n = -1;
 	char err[LATCH_ERR_MAX];
 
-	cr_assert_eq(latch_parse_ports("80,443,8000-8100,53-53,1-65535", r, LATCH_RULES_MAX, &n, err, sizeof(err)),
-		     0, "%s", err);
+	cr_assert_eq(latch_parse_ports("80,443,8000-8100,53-53,1-65535", r, LATCH_RULES_MAX, &n, err, sizeof(err)), 0,
+		     "%s", err);
 	cr_assert_eq(n, 5);
 	cr_expect(r[0].lo == 80 && r[0].hi == 80);
 	cr_expect(r[1].lo == 443 && r[1].hi == 443);
@@ -431,8 +432,8 @@ Test(entry, icmp_with_ports_refused)
 
 Test(entry, prefix_length_beyond_the_family_refused)
 {
-	static const char *const bad[] = { "203.0.113.0/33", "2001:db8::/129", "203.0.113.0/", "203.0.113.0/x",
-					   "203.0.113.0/-1", "203.0.113.0/24/24" };
+	static const char *const bad[] = { "203.0.113.0/33", "2001:db8::/129", "203.0.113.0/",
+					   "203.0.113.0/x",  "203.0.113.0/-1", "203.0.113.0/24/24" };
 	struct latch_entry e;
 	char err[LATCH_ERR_MAX];
 
@@ -465,11 +466,8 @@ Test(entry, bracket_mistakes_refused)
 	static const char *const bad[] = {
 		"[2001:db8::1:443", /* no ']' */
 		"[2001:db8::1]443", /* no ':' after ']' */
-		"[2001:db8::1]:",   /* empty port list */
-		"[2001:db8::1]:0",
-		"[2001:db8::1]:70000",
-		"2001:db8::1]:443",
-		"[]:443",
+		"[2001:db8::1]:", /* empty port list */
+		"[2001:db8::1]:0",  "[2001:db8::1]:70000", "2001:db8::1]:443", "[]:443",
 	};
 	struct latch_entry e;
 	char err[LATCH_ERR_MAX];
@@ -494,8 +492,11 @@ Test(entry, ipv4_in_brackets_refused)
 Test(entry, junk_refused_with_a_message_naming_the_input)
 {
 	static const char *const bad[] = {
-		"example.com", "example.com:443", "203.0.113.7:", "203.0.113.7:0", "203.0.113.7:70000",
-		"203.0.113.7:-1", "203.0.113.7:80x", "203.0.113.7:443:80", "203.0.113.7/sctp", "/tcp",
+		"example.com",		 "example.com:443",
+		"203.0.113.7:",		 "203.0.113.7:0",
+		"203.0.113.7:70000",	 "203.0.113.7:-1",
+		"203.0.113.7:80x",	 "203.0.113.7:443:80",
+		"203.0.113.7/sctp",	 "/tcp",
 		"203.0.113.7:8100-8000", "tcp",
 	};
 	struct latch_entry e;

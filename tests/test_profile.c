@@ -288,7 +288,8 @@ Test(profile_parse, bad_lines_are_refused_with_file_and_line)
 		cr_expect_eq(rc, -EINVAL, "'%s' accepted (rc %d)", cases[i].line, rc);
 		cr_expect_null(v, "'%s': entries came back", cases[i].line);
 		cr_expect_eq(n, 0);
-		cr_expect_eq(strncmp(err, "t.txt:3: ", 9), 0, "'%s': message lacks 't.txt:3: ': %s", cases[i].line, err);
+		cr_expect_eq(strncmp(err, "t.txt:3: ", 9), 0, "'%s': message lacks 't.txt:3: ': %s", cases[i].line,
+			     err);
 		cr_expect_not_null(strstr(err, cases[i].want), "'%s': message lacks '%s': %s", cases[i].line,
 				   cases[i].want, err);
 	}
@@ -353,7 +354,18 @@ Test(profile_name, accepts_names_that_stay_in_their_directory)
 Test(profile_name, refuses_paths_dots_and_lengths)
 {
 	static const char *const bad[] = {
-		"../x", "a/b", "..", ".", "", ".hidden", "-x", "a..b", "a b", "a:b", "a*", "dev.txt/",
+		"../x",
+		"a/b",
+		"..",
+		".",
+		"",
+		".hidden",
+		"-x",
+		"a..b",
+		"a b",
+		"a:b",
+		"a*",
+		"dev.txt/",
 		"01234567890123456789012345678901234567890123456789012345678901234", /* 65 */
 	};
 	char err[LATCH_ERR_MAX];
@@ -385,7 +397,8 @@ Test(profile_load, builtins_load_without_a_directory)
 	struct latch_profile p;
 
 	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
-		cr_assert_eq(latch_profile_load(NULL, names[i], NULL, &p, err, sizeof(err)), 0, "%s: %s", names[i], err);
+		cr_assert_eq(latch_profile_load(NULL, names[i], NULL, &p, err, sizeof(err)), 0, "%s: %s", names[i],
+			     err);
 		cr_expect_str_eq(p.name, names[i]);
 		cr_expect_not(p.open);
 		if (!strcmp(names[i], "sealed"))
@@ -399,12 +412,28 @@ Test(profile_load, builtins_load_without_a_directory)
 Test(profile_load, dev_is_research_first_then_its_own)
 {
 	static const char *const allowed[] = {
-		"pypi.org",	       "files.pythonhosted.org",	"registry.npmjs.org", "crates.io",
-		"static.crates.io",    "index.crates.io",		"proxy.golang.org",   "sum.golang.org",
-		"deb.debian.org",      "security.debian.org",		"github.com",	      "codeload.github.com",
-		"en.wikipedia.org",    "objects.githubusercontent.com", "duckduckgo.com",     "html.duckduckgo.com",
-		"arxiv.org",	       "raw.githubusercontent.com",	"export.arxiv.org",   "docs.python.org",
-		"developer.mozilla.org", "requests.readthedocs.io",
+		"pypi.org",
+		"files.pythonhosted.org",
+		"registry.npmjs.org",
+		"crates.io",
+		"static.crates.io",
+		"index.crates.io",
+		"proxy.golang.org",
+		"sum.golang.org",
+		"deb.debian.org",
+		"security.debian.org",
+		"github.com",
+		"codeload.github.com",
+		"en.wikipedia.org",
+		"objects.githubusercontent.com",
+		"duckduckgo.com",
+		"html.duckduckgo.com",
+		"arxiv.org",
+		"raw.githubusercontent.com",
+		"export.arxiv.org",
+		"docs.python.org",
+		"developer.mozilla.org",
+		"requests.readthedocs.io",
 	};
 	struct latch_entry ports;
 	struct latch_profile p;
@@ -742,7 +771,7 @@ Test(profile_load, list_is_builtins_plus_files_sorted_each_once)
 		const char *name;
 		bool builtin, file;
 	} want[] = {
-		{ "alpha", false, true }, { "dev", true, true },     { "my-profile_1.0", false, true },
+		{ "alpha", false, true }, { "dev", true, true },       { "my-profile_1.0", false, true },
 		{ "open", true, false },  { "research", true, false }, { "sealed", true, false },
 		{ "zeta", false, true },
 	};
@@ -909,9 +938,10 @@ Test(profile_match, the_union_keeps_at_most_16_ranges_dropping_the_highest)
 Test(profile_match, the_name_index_walks_what_a_scan_of_every_entry_walks)
 {
 	static const char *const queries[] = {
-		"h7.a.example.org", "H7.A.Example.ORG.", "x.h7.a.example.org", "z.x.h7.a.example.org", "b.a.example.org",
-		"x.b.a.example.org", "y.x.b.a.example.org", "a.example.org", "example.org", "q.example.org",
-		"h199.a.example.org", "h200.a.example.org", "nothing.net", "198.51.100.7", "a..example.org", "",
+		"h7.a.example.org", "H7.A.Example.ORG.", "x.h7.a.example.org",	"z.x.h7.a.example.org",
+		"b.a.example.org",  "x.b.a.example.org", "y.x.b.a.example.org", "a.example.org",
+		"example.org",	    "q.example.org",	 "h199.a.example.org",	"h200.a.example.org",
+		"nothing.net",	    "198.51.100.7",	 "a..example.org",	"",
 	};
 	char *text = malloc(64 * 1024), line[128];
 	struct latch_profile p, scan;
@@ -925,9 +955,10 @@ Test(profile_match, the_name_index_walks_what_a_scan_of_every_entry_walks)
 		if (i % 7 == 0) /* the same name again, another proto */
 			off += snprintf(text + off, 64 * 1024 - off, "h%d.a.example.org:%d/udp\n", i, 2000 + i);
 	}
-	off += snprintf(text + off, 64 * 1024 - off,
-			"*.a.example.org:443\n*.b.a.example.org:8443\n*.example.org:80\n198.51.100.0/24:443\n*.a.example.org:853/udp\n"
-			"h7.a.example.org:9000\n*.x.h7.a.example.org:22\n");
+	off += snprintf(
+		text + off, 64 * 1024 - off,
+		"*.a.example.org:443\n*.b.a.example.org:8443\n*.example.org:80\n198.51.100.0/24:443\n*.a.example.org:853/udp\n"
+		"h7.a.example.org:9000\n*.x.h7.a.example.org:22\n");
 	p = profile_of(text);
 	scan = p;
 	scan.index = NULL;

@@ -273,10 +273,10 @@ Test(prune, drops_expired_rules_only_and_counts_them)
 {
 	struct latch_rules rs = { 0 };
 
-	add(&rs, mk(LATCH_PROTO_TCP, 1, 1, 0, 0));	   /* permanent */
-	add(&rs, mk(LATCH_PROTO_TCP, 2, 2, 999, 0));	   /* expired */
-	add(&rs, mk(LATCH_PROTO_TCP, 3, 3, 1000, 0));	   /* at the deadline: expired */
-	add(&rs, mk(LATCH_PROTO_TCP, 4, 4, 1001, 0));	   /* still live */
+	add(&rs, mk(LATCH_PROTO_TCP, 1, 1, 0, 0)); /* permanent */
+	add(&rs, mk(LATCH_PROTO_TCP, 2, 2, 999, 0)); /* expired */
+	add(&rs, mk(LATCH_PROTO_TCP, 3, 3, 1000, 0)); /* at the deadline: expired */
+	add(&rs, mk(LATCH_PROTO_TCP, 4, 4, 1001, 0)); /* still live */
 	add(&rs, mk(LATCH_PROTO_TCP, 5, 5, 1, LATCH_RULE_INHERITED)); /* expired copy */
 	add(&rs, mk(LATCH_PROTO_TCP, 6, 6, 0, LATCH_RULE_INHERITED));
 

@@ -168,8 +168,7 @@ static int send_all(struct latch_agent *a, const uint8_t *buf, size_t n, int64_t
 	return 0;
 }
 
-static int send_request(struct latch_agent *a, uint16_t type, uint32_t id, uint32_t len,
-			int64_t deadline)
+static int send_request(struct latch_agent *a, uint16_t type, uint32_t id, uint32_t len, int64_t deadline)
 {
 	struct lagent_hdr h = {
 		.magic = htole32(LAGENT_MAGIC),
@@ -216,8 +215,7 @@ static int need(struct latch_agent *a, size_t n, int64_t deadline)
  * until the following call.  Bytes before a magic are skipped one at a time,
  * which is how a stream left mid-frame by an earlier client gets back in step.
  */
-static int next_frame(struct latch_agent *a, struct lagent_hdr *h, const uint8_t **payload,
-		      int64_t deadline)
+static int next_frame(struct latch_agent *a, struct lagent_hdr *h, const uint8_t **payload, int64_t deadline)
 {
 	int ret;
 
@@ -348,8 +346,8 @@ static int write_all(int fd, const uint8_t *buf, size_t n)
 	return 0;
 }
 
-static int build_exec(struct latch_agent *a, const char *const argv[],
-		      const struct latch_agent_exec_opts *opts, uint32_t *len)
+static int build_exec(struct latch_agent *a, const char *const argv[], const struct latch_agent_exec_opts *opts,
+		      uint32_t *len)
 {
 	struct lagent_exec ex = { 0 };
 	size_t off = sizeof(ex);
@@ -385,9 +383,8 @@ static int build_exec(struct latch_agent *a, const char *const argv[],
 	return 0;
 }
 
-int latch_agent_exec(struct latch_agent *a, const char *const argv[],
-		     const struct latch_agent_exec_opts *opts, int out_fd, int err_fd,
-		     struct latch_agent_result *res)
+int latch_agent_exec(struct latch_agent *a, const char *const argv[], const struct latch_agent_exec_opts *opts,
+		     int out_fd, int err_fd, struct latch_agent_result *res)
 {
 	uint32_t timeout = opts ? opts->timeout_ms : 0;
 	uint64_t limit = opts && opts->output_limit ? opts->output_limit : LAGENT_OUTPUT_CAP;

@@ -34,19 +34,19 @@ struct latch_agent; /* one connection to one guest's agent */
 #define LATCH_AGENT_HOST_TRUNCATED (1u << 16)
 
 struct latch_agent_exec_opts {
-	uint32_t timeout_ms;   /* 0: none; the guest kills the command at this */
+	uint32_t timeout_ms; /* 0: none; the guest kills the command at this */
 	uint32_t output_limit; /* stdout+stderr bytes relayed; 0: LAGENT_OUTPUT_CAP */
 	const char *const *env; /* "NAME=VALUE"s, NULL-terminated, beside the agent's own; NULL: none */
 };
 
 struct latch_agent_result {
-	int how;		/* LAGENT_EXITED or LAGENT_SIGNALED */
-	int code;		/* exit status or signal number */
-	unsigned int flags;	/* LAGENT_EXIT_* | LATCH_AGENT_HOST_TRUNCATED */
-	uint32_t duration_ms;	/* as the guest measured it */
-	uint64_t out_bytes;	/* produced in the guest, per the guest */
-	uint64_t relayed;	/* written to out_fd/err_fd by us */
-	char message[128];	/* why the agent refused; guest text, sanitise before printing */
+	int how; /* LAGENT_EXITED or LAGENT_SIGNALED */
+	int code; /* exit status or signal number */
+	unsigned int flags; /* LAGENT_EXIT_* | LATCH_AGENT_HOST_TRUNCATED */
+	uint32_t duration_ms; /* as the guest measured it */
+	uint64_t out_bytes; /* produced in the guest, per the guest */
+	uint64_t relayed; /* written to out_fd/err_fd by us */
+	char message[128]; /* why the agent refused; guest text, sanitise before printing */
 };
 
 /* How long a client waits for another one to finish with the channel. */
@@ -104,9 +104,8 @@ int latch_agent_ping(struct latch_agent *a, int timeout_ms, char *release, size_
  * A write error on out_fd/err_fd is returned as is; the caller ignores
  * SIGPIPE if those may be pipes.
  */
-int latch_agent_exec(struct latch_agent *a, const char *const argv[],
-		     const struct latch_agent_exec_opts *opts, int out_fd, int err_fd,
-		     struct latch_agent_result *res);
+int latch_agent_exec(struct latch_agent *a, const char *const argv[], const struct latch_agent_exec_opts *opts,
+		     int out_fd, int err_fd, struct latch_agent_result *res);
 
 /* The status a shell would report: the exit code, or 128 + signal. */
 int latch_agent_status(const struct latch_agent_result *res);

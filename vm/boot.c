@@ -72,8 +72,7 @@ static int apply_cb(const char *name, void *arg)
 	return 0;
 }
 
-int latch_vm_boot_apply(void (*fn)(const char *name, int ret, const struct latch_boot_result *r, void *arg),
-			void *arg)
+int latch_vm_boot_apply(void (*fn)(const char *name, int ret, const struct latch_boot_result *r, void *arg), void *arg)
 {
 	struct apply_ctx c = { fn, arg, 0 };
 	int n = latch_vm_list(apply_cb, &c);
@@ -373,7 +372,8 @@ int latch_vm_boot_hook(const char *dom, const char *op, int xml_fd, char *err, s
 	size_t n = 0;
 	ssize_t k;
 
-	while (n < sizeof(xml) - 1 && ((k = read(xml_fd, xml + n, sizeof(xml) - 1 - n)) > 0 || (k < 0 && errno == EINTR)))
+	while (n < sizeof(xml) - 1 &&
+	       ((k = read(xml_fd, xml + n, sizeof(xml) - 1 - n)) > 0 || (k < 0 && errno == EINTR)))
 		n += k > 0 ? (size_t)k : 0;
 	xml[n] = '\0';
 	return hook_check(dom, op, xml, err, errlen);

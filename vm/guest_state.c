@@ -58,8 +58,7 @@ static int guest_sh(struct latch_agent *a, const char *script, const char *arg, 
 	if (r)
 		return snprintf(err, errlen, "exec in the guest: %s", strerror(-r)), r;
 	if (latch_agent_status(res))
-		return snprintf(err, errlen, "the guest's `%.60s...` exited %d", script, latch_agent_status(res)),
-		       -EIO;
+		return snprintf(err, errlen, "the guest's `%.60s...` exited %d", script, latch_agent_status(res)), -EIO;
 	return 0;
 }
 
@@ -137,12 +136,13 @@ static void extract_here(const void *buf, size_t len, struct extract_report *rep
 			continue; /* links, devices, fifos: never written */
 		if (++n > LATCH_GUEST_STATE_MAX_ENTRIES) {
 			ret = -EFBIG;
-			snprintf(err, errlen, "the guest's state has more than %u entries", LATCH_GUEST_STATE_MAX_ENTRIES);
+			snprintf(err, errlen, "the guest's state has more than %u entries",
+				 LATCH_GUEST_STATE_MAX_ENTRIES);
 			goto out;
 		}
 		archive_entry_set_pathname(e, rel);
-		archive_entry_set_perm(e, type == AE_IFDIR ? 0700 | (archive_entry_perm(e) & 0755)
-							   : 0600 | (archive_entry_perm(e) & 0755));
+		archive_entry_set_perm(e, type == AE_IFDIR ? 0700 | (archive_entry_perm(e) & 0755) :
+							     0600 | (archive_entry_perm(e) & 0755));
 		archive_entry_set_uid(e, 0);
 		archive_entry_set_gid(e, 0);
 		if (archive_write_header(out, e) != ARCHIVE_OK) {
@@ -154,7 +154,8 @@ static void extract_here(const void *buf, size_t len, struct extract_report *rep
 			if (off < 0 || (uint64_t)off + sz > LATCH_GUEST_STATE_MAX ||
 			    (total += sz) > LATCH_GUEST_STATE_MAX) {
 				ret = -EFBIG;
-				snprintf(err, errlen, "the guest's state is larger than %u bytes", LATCH_GUEST_STATE_MAX);
+				snprintf(err, errlen, "the guest's state is larger than %u bytes",
+					 LATCH_GUEST_STATE_MAX);
 				goto out;
 			}
 			if (archive_write_data_block(out, blk, sz, off) != ARCHIVE_OK) {
@@ -190,8 +191,8 @@ out:
 	rep->files = n;
 }
 
-int latch_guest_state_extract(const void *buf, size_t len, const char *dir, uint64_t *bytes, uint32_t *files,
-			      char *err, size_t errlen)
+int latch_guest_state_extract(const void *buf, size_t len, const char *dir, uint64_t *bytes, uint32_t *files, char *err,
+			      size_t errlen)
 {
 	struct extract_report rep = { .ret = -ECHILD };
 	int pfd[2], status;
@@ -221,8 +222,8 @@ int latch_guest_state_extract(const void *buf, size_t len, const char *dir, uint
 		_exit(write(pfd[1], &rep, sizeof(rep)) == sizeof(rep) ? 0 : 1);
 	}
 	close(pfd[1]);
-	while (got < (ssize_t)sizeof(rep) && ((k = read(pfd[0], (char *)&rep + got, sizeof(rep) - got)) > 0 ||
-					       (k < 0 && errno == EINTR)))
+	while (got < (ssize_t)sizeof(rep) &&
+	       ((k = read(pfd[0], (char *)&rep + got, sizeof(rep) - got)) > 0 || (k < 0 && errno == EINTR)))
 		got += k > 0 ? k : 0;
 	close(pfd[0]);
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
@@ -398,15 +399,14 @@ static void base64(const unsigned char *in, size_t n, char *out)
 	*out = '\0';
 }
 
-int latch_vm_restore(const char *name, const char *src_dir, uint64_t *bytes, char *err,
-			      size_t errlen)
+int latch_vm_restore(const char *name, const char *src_dir, uint64_t *bytes, char *err, size_t errlen)
 {
 	static const char start[] = "mkdir -p /var/lib && rm -f " GUEST_TAR " && : > " GUEST_TAR;
 	static const char append[] = "printf %s \"$1\" | base64 -d >> " GUEST_TAR;
-	static const char finish[] =
-		"set -e; t=" GUEST_TAR "; d=" LATCH_GUEST_STATE_DIR "; [ \"$(wc -c < $t)\" -eq \"$1\" ]; "
-		"rm -rf $d.new $d.old; mkdir -p $d.new; tar xf $t -C $d.new; "
-		"if [ -d $d ]; then mv $d $d.old; fi; mv $d.new $d; rm -rf $d.old $t";
+	static const char finish[] = "set -e; t=" GUEST_TAR "; d=" LATCH_GUEST_STATE_DIR
+				     "; [ \"$(wc -c < $t)\" -eq \"$1\" ]; "
+				     "rm -rf $d.new $d.old; mkdir -p $d.new; tar xf $t -C $d.new; "
+				     "if [ -d $d ]; then mv $d $d.old; fi; mv $d.new $d; rm -rf $d.old $t";
 	struct latch_agent_result res;
 	struct latch_agent *a = NULL;
 	char dir[PATH_MAX], num[32], *chunk = NULL;

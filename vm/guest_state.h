@@ -34,7 +34,7 @@
  * the tar.  0, or -errno with a line in err; a child that the seccomp filter
  * killed is -ECHILD.  For tests too.
  */
-int latch_guest_state_extract(const void *buf, size_t len, const char *dir, uint64_t *bytes, uint32_t *files,
-			      char *err, size_t errlen);
+int latch_guest_state_extract(const void *buf, size_t len, const char *dir, uint64_t *bytes, uint32_t *files, char *err,
+			      size_t errlen);
 
 #endif

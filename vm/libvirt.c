@@ -37,24 +37,24 @@ struct latch_virt {
 };
 
 /* The libvirt functions latch calls. */
-#define LATCH_LIBVIRT_FUNCS(X)                                                                                   \
-	X(virSetErrorFunc)                                                                                       \
-	X(virGetLastErrorMessage)                                                                                \
-	X(virConnectOpen)                                                                                        \
-	X(virConnectOpenReadOnly)                                                                                \
-	X(virConnectClose)                                                                                       \
-	X(virConnectGetLibVersion)                                                                               \
-	X(virConnectGetCapabilities)                                                                             \
-	X(virDomainLookupByName)                                                                                 \
-	X(virDomainFree)                                                                                         \
-	X(virDomainDefineXML)                                                                                    \
-	X(virDomainCreate)                                                                                       \
-	X(virDomainUndefine)                                                                                     \
-	X(virDomainIsActive)                                                                                     \
-	X(virDomainShutdown)                                                                                     \
-	X(virDomainGetState)                                                                                     \
-	X(virDomainDestroy)                                                                                      \
-	X(virDomainGetMetadata)                                                                                  \
+#define LATCH_LIBVIRT_FUNCS(X)       \
+	X(virSetErrorFunc)           \
+	X(virGetLastErrorMessage)    \
+	X(virConnectOpen)            \
+	X(virConnectOpenReadOnly)    \
+	X(virConnectClose)           \
+	X(virConnectGetLibVersion)   \
+	X(virConnectGetCapabilities) \
+	X(virDomainLookupByName)     \
+	X(virDomainFree)             \
+	X(virDomainDefineXML)        \
+	X(virDomainCreate)           \
+	X(virDomainUndefine)         \
+	X(virDomainIsActive)         \
+	X(virDomainShutdown)         \
+	X(virDomainGetState)         \
+	X(virDomainDestroy)          \
+	X(virDomainGetMetadata)      \
 	X(virDomainGetXMLDesc)
 
 /* Each member is a pointer to the function of the same name, typed by its prototype. */
@@ -92,11 +92,13 @@ static int lv_load(char *err, size_t errlen)
 		return 0;
 	h = dlopen("libvirt.so.0", RTLD_NOW | RTLD_LOCAL);
 	if (!h)
-		return latch_errf(err, errlen, -ENOENT, "cannot load libvirt: %s (apt-get install libvirt0)", dlerror());
-#define LATCH_LIBVIRT_FIND(f)                                                                                  \
-	if (!(lv.f = (__typeof__(lv.f))dlsym(h, #f))) {                                                         \
-		dlclose(h);                                                                                     \
-		return latch_errf(err, errlen, -ENOSYS, "libvirt.so.0 has no %s; latch needs libvirt 9.0 or later", #f); \
+		return latch_errf(err, errlen, -ENOENT, "cannot load libvirt: %s (apt-get install libvirt0)",
+				  dlerror());
+#define LATCH_LIBVIRT_FIND(f)                                                                                       \
+	if (!(lv.f = (__typeof__(lv.f))dlsym(h, #f))) {                                                             \
+		dlclose(h);                                                                                         \
+		return latch_errf(err, errlen, -ENOSYS, "libvirt.so.0 has no %s; latch needs libvirt 9.0 or later", \
+				  #f);                                                                              \
 	}
 	LATCH_LIBVIRT_FUNCS(LATCH_LIBVIRT_FIND)
 #undef LATCH_LIBVIRT_FIND
@@ -126,7 +128,7 @@ struct latch_virt *latch_virt_open(char *err, size_t errlen)
 	v->conn = lv.virConnectOpen(LATCH_LIBVIRT_URI);
 	if (!v->conn) {
 		latch_errf(err, errlen, 0, "libvirt unreachable at %s: %s (start it: virtlogd -d; libvirtd -d)",
-		      LATCH_LIBVIRT_URI, lasterr());
+			   LATCH_LIBVIRT_URI, lasterr());
 		free(v);
 		errno = ECONNREFUSED;
 		return NULL;
@@ -200,12 +202,23 @@ static void xesc(FILE *f, const char *s)
 {
 	for (; *s; s++) {
 		switch (*s) {
-		case '&': fputs("&amp;", f); break;
-		case '<': fputs("&lt;", f); break;
-		case '>': fputs("&gt;", f); break;
-		case '\'': fputs("&apos;", f); break;
-		case '"': fputs("&quot;", f); break;
-		default: fputc(*s, f);
+		case '&':
+			fputs("&amp;", f);
+			break;
+		case '<':
+			fputs("&lt;", f);
+			break;
+		case '>':
+			fputs("&gt;", f);
+			break;
+		case '\'':
+			fputs("&apos;", f);
+			break;
+		case '"':
+			fputs("&quot;", f);
+			break;
+		default:
+			fputc(*s, f);
 		}
 	}
 }
@@ -242,14 +255,16 @@ char *latch_domain_xml(const struct latch_domain_opts *o)
 			   "      <driver name='qemu' type='qcow2'/>\n      <source file='");
 		xesc(f, disk);
 		/* read-only for qemu: never chown the shared image to it */
-		fprintf(f, "'>\n        <seclabel model='dac' relabel='no'/>\n      </source>\n"
-			   "      <target dev='vda' bus='virtio'/>\n      <transient shareBacking='yes'/>\n    </disk>\n");
+		fprintf(f,
+			"'>\n        <seclabel model='dac' relabel='no'/>\n      </source>\n"
+			"      <target dev='vda' bus='virtio'/>\n      <transient shareBacking='yes'/>\n    </disk>\n");
 	}
-	fprintf(f, "    <interface type='ethernet'>\n"
-		   "      <mac address='%02x:%02x:%02x:%02x:%02x:%02x'/>\n"
-		   "      <target dev='%s' managed='no'/>\n"
-		   "      <model type='virtio'/>\n"
-		   "    </interface>\n",
+	fprintf(f,
+		"    <interface type='ethernet'>\n"
+		"      <mac address='%02x:%02x:%02x:%02x:%02x:%02x'/>\n"
+		"      <target dev='%s' managed='no'/>\n"
+		"      <model type='virtio'/>\n"
+		"    </interface>\n",
 		o->mac[0], o->mac[1], o->mac[2], o->mac[3], o->mac[4], o->mac[5], o->tap);
 	fprintf(f, "    <channel type='unix'>\n      <source mode='bind' path='");
 	xesc(f, o->agent_sock);
@@ -297,14 +312,16 @@ int latch_domain_create(struct latch_virt *v, const struct latch_domain_opts *o,
 	if (d) {
 		lv.virDomainFree(d);
 		free(xml);
-		return latch_errf(err, errlen, -EEXIST, "a domain named " LATCH_DOMAIN_PREFIX "%s already exists", o->name);
+		return latch_errf(err, errlen, -EEXIST, "a domain named " LATCH_DOMAIN_PREFIX "%s already exists",
+				  o->name);
 	}
 	d = lv.virDomainDefineXML(v->conn, xml);
 	free(xml);
 	if (!d)
 		return latch_errf(err, errlen, -EINVAL, "libvirt refused the domain: %s", lasterr());
 	if (lv.virDomainCreate(d) < 0) {
-		latch_errf(err, errlen, -EIO, "libvirt could not start " LATCH_DOMAIN_PREFIX "%s: %s", o->name, lasterr());
+		latch_errf(err, errlen, -EIO, "libvirt could not start " LATCH_DOMAIN_PREFIX "%s: %s", o->name,
+			   lasterr());
 		lv.virDomainUndefine(d);
 		lv.virDomainFree(d);
 		return -EIO;
@@ -327,8 +344,7 @@ int latch_domain_start(struct latch_virt *v, const char *name, char *err, size_t
 	return r < 0 ? -EIO : 0;
 }
 
-int latch_domain_stop(struct latch_virt *v, const char *name, int timeout_ms, bool *forced, char *err,
-		      size_t errlen)
+int latch_domain_stop(struct latch_virt *v, const char *name, int timeout_ms, bool *forced, char *err, size_t errlen)
 {
 	virDomainPtr d = lookup(v, name);
 	int64_t deadline = now_ms() + timeout_ms;
@@ -371,14 +387,22 @@ int latch_domain_remove(struct latch_virt *v, const char *name, char *err, size_
 static const char *state_name(int s)
 {
 	switch (s) {
-	case VIR_DOMAIN_RUNNING: return "running";
-	case VIR_DOMAIN_BLOCKED: return "blocked";
-	case VIR_DOMAIN_PAUSED: return "paused";
-	case VIR_DOMAIN_SHUTDOWN: return "shutting-down";
-	case VIR_DOMAIN_SHUTOFF: return "shutoff";
-	case VIR_DOMAIN_CRASHED: return "crashed";
-	case VIR_DOMAIN_PMSUSPENDED: return "suspended";
-	default: return "unknown";
+	case VIR_DOMAIN_RUNNING:
+		return "running";
+	case VIR_DOMAIN_BLOCKED:
+		return "blocked";
+	case VIR_DOMAIN_PAUSED:
+		return "paused";
+	case VIR_DOMAIN_SHUTDOWN:
+		return "shutting-down";
+	case VIR_DOMAIN_SHUTOFF:
+		return "shutoff";
+	case VIR_DOMAIN_CRASHED:
+		return "crashed";
+	case VIR_DOMAIN_PMSUSPENDED:
+		return "suspended";
+	default:
+		return "unknown";
 	}
 }
 

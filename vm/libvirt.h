@@ -33,7 +33,7 @@ struct latch_virt; /* a connection to libvirtd */
 
 struct latch_domain_opts {
 	char name[LATCH_NAME_MAX + 1];
-	bool kvm;		 /* domain type kvm, else qemu (TCG) */
+	bool kvm; /* domain type kvm, else qemu (TCG) */
 	uint32_t memory_mib, cpus;
 	char kernel[PATH_MAX], initrd[PATH_MAX];
 	char cmdline[512];
@@ -57,8 +57,7 @@ char *latch_domain_xml(const struct latch_domain_opts *o);
 /* Define and start; on failure the domain is undefined again. */
 int latch_domain_create(struct latch_virt *v, const struct latch_domain_opts *o, char *err, size_t errlen);
 /* ACPI shutdown, wait up to timeout_ms for shutoff, then destroy.  0 when it is off. */
-int latch_domain_stop(struct latch_virt *v, const char *name, int timeout_ms, bool *forced, char *err,
-		      size_t errlen);
+int latch_domain_stop(struct latch_virt *v, const char *name, int timeout_ms, bool *forced, char *err, size_t errlen);
 /* Destroy if running, then undefine; 0 when there is no such domain. */
 int latch_domain_remove(struct latch_virt *v, const char *name, char *err, size_t errlen);
 

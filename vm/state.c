@@ -28,8 +28,7 @@ int latch_state_lock(char *err, size_t errlen)
 	char dir[PATH_MAX], path[PATH_MAX];
 	int fd, ret;
 
-	if (latch_path(dir, sizeof(dir), "run/latch") ||
-	    latch_path(path, sizeof(path), "run/latch/lifecycle.lock"))
+	if (latch_path(dir, sizeof(dir), "run/latch") || latch_path(path, sizeof(path), "run/latch/lifecycle.lock"))
 		return latch_errf(err, errlen, -EINVAL, "LATCH_ROOT is too long");
 	/* root-only, like every path that makes run/latch: libvirt opens the agent's socket for QEMU */
 	ret = latch_mkdirs(dir, 0700);
@@ -118,8 +117,8 @@ int latch_state_save(const struct latch_vm_state *st, char *err, size_t errlen)
 	int ret;
 
 	if (bad)
-		return latch_errf(err, errlen, -EINVAL, "sandbox '%s': its %s has a control character; refused", st->name,
-				  bad);
+		return latch_errf(err, errlen, -EINVAL, "sandbox '%s': its %s has a control character; refused",
+				  st->name, bad);
 	if (latch_state_dir(st->name, dir, sizeof(dir)) || state_file(st->name, path, sizeof(path)))
 		return latch_errf(err, errlen, -ENAMETOOLONG, "LATCH_ROOT is too long");
 	ret = latch_mkdirs(dir, 0700);

@@ -515,9 +515,8 @@ json_t *broker_json(const struct sandbox *s)
 							b->routes[i].secret_var[0] ? b->routes[i].secret_var : NULL,
 							"backend", b->routes[i].backend));
 	return json_pack("{s:s?, s:i, s:b, s:b, s:s?, s:o, s:i}", "kit", b->kit ? b->kit->name : NULL, "port",
-			 b->st.port, "stopped",
-			 b->st.stopped, "listening", b->http != NULL, "why", b->why[0] ? b->why : NULL, "routes",
-			 routes, "egress", b->n_egress);
+			 b->st.port, "stopped", b->st.stopped, "listening", b->http != NULL, "why",
+			 b->why[0] ? b->why : NULL, "routes", routes, "egress", b->n_egress);
 }
 
 /* Does the kit's egress differ from what the sandbox's policy was composed with? */
@@ -578,8 +577,8 @@ void broker_op_kit(struct latchd *ld, struct client *c, json_t *req)
 										       b->routes[i].name));
 	latchd_audit(ld, s->name, "kit", b && b->http ? "hand" : "stop",
 		     b && b->http ? "latchd.kit.hand" : "latchd.kit.stop",
-		     json_pack("{s:s?, s:i, s:O}", "kit", b && b->kit ? b->kit->name : NULL, "routes", b ? b->n_routes : 0,
-			       "missing", missing));
+		     json_pack("{s:s?, s:i, s:O}", "kit", b && b->kit ? b->kit->name : NULL, "routes",
+			       b ? b->n_routes : 0, "missing", missing));
 	control_reply(c, json_pack("{s:b, s:o, s:o, s:b}", "ok", 1, "broker", broker_json(s), "missing", missing,
 				   "egress_changed", egress_differs(s)));
 }

@@ -103,8 +103,8 @@ static json_t *sandbox_json(struct sandbox *s)
 
 	if (s->res)
 		latch_resolver_stats(s->res, &st);
-	return json_pack("{s:s, s:s?, s:b, s:b, s:i, s:i, s:{s:I, s:I, s:I, s:I, s:I, s:I}, s:i, s:o}", "name",
-			 s->name, "profile", s->have_profile ? s->prof.name : NULL, "uncontained",
+	return json_pack("{s:s, s:s?, s:b, s:b, s:i, s:i, s:{s:I, s:I, s:I, s:I, s:I, s:I}, s:i, s:o}", "name", s->name,
+			 "profile", s->have_profile ? s->prof.name : NULL, "uncontained",
 			 s->have_profile && s->prof.open, "switching", s->sw != NULL, "hosts", s->n_hosts, "learned",
 			 s->n_learned, "resolver", "queries", (json_int_t)st.queries, "answered",
 			 (json_int_t)st.answered, "refused", (json_int_t)st.refused, "upstream_sent",
@@ -178,10 +178,11 @@ static void handle(struct client *c, json_t *req)
 		return room_op(c, op, req);
 	if (grant_op(c->ld, c, op, req))
 		return;
-	control_reply_error(c,
-			    "unknown op '%s'; known: ping, rescan, reload, switch, kit, backend, room_open, room_ready, room_done, "
-			    "grant, grants, approve, deny",
-			    op);
+	control_reply_error(
+		c,
+		"unknown op '%s'; known: ping, rescan, reload, switch, kit, backend, room_open, room_ready, room_done, "
+		"grant, grants, approve, deny",
+		op);
 }
 
 /* ---- the socket ---- */

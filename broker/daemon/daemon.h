@@ -55,15 +55,15 @@ struct evconnlistener;
 struct client; /* control.c */
 struct sandbox;
 struct latch_http; /* the credential broker's engine (broker/http/) */
-struct broker;	   /* one sandbox's kit as the broker serves it (broker.c) */
+struct broker; /* one sandbox's kit as the broker serves it (broker.c) */
 struct latch_http_sandbox;
 struct latch_http_event;
 struct latch_kit;
 struct latch_kit_cred;
 struct latch_kit_secrets;
-struct room_svc;   /* room.c */
-struct confine;	   /* confine.c */
-struct meter;	   /* meter.c */
+struct room_svc; /* room.c */
+struct confine; /* confine.c */
+struct meter; /* meter.c */
 struct latch_http_meter;
 
 /* A profile's host name, resolved here and kept fresh. */
@@ -194,7 +194,7 @@ void latchd_audit(struct latchd *ld, const char *sandbox, const char *kind, cons
 bool latchd_audit_wanted(struct latchd *ld, const char *sandbox, const char *kind);
 /* A query a resolver refused (its reason, as resolver.h names it), kind dns. */
 void latchd_audit_dns_refused(struct latchd *ld, const char *who, const char *qname, uint16_t qtype,
-			     const char *reason);
+			      const char *reason);
 json_t *latchd_addr_json(const struct latch_addr *a);
 void events_open(struct sandbox *s);
 void events_close(struct sandbox *s);
@@ -242,7 +242,7 @@ void learned_free(struct sandbox *s);
 void latchd_boot_id(char *buf, size_t len);
 
 /* grant.c, grant_ops.c, grant_notify.c (grant.h has the rest) */
-void grants_open(struct sandbox *s);  /* its grants back from NAME.grants */
+void grants_open(struct sandbox *s); /* its grants back from NAME.grants */
 void grants_close(struct sandbox *s); /* saved; waiting asks and clients answered */
 void grants_forget(struct sandbox *s); /* the sandbox is gone: NAME.grants goes */
 /* Does an active grant open this normalized name?  The resolver may answer it then. */
@@ -292,7 +292,7 @@ int meter_open(struct latchd *ld, char *err, size_t errlen);
 int meter_start(struct latchd *ld, char *err, size_t errlen); /* once the event loop exists */
 void meter_tick(struct latchd *ld);
 void meter_reload(struct latchd *ld); /* SIGHUP: the price table, and latch.conf's caps as ld->conf has them */
-void meter_close(struct latchd *ld);  /* after every listener */
+void meter_close(struct latchd *ld); /* after every listener */
 /* The meter of credential CR's route for WHO into OUT; false when no upstream of it is metered. */
 bool meter_route(struct latchd *ld, const char *who, const struct latch_kit_cred *cr, struct latch_http_meter *out);
 

@@ -38,8 +38,7 @@ void latchd_audit(struct latchd *ld, const char *sandbox, const char *kind, cons
 	free(text);
 }
 
-void latchd_audit_dns_refused(struct latchd *ld, const char *who, const char *qname, uint16_t qtype,
-			     const char *reason)
+void latchd_audit_dns_refused(struct latchd *ld, const char *who, const char *qname, uint16_t qtype, const char *reason)
 {
 	char code[AUDIT_TOKEN_MAX];
 

@@ -547,15 +547,17 @@ static void grant_commit(struct grant *g)
 		refused = had || (why && !strcmp(why, "rebinding"));
 		if (refused)
 			snprintf(err, sizeof(err), "%s %s; nothing was opened", h->name,
-				 !strcmp(why, "host")	     ? "resolves to an address of this host" :
+				 !strcmp(why, "host")	   ? "resolves to an address of this host" :
 				 !strcmp(why, "rebinding") ? "resolves only to non-public addresses or this host's own "
 							     "(DNS rebinding)" :
 							     "resolves only to non-public addresses (DNS rebinding)");
 		else if (why)
 			snprintf(err, sizeof(err), "%s did not resolve (%s); nothing was opened", h->name, why);
 		else
-			snprintf(err, sizeof(err), "%s resolves only to addresses a CIDR entry already allows; nothing "
-				 "was opened", h->name);
+			snprintf(err, sizeof(err),
+				 "%s resolves only to addresses a CIDR entry already allows; nothing "
+				 "was opened",
+				 h->name);
 	}
 	free(l);
 	if (err[0])

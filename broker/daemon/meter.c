@@ -346,11 +346,9 @@ bool meter_route(struct latchd *ld, const char *who, const struct latch_kit_cred
 		free(rm);
 		return false;
 	}
-	*out = (struct latch_http_meter){ .arg = rm,
-					  .request = meter_request,
-					  .response = meter_response,
-					  .end = meter_end,
-					  .release = free };
+	*out = (struct latch_http_meter){
+		.arg = rm, .request = meter_request, .response = meter_response, .end = meter_end, .release = free
+	};
 	return true;
 }
 
@@ -414,7 +412,8 @@ void meter_reload(struct latchd *ld)
 	budget_set_caps(ld->meter->b, o.sandbox, o.host);
 	if (budget_reload_prices(ld->meter->b, err, sizeof(err))) {
 		latchd_log("price table not reloaded, the one in force stays: %s", err);
-		latchd_audit(ld, "latchd", "config", "refuse", "latchd.reload.prices", json_pack("{s:s}", "error", err));
+		latchd_audit(ld, "latchd", "config", "refuse", "latchd.reload.prices",
+			     json_pack("{s:s}", "error", err));
 	}
 }
 

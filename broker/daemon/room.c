@@ -171,8 +171,8 @@ static void room_broker_audit(void *arg, const struct latch_http_event *ev)
 static int room_routes(struct room_svc *r, char *err, size_t errlen)
 {
 	for (int i = 0; i < r->kit->n_creds; i++) {
-		int rc = broker_route_add(r->ld, r->broker, r->name, &r->kit->creds[i], r->placeholders[i], &r->secrets, err,
-					  errlen);
+		int rc = broker_route_add(r->ld, r->broker, r->name, &r->kit->creds[i], r->placeholders[i], &r->secrets,
+					  err, errlen);
 
 		if (rc)
 			return rc;

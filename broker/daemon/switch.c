@@ -280,11 +280,12 @@ static void switch_commit(struct pending_switch *sw)
 	switch_adopt(sw);
 	latchd_audit(s->ld, s->name, "profile", "switch", "latchd.profile.switch",
 		     json_pack("{s:s, s:s, s:i, s:i, s:i, s:b}", "from", sw->from, "to", s->prof.name, "entries", out.n,
-			       "kit_entries", s->n_extra, "learned_kept", out.counts.learned, "uncontained", s->prof.open));
-	control_reply(sw->client, json_pack("{s:b, s:s, s:s, s:i, s:i, s:i, s:o, s:b}", "ok", 1, "sandbox", s->name,
-					    "profile", s->prof.name, "entries", out.n, "kit_entries", s->n_extra,
-					    "learned_kept", out.counts.learned, "hosts", hosts, "uncontained",
-					    s->prof.open));
+			       "kit_entries", s->n_extra, "learned_kept", out.counts.learned, "uncontained",
+			       s->prof.open));
+	control_reply(sw->client,
+		      json_pack("{s:b, s:s, s:s, s:i, s:i, s:i, s:o, s:b}", "ok", 1, "sandbox", s->name, "profile",
+				s->prof.name, "entries", out.n, "kit_entries", s->n_extra, "learned_kept",
+				out.counts.learned, "hosts", hosts, "uncontained", s->prof.open));
 out:
 	latch_compose_out_free(&out);
 	free(live.items);

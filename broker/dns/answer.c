@@ -186,8 +186,8 @@ static const char *chain_next(struct answer *a, const ldns_rr_list *an, const ld
  * how CDNs answer): they are the upstream's business, and the guest can't
  * ask for them by themselves.
  */
-int dns_answer_from_pkt(const struct latch_resolver *r, const ldns_pkt *p, const ldns_rdf *qname,
-			uint16_t qtype, struct answer *a)
+int dns_answer_from_pkt(const struct latch_resolver *r, const ldns_pkt *p, const ldns_rdf *qname, uint16_t qtype,
+			struct answer *a)
 {
 	const ldns_rr_list *an = ldns_pkt_answer(p);
 	const ldns_rdf *cur = qname;
@@ -209,7 +209,8 @@ int dns_answer_from_pkt(const struct latch_resolver *r, const ldns_pkt *p, const
 		a->chain[a->n_chain] = t;
 		cur = a->chain[a->n_chain++];
 	}
-	if (a->rcode == LDNS_RCODE_NOERROR && !a->chain_bad && (qtype == LDNS_RR_TYPE_A || qtype == LDNS_RR_TYPE_AAAA)) {
+	if (a->rcode == LDNS_RCODE_NOERROR && !a->chain_bad &&
+	    (qtype == LDNS_RR_TYPE_A || qtype == LDNS_RR_TYPE_AAAA)) {
 		size_t from = 0;
 		int fam = qtype == LDNS_RR_TYPE_A ? AF_INET : AF_INET6;
 		size_t sz = fam == AF_INET ? 4 : 16;
@@ -292,8 +293,8 @@ void dns_client_reply(struct latch_resolver *r, const struct client *c, const st
 		dns_client_send(r, c, wire, len);
 }
 
-void dns_client_refuse(struct latch_resolver *r, const struct client *c, const struct question *cq,
-		       const char *name, const char *reason)
+void dns_client_refuse(struct latch_resolver *r, const struct client *c, const struct question *cq, const char *name,
+		       const char *reason)
 {
 	r->st.refused++;
 	if (r->o.policy.refused)
@@ -307,8 +308,8 @@ void dns_client_refuse(struct latch_resolver *r, const struct client *c, const s
  * has taken its addresses they are in the kernel until the entry expires,
  * so its later hits skip the callback (and its map lookups) altogether.
  */
-void dns_client_answer(struct latch_resolver *r, const struct client *c, const struct question *cq,
-		       const char *name, const struct answer *a, uint32_t ttl, struct centry *e)
+void dns_client_answer(struct latch_resolver *r, const struct client *c, const struct question *cq, const char *name,
+		       const struct answer *a, uint32_t ttl, struct centry *e)
 {
 	struct latch_addr learn[LATCH_RESOLVER_ADDRS_MAX];
 	uint8_t wire[65535];

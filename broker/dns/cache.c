@@ -106,6 +106,6 @@ void dns_cache_clamp(struct latch_resolver *r, uint64_t expires_ms)
 	struct centry *e;
 
 	TAILQ_FOREACH(e, &r->lru, lru)
-		if (e->expires_ms > expires_ms)
-			e->expires_ms = expires_ms;
+	if (e->expires_ms > expires_ms)
+		e->expires_ms = expires_ms;
 }

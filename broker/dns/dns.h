@@ -30,30 +30,30 @@
 #include "broker/dns/resolver.h"
 
 #define DNS_HDR 12
-#define EDNS_SIZE 1232		/* the flag-day size: no fragments, on both sides */
-#define UDP_PLAIN 512		/* the reply limit for a client without EDNS */
-#define UDP_BUF 4096		/* bigger datagrams are dropped, not truncated */
-#define UDP_BURST 64		/* datagrams read per wakeup, so one sandbox can't starve the others */
-#define UDP_BATCH 32		/* datagrams per recvmmsg()/sendmmsg() */
-#define PENDING_MAX 512		/* upstream queries in flight per resolver; beyond, SERVFAIL */
-#define TCP_CONN_QUERIES 16	/* in flight per TCP client; beyond, stop reading it */
+#define EDNS_SIZE 1232 /* the flag-day size: no fragments, on both sides */
+#define UDP_PLAIN 512 /* the reply limit for a client without EDNS */
+#define UDP_BUF 4096 /* bigger datagrams are dropped, not truncated */
+#define UDP_BURST 64 /* datagrams read per wakeup, so one sandbox can't starve the others */
+#define UDP_BATCH 32 /* datagrams per recvmmsg()/sendmmsg() */
+#define PENDING_MAX 512 /* upstream queries in flight per resolver; beyond, SERVFAIL */
+#define TCP_CONN_QUERIES 16 /* in flight per TCP client; beyond, stop reading it */
 #define TCP_CONN_TOTAL_DEFAULT 64 /* queries one TCP connection may ask in its life; the next one cuts it */
-#define RATE_DEFAULT 20		/* queries/s per sandbox when the options give none (the kernel's default) */
+#define RATE_DEFAULT 20 /* queries/s per sandbox when the options give none (the kernel's default) */
 #define BURST_DEFAULT 40
-#define GUEST_RELOOK_MS 1000	/* a query from an unknown link index looks the link up again, this often */
+#define GUEST_RELOOK_MS 1000 /* a query from an unknown link index looks the link up again, this often */
 #define TCP_OUT_MAX (128 * 1024) /* replies a TCP client has not read; beyond, close it */
-#define NEG_TTL_DEFAULT 30	/* negative answers without an SOA */
+#define NEG_TTL_DEFAULT 30 /* negative answers without an SOA */
 #define TIMEOUT_MS_DEFAULT 1500
 #define TCP_IDLE_MS_DEFAULT 10000
 #define TCP_CLIENTS_DEFAULT 64
 #define CACHE_DEFAULT 1024
 #define LABEL_MAX 63
-#define ACCEPT_PAUSE_MS 1000	/* out of fds: stop accepting for a while instead of spinning */
+#define ACCEPT_PAUSE_MS 1000 /* out of fds: stop accepting for a while instead of spinning */
 
 /* What an upstream said about (qname, qtype), before any policy decision. */
 struct answer {
-	uint8_t rcode;		/* LDNS_RCODE_NOERROR or LDNS_RCODE_NXDOMAIN */
-	const char *chain_bad;	/* "cname-chain" or "cname-loop": the chain is refused, and so is the answer */
+	uint8_t rcode; /* LDNS_RCODE_NOERROR or LDNS_RCODE_NXDOMAIN */
+	const char *chain_bad; /* "cname-chain" or "cname-loop": the chain is refused, and so is the answer */
 	int n_chain;
 	ldns_rdf *chain[LATCH_RESOLVER_CNAME_MAX]; /* the CNAME targets, in order, lowercase */
 	int n_addrs;
@@ -69,7 +69,7 @@ struct question {
 	bool rd;
 	bool edns; /* it had an OPT record: the reply carries ours */
 	uint16_t qtype, qclass;
-	uint16_t qlen;	     /* bytes of qname, the root label included */
+	uint16_t qlen; /* bytes of qname, the root label included */
 	uint8_t qname[255]; /* the client's own spelling, on the wire */
 };
 
@@ -82,7 +82,7 @@ struct client {
 	struct sockaddr_storage peer;
 	socklen_t peerlen;
 	struct tcp_conn *tc; /* CL_TCP: NULL once the client has gone */
-	size_t max;	     /* the largest reply it takes */
+	size_t max; /* the largest reply it takes */
 };
 
 struct lookup;
@@ -96,7 +96,7 @@ struct query {
 	uint16_t qtype;
 	struct client c;
 	struct question cq; /* the client's question, when it is for a client */
-	struct lookup *lk;  /* or the lookup it is half of */
+	struct lookup *lk; /* or the lookup it is half of */
 	int tries, max_tries;
 	const char *why; /* the last failure, reported when tries run out */
 	/* the current try */
@@ -161,8 +161,8 @@ struct udp_batch;
 struct hostaddrs {
 	struct nl_sock *events; /* member of the IPv4 and IPv6 address groups */
 	struct event *ev;
-	bool dirty;		 /* an address changed (or events were lost): read them all again */
-	bool unknown;		 /* the last read failed: every address counts as the host's */
+	bool dirty; /* an address changed (or events were lost): read them all again */
+	bool unknown; /* the last read failed: every address counts as the host's */
 	struct latch_addr *addr; /* sorted by (family, bytes) */
 	int n;
 };
@@ -232,10 +232,10 @@ int dns_answer_from_pkt(const struct latch_resolver *r, const ldns_pkt *p, const
 const char *dns_addr_judge(struct latch_resolver *r, const struct latch_addr *a, bool *learn);
 void dns_client_reply(struct latch_resolver *r, const struct client *c, const struct question *cq, uint8_t rcode,
 		      const struct answer *a, uint32_t ttl);
-void dns_client_refuse(struct latch_resolver *r, const struct client *c, const struct question *cq,
-		       const char *name, const char *reason);
-void dns_client_answer(struct latch_resolver *r, const struct client *c, const struct question *cq,
-		       const char *name, const struct answer *a, uint32_t ttl, struct centry *e);
+void dns_client_refuse(struct latch_resolver *r, const struct client *c, const struct question *cq, const char *name,
+		       const char *reason);
+void dns_client_answer(struct latch_resolver *r, const struct client *c, const struct question *cq, const char *name,
+		       const struct answer *a, uint32_t ttl, struct centry *e);
 
 /* cache.c */
 int dns_cache_init(struct latch_resolver *r);

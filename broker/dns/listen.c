@@ -104,8 +104,8 @@ int dns_guest_link(struct latch_resolver *r, bool force)
 
 static bool guest_addr(const struct latch_resolver *r, const struct sockaddr_storage *ss)
 {
-	const void *bytes = ss->ss_family == AF_INET ? (const void *)&((const struct sockaddr_in *)ss)->sin_addr
-						    : (const void *)&((const struct sockaddr_in6 *)ss)->sin6_addr;
+	const void *bytes = ss->ss_family == AF_INET ? (const void *)&((const struct sockaddr_in *)ss)->sin_addr :
+						       (const void *)&((const struct sockaddr_in6 *)ss)->sin6_addr;
 	size_t len = ss->ss_family == AF_INET ? 4 : 16;
 
 	for (int i = 0; i < r->o.guest.n_addr; i++)
@@ -263,8 +263,9 @@ static bool udp_batch_add(struct latch_resolver *r, const struct client *c, cons
 	memcpy(b->out_buf[i], wire, len);
 	memcpy(&b->out_peer[i], &c->peer, c->peerlen);
 	b->out_iov[i] = (struct iovec){ b->out_buf[i], len };
-	b->out[i].msg_hdr = (struct msghdr){ .msg_name = &b->out_peer[i], .msg_namelen = c->peerlen,
-					     .msg_iov = &b->out_iov[i], .msg_iovlen = 1 };
+	b->out[i].msg_hdr = (struct msghdr){
+		.msg_name = &b->out_peer[i], .msg_namelen = c->peerlen, .msg_iov = &b->out_iov[i], .msg_iovlen = 1
+	};
 	return true;
 }
 
@@ -277,8 +278,9 @@ static void udp_read(evutil_socket_t fd, short what, void *arg)
 	b->fd = fd;
 	for (int i = 0; i < UDP_BATCH; i++) {
 		b->in_iov[i] = (struct iovec){ b->in_buf[i], sizeof(b->in_buf[i]) };
-		b->in[i].msg_hdr = (struct msghdr){ .msg_name = &b->peer[i], .msg_iov = &b->in_iov[i], .msg_iovlen = 1,
-						    .msg_control = b->ctl[i].buf };
+		b->in[i].msg_hdr = (struct msghdr){
+			.msg_name = &b->peer[i], .msg_iov = &b->in_iov[i], .msg_iovlen = 1, .msg_control = b->ctl[i].buf
+		};
 	}
 	/* UDP_BURST at most per wakeup, so one sandbox can't starve the others */
 	for (int round = 0; round < UDP_BURST / UDP_BATCH; round++) {
@@ -328,8 +330,8 @@ void dns_tcp_conn_close(struct tcp_conn *tc)
 
 	/* its queries still finish (and fill the cache); their replies go nowhere */
 	TAILQ_FOREACH(q, &r->queries, link)
-		if (q->c.kind == CL_TCP && q->c.tc == tc)
-			q->c.tc = NULL;
+	if (q->c.kind == CL_TCP && q->c.tc == tc)
+		q->c.tc = NULL;
 	bufferevent_free(tc->bev);
 	TAILQ_REMOVE(&r->conns, tc, link);
 	r->n_conns--;
@@ -501,8 +503,7 @@ static void tcp_accept_error(struct evconnlistener *lev, void *arg)
 
 /* ------------------------------------------------------------ sockets */
 
-static int listen_socket(const struct latch_addr *a, uint16_t port, int type, int ifindex, char *err,
-			 size_t errlen)
+static int listen_socket(const struct latch_addr *a, uint16_t port, int type, int ifindex, char *err, size_t errlen)
 {
 	struct sockaddr_storage ss;
 	socklen_t sl = dns_addr_sockaddr(a, port, &ss);
@@ -525,8 +526,9 @@ static int listen_socket(const struct latch_addr *a, uint16_t port, int type, in
 				       setsockopt(fd, IPPROTO_IPV6, IPV6_FREEBIND, &one, sizeof(one)))))
 		goto fail;
 	/* who may ask: the arrival link of every datagram, the link of every connection */
-	if (type == SOCK_DGRAM && (a->family == AF_INET ? setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &one, sizeof(one))
-							 : setsockopt(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, &one, sizeof(one))))
+	if (type == SOCK_DGRAM &&
+	    (a->family == AF_INET ? setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &one, sizeof(one)) :
+				    setsockopt(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, &one, sizeof(one))))
 		goto fail;
 	if (type == SOCK_STREAM && ifindex && setsockopt(fd, SOL_SOCKET, SO_BINDTOIFINDEX, &ifindex, sizeof(ifindex)))
 		goto fail;

@@ -174,8 +174,7 @@ fail:
 	return NULL;
 }
 
-int latch_resolver_reconfigure(struct latch_resolver *r, const struct latch_resolver_opts *o, char *err,
-			       size_t errlen)
+int latch_resolver_reconfigure(struct latch_resolver *r, const struct latch_resolver_opts *o, char *err, size_t errlen)
 {
 	int ret = opts_check(o, err, errlen);
 
@@ -216,4 +215,3 @@ void latch_resolver_stats(const struct latch_resolver *r, struct latch_resolver_
 {
 	*s = r->st;
 }
-

@@ -33,7 +33,7 @@ struct latch_resolver;
 
 #define LATCH_RESOLVER_LISTEN_MAX 2
 #define LATCH_RESOLVER_UPSTREAM_MAX 4
-#define LATCH_RESOLVER_CNAME_MAX 8  /* CNAMEs followed from the question; more is refused */
+#define LATCH_RESOLVER_CNAME_MAX 8 /* CNAMEs followed from the question; more is refused */
 #define LATCH_RESOLVER_GUEST_ADDRS_MAX 4
 #define LATCH_RESOLVER_ADDRS_MAX 32 /* addresses kept from one answer, the rest are dropped */
 #define LATCH_RESOLVER_NAME_MAX 254 /* a normalized name and its NUL */
@@ -116,11 +116,11 @@ struct latch_resolver_opts {
 	uint16_t upstream_port[LATCH_RESOLVER_UPSTREAM_MAX]; /* 0 = 53 */
 	int n_upstream;
 	uint32_t ttl_min, ttl_max; /* clamp for reported/learned TTLs, seconds; 0 < ttl_max, ttl_min <= ttl_max */
-	uint32_t timeout_ms;	   /* per upstream try; 0 = 1500 */
+	uint32_t timeout_ms; /* per upstream try; 0 = 1500 */
 	/* 0 = the default for each of these */
 	uint32_t tcp_idle_ms; /* a TCP client that sends nothing for this long is closed (10000) */
-	int tcp_clients_max;  /* concurrent TCP clients per resolver; more are closed on accept (64) */
-	int cache_max;	      /* cached answers, least recently used evicted first (1024) */
+	int tcp_clients_max; /* concurrent TCP clients per resolver; more are closed on accept (64) */
+	int cache_max; /* cached answers, least recently used evicted first (1024) */
 	int tcp_conn_queries; /* queries one TCP connection may ask; the next cuts it (64) */
 	struct latch_resolver_guest guest; /* required (or gated): a resolver answers its guest only */
 	/*
@@ -145,8 +145,7 @@ struct latch_resolver *latch_resolver_new(struct event_base *base, const struct 
  * addresses and port must stay the same (-EINVAL: make a new resolver).
  * Queries already in flight finish their current try.  Returns 0 or -errno.
  */
-int latch_resolver_reconfigure(struct latch_resolver *r, const struct latch_resolver_opts *o, char *err,
-			       size_t errlen);
+int latch_resolver_reconfigure(struct latch_resolver *r, const struct latch_resolver_opts *o, char *err, size_t errlen);
 /*
  * Close every socket and cancel every pending query and lookup; no callback
  * runs after this.  Accepts NULL.

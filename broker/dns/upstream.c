@@ -61,8 +61,8 @@ static bool sockaddr_same(const struct sockaddr_storage *a, const struct sockadd
 
 static int why_rank(const char *why)
 {
-	static const char *const order[] = { "no-address", "nxdomain", "unreachable", "servfail", "timeout",
-					     "cname-chain", "cname-loop", "rebinding" };
+	static const char *const order[] = { "no-address", "nxdomain",	  "unreachable", "servfail",
+					     "timeout",	   "cname-chain", "cname-loop",	 "rebinding" };
 
 	for (int i = 0; why && i < (int)(sizeof(order) / sizeof(order[0])); i++)
 		if (!strcmp(why, order[i]))
@@ -417,7 +417,7 @@ static void query_try(struct query *q)
 
 /* Start asking the upstreams; for a client (c, cq) or a lookup. */
 int dns_query_start(struct latch_resolver *r, const char *name, uint16_t qtype, const struct client *c,
-		       const struct question *cq, struct lookup *lk)
+		    const struct question *cq, struct lookup *lk)
 {
 	struct query *q;
 
@@ -501,4 +501,3 @@ int latch_resolver_lookup(struct latch_resolver *r, const char *name, latch_look
 	}
 	return 0;
 }
-

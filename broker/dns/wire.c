@@ -127,8 +127,8 @@ int dns_question_parse(const uint8_t *buf, size_t len, struct question *q, uint1
  * question's name at offset 12, each next one to the name the record before
  * it pointed to.  Returns the bytes written, or 0 when cap is too small.
  */
-static size_t answer_section(const struct question *q, const struct answer *a, uint32_t ttl, uint8_t *out,
-			     size_t cap, uint16_t *count)
+static size_t answer_section(const struct question *q, const struct answer *a, uint32_t ttl, uint8_t *out, size_t cap,
+			     uint16_t *count)
 {
 	size_t base = DNS_HDR + q->qlen + 4, o = 0;
 	uint16_t owner = DNS_HDR;
@@ -152,7 +152,8 @@ static size_t answer_section(const struct question *q, const struct answer *a, u
 
 		if (o + 12 + n > cap)
 			goto full;
-		put32(put16(put16(put16(out + o, PTR(owner)), v4 ? LDNS_RR_TYPE_A : LDNS_RR_TYPE_AAAA), LDNS_RR_CLASS_IN),
+		put32(put16(put16(put16(out + o, PTR(owner)), v4 ? LDNS_RR_TYPE_A : LDNS_RR_TYPE_AAAA),
+			    LDNS_RR_CLASS_IN),
 		      ttl);
 		put16(out + o + 10, n);
 		memcpy(out + o + 12, a->addrs[i].bytes, n);
@@ -184,7 +185,7 @@ size_t dns_reply_build(const struct question *q, uint8_t rcode, const struct ans
 	}
 	put16(out, q->id);
 	out[2] = 0x80 | (tc ? 0x02 : 0) | (q->rd ? 0x01 : 0); /* QR, opcode QUERY, TC, RD */
-	out[3] = 0x80 | (rcode & 0x0f);			       /* RA */
+	out[3] = 0x80 | (rcode & 0x0f); /* RA */
 	put16(put16(put16(put16(out + 4, 1), ancount), 0), optlen ? 1 : 0);
 	memcpy(out + DNS_HDR, q->qname, q->qlen);
 	put16(put16(out + DNS_HDR + q->qlen, q->qtype), q->qclass);

@@ -231,8 +231,8 @@ static bool eq_ct(const char *a, size_t alen, const char *b)
 	return alen == blen && !CRYPTO_memcmp(a, b, blen);
 }
 
-enum hb_refusal hb_placeholder_check(const struct hb_head *head, const struct hb_ph_rule *rule,
-				     const char **presented, size_t *presented_len)
+enum hb_refusal hb_placeholder_check(const struct hb_head *head, const struct hb_ph_rule *rule, const char **presented,
+				     size_t *presented_len)
 {
 	static __thread char pw[512];
 	size_t scheme_len = strlen(rule->scheme), pw_len;
@@ -268,8 +268,9 @@ enum hb_refusal hb_placeholder_check(const struct hb_head *head, const struct hb
 				if (hb_contains_placeholder(h->value, h->value_len, rule->placeholders[k]))
 					return HB_PH_OTHER_HEADER;
 		} else { /* something else where the placeholder belongs: name what it was */
-			size_t skip = h->value_len >= scheme_len && !strncasecmp(h->value, rule->scheme, scheme_len)
-					      ? scheme_len : 0;
+			size_t skip = h->value_len >= scheme_len && !strncasecmp(h->value, rule->scheme, scheme_len) ?
+					      scheme_len :
+					      0;
 
 			offered = true;
 			*presented = h->value + skip;

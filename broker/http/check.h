@@ -25,53 +25,53 @@
 #include <http_parser.h>
 
 /* X(ID, status, reason): status 0 means the connection is cut (a tunnel past its 200) */
-#define HB_REFUSALS(X)                                                                                        \
-	X(HEAD_TOO_LARGE, 431, "request head too large")                                                      \
-	X(BARE_LF, 400, "bare LF in the request head")                                                        \
-	X(BARE_CR, 400, "bare CR in the request head")                                                        \
-	X(OBS_FOLD, 400, "folded header line")                                                                \
-	X(HEADER_NAME, 400, "header name is not a token")                                                     \
-	X(HEADER_BYTES, 400, "invalid bytes in the request head")                                             \
-	X(CL_AND_TE, 400, "both Content-Length and Transfer-Encoding")                                        \
-	X(CL_DUP, 400, "duplicate Content-Length")                                                            \
-	X(CL_INVALID, 400, "invalid Content-Length")                                                          \
-	X(TE_INVALID, 400, "Transfer-Encoding other than one chunked")                                        \
-	X(BAD_REQUEST, 400, "request is not HTTP/1.x")                                                        \
-	X(NOT_GUEST, 403, "source is not the sandbox's guest")                                                \
-	X(PATH_DOT, 403, "path has a . or .. segment")                                                        \
-	X(PATH_ENCODED_SEP, 403, "path has an encoded dot, slash or backslash")                               \
-	X(PATH_BACKSLASH, 403, "path has a backslash")                                                        \
-	X(PATH_DOUBLE, 403, "path is double-encoded")                                                         \
-	X(PATH_EMPTY_SEGMENT, 403, "path has an empty segment")                                               \
-	X(PATH_ENCODED_PLAIN, 403, "path encodes a character that needs no encoding")                         \
-	X(PATH_BYTES, 403, "path has bytes outside the URL grammar")                                          \
-	X(PROXY_PLAIN, 403, "plain http proxying is not offered")                                             \
-	X(NO_ROUTE, 403, "no credential route of that name")                                                  \
-	X(TRACE, 403, "TRACE is never forwarded")                                                             \
-	X(METHOD, 403, "method not allowed on route")                                                         \
-	X(PATH, 403, "path not allowed on route")                                                             \
-	X(PH_URL, 403, "placeholder also sent in the URL")                                                    \
-	X(PH_OTHER_HEADER, 403, "placeholder sent in another header")                                         \
-	X(PH_MISSING, 401, "placeholder credential missing or wrong")                                         \
-	X(PH_WRONG, 403, "placeholder credential missing or wrong")                                           \
-	X(PH_OTHER_SANDBOX, 403, "placeholder of another sandbox")                                            \
-	X(SECRET_MISSING, 403, "secret not set on the host")                                                  \
-	X(BODY_TOO_LARGE, 413, "metered request body too large")                                              \
-	X(METER, 429, "refused by the spend cap")                                                             \
-	X(LOCAL_NONE, 404, "no local endpoint on this listener")                                              \
-	X(LOCAL_BODY, 413, "local request body too large")                                                    \
-	X(CONNECT_PORT, 403, "CONNECT only to port 443")                                                      \
-	X(CONNECT_LITERAL, 403, "CONNECT to an address literal")                                              \
-	X(CONNECT_NAME, 403, "CONNECT target is not a host name")                                             \
-	X(CONNECT_DENIED, 403, "name not allowed by the sandbox's policy")                                    \
-	X(CONNECT_REBINDING, 403, "name resolves only to non-public addresses")                               \
-	X(CONNECT_RESOLVE, 502, "name did not resolve")                                                       \
-	X(CONNECT_SNI, 0, "TLS server name differs from the CONNECT name")                                    \
-	X(CONNECT_NOT_TLS, 0, "tunnel did not start with a TLS ClientHello")                                  \
-	X(UPSTREAM_CONNECT, 502, "upstream unreachable")                                                      \
-	X(UPSTREAM_TLS, 502, "upstream TLS verification failed")                                              \
-	X(UPSTREAM_TIMEOUT, 504, "upstream timed out")                                                        \
-	X(UPSTREAM_BAD, 502, "upstream response unreadable")                                                  \
+#define HB_REFUSALS(X)                                                                \
+	X(HEAD_TOO_LARGE, 431, "request head too large")                              \
+	X(BARE_LF, 400, "bare LF in the request head")                                \
+	X(BARE_CR, 400, "bare CR in the request head")                                \
+	X(OBS_FOLD, 400, "folded header line")                                        \
+	X(HEADER_NAME, 400, "header name is not a token")                             \
+	X(HEADER_BYTES, 400, "invalid bytes in the request head")                     \
+	X(CL_AND_TE, 400, "both Content-Length and Transfer-Encoding")                \
+	X(CL_DUP, 400, "duplicate Content-Length")                                    \
+	X(CL_INVALID, 400, "invalid Content-Length")                                  \
+	X(TE_INVALID, 400, "Transfer-Encoding other than one chunked")                \
+	X(BAD_REQUEST, 400, "request is not HTTP/1.x")                                \
+	X(NOT_GUEST, 403, "source is not the sandbox's guest")                        \
+	X(PATH_DOT, 403, "path has a . or .. segment")                                \
+	X(PATH_ENCODED_SEP, 403, "path has an encoded dot, slash or backslash")       \
+	X(PATH_BACKSLASH, 403, "path has a backslash")                                \
+	X(PATH_DOUBLE, 403, "path is double-encoded")                                 \
+	X(PATH_EMPTY_SEGMENT, 403, "path has an empty segment")                       \
+	X(PATH_ENCODED_PLAIN, 403, "path encodes a character that needs no encoding") \
+	X(PATH_BYTES, 403, "path has bytes outside the URL grammar")                  \
+	X(PROXY_PLAIN, 403, "plain http proxying is not offered")                     \
+	X(NO_ROUTE, 403, "no credential route of that name")                          \
+	X(TRACE, 403, "TRACE is never forwarded")                                     \
+	X(METHOD, 403, "method not allowed on route")                                 \
+	X(PATH, 403, "path not allowed on route")                                     \
+	X(PH_URL, 403, "placeholder also sent in the URL")                            \
+	X(PH_OTHER_HEADER, 403, "placeholder sent in another header")                 \
+	X(PH_MISSING, 401, "placeholder credential missing or wrong")                 \
+	X(PH_WRONG, 403, "placeholder credential missing or wrong")                   \
+	X(PH_OTHER_SANDBOX, 403, "placeholder of another sandbox")                    \
+	X(SECRET_MISSING, 403, "secret not set on the host")                          \
+	X(BODY_TOO_LARGE, 413, "metered request body too large")                      \
+	X(METER, 429, "refused by the spend cap")                                     \
+	X(LOCAL_NONE, 404, "no local endpoint on this listener")                      \
+	X(LOCAL_BODY, 413, "local request body too large")                            \
+	X(CONNECT_PORT, 403, "CONNECT only to port 443")                              \
+	X(CONNECT_LITERAL, 403, "CONNECT to an address literal")                      \
+	X(CONNECT_NAME, 403, "CONNECT target is not a host name")                     \
+	X(CONNECT_DENIED, 403, "name not allowed by the sandbox's policy")            \
+	X(CONNECT_REBINDING, 403, "name resolves only to non-public addresses")       \
+	X(CONNECT_RESOLVE, 502, "name did not resolve")                               \
+	X(CONNECT_SNI, 0, "TLS server name differs from the CONNECT name")            \
+	X(CONNECT_NOT_TLS, 0, "tunnel did not start with a TLS ClientHello")          \
+	X(UPSTREAM_CONNECT, 502, "upstream unreachable")                              \
+	X(UPSTREAM_TLS, 502, "upstream TLS verification failed")                      \
+	X(UPSTREAM_TIMEOUT, 504, "upstream timed out")                                \
+	X(UPSTREAM_BAD, 502, "upstream response unreadable")                          \
 	X(UPSTREAM_ENCODED, 502, "upstream response is content-encoded")
 
 enum hb_refusal {
@@ -79,7 +79,7 @@ enum hb_refusal {
 #define HB_ENUM(id, status, reason) HB_##id,
 	HB_REFUSALS(HB_ENUM)
 #undef HB_ENUM
-	HB_REFUSAL_COUNT
+		HB_REFUSAL_COUNT
 };
 
 int hb_refusal_status(enum hb_refusal r);
@@ -159,8 +159,8 @@ struct hb_ph_rule {
 	const char *const *placeholders;
 	int n_placeholders;
 };
-enum hb_refusal hb_placeholder_check(const struct hb_head *head, const struct hb_ph_rule *rule,
-				     const char **presented, size_t *presented_len);
+enum hb_refusal hb_placeholder_check(const struct hb_head *head, const struct hb_ph_rule *rule, const char **presented,
+				     size_t *presented_len);
 /* Is NEEDLE (a placeholder) in S, as sent or percent-decoded, in any case? */
 bool hb_contains_placeholder(const char *s, size_t len, const char *needle);
 

@@ -176,7 +176,6 @@ int hb_resolve(struct latch_http_sandbox *sb, const char *name, latch_http_resol
 
 /* ------------------------------------------------------------ sandboxes */
 
-
 /* One listening socket on A, port PORT; its fd or -errno with a line in err. */
 static int listen_on(const struct latch_http_sandbox_opts *o, const struct latch_addr *a, char *err, size_t errlen)
 {
@@ -221,8 +220,10 @@ struct latch_http_sandbox *latch_http_sandbox_new(struct latch_http *h, const st
 
 	if (!o->name || !o->port || o->n_guests < 1 || o->n_guests > LATCH_HTTP_GUESTS_MAX || o->n_listen < 1 ||
 	    o->n_listen > LATCH_HTTP_LISTEN_MAX) {
-		latch_errf(err, errlen, -EINVAL, "broker: a sandbox needs a name, a port, 1-%d listen and 1-%d guest "
-			   "addresses", LATCH_HTTP_LISTEN_MAX, LATCH_HTTP_GUESTS_MAX);
+		latch_errf(err, errlen, -EINVAL,
+			   "broker: a sandbox needs a name, a port, 1-%d listen and 1-%d guest "
+			   "addresses",
+			   LATCH_HTTP_LISTEN_MAX, LATCH_HTTP_GUESTS_MAX);
 		errno = EINVAL;
 		return NULL;
 	}
@@ -380,8 +381,7 @@ static int route_add(struct latch_http_sandbox *sb, const struct latch_http_rout
 	for (int i = 0; i < in->n_paths; i++) {
 		const char *p = in->paths[i];
 
-		if (!p || p[0] != '/' || hb_target_spelling(p, strlen(p)) != HB_OK || strchr(p, '?') ||
-		    strchr(p, '%'))
+		if (!p || p[0] != '/' || hb_target_spelling(p, strlen(p)) != HB_OK || strchr(p, '?') || strchr(p, '%'))
 			return latch_errf(err, errlen, -EINVAL,
 					  "route %s: path prefix \"%s\" must be absolute, without '.', '..', '//', "
 					  "'%%' or '?'",
@@ -505,8 +505,8 @@ void hb_audit(struct hb_gconn *g, const char *kind, const struct hb_route *r, co
 
 json_t *latch_http_event_fields(const struct latch_http_event *ev)
 {
-	const char *const opt[][2] = { { "route", ev->route }, { "upstream", ev->upstream }, { "host", ev->host },
-				       { "method", ev->method }, { "path", ev->path },	   { "end", ev->end },
+	const char *const opt[][2] = { { "route", ev->route },	 { "upstream", ev->upstream }, { "host", ev->host },
+				       { "method", ev->method }, { "path", ev->path },	       { "end", ev->end },
 				       { "why", ev->reason } };
 	char peer[INET6_ADDRSTRLEN] = "";
 	json_t *f;
@@ -553,18 +553,30 @@ static const char *head_path(struct hb_gconn *g, const char *rest, char *buf, si
 const char *hb_status_text(int status)
 {
 	switch (status) {
-	case 200: return "OK";
-	case 400: return "Bad Request";
-	case 401: return "Unauthorized";
-	case 403: return "Forbidden";
-	case 404: return "Not Found";
-	case 405: return "Method Not Allowed";
-	case 413: return "Content Too Large";
-	case 429: return "Too Many Requests";
-	case 431: return "Request Header Fields Too Large";
-	case 502: return "Bad Gateway";
-	case 503: return "Service Unavailable";
-	case 504: return "Gateway Timeout";
+	case 200:
+		return "OK";
+	case 400:
+		return "Bad Request";
+	case 401:
+		return "Unauthorized";
+	case 403:
+		return "Forbidden";
+	case 404:
+		return "Not Found";
+	case 405:
+		return "Method Not Allowed";
+	case 413:
+		return "Content Too Large";
+	case 429:
+		return "Too Many Requests";
+	case 431:
+		return "Request Header Fields Too Large";
+	case 502:
+		return "Bad Gateway";
+	case 503:
+		return "Service Unavailable";
+	case 504:
+		return "Gateway Timeout";
 	}
 	return "Refused";
 }
@@ -648,4 +660,3 @@ void hb_guest_flush(struct hb_gconn *g)
 	if (evbuffer_get_length(out))
 		bufferevent_enable(g->bev, EV_WRITE);
 }
-

@@ -28,9 +28,20 @@
 /* CONN: the request's Connection header, or NULL */
 static bool hop_by_hop(const struct hb_header *hd, const struct hb_header *conn)
 {
-	static const char *const names[] = { "connection", "keep-alive", "proxy-connection", "te", "trailer",
-					      "transfer-encoding", "upgrade", "proxy-authenticate", "proxy-authorization",
-					      "content-length", "host", "expect", "accept-encoding", "authorization" };
+	static const char *const names[] = { "connection",
+					     "keep-alive",
+					     "proxy-connection",
+					     "te",
+					     "trailer",
+					     "transfer-encoding",
+					     "upgrade",
+					     "proxy-authenticate",
+					     "proxy-authorization",
+					     "content-length",
+					     "host",
+					     "expect",
+					     "accept-encoding",
+					     "authorization" };
 
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 		if (hb_token_eq(hd->name, hd->name_len, names[i]))
@@ -269,7 +280,8 @@ bool hb_exchange_body_done(struct hb_exchange *x)
 
 	if (rc && rc != LATCH_HTTP_METER_HOLD) {
 		hb_exchange_end(x, LATCH_HTTP_END_ERROR);
-		return hb_refuse(g, HB_METER, "%s", strncmp(line, "latch:", 6) ? "latch: refused by the spend cap" : line);
+		return hb_refuse(g, HB_METER, "%s",
+				 strncmp(line, "latch:", 6) ? "latch: refused by the spend cap" : line);
 	}
 	x->meter_open = true;
 	if (rc == LATCH_HTTP_METER_HOLD) { /* until latch_http_meter_resume() */
@@ -358,8 +370,10 @@ static int r_value(http_parser *p, const char *at, size_t len)
 /* CONN: the upstream's Connection header, or NULL */
 static bool resp_hop_by_hop(struct hb_uconn *u, const struct hb_hdr *h, const struct hb_hdr *conn)
 {
-	static const char *const names[] = { "connection", "keep-alive", "proxy-connection", "te", "trailer",
-					      "transfer-encoding", "upgrade", "proxy-authenticate", "content-length" };
+	static const char *const names[] = {
+		"connection", "keep-alive",	    "proxy-connection", "te", "trailer", "transfer-encoding",
+		"upgrade",    "proxy-authenticate", "content-length"
+	};
 	const char *name = u->head + h->name;
 
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
@@ -603,10 +617,12 @@ void hb_u_read(struct bufferevent *bev, void *arg)
 			if (!x->resp_started) {
 				enum hb_refusal r = u->fail ? u->fail : HB_UPSTREAM_BAD;
 
-				hb_exchange_fail_async(x, r, r == HB_UPSTREAM_ENCODED
-					? "latch: the upstream sent a content-encoded response although the broker asked "
-					  "for identity; the broker does not pass bodies it cannot check for the key"
-					: "latch: the upstream's response could not be read as HTTP/1.1");
+				hb_exchange_fail_async(
+					x, r,
+					r == HB_UPSTREAM_ENCODED ?
+						"latch: the upstream sent a content-encoded response although the broker asked "
+						"for identity; the broker does not pass bodies it cannot check for the key" :
+						"latch: the upstream's response could not be read as HTTP/1.1");
 			} else {
 				response_over(u, LATCH_HTTP_END_ERROR);
 			}
@@ -675,8 +691,8 @@ void hb_u_event(struct bufferevent *bev, short what, void *arg)
 		return;
 	}
 	/* nothing came back yet: a pooled connection the upstream had closed gets one retry */
-	if (u->reused && !u->got_bytes && !x->retried && !(what & BEV_EVENT_TIMEOUT) && !x->metered &&
-	    x->req_done && !x->bytes_in) {
+	if (u->reused && !u->got_bytes && !x->retried && !(what & BEV_EVENT_TIMEOUT) && !x->metered && x->req_done &&
+	    !x->bytes_in) {
 		x->retried = true;
 		hb_conn_free(u);
 		evbuffer_drain(x->req, evbuffer_get_length(x->req));
@@ -691,17 +707,19 @@ void hb_u_event(struct bufferevent *bev, short what, void *arg)
 	if (what & BEV_EVENT_TIMEOUT)
 		snprintf(line, sizeof(line), "latch: upstream %s did not answer in time", x->t->host);
 	else if (!u->connected && verify != X509_V_OK)
-		snprintf(line, sizeof(line), "latch: upstream %s's certificate did not verify (%s); the broker only talks "
-			 "to the upstream's real name", x->t->host, X509_verify_cert_error_string(verify));
+		snprintf(line, sizeof(line),
+			 "latch: upstream %s's certificate did not verify (%s); the broker only talks "
+			 "to the upstream's real name",
+			 x->t->host, X509_verify_cert_error_string(verify));
 	else if (!u->connected)
 		snprintf(line, sizeof(line), "latch: cannot reach upstream %s port %u (%s)", x->t->host, x->t->port,
 			 ssl_err ? ERR_reason_error_string(ssl_err) : strerror(EVUTIL_SOCKET_ERROR()));
 	else
-		snprintf(line, sizeof(line), "latch: upstream %s closed the connection without a response",
-			 x->t->host);
-	hb_exchange_fail_async(x, (what & BEV_EVENT_TIMEOUT)	 ? HB_UPSTREAM_TIMEOUT
-			       : !u->connected && verify != X509_V_OK ? HB_UPSTREAM_TLS
-			       : u->connected			 ? HB_UPSTREAM_BAD
-								 : HB_UPSTREAM_CONNECT,
-			    line);
+		snprintf(line, sizeof(line), "latch: upstream %s closed the connection without a response", x->t->host);
+	hb_exchange_fail_async(x,
+			       (what & BEV_EVENT_TIMEOUT)	    ? HB_UPSTREAM_TIMEOUT :
+			       !u->connected && verify != X509_V_OK ? HB_UPSTREAM_TLS :
+			       u->connected			    ? HB_UPSTREAM_BAD :
+								      HB_UPSTREAM_CONNECT,
+			       line);
 }

@@ -186,11 +186,13 @@ static bool guest_body(struct hb_gconn *g)
 		evbuffer_drain(in, n);
 		if (g->x && hb_exchange_over_limit(g->x)) {
 			hb_exchange_end(g->x, LATCH_HTTP_END_ERROR);
-			return hb_refuse(g, HB_BODY_TOO_LARGE, "latch: this metered request's body is larger than the "
+			return hb_refuse(g, HB_BODY_TOO_LARGE,
+					 "latch: this metered request's body is larger than the "
 					 "meter's body_max; send a smaller request");
 		}
 		if (g->l && hb_local_over_limit(g->l))
-			return hb_refuse(g, HB_LOCAL_BODY, "latch: the request body is larger than this endpoint takes; "
+			return hb_refuse(g, HB_LOCAL_BODY,
+					 "latch: the request body is larger than this endpoint takes; "
 					 "send a smaller one");
 		if (HTTP_PARSER_ERRNO(&g->parser) == HPE_PAUSED) {
 			http_parser_pause(&g->parser, 0);
@@ -232,28 +234,30 @@ static bool dispatch(struct hb_gconn *g)
 	}
 	if (hd->target_len && hd->target[0] != '/') {
 		return hb_refuse(g, HB_PROXY_PLAIN,
-			  "latch: the broker does not proxy plain http; use https:// (CONNECT) for a host the "
-			  "sandbox may reach, or a credential's {{url}}");
+				 "latch: the broker does not proxy plain http; use https:// (CONNECT) for a host the "
+				 "sandbox may reach, or a credential's {{url}}");
 	}
 	/* 1. the path's spelling (local endpoints too) */
 	ref = hb_target_spelling(hd->target, hd->target_len);
 	if (ref) {
-		return hb_refuse(g, ref, "latch: %s; send the path as the upstream should read it, without %s", hb_refusal_reason(ref),
-			  ref == HB_PATH_DOT			? "'.' or '..' segments"
-			  : ref == HB_PATH_ENCODED_SEP	? "%2e, %2f or %5c"
-			  : ref == HB_PATH_BACKSLASH	? "backslashes"
-			  : ref == HB_PATH_DOUBLE		? "%25"
-			  : ref == HB_PATH_EMPTY_SEGMENT	? "'//'"
-			  : ref == HB_PATH_ENCODED_PLAIN ? "percent-encoded letters, digits or -._~"
-							 : "spaces, controls or other bytes outside RFC 3986");
+		return hb_refuse(g, ref, "latch: %s; send the path as the upstream should read it, without %s",
+				 hb_refusal_reason(ref),
+				 ref == HB_PATH_DOT	      ? "'.' or '..' segments" :
+				 ref == HB_PATH_ENCODED_SEP   ? "%2e, %2f or %5c" :
+				 ref == HB_PATH_BACKSLASH     ? "backslashes" :
+				 ref == HB_PATH_DOUBLE	      ? "%25" :
+				 ref == HB_PATH_EMPTY_SEGMENT ? "'//'" :
+				 ref == HB_PATH_ENCODED_PLAIN ? "percent-encoded letters, digits or -._~" :
+								"spaces, controls or other bytes outside RFC 3986");
 	}
 	/* /latch/...: latchd's own endpoints, never a credential route (local.c) */
 	if (hb_local_path(hd->target, hd->target_len))
 		return hb_local_start(g);
 	if (!hb_target_route(hd->target, hd->target_len, name, &rest, &rest_len) || !(r = hb_route_find(sb, name))) {
-		return hb_refuse(g, HB_NO_ROUTE,
-			  "latch: no credential route here; use a credential's {{url}} (http://HOST:PORT/CREDENTIAL/...) "
-			  "as the kit's env gives it");
+		return hb_refuse(
+			g, HB_NO_ROUTE,
+			"latch: no credential route here; use a credential's {{url}} (http://HOST:PORT/CREDENTIAL/...) "
+			"as the kit's env gives it");
 	}
 	/* 2. the method */
 	if (!strcmp(hd->method, "TRACE")) {
@@ -267,9 +271,12 @@ static bool dispatch(struct hb_gconn *g)
 		char list[256] = "";
 
 		for (int i = 0; i < r->n_methods; i++)
-			snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s", i ? ", " : "", r->methods[i]);
-		return hb_refuse(g, HB_METHOD, "latch: method %s is not allowed on credential %s (allowed: %s); add it to the "
-			  "credential's methods in the kit", hd->method, r->name, list[0] ? list : "none");
+			snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s", i ? ", " : "",
+				 r->methods[i]);
+		return hb_refuse(g, HB_METHOD,
+				 "latch: method %s is not allowed on credential %s (allowed: %s); add it to the "
+				 "credential's methods in the kit",
+				 hd->method, r->name, list[0] ? list : "none");
 	}
 	/* 3. the path prefix, on segment boundaries */
 	while (plen < rest_len && rest[plen] != '?')
@@ -283,13 +290,18 @@ static bool dispatch(struct hb_gconn *g)
 		ok = hb_prefix_covers(r->paths[i], rest, plen);
 	if (!ok) {
 		snprintf(path, sizeof(path), "%.*s", (int)(plen < 200 ? plen : 200), rest);
-		return hb_refuse(g, HB_PATH, "latch: path %s is not under the paths of credential %s; add its prefix to the "
-			  "credential's paths in the kit", path, r->name);
+		return hb_refuse(g, HB_PATH,
+				 "latch: path %s is not under the paths of credential %s; add its prefix to the "
+				 "credential's paths in the kit",
+				 path, r->name);
 	}
 	/* 4. the placeholder */
 	struct hb_target *t = &r->targets[r->active];
-	struct hb_ph_rule rule = { .header = t->header, .scheme = t->scheme, .placeholder = r->placeholder,
-				   .placeholders = sb->placeholders, .n_placeholders = sb->n_placeholders };
+	struct hb_ph_rule rule = { .header = t->header,
+				   .scheme = t->scheme,
+				   .placeholder = r->placeholder,
+				   .placeholders = sb->placeholders,
+				   .n_placeholders = sb->n_placeholders };
 
 	ref = hb_placeholder_check(hd, &rule, &presented, &presented_len);
 	if (ref == HB_PH_WRONG && presented) {
@@ -303,20 +315,30 @@ static bool dispatch(struct hb_gconn *g)
 	case HB_OK:
 		break;
 	case HB_PH_URL:
-		return hb_refuse(g, ref, "latch: the placeholder was also sent in the URL; send it only in the %s header",
-			  t->header);
+		return hb_refuse(g, ref,
+				 "latch: the placeholder was also sent in the URL; send it only in the %s header",
+				 t->header);
 	case HB_PH_OTHER_HEADER:
-		return hb_refuse(g, ref, "latch: the placeholder was sent in a header other than %s; credential %s takes it "
-			  "only there (or as the Basic auth password)", t->header, r->name);
+		return hb_refuse(g, ref,
+				 "latch: the placeholder was sent in a header other than %s; credential %s takes it "
+				 "only there (or as the Basic auth password)",
+				 t->header, r->name);
 	case HB_PH_OTHER_SANDBOX:
-		return hb_refuse(g, ref, "latch: that placeholder belongs to another sandbox; use this sandbox's own (latch env)");
+		return hb_refuse(
+			g, ref,
+			"latch: that placeholder belongs to another sandbox; use this sandbox's own (latch env)");
 	default:
-		return hb_refuse(g, ref, "latch: credential %s needs this sandbox's placeholder in the %s header (%s<placeholder>) "
-			  "or as the Basic auth password", r->name, t->header, t->scheme);
+		return hb_refuse(
+			g, ref,
+			"latch: credential %s needs this sandbox's placeholder in the %s header (%s<placeholder>) "
+			"or as the Basic auth password",
+			r->name, t->header, t->scheme);
 	}
 	if (!t->secret.mem && t->secret_var) {
-		return hb_refuse(g, HB_SECRET_MISSING, "latch: %s was not set on the host when the sandbox started; set it and run "
-			  "`latch up` again to hand it over", t->secret_var);
+		return hb_refuse(g, HB_SECRET_MISSING,
+				 "latch: %s was not set on the host when the sandbox started; set it and run "
+				 "`latch up` again to hand it over",
+				 t->secret_var);
 	}
 	return hb_exchange_start(g, r);
 }
@@ -354,16 +376,20 @@ static void guest_process(struct hb_gconn *g)
 		if (!ref && !head_len)
 			return; /* more to come */
 		if (ref) {
-			hb_refuse(g, ref, "latch: %s; send an HTTP/1.1 request head with CRLF line ends, no folded lines "
-				  "and token header names, under %u bytes", hb_refusal_reason(ref), h->o.head_max);
+			hb_refuse(g, ref,
+				  "latch: %s; send an HTTP/1.1 request head with CRLF line ends, no folded lines "
+				  "and token header names, under %u bytes",
+				  hb_refusal_reason(ref), h->o.head_max);
 			return;
 		}
 		memcpy(g->headbuf, buf, head_len);
 		evbuffer_drain(in, head_len);
 		ref = hb_head_parse(g->headbuf, head_len, &g->parser, &g->head);
 		if (ref) {
-			hb_refuse(g, ref, "latch: %s; send one Content-Length or Transfer-Encoding: chunked, not both, "
-				  "not twice", hb_refusal_reason(ref));
+			hb_refuse(g, ref,
+				  "latch: %s; send one Content-Length or Transfer-Encoding: chunked, not both, "
+				  "not twice",
+				  hb_refusal_reason(ref));
 			return;
 		}
 		bufferevent_set_timeouts(g->bev, NULL, NULL);

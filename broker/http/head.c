@@ -22,10 +22,9 @@ static const struct {
 	const char *id;
 	int status;
 	const char *reason;
-} refusals[HB_REFUSAL_COUNT] = {
-	[HB_OK] = { "OK", 200, NULL },
+} refusals[HB_REFUSAL_COUNT] = { [HB_OK] = { "OK", 200, NULL },
 #define HB_ROW(id, status, reason) [HB_##id] = { #id, status, reason },
-	HB_REFUSALS(HB_ROW)
+				 HB_REFUSALS(HB_ROW)
 #undef HB_ROW
 };
 
@@ -173,7 +172,6 @@ static int on_value(http_parser *p, const char *at, size_t len)
 	h->value_len = at + len - h->value;
 	return 0;
 }
-
 
 static void trim(const char **v, size_t *len)
 {

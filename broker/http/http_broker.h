@@ -39,10 +39,10 @@ struct latch_http_sandbox;
 
 /* How a forwarded exchange ended (audit and meter). */
 enum latch_http_end {
-	LATCH_HTTP_END_COMPLETE,     /* the whole response reached the guest */
-	LATCH_HTTP_END_GUEST_CUT,    /* the guest went away before the end */
+	LATCH_HTTP_END_COMPLETE, /* the whole response reached the guest */
+	LATCH_HTTP_END_GUEST_CUT, /* the guest went away before the end */
 	LATCH_HTTP_END_UPSTREAM_CUT, /* the upstream closed or reset mid-response */
-	LATCH_HTTP_END_ERROR,	     /* TLS, timeout or protocol error (the guest got 502/504 or a cut) */
+	LATCH_HTTP_END_ERROR, /* TLS, timeout or protocol error (the guest got 502/504 or a cut) */
 };
 const char *latch_http_end_name(enum latch_http_end e);
 
@@ -55,16 +55,16 @@ const char *latch_http_end_name(enum latch_http_end e);
 struct latch_http_event {
 	const char *sandbox;
 	const char *kind;
-	const char *route;    /* credential name, or NULL */
+	const char *route; /* credential name, or NULL */
 	const char *upstream; /* the upstream's name (alternatives have one), or NULL */
-	const char *host;     /* upstream host or CONNECT name, or NULL */
+	const char *host; /* upstream host or CONNECT name, or NULL */
 	uint16_t port;
 	const char *method; /* or NULL when the request could not be read */
-	const char *path;   /* without the query string, or NULL */
-	int status;	    /* sent to the guest; 0 for a tunnel cut before its 200 */
+	const char *path; /* without the query string, or NULL */
+	int status; /* sent to the guest; 0 for a tunnel cut before its 200 */
 	const char *reason;
 	const char *end; /* latch_http_end_name() for forwarded requests and tunnels, else NULL */
-	uint64_t bytes_in;  /* body bytes from the guest (tunnel: all bytes) */
+	uint64_t bytes_in; /* body bytes from the guest (tunnel: all bytes) */
 	uint64_t bytes_out; /* body bytes to the guest (tunnel: all bytes) */
 	const struct latch_addr *peer;
 };
@@ -168,8 +168,8 @@ struct latch_http_route {
  * n = -1 and a reason.  A resolver calls it exactly once, later from the
  * event loop.  (The same shape as latchd's resolver lookups.)
  */
-typedef void (*latch_http_resolved_cb)(void *arg, const char *name, const struct latch_addr *addrs, int n,
-				       uint32_t ttl, const char *why);
+typedef void (*latch_http_resolved_cb)(void *arg, const char *name, const struct latch_addr *addrs, int n, uint32_t ttl,
+				       const char *why);
 
 /*
  * A local endpoint (docs/grants.md's ask is one): a request for /latch or
@@ -185,9 +185,9 @@ typedef void (*latch_http_resolved_cb)(void *arg, const char *name, const struct
 struct latch_http_local;
 struct latch_http_local_request {
 	const char *method;
-	const char *path;	  /* "/latch/...", without the query string */
-	const char *query;	  /* what followed '?', or "" */
-	const char *body;	  /* body_len bytes, NUL-terminated */
+	const char *path; /* "/latch/...", without the query string */
+	const char *query; /* what followed '?', or "" */
+	const char *body; /* body_len bytes, NUL-terminated */
 	size_t body_len;
 	const char *content_type; /* "" when none */
 	const struct latch_addr *peer;
@@ -222,14 +222,14 @@ struct latch_http_sandbox_opts {
 
 /* Engine-wide limits; 0 = the default in brackets. */
 struct latch_http_opts {
-	uint32_t head_max;	    /* request or response head bytes (16384) */
-	uint32_t buffer_max;	    /* bytes queued per direction before reading pauses (65536) */
-	uint32_t guest_idle_ms;	    /* a keep-alive guest connection with nothing to do (60000) */
-	uint32_t connect_ms;	    /* TCP + TLS to an upstream (10000) */
-	uint32_t upstream_idle_ms;  /* silence from an upstream mid-response: 504 / cut (300000) */
-	uint32_t pool_idle_ms;	    /* an idle pooled upstream connection is closed after (60000) */
-	int pool_max;		    /* idle upstream connections kept per upstream (32) */
-	int conns_max;		    /* guest connections per sandbox; more are closed on accept (256) */
+	uint32_t head_max; /* request or response head bytes (16384) */
+	uint32_t buffer_max; /* bytes queued per direction before reading pauses (65536) */
+	uint32_t guest_idle_ms; /* a keep-alive guest connection with nothing to do (60000) */
+	uint32_t connect_ms; /* TCP + TLS to an upstream (10000) */
+	uint32_t upstream_idle_ms; /* silence from an upstream mid-response: 504 / cut (300000) */
+	uint32_t pool_idle_ms; /* an idle pooled upstream connection is closed after (60000) */
+	int pool_max; /* idle upstream connections kept per upstream (32) */
+	int conns_max; /* guest connections per sandbox; more are closed on accept (256) */
 };
 
 /* NULL with errno set and one line in err. */

@@ -97,10 +97,14 @@ static void try_connect(struct hb_tunnel *t)
 		if (!t->up)
 			break;
 		if (a->family == AF_INET) {
-			sa.v4 = (struct sockaddr_in){ .sin_family = AF_INET, .sin_port = htons(443), .sin_addr = a->v4 };
+			sa.v4 = (struct sockaddr_in){ .sin_family = AF_INET,
+						      .sin_port = htons(443),
+						      .sin_addr = a->v4 };
 			salen = sizeof(sa.v4);
 		} else {
-			sa.v6 = (struct sockaddr_in6){ .sin6_family = AF_INET6, .sin6_port = htons(443), .sin6_addr = a->v6 };
+			sa.v6 = (struct sockaddr_in6){ .sin6_family = AF_INET6,
+						       .sin6_port = htons(443),
+						       .sin6_addr = a->v6 };
 			salen = sizeof(sa.v6);
 		}
 		bufferevent_setcb(t->up, up_read, up_write, up_event, t);
@@ -136,8 +140,10 @@ static void t_resolved(void *arg, const char *name, const struct latch_addr *add
 	if (!t->n) {
 		/* a resolver with the same filter (latchd's) drops the addresses itself and says why */
 		if (refused || (n < 0 && why && !strcmp(why, "rebinding")))
-			t_refuse(t, HB_CONNECT_REBINDING, "latch: %s resolves only to non-public addresses; the broker "
-				 "does not connect there", t->name);
+			t_refuse(t, HB_CONNECT_REBINDING,
+				 "latch: %s resolves only to non-public addresses; the broker "
+				 "does not connect there",
+				 t->name);
 		else
 			t_refuse(t, HB_CONNECT_RESOLVE, "latch: %s did not resolve; check the name", t->name);
 		return;
@@ -159,13 +165,16 @@ bool hb_tunnel_start(struct hb_gconn *g)
 	case HB_CONNECT_PORT:
 		return hb_refuse(g, r, "latch: CONNECT goes only to port 443 of a name the sandbox may reach%s", "");
 	case HB_CONNECT_LITERAL:
-		return hb_refuse(g, r, "latch: CONNECT takes a host name, not an address; the broker resolves it%s", "");
+		return hb_refuse(g, r, "latch: CONNECT takes a host name, not an address; the broker resolves it%s",
+				 "");
 	default:
 		return hb_refuse(g, r, "latch: CONNECT's target is not a host name%s", "");
 	}
 	if (!sb->o.name_allowed || !sb->o.name_allowed(sb->o.arg, name))
-		return hb_refuse(g, HB_CONNECT_DENIED, "latch: %s is not in the sandbox's policy; add it to the "
-				 "sandbox's profile or the kit's egress_allow (on the host)", name);
+		return hb_refuse(g, HB_CONNECT_DENIED,
+				 "latch: %s is not in the sandbox's policy; add it to the "
+				 "sandbox's profile or the kit's egress_allow (on the host)",
+				 name);
 	t = calloc(1, sizeof(*t));
 	lk = calloc(1, sizeof(*lk));
 	if (!t || !lk) {

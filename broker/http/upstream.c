@@ -58,9 +58,12 @@ static SSL_CTX *ctx_get(struct latch_http *h, const char *ca_file, char *err, si
 	/* plaintext the upstream sent (an echo of the key, say) is wiped from OpenSSL's buffers once read */
 	SSL_CTX_set_options(ctx, SSL_OP_CLEANSE_PLAINTEXT);
 	SSL_CTX_set_alpn_protos(ctx, alpn, sizeof(alpn) - 1);
-	if (ca_file ? SSL_CTX_load_verify_locations(ctx, ca_file, NULL) != 1 : SSL_CTX_set_default_verify_paths(ctx) != 1) {
-		latch_errf(err, errlen, -EINVAL, "ca_file %s: no PEM certificates could be read from it; fix: point it at "
-			   "a CA bundle", ca_file ? ca_file : "(system store)");
+	if (ca_file ? SSL_CTX_load_verify_locations(ctx, ca_file, NULL) != 1 :
+		      SSL_CTX_set_default_verify_paths(ctx) != 1) {
+		latch_errf(err, errlen, -EINVAL,
+			   "ca_file %s: no PEM certificates could be read from it; fix: point it at "
+			   "a CA bundle",
+			   ca_file ? ca_file : "(system store)");
 		SSL_CTX_free(ctx);
 		return NULL;
 	}
@@ -203,15 +206,18 @@ int hb_target_init(struct latch_http *h, struct hb_target *t, const struct latch
 	if (t->host_is_addr && t->route && t->route->sb->o.resolve)
 		t->addr_until = 0;
 	if (!is_token(u->header))
-		return latch_errf(err, errlen, -EINVAL, "upstream %s: header \"%s\" must be a token (Authorization, "
-				  "x-api-key)", u->url, u->header ? u->header : "");
+		return latch_errf(err, errlen, -EINVAL,
+				  "upstream %s: header \"%s\" must be a token (Authorization, "
+				  "x-api-key)",
+				  u->url, u->header ? u->header : "");
 	if (u->scheme && strcspn(u->scheme, "\r\n") != strlen(u->scheme))
 		return latch_errf(err, errlen, -EINVAL, "upstream %s: scheme must be one line", u->url);
-	if (u->secret && (u->secret_len < 4 || u->secret_len > HB_SECRET_MAX ||
-			  memchr(u->secret, '\r', u->secret_len) || memchr(u->secret, '\n', u->secret_len) ||
-			  memchr(u->secret, 0, u->secret_len)))
-		return latch_errf(err, errlen, -EINVAL, "upstream %s: the secret must be 4-%d bytes with no CR, LF or NUL",
-				  u->url, HB_SECRET_MAX);
+	if (u->secret &&
+	    (u->secret_len < 4 || u->secret_len > HB_SECRET_MAX || memchr(u->secret, '\r', u->secret_len) ||
+	     memchr(u->secret, '\n', u->secret_len) || memchr(u->secret, 0, u->secret_len)))
+		return latch_errf(err, errlen, -EINVAL,
+				  "upstream %s: the secret must be 4-%d bytes with no CR, LF or NUL", u->url,
+				  HB_SECRET_MAX);
 	if (u->base_path && *u->base_path &&
 	    (u->base_path[0] != '/' || u->base_path[strlen(u->base_path) - 1] == '/' ||
 	     hb_target_spelling(u->base_path, strlen(u->base_path)) != HB_OK || strpbrk(u->base_path, "?%")))
@@ -228,7 +234,6 @@ int hb_target_init(struct latch_http *h, struct hb_target *t, const struct latch
 	t->ctx = ctx_get(h, u->ca_file, err, errlen);
 	return t->ctx ? 0 : -EINVAL;
 }
-
 
 void hb_target_fini(struct hb_target *t)
 {
@@ -257,7 +262,6 @@ void hb_target_fini(struct hb_target *t)
 }
 
 /* ------------------------------------------------------------ connections */
-
 
 void hb_conn_free(struct hb_uconn *u)
 {
@@ -387,7 +391,7 @@ static bool conn_open(struct hb_exchange *x)
 		latch_addr_format(&t->addr, a, sizeof(a));
 		t->addr_until = 0; /* look the name up again next time */
 		return hb_exchange_fail(x, HB_UPSTREAM_CONNECT, "latch: cannot connect to upstream %s (%s port %u): %s",
-				     t->host, a, t->port, strerror(errno));
+					t->host, a, t->port, strerror(errno));
 	}
 	return true;
 fail:
@@ -396,11 +400,11 @@ fail:
 	if (u)
 		free(u->head);
 	free(u);
-	return hb_exchange_fail(x, HB_UPSTREAM_CONNECT, "latch: out of memory opening the upstream connection; try again");
+	return hb_exchange_fail(x, HB_UPSTREAM_CONNECT,
+				"latch: out of memory opening the upstream connection; try again");
 }
 
-static void resolved(void *arg, const char *name, const struct latch_addr *addrs, int n, uint32_t ttl,
-		     const char *why)
+static void resolved(void *arg, const char *name, const struct latch_addr *addrs, int n, uint32_t ttl, const char *why)
 {
 	struct hb_lookup *lk = arg;
 	struct hb_exchange *x = lk->x;
@@ -412,8 +416,10 @@ static void resolved(void *arg, const char *name, const struct latch_addr *addrs
 	if (n < 1) {
 		char line[400];
 
-		snprintf(line, sizeof(line), "latch: upstream %s did not resolve (%s); check the kit's upstream and the "
-			 "host's DNS", name, why ? why : "no address");
+		snprintf(line, sizeof(line),
+			 "latch: upstream %s did not resolve (%s); check the kit's upstream and the "
+			 "host's DNS",
+			 name, why ? why : "no address");
 		hb_exchange_fail_async(x, HB_UPSTREAM_CONNECT, line);
 		return;
 	}
@@ -451,7 +457,7 @@ bool hb_acquire(struct hb_exchange *x, bool fresh)
 		free(lk);
 		x->lookup = NULL;
 		return hb_exchange_fail(x, HB_UPSTREAM_CONNECT, "latch: upstream %s could not be looked up; try again",
-				     t->host);
+					t->host);
 	}
 	return true;
 }

@@ -44,8 +44,8 @@
 #include "vm/guest/agent_proto.h"
 
 #define HDR_LEN sizeof(struct lagent_hdr)
-#define IDLE_SLEEP_MS 50    /* poll period while the host end is closed */
-#define DRAIN_GRACE_MS 250  /* after the command exits, for its pipes to close */
+#define IDLE_SLEEP_MS 50 /* poll period while the host end is closed */
+#define DRAIN_GRACE_MS 250 /* after the command exits, for its pipes to close */
 
 extern char **environ;
 
@@ -383,8 +383,7 @@ static int do_exec(uint32_t id, uint8_t *p, uint32_t len)
 		 * means the requester of this command is gone.
 		 */
 		if (fds[0].revents & (POLLHUP | POLLERR | POLLIN)) {
-			logx("%s; killing %s",
-			     fds[0].revents & POLLIN ? "new request" : "host hung up", cmd_argv[0]);
+			logx("%s; killing %s", fds[0].revents & POLLIN ? "new request" : "host hung up", cmd_argv[0]);
 			ret = -EPIPE;
 			kill_group(pid);
 			break;
@@ -422,8 +421,7 @@ static int do_exec(uint32_t id, uint8_t *p, uint32_t len)
 		ee.how = htole32(LAGENT_EXITED);
 		ee.code = (int32_t)htole32((uint32_t)WEXITSTATUS(status));
 	}
-	ee.flags = htole32((r.truncated ? LAGENT_EXIT_TRUNCATED : 0) |
-			   (timed_out ? LAGENT_EXIT_TIMED_OUT : 0));
+	ee.flags = htole32((r.truncated ? LAGENT_EXIT_TRUNCATED : 0) | (timed_out ? LAGENT_EXIT_TIMED_OUT : 0));
 	ee.duration_ms = htole32((uint32_t)(now_ms() - start));
 	ee.out_bytes = htole64(r.out_bytes);
 	ee.dropped = htole64(r.dropped);
@@ -542,8 +540,7 @@ static int find_port(char *path, size_t len)
 		f = NULL;
 		if ((size_t)snprintf(buf, sizeof(buf), "%s/%s/dev", base, de->d_name) < sizeof(buf))
 			f = fopen(buf, "re");
-		if (f && fscanf(f, "%u:%u", &maj, &min) == 2 &&
-		    mknod(path, S_IFCHR | 0600, makedev(maj, min)) < 0)
+		if (f && fscanf(f, "%u:%u", &maj, &min) == 2 && mknod(path, S_IFCHR | 0600, makedev(maj, min)) < 0)
 			found = -errno;
 		if (f)
 			fclose(f);
@@ -592,8 +589,7 @@ int main(int argc, char **argv)
 			ret = -errno;
 		}
 		if (!told) {
-			logx("waiting for port %s: %s", argc == 2 ? path : LAGENT_PORT_NAME,
-			     strerror(-ret));
+			logx("waiting for port %s: %s", argc == 2 ? path : LAGENT_PORT_NAME, strerror(-ret));
 			told = true;
 		}
 		/* The port's name arrives from the host a little after probe. */

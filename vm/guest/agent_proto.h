@@ -74,10 +74,10 @@ enum lagent_type {
 
 struct lagent_hdr {
 	uint32_t magic;
-	uint16_t type;	/* enum lagent_type */
+	uint16_t type; /* enum lagent_type */
 	uint16_t flags; /* 0; reserved */
-	uint32_t id;	/* chosen by the host, echoed by the agent */
-	uint32_t len;	/* payload bytes after this header */
+	uint32_t id; /* chosen by the host, echoed by the agent */
+	uint32_t len; /* payload bytes after this header */
 };
 _Static_assert(sizeof(struct lagent_hdr) == 16, "lagent_hdr is 16 bytes on the wire");
 
@@ -89,23 +89,23 @@ _Static_assert(sizeof(struct lagent_hdr) == 16, "lagent_hdr is 16 bytes on the w
 #define LAGENT_MAX_ENVC 256
 
 struct lagent_exec {
-	uint32_t timeout_ms;   /* 0: no timeout; else SIGKILL to the process group */
+	uint32_t timeout_ms; /* 0: no timeout; else SIGKILL to the process group */
 	uint32_t output_limit; /* 0 or > LAGENT_OUTPUT_CAP: LAGENT_OUTPUT_CAP */
-	uint32_t argc;	       /* 1..LAGENT_MAX_ARGC */
-	uint32_t flags;	       /* LAGENT_EXEC_*; other bits 0 */
+	uint32_t argc; /* 1..LAGENT_MAX_ARGC */
+	uint32_t flags; /* LAGENT_EXEC_*; other bits 0 */
 	/* followed by argc NUL-terminated strings, then (LAGENT_EXEC_ENV) the environment's */
 };
 _Static_assert(sizeof(struct lagent_exec) == 16, "lagent_exec is 16 bytes on the wire");
 
 struct lagent_pong {
-	uint32_t version;     /* LAGENT_VERSION */
+	uint32_t version; /* LAGENT_VERSION */
 	uint32_t max_payload; /* LAGENT_MAX_PAYLOAD of the agent */
-	char release[64];     /* guest uname -r, NUL-terminated */
+	char release[64]; /* guest uname -r, NUL-terminated */
 };
 _Static_assert(sizeof(struct lagent_pong) == 72, "lagent_pong is 72 bytes on the wire");
 
 enum lagent_how {
-	LAGENT_EXITED = 1,   /* code: exit status */
+	LAGENT_EXITED = 1, /* code: exit status */
 	LAGENT_SIGNALED = 2, /* code: signal number */
 };
 
@@ -114,17 +114,17 @@ enum lagent_how {
 #define LAGENT_EXIT_TIMED_OUT (1u << 1) /* killed at timeout_ms */
 
 struct lagent_exit {
-	uint32_t how;	      /* enum lagent_how */
+	uint32_t how; /* enum lagent_how */
 	int32_t code;
-	uint32_t flags;	      /* LAGENT_EXIT_* */
+	uint32_t flags; /* LAGENT_EXIT_* */
 	uint32_t duration_ms; /* fork to reap, in the guest */
-	uint64_t out_bytes;   /* stdout+stderr produced, sent or not */
-	uint64_t dropped;     /* of those, not sent */
+	uint64_t out_bytes; /* stdout+stderr produced, sent or not */
+	uint64_t dropped; /* of those, not sent */
 };
 _Static_assert(sizeof(struct lagent_exit) == 32, "lagent_exit is 32 bytes on the wire");
 
 struct lagent_error {
-	int32_t err;	/* positive errno value */
+	int32_t err; /* positive errno value */
 	uint32_t flags; /* 0; reserved */
 	/* followed by a message, not NUL-terminated */
 };

@@ -115,7 +115,8 @@ int main(int argc, char **argv)
 		const char *h = argv[3];
 
 		while (h[0] && h[1] && n < sizeof(f)) {
-			if (!isxdigit((unsigned char)h[0]) || !isxdigit((unsigned char)h[1]) || sscanf(h, "%2hhx", &f[n]) != 1)
+			if (!isxdigit((unsigned char)h[0]) || !isxdigit((unsigned char)h[1]) ||
+			    sscanf(h, "%2hhx", &f[n]) != 1)
 				return usage();
 			n++;
 			h += 2;
@@ -144,11 +145,11 @@ int main(int argc, char **argv)
 		memset(f, 0xff, 6);
 		memcpy(f + 6, smac, 6);
 		put16(f + 12, ETH_P_ARP);
-		put16(f + 14, 1);	  /* Ethernet */
+		put16(f + 14, 1); /* Ethernet */
 		put16(f + 16, ETH_P_IP);
 		f[18] = 6;
 		f[19] = 4;
-		put16(f + 20, 2);	  /* reply */
+		put16(f + 20, 2); /* reply */
 		memcpy(f + 22, smac, 6);
 		memcpy(f + 28, sip, 4);
 		memset(f + 32, 0xff, 6);
