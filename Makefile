@@ -249,11 +249,24 @@ include scripts/install.mk
 deps:
 	@bash .ci/deps.sh
 
+# The C sources in the kernel's style (.clang-format); check fails on the first file that is not.
+FORMAT_FILES = $(shell git ls-files '*.c' '*.h' 2>/dev/null || find . -path ./$(BUILD) -prune -o -name '*.[ch]' -print)
+CLANG_FORMAT ?= clang-format
+format:
+	$(Q)$(CLANG_FORMAT) -i $(FORMAT_FILES)
+
+format-check:
+	$(Q)command -v $(CLANG_FORMAT) >/dev/null || { echo "make: no $(CLANG_FORMAT); run \`make deps\`" >&2; exit 1; }
+	$(Q)out=$$($(CLANG_FORMAT) --dry-run --Werror $(FORMAT_FILES) 2>&1 | head -n 20); \
+	if [ -n "$$out" ]; then echo "$$out" >&2; \
+		echo "make: these files are not in .clang-format's style; run \`make format\`" >&2; exit 1; fi
+
 # Unit tests first (no root), then the root selftests; each prints its summary.
 # Recursive, so that `make deps check` on a fresh machine reads the packages
 # `deps` has just installed.
 check:
 	$(Q)$(MAKE) --no-print-directory all
+	$(Q)$(MAKE) --no-print-directory format-check
 	$(Q)$(MAKE) --no-print-directory unit
 	$(Q)$(MAKE) --no-print-directory selftest
 
@@ -275,4 +288,4 @@ demo-netns:
 clean:
 	rm -rf $(BUILD)
 
-.PHONY: arrows all deps check unit selftest selftest-bins bench demo demo-netns clean image vm-proof vm-debian-proof pkgs-ok
+.PHONY: arrows all deps format format-check check unit selftest selftest-bins bench demo demo-netns clean image vm-proof vm-debian-proof pkgs-ok

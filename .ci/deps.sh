@@ -6,7 +6,7 @@ set -euo pipefail
 
 PKGS=(
 	# build
-	make gcc clang llvm pkg-config libbpf-dev bpftool libelf-dev zlib1g-dev
+	make gcc clang clang-format llvm pkg-config libbpf-dev bpftool libelf-dev zlib1g-dev
 	libnl-3-dev libnl-route-3-dev libjansson-dev libcap-dev libvirt-dev libnftables-dev libarchive-dev
 	libcriterion-dev libsqlite3-dev libssl-dev libldns-dev libevent-dev libcyaml-dev libyaml-dev libhttp-parser-dev
 	libseccomp-dev libfuzzer-14-dev libsystemd-dev libcurl4-openssl-dev
