@@ -128,6 +128,7 @@ int main(int argc, char **argv)
 				if (v == 1) {
 					if (!bwrap)
 						continue;
+					/* DIR bound as latch run binds its --workspace: it may be under /tmp */
 					const char *b[] = { bwrap,
 							    "--ro-bind",
 							    "/",
@@ -138,6 +139,9 @@ int main(int argc, char **argv)
 							    "/proc",
 							    "--tmpfs",
 							    "/tmp",
+							    "--ro-bind",
+							    dir,
+							    dir,
 							    "--unshare-all",
 							    "--die-with-parent",
 							    "--new-session",
