@@ -120,8 +120,10 @@ int main(int argc, char **argv)
 					av[n++] = "help";
 					av[n++] = "run";
 					av[n] = NULL;
-					if (run(av, &first, &total, &cpu))
+					if (run(av, &first, &total, &cpu)) {
+						fprintf(stderr, "room_start: latch help run failed in round %d\n", r);
 						return 1;
+					}
 					printf("latch-start,-,%d,0,%llu,%llu\n", r, total, cpu);
 					continue;
 				}

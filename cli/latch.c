@@ -396,7 +396,6 @@ static bool is_global_opt(const char *a)
  */
 static int scan_command_args(const struct latch_cmd *c, int argc, char **argv, bool *help)
 {
-	*help = false;
 	for (int a = 1; a < argc && strcmp(argv[a], "--"); a++) {
 		if (!strcmp(argv[a], "--help") || !strcmp(argv[a], "-h"))
 			*help = true;

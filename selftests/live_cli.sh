@@ -34,6 +34,14 @@ check_eq "--json after the command is refused, exit 2" "$rc" 2
 check "... saying where it belongs" grep -q "global option: put it before the command" <<<"$err"
 out=$("$LATCH_BIN" exec --help 2>&1)
 check "CMD --help before -- is help" grep -q "^usage: latch exec" <<<"$out"
+# `latch help CMD` and `latch --help CMD` are CMD's help too, and exit 0 (they once ran CMD with no arguments)
+for form in "help run" "--help run" "help exec" "-h status"; do
+	rc=0; out=$("$LATCH_BIN" $form 2>&1) || rc=$?
+	check "latch $form prints ${form##* }'s help, exit 0 (exit $rc)" \
+		bash -c "[ $rc = 0 ] && grep -q '^usage: latch ${form##* }' <<<\"\$1\"" _ "$out"
+done
+# control: a command's arguments after -- are the command's, not a help request
+check "run -- CMD --help is CMD's, not latch's" bash -c "'$LATCH_BIN' help run | grep -q '^usage' && ! '$LATCH_BIN' run -- sh -c 'echo x' --help 2>/dev/null | grep -q '^usage: latch'"
 
 # --- JSON: exactly one document, with version, in success and in failure ---------
 one_doc() { # CMD...: stdout parses as exactly one JSON object with a version
