@@ -745,8 +745,14 @@ json_t *latch_confinement_report(char *line, size_t len, int *level)
 		}
 	if (!pid) {
 		*level = 1;
-		snprintf(line, len, "latchd is not running%s%s", c.exists ? "; its cgroup " : "",
-			 c.exists ? c.dir : "");
+		if (!c.exists)
+			snprintf(line, len, "latchd is not running");
+		else if (!c.n_pids)
+			snprintf(line, len, "latchd is not running (its cgroup %s is there, empty)", c.dir);
+		else
+			snprintf(line, len,
+				 "latchd does not answer on its socket, and its cgroup %s holds %d process(es)", c.dir,
+				 c.n_pids);
 	} else if (!pid_in) {
 		*level = 2;
 		snprintf(line, len, "latchd (pid %lld) is NOT confined: it is not in %s%s%s", pid, c.dir,
