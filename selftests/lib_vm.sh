@@ -64,9 +64,12 @@ vm_cgroups_remove() {
 	local root
 	[ -n "${LATCH_CGROUP:-}" ] || return 0
 	for root in $(awk '$3 == "cgroup2" || $3 == "cgroup" {print $2}' /proc/mounts); do
-		[ -d "$root/$LATCH_CGROUP" ] || continue
-		rmdir "$root/$LATCH_CGROUP"/rooms/* "$root/$LATCH_CGROUP"/rooms "$root/$LATCH_CGROUP"/latchd \
-			"$root/$LATCH_CGROUP"/warm "$root/$LATCH_CGROUP" 2>/dev/null
+		# deepest first; a v1 memory cgroup can stay busy for a moment after its last task exits
+		for _ in $(seq 20); do
+			[ -d "$root/$LATCH_CGROUP" ] || break
+			find "$root/$LATCH_CGROUP" -depth -type d -exec rmdir {} + 2>/dev/null
+			[ -d "$root/$LATCH_CGROUP" ] && sleep 0.1
+		done
 	done
 }
 
@@ -291,8 +294,24 @@ vm_ctrl_net_down() {
 	ip route flush table "$CTRL_TABLE" 2>/dev/null
 	ip -6 route flush table "$CTRL_TABLE" 2>/dev/null
 	ip link del "$CTRL_VETH" 2>/dev/null
+	# whatever the test started in its namespace (servers) goes with it: a process would keep it alive
+	vm_netns_kill "$CTRL_NS"
 	ip netns del "$CTRL_NS" 2>/dev/null
 	CTRL_NS=
+}
+
+# vm_netns_kill NS: kill every process in this test's namespace NS, and wait (up to 2 s) for them to go.
+vm_netns_kill() {
+	local pids
+	pids=$(ip netns pids "$1" 2>/dev/null)
+	[ -n "$pids" ] || return 0
+	kill $pids 2>/dev/null
+	for _ in $(seq 20); do
+		[ -z "$(ip netns pids "$1" 2>/dev/null)" ] && return 0
+		sleep 0.1
+	done
+	kill -9 $(ip netns pids "$1" 2>/dev/null) 2>/dev/null
+	return 0
 }
 
 # vm_tree_image [KEY=FILE]...: the guest must run this tree's agent (and each

@@ -53,27 +53,75 @@ if [ $# -gt 0 ]; then
 	tests=("${sel[@]}")
 fi
 
-# vm_leftovers BEFORE: a guest test killed by the time limit may not have run
-# its own cleanup; destroy the sandboxes in the temp LATCH_ROOTs
-# (/tmp/latch-vm*) that appeared while it ran, and remove them.  Only those,
-# and only those whose test is gone (owner.pid): another run's guests, on
-# this host at the same time, are left alone.
+# vm_leftovers [BEFORE]: a guest test killed by the time limit (or a run cut
+# short, as a machine that restarts mid-test cuts it) may not have run its own
+# cleanup.  For each temp LATCH_ROOT (/tmp/latch-vm-NAME.XXXXXX) not listed in
+# BEFORE whose test is gone (owner.pid): destroy its sandboxes, then remove
+# its bpffs root, its cgroups and its control namespace, all named after the
+# test and its pid (lib_vm.sh's vm_scratch and vm_ctrl_net).  A live test's,
+# another run's on this host at the same time, is left alone.  Called after a
+# guest test timed out, and once before the first test for what an earlier
+# run left.
+# test_alive PID: the process runs (a zombie, not yet reaped, is gone)
+test_alive() {
+	kill -0 "$1" 2>/dev/null && [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]
+}
+
 vm_leftovers() {
-	local d sb
-	for d in /tmp/latch-vm*; do
-		[ -d "$d/root/var/lib/latch/sandboxes" ] || continue
-		grep -qxF "$d" <<<"$1" && continue
-		[ -f "$d/owner.pid" ] && kill -0 "$(cat "$d/owner.pid")" 2>/dev/null && continue
+	local d sb pid name ns bpffs cg left p
+	for d in /tmp/latch-vm-*; do
+		[ -d "$d" ] || continue
+		grep -qxF "$d" <<<"${1:-}" && continue
+		pid=$(cat "$d/owner.pid" 2>/dev/null || true)
+		[ -n "$pid" ] && test_alive "$pid" && continue
+		name=${d#/tmp/latch-vm-}
+		name=${name%.*}
+		bpffs=/sys/fs/bpf/latch-vm-$name-${pid:-none}
+		left=0
 		for sb in "$d"/root/var/lib/latch/sandboxes/*; do
 			[ -d "$sb" ] || continue
-			echo "# destroying sandbox ${sb##*/}, left behind by a guest test that was killed"
-			LATCH_ROOT=$d/root LATCH_BPFFS=/sys/fs/bpf/latch-vmtest-leftover build/latch destroy "${sb##*/}" \
-				>/dev/null 2>&1
+			echo "# destroying sandbox ${sb##*/}, left behind by a guest test that did not finish (pid ${pid:-?})"
+			LATCH_ROOT=$d/root LATCH_BPFFS=$bpffs LATCH_CGROUP=latch-vm-$name-${pid:-none} \
+				build/latch destroy --purge "${sb##*/}" >/dev/null 2>&1 || left=1
 		done
+		if [ "$left" = 1 ]; then
+			echo "# could not destroy all of $d's sandboxes (is libvirtd running?); kept for the next run"
+			continue
+		fi
+		if [ -n "$pid" ]; then
+			for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^ltctl-.*-$pid\$"); do
+				p=$(ip netns pids "$ns" 2>/dev/null)
+				[ -n "$p" ] && kill -9 $p 2>/dev/null # the gone test's servers in its own namespace
+				ip netns del "$ns" 2>/dev/null
+			done
+			for cg in /sys/fs/cgroup/*/latch-vm-$name-$pid /sys/fs/cgroup/latch-vm-$name-$pid; do
+				[ -d "$cg" ] && find "$cg" -depth -type d -exec rmdir {} + 2>/dev/null
+			done
+			rm -rf "$bpffs"
+		fi
 		rm -rf "$d"
 	done
-	rm -rf /sys/fs/bpf/latch-vmtest-leftover
+	# cgroups of guest tests whose process is gone, with or without a temp root
+	for cg in /sys/fs/cgroup/*/latch-vm-*-* /sys/fs/cgroup/latch-vm-*-*; do
+		[ -d "$cg" ] || continue
+		pid=${cg##*-}
+		[[ "$pid" =~ ^[0-9]+$ ]] || continue
+		test_alive "$pid" && continue
+		find "$cg" -depth -type d -exec rmdir {} + 2>/dev/null
+	done
+	# vm_ctrl_net's rules (pref 10100) whose table lost its routes with a gone test's veth:
+	# left in place, the next run's identical rule would fail with "File exists"
+	local fam rule table
+	for fam in -4 -6; do
+		ip "$fam" rule list pref 10100 2>/dev/null | while read -r rule; do
+			table=$(sed -n 's/.* lookup \([0-9]*\).*/\1/p' <<<"$rule")
+			[ -n "$table" ] && [ -z "$(ip "$fam" route show table "$table" 2>/dev/null)" ] || continue
+			ip "$fam" rule del pref 10100 table "$table" to "$(sed -n 's/.* to \([^ ]*\) .*/\1/p' <<<"$rule")" 2>/dev/null
+		done
+	done
 }
+
+vm_leftovers ""
 
 for t in "${tests[@]}"; do
 	name=${t##*/}

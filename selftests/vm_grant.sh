@@ -69,7 +69,7 @@ vm_scratch grant
 vm_tree_image ask="$TOP/build/vm/latch-ask" # latch-ask and the agent in the guest are this tree's
 vm_ctrl_net "$POOL" "$DOCS" "$OTHER" "$DNS4" && vm_ctrl_http "$DOCS" "$PORT" && vm_ctrl_http "$OTHER" "$PORT" ||
 	{ fail "control_namespace_set_up"; echo "$pass passed, $failn failed"; exit 1; }
-ctrl_ns dnsmasq --no-daemon --no-resolv --no-hosts --user=root --group=root --listen-address="$DNS4" \
+ip netns exec "$CTRL_NS" dnsmasq --no-daemon --no-resolv --no-hosts --user=root --group=root --listen-address="$DNS4" \
 	--bind-interfaces --port=53 --local-ttl=2 --host-record="docs.example,$DOCS" \
 	--host-record="other.example,$OTHER" >"$TMP/dnsmasq.log" 2>&1 &
 PIDS+=($!)
