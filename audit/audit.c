@@ -58,36 +58,10 @@ static uint64_t now_ns(const struct audit_log *log)
 	return log->opts.clock(log->opts.clock_arg);
 }
 
-static int sqlite_errno(int rc)
-{
-	switch (rc & 0xff) {
-	case SQLITE_OK:
-		return 0;
-	case SQLITE_BUSY:
-	case SQLITE_LOCKED:
-		return -EBUSY;
-	case SQLITE_NOMEM:
-		return -ENOMEM;
-	case SQLITE_READONLY:
-		return -EROFS;
-	case SQLITE_FULL:
-		return -ENOSPC;
-	case SQLITE_CANTOPEN:
-		return -EACCES;
-	case SQLITE_PERM:
-		return -EPERM;
-	case SQLITE_CORRUPT:
-	case SQLITE_NOTADB:
-		return -EBADMSG;
-	default:
-		return -EIO;
-	}
-}
-
 static int db_fail(struct audit_log *log, int rc, const char *what)
 {
 	snprintf(log->errmsg, sizeof(log->errmsg), "%s: %s", what, sqlite3_errmsg(log->db));
-	return sqlite_errno(rc);
+	return latch_sqlite_errno(rc);
 }
 
 int audit_db_fail(struct audit_log *log, int rc, const char *what)
@@ -237,7 +211,7 @@ struct audit_log *audit_open(const char *path, const struct audit_opts *opts, ch
 	if (rc != SQLITE_OK) {
 		latch_errf(err, errlen, -1, "audit log %s: %s", path,
 			   log->db ? sqlite3_errmsg(log->db) : "cannot open");
-		e = sqlite_errno(rc);
+		e = latch_sqlite_errno(rc);
 		goto fail_db;
 	}
 	sqlite3_busy_timeout(log->db, 5000);
@@ -249,7 +223,7 @@ struct audit_log *audit_open(const char *path, const struct audit_opts *opts, ch
 		if (rc != SQLITE_OK) {
 			latch_errf(err, errlen, -1, "audit log %s: %s", path, msg ? msg : sqlite3_errmsg(log->db));
 			sqlite3_free(msg);
-			e = sqlite_errno(rc);
+			e = latch_sqlite_errno(rc);
 			goto fail_db;
 		}
 	}

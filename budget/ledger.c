@@ -92,38 +92,12 @@ struct ledger {
 
 static int prepare_many(struct ledger *l, int n, sqlite3_stmt **st);
 
-static int sqlite_errno(int rc)
-{
-	switch (rc & 0xff) {
-	case SQLITE_OK:
-	case SQLITE_DONE:
-	case SQLITE_ROW:
-		return 0;
-	case SQLITE_BUSY:
-	case SQLITE_LOCKED:
-		return -EBUSY;
-	case SQLITE_NOMEM:
-		return -ENOMEM;
-	case SQLITE_READONLY:
-		return -EROFS;
-	case SQLITE_FULL:
-		return -ENOSPC;
-	case SQLITE_CANTOPEN:
-		return -EACCES;
-	case SQLITE_PERM:
-		return -EPERM;
-	case SQLITE_CORRUPT:
-	case SQLITE_NOTADB:
-		return -EBADMSG;
-	default:
-		return -EIO;
-	}
-}
-
 static int fail(struct ledger *l, int rc, const char *what)
 {
+	int e = latch_sqlite_errno(rc);
+
 	snprintf(l->errmsg, sizeof(l->errmsg), "%s: %s", what, sqlite3_errmsg(l->db));
-	return sqlite_errno(rc) ? sqlite_errno(rc) : -EIO;
+	return e ? e : -EIO;
 }
 
 const char *ledger_error(const struct ledger *l)
@@ -272,7 +246,7 @@ struct ledger *ledger_open(const char *path, bool readonly, bool sync_full, uid_
 fail:
 	latch_errf(err, errlen, -EIO, "ledger %s: %s", path, msg ? msg : l->db ? sqlite3_errmsg(l->db) : "cannot open");
 	sqlite3_free(msg);
-	e = sqlite_errno(rc);
+	e = latch_sqlite_errno(rc);
 	ledger_close(l);
 	errno = e ? -e : EIO;
 	return NULL;

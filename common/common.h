@@ -33,6 +33,8 @@
  * way every function that takes (err, errlen) reports a failure.
  */
 __attribute__((format(printf, 4, 5))) int latch_errf(char *err, size_t errlen, int ret, const char *fmt, ...);
+/* A sqlite result code as -errno (SQLITE_OK: 0); the audit log's and the ledger's. */
+int latch_sqlite_errno(int rc);
 /* latch_errf() for a caller that has its own varargs. */
 int latch_verrf(char *err, size_t errlen, int ret, const char *fmt, va_list ap);
 /* The same for a file: `FILE:LINE: message`, or `FILE: message` when line is 0. */
