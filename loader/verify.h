@@ -68,9 +68,15 @@ int latch_verify_battery(const struct latch_sandbox *sb, struct latch_verify_cas
 /* Run one case through the pinned from-guest program, on the sandbox's device. */
 int latch_verify_testrun(const struct latch_sandbox *sb, const struct latch_verify_case *c,
 			 struct latch_verify_seen *seen);
-/* The from-guest reasons whose counters differ between two snapshots (and whether that was one packet). */
+/*
+ * The from-guest reasons whose counters differ between two snapshots (and
+ * whether that was one packet).  With c, the reasons c's frame can't be
+ * counted under are left out: a guest's own ARP and neighbour discovery
+ * keep running beside an IPv4 frame (ND reasons: only an IPv6 frame; ARP
+ * reasons: only an ARP frame).
+ */
 void latch_verify_diff(const struct latch_counter *before, const struct latch_counter *after,
-		       struct latch_verify_seen *seen);
+		       const struct latch_verify_case *c, struct latch_verify_seen *seen);
 /* Judge what was seen against what the case wants; open: the sandbox runs `open`. */
 enum latch_verify_result latch_verify_judge(const struct latch_verify_case *c, const struct latch_verify_seen *seen,
 					    bool open);
