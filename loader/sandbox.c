@@ -91,7 +91,8 @@ int latch_bpffs_ensure(char *err, size_t errlen)
 	if (!is_bpffs(root)) {
 		if (mkdir(root, 0700) && errno != EEXIST)
 			return latch_errf(err, errlen, -1, "cannot create %s: %s", root, strerror(errno));
-		if (mount("bpf", root, "bpf", 0, "mode=0700"))
+		/* a directory just made inside a bpffs (LATCH_BPFFS=/sys/fs/bpf/x) is one: no second mount over it */
+		if (!is_bpffs(root) && mount("bpf", root, "bpf", 0, "mode=0700"))
 			return latch_errf(err, errlen, -1,
 					  "bpffs is not mounted at %s and mounting it failed: %s (run as root)", root,
 					  strerror(errno));

@@ -20,7 +20,17 @@ command -v go-md2man >/dev/null || { echo "skip: needs go-md2man (make deps)"; e
 
 T=$(mktemp -d /tmp/latch-install.XXXXXX)
 chmod 0755 "$T"
-trap 'rm -rf "$T"' EXIT
+# doctor loads and pins the room programs and makes latch's cgroups: under names of this test's own
+export LATCH_BPFFS=/sys/fs/bpf/latch-selftest-install-$$ LATCH_CGROUP=latch-selftest-install-$$
+cleanup() {
+	local root
+	rm -rf "$T" "$LATCH_BPFFS"
+	for root in $(awk '$3 == "cgroup2" || $3 == "cgroup" {print $2}' /proc/mounts); do
+		[ -d "$root/$LATCH_CGROUP" ] && find "$root/$LATCH_CGROUP" -depth -type d -exec rmdir {} + 2>/dev/null
+	done
+	return 0
+}
+trap cleanup EXIT
 D=$T/dest
 M() { make --no-print-directory -C "$TOP" "$@" DESTDIR="$D" PREFIX=/usr >"$T/make.out" 2>&1; }
 
