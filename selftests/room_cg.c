@@ -529,6 +529,7 @@ static void test_unix(void)
 	unix_serve(path, false);
 	check(in_room(unix_connect, path, false) == 0,
 	      "a path socket the room can see is reachable (the mount namespace decides)");
+	unlink(path);
 }
 
 static void test_gate(int log_fd)
