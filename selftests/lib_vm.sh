@@ -58,6 +58,27 @@ vm_scratch() {
 	export LATCH_CGROUP=latch-vm-$1-$$
 }
 
+# vm_sandbox_down: the EXIT trap's first steps: the sandbox NAME destroyed
+# (with its guest-state backup) once vm_scratch ran, then every PID in PIDS
+# killed and waited for.
+vm_sandbox_down() {
+	local p
+	[ -n "${TMP:-}" ] && "$LATCH_BIN" destroy --purge "$NAME" >/dev/null 2>&1
+	for p in "${PIDS[@]}"; do
+		kill "$p" 2>/dev/null && wait "$p" 2>/dev/null
+	done
+	return 0
+}
+
+# vm_scratch_down: the EXIT trap's last steps: what vm_scratch made (BPFFS,
+# the test's latch cgroups, TMP) removed.
+vm_scratch_down() {
+	[ -n "${BPFFS:-}" ] && rm -rf "$BPFFS" 2>/dev/null
+	vm_cgroups_remove # latch cgroups of this test (a latchd or room confined there)
+	[ -n "${TMP:-}" ] && rm -rf "$TMP"
+	return 0
+}
+
 # vm_cgroups_remove: latch's cgroup directories of this test, in each hierarchy,
 # once the latchd in them is gone (call from the cleanup, after killing PIDS).
 vm_cgroups_remove() {

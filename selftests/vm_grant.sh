@@ -50,16 +50,10 @@ TMP=
 BPFFS=
 PIDS=()
 cleanup() {
-	local p
 	set +e
-	[ -n "$TMP" ] && "$LATCH_BIN" destroy --purge "$NAME" >/dev/null 2>&1
-	for p in "${PIDS[@]}"; do
-		kill "$p" 2>/dev/null && wait "$p" 2>/dev/null
-	done
+	vm_sandbox_down
 	vm_ctrl_net_down
-	[ -n "$BPFFS" ] && rm -rf "$BPFFS" 2>/dev/null
-	vm_cgroups_remove # latch cgroups of this test (a latchd or room confined there)
-	[ -n "$TMP" ] && rm -rf "$TMP"
+	vm_scratch_down
 	return 0
 }
 trap cleanup EXIT

@@ -57,17 +57,11 @@ TMP=
 BPFFS=
 PIDS=()
 cleanup() {
-	local p
 	set +e
-	[ -n "$TMP" ] && "$LATCH_BIN" destroy --purge "$NAME" >/dev/null 2>&1
-	for p in "${PIDS[@]}"; do
-		kill "$p" 2>/dev/null && wait "$p" 2>/dev/null
-	done
+	vm_sandbox_down
 	ip link del "$UP" 2>/dev/null
 	ip netns del "$NS" 2>/dev/null
-	[ -n "$BPFFS" ] && rm -rf "$BPFFS"
-	vm_cgroups_remove # latch cgroups of this test (a latchd or room confined there)
-	[ -n "$TMP" ] && rm -rf "$TMP"
+	vm_scratch_down
 	return 0
 }
 trap cleanup EXIT
