@@ -64,6 +64,33 @@ int dns_name_text(const ldns_rdf *dname, char *out, size_t len)
 	return dns_name_text_wire(ldns_rdf_data(dname), ldns_rdf_size(dname), out, len);
 }
 
+/*
+ * The decision on a client's question name: NULL when it may be asked
+ * upstream, else the reason ("qname": not a host name, and name is then "";
+ * "not-allowed": the policy's).  name gets the normalized text.
+ */
+const char *dns_name_judge(struct latch_resolver *r, const uint8_t *qname, size_t qlen, char *name, size_t len)
+{
+	if (dns_name_text_wire(qname, qlen, name, len)) {
+		name[0] = '\0';
+		return "qname";
+	}
+	return r->o.policy.name_allowed(r->o.policy.arg, name) ? NULL : "not-allowed";
+}
+
+const char *latch_resolver_try_name(struct latch_resolver *r, const char *name)
+{
+	char text[LATCH_RESOLVER_NAME_MAX];
+	ldns_rdf *d = ldns_dname_new_frm_str(name);
+	const char *why;
+
+	if (!d)
+		return "qname";
+	why = dns_name_judge(r, ldns_rdf_data(d), ldns_rdf_size(d), text, sizeof(text));
+	ldns_rdf_deep_free(d);
+	return why;
+}
+
 /* ------------------------------------------------------------ answers */
 
 void dns_answer_clear(struct answer *a)
@@ -279,6 +306,19 @@ static const char *answer_judge(struct latch_resolver *r, const struct answer *a
 			learn[(*n_learn)++] = a->addrs[i];
 	}
 	return NULL;
+}
+
+const char *latch_resolver_try_answer(struct latch_resolver *r, const struct latch_addr *addrs, int n, int *n_learn)
+{
+	struct latch_addr learn[LATCH_RESOLVER_ADDRS_MAX];
+	struct answer a = { .rcode = LDNS_RCODE_NOERROR };
+
+	*n_learn = 0;
+	if (n < 1 || n > LATCH_RESOLVER_ADDRS_MAX)
+		return "no-address";
+	memcpy(a.addrs, addrs, n * sizeof(*addrs));
+	a.n_addrs = n;
+	return answer_judge(r, &a, learn, n_learn);
 }
 
 /* ------------------------------------------------------------ replies to clients */

@@ -229,6 +229,7 @@ void dns_answer_clear(struct answer *a);
 int dns_answer_copy(struct answer *dst, const struct answer *src);
 int dns_answer_from_pkt(const struct latch_resolver *r, const ldns_pkt *p, const ldns_rdf *qname, uint16_t qtype,
 			struct answer *a);
+const char *dns_name_judge(struct latch_resolver *r, const uint8_t *qname, size_t qlen, char *name, size_t len);
 const char *dns_addr_judge(struct latch_resolver *r, const struct latch_addr *a, bool *learn);
 void dns_client_reply(struct latch_resolver *r, const struct client *c, const struct question *cq, uint8_t rcode,
 		      const struct answer *a, uint32_t ttl);

@@ -163,6 +163,7 @@ static void client_query(struct latch_resolver *r, const struct client *c, const
 	struct client cc = *c;
 	struct question cq;
 	struct centry *e;
+	const char *why;
 	uint16_t udp_size;
 	uint32_t left;
 
@@ -186,13 +187,10 @@ static void client_query(struct latch_resolver *r, const struct client *c, const
 		dns_client_refuse(r, &cc, &cq, "", "qclass");
 		return;
 	}
-	if (dns_name_text_wire(cq.qname, cq.qlen, name, sizeof(name))) {
-		dns_client_refuse(r, &cc, &cq, "", "qname");
-		return;
-	}
 	/* the name first: for a tunnel query the audit log should say whose name it was */
-	if (!r->o.policy.name_allowed(r->o.policy.arg, name)) {
-		dns_client_refuse(r, &cc, &cq, name, "not-allowed");
+	why = dns_name_judge(r, cq.qname, cq.qlen, name, sizeof(name));
+	if (why) {
+		dns_client_refuse(r, &cc, &cq, name, why);
 		return;
 	}
 	if (cq.qtype != LDNS_RR_TYPE_A && cq.qtype != LDNS_RR_TYPE_AAAA && cq.qtype != LDNS_RR_TYPE_CNAME) {

@@ -187,4 +187,19 @@ typedef void (*latch_lookup_cb)(void *arg, const char *name, const struct latch_
 				const char *why);
 int latch_resolver_lookup(struct latch_resolver *r, const char *name, latch_lookup_cb cb, void *arg);
 
+/*
+ * `latch verify`'s test-runs of the resolver's own decisions, with nothing
+ * done: no query upstream, no reply, no cache entry, no answered() or
+ * refused() callback (so nothing is learned into the kernel or audited).
+ * try_name: the decision on a question for NAME (text), as a guest's query
+ * gets it: NULL (it would be asked upstream), "qname" or "not-allowed".
+ * try_answer: the decision on an upstream's answer of these n addresses
+ * (A and AAAA alike) for a name already allowed, the same judgement a real
+ * answer gets (the host's own addresses, then addr_refused): NULL (the guest
+ * would get it, and *n_learn of them would be learned) or the reason
+ * ("rebinding", "host-address").
+ */
+const char *latch_resolver_try_name(struct latch_resolver *r, const char *name);
+const char *latch_resolver_try_answer(struct latch_resolver *r, const struct latch_addr *addrs, int n, int *n_learn);
+
 #endif
