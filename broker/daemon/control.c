@@ -176,12 +176,14 @@ static void handle(struct client *c, json_t *req)
 		return broker_op_backend(c->ld, c, req);
 	if (!strncmp(op, "room_", 5))
 		return room_op(c, op, req);
+	if (!strcmp(op, "verify_names"))
+		return verify_op(c->ld, c, req);
 	if (grant_op(c->ld, c, op, req))
 		return;
 	control_reply_error(
 		c,
 		"unknown op '%s'; known: ping, rescan, reload, switch, kit, backend, room_open, room_ready, room_done, "
-		"grant, grants, approve, deny",
+		"grant, grants, approve, deny, verify_names",
 		op);
 }
 

@@ -21,6 +21,7 @@
  *	broker.c	the credential broker: the engine (broker/http/) on the loop,
  *			each kit sandbox's listener and routes, the kit and backend ops
  *	meter.c		the spend caps: budget/ on each AI provider route's meter seam
+ *	verify_op.c	`latch verify`'s name rows: the resolver's decisions test-run
  *	grant*.c	grants: timed openings of host names the host resolves, made
  *			with `latch grant` or asked for by the sandbox and approved from
  *			outside (grant.h lists the files)
@@ -295,6 +296,9 @@ void meter_reload(struct latchd *ld); /* SIGHUP: the price table, and latch.conf
 void meter_close(struct latchd *ld); /* after every listener */
 /* The meter of credential CR's route for WHO into OUT; false when no upstream of it is metered. */
 bool meter_route(struct latchd *ld, const char *who, const struct latch_kit_cred *cr, struct latch_http_meter *out);
+
+/* verify_op.c: {"op":"verify_names"}, `latch verify`'s test-runs of the resolver's decisions */
+void verify_op(struct latchd *ld, struct client *c, json_t *req);
 
 /* periodic.c */
 void periodic_run(struct latchd *ld, uint64_t now);
