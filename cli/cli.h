@@ -181,6 +181,23 @@ int cmd_completion(int argc, char **argv); /* help.c */
 /* latchd's confinement read back from the kernel: a line, level 0 ok, 1 not running, 2 not confined (cmd_run.c). */
 json_t *latch_confinement_report(char *line, size_t len, int *level);
 int cmd_verify(int argc, char **argv);
+struct latch_config;
+/* verify_names.c: verify's name rows (an unlisted name, rebinding answers), beside their controls */
+struct verify_row {
+	char name[96];
+	bool attack;
+	char want[40], saw[160];
+	int res; /* enum latch_verify_result (loader/verify.h) */
+};
+/*
+ * The guest asks NAME through its resolver (A): the answer's word into out,
+ * "REFUSED", "NXDOMAIN", "SERVFAIL", "NOERROR" (with an address), "NOERROR
+ * no-address", "no answer" or "unreadable".  0, or -errno: it could not ask.
+ */
+typedef int (*verify_ask_fn)(void *arg, const char *name, char *out, size_t len);
+/* The rows into out[max] (ask NULL: --offline, latchd's test-run only); how many. */
+int verify_names(const char *name, const struct latch_config *cfg, verify_ask_fn ask, void *arg,
+		 const char *rebind_name, struct verify_row *out, int max);
 /* cmd_grant.c: grants through latchd (docs/grants.md) */
 int cmd_grant(int argc, char **argv);
 int cmd_grants(int argc, char **argv);

@@ -8,10 +8,14 @@
  * VM guest, as root there would send them: the guest agent runs
  * latch-rawsend with each frame, and the kernel's counters say what the
  * program did.  --offline sends the same frames through the pinned program
- * with BPF_PROG_TEST_RUN, no guest needed.  Exit 0 only when every attack
- * was stopped and every control passed; the posture is read first, and a
- * sandbox whose enforcement is not verified exits 3 before any attack.
+ * with BPF_PROG_TEST_RUN, no guest needed.  Then the names, through the
+ * sandbox's resolver (verify_names.c): the guest asks them with busybox's
+ * nslookup, and latchd test-runs what no upstream does on demand.  Exit 0
+ * only when every attack was stopped and every control passed; the posture
+ * is read first, and a sandbox whose enforcement is not verified exits 3
+ * before any attack.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
@@ -23,6 +27,7 @@
 
 #include "cli/cli.h"
 #include "loader/loader.h"
+#include "profile/profile.h"
 #include "vm/vm.h"
 
 /* The guest's side: the agent, the NIC, and latch-rawsend in the image. */
@@ -121,6 +126,45 @@ static int guest_send(const struct latch_sandbox *sb, struct guest *g, const str
 	return r;
 }
 
+/* The resolver's address as the guest asks it. */
+static void resolver_text(const struct latch_config *cfg, char *buf, size_t len)
+{
+	if (cfg->flags & LATCH_CFG_HAVE_RESOLVER4)
+		inet_ntop(AF_INET, &cfg->resolver_ip4, buf, len);
+	else
+		inet_ntop(AF_INET6, cfg->resolver_ip6, buf, len);
+}
+
+struct asker {
+	struct guest *g;
+	char server[INET6_ADDRSTRLEN];
+};
+
+/* verify_ask_fn: busybox nslookup in the guest, its answer read back as a word. */
+static int guest_ask(void *arg, const char *name, char *rc, size_t len)
+{
+	struct asker *a = arg;
+	const char *argv[] = { "nslookup", "-type=a", "-timeout=3", name, a->server, NULL };
+	char out[2048];
+	const char *p;
+	int r = guest_run(a->g, argv, out, sizeof(out));
+
+	if (r < 0)
+		return r;
+	/* "** server can't find NAME: REFUSED", "*** Can't find NAME: No answer", "Name: NAME" then "Address: A" */
+	if ((p = strstr(out, "server can't find ")) && (p = strstr(p, ": ")))
+		snprintf(rc, len, "%.*s", (int)strcspn(p + 2, " \n"), p + 2);
+	else if (strstr(out, "No answer"))
+		snprintf(rc, len, "NOERROR no-address");
+	else if (strstr(out, "\nName:"))
+		snprintf(rc, len, "NOERROR");
+	else if (strstr(out, "timed out"))
+		snprintf(rc, len, "no answer");
+	else
+		snprintf(rc, len, "unreadable");
+	return 0;
+}
+
 static void seen_text(const struct latch_verify_seen *s, char *buf, size_t len)
 {
 	size_t n = 0;
@@ -137,28 +181,37 @@ static void seen_text(const struct latch_verify_seen *s, char *buf, size_t len)
 int cmd_verify(int argc, char **argv)
 {
 	static struct latch_verify_case cases[LATCH_VERIFY_MAX];
-	const char *name = NULL;
+	static struct verify_row rows[LATCH_VERIFY_MAX];
+	const char *name = NULL, *rebind_name = NULL;
+	char rebind_norm[LATCH_DNS_NAME_MAX + 1];
 	char err[LATCH_ERR_MAX];
 	struct latch_sandbox *sb;
 	struct latch_posture p;
 	struct latch_config cfg;
 	struct guest g = { 0 };
 	bool offline = false, open;
-	int n, bad = 0, uncontained = 0;
+	int n, nr, bad = 0, uncontained = 0, not_tried = 0;
+	struct asker ask = { .g = &g };
 	json_t *arr;
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--offline"))
 			offline = true;
+		else if (!strcmp(argv[i], "--rebind-name") && i + 1 < argc)
+			rebind_name = argv[++i];
 		else if (!name && argv[i][0] != '-')
 			name = argv[i];
 		else
-			return latch_err(LATCH_EXIT_USAGE, "usage: latch verify NAME [--offline]");
+			return latch_err(LATCH_EXIT_USAGE, "usage: latch verify NAME [--offline] [--rebind-name HOST]");
 	}
 	if (!name)
-		return latch_err(LATCH_EXIT_USAGE, "usage: latch verify NAME [--offline]");
+		return latch_err(LATCH_EXIT_USAGE, "usage: latch verify NAME [--offline] [--rebind-name HOST]");
 	if (latch_parse_name(name, err, sizeof(err)))
 		return latch_err(LATCH_EXIT_USAGE, "%s", err);
+	if (rebind_name && latch_dns_name_normalize(rebind_name, rebind_norm, sizeof(rebind_norm)))
+		return latch_err(LATCH_EXIT_USAGE, "--rebind-name: '%s' is not a host name", rebind_name);
+	if (rebind_name)
+		rebind_name = rebind_norm;
 	if (latch_need_root("verify"))
 		return LATCH_EXIT_USAGE;
 	if (!latch_sandbox_exists(name))
@@ -206,15 +259,36 @@ int cmd_verify(int argc, char **argv)
 		if (!latch_json)
 			printf("  %-7s %-36s want %-22s saw %-28s %s\n", cases[i].attack ? "attack" : "control",
 			       cases[i].name, latch_reason_name(cases[i].want), what, latch_verify_result_name(res));
-		json_array_append_new(arr, json_pack("{s:s, s:s, s:s, s:s, s:s}", "case", cases[i].name, "kind",
-						     cases[i].attack ? "attack" : "control", "want",
+		json_array_append_new(arr, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "case", cases[i].name, "kind",
+						     cases[i].attack ? "attack" : "control", "via", "frame", "want",
 						     latch_reason_name(cases[i].want), "saw", what, "result",
 						     latch_verify_result_name(res)));
 	}
 	latch_sandbox_free(sb);
+	/* the names: through the resolver, from the guest or as latchd's test-run */
+	resolver_text(&cfg, ask.server, sizeof(ask.server));
+	nr = verify_names(name, &cfg, offline ? NULL : guest_ask, &ask, rebind_name, rows, LATCH_VERIFY_MAX);
+	for (int i = 0; i < nr; i++) {
+		enum latch_verify_result res = rows[i].res;
+
+		bad += res != LATCH_VERIFY_OK && res != LATCH_VERIFY_UNCONTAINED && res != LATCH_VERIFY_NOT_TRIED;
+		uncontained += res == LATCH_VERIFY_UNCONTAINED;
+		not_tried += res == LATCH_VERIFY_NOT_TRIED;
+		if (!latch_json)
+			printf("  %-7s %-36s want %-22s saw %-28s %s\n", rows[i].attack ? "attack" : "control",
+			       rows[i].name, rows[i].want, rows[i].saw, latch_verify_result_name(res));
+		json_array_append_new(arr, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "case", rows[i].name, "kind",
+						     rows[i].attack ? "attack" : "control", "via", "resolver", "want",
+						     rows[i].want, "saw", rows[i].saw, "result",
+						     latch_verify_result_name(res)));
+	}
 	if (!latch_json) {
 		if (!bad && !uncontained)
-			printf("%s: every attack stopped, every control passed\n", name);
+			printf("%s: every attack %s, every control passed\n", name,
+			       not_tried ? "tried was stopped" : "stopped");
+		if (not_tried)
+			printf("%s: %d name case(s) not tried (no verdict either way; see the rows)\n", name,
+			       not_tried);
 		if (uncontained)
 			printf("%s: UNCONTAINED: %d attack(s) only a policy stops passed under the open profile\n",
 			       name, uncontained);
@@ -223,7 +297,8 @@ int cmd_verify(int argc, char **argv)
 			       "(FAIL: a leak; control-failed/unseen: not verified)\n",
 			       name, bad);
 	}
-	latch_json_out(json_pack("{s:s, s:s, s:b, s:o, s:b}", "sandbox", name, "mode", offline ? "offline" : "guest",
-				 "uncontained", open, "cases", arr, "verified", !bad && !uncontained));
+	latch_json_out(json_pack("{s:s, s:s, s:b, s:o, s:b, s:i}", "sandbox", name, "mode",
+				 offline ? "offline" : "guest", "uncontained", open, "cases", arr, "verified",
+				 !bad && !uncontained, "not_tried", not_tried));
 	return bad || uncontained ? LATCH_EXIT_FAILED : LATCH_EXIT_OK;
 }

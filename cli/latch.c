@@ -177,12 +177,16 @@ const struct latch_cmd latch_cmds[] = {
 	  "latch run -- uname -a\n"
 	  "latch run --workspace .:rw --timeout 30s -- make test\n"
 	  "latch --json run --profile lan -- curl -s http://192.0.2.10/" },
-	{ "verify", cmd_verify, "verify NAME [--offline]",
+	{ "verify", cmd_verify, "verify NAME [--offline] [--rebind-name HOST]",
 	  "attack the live boundary from inside the guest (--offline: through the pinned program), each attack "
-	  "beside a control; exit 0 only when every attack was stopped",
-	  "--offline\tsend the frames through the pinned program with BPF_PROG_TEST_RUN (no guest needed; any "
-	  "sandbox)",
-	  "latch verify agent1\nlatch --json verify agent1 --offline" },
+	  "beside a control, and names through the sandbox's resolver (an unlisted name, rebinding answers "
+	  "test-run in latchd); exit 0 only when every attack was stopped",
+	  "--offline\tsend the frames through the pinned program with BPF_PROG_TEST_RUN, and have latchd "
+	  "test-run the name decision (no guest needed; any sandbox)\n"
+	  "--rebind-name HOST\ta name you own that answers a private address: the guest asks it through the "
+	  "resolver, which must refuse it",
+	  "latch verify agent1\nlatch --json verify agent1 --offline\nlatch verify agent1 --rebind-name "
+	  "rebind.example.org" },
 	{ "audit", cmd_audit,
 	  "audit [NAME] [--since T] [--kind K] [--follow]\n"
 	  "       audit verify\n"

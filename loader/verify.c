@@ -500,6 +500,8 @@ const char *latch_verify_result_name(enum latch_verify_result r)
 		return "UNCONTAINED";
 	case LATCH_VERIFY_CONTROL_FAIL:
 		return "control-failed";
+	case LATCH_VERIFY_NOT_TRIED:
+		return "not-tried";
 	default:
 		return "unseen";
 	}

@@ -56,6 +56,7 @@ enum latch_verify_result {
 	LATCH_VERIFY_UNCONTAINED, /* a policy-bound attack passed under `open` */
 	LATCH_VERIFY_CONTROL_FAIL, /* a control did not pass: the attack beside it proves nothing */
 	LATCH_VERIFY_UNSEEN, /* no counter moved: the frame was not seen */
+	LATCH_VERIFY_NOT_TRIED, /* could not be tried here (a name row without latchd): no verdict either way */
 };
 
 /*

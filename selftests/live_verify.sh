@@ -12,12 +12,39 @@
 # policy-bound attacks are reported UNCONTAINED, the rest still stopped;
 # with the enforcement gone, verify refuses with exit 3 before attacking.
 # Also: without a guest, verify (online) says to use --offline.
+#
+# The name rows (latchd's resolver test-runs its own decisions): without
+# latchd they are "not tried" and decide nothing; with latchd and a profile,
+# a made-up unlisted name is refused (not-allowed) beside an allowed one,
+# and every rebinding answer (private, loopback, metadata, benchmark, 6to4,
+# ULA, the host's own) is refused beside a public one, and nothing is
+# learned from them; a weakened profile (a CIDR entry that exempts
+# 10.0.0.0/8 from the rebinding filter) gives exit 1 with FAIL on exactly
+# the 10.0.0.5 row, and the leak is real: the guest gets 10.0.0.5 for
+# rebind.example through its resolver; under `open` the unlisted name is
+# UNCONTAINED.  The upstream is dnsmasq in I on a documentation address.
 # shellcheck source=selftests/lib.sh
 . "$(dirname "$0")/lib.sh"
+command -v dnsmasq >/dev/null || lts_skip_all "needs dnsmasq"
+command -v kdig >/dev/null || lts_skip_all "needs kdig (knot-dnsutils)"
+command -v socat >/dev/null || lts_skip_all "needs socat"
 lts_setup
 
 DENIED4=203.0.113.251 # verify's denied destination (loader/verify.c)
 PORT=9
+ROOT=$LTS_TMP/root
+
+# the upstream: dnsmasq in I, with an allowed name and one that rebinds to a private address
+lts_bg "$LTS_I" "$LTS_TMP/dnsmasq.out" dnsmasq --no-daemon --no-resolv --no-hosts --user=root --group=root \
+	--listen-address="$SRV_DNS" --bind-interfaces --port=53 --pid-file="$LTS_TMP/dnsmasq.pid" \
+	--host-record="ok.example,$SRV_A" --host-record="rebind.example,10.0.0.5"
+in_h ip route add 203.0.113.0/24 via 198.51.100.254 dev hi0
+mkdir -p "$ROOT/etc/latch/profiles"
+printf 'dns_upstream = %s\n' "$SRV_DNS" >"$ROOT/etc/latch/latch.conf"
+printf 'ok.example:80\nrebind.example:80\n' >"$ROOT/etc/latch/profiles/names.txt"
+# weakened: a CIDR entry exempts 10.0.0.0/8 from the rebinding filter on its port
+printf 'ok.example:80\nrebind.example:80\n10.0.0.0/8:80\n' >"$ROOT/etc/latch/profiles/weak.txt"
+chmod 0644 "$ROOT"/etc/latch/latch.conf "$ROOT"/etc/latch/profiles/*.txt
 
 # verify_run: `latch --json verify NAME --offline`; its output in j, its exit status in VRC
 verify_run() {
@@ -45,9 +72,61 @@ check_eq "as attached: verify exits 0" "$VRC" 0
 check_eq "as attached: --json says verified" "$(jq -r .verified <<<"$j")" true
 check_cmp "as attached: at least 12 attacks were run" "$(jq '[.cases[] | select(.kind == "attack")] | length' <<<"$j")" -ge 12
 check_eq "as attached: every attack was stopped under the reason it names" \
-	"$(jq -r '[.cases[] | select(.kind == "attack" and (.result != "ok" or .saw != .want))] | length' <<<"$j")" 0
+	"$(jq -r '[.cases[] | select(.via == "frame" and .kind == "attack" and (.result != "ok" or .saw != .want))] | length' <<<"$j")" 0
 check_eq "as attached: every control passed" \
-	"$(jq -r '[.cases[] | select(.kind == "control" and .result != "ok")] | length' <<<"$j")" 0
+	"$(jq -r '[.cases[] | select(.via == "frame" and .kind == "control" and .result != "ok")] | length' <<<"$j")" 0
+check_eq "without latchd: every name row is not tried, saying latchd is not running" \
+	"$(jq -r '[.cases[] | select(.via == "resolver") | "\(.result)/\(.saw)"] | unique | join(",")' <<<"$j")" \
+	"not-tried/latchd is not running"
+check_cmp "  and there are name rows" "$(jq '.not_tried' <<<"$j")" -ge 3
+
+# latchd and a profile with names: the name rows are tried, through latchd's resolver
+lts_latchd || fail latchd "latchd did not come up: $(tail -2 "$LTS_TMP/latchd.log")"
+check "latch egress NAME profile names" latch egress "$LTS_NAME" profile names
+check "allow $SRV_A:80/tcp again (the controls' destination)" latch egress "$LTS_NAME" allow "$SRV_A:80/tcp"
+ping_learned() { socat -T2 - UNIX-CONNECT:"$ROOT/run/latch/latchd.sock" <<<'{"op":"ping"}' | jq '.sandboxes[0].learned'; }
+learned_before=$(ping_learned)
+verify_run
+echo "# names: $(results "$j")"
+check_eq "names: verify exits 0" "$VRC" 0
+name_row() { jq -r --arg c "$1" '.cases[] | select(.case == $c) | "\(.kind)/\(.result)/\(.saw)"' <<<"$j"; }
+check_eq "names: control: an allowed name passes latchd's name check" \
+	"$(name_row "allowed name via the resolver")" "control/ok/ok.example allowed (test-run in latchd)"
+check "names: a made-up unlisted name is refused as not-allowed" \
+	grep -Eq '^attack/ok/not-allowed for latch-verify-[0-9a-f]{12}\.invalid \(test-run in latchd\)$' \
+	<<<"$(name_row "unlisted name via the resolver")"
+check_eq "names: control: a public answer for ok.example is answered, v4 and v6" \
+	"$(name_row "public answer 203.0.113.251")|$(name_row "public answer 2001:db8:ffff::251")" \
+	"control/ok/answered for ok.example (test-run in latchd)|control/ok/answered for ok.example (test-run in latchd)"
+# 127.0.0.1 is the host's own (lo) before it is loopback: the resolver checks the host's addresses first
+for aw in 10.0.0.5=rebinding 169.254.169.254=rebinding 198.18.0.1=rebinding 2002:a00:5::1=rebinding \
+	fd00::5=rebinding 127.0.0.1=host-address "$HOST4=host-address" "$HOST6=host-address"; do
+	check_eq "names: a rebinding answer ${aw%=*} is refused as ${aw#*=}" \
+		"$(name_row "rebinding answer ${aw%=*}")" "attack/ok/${aw#*=} for ok.example (test-run in latchd)"
+done
+check_eq "names: nothing was learned from the test-run's answers" "$(ping_learned)" "$learned_before"
+check_not "names: no rule for the public test-run answer $DENIED4 is in the policy" \
+	grep -q "$DENIED4" <<<"$(latch egress "$LTS_NAME" show 2>&1)"
+check_eq "names: every name row was tried" "$(jq '.not_tried' <<<"$j")" 0
+
+# a weakened profile: 10.0.0.0/8 exempt from the rebinding filter (on port 80)
+check "latch egress NAME profile weak" latch egress "$LTS_NAME" profile weak
+check "allow $SRV_A:80/tcp again" latch egress "$LTS_NAME" allow "$SRV_A:80/tcp"
+verify_run
+echo "# weak: $(results "$j")"
+check_eq "weak: verify exits 1" "$VRC" 1
+check_eq "weak: FAIL on exactly the 10.0.0.5 rebinding row" \
+	"$(jq -r '[.cases[] | select(.result == "FAIL") | .case] | join(",")' <<<"$j")" "rebinding answer 10.0.0.5"
+check_eq "weak: every other row is as it must be" \
+	"$(jq -r '[.cases[] | select(.result != "ok" and .case != "rebinding answer 10.0.0.5")] | length' <<<"$j")" 0
+check "weak: and the leak is real: the guest gets 10.0.0.5 for rebind.example through its resolver" \
+	grep -qx "10.0.0.5" <<<"$(in_g kdig @"$HOST4" rebind.example A +retry=0 +timeout=2 +short 2>&1)"
+check "names again" latch egress "$LTS_NAME" profile names
+check "allow $SRV_A:80/tcp again" latch egress "$LTS_NAME" allow "$SRV_A:80/tcp"
+check_eq "control: under names the guest's query for rebind.example is REFUSED" \
+	"$(in_g kdig @"$HOST4" rebind.example A +retry=0 +timeout=2 +noall +header 2>&1 | sed -n 's/.*status: \([A-Z]*\).*/\1/p')" REFUSED
+verify_run
+check_eq "names again: verify exits 0" "$VRC" 0
 check_not "control: the guest does not reach $DENIED4 (nothing answers there anyway)" tcp_ok "$DENIED4" "$PORT"
 
 # A deliberately weakened policy: the denied destination allowed.  Make it answer, to show the leak is real.
@@ -69,18 +148,17 @@ verify_run
 check_eq "revoked: verify exits 0 again" "$VRC" 0
 
 # open: what only the policy stops is uncontained, the rest is still stopped
-lts_latchd || fail latchd "latchd did not come up: $(tail -2 "$LTS_TMP/latchd.log")"
 check "latch egress NAME profile open" latch egress "$LTS_NAME" profile open
 verify_run
 echo "# open: $(results "$j")"
 check_eq "open: verify exits 1 and says uncontained" "$VRC/$(jq -r .uncontained <<<"$j")" "1/true"
 check_eq "open: the denied destinations are UNCONTAINED, not FAIL" \
 	"$(jq -r '[.cases[] | select(.result == "UNCONTAINED") | .case] | sort | join(",")' <<<"$j")" \
-	"an allowed address on another port,denied IPv4 destination,denied IPv6 destination"
+	"an allowed address on another port,denied IPv4 destination,denied IPv6 destination,unlisted name via the resolver"
 check_eq "open: nothing is reported as a leak" "$(jq -r '[.cases[] | select(.result == "FAIL")] | length' <<<"$j")" 0
-check_eq "open: spoofing, tags, fragments and the host port are still stopped" \
+check_eq "open: spoofing, tags, fragments, the host port and rebinding answers are still stopped" \
 	"$(jq -r '[.cases[] | select(.kind == "attack" and .result == "ok")] | length' <<<"$j")" \
-	"$(jq -r '[.cases[] | select(.kind == "attack")] | length - 3' <<<"$j")"
+	"$(jq -r '[.cases[] | select(.kind == "attack")] | length - 4' <<<"$j")"
 
 # Enforcement gone: nothing to attack, and no verdict pretends otherwise.
 latch status "$LTS_NAME" >/dev/null 2>&1
