@@ -207,6 +207,22 @@ static void add(struct battery *b, const char *name, bool attack, bool policy_bo
 	c->policy_bound = policy_bound;
 	c->want = want;
 	c->len = build(s, c->frame);
+	if (!s->vlan && !s->ethertype && !s->frag && (s->proto == PROTO_TCP || s->proto == PROTO_UDP))
+		c->l4_off = ETH_HLEN + (s->family == 4 ? (s->ihl ? s->ihl : 5) * 4 : 40), c->l4_proto = s->proto;
+}
+
+void latch_verify_sport(struct latch_verify_case *c, uint16_t sport)
+{
+	uint8_t *l4 = c->frame + c->l4_off;
+	uint8_t *ck = l4 + (c->l4_proto == PROTO_TCP ? 16 : 6);
+	uint16_t old = (uint16_t)(l4[0] << 8 | l4[1]), sum = (uint16_t)(ck[0] << 8 | ck[1]);
+
+	if (!c->l4_off)
+		return;
+	put16(l4, sport);
+	/* RFC 1624: HC' = ~(~HC + ~m + m'); a UDP checksum never becomes 0 (none) */
+	sum = fold((uint32_t)(uint16_t)~sum + (uint16_t)~old + sport);
+	put16(ck, sum || c->l4_proto == PROTO_TCP ? sum : 0xffff);
 }
 
 /* An allowed IPv4 destination of the live policy with a closed port beside it, for "wrong port". */
@@ -380,13 +396,25 @@ int latch_verify_battery(const struct latch_sandbox *sb, struct latch_verify_cas
 	return b.n;
 }
 
-/* Could c's frame be counted under reason? Only ARP and ND are told apart: by the frame's outer ethertype. */
+/*
+ * Could c's frame be counted under reason?  ARP and ND are told apart by the
+ * frame's outer ethertype.  And what the frame brings back makes the guest's
+ * own stack answer in the same window: an ICMP error (drop_proto) for a
+ * reply to a port it has no socket on, a RST (pass_flow) for a SYN-ACK.  A
+ * plain TCP or UDP frame is never counted under drop_proto itself, nor a
+ * control's SYN, sent from a port no earlier try used, under pass_flow (an
+ * attack's window keeps every pass reason: a leak is never hidden).
+ */
 static bool frame_may_count(const struct latch_verify_case *c, int reason)
 {
 	uint16_t type = c && c->len >= 14 ? (uint16_t)(c->frame[12] << 8 | c->frame[13]) : 0;
 
 	if (!c || c->len < 14)
 		return true;
+	if (reason == LATCH_DROP_PROTO && c->l4_off)
+		return false;
+	if (reason == LATCH_PASS_FLOW && c->l4_off && c->l4_proto == PROTO_TCP && !c->attack)
+		return false;
 	if (reason == LATCH_PASS_ARP || reason == LATCH_DROP_ARP)
 		return type == ETH_P_ARP;
 	if (reason == LATCH_PASS_ND || reason == LATCH_DROP_ND)

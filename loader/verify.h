@@ -35,6 +35,8 @@ struct latch_verify_case {
 	bool attack; /* false: the control of the attack before it */
 	bool policy_bound; /* an attack only the policy stops: under `open` it passes, uncontained */
 	int want; /* the reason the kernel should count */
+	uint16_t l4_off; /* a plain TCP or UDP frame: where its header starts; 0 for any other */
+	uint8_t l4_proto; /* and which: 6 or 17 */
 	size_t len;
 	uint8_t frame[LATCH_VERIFY_FRAME_MAX];
 };
@@ -76,6 +78,12 @@ int latch_verify_testrun(const struct latch_sandbox *sb, const struct latch_veri
  * keep running beside an IPv4 frame (ND reasons: only an IPv6 frame; ARP
  * reasons: only an ARP frame).
  */
+/*
+ * Give a plain TCP or UDP frame a new source port (its checksum kept
+ * right): each try of a frame from the guest is then a flow of its own, which
+ * no flow entry of an earlier try can pass.  Nothing for other frames.
+ */
+void latch_verify_sport(struct latch_verify_case *c, uint16_t sport);
 void latch_verify_diff(const struct latch_counter *before, const struct latch_counter *after,
 		       const struct latch_verify_case *c, struct latch_verify_seen *seen);
 /* Judge what was seen against what the case wants; open: the sandbox runs `open`. */
