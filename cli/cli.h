@@ -191,8 +191,9 @@ struct verify_row {
 };
 /*
  * The guest asks NAME through its resolver (A): the answer's word into out,
- * "REFUSED", "NXDOMAIN", "SERVFAIL", "NOERROR" (with an address), "NOERROR
- * no-address", "no answer" or "unreadable".  0, or -errno: it could not ask.
+ * "REFUSED", "NXDOMAIN", "SERVFAIL", "NOERROR ADDRESS" (its first), "NOERROR"
+ * (an answer whose address could not be read), "NOERROR no-address", "no
+ * answer" or "unreadable".  0, or -errno: it could not ask.
  */
 typedef int (*verify_ask_fn)(void *arg, const char *name, char *out, size_t len);
 /* The rows into out[max] (ask NULL: --offline, latchd's test-run only); how many. */

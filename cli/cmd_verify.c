@@ -165,6 +165,9 @@ static int guest_ask(void *arg, const char *name, char *rc, size_t len)
 		snprintf(rc, len, "%.*s", (int)strcspn(p + 2, " \n"), p + 2);
 	else if (strstr(out, "No answer"))
 		snprintf(rc, len, "NOERROR no-address");
+	else if ((p = strstr(out, "\nName:")) && (p = strstr(p, "\nAddress:")))
+		snprintf(rc, len, "NOERROR %.*s", (int)strcspn(p + 9 + strspn(p + 9, " \t"), " \n"),
+			 p + 9 + strspn(p + 9, " \t"));
 	else if (strstr(out, "\nName:"))
 		snprintf(rc, len, "NOERROR");
 	else if (strstr(out, "timed out"))

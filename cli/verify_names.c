@@ -61,7 +61,7 @@ static void all_not_tried(struct rows *r, bool rebind_name, const char *why)
 {
 	row(r, "allowed name via the resolver", false, "answered", LATCH_VERIFY_NOT_TRIED, "%s", why);
 	row(r, "unlisted name via the resolver", true, "REFUSED", LATCH_VERIFY_NOT_TRIED, "%s", why);
-	row(r, "rebinding answers", true, "rebinding", LATCH_VERIFY_NOT_TRIED, "%s", why);
+	row(r, "rebinding answers", true, "refused", LATCH_VERIFY_NOT_TRIED, "%s", why);
 	if (rebind_name)
 		row(r, "rebinding name via the resolver", true, "REFUSED", LATCH_VERIFY_NOT_TRIED, "%s", why);
 }
@@ -101,7 +101,7 @@ static void answer_rows(struct rows *r, json_t *answers, const char *allowed)
 			row(r, name, false, "answered", why ? LATCH_VERIFY_CONTROL_FAIL : LATCH_VERIFY_OK,
 			    "%s for %s (test-run in latchd)", why ? why : "answered", allowed);
 		else
-			row(r, name, true, "rebinding", why ? LATCH_VERIFY_OK : LATCH_VERIFY_LEAK,
+			row(r, name, true, "refused", why ? LATCH_VERIFY_OK : LATCH_VERIFY_LEAK,
 			    "%s for %s (test-run in latchd)", why ? why : "answered", allowed);
 	}
 }
@@ -166,7 +166,7 @@ static void names_rows(struct rows *r, json_t *rep, const char *unlisted, const 
 	if (allowed)
 		answer_rows(r, json_object_get(rep, "answers"), allowed);
 	else
-		row(r, "rebinding answers", true, "rebinding", LATCH_VERIFY_NOT_TRIED,
+		row(r, "rebinding answers", true, "refused", LATCH_VERIFY_NOT_TRIED,
 		    "no name allowed: every answer is REFUSED before any address");
 	if (!rebind_name)
 		return;
@@ -187,8 +187,8 @@ static void names_rows(struct rows *r, json_t *rep, const char *unlisted, const 
 		row(r, "rebinding name via the resolver", true, "REFUSED or no address",
 		    !strcmp(rc, "REFUSED") || !strcmp(rc, "NOERROR no-address") || !strcmp(rc, "NXDOMAIN") ?
 			    LATCH_VERIFY_OK :
-		    !strcmp(rc, "NOERROR") ? LATCH_VERIFY_LEAK :
-					     LATCH_VERIFY_UNSEEN,
+		    !strncmp(rc, "NOERROR", 7) ? LATCH_VERIFY_LEAK : /* the guest got an address for it */
+						 LATCH_VERIFY_UNSEEN,
 		    "%s for %s", rc, rebind_name);
 }
 
