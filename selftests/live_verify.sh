@@ -18,7 +18,8 @@
 # a made-up unlisted name is refused (not-allowed) beside an allowed one,
 # and every rebinding answer (private, loopback, metadata, benchmark, 6to4,
 # ULA, the host's own) is refused beside a public one, and nothing is
-# learned from them; a weakened profile (a CIDR entry that exempts
+# learned, asked upstream, cached or audited for them (a real query beside
+# moves those counts); a weakened profile (a CIDR entry that exempts
 # 10.0.0.0/8 from the rebinding filter) gives exit 1 with FAIL on exactly
 # the 10.0.0.5 row, and the leak is real: the guest gets 10.0.0.5 for
 # rebind.example through its resolver; under `open` the unlisted name is
@@ -86,6 +87,10 @@ check "latch egress NAME profile names" latch egress "$LTS_NAME" profile names
 check "allow $SRV_A:80/tcp again (the controls' destination)" latch egress "$LTS_NAME" allow "$SRV_A:80/tcp"
 ping_learned() { socat -T2 - UNIX-CONNECT:"$ROOT/run/latch/latchd.sock" <<<'{"op":"ping"}' | jq '.sandboxes[0].learned'; }
 learned_before=$(ping_learned)
+ping_resolver() { socat -T2 - UNIX-CONNECT:"$ROOT/run/latch/latchd.sock" <<<'{"op":"ping"}' | jq -c '.sandboxes[0].resolver'; }
+resolver_before=$(ping_resolver)
+dns_audited() { latch --json audit "$LTS_NAME" --kind dns 2>/dev/null | jq '.entries | length'; }
+audit_before=$(dns_audited)
 verify_run
 echo "# names: $(results "$j")"
 check_eq "names: verify exits 0" "$VRC" 0
@@ -105,6 +110,12 @@ for aw in 10.0.0.5=rebinding 169.254.169.254=rebinding 198.18.0.1=rebinding 2002
 		"$(name_row "rebinding answer ${aw%=*}")" "attack/ok/${aw#*=} for ok.example (test-run in latchd)"
 done
 check_eq "names: nothing was learned from the test-run's answers" "$(ping_learned)" "$learned_before"
+check_eq "names: the resolver asked nothing upstream, answered nothing, cached nothing" "$(ping_resolver)" "$resolver_before"
+check_eq "names: and audited nothing (no dns row)" "$(dns_audited)" "$audit_before"
+in_g kdig @"$HOST4" latch-verify-control.invalid A +retry=0 +timeout=2 >/dev/null 2>&1
+check_eq "control: the guest's own query for such a name is counted and audited" \
+	"$(jq '.refused' <<<"$(ping_resolver)")/$(dns_audited)" \
+	"$(($(jq '.refused' <<<"$resolver_before") + 1))/$((audit_before + 1))"
 check_not "names: no rule for the public test-run answer $DENIED4 is in the policy" \
 	grep -q "$DENIED4" <<<"$(latch egress "$LTS_NAME" show 2>&1)"
 check_eq "names: every name row was tried" "$(jq '.not_tried' <<<"$j")" 0
