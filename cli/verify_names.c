@@ -133,11 +133,11 @@ static void names_rows(struct rows *r, json_t *rep, const char *unlisted, const 
 	bool open = json_is_true(json_object_get(rep, "open"));
 	char rc[64], what[160];
 
-	/* the control: an allowed name gets past the name check */
+	/* the control: an allowed name gets past the name check (a policy of no names has none to try) */
 	if (!allowed)
-		row(r, "allowed name via the resolver", false, "answered", LATCH_VERIFY_CONTROL_FAIL,
-		    "no name allowed (profile %s)",
-		    json_string_value(json_object_get(rep, "profile")) ?: "none: every name is REFUSED");
+		row(r, "allowed name via the resolver", false, "answered", LATCH_VERIFY_NOT_TRIED,
+		    "the policy allows no name (profile %s): every query is REFUSED",
+		    json_string_value(json_object_get(rep, "profile")) ?: "none");
 	else if (!ask)
 		row(r, "allowed name via the resolver", false, "answered", LATCH_VERIFY_OK,
 		    "%s allowed (test-run in latchd)", allowed);

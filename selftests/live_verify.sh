@@ -14,7 +14,8 @@
 # Also: without a guest, verify (online) says to use --offline.
 #
 # The name rows (latchd's resolver test-runs its own decisions): without
-# latchd they are "not tried" and decide nothing; with latchd and a profile,
+# latchd they are "not tried" and decide nothing, and so is the allowed
+# name before any profile (the unlisted one is refused); with a profile,
 # a made-up unlisted name is refused (not-allowed) beside an allowed one,
 # and every rebinding answer (private, loopback, metadata, benchmark, 6to4,
 # ULA, the host's own) is refused beside a public one, and nothing is
@@ -83,6 +84,15 @@ check_cmp "  and there are name rows" "$(jq '.not_tried' <<<"$j")" -ge 3
 
 # latchd and a profile with names: the name rows are tried, through latchd's resolver
 lts_latchd || fail latchd "latchd did not come up: $(tail -2 "$LTS_TMP/latchd.log")"
+# before any profile the resolver answers no name: nothing to try beside the unlisted one, which is refused
+verify_run
+check_eq "no profile yet: verify exits 0" "$VRC" 0
+name_row() { jq -r --arg c "$1" '.cases[] | select(.case == $c) | "\(.kind)/\(.result)/\(.saw)"' <<<"$j"; }
+check_eq "no profile yet: no allowed name to try, and no rebinding answer" \
+	"$(name_row "allowed name via the resolver")|$(name_row "rebinding answers")" \
+	"control/not-tried/the policy allows no name (profile none): every query is REFUSED|attack/not-tried/no name allowed: every answer is REFUSED before any address"
+check "no profile yet: the unlisted name is refused as not-allowed" \
+	grep -q '^attack/ok/not-allowed for latch-verify-' <<<"$(name_row "unlisted name via the resolver")"
 check "latch egress NAME profile names" latch egress "$LTS_NAME" profile names
 check "allow $SRV_A:80/tcp again (the controls' destination)" latch egress "$LTS_NAME" allow "$SRV_A:80/tcp"
 ping_learned() { socat -T2 - UNIX-CONNECT:"$ROOT/run/latch/latchd.sock" <<<'{"op":"ping"}' | jq '.sandboxes[0].learned'; }
@@ -94,7 +104,6 @@ audit_before=$(dns_audited)
 verify_run
 echo "# names: $(results "$j")"
 check_eq "names: verify exits 0" "$VRC" 0
-name_row() { jq -r --arg c "$1" '.cases[] | select(.case == $c) | "\(.kind)/\(.result)/\(.saw)"' <<<"$j"; }
 check_eq "names: control: an allowed name passes latchd's name check" \
 	"$(name_row "allowed name via the resolver")" "control/ok/ok.example allowed (test-run in latchd)"
 check "names: a made-up unlisted name is refused as not-allowed" \
