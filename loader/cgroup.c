@@ -498,20 +498,65 @@ int latch_cg_room_posture(const struct latch_cg_room *room, struct latch_cg_post
 	return 0;
 }
 
+/* Is program ID a latch_room_gate other than ours?  Then it returns its fd (the caller closes it). */
+static int gate_stale_fd(__u32 id, __u32 ours)
+{
+	struct bpf_prog_info info = { 0 };
+	__u32 len = sizeof(info);
+	int fd;
+
+	if (id == ours)
+		return -1;
+	fd = bpf_prog_get_fd_by_id(id);
+	if (fd < 0)
+		return -1;
+	if (!bpf_obj_get_info_by_fd(fd, &info, &len) && !strcmp(info.name, "latch_room_gate"))
+		return fd;
+	close(fd);
+	return -1;
+}
+
+/*
+ * Ours on, then every other gate off.  The gate is attached with
+ * ALLOW_MULTI, and one left by an earlier latchd (programs pinned again: a
+ * new bpffs, an upgrade) stays attached and runs for every packet latchd
+ * receives: 56 of them were found on a test machine's latch/latchd, 4.7 us
+ * of the resolver client's CPU per query.  The gate has no state of its own
+ * (its verdict is the packet's address and mark), so ours alone decides the
+ * same; it goes on first, so there is never a moment without one.
+ */
 int latch_cg_gate_attach(struct latch_cg_set *set, int cgroup_fd, char *err, size_t errlen)
 {
-	__u32 ids[16], cnt = 16, gate;
+	__u32 ids[64], cnt = 64, gate;
+	bool there = false;
 
 	if (cg_prog(set, CG_GATE) < 0)
 		return latch_errf(err, errlen, -1, "the room gate program is not pinned in %s", set->dir);
-	/* there already (a latchd before this one put it there): one is enough */
 	gate = cg_prog_id(set->prog_fd[CG_GATE]);
 	if (!bpf_prog_query(cgroup_fd, BPF_CGROUP_INET_INGRESS, 0, NULL, ids, &cnt))
-		for (__u32 i = 0; i < cnt && i < 16; i++)
-			if (ids[i] == gate)
-				return 0;
-	if (bpf_prog_attach(set->prog_fd[CG_GATE], cgroup_fd, BPF_CGROUP_INET_INGRESS, BPF_F_ALLOW_MULTI))
+		for (__u32 i = 0; i < cnt && i < 64; i++)
+			there = there || ids[i] == gate;
+	if (!there && bpf_prog_attach(set->prog_fd[CG_GATE], cgroup_fd, BPF_CGROUP_INET_INGRESS, BPF_F_ALLOW_MULTI) &&
+	    errno != EEXIST)
 		return latch_errf(err, errlen, -1, "cannot attach the room gate: %s", strerror(errno));
+	/* bounded: each round takes off up to 64 (ENOSPC: more than 64 there, the first 64 listed) */
+	for (int round = 0; round < 64; round++) {
+		int n_off = 0;
+
+		cnt = 64;
+		if (bpf_prog_query(cgroup_fd, BPF_CGROUP_INET_INGRESS, 0, NULL, ids, &cnt) && errno != ENOSPC)
+			break;
+		for (__u32 i = 0; i < cnt && i < 64; i++) {
+			int fd = gate_stale_fd(ids[i], gate);
+
+			if (fd < 0)
+				continue;
+			n_off += !bpf_prog_detach2(fd, cgroup_fd, BPF_CGROUP_INET_INGRESS);
+			close(fd);
+		}
+		if (!n_off)
+			break;
+	}
 	return 0;
 }
 

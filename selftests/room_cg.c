@@ -532,14 +532,65 @@ static void test_unix(void)
 	unlink(path);
 }
 
+/* A cgroup_skb program that passes everything, named NAME: a gate an earlier latchd left, or someone else's. */
+static int pass_prog(const char *name)
+{
+	struct bpf_insn insns[] = {
+		{ .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = 1 },
+		{ .code = BPF_JMP | BPF_EXIT },
+	};
+
+	return bpf_prog_load(BPF_PROG_TYPE_CGROUP_SKB, name, "GPL", insns, 2, NULL);
+}
+
+/* How many programs named NAME are attached to FD's ingress. */
+static int ingress_named(int fd, const char *name)
+{
+	__u32 ids[64], cnt = 64;
+	int n = 0;
+
+	if (bpf_prog_query(fd, BPF_CGROUP_INET_INGRESS, 0, NULL, ids, &cnt))
+		return -1;
+	for (__u32 i = 0; i < cnt; i++) {
+		struct bpf_prog_info info = { 0 };
+		__u32 len = sizeof(info);
+		int pfd = bpf_prog_get_fd_by_id(ids[i]);
+
+		if (pfd >= 0 && !bpf_obj_get_info_by_fd(pfd, &info, &len) && !strcmp(info.name, name))
+			n++;
+		if (pfd >= 0)
+			close(pfd);
+	}
+	return n;
+}
+
 static void test_gate(int log_fd)
 {
 	char err[LATCH_ERR_MAX];
 	uint64_t g0[LATCH_ROOM_GATE_SLOTS], g1[LATCH_ROOM_GATE_SLOTS];
-	int gfd = open(cg_gate, O_RDONLY | O_DIRECTORY);
+	int gfd = open(cg_gate, O_RDONLY | O_DIRECTORY), other = pass_prog("other");
+	int stale[2] = { pass_prog("latch_room_gate"), pass_prog("latch_room_gate") };
 
+	/*
+	 * Invariant: one gate on the services' cgroup.  Gates attach with
+	 * ALLOW_MULTI, and one an earlier latchd left (another pin of the
+	 * programs) would run for every packet, for nothing.  Attaching ours
+	 * takes two such off; a program by another name stays (the control).
+	 */
+	check(stale[0] >= 0 && stale[1] >= 0 && other >= 0 && gfd >= 0 &&
+		      !bpf_prog_attach(stale[0], gfd, BPF_CGROUP_INET_INGRESS, BPF_F_ALLOW_MULTI) &&
+		      !bpf_prog_attach(stale[1], gfd, BPF_CGROUP_INET_INGRESS, BPF_F_ALLOW_MULTI) &&
+		      !bpf_prog_attach(other, gfd, BPF_CGROUP_INET_INGRESS, BPF_F_ALLOW_MULTI) &&
+		      ingress_named(gfd, "latch_room_gate") == 2,
+	      "two stale latch_room_gates and another program on the services' cgroup");
 	/* Invariant: a room service answers its own room only (the mark of latch_room_gate). */
 	check(gfd >= 0 && !latch_cg_gate_attach(set, gfd, err, sizeof(err)), "gate attached to the services' cgroup");
+	check(ingress_named(gfd, "latch_room_gate") == 1, "one gate left on the services' cgroup (ours)");
+	check(ingress_named(gfd, "other") == 1, "control: the program by another name is still there");
+	bpf_prog_detach2(other, gfd, BPF_CGROUP_INET_INGRESS);
+	close(stale[0]);
+	close(stale[1]);
+	close(other);
 	latch_cg_gate_counters(set, g0);
 	log_count(log_fd, 'u');
 	check(in_room(udp_echo, "127.76.1.2", 53) == 0, "the room's resolver 127.76.1.2 answers the room");
