@@ -54,7 +54,8 @@
 # BENCH_DNS_CLIENTS (4, dnsperf -c), BENCH_DNS_QUEUE (64, dnsperf -q),
 # BENCH_DNS_LAT_SECS (3, the unloaded latency runs: -c 1 -q 1),
 # BENCH_SWITCH_REPS (3), BENCH_DNS_PERF (empty; set, each server is
-# profiled with perf's cpu-clock during its first run).  Every dnsperf run stops by itself (-l, and a
+# profiled with perf's cpu-clock during its first run, and CPU 0, the
+# client's, beside it).  Every dnsperf run stops by itself (-l, and a
 # timeout around it); every wait below is bounded.
 #
 # Topology, made here and removed on exit, pass or fail (trap): three netns
@@ -238,6 +239,18 @@ upstream_count() {
 }
 # sched PID: "ns on a CPU, ns waiting for one" of all its threads (/proc/PID/task/*/schedstat)
 sched() { cat /proc/"$1"/task/*/schedstat | awk '{ r += $1; w += $2 } END { printf("%.0f %.0f\n", r, w) }'; }
+# vcsw PID: voluntary context switches of all its threads (each one a sleep: the server found no work)
+vcsw() { cat /proc/"$1"/task/*/status | awk '/^voluntary_ctxt_switches/ { n += $2 } END { print n + 0 }'; }
+# cpustat: "busy softirq steal total" ticks of CPU 0 and of CPU 1 (/proc/stat), 8 numbers
+cpustat() {
+	awk '$1 == "cpu0" || $1 == "cpu1" { t = 0; for (i = 2; i <= 11; i++) t += $i
+		printf("%d %d %d %d ", t - $5 - $6, $8, $9, t) } END { print "" }' /proc/stat
+}
+# udp_drops NETNS: "RcvbufErrors InErrors" of that namespace's UDP (the replies' or the queries' socket was full)
+udp_drops() {
+	nsenter --net="/run/netns/$1" -- awk '$1 == "Udp:" && !h { for (i = 2; i <= NF; i++) c[$i] = i; h = 1; next }
+		$1 == "Udp:" { print $c["RcvbufErrors"], $c["InErrors"] }' /proc/net/snmp
+}
 
 # wait_udp NETNS ADDR: until something listens on ADDR:53 (before any SIGUSR1, which kills a dnsmasq still starting)
 wait_udp() {
@@ -264,21 +277,34 @@ dnsperf_run() {
 	latch_refused) file=$TMP/q-refused want=REFUSED ;;
 	esac
 	[ "$tag" = "$impl" ] || { secs=$DNS_LAT_SECS clients=1 queue=1; }
-	u0=$(upstream_count); read -r r0 w0 <<<"$(sched "$pid")"; t0=$(now_ns)
+	local cs0 cs1 v0 v1 dh0 dh1 dc0 dc1 cns rb0 rb1 ie0 ie1 cu cs
+	local b00 s00 t00 n00 b10 s10 t10 n10 b01 s01 t01 n01 b11 s11 t11 n11
+	cns=$([ "$ns" = G ] && echo "$GNS" || echo "$RNS")
+	u0=$(upstream_count); v0=$(vcsw "$pid"); dh0=$(udp_drops "$HNS"); dc0=$(udp_drops "$cns")
+	cs0=$(cpustat); read -r r0 w0 <<<"$(sched "$pid")"; t0=$(now_ns)
 	local perf_pid=""
 	if [ -n "$DNS_PERF" ] && [ "$rep" = 1 ] && [ "$tag" = "$impl" ]; then
 		# where the server's time goes (user space; perf's cpu-clock works where hardware counters don't)
 		perf record -q -e cpu-clock -F 2000 -p "$pid" -o "$OUT/perf-$impl.data" -- sleep "$secs" \
 			>/dev/null 2>&1 &
 		perf_pid=$!
+		# and the client's CPU: dnsperf and the softirq work of its sends (the guest's tc filter)
+		perf record -q -e cpu-clock -F 2000 -a -C 0 -o "$OUT/perf-$impl-cpu0.data" -- sleep "$secs" \
+			>/dev/null 2>&1 &
+		perf_pid="$perf_pid $!"
 	fi
-	out=$($ns taskset -c 0 timeout $((secs + 30)) dnsperf -s "$server" -d "$file" -l "$secs" \
-		-c "$clients" -q "$queue" -T 1 -t 2 2>&1) || die "dnsperf ($tag): $out"
-	t1=$(now_ns); read -r r1 w1 <<<"$(sched "$pid")"; u1=$(upstream_count)
+	# bash's time: the client's CPU (user, system: with the softirq work its sends ran in its context)
+	out=$(TIMEFORMAT='client_cpu_s %U %S'
+		{ time $ns taskset -c 0 timeout $((secs + 30)) dnsperf -s "$server" -d "$file" -l "$secs" \
+			-c "$clients" -q "$queue" -T 1 -t 2 2>&1; } 2>&1) || die "dnsperf ($tag): $out"
+	t1=$(now_ns); read -r r1 w1 <<<"$(sched "$pid")"; cs1=$(cpustat)
+	v1=$(vcsw "$pid"); dh1=$(udp_drops "$HNS"); dc1=$(udp_drops "$cns"); u1=$(upstream_count)
 	if [ -n "$perf_pid" ]; then
-		wait "$perf_pid"
+		wait $perf_pid
 		perf report -i "$OUT/perf-$impl.data" --stdio --no-children --sort symbol 2>/dev/null |
 			awk '/^ +[0-9.]+%/ && n++ < 40' > "$OUT/perf-$impl.txt" # reads it all: no SIGPIPE under pipefail
+		perf report -i "$OUT/perf-$impl-cpu0.data" --stdio --no-children --sort comm,symbol 2>/dev/null |
+			awk '/^ +[0-9.]+%/ && n++ < 60' > "$OUT/perf-$impl-cpu0.txt"
 		log "dns: perf profile of $impl in $OUT/perf-$impl.txt"
 	fi
 	echo "$out" > "$OUT/dnsperf-${tag/:/-}-$rep.txt"
@@ -303,6 +329,22 @@ dnsperf_run() {
 	rec dns busy_pct "$impl" "$DNS_NAMES" "$rep" "$(calc %.0f "100 * $((r1 - r0)) / $((t1 - t0))")"
 	rec dns wait_pct "$impl" "$DNS_NAMES" "$rep" "$(calc %.0f "100 * $((w1 - w0)) / $((t1 - t0))")"
 	rec dns upstream "$impl" "$DNS_NAMES" "$rep" $((u1 - u0))
+	# who set the pace: each CPU's busy share (CPU 0: the client and the softirq work of its sends,
+	# the guest's tc filter included; CPU 1: the server), and how often the server slept
+	read -r b00 s00 t00 n00 b10 s10 t10 n10 <<<"$cs0"
+	read -r b01 s01 t01 n01 b11 s11 t11 n11 <<<"$cs1"
+	rec dns cpu0_busy_pct "$impl" "$DNS_NAMES" "$rep" "$(calc %.0f "100 * ($b01 - $b00) / ($n01 - $n00)")"
+	rec dns cpu0_softirq_pct "$impl" "$DNS_NAMES" "$rep" "$(calc %.0f "100 * ($s01 - $s00) / ($n01 - $n00)")"
+	rec dns cpu1_busy_pct "$impl" "$DNS_NAMES" "$rep" "$(calc %.0f "100 * ($b11 - $b10) / ($n11 - $n10)")"
+	rec dns cpu1_softirq_pct "$impl" "$DNS_NAMES" "$rep" "$(calc %.0f "100 * ($s11 - $s10) / ($n11 - $n10)")"
+	rec dns steal_pct "$impl" "$DNS_NAMES" "$rep" "$(calc %.0f "100 * ($t01 - $t00 + $t11 - $t10) / ($n01 - $n00 + $n11 - $n10)")"
+	read -r cu cs <<<"$(sed -n 's/^client_cpu_s //p' <<<"$out")"
+	rec dns client_cpu_us "$impl" "$DNS_NAMES" "$rep" "$(calc %.2f "($cu + $cs) * 1e6 / $ndone")"
+	rec dns answers_per_sleep "$impl" "$DNS_NAMES" "$rep" "$(calc %.1f "$ndone / ($((v1 - v0)) + 1)")"
+	read -r rb0 ie0 <<<"$dh0"; read -r rb1 ie1 <<<"$dh1"
+	rec dns server_rcvbuf_drops "$impl" "$DNS_NAMES" "$rep" $((rb1 - rb0))
+	read -r rb0 ie0 <<<"$dc0"; read -r rb1 ie1 <<<"$dc1"
+	rec dns client_rcvbuf_drops "$impl" "$DNS_NAMES" "$rep" $((rb1 - rb0))
 	log "dns rep $rep $impl: $qps q/s, avg $lat s, lost $lost, upstream $((u1 - u0)), $codes"
 }
 

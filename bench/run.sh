@@ -653,6 +653,15 @@ row() { printf "$FMT" "$@"; }
 		dcpu() { echo "$(calc %.0f "$(med dns busy_pct "$1" "$dn")") / $(calc %.0f "$(med dns wait_pct "$1" "$dn")")"; }
 		row "  the same, server on a CPU / waiting, %" "$(thou "$dn")" "-" "$(dcpu latch)" "$(dcpu dnsmasq)" \
 			"(information: of the run)" ""
+		if have dns client_cpu_us latch && have dns client_cpu_us dnsmasq; then
+			# CPU 0's side: dnsperf and its sends' softirq work (latch's: the guest's tc filter and
+			# bucket, and the ingress hooks on latchd's cgroup); a busy CPU 0 means the client set the pace
+			dc0() { echo "$(calc %.1f "$(med dns client_cpu_us "$1" "$dn")") / $(calc %.0f "$(med dns cpu0_busy_pct "$1" "$dn")")"; }
+			row "  the same, client us/query, CPU 0 busy%" "$(thou "$dn")" "-" "$(dc0 latch)" \
+				"$(dc0 dnsmasq)" "(information)" ""
+			row "  the same, answers per server sleep" "$(thou "$dn")" "-" "$(dq answers_per_sleep latch)" \
+				"$(dq answers_per_sleep dnsmasq)" "(information)" ""
+		fi
 		if have dns lat1_us latch && have dns lat1_us dnsmasq; then
 			row "  latency at 1 query outstanding, us" "$(thou "$dn")" "-" "$(dq lat1_us latch)" "$(dq lat1_us dnsmasq)" \
 				"(information)" ""
