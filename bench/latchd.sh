@@ -66,7 +66,8 @@
 #   I lbd-i-PID: ih0 198.51.100.18/30, lo 203.0.113.53 (the upstream)
 # No forwarding, no route anywhere else; the root namespace and eth0 are
 # never touched.  latch and latchd run in H with LATCH_ROOT in a temp dir and
-# LATCH_BPFFS=/sys/fs/bpf/latch-benchd-PID; processes are killed by PID.
+# LATCH_BPFFS=/sys/fs/bpf/latch-benchd-PID, latchd confined in the cgroup
+# LATCH_CGROUP=latch-benchd-PID; processes are killed by PID.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=$(cd "${BUILD:-build}" && pwd)
@@ -97,6 +98,9 @@ UP_IP=203.0.113.53   # the upstream
 SB=lbd
 NFT_TABLE=lbd_sw
 BPFFS=/sys/fs/bpf/latch-benchd-$$
+# latchd confines itself in a cgroup of its own here, not the host's latch/latchd (another
+# latchd's hooks there would be replaced, and it would share this one's)
+export LATCH_CGROUP=latch-benchd-$$
 
 log() { printf '[latchd-bench %s] %s\n' "$(date +%T)" "$*" >&2; }
 die() { log "FAILED: $*"; exit 1; }
@@ -134,6 +138,12 @@ cleanup() {
 		# whatever still runs in these namespaces was started here
 		for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null; done
 		ip netns del "$ns" 2>/dev/null # takes the veths, qdiscs and the nft table
+	done
+	# latchd's cgroup (its process is gone by now), in each hierarchy
+	for root in $(awk '$3 == "cgroup2" || $3 == "cgroup" { print $2 }' /proc/mounts); do
+		[ -d "$root/$LATCH_CGROUP" ] || continue
+		rmdir "$root/$LATCH_CGROUP"/rooms/* "$root/$LATCH_CGROUP"/rooms "$root/$LATCH_CGROUP"/latchd \
+			"$root/$LATCH_CGROUP"/warm "$root/$LATCH_CGROUP" 2>/dev/null
 	done
 	rm -rf "$BPFFS"
 	[ "$MOUNTED_BPFFS" = 1 ] && [ -z "$(ls -A /sys/fs/bpf 2>/dev/null)" ] && umount /sys/fs/bpf
