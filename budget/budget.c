@@ -222,6 +222,12 @@ int catch_up(struct budget *b)
 	return b->l ? ledger_each_after(b->l, b->last_id, apply_row, b) : 0;
 }
 
+/* A reader: the journal's rows the ledger does not hold yet. */
+int catch_up_journal(struct budget *b)
+{
+	return journal_each(b->j, b->last_id, apply_row, b);
+}
+
 /* ---- caps ---- */
 
 static const char *const cap_names[CAP_KINDS] = { "requests_per_hour", "requests_per_day", "dollars_per_day" };
@@ -491,6 +497,15 @@ static int reserve(struct budget *b, const struct budget_request *rq, bool later
 		free(t);
 		return -EDQUOT;
 	}
+	if (b->j) { /* in the journal when this returns: forward at once */
+		ret = journal_reserve(b, t, s, now, &caps, budget_format_name(cls.format));
+		if (ret) {
+			free(t);
+			return ret == -ENOMEM ? ret : ledger_refusal(b, note, line, linelen, ret);
+		}
+		*ticket = t;
+		return 0;
+	}
 	if (b->o.sole_writer) {
 		ret = queue_reservation(b, t, s, now, &caps, budget_format_name(cls.format));
 		if (ret) {
@@ -656,6 +671,7 @@ int budget_settle(struct budget *b, struct budget_ticket *t, enum budget_end how
 	struct budget_tokens tok;
 	const char *why;
 	int64_t charge;
+	bool kept;
 
 	memset(note, 0, sizeof(*note));
 	note->want = want;
@@ -670,8 +686,26 @@ int budget_settle(struct budget *b, struct budget_ticket *t, enum budget_end how
 	if (t->queued)
 		queue_forget(b, t);
 	charge = charge_of(b, t, how, &tok, &why);
-	/* out of memory, the reservation stays open: counted in full, settled in full at the next open */
-	if (queue_pending(b, t->id, charge, why, &tok, t->sbx, t->provider, *t->model ? t->model : "-"))
+	/*
+	 * Out of memory, the reservation stays open: counted in full, settled
+	 * in full at the next open.  With a journal the row goes there now
+	 * (queued for the next fold when it can't).
+	 */
+	if (b->j) {
+		struct pending p = { .request = t->id,
+				     .micros = charge,
+				     .how = why,
+				     .tokens = tok,
+				     .sbx = t->sbx,
+				     .provider = t->provider };
+
+		snprintf(p.model, sizeof(p.model), "%s", *t->model ? t->model : "-");
+		kept = !journal_settle(b, &p) ||
+		       queue_pending(b, t->id, charge, why, &tok, t->sbx, t->provider, p.model);
+	} else {
+		kept = queue_pending(b, t->id, charge, why, &tok, t->sbx, t->provider, *t->model ? t->model : "-");
+	}
+	if (kept)
 		charge_settle(b, t->id, charge);
 	if (charge != t->reserved && (!want || want(want_arg)))
 		settle_note(t, why, charge, &tok, note);

@@ -31,10 +31,12 @@
  *
  * latchd is the ledger's sole writer (budget_opts.sole_writer: a lock on the
  * file keeps every other writer out while it runs): its decisions are made
- * in memory, which then holds everything the ledger holds, and the rows of
- * the reservations decided in one turn of its event loop are written by one
- * commit (budget_reserve_later(), then budget_commit()); each request is
- * forwarded only after the commit that holds its reservation.
+ * in memory, which then holds everything the ledger holds, and each row is
+ * appended to the ledger's memory-mapped journal before budget_reserve()
+ * returns (budget_opts.journal: it survives kill -9, as a WAL commit does),
+ * folded into sqlite by budget_tick().  A sole writer without the journal
+ * writes the reservations of one turn by one commit (budget_reserve_later(),
+ * then budget_commit()) and forwards only after it.
  */
 #ifndef LATCH_BUDGET_H
 #define LATCH_BUDGET_H
@@ -160,7 +162,8 @@ int budget_reserve(struct budget *b, const struct budget_request *rq, struct bud
  * reservation's row is written by the next budget_commit().  Forward the
  * request only after that commit returned 0.  A ticket whose commit failed
  * is void: budget_settle() frees it and charges nothing (nothing was
- * forwarded).
+ * forwarded).  With budget_opts.journal it is budget_reserve(): the row is
+ * in the journal when it returns.
  */
 int budget_reserve_later(struct budget *b, const struct budget_request *rq, struct budget_ticket **ticket,
 			 struct budget_note *note, char *line, size_t linelen);
@@ -173,6 +176,7 @@ int budget_reserve_later(struct budget *b, const struct budget_request *rq, stru
  * requests may be forwarded.  -errno: the ledger can't be written; those
  * reservations are undone (their tickets void) and line holds the one
  * `latch:` line for their 429s, note what to audit.  Nothing to write: 0.
+ * With budget_opts.journal: 0, nothing to do (the tick folds the journal).
  */
 int budget_commit(struct budget *b, struct budget_note *note, char *line, size_t linelen);
 
@@ -223,6 +227,15 @@ struct budget_opts {
 	 * for them.
 	 */
 	bool checkpoint_thread;
+	/*
+	 * A sole writer's rows are appended to a memory-mapped journal beside
+	 * the ledger (LEDGER.journal) instead of being committed to sqlite:
+	 * budget_reserve() and budget_reserve_later() return with the row
+	 * there (it survives kill -9), budget_commit() has nothing to do, and
+	 * budget_tick() folds the journal into the ledger.  Any writer folds
+	 * what a journal holds at open; readers read it beside the ledger.
+	 */
+	bool journal;
 	uint64_t (*clock)(void *arg); /* ns since the epoch; NULL: CLOCK_REALTIME */
 	void *clock_arg;
 };

@@ -16,6 +16,11 @@
  * commit of their own reservation, or with budget_tick(): most commits
  * write one reservation's row and nothing else.
  *
+ * latchd itself runs with the journal (budget_opts.journal, journal.c):
+ * journal_reserve() and journal_settle() below append each row to it as it
+ * is decided, the request goes at once, and budget_tick() folds the rows
+ * into sqlite; budget_commit() then has nothing to do.
+ *
  * A failed commit undoes its reservations: they are the newest charges,
  * removed from the windows again, their tickets made void (the caller
  * refuses those requests; budget_settle() frees them, charging nothing),
@@ -76,6 +81,29 @@ void queue_forget(struct budget *b, struct budget_ticket *t)
 	t->queued = false;
 }
 
+void charge_pop(struct budget *b)
+{
+	struct charge *c = &b->ch[b->n - 1];
+	struct tally *ts = &b->sbx[c->sbx].t[c->provider], *th = &b->host[c->provider];
+	int64_t *pool_s = c->open ? &ts->reserved : &ts->spent, *pool_h = c->open ? &th->reserved : &th->spent;
+
+	if (b->n - 1 >= b->hour_head) {
+		ts->n_hour--;
+		th->n_hour--;
+	}
+	if (b->n - 1 >= b->day_head) {
+		ts->n_day--;
+		th->n_day--;
+		*pool_s -= c->micros;
+		*pool_h -= c->micros;
+	}
+	b->n--;
+	if (b->hour_head > b->n)
+		b->hour_head = b->n;
+	if (b->day_head > b->n)
+		b->day_head = b->n;
+}
+
 /* The commit failed: take the queued reservations out of the windows again, newest first. */
 static void undo_queue(struct budget *b)
 {
@@ -83,42 +111,89 @@ static void undo_queue(struct budget *b)
 
 	for (size_t i = b->n_queue; i-- > 0;) {
 		struct queued *q = &b->queue[i];
-		struct charge *c = b->n ? &b->ch[b->n - 1] : NULL;
-		struct tally *ts, *th;
-		int64_t *pool_s, *pool_h;
 
-		if (!c || c->id != q->id)
+		if (!b->n || b->ch[b->n - 1].id != q->id)
 			break; /* cannot happen: queued charges are the newest */
-		ts = &b->sbx[c->sbx].t[c->provider];
-		th = &b->host[c->provider];
-		pool_s = c->open ? &ts->reserved : &ts->spent;
-		pool_h = c->open ? &th->reserved : &th->spent;
-		if (b->n - 1 >= b->hour_head) {
-			ts->n_hour--;
-			th->n_hour--;
-		}
-		if (b->n - 1 >= b->day_head) {
-			ts->n_day--;
-			th->n_day--;
-			*pool_s -= c->micros;
-			*pool_h -= c->micros;
-		}
-		b->n--;
+		charge_pop(b);
 		if (q->t) {
 			q->t->queued = false;
 			q->t->void_ = true;
 		}
 	}
-	if (b->hour_head > b->n)
-		b->hour_head = b->n;
-	if (b->day_head > b->n)
-		b->day_head = b->n;
 	/* settlements of reservations that were never written go with them */
 	for (size_t i = 0; i < b->n_pending; i++)
 		if (b->pending[i].request <= b->last_id)
 			b->pending[keep++] = b->pending[i];
 	b->n_pending = keep;
 	b->n_queue = 0;
+}
+
+/*
+ * With a journal (budget_opts.journal): the reservation's row is appended
+ * before this returns, and the caller may forward at once.  A full journal
+ * is folded first (on the request's path: the tick folds long before, at
+ * any rate the meter can see); a fold that fails refuses the request.
+ */
+int journal_reserve(struct budget *b, struct budget_ticket *t, int sbx, uint64_t now, const struct budget_caps *caps,
+		    const char *how)
+{
+	struct ledger_row row;
+	int64_t id;
+	int ret = journal_full(b->j) ? journal_fold(b, true) : 0;
+
+	if (ret)
+		return ret;
+	id = b->last_id + 1;
+	if (charge_add(b, id, now, sbx, t->provider, t->reserved))
+		return -ENOMEM;
+	row = (struct ledger_row){ .id = id,
+				   .time_ns = b->ch[b->n - 1].time_ns,
+				   .sandbox = b->sbx[sbx].name,
+				   .provider = budget_provider_name(t->provider),
+				   .model = *t->model ? t->model : "-",
+				   .micros = t->reserved,
+				   .how = how,
+				   .caps = *caps };
+	ret = journal_append(b->j, &row);
+	if (ret) {
+		charge_pop(b);
+		return ret;
+	}
+	b->last_id = id;
+	b->last_time = row.time_ns;
+	b->sbx[sbx].t[t->provider].caps = *caps;
+	b->sbx[sbx].t[t->provider].caps_known = true;
+	t->id = id;
+	t->sbx = (uint32_t)sbx;
+	usage_init(&t->usage, t->format);
+	return 0;
+}
+
+/* A settlement's row; an error leaves it to the caller (queued for the next fold). */
+int journal_settle(struct budget *b, const struct pending *p)
+{
+	uint64_t now = budget_now(b);
+	struct ledger_row row = { .id = b->last_id + 1,
+				  .time_ns = now,
+				  .request = p->request,
+				  .settle = true,
+				  .sandbox = b->sbx[p->sbx].name,
+				  .provider = budget_provider_name(p->provider),
+				  .model = p->model,
+				  .micros = p->micros,
+				  .how = p->how,
+				  .tokens = p->tokens };
+	int ret = journal_full(b->j) ? journal_fold(b, true) : 0;
+
+	if (ret)
+		return ret;
+	row.id = b->last_id + 1; /* the fold may have written queued settlements */
+	ret = journal_append(b->j, &row);
+	if (!ret) {
+		b->last_id = row.id;
+		b->last_time = now;
+	}
+	return ret;
 }
 
 int budget_commit(struct budget *b, struct budget_note *note, char *line, size_t linelen)
@@ -145,6 +220,8 @@ int commit_rows(struct budget *b, bool all, struct budget_note *note, char *line
 		line[0] = '\0';
 	if (!b->o.sole_writer || !b->l)
 		return b->n_queue ? -EINVAL : 0;
+	if (b->j) /* the rows are in the journal already; the tick folds them */
+		return all ? journal_fold(b, true) : 0;
 	for (size_t i = b->n_pending; !settlements && i-- > 0;)
 		settlements = b->pending[i].request > b->last_id;
 	if (!b->n_queue && !(settlements && b->n_pending))

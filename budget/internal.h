@@ -16,6 +16,8 @@
  *   life.c     open (replay, dead owners), the tick, close;
  *   commit.c   a sole writer's reservations, decided in memory and written
  *              in groups (one commit per turn of latchd's event loop);
+ *   journal.c  or, with budget_opts.journal, appended to a memory-mapped
+ *              journal and folded into the ledger by budget_tick();
  *   report.c   refusal lines, audit notes and budget_report().
  */
 #ifndef LATCH_BUDGET_INTERNAL_H
@@ -250,6 +252,34 @@ int ledger_checkpoint(struct ledger *l);
 /* Checkpoints from a thread of its own from now on (checkpoint.c).  0 or -errno with one line in err. */
 int ledger_checkpoint_thread(struct ledger *l, char *err, size_t errlen);
 
+/* The largest row id (0 when empty): the last row folded from a journal. */
+int64_t ledger_last_id(struct ledger *l);
+
+/* ---- journal.c: a sole writer's rows on their way to the ledger ---- */
+
+struct journal;
+/*
+ * LEDGER.journal, checked as the ledger is (the owner's, 0600, no symlink)
+ * and scanned; readonly (mapped so): NULL in *out when there is none;
+ * reader: latch usage's, beside a live latchd (a record being written or
+ * emptied is where it stops, not damage).  0 or -errno
+ * with one line in err naming the file.
+ */
+int journal_open(const char *ledger_path, bool readonly, bool reader, uid_t owner, struct journal **out, char *err,
+		 size_t errlen);
+void journal_close(struct journal *j);
+const char *journal_path(const struct journal *j);
+uint32_t journal_count(const struct journal *j);
+bool journal_full(const struct journal *j);
+bool journal_torn(const struct journal *j);
+int64_t journal_next_id(const struct journal *j);
+/* Append a row whose id is journal_next_id(): -ENOSPC when full. */
+int journal_append(struct journal *j, const struct ledger_row *r);
+/* The rows with ids after after, in order (a reservation's owner is the journal's writer). */
+int journal_each(struct journal *j, int64_t after, int (*fn)(const struct ledger_row *r, void *arg), void *arg);
+/* Everything in it is in the ledger: empty it; the next record is id start, written by owner. */
+void journal_reset(struct journal *j, int64_t start, const char *owner);
+
 /* checkpoint.c */
 struct checkpointer;
 typedef struct sqlite3 sqlite3;
@@ -323,6 +353,7 @@ struct budget {
 	struct budget_opts o;
 	char ledger_path[PATH_MAX], prices_path[PATH_MAX];
 	struct ledger *l;
+	struct journal *j; /* budget_opts.journal: rows go here first */
 	struct price_table prices;
 	struct charge *ch; /* in id order; [day_head, n) is the day, [hour_head, n) the hour */
 	size_t n, cap, hour_head, day_head;
@@ -373,6 +404,7 @@ uint64_t budget_clock_realtime(void *arg);
 int sbx_find(struct budget *b, const char *name, bool create);
 void expire(struct budget *b, uint64_t now);
 int catch_up(struct budget *b);
+int catch_up_journal(struct budget *b);
 const char *cap_name(enum cap_kind k);
 int64_t cap_value(const struct budget_caps *c, enum cap_kind k);
 bool charge_matches(const struct charge *c, int sbx, enum budget_provider p);
@@ -390,12 +422,20 @@ int batch_flush(struct budget *b, struct row_batch *rb);
 int write_pending(struct budget *b, struct row_batch *rb, int64_t *next, uint64_t now);
 /* commit.c: the sole writer's reservations, held in memory until one commit writes them. */
 int charge_add(struct budget *b, int64_t id, uint64_t time_ns, int sbx, enum budget_provider p, int64_t micros);
+/* Take the newest charge out of the windows again (its row was never written). */
+void charge_pop(struct budget *b);
 int queue_reservation(struct budget *b, struct budget_ticket *t, int sbx, uint64_t now, const struct budget_caps *caps,
 		      const char *how);
 void queue_forget(struct budget *b, struct budget_ticket *t);
 int ledger_refusal(struct budget *b, struct budget_note *note, char *line, size_t linelen, int ret);
 /* budget_commit(); all: the settlements too, however few (the tick, close) */
 int commit_rows(struct budget *b, bool all, struct budget_note *note, char *line, size_t linelen);
+/* life.c: the journal's rows (and settlements it could not take) into the ledger in one transaction. */
+int journal_fold(struct budget *b, bool reset);
+/* commit.c: a settlement's row to the journal (folding it first when full). */
+int journal_settle(struct budget *b, const struct pending *p);
+int journal_reserve(struct budget *b, struct budget_ticket *t, int sbx, uint64_t now, const struct budget_caps *caps,
+		    const char *how);
 void settle_note(const struct budget_ticket *t, const char *why, int64_t charge, const struct budget_tokens *tok,
 		 struct budget_note *note);
 

@@ -13,7 +13,8 @@
  * commit is then written to the WAL before it returns, so it survives the
  * death of the process (kill -9), which is what the caps must survive; only
  * a power cut can lose the last commits (they are not fsynced).  FULL adds
- * an fsync to every commit; bench/budget.c measures both.
+ * an fsync to every commit; bench/budget.c measures both.  latchd's rows
+ * reach it through the journal (journal.c), folded once a second.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -30,7 +31,7 @@
 
 #include "budget/internal.h"
 
-enum { Q_INSERT, Q_AFTER, Q_RANGE, Q_AT, Q_LAST, Q_OWNER, Q_PRUNE, Q_BEGIN, Q_COMMIT, Q_ROLLBACK, Q_N };
+enum { Q_INSERT, Q_AFTER, Q_RANGE, Q_MAX, Q_AT, Q_LAST, Q_OWNER, Q_PRUNE, Q_BEGIN, Q_COMMIT, Q_ROLLBACK, Q_N };
 
 static const char *const sql[Q_N] = {
 	/* the id is given: the caller has read every row under the write lock, so it knows the next one */
@@ -42,6 +43,8 @@ static const char *const sql[Q_N] = {
 		    " cap_requests_hour, cap_requests_day, cap_micros_day FROM ledger WHERE id > ? ORDER BY id",
 	/* no index on time: ids are in time order, so a time is found by bisecting the ids */
 	[Q_RANGE] = "SELECT ifnull(min(id), 0), ifnull(max(id), 0) FROM ledger",
+	/* alone: sqlite reads max() off the b-tree's end only when it is the query's one aggregate */
+	[Q_MAX] = "SELECT max(id) FROM ledger",
 	[Q_AT] = "SELECT time_ns FROM ledger WHERE id >= ? ORDER BY id LIMIT 1",
 	[Q_LAST] = "SELECT time_ns FROM ledger ORDER BY id DESC LIMIT 1",
 	[Q_OWNER] = "SELECT owner FROM ledger WHERE id = ?",
@@ -369,6 +372,17 @@ int64_t ledger_first_since(struct ledger *l, uint64_t time_ns)
 			lo = mid + 1;
 	}
 	return lo;
+}
+
+int64_t ledger_last_id(struct ledger *l)
+{
+	sqlite3_stmt *s = l->st[Q_MAX];
+	int64_t id = 0;
+
+	if (sqlite3_step(s) == SQLITE_ROW)
+		id = sqlite3_column_int64(s, 0); /* NULL (empty) reads as 0 */
+	sqlite3_reset(s);
+	return id;
 }
 
 uint64_t ledger_last_time(struct ledger *l)

@@ -65,6 +65,50 @@ int write_pending(struct budget *b, struct row_batch *rb, int64_t *next, uint64_
 	return batch_flush(b, rb);
 }
 
+static int fold_row(const struct ledger_row *r, void *arg)
+{
+	struct budget *b = ((void **)arg)[0];
+	struct row_batch *rb = ((void **)arg)[1];
+
+	return batch_add(b, rb, r);
+}
+
+/*
+ * The journal's rows after the ledger's last id, then the settlements the
+ * journal could not take, in one transaction: the ledger's largest id is
+ * the last record folded, so a fold cut short is done again whole and
+ * nothing twice.  reset: a sole writer empties the journal after.
+ */
+int journal_fold(struct budget *b, bool reset)
+{
+	struct row_batch rb = { .n = 0 };
+	void *arg[2] = { b, &rb };
+	int64_t next = b->last_id + 1;
+	int ret;
+
+	if (!b->j || (!journal_count(b->j) && !b->n_pending))
+		return 0;
+	ret = ledger_begin(b->l);
+	if (!ret)
+		ret = journal_each(b->j, ledger_last_id(b->l), fold_row, arg);
+	if (!ret)
+		ret = batch_flush(b, &rb);
+	if (!ret && reset && b->n_pending)
+		ret = write_pending(b, &rb, &next, budget_now(b));
+	if (!ret)
+		ret = ledger_commit(b->l);
+	if (ret) {
+		ledger_rollback(b->l);
+		return ret;
+	}
+	if (reset) {
+		b->last_id = next - 1;
+		b->n_pending = 0;
+		journal_reset(b->j, b->last_id + 1, b->self);
+	}
+	return 0;
+}
+
 /* The settlements waiting for a commit, written now (the tick, and close). */
 static int flush_pending(struct budget *b)
 {
@@ -180,6 +224,17 @@ struct budget *budget_open(const struct budget_opts *o, char *err, size_t errlen
 		ret = -errno;
 		goto fail;
 	}
+	if (b->l || o->readonly) { /* a journal a crash left: folded by any writer, read by a reader */
+		ret = journal_open(b->ledger_path, !o->journal, o->readonly, o->owner, &b->j, err, errlen);
+		if (ret)
+			goto fail;
+		ret = b->j && b->l && !o->readonly ? journal_fold(b, false) : 0;
+		if (ret) {
+			latch_errf(err, errlen, ret, "ledger %s: folding %s: %s", b->ledger_path, journal_path(b->j),
+				   ledger_error(b->l));
+			goto fail;
+		}
+	}
 	if (b->l && o->checkpoint_thread && !o->readonly) {
 		ret = ledger_checkpoint_thread(b->l, err, errlen);
 		if (ret)
@@ -193,11 +248,19 @@ struct budget *budget_open(const struct budget_opts *o, char *err, size_t errlen
 	now = budget_now(b);
 	b->last_id = b->l ? ledger_first_since(b->l, now > BUDGET_DAY_NS ? now - BUDGET_DAY_NS : 0) - 1 : 0;
 	ret = catch_up(b);
+	if (!ret && b->j && o->readonly) /* a reader: what latchd has not folded yet counts as well */
+		ret = catch_up_journal(b);
 	if (!ret) {
 		expire(b, budget_now(b));
 		if (!o->readonly)
 			ret = settle_orphans(b);
 	}
+	if (!ret && b->j && !o->journal) { /* folded: only a journaling sole writer keeps it open */
+		journal_close(b->j);
+		b->j = NULL;
+	}
+	if (!ret && b->j && !o->readonly)
+		journal_reset(b->j, b->last_id + 1, b->self);
 	if (ret) {
 		latch_errf(err, errlen, ret, "ledger %s: %s", b->ledger_path, ledger_error(b->l));
 		goto fail;
@@ -214,6 +277,7 @@ void budget_close(struct budget *b)
 	if (!b)
 		return;
 	flush_pending(b);
+	journal_close(b->j);
 	ledger_close(b->l);
 	free(b->pending);
 	free(b->queue);

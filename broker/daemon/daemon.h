@@ -42,8 +42,6 @@
 #include "profile/profile.h"
 
 #define NS_PER_S 1000000000ULL
-/* the event loop's priorities: every event at the default (the middle), the meter's commit at the lowest */
-#define LATCHD_PRIORITIES 3
 /* learned and host-name rules stay this long past their TTL (established flows re-checked find them) */
 #define RESOLVED_GRACE_NS (3600ULL * NS_PER_S)
 #define SCAN_INTERVAL_S 2
@@ -290,7 +288,6 @@ void broker_op_backend(struct latchd *ld, struct client *c, json_t *req);
 /* meter.c */
 /* Open the ledger as its sole writer, with latch.conf's caps (before any socket: a second latchd stops here). */
 int meter_open(struct latchd *ld, char *err, size_t errlen);
-int meter_start(struct latchd *ld, char *err, size_t errlen); /* once the event loop exists */
 void meter_tick(struct latchd *ld);
 void meter_reload(struct latchd *ld); /* SIGHUP: the price table, and latch.conf's caps as ld->conf has them */
 void meter_close(struct latchd *ld); /* after every listener */

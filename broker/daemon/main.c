@@ -299,12 +299,11 @@ static int setup(struct latchd *ld, bool unconfined)
 			latchd_log("warning: %s; decisions are not recorded", err);
 	}
 	ld->base = event_base_new();
-	/* before any event: everything at the middle priority, the meter's commit below it (meter.c) */
-	if (!ld->base || event_base_priority_init(ld->base, LATCHD_PRIORITIES)) {
+	if (!ld->base) {
 		fprintf(stderr, "latchd: cannot make the event loop\n");
 		return 1;
 	}
-	if (meter_start(ld, err, sizeof(err)) || broker_init(ld, err, sizeof(err))) {
+	if (broker_init(ld, err, sizeof(err))) {
 		fprintf(stderr, "latchd: %s\n", err);
 		return 1;
 	}
