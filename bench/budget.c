@@ -24,7 +24,13 @@
  *                 table of the same shape, WAL, synchronous=NORMAL (the
  *                 reservation must be on disk before the request leaves;
  *                 budget/ writes the settlement with the next one)
- *   budget        the whole meter, WAL, synchronous=NORMAL
+ *   budget        the whole meter, WAL, synchronous=NORMAL, each row
+ *                 committed to sqlite before budget_reserve() returns
+ *   journal       the whole meter as latchd runs it (budget_opts.journal):
+ *                 the rows appended to the ledger's memory-mapped journal,
+ *                 folded into sqlite every FOLD_EVERY requests (512, as
+ *                 latchd's 1024 records; timed apart: the fold's cost per
+ *                 request is printed below the table)
  *   sqlite-full   the floor with synchronous=FULL (an fsync per commit)
  *   budget-full   the whole meter with synchronous=FULL
  * Each request is timed alone (CLOCK_MONOTONIC); p50, p90 and mean per
@@ -44,8 +50,9 @@
 #include "budget/budget.h"
 #include "budget/internal.h"
 
-enum { C_COPY, C_SCAN, C_SQLITE, C_BUDGET, C_SQLITE_FULL, C_BUDGET_FULL, N_CONFIGS };
-static const char *const config_names[N_CONFIGS] = { "copy", "scan", "sqlite", "budget", "sqlite-full", "budget-full" };
+enum { C_COPY, C_SCAN, C_SQLITE, C_BUDGET, C_JOURNAL, C_SQLITE_FULL, C_BUDGET_FULL, N_CONFIGS };
+static const char *const config_names[N_CONFIGS] = { "copy",	"scan",	       "sqlite",     "budget",
+						     "journal", "sqlite-full", "budget-full" };
 
 struct shape {
 	const char *name;
@@ -257,16 +264,17 @@ static int cmp_u64(const void *a, const void *b)
 int main(int argc, char **argv)
 {
 	int n_fast = argc > 1 ? atoi(argv[1]) : 20000, n_full = argc > 2 ? atoi(argv[2]) : 300,
-	    reps = argc > 3 ? atoi(argv[3]) : 3;
+	    reps = argc > 3 ? atoi(argv[3]) : 3, fold_every = argc > 4 ? atoi(argv[4]) : 512;
 	char dir[] = "/tmp/latch-bench-budget-XXXXXX", path[N_CONFIGS][128], err[LATCH_ERR_MAX], cmd[96];
 	struct shape shapes[2];
 	struct budget *b[N_CONFIGS] = { 0 };
 	struct floor_db fl[N_CONFIGS] = { 0 };
 	uint64_t *ns[2][N_CONFIGS];
 	size_t cnt[2][N_CONFIGS] = { { 0 } };
+	uint64_t fold_ns[2] = { 0 }; /* the journal's folds (the tick), off the request's path */
 
-	if (!mkdtemp(dir) || n_fast < 1 || n_full < 1 || reps < 1) {
-		fprintf(stderr, "usage: bench/budget [N N_FULL REPS]\n");
+	if (!mkdtemp(dir) || n_fast < 1 || n_full < 1 || reps < 1 || fold_every < 1) {
+		fprintf(stderr, "usage: bench/budget [N N_FULL REPS FOLD_EVERY]\n");
 		return 1;
 	}
 	make_shapes(&shapes[0], &shapes[1]);
@@ -283,6 +291,8 @@ int main(int argc, char **argv)
 			struct budget_opts o = {
 				.ledger = path[c], .prices = "/nonexistent", .owner = geteuid(), .sync_full = full
 			};
+
+			o.sole_writer = o.journal = c == C_JOURNAL;
 
 			for (int p = 0; p < BUDGET_PROVIDERS; p++)
 				o.sandbox[p] = o.host[p] =
@@ -322,8 +332,17 @@ int main(int argc, char **argv)
 						break;
 					}
 					ns[s][c][cnt[s][c]++] = mono_ns() - t0;
+					if (c == C_JOURNAL && i % fold_every == fold_every - 1) {
+						uint64_t f0 = mono_ns(); /* latchd's fold: off the request's path */
+
+						if (journal_fold(b[c], true))
+							exit(2);
+						fold_ns[s] += mono_ns() - f0;
+					}
 					if (i % 256 == 255) { /* latchd's tick, off the timed path */
-						if (b[c])
+						if (c == C_JOURNAL) /* its fold is the one above */
+							ledger_checkpoint(b[c]->l);
+						else if (b[c])
 							budget_tick(b[c]);
 						else if (fl[c].db)
 							sqlite3_wal_checkpoint_v2(
@@ -351,6 +370,10 @@ int main(int argc, char **argv)
 				(unsigned long long)ns[s][c][n / 2], (unsigned long long)ns[s][c][n * 9 / 10],
 				(unsigned long long)(sum / n));
 		}
+	for (int s = 0; s < 2; s++)
+		printf("%-6s journal: its fold into sqlite (every %d requests, off the request's path) costs %llu ns a request\n",
+		       shapes[s].name, fold_every,
+		       (unsigned long long)(fold_ns[s] / (cnt[s][C_JOURNAL] ? cnt[s][C_JOURNAL] : 1)));
 	printf("shapes: small = %zu B request, %zu B JSON answer; agent = %zu B request, %zu B SSE in %zu B chunks\n",
 	       shapes[0].body_len, shapes[0].resp_len, shapes[1].body_len, shapes[1].resp_len, shapes[1].chunk);
 	for (int c = 0; c < N_CONFIGS; c++) {

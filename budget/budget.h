@@ -181,6 +181,15 @@ int budget_reserve_later(struct budget *b, const struct budget_request *rq, stru
 int budget_commit(struct budget *b, struct budget_note *note, char *line, size_t linelen);
 
 /*
+ * With budget_opts.journal: fold the journal into the ledger now if it
+ * holds at least min records (latchd calls it after a request's end, so
+ * that the tick never folds a second's worth at once and stalls the loop
+ * for it).  0, or -errno when the fold failed (the rows stay in the
+ * journal for the next one).
+ */
+int budget_fold(struct budget *b, unsigned min);
+
+/*
  * The response as it passes: data NULL and len 0 with the status when the
  * head arrives, then each decoded body chunk.  Nothing is buffered beyond a
  * bounded scanner state.

@@ -121,10 +121,10 @@ static int check_file(const char *path, bool readonly, uid_t owner, bool *missin
 	if (!S_ISREG(st.st_mode))
 		return latch_errf(err, errlen, -EINVAL, "ledger journal %s is not a regular file; move it away", path);
 	if (st.st_uid != owner || (st.st_mode & 077))
-		return latch_errf(err, errlen, -EPERM,
-				  "ledger journal %s is owned by uid %u with mode %04o; fix: chown %u %s && chmod 600 %s",
-				  path, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777), (unsigned)owner, path,
-				  path);
+		return latch_errf(
+			err, errlen, -EPERM,
+			"ledger journal %s is owned by uid %u with mode %04o; fix: chown %u %s && chmod 600 %s", path,
+			(unsigned)st.st_uid, (unsigned)(st.st_mode & 07777), (unsigned)owner, path, path);
 	return 0;
 }
 

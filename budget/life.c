@@ -109,6 +109,11 @@ int journal_fold(struct budget *b, bool reset)
 	return 0;
 }
 
+int budget_fold(struct budget *b, unsigned min)
+{
+	return b->j && b->o.journal && journal_count(b->j) >= min ? journal_fold(b, true) : 0;
+}
+
 /* The settlements waiting for a commit, written now (the tick, and close). */
 static int flush_pending(struct budget *b)
 {

@@ -274,6 +274,8 @@ Test(budget_journal, the_tick_folds_and_a_reader_sees_the_journal_before)
 		cr_assert_eq(budget_settle(b, t, BUDGET_END_GUEST_CUT, &note), 0);
 	}
 	cr_expect_eq(bt_sql("SELECT count(*) FROM ledger"), 0);
+	cr_assert_eq(budget_fold(b, 7), 0);
+	cr_expect_eq(bt_sql("SELECT count(*) FROM ledger"), 0, "folded below its minimum");
 	ro = o;
 	ro.readonly = true;
 	ro.sole_writer = ro.journal = false;
@@ -284,8 +286,9 @@ Test(budget_journal, the_tick_folds_and_a_reader_sees_the_journal_before)
 	cr_expect_eq(bt_sql("SELECT count(*) FROM ledger"), 6);
 	cr_expect_eq(bt_sql("SELECT max(id) - min(id) + 1 FROM ledger"), 6, "ids in order, no gap");
 	cr_assert_eq(reserve(b, &t, line, sizeof(line)), 0, "%s", line);
-	cr_assert_eq(budget_tick(b), 0);
-	cr_expect_eq(bt_sql("SELECT max(id) FROM ledger WHERE kind = 'reserve'"), 7, "the journal went on after a fold");
+	cr_assert_eq(budget_fold(b, 1), 0);
+	cr_expect_eq(bt_sql("SELECT max(id) FROM ledger WHERE kind = 'reserve'"), 7,
+		     "the journal went on after a fold");
 	cr_assert_eq(budget_settle(b, t, BUDGET_END_GUEST_CUT, &note), 0);
 	budget_close(b);
 	cr_expect_eq(bt_sql("SELECT count(*) FROM ledger"), 8, "close folds what is left");
