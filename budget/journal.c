@@ -151,7 +151,7 @@ int journal_open(const char *ledger_path, bool readonly, bool reader, uid_t owne
 {
 	struct journal *j;
 	struct stat st;
-	bool missing;
+	bool missing, fresh;
 	int ret;
 
 	*out = NULL;
@@ -204,7 +204,12 @@ int journal_open(const char *ledger_path, bool readonly, bool reader, uid_t owne
 	}
 	j->head = (struct jhead *)j->map;
 	j->rec = (struct jrec *)(j->map + JOURNAL_HEAD);
-	if (st.st_size == 0) { /* a new journal: empty from id 1 on */
+	fresh = st.st_size == 0 || (!j->head->magic[0] && !j->head->start); /* or cut before its header */
+	if (fresh && readonly) {
+		journal_close(j);
+		return 0;
+	}
+	if (fresh) { /* a new journal: empty from id 1 on */
 		memcpy(j->head->magic, JOURNAL_MAGIC, sizeof(JOURNAL_MAGIC));
 		j->head->rec_size = sizeof(struct jrec);
 		j->head->slots = JOURNAL_SLOTS;

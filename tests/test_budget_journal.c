@@ -12,6 +12,7 @@
  * naming it; a journal a crash left is folded exactly once however many
  * times the ledger is opened after.  Each attack has its control beside it.
  */
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -292,4 +293,29 @@ Test(budget_journal, the_tick_folds_and_a_reader_sees_the_journal_before)
 	cr_assert_eq(budget_settle(b, t, BUDGET_END_GUEST_CUT, &note), 0);
 	budget_close(b);
 	cr_expect_eq(bt_sql("SELECT count(*) FROM ledger"), 8, "close folds what is left");
+}
+
+/* A journal cut before its header was written (a kill at latchd's first start) is new, not refused. */
+Test(budget_journal, a_journal_cut_before_its_header_starts_afresh)
+{
+	struct budget_opts o;
+	struct budget *b;
+	char err[LATCH_ERR_MAX] = "";
+	int fd;
+
+	journaled(&o, BUDGET_NO_CAP);
+	budget_close(bt_open(&o));
+	fd = open(journal_file(), O_WRONLY | O_TRUNC);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(ftruncate(fd, HEAD_SIZE + 16384 * REC_SIZE), 0);
+	close(fd);
+	b = budget_open(&o, err, sizeof(err));
+	cr_expect_not_null(b, "%s", err);
+	budget_close(b);
+	/* control: a header that is not latch's is refused */
+	fd = open(journal_file(), O_WRONLY);
+	cr_assert_eq(write(fd, "not-latch", 9), 9);
+	close(fd);
+	cr_expect_null(budget_open(&o, err, sizeof(err)));
+	cr_expect(strstr(err, "is not latch's"), "%s", err);
 }
