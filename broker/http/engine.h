@@ -166,6 +166,7 @@ struct hb_uconn { /* an upstream connection: idle in its pool, or busy with an e
 	struct bufferevent *bev;
 	struct hb_exchange *x; /* NULL while idle */
 	bool idle, connected, reused, got_bytes, done, skip_message, tls_failed, paused;
+	bool send_pending; /* the request waits for the body bytes the guest already sent (hb_u_send) */
 	enum hb_refusal fail;
 	http_parser parser;
 	char *head; /* the response head's status text, names and values */
@@ -187,6 +188,7 @@ void hb_target_fini(struct hb_target *t); /* closes its connections; exchanges o
 void hb_ctx_free_all(struct latch_http *h);
 void hb_conn_free(struct hb_uconn *u);
 void hb_conn_connected(struct hb_uconn *u); /* TLS is up: keep the session, send the request */
+void hb_u_send(struct hb_uconn *u); /* the request now, in one SSL_write when it fits a record */
 void hb_set_timeout(struct bufferevent *bev, uint32_t ms);
 /* An idle pooled connection (unless fresh), or a new one; false when g is closing or gone. */
 bool hb_acquire(struct hb_exchange *x, bool fresh);

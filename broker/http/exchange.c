@@ -165,7 +165,7 @@ void hb_build_request(struct hb_exchange *x, int64_t body_len)
 /* Where body bytes go now: the connection once it is up, the pending request before. */
 static struct evbuffer *body_sink(struct hb_exchange *x)
 {
-	if (x->u && x->u->connected)
+	if (x->u && x->u->connected && !x->u->send_pending)
 		return bufferevent_get_output(x->u->bev);
 	return x->req;
 }
@@ -583,6 +583,27 @@ static void response_over(struct hb_uconn *u, enum latch_http_end how)
 		hb_gconn_close_when_flushed(g); /* the guest sees the body cut short */
 }
 
+/*
+ * Records OpenSSL read ahead beyond the one libevent asked for: no event
+ * will say they are there, so they are taken now.  False when none came.
+ */
+static bool read_ahead_taken(struct hb_uconn *u, struct evbuffer *in)
+{
+	SSL *ssl = bufferevent_openssl_get_ssl(u->bev);
+	struct evbuffer_iovec v;
+	int r;
+
+	if (!ssl || !SSL_has_pending(ssl) || evbuffer_reserve_space(in, 4096, &v, 1) < 1)
+		return false;
+	ERR_clear_error();
+	r = SSL_read(ssl, v.iov_base, v.iov_len > INT_MAX ? INT_MAX : (int)v.iov_len);
+	if (r <= 0)
+		return false; /* a partial record (its end comes with an event) or an error the next read reports */
+	v.iov_len = r;
+	evbuffer_commit_space(in, &v, 1);
+	return true;
+}
+
 void hb_u_read(struct bufferevent *bev, void *arg)
 {
 	struct hb_uconn *u = arg;
@@ -592,7 +613,7 @@ void hb_u_read(struct bufferevent *bev, void *arg)
 		hb_conn_free(u);
 		return;
 	}
-	while (evbuffer_get_length(in) && !u->done) {
+	while (!u->done && (evbuffer_get_length(in) || read_ahead_taken(u, in))) {
 		struct hb_exchange *x = u->x;
 		struct evbuffer_iovec v;
 		size_t n;

@@ -355,7 +355,12 @@ static void guest_process(struct hb_gconn *g)
 		const char *buf;
 
 		if (g->state == G_BODY) {
-			if (!guest_body(g) || g->state == G_BODY)
+			if (!guest_body(g))
+				return;
+			/* the head waited for these body bytes: both leave in one record */
+			if (g->x && g->x->u && g->x->u->send_pending)
+				hb_u_send(g->x->u);
+			if (g->state == G_BODY)
 				return;
 			continue;
 		}

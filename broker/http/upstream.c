@@ -58,6 +58,8 @@ static SSL_CTX *ctx_get(struct latch_http *h, const char *ca_file, char *err, si
 	/* plaintext the upstream sent (an echo of the key, say) is wiped from OpenSSL's buffers once read */
 	SSL_CTX_set_options(ctx, SSL_OP_CLEANSE_PLAINTEXT);
 	SSL_CTX_set_alpn_protos(ctx, alpn, sizeof(alpn) - 1);
+	/* a record in one read(), not its 5-byte header first (hb_u_read takes what was read ahead) */
+	SSL_CTX_set_read_ahead(ctx, 1);
 	if (ca_file ? SSL_CTX_load_verify_locations(ctx, ca_file, NULL) != 1 :
 		      SSL_CTX_set_default_verify_paths(ctx) != 1) {
 		latch_errf(err, errlen, -EINVAL,
@@ -296,6 +298,65 @@ static void nodelay(struct bufferevent *bev)
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
+static void wipe_free_ref(const void *data, size_t len, void *arg)
+{
+	explicit_bzero((void *)data, len);
+	free((void *)data);
+}
+
+/*
+ * The pending request (head and what came of the body) in one SSL_write:
+ * one TLS record and one syscall, written now.  Through the bufferevent it
+ * took a record and a write per evbuffer chain, from the write event (two
+ * epoll_ctl calls and a loop turn a request).  What SSL_write did not take
+ * goes the bufferevent's way, as one chain of exactly the bytes it must be
+ * called with again; the copy holds the secret, so it is wiped when freed.
+ */
+void hb_u_send(struct hb_uconn *u)
+{
+	struct evbuffer *out = bufferevent_get_output(u->bev);
+	struct hb_exchange *x = u->x;
+	size_t n = evbuffer_get_length(x->req), off = 0;
+	SSL *ssl = bufferevent_openssl_get_ssl(u->bev);
+	char buf[16384]; /* one record's plaintext at most */
+	char *rest;
+	int r;
+
+	u->send_pending = false;
+	if (!n)
+		return;
+	if (n > sizeof(buf) || evbuffer_get_length(out) || !ssl) {
+		evbuffer_add_buffer(out, x->req);
+		return;
+	}
+	evbuffer_copyout(x->req, buf, n);
+	evbuffer_drain(x->req, n); /* the head's chain is wiped as it is freed */
+	ERR_clear_error();
+	r = SSL_write(ssl, buf, n);
+	if (r > 0)
+		off = r;
+	if (off < n) {
+		rest = malloc(n - off);
+		if (rest)
+			memcpy(rest, buf + off, n - off);
+		if (!rest || evbuffer_add_reference(out, rest, n - off, wipe_free_ref, NULL)) {
+			/* out of memory: the rest of the request is lost, so is the connection (the event ends it) */
+			if (rest)
+				wipe_free_ref(rest, n - off, NULL);
+			bufferevent_disable(u->bev, EV_READ);
+			bufferevent_trigger_event(u->bev, BEV_EVENT_ERROR, BEV_TRIG_DEFER_CALLBACKS);
+		}
+	}
+	explicit_bzero(buf, n);
+	if (off == n)
+		hb_u_write(u->bev, u); /* what the write event would have said: the upstream took it */
+}
+
+/*
+ * The request goes out now, or, when the guest's body has bytes waiting in
+ * its input, once guest.c has fed them (hb_u_send), so that head and body
+ * leave in one record.
+ */
 static void send_request(struct hb_uconn *u)
 {
 	struct hb_exchange *x = u->x;
@@ -305,8 +366,14 @@ static void send_request(struct hb_uconn *u)
 	u->done = u->got_bytes = u->skip_message = false;
 	u->fail = HB_OK;
 	hb_set_timeout(u->bev, u->h->o.upstream_idle_ms);
-	evbuffer_add_buffer(bufferevent_get_output(u->bev), x->req);
-	bufferevent_enable(u->bev, EV_READ | EV_WRITE);
+	/* EV_WRITE stays enabled from the connect on: enabling it again would add the write event each time */
+	if ((bufferevent_get_enabled(u->bev) & (EV_READ | EV_WRITE)) != (EV_READ | EV_WRITE))
+		bufferevent_enable(u->bev, EV_READ | EV_WRITE);
+	if (!x->req_done && x->g && x->g->state == G_BODY && evbuffer_get_length(bufferevent_get_input(x->g->bev))) {
+		u->send_pending = true;
+		return;
+	}
+	hb_u_send(u);
 }
 
 /* The exchange could not be forwarded: end it and answer the guest.  False when g is gone or closing. */
@@ -499,8 +566,13 @@ void hb_exchange_end(struct hb_exchange *x, enum latch_http_end how)
 		h->st.forwarded++;
 	if (u) {
 		u->x = NULL;
+		SSL *ssl = bufferevent_openssl_get_ssl(u->bev);
+
+		/* bytes after the response (in the input or read ahead into OpenSSL) are no one's: not pooled */
 		if (how == LATCH_HTTP_END_COMPLETE && u->done && x->req_done && http_should_keep_alive(&u->parser) &&
-		    !evbuffer_get_length(bufferevent_get_output(u->bev)) && u->t->n_idle < h->o.pool_max) {
+		    !evbuffer_get_length(bufferevent_get_output(u->bev)) &&
+		    !evbuffer_get_length(bufferevent_get_input(u->bev)) && !u->send_pending && ssl &&
+		    !SSL_has_pending(ssl) && u->t->n_idle < h->o.pool_max) {
 			u->idle = true;
 			u->paused = false;
 			u->t->n_idle++;
