@@ -181,9 +181,12 @@ bool hb_contains_placeholder(const char *s, size_t len, const char *needle)
 	m = fold_decode(s, len < sizeof(buf) ? len : sizeof(buf) - 1, buf, sizeof(buf));
 	if (memmem(buf, m, low, n))
 		return true;
-	m = fold_decode(buf, m, buf, sizeof(buf));
-	if (memmem(buf, m, low, n))
-		return true;
+	/* without a '%' left the second decoding changes nothing (the usual header): skip it */
+	if (memchr(buf, '%', m)) {
+		m = fold_decode(buf, m, buf, sizeof(buf));
+		if (memmem(buf, m, low, n))
+			return true;
+	}
 	/* the random part alone */
 	const char *dash = strrchr(low, '-');
 

@@ -197,7 +197,8 @@ bool hb_exchange_start(struct hb_gconn *g, struct hb_route *r)
 	x->g = g;
 	x->r = r;
 	x->t = &r->targets[r->active];
-	snprintf(x->method, sizeof(x->method), "%s", hd->method);
+	_Static_assert(sizeof(x->method) == sizeof(hd->method), "the exchange keeps the head's method as it is");
+	memcpy(x->method, hd->method, sizeof(x->method));
 	x->head_method = !strcmp(hd->method, "HEAD");
 	x->req_chunked = hd->chunked;
 	x->metered = r->meter != NULL;

@@ -420,7 +420,8 @@ void hb_gconn_resume(struct hb_gconn *g)
 	g->state = G_HEAD;
 	memset(&g->head, 0, sizeof(g->head));
 	bufferevent_set_timeouts(g->bev, &idle, NULL);
-	bufferevent_enable(g->bev, EV_READ);
+	if (!(bufferevent_get_enabled(g->bev) & EV_READ)) /* enabling it again costs an event_add */
+		bufferevent_enable(g->bev, EV_READ);
 	if (evbuffer_get_length(bufferevent_get_input(g->bev)))
 		guest_process(g);
 }

@@ -577,7 +577,8 @@ void hb_exchange_end(struct hb_exchange *x, enum latch_http_end how)
 			u->paused = false;
 			u->t->n_idle++;
 			hb_set_timeout(u->bev, h->o.pool_idle_ms);
-			bufferevent_enable(u->bev, EV_READ); /* to see the upstream close it */
+			if (!(bufferevent_get_enabled(u->bev) & EV_READ))
+				bufferevent_enable(u->bev, EV_READ); /* to see the upstream close it */
 		} else {
 			hb_conn_free(u);
 		}
