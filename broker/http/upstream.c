@@ -353,11 +353,13 @@ void hb_u_send(struct hb_uconn *u)
 }
 
 /*
- * The request goes out now, or, when the guest's body has bytes waiting in
- * its input, once guest.c has fed them (hb_u_send), so that head and body
- * leave in one record.
+ * The request goes out now, or (WAIT: called from the guest's own reading,
+ * which feeds the body next) when the guest's body has bytes waiting in its
+ * input, once guest.c has fed them (hb_u_send), so that head and body leave
+ * in one record.  From an event, bytes left in the input mean the guest's
+ * reading is paused: nothing would feed them, so the request goes now.
  */
-static void send_request(struct hb_uconn *u)
+static void send_request(struct hb_uconn *u, bool wait)
 {
 	struct hb_exchange *x = u->x;
 
@@ -369,7 +371,8 @@ static void send_request(struct hb_uconn *u)
 	/* EV_WRITE stays enabled from the connect on: enabling it again would add the write event each time */
 	if ((bufferevent_get_enabled(u->bev) & (EV_READ | EV_WRITE)) != (EV_READ | EV_WRITE))
 		bufferevent_enable(u->bev, EV_READ | EV_WRITE);
-	if (!x->req_done && x->g && x->g->state == G_BODY && evbuffer_get_length(bufferevent_get_input(x->g->bev))) {
+	if (wait && !x->req_done && x->g && x->g->state == G_BODY &&
+	    evbuffer_get_length(bufferevent_get_input(x->g->bev))) {
 		u->send_pending = true;
 		return;
 	}
@@ -511,7 +514,7 @@ bool hb_acquire(struct hb_exchange *x, bool fresh)
 			u->reused = true;
 			x->u = u;
 			h->st.upstream_reused++;
-			send_request(u);
+			send_request(u, true); /* from hb_exchange_start or the meter, never from an event */
 			return true;
 		}
 	if (t->addr_until > hb_now_ms())
@@ -542,7 +545,7 @@ void hb_conn_connected(struct hb_uconn *u)
 			SSL_SESSION_free(t->session);
 		t->session = s;
 	}
-	send_request(u);
+	send_request(u, false);
 }
 
 /* ------------------------------------------------------------ the end of an exchange */
