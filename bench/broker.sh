@@ -318,5 +318,5 @@ get() { # get TARGET CONNS METRIC -> median
 		verdict "budget adds $(awk "BEGIN { print $on - $off }") us to latchd's p50@$c ($on against $off) <= 10 us" \
 			"$on - $off <= 10"
 	done
-	ran latchd latchd-budget && echo "the meter's CPU per request @16: $(awk "BEGIN { print $(get latchd-budget 16 cpu_us_per_req) - $(get latchd 16 cpu_us_per_req) }") us (latchd-budget $(get latchd-budget 16 cpu_us_per_req), latchd $(get latchd 16 cpu_us_per_req)); requests in the spend ledger: $mreq"
+	! ran latchd latchd-budget || echo "the meter's CPU per request @16: $(awk "BEGIN { print $(get latchd-budget 16 cpu_us_per_req) - $(get latchd 16 cpu_us_per_req) }") us (latchd-budget $(get latchd-budget 16 cpu_us_per_req), latchd $(get latchd 16 cpu_us_per_req)); requests in the spend ledger: $mreq"
 } | tee "$OUT/summary.txt"
