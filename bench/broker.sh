@@ -242,8 +242,10 @@ done
 log "streaming /v1/stream (10 events x 100 ms)"
 for ((r = 1; r <= REPS + 2; r++)); do
 	for t in direct nginx latch latchd; do
-		read -r ttfb total <<<"$(X curl -sS -o /dev/null --cacert "$D/cert.pem" -H "$(auth "$t")" \
-			-w '%{time_starttransfer} %{time_total}\n' "$(url "$t" /v1/stream)")"
+		read -r ttfb total code <<<"$(X curl -sS -o /dev/null --cacert "$D/cert.pem" -H "$(auth "$t")" \
+			-w '%{time_starttransfer} %{time_total} %{http_code}\n' "$(url "$t" /v1/stream)")"
+		# a stream that was not a 200 is said: its "first byte" was an error, not an event
+		[ "$code" = 200 ] || echo "# SSE through $t, rep $r: HTTP $code after ${total}s" >&2
 		rec "$t" 1 "$r" sse_ttfb_ms "$(awk -v v="$ttfb" 'BEGIN { print v * 1000 }')"
 		rec "$t" 1 "$r" sse_total_ms "$(awk -v v="$total" 'BEGIN { print v * 1000 }')"
 	done
