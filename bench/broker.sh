@@ -47,6 +47,8 @@ LBPFFS=/sys/fs/bpf/latch-bench-broker-$$
 TOKEN="Bearer sk-bench-0123456789abcdef0123456789abcdef"
 PH=latch-placeholder-$(openssl rand -hex 16)
 PIDS=()
+# latchd confines itself in a cgroup of its own here, not the host's latch/latchd (as bench/latchd.sh)
+export LATCH_CGROUP=latch-bench-broker-$$
 
 for t in nginx wrk curl openssl; do
 	command -v "$t" >/dev/null || { echo "bench/broker.sh: needs $t (bash .ci/deps.sh)" >&2; exit 1; }
@@ -60,6 +62,12 @@ cleanup() {
 	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
 	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
 	ip netns del "$NS" 2>/dev/null
+	# latchd's cgroup (its process is gone by now), in each hierarchy
+	for root in $(awk '$3 == "cgroup2" || $3 == "cgroup" { print $2 }' /proc/mounts); do
+		[ -d "$root/$LATCH_CGROUP" ] || continue
+		rmdir "$root/$LATCH_CGROUP"/rooms/* "$root/$LATCH_CGROUP"/rooms "$root/$LATCH_CGROUP"/latchd \
+			"$root/$LATCH_CGROUP"/warm "$root/$LATCH_CGROUP" 2>/dev/null
+	done
 	rm -rf "$LBPFFS"
 	[ "$OUT" = "$D" ] || rm -rf "$D"
 }
