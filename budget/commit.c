@@ -172,17 +172,7 @@ int journal_reserve(struct budget *b, struct budget_ticket *t, int sbx, uint64_t
 /* A settlement's row; an error leaves it to the caller (queued for the next fold). */
 int journal_settle(struct budget *b, const struct pending *p)
 {
-	uint64_t now = budget_now(b);
-	struct ledger_row row = { .id = b->last_id + 1,
-				  .time_ns = now,
-				  .request = p->request,
-				  .settle = true,
-				  .sandbox = b->sbx[p->sbx].name,
-				  .provider = budget_provider_name(p->provider),
-				  .model = p->model,
-				  .micros = p->micros,
-				  .how = p->how,
-				  .tokens = p->tokens };
+	struct ledger_row row = settle_row(b, p, b->last_id + 1, budget_now(b));
 	int ret = journal_full(b->j) ? journal_fold(b, true) : 0;
 
 	if (ret)
@@ -191,7 +181,7 @@ int journal_settle(struct budget *b, const struct pending *p)
 	ret = journal_append(b->j, &row);
 	if (!ret) {
 		b->last_id = row.id;
-		b->last_time = now;
+		b->last_time = row.time_ns;
 	}
 	return ret;
 }

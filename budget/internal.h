@@ -419,6 +419,8 @@ struct row_batch {
 };
 int batch_add(struct budget *b, struct row_batch *rb, const struct ledger_row *r);
 int batch_flush(struct budget *b, struct row_batch *rb);
+/* The ledger row of a settlement (its strings stay p's and b's). */
+struct ledger_row settle_row(const struct budget *b, const struct pending *p, int64_t id, uint64_t now);
 int write_pending(struct budget *b, struct row_batch *rb, int64_t *next, uint64_t now);
 /* commit.c: the sole writer's reservations, held in memory until one commit writes them. */
 int charge_add(struct budget *b, int64_t id, uint64_t time_ns, int sbx, enum budget_provider p, int64_t micros);

@@ -43,20 +43,24 @@ int batch_add(struct budget *b, struct row_batch *rb, const struct ledger_row *r
 	return rb->n == LEDGER_BATCH ? batch_flush(b, rb) : 0;
 }
 
+struct ledger_row settle_row(const struct budget *b, const struct pending *p, int64_t id, uint64_t now)
+{
+	return (struct ledger_row){ .id = id,
+				    .time_ns = now,
+				    .request = p->request,
+				    .settle = true,
+				    .sandbox = b->sbx[p->sbx].name,
+				    .provider = budget_provider_name(p->provider),
+				    .model = p->model,
+				    .micros = p->micros,
+				    .how = p->how,
+				    .tokens = p->tokens };
+}
+
 int write_pending(struct budget *b, struct row_batch *rb, int64_t *next, uint64_t now)
 {
 	for (size_t i = 0; i < b->n_pending; i++) {
-		const struct pending *p = &b->pending[i];
-		struct ledger_row row = { .id = (*next)++,
-					  .time_ns = now,
-					  .request = p->request,
-					  .settle = true,
-					  .sandbox = b->sbx[p->sbx].name,
-					  .provider = budget_provider_name(p->provider),
-					  .model = p->model,
-					  .micros = p->micros,
-					  .how = p->how,
-					  .tokens = p->tokens };
+		struct ledger_row row = settle_row(b, &b->pending[i], (*next)++, now);
 		int ret = batch_add(b, rb, &row);
 
 		if (ret)
