@@ -419,6 +419,8 @@ struct row_batch {
 };
 int batch_add(struct budget *b, struct row_batch *rb, const struct ledger_row *r);
 int batch_flush(struct budget *b, struct row_batch *rb);
+/* The ledger's and its journal's file: the owner's, 0600, regular; -ENOENT (err untouched) when missing and !create. */
+int ledger_file_check(const char *what, const char *path, bool create, uid_t owner, char *err, size_t errlen);
 /* The ledger row of a settlement (its strings stay p's and b's). */
 struct ledger_row settle_row(const struct budget *b, const struct pending *p, int64_t id, uint64_t now);
 int write_pending(struct budget *b, struct row_batch *rb, int64_t *next, uint64_t now);

@@ -96,36 +96,13 @@ static bool rec_zero(const struct jrec *r)
 	return !memcmp(r, &zero, sizeof(zero));
 }
 
-/* The same rules as the ledger's: the owner's, 0600, a regular file, never a symlink. */
+/* The ledger's rules (ledger_file_check); *missing when a reader finds none. */
 static int check_file(const char *path, bool readonly, uid_t owner, bool *missing, char *err, size_t errlen)
 {
-	struct stat st;
-	int fd;
+	int ret = ledger_file_check("ledger journal", path, !readonly, owner, err, errlen);
 
-	*missing = false;
-	if (lstat(path, &st)) {
-		if (errno != ENOENT)
-			return latch_errf(err, errlen, -errno, "ledger journal %s: %s", path, strerror(errno));
-		if (readonly) {
-			*missing = true;
-			return 0;
-		}
-		fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-		if (fd < 0 && errno != EEXIST)
-			return latch_errf(err, errlen, -errno, "ledger journal %s: create: %s", path, strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		if (lstat(path, &st))
-			return latch_errf(err, errlen, -errno, "ledger journal %s: %s", path, strerror(errno));
-	}
-	if (!S_ISREG(st.st_mode))
-		return latch_errf(err, errlen, -EINVAL, "ledger journal %s is not a regular file; move it away", path);
-	if (st.st_uid != owner || (st.st_mode & 077))
-		return latch_errf(
-			err, errlen, -EPERM,
-			"ledger journal %s is owned by uid %u with mode %04o; fix: chown %u %s && chmod 600 %s", path,
-			(unsigned)st.st_uid, (unsigned)(st.st_mode & 07777), (unsigned)owner, path, path);
-	return 0;
+	*missing = ret == -ENOENT;
+	return *missing ? 0 : ret;
 }
 
 /* Find the good records; a cut one is allowed only as the last. */

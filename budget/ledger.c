@@ -109,6 +109,40 @@ const char *ledger_error(const struct ledger *l)
 }
 
 /*
+ * WHAT (the ledger, its journal) at PATH: a regular file of the owner's,
+ * 0600, never a symlink; made here when CREATE (so its mode never depends
+ * on the umask).  -ENOENT, with nothing in err, when it is missing and not
+ * to be made.
+ */
+int ledger_file_check(const char *what, const char *path, bool create, uid_t owner, char *err, size_t errlen)
+{
+	struct stat st;
+	int fd;
+
+	if (lstat(path, &st)) {
+		if (errno != ENOENT)
+			return latch_errf(err, errlen, -errno, "%s %s: %s", what, path, strerror(errno));
+		if (!create)
+			return -ENOENT;
+		fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+		if (fd < 0 && errno != EEXIST)
+			return latch_errf(err, errlen, -errno, "%s %s: create: %s", what, path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		if (lstat(path, &st))
+			return latch_errf(err, errlen, -errno, "%s %s: %s", what, path, strerror(errno));
+	}
+	if (!S_ISREG(st.st_mode))
+		return latch_errf(err, errlen, -EINVAL, "%s %s is not a regular file; move it away", what, path);
+	if (st.st_uid != owner || (st.st_mode & 077))
+		return latch_errf(err, errlen, -EPERM,
+				  "%s %s is owned by uid %u with mode %04o; fix: chown %u %s && chmod 600 %s", what,
+				  path, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777), (unsigned)owner, path,
+				  path);
+	return 0;
+}
+
+/*
  * Whoever can write the ledger or its directory can hand out a fresh day:
  * both belong to the owner, the directory writable by no one else, the file
  * 0600, and neither a symlink.
@@ -117,7 +151,7 @@ static int check_paths(const char *path, bool readonly, uid_t owner, char *err, 
 {
 	char dir[PATH_MAX];
 	struct stat st;
-	int fd;
+	int ret;
 
 	if (snprintf(dir, sizeof(dir), "%s", path) >= (int)sizeof(dir))
 		return latch_errf(err, errlen, -ENAMETOOLONG, "ledger path %s is too long", path);
@@ -133,28 +167,10 @@ static int check_paths(const char *path, bool readonly, uid_t owner, char *err, 
 				  "ledger directory %s is owned by uid %u with mode %04o; fix: chown %u %s && chmod "
 				  "go-w %s",
 				  dir, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777), (unsigned)owner, dir, dir);
-	if (lstat(path, &st)) {
-		if (errno != ENOENT || readonly)
-			return latch_errf(err, errlen, -errno, "ledger %s: %s", path,
-					  errno == ENOENT ? "no requests have been metered yet" : strerror(errno));
-		/* made here, so its mode never depends on the umask */
-		fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-		if (fd < 0 && errno != EEXIST)
-			return latch_errf(err, errlen, -errno, "ledger %s: create: %s", path, strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		if (lstat(path, &st))
-			return latch_errf(err, errlen, -errno, "ledger %s: %s", path, strerror(errno));
-	}
-	if (!S_ISREG(st.st_mode))
-		return latch_errf(err, errlen, -EINVAL, "ledger %s is not a regular file; move it away", path);
-	if (st.st_uid != owner || (st.st_mode & 077))
-		return latch_errf(err, errlen, -EPERM,
-				  "ledger %s is owned by uid %u with mode %04o; fix: chown %u %s "
-				  "&& chmod 600 %s",
-				  path, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777), (unsigned)owner, path,
-				  path);
-	return 0;
+	ret = ledger_file_check("ledger", path, !readonly, owner, err, errlen);
+	if (ret == -ENOENT)
+		return latch_errf(err, errlen, ret, "ledger %s: no requests have been metered yet", path);
+	return ret;
 }
 
 /*
