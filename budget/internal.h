@@ -51,30 +51,45 @@ typedef void (*jscan_value_cb)(void *arg, int watch, const char *text, size_t le
  * ('*' is any element of an array), "**.file_id" (a member of that name at
  * any depth up to JSCAN_KEYS).  A leading '?' asks only where a value starts:
  * the callback gets its first byte ('{', '[', '"', 'n'...) and nothing is
- * captured, so the values inside it can be watched.
+ * captured, so the values inside it can be watched.  A list is compiled once
+ * (jscan_compile) and shared by every scan that reads with it.
  */
-struct jscan {
+struct jscan_paths {
 	int n_watch;
-	/* the watch paths, split once: segment texts and lengths ("*" for an array element) */
 	struct jscan_watch {
-		int8_t nseg; /* -1: "**.KEY", seg[0] is KEY */
-		bool presence; /* '?': report the first byte only */
+		int8_t nseg; /* -1: "**.KEY", seg[0] is KEY; 0: matches nothing */
 		uint8_t len[JSCAN_KEYS];
 		const char *seg[JSCAN_KEYS];
 	} w[JSCAN_WATCH_MAX];
-	uint8_t by_depth[JSCAN_KEYS + 1][JSCAN_WATCH_MAX]; /* the watches of d segments */
-	uint8_t n_by_depth[JSCAN_KEYS + 1];
-	uint8_t any[JSCAN_WATCH_MAX]; /* the "**.KEY" watches */
-	uint8_t n_any;
+	uint32_t presence; /* the '?' watches, a bit each */
+	uint32_t top; /* the watches of at least one segment: live at depth 0 */
+	uint32_t ends_at[JSCAN_KEYS + 1]; /* the watches of d segments */
+	uint32_t star[JSCAN_KEYS]; /* the watches whose segment d is "*" */
+	uint32_t any; /* the "**.KEY" watches */
+	/* by key length: the watches whose segment d is that long, and the "**.KEY" ones whose KEY is */
+	uint32_t seg_len[JSCAN_KEYS][JSCAN_KEY_MAX + 1];
+	uint32_t any_len[JSCAN_KEY_MAX + 1];
+	uint32_t same[JSCAN_KEYS]
+		     [JSCAN_WATCH_MAX]; /* the watches whose segment d reads as watch w's: one compare for all */
+};
+
+struct jscan {
+	const struct jscan_paths *paths;
 	jscan_value_cb cb;
 	void *arg;
 	int state;
 	int depth;
 	uint8_t is_array[JSCAN_DEPTH_MAX / 8]; /* one bit per open container */
-	char key[JSCAN_KEYS][JSCAN_KEY_MAX + 1];
-	uint8_t keylen[JSCAN_KEYS]; /* 0: no key, or one that matches nothing */
+	/*
+	 * live[d]: the watches whose first d segments name the path to depth d,
+	 * narrowed as each key ends or array opens; any_hit[l]: the "**.KEY"
+	 * watch that level l's key names, or -1.
+	 */
+	uint32_t live[JSCAN_KEYS + 1];
+	int8_t any_hit[JSCAN_KEYS];
+	char key[JSCAN_KEY_MAX]; /* the key being read */
 	int klen;
-	bool key_long;
+	bool key_long; /* longer than JSCAN_KEY_MAX, or escaped: matches nothing */
 	bool esc; /* in a string, after a backslash */
 	int cap_watch; /* -1: not capturing */
 	int cap_depth;
@@ -85,10 +100,21 @@ struct jscan {
 	char cap[JSCAN_CAPTURE];
 };
 
-void jscan_init(struct jscan *j, const char *const *watch, int n_watch, jscan_value_cb cb, void *arg);
+void jscan_compile(struct jscan_paths *paths, const char *const *watch, int n_watch);
+void jscan_init(struct jscan *j, const struct jscan_paths *paths, jscan_value_cb cb, void *arg);
 void jscan_feed(struct jscan *j, const char *p, size_t n);
 /* The input ended: true when it held exactly one complete JSON value. */
 bool jscan_end(struct jscan *j);
+/*
+ * A captured value that jansson would read as a non-negative integer
+ * (0|[1-9][0-9]*, at most 18 digits: no overflow), or as a string of
+ * printable ASCII without escapes (*len: its length, the quotes left out):
+ * read here without jansson.  False for anything else (a float, an exponent,
+ * a sign, a leading zero, an escape, a byte past ASCII), which is jansson's
+ * to read.
+ */
+bool jscan_plain_uint(const char *text, size_t len, int64_t *out);
+bool jscan_plain_string(const char *text, size_t len, const char **s, size_t *slen);
 
 /* The SSE scanner: lines, fields, events; each event's data goes through a jscan. */
 #define SSE_EVENT_MAX 48
@@ -116,8 +142,7 @@ struct sse {
 	struct jscan js; /* per event: reset at its first data line */
 };
 
-void sse_init(struct sse *s, const char *const *watch, int n_watch, jscan_value_cb cb, sse_event_cb on_event,
-	      void *arg);
+void sse_init(struct sse *s, const struct jscan_paths *paths, jscan_value_cb cb, sse_event_cb on_event, void *arg);
 void sse_feed(struct sse *s, const char *p, size_t n);
 
 /* ---- usage.c: what a response says it cost ---- */

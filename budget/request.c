@@ -6,9 +6,11 @@
  * and the exact method and path; it never tidies a spelling, so anything
  * that is not exactly a known endpoint is BUDGET_FORMAT_UNKNOWN and costs the
  * provider's worst case.  request_inspect() reads the body with the same
- * streaming scanner as the responses (a long context is skipped at memchr
- * speed, never parsed whole) and keeps the model, the largest of the
- * max-tokens fields the provider might honour, the number of choices and
+ * streaming scanner as the responses (a long context is skipped 16 bytes a
+ * step, never parsed whole; the watch list is compiled once; a plain count
+ * or string is read in place, anything else by jansson) and keeps the
+ * model, the largest of the max-tokens fields the provider might honour,
+ * the number of choices and
  * whether the provider holds input the body doesn't show.  A body that is
  * not one JSON object, or that names a watched member twice (two readings:
  * which would the upstream take?), tells nothing, and is priced as the
@@ -16,6 +18,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -221,6 +224,13 @@ static const char *const req_watch[R_WATCHES] = {
 	"**.file_uri",
 };
 
+static struct jscan_paths req_paths; /* req_watch, compiled once */
+
+static void compile_req_paths(void)
+{
+	jscan_compile(&req_paths, req_watch, R_WATCHES);
+}
+
 struct inspect {
 	int seen[R_WATCHES];
 	bool non_null[R_WATCHES];
@@ -228,23 +238,49 @@ struct inspect {
 	char model[BUDGET_MODEL_MAX + 1];
 };
 
-static void on_request_value(void *arg, int w, const char *text, size_t len)
+/* The watched value's reading through jansson: anything jscan_plain_* leave (escapes, floats, objects...). */
+static void request_value_jansson(struct inspect *in, int w, const char *text, size_t len)
 {
-	struct inspect *in = arg;
-	json_t *v;
+	json_t *v = json_loadb(text, len, JSON_DECODE_ANY, NULL);
 
-	in->seen[w]++;
-	if (!text) { /* longer than a capture: present, and not null */
-		in->non_null[w] = true;
-		return;
-	}
-	v = json_loadb(text, len, JSON_DECODE_ANY, NULL);
 	in->non_null[w] = v && !json_is_null(v);
 	if (json_is_integer(v) && json_integer_value(v) > 0)
 		in->number[w] = json_integer_value(v);
 	if (w == R_MODEL && json_is_string(v) && request_model_ok(json_string_value(v), json_string_length(v)))
 		snprintf(in->model, sizeof(in->model), "%s", json_string_value(v));
 	json_decref(v);
+}
+
+static void on_request_value(void *arg, int w, const char *text, size_t len)
+{
+	struct inspect *in = arg;
+	const char *s;
+	size_t slen;
+	int64_t n;
+
+	in->seen[w]++;
+	if (!text) { /* longer than a capture: present, and not null */
+		in->non_null[w] = true;
+		return;
+	}
+	/* the common values read here, exactly as jansson would: a count, a plain string, a literal */
+	if (jscan_plain_uint(text, len, &n)) {
+		in->non_null[w] = true;
+		if (n > 0)
+			in->number[w] = n;
+	} else if (jscan_plain_string(text, len, &s, &slen)) {
+		in->non_null[w] = true;
+		if (w == R_MODEL && request_model_ok(s, slen)) {
+			memcpy(in->model, s, slen); /* request_model_ok: at most BUDGET_MODEL_MAX */
+			in->model[slen] = '\0';
+		}
+	} else if (len == 4 && !memcmp(text, "null", 4)) {
+		in->non_null[w] = false;
+	} else if ((len == 4 && !memcmp(text, "true", 4)) || (len == 5 && !memcmp(text, "false", 5))) {
+		in->non_null[w] = true;
+	} else {
+		request_value_jansson(in, w, text, len);
+	}
 }
 
 static int64_t max_of(const struct inspect *in, int from, int n)
@@ -259,8 +295,9 @@ static int64_t max_of(const struct inspect *in, int from, int n)
 
 void request_inspect(enum budget_format f, const void *body, size_t len, struct request_facts *out)
 {
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
 	struct inspect in;
-	struct jscan *js = malloc(sizeof(*js));
+	struct jscan js;
 	const char *p = body;
 	size_t skip = 0;
 	bool ok;
@@ -270,23 +307,23 @@ void request_inspect(enum budget_format f, const void *body, size_t len, struct 
 	memset(&in, 0, sizeof(in));
 	while (skip < len && isspace((unsigned char)p[skip]))
 		skip++;
-	if (!js || skip == len || p[skip] != '{') {
-		free(js);
+	if (skip == len || p[skip] != '{')
 		return;
-	}
-	jscan_init(js, req_watch, R_WATCHES, on_request_value, &in);
-	jscan_feed(js, p + skip, len - skip);
-	ok = jscan_end(js);
-	free(js);
+	pthread_once(&once, compile_req_paths);
+	jscan_init(&js, &req_paths, on_request_value, &in);
+	jscan_feed(&js, p + skip, len - skip);
+	ok = jscan_end(&js);
 	for (int w = 0; w < R_FILE; w++)
 		if (in.seen[w] > 1)
 			out->ambiguous = true;
 	out->readable = ok && !out->ambiguous;
 	if (!out->readable)
 		return;
-	if (f != BUDGET_FORMAT_GEMINI)
-		snprintf(out->model, sizeof(out->model), "%s",
-			 strncmp(in.model, "models/", 7) ? in.model : in.model + 7);
+	if (f != BUDGET_FORMAT_GEMINI) {
+		const char *m = strncmp(in.model, "models/", 7) ? in.model : in.model + 7;
+
+		memcpy(out->model, m, strlen(m) + 1); /* both BUDGET_MODEL_MAX + 1 */
+	}
 	switch (f) {
 	case BUDGET_FORMAT_OPENAI_CHAT:
 		out->max_output = max_of(&in, R_MAX_TOKENS, 2);

@@ -4,16 +4,23 @@
  *
  * A response can be megabytes of JSON or an SSE stream that lasts minutes,
  * and the meter sees it chunk by chunk as it goes to the guest.  jscan walks
- * JSON one byte state at a time (strings are skipped with memchr) and keeps
- * only the nesting, the member keys of the first JSCAN_KEYS levels and the
- * text of a value at a watched path ("usage", "message.usage",
- * "*.usageMetadata"), at most JSCAN_CAPTURE bytes, which jansson then
- * parses.  It follows strings exactly, so text the model wrote (a fake
- * `"usage": {...}` or a fake SSE event inside a string) is never mistaken for
- * structure.  sse splits lines and fields and feeds each event's data to a
+ * JSON one byte state at a time (strings are skipped 16 bytes a step to the
+ * next quote or backslash) and keeps only the nesting, which watched paths
+ * are still live at each of the first JSCAN_KEYS levels (a bit mask,
+ * narrowed as each key ends: the watch list is compiled once, not per scan)
+ * and the text of a value at a watched path ("usage", "message.usage",
+ * "*.usageMetadata"), at most JSCAN_CAPTURE bytes, handed over in place when
+ * it lies in one chunk.  The callers read plain integers and strings
+ * themselves (jscan_plain_*) and give anything else to jansson, so a value
+ * is read as jansson reads it.  It follows strings exactly, so text the
+ * model wrote (a fake `"usage": {...}` or a fake SSE event inside a string)
+ * is never mistaken for structure.  sse splits lines and fields and feeds each event's data to a
  * fresh jscan; it keeps a field name and an event name, never a line.
  */
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "budget/internal.h"
 
@@ -30,6 +37,8 @@ enum {
 	ST_END, /* the top-level value is complete: only blanks may follow */
 };
 
+_Static_assert(JSCAN_WATCH_MAX <= 32, "a watch list is a bit mask in a uint32_t");
+
 static bool is_arr(const struct jscan *j, int level)
 {
 	return j->is_array[level >> 3] & (1u << (level & 7));
@@ -39,6 +48,7 @@ static void jscan_reset(struct jscan *j)
 {
 	j->state = ST_VALUE;
 	j->depth = 0;
+	j->live[0] = j->paths->top;
 	j->klen = 0;
 	j->key_long = false;
 	j->esc = false;
@@ -49,23 +59,26 @@ static void jscan_reset(struct jscan *j)
 	j->done = false;
 }
 
-void jscan_init(struct jscan *j, const char *const *watch, int n_watch, jscan_value_cb cb, void *arg)
+void jscan_compile(struct jscan_paths *paths, const char *const *watch, int n_watch)
 {
-	j->n_watch = n_watch < JSCAN_WATCH_MAX ? n_watch : JSCAN_WATCH_MAX;
-	j->n_any = 0;
-	memset(j->n_by_depth, 0, sizeof(j->n_by_depth));
-	for (int w = 0; w < j->n_watch; w++) {
-		struct jscan_watch *jw = &j->w[w];
+	memset(paths, 0, sizeof(*paths));
+	paths->n_watch = n_watch < JSCAN_WATCH_MAX ? n_watch : JSCAN_WATCH_MAX;
+	for (int w = 0; w < paths->n_watch; w++) {
+		struct jscan_watch *jw = &paths->w[w];
 		const char *s = watch[w];
+		uint32_t bit = 1u << w;
 
-		jw->nseg = 0;
-		jw->presence = *s == '?';
-		s += jw->presence;
+		if (*s == '?') {
+			paths->presence |= bit;
+			s++;
+		}
 		if (!strncmp(s, "**.", 3)) {
 			jw->nseg = -1;
 			jw->seg[0] = s + 3;
 			jw->len[0] = (uint8_t)strlen(s + 3);
-			j->any[j->n_any++] = (uint8_t)w;
+			paths->any |= bit;
+			if (jw->len[0] && jw->len[0] <= JSCAN_KEY_MAX)
+				paths->any_len[jw->len[0]] |= bit;
 			continue;
 		}
 		for (;;) {
@@ -82,75 +95,78 @@ void jscan_init(struct jscan *j, const char *const *watch, int n_watch, jscan_va
 				break;
 			s = dot + 1;
 		}
-		if (jw->nseg)
-			j->by_depth[jw->nseg][j->n_by_depth[jw->nseg]++] = (uint8_t)w;
+		if (!jw->nseg)
+			continue;
+		for (int d = 0; d < jw->nseg; d++)
+			for (int o = 0; o <= w; o++) {
+				struct jscan_watch *ow = &paths->w[o];
+
+				if (ow->nseg > d && ow->len[d] == jw->len[d] &&
+				    !memcmp(ow->seg[d], jw->seg[d], jw->len[d])) {
+					paths->same[d][w] |= 1u << o;
+					paths->same[d][o] |= bit;
+				}
+			}
+		paths->top |= bit;
+		paths->ends_at[jw->nseg] |= bit;
+		for (int d = 0; d < jw->nseg; d++) {
+			paths->seg_len[d][jw->len[d]] |= bit;
+			if (jw->len[d] == 1 && jw->seg[d][0] == '*')
+				paths->star[d] |= bit;
+		}
 	}
+}
+
+void jscan_init(struct jscan *j, const struct jscan_paths *paths, jscan_value_cb cb, void *arg)
+{
+	j->paths = paths;
 	j->cb = cb;
 	j->arg = arg;
 	jscan_reset(j);
 }
 
-/* Does the value about to start (at the current depth) sit on a watched path? */
+/*
+ * Does the value about to start (at the current depth) sit on a watched
+ * path?  A "**.KEY" watch first, then the one of the path's length whose
+ * segments all matched (the lowest index: the list's order).
+ */
 static int watch_match(const struct jscan *j)
 {
 	int d = j->depth;
+	uint32_t m;
 
 	if (d > JSCAN_KEYS)
 		return -1;
-	if (d > 0 && !is_arr(j, d - 1) && j->keylen[d - 1]) {
-		for (int a = 0; a < j->n_any; a++) {
-			const struct jscan_watch *jw = &j->w[j->any[a]];
-
-			if (jw->len[0] == j->keylen[d - 1] && !memcmp(j->key[d - 1], jw->seg[0], jw->len[0]))
-				return j->any[a];
-		}
-	}
-	for (int k = 0; k < j->n_by_depth[d]; k++) {
-		const struct jscan_watch *jw = &j->w[j->by_depth[d][k]];
-		int level;
-
-		for (level = 0; level < d; level++) {
-			if (is_arr(j, level) ? !(jw->len[level] == 1 && jw->seg[level][0] == '*') :
-					       jw->len[level] != j->keylen[level] ||
-						       memcmp(j->key[level], jw->seg[level], jw->len[level]))
-				break;
-		}
-		if (level == d)
-			return j->by_depth[d][k];
-	}
-	return -1;
-}
-
-static void cap_append(struct jscan *j, const char *from, const char *to)
-{
-	size_t n = (size_t)(to - from);
-
-	if (j->cap_over)
-		return;
-	if (j->cap_len + n > JSCAN_CAPTURE) {
-		j->cap_over = true;
-		return;
-	}
-	memcpy(j->cap + j->cap_len, from, n);
-	j->cap_len += n;
+	if (d > 0 && !is_arr(j, d - 1) && j->any_hit[d - 1] >= 0)
+		return j->any_hit[d - 1];
+	m = j->live[d] & j->paths->ends_at[d];
+	return m ? __builtin_ctz(m) : -1;
 }
 
 /* A value ended just before end: deliver the capture it closes, and move on. */
-static void value_done(struct jscan *j, const char *end, const char *cap_from)
+static int value_done(struct jscan *j, const char *end, const char *cap_from)
 {
 	if (j->cap_watch >= 0 && j->depth == j->cap_depth) {
 		int w = j->cap_watch;
+		size_t n = (size_t)(end - cap_from);
 
-		cap_append(j, cap_from, end);
 		j->cap_watch = -1;
-		j->cb(j->arg, w, j->cap_over ? NULL : j->cap, j->cap_len);
+		if (!j->cap_len && !j->cap_over) { /* all of it in this chunk: no copy */
+			j->cb(j->arg, w, n > JSCAN_CAPTURE ? NULL : cap_from, n);
+		} else {
+			if (!j->cap_over && j->cap_len + n > JSCAN_CAPTURE)
+				j->cap_over = true;
+			if (!j->cap_over) {
+				memcpy(j->cap + j->cap_len, cap_from, n);
+				j->cap_len += n;
+			}
+			j->cb(j->arg, w, j->cap_over ? NULL : j->cap, j->cap_len);
+		}
 	}
-	if (j->depth) {
-		j->state = ST_AFTER;
-	} else {
-		j->state = ST_END;
-		j->done = true;
-	}
+	if (j->depth)
+		return j->state = ST_AFTER;
+	j->done = true;
+	return j->state = ST_END;
 }
 
 static void value_start(struct jscan *j, const char *at, const char **cap_from)
@@ -159,7 +175,7 @@ static void value_start(struct jscan *j, const char *at, const char **cap_from)
 
 	if (j->cap_watch >= 0 || (w = watch_match(j)) < 0)
 		return;
-	if (j->w[w].presence) {
+	if (j->paths->presence & (1u << w)) {
 		j->cb(j->arg, w, at, 1);
 		return;
 	}
@@ -172,128 +188,193 @@ static void value_start(struct jscan *j, const char *at, const char **cap_from)
 
 static bool push(struct jscan *j, bool array)
 {
-	if (j->depth == JSCAN_DEPTH_MAX) {
+	int d = j->depth;
+
+	if (d == JSCAN_DEPTH_MAX) {
 		j->bad = true;
 		return false;
 	}
 	if (array)
-		j->is_array[j->depth >> 3] |= 1u << (j->depth & 7);
+		j->is_array[d >> 3] |= 1u << (d & 7);
 	else
-		j->is_array[j->depth >> 3] &= ~(1u << (j->depth & 7));
-	if (j->depth < JSCAN_KEYS)
-		j->keylen[j->depth] = 0;
+		j->is_array[d >> 3] &= ~(1u << (d & 7));
+	if (d < JSCAN_KEYS) {
+		j->any_hit[d] = -1;
+		/* an element is any "*"; an object's members are narrowed by their keys */
+		j->live[d + 1] = array ? j->live[d] & j->paths->star[d] : 0;
+	}
 	j->depth++;
 	return true;
 }
 
 /*
+ * The first '"' or '\\' from i, or n: the bytes a string is skipped to.  16
+ * bytes a step where SSE2 is there (every x86-64), else 8 in a word.
+ */
+static size_t string_stop(const char *p, size_t i, size_t n)
+{
+#ifdef __SSE2__
+	const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\');
+
+	for (; i + 16 <= n; i += 16) {
+		__m128i v = _mm_loadu_si128((const __m128i *)(p + i));
+		unsigned m =
+			(unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, bslash)));
+
+		if (m)
+			return i + (size_t)__builtin_ctz(m);
+	}
+#else
+	const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+
+	for (; i + 8 <= n; i += 8) {
+		uint64_t v, q, b;
+
+		memcpy(&v, p + i, 8);
+		q = v ^ (ones * '"');
+		b = v ^ (ones * '\\');
+		if (((q - ones) & ~q & highs) | ((b - ones) & ~b & highs))
+			break; /* one of these 8: found below */
+	}
+#endif
+	while (i < n && p[i] != '"' && p[i] != '\\')
+		i++;
+	return i;
+}
+
+/*
  * Skip through a string from i: returns the index after its closing quote,
  * or n when it goes on past this chunk (esc then says whether the chunk
- * ended inside an escape).  A quote is the end unless an odd run of
- * backslashes stands before it.
+ * ended inside an escape).  A backslash takes the byte after it, so a quote
+ * ends the string only where no escape holds it.  *escaped: a backslash was
+ * seen.
  */
-static size_t skip_string(struct jscan *j, const char *p, size_t n, size_t i, bool *ended)
+static size_t skip_string(struct jscan *j, const char *p, size_t n, size_t i, bool *ended, bool *escaped)
 {
 	*ended = false;
 	if (j->esc && i < n) {
 		j->esc = false;
 		i++;
 	}
-	while (i < n) {
-		const char *q = memchr(p + i, '"', n - i);
-		size_t k, run = 0;
-
-		if (!q) {
-			for (k = n; k > i && p[k - 1] == '\\'; k--)
-				run++;
-			j->esc = run & 1;
+	while ((i = string_stop(p, i, n)) < n) {
+		if (p[i] == '"') {
+			*ended = true;
+			return i + 1;
+		}
+		*escaped = true;
+		if (i + 1 == n) {
+			j->esc = true;
 			return n;
 		}
-		for (k = (size_t)(q - p); k > i && p[k - 1] == '\\'; k--)
-			run++;
-		i = (size_t)(q - p) + 1;
-		if (!(run & 1)) {
-			*ended = true;
-			return i;
-		}
+		i += 2;
 	}
-	return i;
+	return n;
 }
 
 /* Part of a key (a key may span chunks): remembered up to JSCAN_KEY_MAX, and never one with an escape. */
-static void key_piece(struct jscan *j, const char *p, size_t n)
+static void key_piece(struct jscan *j, const char *p, size_t n, bool escaped)
 {
-	int level = j->depth - 1;
-
-	if (level >= JSCAN_KEYS || j->key_long)
+	if (j->key_long)
 		return;
-	if ((size_t)j->klen + n > JSCAN_KEY_MAX || memchr(p, '\\', n)) {
+	if ((size_t)j->klen + n > JSCAN_KEY_MAX || escaped) {
 		j->key_long = true;
 		return;
 	}
-	memcpy(j->key[level] + j->klen, p, n);
+	memcpy(j->key + j->klen, p, n);
 	j->klen += (int)n;
 }
 
-static void key_end(struct jscan *j)
+/*
+ * The key of level depth-1 is complete (key, klen; NULL when it was too long
+ * or escaped): which watches go on below it.  Only a watch whose segment has
+ * the key's length is compared.
+ */
+static int key_end(struct jscan *j, const char *key, size_t klen)
 {
 	int level = j->depth - 1;
+	const struct jscan_paths *ps = j->paths;
+	uint32_t m, next = 0;
 
-	if (level < JSCAN_KEYS)
-		j->keylen[level] = j->key_long ? 0 : (uint8_t)j->klen; /* 0: matches no watch */
-	j->state = ST_COLON;
+	if (level >= JSCAN_KEYS || j->cap_watch >= 0)
+		return ST_COLON; /* nothing below is matched (inside a capture, push and key_end set it afresh) */
+	j->any_hit[level] = -1;
+	if (!key || !klen || klen > JSCAN_KEY_MAX) { /* matches no watch */
+		j->live[level + 1] = 0;
+		return ST_COLON;
+	}
+	for (m = ps->any_len[klen]; m; m &= m - 1)
+		if (ps->w[__builtin_ctz(m)].seg[0][0] == key[0] && !memcmp(key, ps->w[__builtin_ctz(m)].seg[0], klen)) {
+			j->any_hit[level] = (int8_t)__builtin_ctz(m);
+			break;
+		}
+	for (m = j->live[level] & ps->seg_len[level][klen] & ~ps->ends_at[level]; m;) {
+		int w = __builtin_ctz(m);
+		const char *seg = ps->w[w].seg[level];
+
+		if (seg[0] == key[0] && !memcmp(key, seg, klen))
+			next |= ps->same[level][w] & m;
+		m &= ~ps->same[level][w]; /* those read the same: compared once */
+	}
+	j->live[level + 1] = next;
+	return ST_COLON;
 }
 
-static bool scalar_byte(char c)
-{
-	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '.' || c == '-' ||
-	       c == '+';
-}
+/* The bytes between tokens, and those a number or true/false/null runs on through. */
+enum { C_BLANK = 1, C_SCALAR = 2 };
+static const uint8_t byte_class[256] = {
+	[' '] = C_BLANK,	  ['\t'] = C_BLANK,	    ['\n'] = C_BLANK,	      ['\r'] = C_BLANK,
+	['0' ... '9'] = C_SCALAR, ['a' ... 'z'] = C_SCALAR, ['A' ... 'Z'] = C_SCALAR, ['.'] = C_SCALAR,
+	['-'] = C_SCALAR,	  ['+'] = C_SCALAR,
+};
 
 void jscan_feed(struct jscan *j, const char *p, size_t n)
 {
 	const char *cap_from = p; /* where the capture's bytes in this chunk begin */
 	size_t i = 0;
-	bool ended;
+	int st = j->state; /* kept here, written back at the end */
+	bool ended, escaped = false;
 
-	while (i < n && !j->bad) {
-		char c = p[i];
+	if (j->bad)
+		return;
+	while (i < n) {
+		unsigned char c = (unsigned char)p[i];
 
-		switch (j->state) {
+		switch (st) {
 		case ST_STRING:
-			i = skip_string(j, p, n, i, &ended);
+			i = skip_string(j, p, n, i, &ended, &escaped);
 			if (ended)
-				value_done(j, p + i, cap_from);
+				st = value_done(j, p + i, cap_from);
 			continue;
 		case ST_KEYSTR: {
 			size_t start = i;
 
-			if (j->esc) /* the chunk ended inside an escape: an escaped key is never one we watch */
-				j->key_long = true;
-			i = skip_string(j, p, n, i, &ended);
-			key_piece(j, p + start, (ended ? i - 1 : i) - start);
-			if (ended)
-				key_end(j);
+			escaped = j->esc; /* the chunk ended inside an escape: an escaped key is never one we watch */
+			i = skip_string(j, p, n, i, &ended, &escaped);
+			if (ended && !j->klen && !j->key_long) /* all of it in this chunk: no copy */
+				st = key_end(j, escaped ? NULL : p + start, i - 1 - start);
+			else if (key_piece(j, p + start, (ended ? i - 1 : i) - start, escaped), ended)
+				st = key_end(j, j->key_long ? NULL : j->key, (size_t)j->klen);
 			continue;
 		}
 		case ST_SCALAR:
-			if (scalar_byte(c)) {
-				i++;
-				continue;
-			}
-			value_done(j, p + i, cap_from); /* c is looked at again below */
+			while (byte_class[c] & C_SCALAR)
+				if (++i == n)
+					goto out;
+				else
+					c = (unsigned char)p[i];
+			st = value_done(j, p + i, cap_from); /* c is looked at again below */
 			continue;
 		}
-		if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+		if (byte_class[c] & C_BLANK) {
 			i++;
 			continue;
 		}
-		switch (j->state) {
+		switch (st) {
 		case ST_ARRAY_FIRST:
 			if (c == ']') {
 				j->depth--;
 				i++;
-				value_done(j, p + i, cap_from);
+				st = value_done(j, p + i, cap_from);
 				break;
 			}
 			/* fallthrough */
@@ -301,64 +382,76 @@ void jscan_feed(struct jscan *j, const char *p, size_t n)
 			value_start(j, p + i, &cap_from);
 			i++;
 			if (c == '{') {
-				if (push(j, false))
-					j->state = ST_OBJECT_FIRST;
+				if (!push(j, false))
+					goto out;
+				st = ST_OBJECT_FIRST;
 			} else if (c == '[') {
-				if (push(j, true))
-					j->state = ST_ARRAY_FIRST;
+				if (!push(j, true))
+					goto out;
+				st = ST_ARRAY_FIRST;
 			} else if (c == '"') {
-				j->state = ST_STRING;
+				st = ST_STRING;
 				j->esc = false;
 			} else if (c == '-' || (c >= '0' && c <= '9') || c == 't' || c == 'f' || c == 'n') {
-				j->state = ST_SCALAR;
+				st = ST_SCALAR;
 			} else {
-				j->bad = true;
+				goto bad;
 			}
 			break;
 		case ST_OBJECT_FIRST:
 			if (c == '}') {
 				j->depth--;
 				i++;
-				value_done(j, p + i, cap_from);
+				st = value_done(j, p + i, cap_from);
 				break;
 			}
 			/* fallthrough */
 		case ST_KEY:
 			i++;
-			if (c != '"') {
-				j->bad = true;
-				break;
-			}
-			j->state = ST_KEYSTR;
+			if (c != '"')
+				goto bad;
+			st = ST_KEYSTR;
 			j->klen = 0;
 			j->key_long = false;
 			j->esc = false;
 			break;
 		case ST_COLON:
 			i++;
-			if (c == ':')
-				j->state = ST_VALUE;
-			else
-				j->bad = true;
+			if (c != ':')
+				goto bad;
+			st = ST_VALUE;
 			break;
 		case ST_AFTER:
 			i++;
 			if (c == ',') {
-				j->state = is_arr(j, j->depth - 1) ? ST_VALUE : ST_KEY;
+				st = is_arr(j, j->depth - 1) ? ST_VALUE : ST_KEY;
 			} else if ((c == '}' && !is_arr(j, j->depth - 1)) || (c == ']' && is_arr(j, j->depth - 1))) {
 				j->depth--;
-				value_done(j, p + i, cap_from);
+				st = value_done(j, p + i, cap_from);
 			} else {
-				j->bad = true;
+				goto bad;
 			}
 			break;
 		default: /* ST_END: something after the value */
-			j->bad = true;
-			break;
+			goto bad;
 		}
 	}
-	if (j->cap_watch >= 0 && !j->bad)
-		cap_append(j, cap_from, p + n);
+out:
+	j->state = st;
+	if (j->cap_watch >= 0 && !j->bad && !j->cap_over) { /* the capture goes on in the next chunk */
+		size_t k = (size_t)(p + n - cap_from);
+
+		if (j->cap_len + k > JSCAN_CAPTURE) {
+			j->cap_over = true;
+		} else {
+			memcpy(j->cap + j->cap_len, cap_from, k);
+			j->cap_len += k;
+		}
+	}
+	return;
+bad:
+	j->bad = true;
+	j->state = st;
 }
 
 bool jscan_end(struct jscan *j)
@@ -366,6 +459,33 @@ bool jscan_end(struct jscan *j)
 	if (!j->bad && j->state == ST_SCALAR && j->depth == 0)
 		value_done(j, NULL, NULL); /* a bare top-level number: nothing was captured */
 	return !j->bad && j->done;
+}
+
+bool jscan_plain_uint(const char *text, size_t len, int64_t *out)
+{
+	int64_t v = 0;
+
+	if (!len || len > 18 || (text[0] == '0' && len > 1))
+		return false;
+	for (size_t i = 0; i < len; i++) {
+		if (text[i] < '0' || text[i] > '9')
+			return false;
+		v = v * 10 + (text[i] - '0');
+	}
+	*out = v;
+	return true;
+}
+
+bool jscan_plain_string(const char *text, size_t len, const char **s, size_t *slen)
+{
+	if (len < 2 || text[0] != '"' || text[len - 1] != '"')
+		return false;
+	for (size_t i = 1; i < len - 1; i++)
+		if (text[i] < 0x20 || text[i] > 0x7e || text[i] == '\\' || text[i] == '"')
+			return false;
+	*s = text + 1;
+	*slen = len - 2;
+	return true;
 }
 
 /* ---- SSE (the WHATWG event-stream format) ---- */
@@ -379,13 +499,13 @@ enum {
 	SS_IGNORE, /* a comment or a field we don't use: to the end of the line */
 };
 
-void sse_init(struct sse *s, const char *const *watch, int n_watch, jscan_value_cb cb, sse_event_cb on_event, void *arg)
+void sse_init(struct sse *s, const struct jscan_paths *paths, jscan_value_cb cb, sse_event_cb on_event, void *arg)
 {
 	memset(s, 0, offsetof(struct sse, js));
 	s->on_event = on_event;
 	s->arg = arg;
 	s->state = SS_LINE;
-	jscan_init(&s->js, watch, n_watch, cb, arg);
+	jscan_init(&s->js, paths, cb, arg);
 }
 
 /* A blank line: the event is complete (one without data is no event, as the spec says). */

@@ -24,8 +24,10 @@
  * no more than the input it is part of); anything else makes the response
  * unreadable, and an unreadable response is charged its full reservation.
  * (Handing jansson the whole usage object cost 3 us a response; its numbers
- * one by one cost a tenth of that.)
+ * one by one cost a tenth of that; a plain count or type is now read here,
+ * jscan_plain_*, and only the rest by jansson.)
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -156,17 +158,37 @@ static bool gemini_tokens(const struct usage_acc *a, struct budget_tokens *t)
 	return true;
 }
 
-static const struct usage_watch *watch_table(enum budget_format f, bool sse)
+/* Each format's watch list and its paths, compiled once (the first response that needs one). */
+enum { T_OPENAI, T_RESPONSES_JSON, T_RESPONSES_SSE, T_ANTHROPIC_JSON, T_ANTHROPIC_SSE, T_GEMINI, T_N };
+static const struct usage_watch *const tables[T_N] = { w_openai,	 w_responses_json, w_responses_sse,
+						       w_anthropic_json, w_anthropic_sse,  w_gemini };
+static struct jscan_paths table_paths[T_N];
+
+static void compile_tables(void)
+{
+	for (int t = 0; t < T_N; t++) {
+		const char *paths[JSCAN_WATCH_MAX];
+		int n = 0;
+
+		while (tables[t][n].path && n < JSCAN_WATCH_MAX) {
+			paths[n] = tables[t][n].path;
+			n++;
+		}
+		jscan_compile(&table_paths[t], paths, n);
+	}
+}
+
+static int watch_table(enum budget_format f, bool sse)
 {
 	switch (f) {
 	case BUDGET_FORMAT_OPENAI_RESPONSES:
-		return sse ? w_responses_sse : w_responses_json;
+		return sse ? T_RESPONSES_SSE : T_RESPONSES_JSON;
 	case BUDGET_FORMAT_ANTHROPIC:
-		return sse ? w_anthropic_sse : w_anthropic_json;
+		return sse ? T_ANTHROPIC_SSE : T_ANTHROPIC_JSON;
 	case BUDGET_FORMAT_GEMINI:
-		return w_gemini;
+		return T_GEMINI;
 	default:
-		return w_openai;
+		return T_OPENAI;
 	}
 }
 
@@ -176,12 +198,26 @@ static struct usage_acc *acc_of(struct usage_parser *u, int group)
 	return u->format == BUDGET_FORMAT_GEMINI ? &u->run : &u->ev[group];
 }
 
+/* A count read: 0..TOKENS_MAX, once per usage object. */
+static void count(struct usage_parser *u, struct usage_acc *a, int field, int64_t v)
+{
+	if (v < 0 || v > TOKENS_MAX || (a->present & BIT(field))) {
+		u->bad = true; /* not a count, or the same count twice */
+		return;
+	}
+	a->v[field] = v;
+	a->present |= BIT(field);
+}
+
 /* A value at a watched path, in the event or body being read. */
 static void on_value(void *arg, int w, const char *text, size_t len)
 {
 	struct usage_parser *u = arg;
 	const struct usage_watch *def = &u->watch[w];
 	struct usage_acc *a = acc_of(u, def->group);
+	const char *s;
+	size_t slen;
+	int64_t n;
 	json_t *v;
 
 	switch (def->kind) {
@@ -200,18 +236,31 @@ static void on_value(void *arg, int w, const char *text, size_t len)
 	default:
 		break;
 	}
+	if (text && def->kind == WK_TYPE && jscan_plain_string(text, len, &s, &slen)) {
+		if (*u->type) {
+			u->bad = true;
+		} else { /* as snprintf into u->type would: cut to SSE_EVENT_MAX */
+			slen = slen < SSE_EVENT_MAX ? slen : SSE_EVENT_MAX;
+			memcpy(u->type, s, slen);
+			u->type[slen] = '\0';
+		}
+		return;
+	}
+	if (text && def->kind == WK_NUM && jscan_plain_uint(text, len, &n)) {
+		count(u, a, def->field, n);
+		return;
+	}
+	/* anything else is jansson's to read (escapes, signs, floats, ...) */
 	v = text ? json_loadb(text, len, JSON_DECODE_ANY, NULL) : NULL;
 	if (def->kind == WK_TYPE) {
 		if (!json_is_string(v) || *u->type)
 			u->bad = true;
 		else
 			snprintf(u->type, sizeof(u->type), "%s", json_string_value(v));
-	} else if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > TOKENS_MAX ||
-		   (a->present & BIT(def->field))) {
-		u->bad = true; /* not a count, or the same count twice */
+	} else if (!json_is_integer(v)) {
+		u->bad = true; /* not a count */
 	} else {
-		a->v[def->field] = json_integer_value(v);
-		a->present |= BIT(def->field);
+		count(u, a, def->field, json_integer_value(v));
 	}
 	json_decref(v);
 }
@@ -302,24 +351,21 @@ void usage_init(struct usage_parser *u, enum budget_format f)
 /* The first byte that is not a blank decides what the body is. */
 static void start_mode(struct usage_parser *u, char c)
 {
-	const char *paths[JSCAN_WATCH_MAX];
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
 	bool sse = c != '{' && c != '[';
-	int n = 0;
+	int t = watch_table(u->format, sse);
 
-	u->watch = watch_table(u->format, sse);
-	while (u->watch[n].path && n < JSCAN_WATCH_MAX) {
-		paths[n] = u->watch[n].path;
-		n++;
-	}
+	pthread_once(&once, compile_tables);
+	u->watch = tables[t];
 	if (!sse) {
 		u->js = malloc(sizeof(*u->js));
 		if (u->js)
-			jscan_init(u->js, paths, n, on_value, u);
+			jscan_init(u->js, &table_paths[t], on_value, u);
 		u->mode = MODE_JSON;
 	} else {
 		u->sse = malloc(sizeof(*u->sse));
 		if (u->sse)
-			sse_init(u->sse, paths, n, on_value, on_event, u);
+			sse_init(u->sse, &table_paths[t], on_value, on_event, u);
 		u->mode = MODE_SSE;
 	}
 	if (!u->js && !u->sse) {
