@@ -333,6 +333,15 @@ static bool check_caps(struct budget *b, int sbx, enum budget_provider p, const 
 
 /* ---- reserving ---- */
 
+/* A model name into a BUDGET_MODEL_MAX + 1 array, cut as snprintf would cut it (without its format's parse). */
+static void copy_model(char *dst, const char *src)
+{
+	size_t n = strnlen(src, BUDGET_MODEL_MAX);
+
+	memcpy(dst, src, n);
+	dst[n] = '\0';
+}
+
 /* Name a model the table lacks, once per model (and bounded: the names come from the guest). */
 static void warn_missing(struct budget *b, enum budget_provider p, const char *model, struct budget_note *note)
 {
@@ -383,7 +392,7 @@ static int64_t worst_case(struct budget *b, const struct budget_request *rq, con
 	}
 	if (cls->format != BUDGET_FORMAT_UNKNOWN) {
 		request_inspect(cls->format, rq->body, rq->body_len, &facts);
-		snprintf(t->model, sizeof(t->model), "%s", *cls->model ? cls->model : facts.model);
+		copy_model(t->model, *cls->model ? cls->model : facts.model);
 		base = prices_find(&b->prices, rq->provider, t->model, 0);
 		in = (int64_t)(rq->body_len / 2 + rq->body_len % 2);
 		if (base && (facts.server_state || in > base->context))
@@ -660,7 +669,7 @@ struct pending *queue_pending(struct budget *b, int64_t request, int64_t micros,
 	*q = (struct pending){ .request = request, .micros = micros, .how = how, .sbx = sbx, .provider = (uint8_t)p };
 	if (tok)
 		q->tokens = *tok;
-	snprintf(q->model, sizeof(q->model), "%s", model);
+	copy_model(q->model, model);
 	return q;
 }
 
@@ -699,7 +708,7 @@ int budget_settle(struct budget *b, struct budget_ticket *t, enum budget_end how
 				     .sbx = t->sbx,
 				     .provider = t->provider };
 
-		snprintf(p.model, sizeof(p.model), "%s", *t->model ? t->model : "-");
+		copy_model(p.model, *t->model ? t->model : "-");
 		kept = !journal_settle(b, &p) ||
 		       queue_pending(b, t->id, charge, why, &tok, t->sbx, t->provider, p.model);
 	} else {

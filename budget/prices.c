@@ -341,9 +341,11 @@ void prices_free(struct price_table *t)
 static const struct budget_price *find_exact(const struct price_table *t, enum budget_provider p, const char *model,
 					     size_t len)
 {
-	for (int i = 0; i < t->n; i++)
-		if (t->rows[i].provider == p && !t->rows[i].above && !strncmp(t->rows[i].model, model, len) &&
-		    !t->rows[i].model[len])
+	if (len > BUDGET_MODEL_MAX) /* no row's name is as long */
+		return NULL;
+	for (int i = 0; i < t->n; i++) /* the name's end and first byte first: most rows differ there */
+		if (!t->rows[i].model[len] && t->rows[i].model[0] == model[0] && t->rows[i].provider == p &&
+		    !t->rows[i].above && !strncmp(t->rows[i].model, model, len))
 			return &t->rows[i];
 	return NULL;
 }
@@ -392,7 +394,7 @@ const struct budget_price *prices_find(const struct price_table *t, enum budget_
 	for (int i = 0; i < t->n; i++) {
 		const struct budget_price *r = &t->rows[i];
 
-		if (r->provider == p && r->above && r->above < input_tokens && !strcmp(r->model, base->model) &&
+		if (r->above && r->above < input_tokens && r->provider == p && !strcmp(r->model, base->model) &&
 		    (!tier || r->above > tier->above))
 			tier = r;
 	}

@@ -96,27 +96,91 @@ void refusal_text(struct budget *b, const struct refusal *r, struct budget_note 
  * as the audit log stores fields; every string is a model name that passed
  * request_model_ok() or a fixed word, so nothing needs escaping.
  */
+/* A note's text, appended piece by piece (snprintf's parsing of a format cost more than the settlement). */
+struct note_buf {
+	char *p;
+	size_t len, cap;
+	bool over;
+};
+
+static void put(struct note_buf *nb, const char *s, size_t n)
+{
+	if (nb->over || nb->len + n >= nb->cap) {
+		nb->over = true;
+		return;
+	}
+	memcpy(nb->p + nb->len, s, n);
+	nb->len += n;
+}
+
+static void put_str(struct note_buf *nb, const char *s)
+{
+	put(nb, s, strlen(s));
+}
+
+static void put_int(struct note_buf *nb, int64_t v)
+{
+	char d[24], *e = d + sizeof(d), *q = e;
+	uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+
+	do
+		*--q = (char)('0' + u % 10);
+	while (u /= 10);
+	if (v < 0)
+		*--q = '-';
+	put(nb, q, (size_t)(e - q));
+}
+
+#define PUT_LIT(nb, lit) put(nb, lit, sizeof(lit) - 1)
+
 void settle_note(const struct budget_ticket *t, const char *why, int64_t charge, const struct budget_tokens *tok,
 		 struct budget_note *note)
 {
-	char tokens[200] = "";
-	int n;
+	struct note_buf nb = { .p = note->fields, .cap = sizeof(note->fields) };
+	size_t n;
 
-	if (!strcmp(why, "usage"))
-		snprintf(tokens, sizeof(tokens),
-			 ",\"tokens\":{\"cache_write\":%lld,\"cache_write_1h\":%lld,\"cached\":%lld,\"input\":%lld,"
-			 "\"output\":%lld}",
-			 (long long)tok->cache_write, (long long)tok->cache_write_1h, (long long)tok->cached,
-			 (long long)tok->input, (long long)tok->output);
-	n = snprintf(note->fields, sizeof(note->fields),
-		     "{\"charged_micros\":%lld,\"format\":\"%s\",\"how\":\"%s\",\"model\":\"%s\",\"provider\":\"%s\","
-		     "\"request\":%lld,\"reserved_micros\":%lld,\"status\":%d%s}",
-		     (long long)charge, budget_format_name(t->format), why, *t->model ? t->model : "-",
-		     budget_provider_name(t->provider), (long long)t->id, (long long)t->reserved, t->status, tokens);
-	if (n < 0 || (size_t)n >= sizeof(note->fields))
-		snprintf(note->fields, sizeof(note->fields), "{}");
-	snprintf(note->decision, sizeof(note->decision), "settle");
-	snprintf(note->reason, sizeof(note->reason), "budget.settled.%s", why);
+	PUT_LIT(&nb, "{\"charged_micros\":");
+	put_int(&nb, charge);
+	PUT_LIT(&nb, ",\"format\":\"");
+	put_str(&nb, budget_format_name(t->format));
+	PUT_LIT(&nb, "\",\"how\":\"");
+	put_str(&nb, why);
+	PUT_LIT(&nb, "\",\"model\":\"");
+	put_str(&nb, *t->model ? t->model : "-");
+	PUT_LIT(&nb, "\",\"provider\":\"");
+	put_str(&nb, budget_provider_name(t->provider));
+	PUT_LIT(&nb, "\",\"request\":");
+	put_int(&nb, t->id);
+	PUT_LIT(&nb, ",\"reserved_micros\":");
+	put_int(&nb, t->reserved);
+	PUT_LIT(&nb, ",\"status\":");
+	put_int(&nb, t->status);
+	if (!strcmp(why, "usage")) {
+		PUT_LIT(&nb, ",\"tokens\":{\"cache_write\":");
+		put_int(&nb, tok->cache_write);
+		PUT_LIT(&nb, ",\"cache_write_1h\":");
+		put_int(&nb, tok->cache_write_1h);
+		PUT_LIT(&nb, ",\"cached\":");
+		put_int(&nb, tok->cached);
+		PUT_LIT(&nb, ",\"input\":");
+		put_int(&nb, tok->input);
+		PUT_LIT(&nb, ",\"output\":");
+		put_int(&nb, tok->output);
+		PUT_LIT(&nb, "}");
+	}
+	PUT_LIT(&nb, "}");
+	if (nb.over) /* as snprintf's truncation was: an empty object */
+		memcpy(note->fields, "{}", 3);
+	else
+		note->fields[nb.len] = '\0';
+	memcpy(note->decision, "settle", sizeof("settle"));
+	/* "budget.settled.WHY", cut as snprintf would cut it */
+	n = strlen(why);
+	if (n > sizeof(note->reason) - sizeof("budget.settled."))
+		n = sizeof(note->reason) - sizeof("budget.settled.");
+	memcpy(note->reason, "budget.settled.", sizeof("budget.settled.") - 1);
+	memcpy(note->reason + sizeof("budget.settled.") - 1, why, n);
+	note->reason[sizeof("budget.settled.") - 1 + n] = '\0';
 }
 
 /* ---- budget_report ---- */

@@ -50,12 +50,18 @@ const char *budget_format_name(enum budget_format f)
 	return (unsigned)f < sizeof(names) / sizeof(names[0]) ? names[f] : "?";
 }
 
+/* The bytes of a model name: ASCII letters and digits and "._:/@+-". */
+static const bool model_byte[256] = {
+	['0' ... '9'] = true, ['a' ... 'z'] = true, ['A' ... 'Z'] = true, ['.'] = true, ['_'] = true,
+	[':'] = true,	      ['/'] = true,	    ['@'] = true,	  ['+'] = true, ['-'] = true,
+};
+
 bool request_model_ok(const char *s, size_t len)
 {
 	if (!len || len > BUDGET_MODEL_MAX)
 		return false;
 	for (size_t i = 0; i < len; i++)
-		if (!isalnum((unsigned char)s[i]) && !strchr("._:/@+-", s[i]))
+		if (!model_byte[(unsigned char)s[i]])
 			return false;
 	return true;
 }
