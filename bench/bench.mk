@@ -5,7 +5,8 @@
 # dnsmasq, a 65,536-entry profile switch beside nftables).
 #   make bench                  3 reps of everything (about 6-8 minutes, root)
 #   BENCH_REPS=5 make bench     more reps; see bench/run.sh for other knobs
-#   make bench-budget           the spend meter alone (bench/budget.c; BENCH_BUDGET_ARGS="N N_FULL REPS")
+#   make bench-budget           the spend meter alone (bench/budget.c; BENCH_BUDGET_ARGS="N N_FULL REPS
+#                               [FOLD_EVERY [CONFIGS [SHAPES]]]", e.g. "20000 10 3 512 scan,journal small")
 
 BENCH_BINS := $(BUILD)/bench/inject $(BUILD)/bench/testrun $(BUILD)/bench/ctl $(BUILD)/bench/profswitch $(BUILD)/selftests/tcx_tool \
 	      $(BUILD)/bench/match
