@@ -144,29 +144,35 @@ static int watch_match(const struct jscan *j)
 }
 
 /* A value ended just before end: deliver the capture it closes, and move on. */
-static int value_done(struct jscan *j, const char *end, const char *cap_from)
+/* The capture a value closes: handed over in place when it lies in this chunk, else from cap. */
+static void deliver(struct jscan *j, const char *end, const char *cap_from)
 {
-	if (j->cap_watch >= 0 && j->depth == j->cap_depth) {
-		int w = j->cap_watch;
-		size_t n = (size_t)(end - cap_from);
+	int w = j->cap_watch;
+	size_t n = (size_t)(end - cap_from);
 
-		j->cap_watch = -1;
-		if (!j->cap_len && !j->cap_over) { /* all of it in this chunk: no copy */
-			j->cb(j->arg, w, n > JSCAN_CAPTURE ? NULL : cap_from, n);
-		} else {
-			if (!j->cap_over && j->cap_len + n > JSCAN_CAPTURE)
-				j->cap_over = true;
-			if (!j->cap_over) {
-				memcpy(j->cap + j->cap_len, cap_from, n);
-				j->cap_len += n;
-			}
-			j->cb(j->arg, w, j->cap_over ? NULL : j->cap, j->cap_len);
-		}
+	j->cap_watch = -1;
+	if (!j->cap_len && !j->cap_over) { /* all of it in this chunk: no copy */
+		j->cb(j->arg, w, n > JSCAN_CAPTURE ? NULL : cap_from, n);
+		return;
 	}
+	if (!j->cap_over && j->cap_len + n > JSCAN_CAPTURE)
+		j->cap_over = true;
+	if (!j->cap_over) {
+		memcpy(j->cap + j->cap_len, cap_from, n);
+		j->cap_len += n;
+	}
+	j->cb(j->arg, w, j->cap_over ? NULL : j->cap, j->cap_len);
+}
+
+/* A value ended just before end: deliver the capture it closes; the state that follows. */
+static inline int value_done(struct jscan *j, const char *end, const char *cap_from)
+{
+	if (j->cap_watch >= 0 && j->depth == j->cap_depth)
+		deliver(j, end, cap_from);
 	if (j->depth)
-		return j->state = ST_AFTER;
+		return ST_AFTER;
 	j->done = true;
-	return j->state = ST_END;
+	return ST_END;
 }
 
 static void value_start(struct jscan *j, const char *at, const char **cap_from)
@@ -211,7 +217,7 @@ static bool push(struct jscan *j, bool array)
  * The first '"' or '\\' from i, or n: the bytes a string is skipped to.  16
  * bytes a step where SSE2 is there (every x86-64), else 8 in a word.
  */
-static size_t string_stop(const char *p, size_t i, size_t n)
+static inline size_t string_stop(const char *p, size_t i, size_t n)
 {
 #ifdef __SSE2__
 	const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\');
@@ -249,7 +255,7 @@ static size_t string_stop(const char *p, size_t i, size_t n)
  * ends the string only where no escape holds it.  *escaped: a backslash was
  * seen.
  */
-static size_t skip_string(struct jscan *j, const char *p, size_t n, size_t i, bool *ended, bool *escaped)
+static inline size_t skip_string(struct jscan *j, const char *p, size_t n, size_t i, bool *ended, bool *escaped)
 {
 	*ended = false;
 	if (j->esc && i < n) {
@@ -284,39 +290,42 @@ static void key_piece(struct jscan *j, const char *p, size_t n, bool escaped)
 	j->klen += (int)n;
 }
 
+/* A key against a watch's segment of the same length: the first byte before a call to memcmp. */
+static inline bool same_key(const char *key, const char *seg, size_t n)
+{
+	return key[0] == seg[0] && !memcmp(key, seg, n);
+}
+
 /*
  * The key of level depth-1 is complete (key, klen; NULL when it was too long
  * or escaped): which watches go on below it.  Only a watch whose segment has
- * the key's length is compared.
+ * the key's length is compared, each distinct segment once.
  */
-static int key_end(struct jscan *j, const char *key, size_t klen)
+static void key_end(struct jscan *j, const char *key, size_t klen)
 {
 	int level = j->depth - 1;
 	const struct jscan_paths *ps = j->paths;
 	uint32_t m, next = 0;
 
 	if (level >= JSCAN_KEYS || j->cap_watch >= 0)
-		return ST_COLON; /* nothing below is matched (inside a capture, push and key_end set it afresh) */
+		return; /* nothing below is matched (inside a capture, push and key_end set it afresh) */
 	j->any_hit[level] = -1;
-	if (!key || !klen || klen > JSCAN_KEY_MAX) { /* matches no watch */
-		j->live[level + 1] = 0;
-		return ST_COLON;
-	}
+	j->live[level + 1] = 0;
+	if (!key || !klen || klen > JSCAN_KEY_MAX) /* matches no watch */
+		return;
 	for (m = ps->any_len[klen]; m; m &= m - 1)
-		if (ps->w[__builtin_ctz(m)].seg[0][0] == key[0] && !memcmp(key, ps->w[__builtin_ctz(m)].seg[0], klen)) {
+		if (same_key(key, ps->w[__builtin_ctz(m)].seg[0], klen)) {
 			j->any_hit[level] = (int8_t)__builtin_ctz(m);
 			break;
 		}
 	for (m = j->live[level] & ps->seg_len[level][klen] & ~ps->ends_at[level]; m;) {
 		int w = __builtin_ctz(m);
-		const char *seg = ps->w[w].seg[level];
 
-		if (seg[0] == key[0] && !memcmp(key, seg, klen))
+		if (same_key(key, ps->w[w].seg[level], klen))
 			next |= ps->same[level][w] & m;
 		m &= ~ps->same[level][w]; /* those read the same: compared once */
 	}
 	j->live[level + 1] = next;
-	return ST_COLON;
 }
 
 /* The bytes between tokens, and those a number or true/false/null runs on through. */
@@ -327,115 +336,158 @@ static const uint8_t byte_class[256] = {
 	['-'] = C_SCALAR,	  ['+'] = C_SCALAR,
 };
 
+/*
+ * The states as labels, each going straight to the next (a member's key,
+ * colon, value and comma are one pass with no dispatch between them); a
+ * chunk that ends mid-way leaves its state in j->state for the next one.
+ */
 void jscan_feed(struct jscan *j, const char *p, size_t n)
 {
 	const char *cap_from = p; /* where the capture's bytes in this chunk begin */
-	size_t i = 0;
-	int st = j->state; /* kept here, written back at the end */
-	bool ended, escaped = false;
+	size_t i = 0, start;
+	int st = j->state;
+	bool ended, escaped;
+	unsigned char c;
 
 	if (j->bad)
 		return;
-	while (i < n) {
-		unsigned char c = (unsigned char)p[i];
-
-		switch (st) {
-		case ST_STRING:
-			i = skip_string(j, p, n, i, &ended, &escaped);
-			if (ended)
-				st = value_done(j, p + i, cap_from);
-			continue;
-		case ST_KEYSTR: {
-			size_t start = i;
-
-			escaped = j->esc; /* the chunk ended inside an escape: an escaped key is never one we watch */
-			i = skip_string(j, p, n, i, &ended, &escaped);
-			if (ended && !j->klen && !j->key_long) /* all of it in this chunk: no copy */
-				st = key_end(j, escaped ? NULL : p + start, i - 1 - start);
-			else if (key_piece(j, p + start, (ended ? i - 1 : i) - start, escaped), ended)
-				st = key_end(j, j->key_long ? NULL : j->key, (size_t)j->klen);
-			continue;
-		}
-		case ST_SCALAR:
-			while (byte_class[c] & C_SCALAR)
-				if (++i == n)
-					goto out;
-				else
-					c = (unsigned char)p[i];
-			st = value_done(j, p + i, cap_from); /* c is looked at again below */
-			continue;
-		}
-		if (byte_class[c] & C_BLANK) {
-			i++;
-			continue;
-		}
-		switch (st) {
-		case ST_ARRAY_FIRST:
-			if (c == ']') {
-				j->depth--;
-				i++;
-				st = value_done(j, p + i, cap_from);
-				break;
-			}
-			/* fallthrough */
-		case ST_VALUE:
-			value_start(j, p + i, &cap_from);
-			i++;
-			if (c == '{') {
-				if (!push(j, false))
-					goto out;
-				st = ST_OBJECT_FIRST;
-			} else if (c == '[') {
-				if (!push(j, true))
-					goto out;
-				st = ST_ARRAY_FIRST;
-			} else if (c == '"') {
-				st = ST_STRING;
-				j->esc = false;
-			} else if (c == '-' || (c >= '0' && c <= '9') || c == 't' || c == 'f' || c == 'n') {
-				st = ST_SCALAR;
-			} else {
-				goto bad;
-			}
-			break;
-		case ST_OBJECT_FIRST:
-			if (c == '}') {
-				j->depth--;
-				i++;
-				st = value_done(j, p + i, cap_from);
-				break;
-			}
-			/* fallthrough */
-		case ST_KEY:
-			i++;
-			if (c != '"')
-				goto bad;
-			st = ST_KEYSTR;
-			j->klen = 0;
-			j->key_long = false;
-			j->esc = false;
-			break;
-		case ST_COLON:
-			i++;
-			if (c != ':')
-				goto bad;
-			st = ST_VALUE;
-			break;
-		case ST_AFTER:
-			i++;
-			if (c == ',') {
-				st = is_arr(j, j->depth - 1) ? ST_VALUE : ST_KEY;
-			} else if ((c == '}' && !is_arr(j, j->depth - 1)) || (c == ']' && is_arr(j, j->depth - 1))) {
-				j->depth--;
-				st = value_done(j, p + i, cap_from);
-			} else {
-				goto bad;
-			}
-			break;
-		default: /* ST_END: something after the value */
-			goto bad;
-		}
+	switch (st) {
+	case ST_VALUE:
+		goto value;
+	case ST_ARRAY_FIRST:
+		goto array_first;
+	case ST_OBJECT_FIRST:
+		goto object_first;
+	case ST_KEY:
+		goto key;
+	case ST_KEYSTR:
+		goto keystr;
+	case ST_COLON:
+		goto colon;
+	case ST_AFTER:
+		goto after;
+	case ST_STRING:
+		goto string;
+	case ST_SCALAR:
+		goto scalar;
+	default:
+		goto end;
 	}
+
+/* Skip blanks; at the chunk's end, stay in state s. */
+#define BLANKS(s)                                                          \
+	do {                                                               \
+		while (i < n && byte_class[(unsigned char)p[i]] & C_BLANK) \
+			i++;                                               \
+		if (i == n) {                                              \
+			st = (s);                                          \
+			goto out;                                          \
+		}                                                          \
+		c = (unsigned char)p[i];                                   \
+	} while (0)
+
+array_first:
+	BLANKS(ST_ARRAY_FIRST);
+	if (c == ']') {
+		j->depth--;
+		i++;
+		goto ended_value;
+	}
+value:
+	BLANKS(ST_VALUE);
+	value_start(j, p + i, &cap_from);
+	i++;
+	if (c == '"') {
+		j->esc = false;
+		goto string;
+	}
+	if (c == '{') {
+		if (!push(j, false))
+			goto out;
+		goto object_first;
+	}
+	if (c == '[') {
+		if (!push(j, true))
+			goto out;
+		goto array_first;
+	}
+	if (c == '-' || (c >= '0' && c <= '9') || c == 't' || c == 'f' || c == 'n')
+		goto scalar;
+	goto bad;
+string:
+	escaped = false;
+	i = skip_string(j, p, n, i, &ended, &escaped);
+	if (!ended) {
+		st = ST_STRING;
+		goto out;
+	}
+	goto ended_value;
+scalar:
+	while (i < n && byte_class[(unsigned char)p[i]] & C_SCALAR)
+		i++;
+	if (i == n) {
+		st = ST_SCALAR;
+		goto out;
+	}
+ended_value:
+	if (value_done(j, p + i, cap_from) == ST_END)
+		goto end;
+after:
+	BLANKS(ST_AFTER);
+	i++;
+	if (c == ',') {
+		if (is_arr(j, j->depth - 1))
+			goto value;
+		goto key;
+	}
+	if (c == (is_arr(j, j->depth - 1) ? ']' : '}')) {
+		j->depth--;
+		goto ended_value;
+	}
+	goto bad;
+object_first:
+	BLANKS(ST_OBJECT_FIRST);
+	if (c == '}') {
+		j->depth--;
+		i++;
+		goto ended_value;
+	}
+	goto key_quote;
+key:
+	BLANKS(ST_KEY);
+key_quote:
+	i++;
+	if (c != '"')
+		goto bad;
+	j->klen = 0;
+	j->key_long = false;
+	j->esc = false;
+keystr:
+	start = i;
+	escaped = j->esc; /* the chunk ended inside an escape: an escaped key is never one we watch */
+	i = skip_string(j, p, n, i, &ended, &escaped);
+	if (!ended) {
+		key_piece(j, p + start, i - start, escaped);
+		st = ST_KEYSTR;
+		goto out;
+	}
+	if (!j->klen && !j->key_long) { /* all of it in this chunk: no copy */
+		key_end(j, escaped ? NULL : p + start, i - 1 - start);
+	} else {
+		key_piece(j, p + start, i - 1 - start, escaped);
+		key_end(j, j->key_long ? NULL : j->key, (size_t)j->klen);
+	}
+colon:
+	BLANKS(ST_COLON);
+	i++;
+	if (c != ':')
+		goto bad;
+	goto value;
+end: /* ST_END: only blanks may follow */
+	BLANKS(ST_END);
+	goto bad;
+#undef BLANKS
+
 out:
 	j->state = st;
 	if (j->cap_watch >= 0 && !j->bad && !j->cap_over) { /* the capture goes on in the next chunk */
@@ -457,7 +509,7 @@ bad:
 bool jscan_end(struct jscan *j)
 {
 	if (!j->bad && j->state == ST_SCALAR && j->depth == 0)
-		value_done(j, NULL, NULL); /* a bare top-level number: nothing was captured */
+		j->state = value_done(j, NULL, NULL); /* a bare top-level number: nothing was captured */
 	return !j->bad && j->done;
 }
 
@@ -476,12 +528,19 @@ bool jscan_plain_uint(const char *text, size_t len, int64_t *out)
 	return true;
 }
 
+/* The bytes jansson takes as themselves in a string: printable ASCII but the quote and the backslash. */
+static const bool plain_byte[256] = {
+	[0x20 ... 0x21] = true, /* '"' is 0x22 */
+	[0x23 ... 0x5b] = true, /* '\\' is 0x5c */
+	[0x5d ... 0x7e] = true,
+};
+
 bool jscan_plain_string(const char *text, size_t len, const char **s, size_t *slen)
 {
 	if (len < 2 || text[0] != '"' || text[len - 1] != '"')
 		return false;
 	for (size_t i = 1; i < len - 1; i++)
-		if (text[i] < 0x20 || text[i] > 0x7e || text[i] == '\\' || text[i] == '"')
+		if (!plain_byte[(unsigned char)text[i]])
 			return false;
 	*s = text + 1;
 	*slen = len - 2;
