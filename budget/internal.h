@@ -207,6 +207,10 @@ bool request_model_ok(const char *s, size_t len);
 struct price_table {
 	struct budget_price *rows;
 	int n;
+	/* the index prices_find reads: (provider, model) of each base row, open addressing, row + 1 (0: empty) */
+	int *slot;
+	uint32_t mask;
+	int *next_tier; /* per row: the next long-context row of the same model, from its base row; -1 ends */
 	struct budget_price worst[BUDGET_PROVIDERS]; /* the highest price of each kind among a provider's rows */
 	bool has_rows[BUDGET_PROVIDERS];
 };

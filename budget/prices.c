@@ -280,6 +280,53 @@ static void find_worst(struct price_table *t)
 	}
 }
 
+static uint32_t row_hash(enum budget_provider p, const char *model, size_t len)
+{
+	return latch_fnv1a(LATCH_FNV1A_INIT ^ (uint32_t)p, model, len);
+}
+
+/*
+ * The lookup a request makes (three a request: reserve, its tier, settle):
+ * a hash of the base rows, each with its long-context rows chained from it.
+ * The rows are unique per (provider, model, tier), as load_text refuses a
+ * second one, so the row found is the one a scan of the table would find.
+ */
+static int index_rows(struct price_table *t)
+{
+	uint32_t size = 16;
+
+	while (size < 2 * (uint32_t)t->n)
+		size *= 2;
+	t->mask = size - 1;
+	t->slot = calloc(size, sizeof(*t->slot));
+	t->next_tier = malloc((size_t)(t->n ? t->n : 1) * sizeof(*t->next_tier));
+	if (!t->slot || !t->next_tier)
+		return -ENOMEM;
+	for (int i = 0; i < t->n; i++) {
+		const struct budget_price *r = &t->rows[i];
+		uint32_t h = row_hash(r->provider, r->model, strlen(r->model)) & t->mask;
+
+		t->next_tier[i] = -1;
+		if (r->above)
+			continue;
+		while (t->slot[h])
+			h = (h + 1) & t->mask;
+		t->slot[h] = i + 1;
+	}
+	for (int i = 0; i < t->n; i++) { /* each tier after its base row (which prices_load made sure of) */
+		const struct budget_price *base;
+
+		if (!t->rows[i].above)
+			continue;
+		base = prices_find(t, t->rows[i].provider, t->rows[i].model, 0);
+		if (base) {
+			t->next_tier[i] = t->next_tier[base - t->rows];
+			t->next_tier[base - t->rows] = i;
+		}
+	}
+	return 0;
+}
+
 int prices_load(struct price_table *t, const char *path, char *err, size_t errlen)
 {
 	struct price_table nt = { 0 };
@@ -327,6 +374,11 @@ int prices_load(struct price_table *t, const char *path, char *err, size_t errle
 		return ret;
 	}
 	find_worst(&nt);
+	if (index_rows(&nt)) {
+		latch_errf_at(err, errlen, -ENOMEM, path, 0, "out of memory");
+		prices_free(&nt);
+		return -ENOMEM;
+	}
 	prices_free(t);
 	*t = nt;
 	return 0;
@@ -335,18 +387,24 @@ int prices_load(struct price_table *t, const char *path, char *err, size_t errle
 void prices_free(struct price_table *t)
 {
 	free(t->rows);
+	free(t->slot);
+	free(t->next_tier);
 	memset(t, 0, sizeof(*t));
 }
 
 static const struct budget_price *find_exact(const struct price_table *t, enum budget_provider p, const char *model,
 					     size_t len)
 {
-	if (len > BUDGET_MODEL_MAX) /* no row's name is as long */
+	uint32_t h;
+
+	if (len > BUDGET_MODEL_MAX || !t->slot) /* no row's name is as long */
 		return NULL;
-	for (int i = 0; i < t->n; i++) /* the name's end and first byte first: most rows differ there */
-		if (!t->rows[i].model[len] && t->rows[i].model[0] == model[0] && t->rows[i].provider == p &&
-		    !t->rows[i].above && !strncmp(t->rows[i].model, model, len))
-			return &t->rows[i];
+	for (h = row_hash(p, model, len) & t->mask; t->slot[h]; h = (h + 1) & t->mask) {
+		const struct budget_price *r = &t->rows[t->slot[h] - 1];
+
+		if (r->provider == p && !r->model[len] && !strncmp(r->model, model, len))
+			return r;
+	}
 	return NULL;
 }
 
@@ -391,11 +449,10 @@ const struct budget_price *prices_find(const struct price_table *t, enum budget_
 		base = find_exact(t, p, model, len);
 	if (!base)
 		return NULL;
-	for (int i = 0; i < t->n; i++) {
+	for (int i = t->next_tier[base - t->rows]; i >= 0; i = t->next_tier[i]) {
 		const struct budget_price *r = &t->rows[i];
 
-		if (r->above && r->above < input_tokens && r->provider == p && !strcmp(r->model, base->model) &&
-		    (!tier || r->above > tier->above))
+		if (r->above < input_tokens && (!tier || r->above > tier->above))
 			tier = r;
 	}
 	return tier ? tier : base;
