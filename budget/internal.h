@@ -79,7 +79,7 @@ struct jscan {
 	void *arg;
 	int state;
 	int depth;
-	uint8_t is_array[JSCAN_DEPTH_MAX / 8]; /* one bit per open container */
+	bool is_array[JSCAN_DEPTH_MAX]; /* per open container: a byte, not a bit (read at every comma) */
 	/*
 	 * live[d]: the watches whose first d segments name the path to depth d,
 	 * narrowed as each key ends or array opens; any_hit[l]: the "**.KEY"
@@ -113,7 +113,20 @@ bool jscan_end(struct jscan *j);
  * a sign, a leading zero, an escape, a byte past ASCII), which is jansson's
  * to read.
  */
-bool jscan_plain_uint(const char *text, size_t len, int64_t *out);
+static inline bool jscan_plain_uint(const char *text, size_t len, int64_t *out)
+{
+	int64_t v = 0;
+
+	if (!len || len > 18 || (text[0] == '0' && len > 1))
+		return false;
+	for (size_t i = 0; i < len; i++) {
+		if (text[i] < '0' || text[i] > '9')
+			return false;
+		v = v * 10 + (text[i] - '0');
+	}
+	*out = v;
+	return true;
+}
 bool jscan_plain_string(const char *text, size_t len, const char **s, size_t *slen);
 
 /* The SSE scanner: lines, fields, events; each event's data goes through a jscan. */

@@ -41,7 +41,7 @@ _Static_assert(JSCAN_WATCH_MAX <= 32, "a watch list is a bit mask in a uint32_t"
 
 static bool is_arr(const struct jscan *j, int level)
 {
-	return j->is_array[level >> 3] & (1u << (level & 7));
+	return j->is_array[level];
 }
 
 static void jscan_reset(struct jscan *j)
@@ -200,10 +200,7 @@ static bool push(struct jscan *j, bool array)
 		j->bad = true;
 		return false;
 	}
-	if (array)
-		j->is_array[d >> 3] |= 1u << (d & 7);
-	else
-		j->is_array[d >> 3] &= ~(1u << (d & 7));
+	j->is_array[d] = array;
 	if (d < JSCAN_KEYS) {
 		j->any_hit[d] = -1;
 		/* an element is any "*"; an object's members are narrowed by their keys */
@@ -301,7 +298,7 @@ static inline bool same_key(const char *key, const char *seg, size_t n)
  * or escaped): which watches go on below it.  Only a watch whose segment has
  * the key's length is compared, each distinct segment once.
  */
-static void key_end(struct jscan *j, const char *key, size_t klen)
+static inline void key_end(struct jscan *j, const char *key, size_t klen)
 {
 	int level = j->depth - 1;
 	const struct jscan_paths *ps = j->paths;
@@ -344,7 +341,8 @@ static const uint8_t byte_class[256] = {
 void jscan_feed(struct jscan *j, const char *p, size_t n)
 {
 	const char *cap_from = p; /* where the capture's bytes in this chunk begin */
-	size_t i = 0, start;
+	size_t i = 0, start, klen;
+	const char *key;
 	int st = j->state;
 	bool ended, escaped;
 	unsigned char c;
@@ -375,15 +373,17 @@ void jscan_feed(struct jscan *j, const char *p, size_t n)
 	}
 
 /* Skip blanks; at the chunk's end, stay in state s. */
-#define BLANKS(s)                                                          \
-	do {                                                               \
-		while (i < n && byte_class[(unsigned char)p[i]] & C_BLANK) \
-			i++;                                               \
-		if (i == n) {                                              \
-			st = (s);                                          \
-			goto out;                                          \
-		}                                                          \
-		c = (unsigned char)p[i];                                   \
+#define BLANKS(s)                                                              \
+	do {                                                                   \
+		if (i < n && !(byte_class[c = (unsigned char)p[i]] & C_BLANK)) \
+			break; /* the usual: a token right away */             \
+		while (i < n && byte_class[(unsigned char)p[i]] & C_BLANK)     \
+			i++;                                                   \
+		if (i == n) {                                                  \
+			st = (s);                                              \
+			goto out;                                              \
+		}                                                              \
+		c = (unsigned char)p[i];                                       \
 	} while (0)
 
 array_first:
@@ -472,10 +472,17 @@ keystr:
 		goto out;
 	}
 	if (!j->klen && !j->key_long) { /* all of it in this chunk: no copy */
-		key_end(j, escaped ? NULL : p + start, i - 1 - start);
+		key = escaped ? NULL : p + start;
+		klen = i - 1 - start;
 	} else {
 		key_piece(j, p + start, i - 1 - start, escaped);
-		key_end(j, j->key_long ? NULL : j->key, (size_t)j->klen);
+		key = j->key_long ? NULL : j->key;
+		klen = (size_t)j->klen;
+	}
+	key_end(j, key, klen);
+	if (i < n && p[i] == ':') { /* the usual: no blank before the colon */
+		i++;
+		goto value;
 	}
 colon:
 	BLANKS(ST_COLON);
@@ -511,21 +518,6 @@ bool jscan_end(struct jscan *j)
 	if (!j->bad && j->state == ST_SCALAR && j->depth == 0)
 		j->state = value_done(j, NULL, NULL); /* a bare top-level number: nothing was captured */
 	return !j->bad && j->done;
-}
-
-bool jscan_plain_uint(const char *text, size_t len, int64_t *out)
-{
-	int64_t v = 0;
-
-	if (!len || len > 18 || (text[0] == '0' && len > 1))
-		return false;
-	for (size_t i = 0; i < len; i++) {
-		if (text[i] < '0' || text[i] > '9')
-			return false;
-		v = v * 10 + (text[i] - '0');
-	}
-	*out = v;
-	return true;
 }
 
 /* The bytes jansson takes as themselves in a string: printable ASCII but the quote and the backslash. */
