@@ -70,6 +70,14 @@ bool request_model_ok(const char *s, size_t len)
  * The path without its query, or false when it has a spelling with two
  * readings (the broker refuses those; here they simply match nothing).
  */
+/* The bytes of a clean path: ASCII letters and digits and "-._~/:@!$&'()*+,=". */
+static const bool path_byte[256] = {
+	['0' ... '9'] = true, ['a' ... 'z'] = true, ['A' ... 'Z'] = true, ['-'] = true,	 ['.'] = true,
+	['_'] = true,	      ['~'] = true,	    ['/'] = true,	  [':'] = true,	 ['@'] = true,
+	['!'] = true,	      ['$'] = true,	    ['&'] = true,	  ['\''] = true, ['('] = true,
+	[')'] = true,	      ['*'] = true,	    ['+'] = true,	  [','] = true,	 ['='] = true,
+};
+
 static bool clean_path(const char *path, char *out, size_t outlen)
 {
 	size_t n = strcspn(path, "?#");
@@ -78,13 +86,16 @@ static bool clean_path(const char *path, char *out, size_t outlen)
 		return false;
 	memcpy(out, path, n);
 	out[n] = '\0';
-	for (size_t i = 0; i < n; i++)
-		if (!isalnum((unsigned char)out[i]) && !strchr("-._~/:@!$&'()*+,=", out[i]))
+	for (size_t i = 0; i < n; i++) {
+		if (!path_byte[(unsigned char)out[i]])
 			return false; /* '%', ';', '\\', blanks, controls, non-ASCII */
-	if (strstr(out, "//") || strstr(out, "/./") || strstr(out, "/../"))
-		return false;
-	if ((n >= 2 && !strcmp(out + n - 2, "/.")) || (n >= 3 && !strcmp(out + n - 3, "/..")))
-		return false;
+		/* "//", "/./", "/../", or a path that ends "/." or "/.." */
+		if (out[i] == '/' &&
+		    (out[i + 1] == '/' ||
+		     (out[i + 1] == '.' &&
+		      (out[i + 2] == '/' || !out[i + 2] || (out[i + 2] == '.' && (out[i + 3] == '/' || !out[i + 3]))))))
+			return false;
+	}
 	return true;
 }
 
