@@ -655,16 +655,16 @@ void sse_feed(struct sse *s, const char *p, size_t n)
 			s->field_long = false;
 			s->state = SS_FIELD;
 			/* fallthrough */
-		case SS_FIELD:
-			i++;
-			if (c == ':') {
+		case SS_FIELD: /* to the colon or the line's end, in one go */
+			for (; i < n && (c = p[i]) != ':' && c != '\r' && c != '\n'; i++)
+				if (s->flen == SSE_FIELD_MAX)
+					s->field_long = true;
+				else
+					s->field[s->flen++] = c;
+			if (i < n && c == ':') {
 				s->state = SS_SPACE;
-				break;
+				i++;
 			}
-			if (s->flen == SSE_FIELD_MAX)
-				s->field_long = true;
-			else
-				s->field[s->flen++] = c;
 			break;
 		case SS_SPACE:
 			field_start(s);
@@ -676,11 +676,16 @@ void sse_feed(struct sse *s, const char *p, size_t n)
 			data_bytes(s, p + i, e - i);
 			i = e;
 			break;
-		case SS_EVENT:
-			if (s->elen < SSE_EVENT_MAX)
-				s->event[s->elen++] = c;
-			i++;
+		case SS_EVENT: { /* the rest of the line, kept up to SSE_EVENT_MAX */
+			size_t k;
+
+			e = line_end(p, n, i);
+			k = e - i < (size_t)(SSE_EVENT_MAX - s->elen) ? e - i : (size_t)(SSE_EVENT_MAX - s->elen);
+			memcpy(s->event + s->elen, p + i, k);
+			s->elen += (int)k;
+			i = e;
 			break;
+		}
 		default: /* SS_IGNORE */
 			i = line_end(p, n, i);
 			break;
