@@ -9,7 +9,7 @@ PKGS=(
 	make gcc clang clang-format llvm pkg-config libbpf-dev bpftool libelf-dev zlib1g-dev
 	libnl-3-dev libnl-route-3-dev libjansson-dev libcap-dev libvirt-dev libnftables-dev libarchive-dev
 	libcriterion-dev libsqlite3-dev libssl-dev libldns-dev libevent-dev libcyaml-dev libyaml-dev libhttp-parser-dev
-	libseccomp-dev libfuzzer-14-dev libsystemd-dev libcurl4-openssl-dev
+	libseccomp-dev libfuzzer-14-dev libsystemd-dev libcurl4-openssl-dev libxxhash-dev
 	# install, man pages and the units' checks: go-md2man renders docs/man/*.md; systemd-analyze verifies
 	go-md2man systemd man-db
 	# run and test

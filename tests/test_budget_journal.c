@@ -18,6 +18,8 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <zlib.h>
+
 #include "budget_test.h"
 
 TestSuite(budget_journal, .init = bt_setup, .fini = bt_teardown);
@@ -190,6 +192,86 @@ Test(budget_journal, a_torn_last_record_is_ignored, .timeout = 60)
 	budget_close(b);
 	cr_expect_eq(rows("reserve"), 4);
 	cr_expect_eq(bt_sql("SELECT count(*) FROM ledger WHERE how = 'lost'"), 3);
+}
+
+/*
+ * The journal as the previous release wrote it: magic "latchj1", each record
+ * summed with CRC-32 (zlib) over its bytes after the sum.  The records are
+ * the ones run_and_kill() left, summed again the old way.
+ */
+static void rewrite_as_v1(int n)
+{
+	FILE *f = fopen(journal_file(), "r+b");
+	unsigned char rec[REC_SIZE];
+
+	cr_assert_not_null(f);
+	cr_assert_eq(fwrite("latchj1", 1, 8, f), 8);
+	for (int i = 0; i < n; i++) {
+		uint32_t sum;
+
+		cr_assert_eq(fseek(f, HEAD_SIZE + (long)i * REC_SIZE, SEEK_SET), 0);
+		cr_assert_eq(fread(rec, 1, REC_SIZE, f), REC_SIZE);
+		sum = (uint32_t)crc32(0, rec + 4, REC_SIZE - 4);
+		memcpy(rec, &sum, 4);
+		cr_assert_eq(fseek(f, HEAD_SIZE + (long)i * REC_SIZE, SEEK_SET), 0);
+		cr_assert_eq(fwrite(rec, 1, REC_SIZE, f), REC_SIZE);
+	}
+	fclose(f);
+}
+
+static void journal_magic(char magic[8])
+{
+	FILE *f = fopen(journal_file(), "rb");
+
+	cr_assert_not_null(f);
+	cr_assert_eq(fread(magic, 1, 8, f), 8);
+	fclose(f);
+}
+
+/*
+ * An upgrade: a journal the previous release left (CRC-32 sums) is folded
+ * whole by the new one, once, and written with the new sums from then on;
+ * control: the same records read with the new sum alone are not records.
+ */
+Test(budget_journal, a_journal_of_the_previous_release_is_folded_then_upgraded, .timeout = 60)
+{
+	struct budget_opts o;
+	struct budget *b;
+	struct budget_ticket *t;
+	char line[512], magic[8];
+
+	run_and_kill(5); /* slots 0-5 */
+	rewrite_as_v1(6);
+	journaled(&o, BUDGET_NO_CAP);
+	b = bt_open(&o);
+	cr_expect_eq(requests_hour(b), 5, "the old journal's reservations were not read");
+	journal_magic(magic);
+	cr_expect_str_eq(magic, "latchj2", "the emptied journal kept the old format");
+	cr_expect_eq(reserve(b, &t, line, sizeof(line)), 0);
+	budget_close(b);
+	cr_expect_eq(rows("reserve"), 6, "folded once, plus the new reservation");
+	cr_expect_eq(bt_sql("SELECT count(*) FROM ledger WHERE how = 'usage'"), 1);
+	b = bt_open(&o);
+	cr_expect_eq(requests_hour(b), 6, "a reopen counted the journal again or lost the new row");
+	budget_close(b);
+}
+
+Test(budget_journal, control_old_sums_under_the_new_magic_are_not_records, .timeout = 60)
+{
+	struct budget_opts o;
+	struct budget *b;
+	FILE *f;
+
+	run_and_kill(5);
+	rewrite_as_v1(6);
+	f = fopen(journal_file(), "r+b");
+	cr_assert_not_null(f);
+	cr_assert_eq(fwrite("latchj2", 1, 8, f), 8);
+	fclose(f);
+	journaled(&o, BUDGET_NO_CAP);
+	b = bt_open(&o);
+	cr_expect_eq(requests_hour(b), 0, "records with CRC-32 sums passed the new check");
+	budget_close(b);
 }
 
 /* A damaged record with whole ones after it is not a cut write: the journal is refused, by name. */
