@@ -168,29 +168,109 @@ static size_t fold_decode(const char *s, size_t len, char *out, size_t outlen)
 	return o;
 }
 
-bool hb_contains_placeholder(const char *s, size_t len, const char *needle)
-{
-	char buf[16384], low[128];
-	size_t n = strlen(needle), m;
+/*
+ * A placeholder made ready for the search once per check, not once per
+ * header: lowercased, and where its random part (after the last '-', when
+ * that is 16 bytes or more) starts; rnd == n when it has none.
+ */
+struct ph_needle {
+	char low[128];
+	size_t n, rnd;
+};
 
-	if (!n || n >= sizeof(low))
+static bool needle_prep(struct ph_needle *nd, const char *needle)
+{
+	size_t n = strlen(needle);
+	const char *dash;
+
+	if (!n || n >= sizeof(nd->low))
 		return false;
 	for (size_t i = 0; i <= n; i++)
-		low[i] = (needle[i] >= 'A' && needle[i] <= 'Z') ? needle[i] + 32 : needle[i];
+		nd->low[i] = (needle[i] >= 'A' && needle[i] <= 'Z') ? needle[i] + 32 : needle[i];
+	dash = strrchr(nd->low, '-');
+	nd->n = n;
+	nd->rnd = dash && n - (size_t)(dash + 1 - nd->low) >= 16 ? (size_t)(dash + 1 - nd->low) : n;
+	return true;
+}
+
+/* The fewest bytes a value needs to hold ND: its random part alone, or all of it. */
+static size_t needle_shortest(const struct ph_needle *nd)
+{
+	return nd->rnd < nd->n ? nd->n - nd->rnd : nd->n;
+}
+
+/*
+ * Does S hold any of the COUNT needles, as sent or percent-decoded once or
+ * twice, in any case, whole or its random part?  The value is decoded once
+ * for all of them.  SHORTEST: the least of needle_shortest(); decoding only
+ * shortens a value, so a shorter one cannot hold any (most headers).
+ */
+static bool holds_needle(const char *s, size_t len, const struct ph_needle *nd, int count, size_t shortest)
+{
+	char buf[16384];
+	size_t m;
+
+	if (!count || len < shortest)
+		return false;
 	/* decoding twice catches a placeholder that was percent-encoded twice */
 	m = fold_decode(s, len < sizeof(buf) ? len : sizeof(buf) - 1, buf, sizeof(buf));
-	if (memmem(buf, m, low, n))
-		return true;
+	for (int k = 0; k < count; k++)
+		if (memmem(buf, m, nd[k].low, nd[k].n))
+			return true;
 	/* without a '%' left the second decoding changes nothing (the usual header): skip it */
 	if (memchr(buf, '%', m)) {
 		m = fold_decode(buf, m, buf, sizeof(buf));
-		if (memmem(buf, m, low, n))
-			return true;
+		for (int k = 0; k < count; k++)
+			if (memmem(buf, m, nd[k].low, nd[k].n))
+				return true;
 	}
 	/* the random part alone */
-	const char *dash = strrchr(low, '-');
+	for (int k = 0; k < count; k++)
+		if (nd[k].rnd < nd[k].n && memmem(buf, m, nd[k].low + nd[k].rnd, nd[k].n - nd[k].rnd))
+			return true;
+	return false;
+}
 
-	return dash && strlen(dash + 1) >= 16 && memmem(buf, m, dash + 1, strlen(dash + 1));
+bool hb_contains_placeholder(const char *s, size_t len, const char *needle)
+{
+	struct ph_needle nd;
+
+	return needle_prep(&nd, needle) && holds_needle(s, len, &nd, 1, needle_shortest(&nd));
+}
+
+/* The rule's placeholders made ready once per check; a sandbox has at most 64 (its routes'). */
+struct ph_set {
+	struct ph_needle nd[64];
+	int count, next; /* next: the first placeholder not prepared, searched one by one */
+	size_t shortest;
+};
+
+static void ph_set_prep(struct ph_set *set, const struct hb_ph_rule *rule)
+{
+	int k;
+
+	set->count = 0;
+	set->shortest = SIZE_MAX;
+	for (k = 0; k < rule->n_placeholders && set->count < (int)(sizeof(set->nd) / sizeof(set->nd[0])); k++) {
+		struct ph_needle *nd = &set->nd[set->count];
+
+		if (!needle_prep(nd, rule->placeholders[k]))
+			continue; /* empty or too long: never found, as hb_contains_placeholder() says */
+		if (needle_shortest(nd) < set->shortest)
+			set->shortest = needle_shortest(nd);
+		set->count++;
+	}
+	set->next = k;
+}
+
+static bool holds_placeholder(const char *s, size_t len, const struct hb_ph_rule *rule, const struct ph_set *set)
+{
+	if (holds_needle(s, len, set->nd, set->count, set->shortest))
+		return true;
+	for (int k = set->next; k < rule->n_placeholders; k++)
+		if (hb_contains_placeholder(s, len, rule->placeholders[k]))
+			return true;
+	return false;
 }
 
 /* "Basic base64(user:password)" -> the password, decoded into out. */
@@ -238,17 +318,18 @@ enum hb_refusal hb_placeholder_check(const struct hb_head *head, const struct hb
 				     size_t *presented_len)
 {
 	static __thread char pw[512];
-	size_t scheme_len = strlen(rule->scheme), pw_len;
+	struct ph_set set;
+	size_t scheme_len = strlen(rule->scheme), header_len = strlen(rule->header), pw_len;
 	bool found = false, offered = false;
 
 	*presented = NULL;
 	*presented_len = 0;
-	for (int k = 0; k < rule->n_placeholders; k++)
-		if (hb_contains_placeholder(head->target, head->target_len, rule->placeholders[k]))
-			return HB_PH_URL;
+	ph_set_prep(&set, rule);
+	if (holds_placeholder(head->target, head->target_len, rule, &set))
+		return HB_PH_URL;
 	for (int i = 0; i < head->n; i++) {
 		const struct hb_header *h = &head->h[i];
-		bool configured = hb_token_eq(h->name, h->name_len, rule->header);
+		bool configured = h->name_len == header_len && !strncasecmp(h->name, rule->header, header_len);
 		bool authz = hb_token_eq(h->name, h->name_len, "authorization");
 
 		if (configured && h->value_len >= scheme_len && !strncasecmp(h->value, rule->scheme, scheme_len) &&
@@ -267,9 +348,8 @@ enum hb_refusal hb_placeholder_check(const struct hb_head *head, const struct hb
 			continue;
 		}
 		if (!configured) { /* (Authorization here is only stripped, unless it carries a placeholder) */
-			for (int k = 0; k < rule->n_placeholders; k++)
-				if (hb_contains_placeholder(h->value, h->value_len, rule->placeholders[k]))
-					return HB_PH_OTHER_HEADER;
+			if (holds_placeholder(h->value, h->value_len, rule, &set))
+				return HB_PH_OTHER_HEADER;
 		} else { /* something else where the placeholder belongs: name what it was */
 			size_t skip = h->value_len >= scheme_len && !strncasecmp(h->value, rule->scheme, scheme_len) ?
 					      scheme_len :
