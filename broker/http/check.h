@@ -136,6 +136,23 @@ static inline bool hb_token_eq(const char *a, size_t alen, const char *b)
 
 	return alen == blen && !strncasecmp(a, b, alen);
 }
+/* A name with its length, for the tables of names a header is held against (no strlen() per compare). */
+struct hb_name {
+	const char *s;
+	size_t n;
+};
+#define HB_NAME(lit)                 \
+	{                            \
+		lit, sizeof(lit) - 1 \
+	}
+/* Is A (ALEN bytes) one of the N names?  ASCII case-insensitive. */
+static inline bool hb_name_in(const char *a, size_t alen, const struct hb_name *names, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (alen == names[i].n && !strncasecmp(a, names[i].s, alen))
+			return true;
+	return false;
+}
 /* Does the comma-separated list V (Connection's value) name TOK? */
 bool hb_list_has(const char *v, size_t len, const char *tok, size_t tok_len);
 

@@ -28,24 +28,25 @@
 /* CONN: the request's Connection header, or NULL */
 static bool hop_by_hop(const struct hb_header *hd, const struct hb_header *conn)
 {
-	static const char *const names[] = { "connection",
-					     "keep-alive",
-					     "proxy-connection",
-					     "te",
-					     "trailer",
-					     "transfer-encoding",
-					     "upgrade",
-					     "proxy-authenticate",
-					     "proxy-authorization",
-					     "content-length",
-					     "host",
-					     "expect",
-					     "accept-encoding",
-					     "authorization" };
+	static const struct hb_name names[] = {
+		HB_NAME("connection"),
+		HB_NAME("keep-alive"),
+		HB_NAME("proxy-connection"),
+		HB_NAME("te"),
+		HB_NAME("trailer"),
+		HB_NAME("transfer-encoding"),
+		HB_NAME("upgrade"),
+		HB_NAME("proxy-authenticate"),
+		HB_NAME("proxy-authorization"),
+		HB_NAME("content-length"),
+		HB_NAME("host"),
+		HB_NAME("expect"),
+		HB_NAME("accept-encoding"),
+		HB_NAME("authorization"),
+	};
 
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-		if (hb_token_eq(hd->name, hd->name_len, names[i]))
-			return true;
+	if (hb_name_in(hd->name, hd->name_len, names, sizeof(names) / sizeof(names[0])))
+		return true;
 	/* the headers that Connection names are hop-by-hop too */
 	return conn && hb_list_has(conn->value, conn->value_len, hd->name, hd->name_len);
 }
@@ -371,15 +372,17 @@ static int r_value(http_parser *p, const char *at, size_t len)
 /* CONN: the upstream's Connection header, or NULL */
 static bool resp_hop_by_hop(struct hb_uconn *u, const struct hb_hdr *h, const struct hb_hdr *conn)
 {
-	static const char *const names[] = {
-		"connection", "keep-alive",	    "proxy-connection", "te", "trailer", "transfer-encoding",
-		"upgrade",    "proxy-authenticate", "content-length"
+	static const struct hb_name names[] = {
+		HB_NAME("connection"),	     HB_NAME("keep-alive"),
+		HB_NAME("proxy-connection"), HB_NAME("te"),
+		HB_NAME("trailer"),	     HB_NAME("transfer-encoding"),
+		HB_NAME("upgrade"),	     HB_NAME("proxy-authenticate"),
+		HB_NAME("content-length"),
 	};
 	const char *name = u->head + h->name;
 
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-		if (hb_token_eq(name, h->name_len, names[i]))
-			return true;
+	if (hb_name_in(name, h->name_len, names, sizeof(names) / sizeof(names[0])))
+		return true;
 	/* named by the upstream's Connection header */
 	return conn && hb_list_has(u->head + conn->value, conn->value_len, name, h->name_len);
 }
