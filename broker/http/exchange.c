@@ -435,9 +435,14 @@ static void response_head(struct hb_w *w, http_parser *p, const bool *keep, enum
 	w_put(w, " ", 1);
 	w_put(w, u->head + u->reason, u->reason_len);
 	w_put(w, "\r\n", 2);
+	/* one scrubber for every value, not one a header: an initializer zeroes its 1 KB hold each time */
+	struct hb_scrub sc;
+
+	sc.secret = x->scrub.secret;
+	sc.secret_len = x->scrub.secret_len;
+	sc.n_held = 0; /* and hb_scrub_flush() empties it after each value */
 	for (int i = 0; i < u->n_hdr; i++) {
 		const struct hb_hdr *h = &u->hdr[i];
-		struct hb_scrub sc = { .secret = x->scrub.secret, .secret_len = x->scrub.secret_len };
 
 		if (!keep[i])
 			continue;
