@@ -168,17 +168,7 @@ static size_t fold_decode(const char *s, size_t len, char *out, size_t outlen)
 	return o;
 }
 
-/*
- * A placeholder made ready for the search once per check, not once per
- * header: lowercased, and where its random part (after the last '-', when
- * that is 16 bytes or more) starts; rnd == n when it has none.
- */
-struct ph_needle {
-	char low[128];
-	size_t n, rnd;
-};
-
-static bool needle_prep(struct ph_needle *nd, const char *needle)
+static bool needle_prep(struct hb_ph_needle *nd, const char *needle)
 {
 	size_t n = strlen(needle);
 	const char *dash;
@@ -194,7 +184,7 @@ static bool needle_prep(struct ph_needle *nd, const char *needle)
 }
 
 /* The fewest bytes a value needs to hold ND: its random part alone, or all of it. */
-static size_t needle_shortest(const struct ph_needle *nd)
+static size_t needle_shortest(const struct hb_ph_needle *nd)
 {
 	return nd->rnd < nd->n ? nd->n - nd->rnd : nd->n;
 }
@@ -205,7 +195,7 @@ static size_t needle_shortest(const struct ph_needle *nd)
  * for all of them.  SHORTEST: the least of needle_shortest(); decoding only
  * shortens a value, so a shorter one cannot hold any (most headers).
  */
-static bool holds_needle(const char *s, size_t len, const struct ph_needle *nd, int count, size_t shortest)
+static bool holds_needle(const char *s, size_t len, const struct hb_ph_needle *nd, int count, size_t shortest)
 {
 	char buf[16384];
 	size_t m;
@@ -233,28 +223,21 @@ static bool holds_needle(const char *s, size_t len, const struct ph_needle *nd, 
 
 bool hb_contains_placeholder(const char *s, size_t len, const char *needle)
 {
-	struct ph_needle nd;
+	struct hb_ph_needle nd;
 
 	return needle_prep(&nd, needle) && holds_needle(s, len, &nd, 1, needle_shortest(&nd));
 }
 
-/* The rule's placeholders made ready once per check; a sandbox has at most 64 (its routes'). */
-struct ph_set {
-	struct ph_needle nd[64];
-	int count, next; /* next: the first placeholder not prepared, searched one by one */
-	size_t shortest;
-};
-
-static void ph_set_prep(struct ph_set *set, const struct hb_ph_rule *rule)
+void hb_ph_set_prep(struct hb_ph_set *set, const char *const *placeholders, int n)
 {
 	int k;
 
 	set->count = 0;
 	set->shortest = SIZE_MAX;
-	for (k = 0; k < rule->n_placeholders && set->count < (int)(sizeof(set->nd) / sizeof(set->nd[0])); k++) {
-		struct ph_needle *nd = &set->nd[set->count];
+	for (k = 0; k < n && set->count < (int)(sizeof(set->nd) / sizeof(set->nd[0])); k++) {
+		struct hb_ph_needle *nd = &set->nd[set->count];
 
-		if (!needle_prep(nd, rule->placeholders[k]))
+		if (!needle_prep(nd, placeholders[k]))
 			continue; /* empty or too long: never found, as hb_contains_placeholder() says */
 		if (needle_shortest(nd) < set->shortest)
 			set->shortest = needle_shortest(nd);
@@ -263,7 +246,7 @@ static void ph_set_prep(struct ph_set *set, const struct hb_ph_rule *rule)
 	set->next = k;
 }
 
-static bool holds_placeholder(const char *s, size_t len, const struct hb_ph_rule *rule, const struct ph_set *set)
+static bool holds_placeholder(const char *s, size_t len, const struct hb_ph_rule *rule, const struct hb_ph_set *set)
 {
 	if (holds_needle(s, len, set->nd, set->count, set->shortest))
 		return true;
@@ -318,14 +301,18 @@ enum hb_refusal hb_placeholder_check(const struct hb_head *head, const struct hb
 				     size_t *presented_len)
 {
 	static __thread char pw[512];
-	struct ph_set set;
+	struct hb_ph_set own;
+	const struct hb_ph_set *set = rule->prepared;
 	size_t scheme_len = strlen(rule->scheme), header_len = strlen(rule->header), pw_len;
 	bool found = false, offered = false;
 
 	*presented = NULL;
 	*presented_len = 0;
-	ph_set_prep(&set, rule);
-	if (holds_placeholder(head->target, head->target_len, rule, &set))
+	if (!set) {
+		hb_ph_set_prep(&own, rule->placeholders, rule->n_placeholders);
+		set = &own;
+	}
+	if (holds_placeholder(head->target, head->target_len, rule, set))
 		return HB_PH_URL;
 	for (int i = 0; i < head->n; i++) {
 		const struct hb_header *h = &head->h[i];
@@ -348,7 +335,7 @@ enum hb_refusal hb_placeholder_check(const struct hb_head *head, const struct hb
 			continue;
 		}
 		if (!configured) { /* (Authorization here is only stripped, unless it carries a placeholder) */
-			if (holds_placeholder(h->value, h->value_len, rule, &set))
+			if (holds_placeholder(h->value, h->value_len, rule, set))
 				return HB_PH_OTHER_HEADER;
 		} else { /* something else where the placeholder belongs: name what it was */
 			size_t skip = h->value_len >= scheme_len && !strncasecmp(h->value, rule->scheme, scheme_len) ?

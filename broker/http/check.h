@@ -171,15 +171,32 @@ bool hb_prefix_covers(const char *prefix, const char *path, size_t path_len);
  * URL or in another header is refused).  On HB_PH_WRONG, *presented and
  * *presented_len point at what was sent instead (to name another sandbox's).
  */
+struct hb_ph_set;
 struct hb_ph_rule {
 	const char *header, *scheme, *placeholder;
 	const char *const *placeholders;
 	int n_placeholders;
+	const struct hb_ph_set *prepared; /* hb_ph_set_prep() of placeholders, or NULL: made at each check */
 };
 enum hb_refusal hb_placeholder_check(const struct hb_head *head, const struct hb_ph_rule *rule, const char **presented,
 				     size_t *presented_len);
 /* Is NEEDLE (a placeholder) in S, as sent or percent-decoded, in any case? */
 bool hb_contains_placeholder(const char *s, size_t len, const char *needle);
+/*
+ * The placeholders made ready for the search (lowercased, the random part
+ * found), once when they change rather than at every request; at most 64
+ * (a sandbox's routes'), the rest are searched one by one.
+ */
+struct hb_ph_needle {
+	char low[128];
+	size_t n, rnd; /* rnd: where the random part starts; n when it has none */
+};
+struct hb_ph_set {
+	struct hb_ph_needle nd[64];
+	int count, next; /* next: the first placeholder not prepared */
+	size_t shortest; /* the fewest bytes a value needs to hold any */
+};
+void hb_ph_set_prep(struct hb_ph_set *set, const char *const *placeholders, int n);
 
 /* CONNECT's authority-form target: HOST:443 with HOST a host name, normalized into name. */
 enum hb_refusal hb_connect_target(const char *t, size_t len, char name[254]);

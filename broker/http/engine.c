@@ -299,6 +299,7 @@ static void placeholders_rebuild(struct latch_http_sandbox *sb)
 	sb->n_placeholders = 0;
 	for (struct hb_route *r = sb->routes; r && sb->n_placeholders < 64; r = r->next)
 		sb->placeholders[sb->n_placeholders++] = r->placeholder;
+	hb_ph_set_prep(&sb->ph_set, sb->placeholders, sb->n_placeholders);
 }
 
 static void route_free(struct hb_route *r)

@@ -90,6 +90,7 @@ struct latch_http_sandbox {
 	int n_gconns;
 	const char *placeholders[64]; /* every route's, for the URL and other-header checks */
 	int n_placeholders;
+	struct hb_ph_set ph_set; /* the same, made ready for the search */
 };
 
 struct latch_http {

@@ -301,7 +301,8 @@ static bool dispatch(struct hb_gconn *g)
 				   .scheme = t->scheme,
 				   .placeholder = r->placeholder,
 				   .placeholders = sb->placeholders,
-				   .n_placeholders = sb->n_placeholders };
+				   .n_placeholders = sb->n_placeholders,
+				   .prepared = &sb->ph_set };
 
 	ref = hb_placeholder_check(hd, &rule, &presented, &presented_len);
 	if (ref == HB_PH_WRONG && presented) {

@@ -3,7 +3,8 @@
  * fuzz_broker.c - libFuzzer over what the broker reads from a guest before
  * it decides: the strict head scan, the head read by http-parser, the
  * chunked body after it, the route checks in their order (spelling, route
- * name, prefix, placeholder), the CONNECT target and a ClientHello's
+ * name, prefix, placeholder: the same verdict with the placeholders prepared
+ * beforehand as without), the CONNECT target and a ClientHello's
  * server name, and the secret scrubber (which must never let the secret
  * through, however the bytes are cut).
  *
@@ -56,7 +57,16 @@ static void route_checks(const struct hb_head *hd)
 	if (!hb_target_route(hd->target, hd->target_len, name, &rest, &rest_len))
 		return;
 	hb_prefix_covers("/v1/messages", rest, rest_len);
-	hb_placeholder_check(hd, &rule, &presented, &presented_len);
+	enum hb_refusal ref = hb_placeholder_check(hd, &rule, &presented, &presented_len);
+	static struct hb_ph_set set;
+	const char *presented2;
+	size_t presented2_len;
+
+	/* the set latchd prepares when its routes change gives the verdict the check makes without it */
+	hb_ph_set_prep(&set, phs, 2);
+	rule.prepared = &set;
+	if (hb_placeholder_check(hd, &rule, &presented2, &presented2_len) != ref || presented2_len != presented_len)
+		abort();
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
