@@ -56,6 +56,7 @@ struct hb_target {
 	struct hb_secret secret;
 	char *secret_var, *header, *scheme;
 	char *base_path; /* "" or "/openai": put before the request's path */
+	size_t authority_len, header_len, scheme_len, base_path_len; /* their strlen(), for each request's head */
 	SSL_CTX *ctx;
 	SSL_SESSION *session;
 	struct latch_addr addr; /* the last resolution, until addr_until */

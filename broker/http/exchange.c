@@ -102,12 +102,13 @@ static void request_head(struct hb_w *w, const struct hb_exchange *x, const bool
 	hb_target_route(hd->target, hd->target_len, name, &rest, &rest_len);
 	w_str(w, hd->method);
 	w_put(w, " ", 1);
-	w_str(w, t->base_path); /* an alternative's base path goes first: /openai + /v1/chat/completions */
+	w_put(w, t->base_path,
+	      t->base_path_len); /* an alternative's base path goes first: /openai + /v1/chat/completions */
 	if (!rest_len || rest[0] == '?')
 		w_put(w, "/", 1);
 	w_put(w, rest, rest_len);
 	w_put(w, " HTTP/1.1\r\nHost: ", 17);
-	w_str(w, t->authority);
+	w_put(w, t->authority, t->authority_len);
 	w_put(w, "\r\n", 2);
 	for (int i = 0; i < hd->n; i++) {
 		if (!keep[i])
@@ -118,9 +119,9 @@ static void request_head(struct hb_w *w, const struct hb_exchange *x, const bool
 		w_put(w, "\r\n", 2);
 	}
 	if (t->secret.mem) {
-		w_str(w, t->header);
+		w_put(w, t->header, t->header_len);
 		w_put(w, ": ", 2);
-		w_str(w, t->scheme);
+		w_put(w, t->scheme, t->scheme_len);
 		w_put(w, t->secret.mem, t->secret.len);
 		w_put(w, "\r\n", 2);
 	}
@@ -147,7 +148,9 @@ void hb_build_request(struct hb_exchange *x, int64_t body_len)
 	struct hb_w w = { 0 };
 
 	for (int i = 0; i < hd->n; i++)
-		keep[i] = !hop_by_hop(&hd->h[i], conn) && !hb_token_eq(hd->h[i].name, hd->h[i].name_len, x->t->header);
+		keep[i] = !hop_by_hop(&hd->h[i], conn) &&
+			  !(hd->h[i].name_len == x->t->header_len &&
+			    !strncasecmp(hd->h[i].name, x->t->header, x->t->header_len));
 	request_head(&w, x, keep, body_len);
 	/*
 	 * One contiguous head: one SSL_write, one TLS record, one syscall

@@ -231,6 +231,10 @@ int hb_target_init(struct latch_http *h, struct hb_target *t, const struct latch
 	    !(t->base_path = strdup(u->base_path ? u->base_path : "")) ||
 	    (u->secret_var && !(t->secret_var = strdup(u->secret_var))))
 		return latch_errf(err, errlen, -ENOMEM, "broker: out of memory");
+	t->authority_len = strlen(t->authority);
+	t->header_len = strlen(t->header);
+	t->scheme_len = strlen(t->scheme);
+	t->base_path_len = strlen(t->base_path);
 	if (u->secret && secret_set(&t->secret, u->secret, u->secret_len))
 		return latch_errf(err, errlen, -ENOMEM, "broker: cannot map a page for the secret");
 	t->ctx = ctx_get(h, u->ca_file, err, errlen);
