@@ -464,10 +464,18 @@ static void scrub_run(struct hb_scrub *s, const char *buf, size_t len,
 		}
 		off = m - buf + L;
 	}
-	/* the longest tail that is a proper prefix of the secret covers every match that straddles the end */
-	for (size_t k = L - 1 < len - off ? L - 1 : len - off; k > 0; k--)
-		if (buf[len - k] == s->secret[0] && !memcmp(buf + len - k, s->secret, k)) {
-			keep = k;
+	/*
+	 * The longest tail that is a proper prefix of the secret covers every
+	 * match that straddles the end: the candidates are where the secret's
+	 * first byte is, leftmost (longest) first, found with memchr() rather
+	 * than a compare at each of the last L - 1 bytes.
+	 */
+	size_t from = len - (L - 1 < len - off ? L - 1 : len - off);
+
+	for (const char *c = memchr(buf + from, s->secret[0], len - from); c;
+	     c = memchr(c + 1, s->secret[0], buf + len - c - 1))
+		if (!memcmp(c, s->secret, buf + len - c)) {
+			keep = buf + len - c;
 			break;
 		}
 	emit(arg, buf + off, len - off - keep);
