@@ -30,16 +30,28 @@ static int hexval(char c)
 	return -1;
 }
 
+/*
+ * A path's bytes by class, one load a byte (a compare chain and strchr()
+ * per byte before): URL_UNRESERVED the RFC 3986 unreserved, URL_PCHAR pchar
+ * without pct-encoded (unreserved, sub-delims, ':' and '@').
+ */
+enum { URL_UNRESERVED = 1, URL_PCHAR = 2 };
+#define URL_UP (URL_UNRESERVED | URL_PCHAR)
+static const unsigned char url_class[256] = {
+	['!'] = URL_PCHAR,	['$'] = URL_PCHAR,	['&' ... ','] = URL_PCHAR,
+	['-' ... '.'] = URL_UP, ['0' ... '9'] = URL_UP, [':' ... ';'] = URL_PCHAR,
+	['='] = URL_PCHAR,	['@'] = URL_PCHAR,	['A' ... 'Z'] = URL_UP,
+	['_'] = URL_UP,		['a' ... 'z'] = URL_UP, ['~'] = URL_UP,
+};
+
 static bool is_unreserved(unsigned char c)
 {
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
-	       c == '_' || c == '~';
+	return url_class[c] & URL_UNRESERVED;
 }
 
-/* RFC 3986 pchar without pct-encoded: unreserved, sub-delims, ':' and '@' */
 static bool is_pchar(unsigned char c)
 {
-	return is_unreserved(c) || (c && strchr("!$&'()*+,;=:@", c));
+	return url_class[c] & URL_PCHAR;
 }
 
 enum hb_refusal hb_target_spelling(const char *t, size_t len)
