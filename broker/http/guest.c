@@ -377,7 +377,7 @@ static void guest_process(struct hb_gconn *g)
 		if (len > h->o.head_max + 1)
 			len = h->o.head_max + 1;
 		buf = (const char *)evbuffer_pullup(in, len);
-		memset(&g->head, 0, sizeof(g->head));
+		hb_head_clear(&g->head);
 		ref = hb_head_scan(buf, len, h->o.head_max, &head_len);
 		if (!ref && !head_len)
 			return; /* more to come */
@@ -419,7 +419,7 @@ void hb_gconn_resume(struct hb_gconn *g)
 		return;
 	}
 	g->state = G_HEAD;
-	memset(&g->head, 0, sizeof(g->head));
+	hb_head_clear(&g->head);
 	bufferevent_set_timeouts(g->bev, &idle, NULL);
 	if (!(bufferevent_get_enabled(g->bev) & EV_READ)) /* enabling it again costs an event_add */
 		bufferevent_enable(g->bev, EV_READ);

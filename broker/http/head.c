@@ -13,6 +13,7 @@
  * clean.  tests/fuzz/fuzz_head.c runs both.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -183,6 +184,13 @@ static void trim(const char **v, size_t *len)
 		(*len)--;
 }
 
+void hb_head_clear(struct hb_head *head)
+{
+	memset(head, 0, offsetof(struct hb_head, h));
+	memset(&head->n, 0, sizeof(*head) - offsetof(struct hb_head, n));
+	head->content_length = -1;
+}
+
 const struct hb_header *hb_head_get(const struct hb_head *head, const char *name)
 {
 	for (int i = 0; i < head->n; i++)
@@ -203,8 +211,7 @@ enum hb_refusal hb_head_parse(const char *buf, size_t head_len, http_parser *p, 
 	enum http_errno e;
 	size_t n;
 
-	memset(head, 0, sizeof(*head));
-	head->content_length = -1;
+	hb_head_clear(head);
 	http_parser_init(p, HTTP_REQUEST);
 	p->data = &r;
 	/* the parser ends in the body's state (or the message's end); the same parser reads the body later */
