@@ -118,8 +118,16 @@ broker_refusal_rows() {
 	row "the placeholder in the path" 403 "placeholder also sent in the URL" "$(get "/echo/v1/echo/$PH")"
 	row "the placeholder percent-encoded in the query" 403 "placeholder also sent in the URL" \
 		"$(get "/echo/v1/echo?k=$(sed 's/-/%2D/g' <<<"$PH")")"
+	row "the placeholder percent-encoded twice in the query" 403 "placeholder also sent in the URL" \
+		"$(get "/echo/v1/echo?k=$(sed 's/-/%252D/g' <<<"$PH")")"
 	row "the placeholder in another header" 403 "placeholder sent in another header" \
 		"GET /echo/v1/echo HTTP/1.1${R}${H}X-Api-Key: $PH${R}${R}"
+	row "the placeholder in upper case in another header" 403 "placeholder sent in another header" \
+		"GET /echo/v1/echo HTTP/1.1${R}${H}X-Api-Key: ${PH^^}${R}${R}"
+	row "the placeholder's random part alone in another header" 403 "placeholder sent in another header" \
+		"GET /echo/v1/echo HTTP/1.1${R}${H}X-Api-Key: ${PH##*-}${R}${R}"
+	row "another route's placeholder percent-encoded in another header" 403 "placeholder sent in another header" \
+		"GET /echo/v1/echo HTTP/1.1${R}${H}X-Api-Key: $(sed 's/-/%2d/g' <<<"$PH_GIT")${R}${R}"
 	row "no placeholder" 401 "placeholder credential missing or wrong" "GET /echo/v1/echo HTTP/1.1${R}Host: x${R}${R}"
 	row "a wrong placeholder" 403 "placeholder credential missing or wrong" \
 		"GET /echo/v1/echo HTTP/1.1${R}Authorization: Bearer $PH_WRONG${R}${R}"
