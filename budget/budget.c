@@ -222,10 +222,16 @@ int catch_up(struct budget *b)
 	return b->l ? ledger_each_after(b->l, b->last_id, apply_row, b) : 0;
 }
 
-/* A reader: the journal's rows the ledger does not hold yet. */
+/* A reader: the journals' rows the ledger does not hold yet, the older journal's first. */
 int catch_up_journal(struct budget *b)
 {
-	return journal_each(b->j, b->last_id, apply_row, b);
+	struct journal *js[2];
+	int ret = 0;
+
+	journals_in_order(b, js);
+	for (int i = 0; !ret && i < 2; i++)
+		ret = js[i] ? journal_each(js[i], b->last_id, apply_row, b) : 0;
+	return ret;
 }
 
 /* ---- caps ---- */
@@ -423,7 +429,7 @@ static int64_t worst_case(struct budget *b, const struct budget_request *rq, con
 int ledger_refusal(struct budget *b, struct budget_note *note, char *line, size_t linelen, int ret)
 {
 	snprintf(line, linelen, "latch: the spend ledger %s can't be written (%s); nothing is forwarded until it can",
-		 b->ledger_path, ledger_error(b->l));
+		 b->ledger_path, b->folder && *b->fold_error ? b->fold_error : ledger_error(b->l));
 	snprintf(note->decision, sizeof(note->decision), "refuse");
 	snprintf(note->reason, sizeof(note->reason), "budget.refused.ledger");
 	snprintf(note->fields, sizeof(note->fields), "{}");

@@ -34,7 +34,8 @@
  * in memory, which then holds everything the ledger holds, and each row is
  * appended to the ledger's memory-mapped journal before budget_reserve()
  * returns (budget_opts.journal: it survives kill -9, as a WAL commit does),
- * folded into sqlite by budget_tick().  A sole writer without the journal
+ * folded into sqlite by budget_tick(), or by a thread of budget/'s own
+ * (budget_opts.fold_thread, latchd's: its thread never runs sqlite).  A sole writer without the journal
  * writes the reservations of one turn by one commit (budget_reserve_later(),
  * then budget_commit()) and forwards only after it.
  */
@@ -245,6 +246,13 @@ struct budget_opts {
 	 * what a journal holds at open; readers read it beside the ledger.
 	 */
 	bool journal;
+	/*
+	 * With journal, sole_writer and checkpoint_thread: the journal is
+	 * folded by a thread of budget/'s own (folder.c) while the caller's
+	 * thread appends to a second one (LEDGER.journal2); budget_fold() swaps
+	 * them when the thread is done.  The caller's thread never runs sqlite.
+	 */
+	bool fold_thread;
 	uint64_t (*clock)(void *arg); /* ns since the epoch; NULL: CLOCK_REALTIME */
 	void *clock_arg;
 };

@@ -139,7 +139,7 @@ int journal_reserve(struct budget *b, struct budget_ticket *t, int sbx, uint64_t
 {
 	struct ledger_row row;
 	int64_t id;
-	int ret = journal_full(b->j) ? journal_fold(b, true) : 0;
+	int ret = journal_make_room(b);
 
 	if (ret)
 		return ret;
@@ -173,7 +173,7 @@ int journal_reserve(struct budget *b, struct budget_ticket *t, int sbx, uint64_t
 int journal_settle(struct budget *b, const struct pending *p)
 {
 	struct ledger_row row = settle_row(b, p, b->last_id + 1, budget_now(b));
-	int ret = journal_full(b->j) ? journal_fold(b, true) : 0;
+	int ret = journal_make_room(b);
 
 	if (ret)
 		return ret;
@@ -210,6 +210,8 @@ int commit_rows(struct budget *b, bool all, struct budget_note *note, char *line
 		line[0] = '\0';
 	if (!b->o.sole_writer || !b->l)
 		return b->n_queue ? -EINVAL : 0;
+	if (b->j && b->folder) /* the rows are in the journal already; the fold thread folds them */
+		return all ? budget_fold(b, 1) : 0;
 	if (b->j) /* the rows are in the journal already; the tick folds them */
 		return all ? journal_fold(b, true) : 0;
 	for (size_t i = b->n_pending; !settlements && i-- > 0;)

@@ -301,20 +301,23 @@ int64_t ledger_last_id(struct ledger *l);
 
 struct journal;
 /*
- * LEDGER.journal, checked as the ledger is (the owner's, 0600, no symlink)
- * and scanned; readonly (mapped so): NULL in *out when there is none;
- * reader: latch usage's, beside a live latchd (a record being written or
- * emptied is where it stops, not damage).  0 or -errno
- * with one line in err naming the file.
+ * LEDGER.journal (which 0) or LEDGER.journal2 (which 1: the second of a
+ * fold thread's pair), checked as the ledger is (the owner's, 0600, no
+ * symlink) and scanned; readonly (mapped so): NULL in *out when there is
+ * none; reader: latch usage's, beside a live latchd (a record being written
+ * or emptied is where it stops, not damage).  0 or -errno with one line in
+ * err naming the file.
  */
-int journal_open(const char *ledger_path, bool readonly, bool reader, uid_t owner, struct journal **out, char *err,
-		 size_t errlen);
+int journal_open(const char *ledger_path, int which, bool readonly, bool reader, uid_t owner, struct journal **out,
+		 char *err, size_t errlen);
 void journal_close(struct journal *j);
 const char *journal_path(const struct journal *j);
 uint32_t journal_count(const struct journal *j);
 bool journal_full(const struct journal *j);
 bool journal_torn(const struct journal *j);
 int64_t journal_next_id(const struct journal *j);
+/* The id its first slot holds (of two journals, the older rows are in the one that starts lower). */
+int64_t journal_start(const struct journal *j);
 /* Append a row whose id is journal_next_id(): -ENOSPC when full. */
 int journal_append(struct journal *j, const struct ledger_row *r);
 /* The rows with ids after after, in order (a reservation's owner is the journal's writer). */
@@ -396,6 +399,10 @@ struct budget {
 	char ledger_path[PATH_MAX], prices_path[PATH_MAX];
 	struct ledger *l;
 	struct journal *j; /* budget_opts.journal: rows go here first */
+	struct journal *j2; /* LEDGER.journal2: with a fold thread, the one being (or last) folded */
+	struct folder *folder; /* budget_opts.fold_thread */
+	bool j2_dirty; /* j2 holds rows the ledger may not have yet (handed to the folder, not yet done) */
+	char fold_error[256]; /* the folder's last failure ("" after a fold that worked) */
 	struct price_table prices;
 	struct charge *ch; /* in id order; [day_head, n) is the day, [hour_head, n) the hour */
 	size_t n, cap, hour_head, day_head;
@@ -478,6 +485,29 @@ int ledger_refusal(struct budget *b, struct budget_note *note, char *line, size_
 int commit_rows(struct budget *b, bool all, struct budget_note *note, char *line, size_t linelen);
 /* life.c: the journal's rows (and settlements it could not take) into the ledger in one transaction. */
 int journal_fold(struct budget *b, bool reset);
+/* One journal's rows after the ledger's last id into l, in one transaction (no reset): any thread that owns l. */
+int journal_fold_into(struct ledger *l, struct journal *j);
+/* b's journals, the one holding the older rows first (NULL where there is none). */
+void journals_in_order(const struct budget *b, struct journal *js[2]);
+/* With a fold thread: room in b->j, waiting for the folder if it must (a full journal). */
+int journal_make_room(struct budget *b);
+
+/*
+ * folder.c: a fold thread (budget_opts.fold_thread).  latchd's thread
+ * appends to one journal while this thread folds the other into the
+ * ledger through the writer's connection, which only it touches while a
+ * fold runs; the two swap when the folder is done (budget_fold()).
+ */
+struct folder;
+struct folder *folder_start(struct ledger *l, char *err, size_t errlen);
+/* Hand j over to be folded: the caller neither writes nor resets it, nor uses l, until folder_done(). */
+void folder_give(struct folder *f, struct journal *j);
+/* Is the last journal given folded (or failed)?  *result: its fold's 0 or -errno, msg its error. */
+bool folder_done(struct folder *f, int *result, char *msg, size_t msglen);
+/* Wait until folder_done() (a full journal on the request's path: the folder is behind). */
+void folder_wait(struct folder *f);
+/* Wait for the fold under way, then end the thread. */
+void folder_stop(struct folder *f);
 /* commit.c: a settlement's row to the journal (folding it first when full). */
 int journal_settle(struct budget *b, const struct pending *p);
 int journal_reserve(struct budget *b, struct budget_ticket *t, int sbx, uint64_t now, const struct budget_caps *caps,

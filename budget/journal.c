@@ -136,8 +136,8 @@ static int scan(struct journal *j, char *err, size_t errlen)
 	return 0;
 }
 
-int journal_open(const char *ledger_path, bool readonly, bool reader, uid_t owner, struct journal **out, char *err,
-		 size_t errlen)
+int journal_open(const char *ledger_path, int which, bool readonly, bool reader, uid_t owner, struct journal **out,
+		 char *err, size_t errlen)
 {
 	struct journal *j;
 	struct stat st;
@@ -152,7 +152,7 @@ int journal_open(const char *ledger_path, bool readonly, bool reader, uid_t owne
 	j->readonly = readonly || reader;
 	j->reader = reader;
 	readonly = j->readonly;
-	if (snprintf(j->path, sizeof(j->path), "%s.journal", ledger_path) >= (int)sizeof(j->path)) {
+	if (snprintf(j->path, sizeof(j->path), "%s.journal%s", ledger_path, which ? "2" : "") >= (int)sizeof(j->path)) {
 		free(j);
 		return latch_errf(err, errlen, -ENAMETOOLONG, "ledger path %s is too long", ledger_path);
 	}
@@ -251,6 +251,11 @@ bool journal_full(const struct journal *j)
 bool journal_torn(const struct journal *j)
 {
 	return j->torn;
+}
+
+int64_t journal_start(const struct journal *j)
+{
+	return j->head->start;
 }
 
 int64_t journal_next_id(const struct journal *j)

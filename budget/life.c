@@ -113,8 +113,122 @@ int journal_fold(struct budget *b, bool reset)
 	return 0;
 }
 
+/* A fold thread's batch: fold_row's, on the ledger alone (that thread has no struct budget). */
+struct fold_into {
+	struct ledger *l;
+	struct ledger_row r[LEDGER_BATCH];
+	size_t n;
+};
+
+static int fold_into_row(const struct ledger_row *r, void *arg)
+{
+	struct fold_into *f = arg;
+
+	f->r[f->n++] = *r;
+	if (f->n < LEDGER_BATCH)
+		return 0;
+	f->n = 0;
+	return ledger_insert_rows(f->l, f->r, LEDGER_BATCH);
+}
+
+int journal_fold_into(struct ledger *l, struct journal *j)
+{
+	struct fold_into f = { .l = l, .n = 0 };
+	int ret;
+
+	if (!journal_count(j))
+		return 0;
+	ret = ledger_begin(l);
+	if (!ret)
+		ret = journal_each(j, ledger_last_id(l), fold_into_row, &f);
+	if (!ret && f.n)
+		ret = ledger_insert_rows(l, f.r, f.n);
+	if (!ret)
+		ret = ledger_commit(l);
+	if (ret)
+		ledger_rollback(l);
+	return ret;
+}
+
+void journals_in_order(const struct budget *b, struct journal *js[2])
+{
+	bool swap = b->j && b->j2 && journal_start(b->j2) < journal_start(b->j);
+
+	js[0] = swap ? b->j2 : b->j;
+	js[1] = swap ? b->j : b->j2;
+	if (!js[0]) {
+		js[0] = js[1];
+		js[1] = NULL;
+	}
+}
+
+/* Settlements the full journal could not take, into the emptied one (budget_fold()). */
+static int append_pending(struct budget *b)
+{
+	uint64_t now = budget_now(b);
+	size_t done = 0;
+	int ret = 0;
+
+	while (done < b->n_pending && !journal_full(b->j)) {
+		struct ledger_row row = settle_row(b, &b->pending[done], b->last_id + 1, now);
+
+		ret = journal_append(b->j, &row);
+		if (ret)
+			break;
+		b->last_id = row.id;
+		b->last_time = now > b->last_time ? now : b->last_time;
+		done++;
+	}
+	memmove(b->pending, b->pending + done, (b->n_pending - done) * sizeof(*b->pending));
+	b->n_pending -= done;
+	return ret;
+}
+
+/*
+ * With a fold thread: once the folder is done with the other journal and
+ * this one holds min rows, the other is emptied and takes the rows from
+ * now on, and this one goes to the folder.  A failed fold is handed over
+ * again, and its error returned (the tick's to report).
+ */
+static int fold_swap(struct budget *b, unsigned min)
+{
+	struct journal *full = b->j;
+	int ret;
+
+	if (!folder_done(b->folder, &ret, b->fold_error, sizeof(b->fold_error)))
+		return 0;
+	if (b->j2_dirty && ret) {
+		folder_give(b->folder, b->j2);
+		return ret;
+	}
+	b->j2_dirty = false;
+	if (!journal_count(b->j) || journal_count(b->j) < min)
+		return 0;
+	journal_reset(b->j2, b->last_id + 1, b->self);
+	b->j = b->j2;
+	b->j2 = full;
+	b->j2_dirty = true;
+	folder_give(b->folder, full);
+	return append_pending(b);
+}
+
+int journal_make_room(struct budget *b)
+{
+	int ret;
+
+	if (!journal_full(b->j))
+		return 0;
+	if (!b->folder)
+		return journal_fold(b, true);
+	folder_wait(b->folder); /* the folder is a whole journal behind: wait for it rather than refuse */
+	ret = fold_swap(b, 1);
+	return journal_full(b->j) ? (ret ? ret : -ENOSPC) : 0;
+}
+
 int budget_fold(struct budget *b, unsigned min)
 {
+	if (b->folder)
+		return fold_swap(b, min);
 	return b->j && b->o.journal && journal_count(b->j) >= min ? journal_fold(b, true) : 0;
 }
 
@@ -164,6 +278,20 @@ int budget_tick(struct budget *b)
 }
 
 /* ---- open and close ---- */
+
+/* At open: whatever both journals hold beyond the ledger, the older rows first (*failed: the journal that failed). */
+static int fold_both(struct budget *b, struct journal **failed)
+{
+	struct journal *js[2];
+	int ret = 0;
+
+	journals_in_order(b, js);
+	for (int i = 0; !ret && i < 2 && js[i]; i++) {
+		ret = journal_fold_into(b->l, js[i]);
+		*failed = js[i];
+	}
+	return ret;
+}
 
 /* Open reservations whose process is gone: settled at their full amount ("lost"). */
 static int settle_orphans(struct budget *b)
@@ -233,13 +361,23 @@ struct budget *budget_open(const struct budget_opts *o, char *err, size_t errlen
 		ret = -errno;
 		goto fail;
 	}
-	if (b->l || o->readonly) { /* a journal a crash left: folded by any writer, read by a reader */
-		ret = journal_open(b->ledger_path, !o->journal, o->readonly, o->owner, &b->j, err, errlen);
+	if (o->fold_thread && !(o->journal && o->sole_writer && o->checkpoint_thread && !o->readonly)) {
+		ret = latch_errf(err, errlen, -EINVAL,
+				 "a fold thread is for a journaling sole writer with a checkpoint thread");
+		goto fail;
+	}
+	if (b->l || o->readonly) { /* journals a crash left: folded by any writer, read by a reader */
+		struct journal *failed = NULL;
+
+		ret = journal_open(b->ledger_path, 0, !o->journal, o->readonly, o->owner, &b->j, err, errlen);
+		if (!ret)
+			ret = journal_open(b->ledger_path, 1, !o->fold_thread, o->readonly, o->owner, &b->j2, err,
+					   errlen);
 		if (ret)
 			goto fail;
-		ret = b->j && b->l && !o->readonly ? journal_fold(b, false) : 0;
+		ret = b->l && !o->readonly ? fold_both(b, &failed) : 0;
 		if (ret) {
-			latch_errf(err, errlen, ret, "ledger %s: folding %s: %s", b->ledger_path, journal_path(b->j),
+			latch_errf(err, errlen, ret, "ledger %s: folding %s: %s", b->ledger_path, journal_path(failed),
 				   ledger_error(b->l));
 			goto fail;
 		}
@@ -264,12 +402,24 @@ struct budget *budget_open(const struct budget_opts *o, char *err, size_t errlen
 		if (!o->readonly)
 			ret = settle_orphans(b);
 	}
-	if (!ret && b->j && !o->journal) { /* folded: only a journaling sole writer keeps it open */
+	if (!ret && !o->journal) { /* folded: only a journaling sole writer keeps it open */
 		journal_close(b->j);
 		b->j = NULL;
 	}
+	if (!ret && !o->fold_thread) { /* and the second only with its fold thread */
+		journal_close(b->j2);
+		b->j2 = NULL;
+	}
 	if (!ret && b->j && !o->readonly)
 		journal_reset(b->j, b->last_id + 1, b->self);
+	if (!ret && b->j2 && !o->readonly)
+		journal_reset(b->j2, b->last_id + 1, b->self);
+	if (!ret && o->fold_thread) {
+		b->folder = folder_start(b->l, err, errlen);
+		ret = b->folder ? 0 : -EIO;
+		if (ret)
+			goto fail;
+	}
 	if (ret) {
 		latch_errf(err, errlen, ret, "ledger %s: %s", b->ledger_path, ledger_error(b->l));
 		goto fail;
@@ -285,8 +435,15 @@ void budget_close(struct budget *b)
 {
 	if (!b)
 		return;
+	if (b->folder) { /* the thread's fold ends first; then the older journal, then the rest as without it */
+		folder_stop(b->folder);
+		b->folder = NULL;
+		if (b->j2 && journal_fold_into(b->l, b->j2) == 0)
+			b->j2_dirty = false;
+	}
 	flush_pending(b);
 	journal_close(b->j);
+	journal_close(b->j2);
 	ledger_close(b->l);
 	free(b->pending);
 	free(b->queue);

@@ -29,11 +29,11 @@
  * The route's upstreams are asked for `Accept-Encoding: identity` (the
  * engine does it for every route: its key scrubber reads bodies too), so
  * budget/ reads what the guest reads.  SIGHUP re-reads the price table and
- * latch.conf's caps; the journal is folded into the ledger at a request's
- * end once it holds FOLD_ROWS records, and by the tick (what is left,
- * once a second), and the ledger's checkpoints run on a
- * thread of budget/'s own (budget_opts.checkpoint_thread): no sqlite
- * commit is on any request's path.
+ * latch.conf's caps; at a request's end, once the journal holds FOLD_ROWS
+ * records, it is handed to budget/'s fold thread (budget_opts.fold_thread)
+ * and a second journal takes the rows, and the tick hands over what is
+ * left once a second; the ledger's checkpoints run on a thread of their
+ * own (budget_opts.checkpoint_thread): latchd's thread runs no sqlite.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -151,11 +151,9 @@ static void meter_end(void *arg, void *token, enum latch_http_end how)
 	budget_settle(rm->m->b, token, end_of(how), &note);
 	audit_note(rm->m, rm->who, &note);
 	/*
-	 * The guest has its last bytes: fold here, a little at a time, rather
-	 * than a second's worth in the tick (12,000 rows at 6,000 requests a
-	 * second would hold the loop for 20-30 ms); smaller folds cost more a
-	 * row (2.7 us a request at 256 rows, 2.0 at 2048).  A failure is the
-	 * tick's to report.
+	 * The guest has its last bytes: hand the journal to the fold thread
+	 * once it holds FOLD_ROWS (smaller folds cost more a row: 2.7 us a
+	 * request at 256 rows, 2.0 at 2048).  A failure is the tick's to report.
 	 */
 	budget_fold(rm->m->b, FOLD_ROWS);
 }
@@ -226,7 +224,7 @@ bool meter_route(struct latchd *ld, const char *who, const struct latch_kit_cred
 
 int meter_open(struct latchd *ld, char *err, size_t errlen)
 {
-	struct budget_opts o = { .sole_writer = true, .checkpoint_thread = true, .journal = true };
+	struct budget_opts o = { .sole_writer = true, .checkpoint_thread = true, .journal = true, .fold_thread = true };
 	struct meter *m = calloc(1, sizeof(*m));
 
 	if (!m)
