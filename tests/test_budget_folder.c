@@ -96,7 +96,8 @@ Test(budget_folder, every_row_reaches_the_ledger_once_in_order_while_appends_go_
 		cr_assert_eq(budget_fold(b, 256), 0); /* latchd's meter: at a request's end */
 	}
 	/* the thread folds while this one appends: rows reach sqlite before any close */
-	n = rows_reaching(512); /* at least one journal handed over and folded (how many depends on the thread's pace) */
+	n = rows_reaching(
+		512); /* at least one journal handed over and folded (how many depends on the thread's pace) */
 	cr_expect_geq(n, 512, "the fold thread wrote %lld rows of 6000 before the close", (long long)n);
 	cr_assert_eq(budget_tick(b), 0);
 	budget_close(b);

@@ -45,7 +45,7 @@
 #include "budget/budget.h"
 #include "kit/kit.h"
 
-#define FOLD_ROWS 1024 /* about 1-2 ms of sqlite here, after every 512 requests (bench/budget.c) */
+#define FOLD_ROWS 1024 /* a fold thread's 1-2 ms of sqlite, after every 512 requests (bench/budget.c) */
 
 struct meter {
 	struct latchd *ld;
