@@ -233,7 +233,9 @@ int budget_report(struct budget *b, const char *sandbox, int (*fn)(const struct 
 	static const struct tally empty;
 	uint32_t *order = NULL;
 	bool found = false;
-	int ret = catch_up(b); /* a plain read: sqlite gives it one consistent snapshot */
+	/* a plain read: sqlite gives it one consistent snapshot (with a fold thread, memory holds every row and
+	 * that thread has the connection) */
+	int ret = b->folder ? 0 : catch_up(b);
 
 	if (ret)
 		return ret;
