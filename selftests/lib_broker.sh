@@ -126,6 +126,11 @@ broker_refusal_rows() {
 		"GET /echo/v1/echo HTTP/1.1${R}${H}X-Api-Key: ${PH^^}${R}${R}"
 	row "the placeholder's random part alone in another header" 403 "placeholder sent in another header" \
 		"GET /echo/v1/echo HTTP/1.1${R}${H}X-Api-Key: ${PH##*-}${R}${R}"
+	# a '%' before the random part: decoding joins it with the random part's first two hex digits
+	row "the placeholder's random part after a '%' in another header" 403 "placeholder sent in another header" \
+		"GET /echo/v1/echo HTTP/1.1${R}${H}X-Api-Key: %${PH##*-}${R}${R}"
+	row "the placeholder's random part after a '%25' in another header" 403 "placeholder sent in another header" \
+		"GET /echo/v1/echo HTTP/1.1${R}${H}X-Api-Key: %25${PH##*-}${R}${R}"
 	row "another route's placeholder percent-encoded in another header" 403 "placeholder sent in another header" \
 		"GET /echo/v1/echo HTTP/1.1${R}${H}X-Api-Key: $(sed 's/-/%2d/g' <<<"$PH_GIT")${R}${R}"
 	row "no placeholder" 401 "placeholder credential missing or wrong" "GET /echo/v1/echo HTTP/1.1${R}Host: x${R}${R}"

@@ -207,6 +207,16 @@ static size_t needle_shortest(const struct hb_ph_needle *nd)
  * for all of them.  SHORTEST: the least of needle_shortest(); decoding only
  * shortens a value, so a shorter one cannot hold any (most headers).
  */
+/* Does BUF (folded) hold any of the needles, whole or its random part alone? */
+static bool any_needle(const char *buf, size_t m, const struct hb_ph_needle *nd, int count)
+{
+	for (int k = 0; k < count; k++)
+		if (memmem(buf, m, nd[k].low, nd[k].n) ||
+		    (nd[k].rnd < nd[k].n && memmem(buf, m, nd[k].low + nd[k].rnd, nd[k].n - nd[k].rnd)))
+			return true;
+	return false;
+}
+
 static bool holds_needle(const char *s, size_t len, const struct hb_ph_needle *nd, int count, size_t shortest)
 {
 	char buf[16384];
@@ -214,23 +224,28 @@ static bool holds_needle(const char *s, size_t len, const struct hb_ph_needle *n
 
 	if (!count || len < shortest)
 		return false;
-	/* decoding twice catches a placeholder that was percent-encoded twice */
-	m = fold_decode(s, len < sizeof(buf) ? len : sizeof(buf) - 1, buf, sizeof(buf));
-	for (int k = 0; k < count; k++)
-		if (memmem(buf, m, nd[k].low, nd[k].n))
+	if (len >= sizeof(buf))
+		len = sizeof(buf) - 1;
+	/*
+	 * Each form is searched: as sent (lowercased), decoded once, decoded
+	 * twice (a placeholder percent-encoded twice).  A decoding can also
+	 * break one up: "%" before a random part that starts with two hex
+	 * digits decodes to one byte and the rest.  Without a '%' the forms
+	 * are one (the usual header): searched once.
+	 */
+	if (memchr(s, '%', len)) {
+		for (size_t i = 0; i < len; i++)
+			buf[i] = (s[i] >= 'A' && s[i] <= 'Z') ? s[i] + 32 : s[i];
+		if (any_needle(buf, len, nd, count))
 			return true;
-	/* without a '%' left the second decoding changes nothing (the usual header): skip it */
-	if (memchr(buf, '%', m)) {
-		m = fold_decode(buf, m, buf, sizeof(buf));
-		for (int k = 0; k < count; k++)
-			if (memmem(buf, m, nd[k].low, nd[k].n))
-				return true;
 	}
-	/* the random part alone */
-	for (int k = 0; k < count; k++)
-		if (nd[k].rnd < nd[k].n && memmem(buf, m, nd[k].low + nd[k].rnd, nd[k].n - nd[k].rnd))
-			return true;
-	return false;
+	m = fold_decode(s, len, buf, sizeof(buf));
+	if (any_needle(buf, m, nd, count))
+		return true;
+	if (!memchr(buf, '%', m))
+		return false;
+	m = fold_decode(buf, m, buf, sizeof(buf));
+	return any_needle(buf, m, nd, count);
 }
 
 bool hb_contains_placeholder(const char *s, size_t len, const char *needle)
