@@ -94,6 +94,22 @@ static inline char *bt_fixture(const char *name, size_t *len)
 }
 
 /* One SQL value from the ledger (the truth, read beside budget/). */
+static inline int bt_hour_cb(const struct budget_usage *u, void *arg)
+{
+	if (*u->sandbox)
+		*(int64_t *)arg = u->requests_hour.used;
+	return 0;
+}
+
+/* Sandbox s1's requests in the last hour, as budget_report() counts them. */
+static inline int64_t bt_requests_hour(struct budget *b)
+{
+	int64_t n = 0;
+
+	cr_assert_eq(budget_report(b, "s1", bt_hour_cb, &n), 0);
+	return n;
+}
+
 static inline int64_t bt_sql(const char *q)
 {
 	sqlite3 *db;

@@ -49,21 +49,6 @@ static void one_request(struct budget *b)
 	cr_assert_eq(budget_settle(b, t, BUDGET_END_COMPLETE, &note), 0);
 }
 
-static int hour_cb(const struct budget_usage *u, void *arg)
-{
-	if (*u->sandbox)
-		*(int64_t *)arg = u->requests_hour.used;
-	return 0;
-}
-
-static int64_t requests_hour(struct budget *b)
-{
-	int64_t n = 0;
-
-	cr_assert_eq(budget_report(b, "s1", hour_cb, &n), 0);
-	return n;
-}
-
 static char *journal2(void)
 {
 	static char path[160];
@@ -110,7 +95,7 @@ Test(budget_folder, every_row_reaches_the_ledger_once_in_order_while_appends_go_
 	cr_assert_eq(stat(journal2(), &st), 0, "no second journal");
 	cr_expect_eq(st.st_mode & 07777, 0600, "the second journal is %o, not the ledger's 0600", st.st_mode & 07777);
 	b = bt_open(&o);
-	cr_expect_eq(requests_hour(b), 3000, "a reopen counted a journal again or lost rows");
+	cr_expect_eq(bt_requests_hour(b), 3000, "a reopen counted a journal again or lost rows");
 	budget_close(b);
 	cr_expect_eq(bt_sql("SELECT count(*) FROM ledger"), 6000, "the reopen folded rows a second time");
 }
@@ -183,7 +168,7 @@ Test(budget_folder, a_kill_with_both_journals_unfolded_loses_no_row, .timeout = 
 	run_blocked_and_kill();
 	folding(&o);
 	b = bt_open(&o);
-	cr_expect_eq(requests_hour(b), 300, "a restart forgot reservations a journal held");
+	cr_expect_eq(bt_requests_hour(b), 300, "a restart forgot reservations a journal held");
 	budget_close(b);
 	cr_expect_eq(bt_sql("SELECT count(*) FROM ledger WHERE kind = 'reserve'"), 300);
 	cr_expect_eq(bt_sql("SELECT max(id) - min(id) + 1 FROM ledger WHERE kind = 'reserve'"), 300,
@@ -203,7 +188,7 @@ Test(budget_folder, control_without_the_second_journal_its_rows_are_gone, .timeo
 	cr_assert_eq(rename(journal2(), away), 0);
 	folding(&o);
 	b = bt_open(&o);
-	cr_expect_eq(requests_hour(b), 100);
+	cr_expect_eq(bt_requests_hour(b), 100);
 	budget_close(b);
 	cr_expect_eq(bt_sql("SELECT count(*) FROM ledger WHERE kind = 'reserve'"), 100);
 }

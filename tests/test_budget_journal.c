@@ -54,21 +54,6 @@ static int reserve(struct budget *b, struct budget_ticket **t, char *line, size_
 	return budget_reserve(b, &rq, t, &note, line, len);
 }
 
-static int hour_cb(const struct budget_usage *u, void *arg)
-{
-	if (*u->sandbox)
-		*(int64_t *)arg = u->requests_hour.used;
-	return 0;
-}
-
-static int64_t requests_hour(struct budget *b)
-{
-	int64_t n = 0;
-
-	cr_assert_eq(budget_report(b, "s1", hour_cb, &n), 0);
-	return n;
-}
-
 static int64_t rows(const char *kind)
 {
 	char q[160];
@@ -150,7 +135,7 @@ Test(budget_journal, a_kill_after_appends_and_before_any_fold_hands_out_nothing,
 	run_and_kill(5);
 	journaled(&o, 5);
 	b = bt_open(&o);
-	cr_expect_eq(requests_hour(b), 5, "a restart forgot reservations the journal held");
+	cr_expect_eq(bt_requests_hour(b), 5, "a restart forgot reservations the journal held");
 	cr_expect_eq(reserve(b, &t, line, sizeof(line)), -EDQUOT, "a cap of 5 admitted a sixth after the kill");
 	budget_close(b);
 	cr_expect_eq(rows("reserve"), 5);
@@ -173,7 +158,7 @@ Test(budget_journal, control_the_same_kill_without_its_journal_leaves_nothing, .
 	cr_assert_eq(rename(journal_file(), away), 0);
 	journaled(&o, 5);
 	b = bt_open(&o);
-	cr_expect_eq(requests_hour(b), 0);
+	cr_expect_eq(bt_requests_hour(b), 0);
 	budget_close(b);
 	cr_expect_eq(bt_sql("SELECT count(*) FROM ledger"), 0);
 }
@@ -188,7 +173,7 @@ Test(budget_journal, a_torn_last_record_is_ignored, .timeout = 60)
 	damage(5);
 	journaled(&o, BUDGET_NO_CAP);
 	b = bt_open(&o);
-	cr_expect_eq(requests_hour(b), 4);
+	cr_expect_eq(bt_requests_hour(b), 4);
 	budget_close(b);
 	cr_expect_eq(rows("reserve"), 4);
 	cr_expect_eq(bt_sql("SELECT count(*) FROM ledger WHERE how = 'lost'"), 3);
@@ -244,7 +229,7 @@ Test(budget_journal, a_journal_of_the_previous_release_is_folded_then_upgraded, 
 	rewrite_as_v1(6);
 	journaled(&o, BUDGET_NO_CAP);
 	b = bt_open(&o);
-	cr_expect_eq(requests_hour(b), 5, "the old journal's reservations were not read");
+	cr_expect_eq(bt_requests_hour(b), 5, "the old journal's reservations were not read");
 	journal_magic(magic);
 	cr_expect_str_eq(magic, "latchj2", "the emptied journal kept the old format");
 	cr_expect_eq(reserve(b, &t, line, sizeof(line)), 0);
@@ -252,7 +237,7 @@ Test(budget_journal, a_journal_of_the_previous_release_is_folded_then_upgraded, 
 	cr_expect_eq(rows("reserve"), 6, "folded once, plus the new reservation");
 	cr_expect_eq(bt_sql("SELECT count(*) FROM ledger WHERE how = 'usage'"), 1);
 	b = bt_open(&o);
-	cr_expect_eq(requests_hour(b), 6, "a reopen counted the journal again or lost the new row");
+	cr_expect_eq(bt_requests_hour(b), 6, "a reopen counted the journal again or lost the new row");
 	budget_close(b);
 }
 
@@ -270,7 +255,7 @@ Test(budget_journal, control_old_sums_under_the_new_magic_are_not_records, .time
 	fclose(f);
 	journaled(&o, BUDGET_NO_CAP);
 	b = bt_open(&o);
-	cr_expect_eq(requests_hour(b), 0, "records with CRC-32 sums passed the new check");
+	cr_expect_eq(bt_requests_hour(b), 0, "records with CRC-32 sums passed the new check");
 	budget_close(b);
 }
 
@@ -333,7 +318,7 @@ Test(budget_journal, a_journal_a_crash_left_is_folded_exactly_once, .timeout = 6
 	plain.sole_writer = false;
 	for (int i = 0; i < 3; i++) {
 		b = bt_open(i == 1 ? &plain : &o);
-		cr_expect_eq(requests_hour(b), 5, "open %d", i);
+		cr_expect_eq(bt_requests_hour(b), 5, "open %d", i);
 		budget_close(b);
 		cr_expect_eq(rows("reserve"), 5, "open %d", i);
 		cr_expect_eq(bt_sql("SELECT count(*) FROM ledger WHERE how = 'lost'"), 4, "open %d", i);
@@ -363,7 +348,7 @@ Test(budget_journal, the_tick_folds_and_a_reader_sees_the_journal_before)
 	ro.readonly = true;
 	ro.sole_writer = ro.journal = false;
 	r = bt_open(&ro);
-	cr_expect_eq(requests_hour(r), 3, "latch usage did not see the journal");
+	cr_expect_eq(bt_requests_hour(r), 3, "latch usage did not see the journal");
 	budget_close(r);
 	cr_assert_eq(budget_tick(b), 0);
 	cr_expect_eq(bt_sql("SELECT count(*) FROM ledger"), 6);
