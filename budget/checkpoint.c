@@ -90,7 +90,6 @@ static int on_commit(void *arg, sqlite3 *db, const char *name, int nframes)
 struct checkpointer *checkpointer_start(sqlite3 *writer, const char *path, char *err, size_t errlen)
 {
 	struct checkpointer *c = calloc(1, sizeof(*c));
-	sigset_t all, was;
 	int rc;
 
 	if (!c) {
@@ -110,11 +109,7 @@ struct checkpointer *checkpointer_start(sqlite3 *writer, const char *path, char 
 		checkpointer_stop(c);
 		return NULL;
 	}
-	/* every signal stays with the caller's thread (latchd's loop): the thread starts with all blocked */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &was);
-	rc = pthread_create(&c->thread, NULL, run, c);
-	pthread_sigmask(SIG_SETMASK, &was, NULL);
+	rc = budget_thread_start(&c->thread, run, c);
 	if (rc) {
 		latch_errf(err, errlen, -rc, "ledger %s: the checkpoint thread: %s", path, strerror(rc));
 		checkpointer_stop(c);
@@ -142,4 +137,17 @@ void checkpointer_stop(struct checkpointer *c)
 	pthread_cond_destroy(&c->cv);
 	pthread_mutex_destroy(&c->mu);
 	free(c);
+}
+
+int budget_thread_start(pthread_t *t, void *(*fn)(void *), void *arg)
+{
+	sigset_t all, was;
+	int rc;
+
+	/* every signal stays with the caller's thread (latchd's loop): the thread starts with all blocked */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &was);
+	rc = pthread_create(t, NULL, fn, arg);
+	pthread_sigmask(SIG_SETMASK, &was, NULL);
+	return rc;
 }

@@ -20,7 +20,6 @@
  */
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,7 +67,6 @@ static void *run(void *arg)
 struct folder *folder_start(struct ledger *l, char *err, size_t errlen)
 {
 	struct folder *f = calloc(1, sizeof(*f));
-	sigset_t all, was;
 	int rc;
 
 	if (!f) {
@@ -78,11 +76,7 @@ struct folder *folder_start(struct ledger *l, char *err, size_t errlen)
 	pthread_mutex_init(&f->mu, NULL);
 	pthread_cond_init(&f->cv, NULL);
 	f->l = l;
-	/* every signal stays with the caller's thread (latchd's loop), as the checkpointer's */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &was);
-	rc = pthread_create(&f->thread, NULL, run, f);
-	pthread_sigmask(SIG_SETMASK, &was, NULL);
+	rc = budget_thread_start(&f->thread, run, f);
 	if (rc) {
 		latch_errf(err, errlen, -rc, "the ledger's fold thread: %s", strerror(rc));
 		folder_stop(f);

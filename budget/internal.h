@@ -25,6 +25,7 @@
 
 #include <jansson.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -331,6 +332,8 @@ typedef struct sqlite3 sqlite3;
 struct checkpointer *checkpointer_start(sqlite3 *writer, const char *path, char *err, size_t errlen);
 void checkpointer_kick(struct checkpointer *c);
 void checkpointer_stop(struct checkpointer *c); /* before the writer's connection closes */
+/* pthread_create() with every signal blocked in the new thread (they stay with latchd's loop): 0 or an errno. */
+int budget_thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
 /* Delete rows older than time_ns. */
 int ledger_prune(struct ledger *l, uint64_t time_ns);
 
