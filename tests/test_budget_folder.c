@@ -57,13 +57,19 @@ static char *journal2(void)
 	return path;
 }
 
-/* The ledger's rows so far, waiting (bounded) for the thread to have written at least want. */
-static int64_t rows_reaching(int64_t want)
+/*
+ * The ledger's rows, after asking budget_fold() (as latchd's tick does) until
+ * the thread has written want of them or 10 s have passed: a journal is
+ * handed over only when budget_fold() is asked and the thread is done.
+ */
+static int64_t rows_reaching(struct budget *b, int64_t want)
 {
 	int64_t n = 0;
 
-	for (int i = 0; i < 500 && (n = bt_sql("SELECT count(*) FROM ledger")) < want; i++)
+	for (int i = 0; i < 1000 && (n = bt_sql("SELECT count(*) FROM ledger")) < want; i++) {
+		cr_assert_eq(budget_fold(b, 1), 0);
 		nanosleep(&(struct timespec){ .tv_nsec = 10 * 1000 * 1000 }, NULL);
+	}
 	return n;
 }
 
@@ -80,10 +86,9 @@ Test(budget_folder, every_row_reaches_the_ledger_once_in_order_while_appends_go_
 		one_request(b);
 		cr_assert_eq(budget_fold(b, 256), 0); /* latchd's meter: at a request's end */
 	}
-	/* the thread folds while this one appends: rows reach sqlite before any close */
-	n = rows_reaching(
-		512); /* at least one journal handed over and folded (how many depends on the thread's pace) */
-	cr_expect_geq(n, 512, "the fold thread wrote %lld rows of 6000 before the close", (long long)n);
+	/* the thread folds every row while this one goes on: all of them reach sqlite before any close */
+	n = rows_reaching(b, 6000);
+	cr_expect_eq(n, 6000, "the fold thread wrote %lld rows of 6000 before the close", (long long)n);
 	cr_assert_eq(budget_tick(b), 0);
 	budget_close(b);
 	cr_expect_eq(bt_sql("SELECT count(*) FROM ledger"), 6000);
