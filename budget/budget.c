@@ -456,7 +456,7 @@ static int reserve(struct budget *b, const struct budget_request *rq, bool later
 	struct budget_caps caps;
 	struct refusal refusal;
 	struct budget_ticket *t;
-	struct row_batch rb = { .n = 0 };
+	struct row_batch rb = { .l = b->l, .n = 0 };
 	struct ledger_row row;
 	int64_t next;
 	uint64_t now;

@@ -201,7 +201,7 @@ int commit_rows(struct budget *b, bool all, struct budget_note *note, char *line
 	 */
 	bool settlements = all || b->n_pending >= LEDGER_BATCH / 2;
 	int64_t next = b->last_id + (int64_t)b->n_queue + 1;
-	struct row_batch rb = { .n = 0 };
+	struct row_batch rb = { .l = b->l, .n = 0 };
 	uint64_t now;
 	int ret;
 
@@ -232,12 +232,12 @@ int commit_rows(struct budget *b, bool all, struct budget_note *note, char *line
 					  .caps = q->caps,
 					  .owner = b->self };
 
-		ret = batch_add(b, &rb, &row);
+		ret = batch_add(&rb, &row);
 	}
 	if (!ret && settlements) /* in the same statements as the reservations */
 		ret = write_pending(b, &rb, &next, now);
 	else if (!ret)
-		ret = batch_flush(b, &rb);
+		ret = batch_flush(&rb);
 	if (!ret)
 		ret = ledger_commit(b->l);
 	if (ret) {

@@ -466,11 +466,12 @@ struct pending *queue_pending(struct budget *b, int64_t request, int64_t micros,
 			      const struct budget_tokens *tok, uint32_t sbx, enum budget_provider p, const char *model);
 /* Rows on their way to the ledger, LEDGER_BATCH to a statement (their strings must outlive the flush). */
 struct row_batch {
+	struct ledger *l; /* the ledger they go to */
 	struct ledger_row r[LEDGER_BATCH];
 	size_t n;
 };
-int batch_add(struct budget *b, struct row_batch *rb, const struct ledger_row *r);
-int batch_flush(struct budget *b, struct row_batch *rb);
+int batch_add(struct row_batch *rb, const struct ledger_row *r);
+int batch_flush(struct row_batch *rb);
 /* The ledger's and its journal's file: the owner's, 0600, regular; -ENOENT (err untouched) when missing and !create. */
 int ledger_file_check(const char *what, const char *path, bool create, uid_t owner, char *err, size_t errlen);
 /* The ledger row of a settlement (its strings stay p's and b's). */

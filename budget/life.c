@@ -29,18 +29,18 @@ uint64_t budget_clock_realtime(void *arg)
  * for a commit, from id *next on.  Memory (last_id) moves only after the
  * commit, so a rollback leaves nothing to undo.
  */
-int batch_flush(struct budget *b, struct row_batch *rb)
+int batch_flush(struct row_batch *rb)
 {
-	int ret = rb->n ? ledger_insert_rows(b->l, rb->r, rb->n) : 0;
+	int ret = rb->n ? ledger_insert_rows(rb->l, rb->r, rb->n) : 0;
 
 	rb->n = 0;
 	return ret;
 }
 
-int batch_add(struct budget *b, struct row_batch *rb, const struct ledger_row *r)
+int batch_add(struct row_batch *rb, const struct ledger_row *r)
 {
 	rb->r[rb->n++] = *r;
-	return rb->n == LEDGER_BATCH ? batch_flush(b, rb) : 0;
+	return rb->n == LEDGER_BATCH ? batch_flush(rb) : 0;
 }
 
 struct ledger_row settle_row(const struct budget *b, const struct pending *p, int64_t id, uint64_t now)
@@ -61,20 +61,17 @@ int write_pending(struct budget *b, struct row_batch *rb, int64_t *next, uint64_
 {
 	for (size_t i = 0; i < b->n_pending; i++) {
 		struct ledger_row row = settle_row(b, &b->pending[i], (*next)++, now);
-		int ret = batch_add(b, rb, &row);
+		int ret = batch_add(rb, &row);
 
 		if (ret)
 			return ret;
 	}
-	return batch_flush(b, rb);
+	return batch_flush(rb);
 }
 
 static int fold_row(const struct ledger_row *r, void *arg)
 {
-	struct budget *b = ((void **)arg)[0];
-	struct row_batch *rb = ((void **)arg)[1];
-
-	return batch_add(b, rb, r);
+	return batch_add(arg, r);
 }
 
 /*
@@ -85,8 +82,7 @@ static int fold_row(const struct ledger_row *r, void *arg)
  */
 int journal_fold(struct budget *b, bool reset)
 {
-	struct row_batch rb = { .n = 0 };
-	void *arg[2] = { b, &rb };
+	struct row_batch rb = { .l = b->l, .n = 0 };
 	int64_t next = b->last_id + 1;
 	int ret;
 
@@ -94,9 +90,9 @@ int journal_fold(struct budget *b, bool reset)
 		return 0;
 	ret = ledger_begin(b->l);
 	if (!ret)
-		ret = journal_each(b->j, ledger_last_id(b->l), fold_row, arg);
+		ret = journal_each(b->j, ledger_last_id(b->l), fold_row, &rb);
 	if (!ret)
-		ret = batch_flush(b, &rb);
+		ret = batch_flush(&rb);
 	if (!ret && reset && b->n_pending)
 		ret = write_pending(b, &rb, &next, budget_now(b));
 	if (!ret)
@@ -113,36 +109,18 @@ int journal_fold(struct budget *b, bool reset)
 	return 0;
 }
 
-/* A fold thread's batch: fold_row's, on the ledger alone (that thread has no struct budget). */
-struct fold_into {
-	struct ledger *l;
-	struct ledger_row r[LEDGER_BATCH];
-	size_t n;
-};
-
-static int fold_into_row(const struct ledger_row *r, void *arg)
-{
-	struct fold_into *f = arg;
-
-	f->r[f->n++] = *r;
-	if (f->n < LEDGER_BATCH)
-		return 0;
-	f->n = 0;
-	return ledger_insert_rows(f->l, f->r, LEDGER_BATCH);
-}
-
 int journal_fold_into(struct ledger *l, struct journal *j)
 {
-	struct fold_into f = { .l = l, .n = 0 };
+	struct row_batch rb = { .l = l, .n = 0 };
 	int ret;
 
 	if (!journal_count(j))
 		return 0;
 	ret = ledger_begin(l);
 	if (!ret)
-		ret = journal_each(j, ledger_last_id(l), fold_into_row, &f);
-	if (!ret && f.n)
-		ret = ledger_insert_rows(l, f.r, f.n);
+		ret = journal_each(j, ledger_last_id(l), fold_row, &rb);
+	if (!ret)
+		ret = batch_flush(&rb);
 	if (!ret)
 		ret = ledger_commit(l);
 	if (ret)
@@ -236,7 +214,7 @@ int budget_fold(struct budget *b, unsigned min)
 static int flush_pending(struct budget *b)
 {
 	struct budget_note note;
-	struct row_batch rb = { .n = 0 };
+	struct row_batch rb = { .l = b->l, .n = 0 };
 	char line[8];
 	int64_t next;
 	uint64_t now;
@@ -296,7 +274,7 @@ static int fold_both(struct budget *b, struct journal **failed)
 /* Open reservations whose process is gone: settled at their full amount ("lost"). */
 static int settle_orphans(struct budget *b)
 {
-	struct row_batch rb = { .n = 0 };
+	struct row_batch rb = { .l = b->l, .n = 0 };
 	char owner[160];
 	int64_t next;
 	uint64_t now;
