@@ -309,17 +309,22 @@ static __always_inline int is_resolver(const struct latch_config *cfg, const str
 	return (cfg->flags & LATCH_CFG_HAVE_RESOLVER6) && addr6_eq(p->daddr, cfg->resolver_ip6);
 }
 
+static __always_inline int host_port_listed(const struct latch_config *cfg, __be16 port)
+{
+	for (int i = 0; i < LATCH_HOST_PORTS_MAX; i++) {
+		if (i >= cfg->n_host_ports)
+			break;
+		if (cfg->host_ports[i] == port)
+			return 1;
+	}
+	return 0;
+}
+
 static __always_inline int is_host_service(const struct latch_config *cfg, const struct latch_pkt *p)
 {
 	if (p->l4_class != LATCH_PROTO_TCP && p->l4_class != LATCH_PROTO_UDP)
 		return 0;
-	for (int i = 0; i < LATCH_HOST_PORTS_MAX; i++) {
-		if (i >= cfg->n_host_ports)
-			break;
-		if (cfg->host_ports[i] == p->dport)
-			return 1;
-	}
-	return 0;
+	return host_port_listed(cfg, p->dport);
 }
 
 static __always_inline int is_dns(const struct latch_pkt *p)
@@ -490,6 +495,48 @@ static __always_inline const struct latch_config *get_config(void)
 }
 
 /*
+ * A UDP query from the guest (its frame already checked by fast_flow_v4) to
+ * the resolver, on a flow recorded under this policy version.  For such a
+ * query the full path finds the flow current (nothing to store) and, unless
+ * port 53 of the host is a host service (which comes first), charges the
+ * bucket; that charge is all that is left to do.  Every query is still
+ * charged: the flow spares the parse and the policy, never the bucket.
+ * Returns 1: passed; -1: the bucket refused it (charged: the caller must not
+ * ask the bucket again); 0: take the full path.
+ */
+static __always_inline int fast_dns_v4(struct __sk_buff *skb, const struct latch_config *cfg, __u32 version,
+				       const struct iphdr *ip)
+{
+	const __be16 *ports = (const void *)(ip + 1); /* source, destination: inside fast_flow_v4's bound */
+	struct latch_flow4_key k;
+	struct latch_bucket *b;
+	struct latch_flow *f;
+	__u64 now = 0;
+	__u32 zero = 0;
+
+	if (!(cfg->flags & LATCH_CFG_HAVE_RESOLVER4) || ip->daddr != cfg->resolver_ip4 ||
+	    (ip->daddr == cfg->host_ip4 && host_port_listed(cfg, ports[1])))
+		return 0;
+	__builtin_memset(&k, 0, sizeof(k));
+	k.proto = IPPROTO_UDP;
+	k.remote_addr = ip->daddr;
+	k.remote_port = ports[1];
+	k.local_port = ports[0];
+	f = bpf_map_lookup_elem(&flow4, &k);
+	if (!f || !flow_current(f, version, &now))
+		return 0;
+	b = bpf_map_lookup_elem(&dns_bucket, &zero);
+	if (!b)
+		return 0;
+	if (!now)
+		now = bpf_ktime_get_boot_ns();
+	if (!bucket_take(b, cfg->dns_rate, cfg->dns_burst, now, NULL))
+		return -1;
+	count(latch_counter_slot(LATCH_PASS_DNS, LATCH_DIR_FROM_GUEST), skb->len);
+	return 1;
+}
+
+/*
  * The established-flow fast path: an IPv4 TCP or UDP packet of this CPU's
  * last flow passes after the checks the full path would make on it, read
  * straight from the packet: no VLAN tag, IPv4 from the guest's MAC and
@@ -498,7 +545,9 @@ static __always_inline const struct latch_config *get_config(void)
  * policy version and the deadline of flow_hot (the flow compared as the
  * packet carries it: flow_hot.wire4 and proto4).  Anything else -- a miss
  * included -- returns 0 and takes the full path, which decides it alone.
- * DNS never matches: flow_hot never holds a port-53 flow.
+ * DNS never matches flow_hot (it never holds a port-53 flow); a UDP query
+ * goes on to fast_dns_v4.  Returns 1: passed; -1: a query the DNS bucket
+ * refused; 0: take the full path.
  */
 static __always_inline int fast_flow_v4(struct __sk_buff *skb, const struct latch_config *cfg, __u32 version,
 					const bool csum_check)
@@ -526,6 +575,8 @@ static __always_inline int fast_flow_v4(struct __sk_buff *skb, const struct latc
 		return 0;
 	if (csum_check && !csum_request_ok(skb, ETH_HLEN + sizeof(*ip), proto == IPPROTO_TCP ? 16 : 6))
 		return 0;
+	if (proto == IPPROTO_UDP && *(const __be16 *)(data + ETH_HLEN + sizeof(*ip) + 2) == bpf_htons(53))
+		return fast_dns_v4(skb, cfg, version, ip);
 	hot = bpf_map_lookup_elem(&flow_hot, &zero);
 	if (!hot || hot->wire4 != *(const __u64 *)(data + ETH_HLEN + 16) || hot->proto4 != proto ||
 	    hot->policy_version != version || ++hot->uses >= LATCH_FLOW_HOT_USES)
@@ -545,11 +596,12 @@ static __always_inline int from_guest(struct __sk_buff *skb, const bool csum_che
 	struct latch_flow *f;
 	__u64 now = 0, expires = 0;
 	__u32 zero = 0, version;
-	int reason;
+	int reason, fast = 0;
 
 	if (cfg) {
 		version = policy_version(cfg);
-		if (fast_flow_v4(skb, cfg, version, csum_check))
+		fast = fast_flow_v4(skb, cfg, version, csum_check);
+		if (fast > 0)
 			return TC_ACT_OK;
 	}
 	__builtin_memset(&p, 0, sizeof(p));
@@ -566,6 +618,9 @@ static __always_inline int from_guest(struct __sk_buff *skb, const bool csum_che
 	reason = check_link_from_guest(cfg, &p);
 	if (reason)
 		return verdict(skb, cfg, &p, reason, LATCH_DIR_FROM_GUEST);
+	/* fast_dns_v4's refusal, parsed only now for its event (the bucket was charged once) */
+	if (fast < 0)
+		return verdict(skb, cfg, &p, LATCH_DROP_DNS_RATE, LATCH_DIR_FROM_GUEST);
 
 	/*
 	 * Established flows skip the policy lookups while nothing was removed:

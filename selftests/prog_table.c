@@ -212,11 +212,12 @@ static size_t build_l4(const struct pkt *k, uint8_t *b)
 		put16(b + 14, 65535);
 		return 20;
 	case IPPROTO_UDP:
-		memset(b, 0, 16);
+		/* 32 bytes of payload, a DNS query's size: long enough for the fast paths' bound */
+		memset(b, 0, 40);
 		put16(b, k->sport);
 		put16(b + 2, k->dport);
-		put16(b + 4, 16);
-		return 16;
+		put16(b + 4, 40);
+		return 40;
 	case IPPROTO_ICMP:
 	case IPPROTO_ICMPV6:
 		memset(b, 0, 24);
@@ -823,6 +824,56 @@ static int dns_drain(struct t *t, const struct row *r)
 {
 	for (int i = 0; i < 4 * DNS_BURST; i++)
 		if (run(t, r->dir, &r->pkt, NULL) < 0)
+			return -1;
+	return 0;
+}
+
+/*
+ * The row's query sent twice, so that its flow is recorded and the second
+ * one took the DNS fast path; then the settings change under the flow.
+ */
+static int dns_flow_then(struct t *t, const struct row *r, void (*change)(struct latch_config *cfg))
+{
+	struct latch_config cfg;
+
+	if (run(t, r->dir, &r->pkt, NULL) != OK || run(t, r->dir, &r->pkt, NULL) != OK || get_config(t, &cfg))
+		return -1;
+	change(&cfg);
+	return set_config(t, &cfg);
+}
+
+static void resolver_moved(struct latch_config *cfg)
+{
+	inet_pton(AF_INET, "192.0.2.53", &cfg->resolver_ip4);
+}
+
+static void dns_rate_zero(struct latch_config *cfg)
+{
+	cfg->dns_rate = 0;
+}
+
+static int dns_flow_then_resolver_moved(struct t *t, const struct row *r)
+{
+	return dns_flow_then(t, r, resolver_moved);
+}
+
+static int dns_flow_then_rate_zero(struct t *t, const struct row *r)
+{
+	return dns_flow_then(t, r, dns_rate_zero);
+}
+
+/* Port 53 of the host made a host service, then twice the bucket's depth of queries on one flow. */
+static int dns_port_host_service(struct t *t, const struct row *r)
+{
+	struct latch_config cfg;
+
+	if (get_config(t, &cfg) || cfg.n_host_ports >= LATCH_HOST_PORTS_MAX)
+		return -1;
+	cfg.host_ports[cfg.n_host_ports++] = htons(53);
+	if (set_config(t, &cfg))
+		return -1;
+	for (int i = 0; i < 2 * DNS_BURST; i++)
+		if (run(t, r->dir, &r->pkt, NULL) != OK)
 			return -1;
 	return 0;
 }
@@ -1564,8 +1615,36 @@ static const struct row table[] = {
 	  .verdict = SHOT,
 	  .reason = LATCH_DROP_DNS_RATE,
 	  .setup = dns_drain },
+	/*
+	 * A query on a flow already recorded skips the parse and the policy
+	 * (fast_dns_v4), never the checks of the settings as they are now.
+	 */
+	{ .name = "dns on its recorded flow is dropped once the resolver moved",
+	  .dir = FROM,
+	  .pkt = { UDP4(GUEST4, HOST4, 53) },
+	  .verdict = SHOT,
+	  .reason = LATCH_DROP_HOST_PORT,
+	  .setup = dns_flow_then_resolver_moved },
+	{ .name = "dns on its recorded flow is dropped once the rate is 0",
+	  .dir = FROM,
+	  .pkt = { UDP4(GUEST4, HOST4, 53) },
+	  .verdict = SHOT,
+	  .reason = LATCH_DROP_DNS_RATE,
+	  .setup = dns_flow_then_rate_zero },
+	{ .name = "port 53 of the host as a host service stays one on its flow, never charged to the bucket",
+	  .dir = FROM,
+	  .pkt = { UDP4(GUEST4, HOST4, 53) },
+	  .verdict = OK,
+	  .reason = LATCH_PASS_HOST_SERVICE,
+	  .setup = dns_port_host_service },
 
 	/* into the guest */
+	{ .name = "the resolver's answer to the guest's first query passes",
+	  .dir = TO,
+	  .pkt = { UDP4_IN(HOST4, 53) },
+	  .verdict = OK,
+	  .reason = LATCH_PASS_RETURN,
+	  .setup = open_flow },
 	{ .name = "tcp reply on a flow the guest opened passes",
 	  .dir = TO,
 	  .pkt = { TCP4_IN("198.51.100.10", 443, SYNACK) },
