@@ -726,6 +726,34 @@ static int warm_same_flow(struct t *t, const struct row *r)
 	return run(t, FROM, &clean, NULL) == OK && run(t, FROM, &clean, NULL) == OK ? 0 : -1;
 }
 
+/*
+ * The guest opens the flow the row's packet -- one header trick on a reply
+ * -- would return on, so that the reply meets the return fast path first.
+ */
+static int open_same_flow(struct t *t, const struct row *r)
+{
+	struct pkt clean = r->pkt, fwd;
+
+	clean.frag = 0;
+	clean.ihl = 0;
+	clean.vlan_tpid = 0;
+	clean.len_adj = 0;
+	clean.trunc = 0;
+	clean.dst = is_v6(r->pkt.src) ? GUEST6 : GUEST4;
+	reverse(&clean, &fwd);
+	return run(t, FROM, &fwd, NULL) == OK ? 0 : -1;
+}
+
+/* The guest sends UDP to 198.51.100.10:5000 (an allowed range). */
+static int open_udp_5000(struct t *t, const struct row *r)
+{
+	const struct pkt fwd = {
+		.src = GUEST4, .dst = "198.51.100.10", .proto = IPPROTO_UDP, .sport = GUEST_PORT, .dport = 5000
+	};
+
+	return run(t, FROM, &fwd, NULL) == OK ? 0 : -1;
+}
+
 /* Make the flow to 198.51.100.10:443 hot, then the row sends to another port. */
 static int warm_then_other_port(struct t *t, const struct row *r)
 {
@@ -1067,6 +1095,61 @@ static const struct row table[] = {
 	  .verdict = SHOT,
 	  .reason = LATCH_DROP_POLICY,
 	  .setup = warm_then_other_port },
+
+	/* ... and its replies none past the return fast path */
+	{ .name = "v4 established flow: a reply on it passes from the fast path",
+	  .dir = TO,
+	  .pkt = { TCP4_IN("198.51.100.10", 443, TCP_ACK) },
+	  .verdict = OK,
+	  .reason = LATCH_PASS_RETURN,
+	  .setup = open_same_flow },
+	{ .name = "v4 established flow: a reply fragment is dropped",
+	  .dir = TO,
+	  .pkt = { TCP4_IN("198.51.100.10", 443, TCP_ACK), .frag = 0x2000 },
+	  .verdict = SHOT,
+	  .reason = LATCH_DROP_FRAGMENT,
+	  .setup = open_same_flow },
+	{ .name = "v4 established flow: a reply with options is dropped",
+	  .dir = TO,
+	  .pkt = { TCP4_IN("198.51.100.10", 443, TCP_ACK), .ihl = 6 },
+	  .verdict = SHOT,
+	  .reason = LATCH_DROP_IP_OPTIONS,
+	  .setup = open_same_flow },
+	{ .name = "v4 established flow: a tagged reply is dropped",
+	  .dir = TO,
+	  .pkt = { TCP4_IN("198.51.100.10", 443, TCP_ACK), .vlan_tpid = 0x8100 },
+	  .verdict = SHOT,
+	  .reason = LATCH_DROP_VLAN,
+	  .setup = open_same_flow },
+	{ .name = "v4 established flow: a reply's ports past tot_len are not trusted",
+	  .dir = TO,
+	  .pkt = { TCP4_IN("198.51.100.10", 443, TCP_ACK), .len_adj = -12 },
+	  .verdict = SHOT,
+	  .reason = LATCH_DROP_MALFORMED,
+	  .setup = open_same_flow },
+	{ .name = "v4 established flow: a reply's tot_len beyond the frame is malformed",
+	  .dir = TO,
+	  .pkt = { TCP4_IN("198.51.100.10", 443, TCP_ACK), .len_adj = 20 },
+	  .verdict = SHOT,
+	  .reason = LATCH_DROP_MALFORMED,
+	  .setup = open_same_flow },
+	{ .name = "v4 established flow: its reply to another address than the guest's is dropped",
+	  .dir = TO,
+	  .pkt = { .src = "198.51.100.10",
+		   .dst = "192.0.2.66",
+		   .proto = IPPROTO_TCP,
+		   .sport = 443,
+		   .dport = GUEST_PORT,
+		   .tcp_flags = TCP_ACK },
+	  .verdict = SHOT,
+	  .reason = LATCH_DROP_NO_FLOW,
+	  .setup = open_same_flow },
+	{ .name = "v4 established flow: a udp reply from another port of the same address is dropped",
+	  .dir = TO,
+	  .pkt = { UDP4_IN("198.51.100.10", 5001) },
+	  .verdict = SHOT,
+	  .reason = LATCH_DROP_NO_FLOW,
+	  .setup = open_udp_5000 },
 
 	/* policy, IPv6 */
 	{ .name = "v6 tcp to an allowed address and port passes",
