@@ -518,19 +518,20 @@ row() { printf "$FMT" "$@"; }
 	row "measurement" "entries" "none" "latch" "nftables (or ref.)" "target (latch)" "result"
 	row "----------------------------------------" "--------" "-------------------" "------------------------" "------------------------" "----------------------------" "------"
 	declare -A base=()
-	for cse in hit_cached hit_policy port_miss addr_miss addr_miss_noevents tc_pass; do
+	for cse in hit_cached hit_policy port_miss addr_miss addr_miss_noevents dns_cached tc_pass; do
 		case $cse in
 		hit_cached) label="test-run hit (flow cached), ns/pkt" ;;
 		hit_policy) label="test-run hit (policy lookup), ns/pkt" ;;
 		port_miss) label="test-run port miss, ns/pkt" ;;
 		addr_miss) label="test-run address miss, ns/pkt" ;;
 		addr_miss_noevents) label="test-run addr miss, events off, ns/pkt" ;;
+		dns_cached) label="test-run DNS query on its flow, ns/pkt" ;;
 		tc_pass) label="test-run floor (empty tc prog), ns/pkt" ;;
 		esac
 		for n in $SIZES; do
 			v=$(med testrun "$cse" latch "$n")
 			tgt="" res=""
-			case $cse in tc_pass|addr_miss_noevents) tgt="(information)" ;; esac
+			case $cse in tc_pass|addr_miss_noevents|dns_cached) tgt="(information)" ;; esac
 			if [ -z "$tgt" ] && [ "$n" = "$BIG" ] && [ "$BIG" != "$SMALL" ]; then
 				b=$(med testrun "$cse" latch "$SMALL")
 				tgt="<= 1.2 x $(calc %.0f "$b") = $(calc %.0f "1.2 * $b")"

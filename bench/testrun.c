@@ -43,6 +43,10 @@
  *                rate-limited (suppressed) path -- what a flood costs.
  *   addr_miss_noevents  the address miss with the config's event_rate at 0
  *                (diagnostic: what the deny-event rate limiter costs a drop)
+ *   dns_cached   a UDP query to the resolver (the host address, port 53) on
+ *                its recorded flow, REPEAT times (LATCH_PASS_DNS): the parse
+ *                and the policy are skipped, the DNS bucket is charged each
+ *                time (its rate set out of the run's reach meanwhile).
  *   tc_pass      bench_progs' one-instruction tc program: the framework floor.
  *
  * Prints one line per measurement: "n=N case=CASE rep=R ns=NS".
@@ -120,6 +124,28 @@ static size_t syn(uint8_t *b, const char *daddr, int dport)
 	tcp[13] = 0x02;
 	tcp[14] = tcp[15] = 0xff;
 	return 54;
+}
+
+/* Ethernet + IPv4 + UDP with a DNS query's 32 bytes (zeros: the filter reads no further), 74 bytes. */
+static size_t dns_query(uint8_t *b)
+{
+	uint8_t *ip = b + 14, *udp = ip + 20;
+
+	memset(b, 0, 74);
+	memcpy(b, "\x02\x00\x00\x00\x00\x01", 6);
+	memcpy(b + 6, GUEST_MAC, 6);
+	b[12] = 0x08;
+	ip[0] = 0x45;
+	ip[3] = 60;
+	ip[8] = 64;
+	ip[9] = IPPROTO_UDP;
+	inet_pton(AF_INET, GUEST_IP, ip + 12);
+	inet_pton(AF_INET, HOST_IP, ip + 16); /* the resolver lives on the host address */
+	udp[0] = GUEST_PORT >> 8;
+	udp[1] = GUEST_PORT & 0xff;
+	udp[3] = 53;
+	udp[5] = 40;
+	return 74;
 }
 
 /* One test run; returns the kernel's average ns per run, checks the verdict. */
@@ -233,6 +259,19 @@ static void set_event_rate(struct latch_tc *s, __u32 rate)
 		die("settings: %s", strerror(errno));
 }
 
+static void set_dns_rate(struct latch_tc *s, __u32 rate, __u32 burst)
+{
+	struct latch_config c;
+	__u32 zero = 0;
+
+	if (bpf_map_lookup_elem(bpf_map__fd(s->maps.settings), &zero, &c))
+		die("settings: %s", strerror(errno));
+	c.dns_rate = rate;
+	c.dns_burst = burst;
+	if (bpf_map_update_elem(bpf_map__fd(s->maps.settings), &zero, &c, BPF_ANY))
+		die("settings: %s", strerror(errno));
+}
+
 static void out(int n, const char *c, int rep, double ns)
 {
 	printf("n=%d case=%s rep=%d ns=%.1f\n", n, c, rep, ns);
@@ -336,6 +375,22 @@ static void bench_rep(const struct size_ctx *c, int r, int floor_fd)
 	set_event_rate(c->s, 0);
 	out(c->n, "addr_miss_noevents", r, run(fd, amiss, len, repeat, TC_ACT_SHOT));
 	set_event_rate(c->s, LATCH_DEFAULT_EVENT_RATE);
+
+	/*
+	 * A DNS query to the resolver on its recorded flow, REPEAT times: the
+	 * bucket is charged every time (a rate the run can't reach, so that
+	 * all pass); the policy is not asked.
+	 */
+	uint8_t q[80];
+	size_t qlen = dns_query(q);
+
+	set_dns_rate(c->s, 4000000000u, 4000000000u);
+	run(fd, q, qlen, 1, TC_ACT_OK);
+	before = counter(c->s, LATCH_PASS_DNS);
+	out(c->n, "dns_cached", r, run(fd, q, qlen, repeat, TC_ACT_OK));
+	if (counter(c->s, LATCH_PASS_DNS) - before != repeat)
+		die("dns_cached: not every query passed as DNS");
+	set_dns_rate(c->s, LATCH_DEFAULT_DNS_RATE, LATCH_DEFAULT_DNS_BURST);
 }
 
 int main(int argc, char **argv)
