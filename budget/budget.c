@@ -456,13 +456,14 @@ static int reserve(struct budget *b, const struct budget_request *rq, bool later
 	struct budget_caps caps;
 	struct refusal refusal;
 	struct budget_ticket *t;
-	struct row_batch rb = { .l = b->l, .n = 0 };
 	struct ledger_row row;
 	int64_t next;
 	uint64_t now;
 	int ret = 0, s;
 
-	memset(note, 0, sizeof(*note));
+	note_clear(note);
+	note->want = NULL;
+	note->want_arg = NULL;
 	*ticket = NULL;
 	if (linelen)
 		line[0] = '\0';
@@ -538,6 +539,9 @@ static int reserve(struct budget *b, const struct budget_request *rq, bool later
 		*ticket = t;
 		return 0;
 	}
+	/* several writers: the pending settlements first, then this row, in one commit */
+	struct row_batch rb = { .l = b->l, .n = 0 }; /* here: zeroing its 16 rows cost ~300 instructions */
+
 	next = b->last_id + 1;
 	ret = write_pending(b, &rb, &next, now);
 	if (ret) {
@@ -688,9 +692,7 @@ int budget_settle(struct budget *b, struct budget_ticket *t, enum budget_end how
 	int64_t charge;
 	bool kept;
 
-	memset(note, 0, sizeof(*note));
-	note->want = want;
-	note->want_arg = want_arg;
+	note_clear(note);
 	if (!t)
 		return 0;
 	if (t->void_) { /* its commit failed: never forwarded, nothing to settle */

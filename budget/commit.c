@@ -205,7 +205,9 @@ int commit_rows(struct budget *b, bool all, struct budget_note *note, char *line
 	uint64_t now;
 	int ret;
 
-	memset(note, 0, sizeof(*note));
+	note_clear(note);
+	note->want = NULL;
+	note->want_arg = NULL;
 	if (linelen)
 		line[0] = '\0';
 	if (!b->o.sole_writer || !b->l)

@@ -516,6 +516,14 @@ void folder_stop(struct folder *f);
 int journal_settle(struct budget *b, const struct pending *p);
 int journal_reserve(struct budget *b, struct budget_ticket *t, int sbx, uint64_t now, const struct budget_caps *caps,
 		    const char *how);
+/*
+ * A note emptied: its strings "" (all anyone reads), want kept; a memset of
+ * its 1.5 KB cost ~200 instructions, twice a request.
+ */
+static inline void note_clear(struct budget_note *note)
+{
+	note->decision[0] = note->reason[0] = note->fields[0] = note->warning[0] = '\0';
+}
 void settle_note(const struct budget_ticket *t, const char *why, int64_t charge, const struct budget_tokens *tok,
 		 struct budget_note *note);
 
