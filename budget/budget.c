@@ -337,6 +337,42 @@ static bool check_caps(struct budget *b, int sbx, enum budget_provider p, const 
 	return refused;
 }
 
+/* ---- tickets ---- */
+
+struct budget_ticket *ticket_new(struct budget *b)
+{
+	struct budget_ticket *t;
+	struct jscan *js;
+	struct sse *sse;
+
+	if (!b->n_spare)
+		return calloc(1, sizeof(*t));
+	t = b->spare[--b->n_spare];
+	js = t->usage.js_buf;
+	sse = t->usage.sse_buf;
+	memset(t, 0, sizeof(*t)); /* as calloc left it, but for its scanners' memory */
+	t->usage.js_buf = js;
+	t->usage.sse_buf = sse;
+	return t;
+}
+
+void ticket_free(struct budget *b, struct budget_ticket *t)
+{
+	if (!t)
+		return;
+	if (b->n_spare == TICKET_SPARE) {
+		usage_free(&t->usage);
+		free(t);
+		return;
+	}
+	if (t->usage.z) { /* an inflate's state is per stream */
+		inflateEnd(t->usage.z);
+		free(t->usage.z);
+		t->usage.z = NULL;
+	}
+	b->spare[b->n_spare++] = t;
+}
+
 /* ---- reserving ---- */
 
 /* A model name into a BUDGET_MODEL_MAX + 1 array, cut as snprintf would cut it (without its format's parse). */
@@ -472,7 +508,7 @@ static int reserve(struct budget *b, const struct budget_request *rq, bool later
 		snprintf(line, linelen, "latch: the spend cap can't place this request (sandbox or provider unknown)");
 		return -EINVAL;
 	}
-	t = calloc(1, sizeof(*t));
+	t = ticket_new(b);
 	if (!t)
 		return -ENOMEM;
 	budget_classify(rq->provider, rq->method, rq->path, &cls);
@@ -490,7 +526,7 @@ static int reserve(struct budget *b, const struct budget_request *rq, bool later
 	}
 	if (ret) {
 		ledger_rollback(b->l);
-		free(t);
+		ticket_free(b, t);
 		return ledger_refusal(b, note, line, linelen, ret);
 	}
 	now = budget_now(b);
@@ -498,7 +534,7 @@ static int reserve(struct budget *b, const struct budget_request *rq, bool later
 	s = sbx_find(b, rq->sandbox, true);
 	if (s < 0) {
 		decision_abort(b);
-		free(t);
+		ticket_free(b, t);
 		return -ENOMEM;
 	}
 	if (check_caps(b, s, rq->provider, &caps, t->reserved, &refusal)) {
@@ -510,13 +546,13 @@ static int reserve(struct budget *b, const struct budget_request *rq, bool later
 		refusal.known = t->known || cls.format == BUDGET_FORMAT_UNKNOWN;
 		refusal.format = cls.format;
 		refusal_text(b, &refusal, note, line, linelen);
-		free(t);
+		ticket_free(b, t);
 		return -EDQUOT;
 	}
 	if (b->j) { /* in the journal when this returns: forward at once */
 		ret = journal_reserve(b, t, s, now, &caps, budget_format_name(cls.format));
 		if (ret) {
-			free(t);
+			ticket_free(b, t);
 			return ret == -ENOMEM ? ret : ledger_refusal(b, note, line, linelen, ret);
 		}
 		*ticket = t;
@@ -525,14 +561,13 @@ static int reserve(struct budget *b, const struct budget_request *rq, bool later
 	if (b->o.sole_writer) {
 		ret = queue_reservation(b, t, s, now, &caps, budget_format_name(cls.format));
 		if (ret) {
-			free(t);
+			ticket_free(b, t);
 			return ret;
 		}
 		if (!later) {
 			ret = budget_commit(b, note, line, linelen);
 			if (ret) {
-				usage_free(&t->usage); /* void: its reservation was undone */
-				free(t);
+				ticket_free(b, t); /* void: its reservation was undone */
 				return ret;
 			}
 		}
@@ -546,7 +581,7 @@ static int reserve(struct budget *b, const struct budget_request *rq, bool later
 	ret = write_pending(b, &rb, &next, now);
 	if (ret) {
 		ledger_rollback(b->l);
-		free(t);
+		ticket_free(b, t);
 		return ledger_refusal(b, note, line, linelen, ret);
 	}
 	row = (struct ledger_row){ .id = next,
@@ -562,7 +597,7 @@ static int reserve(struct budget *b, const struct budget_request *rq, bool later
 		ret = ledger_commit(b->l);
 	if (ret) {
 		ledger_rollback(b->l);
-		free(t);
+		ticket_free(b, t);
 		return ledger_refusal(b, note, line, linelen, ret);
 	}
 	/* committed: memory follows the ledger */
@@ -575,7 +610,7 @@ static int reserve(struct budget *b, const struct budget_request *rq, bool later
 	b->sbx[s].t[rq->provider].caps_known = true;
 	t->id = row.id;
 	t->sbx = (uint32_t)s;
-	usage_init(&t->usage, cls.format);
+	usage_reuse(&t->usage, cls.format);
 	*ticket = t;
 	return 0;
 }
@@ -696,8 +731,7 @@ int budget_settle(struct budget *b, struct budget_ticket *t, enum budget_end how
 	if (!t)
 		return 0;
 	if (t->void_) { /* its commit failed: never forwarded, nothing to settle */
-		usage_free(&t->usage);
-		free(t);
+		ticket_free(b, t);
 		return 0;
 	}
 	if (t->queued)
@@ -726,7 +760,6 @@ int budget_settle(struct budget *b, struct budget_ticket *t, enum budget_end how
 		charge_settle(b, t->id, charge);
 	if (charge != t->reserved && (!want || want(want_arg)))
 		settle_note(t, why, charge, &tok, note);
-	usage_free(&t->usage);
-	free(t);
+	ticket_free(b, t);
 	return 0;
 }

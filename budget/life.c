@@ -437,6 +437,12 @@ void budget_close(struct budget *b)
 	free(b->ch);
 	free(b->sbx);
 	free(b->index);
+	while (b->n_spare) {
+		struct budget_ticket *t = b->spare[--b->n_spare];
+
+		usage_free(&t->usage);
+		free(t);
+	}
 	free(b);
 }
 
