@@ -440,7 +440,7 @@ static int64_t worst_case(struct budget *b, const struct budget_request *rq, con
 		if (base && (facts.server_state || in > base->context))
 			in = base->context;
 		if (base)
-			row = prices_find(&b->prices, rq->provider, t->model, in);
+			row = prices_tier(&b->prices, base, in);
 	}
 	t->known = row != NULL;
 	if (!row) {

@@ -244,6 +244,9 @@ void prices_free(struct price_table *t);
  */
 const struct budget_price *prices_find(const struct price_table *t, enum budget_provider p, const char *model,
 				       int64_t input_tokens);
+/* prices_find()'s tier of a base row it returned (input 0: the base row itself), without finding it again. */
+const struct budget_price *prices_tier(const struct price_table *t, const struct budget_price *base,
+				       int64_t input_tokens);
 /* The worst row of a provider: used for a model the table lacks. */
 const struct budget_price *prices_worst(const struct price_table *t, enum budget_provider p);
 
