@@ -310,8 +310,6 @@ static inline void key_end(struct jscan *j, const char *key, size_t klen)
 	j->live[level + 1] = 0;
 	if (!key || !klen || klen > JSCAN_KEY_MAX) /* matches no watch */
 		return;
-	if (!(j->live[level] | ps->any))
-		return; /* a member of a dead object ("choices" for a usage watch): nothing to compare */
 	for (m = ps->any_len[klen]; m; m &= m - 1)
 		if (same_key(key, ps->w[__builtin_ctz(m)].seg[0], klen)) {
 			j->any_hit[level] = (int8_t)__builtin_ctz(m);
