@@ -337,6 +337,42 @@ static bool check_caps(struct budget *b, int sbx, enum budget_provider p, const 
 	return refused;
 }
 
+/* ---- tickets ---- */
+
+struct budget_ticket *ticket_new(struct budget *b)
+{
+	struct budget_ticket *t;
+	struct jscan *js;
+	struct sse *sse;
+
+	if (!b->n_spare)
+		return calloc(1, sizeof(*t));
+	t = b->spare[--b->n_spare];
+	js = t->usage.js_buf;
+	sse = t->usage.sse_buf;
+	memset(t, 0, sizeof(*t)); /* as calloc left it, but for its scanners' memory */
+	t->usage.js_buf = js;
+	t->usage.sse_buf = sse;
+	return t;
+}
+
+void ticket_free(struct budget *b, struct budget_ticket *t)
+{
+	if (!t)
+		return;
+	if (b->n_spare == TICKET_SPARE) {
+		usage_free(&t->usage);
+		free(t);
+		return;
+	}
+	if (t->usage.z) { /* an inflate's state is per stream */
+		inflateEnd(t->usage.z);
+		free(t->usage.z);
+		t->usage.z = NULL;
+	}
+	b->spare[b->n_spare++] = t;
+}
+
 /* ---- reserving ---- */
 
 /* A model name into a BUDGET_MODEL_MAX + 1 array, cut as snprintf would cut it (without its format's parse). */
@@ -404,7 +440,7 @@ static int64_t worst_case(struct budget *b, const struct budget_request *rq, con
 		if (base && (facts.server_state || in > base->context))
 			in = base->context;
 		if (base)
-			row = prices_find(&b->prices, rq->provider, t->model, in);
+			row = prices_tier(&b->prices, base, in);
 	}
 	t->known = row != NULL;
 	if (!row) {
@@ -456,13 +492,14 @@ static int reserve(struct budget *b, const struct budget_request *rq, bool later
 	struct budget_caps caps;
 	struct refusal refusal;
 	struct budget_ticket *t;
-	struct row_batch rb = { .l = b->l, .n = 0 };
 	struct ledger_row row;
 	int64_t next;
 	uint64_t now;
 	int ret = 0, s;
 
-	memset(note, 0, sizeof(*note));
+	note_clear(note);
+	note->want = NULL;
+	note->want_arg = NULL;
 	*ticket = NULL;
 	if (linelen)
 		line[0] = '\0';
@@ -471,7 +508,7 @@ static int reserve(struct budget *b, const struct budget_request *rq, bool later
 		snprintf(line, linelen, "latch: the spend cap can't place this request (sandbox or provider unknown)");
 		return -EINVAL;
 	}
-	t = calloc(1, sizeof(*t));
+	t = ticket_new(b);
 	if (!t)
 		return -ENOMEM;
 	budget_classify(rq->provider, rq->method, rq->path, &cls);
@@ -489,7 +526,7 @@ static int reserve(struct budget *b, const struct budget_request *rq, bool later
 	}
 	if (ret) {
 		ledger_rollback(b->l);
-		free(t);
+		ticket_free(b, t);
 		return ledger_refusal(b, note, line, linelen, ret);
 	}
 	now = budget_now(b);
@@ -497,7 +534,7 @@ static int reserve(struct budget *b, const struct budget_request *rq, bool later
 	s = sbx_find(b, rq->sandbox, true);
 	if (s < 0) {
 		decision_abort(b);
-		free(t);
+		ticket_free(b, t);
 		return -ENOMEM;
 	}
 	if (check_caps(b, s, rq->provider, &caps, t->reserved, &refusal)) {
@@ -509,13 +546,13 @@ static int reserve(struct budget *b, const struct budget_request *rq, bool later
 		refusal.known = t->known || cls.format == BUDGET_FORMAT_UNKNOWN;
 		refusal.format = cls.format;
 		refusal_text(b, &refusal, note, line, linelen);
-		free(t);
+		ticket_free(b, t);
 		return -EDQUOT;
 	}
 	if (b->j) { /* in the journal when this returns: forward at once */
 		ret = journal_reserve(b, t, s, now, &caps, budget_format_name(cls.format));
 		if (ret) {
-			free(t);
+			ticket_free(b, t);
 			return ret == -ENOMEM ? ret : ledger_refusal(b, note, line, linelen, ret);
 		}
 		*ticket = t;
@@ -524,25 +561,27 @@ static int reserve(struct budget *b, const struct budget_request *rq, bool later
 	if (b->o.sole_writer) {
 		ret = queue_reservation(b, t, s, now, &caps, budget_format_name(cls.format));
 		if (ret) {
-			free(t);
+			ticket_free(b, t);
 			return ret;
 		}
 		if (!later) {
 			ret = budget_commit(b, note, line, linelen);
 			if (ret) {
-				usage_free(&t->usage); /* void: its reservation was undone */
-				free(t);
+				ticket_free(b, t); /* void: its reservation was undone */
 				return ret;
 			}
 		}
 		*ticket = t;
 		return 0;
 	}
+	/* several writers: the pending settlements first, then this row, in one commit */
+	struct row_batch rb = { .l = b->l, .n = 0 }; /* here: zeroing its 16 rows cost ~300 instructions */
+
 	next = b->last_id + 1;
 	ret = write_pending(b, &rb, &next, now);
 	if (ret) {
 		ledger_rollback(b->l);
-		free(t);
+		ticket_free(b, t);
 		return ledger_refusal(b, note, line, linelen, ret);
 	}
 	row = (struct ledger_row){ .id = next,
@@ -558,7 +597,7 @@ static int reserve(struct budget *b, const struct budget_request *rq, bool later
 		ret = ledger_commit(b->l);
 	if (ret) {
 		ledger_rollback(b->l);
-		free(t);
+		ticket_free(b, t);
 		return ledger_refusal(b, note, line, linelen, ret);
 	}
 	/* committed: memory follows the ledger */
@@ -571,7 +610,7 @@ static int reserve(struct budget *b, const struct budget_request *rq, bool later
 	b->sbx[s].t[rq->provider].caps_known = true;
 	t->id = row.id;
 	t->sbx = (uint32_t)s;
-	usage_init(&t->usage, cls.format);
+	usage_reuse(&t->usage, cls.format);
 	*ticket = t;
 	return 0;
 }
@@ -688,14 +727,11 @@ int budget_settle(struct budget *b, struct budget_ticket *t, enum budget_end how
 	int64_t charge;
 	bool kept;
 
-	memset(note, 0, sizeof(*note));
-	note->want = want;
-	note->want_arg = want_arg;
+	note_clear(note);
 	if (!t)
 		return 0;
 	if (t->void_) { /* its commit failed: never forwarded, nothing to settle */
-		usage_free(&t->usage);
-		free(t);
+		ticket_free(b, t);
 		return 0;
 	}
 	if (t->queued)
@@ -724,7 +760,6 @@ int budget_settle(struct budget *b, struct budget_ticket *t, enum budget_end how
 		charge_settle(b, t->id, charge);
 	if (charge != t->reserved && (!want || want(want_arg)))
 		settle_note(t, why, charge, &tok, note);
-	usage_free(&t->usage);
-	free(t);
+	ticket_free(b, t);
 	return 0;
 }

@@ -66,7 +66,7 @@ int queue_reservation(struct budget *b, struct budget_ticket *t, int sbx, uint64
 	t->id = id;
 	t->sbx = (uint32_t)sbx;
 	t->queued = true;
-	usage_init(&t->usage, t->format);
+	usage_reuse(&t->usage, t->format);
 	return 0;
 }
 
@@ -165,7 +165,7 @@ int journal_reserve(struct budget *b, struct budget_ticket *t, int sbx, uint64_t
 	b->sbx[sbx].t[t->provider].caps_known = true;
 	t->id = id;
 	t->sbx = (uint32_t)sbx;
-	usage_init(&t->usage, t->format);
+	usage_reuse(&t->usage, t->format);
 	return 0;
 }
 
@@ -205,7 +205,9 @@ int commit_rows(struct budget *b, bool all, struct budget_note *note, char *line
 	uint64_t now;
 	int ret;
 
-	memset(note, 0, sizeof(*note));
+	note_clear(note);
+	note->want = NULL;
+	note->want_arg = NULL;
 	if (linelen)
 		line[0] = '\0';
 	if (!b->o.sole_writer || !b->l)

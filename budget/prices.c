@@ -439,7 +439,7 @@ static size_t undated_len(const char *m)
 const struct budget_price *prices_find(const struct price_table *t, enum budget_provider p, const char *model,
 				       int64_t input_tokens)
 {
-	const struct budget_price *base = NULL, *tier = NULL;
+	const struct budget_price *base = NULL;
 	size_t len;
 
 	if (!model || !*model)
@@ -447,8 +447,14 @@ const struct budget_price *prices_find(const struct price_table *t, enum budget_
 	base = find_exact(t, p, model, strlen(model));
 	if (!base && (len = undated_len(model)))
 		base = find_exact(t, p, model, len);
-	if (!base)
-		return NULL;
+	return base ? prices_tier(t, base, input_tokens) : NULL;
+}
+
+const struct budget_price *prices_tier(const struct price_table *t, const struct budget_price *base,
+				       int64_t input_tokens)
+{
+	const struct budget_price *tier = NULL;
+
 	for (int i = t->next_tier[base - t->rows]; i >= 0; i = t->next_tier[i]) {
 		const struct budget_price *r = &t->rows[i];
 

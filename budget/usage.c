@@ -348,6 +348,20 @@ void usage_init(struct usage_parser *u, enum budget_format f)
 	u->mode = MODE_SNIFF;
 }
 
+void usage_reuse(struct usage_parser *u, enum budget_format f)
+{
+	struct jscan *js = u->js_buf;
+	struct sse *sse = u->sse_buf;
+
+	if (u->z) {
+		inflateEnd(u->z);
+		free(u->z);
+	}
+	usage_init(u, f);
+	u->js_buf = js;
+	u->sse_buf = sse;
+}
+
 /* The first byte that is not a blank decides what the body is. */
 static void start_mode(struct usage_parser *u, char c)
 {
@@ -358,12 +372,12 @@ static void start_mode(struct usage_parser *u, char c)
 	pthread_once(&once, compile_tables);
 	u->watch = tables[t];
 	if (!sse) {
-		u->js = malloc(sizeof(*u->js));
+		u->js = u->js_buf ? u->js_buf : (u->js_buf = malloc(sizeof(*u->js)));
 		if (u->js)
 			jscan_init(u->js, &table_paths[t], on_value, u);
 		u->mode = MODE_JSON;
 	} else {
-		u->sse = malloc(sizeof(*u->sse));
+		u->sse = u->sse_buf ? u->sse_buf : (u->sse_buf = malloc(sizeof(*u->sse)));
 		if (u->sse)
 			sse_init(u->sse, &table_paths[t], on_value, on_event, u);
 		u->mode = MODE_SSE;
@@ -468,7 +482,7 @@ void usage_free(struct usage_parser *u)
 		inflateEnd(u->z);
 		free(u->z);
 	}
-	free(u->js);
-	free(u->sse);
+	free(u->js_buf);
+	free(u->sse_buf);
 	memset(u, 0, sizeof(*u));
 }

@@ -213,6 +213,73 @@ Test(budget_usage, settlements_match_the_price_table)
 	budget_close(b);
 }
 
+/*
+ * A settled ticket is kept with its scanners' memory for the next
+ * reservation (budget.c's spares).  Invariant: a kept ticket reads its
+ * exchange as a fresh one does.  Attack: each exchange follows one cut in
+ * the middle of a body (a scanner left inside a string, an SSE event, a
+ * gzip stream), in the other mode (JSON after SSE, SSE after JSON), and
+ * must still be charged its fixture's tokens to the micro-dollar; the cut
+ * ones are charged their reservation (Gemini's SSE stream, the usage of its last
+ * whole event: each carries one).  Control: the spares were used.
+ */
+Test(budget_usage, a_kept_ticket_reads_its_exchange_as_a_fresh_one)
+{
+	static const size_t order[] = { 1, 0, 3, 2, 5, 4, 8, 6, 7 }; /* SSE, JSON, SSE, JSON... */
+	struct budget_opts o;
+	struct budget *b;
+	size_t zlen, len;
+	char *sse = bt_fixture("anthropic.sse", &len);
+	unsigned char z[8192];
+	z_stream zs = { 0 };
+
+	bt_opts(&o);
+	b = bt_open(&o);
+	/* a gzip'd body cut short: its ticket's inflate state is not what the next one reads with */
+	cr_assert_eq(deflateInit2(&zs, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK);
+	zs.next_in = (unsigned char *)sse;
+	zs.avail_in = (uInt)len;
+	zs.next_out = z;
+	zs.avail_out = sizeof(z);
+	cr_assert_eq(deflate(&zs, Z_FINISH), Z_STREAM_END);
+	zlen = sizeof(z) - zs.avail_out;
+	deflateEnd(&zs);
+	for (size_t k = 0; k < sizeof(order) / sizeof(order[0]); k++) {
+		const struct flow_case *cut = &flows[order[k]], *f = &flows[order[(k + 1) % 9]];
+		char *resp = bt_fixture(cut->fixture, &len), *body = malloc(strlen(cut->body) + 1);
+		struct bt_result r;
+
+		snprintf(body, strlen(cut->body) + 1, "%s", cut->body); /* its "%s" as context: 2 bytes */
+		if (k == 4)
+			r = bt_exchange(b, "agent1", BUDGET_ANTHROPIC, "POST", flows[5].path, flows[5].body, 200,
+					(char *)z, zlen, 7, zlen / 2, BUDGET_END_COMPLETE);
+		else
+			r = bt_exchange(b, "agent1", cut->provider, "POST", cut->path, body, 200, resp, len, 5,
+					len / 2 + 1, BUDGET_END_COMPLETE);
+		cr_assert_eq(r.rc, 0, "%s: %s", cut->fixture, r.line);
+		if (!strcmp(cut->fixture, "gemini.sse") && k != 4)
+			cr_expect_str_eq(r.how, "usage", "%s cut at half: its last whole event's usage", cut->fixture);
+		else
+			cr_expect_eq(r.charged, r.reserved, "%s cut at half: charged %lld of %lld", cut->fixture,
+				     (long long)r.charged, (long long)r.reserved);
+		free(resp);
+		free(body);
+		if (f->context) /* the flows with context: settlements_match_the_price_table's */
+			continue;
+		resp = bt_fixture(f->fixture, &len);
+		cr_assert_geq(b->n_spare, 1, "the cut exchange's ticket is kept");
+		r = bt_exchange(b, "agent1", f->provider, "POST", f->path, f->body, 200, resp, len, 11, 0,
+				BUDGET_END_COMPLETE);
+		cr_assert_eq(r.rc, 0, "%s: %s", f->fixture, r.line);
+		cr_expect_str_eq(r.how, "usage", "%s after a cut %s: %s", f->fixture, cut->fixture, r.how);
+		cr_expect_eq(r.charged, f->want_micros, "%s after a cut %s: charged %lld, want %lld", f->fixture,
+			     cut->fixture, (long long)r.charged, (long long)f->want_micros);
+		free(resp);
+	}
+	budget_close(b);
+	free(sse);
+}
+
 /* The ledger holds integers only: no REAL ever lands in it. */
 Test(budget_usage, ledger_has_no_floats)
 {
