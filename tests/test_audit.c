@@ -381,6 +381,32 @@ Test(audit, test_room_says_what_append_would_do_and_counts_the_skipped)
 	audit_close(log);
 }
 
+Test(audit, test_room_checks_tokens_and_keeps_pairs_apart)
+{
+	struct audit_log *log = open_log();
+	struct audit_entry e = { .sandbox = "ab", .kind = "c", .decision = "allow", .reason = "r" };
+	char longest[AUDIT_TOKEN_MAX + 2];
+
+	memset(longest, 'x', AUDIT_TOKEN_MAX + 1);
+	longest[AUDIT_TOKEN_MAX + 1] = '\0';
+	cr_assert_eq(audit_room(log, longest, "kind"), 0, "a sandbox one past the longest token");
+	cr_assert_eq(audit_room(log, "alpha", longest), 0, "a kind one past the longest token");
+	longest[AUDIT_TOKEN_MAX] = '\0';
+	cr_assert_eq(audit_room(log, longest, longest), 1, "control: the longest tokens");
+	cr_assert_eq(audit_room(log, "", "kind"), 0);
+	cr_assert_eq(audit_room(log, "alpha", ""), 0);
+	cr_assert_eq(audit_room(log, NULL, "kind"), 0);
+	cr_assert_eq(audit_room(log, "alpha", NULL), 0);
+	cr_assert_eq(audit_room(log, "Alpha", "kind"), 0, "upper case is not a token");
+	cr_assert_eq(audit_room(log, "al pha", "kind"), 0);
+	/* ("ab", "c") and ("a", "bc") spell the same letters: two pairs all the same */
+	for (int i = 0; i < 120; i++)
+		cr_assert_eq(audit_append(log, &e), 0);
+	cr_assert_eq(audit_room(log, "ab", "c"), 0, "(ab, c) has used its window");
+	cr_assert_eq(audit_room(log, "a", "bc"), 1, "(a, bc) has not");
+	audit_close(log);
+}
+
 Test(audit, test_rate_is_per_sandbox_and_kind)
 {
 	struct audit_log *log = open_log();
