@@ -127,6 +127,8 @@ struct hb_exchange {
 	struct hb_route *r;
 	struct hb_target *t;
 	char method[24];
+	const char *rest; /* the target after the route's name (in g's head buffer, which outlives the exchange) */
+	size_t rest_len;
 	char *path; /* without the query string, for the audit: path_short or allocated */
 	char path_short[96];
 	bool head_method, req_chunked, req_done, metered, retried;
