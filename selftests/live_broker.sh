@@ -142,6 +142,10 @@ check_eq "the audit entry is a route entry without the query" "$(jq -r '[.kind, 
 check "the reflected key reaches the guest as stars" grep -q 'Bearer \*\*\*\*' <<<"$out"
 out=$(gcurl -H "$AUTH" -D - "$URL/echo/v1/reflect")
 check "a key reflected across two chunks is scrubbed" grep -q "you sent: Bearer \*\{${#SECRET}\}" <<<"$out"
+# a response header's value as long as the key or longer goes through the scrubber, a shorter one as it is
+check_eq "  and in a response header" "$(grep -i '^X-Reflect:' <<<"$out" | tr -d '\r')" \
+	"X-Reflect: Bearer $(printf '%*s' ${#SECRET} '' | tr ' ' '*')"
+check_eq "  a shorter value passes as it is" "$(grep -i '^Content-Type:' <<<"$out" | tr -d '\r')" "Content-Type: text/plain"
 # the guest's own auth headers never reach the upstream
 gcurl -H "$AUTH" -H "Proxy-Authorization: Basic Zm9vOmJhcg==" "$URL/echo/v1/echo" >/dev/null
 check_eq "Proxy-Authorization is removed" \
