@@ -142,6 +142,10 @@ check_eq "the audit entry is a route entry without the query" "$(jq -r '[.kind, 
 check "the reflected key reaches the guest as stars" grep -q 'Bearer \*\*\*\*' <<<"$out"
 out=$(gcurl -H "$AUTH" -D - "$URL/echo/v1/reflect")
 check "a key reflected across two chunks is scrubbed" grep -q "you sent: Bearer \*\{${#SECRET}\}" <<<"$out"
+# a response header's value as long as the key or longer goes through the scrubber, a shorter one as it is
+check_eq "  and in a response header" "$(grep -i '^X-Reflect:' <<<"$out" | tr -d '\r')" \
+	"X-Reflect: Bearer $(printf '%*s' ${#SECRET} '' | tr ' ' '*')"
+check_eq "  a shorter value passes as it is" "$(grep -i '^Content-Type:' <<<"$out" | tr -d '\r')" "Content-Type: text/plain"
 # the guest's own auth headers never reach the upstream
 gcurl -H "$AUTH" -H "Proxy-Authorization: Basic Zm9vOmJhcg==" "$URL/echo/v1/echo" >/dev/null
 check_eq "Proxy-Authorization is removed" \
@@ -165,6 +169,19 @@ check_eq "HEAD gets the head only" "$(in_g curl -sS -m 5 -I -H "$AUTH" "$URL/ech
 n=$(in_g curl -sS -m 5 -H "$AUTH" -o /dev/null -o /dev/null -o /dev/null -w '%{num_connects}\n' \
 	"$URL/echo/v1/echo" "$URL/echo/v1/echo" "$URL/echo/v1/echo" | paste -sd+ | bc)
 check_eq "three requests share one guest connection (keep-alive)" "$n" 1
+# invariant: an exchange a connection reuses (exchange_new) starts clean: each request is scrubbed and audited as its own
+long=/v1/reflect/$(printf 'a%.0s' $(seq 120)) # longer than the exchange's inline copy of the path
+na=$(audit_n)
+n=$(in_g curl -sS -m 5 -H "$AUTH" -o "$T/ka1" -o "$T/ka2" -o "$T/ka3" -w '%{num_connects}\n' \
+	"$URL/echo$long" "$URL/echo/v1/reflect?q=1" "$URL/echo/v1/reflect" | paste -sd+ | bc)
+check_eq "  three reflecting requests on one guest connection" "$n" 1
+check_eq "  each reaches the guest with the key as stars" \
+	"$(cat "$T/ka1" "$T/ka2" "$T/ka3" | grep -c "you sent: Bearer \*\{${#SECRET}\}$")" 3
+check_eq "  and none with the key" "$(cat "$T/ka1" "$T/ka2" "$T/ka3" | grep -cF "$SECRET")" 0
+last_audit $((na + 2)) >/dev/null
+check_eq "  each audited with its own path" \
+	"$(grep '"event":"audit"' "$T/drv.out" | tail -n +$((na + 1)) | jq -r .path | paste -sd' ')" \
+	"$long /v1/reflect /v1/reflect"
 reused=$(cmd stats | sed -E 's/.*reused=([0-9]+).*/\1/')
 check_cmp "upstream TLS connections are reused across requests" "$reused" -gt 5
 

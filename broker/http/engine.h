@@ -116,6 +116,7 @@ struct hb_gconn {
 	struct hb_head head;
 	char *headbuf;
 	struct hb_exchange *x;
+	struct hb_exchange *spare; /* the last exchange, wiped, for the next request (hb_exchange_end) */
 	struct hb_tunnel *t;
 	struct latch_http_local *l; /* a local request (local.c), read or waiting for its answer */
 };
@@ -126,7 +127,10 @@ struct hb_exchange {
 	struct hb_route *r;
 	struct hb_target *t;
 	char method[24];
-	char *path; /* without the query string, for the audit */
+	const char *rest; /* the target after the route's name (in g's head buffer, which outlives the exchange) */
+	size_t rest_len;
+	char *path; /* without the query string, for the audit: path_short or allocated */
+	char path_short[96];
 	bool head_method, req_chunked, req_done, metered, retried;
 	void *lookup; /* a resolution in flight: told when the exchange goes */
 	struct evbuffer *req; /* the request to send, until an upstream connection takes it */
@@ -137,7 +141,7 @@ struct hb_exchange {
 	void *meter_token;
 	bool meter_open;
 	bool held; /* the meter holds it (LATCH_HTTP_METER_HOLD) until latch_http_meter_resume() */
-	struct hb_scrub scrub;
+	struct hb_scrub scrub; /* last: a reused exchange is cleared up to it (exchange_new) */
 };
 
 /* engine.c */

@@ -114,6 +114,10 @@ void hb_gconn_free(struct hb_gconn *g)
 		hb_tunnel_free(g->t, NULL);
 	if (g->l)
 		hb_local_free(g->l);
+	if (g->spare) {
+		evbuffer_free(g->spare->req);
+		free(g->spare);
+	}
 	*g->pprev = g->next;
 	if (g->next)
 		g->next->pprev = g->pprev;

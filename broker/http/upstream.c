@@ -592,10 +592,18 @@ void hb_exchange_end(struct hb_exchange *x, enum latch_http_end how)
 			hb_conn_free(u);
 		}
 	}
-	evbuffer_free(x->req);
 	if (x->body)
 		evbuffer_free(x->body);
-	free(x->path);
+	x->body = NULL;
+	if (x->path != x->path_short)
+		free(x->path);
 	explicit_bzero(&x->scrub, sizeof(x->scrub)); /* it may hold the start of an echoed key */
+	/* the guest's next request takes it (exchange_new); a request left unsent is wiped as it is drained */
+	if (g && !g->spare) {
+		evbuffer_drain(x->req, evbuffer_get_length(x->req));
+		g->spare = x;
+		return;
+	}
+	evbuffer_free(x->req);
 	free(x);
 }
