@@ -495,6 +495,46 @@ static __always_inline const struct latch_config *get_config(void)
 }
 
 /*
+ * The checks of an IPv4 frame that the fast paths make straight from the
+ * packet, as the full path's parse would make them: 20 bytes past the IP
+ * header in the linear part, no VLAN tag, IPv4 without options, no fragment,
+ * TCP or UDP, and a tot_len that holds the transport header and stays inside
+ * the frame.  Returns the protocol, or 0: take the full path.
+ */
+static __always_inline __u8 plain_ip4(struct __sk_buff *skb, void *data, void *data_end)
+{
+	const struct iphdr *ip = data + ETH_HLEN;
+	__u32 tot;
+
+	if (data + ETH_HLEN + sizeof(*ip) + 20 > data_end || skb->vlan_present ||
+	    *(const __be16 *)(data + 12) != bpf_htons(ETH_P_IP))
+		return 0;
+	if (*(const __u8 *)ip != 0x45 || (ip->frag_off & bpf_htons(0x3fff)) ||
+	    (ip->protocol != IPPROTO_TCP && ip->protocol != IPPROTO_UDP))
+		return 0;
+	tot = bpf_ntohs(ip->tot_len);
+	if (tot > skb->len - ETH_HLEN || tot < sizeof(*ip) + (ip->protocol == IPPROTO_TCP ? 20 : 8))
+		return 0;
+	return ip->protocol;
+}
+
+/* Is the IPv4 flow (from the guest's side) recorded and current under version? */
+static __always_inline int flow4_current(__u8 proto, __be32 remote_addr, __be16 remote_port, __be16 local_port,
+					 __u32 version, __u64 *now)
+{
+	struct latch_flow4_key k;
+	struct latch_flow *f;
+
+	__builtin_memset(&k, 0, sizeof(k));
+	k.proto = proto;
+	k.remote_addr = remote_addr;
+	k.remote_port = remote_port;
+	k.local_port = local_port;
+	f = bpf_map_lookup_elem(&flow4, &k);
+	return f && flow_current(f, version, now);
+}
+
+/*
  * A UDP query from the guest (its frame already checked by fast_flow_v4) to
  * the resolver, on a flow recorded under this policy version.  For such a
  * query the full path finds the flow current (nothing to store) and, unless
@@ -507,23 +547,15 @@ static __always_inline const struct latch_config *get_config(void)
 static __always_inline int fast_dns_v4(struct __sk_buff *skb, const struct latch_config *cfg, __u32 version,
 				       const struct iphdr *ip)
 {
-	const __be16 *ports = (const void *)(ip + 1); /* source, destination: inside fast_flow_v4's bound */
-	struct latch_flow4_key k;
+	const __be16 *ports = (const void *)(ip + 1); /* source, destination: inside plain_ip4's bound */
 	struct latch_bucket *b;
-	struct latch_flow *f;
 	__u64 now = 0;
 	__u32 zero = 0;
 
 	if (!(cfg->flags & LATCH_CFG_HAVE_RESOLVER4) || ip->daddr != cfg->resolver_ip4 ||
 	    (ip->daddr == cfg->host_ip4 && host_port_listed(cfg, ports[1])))
 		return 0;
-	__builtin_memset(&k, 0, sizeof(k));
-	k.proto = IPPROTO_UDP;
-	k.remote_addr = ip->daddr;
-	k.remote_port = ports[1];
-	k.local_port = ports[0];
-	f = bpf_map_lookup_elem(&flow4, &k);
-	if (!f || !flow_current(f, version, &now))
+	if (!flow4_current(IPPROTO_UDP, ip->daddr, ports[1], ports[0], version, &now))
 		return 0;
 	b = bpf_map_lookup_elem(&dns_bucket, &zero);
 	if (!b)
@@ -555,23 +587,16 @@ static __always_inline int fast_flow_v4(struct __sk_buff *skb, const struct latc
 	void *data = (void *)(long)skb->data, *data_end = (void *)(long)skb->data_end;
 	const struct iphdr *ip = data + ETH_HLEN;
 	struct latch_flow_hot *hot;
-	__u32 zero = 0, tot;
-	__u8 proto;
+	__u8 proto = plain_ip4(skb, data, data_end);
+	__u32 zero = 0;
 
-	if (data + ETH_HLEN + sizeof(*ip) + 20 > data_end || skb->vlan_present)
+	if (!proto)
 		return 0;
 	/* the source MAC in two loads: 4 bytes at 6 and 2 at 10, as guest_mac is laid out */
-	if (*(const __be16 *)(data + 12) != bpf_htons(ETH_P_IP) ||
-	    *(const __u32 *)(data + 6) != *(const __u32 *)cfg->guest_mac ||
+	if (*(const __u32 *)(data + 6) != *(const __u32 *)cfg->guest_mac ||
 	    *(const __u16 *)(data + 10) != *(const __u16 *)(cfg->guest_mac + 4))
 		return 0;
-	if (*(const __u8 *)ip != 0x45 || (ip->frag_off & bpf_htons(0x3fff)) || !(cfg->flags & LATCH_CFG_HAVE_IP4) ||
-	    ip->saddr != cfg->guest_ip4)
-		return 0;
-	proto = ip->protocol;
-	tot = bpf_ntohs(ip->tot_len);
-	if ((proto != IPPROTO_TCP && proto != IPPROTO_UDP) || tot > skb->len - ETH_HLEN ||
-	    tot < sizeof(*ip) + (proto == IPPROTO_TCP ? 20 : 8))
+	if (!(cfg->flags & LATCH_CFG_HAVE_IP4) || ip->saddr != cfg->guest_ip4)
 		return 0;
 	if (csum_check && !csum_request_ok(skb, ETH_HLEN + sizeof(*ip), proto == IPPROTO_TCP ? 16 : 6))
 		return 0;
@@ -668,30 +693,12 @@ static __always_inline int fast_return_v4(struct __sk_buff *skb, const struct la
 	void *data = (void *)(long)skb->data, *data_end = (void *)(long)skb->data_end;
 	const struct iphdr *ip = data + ETH_HLEN;
 	const __be16 *ports = (const void *)(ip + 1);
-	struct latch_flow4_key k;
-	struct latch_flow *f;
+	__u8 proto = plain_ip4(skb, data, data_end);
 	__u64 now = 0;
-	__u32 tot;
-	__u8 proto;
 
-	if (data + ETH_HLEN + sizeof(*ip) + 20 > data_end || skb->vlan_present ||
-	    *(const __be16 *)(data + 12) != bpf_htons(ETH_P_IP))
+	if (!proto || !(cfg->flags & LATCH_CFG_HAVE_IP4) || ip->daddr != cfg->guest_ip4)
 		return 0;
-	if (*(const __u8 *)ip != 0x45 || (ip->frag_off & bpf_htons(0x3fff)) || !(cfg->flags & LATCH_CFG_HAVE_IP4) ||
-	    ip->daddr != cfg->guest_ip4)
-		return 0;
-	proto = ip->protocol;
-	tot = bpf_ntohs(ip->tot_len);
-	if ((proto != IPPROTO_TCP && proto != IPPROTO_UDP) || tot > skb->len - ETH_HLEN ||
-	    tot < sizeof(*ip) + (proto == IPPROTO_TCP ? 20 : 8))
-		return 0;
-	__builtin_memset(&k, 0, sizeof(k));
-	k.proto = proto;
-	k.remote_addr = ip->saddr;
-	k.remote_port = ports[0];
-	k.local_port = ports[1];
-	f = bpf_map_lookup_elem(&flow4, &k);
-	if (!f || !flow_current(f, version, &now))
+	if (!flow4_current(proto, ip->saddr, ports[0], ports[1], version, &now))
 		return 0;
 	count(latch_counter_slot(LATCH_PASS_RETURN, LATCH_DIR_TO_GUEST), skb->len);
 	return 1;

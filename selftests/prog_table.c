@@ -341,8 +341,13 @@ static size_t build(const struct pkt *k, int dir, uint8_t *b)
 		off += build_arp(k, smac, b + off);
 		break;
 	default:
-		memset(b + off, 0, 46);
-		off += 46;
+		/* addresses given: an IP packet under another type, as if it were one */
+		if (k->src)
+			off += is_v6(k->src) ? build_ip6(k, b + off) : build_ip4(k, b + off);
+		else {
+			memset(b + off, 0, 46);
+			off += 46;
+		}
 	}
 	return k->trunc ? k->trunc : off;
 }
@@ -716,6 +721,7 @@ static int warm_same_flow(struct t *t, const struct row *r)
 {
 	struct pkt clean = r->pkt;
 
+	clean.ethertype = 0;
 	clean.frag = 0;
 	clean.ihl = 0;
 	clean.smac = NULL;
@@ -734,6 +740,7 @@ static int open_same_flow(struct t *t, const struct row *r)
 {
 	struct pkt clean = r->pkt, fwd;
 
+	clean.ethertype = 0;
 	clean.frag = 0;
 	clean.ihl = 0;
 	clean.vlan_tpid = 0;
@@ -1077,6 +1084,12 @@ static const struct row table[] = {
 	  .verdict = SHOT,
 	  .reason = LATCH_DROP_VLAN,
 	  .setup = warm_same_flow },
+	{ .name = "v4 established flow: its packet under another ethertype is dropped",
+	  .dir = FROM,
+	  .pkt = { TCP4_ACK(GUEST4, "198.51.100.10", 443), .ethertype = 0x88b5 },
+	  .verdict = SHOT,
+	  .reason = LATCH_DROP_ETHERTYPE,
+	  .setup = warm_same_flow },
 	{ .name = "v4 established flow: its ports past tot_len are not trusted",
 	  .dir = FROM,
 	  .pkt = { TCP4_ACK(GUEST4, "198.51.100.10", 443), .len_adj = -12 },
@@ -1120,6 +1133,12 @@ static const struct row table[] = {
 	  .pkt = { TCP4_IN("198.51.100.10", 443, TCP_ACK), .vlan_tpid = 0x8100 },
 	  .verdict = SHOT,
 	  .reason = LATCH_DROP_VLAN,
+	  .setup = open_same_flow },
+	{ .name = "v4 established flow: a reply under another ethertype is dropped",
+	  .dir = TO,
+	  .pkt = { TCP4_IN("198.51.100.10", 443, TCP_ACK), .ethertype = 0x88b5 },
+	  .verdict = SHOT,
+	  .reason = LATCH_DROP_ETHERTYPE,
 	  .setup = open_same_flow },
 	{ .name = "v4 established flow: a reply's ports past tot_len are not trusted",
 	  .dir = TO,
