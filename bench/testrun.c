@@ -98,23 +98,31 @@ static void die(const char *fmt, ...)
 	exit(1);
 }
 
-/* Ethernet + IPv4 + TCP SYN, 54 bytes. */
-static size_t syn(uint8_t *b, const char *daddr, int dport)
+/* Ethernet and an IPv4 header from the guest to daddr, for a frame of len bytes; returns the transport header. */
+static uint8_t *eth_ip4(uint8_t *b, size_t len, uint8_t proto, const char *daddr)
 {
-	uint8_t *ip = b + 14, *tcp = ip + 20;
+	uint8_t *ip = b + 14;
 
-	memset(b, 0, 54);
+	memset(b, 0, len);
 	memcpy(b, "\x02\x00\x00\x00\x00\x01", 6);
 	memcpy(b + 6, GUEST_MAC, 6);
 	b[12] = 0x08;
 	ip[0] = 0x45;
-	ip[3] = 40;
+	ip[3] = len - 14;
 	ip[6] = 0x40; /* DF */
 	ip[8] = 64;
-	ip[9] = IPPROTO_TCP;
+	ip[9] = proto;
 	inet_pton(AF_INET, GUEST_IP, ip + 12);
 	if (inet_pton(AF_INET, daddr, ip + 16) != 1)
 		die("bad address %s", daddr);
+	return ip + 20;
+}
+
+/* Ethernet + IPv4 + TCP SYN, 54 bytes. */
+static size_t syn(uint8_t *b, const char *daddr, int dport)
+{
+	uint8_t *tcp = eth_ip4(b, 54, IPPROTO_TCP, daddr);
+
 	tcp[0] = GUEST_PORT >> 8;
 	tcp[1] = GUEST_PORT & 0xff;
 	tcp[2] = dport >> 8;
@@ -126,21 +134,11 @@ static size_t syn(uint8_t *b, const char *daddr, int dport)
 	return 54;
 }
 
-/* Ethernet + IPv4 + UDP with a DNS query's 32 bytes (zeros: the filter reads no further), 74 bytes. */
+/* Ethernet + IPv4 + UDP to the resolver (the host address) with a DNS query's 32 bytes, 74 bytes. */
 static size_t dns_query(uint8_t *b)
 {
-	uint8_t *ip = b + 14, *udp = ip + 20;
+	uint8_t *udp = eth_ip4(b, 74, IPPROTO_UDP, HOST_IP);
 
-	memset(b, 0, 74);
-	memcpy(b, "\x02\x00\x00\x00\x00\x01", 6);
-	memcpy(b + 6, GUEST_MAC, 6);
-	b[12] = 0x08;
-	ip[0] = 0x45;
-	ip[3] = 60;
-	ip[8] = 64;
-	ip[9] = IPPROTO_UDP;
-	inet_pton(AF_INET, GUEST_IP, ip + 12);
-	inet_pton(AF_INET, HOST_IP, ip + 16); /* the resolver lives on the host address */
 	udp[0] = GUEST_PORT >> 8;
 	udp[1] = GUEST_PORT & 0xff;
 	udp[3] = 53;
