@@ -89,29 +89,36 @@ Test(budget_usage, every_fixture_every_chunking)
 	}
 }
 
-/* A gzip'd body (the guest asked for it) is read through zlib, chunk by chunk. */
-Test(budget_usage, gzip_body_is_inflated_as_it_passes)
+/* A fixture gzip'd (as Content-Encoding: gzip) into z; its length. */
+static size_t gzip_fixture(const char *name, unsigned char *z, size_t cap)
 {
-	size_t len, zlen;
-	char *text = bt_fixture("anthropic.sse", &len);
-	unsigned char z[8192];
+	size_t len;
+	char *text = bt_fixture(name, &len);
 	z_stream zs = { 0 };
-	struct budget_tokens t;
 
 	cr_assert_eq(deflateInit2(&zs, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK); /* 15+16: gzip */
 	zs.next_in = (unsigned char *)text;
 	zs.avail_in = (uInt)len;
 	zs.next_out = z;
-	zs.avail_out = sizeof(z);
+	zs.avail_out = (uInt)cap;
 	cr_assert_eq(deflate(&zs, Z_FINISH), Z_STREAM_END);
-	zlen = sizeof(z) - zs.avail_out;
 	deflateEnd(&zs);
+	free(text);
+	return cap - zs.avail_out;
+}
+
+/* A gzip'd body (the guest asked for it) is read through zlib, chunk by chunk. */
+Test(budget_usage, gzip_body_is_inflated_as_it_passes)
+{
+	unsigned char z[8192];
+	size_t zlen = gzip_fixture("anthropic.sse", z, sizeof(z));
+	struct budget_tokens t;
+
 	cr_assert_eq(z[0], 0x1f);
 	cr_assert_eq(parse((char *)z, zlen, BUDGET_FORMAT_ANTHROPIC, 5, &t), USAGE_OK);
 	cr_expect_eq(t.output, 1015);
 	/* control: the same bytes cut short are a compressed stream without its end */
 	cr_expect_eq(parse((char *)z, zlen - 8, BUDGET_FORMAT_ANTHROPIC, 5, &t), USAGE_BAD);
-	free(text);
 }
 
 struct flow_case {
@@ -228,22 +235,13 @@ Test(budget_usage, a_kept_ticket_reads_its_exchange_as_a_fresh_one)
 	static const size_t order[] = { 1, 0, 3, 2, 5, 4, 8, 6, 7 }; /* SSE, JSON, SSE, JSON... */
 	struct budget_opts o;
 	struct budget *b;
-	size_t zlen, len;
-	char *sse = bt_fixture("anthropic.sse", &len);
+	size_t len;
 	unsigned char z[8192];
-	z_stream zs = { 0 };
+	/* a gzip'd body cut short: its ticket's inflate state is not what the next one reads with */
+	size_t zlen = gzip_fixture("anthropic.sse", z, sizeof(z));
 
 	bt_opts(&o);
 	b = bt_open(&o);
-	/* a gzip'd body cut short: its ticket's inflate state is not what the next one reads with */
-	cr_assert_eq(deflateInit2(&zs, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK);
-	zs.next_in = (unsigned char *)sse;
-	zs.avail_in = (uInt)len;
-	zs.next_out = z;
-	zs.avail_out = sizeof(z);
-	cr_assert_eq(deflate(&zs, Z_FINISH), Z_STREAM_END);
-	zlen = sizeof(z) - zs.avail_out;
-	deflateEnd(&zs);
 	for (size_t k = 0; k < sizeof(order) / sizeof(order[0]); k++) {
 		const struct flow_case *cut = &flows[order[k]], *f = &flows[order[(k + 1) % 9]];
 		char *resp = bt_fixture(cut->fixture, &len), *body = malloc(strlen(cut->body) + 1);
@@ -277,7 +275,6 @@ Test(budget_usage, a_kept_ticket_reads_its_exchange_as_a_fresh_one)
 		free(resp);
 	}
 	budget_close(b);
-	free(sse);
 }
 
 /* The ledger holds integers only: no REAL ever lands in it. */
