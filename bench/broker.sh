@@ -21,11 +21,13 @@
 # For each target and C in CONNS: wrk -d SECS --latency (1 thread at C=1, 2
 # otherwise) -> rps, p50/p99, errors and the proxy's CPU per request; the
 # repetitions are interleaved.  Then SSE time-to-first-byte (curl, 10 events
-# 100 ms apart) and memory per idle keep-alive connection (RSS growth over
+# 100 ms apart; SSE_N samples a target, interleaved, their median: 5 x REPS,
+# since one sample moves by 0.3 ms here where the targets differ by less)
+# and memory per idle keep-alive connection (RSS growth over
 # IDLE_CONNS connections that each made one request), without the metered
 # route.
 #
-#   bash bench/broker.sh [REPS]      (default 3; SECS=10 CONNS="1 16" IDLE_CONNS=1000
+#   bash bench/broker.sh [REPS]      (default 3; SECS=10 CONNS="1 16" IDLE_CONNS=1000 SSE_N=5xREPS
 #                                     LATCHD_IDLE_CONNS=200: latchd's engine keeps 256 a sandbox;
 #                                     TARGETS="latchd latchd-budget": only those rows)
 # Needs nginx-light, libnginx-mod-http-echo, wrk, curl, openssl (.ci/deps.sh).
@@ -37,6 +39,7 @@ REPS=${1:-${BENCH_REPS:-3}}
 SECS=${SECS:-10}
 CONNS=${CONNS:-1 16}
 IDLE_CONNS=${IDLE_CONNS:-1000}
+SSE_N=${SSE_N:-$((5 * REPS))}
 NS=latch-bench-broker-$$
 D=$(mktemp -d /tmp/latch-bench-broker.XXXXXX)
 OUT=${OUT:-$D}
@@ -247,8 +250,8 @@ for ((r = 1; r <= REPS; r++)); do
 	done
 done
 
-log "streaming /v1/stream (10 events x 100 ms)"
-for ((r = 1; r <= REPS + 2; r++)); do
+log "streaming /v1/stream (10 events x 100 ms), $SSE_N times a target"
+for ((r = 1; r <= SSE_N; r++)); do
 	for t in direct nginx latch latchd; do
 		read -r ttfb total code <<<"$(X curl -sS -o /dev/null --cacert "$D/cert.pem" -H "$(auth "$t")" \
 			-w '%{time_starttransfer} %{time_total} %{http_code}\n' "$(url "$t" /v1/stream)")"
