@@ -497,9 +497,7 @@ static int reserve(struct budget *b, const struct budget_request *rq, bool later
 	uint64_t now;
 	int ret = 0, s;
 
-	note_clear(note);
-	note->want = NULL;
-	note->want_arg = NULL;
+	note_reset(note);
 	*ticket = NULL;
 	if (linelen)
 		line[0] = '\0';

@@ -205,9 +205,7 @@ int commit_rows(struct budget *b, bool all, struct budget_note *note, char *line
 	uint64_t now;
 	int ret;
 
-	note_clear(note);
-	note->want = NULL;
-	note->want_arg = NULL;
+	note_reset(note);
 	if (linelen)
 		line[0] = '\0';
 	if (!b->o.sole_writer || !b->l)

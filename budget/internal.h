@@ -539,6 +539,14 @@ static inline void note_clear(struct budget_note *note)
 {
 	note->decision[0] = note->reason[0] = note->fields[0] = note->warning[0] = '\0';
 }
+
+/* A note emptied for a call that asks no one whether it is wanted. */
+static inline void note_reset(struct budget_note *note)
+{
+	note_clear(note);
+	note->want = NULL;
+	note->want_arg = NULL;
+}
 void settle_note(const struct budget_ticket *t, const char *why, int64_t charge, const struct budget_tokens *tok,
 		 struct budget_note *note);
 
