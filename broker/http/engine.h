@@ -110,7 +110,8 @@ struct hb_gconn {
 	struct latch_http_sandbox *sb;
 	struct bufferevent *bev; /* its output, write event and callbacks; never its EV_READ */
 	struct event *rev; /* the reads: one recv() each, not bufferevent's FIONREAD + readv (guest.c) */
-	bool reading, armed, idle, read_later;
+	bool reading, idle; /* asked for: reads, the idle timeout */
+	bool armed, read_later; /* rev is added; a run of guest_process() without a read is due */
 	size_t read_max; /* 0, or: no more reads while this much waits unread (local.c) */
 	struct latch_addr peer;
 	enum hb_gstate state;
