@@ -25,6 +25,7 @@
  * "content_type","peer"} and waits for `answer N ...`; a guest that leaves
  * first prints {"event":"local-gone","n":N}.  SIGTERM
  * exits 0.  BROKER_QUIET counts audit events without printing them.  BROKER_CONNS_MAX sets the engine's guest connections per sandbox.
+ * BROKER_GUEST_IDLE_MS its guest connections' idle timeout (live_broker: seconds, not a minute).
  *
  * The test meter (the spend-cap seam, issue 12) refuses a JSON body whose
  * max_tokens is over 100000 and reports the model it read.
@@ -438,7 +439,10 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	base = event_base_new();
 	/* BROKER_CONNS_MAX: the benchmark holds more idle connections than the default allows */
-	struct latch_http_opts ho = { .conns_max = getenv("BROKER_CONNS_MAX") ? atoi(getenv("BROKER_CONNS_MAX")) : 0 };
+	struct latch_http_opts ho = {
+		.conns_max = getenv("BROKER_CONNS_MAX") ? atoi(getenv("BROKER_CONNS_MAX")) : 0,
+		.guest_idle_ms = getenv("BROKER_GUEST_IDLE_MS") ? atoi(getenv("BROKER_GUEST_IDLE_MS")) : 0,
+	};
 
 	engine = base ? latch_http_new(base, &ho, err, sizeof(err)) : NULL;
 	if (!engine) {

@@ -21,6 +21,7 @@
 """
 import argparse
 import gzip
+import hashlib
 import json
 import os
 import socket
@@ -126,6 +127,7 @@ class Upstream(BaseHTTPRequestHandler):
             return self.send(200, gzip.compress(b"hello\n"), "text/plain", [("Content-Encoding", "gzip")])
         if p.startswith("/v1/"):
             return self.send(200, json.dumps({"method": self.command, "path": p, "body_len": len(data),
+                                              "body_sha256": hashlib.sha256(data).hexdigest(),
                                               "headers": dict(self.headers.items())}).encode() + b"\n")
         self.send(404, b"not here\n", "text/plain")
 
@@ -201,6 +203,35 @@ def raw(a):
     print("%s\t%s" % (status, body.split(b"\n")[0].decode("latin-1")))
 
 
+def idle(a):
+    """COUNT requests GAP seconds apart on one connection, then wait: how many were answered, and
+    whether and when (seconds after the last answer, or the connect) the broker closed it."""
+    s = socket.create_connection((a.host, a.port), timeout=a.wait)
+    since, answered = time.time(), 0
+    try:
+        for _ in range(a.count):
+            time.sleep(a.gap)
+            s.sendall(unescape(a.request))
+            data = b""
+            while True:
+                b = s.recv(65536)
+                if not b:
+                    raise ConnectionError
+                data += b
+                head, sep, body = data.partition(b"\r\n\r\n")
+                cl = [l for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:")]
+                if sep and cl and len(body) >= int(cl[0].split(b":")[1]):
+                    break
+            answered += 1
+            since = time.time()
+        end = "closed" if not s.recv(1) else "data"
+    except socket.timeout:
+        end = "open"
+    except ConnectionError:
+        end = "closed"
+    print("%d %s %.1f" % (answered, end, time.time() - since))
+
+
 def sse(a):
     host, _, rest = a.url[len("http://"):].partition("/")
     h, _, p = host.rpartition(":")
@@ -266,6 +297,13 @@ def main():
     p.add_argument("--bind")
     p.add_argument("--full", action="store_true")
     p.add_argument("--timeout", type=float, default=3)
+    p = sub.add_parser("idle")
+    p.add_argument("host")
+    p.add_argument("port", type=int)
+    p.add_argument("request")
+    p.add_argument("--count", type=int, default=0)
+    p.add_argument("--gap", type=float, default=0)
+    p.add_argument("--wait", type=float, default=6)
     p = sub.add_parser("sse")
     p.add_argument("url")
     p.add_argument("--header", action="append", default=[])
@@ -277,7 +315,7 @@ def main():
     p.add_argument("--cafile")
     p.add_argument("--bind")
     a = ap.parse_args()
-    {"serve": serve, "raw": raw, "sse": sse, "connect": connect}[a.cmd](a)
+    {"serve": serve, "raw": raw, "idle": idle, "sse": sse, "connect": connect}[a.cmd](a)
 
 
 if __name__ == "__main__":

@@ -93,7 +93,8 @@ cat >"$T/broker.json" <<EOF
 EOF
 sed -i 's/"ca_file":""/"ca_file":null/' "$T/broker.json"
 mkfifo "$T/cmd"
-ip netns exec "$LTS_H" "$DRV" "$T/broker.json" <"$T/cmd" >"$T/drv.out" 2>"$T/drv.err" &
+# the idle timeout in seconds (the engine's default is a minute), for its checks below
+ip netns exec "$LTS_H" env BROKER_GUEST_IDLE_MS=1500 "$DRV" "$T/broker.json" <"$T/cmd" >"$T/drv.out" 2>"$T/drv.err" &
 LTS_PIDS+=($!)
 DRV_PID=$!
 exec 7>"$T/cmd"
@@ -161,6 +162,13 @@ out=$(gcurl -H "$AUTH" --data-binary @"$T/body" "$URL/echo/v1/echo")
 check_eq "a Content-Length body (Expect: 100-continue) reaches the upstream whole" "$(jq -r .body_len <<<"$out")" "$size"
 out=$(gcurl -H "$AUTH" -H "Transfer-Encoding: chunked" --data-binary @"$T/body" "$URL/echo/v1/echo")
 check_eq "a chunked body reaches the upstream whole" "$(jq -r .body_len <<<"$out")" "$size"
+# invariant: a body faster than the upstream takes it pauses the guest's reading (buffer_max, 64 KB) and
+# resumes it when the upstream has taken the queue, without losing or repeating a byte
+head -c 3000000 /dev/urandom | base64 -w 100 >"$T/big-body"
+out=$(in_g curl -sS -m 20 -H "$AUTH" --data-binary @"$T/big-body" "$URL/echo/v1/echo" 2>&1 | tee -a "$RESP")
+check_eq "a 4 MB body reaches the upstream whole (reading the guest pauses and resumes)" \
+	"$(jq -r '[.body_len, .body_sha256] | @tsv' <<<"$out")" \
+	"$(printf '%s\t%s' "$(stat -c %s "$T/big-body")" "$(sha256sum <"$T/big-body" | cut -d' ' -f1)")"
 check_eq "a chunked response arrives whole" "$(gcurl -H "$AUTH" "$URL/echo/v1/chunked" | wc -l)" 5
 check_eq "a response delimited by the upstream's close arrives" "$(gcurl -H "$AUTH" "$URL/echo/v1/close")" "until the end"
 check_eq "a 3 MB response arrives whole" "$(in_g curl -sS -m 10 -H "$AUTH" "$URL/echo/v1/big?n=3000000" | wc -c)" 3000000
@@ -169,6 +177,16 @@ check_eq "HEAD gets the head only" "$(in_g curl -sS -m 5 -I -H "$AUTH" "$URL/ech
 n=$(in_g curl -sS -m 5 -H "$AUTH" -o /dev/null -o /dev/null -o /dev/null -w '%{num_connects}\n' \
 	"$URL/echo/v1/echo" "$URL/echo/v1/echo" "$URL/echo/v1/echo" | paste -sd+ | bc)
 check_eq "three requests share one guest connection (keep-alive)" "$n" 1
+# invariant: a guest connection with nothing to do is closed after guest_idle_ms (1.5 s here), counted
+# from its last answer; one that asks again within it stays
+idle_req=$(get /echo/v1/echo)
+read -r n end after < <(in_g "$LTS_PY" "$NET" idle "$BROKER" "$PORT" "$idle_req")
+check_eq "an idle guest connection is closed" "$n $end" "0 closed"
+check "  after the idle timeout (${after} s, 1.5 s set)" awk -v t="$after" 'BEGIN { exit !(t >= 1.3 && t <= 4) }'
+read -r n end after < <(in_g "$LTS_PY" "$NET" idle "$BROKER" "$PORT" "$idle_req" --count 3 --gap 0.9)
+check_eq "control: one that asks every 0.9 s is answered each time" "$n" 3
+check "  and closed the idle timeout after its last answer (${after} s)" \
+	awk -v t="$after" -v e="$end" 'BEGIN { exit !(e == "closed" && t >= 1.3 && t <= 4) }'
 # invariant: an exchange a connection reuses (exchange_new) starts clean: each request is scrubbed and audited as its own
 long=/v1/reflect/$(printf 'a%.0s' $(seq 120)) # longer than the exchange's inline copy of the path
 na=$(audit_n)

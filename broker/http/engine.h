@@ -108,7 +108,11 @@ enum hb_gstate { G_HEAD, G_BODY, G_WAIT, G_TUNNEL, G_CLOSING };
 struct hb_gconn {
 	struct hb_gconn *next, **pprev;
 	struct latch_http_sandbox *sb;
-	struct bufferevent *bev;
+	struct bufferevent *bev; /* its output, write event and callbacks; never its EV_READ */
+	struct event *rev; /* the reads: one recv() each, not bufferevent's FIONREAD + readv (guest.c) */
+	bool reading, idle; /* asked for: reads, the idle timeout */
+	bool armed, read_later; /* rev is added; a run of guest_process() without a read is due */
+	size_t read_max; /* 0, or: no more reads while this much waits unread (local.c) */
 	struct latch_addr peer;
 	enum hb_gstate state;
 	bool close_after; /* the guest asked for it, or the request can't be followed */
@@ -158,6 +162,12 @@ void hb_gconn_free(struct hb_gconn *g);
 void hb_guest_flush(struct hb_gconn *g); /* write queued bytes now; the write event only for leftovers */
 void hb_gconn_close_when_flushed(struct hb_gconn *g);
 void hb_gconn_resume(struct hb_gconn *g); /* an exchange or tunnel is over: next request, or close */
+/* Reading the guest: what bufferevent_enable/disable(EV_READ) and its read timeout and watermark did. */
+void hb_guest_reading(struct hb_gconn *g, bool on);
+bool hb_guest_is_reading(const struct hb_gconn *g);
+void hb_guest_idle(struct hb_gconn *g, bool on); /* the guest_idle_ms timeout between requests */
+void hb_guest_read_max(struct hb_gconn *g, size_t max);
+void hb_guest_read_later(struct hb_gconn *g); /* the bytes already buffered, from the loop */
 int hb_resolve(struct latch_http_sandbox *sb, const char *name, latch_http_resolved_cb cb, void *arg);
 uint64_t hb_now_ms(void);
 

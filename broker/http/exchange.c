@@ -279,7 +279,7 @@ void hb_exchange_body(struct hb_exchange *x, const char *data, size_t len)
 		evbuffer_add(sink, "\r\n", 2);
 	/* backpressure: stop reading the guest while the upstream is behind */
 	if (!x->metered && evbuffer_get_length(sink) > x->t->route->sb->h->o.buffer_max)
-		bufferevent_disable(x->g->bev, EV_READ);
+		hb_guest_reading(x->g, false);
 }
 
 bool hb_exchange_over_limit(struct hb_exchange *x)
@@ -718,10 +718,10 @@ void hb_u_write(struct bufferevent *bev, void *arg)
 	struct hb_exchange *x = u->x;
 
 	/* the upstream took the body we queued: read more of it from the guest */
-	if (x && x->g && x->g->state == G_BODY && !(bufferevent_get_enabled(x->g->bev) & EV_READ)) {
-		bufferevent_enable(x->g->bev, EV_READ);
+	if (x && x->g && x->g->state == G_BODY && !hb_guest_is_reading(x->g)) {
+		hb_guest_reading(x->g, true);
 		if (evbuffer_get_length(bufferevent_get_input(x->g->bev)))
-			bufferevent_trigger(x->g->bev, EV_READ, BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
+			hb_guest_read_later(x->g);
 	}
 }
 

@@ -101,7 +101,7 @@ bool hb_local_body_done(struct hb_gconn *g)
 	size_t n;
 
 	/* the answer may take minutes: no idle timeout while the owner holds the request */
-	bufferevent_set_timeouts(g->bev, NULL, NULL);
+	hb_guest_idle(g, false);
 	request_parts(&g->head, path, sizeof(path), query, sizeof(query), ctype, sizeof(ctype));
 	evbuffer_add(l->body, "", 1); /* NUL-terminated for the owner's parser */
 	n = evbuffer_get_length(l->body);
@@ -114,7 +114,7 @@ bool hb_local_body_done(struct hb_gconn *g)
 						.peer = &g->peer };
 	l->delivered = l->in_call = true;
 	/* a guest pipelining while it waits gets a head's worth buffered, no more */
-	bufferevent_setwatermark(g->bev, EV_READ, 0, sb->h->o.head_max);
+	hb_guest_read_max(g, sb->h->o.head_max);
 	sb->o.local(sb->o.arg, l, &rq);
 	l->in_call = false;
 	if (!l->answered)
@@ -136,7 +136,7 @@ static void answer_write(struct hb_gconn *g, int status, const char *json)
 	struct evbuffer *out = bufferevent_get_output(g->bev);
 	size_t n = strlen(json);
 
-	bufferevent_setwatermark(g->bev, EV_READ, 0, 0);
+	hb_guest_read_max(g, 0);
 	if (!g->head.keep_alive)
 		g->close_after = true;
 	evbuffer_add_printf(out,

@@ -187,7 +187,7 @@ bool hb_tunnel_start(struct hb_gconn *g)
 	g->t = t;
 	g->state = G_TUNNEL;
 	sb->h->st.tunnels++;
-	bufferevent_disable(g->bev, EV_READ); /* nothing of the guest's is read before the 200 */
+	hb_guest_reading(g, false); /* nothing of the guest's is read before the 200 */
 	lk->t = t;
 	t->lookup = lk;
 	if (hb_resolve(sb, name, t_resolved, lk)) {
@@ -198,14 +198,12 @@ bool hb_tunnel_start(struct hb_gconn *g)
 	return false; /* the tunnel owns the connection now */
 }
 
-static void pump(struct bufferevent *from, struct bufferevent *to, uint64_t *count, uint32_t max)
+/* Move what one side read to the other's output; true when the reader should pause. */
+static bool pump(struct evbuffer *in, struct evbuffer *out, uint64_t *count, uint32_t max)
 {
-	struct evbuffer *in = bufferevent_get_input(from), *out = bufferevent_get_output(to);
-
 	*count += evbuffer_get_length(in);
 	evbuffer_add_buffer(out, in);
-	if (evbuffer_get_length(out) > max)
-		bufferevent_disable(from, EV_READ); /* resumed by the other side's write callback */
+	return evbuffer_get_length(out) > max; /* resumed by the other side's write callback */
 }
 
 /* Both sides are done when each has seen the other's end and flushed it. */
@@ -247,7 +245,8 @@ void hb_tunnel_guest_read(struct hb_gconn *g)
 	}
 	if (t->state != T_OPEN)
 		return;
-	pump(g->bev, t->up, &t->in, g->sb->h->o.buffer_max);
+	if (pump(in, bufferevent_get_output(t->up), &t->in, g->sb->h->o.buffer_max))
+		hb_guest_reading(g, false);
 	maybe_done(t);
 }
 
@@ -277,7 +276,9 @@ static void up_read(struct bufferevent *bev, void *arg)
 	struct hb_tunnel *t = arg;
 
 	if (t->state == T_OPEN) {
-		pump(bev, t->g->bev, &t->out, t->g->sb->h->o.buffer_max);
+		if (pump(bufferevent_get_input(bev), bufferevent_get_output(t->g->bev), &t->out,
+			 t->g->sb->h->o.buffer_max))
+			bufferevent_disable(bev, EV_READ);
 		hb_guest_flush(t->g);
 	}
 }
@@ -288,7 +289,7 @@ static void up_write(struct bufferevent *bev, void *arg)
 	struct hb_gconn *g = t->g;
 
 	if (t->state == T_OPEN && !t->guest_eof)
-		bufferevent_enable(g->bev, EV_READ);
+		hb_guest_reading(g, true);
 	maybe_done(t);
 }
 
@@ -304,7 +305,7 @@ static void up_event(struct bufferevent *bev, short what, void *arg)
 		t->state = T_HELLO;
 		evbuffer_add(bufferevent_get_output(g->bev), "HTTP/1.1 200 Connection established\r\n\r\n", 39);
 		hb_guest_flush(g);
-		bufferevent_enable(g->bev, EV_READ);
+		hb_guest_reading(g, true);
 		if (evbuffer_get_length(bufferevent_get_input(g->bev)))
 			hb_tunnel_guest_read(g);
 		return;
