@@ -122,6 +122,12 @@ enum hb_refusal hb_head_scan(const char *buf, size_t len, size_t head_max, size_
  * Content-Length and any Transfer-Encoding but one `chunked`.
  */
 enum hb_refusal hb_head_parse(const char *buf, size_t head_len, http_parser *p, struct hb_head *head);
+/*
+ * The same reading with every line through http-parser: what
+ * hb_head_parse() does when the request line or the framing lines are too
+ * long for its short head, and the reference fuzz_broker holds it to.
+ */
+enum hb_refusal hb_head_parse_whole(const char *buf, size_t head_len, http_parser *p, struct hb_head *head);
 
 /*
  * An empty head (no method, no target, n = 0, no Content-Length).  The
