@@ -17,6 +17,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "broker/http/check.h"
 
@@ -61,11 +64,43 @@ static const unsigned char head_class[256] = {
 	['|'] = HC_VT,		['}'] = HC_VALUE,	  ['~'] = HC_VT,	 [0x80 ... 0xff] = HC_VALUE,
 };
 
-enum hb_refusal hb_head_scan(const char *buf, size_t len, size_t head_max, size_t *head_len)
+/*
+ * The end of a run of value bytes from I: the first byte before LEN that is
+ * a control (HTAB too unless TAB) or DEL, else LEN.  Sixteen bytes a step:
+ * a byte a step through head_class was most of what a head's scan cost.
+ */
+static size_t value_run(const char *buf, size_t i, size_t len, bool tab)
 {
-	size_t i = 0, line = 0;
+#ifdef __SSE2__
+	const __m128i c1f = _mm_set1_epi8(0x1f), del = _mm_set1_epi8(0x7f), ht = _mm_set1_epi8('\t');
+
+	for (; i + 16 <= len; i += 16) {
+		__m128i v = _mm_loadu_si128((const __m128i *)(buf + i));
+		__m128i bad = _mm_cmpeq_epi8(_mm_max_epu8(v, c1f), c1f); /* unsigned v <= 0x1f */
+
+		if (tab)
+			bad = _mm_andnot_si128(_mm_cmpeq_epi8(v, ht), bad);
+		bad = _mm_or_si128(bad, _mm_cmpeq_epi8(v, del));
+		unsigned mask = (unsigned)_mm_movemask_epi8(bad);
+
+		if (mask)
+			return i + (size_t)__builtin_ctz(mask);
+	}
+#endif
+	unsigned char allowed = tab ? HC_VALUE | HC_TAB : HC_VALUE;
+
+	while (i < len && (head_class[(unsigned char)buf[i]] & allowed))
+		i++;
+	return i;
+}
+
+enum hb_refusal hb_head_scan(const char *buf, size_t len, size_t head_max, size_t *head_len, struct hb_lines *lines)
+{
+	size_t i = 0, line = 0, colon = 0;
 
 	*head_len = 0;
+	if (lines)
+		lines->n = 0;
 	if (len > head_max)
 		len = head_max + 1; /* look no further than the limit */
 	while (i < len) {
@@ -95,13 +130,10 @@ enum hb_refusal hb_head_scan(const char *buf, size_t len, size_t head_max, size_
 					return i + 1 < len && buf[i + 1] != '\n' ? HB_BARE_CR : HB_HEADER_NAME;
 				return HB_HEADER_NAME;
 			}
-			i++;
+			colon = i++;
 		}
 		/* the request line's bytes are checked again by http-parser and the path check */
-		unsigned char allowed = request_line ? HC_VALUE : HC_VALUE | HC_TAB;
-
-		while (i < len && (head_class[(unsigned char)buf[i]] & allowed))
-			i++;
+		i = value_run(buf, i, len, !request_line);
 		if (i == len)
 			break;
 		if (buf[i] != '\r' && buf[i] != '\n')
@@ -114,6 +146,12 @@ enum hb_refusal hb_head_scan(const char *buf, size_t len, size_t head_max, size_
 			return HB_BARE_CR;
 		if (request_line && i == start)
 			return HB_BAD_REQUEST; /* an empty line before the request line */
+		if (lines && request_line) {
+			lines->first_cr = (uint32_t)i;
+		} else if (lines && lines->n <= HB_HEADERS_MAX) {
+			lines->colon[lines->n] = (uint32_t)colon;
+			lines->cr[lines->n++] = (uint32_t)i;
+		}
 		i += 2;
 		line++;
 	}
@@ -259,55 +297,111 @@ static bool request_line_ok(const char *line, size_t len)
 }
 
 /*
- * Index the header lines of a head hb_head_scan() accepted (each a token,
- * ':', value bytes, CR LF), and copy its request line and the lines
- * http-parser reads into SHORT (CAP bytes), ended by an empty line:
- * *short_len, or 0 when they do not fit.
+ * The short head: the first line of BUF (its CR at LINES->first_cr) and
+ * the lines http-parser reads, in their order, then an empty line, into
+ * SHRT (CAP bytes); its length, or 0 when they do not fit.  The broker
+ * indexes the other lines (header_at()).
  */
-static enum hb_refusal index_head(const char *buf, size_t head_len, struct hb_head *head, char *shrt, size_t cap,
-				  size_t *short_len)
+static size_t short_head(const char *buf, const struct hb_lines *lines, char *shrt, size_t cap)
 {
-	const char *eol = memchr(buf, '\r', head_len), *end = buf + head_len - 2;
-	size_t len = eol ? (size_t)(eol - buf) + 2 : 0;
+	size_t len = lines->first_cr + 2;
+
+	if (len + 2 > cap)
+		return 0;
+	memcpy(shrt, buf, len);
+	for (int k = 0; k < lines->n; k++) {
+		size_t start = k ? lines->cr[k - 1] + 2 : lines->first_cr + 2, line = lines->cr[k] + 2 - start;
+
+		if (!parser_reads(buf + start, lines->colon[k] - start))
+			continue;
+		if (len + line + 2 > cap)
+			return 0;
+		memcpy(shrt + len, buf + start, line);
+		len += line;
+	}
+	memcpy(shrt + len, "\r\n", 2);
+	return len + 2;
+}
+
+/* Header line K of LINES: its name, and its value with OWS off both ends. */
+static void header_at(const char *buf, const struct hb_lines *lines, int k, const char **name, size_t *name_len,
+		      const char **value, size_t *value_len)
+{
+	size_t start = k ? lines->cr[k - 1] + 2 : lines->first_cr + 2;
+
+	*name = buf + start;
+	*name_len = lines->colon[k] - start;
+	*value = buf + lines->colon[k] + 1;
+	*value_len = lines->cr[k] - lines->colon[k] - 1;
+	trim(value, value_len);
+}
+
+/*
+ * Index the header lines of a request head hb_head_scan() accepted, from
+ * where it found them (LINES), and copy its request line and the lines
+ * http-parser reads into SHORT (CAP bytes): *short_len, or 0 when they do
+ * not fit.
+ */
+static enum hb_refusal index_head(const char *buf, size_t head_len, const struct hb_lines *lines, struct hb_head *head,
+				  char *shrt, size_t cap, size_t *short_len)
+{
+	*short_len = 0;
+	if (!request_line_ok(buf, lines->first_cr))
+		return HB_BAD_REQUEST;
+	if (lines->n > HB_HEADERS_MAX)
+		return HB_HEAD_TOO_LARGE;
+	for (int k = 0; k < lines->n; k++) {
+		struct hb_header *h = &head->h[k];
+
+		header_at(buf, lines, k, &h->name, &h->name_len, &h->value, &h->value_len);
+	}
+	head->n = lines->n;
+	*short_len = short_head(buf, lines, shrt, cap);
+	return HB_OK;
+}
+
+/*
+ * The status line is HTTP/1.d SP 3DIGIT, then SP and a reason or nothing;
+ * what http-parser takes from it (the version and the code) it reads from
+ * the same bytes.
+ */
+static bool status_line_ok(const char *line, size_t len)
+{
+	static const char digits[] = "0123456789";
+
+	if (len < 12 || memcmp(line, "HTTP/1.", 7) || !memchr(digits, line[7], 10) || line[8] != ' ')
+		return false;
+	for (int i = 9; i < 12; i++)
+		if (!memchr(digits, line[i], 10))
+			return false;
+	return len == 12 || line[12] == ' ';
+}
+
+enum hb_refusal hb_resp_head_read(const char *buf, size_t len, size_t head_max, size_t *head_len,
+				  struct hb_resp_index *ix, char *shrt, size_t cap, size_t *short_len)
+{
+	struct hb_lines lines;
+	enum hb_refusal ref = hb_head_scan(buf, len, head_max, head_len, &lines);
+	const char *name, *value;
+	size_t name_len, value_len;
 
 	*short_len = 0;
-	if (!eol || head_len < 4 || !request_line_ok(buf, len - 2))
+	ix->n = 0;
+	if (ref || !*head_len)
+		return ref;
+	if (!status_line_ok(buf, lines.first_cr))
 		return HB_BAD_REQUEST;
-	if (len + 2 <= cap)
-		memcpy(shrt, buf, len);
-	else
-		cap = 0;
-	for (const char *at = buf + len; at < end;) {
-		const char *colon = memchr(at, ':', (size_t)(end - at));
-		const char *cr = colon ? memchr(colon, '\r', (size_t)(end - colon)) : NULL;
-		struct hb_header *h;
-
-		if (!cr)
-			return HB_BAD_REQUEST; /* not a head the scan passed */
-		if (head->n == HB_HEADERS_MAX)
-			return HB_HEAD_TOO_LARGE;
-		h = &head->h[head->n++];
-		h->name = at;
-		h->name_len = (size_t)(colon - at);
-		h->value = colon + 1;
-		h->value_len = (size_t)(cr - colon - 1);
-		trim(&h->value, &h->value_len);
-		if (cap && parser_reads(h->name, h->name_len)) {
-			size_t line = (size_t)(cr - at) + 2;
-
-			if (len + line + 2 <= cap) {
-				memcpy(shrt + len, at, line);
-				len += line;
-			} else {
-				cap = 0;
-			}
-		}
-		at = cr + 2;
+	if (lines.n > HB_HEADERS_MAX)
+		return HB_HEAD_TOO_LARGE;
+	ix->reason = lines.first_cr > 12 ? 13 : 12;
+	ix->reason_len = lines.first_cr - ix->reason;
+	for (int k = 0; k < lines.n; k++) {
+		header_at(buf, &lines, k, &name, &name_len, &value, &value_len);
+		ix->hdr[k] = (struct hb_hdr){ (uint32_t)(name - buf), (uint32_t)name_len, (uint32_t)(value - buf),
+					      (uint32_t)value_len };
 	}
-	if (cap) {
-		memcpy(shrt + len, "\r\n", 2);
-		*short_len = len + 2;
-	}
+	ix->n = lines.n;
+	*short_len = short_head(buf, &lines, shrt, cap);
 	return HB_OK;
 }
 
@@ -322,7 +416,8 @@ static enum hb_refusal index_head(const char *buf, size_t head_len, struct hb_he
  * verdict; the lines are indexed here instead.  A head whose request line
  * or framing lines do not fit in the short one is read whole.
  */
-static enum hb_refusal head_parse(const char *buf, size_t head_len, http_parser *p, struct hb_head *head, bool whole)
+static enum hb_refusal head_parse(const char *buf, size_t head_len, const struct hb_lines *lines, http_parser *p,
+				  struct hb_head *head, bool whole)
 {
 	char shrt[1024];
 	size_t short_len, n;
@@ -330,7 +425,7 @@ static enum hb_refusal head_parse(const char *buf, size_t head_len, http_parser 
 	enum hb_refusal ref;
 
 	hb_head_clear(head);
-	ref = index_head(buf, head_len, head, shrt, whole ? 0 : sizeof(shrt), &short_len);
+	ref = index_head(buf, head_len, lines, head, shrt, whole ? 0 : sizeof(shrt), &short_len);
 	if (ref)
 		return ref;
 	in = short_len ? shrt : buf;
@@ -345,12 +440,14 @@ static enum hb_refusal head_parse(const char *buf, size_t head_len, http_parser 
 	return head_verdict(head, p, n, short_len);
 }
 
-enum hb_refusal hb_head_parse(const char *buf, size_t head_len, http_parser *p, struct hb_head *head)
+enum hb_refusal hb_head_parse(const char *buf, size_t head_len, const struct hb_lines *lines, http_parser *p,
+			      struct hb_head *head)
 {
-	return head_parse(buf, head_len, p, head, false);
+	return head_parse(buf, head_len, lines, p, head, false);
 }
 
-enum hb_refusal hb_head_parse_whole(const char *buf, size_t head_len, http_parser *p, struct hb_head *head)
+enum hb_refusal hb_head_parse_whole(const char *buf, size_t head_len, const struct hb_lines *lines, http_parser *p,
+				    struct hb_head *head)
 {
-	return head_parse(buf, head_len, p, head, true);
+	return head_parse(buf, head_len, lines, p, head, true);
 }
