@@ -12,6 +12,8 @@
         /v1/big?n=N     N bytes
         /v1/reflect     the Authorization header's value, split over two chunks
         /v1/gzip        a gzip-encoded body
+        /v1/splithead   a head of 80 lines (10 KB) sent in three writes 50 ms apart (three TLS records)
+        /v1/interim     a 100 Continue before the response (which has X-After: 1)
         /git/...        git http-backend (smart HTTP), only with Authorization == --git-auth
   raw HOST PORT REQUEST [--bind SRC]   REQUEST with \\r \\n escapes; prints "STATUS<TAB>first body line"
                                         (or "CLOSED" when the connection ended without a response)
@@ -123,6 +125,20 @@ class Upstream(BaseHTTPRequestHandler):
             self.chunk(v[len(v) // 2:] + b"\n")
             self.wfile.write(b"0\r\n\r\n")
             return
+        if p.startswith("/v1/splithead"):
+            head = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n" + b"".join(
+                b"X-Line-%d: %s\r\n" % (i, b"v" * 110) for i in range(80)) + b"Content-Length: 6\r\n\r\n"
+            cut = (len(head) // 3, 2 * len(head) // 3)
+            for piece in (head[:cut[0]], head[cut[0]:cut[1]], head[cut[1]:] + b"split\n"):
+                self.wfile.write(piece)
+                self.wfile.flush()
+                time.sleep(0.05)
+            return
+        if p.startswith("/v1/interim"):
+            self.wfile.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            self.wfile.flush()
+            time.sleep(0.05)
+            return self.send(200, b"after the interim\n", "text/plain", [("X-After", "1")])
         if p.startswith("/v1/gzip"):
             return self.send(200, gzip.compress(b"hello\n"), "text/plain", [("Content-Encoding", "gzip")])
         if p.startswith("/v1/"):

@@ -65,7 +65,7 @@ up() { # up NAME URL SECRET_FILE HEADER SCHEME [CA]
 	printf '{"name":"%s","url":"%s","secret_file":"%s","header":"%s","scheme":"%s","ca_file":"%s"}' \
 		"$1" "$2" "$3" "$4" "$5" "${6-$T/ca.pem}"
 }
-ECHO_PATHS='["/v1/echo","/v1/sse","/v1/chunked","/v1/close","/v1/reflect","/v1/big","/v1/gzip"]'
+ECHO_PATHS='["/v1/echo","/v1/sse","/v1/chunked","/v1/close","/v1/reflect","/v1/big","/v1/gzip","/v1/splithead","/v1/interim"]'
 cat >"$T/broker.json" <<EOF
 {"hosts": {"api.test.example": ["$SRV_A"], "allowed.test.example": ["$SRV_B"],
            "other.test.example": ["$SRV_B"], "lan.test.example": ["127.0.0.1"]},
@@ -171,6 +171,12 @@ check_eq "a 4 MB body reaches the upstream whole (reading the guest pauses and r
 	"$(printf '%s\t%s' "$(stat -c %s "$T/big-body")" "$(sha256sum <"$T/big-body" | cut -d' ' -f1)")"
 check_eq "a chunked response arrives whole" "$(gcurl -H "$AUTH" "$URL/echo/v1/chunked" | wc -l)" 5
 check_eq "a response delimited by the upstream's close arrives" "$(gcurl -H "$AUTH" "$URL/echo/v1/close")" "until the end"
+# the broker reads a response head where it lies; one spread over three records is read when whole
+out=$(gcurl -D "$T/split.head" -H "$AUTH" "$URL/echo/v1/splithead")
+check_eq "a response head that came in three pieces arrives whole" "$out/$(grep -c '^X-Line-' "$T/split.head")" "split/80"
+out=$(gcurl -D "$T/interim.head" -H "$AUTH" "$URL/echo/v1/interim")
+check_eq "an interim 100 is skipped and the response follows with its head" \
+	"$out/$(grep -c '^X-After: 1' "$T/interim.head")" "after the interim/1"
 check_eq "a 3 MB response arrives whole" "$(in_g curl -sS -m 10 -H "$AUTH" "$URL/echo/v1/big?n=3000000" | wc -c)" 3000000
 check_eq "HEAD gets the head only" "$(in_g curl -sS -m 5 -I -H "$AUTH" "$URL/echo/v1/echo" | head -1 | tr -d '\r')" \
 	"HTTP/1.1 200 OK"

@@ -306,8 +306,11 @@ static bool basic_password(const char *v, size_t len, char *out, size_t outlen, 
 		return false;
 	while (len && enc[len - 1] == '=')
 		len--, pad++;
+	/* "====" decodes to 3 bytes with 4 pads: n went below 0, and memchr() read past dec (fuzz_broker) */
+	if (pad > 2 || pad > n)
+		return false;
 	n -= pad;
-	colon = memchr(dec, ':', n);
+	colon = memchr(dec, ':', (size_t)n);
 	if (!colon || (size_t)(dec + n - colon - 1) >= outlen)
 		return false;
 	*pw_len = dec + n - colon - 1;

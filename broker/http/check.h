@@ -107,21 +107,65 @@ struct hb_head {
 };
 
 /*
+ * Where hb_head_scan() found a head's lines, as offsets: the first line's
+ * CR, and each header line's ':' and CR (a line starts after the CR LF
+ * before it).  n = HB_HEADERS_MAX + 1: more lines than a head may have.
+ */
+struct hb_lines {
+	uint32_t first_cr;
+	uint32_t colon[HB_HEADERS_MAX + 1], cr[HB_HEADERS_MAX + 1];
+	int n;
+};
+
+/*
  * Find the end of the head in BUF (LEN bytes so far): 0 with *head_len set
  * when it is complete, 0 with *head_len = 0 when more is needed, or the
  * refusal that the bytes already seen deserve (no line ends in a bare CR or
  * LF, no obs-fold, header names are tokens followed by ':', values are
- * VCHAR/obs-text/SP/HTAB, at most head_max bytes).
+ * VCHAR/obs-text/SP/HTAB, at most head_max bytes).  LINES, when not
+ * NULL, gets where the lines are, for hb_head_parse().
  */
-enum hb_refusal hb_head_scan(const char *buf, size_t len, size_t head_max, size_t *head_len);
+enum hb_refusal hb_head_scan(const char *buf, size_t len, size_t head_max, size_t *head_len, struct hb_lines *lines);
 
 /*
- * Read a head that hb_head_scan() accepted with http-parser (P is
- * initialized here and keeps going with the body).  Fills HEAD with
- * pointers into BUF.  Refuses two framings, a duplicate or invalid
+ * Read a head that hb_head_scan() accepted, with the LINES it found: the
+ * broker indexes the header lines, http-parser reads the request line and
+ * the lines it interprets (P is initialized here and keeps going with the
+ * body).  Fills HEAD with pointers into BUF.  Refuses a request line other
+ * than METHOD SP TARGET SP HTTP/1.d, two framings, a duplicate or invalid
  * Content-Length and any Transfer-Encoding but one `chunked`.
  */
-enum hb_refusal hb_head_parse(const char *buf, size_t head_len, http_parser *p, struct hb_head *head);
+enum hb_refusal hb_head_parse(const char *buf, size_t head_len, const struct hb_lines *lines, http_parser *p,
+			      struct hb_head *head);
+/*
+ * The same reading with every line through http-parser: what
+ * hb_head_parse() does when the request line or the framing lines are too
+ * long for its short head, and the reference fuzz_broker holds it to.
+ */
+enum hb_refusal hb_head_parse_whole(const char *buf, size_t head_len, const struct hb_lines *lines, http_parser *p,
+				    struct hb_head *head);
+
+struct hb_hdr { /* a response header */
+	uint32_t name, name_len, value, value_len; /* offsets into the response head */
+};
+
+struct hb_resp_index { /* a response head's reason and header lines, as offsets into it */
+	uint32_t reason, reason_len;
+	struct hb_hdr *hdr; /* HB_HEADERS_MAX of them */
+	int n;
+};
+
+/*
+ * A response head from the upstream, BUF (LEN bytes so far): 0 with
+ * *head_len = 0 while its end has not come; 0 with *head_len set, the
+ * reason and header lines indexed in IX and the status line with the
+ * lines http-parser interprets copied into SHORT (CAP bytes; *short_len,
+ * or 0 when they do not fit) once it has; or the refusal its bytes deserve
+ * (the request head's grammar, a status line other than HTTP/1.d SP 3DIGIT
+ * [SP reason], more than HB_HEADERS_MAX lines).
+ */
+enum hb_refusal hb_resp_head_read(const char *buf, size_t len, size_t head_max, size_t *head_len,
+				  struct hb_resp_index *ix, char *shrt, size_t cap, size_t *short_len);
 
 /*
  * An empty head (no method, no target, n = 0, no Content-Length).  The

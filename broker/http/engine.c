@@ -661,3 +661,16 @@ void hb_guest_flush(struct hb_gconn *g)
 	if (evbuffer_get_length(out))
 		bufferevent_enable(g->bev, EV_WRITE);
 }
+
+void hb_wipe_drain(struct evbuffer *in, size_t n)
+{
+	struct evbuffer_iovec v;
+
+	while (n && evbuffer_peek(in, -1, NULL, &v, 1) == 1) {
+		size_t m = v.iov_len < n ? v.iov_len : n;
+
+		explicit_bzero(v.iov_base, m);
+		evbuffer_drain(in, m);
+		n -= m;
+	}
+}

@@ -149,6 +149,8 @@ struct hb_exchange {
 };
 
 /* engine.c */
+/* The first N bytes of IN wiped, then drained, chain by chain: what the upstream sent may echo the key. */
+void hb_wipe_drain(struct evbuffer *in, size_t n);
 struct hb_route *hb_route_find(struct latch_http_sandbox *sb, const char *name);
 /* Answer with a refusal; false when the connection is closing or gone (don't touch g). */
 bool hb_refuse(struct hb_gconn *g, enum hb_refusal r, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -171,10 +173,6 @@ void hb_guest_read_later(struct hb_gconn *g); /* the bytes already buffered, fro
 int hb_resolve(struct latch_http_sandbox *sb, const char *name, latch_http_resolved_cb cb, void *arg);
 uint64_t hb_now_ms(void);
 
-struct hb_hdr { /* a response header */
-	uint32_t name, name_len, value, value_len; /* offsets into the head arena */
-};
-
 struct hb_uconn { /* an upstream connection: idle in its pool, or busy with an exchange */
 	struct hb_uconn *next, **pprev; /* target->conns */
 	struct hb_target *t;
@@ -185,11 +183,11 @@ struct hb_uconn { /* an upstream connection: idle in its pool, or busy with an e
 	bool send_pending; /* the request waits for the body bytes the guest already sent (hb_u_send) */
 	enum hb_refusal fail;
 	http_parser parser;
-	char *head; /* the response head's status text, names and values */
+	char *head; /* the response head, as the upstream sent it (head_max bytes) */
 	uint32_t head_len;
-	struct hb_hdr hdr[HB_HEADERS_MAX];
+	struct hb_hdr hdr[HB_HEADERS_MAX]; /* its lines, as offsets into head */
 	int n_hdr;
-	bool in_value;
+	bool head_in; /* the head of the message under way is read */
 	uint32_t reason, reason_len;
 };
 

@@ -354,64 +354,6 @@ void latch_http_meter_resume(struct latch_http_hold *hold, const char *refusal)
 
 /* ------------------------------------------------------------ the response */
 
-static bool arena_add(struct hb_uconn *u, const char *at, size_t len)
-{
-	if (u->head_len + len > u->h->o.head_max)
-		return false;
-	memcpy(u->head + u->head_len, at, len);
-	u->head_len += len;
-	return true;
-}
-
-static int r_begin(http_parser *p)
-{
-	struct hb_uconn *u = p->data;
-
-	explicit_bzero(u->head, u->head_len); /* the last response's head, which may have echoed the key */
-	u->head_len = 0;
-	u->n_hdr = 0;
-	u->in_value = false;
-	u->reason = u->reason_len = 0;
-	return 0;
-}
-
-static int r_status(http_parser *p, const char *at, size_t len)
-{
-	struct hb_uconn *u = p->data;
-
-	if (!u->reason_len)
-		u->reason = u->head_len;
-	u->reason_len += len;
-	return arena_add(u, at, len) ? 0 : -1;
-}
-
-static int r_field(http_parser *p, const char *at, size_t len)
-{
-	struct hb_uconn *u = p->data;
-
-	if (u->in_value || !u->n_hdr) {
-		if (u->n_hdr == HB_HEADERS_MAX)
-			return -1;
-		u->hdr[u->n_hdr++] = (struct hb_hdr){ .name = u->head_len };
-		u->in_value = false;
-	}
-	u->hdr[u->n_hdr - 1].name_len += len;
-	return arena_add(u, at, len) ? 0 : -1;
-}
-
-static int r_value(http_parser *p, const char *at, size_t len)
-{
-	struct hb_uconn *u = p->data;
-	struct hb_hdr *h = &u->hdr[u->n_hdr - 1];
-
-	if (!u->in_value) {
-		h->value = u->head_len;
-		u->in_value = true;
-	}
-	h->value_len += len;
-	return arena_add(u, at, len) ? 0 : -1;
-}
-
 /* CONN: the upstream's Connection header, or NULL */
 static bool resp_hop_by_hop(struct hb_uconn *u, const struct hb_hdr *h, const struct hb_hdr *conn)
 {
@@ -602,6 +544,7 @@ static int r_complete(http_parser *p)
 
 	if (u->skip_message) {
 		u->skip_message = false;
+		u->head_in = false; /* the response's own head comes next */
 		return 0;
 	}
 	hb_scrub_flush(&x->scrub, emit_body, &e);
@@ -613,14 +556,44 @@ static int r_complete(http_parser *p)
 }
 
 static const http_parser_settings resp_settings = {
-	.on_message_begin = r_begin,
-	.on_status = r_status,
-	.on_header_field = r_field,
-	.on_header_value = r_value,
 	.on_headers_complete = r_headers_complete,
 	.on_body = r_body,
 	.on_message_complete = r_complete,
 };
+
+/*
+ * The response head: copied into u->head, where it stays (the guest's head
+ * is written from it), read there by hb_resp_head_read(), and given to
+ * http-parser as a short head of the lines it interprets (fed every line,
+ * it walked them a byte at a time).  1: more bytes needed; 0: the parser is
+ * past it; -1: the head is bad.
+ */
+static int response_head_in(struct hb_uconn *u, struct evbuffer *in)
+{
+	size_t avail = evbuffer_get_length(in), max = u->h->o.head_max, head_len, short_len;
+	struct hb_resp_index ix = { .hdr = u->hdr };
+	char shrt[1024];
+
+	ev_ssize_t got;
+
+	explicit_bzero(u->head, u->head_len); /* the last head, or what came of this one */
+	got = evbuffer_copyout(in, u->head, avail < max ? avail : max);
+	u->head_len = got > 0 ? (uint32_t)got : 0;
+	if (got <= 0 || hb_resp_head_read(u->head, u->head_len, max, &head_len, &ix, shrt, sizeof(shrt), &short_len))
+		return -1;
+	if (!head_len)
+		return avail >= max ? -1 : 1;
+	explicit_bzero(u->head + head_len, u->head_len - head_len); /* body bytes copied with it */
+	u->head_len = head_len;
+	u->n_hdr = ix.n;
+	u->reason = ix.reason;
+	u->reason_len = ix.reason_len;
+	u->head_in = true;
+	hb_wipe_drain(in, head_len);
+	http_parser_execute(&u->parser, &resp_settings, short_len ? shrt : u->head, short_len ? short_len : head_len);
+	explicit_bzero(shrt, short_len);
+	return 0;
+}
 
 /* The response is over (done) or broken: finish the exchange and go on with the guest. */
 static void response_over(struct hb_uconn *u, enum latch_http_end how)
@@ -678,14 +651,20 @@ void hb_u_read(struct bufferevent *bev, void *arg)
 			u->paused = true;
 			return;
 		}
-		if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
-			break;
 		u->got_bytes = true;
-		n = http_parser_execute(&u->parser, &resp_settings, v.iov_base, v.iov_len);
-		/* what the upstream sent may echo the key: no copy of it is left in a freed buffer */
-		explicit_bzero(v.iov_base, n);
-		evbuffer_drain(in, n);
-		e = HTTP_PARSER_ERRNO(&u->parser);
+		if (!u->head_in) {
+			int r = response_head_in(u, in);
+
+			if (r > 0)
+				break;
+			e = r < 0 ? HPE_UNKNOWN : HTTP_PARSER_ERRNO(&u->parser);
+		} else {
+			if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
+				break;
+			n = http_parser_execute(&u->parser, &resp_settings, v.iov_base, v.iov_len);
+			hb_wipe_drain(in, n);
+			e = HTTP_PARSER_ERRNO(&u->parser);
+		}
 		if (e == HPE_PAUSED)
 			break;
 		if (e != HPE_OK) {

@@ -360,6 +360,7 @@ static void guest_process(struct hb_gconn *g)
 
 	for (;;) {
 		size_t len, head_len;
+		struct hb_lines lines; /* where the scan found the head's lines, for the parse */
 		enum hb_refusal ref;
 		const char *buf;
 
@@ -386,7 +387,7 @@ static void guest_process(struct hb_gconn *g)
 			len = h->o.head_max + 1;
 		buf = (const char *)evbuffer_pullup(in, len);
 		hb_head_clear(&g->head);
-		ref = hb_head_scan(buf, len, h->o.head_max, &head_len);
+		ref = hb_head_scan(buf, len, h->o.head_max, &head_len, &lines);
 		if (!ref && !head_len)
 			return; /* more to come */
 		if (ref) {
@@ -398,7 +399,7 @@ static void guest_process(struct hb_gconn *g)
 		}
 		memcpy(g->headbuf, buf, head_len);
 		evbuffer_drain(in, head_len);
-		ref = hb_head_parse(g->headbuf, head_len, &g->parser, &g->head);
+		ref = hb_head_parse(g->headbuf, head_len, &lines, &g->parser, &g->head);
 		if (ref) {
 			hb_refuse(g, ref,
 				  "latch: %s; send one Content-Length or Transfer-Encoding: chunked, not both, "

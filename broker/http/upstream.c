@@ -371,7 +371,7 @@ static void send_request(struct hb_uconn *u, bool wait)
 
 	http_parser_init(&u->parser, HTTP_RESPONSE);
 	u->parser.data = u;
-	u->done = u->got_bytes = u->skip_message = false;
+	u->done = u->got_bytes = u->skip_message = u->head_in = false;
 	u->fail = HB_OK;
 	hb_set_timeout(u->bev, u->h->o.upstream_idle_ms);
 	/* EV_WRITE stays enabled from the connect on: enabling it again would add the write event each time */

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
  * fuzz_broker.c - libFuzzer over what the broker reads from a guest before
- * it decides: the strict head scan, the head read by http-parser, the
- * chunked body after it, the route checks in their order (spelling, route
+ * it decides: the strict head scan, the head read by http-parser (the
+ * short head against the whole: the same readings, and the same body after
+ * it), the route checks in their order (spelling, route
  * name, prefix, placeholder: the same verdict with the placeholders prepared
  * beforehand as without), the CONNECT target and a ClientHello's
  * server name, and the secret scrubber (which must never let the secret
@@ -34,9 +35,126 @@ static void emit(void *arg, const char *data, size_t len)
 	}
 }
 
+/* what a body reading delivered: its length and a running sum of its bytes and where they fell */
+struct body_seen {
+	size_t len;
+	uint64_t sum;
+};
+
 static int on_body(http_parser *p, const char *at, size_t len)
 {
+	struct body_seen *b = p->data;
+
+	for (size_t i = 0; i < len; i++)
+		b->sum = b->sum * 131 + (unsigned char)at[i] + b->len + i;
+	b->len += len;
 	return 0;
+}
+
+static void same_header(const struct hb_header *a, const struct hb_header *b)
+{
+	if (a->name != b->name || a->name_len != b->name_len || a->value_len != b->value_len ||
+	    (a->value_len && a->value != b->value))
+		abort();
+}
+
+/* http-parser's own reading of the header lines, through its callbacks: the reference for the index */
+struct ref_reader {
+	struct hb_header h[HB_HEADERS_MAX + 1];
+	int n;
+	bool in_value;
+	const char *status;
+	size_t status_len;
+};
+
+/* OWS off both ends of a value, as the broker's index has it */
+static void trim_ref(struct hb_header *h)
+{
+	while (h->value_len && (h->value[0] == ' ' || h->value[0] == '\t')) {
+		h->value++;
+		h->value_len--;
+	}
+	while (h->value_len && (h->value[h->value_len - 1] == ' ' || h->value[h->value_len - 1] == '\t'))
+		h->value_len--;
+}
+
+static int ref_field(http_parser *p, const char *at, size_t len)
+{
+	struct ref_reader *r = p->data;
+
+	if (r->in_value || !r->n) {
+		if (r->n == HB_HEADERS_MAX + 1)
+			return 1;
+		r->h[r->n++] = (struct hb_header){ .name = at };
+		r->in_value = false;
+	}
+	r->h[r->n - 1].name_len = at + len - r->h[r->n - 1].name;
+	return 0;
+}
+
+static int ref_value(http_parser *p, const char *at, size_t len)
+{
+	struct hb_header *h = &((struct ref_reader *)p->data)->h[((struct ref_reader *)p->data)->n - 1];
+
+	if (!((struct ref_reader *)p->data)->in_value) {
+		h->value = at;
+		((struct ref_reader *)p->data)->in_value = true;
+	}
+	h->value_len = at + len - h->value;
+	return 0;
+}
+
+/* A head both readings accepted: http-parser, fed every line, delivers the fields the index holds. */
+static void same_fields(const char *buf, size_t head_len, const struct hb_head *a)
+{
+	static const http_parser_settings s = { .on_header_field = ref_field, .on_header_value = ref_value };
+	static struct ref_reader r;
+	http_parser p;
+
+	memset(&r, 0, sizeof(r));
+	http_parser_init(&p, HTTP_REQUEST);
+	p.data = &r;
+	if (http_parser_execute(&p, &s, buf, head_len) != head_len || HTTP_PARSER_ERRNO(&p) != HPE_OK || r.n != a->n)
+		abort();
+	for (int i = 0; i < r.n; i++) {
+		trim_ref(&r.h[i]);
+		same_header(&a->h[i], &r.h[i]);
+	}
+}
+
+static bool same_reading(const char *buf, size_t head_len, const struct hb_lines *lines, size_t len, struct hb_head *a,
+			 http_parser *pa)
+{
+	static struct hb_head b;
+	static const http_parser_settings s = { .on_body = on_body };
+	struct body_seen ba = { 0 }, bb = { 0 };
+	http_parser pb;
+	enum hb_refusal ra = hb_head_parse(buf, head_len, lines, pa, a),
+			rb = hb_head_parse_whole(buf, head_len, lines, &pb, &b);
+	size_t na, nb;
+
+	if (ra != rb)
+		abort();
+	if (ra != HB_OK)
+		return false;
+	if (strcmp(a->method, b.method) || a->target != b.target || a->target_len != b.target_len ||
+	    a->http_minor != b.http_minor || a->keep_alive != b.keep_alive || a->chunked != b.chunked ||
+	    a->connect != b.connect || a->expect_continue != b.expect_continue ||
+	    a->content_length != b.content_length || a->n != b.n)
+		abort();
+	for (int i = 0; i < a->n; i++)
+		same_header(&a->h[i], &b.h[i]);
+	same_fields(buf, head_len, a);
+	/* the body, read by each parser from where its head left it (on copies: the caller reads on with PA) */
+	http_parser ca = *pa;
+
+	ca.data = &ba;
+	pb.data = &bb;
+	na = http_parser_execute(&ca, &s, buf + head_len, len - head_len);
+	nb = http_parser_execute(&pb, &s, buf + head_len, len - head_len);
+	if (na != nb || HTTP_PARSER_ERRNO(&ca) != HTTP_PARSER_ERRNO(&pb) || ba.len != bb.len || ba.sum != bb.sum)
+		abort();
+	return true;
 }
 
 static void route_checks(const struct hb_head *hd)
@@ -69,6 +187,71 @@ static void route_checks(const struct hb_head *hd)
 		abort();
 }
 
+/* http-parser's own reading of a whole response head: its status text and lines, through its callbacks */
+static int ref_status(http_parser *p, const char *at, size_t len)
+{
+	struct ref_reader *r = p->data;
+
+	if (!r->status)
+		r->status = at;
+	r->status_len = at + len - r->status;
+	return 0;
+}
+
+/*
+ * A response head: hb_resp_head_read() indexes what http-parser's callbacks
+ * deliver, and the short head leaves the parser where the whole one does
+ * (the same verdict, status, framing and keep-alive, and the same body after).
+ */
+static void same_response(const char *buf, size_t len)
+{
+	static struct hb_hdr hdr[HB_HEADERS_MAX];
+	static struct ref_reader r;
+	static const http_parser_settings ref = { .on_status = ref_status,
+						  .on_header_field = ref_field,
+						  .on_header_value = ref_value };
+	static const http_parser_settings body = { .on_body = on_body };
+	struct hb_resp_index ix = { .hdr = hdr };
+	struct body_seen ba = { 0 }, bb = { 0 };
+	size_t head_len, short_len, na, nb;
+	char shrt[1024];
+	http_parser pa, pb;
+
+	if (hb_resp_head_read(buf, len, 16384, &head_len, &ix, shrt, sizeof(shrt), &short_len) || !head_len)
+		return;
+	memset(&r, 0, sizeof(r));
+	http_parser_init(&pa, HTTP_RESPONSE);
+	http_parser_init(&pb, HTTP_RESPONSE);
+	pa.data = &ba;
+	pb.data = &r;
+	na = http_parser_execute(&pa, &body, short_len ? shrt : buf, short_len ? short_len : head_len);
+	nb = http_parser_execute(&pb, &ref, buf, head_len);
+	if (HTTP_PARSER_ERRNO(&pa) != HTTP_PARSER_ERRNO(&pb))
+		abort();
+	if (HTTP_PARSER_ERRNO(&pa) != HPE_OK)
+		return;
+	if (na != (short_len ? short_len : head_len) || nb != head_len || pa.status_code != pb.status_code ||
+	    pa.content_length != pb.content_length || (pa.flags & F_CHUNKED) != (pb.flags & F_CHUNKED) ||
+	    http_should_keep_alive(&pa) != http_should_keep_alive(&pb))
+		abort();
+	if (r.n != ix.n || r.status_len != ix.reason_len || (r.status_len && r.status != buf + ix.reason))
+		abort();
+	for (int i = 0; i < r.n; i++) {
+		struct hb_header mine = { .name = buf + hdr[i].name,
+					  .value = buf + hdr[i].value,
+					  .name_len = hdr[i].name_len,
+					  .value_len = hdr[i].value_len };
+
+		trim_ref(&r.h[i]);
+		same_header(&mine, &r.h[i]);
+	}
+	pb.data = &bb;
+	na = http_parser_execute(&pa, &body, buf + head_len, len - head_len);
+	nb = http_parser_execute(&pb, &body, buf + head_len, len - head_len);
+	if (na != nb || HTTP_PARSER_ERRNO(&pa) != HTTP_PARSER_ERRNO(&pb) || ba.len != bb.len || ba.sum != bb.sum)
+		abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static struct hb_head head;
@@ -79,24 +262,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (size < 1)
 		return 0;
-	switch (data[0] % 3) {
+	switch (data[0] % 4) {
 	case 0: { /* a request: head, then what follows as its body */
 		const char *buf = (const char *)data + 1;
 		size_t len = size - 1;
-		enum hb_refusal r = hb_head_scan(buf, len, 16384, &head_len);
+		static struct hb_lines lines;
+		enum hb_refusal r = hb_head_scan(buf, len, 16384, &head_len, &lines);
 
 		if (r != HB_OK || !head_len)
 			return 0;
-		if (hb_head_parse(buf, head_len, &p, &head) != HB_OK)
-			return 0;
-		route_checks(&head);
-		if (head.chunked || head.content_length > 0) {
-			static const http_parser_settings s = { .on_body = on_body };
-
-			http_parser_execute(&p, &s, buf + head_len, len - head_len);
-		}
+		if (same_reading(buf, head_len, &lines, len, &head, &p))
+			route_checks(&head);
 		return 0;
 	}
+	case 3: /* a response head from the upstream, then its body */
+		same_response((const char *)data + 1, size - 1);
+		return 0;
 	case 1: /* what a CONNECT tunnel's first bytes may be */
 		hb_client_hello_sni(data + 1, size - 1, sni);
 		return 0;

@@ -1,0 +1,217 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * test_head.c - the broker's reading of heads (broker/http/head.c): every
+ * byte value in every kind of position gets the grammar's verdict, whether
+ * the sixteen-byte steps or the byte loop meet it; a response head is
+ * indexed as it lies and its framing lines reach the short head; a request
+ * read through the short head reads as through the whole one.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "broker/http/check.h"
+
+/* What RFC 9110 allows in a field value: HTAB, SP, VCHAR, obs-text; the request line: the same but HTAB. */
+static bool value_byte(unsigned b, bool tab)
+{
+	return (tab && b == '\t') || (b >= 0x20 && b != 0x7f);
+}
+
+static enum hb_refusal want_for(unsigned b, bool tab)
+{
+	if (value_byte(b, tab))
+		return HB_OK;
+	return b == '\r' ? HB_BARE_CR : b == '\n' ? HB_BARE_LF : HB_HEADER_BYTES;
+}
+
+/* A byte at each offset of a 40-byte value: the first offsets in the 16-byte steps, the last in the tail. */
+static const size_t offsets[] = { 0, 1, 15, 16, 17, 31, 32, 33, 39 };
+
+Test(head, each_byte_in_a_header_value_gets_the_grammars_verdict)
+{
+	char head[128];
+	size_t head_len;
+
+	for (unsigned b = 0; b < 256; b++)
+		for (size_t k = 0; k < sizeof(offsets) / sizeof(offsets[0]); k++) {
+			char value[41];
+
+			memset(value, 'a', 40);
+			value[offsets[k]] = (char)b;
+			int n = snprintf(head, sizeof(head), "GET / HTTP/1.1\r\nX-A: %.40s\r\n\r\n", value);
+
+			memcpy(head + 21, value, 40); /* a NUL too */
+			enum hb_refusal r = hb_head_scan(head, (size_t)n, 16384, &head_len, NULL);
+
+			cr_expect_eq(r, want_for(b, true), "byte 0x%02x at %zu of a value: %d", b, offsets[k], r);
+			if (r == HB_OK)
+				cr_expect_eq(head_len, (size_t)n);
+		}
+}
+
+Test(head, each_byte_in_the_request_line_gets_the_grammars_verdict)
+{
+	char head[128];
+	size_t head_len;
+
+	for (unsigned b = 0; b < 256; b++)
+		for (size_t k = 0; k < sizeof(offsets) / sizeof(offsets[0]); k++) {
+			char target[41];
+
+			memset(target, 'a', 40);
+			target[offsets[k]] = (char)b;
+			int n = snprintf(head, sizeof(head), "GET /%.40s HTTP/1.1\r\nHost: x\r\n\r\n", target);
+
+			memcpy(head + 5, target, 40);
+			enum hb_refusal r = hb_head_scan(head, (size_t)n, 16384, &head_len, NULL);
+
+			cr_expect_eq(r, want_for(b, false), "byte 0x%02x at %zu of the target: %d", b, offsets[k], r);
+		}
+}
+
+Test(head, a_response_head_is_indexed_where_it_lies)
+{
+	static const char resp[] = "HTTP/1.1 200 OK\r\n"
+				   "Server: nginx\r\n"
+				   "Content-Type:  application/json \r\n"
+				   "Content-Length: 5\r\n"
+				   "X-Connection-Id: 7\r\n"
+				   "Connection: keep-alive\r\n"
+				   "\r\n"
+				   "hello";
+	struct hb_hdr hdr[HB_HEADERS_MAX];
+	struct hb_resp_index ix = { .hdr = hdr };
+	char shrt[1024];
+	size_t head_len, short_len;
+
+	cr_assert_eq(hb_resp_head_read(resp, sizeof(resp) - 1, 16384, &head_len, &ix, shrt, sizeof(shrt), &short_len),
+		     HB_OK);
+	cr_assert_eq(head_len, sizeof(resp) - 1 - 5);
+	cr_expect_eq(ix.reason_len, 2);
+	cr_expect(!memcmp(resp + ix.reason, "OK", 2));
+	cr_assert_eq(ix.n, 5);
+	cr_expect(!memcmp(resp + hdr[1].name, "Content-Type", hdr[1].name_len));
+	cr_expect_eq(hdr[1].value_len, strlen("application/json"), "OWS trimmed both ends");
+	cr_expect(!memcmp(resp + hdr[1].value, "application/json", hdr[1].value_len));
+	/* the short head: the status line and the two lines http-parser reads, in their order */
+	static const char want[] = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: keep-alive\r\n\r\n";
+
+	cr_expect_eq(short_len, sizeof(want) - 1);
+	cr_expect(!memcmp(shrt, want, sizeof(want) - 1), "%.*s", (int)short_len, shrt);
+	/* cut anywhere before its end, the head waits for more */
+	for (size_t cut = 1, whole = head_len; cut < whole; cut++) {
+		cr_expect_eq(hb_resp_head_read(resp, cut, 16384, &head_len, &ix, shrt, sizeof(shrt), &short_len),
+			     HB_OK);
+		cr_expect_eq(head_len, 0, "cut at %zu", cut);
+	}
+}
+
+Test(head, a_status_line_is_http_1_a_code_and_a_reason_or_nothing)
+{
+	static const struct {
+		const char *line;
+		bool ok;
+		unsigned reason_len;
+	} rows[] = {
+		{ "HTTP/1.1 200 OK", true, 2 },	 { "HTTP/1.0 204 No Content", true, 10 },
+		{ "HTTP/1.1 200", true, 0 },	 { "HTTP/1.1 200 ", true, 0 },
+		{ "HTTP/1.1 20 OK", false, 0 },	 { "HTTP/1.1 2000 OK", false, 0 },
+		{ "HTTP/1.1 200OK", false, 0 },	 { "HTTP/2.0 200 OK", false, 0 },
+		{ "HTTP/1.x 200 OK", false, 0 }, { "HTTP/1.1  200 OK", false, 0 },
+		{ "http/1.1 200 OK", false, 0 }, { "HTTP/1.1 2x0 OK", false, 0 },
+	};
+	struct hb_hdr hdr[HB_HEADERS_MAX];
+	struct hb_resp_index ix = { .hdr = hdr };
+	char head[128], shrt[1024];
+	size_t head_len, short_len;
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		int n = snprintf(head, sizeof(head), "%s\r\nContent-Length: 0\r\n\r\n", rows[i].line);
+		enum hb_refusal r =
+			hb_resp_head_read(head, (size_t)n, 16384, &head_len, &ix, shrt, sizeof(shrt), &short_len);
+
+		cr_expect_eq(r == HB_OK, rows[i].ok, "'%s': %d", rows[i].line, r);
+		if (r == HB_OK)
+			cr_expect_eq(ix.reason_len, rows[i].reason_len, "'%s'", rows[i].line);
+	}
+}
+
+Test(head, a_response_head_with_a_fold_or_a_bare_lf_is_refused)
+{
+	static const char *const heads[] = {
+		"HTTP/1.1 200 OK\r\nX-A: b\r\n c\r\n\r\n",
+		"HTTP/1.1 200 OK\nX-A: b\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nX A: b\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nX-A: b\x01\r\n\r\n",
+	};
+	struct hb_hdr hdr[HB_HEADERS_MAX];
+	struct hb_resp_index ix = { .hdr = hdr };
+	char shrt[1024];
+	size_t head_len, short_len;
+
+	for (size_t i = 0; i < sizeof(heads) / sizeof(heads[0]); i++)
+		cr_expect_neq(hb_resp_head_read(heads[i], strlen(heads[i]), 16384, &head_len, &ix, shrt, sizeof(shrt),
+						&short_len),
+			      HB_OK, "head %zu", i);
+	/* control: the same head without the fault */
+	cr_expect_eq(hb_resp_head_read("HTTP/1.1 200 OK\r\nX-A: b c\r\n\r\n", 29, 16384, &head_len, &ix, shrt,
+				       sizeof(shrt), &short_len),
+		     HB_OK);
+	cr_expect_eq(head_len, 29);
+}
+
+Test(head, a_request_reads_the_same_through_the_short_head_and_the_whole)
+{
+	/* an SDK's head: many lines http-parser need not walk, two it must */
+	static const char req[] = "POST /api/v1/messages HTTP/1.1\r\n"
+				  "Host: 10.0.0.1:8119\r\n"
+				  "Accept: application/json\r\n"
+				  "User-Agent: Anthropic/Python 0.40.0\r\n"
+				  "X-Stainless-Lang: python\r\n"
+				  "Anthropic-Version: 2023-06-01\r\n"
+				  "Authorization: Bearer latch-placeholder-00112233445566778899aabbccddeeff\r\n"
+				  "Content-Type: application/json\r\n"
+				  "Content-Length: 2\r\n"
+				  "Connection: close\r\n"
+				  "\r\n";
+	static struct hb_head a, b;
+	static struct hb_lines lines;
+	http_parser pa, pb;
+	size_t head_len;
+
+	cr_assert_eq(hb_head_scan(req, sizeof(req) - 1, 16384, &head_len, &lines), HB_OK);
+	cr_assert_eq(head_len, sizeof(req) - 1);
+	cr_assert_eq(hb_head_parse(req, head_len, &lines, &pa, &a), HB_OK);
+	cr_assert_eq(hb_head_parse_whole(req, head_len, &lines, &pb, &b), HB_OK);
+	cr_expect_str_eq(a.method, "POST");
+	cr_expect_eq(a.target, req + 5);
+	cr_expect_eq(a.target_len, strlen("/api/v1/messages"));
+	cr_expect_eq(a.content_length, 2);
+	cr_expect(!a.keep_alive, "Connection: close reached the parser");
+	cr_expect_eq(a.n, 9);
+	cr_expect_eq(a.keep_alive, b.keep_alive);
+	cr_expect_eq(a.content_length, b.content_length);
+	cr_expect_eq(a.n, b.n);
+	/* the parser is left in the body's state either way */
+	cr_expect_eq(http_parser_execute(&pa, &(http_parser_settings){ 0 }, "{}", 2), 2);
+	cr_expect_eq(HTTP_PARSER_ERRNO(&pa), HPE_OK);
+}
+
+Test(head, a_version_spread_over_two_lines_is_refused)
+{
+	/* Debian's http-parser takes CR LF "o:" for letters of HTTP/: this was a GET of HTTP/1.1 to it */
+	static const char req[] = "GET /v1/x H\r\no:1.1\r\nHost: x\r\n\r\n";
+	static const char control[] = "GET /v1/x HTTP/1.1\r\no:1.1\r\nHost: x\r\n\r\n";
+	static struct hb_head h;
+	static struct hb_lines lines;
+	http_parser p;
+	size_t head_len;
+
+	cr_assert_eq(hb_head_scan(req, sizeof(req) - 1, 16384, &head_len, &lines), HB_OK);
+	cr_expect_eq(hb_head_parse(req, head_len, &lines, &p, &h), HB_BAD_REQUEST);
+	cr_expect_eq(hb_head_parse_whole(req, head_len, &lines, &p, &h), HB_BAD_REQUEST);
+	cr_assert_eq(hb_head_scan(control, sizeof(control) - 1, 16384, &head_len, &lines), HB_OK);
+	cr_assert_eq(hb_head_parse(control, head_len, &lines, &p, &h), HB_OK);
+	cr_expect_eq(h.n, 2);
+}
