@@ -114,12 +114,22 @@ Test(head, a_status_line_is_http_1_a_code_and_a_reason_or_nothing)
 		bool ok;
 		unsigned reason_len;
 	} rows[] = {
-		{ "HTTP/1.1 200 OK", true, 2 },	 { "HTTP/1.0 204 No Content", true, 10 },
-		{ "HTTP/1.1 200", true, 0 },	 { "HTTP/1.1 200 ", true, 0 },
-		{ "HTTP/1.1 20 OK", false, 0 },	 { "HTTP/1.1 2000 OK", false, 0 },
-		{ "HTTP/1.1 200OK", false, 0 },	 { "HTTP/2.0 200 OK", false, 0 },
-		{ "HTTP/1.x 200 OK", false, 0 }, { "HTTP/1.1  200 OK", false, 0 },
-		{ "http/1.1 200 OK", false, 0 }, { "HTTP/1.1 2x0 OK", false, 0 },
+		{ "HTTP/1.1 200 OK", true, 2 },
+		{ "HTTP/1.0 204 No Content", true, 10 },
+		{ "HTTP/1.1 200", true, 0 },
+		{ "HTTP/1.1 200 ", true, 0 },
+		{ "HTTP/1.1 20 OK", false, 0 },
+		{ "HTTP/1.1 2000 OK", false, 0 },
+		{ "HTTP/1.1 200OK", false, 0 },
+		{ "HTTP/2.0 200 OK", false, 0 },
+		{ "HTTP/1.x 200 OK", false, 0 },
+		{ "HTTP/1.1  200 OK", false, 0 },
+		{ "http/1.1 200 OK", false, 0 },
+		{ "HTTP/1.1 2x0 OK", false, 0 },
+		/* RFC 9112: a reason may hold HTAB; the version and the code are parted by SP alone */
+		{ "HTTP/1.1 200 O\tK", true, 3 },
+		{ "HTTP/1.1\t200 OK", false, 0 },
+		{ "HTTP/1.1 200\tOK", false, 0 },
 	};
 	struct hb_hdr hdr[HB_HEADERS_MAX];
 	struct hb_resp_index ix = { .hdr = hdr };

@@ -94,7 +94,9 @@ static size_t value_run(const char *buf, size_t i, size_t len, bool tab)
 	return i;
 }
 
-enum hb_refusal hb_head_scan(const char *buf, size_t len, size_t head_max, size_t *head_len, struct hb_lines *lines)
+/* FIRST_TAB: HTAB may be in the first line (a status line's reason may hold one; a request line may not). */
+static enum hb_refusal scan_head(const char *buf, size_t len, size_t head_max, size_t *head_len, struct hb_lines *lines,
+				 bool first_tab)
 {
 	size_t i = 0, line = 0, colon = 0;
 
@@ -133,7 +135,7 @@ enum hb_refusal hb_head_scan(const char *buf, size_t len, size_t head_max, size_
 			colon = i++;
 		}
 		/* the request line's bytes are checked again by http-parser and the path check */
-		i = value_run(buf, i, len, !request_line);
+		i = value_run(buf, i, len, !request_line || first_tab);
 		if (i == len)
 			break;
 		if (buf[i] != '\r' && buf[i] != '\n')
@@ -156,6 +158,11 @@ enum hb_refusal hb_head_scan(const char *buf, size_t len, size_t head_max, size_
 		line++;
 	}
 	return len > head_max ? HB_HEAD_TOO_LARGE : HB_OK;
+}
+
+enum hb_refusal hb_head_scan(const char *buf, size_t len, size_t head_max, size_t *head_len, struct hb_lines *lines)
+{
+	return scan_head(buf, len, head_max, head_len, lines, false);
 }
 
 /* The target, where http-parser found it (its only callback here). */
@@ -381,7 +388,7 @@ enum hb_refusal hb_resp_head_read(const char *buf, size_t len, size_t head_max, 
 				  struct hb_resp_index *ix, char *shrt, size_t cap, size_t *short_len)
 {
 	struct hb_lines lines;
-	enum hb_refusal ref = hb_head_scan(buf, len, head_max, head_len, &lines);
+	enum hb_refusal ref = scan_head(buf, len, head_max, head_len, &lines, true);
 	const char *name, *value;
 	size_t name_len, value_len;
 
