@@ -309,6 +309,12 @@ static bool request_line_ok(const char *line, size_t len)
  * SHRT (CAP bytes); its length, or 0 when they do not fit.  The broker
  * indexes the other lines (header_at()).
  */
+/* Where header line K of LINES starts: after the CR LF of the line before it. */
+static size_t line_start(const struct hb_lines *lines, int k)
+{
+	return (k ? lines->cr[k - 1] : lines->first_cr) + 2;
+}
+
 static size_t short_head(const char *buf, const struct hb_lines *lines, char *shrt, size_t cap)
 {
 	size_t len = lines->first_cr + 2;
@@ -317,7 +323,7 @@ static size_t short_head(const char *buf, const struct hb_lines *lines, char *sh
 		return 0;
 	memcpy(shrt, buf, len);
 	for (int k = 0; k < lines->n; k++) {
-		size_t start = k ? lines->cr[k - 1] + 2 : lines->first_cr + 2, line = lines->cr[k] + 2 - start;
+		size_t start = line_start(lines, k), line = lines->cr[k] + 2 - start;
 
 		if (!parser_reads(buf + start, lines->colon[k] - start))
 			continue;
@@ -334,7 +340,7 @@ static size_t short_head(const char *buf, const struct hb_lines *lines, char *sh
 static void header_at(const char *buf, const struct hb_lines *lines, int k, const char **name, size_t *name_len,
 		      const char **value, size_t *value_len)
 {
-	size_t start = k ? lines->cr[k - 1] + 2 : lines->first_cr + 2;
+	size_t start = line_start(lines, k);
 
 	*name = buf + start;
 	*name_len = lines->colon[k] - start;
@@ -349,8 +355,8 @@ static void header_at(const char *buf, const struct hb_lines *lines, int k, cons
  * http-parser reads into SHORT (CAP bytes): *short_len, or 0 when they do
  * not fit.
  */
-static enum hb_refusal index_head(const char *buf, size_t head_len, const struct hb_lines *lines, struct hb_head *head,
-				  char *shrt, size_t cap, size_t *short_len)
+static enum hb_refusal index_head(const char *buf, const struct hb_lines *lines, struct hb_head *head, char *shrt,
+				  size_t cap, size_t *short_len)
 {
 	*short_len = 0;
 	if (!request_line_ok(buf, lines->first_cr))
@@ -374,12 +380,10 @@ static enum hb_refusal index_head(const char *buf, size_t head_len, const struct
  */
 static bool status_line_ok(const char *line, size_t len)
 {
-	static const char digits[] = "0123456789";
-
-	if (len < 12 || memcmp(line, "HTTP/1.", 7) || !memchr(digits, line[7], 10) || line[8] != ' ')
+	if (len < 12 || memcmp(line, "HTTP/1.", 7) || line[8] != ' ')
 		return false;
-	for (int i = 9; i < 12; i++)
-		if (!memchr(digits, line[i], 10))
+	for (int i = 7; i < 12; i++)
+		if (i != 8 && (line[i] < '0' || line[i] > '9'))
 			return false;
 	return len == 12 || line[12] == ' ';
 }
@@ -432,7 +436,7 @@ static enum hb_refusal head_parse(const char *buf, size_t head_len, const struct
 	enum hb_refusal ref;
 
 	hb_head_clear(head);
-	ref = index_head(buf, head_len, lines, head, shrt, whole ? 0 : sizeof(shrt), &short_len);
+	ref = index_head(buf, lines, head, shrt, whole ? 0 : sizeof(shrt), &short_len);
 	if (ref)
 		return ref;
 	in = short_len ? shrt : buf;
