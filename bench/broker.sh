@@ -31,7 +31,10 @@
 #                                     LATCHD_IDLE_CONNS=200: latchd's engine keeps 256 a sandbox;
 #                                     TARGETS="latchd latchd-budget": only those rows)
 # Needs nginx-light, libnginx-mod-http-echo, wrk, curl, openssl (.ci/deps.sh).
-# Prints the table and the targets' verdicts; raw numbers in $OUT/raw.csv.
+# Prints the table and the targets' verdicts (on the medians), each with its
+# figures paired rep by rep (the median and range of target/nginx or
+# target - nginx in the same rep: a range on both sides of parity is a
+# difference the run can't tell from noise); raw numbers in $OUT/raw.csv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -297,6 +300,23 @@ median() { sort -n | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]
 get() { # get TARGET CONNS METRIC -> median
 	awk -F, -v t="$1" -v c="$2" -v m="$3" '$1 == t && $2 == c && $4 == m { print $5 }' "$OUT/raw.csv" | median
 }
+# pair TARGET REF CONNS METRIC OP -> "median min max" over the reps (or SSE samples) of TARGET's figure
+# divided by (OP /) or minus (OP -) REF's in the same rep: drift over the run cancels out of each pair
+pair() {
+	awk -F, -v t="$1" -v r="$2" -v c="$3" -v m="$4" -v op="$5" '
+		$2 == c && $4 == m && $1 == t { a[$3] = $5 }
+		$2 == c && $4 == m && $1 == r { b[$3] = $5 }
+		END { for (k in a) if ((k in b) && (op == "-" || b[k] != 0)) print (op == "/" ? a[k] / b[k] : a[k] - b[k]) }' \
+		"$OUT/raw.csv" | sort -g | awk '{ x[NR] = $1 }
+		END { if (!NR) { print "- - -"; exit }
+		      printf("%.3g %.3g %.3g\n", (NR % 2) ? x[(NR + 1) / 2] : (x[NR / 2] + x[NR / 2 + 1]) / 2, x[1], x[NR]) }'
+}
+# paired LABEL TARGET REF CONNS METRIC OP UNIT: one line, the pairs' median and range
+paired() {
+	local m lo hi
+	read -r m lo hi <<<"$(pair "$2" "$3" "$4" "$5" "$6")"
+	echo "  paired, $1: median $m$7 (range $lo..$hi$7)"
+}
 {
 	echo "# broker benchmark: $REPS reps x ${SECS}s, medians; $(nproc) CPUs; $(nginx -v 2>&1 | sed 's/.*: //')"
 	printf '%-13s %14s %10s %10s %14s %10s %10s %12s %12s %14s\n' target "rps@1" "p50@1_us" "p99@1_us" "rps@16" \
@@ -317,6 +337,10 @@ get() { # get TARGET CONNS METRIC -> median
 			"$(get $t 1 p50_us) <= $(get nginx 1 p50_us)"
 		verdict "$t SSE TTFB $(get $t 1 sse_ttfb_ms) ms <= nginx $(get nginx 1 sse_ttfb_ms) ms" \
 			"$(get $t 1 sse_ttfb_ms) <= $(get nginx 1 sse_ttfb_ms)"
+		# rep by rep: a range that holds both sides of parity is a difference this run can't tell from noise
+		paired "$t / nginx rps@16" "$t" nginx 16 rps / ""
+		paired "$t - nginx p50@1" "$t" nginx 1 p50_us - " us"
+		paired "$t - nginx SSE TTFB" "$t" nginx 1 sse_ttfb_ms - " ms"
 	done
 	echo "memory per idle connection: latch $(get latch idle idle_conn_bytes) B, latchd $(get latchd idle idle_conn_bytes) B, nginx $(get nginx idle idle_conn_bytes) B"
 	# the spend meter: latchd's metered route against its unmetered one, same request, same run
@@ -330,6 +354,8 @@ get() { # get TARGET CONNS METRIC -> median
 		off=$(get latchd "$c" p50_us)
 		verdict "budget adds $(awk "BEGIN { print $on - $off }") us to latchd's p50@$c ($on against $off) <= 10 us" \
 			"$on - $off <= 10"
+		paired "latchd-budget / latchd rps@$c" latchd-budget latchd "$c" rps / ""
+		paired "latchd-budget - latchd p50@$c" latchd-budget latchd "$c" p50_us - " us"
 	done
 	! ran latchd latchd-budget || echo "the meter's CPU per request @16: $(awk "BEGIN { print $(get latchd-budget 16 cpu_us_per_req) - $(get latchd 16 cpu_us_per_req) }") us (latchd-budget $(get latchd-budget 16 cpu_us_per_req), latchd $(get latchd 16 cpu_us_per_req)); requests in the spend ledger: $mreq"
 } | tee "$OUT/summary.txt"
