@@ -417,23 +417,37 @@ static void warn_missing(struct budget *b, enum budget_provider p, const char *m
  * The worst case of a request, in micro-dollars: input from the body (one
  * token per 2 bytes, or the model's whole context when the provider holds
  * input the body doesn't show), output from its max-tokens fields (or the
- * model's maximum), every input token at the dearest input price.
+ * model's maximum) times the outputs it asks for, every input token at the
+ * dearest input price.  -1, and *why, when the body can't bound it: a
+ * metered endpoint's body latch can't read (the upstream may read in it a
+ * count of outputs, a model, a limit that latch did not see), or a count
+ * of outputs that is not a number.
  */
 static int64_t worst_case(struct budget *b, const struct budget_request *rq, const struct budget_class *cls,
-			  struct budget_ticket *t)
+			  struct budget_ticket *t, const char **why)
 {
 	struct request_facts facts = { .choices = 1 };
 	const struct budget_price *row = NULL, *base;
 	struct budget_price priced;
 	struct budget_tokens tok = { 0 };
-	int64_t in;
+	int64_t in = 0;
 
+	*why = NULL;
 	if (cls->format == BUDGET_FORMAT_FREE) {
 		t->known = true;
 		return 0;
 	}
+	request_inspect(cls->format, rq->body, rq->body_len, &facts);
+	if ((cls->format != BUDGET_FORMAT_UNKNOWN || facts.object) && !facts.readable) {
+		*why = facts.ambiguous ? "it names a member latch reads twice (which one would the upstream take?)" :
+					 "it is not one JSON object latch can read";
+		return -1;
+	}
+	if (facts.unbounded) {
+		*why = "its count of outputs (n, best_of, candidateCount) is not a number";
+		return -1;
+	}
 	if (cls->format != BUDGET_FORMAT_UNKNOWN) {
-		request_inspect(cls->format, rq->body, rq->body_len, &facts);
 		copy_model(t->model, *cls->model ? cls->model : facts.model);
 		base = prices_find(&b->prices, rq->provider, t->model, 0);
 		in = (int64_t)(rq->body_len / 2 + rq->body_len % 2);
@@ -453,7 +467,8 @@ static int64_t worst_case(struct budget *b, const struct budget_request *rq, con
 	tok.output = facts.max_output > 0 && facts.max_output < row->max_output ? facts.max_output : row->max_output;
 	if (cls->format == BUDGET_FORMAT_OPENAI_EMBEDDINGS)
 		tok.output = 0;
-	tok.output *= facts.choices;
+	if (__builtin_mul_overflow(tok.output, facts.choices, &tok.output))
+		tok.output = INT64_MAX; /* priced at BUDGET_COST_MAX: no cap admits it */
 	priced = *row;
 	if (priced.cache_write > priced.input)
 		priced.input = priced.cache_write;
@@ -493,6 +508,7 @@ static int reserve(struct budget *b, const struct budget_request *rq, bool later
 	struct refusal refusal;
 	struct budget_ticket *t;
 	struct ledger_row row;
+	const char *why;
 	int64_t next;
 	uint64_t now;
 	int ret = 0, s;
@@ -512,7 +528,11 @@ static int reserve(struct budget *b, const struct budget_request *rq, bool later
 	budget_classify(rq->provider, rq->method, rq->path, &cls);
 	t->provider = rq->provider;
 	t->format = cls.format;
-	t->reserved = worst_case(b, rq, &cls, t);
+	t->reserved = worst_case(b, rq, &cls, t, &why);
+	if (t->reserved < 0) {
+		ticket_free(b, t);
+		return body_refusal(note, why, rq, cls.format, line, linelen);
+	}
 	if (!t->known && cls.format != BUDGET_FORMAT_UNKNOWN)
 		warn_missing(b, rq->provider, t->model, note);
 	caps = caps_in_force(b, rq->provider, rq->caps);

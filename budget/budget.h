@@ -149,8 +149,11 @@ struct budget_ticket; /* one reserved request, from budget_reserve() to budget_s
 /*
  * Reserve the worst case of rq.  0: reserved and written to the ledger;
  * forward the request and hand *ticket to budget_response() and
- * budget_settle().  -EDQUOT: a cap refuses it; -EIO (or another -errno): the
- * ledger can't be written, so nothing may be forwarded.  On refusal, line
+ * budget_settle().  -EDQUOT: a cap refuses it; -EPROTO: its body can't
+ * bound it (a metered endpoint's body that is not one JSON object latch can
+ * read, or a count of outputs that is not a number); -EIO (or another
+ * -errno): the ledger can't be written, so nothing may be forwarded.  On
+ * refusal, line
  * holds the one `latch: ...` line for the 429's body (naming the cap, where
  * it stands and when it frees) and note says what to audit.
  */

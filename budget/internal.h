@@ -210,10 +210,12 @@ const char *usage_result_name(enum usage_result r);
 
 struct request_facts {
 	char model[BUDGET_MODEL_MAX + 1]; /* "" when the body names none (or names it twice) */
-	bool readable; /* the body was one JSON object, read to its end */
+	bool object; /* the body starts as a JSON object ('{' after blanks) */
+	bool readable; /* the body was one JSON object, read to its end (keys decoded when one is escaped) */
 	bool ambiguous; /* a watched member appeared twice */
 	int64_t max_output; /* the largest max-tokens field, 0 when none */
-	int64_t choices; /* n / candidateCount, at least 1 */
+	int64_t choices; /* outputs: n or best_of times the prompts, or candidateCount; at least 1 (saturates) */
+	bool unbounded; /* a count of outputs that is not a number: the meter can't bound the request */
 	bool server_state; /* input held by the provider (previous_response_id, file ids...) */
 };
 
@@ -499,6 +501,9 @@ void charge_pop(struct budget *b);
 int queue_reservation(struct budget *b, struct budget_ticket *t, int sbx, uint64_t now, const struct budget_caps *caps,
 		      const char *how);
 void queue_forget(struct budget *b, struct budget_ticket *t);
+/* A body that can't bound its request: the refusal's line and note; -EPROTO. */
+int body_refusal(struct budget_note *note, const char *why, const struct budget_request *rq, enum budget_format f,
+		 char *line, size_t linelen);
 int ledger_refusal(struct budget *b, struct budget_note *note, char *line, size_t linelen, int ret);
 /* budget_commit(); all: the settlements too, however few (the tick, close) */
 int commit_rows(struct budget *b, bool all, struct budget_note *note, char *line, size_t linelen);

@@ -269,3 +269,18 @@ int budget_report(struct budget *b, const char *sandbox, int (*fn)(const struct 
 			ret = report_one(b, "", -1, p, &b->host[p], &b->o.host[p], fn, arg);
 	return ret;
 }
+
+/* A body the meter can't bound: refused, with one line and an audit note. */
+int body_refusal(struct budget_note *note, const char *why, const struct budget_request *rq, enum budget_format f,
+		 char *line, size_t linelen)
+{
+	snprintf(line, linelen,
+		 "latch: the spend meter can't bound this %s request to %s: %s; send one JSON object with plain "
+		 "integer counts",
+		 budget_format_name(f), budget_provider_name(rq->provider), why);
+	snprintf(note->decision, sizeof(note->decision), "refuse");
+	snprintf(note->reason, sizeof(note->reason), "budget.refused.body");
+	snprintf(note->fields, sizeof(note->fields), "{\"provider\":\"%s\",\"format\":\"%s\"}",
+		 budget_provider_name(rq->provider), budget_format_name(f));
+	return -EPROTO;
+}

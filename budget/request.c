@@ -10,11 +10,13 @@
  * step, never parsed whole; the watch list is compiled once; a plain count
  * or string is read in place, anything else by jansson) and keeps the
  * model, the largest of the max-tokens fields the provider might honour,
- * the number of choices and
- * whether the provider holds input the body doesn't show.  A body that is
- * not one JSON object, or that names a watched member twice (two readings:
- * which would the upstream take?), tells nothing, and is priced as the
- * provider's worst model.
+ * the number of outputs (n or best_of times the prompts, candidateCount)
+ * and whether the provider holds input the body doesn't show.  A key with
+ * an escape, which the scanner never matches, has the body read again
+ * decoded.  A body that is not one JSON object, that names a watched member
+ * twice (two readings: which would the upstream take?), or whose count of
+ * outputs is not a number tells nothing the meter can bound: budget.c
+ * refuses it.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -207,15 +209,19 @@ enum {
 	R_MAX_COMPLETION,
 	R_MAX_OUTPUT,
 	R_N,
+	R_BEST_OF,
 	R_GEN_MAX, /* 4: proto3 JSON takes either spelling at each level */
 	R_GEN_COUNT = R_GEN_MAX + 4,
 	R_PREVIOUS = R_GEN_COUNT + 4,
 	R_CONVERSATION,
-	R_PROMPT,
+	R_PROMPT, /* where it starts: its elements are watched too */
 	R_CACHED, /* 2 */
-	R_FILE = R_CACHED + 2, /* 3, at any depth */
-	R_WATCHES = R_FILE + 3,
+	R_FILE = R_CACHED + 2, /* 4, at any depth */
+	R_PROMPT_ITEM = R_FILE + 4, /* each element of an array "prompt": one completion each (legacy completions) */
+	R_WATCHES,
 };
+
+_Static_assert(R_WATCHES <= JSCAN_WATCH_MAX, "the request's watches fit one list");
 
 static const char *const req_watch[R_WATCHES] = {
 	"model",
@@ -223,6 +229,7 @@ static const char *const req_watch[R_WATCHES] = {
 	"max_completion_tokens",
 	"max_output_tokens",
 	"n",
+	"best_of",
 	"generationConfig.maxOutputTokens",
 	"generationConfig.max_output_tokens",
 	"generation_config.maxOutputTokens",
@@ -233,12 +240,14 @@ static const char *const req_watch[R_WATCHES] = {
 	"generation_config.candidate_count",
 	"previous_response_id",
 	"conversation",
-	"prompt",
+	"?prompt",
 	"cachedContent",
 	"cached_content",
 	"**.file_id",
 	"**.fileUri",
 	"**.file_uri",
+	"**.file_url",
+	"?prompt.*",
 };
 
 static struct jscan_paths req_paths; /* req_watch, compiled once */
@@ -251,9 +260,42 @@ static void compile_req_paths(void)
 struct inspect {
 	int seen[R_WATCHES];
 	bool non_null[R_WATCHES];
-	int64_t number[R_WATCHES]; /* a positive integer value, else 0 */
+	int64_t number[R_WATCHES]; /* a positive integer value, else 0; a count of outputs: a number, rounded up */
+	bool unbounded; /* a count of outputs that is not a number: what would the upstream make of it? */
+	int64_t prompts; /* the elements of "prompt" that are prompts (strings, arrays), not token ids */
 	char model[BUDGET_MODEL_MAX + 1];
 };
+
+/* Watches that multiply the output: n, best_of, Gemini's candidateCount in its four spellings. */
+static bool is_count(int w)
+{
+	return w == R_N || w == R_BEST_OF || (w >= R_GEN_COUNT && w < R_GEN_COUNT + 4);
+}
+
+/*
+ * A count of outputs read through jansson: an integer is itself, any other
+ * number is rounded up (a server that takes 2.0 or 1e3 for an integer makes
+ * that many); a string, a boolean, an array, an object or a number past
+ * int64 has no bound latch can vouch for (lax parsers coerce "128" or true).
+ */
+static void count_jansson(struct inspect *in, int w, json_t *v)
+{
+	if (json_is_null(v))
+		return;
+	if (json_is_integer(v)) {
+		if (json_integer_value(v) > 0)
+			in->number[w] = json_integer_value(v);
+	} else if (json_is_real(v)) {
+		double d = json_real_value(v);
+
+		if (d >= 9.2e18)
+			in->number[w] = INT64_MAX;
+		else if (d > 0)
+			in->number[w] = (int64_t)d + ((double)(int64_t)d < d);
+	} else {
+		in->unbounded = true;
+	}
+}
 
 /* The watched value's reading through jansson: anything jscan_plain_* leave (escapes, floats, objects...). */
 static void request_value_jansson(struct inspect *in, int w, const char *text, size_t len)
@@ -261,8 +303,14 @@ static void request_value_jansson(struct inspect *in, int w, const char *text, s
 	json_t *v = json_loadb(text, len, JSON_DECODE_ANY, NULL);
 
 	in->non_null[w] = v && !json_is_null(v);
-	if (json_is_integer(v) && json_integer_value(v) > 0)
+	if (is_count(w)) {
+		if (v)
+			count_jansson(in, w, v);
+		else
+			in->unbounded = true; /* past what jansson reads (a huge integer): no bound */
+	} else if (json_is_integer(v) && json_integer_value(v) > 0) {
 		in->number[w] = json_integer_value(v);
+	}
 	if (w == R_MODEL && json_is_string(v) && request_model_ok(json_string_value(v), json_string_length(v)))
 		snprintf(in->model, sizeof(in->model), "%s", json_string_value(v));
 	json_decref(v);
@@ -275,9 +323,20 @@ static void on_request_value(void *arg, int w, const char *text, size_t len)
 	size_t slen;
 	int64_t n;
 
+	if (w == R_PROMPT_ITEM) { /* where an element starts: a number is a token id of one prompt */
+		if (text[0] != '-' && (text[0] < '0' || text[0] > '9'))
+			in->prompts++;
+		return;
+	}
 	in->seen[w]++;
+	if (w == R_PROMPT) { /* where it starts: 'n' is null */
+		in->non_null[w] = text[0] != 'n';
+		return;
+	}
 	if (!text) { /* longer than a capture: present, and not null */
 		in->non_null[w] = true;
+		if (is_count(w))
+			in->unbounded = true;
 		return;
 	}
 	/* the common values read here, exactly as jansson would: a count, a plain string, a literal */
@@ -287,6 +346,8 @@ static void on_request_value(void *arg, int w, const char *text, size_t len)
 			in->number[w] = n;
 	} else if (jscan_plain_string(text, len, &s, &slen)) {
 		in->non_null[w] = true;
+		if (is_count(w))
+			in->unbounded = true;
 		if (w == R_MODEL && request_model_ok(s, slen)) {
 			memcpy(in->model, s, slen); /* request_model_ok: at most BUDGET_MODEL_MAX */
 			in->model[slen] = '\0';
@@ -295,6 +356,8 @@ static void on_request_value(void *arg, int w, const char *text, size_t len)
 		in->non_null[w] = false;
 	} else if ((len == 4 && !memcmp(text, "true", 4)) || (len == 5 && !memcmp(text, "false", 5))) {
 		in->non_null[w] = true;
+		if (is_count(w))
+			in->unbounded = true;
 	} else {
 		request_value_jansson(in, w, text, len);
 	}
@@ -310,12 +373,62 @@ static int64_t max_of(const struct inspect *in, int from, int n)
 	return m;
 }
 
+/* a * b, at most INT64_MAX (both positive) */
+static int64_t mul_sat(int64_t a, int64_t b)
+{
+	int64_t r;
+
+	return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
+}
+
+/*
+ * Does a key hold an escape ("max_t\u006fkens")?  The scanner never matches
+ * one (it would have to decode it), but the upstream decodes it: such a body
+ * is read again, decoded.  Each backslash found is the first of an escape
+ * (any before it was passed): its string ends at the next quote with an even
+ * run of backslashes before it, and a string followed by ':' is a key.
+ */
+static bool escaped_key(const char *p, size_t n)
+{
+	const char *end = p + n, *q = p, *dq;
+
+	while ((q = memchr(q, '\\', (size_t)(end - q)))) {
+		for (dq = q;; dq++) {
+			size_t run = 0;
+
+			dq = memchr(dq, '"', (size_t)(end - dq));
+			if (!dq)
+				return false;
+			while (dq - run > q && dq[-1 - (ptrdiff_t)run] == '\\')
+				run++;
+			if (!(run % 2))
+				break;
+		}
+		for (q = dq + 1; q < end && (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r'); q++)
+			;
+		if (q < end && *q == ':')
+			return true;
+	}
+	return false;
+}
+
+/* The body as the upstream decodes it (keys unescaped), or NULL when jansson refuses it (a key twice...). */
+static char *decoded(const char *p, size_t n)
+{
+	json_t *root = json_loadb(p, n, JSON_REJECT_DUPLICATES, NULL);
+	char *text = json_is_object(root) ? json_dumps(root, JSON_COMPACT) : NULL;
+
+	json_decref(root);
+	return text;
+}
+
 void request_inspect(enum budget_format f, const void *body, size_t len, struct request_facts *out)
 {
 	static pthread_once_t once = PTHREAD_ONCE_INIT;
 	struct inspect in;
 	struct jscan js;
 	const char *p = body;
+	char *again = NULL;
 	size_t skip = 0;
 	bool ok;
 
@@ -326,10 +439,21 @@ void request_inspect(enum budget_format f, const void *body, size_t len, struct 
 		skip++;
 	if (skip == len || p[skip] != '{')
 		return;
+	out->object = true;
+	p += skip;
+	len -= skip;
+	if (escaped_key(p, len)) {
+		again = decoded(p, len);
+		if (!again)
+			return;
+		p = again;
+		len = strlen(again);
+	}
 	pthread_once(&once, compile_req_paths);
 	jscan_init(&js, &req_paths, on_request_value, &in);
-	jscan_feed(&js, p + skip, len - skip);
+	jscan_feed(&js, p, len);
 	ok = jscan_end(&js);
+	free(again);
 	for (int w = 0; w < R_FILE; w++)
 		if (in.seen[w] > 1)
 			out->ambiguous = true;
@@ -341,10 +465,15 @@ void request_inspect(enum budget_format f, const void *body, size_t len, struct 
 
 		memcpy(out->model, m, strlen(m) + 1); /* both BUDGET_MODEL_MAX + 1 */
 	}
+	/* n and best_of completions of each prompt (best_of are all billed); Gemini's candidates */
+	int64_t per = in.number[R_N] > in.number[R_BEST_OF] ? in.number[R_N] : in.number[R_BEST_OF];
+	int64_t prompts = in.non_null[R_PROMPT] && in.prompts > 1 ? in.prompts : 1;
+	int64_t cands = max_of(&in, R_GEN_COUNT, 4);
+
 	switch (f) {
 	case BUDGET_FORMAT_OPENAI_CHAT:
 		out->max_output = max_of(&in, R_MAX_TOKENS, 2);
-		out->choices = in.number[R_N] ? in.number[R_N] : 1;
+		out->choices = mul_sat(per ? per : 1, prompts);
 		break;
 	case BUDGET_FORMAT_OPENAI_RESPONSES:
 		out->max_output = in.number[R_MAX_OUTPUT];
@@ -355,15 +484,15 @@ void request_inspect(enum budget_format f, const void *body, size_t len, struct 
 		break;
 	case BUDGET_FORMAT_GEMINI:
 		out->max_output = max_of(&in, R_GEN_MAX, 4);
-		out->choices = max_of(&in, R_GEN_COUNT, 4) ? max_of(&in, R_GEN_COUNT, 4) : 1;
+		out->choices = cands ? cands : 1;
 		out->server_state = in.non_null[R_CACHED] || in.non_null[R_CACHED + 1];
 		break;
-	default:
+	default: /* an endpoint latch doesn't know: any count of outputs it names */
+		out->choices = mul_sat(per > cands ? per : (cands ? cands : 1), prompts);
 		break;
 	}
-	if (out->choices > 128)
-		out->choices = 128;
-	for (int w = R_FILE; w < R_FILE + 3; w++)
+	out->unbounded = in.unbounded;
+	for (int w = R_FILE; w < R_FILE + 4; w++)
 		if (in.seen[w])
 			out->server_state = true;
 }
