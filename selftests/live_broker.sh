@@ -243,6 +243,12 @@ row() {
 broker_refusal_rows
 row "the meter refuses" 429 "refused by the spend cap" \
 	"POST /meter/v1/echo HTTP/1.1${R}x-api-key: $PH_METER${R}Content-Length: 36${R}${R}{\"model\":\"m1\",\"max_tokens\":99999999}"
+# invariant: a metered body is read as the upstream reads it: a Content-Encoding (any line of it) would have the
+# upstream inflate what the meter read compressed (controls: identity, and an unmetered route, below)
+row "a metered body that is content-encoded" 415 "metered request body is content-encoded" \
+	"POST /meter/v1/echo HTTP/1.1${R}x-api-key: $PH_METER${R}Content-Encoding: gzip${R}Content-Length: 31${R}${R}{\"model\":\"m1\",\"max_tokens\":100}"
+row "a second Content-Encoding line after identity" 415 "metered request body is content-encoded" \
+	"POST /meter/v1/echo HTTP/1.1${R}x-api-key: $PH_METER${R}Content-Encoding: identity${R}Content-Encoding: gzip${R}Content-Length: 31${R}${R}{\"model\":\"m1\",\"max_tokens\":100}"
 n=$(audit_n)
 out=$(ip netns exec "$LTS_H" "$LTS_PY" "$NET" raw "$BROKER" "$PORT" "$(get /echo/v1/echo)")
 a=$(last_audit "$n")
@@ -300,6 +306,12 @@ gcurl -H "x-api-key: $PH_METER" -H "Authorization: Bearer guest-own-token" -d '{
 	>/dev/null
 check_eq "the guest's Authorization never reaches an x-api-key upstream" \
 	"$(tail -1 "$T/up.log" | jq '[.headers[] | select(.[0] | ascii_downcase == "authorization")] | length')" 0
+out=$(gcurl -H "x-api-key: $PH_METER" -H "Content-Encoding: identity" -d '{"model":"m1","max_tokens":100}' \
+	"$URL/meter/v1/echo")
+check_eq "control: Content-Encoding identity on a metered route is forwarded" "$(jq -r .body_len <<<"$out")" 31
+out=$(gcurl -H "$AUTH" -H "Content-Encoding: gzip" -d 'not really gzip' "$URL/echo/v1/echo")
+check_eq "control: a content-encoded body on an unmetered route is forwarded as it is" \
+	"$(jq -r .body_len <<<"$out") $(tail -1 "$T/up.log" | jq -r '.headers[] | select(.[0] == "Content-Encoding") | .[1]')" "15 gzip"
 
 # ------------------------------------------------------------ Basic auth: git over smart HTTP
 # invariant: git (which asks only after a 401) works with the placeholder as its password

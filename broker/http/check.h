@@ -57,6 +57,7 @@
 	X(PH_OTHER_SANDBOX, 403, "placeholder of another sandbox")                    \
 	X(SECRET_MISSING, 403, "secret not set on the host")                          \
 	X(BODY_TOO_LARGE, 413, "metered request body too large")                      \
+	X(BODY_ENCODED, 415, "metered request body is content-encoded")               \
 	X(METER, 429, "refused by the spend cap")                                     \
 	X(LOCAL_NONE, 404, "no local endpoint on this listener")                      \
 	X(LOCAL_BODY, 413, "local request body too large")                            \
