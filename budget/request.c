@@ -412,12 +412,17 @@ static bool escaped_key(const char *p, size_t n)
 	return false;
 }
 
-/* The body as the upstream decodes it (keys unescaped), or NULL when jansson refuses it (a key twice...). */
-static char *decoded(const char *p, size_t n)
+/*
+ * The body as the upstream decodes it (keys unescaped), or NULL when jansson
+ * refuses it (*twice: because a key is given twice).
+ */
+static char *decoded(const char *p, size_t n, bool *twice)
 {
-	json_t *root = json_loadb(p, n, JSON_REJECT_DUPLICATES, NULL);
+	json_error_t err;
+	json_t *root = json_loadb(p, n, JSON_REJECT_DUPLICATES, &err);
 	char *text = json_is_object(root) ? json_dumps(root, JSON_COMPACT) : NULL;
 
+	*twice = !root && json_error_code(&err) == json_error_duplicate_key;
 	json_decref(root);
 	return text;
 }
@@ -443,7 +448,7 @@ void request_inspect(enum budget_format f, const void *body, size_t len, struct 
 	p += skip;
 	len -= skip;
 	if (escaped_key(p, len)) {
-		again = decoded(p, len);
+		again = decoded(p, len, &out->ambiguous);
 		if (!again)
 			return;
 		p = again;

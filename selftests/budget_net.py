@@ -22,11 +22,15 @@
         X-Fake-Mode:  ok | omit (no usage anywhere) | malformed (a count that is a string)
                       | cut (the upstream closes mid-body) | slow (events 0.5 s apart, for a
                       SIGKILL mid-stream) | hold (answer after 1 s: all racers decide first)
+                      | spend (the output is all the body allows, read as a lax provider
+                      reads it: Python's json, the last of a key twice, escapes decoded,
+                      a gzip body inflated, "8" or 8.0 taken for 8; n or best_of times
+                      the prompts of a list, or candidateCount, times max tokens)
       Streamed bodies are chunked, one event per chunk; text in them carries a fake usage
       object and a fake SSE event inside JSON strings (a scanner that loses track of
       strings would read them).  Every request goes to FILE as one JSON line: method,
       path, headers, body length.
-  req URL --key K [--header H:V...] [--body JSON] [--method M] [--cut-after N] [--full]
+  req URL --key K [--header H:V...] [--body JSON] [--method M] [--cut-after N] [--full] [--bom] [--gzip]
       One request from the guest; prints "STATUS<TAB>first body line" (--full: the status
       on a line of its own, then the body as it came).  --cut-after N closes the
       connection after N body bytes (the guest going away mid-stream).
@@ -39,7 +43,9 @@
       as one JSON line; micros charged and requests per sandbox/provider.
 """
 import argparse
+import gzip
 import json
+import math
 import socket
 import ssl
 import sys
@@ -58,6 +64,32 @@ def counts(headers):
         if k.strip() in c:
             c[k.strip()] = int(v)
     return c
+
+
+def lax(v, default):
+    """An integer as a lax server reads it: "8", 8.0, true."""
+    if v is None:
+        return default
+    if isinstance(v, (bool, int, float)):
+        return int(math.ceil(v))
+    try:
+        return int(math.ceil(float(v)))
+    except (TypeError, ValueError):
+        return default
+
+
+def spend(req, host):
+    """Every output token the request allows, as a lax server reads it."""
+    if host == "gemini":
+        g = req.get("generationConfig") or req.get("generation_config") or {}
+        per = lax(g.get("candidateCount", g.get("candidate_count")), 1)
+        return per * lax(g.get("maxOutputTokens", g.get("max_output_tokens")), 0)
+    per = max(lax(req.get("n"), 1), lax(req.get("best_of"), 1))
+    prompt = req.get("prompt")
+    if isinstance(prompt, list) and prompt and not isinstance(prompt[0], int):
+        per *= len(prompt)
+    most = max(lax(req.get(k), 0) for k in ("max_tokens", "max_completion_tokens", "max_output_tokens"))
+    return per * most
 
 
 def num(v, malformed):
@@ -125,15 +157,21 @@ class Upstream(BaseHTTPRequestHandler):
     def handle_any(self):
         data = self.body()
         self.record(data)
+        if (self.headers.get("Content-Encoding") or "").lower() == "gzip":
+            data = gzip.decompress(data)
         try:
             req = json.loads(data) if data else {}
         except ValueError:
+            req = {}
+        if not isinstance(req, dict):
             req = {}
         mode = self.headers.get("X-Fake-Mode", "ok")
         if mode == "hold":
             time.sleep(1.0)
         c = counts(self.headers)
         host = (self.headers.get("Host") or "").split(".")[0]
+        if mode == "spend":
+            c["out"] = spend(req, host)
         p = self.path.split("?")[0]
         if host == "anthropic":
             return self.anthropic(p, req, c, mode)
@@ -270,11 +308,16 @@ def serve(a):
     time.sleep(a.lifetime)
 
 
-def request(url, key_header, method, body, headers, cut_after=0, start=None):
+def request(url, key_header, method, body, headers, cut_after=0, start=None, bom=False, gz=False):
     hostport, _, path = url[len("http://"):].partition("/")
     host, _, port = hostport.rpartition(":")
     s = socket.create_connection((host, int(port)), timeout=15)
     data = body.encode() if body is not None else b""
+    if bom:
+        data = b"\xef\xbb\xbf" + data
+    if gz:
+        data = gzip.compress(data)
+        headers = headers + ["Content-Encoding: gzip"]
     head = "%s /%s HTTP/1.1\r\nHost: %s\r\n%s\r\n" % (method, path, hostport, key_header)
     head += "".join("%s\r\n" % h for h in headers)
     if body is not None:
@@ -319,7 +362,7 @@ def first_line(head, body):
 
 
 def req(a):
-    head, body, _ = request(a.url, a.key, a.method, a.body, a.header, a.cut_after)
+    head, body, _ = request(a.url, a.key, a.method, a.body, a.header, a.cut_after, bom=a.bom, gz=a.gzip)
     if a.full:  # the status, then the body as it came (a refusal's: Content-Length)
         print(head.split(b"\r\n")[0].split(b" ")[1].decode() if head else "CLOSED")
         sys.stdout.write(body.decode("latin-1"))
@@ -406,6 +449,8 @@ def main():
         p.add_argument("--cut-after", type=int, default=0)
         p.add_argument("--n", type=int, default=32)
         p.add_argument("--full", action="store_true")
+        p.add_argument("--bom", action="store_true", help="a UTF-8 BOM before the body")
+        p.add_argument("--gzip", action="store_true", help="the body gzipped, with Content-Encoding: gzip")
     p = sub.add_parser("ledger")
     p.add_argument("db")
     p.add_argument("what", choices=["lastid", "settled", "sums"])

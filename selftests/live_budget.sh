@@ -13,6 +13,10 @@
 #     path spelled so the endpoint is unknown, a query suffix dressed as a
 #     free endpoint; a model missing from the table is priced at its
 #     provider's highest prices; a lower-case method never leaves;
+#   - every output a body asks for is reserved (n, best_of, a list of prompts,
+#     candidateCount, in any spelling an upstream reads): an upstream spending
+#     all of it is charged within the reservation; a body the meter can't bound
+#     (a count as a string, a key twice, a BOM, gzip) is refused before it leaves;
 #   - 32 requests racing for the last dollar: the caps admit exactly what
 #     fits, nothing is over-spent;
 #   - the 429 is one `latch:` line naming the cap, where it stands and when
@@ -330,6 +334,62 @@ check "and named in a warning, in latchd's log" grep -q "model 'gpt-nonesuch-9' 
 check "and in the audit log" audited budget budget.price.missing
 send openai /v1/chat/completions "$MISSING" --header "$(usage_hdr 1000 500 0)" --header "X-Fake-Mode: omit"
 full "a missing model without usage" no_usage
+
+# ------------------------------------------------------------ every output a request asks for is reserved
+# invariant: an upstream that spends all a body allows, read as a lax server reads it (the last of a key
+# twice, escapes decoded, "8" or 8.0 for 8, a gzip body inflated: X-Fake-Mode: spend), is charged no more
+# than the reservation; a body whose outputs the meter can't bound is refused before it leaves
+# within ROWNAME: the last send was forwarded, settled from usage, and its reservation covers it
+within() {
+	if [ "${OUT%%$'\t'*}" != 200 ] || [ "$HOW" != usage ]; then
+		fail "$1" "status ${OUT%%$'\t'*}, settled $SET by $HOW ($OUT; $J)"
+	elif [ "$SET" -gt "$RES" ]; then
+		fail "$1" "charged \$$(dollars "$SET") on a reservation of \$$(dollars "$RES")"
+	else
+		ok "$1: charged \$$(dollars "$SET") within its reservation \$$(dollars "$RES")"
+	fi
+}
+# unbound ROWNAME STATUS REASON: the last send was refused with STATUS, one latch: line, an audit note,
+# no reservation, and the upstream never saw it (UPN: its log's lines before the send)
+unbound() {
+	if [ "${OUT%%$'\t'*}" != "$2" ] || [[ "${OUT#*$'\t'}" != "latch: "* ]]; then
+		fail "$1" "status and line: $OUT"
+	elif [ "$RES" != none ] || [ "$(wc -l <"$T/up.log")" != "$UPN" ]; then
+		fail "$1" "reserved $RES, the upstream's log $(wc -l <"$T/up.log") lines (was $UPN)"
+	elif ! audited "$3" "$4"; then
+		fail "$1" "no audit entry $3/$4"
+	else
+		ok "$1: $2, ${OUT#*$'\t'}"
+	fi
+}
+SPEND="X-Fake-Mode: spend"
+spend() { UPN=$(wc -l <"$T/up.log"); send "$@" --header "$SPEND" --header "$(usage_hdr 10 0)"; }
+N8='"model":"gpt-4o","max_tokens":100,"messages":[{"role":"user","content":"hello"}]'
+spend openai /v1/chat/completions "{$N8,\"n\":8}"
+within "control: n 8 is reserved as 8 outputs"
+spend openai /v1/chat/completions "{$N8,\"n\":500}"
+within "n 500 (cut at 128 before) is reserved as 500 outputs"
+spend openai /v1/chat/completions "{$N8,\"\\u006e\":8}"
+within "n spelt \\u006e is read decoded"
+spend openai /v1/chat/completions "{$N8,\"n\":8.0}"
+within "n 8.0 is 8"
+spend openai /v1/completions '{"model":"gpt-4o","max_tokens":100,"prompt":"hi","best_of":8}'
+within "best_of 8: every completion is billed"
+spend openai /v1/completions '{"model":"gpt-4o","max_tokens":100,"n":2,"prompt":[[1],[2],[3],[4]]}'
+within "a list of 4 prompts, n 2: 8 completions"
+spend gemini /v1beta/models/gemini-2.5-flash:generateContent \
+	'{"contents":[{"role":"user","parts":[{"text":"hi"}]}],"generationConfig":{"maxOutputTokens":100,"candidate\u0043ount":8}}'
+within "Gemini candidateCount spelt with an escape"
+spend openai /v1/chat/completions "{$N8,\"n\":\"8\"}"
+unbound "n as a string (a lax server takes 8) is refused" 429 budget budget.refused.body
+spend openai /v1/chat/completions "{$N8,\"n\":1,\"n\":8}"
+unbound "n twice is refused" 429 budget budget.refused.body
+spend openai /v1/chat/completions '{"model":"gpt-4o","max_tokens":1,"max_t\u006fkens":4000,"messages":[]}'
+unbound "max_tokens twice once decoded is refused" 429 budget budget.refused.body
+spend openai /v1/chat/completions "{$N8,\"n\":8}" --bom
+unbound "a body after a BOM is refused" 429 budget budget.refused.body
+spend openai /v1/chat/completions "{$N8,\"n\":8}" --gzip
+unbound "a gzip body is refused by the broker" 415 refused latchd.broker.metered-request-body-is-content-encoded
 
 # ------------------------------------------------------------ latch usage reads what latchd wrote
 sums=$(ledger sums)
