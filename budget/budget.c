@@ -450,7 +450,7 @@ static int64_t worst_case(struct budget *b, const struct budget_request *rq, con
 	if (cls->format != BUDGET_FORMAT_UNKNOWN) {
 		copy_model(t->model, *cls->model ? cls->model : facts.model);
 		base = prices_find(&b->prices, rq->provider, t->model, 0);
-		in = (int64_t)(rq->body_len / 2 + rq->body_len % 2);
+		in = request_input(rq->body_len, &facts);
 		if (base && (facts.server_state || in > base->context))
 			in = base->context;
 		if (base)
@@ -459,7 +459,7 @@ static int64_t worst_case(struct budget *b, const struct budget_request *rq, con
 	t->known = row != NULL;
 	if (!row) {
 		row = prices_worst(&b->prices, rq->provider);
-		in = (int64_t)(rq->body_len / 2 + rq->body_len % 2);
+		in = request_input(rq->body_len, &facts);
 		if (facts.server_state || in > row->context)
 			in = row->context;
 	}

@@ -39,7 +39,7 @@
 #define JSCAN_KEYS 12 /* levels whose member key is remembered (watch paths are shallower) */
 #define JSCAN_KEY_MAX 32 /* longer keys are remembered as "unmatchable" */
 #define JSCAN_CAPTURE 4096 /* a watched value longer than this is reported as too long */
-#define JSCAN_WATCH_MAX 24
+#define JSCAN_WATCH_MAX 32
 
 /*
  * A watched value: watch is its index in the watch list, text/len its JSON
@@ -217,9 +217,12 @@ struct request_facts {
 	int64_t choices; /* outputs: n or best_of times the prompts, or candidateCount; at least 1 (saturates) */
 	bool unbounded; /* a count of outputs that is not a number: the meter can't bound the request */
 	bool server_state; /* input held by the provider (previous_response_id, file ids...) */
+	int64_t images; /* image parts: each may cost more tokens than its bytes (a URL most of all) */
 };
 
 void request_inspect(enum budget_format f, const void *body, size_t len, struct request_facts *out);
+/* The input a body of body_len bytes is reserved: a token per 2 bytes, and IMAGE_TOKENS an image (saturating). */
+int64_t request_input(size_t body_len, const struct request_facts *facts);
 /* A model name as latch keeps it: printable, no blanks, at most BUDGET_MODEL_MAX; false otherwise. */
 bool request_model_ok(const char *s, size_t len);
 

@@ -10,8 +10,9 @@
  * step, never parsed whole; the watch list is compiled once; a plain count
  * or string is read in place, anything else by jansson) and keeps the
  * model, the largest of the max-tokens fields the provider might honour,
- * the number of outputs (n or best_of times the prompts, candidateCount)
- * and whether the provider holds input the body doesn't show.  A key with
+ * the number of outputs (n or best_of times the prompts, candidateCount),
+ * the images, and whether the provider holds or fetches input the body
+ * doesn't show (or the bytes don't bound: a PDF, audio, video).  A key with
  * an escape, which the scanner never matches, has the body read again
  * decoded.  A body that is not one JSON object, that names a watched member
  * twice (two readings: which would the upstream take?), or whose count of
@@ -24,6 +25,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "budget/internal.h"
 
@@ -216,9 +220,12 @@ enum {
 	R_CONVERSATION,
 	R_PROMPT, /* where it starts: its elements are watched too */
 	R_CACHED, /* 2 */
-	R_FILE = R_CACHED + 2, /* 4, at any depth */
-	R_PROMPT_ITEM = R_FILE + 4, /* each element of an array "prompt": one completion each (legacy completions) */
-	R_WATCHES,
+	R_FILE = R_CACHED + 2, /* 5, at any depth: input the provider holds or fetches, or a document inline */
+	R_PROMPT_ITEM = R_FILE + 5, /* each element of an array "prompt": one completion each (legacy completions) */
+	R_IMAGE_URL, /* an OpenAI image part, by URL or inline */
+	R_MEDIA, /* 3: an inline part's media type (Anthropic's source, Gemini's inline or file data) */
+	R_SOURCE_TYPE = R_MEDIA + 3, /* 2: an Anthropic source's type ("url": the provider fetches it) */
+	R_WATCHES = R_SOURCE_TYPE + 2,
 };
 
 _Static_assert(R_WATCHES <= JSCAN_WATCH_MAX, "the request's watches fit one list");
@@ -247,7 +254,14 @@ static const char *const req_watch[R_WATCHES] = {
 	"**.fileUri",
 	"**.file_uri",
 	"**.file_url",
+	"?**.file_data",
 	"?prompt.*",
+	"?**.image_url",
+	"**.media_type",
+	"**.mimeType",
+	"**.mime_type",
+	"messages.*.content.*.source.type",
+	"messages.*.content.*.content.*.source.type", /* an image or document in a tool_result */
 };
 
 static struct jscan_paths req_paths; /* req_watch, compiled once */
@@ -263,6 +277,8 @@ struct inspect {
 	int64_t number[R_WATCHES]; /* a positive integer value, else 0; a count of outputs: a number, rounded up */
 	bool unbounded; /* a count of outputs that is not a number: what would the upstream make of it? */
 	int64_t prompts; /* the elements of "prompt" that are prompts (strings, arrays), not token ids */
+	int64_t images; /* content parts of an image type */
+	bool document; /* a part whose tokens its bytes don't bound: a document, a URL fetched, audio, video */
 	char model[BUDGET_MODEL_MAX + 1];
 };
 
@@ -316,12 +332,62 @@ static void request_value_jansson(struct inspect *in, int w, const char *text, s
 	json_decref(v);
 }
 
+/*
+ * A media type, or an Anthropic source's type.  An image costs the
+ * provider's tokens for an image, whatever its bytes; a document (a PDF: a
+ * page image and its text a page, the text compressed in the bytes), audio,
+ * video and a URL the provider fetches (Anthropic's "url" source: an image
+ * or a PDF) cost tokens their bytes don't bound.  s is the value's JSON
+ * text, quotes included.
+ */
+static void part_type(struct inspect *in, int w, const char *s, size_t n)
+{
+	if (w >= R_SOURCE_TYPE) {
+		if (n == 5 && !memcmp(s, "\"url\"", 5))
+			in->document = true;
+	} else if (n > 7 && !memcmp(s, "\"image/", 7)) {
+		in->images++;
+	} else if (!(n > 6 && !memcmp(s, "\"text/", 6))) {
+		in->document = true; /* application/pdf, audio/..., video/..., anything else */
+	}
+}
+
+/* A media type or a source's type: its text as it is, or, with an escape in it, as jansson decodes it. */
+static void type_value(struct inspect *in, int w, const char *text, size_t len)
+{
+	json_t *v;
+	char *q;
+
+	if (!text || !memchr(text, '\\', len)) {
+		if (text)
+			part_type(in, w, text, len);
+		else
+			in->document = true; /* longer than a capture: what is it? */
+		return;
+	}
+	v = json_loadb(text, len, JSON_DECODE_ANY, NULL);
+	if (json_is_string(v) && (q = json_dumps(v, JSON_ENCODE_ANY))) {
+		part_type(in, w, q, strlen(q));
+		free(q);
+	}
+	json_decref(v);
+}
+
 static void on_request_value(void *arg, int w, const char *text, size_t len)
 {
 	struct inspect *in = arg;
 	const char *s;
 	size_t slen;
 	int64_t n;
+
+	if (w == R_IMAGE_URL) {
+		in->images++;
+		return;
+	}
+	if (w >= R_MEDIA) {
+		type_value(in, w, text, len);
+		return;
+	}
 
 	if (w == R_PROMPT_ITEM) { /* where an element starts: a number is a token id of one prompt */
 		if (text[0] != '-' && (text[0] < '0' || text[0] > '9'))
@@ -382,31 +448,66 @@ static int64_t mul_sat(int64_t a, int64_t b)
 }
 
 /*
- * Does a key hold an escape ("max_t\u006fkens")?  The scanner never matches
- * one (it would have to decode it), but the upstream decodes it: such a body
- * is read again, decoded.  Each backslash found is the first of an escape
- * (any before it was passed): its string ends at the next quote with an even
- * run of backslashes before it, and a string followed by ':' is a key.
+ * The first "\u" at or after i, or n.  Only a \u escape can spell a watched
+ * key's letters ("max_t\u006fkens"): bodies without one (most: newlines and
+ * quotes are \n and \"; Python escapes non-ASCII so) are passed in one sweep,
+ * 16 bytes a step where SSE2 is there.
+ */
+static size_t next_u_escape(const char *p, size_t i, size_t n)
+{
+#ifdef __SSE2__
+	const __m128i bslash = _mm_set1_epi8('\\'), u = _mm_set1_epi8('u');
+
+	for (; i + 17 <= n; i += 16) {
+		__m128i a = _mm_loadu_si128((const __m128i *)(p + i)),
+			b = _mm_loadu_si128((const __m128i *)(p + i + 1));
+		unsigned m =
+			(unsigned)_mm_movemask_epi8(_mm_and_si128(_mm_cmpeq_epi8(a, bslash), _mm_cmpeq_epi8(b, u)));
+
+		if (m)
+			return i + (size_t)__builtin_ctz(m);
+	}
+#endif
+	for (; i + 1 < n; i++)
+		if (p[i] == '\\' && p[i + 1] == 'u')
+			return i;
+	return n;
+}
+
+/*
+ * Does a key hold a \u escape ("max_t\u006fkens")?  The scanner never
+ * matches one (it would have to decode it), but the upstream decodes it:
+ * such a body is read again, decoded.  A "\u" is an escape when the run of
+ * backslashes it ends is odd (a run starts where an escape can); from there
+ * its string ends at the next quote after an even run of backslashes, and a
+ * string followed by ':' is a key.
  */
 static bool escaped_key(const char *p, size_t n)
 {
-	const char *end = p + n, *q = p, *dq;
+	const char *b = memchr(p, '\\', n); /* most small bodies have no backslash at all */
+	size_t i = b ? (size_t)(b - p) : n, run, q;
 
-	while ((q = memchr(q, '\\', (size_t)(end - q)))) {
-		for (dq = q;; dq++) {
-			size_t run = 0;
+	while ((i = next_u_escape(p, i, n)) < n) {
+		for (run = 1; run <= i && p[i - run] == '\\'; run++)
+			;
+		if (!(run % 2)) { /* an even run ends here: "\\u" is a backslash and a 'u' */
+			i += 2;
+			continue;
+		}
+		for (q = i + 2;; q++) {
+			const char *dq = memchr(p + q, '"', n - q);
 
-			dq = memchr(dq, '"', (size_t)(end - dq));
 			if (!dq)
 				return false;
-			while (dq - run > q && dq[-1 - (ptrdiff_t)run] == '\\')
-				run++;
+			q = (size_t)(dq - p);
+			for (run = 0; q - run > i && p[q - 1 - run] == '\\'; run++)
+				;
 			if (!(run % 2))
 				break;
 		}
-		for (q = dq + 1; q < end && (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r'); q++)
+		for (i = q + 1; i < n && (p[i] == ' ' || p[i] == '\t' || p[i] == '\n' || p[i] == '\r'); i++)
 			;
-		if (q < end && *q == ':')
+		if (i < n && p[i] == ':')
 			return true;
 	}
 	return false;
@@ -497,7 +598,29 @@ void request_inspect(enum budget_format f, const void *body, size_t len, struct 
 		break;
 	}
 	out->unbounded = in.unbounded;
-	for (int w = R_FILE; w < R_FILE + 4; w++)
+	out->images = in.images;
+	if (in.document)
+		out->server_state = true;
+	for (int w = R_FILE; w < R_FILE + 5; w++)
 		if (in.seen[w])
 			out->server_state = true;
+}
+
+/*
+ * The most input tokens one image costs: the providers' published formulas
+ * give at most about 3,800 (OpenAI's patch models at 1536 patches, x2.46),
+ * 1,600 (Anthropic, 1.15 megapixels) and 258 a 768-pixel tile (Gemini, whose
+ * images are inline: their bytes count too).  An image by URL is a few
+ * dozen bytes of the body.
+ */
+#define IMAGE_TOKENS 8192
+
+/* The body's tokens at 2 bytes each, rounded up, and IMAGE_TOKENS an image part (saturating). */
+int64_t request_input(size_t body_len, const struct request_facts *facts)
+{
+	int64_t in = (int64_t)(body_len / 2 + body_len % 2), img;
+
+	if (__builtin_mul_overflow(facts->images, (int64_t)IMAGE_TOKENS, &img) || __builtin_add_overflow(in, img, &in))
+		return INT64_MAX;
+	return in;
 }

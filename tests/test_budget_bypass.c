@@ -485,3 +485,95 @@ Test(budget_bypass, free_endpoints_count_but_cost_nothing)
 	cr_expect_eq(bt_sql("SELECT count(*) FROM ledger WHERE kind = 'reserve'"), 1);
 	budget_close(b);
 }
+
+/*
+ * Input the body's size doesn't bound: an image is the provider's tokens for
+ * an image whatever its bytes (a URL's are a few dozen), a document (a PDF,
+ * inline or by URL), audio and video cost tokens their bytes don't bound.
+ * The invariant: the upstream charging what such a body can cost stays
+ * within the reservation (at most IMAGE_TOKENS an image; the model's context
+ * for the rest).  Control: text alone, and a small inline image on Gemini,
+ * are reserved by their size.
+ */
+struct input_case {
+	enum budget_provider p;
+	const char *path, *body, *usage; /* usage: the input the upstream would bill, its JSON */
+	bool context; /* the reservation is the model's whole context */
+	int images; /* else: the body's size and IMAGE_TOKENS (8192) an image, at these prices per M tokens */
+	int64_t in_price, out_price;
+};
+
+#define IMG_URL "{\"type\":\"image_url\",\"image_url\":{\"url\":\"https://img.example/a.png\"}}"
+static const struct input_case input_cases[] = {
+	/* control: text, reserved by its size */
+	{ BUDGET_OPENAI, "/v1/chat/completions",
+	  "{\"model\":\"gpt-4o\",\"max_tokens\":10,\"messages\":[{\"role\":\"user\",\"content\":\"hello there\"}]}",
+	  "{\"usage\":{\"prompt_tokens\":20,\"completion_tokens\":10}}", false, 0, 2500000, 10000000 },
+	/* ten images by URL: 1,105 tokens each at gpt-4o's high detail, on a body of 900 bytes */
+	{ BUDGET_OPENAI, "/v1/chat/completions",
+	  "{\"model\":\"gpt-4o\",\"max_tokens\":10,\"messages\":[{\"role\":\"user\",\"content\":[" IMG_URL "," IMG_URL
+	  "," IMG_URL "," IMG_URL "," IMG_URL "," IMG_URL "," IMG_URL "," IMG_URL "," IMG_URL "," IMG_URL "]}]}",
+	  "{\"usage\":{\"prompt_tokens\":11070,\"completion_tokens\":10}}", false, 10, 2500000, 10000000 },
+	/* Responses: an image by URL on a patch model (1536 patches x 2.46) */
+	{ BUDGET_OPENAI, "/v1/responses",
+	  "{\"model\":\"gpt-4.1-nano\",\"max_output_tokens\":10,\"input\":[{\"role\":\"user\",\"content\":[{\"type\":"
+	  "\"input_image\",\"image_url\":\"https://img.example/a.png\"}]}]}",
+	  "{\"usage\":{\"input_tokens\":3800,\"output_tokens\":10}}", false, 1, 100000, 400000 },
+	/* a PDF the provider fetches, or one inline (its text compressed, a page image a page) */
+	{ BUDGET_OPENAI, "/v1/responses",
+	  "{\"model\":\"gpt-5\",\"max_output_tokens\":10,\"input\":[{\"role\":\"user\",\"content\":[{\"type\":"
+	  "\"input_file\",\"file_url\":\"https://doc.example/a.pdf\"}]}]}",
+	  "{\"usage\":{\"input_tokens\":300000,\"output_tokens\":10}}", true },
+	{ BUDGET_OPENAI, "/v1/chat/completions",
+	  "{\"model\":\"gpt-4o\",\"max_tokens\":10,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"file\","
+	  "\"file\":{\"filename\":\"a.pdf\",\"file_data\":\"data:application/pdf;base64,JVBERi0xLjQK\"}}]}]}",
+	  "{\"usage\":{\"prompt_tokens\":100000,\"completion_tokens\":10}}", true },
+	{ BUDGET_ANTHROPIC, "/v1/messages",
+	  "{\"model\":\"claude-haiku-4-5\",\"max_tokens\":10,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":"
+	  "\"document\",\"source\":{\"type\":\"url\",\"url\":\"https://doc.example/a.pdf\"}}]}]}",
+	  "{\"usage\":{\"input_tokens\":150000,\"output_tokens\":10}}", true },
+	{ BUDGET_ANTHROPIC, "/v1/messages",
+	  "{\"model\":\"claude-haiku-4-5\",\"max_tokens\":10,\"messages\":[{\"role\":\"user\",\"content\":[{\"t\\u0079pe\":"
+	  "\"image\",\"source\":{\"type\":\"url\",\"url\":\"https://img.example/a.png\"}}]}]}",
+	  "{\"usage\":{\"input_tokens\":150000,\"output_tokens\":10}}", true },
+	{ BUDGET_ANTHROPIC, "/v1/messages",
+	  "{\"model\":\"claude-haiku-4-5\",\"max_tokens\":10,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":"
+	  "\"\\u0064ocument\",\"source\":{\"type\":\"base64\",\"media_type\":\"application/pdf\",\"data\":"
+	  "\"JVBERi0xLjQK\"}}]}]}",
+	  "{\"usage\":{\"input_tokens\":150000,\"output_tokens\":10}}", true },
+	{ BUDGET_GEMINI, "/v1beta/models/gemini-2.5-flash:generateContent",
+	  "{\"contents\":[{\"role\":\"user\",\"parts\":[{\"inline_data\":{\"mime_type\":\"application/pdf\",\"data\":"
+	  "\"JVBERi0xLjQK\"}}]}],\"generationConfig\":{\"maxOutputTokens\":10}}",
+	  "{\"usageMetadata\":{\"promptTokenCount\":500000,\"candidatesTokenCount\":10}}", true },
+	/* a small inline image on Gemini: 258 tokens, on 120 bytes */
+	{ BUDGET_GEMINI, "/v1beta/models/gemini-2.5-flash:generateContent",
+	  "{\"contents\":[{\"role\":\"user\",\"parts\":[{\"inlineData\":{\"mimeType\":\"image/png\",\"data\":"
+	  "\"iVBORw0KGgo=\"}}]}],\"generationConfig\":{\"maxOutputTokens\":10}}",
+	  "{\"usageMetadata\":{\"promptTokenCount\":258,\"candidatesTokenCount\":10}}", false, 1, 300000, 2500000 },
+};
+
+Test(budget_bypass, input_the_body_does_not_show_is_reserved)
+{
+	struct budget *b = open_default();
+
+	for (size_t i = 0; i < sizeof(input_cases) / sizeof(input_cases[0]); i++) {
+		const struct input_case *c = &input_cases[i];
+		struct bt_result r = bt_exchange(b, "a1", c->p, "POST", c->path, c->body, 200, c->usage,
+						 strlen(c->usage), 0, 0, BUDGET_END_COMPLETE);
+
+		cr_assert_eq(r.rc, 0, "case %zu: %s", i, r.line);
+		cr_expect_str_eq(r.how, "usage", "case %zu", i);
+		cr_expect_leq(r.charged, r.reserved, "case %zu %s: charged %lld, reserved %lld", i, c->body,
+			      (long long)r.charged, (long long)r.reserved);
+		if (c->context) /* the whole context at the dearest input price: far above this charge */
+			cr_expect_gt(r.reserved, r.charged + r.charged / 4, "case %zu: reserved %lld", i,
+				     (long long)r.reserved);
+		else /* the body's size and IMAGE_TOKENS an image, and 10 of output: not the context */
+			cr_expect_eq(r.reserved,
+				     ((((int64_t)strlen(c->body) + 1) / 2 + c->images * 8192LL) * c->in_price +
+				      10 * c->out_price + 999999) /
+					     1000000,
+				     "case %zu: reserved %lld", i, (long long)r.reserved);
+	}
+	budget_close(b);
+}

@@ -189,6 +189,8 @@ static const struct req_case req_cases[] = {
 	  true, false, "gpt-4o", 0LL, 1, false, false },
 	{ OC, "{\"model\":\"gpt-4o\",\"x\":\"\\\\\\\":1\"}",
 	  true, false, "gpt-4o", 0LL, 1, false, false },
+	{ OC, "{\"model\":\"gpt-4o\",\"\\\\u006e\":8,\"x\":\"\\\\\\u006e\",\"\\u006e\":2}",
+	  true, false, "gpt-4o", 0LL, 2, false, false },
 	{ OR, "{\"model\":\"gpt-5\",\"previous_\\u0072esponse_id\":\"resp_1\"}",
 	  true, false, "gpt-5", 0LL, 1, true, false },
 	{ OR, "{\"model\":\"gpt-5\",\"input\":[{\"content\":[{\"t\\u0079pe\":\"input_file\",\"file_\\u0069d\":\"f\"}]}]}",
