@@ -25,7 +25,8 @@
                       | spend (the output is all the body allows, read as a lax provider
                       reads it: Python's json, the last of a key twice, escapes decoded,
                       a gzip body inflated, "8" or 8.0 taken for 8; n or best_of times
-                      the prompts of a list, or candidateCount, times max tokens)
+                      the prompts of a list, or candidateCount, times max tokens; the
+                      input 1,105 tokens an image, 150,000 for a document: a PDF, a URL)
       Streamed bodies are chunked, one event per chunk; text in them carries a fake usage
       object and a fake SSE event inside JSON strings (a scanner that loses track of
       strings would read them).  Every request goes to FILE as one JSON line: method,
@@ -90,6 +91,32 @@ def spend(req, host):
         per *= len(prompt)
     most = max(lax(req.get(k), 0) for k in ("max_tokens", "max_completion_tokens", "max_output_tokens"))
     return per * most
+
+
+def spend_input(req, base):
+    """The input a provider bills beyond the body's text: 1,105 tokens an image (gpt-4o's high detail at
+    768x1536), 150,000 for a document it fetches or reads page by page (a PDF)."""
+    images, doc = 0, False
+
+    def walk(v, parent):
+        nonlocal images, doc
+        if isinstance(v, dict):
+            for k, x in v.items():
+                if k == "image_url":
+                    images += 1
+                elif k in ("file_url", "file_data") or (k == "type" and parent == "source" and x == "url"):
+                    doc = True
+                elif k in ("media_type", "mimeType", "mime_type") and isinstance(x, str):
+                    if x.startswith("image/"):
+                        images += 1
+                    elif not x.startswith("text/"):
+                        doc = True
+                walk(x, k)
+        elif isinstance(v, list):
+            for x in v:
+                walk(x, parent)
+    walk(req, "")
+    return base + images * 1105 + (150000 if doc else 0)
 
 
 def num(v, malformed):
@@ -172,6 +199,7 @@ class Upstream(BaseHTTPRequestHandler):
         host = (self.headers.get("Host") or "").split(".")[0]
         if mode == "spend":
             c["out"] = spend(req, host)
+            c["in"] = spend_input(req, c["in"])
         p = self.path.split("?")[0]
         if host == "anthropic":
             return self.anthropic(p, req, c, mode)

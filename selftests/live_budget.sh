@@ -17,6 +17,9 @@
 #     candidateCount, in any spelling an upstream reads): an upstream spending
 #     all of it is charged within the reservation; a body the meter can't bound
 #     (a count as a string, a key twice, a BOM, gzip) is refused before it leaves;
+#   - input the body's size doesn't bound (images by URL, documents by URL or
+#     inline) is reserved: an upstream billing it is charged within the
+#     reservation; text alone is reserved by its size;
 #   - 32 requests racing for the last dollar: the caps admit exactly what
 #     fits, nothing is over-spent;
 #   - the 429 is one `latch:` line naming the cap, where it stands and when
@@ -390,6 +393,25 @@ spend openai /v1/chat/completions "{$N8,\"n\":8}" --bom
 unbound "a body after a BOM is refused" 429 budget budget.refused.body
 spend openai /v1/chat/completions "{$N8,\"n\":8}" --gzip
 unbound "a gzip body is refused by the broker" 415 refused latchd.broker.metered-request-body-is-content-encoded
+
+# input the body's size doesn't bound: images by URL, documents fetched or inline (the upstream bills
+# spend_input(): 1,105 tokens an image, 150,000 a document); control: text is reserved by its size
+IMG='{"type":"image_url","image_url":{"url":"https://img.example/a.png"}}'
+IMGS="$IMG"
+for _ in $(seq 9); do IMGS="$IMGS,$IMG"; done
+spend openai /v1/chat/completions "{\"model\":\"gpt-4o\",\"max_tokens\":10,\"messages\":[{\"role\":\"user\",\"content\":[$IMGS]}]}"
+within "ten images by URL (11,060 tokens on a body of 800 bytes)"
+spend anthropic /v1/messages '{"model":"claude-sonnet-4-5","max_tokens":10,"messages":[{"role":"user","content":[{"type":"document","source":{"type":"url","url":"https://doc.example/a.pdf"}}]}]}'
+within "an Anthropic document by URL"
+spend openai /v1/responses '{"model":"gpt-5","max_output_tokens":10,"input":[{"role":"user","content":[{"type":"input_file","filename":"a.pdf","file_data":"data:application/pdf;base64,JVBERi0xLjQK"}]}]}'
+within "a PDF inline on Responses"
+spend gemini /v1beta/models/gemini-2.5-flash:generateContent \
+	'{"contents":[{"role":"user","parts":[{"inline_data":{"mime_type":"application/pdf","data":"JVBERi0xLjQK"}}]}],"generationConfig":{"maxOutputTokens":10}}'
+within "a PDF inline on Gemini"
+spend openai /v1/chat/completions "$CHAT"
+exact "control: text alone settles from its usage" "$(cost "$P_4O" 10 0 0 0 2000)"
+check_eq "and is reserved by its size (a token per 2 bytes) and its max_tokens" "$RES" \
+	"$(cost "$P_4O" $(((${#CHAT} + 1) / 2)) 0 0 0 2000)"
 
 # ------------------------------------------------------------ latch usage reads what latchd wrote
 sums=$(ledger sums)
