@@ -415,13 +415,14 @@ static void warn_missing(struct budget *b, enum budget_provider p, const char *m
 
 /*
  * The worst case of a request, in micro-dollars: input from the body (one
- * token per 2 bytes, or the model's whole context when the provider holds
- * input the body doesn't show), output from its max-tokens fields (or the
- * model's maximum) times the outputs it asks for, every input token at the
- * dearest input price.  -1, and *why, when the body can't bound it: a
- * metered endpoint's body latch can't read (the upstream may read in it a
- * count of outputs, a model, a limit that latch did not see), or a count
- * of outputs that is not a number.
+ * token per 2 bytes and IMAGE_TOKENS an image, or the model's whole context
+ * when the provider holds input the body doesn't show), output from its
+ * max-tokens fields (or the model's maximum) times the outputs it asks for,
+ * every input token at the dearest input price (twice the input's when a
+ * cache write may last an hour).  -1, and *why, when the body can't bound
+ * it: a metered endpoint's body latch can't read (the upstream may read in
+ * it a count of outputs, a model, a limit that latch did not see), or a
+ * count of outputs that is not a number.
  */
 static int64_t worst_case(struct budget *b, const struct budget_request *rq, const struct budget_class *cls,
 			  struct budget_ticket *t, const char **why)
@@ -474,6 +475,8 @@ static int64_t worst_case(struct budget *b, const struct budget_request *rq, con
 		priced.input = priced.cache_write;
 	if (priced.cached_input > priced.input)
 		priced.input = priced.cached_input;
+	if (facts.long_cache && priced.input < row->input * 2)
+		priced.input = row->input * 2; /* budget_cost's price of a 1-hour write */
 	return budget_cost(&priced, &tok);
 }
 

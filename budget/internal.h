@@ -218,6 +218,7 @@ struct request_facts {
 	bool unbounded; /* a count of outputs that is not a number: the meter can't bound the request */
 	bool server_state; /* input held by the provider (previous_response_id, file ids...) */
 	int64_t images; /* image parts: each may cost more tokens than its bytes (a URL most of all) */
+	bool long_cache; /* Anthropic: a cache write may last an hour, at twice the input price */
 };
 
 void request_inspect(enum budget_format f, const void *body, size_t len, struct request_facts *out);

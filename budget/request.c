@@ -225,7 +225,8 @@ enum {
 	R_IMAGE_URL, /* an OpenAI image part, by URL or inline */
 	R_MEDIA, /* 3: an inline part's media type (Anthropic's source, Gemini's inline or file data) */
 	R_SOURCE_TYPE = R_MEDIA + 3, /* 2: an Anthropic source's type ("url": the provider fetches it) */
-	R_WATCHES = R_SOURCE_TYPE + 2,
+	R_TTL = R_SOURCE_TYPE + 2, /* an Anthropic cache_control's ttl: a 1-hour write is billed at twice the input */
+	R_WATCHES,
 };
 
 _Static_assert(R_WATCHES <= JSCAN_WATCH_MAX, "the request's watches fit one list");
@@ -262,6 +263,7 @@ static const char *const req_watch[R_WATCHES] = {
 	"**.mime_type",
 	"messages.*.content.*.source.type",
 	"messages.*.content.*.content.*.source.type", /* an image or document in a tool_result */
+	"**.ttl",
 };
 
 static struct jscan_paths req_paths; /* req_watch, compiled once */
@@ -279,6 +281,7 @@ struct inspect {
 	int64_t prompts; /* the elements of "prompt" that are prompts (strings, arrays), not token ids */
 	int64_t images; /* content parts of an image type */
 	bool document; /* a part whose tokens its bytes don't bound: a document, a URL fetched, audio, video */
+	bool long_cache; /* a cache TTL other than "5m" */
 	char model[BUDGET_MODEL_MAX + 1];
 };
 
@@ -382,6 +385,12 @@ static void on_request_value(void *arg, int w, const char *text, size_t len)
 
 	if (w == R_IMAGE_URL) {
 		in->images++;
+		return;
+	}
+	if (w == R_TTL) { /* "5m" is the default's price; anything else may be the 1-hour one */
+		if (!(text && len == 4 && !memcmp(text, "\"5m\"", 4)) &&
+		    !(text && len == 4 && !memcmp(text, "null", 4)))
+			in->long_cache = true;
 		return;
 	}
 	if (w >= R_MEDIA) {
@@ -587,6 +596,7 @@ void request_inspect(enum budget_format f, const void *body, size_t len, struct 
 		break;
 	case BUDGET_FORMAT_ANTHROPIC:
 		out->max_output = in.number[R_MAX_TOKENS];
+		out->long_cache = in.long_cache;
 		break;
 	case BUDGET_FORMAT_GEMINI:
 		out->max_output = max_of(&in, R_GEN_MAX, 4);

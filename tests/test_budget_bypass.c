@@ -577,3 +577,46 @@ Test(budget_bypass, input_the_body_does_not_show_is_reserved)
 	}
 	budget_close(b);
 }
+
+/*
+ * Anthropic bills a 1-hour cache write at twice the input price, above the
+ * 5-minute write's 1.25x that prices every input token otherwise.  A body
+ * whose every token is written for an hour (text at 2 bytes a token) is
+ * charged within its reservation; control: the same body with a 5-minute
+ * TTL is reserved at 1.25x, and its write fits that.
+ */
+Test(budget_bypass, a_one_hour_cache_write_is_reserved_at_its_price)
+{
+	static const char *const ttls[] = { "5m", "1h", "24h" };
+	struct budget *b = open_default();
+	char body[2600], usage[512], text[2001];
+
+	memset(text, 'x', sizeof(text) - 1);
+	text[sizeof(text) - 1] = '\0';
+	for (size_t i = 0; i < sizeof(ttls) / sizeof(ttls[0]); i++) {
+		bool hour = i > 0;
+		int n = snprintf(
+			body, sizeof(body),
+			"{\"model\":\"claude-haiku-4-5\",\"max_tokens\":10,\"system\":[{\"type\":\"text\",\"text\":"
+			"\"%s\",\"cache_control\":{\"type\":\"ephemeral\",\"ttl\":\"%s\"}}],\"messages\":[]}",
+			text, ttls[i]);
+		int64_t tokens = (n + 1) / 2; /* every token a byte pair: the densest the estimate allows */
+		struct bt_result r;
+
+		snprintf(
+			usage, sizeof(usage),
+			"{\"usage\":{\"input_tokens\":0,\"cache_creation_input_tokens\":%lld,\"cache_creation\":"
+			"{\"ephemeral_5m_input_tokens\":%lld,\"ephemeral_1h_input_tokens\":%lld},\"output_tokens\":10}}",
+			(long long)tokens, (long long)(hour ? 0 : tokens), (long long)(hour ? tokens : 0));
+		r = bt_exchange(b, "a1", BUDGET_ANTHROPIC, "POST", "/v1/messages", body, 200, usage, strlen(usage), 0,
+				0, BUDGET_END_COMPLETE);
+		cr_assert_eq(r.rc, 0, "%s", r.line);
+		cr_expect_str_eq(r.how, "usage");
+		cr_expect_leq(r.charged, r.reserved, "ttl %s: charged %lld, reserved %lld", ttls[i],
+			      (long long)r.charged, (long long)r.reserved);
+		/* claude-haiku-4-5: $1 input, $1.25 5-minute writes, $5 output, per M tokens */
+		cr_expect_eq(r.reserved, (tokens * (hour ? 2000000 : 1250000) + 10 * 5000000 + 999999) / 1000000,
+			     "ttl %s: reserved %lld", ttls[i], (long long)r.reserved);
+	}
+	budget_close(b);
+}
