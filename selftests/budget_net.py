@@ -31,7 +31,7 @@
       object and a fake SSE event inside JSON strings (a scanner that loses track of
       strings would read them).  Every request goes to FILE as one JSON line: method,
       path, headers, body length.
-  req URL --key K [--header H:V...] [--body JSON] [--method M] [--cut-after N] [--full] [--bom] [--gzip]
+  req URL --key K [--header H:V...] [--body JSON] [--method M] [--cut-after N] [--full] [--bom] [--gzip] [--chunked]
       One request from the guest; prints "STATUS<TAB>first body line" (--full: the status
       on a line of its own, then the body as it came).  --cut-after N closes the
       connection after N body bytes (the guest going away mid-stream).
@@ -336,7 +336,7 @@ def serve(a):
     time.sleep(a.lifetime)
 
 
-def request(url, key_header, method, body, headers, cut_after=0, start=None, bom=False, gz=False):
+def request(url, key_header, method, body, headers, cut_after=0, start=None, bom=False, gz=False, chunked=False):
     hostport, _, path = url[len("http://"):].partition("/")
     host, _, port = hostport.rpartition(":")
     s = socket.create_connection((host, int(port)), timeout=15)
@@ -348,7 +348,11 @@ def request(url, key_header, method, body, headers, cut_after=0, start=None, bom
         headers = headers + ["Content-Encoding: gzip"]
     head = "%s /%s HTTP/1.1\r\nHost: %s\r\n%s\r\n" % (method, path, hostport, key_header)
     head += "".join("%s\r\n" % h for h in headers)
-    if body is not None:
+    if body is not None and chunked:  # as a streaming upload sends it: two chunks, no length
+        head += "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
+        half = len(data) // 2
+        data = b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in (data[:half], data[half:])) + b"0\r\n\r\n"
+    elif body is not None:
         head += "Content-Type: application/json\r\nContent-Length: %d\r\n" % len(data)
     if start:
         start.wait()
@@ -390,7 +394,8 @@ def first_line(head, body):
 
 
 def req(a):
-    head, body, _ = request(a.url, a.key, a.method, a.body, a.header, a.cut_after, bom=a.bom, gz=a.gzip)
+    head, body, _ = request(a.url, a.key, a.method, a.body, a.header, a.cut_after, bom=a.bom, gz=a.gzip,
+                            chunked=a.chunked)
     if a.full:  # the status, then the body as it came (a refusal's: Content-Length)
         print(head.split(b"\r\n")[0].split(b" ")[1].decode() if head else "CLOSED")
         sys.stdout.write(body.decode("latin-1"))
@@ -479,6 +484,7 @@ def main():
         p.add_argument("--full", action="store_true")
         p.add_argument("--bom", action="store_true", help="a UTF-8 BOM before the body")
         p.add_argument("--gzip", action="store_true", help="the body gzipped, with Content-Encoding: gzip")
+        p.add_argument("--chunked", action="store_true", help="the body in two chunks, no Content-Length")
     p = sub.add_parser("ledger")
     p.add_argument("db")
     p.add_argument("what", choices=["lastid", "settled", "sums"])

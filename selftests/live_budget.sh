@@ -376,6 +376,12 @@ spend openai /v1/chat/completions "{$N8,\"\\u006e\":8}"
 within "n spelt \\u006e is read decoded"
 spend openai /v1/chat/completions "{$N8,\"n\":8.0}"
 within "n 8.0 is 8"
+B="{$N8,\"n\":8}"
+spend openai /v1/chat/completions "$B" --chunked
+within "a chunked upload (two chunks, no length) is read whole"
+check_eq "and reaches the upstream whole, under a Content-Length" \
+	"$(tail -1 "$T/up.log" | jq -r '[.body_len, (.headers[] | select(.[0] == "Content-Length") | .[1])] | join(" ")')" \
+	"${#B} ${#B}"
 spend openai /v1/completions '{"model":"gpt-4o","max_tokens":100,"prompt":"hi","best_of":8}'
 within "best_of 8: every completion is billed"
 spend openai /v1/completions '{"model":"gpt-4o","max_tokens":100,"n":2,"prompt":[[1],[2],[3],[4]]}'

@@ -446,6 +446,26 @@ Test(budget_bypass, every_output_a_request_asks_for_is_reserved_or_refused)
 		cr_expect_lt(r.reserved, 2 * r.charged + 1000, "case %zu %s: reserved %lld for %lld", i, c->body,
 			     (long long)r.reserved, (long long)r.charged);
 	}
+	/* nested past the scanner's 256 levels (Python's json reads 1,000): refused; control: 200 levels */
+	static const char eight[] = "{\"usage\":{\"prompt_tokens\":20,\"completion_tokens\":800}}";
+
+	for (int depth = 200; depth <= 300; depth += 100) {
+		char *deep = malloc(2 * (size_t)depth + 100);
+		struct bt_result r;
+		int n;
+
+		cr_assert_not_null(deep);
+		n = sprintf(deep, "{\"model\":\"gpt-4o-mini\",\"max_tokens\":100,\"n\":8,\"x\":");
+		memset(deep + n, '[', (size_t)depth - 1);
+		memset(deep + n + depth - 1, ']', (size_t)depth - 1);
+		strcpy(deep + n + 2 * (depth - 1), "}");
+		r = bt_exchange(b, "a1", BUDGET_OPENAI, "POST", "/v1/chat/completions", deep, 200, eight, strlen(eight),
+				0, 0, BUDGET_END_COMPLETE);
+		cr_expect_eq(r.rc, depth > 256 ? -EPROTO : 0, "depth %d: rc %d %s", depth, r.rc, r.line);
+		if (!r.rc)
+			cr_expect_leq(r.charged, r.reserved);
+		free(deep);
+	}
 	budget_close(b);
 }
 
