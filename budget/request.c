@@ -467,6 +467,16 @@ static size_t next_u_escape(const char *p, size_t i, size_t n)
 #ifdef __SSE2__
 	const __m128i bslash = _mm_set1_epi8('\\'), u = _mm_set1_epi8('u');
 
+	for (; i + 65 <= n; i += 64) { /* 64 bytes a step while none is there: the common case */
+		__m128i m = _mm_setzero_si128();
+
+		for (int k = 0; k < 64; k += 16)
+			m = _mm_or_si128(
+				m, _mm_and_si128(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(p + i + k)), bslash),
+						 _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(p + i + k + 1)), u)));
+		if (_mm_movemask_epi8(m))
+			break; /* in these 64: found below */
+	}
 	for (; i + 17 <= n; i += 16) {
 		__m128i a = _mm_loadu_si128((const __m128i *)(p + i)),
 			b = _mm_loadu_si128((const __m128i *)(p + i + 1));
