@@ -447,3 +447,27 @@ Test(budget_scan, responses_read_as_pinned_in_any_chunks)
 			expect_case(i, 0, cut);
 	}
 }
+
+/*
+ * A key spelt with \u is found at any offset of the sweep that looks for one
+ * (64 and 16 bytes a step): "\u006e" as a key is n, read decoded; control:
+ * the same escape in a value beside a plain n.
+ */
+Test(budget_scan, an_escaped_key_is_found_at_every_offset)
+{
+	for (int pad = 0; pad < 200; pad++)
+		for (int key = 0; key < 2; key++) {
+			char body[400];
+			int n = snprintf(body, sizeof(body), "{\"x\":\"%*s\",%s", pad, "",
+					 key ? "\"\\u006e\":8}" : "\"y\":\"\\u006e\",\"n\":8}");
+			char *exact = malloc((size_t)n); /* no byte past the body to read */
+			struct request_facts f;
+
+			cr_assert_not_null(exact);
+			memcpy(exact, body, (size_t)n);
+			request_inspect(BUDGET_FORMAT_OPENAI_CHAT, exact, (size_t)n, &f);
+			cr_expect(f.readable && f.choices == 8, "pad %d, %s: readable %d, choices %lld", pad,
+				  key ? "key" : "value", f.readable, (long long)f.choices);
+			free(exact);
+		}
+}
