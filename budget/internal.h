@@ -92,6 +92,7 @@ struct jscan {
 	int klen;
 	bool key_long; /* longer than JSCAN_KEY_MAX, or escaped: matches nothing */
 	bool esc; /* in a string, after a backslash */
+	bool key_escape; /* some key held an escape (\u can spell a watched key's letters): read it decoded */
 	int cap_watch; /* -1: not capturing */
 	int cap_depth;
 	size_t cap_len;

@@ -25,9 +25,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef __SSE2__
-#include <emmintrin.h>
-#endif
 
 #include "budget/internal.h"
 
@@ -457,82 +454,6 @@ static int64_t mul_sat(int64_t a, int64_t b)
 }
 
 /*
- * The first "\u" at or after i, or n.  Only a \u escape can spell a watched
- * key's letters ("max_t\u006fkens"): bodies without one (most: newlines and
- * quotes are \n and \"; Python escapes non-ASCII so) are passed in one sweep,
- * 16 bytes a step where SSE2 is there.
- */
-static size_t next_u_escape(const char *p, size_t i, size_t n)
-{
-#ifdef __SSE2__
-	const __m128i bslash = _mm_set1_epi8('\\'), u = _mm_set1_epi8('u');
-
-	for (; i + 65 <= n; i += 64) { /* 64 bytes a step while none is there: the common case */
-		__m128i m = _mm_setzero_si128();
-
-		for (int k = 0; k < 64; k += 16)
-			m = _mm_or_si128(
-				m, _mm_and_si128(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(p + i + k)), bslash),
-						 _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(p + i + k + 1)), u)));
-		if (_mm_movemask_epi8(m))
-			break; /* in these 64: found below */
-	}
-	for (; i + 17 <= n; i += 16) {
-		__m128i a = _mm_loadu_si128((const __m128i *)(p + i)),
-			b = _mm_loadu_si128((const __m128i *)(p + i + 1));
-		unsigned m =
-			(unsigned)_mm_movemask_epi8(_mm_and_si128(_mm_cmpeq_epi8(a, bslash), _mm_cmpeq_epi8(b, u)));
-
-		if (m)
-			return i + (size_t)__builtin_ctz(m);
-	}
-#endif
-	for (; i + 1 < n; i++)
-		if (p[i] == '\\' && p[i + 1] == 'u')
-			return i;
-	return n;
-}
-
-/*
- * Does a key hold a \u escape ("max_t\u006fkens")?  The scanner never
- * matches one (it would have to decode it), but the upstream decodes it:
- * such a body is read again, decoded.  A "\u" is an escape when the run of
- * backslashes it ends is odd (a run starts where an escape can); from there
- * its string ends at the next quote after an even run of backslashes, and a
- * string followed by ':' is a key.
- */
-static bool escaped_key(const char *p, size_t n)
-{
-	const char *b = memchr(p, '\\', n); /* most small bodies have no backslash at all */
-	size_t i = b ? (size_t)(b - p) : n, run, q;
-
-	while ((i = next_u_escape(p, i, n)) < n) {
-		for (run = 1; run <= i && p[i - run] == '\\'; run++)
-			;
-		if (!(run % 2)) { /* an even run ends here: "\\u" is a backslash and a 'u' */
-			i += 2;
-			continue;
-		}
-		for (q = i + 2;; q++) {
-			const char *dq = memchr(p + q, '"', n - q);
-
-			if (!dq)
-				return false;
-			q = (size_t)(dq - p);
-			for (run = 0; q - run > i && p[q - 1 - run] == '\\'; run++)
-				;
-			if (!(run % 2))
-				break;
-		}
-		for (i = q + 1; i < n && (p[i] == ' ' || p[i] == '\t' || p[i] == '\n' || p[i] == '\r'); i++)
-			;
-		if (i < n && p[i] == ':')
-			return true;
-	}
-	return false;
-}
-
-/*
  * The body as the upstream decodes it (keys unescaped), or NULL when jansson
  * refuses it (*twice: because a key is given twice).
  */
@@ -567,18 +488,25 @@ void request_inspect(enum budget_format f, const void *body, size_t len, struct 
 	out->object = true;
 	p += skip;
 	len -= skip;
-	if (escaped_key(p, len)) {
-		again = decoded(p, len, &out->ambiguous);
-		if (!again)
-			return;
-		p = again;
-		len = strlen(again);
-	}
 	pthread_once(&once, compile_req_paths);
 	jscan_init(&js, &req_paths, on_request_value, &in);
 	jscan_feed(&js, p, len);
 	ok = jscan_end(&js);
-	free(again);
+	/*
+	 * A key with an escape: the scanner never matches one ("max_t\u006fkens"
+	 * would have to be decoded), but the upstream decodes it.  Such a body
+	 * (rare: SDKs write keys plain) is read again, decoded by jansson.
+	 */
+	if (js.key_escape) {
+		again = decoded(p, len, &out->ambiguous);
+		if (!again)
+			return;
+		memset(&in, 0, sizeof(in));
+		jscan_init(&js, &req_paths, on_request_value, &in);
+		jscan_feed(&js, again, strlen(again));
+		ok = jscan_end(&js);
+		free(again);
+	}
 	for (int w = 0; w < R_FILE; w++)
 		if (in.seen[w] > 1)
 			out->ambiguous = true;

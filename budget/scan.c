@@ -52,6 +52,7 @@ static void jscan_reset(struct jscan *j)
 	j->klen = 0;
 	j->key_long = false;
 	j->esc = false;
+	j->key_escape = false;
 	j->cap_watch = -1;
 	j->cap_len = 0;
 	j->cap_over = false;
@@ -466,6 +467,7 @@ keystr:
 	start = i;
 	escaped = j->esc; /* the chunk ended inside an escape: an escaped key is never one we watch */
 	i = skip_string(j, p, n, i, &ended, &escaped);
+	j->key_escape |= escaped; /* the caller may read such a body again, decoded */
 	if (!ended) {
 		key_piece(j, p + start, i - start, escaped);
 		st = ST_KEYSTR;

@@ -449,9 +449,9 @@ Test(budget_scan, responses_read_as_pinned_in_any_chunks)
 }
 
 /*
- * A key spelt with \u is found at any offset of the sweep that looks for one
- * (64 and 16 bytes a step): "\u006e" as a key is n, read decoded; control:
- * the same escape in a value beside a plain n.
+ * A key spelt with \u is found at any offset (the scanner skips strings 16
+ * bytes a step): "\u006e" as a key is n, read decoded; control: the same
+ * escape in a value beside a plain n.
  */
 Test(budget_scan, an_escaped_key_is_found_at_every_offset)
 {
