@@ -14,6 +14,8 @@
         /v1/gzip        a gzip-encoded body
         /v1/splithead   a head of 80 lines (10 KB) sent in three writes 50 ms apart (three TLS records)
         /v1/interim     a 100 Continue before the response (which has X-After: 1)
+        /v1/bytehead    a head of 12 lines, each byte its own TLS record, written back to back (they
+                        arrive together: OpenSSL reads them ahead), then the body
         /git/...        git http-backend (smart HTTP), only with Authorization == --git-auth
   raw HOST PORT REQUEST [--bind SRC]   REQUEST with \\r \\n escapes; prints "STATUS<TAB>first body line"
                                         (or "CLOSED" when the connection ended without a response)
@@ -133,6 +135,14 @@ class Upstream(BaseHTTPRequestHandler):
                 self.wfile.write(piece)
                 self.wfile.flush()
                 time.sleep(0.05)
+            return
+        if p.startswith("/v1/bytehead"):
+            head = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n" + b"".join(
+                b"X-Byte-%d: %s\r\n" % (i, b"b" * 20) for i in range(10)) + b"Content-Length: 6\r\n\r\n"
+            for i in range(len(head)):
+                self.wfile.write(head[i:i + 1])
+            self.wfile.write(b"bytes\n")
+            self.wfile.flush()
             return
         if p.startswith("/v1/interim"):
             self.wfile.write(b"HTTP/1.1 100 Continue\r\n\r\n")

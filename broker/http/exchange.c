@@ -676,6 +676,14 @@ void hb_u_read(struct bufferevent *bev, void *arg)
 		if (!u->head_in) {
 			int r = response_head_in(u, in);
 
+			/*
+			 * The head's end may be in records OpenSSL read ahead with the
+			 * part we have (its records came in one TCP read): no event will
+			 * say so.  Taken only while the buffer was empty, a head cut over
+			 * records waited for the upstream's idle timeout.
+			 */
+			if (r > 0 && read_ahead_taken(u, in))
+				continue;
 			if (r > 0)
 				break;
 			e = r < 0 ? HPE_UNKNOWN : HTTP_PARSER_ERRNO(&u->parser);
