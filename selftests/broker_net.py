@@ -12,6 +12,14 @@
         /v1/big?n=N     N bytes
         /v1/reflect     the Authorization header's value, split over two chunks
         /v1/gzip        a gzip-encoded body
+        /v1/early       two 103s with Link headers and a 100, each cut over writes at its CR, LF and
+                        colon, then the response (X-After: 1)
+        /v1/hintbody    a 103 with a Content-Length body, /v1/continuebody a 100 with a chunked one (a 1xx
+                        has none, RFC 9112 6.3: its bytes are where the next head should be), then the
+                        response
+        /v1/upgrade     a 101 Switching Protocols nobody asked for
+        /v1/tegzip      the Authorization header's value under Transfer-Encoding: gzip, chunked
+        /v1/nocontent   a 204 with a Content-Length
         /v1/splithead   a head of 80 lines (10 KB) sent in three writes 50 ms apart (three TLS records)
         /v1/interim     a 100 Continue before the response (which has X-After: 1)
         /v1/bytehead    a head of 12 lines, each byte its own TLS record, written back to back (they
@@ -149,6 +157,37 @@ class Upstream(BaseHTTPRequestHandler):
             self.wfile.flush()
             time.sleep(0.05)
             return self.send(200, b"after the interim\n", "text/plain", [("X-After", "1")])
+        if p.startswith(("/v1/early", "/v1/hintbody", "/v1/continuebody")):
+            pieces = [b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\nLink: </b.js>; rel=preload\r\n\r\n",
+                      b"HTTP/1.1 103 Early Hints\r\nLink: </c.css>; rel=preload\r\n\r\n",
+                      b"HTTP/1.1 100 Continue\r\n\r\n"]
+            if p.startswith("/v1/hintbody"):
+                pieces = [b"HTTP/1.1 103 Early Hints\r\nLink: </c.css>; rel=preload\r\nContent-Length: 5\r\n\r\nEVIL!"]
+            if p.startswith("/v1/continuebody"):
+                pieces = [b"HTTP/1.1 100 Continue\r\nTransfer-Encoding: chunked\r\n\r\n6\r\nEVIL2!\r\n0\r\n\r\n"]
+            for piece in pieces:
+                # cut at the first CR, the LF after it and the first colon: three more records
+                cuts = sorted({piece.find(b"\r"), piece.find(b"\r") + 1, piece.find(b":")} - {-1, 0})
+                for a, b in zip([0] + cuts, cuts + [len(piece)]):
+                    self.wfile.write(piece[a:b])
+                    self.wfile.flush()
+                    time.sleep(0.01)
+            return self.send(200, b"after the hints\n", "text/plain", [("X-After", "1")])
+        if p.startswith("/v1/upgrade"):
+            self.wfile.write(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n")
+            return self.send(200, b"not http\n", "text/plain")
+        if p.startswith("/v1/tegzip"):
+            v = (self.headers.get("Authorization") or "").encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Transfer-Encoding", "gzip, chunked")
+            self.end_headers()
+            self.chunk(gzip.compress(b"you sent: " + v + b"\n"))
+            self.wfile.write(b"0\r\n\r\n")
+            return
+        if p.startswith("/v1/nocontent"):
+            self.wfile.write(b"HTTP/1.1 204 No Content\r\nContent-Length: 5\r\nX-Nc: 1\r\n\r\n")
+            return
         if p.startswith("/v1/gzip"):
             return self.send(200, gzip.compress(b"hello\n"), "text/plain", [("Content-Encoding", "gzip")])
         if p.startswith("/v1/"):

@@ -157,4 +157,11 @@ broker_refusal_rows() {
 	row "an upstream that refuses the connection" 502 "upstream unreachable" \
 		"GET /down/v1/x HTTP/1.1${R}Authorization: Bearer $PH_DOWN${R}${R}"
 	row "a content-encoded response" 502 "upstream response is content-encoded" "$(get /echo/v1/gzip)"
+	# http-parser decodes "gzip, chunked" as chunked: the guest got gzip the scrubber could not read
+	row "a response under Transfer-Encoding: gzip, chunked" 502 "upstream response unreadable" "$(get /echo/v1/tegzip)"
+	# a 1xx has no body (RFC 9112 6.3): its bytes stand where the next head should; they went to the guest
+	row "a 103 with a body" 502 "upstream response unreadable" "$(get /echo/v1/hintbody)"
+	row "a 100 with a chunked body" 502 "upstream response unreadable" "$(get /echo/v1/continuebody)"
+	# the broker sent no Upgrade: what follows a 101 is not HTTP
+	row "a 101 nobody asked for" 502 "upstream response unreadable" "$(get /echo/v1/upgrade)"
 }

@@ -65,7 +65,7 @@ up() { # up NAME URL SECRET_FILE HEADER SCHEME [CA]
 	printf '{"name":"%s","url":"%s","secret_file":"%s","header":"%s","scheme":"%s","ca_file":"%s"}' \
 		"$1" "$2" "$3" "$4" "$5" "${6-$T/ca.pem}"
 }
-ECHO_PATHS='["/v1/echo","/v1/sse","/v1/chunked","/v1/close","/v1/reflect","/v1/big","/v1/gzip","/v1/splithead","/v1/bytehead","/v1/interim"]'
+ECHO_PATHS='["/v1/echo","/v1/sse","/v1/chunked","/v1/close","/v1/reflect","/v1/big","/v1/gzip","/v1/splithead","/v1/bytehead","/v1/interim","/v1/early","/v1/hintbody","/v1/continuebody","/v1/upgrade","/v1/tegzip","/v1/nocontent"]'
 cat >"$T/broker.json" <<EOF
 {"hosts": {"api.test.example": ["$SRV_A"], "allowed.test.example": ["$SRV_B"],
            "other.test.example": ["$SRV_B"], "lan.test.example": ["127.0.0.1"]},
@@ -182,6 +182,23 @@ check_eq "a response head of one-byte TLS records arrives whole, at once" \
 out=$(gcurl -D "$T/interim.head" -H "$AUTH" "$URL/echo/v1/interim")
 check_eq "an interim 100 is skipped and the response follows with its head" \
 	"$out/$(grep -c '^X-After: 1' "$T/interim.head")" "after the interim/1"
+# invariant: interim responses are skipped whole, however they are cut; one has no body whatever its head
+# says (RFC 9112 6.3): a 103's Content-Length body went to the guest ahead of the real head (the rows
+# "a 103 with a body", "a 100 with a chunked body": 502, none of their bytes)
+out=$(graw "$(get /echo/v1/early)" --full --timeout 1.5)
+check_eq "two 103s and a 100, cut at CR, LF and colon, are skipped: the guest gets the one response" \
+	"$(grep -c '^HTTP/1.1 ' <<<"$out")/$(grep -c '^Link' <<<"$out")/$(grep -c '^X-After: 1' <<<"$out")/$(tail -1 <<<"$out")" \
+	"1/0/1/after the hints"
+check_eq "  and the connection serves the next request" \
+	"$(graw "$(get /echo/v1/early)$(get /echo/v1/echo)" --full --timeout 1.5 | grep -c '^HTTP/1.1 200')" 2
+for p in hintbody continuebody; do
+	check_eq "  a 1xx's body ($p) never reaches the guest" "$(graw "$(get /echo/v1/$p)" --full --timeout 1 | grep -c EVIL)" 0
+done
+out=$(graw "$(get /echo/v1/nocontent)" --full --timeout 1)
+check_eq "a 204's Content-Length does not reach the guest (RFC 9110 8.6)" \
+	"$(grep -c '^HTTP/1.1 204' <<<"$out")/$(grep -ci '^Content-Length' <<<"$out")/$(grep -c '^X-Nc: 1' <<<"$out")" "1/0/1"
+check_eq "  control: HEAD keeps the length a GET would get" \
+	"$(in_g curl -sS -m 5 -I -H "$AUTH" "$URL/echo/v1/big?n=777" | grep -i '^Content-Length' | tr -d '\r')" "Content-Length: 777"
 check_eq "a 3 MB response arrives whole" "$(in_g curl -sS -m 10 -H "$AUTH" "$URL/echo/v1/big?n=3000000" | wc -c)" 3000000
 check_eq "HEAD gets the head only" "$(in_g curl -sS -m 5 -I -H "$AUTH" "$URL/echo/v1/echo" | head -1 | tr -d '\r')" \
 	"HTTP/1.1 200 OK"

@@ -222,3 +222,40 @@ Test(head, a_version_spread_over_two_lines_is_refused)
 	cr_assert_eq(hb_head_parse(control, head_len, &lines, &p, &h), HB_OK);
 	cr_expect_eq(h.n, 2);
 }
+
+Test(head, a_response_transfer_encoding_is_one_chunked_or_none)
+{
+	/* http-parser decodes the first as chunked (gzip to the guest) and reads the rest to the connection's end */
+	static const char *const refused[] = {
+		"Transfer-Encoding: gzip, chunked\r\n",
+		"Transfer-Encoding: chunked, gzip\r\n",
+		"Transfer-Encoding: chunked, chunked\r\n",
+		"Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n",
+		"Transfer-Encoding: identity\r\n",
+		"transfer-encoding: \r\n",
+	};
+	static const char *const accepted[] = {
+		"Transfer-Encoding: chunked\r\n",
+		"TRANSFER-ENCODING:  Chunked \r\n",
+		"Transfer-Encodingx: gzip\r\n", /* not the header: http-parser reads to the end, as without one */
+		"Content-Length: 5\r\n",
+	};
+	struct hb_hdr hdr[HB_HEADERS_MAX];
+	struct hb_resp_index ix = { .hdr = hdr };
+	char head[256], shrt[1024];
+	size_t head_len, short_len;
+
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		int n = snprintf(head, sizeof(head), "HTTP/1.1 200 OK\r\nX-A: 1\r\n%s\r\n", refused[i]);
+
+		cr_expect_eq(hb_resp_head_read(head, (size_t)n, 16384, &head_len, &ix, shrt, sizeof(shrt), &short_len),
+			     HB_TE_INVALID, "%s", refused[i]);
+	}
+	for (size_t i = 0; i < sizeof(accepted) / sizeof(accepted[0]); i++) {
+		int n = snprintf(head, sizeof(head), "HTTP/1.1 200 OK\r\nX-A: 1\r\n%s\r\n", accepted[i]);
+
+		cr_expect_eq(hb_resp_head_read(head, (size_t)n, 16384, &head_len, &ix, shrt, sizeof(shrt), &short_len),
+			     HB_OK, "%s", accepted[i]);
+		cr_expect_eq(head_len, (size_t)n);
+	}
+}

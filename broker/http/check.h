@@ -163,7 +163,8 @@ struct hb_resp_index { /* a response head's reason and header lines, as offsets 
  * lines http-parser interprets copied into SHORT (CAP bytes; *short_len,
  * or 0 when they do not fit) once it has; or the refusal its bytes deserve
  * (the request head's grammar, a status line other than HTTP/1.d SP 3DIGIT
- * [SP reason], more than HB_HEADERS_MAX lines).
+ * [SP reason], more than HB_HEADERS_MAX lines, a Transfer-Encoding other
+ * than one "chunked").
  */
 enum hb_refusal hb_resp_head_read(const char *buf, size_t len, size_t head_max, size_t *head_len,
 				  struct hb_resp_index *ix, char *shrt, size_t cap, size_t *short_len);

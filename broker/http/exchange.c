@@ -488,9 +488,18 @@ static int r_headers_complete(http_parser *p)
 	enum framing f;
 	bool conn_close;
 
-	if (status >= 100 && status < 200) { /* we sent no Expect and no Upgrade: skip interim responses */
+	if (status == 101) { /* we sent no Upgrade: what follows would be another protocol */
+		u->fail = HB_UPSTREAM_BAD;
+		return -1;
+	}
+	if (status >= 100 && status < 200) {
+		/*
+		 * We sent no Expect: skip interim responses (100, 103).  One has no
+		 * body whatever its head says (RFC 9112 6.3): a Content-Length or
+		 * chunked body on a 103 went to the guest ahead of the real head.
+		 */
 		u->skip_message = true;
-		return 0;
+		return 1;
 	}
 	for (int i = 0; i < u->n_hdr; i++) {
 		const struct hb_hdr *h = &u->hdr[i];
@@ -506,9 +515,9 @@ static int r_headers_complete(http_parser *p)
 	for (int i = 0; i < u->n_hdr; i++) {
 		const struct hb_hdr *h = &u->hdr[i];
 
-		/* a response without a body keeps its length header: it says what a GET would get */
+		/* HEAD's and 304's length header says what a GET would get; a 204 has none (RFC 9110 8.6) */
 		keep[i] = !resp_hop_by_hop(u, h, conn) ||
-			  (no_body && hb_token_eq(u->head + h->name, h->name_len, "content-length"));
+			  (no_body && status != 204 && hb_token_eq(u->head + h->name, h->name_len, "content-length"));
 	}
 	x->status = status;
 	x->resp_started = true;
@@ -550,6 +559,8 @@ static int r_body(http_parser *p, const char *at, size_t len)
 	struct hb_exchange *x = u->x;
 	struct emit_ctx e = { x, bufferevent_get_output(x->g->bev) };
 
+	if (u->skip_message) /* an interim response has no body (r_headers_complete): never the guest's */
+		return 0;
 	if (x->meter_open && x->r->meter->response)
 		x->r->meter->response(x->r->meter->arg, x->meter_token, x->status, at, len);
 	x->bytes_out += len;

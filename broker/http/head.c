@@ -412,6 +412,19 @@ enum hb_refusal hb_resp_head_read(const char *buf, size_t len, size_t head_max, 
 					      (uint32_t)value_len };
 	}
 	ix->n = lines.n;
+	/*
+	 * Transfer-Encoding is one "chunked" or absent, as in a request: we
+	 * sent no TE, and http-parser decodes "gzip, chunked" as chunked (the
+	 * guest would get gzip the scrubber could not read, with no
+	 * Content-Encoding to say so) and reads "chunked, gzip" or a second
+	 * line to the connection's end, chunk framing and all.
+	 */
+	int n_te = 0;
+
+	for (int k = 0; k < ix->n; k++)
+		if (hb_token_eq(buf + ix->hdr[k].name, ix->hdr[k].name_len, "transfer-encoding") &&
+		    (n_te++ || !hb_token_eq(buf + ix->hdr[k].value, ix->hdr[k].value_len, "chunked")))
+			return HB_TE_INVALID;
 	*short_len = short_head(buf, &lines, shrt, cap);
 	return HB_OK;
 }
