@@ -19,6 +19,8 @@
                         response
         /v1/upgrade     a 101 Switching Protocols nobody asked for
         /v1/tegzip      the Authorization header's value under Transfer-Encoding: gzip, chunked
+        /v1/reason      the key (the Authorization value after its scheme) as the reason phrase, a
+                        header name and inside a longer value, in a 401
         /v1/nocontent   a 204 with a Content-Length
         /v1/splithead   a head of 80 lines (10 KB) sent in three writes 50 ms apart (three TLS records)
         /v1/interim     a 100 Continue before the response (which has X-After: 1)
@@ -184,6 +186,13 @@ class Upstream(BaseHTTPRequestHandler):
             self.end_headers()
             self.chunk(gzip.compress(b"you sent: " + v + b"\n"))
             self.wfile.write(b"0\r\n\r\n")
+            return
+        if p.startswith("/v1/reason"):
+            key = (self.headers.get("Authorization") or "").partition(" ")[2]
+            body = b"bad key\n"
+            self.wfile.write(("HTTP/1.1 401 invalid key %s\r\n%s: 1\r\nX-Why: the key %s was refused\r\n"
+                              "Content-Type: text/plain\r\nContent-Length: %d\r\n\r\n"
+                              % (key, key, key, len(body))).encode() + body)
             return
         if p.startswith("/v1/nocontent"):
             self.wfile.write(b"HTTP/1.1 204 No Content\r\nContent-Length: 5\r\nX-Nc: 1\r\n\r\n")

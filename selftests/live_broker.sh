@@ -65,7 +65,7 @@ up() { # up NAME URL SECRET_FILE HEADER SCHEME [CA]
 	printf '{"name":"%s","url":"%s","secret_file":"%s","header":"%s","scheme":"%s","ca_file":"%s"}' \
 		"$1" "$2" "$3" "$4" "$5" "${6-$T/ca.pem}"
 }
-ECHO_PATHS='["/v1/echo","/v1/sse","/v1/chunked","/v1/close","/v1/reflect","/v1/big","/v1/gzip","/v1/splithead","/v1/bytehead","/v1/interim","/v1/early","/v1/hintbody","/v1/continuebody","/v1/upgrade","/v1/tegzip","/v1/nocontent"]'
+ECHO_PATHS='["/v1/echo","/v1/sse","/v1/chunked","/v1/close","/v1/reflect","/v1/big","/v1/gzip","/v1/splithead","/v1/bytehead","/v1/interim","/v1/early","/v1/hintbody","/v1/continuebody","/v1/upgrade","/v1/tegzip","/v1/reason","/v1/nocontent"]'
 cat >"$T/broker.json" <<EOF
 {"hosts": {"api.test.example": ["$SRV_A"], "allowed.test.example": ["$SRV_B"],
            "other.test.example": ["$SRV_B"], "lan.test.example": ["127.0.0.1"]},
@@ -194,6 +194,11 @@ check_eq "  and the connection serves the next request" \
 for p in hintbody continuebody; do
 	check_eq "  a 1xx's body ($p) never reaches the guest" "$(graw "$(get /echo/v1/$p)" --full --timeout 1 | grep -c EVIL)" 0
 done
+# invariant: the key is scrubbed wherever the upstream puts it in a head, the reason phrase and names too
+out=$(graw "$(get /echo/v1/reason)" --full --timeout 1)
+check_eq "a key in the reason phrase, a header name and a value reaches the guest as stars" \
+	"$(grep -cF "$SECRET" <<<"$out")/$(grep -c "^HTTP/1.1 401 invalid key \*\{${#SECRET}\}" <<<"$out")/$(grep -c "^\*\{${#SECRET}\}: 1" <<<"$out")/$(grep -c "^X-Why: the key \*\{${#SECRET}\} was" <<<"$out")" \
+	"0/1/1/1"
 out=$(graw "$(get /echo/v1/nocontent)" --full --timeout 1)
 check_eq "a 204's Content-Length does not reach the guest (RFC 9110 8.6)" \
 	"$(grep -c '^HTTP/1.1 204' <<<"$out")/$(grep -ci '^Content-Length' <<<"$out")/$(grep -c '^X-Nc: 1' <<<"$out")" "1/0/1"

@@ -259,3 +259,16 @@ Test(head, a_response_transfer_encoding_is_one_chunked_or_none)
 		cr_expect_eq(head_len, (size_t)n);
 	}
 }
+
+Test(head, the_key_is_scrubbed_wherever_it_lies_in_a_head)
+{
+	static const char key[] = "sk-live-0123456789abcdef";
+	char head[] = "401 sk-live-0123456789abcdef\r\nsk-live-0123456789abcdef: 1\r\nX: a sk-live-0123456789abcdef"
+		      "sk-live-0123456789abcdef b\r\nY: sk-live-0123456789abcde\r\n";
+	static const char want[] =
+		"401 ************************\r\n************************: 1\r\nX: a "
+		"************************************************ b\r\nY: sk-live-0123456789abcde\r\n";
+
+	hb_scrub_inplace(head, sizeof(head) - 1, key, sizeof(key) - 1);
+	cr_expect_str_eq(head, want, "the key in the reason, a name and twice in a value; the control (Y) one short");
+}

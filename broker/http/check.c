@@ -548,3 +548,12 @@ void hb_scrub_flush(struct hb_scrub *s, void (*emit)(void *arg, const char *data
 		emit(arg, s->held, s->n_held);
 	s->n_held = 0;
 }
+
+void hb_scrub_inplace(char *buf, size_t len, const char *secret, size_t secret_len)
+{
+	if (!secret || secret_len < 2)
+		return;
+	for (char *m = memmem(buf, len, secret, secret_len); m;
+	     m = memmem(m + secret_len, buf + len - m - secret_len, secret, secret_len))
+		memset(m, '*', secret_len);
+}

@@ -277,5 +277,7 @@ struct hb_scrub {
 void hb_scrub_feed(struct hb_scrub *s, const char *data, size_t len,
 		   void (*emit)(void *arg, const char *data, size_t len), void *arg);
 void hb_scrub_flush(struct hb_scrub *s, void (*emit)(void *arg, const char *data, size_t len), void *arg);
+/* Every occurrence of the secret in BUF, which is whole (a response head), made '*' where it lies. */
+void hb_scrub_inplace(char *buf, size_t len, const char *secret, size_t secret_len);
 
 #endif

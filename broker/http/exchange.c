@@ -418,35 +418,29 @@ static void emit_body(void *arg, const char *data, size_t len)
 		evbuffer_add(e->out, "\r\n", 2);
 }
 
-static void emit_w(void *arg, const char *data, size_t len)
-{
-	w_put(arg, data, len);
-}
-
 /* How the response body is framed towards the guest. */
 enum framing { FRAME_NONE, FRAME_LENGTH, FRAME_CHUNKED, FRAME_CLOSE };
 
 /*
- * The response head the guest gets, into w: the
- * upstream's status and headers less the hop-by-hop ones, each value through
- * the scrubber (same length: the key becomes stars), then the framing.
+ * The response head the guest gets, into w: the upstream's status and
+ * headers less the hop-by-hop ones, then the framing.  Everything of the
+ * upstream's in it (the reason phrase, names and values) is scrubbed in
+ * place: same length, the key becomes stars.  Values alone were: an
+ * upstream that put the key in its reason phrase ("401 bad key sk-...")
+ * handed it to the guest.
  */
 static void response_head(struct hb_w *w, http_parser *p, const bool *keep, enum framing f, bool close)
 {
 	struct hb_uconn *u = p->data;
 	struct hb_exchange *x = u->x;
+	size_t from;
 
 	w_put(w, "HTTP/1.1 ", 9);
 	w_num(w, x->status, 10);
 	w_put(w, " ", 1);
+	from = w->n;
 	w_put(w, u->head + u->reason, u->reason_len);
 	w_put(w, "\r\n", 2);
-	/* one scrubber for every value, not one a header: an initializer zeroes its 1 KB hold each time */
-	struct hb_scrub sc;
-
-	sc.secret = x->scrub.secret;
-	sc.secret_len = x->scrub.secret_len;
-	sc.n_held = 0; /* and hb_scrub_flush() empties it after each value */
 	for (int i = 0; i < u->n_hdr; i++) {
 		const struct hb_hdr *h = &u->hdr[i];
 
@@ -454,13 +448,11 @@ static void response_head(struct hb_w *w, http_parser *p, const bool *keep, enum
 			continue;
 		w_put(w, u->head + h->name, h->name_len);
 		w_put(w, ": ", 2);
-		if (h->value_len < sc.secret_len) /* can't hold it, and what it held back would be flushed */
-			w_put(w, u->head + h->value, h->value_len);
-		else
-			hb_scrub_feed(&sc, u->head + h->value, h->value_len, emit_w, w);
-		hb_scrub_flush(&sc, emit_w, w);
+		w_put(w, u->head + h->value, h->value_len);
 		w_put(w, "\r\n", 2);
 	}
+	if (w->n <= w->cap) /* else it is written again */
+		hb_scrub_inplace(w->p + from, w->n - from, x->scrub.secret, x->scrub.secret_len);
 	if (f == FRAME_LENGTH) {
 		w_put(w, "Content-Length: ", 16);
 		w_num(w, p->content_length, 10);
