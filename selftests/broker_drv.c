@@ -19,8 +19,9 @@
  * (line-buffered): {"event":"audit",...}, {"event":"meter-request",...},
  * {"event":"meter-end","how":...}.  "ready" once every listener is open.
  * Commands on stdin, one a line: `switch SANDBOX ROUTE UPSTREAM`, `remove
- * SANDBOX ROUTE`, `stats`, `answer N STATUS JSON`; each answers "ok ..." or
- * "error ...".  A sandbox with "local": true takes /latch/... requests:
+ * SANDBOX ROUTE`, `allow SANDBOX NAME`, `disallow SANDBOX NAME` (the
+ * policy's CONNECT names, as a grant's deadline changes them), `stats`,
+ * `answer N STATUS JSON`; each answers "ok ..." or "error ...".  A sandbox with "local": true takes /latch/... requests:
  * each prints {"event":"local","n":N,"method","path","query","body",
  * "content_type","peer"} and waits for `answer N ...`; a guest that leaves
  * first prints {"event":"local-gone","n":N}.  SIGTERM
@@ -396,6 +397,19 @@ static void command(char *line)
 			printf("error %s\n", err);
 		else
 			printf("ok switched %s %s\n", b, c);
+	} else if (!strncmp(line, "disallow ", 9)) {
+		int k = 0;
+
+		for (int i = 0; i < d->n_allow; i++)
+			if (strcmp(d->allow[i], b))
+				d->allow[k++] = d->allow[i];
+		printf(k < d->n_allow ? "ok disallowed %s\n" : "error %s was not allowed\n", b);
+		d->n_allow = k;
+	} else if (!strncmp(line, "allow ", 6)) {
+		if (d->n_allow < DRV_NAMES && (d->allow[d->n_allow] = strdup(b))) /* kept for the driver's life */
+			printf("ok allowed %s\n", d->allow[d->n_allow++]);
+		else
+			printf("error too many names\n");
 	} else if (!strncmp(line, "remove ", 7)) {
 		printf(latch_http_route_remove(d->sb, b) ? "error no route %s\n" : "ok removed %s\n", b);
 	} else {

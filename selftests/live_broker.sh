@@ -370,6 +370,30 @@ check "CONNECT to an address in another spelling is refused" grep -q "^HTTP/1.1 
 out=$(connect lan.test.example lan.test.example)
 check "CONNECT to an allowed name that resolves to loopback is refused" \
 	grep -q "^HTTP/1.1 403.*non-public addresses" <<<"$out"
+# invariant: the policy is asked again while a tunnel is open: a name it no longer allows (a grant past its
+# deadline) is cut at the tunnel's next byte, as the kernel cuts a connection through a grant at its next
+# packet; the tunnel stayed open for as long as the guest kept it
+again() { # again [CMD]: a tunnel's first request, then CMD to the driver, then a second request on it
+	rm -f "$T/again"
+	in_g "$LTS_PY" "$NET" connect "$BROKER" "$PORT" allowed.test.example allowed.test.example \
+		--cafile "$T/ca.pem" --again "$T/again" >"$T/again.out" 2>&1 &
+	local c=$!
+	for _ in $(seq 60); do grep -q tls-ok "$T/again.out" && break; sleep 0.05; done
+	[ -z "${1-}" ] || cmd "$1" >/dev/null
+	touch "$T/again"
+	wait "$c"
+	tee -a "$RESP" <"$T/again.out"
+}
+check_eq "control: a tunnel the policy still allows carries a second request" "$(again)" \
+	"$(printf 'HTTP/1.1 200 Connection established\ttls-ok\ttls-ok')"
+check_eq "a tunnel whose name the policy stops allowing is cut at its next byte" \
+	"$(again 'disallow sb1 allowed.test.example')" "$(printf 'HTTP/1.1 200 Connection established\ttls-ok\ttls-cut')"
+check_eq "  the cut is audited" "$(grep '"event":"audit"' "$T/drv.out" | tail -1 | jq -r .reason)" \
+	"name no longer allowed by the sandbox's policy"
+check "  a new CONNECT to the name is refused" grep -q "^HTTP/1.1 403" <<<"$(connect allowed.test.example allowed.test.example)"
+cmd 'allow sb1 allowed.test.example' >/dev/null
+check_eq "  allowed again, a tunnel carries both requests" "$(again)" \
+	"$(printf 'HTTP/1.1 200 Connection established\ttls-ok\ttls-ok')"
 out=$(graw "CONNECT allowed.test.example:8443 HTTP/1.1${R}Host: x${R}${R}")
 check "CONNECT to another port is refused" grep -q "^403.latch: CONNECT goes only to port 443" <<<"$out"
 

@@ -69,6 +69,7 @@
 	X(CONNECT_RESOLVE, 502, "name did not resolve")                               \
 	X(CONNECT_SNI, 0, "TLS server name differs from the CONNECT name")            \
 	X(CONNECT_NOT_TLS, 0, "tunnel did not start with a TLS ClientHello")          \
+	X(CONNECT_REVOKED, 0, "name no longer allowed by the sandbox's policy")       \
 	X(UPSTREAM_CONNECT, 502, "upstream unreachable")                              \
 	X(UPSTREAM_TLS, 502, "upstream TLS verification failed")                      \
 	X(UPSTREAM_TIMEOUT, 504, "upstream timed out")                                \

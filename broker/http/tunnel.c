@@ -10,7 +10,10 @@
  * ClientHello whose server name is the CONNECT name, so a tunnel opened to
  * one allowed name can't be used to reach another site on the same
  * (CDN) address.  Only then does a byte go upstream; from there on bytes
- * flow both ways, reading paused while buffer_max bytes wait.
+ * flow both ways, reading paused while buffer_max bytes wait.  The policy
+ * is asked again before each read is passed on: a name a grant allowed is
+ * cut at its next byte after the deadline, as the kernel cuts a
+ * connection through a grant at its next packet.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -72,6 +75,17 @@ static bool t_refuse(struct hb_tunnel *t, enum hb_refusal r, const char *fmt, co
 	}
 	hb_tunnel_free(t, hb_refusal_reason(r)); /* hb_refuse() below writes the audit entry */
 	return hb_refuse(g, r, fmt, arg);
+}
+
+/* Does the sandbox's policy still allow the name?  Else the tunnel is cut (g and t are gone). */
+static bool still_allowed(struct hb_tunnel *t)
+{
+	struct latch_http_sandbox *sb = t->g->sb;
+
+	if (sb->o.name_allowed && sb->o.name_allowed(sb->o.arg, t->name))
+		return true;
+	t_refuse(t, HB_CONNECT_REVOKED, "%s", "");
+	return false;
 }
 
 static void up_read(struct bufferevent *bev, void *arg);
@@ -226,6 +240,8 @@ void hb_tunnel_guest_read(struct hb_gconn *g)
 	char sni[254];
 	int ret;
 
+	if ((t->state == T_HELLO || t->state == T_OPEN) && evbuffer_get_length(in) && !still_allowed(t))
+		return;
 	if (t->state == T_HELLO) {
 		size_t len = evbuffer_get_length(in);
 
@@ -271,16 +287,24 @@ void hb_tunnel_guest_drained(struct hb_gconn *g)
 	maybe_done(t);
 }
 
+/* The upstream's bytes to the guest; false when the tunnel was cut (t and g are gone). */
+static bool up_pump(struct hb_tunnel *t)
+{
+	struct evbuffer *in = bufferevent_get_input(t->up);
+
+	if (t->state != T_OPEN || !evbuffer_get_length(in))
+		return true;
+	if (!still_allowed(t))
+		return false;
+	if (pump(in, bufferevent_get_output(t->g->bev), &t->out, t->g->sb->h->o.buffer_max))
+		bufferevent_disable(t->up, EV_READ);
+	hb_guest_flush(t->g);
+	return true;
+}
+
 static void up_read(struct bufferevent *bev, void *arg)
 {
-	struct hb_tunnel *t = arg;
-
-	if (t->state == T_OPEN) {
-		if (pump(bufferevent_get_input(bev), bufferevent_get_output(t->g->bev), &t->out,
-			 t->g->sb->h->o.buffer_max))
-			bufferevent_disable(bev, EV_READ);
-		hb_guest_flush(t->g);
-	}
+	up_pump(arg);
 }
 
 static void up_write(struct bufferevent *bev, void *arg)
@@ -316,7 +340,8 @@ static void up_event(struct bufferevent *bev, short what, void *arg)
 	}
 	if (what & BEV_EVENT_EOF) {
 		t->up_eof = true;
-		up_read(bev, t);
+		if (!up_pump(t))
+			return;
 		bufferevent_disable(bev, EV_READ);
 		maybe_done(t);
 		return;
