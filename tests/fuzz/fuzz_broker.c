@@ -3,7 +3,8 @@
  * fuzz_broker.c - libFuzzer over what the broker reads from a guest before
  * it decides: the strict head scan, the head read by http-parser (the
  * short head against the whole: the same readings, and the same body after
- * it), the route checks in their order (spelling, route
+ * it; the framing forwarded as the one the body is read with; a
+ * response's framing as RFC 9112 6.3 reads its lines), the route checks in their order (spelling, route
  * name, prefix, placeholder: the same verdict with the placeholders prepared
  * beforehand as without), the CONNECT target and a ClientHello's
  * server name, and the secret scrubber (which must never let the secret
@@ -12,6 +13,7 @@
  *   make fuzz          FUZZ_SECS (120) seconds over tests/fuzz/corpus
  *   make fuzz-short    20 s, part of `make check`
  */
+#include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -145,6 +147,15 @@ static bool same_reading(const char *buf, size_t head_len, const struct hb_lines
 	for (int i = 0; i < a->n; i++)
 		same_header(&a->h[i], &b.h[i]);
 	same_fields(buf, head_len, a);
+	/*
+	 * The framing the broker forwards (its own reading of the lines) is the
+	 * one http-parser reads the body with: else the upstream gets one body
+	 * and the next request is read from another.
+	 */
+	if (a->chunked != !!(pa->flags & F_CHUNKED) ||
+	    (!a->chunked && a->content_length >= 0 && pa->content_length != (uint64_t)a->content_length) ||
+	    (!a->chunked && a->content_length < 0 && pa->content_length != ULLONG_MAX && pa->content_length != 0))
+		abort();
 	/* the body, read by each parser from where its head left it (on copies: the caller reads on with PA) */
 	http_parser ca = *pa;
 
@@ -235,6 +246,36 @@ static void same_response(const char *buf, size_t len)
 	    http_should_keep_alive(&pa) != http_should_keep_alive(&pb))
 		abort();
 	if (r.n != ix.n || r.status_len != ix.reason_len || (r.status_len && r.status != buf + ix.reason))
+		abort();
+	/*
+	 * http-parser frames the body as RFC 9112 6.3 reads the lines (the
+	 * status aside: the broker skips a 1xx's, 204's and 304's body itself):
+	 * chunked only under one line "Transfer-Encoding: chunked" (a "gzip,
+	 * chunked" it decoded as chunked handed the guest gzip the scrubber
+	 * could not read), never with another Transfer-Encoding line left
+	 * unread ("chunked, gzip" went through raw, chunk framing and all),
+	 * else the one Content-Length, else to the connection's end.
+	 */
+	int64_t cl = -1;
+	int n_te = 0;
+	bool te = false;
+
+	for (int i = 0; i < ix.n; i++) {
+		const char *name = buf + hdr[i].name, *value = buf + hdr[i].value;
+
+		if (hb_token_eq(name, hdr[i].name_len, "transfer-encoding")) {
+			te = true;
+			n_te += hb_token_eq(value, hdr[i].value_len, "chunked") ? 1 : 2;
+		}
+		if (hb_token_eq(name, hdr[i].name_len, "content-length")) {
+			cl = 0;
+			for (uint32_t k = 0; k < hdr[i].value_len && cl < (INT64_MAX - 9) / 10; k++)
+				cl = cl * 10 + (value[k] - '0');
+		}
+	}
+	if (((pa.flags & F_CHUNKED) ? n_te != 1 : te) ||
+	    (!te && cl >= 0 && pa.content_length != (uint64_t)cl && pa.status_code / 100 != 1 &&
+	     pa.status_code != 204 && pa.status_code != 304))
 		abort();
 	for (int i = 0; i < r.n; i++) {
 		struct hb_header mine = { .name = buf + hdr[i].name,
