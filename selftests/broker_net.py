@@ -12,6 +12,8 @@
         /v1/big?n=N     N bytes
         /v1/reflect     the Authorization header's value, split over two chunks
         /v1/gzip        a gzip-encoded body
+        /v1/drip        the Authorization header's value a byte a chunk (each with a chunk extension, each
+                        its own TLS record) and in a trailer; ?cl=1: under a Content-Length, a byte a record
         /v1/early       two 103s with Link headers and a 100, each cut over writes at its CR, LF and
                         colon, then the response (X-After: 1)
         /v1/hintbody    a 103 with a Content-Length body, /v1/continuebody a 100 with a chunked one (a 1xx
@@ -198,6 +200,26 @@ class Upstream(BaseHTTPRequestHandler):
             return
         if p.startswith("/v1/nocontent"):
             self.wfile.write(b"HTTP/1.1 204 No Content\r\nContent-Length: 5\r\nX-Nc: 1\r\n\r\n")
+            return
+        if p.startswith("/v1/drip"):
+            v = (self.headers.get("Authorization") or "").encode()
+            body = b"you sent: " + v + b"\n"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            if "cl=1" in p:
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                for i in range(len(body)):
+                    self.wfile.write(body[i:i + 1])
+                    self.wfile.flush()
+                return
+            self.send_header("Transfer-Encoding", "chunked")
+            self.send_header("Trailer", "X-Key")
+            self.end_headers()
+            for i in range(len(body)):
+                self.wfile.write(b"1;n=%d\r\n%s\r\n" % (i, body[i:i + 1]))
+                self.wfile.flush()
+            self.wfile.write(b"0\r\nX-Key: %s\r\n\r\n" % v)
             return
         if p.startswith("/v1/gzip"):
             return self.send(200, gzip.compress(b"hello\n"), "text/plain", [("Content-Encoding", "gzip")])

@@ -65,7 +65,7 @@ up() { # up NAME URL SECRET_FILE HEADER SCHEME [CA]
 	printf '{"name":"%s","url":"%s","secret_file":"%s","header":"%s","scheme":"%s","ca_file":"%s"}' \
 		"$1" "$2" "$3" "$4" "$5" "${6-$T/ca.pem}"
 }
-ECHO_PATHS='["/v1/echo","/v1/sse","/v1/chunked","/v1/close","/v1/reflect","/v1/big","/v1/gzip","/v1/splithead","/v1/bytehead","/v1/interim","/v1/early","/v1/hintbody","/v1/continuebody","/v1/upgrade","/v1/tegzip","/v1/reason","/v1/nocontent"]'
+ECHO_PATHS='["/v1/echo","/v1/sse","/v1/chunked","/v1/close","/v1/reflect","/v1/big","/v1/gzip","/v1/splithead","/v1/bytehead","/v1/interim","/v1/early","/v1/hintbody","/v1/continuebody","/v1/upgrade","/v1/tegzip","/v1/reason","/v1/nocontent","/v1/drip"]'
 cat >"$T/broker.json" <<EOF
 {"hosts": {"api.test.example": ["$SRV_A"], "allowed.test.example": ["$SRV_B"],
            "other.test.example": ["$SRV_B"], "lan.test.example": ["127.0.0.1"]},
@@ -141,6 +141,15 @@ check_eq "the audit entry is a route entry without the query" "$(jq -r '[.kind, 
 	"$(printf 'route\techo\t/v1/echo\t200')"
 # the echo reflects the Authorization header the upstream got: the scrubber must hide it
 check "the reflected key reaches the guest as stars" grep -q 'Bearer \*\*\*\*' <<<"$out"
+# the key cut a byte a chunk (each chunk with an extension, its own TLS record) and in a trailer; the same
+# a byte a record under a Content-Length
+for q in "" "?cl=1"; do
+	out=$(gcurl -H "$AUTH" "$URL/echo/v1/drip$q")
+	check_eq "a key reflected a byte a record${q:+ under a Content-Length} reaches the guest as stars" \
+		"$(grep -cF "$SECRET" <<<"$out")/$(grep -c "you sent: Bearer \*\{${#SECRET}\}$" <<<"$out")" "0/1"
+done
+check_eq "  the trailer that held it does not reach the guest" \
+	"$(graw "$(get /echo/v1/drip)" --full --timeout 1.5 | grep -c -e "$SECRET" -e 'X-Key')" 0
 out=$(gcurl -H "$AUTH" -D - "$URL/echo/v1/reflect")
 check "a key reflected across two chunks is scrubbed" grep -q "you sent: Bearer \*\{${#SECRET}\}" <<<"$out"
 # a response header's value as long as the key or longer goes through the scrubber, a shorter one as it is
