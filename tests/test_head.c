@@ -272,3 +272,22 @@ Test(head, the_key_is_scrubbed_wherever_it_lies_in_a_head)
 	hb_scrub_inplace(head, sizeof(head) - 1, key, sizeof(key) - 1);
 	cr_expect_str_eq(head, want, "the key in the reason, a name and twice in a value; the control (Y) one short");
 }
+
+Test(head, an_http_1_0_expectation_is_ignored)
+{
+	/* a 100 Continue to an HTTP/1.0 client is its final response to it, and the real one follows */
+	static const char *const heads[] = {
+		"POST /a HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\n",
+		"POST /a HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\n",
+	};
+	static struct hb_head h;
+	static struct hb_lines lines;
+	http_parser p;
+	size_t head_len;
+
+	for (int i = 0; i < 2; i++) {
+		cr_assert_eq(hb_head_scan(heads[i], strlen(heads[i]), 16384, &head_len, &lines), HB_OK);
+		cr_assert_eq(hb_head_parse(heads[i], head_len, &lines, &p, &h), HB_OK);
+		cr_expect_eq(h.expect_continue, i == 1, "%s", heads[i]);
+	}
+}

@@ -253,7 +253,8 @@ static enum hb_refusal head_verdict(struct hb_head *head, http_parser *p, size_t
 	head->connect = p->method == HTTP_CONNECT;
 	if (n_cl == 1)
 		head->content_length = (int64_t)p->content_length;
-	for (int i = 0; i < head->n; i++)
+	/* an HTTP/1.0 client reads a 1xx as the final response: its expectation is ignored (RFC 9110 10.1.1) */
+	for (int i = 0; i < head->n && p->http_minor >= 1; i++)
 		if (hb_token_eq(head->h[i].name, head->h[i].name_len, "expect"))
 			head->expect_continue = hb_token_eq(head->h[i].value, head->h[i].value_len, "100-continue");
 	return HB_OK;
