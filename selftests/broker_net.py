@@ -33,9 +33,10 @@
                                         (or "CLOSED" when the connection ended without a response)
   sse URL                              prints one line per event: n, delay_ms (arrival - send time)
   connect HOST PORT NAME SNI [--bind]  CONNECT NAME:443, then a TLS ClientHello with SNI; prints the
-          [--again FILE]                CONNECT status and "tls-ok", "tls-cut" or the HTTP answer; with
+          [--again FILE] [--early]      CONNECT status and "tls-ok", "tls-cut" or the HTTP answer; with
                                         --again, once FILE exists (5 s at most) a second request on the
-                                        same tunnel, and its "tls-ok" or "tls-cut"
+                                        same tunnel, and its "tls-ok" or "tls-cut"; --early: the
+                                        ClientHello in the CONNECT's write, before the 200
 """
 import argparse
 import gzip
@@ -351,9 +352,55 @@ def sse(a):
             seen += 1
 
 
+def connect_early(a, s):
+    """CONNECT and the ClientHello in one write, before the 200 (a client that does not wait)."""
+    ctx = ssl.create_default_context(cafile=a.cafile)
+    ctx.check_hostname = False
+    inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+    t = ctx.wrap_bio(inc, out, server_hostname=a.sni)
+    try:
+        t.do_handshake()
+    except ssl.SSLWantReadError:
+        pass
+    s.sendall(("CONNECT %s:443 HTTP/1.1\r\nHost: %s:443\r\n\r\n" % (a.name, a.name)).encode() + out.read())
+    resp = b""
+    while b"\r\n\r\n" not in resp:
+        b = s.recv(4096)
+        if not b:
+            break
+        resp += b
+    head, _, rest = resp.partition(b"\r\n\r\n")
+    line = head.split(b"\r\n")[0].decode()
+    if " 200 " not in line + " ":
+        print(line, rest.decode().strip(), sep="\t")
+        return
+    inc.write(rest)
+
+    def pump(op):
+        while True:
+            try:
+                return op()
+            except ssl.SSLWantReadError:
+                s.sendall(out.read())
+                b = s.recv(65536)
+                if not b:
+                    raise ConnectionError
+                inc.write(b)
+    try:
+        pump(t.do_handshake)
+        t.write(b"GET /v1/echo HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % a.sni.encode())
+        s.sendall(out.read())
+        got = pump(lambda: t.read(4096))
+        print(line, "tls-ok" if got.startswith(b"HTTP/1.1 200") else "tls-odd", sep="\t")
+    except (ssl.SSLError, ConnectionError, socket.timeout, OSError):
+        print(line, "tls-cut", sep="\t")
+
+
 def connect(a):
     s = socket.create_connection((a.host, a.port), timeout=3,
                                  source_address=(a.bind, 0) if a.bind else None)
+    if a.early:
+        return connect_early(a, s)
     s.sendall(("CONNECT %s:443 HTTP/1.1\r\nHost: %s:443\r\n\r\n" % (a.name, a.name)).encode())
     resp = b""
     while b"\r\n\r\n" not in resp:
@@ -433,6 +480,7 @@ def main():
     p.add_argument("--cafile")
     p.add_argument("--bind")
     p.add_argument("--again")
+    p.add_argument("--early", action="store_true")
     a = ap.parse_args()
     {"serve": serve, "raw": raw, "idle": idle, "sse": sse, "connect": connect}[a.cmd](a)
 

@@ -359,7 +359,7 @@ out=$(in_g env GIT_TERMINAL_PROMPT=0 git -c http.proxy= ls-remote "http://x:$PH_
 check_not "git ls-remote with a wrong password fails" grep -q "refs/heads/main" <<<"$out"
 
 # ------------------------------------------------------------ CONNECT, name-exact
-connect() { in_g "$LTS_PY" "$NET" connect "$BROKER" "$PORT" "$1" "$2" --cafile "$T/ca.pem" 2>&1 | tee -a "$RESP"; }
+connect() { in_g "$LTS_PY" "$NET" connect "$BROKER" "$PORT" "$1" "$2" --cafile "$T/ca.pem" "${@:3}" 2>&1 | tee -a "$RESP"; }
 check_eq "CONNECT to an allowed name carries TLS to it" "$(connect allowed.test.example allowed.test.example)" \
 	"$(printf 'HTTP/1.1 200 Connection established\ttls-ok')"
 a=$(grep '"event":"audit"' "$T/drv.out" | tail -1)
@@ -372,6 +372,11 @@ check_eq "a tunnel to an allowed name whose TLS names another site is cut" "$out
 	"$(printf 'HTTP/1.1 200 Connection established\ttls-cut')"
 check_eq "the cut is audited" "$(grep '"event":"audit"' "$T/drv.out" | tail -1 | jq -r .reason)" \
 	"TLS server name differs from the CONNECT name"
+# a client that does not wait for the 200: its ClientHello came with the CONNECT, and is checked the same
+check_eq "a ClientHello sent with the CONNECT, before the 200, is carried" \
+	"$(connect allowed.test.example allowed.test.example --early)" "$(printf 'HTTP/1.1 200 Connection established\ttls-ok')"
+check_eq "  and cut when it names another site" "$(connect allowed.test.example other.test.example --early)" \
+	"$(printf 'HTTP/1.1 200 Connection established\ttls-cut')"
 out=$(connect "$SRV_B" allowed.test.example)
 check "CONNECT to an address literal is refused" grep -q "^HTTP/1.1 403.*latch: CONNECT takes a host name" <<<"$out"
 out=$(connect 0x7f.1 allowed.test.example)
