@@ -12,6 +12,7 @@
         /v1/big?n=N     N bytes
         /v1/reflect     the Authorization header's value, split over two chunks
         /v1/gzip        a gzip-encoded body
+        /v1/noread      401 at once, without reading the request's body
         /v1/drip        the Authorization header's value a byte a chunk (each with a chunk extension, each
                         its own TLS record) and in a trailer; ?cl=1: under a Content-Length, a byte a record
         /v1/early       two 103s with Link headers and a 100, each cut over writes at its CR, LF and
@@ -31,6 +32,7 @@
         /git/...        git http-backend (smart HTTP), only with Authorization == --git-auth
   raw HOST PORT REQUEST [--bind SRC]   REQUEST with \\r \\n escapes; prints "STATUS<TAB>first body line"
                                         (or "CLOSED" when the connection ended without a response)
+  late HOST PORT HEAD BODY             HEAD, then BODY once HEAD's response is whole; prints every status
   sse URL                              prints one line per event: n, delay_ms (arrival - send time)
   connect HOST PORT NAME SNI [--bind]  CONNECT NAME:443, then a TLS ClientHello with SNI; prints the
           [--again FILE] [--early]      CONNECT status and "tls-ok", "tls-cut" or the HTTP answer; with
@@ -43,6 +45,7 @@ import gzip
 import hashlib
 import json
 import os
+import re
 import socket
 import ssl
 import subprocess
@@ -94,6 +97,10 @@ class Upstream(BaseHTTPRequestHandler):
         self.wfile.flush()
 
     def handle_any(self):
+        if self.path.startswith("/v1/noread"):  # an answer before the body, as a 401 or a 413 may come
+            self.record(-1)
+            self.close_connection = True
+            return self.send(401, b"no\n", "text/plain")
         data = self.body()
         self.record(len(data))
         p = self.path
@@ -302,6 +309,32 @@ def raw(a):
     print("%s\t%s" % (status, body.split(b"\n")[0].decode("latin-1")))
 
 
+def late(a):
+    """HEAD, then once its response is whole, BODY on the same connection: every status line that comes."""
+    s = socket.create_connection((a.host, a.port), timeout=a.timeout)
+    s.sendall(unescape(a.head))
+    data = b""
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        data += b
+        head, sep, body = data.partition(b"\r\n\r\n")
+        cl = [l for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:")]
+        if sep and cl and len(body) >= int(cl[0].split(b":")[1]):
+            break
+    try:
+        s.sendall(unescape(a.body))
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            data += b
+    except (socket.timeout, OSError):
+        pass
+    print(" ".join(m.decode() for m in re.findall(rb"HTTP/1\.1 (\d\d\d) ", data)) or "none")
+
+
 def idle(a):
     """COUNT requests GAP seconds apart on one connection, then wait: how many were answered, and
     whether and when (seconds after the last answer, or the connect) the broker closed it."""
@@ -462,6 +495,12 @@ def main():
     p.add_argument("--bind")
     p.add_argument("--full", action="store_true")
     p.add_argument("--timeout", type=float, default=3)
+    p = sub.add_parser("late")
+    p.add_argument("host")
+    p.add_argument("port", type=int)
+    p.add_argument("head")
+    p.add_argument("body")
+    p.add_argument("--timeout", type=float, default=1.5)
     p = sub.add_parser("idle")
     p.add_argument("host")
     p.add_argument("port", type=int)
@@ -482,7 +521,7 @@ def main():
     p.add_argument("--again")
     p.add_argument("--early", action="store_true")
     a = ap.parse_args()
-    {"serve": serve, "raw": raw, "idle": idle, "sse": sse, "connect": connect}[a.cmd](a)
+    {"serve": serve, "raw": raw, "late": late, "idle": idle, "sse": sse, "connect": connect}[a.cmd](a)
 
 
 if __name__ == "__main__":

@@ -65,7 +65,7 @@ up() { # up NAME URL SECRET_FILE HEADER SCHEME [CA]
 	printf '{"name":"%s","url":"%s","secret_file":"%s","header":"%s","scheme":"%s","ca_file":"%s"}' \
 		"$1" "$2" "$3" "$4" "$5" "${6-$T/ca.pem}"
 }
-ECHO_PATHS='["/v1/echo","/v1/sse","/v1/chunked","/v1/close","/v1/reflect","/v1/big","/v1/gzip","/v1/splithead","/v1/bytehead","/v1/interim","/v1/early","/v1/hintbody","/v1/continuebody","/v1/upgrade","/v1/tegzip","/v1/reason","/v1/nocontent","/v1/drip"]'
+ECHO_PATHS='["/v1/echo","/v1/sse","/v1/chunked","/v1/close","/v1/reflect","/v1/big","/v1/gzip","/v1/splithead","/v1/bytehead","/v1/interim","/v1/early","/v1/hintbody","/v1/continuebody","/v1/upgrade","/v1/tegzip","/v1/reason","/v1/nocontent","/v1/drip","/v1/noread"]'
 cat >"$T/broker.json" <<EOF
 {"hosts": {"api.test.example": ["$SRV_A"], "allowed.test.example": ["$SRV_B"],
            "other.test.example": ["$SRV_B"], "lan.test.example": ["127.0.0.1"]},
@@ -178,6 +178,16 @@ out=$(in_g curl -sS -m 20 -H "$AUTH" --data-binary @"$T/big-body" "$URL/echo/v1/
 check_eq "a 4 MB body reaches the upstream whole (reading the guest pauses and resumes)" \
 	"$(jq -r '[.body_len, .body_sha256] | @tsv' <<<"$out")" \
 	"$(printf '%s\t%s' "$(stat -c %s "$T/big-body")" "$(sha256sum <"$T/big-body" | cut -d' ' -f1)")"
+# invariant: a request's body is never read as a request: an upstream that answers before the body is all
+# read (a 401, a 413) ends the connection after its answer; the rest of the body, here a whole request
+# with the placeholder, was read as the next request and forwarded
+late_req=$(get /echo/v1/echo)
+late_n=$(printf "$late_req" | wc -c)
+late() { in_g "$LTS_PY" "$NET" late "$BROKER" "$PORT" "$1" "$late_req" 2>&1 | tee -a "$RESP"; }
+check_eq "a body sent after an early answer is not read as a request" \
+	"$(late "POST /echo/v1/noread HTTP/1.1${R}Host: x${R}${AUTH}${R}Content-Length: $late_n${R}${R}")" 401
+check_eq "  control: after a whole body, the next request is answered" \
+	"$(late "POST /echo/v1/echo HTTP/1.1${R}Host: x${R}${AUTH}${R}Content-Length: 3${R}${R}abc")" "200 200"
 check_eq "a chunked response arrives whole" "$(gcurl -H "$AUTH" "$URL/echo/v1/chunked" | wc -l)" 5
 check_eq "a response delimited by the upstream's close arrives" "$(gcurl -H "$AUTH" "$URL/echo/v1/close")" "until the end"
 # the broker reads a response head where it lies; one spread over three records is read when whole

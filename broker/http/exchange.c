@@ -511,6 +511,13 @@ static int r_headers_complete(http_parser *p)
 		keep[i] = !resp_hop_by_hop(u, h, conn) ||
 			  (no_body && status != 204 && hb_token_eq(u->head + h->name, h->name_len, "content-length"));
 	}
+	/*
+	 * An answer before the request's body is all read (a 401 or a 413 that
+	 * did not wait for it): what comes of the body after can't be told from
+	 * a next request, and was read as one.  The connection closes after it.
+	 */
+	if (g->state == G_BODY)
+		g->close_after = true;
 	x->status = status;
 	x->resp_started = true;
 	if (no_body) {
