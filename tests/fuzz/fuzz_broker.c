@@ -324,9 +324,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	default: { /* the scrubber, fed in pieces cut where the input says */
 		struct hb_scrub s = { .secret = secret, .secret_len = sizeof(secret) - 1 };
+		static struct sink whole;
 		size_t i = 1;
 
 		out.len = 0;
+		whole.len = 0;
 		while (i < size) {
 			size_t n = 1 + data[i] % 64;
 			static char piece[256];
@@ -349,11 +351,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 			hb_scrub_feed(&s, piece, cut, emit, &out);
 			hb_scrub_feed(&s, piece + cut, k - cut, emit, &out);
+			if (whole.len + k <= sizeof(whole.buf)) {
+				memcpy(whole.buf + whole.len, piece, k);
+				whole.len += k;
+			}
 			i += n;
 		}
 		hb_scrub_flush(&s, emit, &out);
 		if (memmem(out.buf, out.len, secret, sizeof(secret) - 1))
 			abort(); /* the invariant: the secret never passes the scrubber */
+		/* the same bytes whole (a response head), scrubbed in place: none left, and only the secret's bytes changed */
+		memcpy(out.buf, whole.buf, whole.len);
+		hb_scrub_inplace(whole.buf, whole.len, secret, sizeof(secret) - 1);
+		if (memmem(whole.buf, whole.len, secret, sizeof(secret) - 1))
+			abort();
+		for (size_t j = 0; j < whole.len; j++)
+			if (whole.buf[j] != out.buf[j] && whole.buf[j] != '*')
+				abort();
 		return 0;
 	}
 	}
