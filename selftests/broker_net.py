@@ -12,6 +12,7 @@
         /v1/big?n=N     N bytes
         /v1/reflect     the Authorization header's value, split over two chunks
         /v1/gzip        a gzip-encoded body
+        /v1/teprefix    /v1/reflect's chunks under Transfer-Encoding: chunked and then Transfer-Encodingx: y
         /v1/noread      401 at once, without reading the request's body
         /v1/drip        the Authorization header's value a byte a chunk (each with a chunk extension, each
                         its own TLS record) and in a trailer; ?cl=1: under a Content-Length, a byte a record
@@ -137,12 +138,14 @@ class Upstream(BaseHTTPRequestHandler):
         if p.startswith("/v1/big"):
             n = int(p.split("n=")[1]) if "n=" in p else 1 << 20
             return self.send(200, b"x" * n, "application/octet-stream")
-        if p.startswith("/v1/reflect"):
+        if p.startswith(("/v1/reflect", "/v1/teprefix")):
             v = (self.headers.get("Authorization") or "").encode()
             self.send_response(200)
             self.send_header("Content-Type", "text/plain")
             self.send_header("X-Reflect", v.decode())
             self.send_header("Transfer-Encoding", "chunked")
+            if p.startswith("/v1/teprefix"):  # http-parser reads this as undoing the chunked above
+                self.send_header("Transfer-Encodingx", "y")
             self.end_headers()
             self.chunk(b"you sent: " + v[:len(v) // 2])
             time.sleep(0.05)

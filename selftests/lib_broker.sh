@@ -162,6 +162,10 @@ broker_refusal_rows() {
 	# a 1xx has no body (RFC 9112 6.3): its bytes stand where the next head should; they went to the guest
 	row "a 103 with a body" 502 "upstream response unreadable" "$(get /echo/v1/hintbody)"
 	row "a 100 with a chunked body" 502 "upstream response unreadable" "$(get /echo/v1/continuebody)"
+	# http-parser takes a name for Transfer-Encoding by its first 17 bytes: it read this chunked body raw,
+	# chunk framing and all, to the connection's end (the key split by the framing passed the scrubber)
+	row "a Transfer-Encodingx after Transfer-Encoding: chunked" 502 "upstream response unreadable" \
+		"$(get /echo/v1/teprefix)"
 	# the broker sent no Upgrade: what follows a 101 is not HTTP
 	row "a 101 nobody asked for" 502 "upstream response unreadable" "$(get /echo/v1/upgrade)"
 }

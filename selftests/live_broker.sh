@@ -65,7 +65,7 @@ up() { # up NAME URL SECRET_FILE HEADER SCHEME [CA]
 	printf '{"name":"%s","url":"%s","secret_file":"%s","header":"%s","scheme":"%s","ca_file":"%s"}' \
 		"$1" "$2" "$3" "$4" "$5" "${6-$T/ca.pem}"
 }
-ECHO_PATHS='["/v1/echo","/v1/sse","/v1/chunked","/v1/close","/v1/reflect","/v1/big","/v1/gzip","/v1/splithead","/v1/bytehead","/v1/interim","/v1/early","/v1/hintbody","/v1/continuebody","/v1/upgrade","/v1/tegzip","/v1/reason","/v1/nocontent","/v1/drip","/v1/noread"]'
+ECHO_PATHS='["/v1/echo","/v1/sse","/v1/chunked","/v1/close","/v1/reflect","/v1/big","/v1/gzip","/v1/splithead","/v1/bytehead","/v1/interim","/v1/early","/v1/hintbody","/v1/continuebody","/v1/upgrade","/v1/tegzip","/v1/reason","/v1/nocontent","/v1/drip","/v1/noread","/v1/teprefix"]'
 cat >"$T/broker.json" <<EOF
 {"hosts": {"api.test.example": ["$SRV_A"], "allowed.test.example": ["$SRV_B"],
            "other.test.example": ["$SRV_B"], "lan.test.example": ["127.0.0.1"]},

@@ -67,7 +67,7 @@ broker_test_upstreams "$T" 150 || { fail setup "upstream did not start"; lts_don
 mkdir -p "$ROOT/etc/latch/profiles" "$ROOT/etc/latch/kits"
 printf 'dns_upstream = %s\ndns_ttl_min = 1\ndns_ttl_max = 60\n' "$SRV_DNS" >"$ROOT/etc/latch/latch.conf"
 printf 'prof.test.example:443\nlan.test.example:443\n' >"$ROOT/etc/latch/profiles/p1.txt"
-ECHO_PATHS='[/v1/echo, /v1/sse, /v1/chunked, /v1/reflect, /v1/gzip, /v1/tegzip, /v1/upgrade, /v1/hintbody, /v1/continuebody]'
+ECHO_PATHS='[/v1/echo, /v1/sse, /v1/chunked, /v1/reflect, /v1/gzip, /v1/tegzip, /v1/upgrade, /v1/hintbody, /v1/continuebody, /v1/teprefix]'
 cat >"$ROOT/etc/latch/kits/tk.yaml" <<EOF
 # the live test's kit: a kosa8-shaped kit, keys from files and from latch's environment
 name: tk

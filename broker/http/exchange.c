@@ -493,9 +493,12 @@ static int r_headers_complete(http_parser *p)
 		u->skip_message = true;
 		return 1;
 	}
+	bool te = false;
+
 	for (int i = 0; i < u->n_hdr; i++) {
 		const struct hb_hdr *h = &u->hdr[i];
 
+		te |= hb_token_eq(u->head + h->name, h->name_len, "transfer-encoding");
 		if (hb_token_eq(u->head + h->name, h->name_len, "content-encoding") &&
 		    !hb_token_eq(u->head + h->value, h->value_len, "identity")) {
 			u->fail = HB_UPSTREAM_ENCODED; /* the scrubber could not read it: fail closed */
@@ -503,6 +506,11 @@ static int r_headers_complete(http_parser *p)
 		}
 		if (hb_token_eq(u->head + h->name, h->name_len, "connection"))
 			conn = h;
+	}
+	/* the head's one "Transfer-Encoding: chunked" (hb_resp_head_read) is what the parser reads the body by */
+	if (te != !!(p->flags & F_CHUNKED)) {
+		u->fail = HB_UPSTREAM_BAD;
+		return -1;
 	}
 	for (int i = 0; i < u->n_hdr; i++) {
 		const struct hb_hdr *h = &u->hdr[i];
