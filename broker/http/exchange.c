@@ -485,11 +485,7 @@ static int r_headers_complete(http_parser *p)
 		return -1;
 	}
 	if (status >= 100 && status < 200) {
-		/*
-		 * We sent no Expect: skip interim responses (100, 103).  One has no
-		 * body whatever its head says (RFC 9112 6.3): a Content-Length or
-		 * chunked body on a 103 went to the guest ahead of the real head.
-		 */
+		/* we sent no Expect: skip 100 and 103, which have no body whatever they say (RFC 9112 6.3) */
 		u->skip_message = true;
 		return 1;
 	}
@@ -519,11 +515,7 @@ static int r_headers_complete(http_parser *p)
 		keep[i] = !resp_hop_by_hop(u, h, conn) ||
 			  (no_body && status != 204 && hb_token_eq(u->head + h->name, h->name_len, "content-length"));
 	}
-	/*
-	 * An answer before the request's body is all read (a 401 or a 413 that
-	 * did not wait for it): what comes of the body after can't be told from
-	 * a next request, and was read as one.  The connection closes after it.
-	 */
+	/* an answer before the body is all read (an early 401, 413): the rest was read as a next request */
 	if (g->state == G_BODY)
 		g->close_after = true;
 	x->status = status;
@@ -694,12 +686,7 @@ void hb_u_read(struct bufferevent *bev, void *arg)
 		if (!u->head_in) {
 			int r = response_head_in(u, in);
 
-			/*
-			 * The head's end may be in records OpenSSL read ahead with the
-			 * part we have (its records came in one TCP read): no event will
-			 * say so.  Taken only while the buffer was empty, a head cut over
-			 * records waited for the upstream's idle timeout.
-			 */
+			/* the rest may wait in records OpenSSL read ahead, with no event to say so */
 			if (r > 0 && read_ahead_taken(u, in))
 				continue;
 			if (r > 0)
