@@ -179,6 +179,8 @@ enum hb_refusal hb_resp_head_read(const char *buf, size_t len, size_t head_max, 
 void hb_head_clear(struct hb_head *head);
 /* The first header named NAME (case-insensitive), or NULL. */
 const struct hb_header *hb_head_get(const struct hb_head *head, const char *name);
+/* Does a Content-Encoding line other than identity say the body is encoded?  Every such line counts. */
+bool hb_head_encoded(const struct hb_head *head);
 /*
  * ASCII case-insensitive, B NUL-terminated.  Inline: B is a literal at
  * nearly every call, so its length is a constant and most names are told

@@ -204,20 +204,6 @@ static struct hb_exchange *exchange_new(struct hb_gconn *g)
 	return x;
 }
 
-/*
- * A Content-Encoding other than identity on the request: the upstream would
- * inflate a body the meter read compressed (its size, not its tokens; no
- * max_tokens or n to be seen in it).  Every such line counts, not the first.
- */
-static bool encoded_request(const struct hb_head *hd)
-{
-	for (int i = 0; i < hd->n; i++)
-		if (hb_token_eq(hd->h[i].name, hd->h[i].name_len, "content-encoding") &&
-		    !hb_token_eq(hd->h[i].value, hd->h[i].value_len, "identity"))
-			return true;
-	return false;
-}
-
 bool hb_exchange_start(struct hb_gconn *g, struct hb_route *r)
 {
 	struct hb_exchange *x = exchange_new(g);
@@ -225,7 +211,8 @@ bool hb_exchange_start(struct hb_gconn *g, struct hb_route *r)
 	bool body = hd->chunked || hd->content_length > 0;
 	size_t plen = 0;
 
-	if (r->meter && encoded_request(hd)) {
+	/* the upstream would inflate a body the meter read compressed (its size; no max_tokens or n in it) */
+	if (r->meter && hb_head_encoded(hd)) {
 		if (x)
 			g->spare = x; /* where exchange_new() took it from, or made it: cleared, its buffer empty */
 		return hb_refuse(g, HB_BODY_ENCODED,

@@ -201,6 +201,15 @@ const struct hb_header *hb_head_get(const struct hb_head *head, const char *name
 	return NULL;
 }
 
+bool hb_head_encoded(const struct hb_head *head)
+{
+	for (int i = 0; i < head->n; i++)
+		if (hb_token_eq(head->h[i].name, head->h[i].name_len, "content-encoding") &&
+		    !hb_token_eq(head->h[i].value, head->h[i].value_len, "identity"))
+			return true;
+	return false;
+}
+
 static const http_parser_settings url_settings = {
 	.on_url = on_url,
 };
