@@ -19,8 +19,9 @@
 # POST /v1/chat/completions with a 244-byte body, answered by a 561-byte
 # chat completion with its usage.
 # For each target and C in CONNS: wrk -d SECS --latency (1 thread at C=1, 2
-# otherwise) -> rps, p50/p99, errors and the proxy's CPU per request; the
-# repetitions are interleaved.  Then SSE time-to-first-byte (curl, 10 events
+# otherwise) -> rps, p50/p99, errors and the proxy's CPU per request (up to
+# when it is idle again: latchd folds a metered run's ledger rows after the
+# run, and the next run waits for that); the repetitions are interleaved.  Then SSE time-to-first-byte (curl, 10 events
 # 100 ms apart; SSE_N samples a target, interleaved, their median: 5 x REPS,
 # since one sample moves by 0.3 ms here where the targets differ by less)
 # and memory per idle keep-alive connection (RSS growth over
@@ -198,6 +199,19 @@ pids_of() { # the proxy's processes, for CPU and memory
 	esac
 }
 cpu_ticks() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{ print $14 + $15 }' /proc/"$p"/stat))); done; echo $t; }
+# settle PIDS: until they are idle (at most one CPU tick in 0.5 s; 20 s at most).  latchd folds a
+# metered run's ledger rows and checkpoints them after wrk stops: that work is the metered run's
+# (its CPU a request counts it), and the next target's run must not pay for it.
+settle() {
+	local a b
+	for _ in $(seq 40); do
+		a=$(cpu_ticks "$@")
+		sleep 0.5
+		b=$(cpu_ticks "$@")
+		[ $((b - a)) -le 1 ] && return 0
+	done
+	log "the proxy was still busy 20 s after its run"
+}
 rss_kb() { local t=0 p; for p in "$@"; do t=$((t + $(awk '/^VmRSS/ { print $2 }' /proc/"$p"/status))); done; echo $t; }
 to_us() { awk '{ v = $1; u = $1; sub(/[0-9.]+/, "", u); sub(/[a-z]+$/, "", v)
 	if (u == "us") v *= 1; else if (u == "ms") v *= 1000; else if (u == "s") v *= 1e6; print v }'; }
@@ -241,7 +255,7 @@ for ((r = 1; r <= REPS; r++)); do
 			X timeout $((SECS + 30)) wrk -t"$th" -c"$c" -d"${SECS}s" --latency -s "$D/post.lua" \
 				-H "$(auth "$t")" "$(url "$t" /v1/chat/completions)" >"$D/wrk.txt"
 			c1=0
-			[ -n "$pp" ] && c1=$(cpu_ticks $pp)
+			[ -n "$pp" ] && settle $pp && c1=$(cpu_ticks $pp)
 			reqs=$(awk '/requests in/ { print $1 }' "$D/wrk.txt")
 			rec "$t" "$c" "$r" rps "$(awk '/^Requests\/sec/ { print $2 }' "$D/wrk.txt")"
 			rec "$t" "$c" "$r" p50_us "$(awk '$1 == "50%" { print $2 }' "$D/wrk.txt" | to_us)"
