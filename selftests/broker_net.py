@@ -283,24 +283,33 @@ def unescape(s):
     return s.encode().decode("unicode_escape").encode("latin-1")
 
 
+def read_response(s, data, whole=False):
+    """DATA and what S sends after it: up to the end of the first response's Content-Length body, or
+    (WHOLE, or no Content-Length) until S closes.  A timeout carries what was read as its last arg."""
+    while True:
+        try:
+            b = s.recv(65536)
+        except socket.timeout as t:
+            raise socket.timeout(*t.args, data)
+        if not b:
+            return data
+        data += b
+        head, sep, body = data.partition(b"\r\n\r\n")
+        if sep and not whole:
+            cl = [l for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:")]
+            if cl and len(body) >= int(cl[0].split(b":")[1]):
+                return data
+
+
 def raw(a):
     s = socket.create_connection((a.host, a.port), timeout=a.timeout,
                                  source_address=(a.bind, 0) if a.bind else None)
     s.sendall(unescape(a.request))
     data = b""
     try:
-        while True:
-            b = s.recv(65536)
-            if not b:
-                break
-            data += b
-            head, sep, body = data.partition(b"\r\n\r\n")
-            if sep and not a.full:
-                cl = [l for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:")]
-                if cl and len(body) >= int(cl[0].split(b":")[1]):
-                    break
-    except socket.timeout:
-        pass
+        data = read_response(s, data, whole=a.full)
+    except socket.timeout as t:
+        data = t.args[-1] if t.args and isinstance(t.args[-1], bytes) else data
     if not data:
         print("CLOSED")
         return
@@ -316,16 +325,7 @@ def late(a):
     """HEAD, then once its response is whole, BODY on the same connection: every status line that comes."""
     s = socket.create_connection((a.host, a.port), timeout=a.timeout)
     s.sendall(unescape(a.head))
-    data = b""
-    while True:
-        b = s.recv(65536)
-        if not b:
-            break
-        data += b
-        head, sep, body = data.partition(b"\r\n\r\n")
-        cl = [l for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:")]
-        if sep and cl and len(body) >= int(cl[0].split(b":")[1]):
-            break
+    data = read_response(s, b"")
     try:
         s.sendall(unescape(a.body))
         while True:
