@@ -78,6 +78,10 @@ broker_refusal_rows() {
 		"POST /echo/v1/echo HTTP/1.1${R}${H}Transfer-Encoding: chunked, identity${R}${R}0${R}${R}"
 	row "Transfer-Encoding twice" 400 "Transfer-Encoding other than one chunked" \
 		"POST /echo/v1/echo HTTP/1.1${R}${H}Transfer-Encoding: chunked${R}Transfer-Encoding: chunked${R}${R}0${R}${R}"
+	row "a CONNECT with a Transfer-Encoding" 400 "CONNECT with a body" \
+		"CONNECT allowed.test.example:443 HTTP/1.1${R}Host: allowed.test.example:443${R}Transfer-Encoding: chunked\t${R}${R}"
+	row "a CONNECT with a Content-Length" 400 "CONNECT with a body" \
+		"CONNECT allowed.test.example:443 HTTP/1.1${R}Host: allowed.test.example:443${R}Content-Length: 5${R}${R}hello"
 	row "an obs-fold line" 400 "folded header line" "GET /echo/v1/echo HTTP/1.1${R}${H}X-A: b${R} c${R}${R}"
 	row "a bare LF" 400 "bare LF in the request head" "GET /echo/v1/echo HTTP/1.1\\nHost: x${R}${R}"
 	row "a bare CR" 400 "bare CR in the request head" "GET /echo/v1/echo HTTP/1.1${R}Host: x\\rX: y${R}${R}"

@@ -223,6 +223,41 @@ Test(head, a_version_spread_over_two_lines_is_refused)
 	cr_expect_eq(h.n, 2);
 }
 
+/*
+ * A CONNECT has no content: a Transfer-Encoding ("chunked<HTAB>", which the
+ * broker reads as chunked and http-parser, skipping a CONNECT's framing, as
+ * none: the fuzzer found it) or a Content-Length is refused; controls: a
+ * CONNECT without, and with Content-Length: 0.
+ */
+Test(head, a_connect_with_content_is_refused)
+{
+	static const char *const refused[] = {
+		"CONNECT a.example:443 HTTP/1.1\r\nHost: a.example:443\r\nTransfer-Encoding: chunked\t\r\n\r\n",
+		"CONNECT a.example:443 HTTP/1.1\r\nHost: a.example:443\r\nTransfer-Encoding: chunked\r\n\r\n",
+		"CONNECT a.example:443 HTTP/1.1\r\nHost: a.example:443\r\nContent-Length: 5\r\n\r\n",
+	};
+	static const char *const passed[] = {
+		"CONNECT a.example:443 HTTP/1.1\r\nHost: a.example:443\r\n\r\n",
+		"CONNECT a.example:443 HTTP/1.1\r\nHost: a.example:443\r\nContent-Length: 0\r\n\r\n",
+	};
+	static struct hb_head h;
+	static struct hb_lines lines;
+	http_parser p;
+	size_t head_len;
+
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		cr_assert_eq(hb_head_scan(refused[i], strlen(refused[i]), 16384, &head_len, &lines), HB_OK);
+		cr_expect_eq(hb_head_parse(refused[i], head_len, &lines, &p, &h), HB_CONNECT_CONTENT, "%s", refused[i]);
+		cr_expect_eq(hb_head_parse_whole(refused[i], head_len, &lines, &p, &h), HB_CONNECT_CONTENT, "%s",
+			     refused[i]);
+	}
+	for (size_t i = 0; i < sizeof(passed) / sizeof(passed[0]); i++) {
+		cr_assert_eq(hb_head_scan(passed[i], strlen(passed[i]), 16384, &head_len, &lines), HB_OK);
+		cr_expect_eq(hb_head_parse(passed[i], head_len, &lines, &p, &h), HB_OK, "%s", passed[i]);
+		cr_expect(h.connect);
+	}
+}
+
 Test(head, a_response_transfer_encoding_is_one_chunked_or_none)
 {
 	/* http-parser decodes the first as chunked (gzip to the guest) and reads the rest to the connection's end */

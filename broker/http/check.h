@@ -36,6 +36,7 @@
 	X(CL_DUP, 400, "duplicate Content-Length")                                    \
 	X(CL_INVALID, 400, "invalid Content-Length")                                  \
 	X(TE_INVALID, 400, "Transfer-Encoding other than one chunked")                \
+	X(CONNECT_CONTENT, 400, "CONNECT with a body")                                \
 	X(BAD_REQUEST, 400, "request is not HTTP/1.x")                                \
 	X(NOT_GUEST, 403, "source is not the sandbox's guest")                        \
 	X(PATH_DOT, 403, "path has a . or .. segment")                                \

@@ -242,6 +242,13 @@ static enum hb_refusal head_verdict(struct hb_head *head, http_parser *p, size_t
 		return HB_CL_DUP;
 	if (n_te > 1 || te_bad)
 		return HB_TE_INVALID;
+	/*
+	 * A CONNECT has no content (RFC 9110 9.3.6): what follows its head is
+	 * the tunnel's.  http-parser skips a CONNECT's framing checks, so a
+	 * "chunked<HTAB>" it reads as no chunking would be read two ways.
+	 */
+	if (p->method == HTTP_CONNECT && (n_te || (n_cl && p->content_length)))
+		return HB_CONNECT_CONTENT;
 	if (e == HPE_INVALID_CONTENT_LENGTH)
 		return HB_CL_INVALID;
 	if (e == HPE_UNEXPECTED_CONTENT_LENGTH)
