@@ -283,6 +283,17 @@ def unescape(s):
     return s.encode().decode("unicode_escape").encode("latin-1")
 
 
+def read_head(s):
+    """What S sends up to the end of a response head (or until it closes): the head and any bytes after it."""
+    resp = b""
+    while b"\r\n\r\n" not in resp:
+        b = s.recv(4096)
+        if not b:
+            break
+        resp += b
+    return resp
+
+
 def read_response(s, data, whole=False):
     """DATA and what S sends after it: up to the end of the first response's Content-Length body, or
     (WHOLE, or no Content-Length) until S closes.  A timeout carries what was read as its last arg."""
@@ -399,12 +410,7 @@ def connect_early(a, s):
     except ssl.SSLWantReadError:
         pass
     s.sendall(("CONNECT %s:443 HTTP/1.1\r\nHost: %s:443\r\n\r\n" % (a.name, a.name)).encode() + out.read())
-    resp = b""
-    while b"\r\n\r\n" not in resp:
-        b = s.recv(4096)
-        if not b:
-            break
-        resp += b
+    resp = read_head(s)
     head, _, rest = resp.partition(b"\r\n\r\n")
     line = head.split(b"\r\n")[0].decode()
     if " 200 " not in line + " ":
@@ -438,12 +444,7 @@ def connect(a):
     if a.early:
         return connect_early(a, s)
     s.sendall(("CONNECT %s:443 HTTP/1.1\r\nHost: %s:443\r\n\r\n" % (a.name, a.name)).encode())
-    resp = b""
-    while b"\r\n\r\n" not in resp:
-        b = s.recv(4096)
-        if not b:
-            break
-        resp += b
+    resp = read_head(s)
     line = resp.split(b"\r\n")[0].decode()
     if " 200 " not in line + " ":
         print(line, resp.partition(b"\r\n\r\n")[2].decode().strip(), sep="\t")
