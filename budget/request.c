@@ -468,6 +468,15 @@ static char *decoded(const char *p, size_t n, bool *twice)
 	return text;
 }
 
+/* Read a request body's watched members into IN (cleared first): true when it is one complete JSON value. */
+static bool scan_request(struct jscan *js, struct inspect *in, const char *p, size_t len)
+{
+	memset(in, 0, sizeof(*in));
+	jscan_init(js, &req_paths, on_request_value, in);
+	jscan_feed(js, p, len);
+	return jscan_end(js);
+}
+
 void request_inspect(enum budget_format f, const void *body, size_t len, struct request_facts *out)
 {
 	static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -480,7 +489,6 @@ void request_inspect(enum budget_format f, const void *body, size_t len, struct 
 
 	memset(out, 0, sizeof(*out));
 	out->choices = 1;
-	memset(&in, 0, sizeof(in));
 	while (skip < len && isspace((unsigned char)p[skip]))
 		skip++;
 	if (skip == len || p[skip] != '{')
@@ -489,9 +497,7 @@ void request_inspect(enum budget_format f, const void *body, size_t len, struct 
 	p += skip;
 	len -= skip;
 	pthread_once(&once, compile_req_paths);
-	jscan_init(&js, &req_paths, on_request_value, &in);
-	jscan_feed(&js, p, len);
-	ok = jscan_end(&js);
+	ok = scan_request(&js, &in, p, len);
 	/*
 	 * A key with an escape: the scanner never matches one ("max_t\u006fkens"
 	 * would have to be decoded), but the upstream decodes it.  Such a body
@@ -501,10 +507,7 @@ void request_inspect(enum budget_format f, const void *body, size_t len, struct 
 		again = decoded(p, len, &out->ambiguous);
 		if (!again)
 			return;
-		memset(&in, 0, sizeof(in));
-		jscan_init(&js, &req_paths, on_request_value, &in);
-		jscan_feed(&js, again, strlen(again));
-		ok = jscan_end(&js);
+		ok = scan_request(&js, &in, again, strlen(again));
 		free(again);
 	}
 	for (int w = 0; w < R_FILE; w++)
