@@ -217,6 +217,13 @@ static int mkdirs(const char *dir)
 	return mkdir(tmp, 0755) && errno != EEXIST ? -errno : 0;
 }
 
+static void v1_make(struct room *r);
+
+static struct latch_room_limit *limit_of(struct room *r, int i)
+{
+	return i == V1_MEMORY ? &r->res->limits.memory : i == V1_CPU ? &r->res->limits.cpu : &r->res->limits.pids;
+}
+
 int room_cgroups_make(struct room *r, char *err, size_t errlen)
 {
 	char parent[PATH_MAX];
@@ -248,39 +255,58 @@ int room_cgroups_make(struct room *r, char *err, size_t errlen)
 	r->res->limits.pids.via = v2[V1_PIDS] ? LATCH_ROOM_VIA_CGROUP2 : LATCH_ROOM_VIA_NONE;
 	for (int i = 0; i < V1_COUNT; i++)
 		r->v1[i].wanted = !v2[i];
+	v1_make(r);
 	return 0;
 }
 
-static struct latch_room_limit *limit_of(struct room *r, int i)
-{
-	return i == V1_MEMORY ? &r->res->limits.memory : i == V1_CPU ? &r->res->limits.cpu : &r->res->limits.pids;
-}
-
 /*
- * The v1 directories, made while the room's first process builds its file
- * system, with that process moved in: nothing of the command runs before.
+ * The v1 directories, made before the clone, each with its `tasks` file
+ * open for the room's first process: it moves itself in, writing "0"
+ * (room_v1_join_self), before it builds anything, so nothing of the command
+ * runs outside them.  Not the parent writing the pid to cgroup.procs: that
+ * takes the kernel's threadgroup lock for writing, which waits for an RCU
+ * grace period (5-20 ms, the whole start of a room on a hybrid host), while
+ * a single thread moving itself skips that lock (Linux 5.16 and later).
+ * A hierarchy that can't be used is skipped: its limit falls back to an
+ * rlimit.
  */
-int room_v1_join(struct room *r, pid_t pid, char *err, size_t errlen)
+static void v1_make(struct room *r)
 {
-	char parent[PATH_MAX], path[PATH_MAX + 32], text[24];
+	char parent[PATH_MAX], path[PATH_MAX + 32];
 
-	snprintf(text, sizeof(text), "%d", (int)pid);
 	for (int i = 0; i < V1_COUNT; i++) {
 		char mnt[PATH_MAX];
 
+		r->v1[i].tasks_fd = -1;
 		if (!r->v1[i].wanted || find_mount("cgroup", v1_names[i], mnt, sizeof(mnt)))
 			continue;
 		if (snprintf(parent, sizeof(parent), "%s/%s/rooms", mnt, room_cg_name()) >= (int)sizeof(parent) ||
 		    mkdirs(parent) || path_of(r->v1[i].dir, sizeof(r->v1[i].dir), parent, r->name) ||
 		    mkdir(r->v1[i].dir, 0755))
-			continue; /* that hierarchy is unusable: the limit falls back to an rlimit */
+			continue;
 		r->v1[i].made = true;
-		snprintf(path, sizeof(path), "%s/cgroup.procs", r->v1[i].dir);
-		if (room_write_file(path, text))
-			return latch_errf(err, errlen, -EIO, "cannot move the room into %s", r->v1[i].dir);
-		limit_of(r, i)->via = LATCH_ROOM_VIA_CGROUP1;
+		snprintf(path, sizeof(path), "%s/tasks", r->v1[i].dir);
+		r->v1[i].tasks_fd = open(path, O_WRONLY | O_CLOEXEC);
+		if (r->v1[i].tasks_fd >= 0)
+			limit_of(r, i)->via = LATCH_ROOM_VIA_CGROUP1;
 	}
+}
+
+int room_v1_join_self(const struct room *r)
+{
+	for (int i = 0; i < V1_COUNT; i++)
+		if (r->v1[i].tasks_fd >= 0 && write(r->v1[i].tasks_fd, "0", 1) != 1)
+			return -errno;
 	return 0;
+}
+
+void room_v1_close(struct room *r)
+{
+	for (int i = 0; i < V1_COUNT; i++) {
+		if (r->v1[i].tasks_fd >= 0)
+			close(r->v1[i].tasks_fd);
+		r->v1[i].tasks_fd = -1;
+	}
 }
 
 /* Write a limit and read it back into l; the file's name relative to the cgroup mount for the record. */
@@ -502,6 +528,7 @@ static void remove_dir(const char *dir, bool v2)
 
 void room_cgroups_remove(struct room *r)
 {
+	room_v1_close(r);
 	for (int i = 0; i < V1_COUNT; i++) {
 		if (r->v1[i].made)
 			remove_dir(r->v1[i].dir, false);

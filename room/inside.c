@@ -2,9 +2,9 @@
 /*
  * inside.c - the room's first process, PID 1 of its namespace.
  *
- * It builds the room's file system (the parent moves it into the v1 cgroups
- * meanwhile) and waits for the parent's word that the room is enforced (and
- * for the seccomp filter).  Then
+ * It moves itself into the v1 cgroups of a hybrid host (their `tasks` files
+ * opened by the parent), builds the room's file system and waits for the
+ * parent's word that the room is enforced (and for the seccomp filter).  Then
  * it forks the command and reaps until the command ends; when it exits, the
  * kernel kills everything left in the PID namespace, so a daemonised child
  * does not outlive the run.  It dies with latch (PR_SET_PDEATHSIG).
@@ -369,6 +369,10 @@ void room_inside(struct room *r)
 	close(r->out_pipe[0]);
 	close(r->status_pipe[0]);
 	close(r->go_pipe[1]);
+	errno = -room_v1_join_self(r);
+	if (errno)
+		fail(r, "joining the v1 cgroups");
+	room_v1_close(r);
 	build_fs(r);
 	if (sethostname("room", 4))
 		fail(r, "sethostname");

@@ -439,6 +439,8 @@ static void defaults(struct room *r, const struct latch_room_opts *o, struct lat
 	r->uid = o->uid_set ? o->uid : LATCH_ROOM_UID;
 	r->gid = o->uid_set ? o->gid : LATCH_ROOM_UID;
 	r->cg2_fd = r->pidfd = r->workspace_fd = -1;
+	for (int i = 0; i < V1_COUNT; i++)
+		r->v1[i].tasks_fd = -1;
 	for (int i = 0; i < 2; i++)
 		r->out_pipe[i] = r->status_pipe[i] = r->go_pipe[i] = -1;
 }
@@ -450,10 +452,7 @@ static int prepare_and_go(struct room *r, char *err, size_t errlen)
 	uint32_t n_insns = 0;
 	int n_rules = 0, rc;
 
-	rc = room_v1_join(r, r->init_pid, err, errlen);
-	mark(r, "v1 cgroups");
-	if (!rc)
-		rc = enforce(r, err, errlen);
+	rc = enforce(r, err, errlen);
 	mark(r, "enforced");
 	if (!rc && r->o->ready) {
 		rc = r->o->ready(r->o->ready_arg, r->name, err, errlen);
@@ -533,6 +532,7 @@ int latch_room_run(const struct latch_room_opts *o, struct latch_room_result *re
 		close(r.status_pipe[1]);
 		close(r.go_pipe[0]);
 		r.out_pipe[1] = r.status_pipe[1] = r.go_pipe[0] = -1;
+		room_v1_close(&r);
 		rc = prepare_and_go(&r, err, errlen);
 	}
 	mark(&r, "go");

@@ -21,6 +21,7 @@ struct room_v1_dir {
 	char dir[PATH_MAX];
 	bool wanted; /* no v2 controller for it: the v1 hierarchy's, when there is one */
 	bool made;
+	int tasks_fd; /* its `tasks`, open for the room's first process to write "0" to; -1 when none */
 };
 
 /* Messages from the room's processes on the status pipe. */
@@ -88,9 +89,12 @@ struct room {
 int room_cg2_mount(char *buf, size_t len);
 /* latch's directory in each hierarchy: $LATCH_CGROUP (a name, for tests) or "latch" */
 const char *room_cg_name(void);
-/* the v2 directory (before the clone); the v1 directories with the room's first process in them (after) */
+/* the v2 directory and the v1 ones, each v1 one with its `tasks` open (before the clone) */
 int room_cgroups_make(struct room *r, char *err, size_t errlen);
-int room_v1_join(struct room *r, pid_t pid, char *err, size_t errlen);
+/* the room's first process moves itself into the v1 directories: 0 or -errno */
+int room_v1_join_self(const struct room *r);
+/* the parent's copies of the `tasks` files, closed once the room's first process has its own */
+void room_v1_close(struct room *r);
 int room_limits_apply(struct room *r, char *err, size_t errlen);
 void room_kill(struct room *r);
 int room_wait_empty(struct room *r, int timeout_ms);

@@ -130,6 +130,21 @@ check_eq "pids: the limit read back is 8" "$(jget "$R" .limits.pids.observed)" 8
 room_json "$R" --cpus 0.5 -- true
 check_eq "cpus: the quota read back is half a CPU" "$(jget "$R" .limits.cpus.observed)" 0.5
 
+# Invariant: on a hybrid host (controllers on v1 hierarchies) the command
+# runs in the room's own v1 directories: the room's first process moved
+# itself there before anything of the command ran.  Beside it: the v1
+# memory directory accounted the command (its peak, read from there, is not
+# 0).  (Skipped where no controller is on v1.)
+if awk '$3 == "cgroup" && $4 ~ /(^|,)(memory|pids)(,|$)/ { f = 1 } END { exit !f }' /proc/mounts; then
+	room_json "$R" --pids 16 --memory 64M -- cat /proc/self/cgroup
+	name=$(jget "$R" .room)
+	v1_in=$(jget "$R" .output | grep -cE "^[0-9]+:[a-z,]*(memory|pids)[a-z,]*:.*/$LTS_CGNAME/rooms/$name\$")
+	v1_want=$(awk '$3 == "cgroup" && $4 ~ /(^|,)(memory|pids)(,|$)/' /proc/mounts | wc -l)
+	check_eq "v1: the command is in the room's memory and pids directories ($v1_want on v1 here)" "$v1_in" "$v1_want"
+	check_eq "v1: the room's memory directory accounted it (peak via cgroup1, not 0)" \
+		"$(jget "$R" '[.peak_memory_via, .peak_memory_bytes > 0] | map(tostring) | join(",")')" "cgroup1,true"
+fi
+
 # Invariant: the exit status is the command's, latch's own codes are distinct.
 run_room run -- sh -c 'exit 7'
 check_eq "exit status passes through" "$?" 7
