@@ -36,9 +36,12 @@ DENIED4=203.0.113.251 # verify's denied destination (loader/verify.c)
 PORT=9
 ROOT=$LTS_TMP/root
 
-# the upstream: dnsmasq in I, with an allowed name and one that rebinds to a private address
+# the upstream: dnsmasq in I, with an allowed name and one that rebinds to a private address; its answers
+# carry an hour's TTL, as real names' do (dnsmasq's default for them is 0, which latchd clamps to
+# dns_ttl_min, 30 s: the profile's names were then asked again upstream every 30 s, and once during the
+# check below that verify asks nothing upstream)
 lts_bg "$LTS_I" "$LTS_TMP/dnsmasq.out" dnsmasq --no-daemon --no-resolv --no-hosts --user=root --group=root \
-	--listen-address="$SRV_DNS" --bind-interfaces --port=53 --pid-file="$LTS_TMP/dnsmasq.pid" \
+	--listen-address="$SRV_DNS" --bind-interfaces --port=53 --pid-file="$LTS_TMP/dnsmasq.pid" --local-ttl=3600 \
 	--host-record="ok.example,$SRV_A" --host-record="rebind.example,10.0.0.5"
 in_h ip route add 203.0.113.0/24 via 198.51.100.254 dev hi0
 mkdir -p "$ROOT/etc/latch/profiles"
