@@ -6,6 +6,7 @@
       HTTPS/1.1 (keep-alive) upstream; every request's method, path and headers
       go to FILE as one JSON line, so the test can see what the upstream got.
         /v1/echo...     200, JSON of the method, path, headers and body length
+        ...?pause=S     any path: S seconds (5 at most) before the body is read
         /v1/sse         text/event-stream, 10 events 100 ms apart, each {"n", "t": send time}
         /v1/chunked     chunked body in 5 pieces
         /v1/close       body delimited by the connection's end (no length)
@@ -35,6 +36,12 @@
                                         (or "CLOSED" when the connection ended without a response)
   late HOST PORT HEAD BODY             HEAD, then BODY once HEAD's response is whole; prints every status
   sse URL                              prints one line per event: n, delay_ms (arrival - send time)
+  stall HOST PORT PATH --pid P --secs S [--header H] [--upload N]
+                                        a side that stops: GET PATH, read 64 KiB of its body, stop
+                                        reading for S s; or (--upload) POST N bytes to PATH (whose
+                                        upstream pauses) as fast as the socket takes them.  Prints JSON:
+                                        P's VmRSS (kB) before and after S s, the body bytes read (GET)
+                                        or the response's body_len and whether its SHA-256 matched
   connect HOST PORT NAME SNI [--bind]  CONNECT NAME:443, then a TLS ClientHello with SNI; prints the
           [--again FILE] [--early]      CONNECT status and "tls-ok", "tls-cut" or the HTTP answer; with
                                         --again, once FILE exists (5 s at most) a second request on the
@@ -102,6 +109,9 @@ class Upstream(BaseHTTPRequestHandler):
             self.record(-1)
             self.close_connection = True
             return self.send(401, b"no\n", "text/plain")
+        pause = re.search(r"[?&]pause=([0-9.]+)", self.path)
+        if pause:  # a slow reader: the broker must hold the guest's body back meanwhile
+            time.sleep(min(float(pause.group(1)), 5))
         data = self.body()
         self.record(len(data))
         p = self.path
@@ -332,6 +342,67 @@ def raw(a):
     print("%s\t%s" % (status, body.split(b"\n")[0].decode("latin-1")))
 
 
+def rss_kb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return -1
+
+
+def stall(a):
+    """One side of an exchange stops taking bytes; the other goes on as fast as it can."""
+    s = socket.create_connection((a.host, a.port), timeout=30)
+    hdrs = "".join("%s\r\n" % h for h in a.header)
+    before = rss_kb(a.pid)
+    out = {"rss_before": before}
+    if a.upload:
+        block = hashlib.sha256(b"latch").digest() * 2048  # 64 KiB, then its SHA-256 chained
+        digest, sent = hashlib.sha256(), []
+
+        def pump():
+            b, left = block, a.upload
+            s.sendall(("POST %s HTTP/1.1\r\nHost: x\r\n%sContent-Length: %d\r\n\r\n"
+                       % (a.path, hdrs, a.upload)).encode())
+            while left > 0:
+                piece = b[:left]
+                digest.update(piece)
+                s.sendall(piece)
+                left -= len(piece)
+                b = hashlib.sha256(b).digest() * 2048
+            sent.append(True)
+
+        t = threading.Thread(target=pump, daemon=True)
+        t.start()
+        time.sleep(a.secs)
+        out["rss_during"] = rss_kb(a.pid)
+        t.join(30)
+        body = read_response(s, b"").partition(b"\r\n\r\n")[2]
+        answer = json.loads(body.decode() or "{}")
+        out["body_len"] = answer.get("body_len")
+        out["sha_ok"] = bool(sent) and answer.get("body_sha256") == digest.hexdigest()
+    else:
+        s.sendall(("GET %s HTTP/1.1\r\nHost: x\r\n%s\r\n" % (a.path, hdrs)).encode())
+        data = b""
+        while b"\r\n\r\n" not in data or len(data.partition(b"\r\n\r\n")[2]) < 65536:
+            more = s.recv(65536)
+            if not more:
+                break
+            data += more
+        head, _, body = data.partition(b"\r\n\r\n")
+        want = int(re.search(rb"(?i)content-length: *([0-9]+)", head).group(1))
+        time.sleep(a.secs)
+        out["rss_during"] = rss_kb(a.pid)
+        got = len(body)
+        while got < want:
+            more = s.recv(1 << 20)
+            if not more:
+                break
+            got += len(more)
+        out["received"] = got
+    print(json.dumps(out))
+
+
 def late(a):
     """HEAD, then once its response is whole, BODY on the same connection: every status line that comes."""
     s = socket.create_connection((a.host, a.port), timeout=a.timeout)
@@ -515,6 +586,14 @@ def main():
     p = sub.add_parser("sse")
     p.add_argument("url")
     p.add_argument("--header", action="append", default=[])
+    p = sub.add_parser("stall")
+    p.add_argument("host")
+    p.add_argument("port", type=int)
+    p.add_argument("path")
+    p.add_argument("--pid", type=int, required=True)
+    p.add_argument("--secs", type=float, default=2)
+    p.add_argument("--header", action="append", default=[])
+    p.add_argument("--upload", type=int, default=0)
     p = sub.add_parser("connect")
     p.add_argument("host")
     p.add_argument("port", type=int)
@@ -525,7 +604,8 @@ def main():
     p.add_argument("--again")
     p.add_argument("--early", action="store_true")
     a = ap.parse_args()
-    {"serve": serve, "raw": raw, "late": late, "idle": idle, "sse": sse, "connect": connect}[a.cmd](a)
+    {"serve": serve, "raw": raw, "late": late, "idle": idle, "sse": sse, "connect": connect,
+     "stall": stall}[a.cmd](a)
 
 
 if __name__ == "__main__":

@@ -178,6 +178,23 @@ out=$(in_g curl -sS -m 20 -H "$AUTH" --data-binary @"$T/big-body" "$URL/echo/v1/
 check_eq "a 4 MB body reaches the upstream whole (reading the guest pauses and resumes)" \
 	"$(jq -r '[.body_len, .body_sha256] | @tsv' <<<"$out")" \
 	"$(printf '%s\t%s' "$(stat -c %s "$T/big-body")" "$(sha256sum <"$T/big-body" | cut -d' ' -f1)")"
+# invariant: a side that stops taking bytes costs the broker buffer_max (64 KB) a direction, not what the
+# other side sends meanwhile: 64 MB towards an upstream that reads nothing for 3 s, and 64 MB from an upstream
+# to a guest that reads nothing for 1 s (under the guest idle timeout here), leave broker_drv's RSS, read
+# after 1 s, within 8 MB of where it was.  Without the pauses it holds the 64 MB: with buffer_max at 256 MB the
+# upload grew it by 60 MB, with the upstream never paused the download by 65 MB.  Beside each: once the
+# stalled side reads, every byte arrives.
+stall() { in_g "$LTS_PY" "$NET" stall "$BROKER" "$PORT" "$@" --pid "$DRV_PID" --secs 1 --header "$AUTH"; }
+stall /echo/v1/big?n=65536 >/dev/null # the code paths of a stall, paged in once
+out=$(stall "/echo/v1/echo?pause=3" --upload 67108864)
+check_cmp "an upload to a stalled upstream: the broker grew by $(jq '.rss_during - .rss_before' <<<"$out") kB" \
+	"$(jq '.rss_during - .rss_before' <<<"$out")" -lt 8192
+check_eq "control: then the upstream reads the upload, all 64 MB, SHA-256 matching" \
+	"$(jq -r '[.body_len, .sha_ok] | @tsv' <<<"$out")" "$(printf '67108864\ttrue')"
+out=$(stall "/echo/v1/big?n=67108864")
+check_cmp "a download to a stalled guest: the broker grew by $(jq '.rss_during - .rss_before' <<<"$out") kB" \
+	"$(jq '.rss_during - .rss_before' <<<"$out")" -lt 8192
+check_eq "control: then the guest reads the download, all 64 MB" "$(jq -r .received <<<"$out")" 67108864
 # invariant: a request's body is never read as a request: an upstream that answers before the body is all
 # read (a 401, a 413) ends the connection after its answer; the rest of the body, here a whole request
 # with the placeholder, was read as the next request and forwarded
