@@ -7,8 +7,10 @@
  *   guest.c     guest connections: request heads, the checks in their order
  *   upstream.c  upstream targets: TLS contexts, secrets, resolution, the
  *               connection pool, the end of an exchange
- *   exchange.c  a forwarded request: the upstream's request head, the body
- *               both ways, the response streamed back
+ *   exchange.c  a forwarded request: the upstream's request head, the
+ *               guest's body through the meter to the upstream
+ *   response.c  the upstream's response: its head read, scrubbed and
+ *               re-framed, its body streamed back to the guest
  *   tunnel.c    CONNECT: policy, resolution, rebinding filter, ClientHello
  *               server name, then bytes both ways
  *
@@ -19,6 +21,8 @@
  */
 #ifndef LATCH_BROKER_HTTP_ENGINE_H
 #define LATCH_BROKER_HTTP_ENGINE_H
+
+#include <string.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -214,9 +218,11 @@ void hb_exchange_fail_async(struct hb_exchange *x, enum hb_refusal r, const char
 
 /* exchange.c */
 void hb_build_request(struct hb_exchange *x, int64_t body_len); /* body_len >= 0: metered, that Content-Length */
+/* response.c: an upstream connection's callbacks */
 void hb_u_read(struct bufferevent *bev, void *arg);
 void hb_u_write(struct bufferevent *bev, void *arg);
 void hb_u_event(struct bufferevent *bev, short what, void *arg);
+void hb_exchange_guest_drained(struct hb_exchange *x); /* the guest took our output: read the upstream again */
 /* Build the upstream request and start it (an idle connection, or a new one). */
 bool hb_exchange_start(struct hb_gconn *g, struct hb_route *r); /* false: g is closing or gone */
 /* Guest body bytes arrived (parser callback), or the body ended. */
@@ -225,7 +231,6 @@ bool hb_exchange_body_done(struct hb_exchange *x); /* false: g is closing or gon
 bool hb_exchange_over_limit(struct hb_exchange *x); /* a metered body past its meter's body_max */
 /* End the exchange: audit, meter, return or close its upstream connection.  Frees x. */
 void hb_exchange_end(struct hb_exchange *x, enum latch_http_end how);
-void hb_exchange_guest_drained(struct hb_exchange *x); /* the guest took our output: read the upstream again */
 
 /* local.c: /latch/... requests, answered by the sandbox's local() */
 bool hb_local_path(const char *target, size_t len);
@@ -243,5 +248,39 @@ void hb_tunnel_guest_read(struct hb_gconn *g);
 void hb_tunnel_guest_drained(struct hb_gconn *g);
 void hb_tunnel_guest_eof(struct hb_gconn *g);
 void hb_tunnel_free(struct hb_tunnel *t, const char *reason); /* audit and close its upstream side */
+
+/*
+ * A head written into memory of a bound from its pieces (cap); past it (n >
+ * cap) nothing more is, and it is written again into its length.  printf
+ * and an evbuffer_add a piece were a fifth of a request (callgrind).  The
+ * request's head (exchange.c) and the response's (response.c).
+ */
+struct hb_w {
+	char *p;
+	size_t n, cap;
+};
+
+static inline void hb_w_put(struct hb_w *w, const void *s, size_t len)
+{
+	if (w->n + len <= w->cap)
+		memcpy(w->p + w->n, s, len);
+	w->n += len;
+}
+
+static inline void hb_w_str(struct hb_w *w, const char *s)
+{
+	hb_w_put(w, s, strlen(s));
+}
+
+static inline void hb_w_num(struct hb_w *w, unsigned long long v, unsigned base)
+{
+	char buf[24];
+	int i = sizeof(buf);
+
+	do
+		buf[--i] = "0123456789abcdef"[v % base];
+	while ((v /= base));
+	hb_w_put(w, buf + i, sizeof(buf) - i);
+}
 
 #endif
