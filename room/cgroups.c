@@ -217,11 +217,41 @@ static int mkdirs(const char *dir)
 	return mkdir(tmp, 0755) && errno != EEXIST ? -errno : 0;
 }
 
-static void v1_make(struct room *r);
-
 static struct latch_room_limit *limit_of(struct room *r, int i)
 {
 	return i == V1_MEMORY ? &r->res->limits.memory : i == V1_CPU ? &r->res->limits.cpu : &r->res->limits.pids;
+}
+
+/*
+ * The v1 directories, made before the clone, each with its `tasks` file
+ * open for the room's first process: it moves itself in, writing "0"
+ * (room_v1_join_self), before it builds anything, so nothing of the command
+ * runs outside them.  Not the parent writing the pid to cgroup.procs: that
+ * takes the kernel's threadgroup lock for writing, which waits for an RCU
+ * grace period (5-20 ms, the whole start of a room on a hybrid host), while
+ * a single thread moving itself skips that lock (Linux 5.16 and later).
+ * A hierarchy that can't be used is skipped: its limit falls back to an
+ * rlimit.
+ */
+static void v1_make(struct room *r)
+{
+	char parent[PATH_MAX], path[PATH_MAX + 32];
+
+	for (int i = 0; i < V1_COUNT; i++) {
+		char mnt[PATH_MAX];
+
+		if (!r->v1[i].wanted || find_mount("cgroup", v1_names[i], mnt, sizeof(mnt)))
+			continue;
+		if (snprintf(parent, sizeof(parent), "%s/%s/rooms", mnt, room_cg_name()) >= (int)sizeof(parent) ||
+		    mkdirs(parent) || path_of(r->v1[i].dir, sizeof(r->v1[i].dir), parent, r->name) ||
+		    mkdir(r->v1[i].dir, 0755))
+			continue;
+		r->v1[i].made = true;
+		snprintf(path, sizeof(path), "%s/tasks", r->v1[i].dir);
+		r->v1[i].tasks_fd = open(path, O_WRONLY | O_CLOEXEC);
+		if (r->v1[i].tasks_fd >= 0)
+			limit_of(r, i)->via = LATCH_ROOM_VIA_CGROUP1;
+	}
 }
 
 int room_cgroups_make(struct room *r, char *err, size_t errlen)
@@ -257,39 +287,6 @@ int room_cgroups_make(struct room *r, char *err, size_t errlen)
 		r->v1[i].wanted = !v2[i];
 	v1_make(r);
 	return 0;
-}
-
-/*
- * The v1 directories, made before the clone, each with its `tasks` file
- * open for the room's first process: it moves itself in, writing "0"
- * (room_v1_join_self), before it builds anything, so nothing of the command
- * runs outside them.  Not the parent writing the pid to cgroup.procs: that
- * takes the kernel's threadgroup lock for writing, which waits for an RCU
- * grace period (5-20 ms, the whole start of a room on a hybrid host), while
- * a single thread moving itself skips that lock (Linux 5.16 and later).
- * A hierarchy that can't be used is skipped: its limit falls back to an
- * rlimit.
- */
-static void v1_make(struct room *r)
-{
-	char parent[PATH_MAX], path[PATH_MAX + 32];
-
-	for (int i = 0; i < V1_COUNT; i++) {
-		char mnt[PATH_MAX];
-
-		r->v1[i].tasks_fd = -1;
-		if (!r->v1[i].wanted || find_mount("cgroup", v1_names[i], mnt, sizeof(mnt)))
-			continue;
-		if (snprintf(parent, sizeof(parent), "%s/%s/rooms", mnt, room_cg_name()) >= (int)sizeof(parent) ||
-		    mkdirs(parent) || path_of(r->v1[i].dir, sizeof(r->v1[i].dir), parent, r->name) ||
-		    mkdir(r->v1[i].dir, 0755))
-			continue;
-		r->v1[i].made = true;
-		snprintf(path, sizeof(path), "%s/tasks", r->v1[i].dir);
-		r->v1[i].tasks_fd = open(path, O_WRONLY | O_CLOEXEC);
-		if (r->v1[i].tasks_fd >= 0)
-			limit_of(r, i)->via = LATCH_ROOM_VIA_CGROUP1;
-	}
 }
 
 int room_v1_join_self(const struct room *r)
