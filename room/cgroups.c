@@ -229,7 +229,8 @@ static struct latch_room_limit *limit_of(struct room *r, int i)
  * runs outside them.  Not the parent writing the pid to cgroup.procs: that
  * takes the kernel's threadgroup lock for writing, which waits for an RCU
  * grace period (5-20 ms, the whole start of a room on a hybrid host), while
- * a single thread moving itself skips that lock (Linux 5.16 and later).
+ * a single thread moving itself skips that lock (the kernel's "cgroup:
+ * Optimize single thread migration"; a kernel without it costs as before).
  * A hierarchy that can't be used is skipped: its limit falls back to an
  * rlimit.
  */
