@@ -354,8 +354,7 @@ def stall(a):
     """One side of an exchange stops taking bytes; the other goes on as fast as it can."""
     s = socket.create_connection((a.host, a.port), timeout=30)
     hdrs = "".join("%s\r\n" % h for h in a.header)
-    before = rss_kb(a.pid)
-    out = {"rss_before": before}
+    out = {"rss_before": rss_kb(a.pid)}
     if a.upload:
         block = hashlib.sha256(b"latch").digest() * 2048  # 64 KiB, then its SHA-256 chained
         digest, sent = hashlib.sha256(), []
@@ -383,13 +382,12 @@ def stall(a):
         out["sha_ok"] = bool(sent) and answer.get("body_sha256") == digest.hexdigest()
     else:
         s.sendall(("GET %s HTTP/1.1\r\nHost: x\r\n%s\r\n" % (a.path, hdrs)).encode())
-        data = b""
-        while b"\r\n\r\n" not in data or len(data.partition(b"\r\n\r\n")[2]) < 65536:
+        head, _, body = read_head(s).partition(b"\r\n\r\n")
+        while len(body) < 65536:
             more = s.recv(65536)
             if not more:
                 break
-            data += more
-        head, _, body = data.partition(b"\r\n\r\n")
+            body += more
         want = int(re.search(rb"(?i)content-length: *([0-9]+)", head).group(1))
         time.sleep(a.secs)
         out["rss_during"] = rss_kb(a.pid)
