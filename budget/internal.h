@@ -39,7 +39,9 @@
 #define JSCAN_KEYS 12 /* levels whose member key is remembered (watch paths are shallower) */
 #define JSCAN_KEY_MAX 32 /* longer keys are remembered as "unmatchable" */
 #define JSCAN_CAPTURE 4096 /* a watched value longer than this is reported as too long */
-#define JSCAN_WATCH_MAX 32
+#define JSCAN_WATCH_MAX 64
+/* A set of watches of one list, a bit each (index in the list). */
+typedef uint64_t jscan_mask;
 
 /*
  * A watched value: watch is its index in the watch list, text/len its JSON
@@ -62,16 +64,16 @@ struct jscan_paths {
 		uint8_t len[JSCAN_KEYS];
 		const char *seg[JSCAN_KEYS];
 	} w[JSCAN_WATCH_MAX];
-	uint32_t presence; /* the '?' watches, a bit each */
-	uint32_t top; /* the watches of at least one segment: live at depth 0 */
-	uint32_t ends_at[JSCAN_KEYS + 1]; /* the watches of d segments */
-	uint32_t star[JSCAN_KEYS]; /* the watches whose segment d is "*" */
-	uint32_t any; /* the "**.KEY" watches */
+	jscan_mask presence; /* the '?' watches, a bit each */
+	jscan_mask top; /* the watches of at least one segment: live at depth 0 */
+	jscan_mask ends_at[JSCAN_KEYS + 1]; /* the watches of d segments */
+	jscan_mask star[JSCAN_KEYS]; /* the watches whose segment d is "*" */
+	jscan_mask any; /* the "**.KEY" watches */
 	/* by key length: the watches whose segment d is that long, and the "**.KEY" ones whose KEY is */
-	uint32_t seg_len[JSCAN_KEYS][JSCAN_KEY_MAX + 1];
-	uint32_t any_len[JSCAN_KEY_MAX + 1];
-	uint32_t same[JSCAN_KEYS]
-		     [JSCAN_WATCH_MAX]; /* the watches whose segment d reads as watch w's: one compare for all */
+	jscan_mask seg_len[JSCAN_KEYS][JSCAN_KEY_MAX + 1];
+	jscan_mask any_len[JSCAN_KEY_MAX + 1];
+	jscan_mask same[JSCAN_KEYS]
+		       [JSCAN_WATCH_MAX]; /* the watches whose segment d reads as watch w's: one compare for all */
 };
 
 struct jscan {
@@ -86,7 +88,7 @@ struct jscan {
 	 * narrowed as each key ends or array opens; any_hit[l]: the "**.KEY"
 	 * watch that level l's key names, or -1.
 	 */
-	uint32_t live[JSCAN_KEYS + 1];
+	jscan_mask live[JSCAN_KEYS + 1];
 	int8_t any_hit[JSCAN_KEYS];
 	char key[JSCAN_KEY_MAX]; /* the key being read */
 	int klen;

@@ -37,7 +37,7 @@ enum {
 	ST_END, /* the top-level value is complete: only blanks may follow */
 };
 
-_Static_assert(JSCAN_WATCH_MAX <= 32, "a watch list is a bit mask in a uint32_t");
+_Static_assert(JSCAN_WATCH_MAX <= 64, "a watch list is a bit mask in a jscan_mask");
 
 static bool is_arr(const struct jscan *j, int level)
 {
@@ -67,7 +67,7 @@ void jscan_compile(struct jscan_paths *paths, const char *const *watch, int n_wa
 	for (int w = 0; w < paths->n_watch; w++) {
 		struct jscan_watch *jw = &paths->w[w];
 		const char *s = watch[w];
-		uint32_t bit = 1u << w;
+		jscan_mask bit = (jscan_mask)1 << w;
 
 		if (*s == '?') {
 			paths->presence |= bit;
@@ -104,7 +104,7 @@ void jscan_compile(struct jscan_paths *paths, const char *const *watch, int n_wa
 
 				if (ow->nseg > d && ow->len[d] == jw->len[d] &&
 				    !memcmp(ow->seg[d], jw->seg[d], jw->len[d])) {
-					paths->same[d][w] |= 1u << o;
+					paths->same[d][w] |= (jscan_mask)1 << o;
 					paths->same[d][o] |= bit;
 				}
 			}
@@ -134,14 +134,14 @@ void jscan_init(struct jscan *j, const struct jscan_paths *paths, jscan_value_cb
 static int watch_match(const struct jscan *j)
 {
 	int d = j->depth;
-	uint32_t m;
+	jscan_mask m;
 
 	if (d > JSCAN_KEYS)
 		return -1;
 	if (d > 0 && !is_arr(j, d - 1) && j->any_hit[d - 1] >= 0)
 		return j->any_hit[d - 1];
 	m = j->live[d] & j->paths->ends_at[d];
-	return m ? __builtin_ctz(m) : -1;
+	return m ? __builtin_ctzll(m) : -1;
 }
 
 /* A value ended just before end: deliver the capture it closes, and move on. */
@@ -182,7 +182,7 @@ static void value_start(struct jscan *j, const char *at, const char **cap_from)
 
 	if (j->cap_watch >= 0 || (w = watch_match(j)) < 0)
 		return;
-	if (j->paths->presence & (1u << w)) {
+	if (j->paths->presence & ((jscan_mask)1 << w)) {
 		j->cb(j->arg, w, at, 1);
 		return;
 	}
@@ -303,7 +303,7 @@ static inline void key_end(struct jscan *j, const char *key, size_t klen)
 {
 	int level = j->depth - 1;
 	const struct jscan_paths *ps = j->paths;
-	uint32_t m, next = 0;
+	jscan_mask m, next = 0;
 
 	if (level >= JSCAN_KEYS || j->cap_watch >= 0)
 		return; /* nothing below is matched (inside a capture, push and key_end set it afresh) */
@@ -312,12 +312,12 @@ static inline void key_end(struct jscan *j, const char *key, size_t klen)
 	if (!key || !klen || klen > JSCAN_KEY_MAX) /* matches no watch */
 		return;
 	for (m = ps->any_len[klen]; m; m &= m - 1)
-		if (same_key(key, ps->w[__builtin_ctz(m)].seg[0], klen)) {
-			j->any_hit[level] = (int8_t)__builtin_ctz(m);
+		if (same_key(key, ps->w[__builtin_ctzll(m)].seg[0], klen)) {
+			j->any_hit[level] = (int8_t)__builtin_ctzll(m);
 			break;
 		}
 	for (m = j->live[level] & ps->seg_len[level][klen] & ~ps->ends_at[level]; m;) {
-		int w = __builtin_ctz(m);
+		int w = __builtin_ctzll(m);
 
 		if (same_key(key, ps->w[w].seg[level], klen))
 			next |= ps->same[level][w] & m;
