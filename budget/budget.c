@@ -419,7 +419,8 @@ static void warn_missing(struct budget *b, enum budget_provider p, const char *m
  * when the provider holds input the body doesn't show), output from its
  * max-tokens fields (or the model's maximum) times the outputs it asks for,
  * every input token at the dearest input price (twice the input's when a
- * cache write may last an hour).  -1, and *why, when the body can't bound
+ * cache write may last an hour), and the web searches its tools allow at the
+ * provider's fee.  -1, and *why, when the body can't bound
  * it: a metered endpoint's body latch can't read (the upstream may read in
  * it a count of outputs, a model, a limit that latch did not see), or a
  * count of outputs that is not a number.
@@ -465,6 +466,7 @@ static int64_t worst_case(struct budget *b, const struct budget_request *rq, con
 			in = row->context;
 	}
 	tok.input = in;
+	tok.web_searches = t->web_searches = facts.web_searches;
 	tok.output = facts.max_output > 0 && facts.max_output < row->max_output ? facts.max_output : row->max_output;
 	if (cls->format == BUDGET_FORMAT_OPENAI_EMBEDDINGS)
 		tok.output = 0;
@@ -566,6 +568,7 @@ static int reserve(struct budget *b, const struct budget_request *rq, bool later
 		refusal.model = t->model;
 		refusal.known = t->known || cls.format == BUDGET_FORMAT_UNKNOWN;
 		refusal.format = cls.format;
+		refusal.web_searches = t->web_searches;
 		refusal_text(b, &refusal, note, line, linelen);
 		ticket_free(b, t);
 		return -EDQUOT;

@@ -336,8 +336,26 @@ struct budget_price {
 	int64_t input, output, cached_input, cache_write;
 	int64_t max_output; /* the most output tokens one request can be billed for */
 	int64_t context; /* the most input tokens one request can be billed for */
+	int64_t per_search; /* pico-dollars a web search: the provider's `fee ... web_search` line, or 0 */
 	bool builtin;
 };
+
+/*
+ * A per-use fee the meter counts (a `fee PROVIDER TOOL PRICE` line of the
+ * price table): today Anthropic's server-side web search, whose uses its
+ * usage reports (usage.server_tool_use.web_search_requests).
+ */
+enum budget_fee_kind { BUDGET_FEE_ANTHROPIC_WEB_SEARCH, BUDGET_FEES };
+
+struct budget_fee {
+	enum budget_provider provider;
+	const char *tool; /* as the line spells it: "web_search" */
+	int64_t micros_per_1000; /* dollars per 1,000 uses, in micro-dollars */
+	bool builtin;
+};
+
+/* Call fn for each fee in force. */
+int budget_fees_each(struct budget *b, int (*fn)(const struct budget_fee *f, void *arg), void *arg);
 
 /* Call fn for each row in force (built-ins and the file's), in table order. */
 int budget_prices_each(struct budget *b, int (*fn)(const struct budget_price *p, void *arg), void *arg);
@@ -357,6 +375,7 @@ struct budget_tokens {
 	int64_t cache_write; /* cache writes, at the cache-write price */
 	int64_t cache_write_1h; /* Anthropic's 1-hour cache writes: twice the input price */
 	int64_t output; /* output, reasoning included */
+	int64_t web_searches; /* Anthropic's server-side web searches, at the provider's per-use fee */
 };
 
 /*

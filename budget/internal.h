@@ -172,7 +172,7 @@ enum usage_result {
 };
 
 /* The token counts a usage object may carry, under each provider's names. */
-enum usage_field { UF_IN, UF_OUT, UF_CACHED, UF_CW, UF_CW5M, UF_CW1H, UF_THOUGHTS, UF_TOOL, UF_N };
+enum usage_field { UF_IN, UF_OUT, UF_CACHED, UF_CW, UF_CW5M, UF_CW1H, UF_THOUGHTS, UF_TOOL, UF_SEARCH, UF_N };
 
 /* One usage object as read: its counts, which of them were present, and whether it was an object. */
 struct usage_acc {
@@ -222,7 +222,11 @@ struct request_facts {
 	bool server_state; /* input held by the provider (previous_response_id, file ids...) */
 	int64_t images; /* image parts: each may cost more tokens than its bytes (a URL most of all) */
 	bool long_cache; /* Anthropic: a cache write may last an hour, at twice the input price */
+	int64_t web_searches; /* Anthropic: the most web searches its web_search tools allow (saturates) */
 };
+
+/* A web_search tool without max_uses is reserved this many searches (the uses reported are charged). */
+#define REQUEST_WEB_SEARCH_USES 20
 
 void request_inspect(enum budget_format f, const void *body, size_t len, struct request_facts *out);
 /* The input a body of body_len bytes is reserved: a token per 2 bytes, and IMAGE_TOKENS an image (saturating). */
@@ -241,6 +245,7 @@ struct price_table {
 	int *next_tier; /* per row: the next long-context row of the same model, from its base row; -1 ends */
 	struct budget_price worst[BUDGET_PROVIDERS]; /* the highest price of each kind among a provider's rows */
 	bool has_rows[BUDGET_PROVIDERS];
+	struct budget_fee fees[BUDGET_FEES]; /* the per-use fees latch counts; micros_per_1000 -1: none */
 };
 
 int prices_load(struct price_table *t, const char *path, char *err, size_t errlen);
@@ -455,6 +460,7 @@ struct budget_ticket {
 	bool known; /* the model is in the price table */
 	char model[BUDGET_MODEL_MAX + 1];
 	int64_t reserved;
+	int64_t web_searches; /* reserved with it: the request's web_search tools' max_uses */
 	int status;
 	bool queued; /* its row waits for budget_commit() */
 	bool void_; /* that commit failed: never forwarded, charged nothing */
@@ -471,6 +477,7 @@ struct refusal {
 	enum budget_provider provider;
 	enum budget_format format;
 	bool known;
+	int64_t web_searches; /* of need */
 };
 
 uint64_t budget_clock_realtime(void *arg);

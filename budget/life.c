@@ -482,3 +482,14 @@ int budget_prices_each(struct budget *b, int (*fn)(const struct budget_price *p,
 	}
 	return 0;
 }
+
+int budget_fees_each(struct budget *b, int (*fn)(const struct budget_fee *f, void *arg), void *arg)
+{
+	for (int k = 0; k < BUDGET_FEES; k++) {
+		int ret = b->prices.fees[k].tool ? fn(&b->prices.fees[k], arg) : 0;
+
+		if (ret)
+			return ret;
+	}
+	return 0;
+}

@@ -13,7 +13,9 @@
  * The built-in rows are the providers' published list prices as known in
  * November 2025; docs/budget.md says to check them.  The columns:
  *   provider model[>TOKENS] input output cached_input cache_write max_output context
- * ('-' for cached_input or cache_write: the input price).
+ * ('-' for cached_input or cache_write: the input price).  A `fee` line is
+ * a per-use charge the meter counts, in dollars per 1,000 uses:
+ *   fee provider tool price
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -83,7 +85,19 @@ static const char builtin_prices[] =
 	"gemini gemini-1.5-pro          1.25    5.00  0.3125 -   8192 2097152\n"
 	"gemini gemini-1.5-pro>128000   2.50   10.00  0.625  -   8192 2097152\n"
 	"gemini gemini-1.5-flash        0.075   0.30  0.01875 -  8192 1048576\n"
-	"gemini gemini-1.5-flash>128000 0.15    0.60  0.0375 -   8192 1048576\n";
+	"gemini gemini-1.5-flash>128000 0.15    0.60  0.0375 -   8192 1048576\n"
+	/* Anthropic's server-side web search: $10 per 1,000 searches, beside the tokens its results add */
+	"fee anthropic web_search 10.00\n";
+
+/* The fees latch counts, by enum budget_fee_kind: a usage field reports each one's uses. */
+static const struct {
+	enum budget_provider provider;
+	const char *tool;
+} fee_kinds[BUDGET_FEES] = {
+	[BUDGET_FEE_ANTHROPIC_WEB_SEARCH] = { BUDGET_ANTHROPIC, "web_search" },
+};
+
+#define FEE_MAX (100000LL * BUDGET_MICROS) /* $100,000 per 1,000 uses: a typo, not a price */
 
 #define PRICE_MAX (100000LL * BUDGET_MICROS) /* $100,000 per million tokens: a typo, not a price */
 #define TOKENS_LIMIT 1000000000u
@@ -172,6 +186,69 @@ int budget_price_parse_line(const char *line, struct budget_price *row, char *er
 	return 0;
 }
 
+/*
+ * A `fee PROVIDER TOOL PRICE` line (its first field already read as "fee"):
+ * the fee's kind, or -EINVAL with one line in err that names the field.
+ */
+static int fee_parse_line(char **f, int n, int64_t *micros_per_1000, char *err, size_t errlen)
+{
+	enum budget_provider p;
+
+	if (n != 4)
+		return latch_errf(err, errlen, -EINVAL, "%d fields, want 4: fee PROVIDER TOOL PRICE", n);
+	if (budget_provider_parse(f[1], &p))
+		return latch_errf(err, errlen, -EINVAL, "PROVIDER '%s' must be openai, anthropic, gemini or other",
+				  f[1]);
+	for (int k = 0; k < BUDGET_FEES; k++) {
+		if (fee_kinds[k].provider != p || strcmp(fee_kinds[k].tool, f[2]))
+			continue;
+		if (latch_parse_micros(f[3], FEE_MAX, micros_per_1000))
+			return latch_errf(err, errlen, -EINVAL,
+					  "PRICE '%s' is not a price in dollars per 1,000 uses (at most 6 decimals); "
+					  "write e.g. 10.00",
+					  f[3]);
+		return k;
+	}
+	return latch_errf(err, errlen, -EINVAL,
+			  "TOOL '%s' of %s is not a fee latch counts (it counts anthropic's web_search); "
+			  "remove the line",
+			  f[2], budget_provider_name(p));
+}
+
+/*
+ * LINE as a fee line: 1 when it is not one ("fee" is no provider), 0 when
+ * it was taken into t (a file's fee replaces the built-in one), or -EINVAL
+ * with one line in msg.  seen: the line of each kind already in this text.
+ */
+static int fee_line(struct price_table *t, const char *line, int lineno, bool builtin, int seen[BUDGET_FEES], char *msg,
+		    size_t msglen)
+{
+	char buf[512], *f[5], *save = NULL;
+	int64_t micros;
+	int n = 0, k;
+
+	if (strlen(line) >= sizeof(buf))
+		return 1; /* budget_price_parse_line says why */
+	strcpy(buf, line);
+	buf[strcspn(buf, "#")] = '\0';
+	for (char *tok = strtok_r(buf, " \t\r\n", &save); tok && n < 5; tok = strtok_r(NULL, " \t\r\n", &save))
+		f[n++] = tok;
+	if (!n || strcmp(f[0], "fee"))
+		return 1;
+	k = fee_parse_line(f, n, &micros, msg, msglen);
+	if (k < 0)
+		return k;
+	if (seen[k])
+		return latch_errf(msg, msglen, -EINVAL, "fee %s %s is already priced on line %d; keep one of them",
+				  f[1], f[2], seen[k]);
+	seen[k] = lineno;
+	t->fees[k] = (struct budget_fee){ .provider = fee_kinds[k].provider,
+					  .tool = fee_kinds[k].tool,
+					  .micros_per_1000 = micros,
+					  .builtin = builtin };
+	return 0;
+}
+
 static bool same_row(const struct budget_price *a, const struct budget_price *b)
 {
 	return a->provider == b->provider && a->above == b->above && !strcmp(a->model, b->model);
@@ -198,7 +275,7 @@ static int add_row(struct price_table *t, const struct budget_price *r)
 static int load_text(struct price_table *t, FILE *f, const char *text, const char *file, char *err, size_t errlen)
 {
 	struct budget_price *mine = NULL; /* this file's rows, for duplicates */
-	int *mine_line = NULL, n_mine = 0, lineno = 0, ret = 0;
+	int *mine_line = NULL, n_mine = 0, lineno = 0, ret = 0, fee_line_no[BUDGET_FEES] = { 0 };
 	char line[600], msg[LATCH_ERR_MAX];
 	const char *p = text;
 
@@ -223,6 +300,13 @@ static int load_text(struct price_table *t, FILE *f, const char *text, const cha
 			p += len + (p[len] == '\n');
 		}
 		lineno++;
+		rc = fee_line(t, line, lineno, !f, fee_line_no, msg, sizeof(msg));
+		if (rc == 0)
+			continue;
+		if (rc < 0) {
+			ret = latch_errf_at(err, errlen, rc, file, lineno, "%s", msg);
+			break;
+		}
 		rc = budget_price_parse_line(line, &row, msg, sizeof(msg));
 		if (rc == 1)
 			continue;
@@ -278,6 +362,18 @@ static void find_worst(struct price_table *t)
 		UP(context);
 #undef UP
 	}
+}
+
+/* Each row's, and each provider's worst row's, price of a web search (pico-dollars: micros per 1,000 x 1,000). */
+static void apply_fees(struct price_table *t)
+{
+	const struct budget_fee *ws = &t->fees[BUDGET_FEE_ANTHROPIC_WEB_SEARCH];
+	int64_t pico = ws->tool ? ws->micros_per_1000 * 1000 : 0; /* FEE_MAX x 1,000 fits an int64_t */
+
+	for (int i = 0; i < t->n; i++)
+		t->rows[i].per_search = t->rows[i].provider == ws->provider ? pico : 0;
+	for (int p = 0; p < BUDGET_PROVIDERS; p++)
+		t->worst[p].per_search = (enum budget_provider)p == ws->provider ? pico : 0;
 }
 
 static uint32_t row_hash(enum budget_provider p, const char *model, size_t len)
@@ -374,6 +470,7 @@ int prices_load(struct price_table *t, const char *path, char *err, size_t errle
 		return ret;
 	}
 	find_worst(&nt);
+	apply_fees(&nt);
 	if (index_rows(&nt)) {
 		latch_errf_at(err, errlen, -ENOMEM, path, 0, "out of memory");
 		prices_free(&nt);
@@ -488,6 +585,7 @@ int64_t budget_cost(const struct budget_price *row, const struct budget_tokens *
 	pico = mul_add(pico, t->cache_write, row->cache_write);
 	pico = mul_add(pico, t->cache_write_1h, mul_add(0, 2, row->input));
 	pico = mul_add(pico, t->output, row->output);
+	pico = mul_add(pico, t->web_searches, row->per_search);
 	if (pico == INT64_MAX)
 		return BUDGET_COST_MAX;
 	return pico / BUDGET_MICROS + (pico % BUDGET_MICROS != 0); /* rounded up, once */

@@ -46,8 +46,8 @@ void refusal_text(struct budget *b, const struct refusal *r, struct budget_note 
 		budget_format_dollars(r->reserved, reserved, sizeof(reserved));
 		budget_format_dollars(r->need, need, sizeof(need));
 		snprintf(stand, sizeof(stand),
-			 "%s spent and %s reserved in the last 24 hours, this request needs up to %s", used, reserved,
-			 need);
+			 "%s spent and %s reserved in the last 24 hours, this request needs up to %s%s", used, reserved,
+			 need, r->web_searches > 0 ? " (its web searches' fees included)" : "");
 		if (!r->known)
 			snprintf(hint, sizeof(hint), "; %s is priced at %s's highest prices: add it to %.200s",
 				 r->format == BUDGET_FORMAT_UNKNOWN ? "this endpoint" :
@@ -68,7 +68,8 @@ void refusal_text(struct budget *b, const struct refusal *r, struct budget_note 
 		snprintf(when, sizeof(when), "it allows nothing; raise %s", key);
 	} else {
 		snprintf(when, sizeof(when),
-			 "this request alone is more than the cap; lower its max tokens or raise %s", key);
+			 "this request alone is more than the cap; lower its max tokens%s or raise %s",
+			 r->web_searches > 0 && r->kind == CAP_DOLLARS_DAY ? " or its web_search max_uses" : "", key);
 	}
 	snprintf(line, linelen, "latch: %s is %s; %s; %s%s", scope, limit, stand, when, hint);
 
@@ -166,6 +167,10 @@ void settle_note(const struct budget_ticket *t, const char *why, int64_t charge,
 		put_int(&nb, tok->input);
 		PUT_LIT(&nb, ",\"output\":");
 		put_int(&nb, tok->output);
+		if (tok->web_searches) { /* only then: the lines of requests without are as they were */
+			PUT_LIT(&nb, ",\"web_searches\":");
+			put_int(&nb, tok->web_searches);
+		}
 		PUT_LIT(&nb, "}");
 	}
 	PUT_LIT(&nb, "}");

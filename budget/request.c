@@ -223,6 +223,9 @@ enum {
 	R_MEDIA, /* 3: an inline part's media type (Anthropic's source, Gemini's inline or file data) */
 	R_SOURCE_TYPE = R_MEDIA + 3, /* 2: an Anthropic source's type ("url": the provider fetches it) */
 	R_TTL = R_SOURCE_TYPE + 2, /* an Anthropic cache_control's ttl: a 1-hour write is billed at twice the input */
+	R_TOOL, /* where each of Anthropic's tools starts: its type and max_uses below are its own */
+	R_TOOL_TYPE,
+	R_TOOL_MAX_USES,
 	R_WATCHES,
 };
 
@@ -261,6 +264,9 @@ static const char *const req_watch[R_WATCHES] = {
 	"messages.*.content.*.source.type",
 	"messages.*.content.*.content.*.source.type", /* an image or document in a tool_result */
 	"**.ttl",
+	"?tools.*",
+	"tools.*.type",
+	"tools.*.max_uses",
 };
 
 static struct jscan_paths req_paths; /* req_watch, compiled once */
@@ -280,6 +286,14 @@ struct inspect {
 	bool document; /* a part whose tokens its bytes don't bound: a document, a URL fetched, audio, video */
 	bool long_cache; /* a cache TTL other than "5m" */
 	char model[BUDGET_MODEL_MAX + 1];
+	/* the tool being read (values come in the body's order), and the web searches of those read */
+	struct {
+		bool open, web_search;
+		int types, max_uses_seen;
+		int64_t max_uses;
+	} tool;
+	int64_t web_searches;
+	bool tool_twice; /* a tool that names its type or max_uses twice */
 };
 
 /* Watches that multiply the output: n, best_of, Gemini's candidateCount in its four spellings. */
@@ -373,6 +387,53 @@ static void type_value(struct inspect *in, int w, const char *text, size_t len)
 	json_decref(v);
 }
 
+/* The tool read so far is complete: a web_search tool adds its max_uses, or REQUEST_WEB_SEARCH_USES. */
+static void tool_end(struct inspect *in)
+{
+	int64_t uses = in->tool.max_uses > 0 ? in->tool.max_uses : REQUEST_WEB_SEARCH_USES;
+
+	if (in->tool.open && in->tool.web_search && __builtin_add_overflow(in->web_searches, uses, &in->web_searches))
+		in->web_searches = INT64_MAX;
+	if (in->tool.types > 1 || in->tool.max_uses_seen > 1)
+		in->tool_twice = true;
+	memset(&in->tool, 0, sizeof(in->tool));
+}
+
+/*
+ * A value of one of Anthropic's tools.  Its type is a web search when it
+ * starts "web_search" (web_search_20250305); the provider checks the rest.
+ * A max_uses that is not a plain positive integer is taken as absent: the
+ * provider refuses such a request (a 4xx costs nothing), and a lax reading
+ * would still be held to REQUEST_WEB_SEARCH_USES.
+ */
+static void tool_value(struct inspect *in, int w, const char *text, size_t len)
+{
+	const char *s;
+	size_t slen;
+	int64_t n;
+	json_t *v;
+
+	if (w == R_TOOL) {
+		tool_end(in);
+		in->tool.open = true;
+		return;
+	}
+	if (w == R_TOOL_MAX_USES) {
+		in->tool.max_uses_seen++;
+		if (text && jscan_plain_uint(text, len, &n))
+			in->tool.max_uses = n;
+		return;
+	}
+	in->tool.types++;
+	if (text && jscan_plain_string(text, len, &s, &slen)) {
+		in->tool.web_search = slen >= 10 && !memcmp(s, "web_search", 10);
+		return;
+	}
+	v = text ? json_loadb(text, len, JSON_DECODE_ANY, NULL) : NULL; /* an escape in it */
+	in->tool.web_search = json_is_string(v) && !strncmp(json_string_value(v), "web_search", 10);
+	json_decref(v);
+}
+
 static void on_request_value(void *arg, int w, const char *text, size_t len)
 {
 	struct inspect *in = arg;
@@ -382,6 +443,10 @@ static void on_request_value(void *arg, int w, const char *text, size_t len)
 
 	if (w == R_IMAGE_URL) {
 		in->images++;
+		return;
+	}
+	if (w >= R_TOOL) {
+		tool_value(in, w, text, len);
 		return;
 	}
 	if (w == R_TTL) { /* "5m" is the default's price; anything else may be the 1-hour one */
@@ -474,7 +539,10 @@ static bool scan_request(struct jscan *js, struct inspect *in, const char *p, si
 	memset(in, 0, sizeof(*in));
 	jscan_init(js, &req_paths, on_request_value, in);
 	jscan_feed(js, p, len);
-	return jscan_end(js);
+	if (!jscan_end(js))
+		return false;
+	tool_end(in);
+	return true;
 }
 
 void request_inspect(enum budget_format f, const void *body, size_t len, struct request_facts *out)
@@ -513,6 +581,8 @@ void request_inspect(enum budget_format f, const void *body, size_t len, struct 
 	for (int w = 0; w < R_FILE; w++)
 		if (in.seen[w] > 1)
 			out->ambiguous = true;
+	if (f == BUDGET_FORMAT_ANTHROPIC && in.tool_twice)
+		out->ambiguous = true;
 	out->readable = ok && !out->ambiguous;
 	if (!out->readable)
 		return;
@@ -538,6 +608,7 @@ void request_inspect(enum budget_format f, const void *body, size_t len, struct 
 	case BUDGET_FORMAT_ANTHROPIC:
 		out->max_output = in.number[R_MAX_TOKENS];
 		out->long_cache = in.long_cache;
+		out->web_searches = in.web_searches;
 		break;
 	case BUDGET_FORMAT_GEMINI:
 		out->max_output = max_of(&in, R_GEN_MAX, 4);

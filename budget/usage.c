@@ -16,7 +16,8 @@
  *                    response.completed or response.incomplete
  *   Anthropic        `usage` of the body; in a stream, message_start's
  *                    `message.usage` updated by each message_delta's `usage`,
- *                    final at message_stop
+ *                    final at message_stop; its web searches in
+ *                    `server_tool_use.web_search_requests`
  *   Gemini           `usageMetadata` of the body, of each array element or
  *                    of each SSE event: the last one counts
  *
@@ -85,7 +86,8 @@ static const struct usage_watch w_responses_sse[] = {
 		NUM(pre "usage.cache_read_input_tokens", g, UF_CACHED),                                        \
 		NUM(pre "usage.cache_creation_input_tokens", g, UF_CW),                                        \
 		NUM(pre "usage.cache_creation.ephemeral_5m_input_tokens", g, UF_CW5M),                         \
-		NUM(pre "usage.cache_creation.ephemeral_1h_input_tokens", g, UF_CW1H)
+		NUM(pre "usage.cache_creation.ephemeral_1h_input_tokens", g, UF_CW1H),                         \
+		NUM(pre "usage.server_tool_use.web_search_requests", g, UF_SEARCH)
 static const struct usage_watch w_anthropic_json[] = { TYPE, ANTHROPIC_USAGE("", 0), ERR("error"), END };
 static const struct usage_watch w_anthropic_sse[] = {
 	TYPE, ANTHROPIC_USAGE("message.", 0), ANTHROPIC_USAGE("", 1), ERR("error"), END,
@@ -143,7 +145,8 @@ static bool anthropic_tokens(const struct usage_acc *a, struct budget_tokens *t)
 				     .cached = a->v[UF_CACHED],
 				     .cache_write = write - a->v[UF_CW1H],
 				     .cache_write_1h = a->v[UF_CW1H],
-				     .output = a->v[UF_OUT] };
+				     .output = a->v[UF_OUT],
+				     .web_searches = a->v[UF_SEARCH] };
 	return true;
 }
 

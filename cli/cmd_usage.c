@@ -107,6 +107,24 @@ static int price_row(const struct budget_price *p, void *arg)
 	return 0;
 }
 
+static int fee_row(const struct budget_fee *f, void *arg)
+{
+	json_t *arr = arg;
+	char price[32];
+
+	if (latch_json) {
+		json_array_append_new(arr,
+				      json_pack("{s:s, s:s, s:I, s:s}", "provider", budget_provider_name(f->provider),
+						"tool", f->tool, "micros_per_1000", (json_int_t)f->micros_per_1000,
+						"source", f->builtin ? "built-in" : "file"));
+		return 0;
+	}
+	budget_format_dollars(f->micros_per_1000, price, sizeof(price));
+	printf("fee %-10s %-28s %9s per 1,000 uses  %s\n", budget_provider_name(f->provider), f->tool, price,
+	       f->builtin ? "built-in" : "file");
+	return 0;
+}
+
 int cmd_usage(int argc, char **argv)
 {
 	static const struct option opts[] = { { "prices", no_argument, NULL, 'p' }, { NULL, 0, NULL, 0 } };
@@ -116,7 +134,7 @@ int cmd_usage(int argc, char **argv)
 	const char *name = NULL;
 	char err[LATCH_ERR_MAX];
 	bool prices = false;
-	json_t *arr;
+	json_t *arr, *fees = NULL;
 	int c, rc;
 
 	optind = 1;
@@ -147,6 +165,9 @@ int cmd_usage(int argc, char **argv)
 		if (!latch_json)
 			printf("dollars per million tokens; a model missing here is charged at its provider's highest "
 			       "prices\n");
+		fees = json_array();
+		if (!rc)
+			rc = budget_fees_each(b, fee_row, fees);
 	} else {
 		if (!latch_json)
 			printf("%-16s %-10s %-18s %10s %10s %10s %10s  %s\n", "SANDBOX", "PROVIDER", "CAP", "LIMIT",
@@ -156,13 +177,17 @@ int cmd_usage(int argc, char **argv)
 	budget_close(b);
 	if (rc) {
 		json_decref(arr);
+		json_decref(fees);
 		return latch_err(LATCH_EXIT_FAILED, "the ledger could not be read: %s", strerror(-rc));
 	}
-	if (latch_json)
-		latch_json_out(json_pack("{s:s, s:o}", prices ? "unit" : "windows",
-					 prices ? "micro-dollars per million tokens" : "rolling: 3600 s and 86400 s",
-					 prices ? "prices" : "caps", arr));
-	else
+	if (latch_json && prices)
+		latch_json_out(json_pack("{s:s, s:o, s:o}", "unit", "micro-dollars per million tokens", "prices", arr,
+					 "fees", fees)); /* a fee's unit is in its name: micros_per_1000 */
+	else if (latch_json)
+		latch_json_out(json_pack("{s:s, s:o}", "windows", "rolling: 3600 s and 86400 s", "caps", arr));
+	else {
 		json_decref(arr);
+		json_decref(fees);
+	}
 	return LATCH_EXIT_OK;
 }

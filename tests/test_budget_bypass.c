@@ -640,3 +640,140 @@ Test(budget_bypass, a_one_hour_cache_write_is_reserved_at_its_price)
 	}
 	budget_close(b);
 }
+
+/*
+ * Anthropic bills each server-side web search ($10 per 1,000: the price
+ * table's `fee anthropic web_search`) beside the tokens its results add.
+ * The invariant: a request is reserved every search its web_search tools
+ * allow (each one's max_uses, or REQUEST_WEB_SEARCH_USES when it gives
+ * none) and charged every search its usage reports.  Attacks: tool lists a
+ * reader could misread (a web_fetch tool's max_uses before a web_search
+ * tool without one, an escape in the type or in max_uses' key, two
+ * web_search tools, keys of the same names inside a custom tool's schema),
+ * a type given twice, a usage reporting more searches than reserved, a
+ * stream cut after the searches ran.  Controls: no tools, and the same
+ * tools on OpenAI's chat format (no fee there), reserve no search.
+ */
+struct search_case {
+	const char *tools; /* the body's "tools" */
+	int64_t searches; /* reserved; -1: the body is refused */
+};
+
+#define WS "{\"type\":\"web_search_20250305\",\"name\":\"web_search\""
+static const struct search_case search_cases[] = {
+	{ "[]", 0 },
+	{ "[" WS ",\"max_uses\":5}]", 5 },
+	{ "[" WS "}]", REQUEST_WEB_SEARCH_USES },
+	{ "[{\"type\":\"web_fetch_20250910\",\"name\":\"web_fetch\",\"max_uses\":3}," WS ",\"max_uses\":2}]", 2 },
+	{ "[{\"type\":\"web_fetch_20250910\",\"name\":\"web_fetch\",\"max_uses\":1}," WS "}]",
+	  REQUEST_WEB_SEARCH_USES },
+	{ "[{\"name\":\"web_search\",\"type\":\"web\\u005fsearch_20250305\",\"max_uses\":4}]", 4 },
+	{ "[" WS ",\"max_\\u0075ses\":3}]", 3 },
+	{ "[" WS ",\"max_uses\":2}," WS ",\"max_uses\":3}]", 5 },
+	{ "[{\"name\":\"read\",\"input_schema\":{\"type\":\"web_search\",\"properties\":{\"max_uses\":1}}}," WS
+	  ",\"max_uses\":1}]",
+	  1 },
+	{ "[{\"name\":\"read\",\"type\":\"custom\",\"input_schema\":{\"type\":\"object\"}}]", 0 },
+	{ "[{\"type\":\"custom\",\"name\":\"s\",\"type\":\"web_search_20250305\",\"max_uses\":1}]", -1 },
+	{ "[" WS ",\"max_uses\":1,\"max_uses\":50}]", -1 },
+};
+
+/* claude-haiku-4-5, max_tokens 10: every input token at its $1.25 cache write, output $5, a search $0.01 */
+static int64_t haiku_reserve(size_t body_len, int64_t searches)
+{
+	int64_t pico = (int64_t)((body_len + 1) / 2) * 1250000 + 10 * 5000000 + searches * 10000000000LL;
+
+	return (pico + 999999) / 1000000;
+}
+
+Test(budget_bypass, web_searches_are_reserved_by_max_uses_and_charged_as_reported)
+{
+	struct budget *b = open_default();
+	char body[1024], resp[256];
+
+	for (size_t i = 0; i < sizeof(search_cases) / sizeof(search_cases[0]); i++) {
+		const struct search_case *c = &search_cases[i];
+		int n = snprintf(body, sizeof(body),
+				 "{\"model\":\"claude-haiku-4-5\",\"max_tokens\":10,\"messages\":[],"
+				 "\"tools\":%s}",
+				 c->tools);
+		int64_t ran = c->searches > 0 ? c->searches : 0;
+		struct bt_result r;
+
+		/* the upstream runs every search allowed: 20 input and 10 output tokens besides */
+		snprintf(resp, sizeof(resp),
+			 "{\"usage\":{\"input_tokens\":20,\"output_tokens\":10,\"server_tool_use\":"
+			 "{\"web_search_requests\":%lld}}}",
+			 (long long)ran);
+		r = bt_exchange(b, "a1", BUDGET_ANTHROPIC, "POST", "/v1/messages", body, 200, resp, strlen(resp), 0, 0,
+				BUDGET_END_COMPLETE);
+		if (c->searches < 0) {
+			cr_expect_eq(r.rc, -EPROTO, "case %zu %s: rc %d", i, c->tools, r.rc);
+			cr_expect_str_eq(r.reserve_note.reason, "budget.refused.body");
+			continue;
+		}
+		cr_assert_eq(r.rc, 0, "case %zu: %s", i, r.line);
+		cr_expect_eq(r.reserved, haiku_reserve((size_t)n, c->searches), "case %zu %s: reserved %lld, want %lld",
+			     i, c->tools, (long long)r.reserved, (long long)haiku_reserve((size_t)n, c->searches));
+		cr_expect_str_eq(r.how, "usage");
+		cr_expect_eq(r.charged, 20 + 50 + ran * 10000, "case %zu: charged %lld", i, (long long)r.charged);
+		cr_expect_leq(r.charged, r.reserved);
+	}
+
+	/* more searches reported than reserved (a provider that ignored max_uses): all of them are charged */
+	const char *more = "{\"usage\":{\"input_tokens\":20,\"output_tokens\":10,\"server_tool_use\":"
+			   "{\"web_search_requests\":9}}}";
+	struct bt_result r = bt_exchange(
+		b, "a1", BUDGET_ANTHROPIC, "POST", "/v1/messages",
+		"{\"model\":\"claude-haiku-4-5\",\"max_tokens\":10,\"messages\":[],\"tools\":[" WS ",\"max_uses\":2}]}",
+		200, more, strlen(more), 0, 0, BUDGET_END_COMPLETE);
+	cr_assert_eq(r.rc, 0, "%s", r.line);
+	cr_expect_eq(r.charged, 20 + 50 + 9 * 10000, "charged %lld", (long long)r.charged);
+	cr_expect(strstr(r.settle_note.fields, "\"web_searches\":9"), "%s", r.settle_note.fields);
+
+	/* a stream cut after the searches ran: the reservation, its searches included */
+	r = bt_exchange(b, "a1", BUDGET_ANTHROPIC, "POST", "/v1/messages",
+			"{\"model\":\"claude-haiku-4-5\",\"max_tokens\":10,\"messages\":[],\"tools\":[" WS
+			",\"max_uses\":7}]}",
+			200, more, 20, 0, 0, BUDGET_END_UPSTREAM_CUT);
+	cr_assert_eq(r.rc, 0, "%s", r.line);
+	cr_expect_gt(r.reserved, 7 * 10000);
+	cr_expect_eq(r.charged, r.reserved);
+
+	/* control: OpenAI's chat format has no such fee, whatever the tools say */
+	cr_expect_eq(reserve_of(b, BUDGET_OPENAI, "/v1/chat/completions",
+				"{\"model\":\"gpt-4o-mini\",\"max_tokens\":10,\"messages\":[],\"tools\":[" WS "}]}"),
+		     reserve_of(b, BUDGET_OPENAI, "/v1/chat/completions",
+				"{\"model\":\"gpt-4o-mini\",\"max_tokens\":10,\"messages\":[],\"tools\":[{\"type\":"
+				"\"web_zearch_20250305\",\"name\":\"web_search\"}]}"));
+	budget_close(b);
+}
+
+/*
+ * The fee is the cap's business too: a dollar cap that a request's
+ * searches alone pass refuses it, and the line says which knob lowers it.
+ * Control: the same request allowed one search fits.
+ */
+Test(budget_bypass, a_dollar_cap_counts_the_searches_a_request_allows)
+{
+	struct budget_opts o;
+	struct budget *b;
+	struct bt_result r;
+
+	bt_opts(&o);
+	o.sandbox[BUDGET_ANTHROPIC].micros_per_day = 50000; /* $0.05 */
+	b = bt_open(&o);
+	r = bt_exchange(b, "a1", BUDGET_ANTHROPIC, "POST", "/v1/messages",
+			"{\"model\":\"claude-haiku-4-5\",\"max_tokens\":10,\"messages\":[],\"tools\":[" WS
+			",\"max_uses\":10}]}",
+			200, "", 0, 0, 0, BUDGET_END_GUEST_CUT);
+	cr_expect_eq(r.rc, -EDQUOT, "rc %d: %s", r.rc, r.line);
+	cr_expect(strstr(r.line, "(its web searches' fees included)"), "%s", r.line);
+	cr_expect(strstr(r.line, "lower its max tokens or its web_search max_uses"), "%s", r.line);
+	r = bt_exchange(b, "a1", BUDGET_ANTHROPIC, "POST", "/v1/messages",
+			"{\"model\":\"claude-haiku-4-5\",\"max_tokens\":10,\"messages\":[],\"tools\":[" WS
+			",\"max_uses\":1}]}",
+			200, "", 0, 0, 0, BUDGET_END_GUEST_CUT);
+	cr_expect_eq(r.rc, 0, "%s", r.line);
+	budget_close(b);
+}

@@ -36,6 +36,8 @@ static const struct parse_case cases[] = {
 	{ "anthropic.sse",
 	  BUDGET_FORMAT_ANTHROPIC,
 	  { .input = 472, .cached = 12288, .cache_write_1h = 1024, .output = 1015 } },
+	{ "anthropic_web_search.json", BUDGET_FORMAT_ANTHROPIC, { .input = 6039, .output = 931, .web_searches = 2 } },
+	{ "anthropic_web_search.sse", BUDGET_FORMAT_ANTHROPIC, { .input = 10682, .output = 510, .web_searches = 2 } },
 	{ "gemini.json", BUDGET_FORMAT_GEMINI, { .input = 2048, .output = 1339 } },
 	{ "gemini_array.json", BUDGET_FORMAT_GEMINI, { .input = 50000, .cached = 200000, .output = 1190 } },
 	{ "gemini.sse", BUDGET_FORMAT_GEMINI, { .input = 31000, .output = 4100 } },
@@ -84,6 +86,8 @@ Test(budget_usage, every_fixture_every_chunking)
 				     cases[c].fixture, chunks[k]);
 			cr_expect_eq(t.output, cases[c].want.output, "%s/%zu output %lld", cases[c].fixture, chunks[k],
 				     (long long)t.output);
+			cr_expect_eq(t.web_searches, cases[c].want.web_searches, "%s/%zu web searches %lld",
+				     cases[c].fixture, chunks[k], (long long)t.web_searches);
 		}
 		free(text);
 	}
@@ -176,6 +180,19 @@ static const struct flow_case flows[] = {
 	/* gemini-2.0-flash: 31000 x 0.10 + 4100 x 0.40 = 4740 */
 	{ BUDGET_GEMINI, "/v1beta/models/gemini-2.0-flash:streamGenerateContent?alt=sse",
 	  "{\"contents\":[{\"parts\":[{\"text\":\"Write a story about %s\"}]}]}", "gemini.sse", 4740, 4 * 31000 },
+	/* claude-sonnet-4-5: 6039 x 3 + 931 x 15 = 32082, and 2 web searches at $10 per 1,000: 52082 */
+	{ BUDGET_ANTHROPIC, "/v1/messages",
+	  "{\"model\":\"claude-sonnet-4-5\",\"max_tokens\":4096,\"messages\":[{\"role\":\"user\",\"content\":"
+	  "\"When was libbpf last released? %s\"}],\"tools\":[{\"type\":\"web_search_20250305\",\"name\":"
+	  "\"web_search\"}]}",
+	  "anthropic_web_search.json", 52082, 4 * 6039 },
+	/* claude-haiku-4-5: 10682 x 1 + 510 x 5 = 13232, and 2 web searches: 33232 */
+	{ BUDGET_ANTHROPIC, "/v1/messages",
+	  "{\"model\":\"claude-haiku-4-5\",\"max_tokens\":1024,\"stream\":true,\"messages\":[{\"role\":"
+	  "\"user\",\"content\":\"Will it rain tomorrow? %s\"}],\"tools\":[{\"type\":\"web_search_20250305\","
+	  "\"name\":\"web_search\",\"max_uses\":5,\"user_location\":{\"type\":\"approximate\",\"city\":"
+	  "\"Oslo\"}}]}",
+	  "anthropic_web_search.sse", 33232, 4 * 10682 },
 };
 
 /* Settled from the real usage at the table's prices, to the micro-dollar, under the reservation. */
