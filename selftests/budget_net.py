@@ -18,7 +18,9 @@
                  POST ...:streamGenerateContent?alt=sse       SSE, usageMetadata on every event
                  POST ...:streamGenerateContent               one JSON array, element by element
       The test steers each request with headers the broker passes on:
-        X-Fake-Usage: in=N,out=N,cached=N,cw=N,cw1h=N,thoughts=N   the counts to report
+        X-Fake-Usage: in=N,out=N,cached=N,cw=N,cw1h=N,thoughts=N,search=N   the counts to report
+                      (search: Anthropic's server-side web searches, a server_tool_use and a
+                      web_search_tool_result block each, counted in usage.server_tool_use)
         X-Fake-Mode:  ok | omit (no usage anywhere) | malformed (a count that is a string)
                       | cut (the upstream closes mid-body) | slow (events 0.5 s apart, for a
                       SIGKILL mid-stream) | hold (answer after 1 s: all racers decide first)
@@ -59,7 +61,7 @@ FAKE_TEXT = 'Hi! data: {"usage":{"prompt_tokens":0}}\n\nevent: message_delta\nda
 
 
 def counts(headers):
-    c = {"in": 0, "out": 0, "cached": 0, "cw": 0, "cw1h": 0, "thoughts": 0}
+    c = {"in": 0, "out": 0, "cached": 0, "cw": 0, "cw1h": 0, "thoughts": 0, "search": 0}
     for part in (headers.get("X-Fake-Usage") or "").split(","):
         k, _, v = part.partition("=")
         if k.strip() in c:
@@ -267,26 +269,44 @@ class Upstream(BaseHTTPRequestHandler):
                  "cache_read_input_tokens": c["cached"],
                  "cache_creation": {"ephemeral_5m_input_tokens": c["cw"], "ephemeral_1h_input_tokens": c["cw1h"]},
                  "output_tokens": c["out"], "service_tier": "standard"}
+        searches = []
+        for i in range(c["search"]):
+            tid = "srvtoolu_%02d" % i
+            searches += [{"type": "server_tool_use", "id": tid, "name": "web_search", "input": {"query": FAKE_TEXT}},
+                         {"type": "web_search_tool_result", "tool_use_id": tid,
+                          "content": [{"type": "web_search_result", "url": "https://docs.example.org/%d" % i,
+                                       "title": '"server_tool_use":{"web_search_requests":0}',
+                                       "encrypted_content": "EqgfCioIARgBIiQ3YTAw", "page_age": None}]}]
+        if c["search"]:
+            usage["server_tool_use"] = {"web_search_requests": c["search"], "web_fetch_requests": 0}
         msg = {"id": "msg_1", "type": "message", "role": "assistant", "model": req.get("model", ""),
-               "content": [{"type": "text", "text": FAKE_TEXT}], "stop_reason": "end_turn", "stop_sequence": None}
+               "content": searches + [{"type": "text", "text": FAKE_TEXT}], "stop_reason": "end_turn",
+               "stop_sequence": None}
         if not req.get("stream"):
             if mode != "omit":
                 msg["usage"] = usage
             return self.cut_json(msg) if mode == "cut" else self.send_json(200, msg)
         start = dict(msg, content=[], stop_reason=None)
-        if mode != "omit":
+        if mode != "omit":  # the searches are not run yet: message_start has none
             start["usage"] = dict(usage, output_tokens=1)
-        ev = [("message_start", {"type": "message_start", "message": start}),
-              ("content_block_start", {"type": "content_block_start", "index": 0,
-                                       "content_block": {"type": "text", "text": ""}}),
-              ("ping", {"type": "ping"})]
+            start["usage"].pop("server_tool_use", None)
+        ev = [("message_start", {"type": "message_start", "message": start})]
+        for i, block in enumerate(searches):  # each block whole in its start event, as the API sends them
+            ev += [("content_block_start", {"type": "content_block_start", "index": i, "content_block": block}),
+                   ("content_block_stop", {"type": "content_block_stop", "index": i})]
+        t = len(searches)
+        ev += [("content_block_start", {"type": "content_block_start", "index": t,
+                                        "content_block": {"type": "text", "text": ""}}),
+               ("ping", {"type": "ping"})]
         for text in ["Hello", FAKE_TEXT, "!"]:
-            ev.append(("content_block_delta", {"type": "content_block_delta", "index": 0,
+            ev.append(("content_block_delta", {"type": "content_block_delta", "index": t,
                                                "delta": {"type": "text_delta", "text": text}}))
-        ev.append(("content_block_stop", {"type": "content_block_stop", "index": 0}))
+        ev.append(("content_block_stop", {"type": "content_block_stop", "index": t}))
         delta = {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None}}
         if mode != "omit":
             delta["usage"] = {"output_tokens": num(c["out"], m)}
+            if c["search"]:  # cumulative, as message_delta's usage is
+                delta["usage"]["server_tool_use"] = {"web_search_requests": c["search"]}
         ev += [("message_delta", delta), ("message_stop", {"type": "message_stop"})]
         self.start_stream("text/event-stream")
         self.stream([b"event: %s\ndata: %s\n\n" % (n.encode(), json.dumps(e).encode()) for n, e in ev], mode)

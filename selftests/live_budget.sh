@@ -173,7 +173,17 @@ send() {
 	SET=$(jq -r '.settle.micros // "none"' <<<"$J")
 	HOW=$(jq -r '.settle.how // "none"' <<<"$J")
 }
-usage_hdr() { echo "X-Fake-Usage: in=$1,out=$2,cached=${3:-0},cw=${4:-0},cw1h=${5:-0},thoughts=${6:-0}"; }
+usage_hdr() { echo "X-Fake-Usage: in=$1,out=$2,cached=${3:-0},cw=${4:-0},cw1h=${5:-0},thoughts=${6:-0},search=${7:-0}"; }
+# audited_ws: a settlement of this sandbox that counted web searches (its fields' tokens.web_searches)
+audited_ws() {
+	for _ in $(seq 40); do
+		latch --json audit "$LTS_NAME" --kind budget 2>/dev/null |
+			jq -e 'any(.entries[]; .reason == "budget.settled.usage" and (tostring | test("web_searches")))' \
+				>/dev/null && return 0
+		sleep 0.05
+	done
+	return 1
+}
 # audited KIND REASON: an entry of this sandbox with that reason (waits up to 2 s)
 audited() {
 	for _ in $(seq 40); do
@@ -270,6 +280,24 @@ exact "Anthropic Messages, JSON, with cache reads and 5-minute and 1-hour writes
 	"$(cost "$P_SON" 1111 3333 444 55 222)"
 send anthropic /v1/messages "$MSG_S" --header "$(usage_hdr 7 1999 12345 0 0)"
 exact "Anthropic Messages, SSE (message_start, message_delta)" "$(cost "$P_SON" 7 12345 0 0 1999)"
+# Anthropic's server-side web search: each search at the price table's fee, beside the tokens (the
+# request is reserved the searches its tool's max_uses allows: 4 more reserve 4 fees more, exactly)
+FEE_WS=$(latch --json usage --prices | jq -r '.fees[] | select(.provider == "anthropic" and .tool == "web_search") | .micros_per_1000')
+check_eq "the built-in fee of a web search is \$10 per 1,000" "$FEE_WS" 10000000
+WS_TOOL='"tools":[{"type":"web_search_20250305","name":"web_search","max_uses":5}]'
+MSG_WS="${MSG%\}},$WS_TOOL}"
+MSG_WS_S="${MSG_S%\}},$WS_TOOL}"
+send anthropic /v1/messages "$MSG_WS" --header "$(usage_hdr 2222 333 0 0 0 0 3)"
+exact "Anthropic Messages with 3 web searches, JSON (usage.server_tool_use)" \
+	$(($(cost "$P_SON" 2222 0 0 0 333) + 3 * FEE_WS / 1000))
+res5=$RES
+send anthropic /v1/messages "${MSG_WS/:5\}/:9\}}" --header "$(usage_hdr 2222 333 0 0 0 0 3)"
+check_eq "a web_search tool allowing 9 searches reserves 4 fees more than one allowing 5" $((RES - res5)) \
+	$((4 * FEE_WS / 1000))
+send anthropic /v1/messages "$MSG_WS_S" --header "$(usage_hdr 44 555 0 0 0 0 2)"
+exact "Anthropic Messages with 2 web searches, SSE (message_delta's cumulative usage)" \
+	$(($(cost "$P_SON" 44 0 0 0 555) + 2 * FEE_WS / 1000))
+check "a settlement's web searches are in its audit entry" audited_ws
 # Gemini: promptTokenCount includes the cached part; thoughts are output
 send gemini /v1beta/models/gemini-2.5-flash:generateContent "$GEM" --header "$(usage_hdr 1001 7 3 0 0 5)"
 exact "Gemini generateContent, JSON" "$(cost "$P_FL" 998 3 0 0 12)"
