@@ -342,10 +342,11 @@ struct budget_price {
 
 /*
  * A per-use fee the meter counts (a `fee PROVIDER TOOL PRICE` line of the
- * price table): today Anthropic's server-side web search, whose uses its
- * usage reports (usage.server_tool_use.web_search_requests).
+ * price table): the server-side web search of Anthropic, whose usage
+ * reports its searches (usage.server_tool_use.web_search_requests), and of
+ * OpenAI's Responses, whose output has a web_search_call item a search.
  */
-enum budget_fee_kind { BUDGET_FEE_ANTHROPIC_WEB_SEARCH, BUDGET_FEES };
+enum budget_fee_kind { BUDGET_FEE_ANTHROPIC_WEB_SEARCH, BUDGET_FEE_OPENAI_WEB_SEARCH, BUDGET_FEES };
 
 struct budget_fee {
 	enum budget_provider provider;
@@ -375,7 +376,7 @@ struct budget_tokens {
 	int64_t cache_write; /* cache writes, at the cache-write price */
 	int64_t cache_write_1h; /* Anthropic's 1-hour cache writes: twice the input price */
 	int64_t output; /* output, reasoning included */
-	int64_t web_searches; /* Anthropic's server-side web searches, at the provider's per-use fee */
+	int64_t web_searches; /* server-side web searches (Anthropic, OpenAI Responses), at the provider's fee */
 };
 
 /*

@@ -195,6 +195,7 @@ struct usage_parser {
 	struct usage_acc ev[2]; /* [0]: the usage path; [1]: Anthropic's message_delta usage */
 	char type[SSE_EVENT_MAX + 1];
 	bool ev_error;
+	int64_t ev_calls; /* OpenAI Responses: the event's (or body's) web_search_call output items */
 	/* results so far */
 	struct usage_acc run; /* Anthropic's stream: message_start's, updated by each message_delta */
 	bool have_usage, final, error, bad, done_marker;
@@ -222,10 +223,14 @@ struct request_facts {
 	bool server_state; /* input held by the provider (previous_response_id, file ids...) */
 	int64_t images; /* image parts: each may cost more tokens than its bytes (a URL most of all) */
 	bool long_cache; /* Anthropic: a cache write may last an hour, at twice the input price */
-	int64_t web_searches; /* Anthropic: the most web searches its web_search tools allow (saturates) */
+	int64_t web_searches; /* the most web searches its tools allow (Anthropic, OpenAI Responses; saturates) */
 };
 
-/* A web_search tool without max_uses is reserved this many searches (the uses reported are charged). */
+/*
+ * A web_search tool without max_uses (Anthropic), or a Responses request
+ * with one and no max_tool_calls (OpenAI), is reserved this many searches;
+ * the searches reported are charged.
+ */
 #define REQUEST_WEB_SEARCH_USES 20
 
 void request_inspect(enum budget_format f, const void *body, size_t len, struct request_facts *out);

@@ -87,7 +87,10 @@ static const char builtin_prices[] =
 	"gemini gemini-1.5-flash        0.075   0.30  0.01875 -  8192 1048576\n"
 	"gemini gemini-1.5-flash>128000 0.15    0.60  0.0375 -   8192 1048576\n"
 	/* Anthropic's server-side web search: $10 per 1,000 searches, beside the tokens its results add */
-	"fee anthropic web_search 10.00\n";
+	"fee anthropic web_search 10.00\n"
+	/* OpenAI Responses' web search: $10 per 1,000 calls, $25 for web_search_preview on the models
+	 * without reasoning; one fee a provider, so the dearer, as a model missing from the table is */
+	"fee openai web_search 25.00\n";
 
 /* The fees latch counts, by enum budget_fee_kind: a usage field reports each one's uses. */
 static const struct {
@@ -95,6 +98,7 @@ static const struct {
 	const char *tool;
 } fee_kinds[BUDGET_FEES] = {
 	[BUDGET_FEE_ANTHROPIC_WEB_SEARCH] = { BUDGET_ANTHROPIC, "web_search" },
+	[BUDGET_FEE_OPENAI_WEB_SEARCH] = { BUDGET_OPENAI, "web_search" },
 };
 
 #define FEE_MAX (100000LL * BUDGET_MICROS) /* $100,000 per 1,000 uses: a typo, not a price */
@@ -210,7 +214,7 @@ static int fee_parse_line(char **f, int n, int64_t *micros_per_1000, char *err, 
 		return k;
 	}
 	return latch_errf(err, errlen, -EINVAL,
-			  "TOOL '%s' of %s is not a fee latch counts (it counts anthropic's web_search); "
+			  "TOOL '%s' of %s is not a fee latch counts (it counts web_search of anthropic and openai); "
 			  "remove the line",
 			  f[2], budget_provider_name(p));
 }
@@ -364,16 +368,22 @@ static void find_worst(struct price_table *t)
 	}
 }
 
-/* Each row's, and each provider's worst row's, price of a web search (pico-dollars: micros per 1,000 x 1,000). */
+/*
+ * Each row's, and each provider's worst row's, price of a web search: its
+ * provider's web_search fee (a provider has one), in pico-dollars (micros
+ * per 1,000 x 1,000; FEE_MAX x 1,000 fits an int64_t), or 0.
+ */
 static void apply_fees(struct price_table *t)
 {
-	const struct budget_fee *ws = &t->fees[BUDGET_FEE_ANTHROPIC_WEB_SEARCH];
-	int64_t pico = ws->tool ? ws->micros_per_1000 * 1000 : 0; /* FEE_MAX x 1,000 fits an int64_t */
+	int64_t pico[BUDGET_PROVIDERS] = { 0 };
 
+	for (int k = 0; k < BUDGET_FEES; k++)
+		if (t->fees[k].tool)
+			pico[t->fees[k].provider] = t->fees[k].micros_per_1000 * 1000;
 	for (int i = 0; i < t->n; i++)
-		t->rows[i].per_search = t->rows[i].provider == ws->provider ? pico : 0;
+		t->rows[i].per_search = pico[t->rows[i].provider];
 	for (int p = 0; p < BUDGET_PROVIDERS; p++)
-		t->worst[p].per_search = (enum budget_provider)p == ws->provider ? pico : 0;
+		t->worst[p].per_search = pico[p];
 }
 
 static uint32_t row_hash(enum budget_provider p, const char *model, size_t len)

@@ -69,7 +69,10 @@ void refusal_text(struct budget *b, const struct refusal *r, struct budget_note 
 	} else {
 		snprintf(when, sizeof(when),
 			 "this request alone is more than the cap; lower its max tokens%s or raise %s",
-			 r->web_searches > 0 && r->kind == CAP_DOLLARS_DAY ? " or its web_search max_uses" : "", key);
+			 r->web_searches <= 0 || r->kind != CAP_DOLLARS_DAY ? "" :
+			 r->provider == BUDGET_OPENAI			    ? " or its max_tool_calls" :
+									      " or its web_search max_uses",
+			 key);
 	}
 	snprintf(line, linelen, "latch: %s is %s; %s; %s%s", scope, limit, stand, when, hint);
 

@@ -215,6 +215,7 @@ enum {
 	R_GEN_COUNT = R_GEN_MAX + 4,
 	R_PREVIOUS = R_GEN_COUNT + 4,
 	R_CONVERSATION,
+	R_MAX_TOOL_CALLS, /* Responses: the most built-in tool calls, web searches among them */
 	R_PROMPT, /* where it starts: its elements are watched too */
 	R_CACHED, /* 2 */
 	R_FILE = R_CACHED + 2, /* 5, at any depth: input the provider holds or fetches, or a document inline */
@@ -223,7 +224,7 @@ enum {
 	R_MEDIA, /* 3: an inline part's media type (Anthropic's source, Gemini's inline or file data) */
 	R_SOURCE_TYPE = R_MEDIA + 3, /* 2: an Anthropic source's type ("url": the provider fetches it) */
 	R_TTL = R_SOURCE_TYPE + 2, /* an Anthropic cache_control's ttl: a 1-hour write is billed at twice the input */
-	R_TOOL, /* where each of Anthropic's tools starts: its type and max_uses below are its own */
+	R_TOOL, /* where each tool starts: its type and (Anthropic's) max_uses below are its own */
 	R_TOOL_TYPE,
 	R_TOOL_MAX_USES,
 	R_WATCHES,
@@ -248,6 +249,7 @@ static const char *const req_watch[R_WATCHES] = {
 	"generation_config.candidate_count",
 	"previous_response_id",
 	"conversation",
+	"max_tool_calls",
 	"?prompt",
 	"cachedContent",
 	"cached_content",
@@ -292,7 +294,8 @@ struct inspect {
 		int types, max_uses_seen;
 		int64_t max_uses;
 	} tool;
-	int64_t web_searches;
+	int64_t web_searches; /* Anthropic's bound: each web_search tool's max_uses, or REQUEST_WEB_SEARCH_USES */
+	int web_search_tools;
 	bool tool_twice; /* a tool that names its type or max_uses twice */
 };
 
@@ -392,6 +395,7 @@ static void tool_end(struct inspect *in)
 {
 	int64_t uses = in->tool.max_uses > 0 ? in->tool.max_uses : REQUEST_WEB_SEARCH_USES;
 
+	in->web_search_tools += in->tool.open && in->tool.web_search;
 	if (in->tool.open && in->tool.web_search && __builtin_add_overflow(in->web_searches, uses, &in->web_searches))
 		in->web_searches = INT64_MAX;
 	if (in->tool.types > 1 || in->tool.max_uses_seen > 1)
@@ -400,8 +404,9 @@ static void tool_end(struct inspect *in)
 }
 
 /*
- * A value of one of Anthropic's tools.  Its type is a web search when it
- * starts "web_search" (web_search_20250305); the provider checks the rest.
+ * A value of one of the tools.  Its type is a web search when it starts
+ * "web_search" (Anthropic's web_search_20250305, OpenAI's web_search and
+ * web_search_preview); the provider checks the rest.
  * A max_uses that is not a plain positive integer is taken as absent: the
  * provider refuses such a request (a 4xx costs nothing), and a lax reading
  * would still be held to REQUEST_WEB_SEARCH_USES.
@@ -581,7 +586,7 @@ void request_inspect(enum budget_format f, const void *body, size_t len, struct 
 	for (int w = 0; w < R_FILE; w++)
 		if (in.seen[w] > 1)
 			out->ambiguous = true;
-	if (f == BUDGET_FORMAT_ANTHROPIC && in.tool_twice)
+	if ((f == BUDGET_FORMAT_ANTHROPIC || f == BUDGET_FORMAT_OPENAI_RESPONSES) && in.tool_twice)
 		out->ambiguous = true;
 	out->readable = ok && !out->ambiguous;
 	if (!out->readable)
@@ -601,9 +606,12 @@ void request_inspect(enum budget_format f, const void *body, size_t len, struct 
 		out->max_output = max_of(&in, R_MAX_TOKENS, 2);
 		out->choices = mul_sat(per ? per : 1, prompts);
 		break;
-	case BUDGET_FORMAT_OPENAI_RESPONSES:
+	case BUDGET_FORMAT_OPENAI_RESPONSES: /* web searches: at most max_tool_calls, whatever the tools */
 		out->max_output = in.number[R_MAX_OUTPUT];
 		out->server_state = in.non_null[R_PREVIOUS] || in.non_null[R_CONVERSATION] || in.non_null[R_PROMPT];
+		if (in.web_search_tools)
+			out->web_searches = in.number[R_MAX_TOOL_CALLS] > 0 ? in.number[R_MAX_TOOL_CALLS] :
+									      REQUEST_WEB_SEARCH_USES;
 		break;
 	case BUDGET_FORMAT_ANTHROPIC:
 		out->max_output = in.number[R_MAX_TOKENS];

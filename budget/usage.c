@@ -13,7 +13,8 @@
  *   OpenAI chat      `usage` of the body, or of the stream's last chunk
  *                    (stream_options.include_usage); `[DONE]` ends it
  *   OpenAI responses `usage` of the body; in a stream, `response.usage` of
- *                    response.completed or response.incomplete
+ *                    response.completed or response.incomplete; its web
+ *                    searches are the web_search_call items of `output`
  *   Anthropic        `usage` of the body; in a stream, message_start's
  *                    `message.usage` updated by each message_delta's `usage`,
  *                    final at message_stop; its web searches in
@@ -39,8 +40,8 @@
 
 enum { MODE_SNIFF, MODE_JSON, MODE_SSE, MODE_DEAD };
 
-/* What a watched value is to the usage reader. */
-enum { WK_NUM, WK_USAGE, WK_ERROR, WK_TYPE };
+/* What a watched value is to the usage reader (WK_CALL: an output item's type, counted when a web search). */
+enum { WK_NUM, WK_USAGE, WK_ERROR, WK_TYPE, WK_CALL };
 
 struct usage_watch {
 	const char *path;
@@ -54,6 +55,7 @@ struct usage_watch {
 #define NUM(p, g, f) { p, WK_NUM, g, f }
 #define ERR(p) { "?" p, WK_ERROR, 0, 0 }
 #define TYPE { "type", WK_TYPE, 0, 0 }
+#define CALL(p) { p, WK_CALL, 0, 0 }
 #define END { NULL, 0, 0, 0 }
 
 static const struct usage_watch w_openai[] = {
@@ -69,6 +71,7 @@ static const struct usage_watch w_responses_json[] = {
 	NUM("usage.input_tokens", 0, UF_IN),
 	NUM("usage.output_tokens", 0, UF_OUT),
 	NUM("usage.input_tokens_details.cached_tokens", 0, UF_CACHED),
+	CALL("output.*.type"),
 	ERR("error"),
 	END,
 };
@@ -78,6 +81,7 @@ static const struct usage_watch w_responses_sse[] = {
 	NUM("response.usage.input_tokens", 0, UF_IN),
 	NUM("response.usage.output_tokens", 0, UF_OUT),
 	NUM("response.usage.input_tokens_details.cached_tokens", 0, UF_CACHED),
+	CALL("response.output.*.type"),
 	ERR("error"),
 	END,
 };
@@ -236,6 +240,17 @@ static void on_value(void *arg, int w, const char *text, size_t len)
 		if (*text != 'n') /* "error": null is no error */
 			u->ev_error = true;
 		return;
+	case WK_CALL:
+		if (!text)
+			return; /* longer than a capture: not "web_search_call" */
+		if (jscan_plain_string(text, len, &s, &slen)) {
+			u->ev_calls += slen == 15 && !memcmp(s, "web_search_call", 15);
+			return;
+		}
+		v = json_loadb(text, len, JSON_DECODE_ANY, NULL); /* an escape in it */
+		u->ev_calls += json_is_string(v) && !strcmp(json_string_value(v), "web_search_call");
+		json_decref(v);
+		return;
 	default:
 		break;
 	}
@@ -281,6 +296,7 @@ static void clear_event(struct usage_parser *u)
 	memset(u->ev, 0, sizeof(u->ev));
 	u->type[0] = '\0';
 	u->ev_error = false;
+	u->ev_calls = 0;
 }
 
 /* One SSE event (or the whole JSON body, as an event without a name) is complete. */
@@ -307,12 +323,15 @@ static void on_event(void *arg, const char *event, bool done_marker, bool json_o
 			take_usage(u,
 				   openai_tokens(&u->ev[0], u->format == BUDGET_FORMAT_OPENAI_EMBEDDINGS, &u->tokens));
 		break;
-	case BUDGET_FORMAT_OPENAI_RESPONSES:
+	case BUDGET_FORMAT_OPENAI_RESPONSES: /* the response object's output: its web searches */
 		if (!sse) { /* the response object; usage is null until it completed */
-			if (u->ev[0].object)
+			if (u->ev[0].object) {
 				take_usage(u, openai_tokens(&u->ev[0], false, &u->tokens));
+				u->tokens.web_searches = u->ev_calls;
+			}
 		} else if (!strcmp(type, "response.completed") || !strcmp(type, "response.incomplete")) {
 			take_usage(u, openai_tokens(&u->ev[0], false, &u->tokens));
+			u->tokens.web_searches = u->ev_calls;
 		} else if (!strcmp(type, "response.failed") || !strcmp(type, "error")) {
 			u->error = true;
 		}

@@ -19,8 +19,9 @@
                  POST ...:streamGenerateContent               one JSON array, element by element
       The test steers each request with headers the broker passes on:
         X-Fake-Usage: in=N,out=N,cached=N,cw=N,cw1h=N,thoughts=N,search=N   the counts to report
-                      (search: Anthropic's server-side web searches, a server_tool_use and a
-                      web_search_tool_result block each, counted in usage.server_tool_use)
+                      (search: server-side web searches: on Anthropic a server_tool_use and a
+                      web_search_tool_result block each, counted in usage.server_tool_use; on
+                      OpenAI's Responses a web_search_call output item each)
         X-Fake-Mode:  ok | omit (no usage anywhere) | malformed (a count that is a string)
                       | cut (the upstream closes mid-body) | slow (events 0.5 s apart, for a
                       SIGKILL mid-stream) | hold (answer after 1 s: all racers decide first)
@@ -244,18 +245,25 @@ class Upstream(BaseHTTPRequestHandler):
         self.stream([b"data: " + json.dumps(e).encode() + b"\n\n" for e in ev] + [b"data: [DONE]\n\n"], mode)
 
     def openai_responses(self, req, c, mode):
+        # search=N: N web_search_call output items before the message (each one a billed call)
+        calls = [{"id": "ws_%02d" % i, "type": "web_search_call", "status": "completed",
+                  "action": {"type": "search", "query": '{"type": "web_search_call"}'}} for i in range(c["search"])]
         resp = {"id": "resp_1", "object": "response", "created_at": int(time.time()), "status": "completed",
-                "model": req.get("model", "gpt-4o"), "output": [{"type": "message", "role": "assistant",
-                                                                 "content": [{"type": "output_text",
-                                                                              "text": FAKE_TEXT}]}],
+                "model": req.get("model", "gpt-4o"),
+                "output": calls + [{"type": "message", "role": "assistant",
+                                    "content": [{"type": "output_text", "text": FAKE_TEXT}]}],
                 "usage": None if mode == "omit" else self.openai_usage(c, mode, True)}
         if not req.get("stream"):
             return self.cut_json(resp) if mode == "cut" else self.send_json(200, resp)
         started = dict(resp, status="in_progress", output=[], usage=None)
-        ev = [("response.created", {"type": "response.created", "sequence_number": 0, "response": started}),
-              ("response.output_text.delta", {"type": "response.output_text.delta", "sequence_number": 1,
-                                              "delta": FAKE_TEXT}),
-              ("response.completed", {"type": "response.completed", "sequence_number": 2, "response": resp})]
+        ev = [("response.created", {"type": "response.created", "sequence_number": 0, "response": started})]
+        for i, call in enumerate(calls):  # each call's item, as it is added and done
+            for n in ("response.output_item.added", "response.output_item.done"):
+                ev.append((n, {"type": n, "sequence_number": len(ev), "output_index": i, "item": call}))
+        ev += [("response.output_text.delta", {"type": "response.output_text.delta", "sequence_number": len(ev),
+                                               "delta": FAKE_TEXT}),
+               ("response.completed", {"type": "response.completed", "sequence_number": len(ev) + 1,
+                                       "response": resp})]
         self.start_stream("text/event-stream")
         self.stream([b"event: %s\ndata: %s\n\n" % (n.encode(), json.dumps(e).encode()) for n, e in ev], mode)
 

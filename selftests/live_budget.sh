@@ -297,6 +297,20 @@ check_eq "a web_search tool allowing 9 searches reserves 4 fees more than one al
 send anthropic /v1/messages "$MSG_WS_S" --header "$(usage_hdr 44 555 0 0 0 0 2)"
 exact "Anthropic Messages with 2 web searches, SSE (message_delta's cumulative usage)" \
 	$(($(cost "$P_SON" 44 0 0 0 555) + 2 * FEE_WS / 1000))
+# OpenAI's Responses: each web_search_call item of the output at openai's fee; a web_search tool
+# allows max_tool_calls searches
+FEE_WS_OAI=$(latch --json usage --prices | jq -r '.fees[] | select(.provider == "openai" and .tool == "web_search") | .micros_per_1000')
+RESP_WS="${RESP%\}},\"tools\":[{\"type\":\"web_search\"}],\"max_tool_calls\":4}"
+RESP_WS_S="${RESP_S%\}},\"tools\":[{\"type\":\"web_search\"}],\"max_tool_calls\":4}"
+send openai /v1/responses "$RESP_WS" --header "$(usage_hdr 3003 99 3000 0 0 0 4)"
+exact "OpenAI Responses with 4 web_search_call items, JSON" $(($(cost "$P_4O" 3 3000 0 0 99) + 4 * FEE_WS_OAI / 1000))
+res4=$RES
+send openai /v1/responses "${RESP_WS/:4\}/:8\}}" --header "$(usage_hdr 3003 99 3000 0 0 0 4)"
+check_eq "a Responses request allowing 8 tool calls reserves 4 searches more than one allowing 4" $((RES - res4)) \
+	$((4 * FEE_WS_OAI / 1000))
+send openai /v1/responses "$RESP_WS_S" --header "$(usage_hdr 555 444 0 0 0 0 3)"
+exact "OpenAI Responses with 3 web_search_call items, SSE (the output of response.completed)" \
+	$(($(cost "$P_4O" 555 0 0 0 444) + 3 * FEE_WS_OAI / 1000))
 check "a settlement's web searches are in its audit entry" audited_ws
 # Gemini: promptTokenCount includes the cached part; thoughts are output
 send gemini /v1beta/models/gemini-2.5-flash:generateContent "$GEM" --header "$(usage_hdr 1001 7 3 0 0 5)"

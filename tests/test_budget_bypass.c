@@ -689,7 +689,7 @@ static int64_t haiku_reserve(size_t body_len, int64_t searches)
 Test(budget_bypass, web_searches_are_reserved_by_max_uses_and_charged_as_reported)
 {
 	struct budget *b = open_default();
-	char body[1024], resp[256];
+	char body[1024], resp[2048];
 
 	for (size_t i = 0; i < sizeof(search_cases) / sizeof(search_cases[0]); i++) {
 		const struct search_case *c = &search_cases[i];
@@ -740,6 +740,48 @@ Test(budget_bypass, web_searches_are_reserved_by_max_uses_and_charged_as_reporte
 	cr_expect_gt(r.reserved, 7 * 10000);
 	cr_expect_eq(r.charged, r.reserved);
 
+	/*
+	 * OpenAI's Responses: a web_search tool allows max_tool_calls searches
+	 * (20 without; a count that is not a positive integer is none), at $25
+	 * per 1,000, whatever the number of such tools; each web_search_call
+	 * item of the output is charged.  gpt-5-nano: $0.05 input, $0.40 output.
+	 */
+	static const struct search_case openai_cases[] = {
+		{ "\"tools\":[]", 0 },
+		{ "\"tools\":[{\"type\":\"web_search\"}]", REQUEST_WEB_SEARCH_USES },
+		{ "\"tools\":[{\"type\":\"web_search_preview\"}],\"max_tool_calls\":3", 3 },
+		{ "\"max_tool_calls\":4,\"tools\":[{\"type\":\"web_search\"},{\"type\":\"web_search_preview\"}]", 4 },
+		{ "\"tools\":[{\"type\":\"web_search\"}],\"max_tool_calls\":\"5\"", REQUEST_WEB_SEARCH_USES },
+		{ "\"tools\":[{\"type\":\"function\",\"name\":\"f\",\"parameters\":{\"type\":\"web_search\"}}]", 0 },
+		{ "\"tools\":[{\"type\":\"web_search\"}],\"max_tool_calls\":2,\"max_tool_calls\":9", -1 },
+	};
+	for (size_t i = 0; i < sizeof(openai_cases) / sizeof(openai_cases[0]); i++) {
+		const struct search_case *c = &openai_cases[i];
+		int n = snprintf(body, sizeof(body),
+				 "{\"model\":\"gpt-5-nano\",\"max_output_tokens\":10,\"input\":\"hi\",%s}", c->tools);
+		int64_t ran = c->searches > 0 ? c->searches : 0, pico;
+
+		/* the upstream runs every search allowed: a web_search_call item each */
+		int at = snprintf(resp, sizeof(resp), "{\"output\":[");
+		for (int64_t k = 0; k < ran && at < (int)sizeof(resp) - 64; k++)
+			at += snprintf(resp + at, sizeof(resp) - (size_t)at, "%s{\"type\":\"web_search_call\"}",
+				       k ? "," : "");
+		snprintf(resp + at, sizeof(resp) - (size_t)at,
+			 "],\"usage\":{\"input_tokens\":20,\"output_tokens\":10}}");
+		r = bt_exchange(b, "a1", BUDGET_OPENAI, "POST", "/v1/responses", body, 200, resp, strlen(resp), 0, 0,
+				BUDGET_END_COMPLETE);
+		if (c->searches < 0) {
+			cr_expect_eq(r.rc, -EPROTO, "openai case %zu %s: rc %d", i, c->tools, r.rc);
+			continue;
+		}
+		cr_assert_eq(r.rc, 0, "openai case %zu: %s", i, r.line);
+		pico = (int64_t)((n + 1) / 2) * 50000 + 10 * 400000 + c->searches * 25000000000LL;
+		cr_expect_eq(r.reserved, (pico + 999999) / 1000000, "openai case %zu %s: reserved %lld", i, c->tools,
+			     (long long)r.reserved);
+		cr_expect_eq(r.charged, (20 * 50000 + 10 * 400000 + ran * 25000000000LL + 999999) / 1000000,
+			     "openai case %zu: charged %lld (%s)", i, (long long)r.charged, r.how);
+	}
+
 	/* control: OpenAI's chat format has no such fee, whatever the tools say */
 	cr_expect_eq(reserve_of(b, BUDGET_OPENAI, "/v1/chat/completions",
 				"{\"model\":\"gpt-4o-mini\",\"max_tokens\":10,\"messages\":[],\"tools\":[" WS "}]}"),
@@ -751,8 +793,9 @@ Test(budget_bypass, web_searches_are_reserved_by_max_uses_and_charged_as_reporte
 
 /*
  * The fee is the cap's business too: a dollar cap that a request's
- * searches alone pass refuses it, and the line says which knob lowers it.
- * Control: the same request allowed one search fits.
+ * searches alone pass refuses it, and the line says which knob lowers it
+ * (Anthropic's max_uses, OpenAI's max_tool_calls).  Control: the same
+ * request allowed one search fits.
  */
 Test(budget_bypass, a_dollar_cap_counts_the_searches_a_request_allows)
 {
@@ -762,6 +805,7 @@ Test(budget_bypass, a_dollar_cap_counts_the_searches_a_request_allows)
 
 	bt_opts(&o);
 	o.sandbox[BUDGET_ANTHROPIC].micros_per_day = 50000; /* $0.05 */
+	o.sandbox[BUDGET_OPENAI].micros_per_day = 50000;
 	b = bt_open(&o);
 	r = bt_exchange(b, "a1", BUDGET_ANTHROPIC, "POST", "/v1/messages",
 			"{\"model\":\"claude-haiku-4-5\",\"max_tokens\":10,\"messages\":[],\"tools\":[" WS
@@ -773,6 +817,18 @@ Test(budget_bypass, a_dollar_cap_counts_the_searches_a_request_allows)
 	r = bt_exchange(b, "a1", BUDGET_ANTHROPIC, "POST", "/v1/messages",
 			"{\"model\":\"claude-haiku-4-5\",\"max_tokens\":10,\"messages\":[],\"tools\":[" WS
 			",\"max_uses\":1}]}",
+			200, "", 0, 0, 0, BUDGET_END_GUEST_CUT);
+	cr_expect_eq(r.rc, 0, "%s", r.line);
+	/* OpenAI's Responses: 20 searches at $0.025 without max_tool_calls; one fits */
+	r = bt_exchange(b, "a1", BUDGET_OPENAI, "POST", "/v1/responses",
+			"{\"model\":\"gpt-5-nano\",\"max_output_tokens\":10,\"input\":\"hi\",\"tools\":[{\"type\":"
+			"\"web_search\"}]}",
+			200, "", 0, 0, 0, BUDGET_END_GUEST_CUT);
+	cr_expect_eq(r.rc, -EDQUOT, "rc %d: %s", r.rc, r.line);
+	cr_expect(strstr(r.line, "lower its max tokens or its max_tool_calls"), "%s", r.line);
+	r = bt_exchange(b, "a1", BUDGET_OPENAI, "POST", "/v1/responses",
+			"{\"model\":\"gpt-5-nano\",\"max_output_tokens\":10,\"input\":\"hi\",\"tools\":[{\"type\":"
+			"\"web_search\"}],\"max_tool_calls\":1}",
 			200, "", 0, 0, 0, BUDGET_END_GUEST_CUT);
 	cr_expect_eq(r.rc, 0, "%s", r.line);
 	budget_close(b);

@@ -202,8 +202,8 @@ Test(budget_money, the_price_file)
 
 /*
  * A `fee PROVIDER TOOL PRICE` line prices a per-use charge the meter counts,
- * in dollars per 1,000 uses: Anthropic's web search, built in at $10, set by
- * the file like a row.  Every row of the provider, and its highest-priced
+ * in dollars per 1,000 uses: Anthropic's web search, built in at $10, and
+ * OpenAI's, at $25, set by the file like a row.  Every row of the provider, and its highest-priced
  * row, carry the price of one search; other providers' rows carry none.
  * Lines latch can't count are refused with file:line and the field.
  */
@@ -216,6 +216,8 @@ Test(budget_money, fee_lines)
 	cr_expect_eq(t.fees[BUDGET_FEE_ANTHROPIC_WEB_SEARCH].micros_per_1000, 10000000);
 	cr_expect(t.fees[BUDGET_FEE_ANTHROPIC_WEB_SEARCH].builtin);
 	cr_expect_eq(prices_find(&t, BUDGET_ANTHROPIC, "claude-haiku-4-5", 0)->per_search, 10000000000LL);
+	cr_expect_eq(t.fees[BUDGET_FEE_OPENAI_WEB_SEARCH].micros_per_1000, 25000000);
+	cr_expect_eq(prices_find(&t, BUDGET_OPENAI, "gpt-5-nano", 0)->per_search, 25000000000LL);
 	prices_free(&t);
 
 	cr_assert_eq(load("fee anthropic web_search 25.00  # dearer\n", 0644, &t, err, sizeof(err)), 0, "%s", err);
@@ -225,8 +227,9 @@ Test(budget_money, fee_lines)
 	cr_expect_eq(prices_find(&t, BUDGET_ANTHROPIC, "claude-sonnet-4-5", 300000)->per_search, 25000000000LL,
 		     "the long-context row too");
 	cr_expect_eq(prices_worst(&t, BUDGET_ANTHROPIC)->per_search, 25000000000LL);
-	cr_expect_eq(prices_find(&t, BUDGET_OPENAI, "gpt-5", 0)->per_search, 0);
+	cr_expect_eq(prices_find(&t, BUDGET_OPENAI, "gpt-5", 0)->per_search, 25000000000LL, "openai's own, built in");
 	cr_expect_eq(prices_worst(&t, BUDGET_GEMINI)->per_search, 0);
+	cr_expect_eq(prices_worst(&t, BUDGET_OTHER)->per_search, 0);
 	/* 3 searches and no tokens at $25 per 1,000 */
 	cr_expect_eq(budget_cost(prices_find(&t, BUDGET_ANTHROPIC, "claude-sonnet-4-5", 0),
 				 &(struct budget_tokens){ .web_searches = 3 }),
@@ -242,7 +245,8 @@ Test(budget_money, fee_lines)
 	static const struct {
 		const char *text, *want;
 	} bad[] = {
-		{ "fee openai web_search 10\n", ":1: TOOL 'web_search' of openai is not a fee latch counts" },
+		{ "fee gemini web_search 10\n", ":1: TOOL 'web_search' of gemini is not a fee latch counts" },
+		{ "fee openai file_search 2.50\n", ":1: TOOL 'file_search' of openai is not a fee latch counts" },
 		{ "\nfee anthropic web_fetch 10\n", ":2: TOOL 'web_fetch' of anthropic is not a fee latch counts" },
 		{ "fee anthropic web_search ten\n", ":1: PRICE 'ten' is not a price in dollars per 1,000 uses" },
 		{ "fee anthropic web_search 0.0000001\n", ":1: PRICE '0.0000001'" },

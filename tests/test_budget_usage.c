@@ -38,6 +38,12 @@ static const struct parse_case cases[] = {
 	  { .input = 472, .cached = 12288, .cache_write_1h = 1024, .output = 1015 } },
 	{ "anthropic_web_search.json", BUDGET_FORMAT_ANTHROPIC, { .input = 6039, .output = 931, .web_searches = 2 } },
 	{ "anthropic_web_search.sse", BUDGET_FORMAT_ANTHROPIC, { .input = 10682, .output = 510, .web_searches = 2 } },
+	{ "openai_responses_web_search.json",
+	  BUDGET_FORMAT_OPENAI_RESPONSES,
+	  { .input = 8120, .output = 742, .web_searches = 3 } },
+	{ "openai_responses_web_search.sse",
+	  BUDGET_FORMAT_OPENAI_RESPONSES,
+	  { .input = 8314, .cached = 4096, .output = 903, .web_searches = 3 } },
 	{ "gemini.json", BUDGET_FORMAT_GEMINI, { .input = 2048, .output = 1339 } },
 	{ "gemini_array.json", BUDGET_FORMAT_GEMINI, { .input = 50000, .cached = 200000, .output = 1190 } },
 	{ "gemini.sse", BUDGET_FORMAT_GEMINI, { .input = 31000, .output = 4100 } },
@@ -193,6 +199,16 @@ static const struct flow_case flows[] = {
 	  "\"name\":\"web_search\",\"max_uses\":5,\"user_location\":{\"type\":\"approximate\",\"city\":"
 	  "\"Oslo\"}}]}",
 	  "anthropic_web_search.sse", 33232, 4 * 10682 },
+	/* gpt-5: 8120 x 1.25 + 742 x 10 = 17570, and 3 web_search_call items at $25 per 1,000: 92570 */
+	{ BUDGET_OPENAI, "/v1/responses",
+	  "{\"model\":\"gpt-5\",\"input\":\"What changed in the latest release? %s\",\"tools\":"
+	  "[{\"type\":\"web_search\"}],\"max_output_tokens\":4000}",
+	  "openai_responses_web_search.json", 92570, 4 * 8120 },
+	/* gpt-5: 8314 x 1.25 + 4096 x 0.125 + 903 x 10 = 19934.5, and 3 calls: 94934.5 -> 94935 */
+	{ BUDGET_OPENAI, "/v1/responses",
+	  "{\"model\":\"gpt-5\",\"stream\":true,\"input\":\"What changed? %s\",\"tools\":[{\"type\":"
+	  "\"web_search\"}],\"max_tool_calls\":6,\"max_output_tokens\":4000}",
+	  "openai_responses_web_search.sse", 94935, 4 * 12410 },
 };
 
 /* Settled from the real usage at the table's prices, to the micro-dollar, under the reservation. */
