@@ -543,28 +543,28 @@ static const struct input_case input_cases[] = {
 	{ BUDGET_OPENAI, "/v1/responses",
 	  "{\"model\":\"gpt-5\",\"max_output_tokens\":10,\"input\":[{\"role\":\"user\",\"content\":[{\"type\":"
 	  "\"input_file\",\"file_url\":\"https://doc.example/a.pdf\"}]}]}",
-	  "{\"usage\":{\"input_tokens\":300000,\"output_tokens\":10}}", true },
+	  "{\"usage\":{\"input_tokens\":300000,\"output_tokens\":10}}", true, 0, 0, 0 },
 	{ BUDGET_OPENAI, "/v1/chat/completions",
 	  "{\"model\":\"gpt-4o\",\"max_tokens\":10,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"file\","
 	  "\"file\":{\"filename\":\"a.pdf\",\"file_data\":\"data:application/pdf;base64,JVBERi0xLjQK\"}}]}]}",
-	  "{\"usage\":{\"prompt_tokens\":100000,\"completion_tokens\":10}}", true },
+	  "{\"usage\":{\"prompt_tokens\":100000,\"completion_tokens\":10}}", true, 0, 0, 0 },
 	{ BUDGET_ANTHROPIC, "/v1/messages",
 	  "{\"model\":\"claude-haiku-4-5\",\"max_tokens\":10,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":"
 	  "\"document\",\"source\":{\"type\":\"url\",\"url\":\"https://doc.example/a.pdf\"}}]}]}",
-	  "{\"usage\":{\"input_tokens\":150000,\"output_tokens\":10}}", true },
+	  "{\"usage\":{\"input_tokens\":150000,\"output_tokens\":10}}", true, 0, 0, 0 },
 	{ BUDGET_ANTHROPIC, "/v1/messages",
 	  "{\"model\":\"claude-haiku-4-5\",\"max_tokens\":10,\"messages\":[{\"role\":\"user\",\"content\":[{\"t\\u0079pe\":"
 	  "\"image\",\"source\":{\"type\":\"url\",\"url\":\"https://img.example/a.png\"}}]}]}",
-	  "{\"usage\":{\"input_tokens\":150000,\"output_tokens\":10}}", true },
+	  "{\"usage\":{\"input_tokens\":150000,\"output_tokens\":10}}", true, 0, 0, 0 },
 	{ BUDGET_ANTHROPIC, "/v1/messages",
 	  "{\"model\":\"claude-haiku-4-5\",\"max_tokens\":10,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":"
 	  "\"\\u0064ocument\",\"source\":{\"type\":\"base64\",\"media_type\":\"application/pdf\",\"data\":"
 	  "\"JVBERi0xLjQK\"}}]}]}",
-	  "{\"usage\":{\"input_tokens\":150000,\"output_tokens\":10}}", true },
+	  "{\"usage\":{\"input_tokens\":150000,\"output_tokens\":10}}", true, 0, 0, 0 },
 	{ BUDGET_GEMINI, "/v1beta/models/gemini-2.5-flash:generateContent",
 	  "{\"contents\":[{\"role\":\"user\",\"parts\":[{\"inline_data\":{\"mime_type\":\"application/pdf\",\"data\":"
 	  "\"JVBERi0xLjQK\"}}]}],\"generationConfig\":{\"maxOutputTokens\":10}}",
-	  "{\"usageMetadata\":{\"promptTokenCount\":500000,\"candidatesTokenCount\":10}}", true },
+	  "{\"usageMetadata\":{\"promptTokenCount\":500000,\"candidatesTokenCount\":10}}", true, 0, 0, 0 },
 	/* a small inline image on Gemini: 258 tokens, on 120 bytes */
 	{ BUDGET_GEMINI, "/v1beta/models/gemini-2.5-flash:generateContent",
 	  "{\"contents\":[{\"role\":\"user\",\"parts\":[{\"inlineData\":{\"mimeType\":\"image/png\",\"data\":"
