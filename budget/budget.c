@@ -711,6 +711,8 @@ static int64_t charge_of(struct budget *b, struct budget_ticket *t, enum budget_
 	*why = usage_result_name(r);
 	if (r != USAGE_OK)
 		return t->reserved;
+	if (tok->web_searches < 0)
+		tok->web_searches = t->web_searches; /* searches the usage did not say: all it allowed */
 	row = t->known ? prices_find(&b->prices, t->provider, t->model,
 				     tok->input + tok->cached + tok->cache_write + tok->cache_write_1h) :
 			 NULL;

@@ -376,7 +376,13 @@ struct budget_tokens {
 	int64_t cache_write; /* cache writes, at the cache-write price */
 	int64_t cache_write_1h; /* Anthropic's 1-hour cache writes: twice the input price */
 	int64_t output; /* output, reasoning included */
-	int64_t web_searches; /* server-side web searches (Anthropic, OpenAI Responses), at the provider's fee */
+	/*
+	 * Server-side web searches (Anthropic, OpenAI Responses), at the
+	 * provider's fee; -1 from an Anthropic usage without server_tool_use
+	 * (a stream whose message_delta leaves it out): budget_settle() then
+	 * charges the searches reserved.
+	 */
+	int64_t web_searches;
 };
 
 /*

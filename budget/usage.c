@@ -150,7 +150,8 @@ static bool anthropic_tokens(const struct usage_acc *a, struct budget_tokens *t)
 				     .cache_write = write - a->v[UF_CW1H],
 				     .cache_write_1h = a->v[UF_CW1H],
 				     .output = a->v[UF_OUT],
-				     .web_searches = a->v[UF_SEARCH] };
+				     /* no server_tool_use: the searches are not said, and are charged as reserved */
+				     .web_searches = has(a, BIT(UF_SEARCH)) ? a->v[UF_SEARCH] : -1 };
 	return true;
 }
 

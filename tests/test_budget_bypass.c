@@ -731,6 +731,27 @@ Test(budget_bypass, web_searches_are_reserved_by_max_uses_and_charged_as_reporte
 	cr_expect_eq(r.charged, 20 + 50 + 9 * 10000, "charged %lld", (long long)r.charged);
 	cr_expect(strstr(r.settle_note.fields, "\"web_searches\":9"), "%s", r.settle_note.fields);
 
+	/*
+	 * A usage that does not say how many searches ran (a stream whose
+	 * message_delta leaves server_tool_use out): every search allowed is
+	 * charged.  Control: one that says 0 is charged none.
+	 */
+	const char *unsaid = "{\"usage\":{\"input_tokens\":20,\"output_tokens\":10}}";
+	const char *none = "{\"usage\":{\"input_tokens\":20,\"output_tokens\":10,\"server_tool_use\":"
+			   "{\"web_search_requests\":0}}}";
+	r = bt_exchange(b, "a1", BUDGET_ANTHROPIC, "POST", "/v1/messages",
+			"{\"model\":\"claude-haiku-4-5\",\"max_tokens\":10,\"messages\":[],\"tools\":[" WS
+			",\"max_uses\":5}]}",
+			200, unsaid, strlen(unsaid), 0, 0, BUDGET_END_COMPLETE);
+	cr_assert_eq(r.rc, 0, "%s", r.line);
+	cr_expect_eq(r.charged, 20 + 50 + 5 * 10000, "unsaid: charged %lld", (long long)r.charged);
+	r = bt_exchange(b, "a1", BUDGET_ANTHROPIC, "POST", "/v1/messages",
+			"{\"model\":\"claude-haiku-4-5\",\"max_tokens\":10,\"messages\":[],\"tools\":[" WS
+			",\"max_uses\":5}]}",
+			200, none, strlen(none), 0, 0, BUDGET_END_COMPLETE);
+	cr_assert_eq(r.rc, 0, "%s", r.line);
+	cr_expect_eq(r.charged, 20 + 50, "said 0: charged %lld", (long long)r.charged);
+
 	/* a stream cut after the searches ran: the reservation, its searches included */
 	r = bt_exchange(b, "a1", BUDGET_ANTHROPIC, "POST", "/v1/messages",
 			"{\"model\":\"claude-haiku-4-5\",\"max_tokens\":10,\"messages\":[],\"tools\":[" WS

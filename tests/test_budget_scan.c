@@ -292,9 +292,9 @@ static const struct usage_case usage_cases[] = {
 	{ OC, "data: {\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":2}}\n\ndata: nope\n\n",
 	  USAGE_OK, { .input = 7, .cached = 0, .cache_write = 0, .cache_write_1h = 0, .output = 2 } },
 	{ AN, "{\"type\":\"message\",\"usage\":{\"input_tokens\":10,\"output_tokens\":3,\"cache_creation\":{\"ephemeral_5m_input_tokens\":4,\"ephemeral_1h_input_tokens\":6}}}",
-	  USAGE_OK, { .input = 10, .cached = 0, .cache_write = 4, .cache_write_1h = 6, .output = 3 } },
+	  USAGE_OK, { .input = 10, .cached = 0, .cache_write = 4, .cache_write_1h = 6, .output = 3, .web_searches = -1 } },
 	{ AN, "{\"type\":\"mess\\u0061ge\",\"usage\":{\"input_tokens\":10,\"output_tokens\":3}}",
-	  USAGE_OK, { .input = 10, .cached = 0, .cache_write = 0, .cache_write_1h = 0, .output = 3 } },
+	  USAGE_OK, { .input = 10, .cached = 0, .cache_write = 0, .cache_write_1h = 0, .output = 3, .web_searches = -1 } },
 	{ AN, "{\"type\":\"error\",\"usage\":{\"input_tokens\":10,\"output_tokens\":3}}",
 	  USAGE_ERROR, { .input = 0, .cached = 0, .cache_write = 0, .cache_write_1h = 0, .output = 0 } },
 	{ AN, "{\"type\":\"err\\u006fr\",\"usage\":{\"input_tokens\":10,\"output_tokens\":3}}",
@@ -304,32 +304,32 @@ static const struct usage_case usage_cases[] = {
 	{ AN, "{\"type\":\"a\",\"type\":\"b\",\"usage\":{\"input_tokens\":10,\"output_tokens\":3}}",
 	  USAGE_BAD, { .input = 0, .cached = 0, .cache_write = 0, .cache_write_1h = 0, .output = 0 } },
 	{ AN, "{\"type\":\"caf\xc3\xa9\",\"usage\":{\"input_tokens\":10,\"output_tokens\":3}}",
-	  USAGE_OK, { .input = 10, .cached = 0, .cache_write = 0, .cache_write_1h = 0, .output = 3 } },
+	  USAGE_OK, { .input = 10, .cached = 0, .cache_write = 0, .cache_write_1h = 0, .output = 3, .web_searches = -1 } },
 	{ AN, "{\"type\":\"caf\xff\",\"usage\":{\"input_tokens\":10,\"output_tokens\":3}}",
 	  USAGE_BAD, { .input = 0, .cached = 0, .cache_write = 0, .cache_write_1h = 0, .output = 0 } },
 	{ AN, "{\"type\":\"a\tb\",\"usage\":{\"input_tokens\":10,\"output_tokens\":3}}",
 	  USAGE_BAD, { .input = 0, .cached = 0, .cache_write = 0, .cache_write_1h = 0, .output = 0 } },
 	{ AN, "{\"type\":\"\",\"usage\":{\"input_tokens\":10,\"output_tokens\":3}}",
-	  USAGE_OK, { .input = 10, .cached = 0, .cache_write = 0, .cache_write_1h = 0, .output = 3 } },
+	  USAGE_OK, { .input = 10, .cached = 0, .cache_write = 0, .cache_write_1h = 0, .output = 3, .web_searches = -1 } },
 	{ AN, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":9,\"output_tokens\":1}}}\n\n"
 	      "event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":20}}\n\n"
 	      "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
-	  USAGE_OK, { .input = 9, .cached = 0, .cache_write = 0, .cache_write_1h = 0, .output = 20 } },
+	  USAGE_OK, { .input = 9, .cached = 0, .cache_write = 0, .cache_write_1h = 0, .output = 20, .web_searches = -1 } },
 	{ AN, "data: {\"type\":\"message\\u005fstart\",\"message\":{\"usage\":{\"input_tokens\":9,\"output_tokens\":1}}}\n\n"
 	      "data: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":20}}\n\n"
 	      "data: {\"type\":\"message_stop\"}\n\n",
-	  USAGE_OK, { .input = 9, .cached = 0, .cache_write = 0, .cache_write_1h = 0, .output = 20 } },
+	  USAGE_OK, { .input = 9, .cached = 0, .cache_write = 0, .cache_write_1h = 0, .output = 20, .web_searches = -1 } },
 	{ AN, "data: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":9,\"output_tokens\":1}}}\n\n"
 	      "data: {\"type\":\"message_delta_but_longer_than_forty_eight_characters_in_all\",\"usage\":{\"output_tokens\":20}}\n\n"
 	      "data: {\"type\":\"message_stop\"}\n\n",
-	  USAGE_OK, { .input = 9, .cached = 0, .cache_write = 0, .cache_write_1h = 0, .output = 1 } },
+	  USAGE_OK, { .input = 9, .cached = 0, .cache_write = 0, .cache_write_1h = 0, .output = 1, .web_searches = -1 } },
 	{ AN, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":9,\"output_tokens\":1}}}\n\n"
 	      "event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":20,\"output_tokens\":21}}\n\n"
 	      "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
 	  USAGE_BAD, { .input = 0, .cached = 0, .cache_write = 0, .cache_write_1h = 0, .output = 0 } },
 	{ AN, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":9,\"output_tokens\":1}}}\n\n"
 	      "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
-	  USAGE_OK, { .input = 9, .cached = 0, .cache_write = 0, .cache_write_1h = 0, .output = 1 } },
+	  USAGE_OK, { .input = 9, .cached = 0, .cache_write = 0, .cache_write_1h = 0, .output = 1, .web_searches = -1 } },
 	{ OR, "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"usage\":{\"input_tokens\":5,\"output_tokens\":6,\"input_tokens_details\":{\"cached_tokens\":2}}}}\n\n",
 	  USAGE_OK, { .input = 3, .cached = 2, .cache_write = 0, .cache_write_1h = 0, .output = 6 } },
 	{ OR, "data: {\"type\":\"response.incomplete\",\"response\":{\"usage\":{\"input_tokens\":5,\"output_tokens\":6}}}\n\n",
@@ -348,6 +348,17 @@ static const struct usage_case usage_cases[] = {
 	  USAGE_OK, { .input = 5, .cached = 0, .cache_write = 0, .cache_write_1h = 0, .output = 3 } },
 	{ GE, "{\"usageMetadata\":{\"promptTokenCount\":5,\"promptTokenCount\":5}}",
 	  USAGE_BAD, { .input = 0, .cached = 0, .cache_write = 0, .cache_write_1h = 0, .output = 0 } },
+	/* web searches: said (JSON, or a message_delta's cumulative usage), unsaid (-1: charged as reserved), or unreadable */
+	{ AN, "{\"type\":\"message\",\"usage\":{\"input_tokens\":10,\"output_tokens\":3,\"server_tool_use\":{\"web_search_requests\":2,\"web_fetch_requests\":1}}}",
+	  USAGE_OK, { .input = 10, .cached = 0, .cache_write = 0, .cache_write_1h = 0, .output = 3, .web_searches = 2 } },
+	{ AN, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":9,\"output_tokens\":1}}}\n\n"
+	      "event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":20,\"server_tool_use\":{\"web_search_requests\":3}}}\n\n"
+	      "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+	  USAGE_OK, { .input = 9, .cached = 0, .cache_write = 0, .cache_write_1h = 0, .output = 20, .web_searches = 3 } },
+	{ AN, "{\"type\":\"message\",\"usage\":{\"input_tokens\":10,\"output_tokens\":3,\"server_tool_use\":{\"web_search_requests\":\"2\"}}}",
+	  USAGE_BAD, { 0 } },
+	{ AN, "{\"type\":\"message\",\"usage\":{\"input_tokens\":10,\"output_tokens\":3,\"server_tool_use\":{\"web_search_requests\":2,\"web_search_requests\":0}}}",
+	  USAGE_BAD, { 0 } },
 };
 /* clang-format on */
 
