@@ -282,7 +282,15 @@ send anthropic /v1/messages "$MSG_S" --header "$(usage_hdr 7 1999 12345 0 0)"
 exact "Anthropic Messages, SSE (message_start, message_delta)" "$(cost "$P_SON" 7 12345 0 0 1999)"
 # Anthropic's server-side web search: each search at the price table's fee, beside the tokens (the
 # request is reserved the searches its tool's max_uses allows: 4 more reserve 4 fees more, exactly)
-FEE_WS=$(latch --json usage --prices | jq -r '.fees[] | select(.provider == "anthropic" and .tool == "web_search") | .micros_per_1000')
+# fee_of PROVIDER: its web_search fee, micro-dollars per 1,000 searches
+fee_of() { latch --json usage --prices | jq -r --arg p "$1" '.fees[] | select(.provider == $p and .tool == "web_search") | .micros_per_1000'; }
+# more_reserved NAME ROUTE PATH BODY HEADER N FEE: BODY, allowing N searches more than the last send's, reserves N fees more
+more_reserved() {
+	local before=$RES
+	send "$2" "$3" "$4" --header "$5"
+	check_eq "$1" $((RES - before)) $(($6 * $7 / 1000))
+}
+FEE_WS=$(fee_of anthropic)
 check_eq "the built-in fee of a web search is \$10 per 1,000" "$FEE_WS" 10000000
 WS_TOOL='"tools":[{"type":"web_search_20250305","name":"web_search","max_uses":5}]'
 MSG_WS="${MSG%\}},$WS_TOOL}"
@@ -290,24 +298,20 @@ MSG_WS_S="${MSG_S%\}},$WS_TOOL}"
 send anthropic /v1/messages "$MSG_WS" --header "$(usage_hdr 2222 333 0 0 0 0 3)"
 exact "Anthropic Messages with 3 web searches, JSON (usage.server_tool_use)" \
 	$(($(cost "$P_SON" 2222 0 0 0 333) + 3 * FEE_WS / 1000))
-res5=$RES
-send anthropic /v1/messages "${MSG_WS/:5\}/:9\}}" --header "$(usage_hdr 2222 333 0 0 0 0 3)"
-check_eq "a web_search tool allowing 9 searches reserves 4 fees more than one allowing 5" $((RES - res5)) \
-	$((4 * FEE_WS / 1000))
+more_reserved "a web_search tool allowing 9 searches reserves 4 fees more than one allowing 5" \
+	anthropic /v1/messages "${MSG_WS/:5\}/:9\}}" "$(usage_hdr 2222 333 0 0 0 0 3)" 4 "$FEE_WS"
 send anthropic /v1/messages "$MSG_WS_S" --header "$(usage_hdr 44 555 0 0 0 0 2)"
 exact "Anthropic Messages with 2 web searches, SSE (message_delta's cumulative usage)" \
 	$(($(cost "$P_SON" 44 0 0 0 555) + 2 * FEE_WS / 1000))
 # OpenAI's Responses: each web_search_call item of the output at openai's fee; a web_search tool
 # allows max_tool_calls searches
-FEE_WS_OAI=$(latch --json usage --prices | jq -r '.fees[] | select(.provider == "openai" and .tool == "web_search") | .micros_per_1000')
+FEE_WS_OAI=$(fee_of openai)
 RESP_WS="${RESP%\}},\"tools\":[{\"type\":\"web_search\"}],\"max_tool_calls\":4}"
 RESP_WS_S="${RESP_S%\}},\"tools\":[{\"type\":\"web_search\"}],\"max_tool_calls\":4}"
 send openai /v1/responses "$RESP_WS" --header "$(usage_hdr 3003 99 3000 0 0 0 4)"
 exact "OpenAI Responses with 4 web_search_call items, JSON" $(($(cost "$P_4O" 3 3000 0 0 99) + 4 * FEE_WS_OAI / 1000))
-res4=$RES
-send openai /v1/responses "${RESP_WS/:4\}/:8\}}" --header "$(usage_hdr 3003 99 3000 0 0 0 4)"
-check_eq "a Responses request allowing 8 tool calls reserves 4 searches more than one allowing 4" $((RES - res4)) \
-	$((4 * FEE_WS_OAI / 1000))
+more_reserved "a Responses request allowing 8 tool calls reserves 4 searches more than one allowing 4" \
+	openai /v1/responses "${RESP_WS/:4\}/:8\}}" "$(usage_hdr 3003 99 3000 0 0 0 4)" 4 "$FEE_WS_OAI"
 send openai /v1/responses "$RESP_WS_S" --header "$(usage_hdr 555 444 0 0 0 0 3)"
 exact "OpenAI Responses with 3 web_search_call items, SSE (the output of response.completed)" \
 	$(($(cost "$P_4O" 555 0 0 0 444) + 3 * FEE_WS_OAI / 1000))
