@@ -250,7 +250,7 @@ struct price_table {
 	int *next_tier; /* per row: the next long-context row of the same model, from its base row; -1 ends */
 	struct budget_price worst[BUDGET_PROVIDERS]; /* the highest price of each kind among a provider's rows */
 	bool has_rows[BUDGET_PROVIDERS];
-	struct budget_fee fees[BUDGET_FEES]; /* the per-use fees latch counts; micros_per_1000 -1: none */
+	struct budget_fee fees[BUDGET_FEES]; /* the per-use fees latch counts; tool NULL: none loaded */
 };
 
 int prices_load(struct price_table *t, const char *path, char *err, size_t errlen);
@@ -465,7 +465,7 @@ struct budget_ticket {
 	bool known; /* the model is in the price table */
 	char model[BUDGET_MODEL_MAX + 1];
 	int64_t reserved;
-	int64_t web_searches; /* reserved with it: the request's web_search tools' max_uses */
+	int64_t web_searches; /* reserved with it: the web searches the request's tools allow */
 	int status;
 	bool queued; /* its row waits for budget_commit() */
 	bool void_; /* that commit failed: never forwarded, charged nothing */
