@@ -134,10 +134,22 @@ static int token_field(const char *v, int col, uint32_t min, int64_t *out, char 
 	return 0;
 }
 
+/* BUF's fields, blank-separated, up to a '#': at most max into f; their count. */
+static int split_fields(char *buf, char **f, int max)
+{
+	char *save = NULL;
+	int n = 0;
+
+	buf[strcspn(buf, "#")] = '\0';
+	for (char *t = strtok_r(buf, " \t\r\n", &save); t && n < max; t = strtok_r(NULL, " \t\r\n", &save))
+		f[n++] = t;
+	return n;
+}
+
 int budget_price_parse_line(const char *line, struct budget_price *row, char *err, size_t errlen)
 {
-	char buf[512], *f[9], *save = NULL, *gt;
-	int n = 0;
+	char buf[512], *f[9], *gt;
+	int n;
 
 	for (const char *c = line; *c && *c != '\n'; c++)
 		if ((unsigned char)*c < 0x20 && *c != '\t' && *c != '\r')
@@ -146,12 +158,7 @@ int budget_price_parse_line(const char *line, struct budget_price *row, char *er
 	if (strlen(line) >= sizeof(buf))
 		return latch_errf(err, errlen, -EINVAL, "line longer than %zu characters", sizeof(buf) - 1);
 	strcpy(buf, line);
-	buf[strcspn(buf, "#")] = '\0';
-	for (char *t = strtok_r(buf, " \t\r\n", &save); t; t = strtok_r(NULL, " \t\r\n", &save)) {
-		if (n == 9)
-			break;
-		f[n++] = t;
-	}
+	n = split_fields(buf, f, 9);
 	if (!n)
 		return 1;
 	if (n != 8)
@@ -227,16 +234,14 @@ static int fee_parse_line(char **f, int n, int64_t *micros_per_1000, char *err, 
 static int fee_line(struct price_table *t, const char *line, int lineno, bool builtin, int seen[BUDGET_FEES], char *msg,
 		    size_t msglen)
 {
-	char buf[512], *f[5], *save = NULL;
+	char buf[512], *f[5];
 	int64_t micros;
-	int n = 0, k;
+	int n, k;
 
 	if (strlen(line) >= sizeof(buf))
 		return 1; /* budget_price_parse_line says why */
 	strcpy(buf, line);
-	buf[strcspn(buf, "#")] = '\0';
-	for (char *tok = strtok_r(buf, " \t\r\n", &save); tok && n < 5; tok = strtok_r(NULL, " \t\r\n", &save))
-		f[n++] = tok;
+	n = split_fields(buf, f, 5);
 	if (!n || strcmp(f[0], "fee"))
 		return 1;
 	k = fee_parse_line(f, n, &micros, msg, msglen);
