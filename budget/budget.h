@@ -337,20 +337,32 @@ struct budget_price {
 	int64_t max_output; /* the most output tokens one request can be billed for */
 	int64_t context; /* the most input tokens one request can be billed for */
 	int64_t per_search; /* pico-dollars a web search: the provider's `fee ... web_search` line, or 0 */
+	int64_t per_grounded; /* pico-dollars a request that searched at all (Gemini 2.x's grounded prompt), or 0 */
 	bool builtin;
 };
 
 /*
  * A per-use fee the meter counts (a `fee PROVIDER TOOL PRICE` line of the
  * price table): the server-side web search of Anthropic, whose usage
- * reports its searches (usage.server_tool_use.web_search_requests), and of
- * OpenAI's Responses, whose output has a web_search_call item a search.
+ * reports its searches (usage.server_tool_use.web_search_requests), of
+ * OpenAI's Responses, whose output has a web_search_call item a search, and
+ * Gemini's grounding with Google Search, whose candidates' groundingMetadata
+ * list the queries it ran (webSearchQueries).  Gemini bills grounding two
+ * ways: per query from Gemini 3 on (google_search), per grounded prompt
+ * before (grounded_prompt: a request that ran any query); a Gemini model
+ * of neither family is charged the dearer of the two.
  */
-enum budget_fee_kind { BUDGET_FEE_ANTHROPIC_WEB_SEARCH, BUDGET_FEE_OPENAI_WEB_SEARCH, BUDGET_FEES };
+enum budget_fee_kind {
+	BUDGET_FEE_ANTHROPIC_WEB_SEARCH,
+	BUDGET_FEE_OPENAI_WEB_SEARCH,
+	BUDGET_FEE_GEMINI_GOOGLE_SEARCH,
+	BUDGET_FEE_GEMINI_GROUNDED_PROMPT,
+	BUDGET_FEES
+};
 
 struct budget_fee {
 	enum budget_provider provider;
-	const char *tool; /* as the line spells it: "web_search" */
+	const char *tool; /* as the line spells it: "web_search", "google_search", "grounded_prompt" */
 	int64_t micros_per_1000; /* dollars per 1,000 uses, in micro-dollars */
 	bool builtin;
 };
@@ -377,10 +389,12 @@ struct budget_tokens {
 	int64_t cache_write_1h; /* Anthropic's 1-hour cache writes: twice the input price */
 	int64_t output; /* output, reasoning included */
 	/*
-	 * Server-side web searches (Anthropic, OpenAI Responses), at the
-	 * provider's fee; -1 from an Anthropic usage without server_tool_use
-	 * (a stream whose message_delta leaves it out): budget_settle() then
-	 * charges the searches reserved.
+	 * Server-side web searches (Anthropic, OpenAI Responses, Gemini's
+	 * grounding queries), at the row's per_search, and per_grounded once
+	 * when there are any (the dearer of the two is charged); -1 from an
+	 * Anthropic usage without server_tool_use (a stream whose
+	 * message_delta leaves it out): budget_settle() then charges the
+	 * searches reserved.
 	 */
 	int64_t web_searches;
 };

@@ -90,7 +90,12 @@ static const char builtin_prices[] =
 	"fee anthropic web_search 10.00\n"
 	/* OpenAI Responses' web search: $10 per 1,000 calls, $25 for web_search_preview on the models
 	 * without reasoning; one fee a provider, so the dearer, as a model missing from the table is */
-	"fee openai web_search 25.00\n";
+	"fee openai web_search 25.00\n"
+	/* Gemini's grounding with Google Search: $14 per 1,000 search queries from Gemini 3 on, $35 per
+	 * 1,000 grounded prompts before (a request that ran any query), after a free allowance latch
+	 * does not count (it charges from the first) */
+	"fee gemini google_search 14.00\n"
+	"fee gemini grounded_prompt 35.00\n";
 
 /* The fees latch counts, by enum budget_fee_kind: a usage field reports each one's uses. */
 static const struct {
@@ -99,6 +104,8 @@ static const struct {
 } fee_kinds[BUDGET_FEES] = {
 	[BUDGET_FEE_ANTHROPIC_WEB_SEARCH] = { BUDGET_ANTHROPIC, "web_search" },
 	[BUDGET_FEE_OPENAI_WEB_SEARCH] = { BUDGET_OPENAI, "web_search" },
+	[BUDGET_FEE_GEMINI_GOOGLE_SEARCH] = { BUDGET_GEMINI, "google_search" },
+	[BUDGET_FEE_GEMINI_GROUNDED_PROMPT] = { BUDGET_GEMINI, "grounded_prompt" },
 };
 
 #define FEE_MAX (100000LL * BUDGET_MICROS) /* $100,000 per 1,000 uses: a typo, not a price */
@@ -221,8 +228,8 @@ static int fee_parse_line(char **f, int n, int64_t *micros_per_1000, char *err, 
 		return k;
 	}
 	return latch_errf(err, errlen, -EINVAL,
-			  "TOOL '%s' of %s is not a fee latch counts (it counts web_search of anthropic and openai); "
-			  "remove the line",
+			  "TOOL '%s' of %s is not a fee latch counts (it counts web_search of anthropic and openai, "
+			  "google_search and grounded_prompt of gemini); remove the line",
 			  f[2], budget_provider_name(p));
 }
 
@@ -373,22 +380,53 @@ static void find_worst(struct price_table *t)
 	}
 }
 
+/* A fee in force in pico-dollars a use (micros per 1,000 x 1,000; FEE_MAX x 1,000 fits an int64_t), or 0. */
+static int64_t fee_pico(const struct price_table *t, enum budget_fee_kind k)
+{
+	return t->fees[k].tool ? t->fees[k].micros_per_1000 * 1000 : 0;
+}
+
 /*
- * Each row's, and each provider's worst row's, price of a web search: its
- * provider's web_search fee (a provider has one), in pico-dollars (micros
- * per 1,000 x 1,000; FEE_MAX x 1,000 fits an int64_t), or 0.
+ * How a Gemini model's grounding is billed, by its name: per search query
+ * from Gemini 3 on, per grounded prompt for 1.x and 2.x.  Any other name (an
+ * alias such as gemini-flash-latest, a later family, the provider's worst
+ * row) may be either: it is charged the dearer (budget_cost()).
  */
+static void gemini_grounding_fees(const struct price_table *t, struct budget_price *r)
+{
+	bool per_prompt = !strncmp(r->model, "gemini-1.", 9) || !strncmp(r->model, "gemini-2.", 9);
+	bool per_query = !strncmp(r->model, "gemini-3.", 9) || !strncmp(r->model, "gemini-3-", 9);
+
+	r->per_search = per_prompt ? 0 : fee_pico(t, BUDGET_FEE_GEMINI_GOOGLE_SEARCH);
+	r->per_grounded = per_query ? 0 : fee_pico(t, BUDGET_FEE_GEMINI_GROUNDED_PROMPT);
+}
+
+/* A row's (or a provider's worst row's) search fees, from the fees in force. */
+static void row_fees(const struct price_table *t, struct budget_price *r)
+{
+	r->per_search = 0;
+	r->per_grounded = 0;
+	switch (r->provider) {
+	case BUDGET_ANTHROPIC:
+		r->per_search = fee_pico(t, BUDGET_FEE_ANTHROPIC_WEB_SEARCH);
+		break;
+	case BUDGET_OPENAI:
+		r->per_search = fee_pico(t, BUDGET_FEE_OPENAI_WEB_SEARCH);
+		break;
+	case BUDGET_GEMINI:
+		gemini_grounding_fees(t, r);
+		break;
+	default:
+		break;
+	}
+}
+
 static void apply_fees(struct price_table *t)
 {
-	int64_t pico[BUDGET_PROVIDERS] = { 0 };
-
-	for (int k = 0; k < BUDGET_FEES; k++)
-		if (t->fees[k].tool)
-			pico[t->fees[k].provider] = t->fees[k].micros_per_1000 * 1000;
 	for (int i = 0; i < t->n; i++)
-		t->rows[i].per_search = pico[t->rows[i].provider];
+		row_fees(t, &t->rows[i]);
 	for (int p = 0; p < BUDGET_PROVIDERS; p++)
-		t->worst[p].per_search = pico[p];
+		row_fees(t, &t->worst[p]);
 }
 
 static uint32_t row_hash(enum budget_provider p, const char *model, size_t len)
@@ -593,14 +631,18 @@ static int64_t mul_add(int64_t acc, int64_t a, int64_t b)
 
 int64_t budget_cost(const struct budget_price *row, const struct budget_tokens *t)
 {
-	int64_t pico = 0; /* micro-dollars per million tokens = pico-dollars per token */
+	int64_t pico = 0, fee; /* micro-dollars per million tokens = pico-dollars per token */
 
 	pico = mul_add(pico, t->input, row->input);
 	pico = mul_add(pico, t->cached, row->cached_input);
 	pico = mul_add(pico, t->cache_write, row->cache_write);
 	pico = mul_add(pico, t->cache_write_1h, mul_add(0, 2, row->input));
 	pico = mul_add(pico, t->output, row->output);
-	pico = mul_add(pico, t->web_searches, row->per_search);
+	/* the searches at their fee, or (Gemini 2.x) the grounded prompt's once: the dearer */
+	fee = mul_add(0, t->web_searches, row->per_search);
+	if (t->web_searches > 0 && fee < row->per_grounded)
+		fee = row->per_grounded;
+	pico = mul_add(pico, 1, fee);
 	if (pico == INT64_MAX)
 		return BUDGET_COST_MAX;
 	return pico / BUDGET_MICROS + (pico % BUDGET_MICROS != 0); /* rounded up, once */

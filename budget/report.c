@@ -71,6 +71,7 @@ void refusal_text(struct budget *b, const struct refusal *r, struct budget_note 
 			 "this request alone is more than the cap; lower its max tokens%s or raise %s",
 			 r->web_searches <= 0 || r->kind != CAP_DOLLARS_DAY ? "" :
 			 r->provider == BUDGET_OPENAI			    ? " or its max_tool_calls" :
+			 r->provider == BUDGET_GEMINI			    ? " or leave out its google_search tool" :
 									      " or its web_search max_uses",
 			 key);
 	}

@@ -228,8 +228,9 @@ Test(budget_money, fee_lines)
 		     "the long-context row too");
 	cr_expect_eq(prices_worst(&t, BUDGET_ANTHROPIC)->per_search, 25000000000LL);
 	cr_expect_eq(prices_find(&t, BUDGET_OPENAI, "gpt-5", 0)->per_search, 25000000000LL, "openai's own, built in");
-	cr_expect_eq(prices_worst(&t, BUDGET_GEMINI)->per_search, 0);
 	cr_expect_eq(prices_worst(&t, BUDGET_OTHER)->per_search, 0);
+	cr_expect_eq(prices_worst(&t, BUDGET_OTHER)->per_grounded, 0);
+	cr_expect_eq(prices_find(&t, BUDGET_ANTHROPIC, "claude-sonnet-4-5", 0)->per_grounded, 0);
 	/* 3 searches and no tokens at $25 per 1,000 */
 	cr_expect_eq(budget_cost(prices_find(&t, BUDGET_ANTHROPIC, "claude-sonnet-4-5", 0),
 				 &(struct budget_tokens){ .web_searches = 3 }),
@@ -246,6 +247,10 @@ Test(budget_money, fee_lines)
 		const char *text, *want;
 	} bad[] = {
 		{ "fee gemini web_search 10\n", ":1: TOOL 'web_search' of gemini is not a fee latch counts" },
+		{ "fee anthropic google_search 10\n",
+		  ":1: TOOL 'google_search' of anthropic is not a fee latch counts" },
+		{ "fee gemini grounded_prompt 35\nfee gemini grounded_prompt 30\n",
+		  ":2: fee gemini grounded_prompt is already priced on line 1" },
 		{ "fee openai file_search 2.50\n", ":1: TOOL 'file_search' of openai is not a fee latch counts" },
 		{ "\nfee anthropic web_fetch 10\n", ":2: TOOL 'web_fetch' of anthropic is not a fee latch counts" },
 		{ "fee anthropic web_search ten\n", ":1: PRICE 'ten' is not a price in dollars per 1,000 uses" },
@@ -260,6 +265,74 @@ Test(budget_money, fee_lines)
 		snprintf(want, sizeof(want), "%s%s", bt_prices, bad[i].want);
 		cr_expect(!strncmp(err, want, strlen(want)), "got '%s', want '%s'", err, want);
 	}
+}
+
+/*
+ * Gemini bills grounding with Google Search per query from Gemini 3 on
+ * ($14 per 1,000, `fee gemini google_search`) and per grounded prompt
+ * before ($35 per 1,000, `fee gemini grounded_prompt`: once for a request
+ * that ran any query, however many).  A model of neither family (an alias,
+ * the worst row) is charged the dearer of the two for the queries it ran.
+ * Control: no query, no fee.
+ */
+Test(budget_money, gemini_grounding_fees)
+{
+	struct price_table t;
+	char err[512];
+	const struct budget_price *g3, *g25, *g15, *alias, *worst;
+
+	cr_assert_eq(load("# none\n", 0644, &t, err, sizeof(err)), 0, "%s", err);
+	cr_expect_eq(t.fees[BUDGET_FEE_GEMINI_GOOGLE_SEARCH].micros_per_1000, 14000000);
+	cr_expect_eq(t.fees[BUDGET_FEE_GEMINI_GROUNDED_PROMPT].micros_per_1000, 35000000);
+	g3 = prices_find(&t, BUDGET_GEMINI, "gemini-3-pro-preview", 0);
+	g25 = prices_find(&t, BUDGET_GEMINI, "gemini-2.5-flash", 0);
+	g15 = prices_find(&t, BUDGET_GEMINI, "gemini-1.5-pro", 200000); /* its long-context row */
+	alias = prices_find(&t, BUDGET_GEMINI, "gemini-flash-latest", 0);
+	worst = prices_worst(&t, BUDGET_GEMINI);
+	cr_assert(g3 && g25 && g15 && alias && worst);
+	cr_expect_eq(g3->per_search, 14000000000LL);
+	cr_expect_eq(g3->per_grounded, 0);
+	cr_expect_eq(g25->per_search, 0);
+	cr_expect_eq(g25->per_grounded, 35000000000LL);
+	cr_expect_eq(g15->per_grounded, 35000000000LL);
+	cr_expect_eq(alias->per_search, 14000000000LL);
+	cr_expect_eq(alias->per_grounded, 35000000000LL);
+	cr_expect_eq(worst->per_search, 14000000000LL);
+	cr_expect_eq(worst->per_grounded, 35000000000LL);
+
+	static const struct {
+		int64_t queries, g3, g25, either; /* micro-dollars */
+	} cases[] = {
+		{ 0, 0, 0, 0 }, /* control: no query ran */
+		{ 1, 14000, 35000, 35000 },
+		{ 2, 28000, 35000, 35000 },
+		{ 3, 42000, 35000, 42000 },
+		{ 20, 280000, 35000, 280000 },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct budget_tokens tok = { .web_searches = cases[i].queries };
+
+		cr_expect_eq(budget_cost(g3, &tok), cases[i].g3, "%lld queries on gemini 3",
+			     (long long)cases[i].queries);
+		cr_expect_eq(budget_cost(g25, &tok), cases[i].g25, "%lld queries on gemini 2.5",
+			     (long long)cases[i].queries);
+		cr_expect_eq(budget_cost(alias, &tok), cases[i].either, "%lld queries on an alias",
+			     (long long)cases[i].queries);
+		cr_expect_eq(budget_cost(worst, &tok), cases[i].either, "%lld queries at the worst row",
+			     (long long)cases[i].queries);
+	}
+	prices_free(&t);
+
+	/* the file's fees replace the built-in ones; 0 makes grounding free (a free allowance you track yourself) */
+	cr_assert_eq(load("fee gemini grounded_prompt 0\nfee gemini google_search 20\n", 0644, &t, err, sizeof(err)), 0,
+		     "%s", err);
+	cr_expect_eq(budget_cost(prices_find(&t, BUDGET_GEMINI, "gemini-2.5-pro", 0),
+				 &(struct budget_tokens){ .web_searches = 4 }),
+		     0);
+	cr_expect_eq(budget_cost(prices_find(&t, BUDGET_GEMINI, "gemini-3-pro-preview", 0),
+				 &(struct budget_tokens){ .web_searches = 4 }),
+		     80000);
+	prices_free(&t);
 }
 
 Test(budget_money, model_lookup)
