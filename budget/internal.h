@@ -196,6 +196,13 @@ struct usage_parser {
 	char type[SSE_EVENT_MAX + 1];
 	bool ev_error;
 	int64_t ev_calls; /* OpenAI Responses: the event's (or body's) web_search_call output items */
+	/*
+	 * Gemini: the search queries of the chunk being read (each candidate's
+	 * groundingMetadata.webSearchQueries), and the most any chunk listed: a
+	 * stream may repeat a candidate's grounding in several chunks, and the
+	 * queries of one grounding are never split.
+	 */
+	int64_t queries, queries_most;
 	/* results so far */
 	struct usage_acc run; /* Anthropic's stream: message_start's, updated by each message_delta */
 	bool have_usage, final, error, bad, done_marker;
@@ -223,12 +230,13 @@ struct request_facts {
 	bool server_state; /* input held by the provider (previous_response_id, file ids...) */
 	int64_t images; /* image parts: each may cost more tokens than its bytes (a URL most of all) */
 	bool long_cache; /* Anthropic: a cache write may last an hour, at twice the input price */
-	int64_t web_searches; /* the most web searches its tools allow (Anthropic, OpenAI Responses; saturates) */
+	int64_t web_searches; /* the most web searches its tools allow (Anthropic, OpenAI Responses, Gemini; saturates) */
 };
 
 /*
- * A web_search tool without max_uses (Anthropic), or a Responses request
- * with one and no max_tool_calls (OpenAI), is reserved this many searches;
+ * A web_search tool without max_uses (Anthropic), a Responses request with
+ * one and no max_tool_calls (OpenAI), or a Gemini request that grounds with
+ * Google Search (nothing bounds its queries) is reserved this many searches;
  * the searches reported are charged.
  */
 #define REQUEST_WEB_SEARCH_USES 20

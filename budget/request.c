@@ -227,7 +227,8 @@ enum {
 	R_TOOL, /* where each tool starts: its type and (Anthropic's) max_uses below are its own */
 	R_TOOL_TYPE,
 	R_TOOL_MAX_USES,
-	R_WATCHES,
+	R_GROUNDING, /* 4: a Gemini tool that grounds with Google Search, in either spelling, or its 1.5 form */
+	R_WATCHES = R_GROUNDING + 4,
 };
 
 _Static_assert(R_WATCHES <= JSCAN_WATCH_MAX, "the request's watches fit one list");
@@ -269,6 +270,10 @@ static const char *const req_watch[R_WATCHES] = {
 	"?tools.*",
 	"tools.*.type",
 	"tools.*.max_uses",
+	"?tools.*.googleSearch",
+	"?tools.*.google_search",
+	"?tools.*.googleSearchRetrieval",
+	"?tools.*.google_search_retrieval",
 };
 
 static struct jscan_paths req_paths; /* req_watch, compiled once */
@@ -297,6 +302,7 @@ struct inspect {
 	int64_t web_searches; /* Anthropic's bound: each web_search tool's max_uses, or REQUEST_WEB_SEARCH_USES */
 	int web_search_tools;
 	bool tool_twice; /* a tool that names its type or max_uses twice */
+	bool grounding; /* Gemini: a tool that searches Google */
 };
 
 /* Watches that multiply the output: n, best_of, Gemini's candidateCount in its four spellings. */
@@ -448,6 +454,10 @@ static void on_request_value(void *arg, int w, const char *text, size_t len)
 
 	if (w == R_IMAGE_URL) {
 		in->images++;
+		return;
+	}
+	if (w >= R_GROUNDING) { /* whatever its value: the upstream decides what it makes of it */
+		in->grounding = true;
 		return;
 	}
 	if (w >= R_TOOL) {
@@ -618,9 +628,10 @@ void request_inspect(enum budget_format f, const void *body, size_t len, struct 
 		out->long_cache = in.long_cache;
 		out->web_searches = in.web_searches;
 		break;
-	case BUDGET_FORMAT_GEMINI:
+	case BUDGET_FORMAT_GEMINI: /* grounding: nothing in the request bounds its queries */
 		out->max_output = max_of(&in, R_GEN_MAX, 4);
 		out->choices = cands ? cands : 1;
+		out->web_searches = in.grounding ? REQUEST_WEB_SEARCH_USES : 0;
 		out->server_state = in.non_null[R_CACHED] || in.non_null[R_CACHED + 1];
 		break;
 	default: /* an endpoint latch doesn't know: any count of outputs it names */

@@ -20,7 +20,9 @@
  *                    final at message_stop; its web searches in
  *                    `server_tool_use.web_search_requests`
  *   Gemini           `usageMetadata` of the body, of each array element or
- *                    of each SSE event: the last one counts
+ *                    of each SSE event: the last one counts; its grounding
+ *                    queries are `candidates.*.groundingMetadata.webSearchQueries`,
+ *                    summed over a chunk's candidates, the most of any chunk
  *
  * A usage object is read strictly (integers, 0..TOKENS_MAX, each once, cached
  * no more than the input it is part of); anything else makes the response
@@ -40,8 +42,13 @@
 
 enum { MODE_SNIFF, MODE_JSON, MODE_SSE, MODE_DEAD };
 
-/* What a watched value is to the usage reader (WK_CALL: an output item's type, counted when a web search). */
-enum { WK_NUM, WK_USAGE, WK_ERROR, WK_TYPE, WK_CALL };
+/*
+ * What a watched value is to the usage reader (WK_CALL: an output item's
+ * type, counted when a web search; WK_QUERY: a Gemini search query, counted;
+ * WK_CHUNK: a top-level member or element, where a Gemini chunk's queries
+ * are summed up).
+ */
+enum { WK_NUM, WK_USAGE, WK_ERROR, WK_TYPE, WK_CALL, WK_QUERY, WK_CHUNK };
 
 struct usage_watch {
 	const char *path;
@@ -103,7 +110,11 @@ static const struct usage_watch w_anthropic_sse[] = {
 		NUM(pre "usageMetadata.thoughtsTokenCount", 0, UF_THOUGHTS),                                   \
 		NUM(pre "usageMetadata.cachedContentTokenCount", 0, UF_CACHED),                                \
 		NUM(pre "usageMetadata.toolUsePromptTokenCount", 0, UF_TOOL), ERR(pre "error")
-static const struct usage_watch w_gemini[] = { GEMINI_USAGE(""), GEMINI_USAGE("*."), END };
+#define GEMINI_QUERIES(pre) { "?" pre "candidates.*.groundingMetadata.webSearchQueries.*", WK_QUERY, 0, 0 }
+/* "?*" last: a value is reported to the first watch it matches, and usageMetadata's comes first */
+static const struct usage_watch w_gemini[] = {
+	GEMINI_USAGE(""), GEMINI_USAGE("*."), GEMINI_QUERIES(""), GEMINI_QUERIES("*."), { "?*", WK_CHUNK, 0, 0 }, END,
+};
 /* clang-format on */
 
 const char *usage_result_name(enum usage_result r)
@@ -217,6 +228,14 @@ static void count(struct usage_parser *u, struct usage_acc *a, int field, int64_
 	a->present |= BIT(field);
 }
 
+/* Gemini: a chunk's queries are read (or a member of its top level that holds none begins). */
+static void chunk_end(struct usage_parser *u)
+{
+	if (u->queries > u->queries_most)
+		u->queries_most = u->queries;
+	u->queries = 0;
+}
+
 /* A value at a watched path, in the event or body being read. */
 static void on_value(void *arg, int w, const char *text, size_t len)
 {
@@ -240,6 +259,12 @@ static void on_value(void *arg, int w, const char *text, size_t len)
 	case WK_ERROR:
 		if (*text != 'n') /* "error": null is no error */
 			u->ev_error = true;
+		return;
+	case WK_QUERY:
+		u->queries++;
+		return;
+	case WK_CHUNK:
+		chunk_end(u);
 		return;
 	case WK_CALL:
 		if (!text)
@@ -298,6 +323,7 @@ static void clear_event(struct usage_parser *u)
 	u->type[0] = '\0';
 	u->ev_error = false;
 	u->ev_calls = 0;
+	chunk_end(u);
 }
 
 /* One SSE event (or the whole JSON body, as an event without a name) is complete. */
@@ -486,8 +512,11 @@ enum usage_result usage_finish(struct usage_parser *u, struct budget_tokens *out
 		else
 			u->bad = true;
 	}
-	if (u->format == BUDGET_FORMAT_GEMINI && u->run.object && !u->error)
+	if (u->format == BUDGET_FORMAT_GEMINI && u->run.object && !u->error) {
 		take_usage(u, gemini_tokens(&u->run, &u->tokens));
+		chunk_end(u);
+		u->tokens.web_searches = u->queries_most;
+	}
 	/* SSE: an event without its blank line was never dispatched, as the spec says */
 	if (u->bad)
 		return USAGE_BAD;

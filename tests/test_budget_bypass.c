@@ -813,6 +813,112 @@ Test(budget_bypass, web_searches_are_reserved_by_max_uses_and_charged_as_reporte
 }
 
 /*
+ * Gemini's grounding with Google Search is billed per query from Gemini 3
+ * on ($14 per 1,000) and per grounded prompt before ($35 per 1,000, once
+ * for a request that ran any query), and nothing in a request bounds its
+ * queries.  Invariant: a request that declares the tool, in any spelling
+ * the API takes (the proto's two spellings, 1.5's retrieval form, a key
+ * with an escape), is reserved REQUEST_WEB_SEARCH_USES queries (one
+ * grounded prompt on 2.x) and charged the queries its answer lists.
+ * Controls: no tool, other tools, a function whose name and schema say
+ * googleSearch, a googleSearch member outside the tools.
+ */
+struct gemini_model {
+	const char *path;
+	int64_t input, output; /* pico-dollars a token */
+	int64_t reserved_fee, fee_per_query, fee_per_prompt; /* pico-dollars */
+};
+
+static int64_t gemini_micros(const struct gemini_model *m, int64_t in, int64_t out, int64_t fee)
+{
+	int64_t pico = in * m->input + out * m->output + fee;
+
+	return pico / 1000000 + (pico % 1000000 != 0);
+}
+
+Test(budget_bypass, gemini_grounding_is_reserved_and_charged_by_its_queries)
+{
+	static const struct gemini_model models[] = {
+		{ "/v1beta/models/gemini-3-pro-preview:generateContent", 2000000, 12000000,
+		  REQUEST_WEB_SEARCH_USES * 14000000000LL, 14000000000LL, 0 },
+		{ "/v1beta/models/gemini-2.5-flash:generateContent", 300000, 2500000, 35000000000LL, 0, 35000000000LL },
+	};
+	static const struct {
+		const char *tools;
+		bool grounded;
+	} cases[] = {
+		{ "", false },
+		{ ",\"tools\":[{\"google_search\":{}}]", true },
+		{ ",\"tools\":[{\"googleSearch\":{}}]", true },
+		{ ",\"tools\":[{\"googleSearchRetrieval\":{\"dynamicRetrievalConfig\":{\"mode\":\"MODE_DYNAMIC\"}}}]",
+		  true },
+		{ ",\"tools\":[{\"google_search_retrieval\":{}}]", true },
+		{ ",\"tools\":[{\"google\\u005fsearch\":{}}]", true },
+		{ ",\"tools\":[{\"codeExecution\":{}},{\"urlContext\":{}},{\"googleSearch\":{}}]", true },
+		{ ",\"tools\":[{\"codeExecution\":{}}]", false },
+		{ ",\"tools\":[{\"functionDeclarations\":[{\"name\":\"googleSearch\",\"parameters\":{\"type\":\"object\","
+		  "\"properties\":{\"googleSearch\":{\"type\":\"string\"}}}}]}]",
+		  false },
+		{ ",\"googleSearch\":{}", false },
+	};
+	struct budget *b = open_default();
+	char body[1024], resp[1024];
+
+	for (size_t m = 0; m < sizeof(models) / sizeof(models[0]); m++) {
+		const struct gemini_model *g = &models[m];
+
+		for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+			int n = snprintf(body, sizeof(body),
+					 "{\"contents\":[{\"parts\":[{\"text\":\"hi\"}]}],\"generationConfig\":"
+					 "{\"maxOutputTokens\":10}%s}",
+					 cases[i].tools);
+			int64_t want = gemini_micros(g, (n + 1) / 2, 10, cases[i].grounded ? g->reserved_fee : 0);
+
+			cr_expect_eq(reserve_of(b, BUDGET_GEMINI, g->path, body), want, "%s %s: reserved, want %lld",
+				     g->path, cases[i].tools, (long long)want);
+		}
+
+		/* settled: 20 tokens in, 10 out, and the queries listed (more than reserved: all of them) */
+		static const int queries[] = { 0, 1, 3, 25 };
+		for (size_t q = 0; q < sizeof(queries) / sizeof(queries[0]); q++) {
+			int at = snprintf(resp, sizeof(resp),
+					  "{\"candidates\":[{\"content\":{\"parts\":[{\"text\":"
+					  "\"x\"}]},\"groundingMetadata\":{\"webSearchQueries\":[");
+			for (int k = 0; k < queries[q]; k++)
+				at += snprintf(resp + at, sizeof(resp) - (size_t)at, "%s\"q%d\"", k ? "," : "", k);
+			snprintf(resp + at, sizeof(resp) - (size_t)at,
+				 "]}}],\"usageMetadata\":{\"promptTokenCount\":20,\"candidatesTokenCount\":10}}");
+			struct bt_result r = bt_exchange(
+				b, "a1", BUDGET_GEMINI, "POST", g->path,
+				"{\"contents\":[{\"parts\":[{\"text\":\"hi\"}]}],\"tools\":[{\"google_search\":{}}]}",
+				200, resp, strlen(resp), 7, 0, BUDGET_END_COMPLETE);
+			int64_t fee = queries[q] * g->fee_per_query;
+
+			if (queries[q] && fee < g->fee_per_prompt)
+				fee = g->fee_per_prompt;
+			cr_assert_eq(r.rc, 0, "%s", r.line);
+			cr_expect_str_eq(r.how, "usage");
+			cr_expect_eq(r.charged, gemini_micros(g, 20, 10, fee), "%s, %d queries: charged %lld", g->path,
+				     queries[q], (long long)r.charged);
+			if (queries[q])
+				cr_expect(strstr(r.settle_note.fields, "\"web_searches\":"), "%s",
+					  r.settle_note.fields);
+		}
+
+		/* a stream cut after the grounding: the reservation, its queries included */
+		struct bt_result r = bt_exchange(
+			b, "a1", BUDGET_GEMINI, "POST", g->path,
+			"{\"contents\":[{\"parts\":[{\"text\":\"hi\"}]}],\"tools\":[{\"googleSearch\":{}}]}", 200,
+			"{\"candidates\":[{\"groundingMetadata\":{\"webSearchQueries\":[\"a\"]}}],", 64, 0, 0,
+			BUDGET_END_UPSTREAM_CUT);
+		cr_assert_eq(r.rc, 0, "%s", r.line);
+		cr_expect_geq(r.reserved, gemini_micros(g, 0, 0, g->reserved_fee));
+		cr_expect_eq(r.charged, r.reserved);
+	}
+	budget_close(b);
+}
+
+/*
  * The fee is the cap's business too: a dollar cap that a request's
  * searches alone pass refuses it, and the line says which knob lowers it
  * (Anthropic's max_uses, OpenAI's max_tool_calls).  Control: the same
@@ -852,5 +958,21 @@ Test(budget_bypass, a_dollar_cap_counts_the_searches_a_request_allows)
 			"\"web_search\"}],\"max_tool_calls\":1}",
 			200, "", 0, 0, 0, BUDGET_END_GUEST_CUT);
 	cr_expect_eq(r.rc, 0, "%s", r.line);
+	/* Gemini 3: 20 queries at $0.014 reserved for a grounded request; nothing bounds them but the tool */
+	o.sandbox[BUDGET_GEMINI].micros_per_day = 50000;
+	budget_close(b);
+	b = bt_open(&o);
+	r = bt_exchange(b, "a1", BUDGET_GEMINI, "POST", "/v1beta/models/gemini-3-pro-preview:generateContent",
+			"{\"contents\":[{\"parts\":[{\"text\":\"hi\"}]}],\"generationConfig\":{\"maxOutputTokens\":10},"
+			"\"tools\":[{\"googleSearch\":{}}]}",
+			200, "", 0, 0, 0, BUDGET_END_GUEST_CUT);
+	cr_expect_eq(r.rc, -EDQUOT, "rc %d: %s", r.rc, r.line);
+	cr_expect(strstr(r.line, "(its web searches' fees included)"), "%s", r.line);
+	cr_expect(strstr(r.line, "lower its max tokens or leave out its google_search tool"), "%s", r.line);
+	r = bt_exchange(
+		b, "a1", BUDGET_GEMINI, "POST", "/v1beta/models/gemini-3-pro-preview:generateContent",
+		"{\"contents\":[{\"parts\":[{\"text\":\"hi\"}]}],\"generationConfig\":{\"maxOutputTokens\":10}}", 200,
+		"", 0, 0, 0, BUDGET_END_GUEST_CUT);
+	cr_expect_eq(r.rc, 0, "without the tool: %s", r.line);
 	budget_close(b);
 }

@@ -48,6 +48,10 @@ static const struct parse_case cases[] = {
 	{ "gemini.json", BUDGET_FORMAT_GEMINI, { .input = 2048, .output = 1339 } },
 	{ "gemini_array.json", BUDGET_FORMAT_GEMINI, { .input = 50000, .cached = 200000, .output = 1190 } },
 	{ "gemini.sse", BUDGET_FORMAT_GEMINI, { .input = 31000, .output = 4100 } },
+	/* grounded: the queries of the chunk that lists the most, each chunk's candidates summed */
+	{ "gemini_grounding.json", BUDGET_FORMAT_GEMINI, { .input = 3600, .output = 800, .web_searches = 2 } },
+	{ "gemini_grounding.sse", BUDGET_FORMAT_GEMINI, { .input = 10000, .output = 2000, .web_searches = 3 } },
+	{ "gemini_grounding_array.json", BUDGET_FORMAT_GEMINI, { .input = 1000, .output = 600, .web_searches = 3 } },
 };
 
 static enum usage_result parse(const char *text, size_t len, enum budget_format f, size_t chunk,
@@ -210,6 +214,23 @@ static const struct flow_case flows[] = {
 	  "{\"model\":\"gpt-5\",\"stream\":true,\"input\":\"What changed? %s\",\"tools\":[{\"type\":"
 	  "\"web_search\"}],\"max_tool_calls\":6,\"max_output_tokens\":4000}",
 	  "openai_responses_web_search.sse", 94935, 4 * 12410 },
+	/* gemini-2.5-flash: (1200 + 2400 tool use) x 0.30 + (300 + 500) x 2.50 = 3080, and one grounded prompt
+	 * at $35 per 1,000 for its 2 queries: 38080 */
+	{ BUDGET_GEMINI, "/v1beta/models/gemini-2.5-flash:generateContent",
+	  "{\"contents\":[{\"parts\":[{\"text\":\"Who won euro 2024? %s\"}]}],\"tools\":[{\"google_search\":{}}]}",
+	  "gemini_grounding.json", 38080, 4 * 1200 },
+	/* gemini-3-pro-preview: (4000 + 6000) x 2 + (700 + 1300) x 12 = 44000, and 3 queries at $14 per 1,000
+	 * (listed twice in the stream, counted once): 86000 */
+	{ BUDGET_GEMINI, "/v1beta/models/gemini-3-pro-preview:streamGenerateContent?alt=sse",
+	  "{\"contents\":[{\"role\":\"user\",\"parts\":[{\"text\":\"What is new in Rust 1.91? %s\"}]}],"
+	  "\"tools\":[{\"googleSearch\":{}}],\"generationConfig\":{\"thinkingConfig\":{\"thinkingLevel\":\"low\"}}}",
+	  "gemini_grounding.sse", 86000, 4 * 4000 },
+	/* gemini-flash-latest (an alias: either way of billing, the dearer): 1000 x 0.30 + 600 x 2.50 = 1800,
+	 * and 3 queries of two candidates: $0.042 by query against $0.035 a prompt: 43800 */
+	{ BUDGET_GEMINI, "/v1beta/models/gemini-flash-latest:streamGenerateContent",
+	  "{\"contents\":[{\"parts\":[{\"text\":\"Latest Python? %s\"}]}],\"tools\":[{\"google_search\":{}}],"
+	  "\"generationConfig\":{\"candidateCount\":2}}",
+	  "gemini_grounding_array.json", 43800, 4 * 1000 },
 };
 
 /* Settled from the real usage at the table's prices, to the micro-dollar, under the reservation. */
