@@ -21,7 +21,9 @@
         X-Fake-Usage: in=N,out=N,cached=N,cw=N,cw1h=N,thoughts=N,search=N   the counts to report
                       (search: server-side web searches: on Anthropic a server_tool_use and a
                       web_search_tool_result block each, counted in usage.server_tool_use; on
-                      OpenAI's Responses a web_search_call output item each)
+                      OpenAI's Responses a web_search_call output item each; on Gemini a query
+                      each in groundingMetadata.webSearchQueries, given in the last two chunks
+                      of a stream alike)
         X-Fake-Mode:  ok | omit (no usage anywhere) | malformed (a count that is a string)
                       | cut (the upstream closes mid-body) | slow (events 0.5 s apart, for a
                       SIGKILL mid-stream) | hold (answer after 1 s: all racers decide first)
@@ -330,6 +332,10 @@ class Upstream(BaseHTTPRequestHandler):
                  "modelVersion": model, "responseId": "r1"}
             if final:
                 e["candidates"][0]["finishReason"] = "STOP"
+            if c["search"] and (final or text == FAKE_TEXT):  # grounded: the queries it ran, twice in a stream
+                e["candidates"][0]["groundingMetadata"] = {
+                    "groundingChunks": [{"web": {"uri": "https://docs.example.org/", "title": "example"}}],
+                    "webSearchQueries": ["query %d" % i for i in range(c["search"])]}
             if mode != "omit":
                 # every element carries the counts so far; the last one is the bill
                 e["usageMetadata"] = {"promptTokenCount": num(c["in"], m and final),

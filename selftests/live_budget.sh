@@ -283,7 +283,7 @@ exact "Anthropic Messages, SSE (message_start, message_delta)" "$(cost "$P_SON" 
 # Anthropic's server-side web search: each search at the price table's fee, beside the tokens (the
 # request is reserved the searches its tool's max_uses allows: 4 more reserve 4 fees more, exactly)
 # fee_of PROVIDER: its web_search fee, micro-dollars per 1,000 searches
-fee_of() { latch --json usage --prices | jq -r --arg p "$1" '.fees[] | select(.provider == $p and .tool == "web_search") | .micros_per_1000'; }
+fee_of() { latch --json usage --prices | jq -r --arg p "$1" --arg t "${2:-web_search}" '.fees[] | select(.provider == $p and .tool == $t) | .micros_per_1000'; }
 # more_reserved NAME ROUTE PATH BODY HEADER N FEE: BODY, allowing N searches more than the last send's, reserves N fees more
 more_reserved() {
 	local before=$RES
@@ -325,6 +325,24 @@ exact "Gemini streamGenerateContent, SSE (the last usageMetadata counts)" "$(cos
 send gemini /v1beta/models/gemini-2.5-flash:streamGenerateContent "$GEM" --header "$(usage_hdr 333 33 0 0 0 0)"
 exact "Gemini streamGenerateContent, one JSON array streamed element by element" "$(cost "$P_FL" 333 0 0 0 33)"
 check "a settlement below its reservation is in the audit log (budget.settled.usage)" audited budget budget.settled.usage
+# Gemini's grounding with Google Search: per query from Gemini 3 on, per grounded prompt before (once
+# however many queries); a grounded request is reserved 20 queries (one prompt on 2.x): nothing bounds them
+FEE_GQ=$(fee_of gemini google_search)
+FEE_GP=$(fee_of gemini grounded_prompt)
+check_eq "the built-in fees of Gemini's grounding are \$14 a 1,000 queries and \$35 a 1,000 prompts" \
+	"$FEE_GQ $FEE_GP" "14000000 35000000"
+GEM_G="${GEM%\}},\"tools\":[{\"google_search\":{}}]}"
+send gemini /v1beta/models/gemini-2.5-flash:generateContent "${GEM_G/google_search/google_xearch}" \
+	--header "$(usage_hdr 1001 7 3 0 0 5)"
+XRES=$RES
+send gemini /v1beta/models/gemini-2.5-flash:generateContent "$GEM_G" --header "$(usage_hdr 1001 7 3 0 0 5 4)"
+exact "Gemini 2.5 grounded with 4 queries, JSON: one grounded prompt" $(($(cost "$P_FL" 998 3 0 0 12) + FEE_GP / 1000))
+check_eq "a grounded Gemini 2.5 request is reserved one grounded prompt more than one with a tool of another name" \
+	$((RES - XRES)) $((FEE_GP / 1000))
+send gemini "/v1beta/models/gemini-3-pro-preview:streamGenerateContent?alt=sse" "$GEM_G" \
+	--header "$(usage_hdr 2000 300 0 0 0 100 3)"
+exact "Gemini 3 grounded with 3 queries, SSE (given in two chunks, counted once)" \
+	$(($(cost "$(price gemini gemini-3-pro-preview)" 2000 0 0 0 400) + 3 * FEE_GQ / 1000))
 check_eq "the upstreams were asked for identity bodies" \
 	"$(tail -1 "$T/up.log" | jq -r '.headers[] | select(.[0] == "Accept-Encoding") | .[1]')" identity
 
