@@ -33,6 +33,12 @@
  *                 request is printed below the table)
  *   sqlite-full   the floor with synchronous=FULL (an fsync per commit)
  *   budget-full   the whole meter with synchronous=FULL
+ *   rows          the journal fold's floor: a request's two rows (its
+ *                 reservation and its settlement, as budget/ fills them)
+ *                 written by the ledger's own INSERTs, one transaction every
+ *                 FOLD_EVERY requests, without the journal (timed apart
+ *                 and printed below the table beside the fold: what the
+ *                 fold spends beyond it is the journal's read and sums)
  * Each request is timed alone (CLOCK_MONOTONIC); p50, p90 and mean per
  * configuration over all reps.  Every 256 requests the ledger is
  * checkpointed off the timed path, as latchd's tick does with
@@ -49,14 +55,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include "budget/budget.h"
 #include "budget/internal.h"
 
-enum { C_COPY, C_SCAN, C_SQLITE, C_BUDGET, C_JOURNAL, C_SQLITE_FULL, C_BUDGET_FULL, N_CONFIGS };
-static const char *const config_names[N_CONFIGS] = { "copy",	"scan",	       "sqlite",     "budget",
-						     "journal", "sqlite-full", "budget-full" };
+enum { C_COPY, C_SCAN, C_SQLITE, C_BUDGET, C_JOURNAL, C_SQLITE_FULL, C_BUDGET_FULL, C_ROWS, N_CONFIGS };
+static const char *const config_names[N_CONFIGS] = { "copy",	"scan",	       "sqlite",      "budget",
+						     "journal", "sqlite-full", "budget-full", "rows" };
 
 struct shape {
 	const char *name;
@@ -258,6 +265,52 @@ static void run_budget(struct budget *b, const struct shape *s)
 		exit(2);
 }
 
+/* The rows config: a ledger and the rows that wait for its next transaction. */
+struct rows_db {
+	struct ledger *l;
+	struct ledger_row *rows;
+	size_t n;
+	int64_t next_id;
+};
+
+/* A request's reservation and settlement, as budget/ writes them (a small request's counts). */
+static void rows_add(struct rows_db *r, uint64_t t)
+{
+	static const struct budget_caps caps = { BUDGET_NO_CAP, BUDGET_NO_CAP, BUDGET_NO_CAP };
+	int64_t id = r->next_id;
+
+	r->rows[r->n++] = (struct ledger_row){ .id = id,
+					       .time_ns = t,
+					       .sandbox = "bench",
+					       .provider = "anthropic",
+					       .model = "claude-haiku-4-5",
+					       .how = "reserve",
+					       .micros = 12345,
+					       .caps = caps,
+					       .owner = "00000000-0000-0000-0000-000000000000:1:2" };
+	r->rows[r->n++] = (struct ledger_row){ .id = id + 1,
+					       .time_ns = t + 1,
+					       .request = id,
+					       .settle = true,
+					       .sandbox = "bench",
+					       .provider = "anthropic",
+					       .model = "claude-haiku-4-5",
+					       .how = "usage",
+					       .micros = 1234,
+					       .tokens = { .input = 93, .output = 46 } };
+	r->next_id += 2;
+}
+
+/* The rows that wait, in one transaction. */
+static void rows_write(struct rows_db *r)
+{
+	if (ledger_begin(r->l) || ledger_insert_rows(r->l, r->rows, r->n) || ledger_commit(r->l)) {
+		fprintf(stderr, "bench/budget: rows: %s\n", ledger_error(r->l));
+		exit(2);
+	}
+	r->n = 0;
+}
+
 /* Is name in the comma list (NULL: every name is)? */
 static bool listed(const char *list, const char *name)
 {
@@ -288,6 +341,8 @@ int main(int argc, char **argv)
 	uint64_t *ns[2][N_CONFIGS];
 	size_t cnt[2][N_CONFIGS] = { { 0 } };
 	uint64_t fold_ns[2] = { 0 }; /* the journal's folds (the tick), off the request's path */
+	uint64_t rows_ns[2] = { 0 }; /* the rows config's transactions */
+	struct rows_db rows = { 0 };
 
 	if (!mkdtemp(dir) || n_fast < 1 || n_full < 1 || reps < 1 || fold_every < 1) {
 		fprintf(stderr, "usage: bench/budget [N N_FULL REPS FOLD_EVERY [CONFIGS [SHAPES]]]\n");
@@ -300,7 +355,15 @@ int main(int argc, char **argv)
 		bool full = c == C_SQLITE_FULL || c == C_BUDGET_FULL;
 
 		snprintf(path[c], sizeof(path[c]), "%s/%s.db", dir, config_names[c]);
-		if (c == C_SQLITE || c == C_SQLITE_FULL) {
+		if (c == C_ROWS) {
+			rows.l = ledger_open(path[c], false, false, geteuid(), LOCK_EX, err, sizeof(err));
+			rows.rows = calloc(2 * (size_t)fold_every, sizeof(*rows.rows));
+			rows.next_id = 1;
+			if (!rows.l || !rows.rows) {
+				fprintf(stderr, "bench/budget: rows: %s\n", rows.l ? "out of memory" : err);
+				return 1;
+			}
+		} else if (c == C_SQLITE || c == C_SQLITE_FULL) {
 			if (floor_open(&fl[c], path[c], full))
 				return 1;
 		} else {
@@ -345,6 +408,9 @@ int main(int argc, char **argv)
 					case C_SQLITE_FULL:
 						run_floor(&fl[c], t0);
 						break;
+					case C_ROWS:
+						rows_add(&rows, t0);
+						break;
 					default:
 						run_budget(b[c], &shapes[s]);
 						break;
@@ -357,9 +423,17 @@ int main(int argc, char **argv)
 							exit(2);
 						fold_ns[s] += mono_ns() - f0;
 					}
+					if (c == C_ROWS && rows.n == 2 * (size_t)fold_every) {
+						uint64_t f0 = mono_ns();
+
+						rows_write(&rows);
+						rows_ns[s] += mono_ns() - f0;
+					}
 					if (i % 256 == 255) { /* latchd's tick, off the timed path */
 						if (c == C_JOURNAL) /* its fold is the one above */
 							ledger_checkpoint(b[c]->l);
+						else if (c == C_ROWS)
+							ledger_checkpoint(rows.l);
 						else if (b[c])
 							budget_tick(b[c]);
 						else if (fl[c].db)
@@ -378,7 +452,7 @@ int main(int argc, char **argv)
 			uint64_t sum = 0;
 			size_t n = cnt[s][c];
 
-			if (!n)
+			if (!n || c == C_ROWS) /* its requests only gather rows: its line is below */
 				continue;
 			qsort(ns[s][c], n, sizeof(uint64_t), cmp_u64);
 			for (size_t i = 0; i < n; i++)
@@ -394,8 +468,14 @@ int main(int argc, char **argv)
 		if (cnt[s][C_JOURNAL])
 			printf("%-6s journal: its fold into sqlite (every %d requests, off the request's path) costs %llu ns a request\n",
 			       shapes[s].name, fold_every, (unsigned long long)(fold_ns[s] / cnt[s][C_JOURNAL]));
+	for (int s = 0; s < 2; s++)
+		if (cnt[s][C_ROWS])
+			printf("%-6s rows: the ledger's INSERTs of a request's two rows alone (the fold's floor) cost %llu ns a request\n",
+			       shapes[s].name, (unsigned long long)(rows_ns[s] / cnt[s][C_ROWS]));
 	printf("shapes: small = %zu B request, %zu B JSON answer; agent = %zu B request, %zu B SSE in %zu B chunks\n",
 	       shapes[0].body_len, shapes[0].resp_len, shapes[1].body_len, shapes[1].resp_len, shapes[1].chunk);
+	ledger_close(rows.l);
+	free(rows.rows);
 	for (int c = 0; c < N_CONFIGS; c++) {
 		budget_close(b[c]);
 		if (fl[c].db) {
