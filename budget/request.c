@@ -619,7 +619,8 @@ void request_inspect(enum budget_format f, const void *body, size_t len, struct 
 	case BUDGET_FORMAT_OPENAI_RESPONSES: /* web searches: at most max_tool_calls, whatever the tools */
 		out->max_output = in.number[R_MAX_OUTPUT];
 		out->server_state = in.non_null[R_PREVIOUS] || in.non_null[R_CONVERSATION] || in.non_null[R_PROMPT];
-		if (in.web_search_tools)
+		/* a stored prompt may bring its own tools: a web search among them, for all the body says */
+		if (in.web_search_tools || in.non_null[R_PROMPT])
 			out->web_searches = in.number[R_MAX_TOOL_CALLS] > 0 ? in.number[R_MAX_TOOL_CALLS] :
 									      REQUEST_WEB_SEARCH_USES;
 		break;
@@ -631,8 +632,9 @@ void request_inspect(enum budget_format f, const void *body, size_t len, struct 
 	case BUDGET_FORMAT_GEMINI: /* grounding: nothing in the request bounds its queries */
 		out->max_output = max_of(&in, R_GEN_MAX, 4);
 		out->choices = cands ? cands : 1;
-		out->web_searches = in.grounding ? REQUEST_WEB_SEARCH_USES : 0;
 		out->server_state = in.non_null[R_CACHED] || in.non_null[R_CACHED + 1];
+		/* cached content may hold the tools (a request that names it can't give its own) */
+		out->web_searches = in.grounding || out->server_state ? REQUEST_WEB_SEARCH_USES : 0;
 		break;
 	default: /* an endpoint latch doesn't know: any count of outputs it names */
 		out->choices = mul_sat(per > cands ? per : (cands ? cands : 1), prompts);

@@ -803,6 +803,27 @@ Test(budget_bypass, web_searches_are_reserved_by_max_uses_and_charged_as_reporte
 			     "openai case %zu: charged %lld (%s)", i, (long long)r.charged, r.how);
 	}
 
+	/*
+	 * A stored prompt (`prompt`) may bring its own tools: reserved as if a
+	 * web_search tool were given (max_tool_calls, or 20).  Both bodies'
+	 * input is the model's context (state the provider holds); control:
+	 * previous_response_id, whose tools are the request's own.
+	 */
+	cr_expect_eq(reserve_of(b, BUDGET_OPENAI, "/v1/responses",
+				"{\"model\":\"gpt-5-nano\",\"max_output_tokens\":10,\"prompt\":{\"id\":\"pmpt_1\"},"
+				"\"input\":\"hi\"}") -
+			     reserve_of(b, BUDGET_OPENAI, "/v1/responses",
+					"{\"model\":\"gpt-5-nano\",\"max_output_tokens\":10,\"previous_response_id\":"
+					"\"resp_1\",\"input\":\"hi\"}"),
+		     REQUEST_WEB_SEARCH_USES * 25000);
+	cr_expect_eq(reserve_of(b, BUDGET_OPENAI, "/v1/responses",
+				"{\"model\":\"gpt-5-nano\",\"max_output_tokens\":10,\"prompt\":{\"id\":\"pmpt_1\"},"
+				"\"max_tool_calls\":2,\"input\":\"hi\"}") -
+			     reserve_of(b, BUDGET_OPENAI, "/v1/responses",
+					"{\"model\":\"gpt-5-nano\",\"max_output_tokens\":10,\"previous_response_id\":"
+					"\"resp_1\",\"input\":\"hi\"}"),
+		     2 * 25000, "a stored prompt's searches are bounded by max_tool_calls");
+
 	/* control: OpenAI's chat format has no such fee, whatever the tools say */
 	cr_expect_eq(reserve_of(b, BUDGET_OPENAI, "/v1/chat/completions",
 				"{\"model\":\"gpt-4o-mini\",\"max_tokens\":10,\"messages\":[],\"tools\":[" WS "}]}"),
@@ -914,6 +935,22 @@ Test(budget_bypass, gemini_grounding_is_reserved_and_charged_by_its_queries)
 		cr_assert_eq(r.rc, 0, "%s", r.line);
 		cr_expect_geq(r.reserved, gemini_micros(g, 0, 0, g->reserved_fee));
 		cr_expect_eq(r.charged, r.reserved);
+
+		/*
+		 * Cached content may hold the tools (a request that names it can't
+		 * give its own): such a request is reserved the queries too.  Its
+		 * input is the model's context either way; control: an inline PDF,
+		 * input the body doesn't bound either, but no tools of the provider's.
+		 */
+		cr_expect_eq(
+			reserve_of(b, BUDGET_GEMINI, g->path,
+				   "{\"cachedContent\":\"cachedContents/grounded1\",\"contents\":[{\"parts\":[{\"text\":"
+				   "\"hi\"}]}],\"generationConfig\":{\"maxOutputTokens\":10}}") -
+				reserve_of(
+					b, BUDGET_GEMINI, g->path,
+					"{\"contents\":[{\"parts\":[{\"inlineData\":{\"mimeType\":\"application/pdf\","
+					"\"data\":\"JVBERi0=\"}}]}],\"generationConfig\":{\"maxOutputTokens\":10}}"),
+			g->reserved_fee / 1000000, "%s: cached content reserves the grounding", g->path);
 	}
 	budget_close(b);
 }
