@@ -336,7 +336,7 @@ struct budget_price {
 	int64_t input, output, cached_input, cache_write;
 	int64_t max_output; /* the most output tokens one request can be billed for */
 	int64_t context; /* the most input tokens one request can be billed for */
-	int64_t per_search; /* pico-dollars a web search: the provider's `fee ... web_search` line, or 0 */
+	int64_t per_search; /* pico-dollars a web search (a grounding query on Gemini): the row's fee line, or 0 */
 	int64_t per_grounded; /* pico-dollars a request that searched at all (Gemini 2.x's grounded prompt), or 0 */
 	bool builtin;
 };

@@ -809,19 +809,18 @@ Test(budget_bypass, web_searches_are_reserved_by_max_uses_and_charged_as_reporte
 	 * input is the model's context (state the provider holds); control:
 	 * previous_response_id, whose tools are the request's own.
 	 */
+	int64_t stateful = reserve_of(b, BUDGET_OPENAI, "/v1/responses",
+				      "{\"model\":\"gpt-5-nano\",\"max_output_tokens\":10,\"previous_response_id\":"
+				      "\"resp_1\",\"input\":\"hi\"}");
 	cr_expect_eq(reserve_of(b, BUDGET_OPENAI, "/v1/responses",
 				"{\"model\":\"gpt-5-nano\",\"max_output_tokens\":10,\"prompt\":{\"id\":\"pmpt_1\"},"
 				"\"input\":\"hi\"}") -
-			     reserve_of(b, BUDGET_OPENAI, "/v1/responses",
-					"{\"model\":\"gpt-5-nano\",\"max_output_tokens\":10,\"previous_response_id\":"
-					"\"resp_1\",\"input\":\"hi\"}"),
+			     stateful,
 		     REQUEST_WEB_SEARCH_USES * 25000);
 	cr_expect_eq(reserve_of(b, BUDGET_OPENAI, "/v1/responses",
 				"{\"model\":\"gpt-5-nano\",\"max_output_tokens\":10,\"prompt\":{\"id\":\"pmpt_1\"},"
 				"\"max_tool_calls\":2,\"input\":\"hi\"}") -
-			     reserve_of(b, BUDGET_OPENAI, "/v1/responses",
-					"{\"model\":\"gpt-5-nano\",\"max_output_tokens\":10,\"previous_response_id\":"
-					"\"resp_1\",\"input\":\"hi\"}"),
+			     stateful,
 		     2 * 25000, "a stored prompt's searches are bounded by max_tool_calls");
 
 	/* control: OpenAI's chat format has no such fee, whatever the tools say */
