@@ -969,6 +969,7 @@ Test(budget_bypass, a_dollar_cap_counts_the_searches_a_request_allows)
 	bt_opts(&o);
 	o.sandbox[BUDGET_ANTHROPIC].micros_per_day = 50000; /* $0.05 */
 	o.sandbox[BUDGET_OPENAI].micros_per_day = 50000;
+	o.sandbox[BUDGET_GEMINI].micros_per_day = 50000;
 	b = bt_open(&o);
 	r = bt_exchange(b, "a1", BUDGET_ANTHROPIC, "POST", "/v1/messages",
 			"{\"model\":\"claude-haiku-4-5\",\"max_tokens\":10,\"messages\":[],\"tools\":[" WS
@@ -995,9 +996,6 @@ Test(budget_bypass, a_dollar_cap_counts_the_searches_a_request_allows)
 			200, "", 0, 0, 0, BUDGET_END_GUEST_CUT);
 	cr_expect_eq(r.rc, 0, "%s", r.line);
 	/* Gemini 3: 20 queries at $0.014 reserved for a grounded request; nothing bounds them but the tool */
-	o.sandbox[BUDGET_GEMINI].micros_per_day = 50000;
-	budget_close(b);
-	b = bt_open(&o);
 	r = bt_exchange(b, "a1", BUDGET_GEMINI, "POST", "/v1beta/models/gemini-3-pro-preview:generateContent",
 			"{\"contents\":[{\"parts\":[{\"text\":\"hi\"}]}],\"generationConfig\":{\"maxOutputTokens\":10},"
 			"\"tools\":[{\"googleSearch\":{}}]}",
