@@ -43,8 +43,7 @@ mkdir -p "$BPFFS" "$TMP/root/etc/latch"
 printf 'pool = %s\ntable_base = 31500\nimages = %s\n' "$POOL" "${LATCH_IMAGES:-/var/lib/latch/images}" \
 	> "$TMP/root/etc/latch/latch.conf"
 export LATCH_ROOT=$TMP/root LATCH_BPFFS=$BPFFS
-pgrep -x virtlogd >/dev/null || virtlogd -d
-pgrep -x libvirtd >/dev/null || { libvirtd -d; sleep 1; }
+bash "$TOP/scripts/libvirt_up.sh" || exit 1
 
 echo "## latch image build --image debian"
 t0=$SECONDS

@@ -51,8 +51,7 @@ mkdir -p "$BPFFS" "$TMP/root/etc/latch" "$TMP/www"
 printf '# the demo: a documentation pool, no uplink\npool = %s\npool6 = 2001:db8:de00::/48\ntable_base = %s\nimages = %s\n' "$POOL" "$TABLE" "${LATCH_IMAGES:-/var/lib/latch/images}" \
 	> "$TMP/root/etc/latch/latch.conf"
 export LATCH_ROOT=$TMP/root LATCH_BPFFS=$BPFFS
-pgrep -x virtlogd >/dev/null || virtlogd -d
-pgrep -x libvirtd >/dev/null || { libvirtd -d; sleep 1; }
+bash scripts/libvirt_up.sh || exit 1
 
 run() { echo "\$ $*"; "$@"; }
 run "$LATCH" image build
