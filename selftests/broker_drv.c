@@ -189,6 +189,19 @@ static void local_answer(const char *line)
 
 /* ------------------------------------------------------------ the test meter */
 
+/* What the meter saw of each exchange: its bytes, their FNV-1a in order, and the head before any byte. */
+static struct {
+	uint64_t bytes, fnv;
+	int heads;
+	bool head_first;
+} meter_seen[1024];
+
+static void meter_start(long token)
+{
+	memset(&meter_seen[token % 1024], 0, sizeof(meter_seen[0]));
+	meter_seen[token % 1024].fnv = 0xcbf29ce484222325ULL; /* FNV-1a's offset basis */
+}
+
 static int meter_request(void *arg, const struct latch_http_meter_request *rq, void **token, char *refusal, size_t len)
 {
 	json_t *body = json_loadb(rq->body, rq->body_len, 0, NULL);
@@ -207,22 +220,33 @@ static int meter_request(void *arg, const struct latch_http_meter_request *rq, v
 			 (long long)max_tokens);
 		return -1;
 	}
-	*token = (void *)next_token++;
+	*token = (void *)next_token;
+	meter_start(next_token++);
 	return 0;
 }
 
-static uint64_t meter_bytes[1024];
-
 static void meter_response(void *arg, void *token, int status, const void *data, size_t len)
 {
-	meter_bytes[(long)token % 1024] += len;
+	typeof(meter_seen[0]) *m = &meter_seen[(long)token % 1024];
+
+	if (!data) {
+		m->head_first = !m->heads++ && !m->bytes;
+		return;
+	}
+	for (size_t i = 0; i < len; i++)
+		m->fnv = (m->fnv ^ ((const unsigned char *)data)[i]) * 0x100000001b3ULL;
+	m->bytes += len;
 }
 
 static void meter_end(void *arg, void *token, enum latch_http_end how)
 {
-	print_json(json_pack("{s:s, s:I, s:s, s:I}", "event", "meter-end", "token", (json_int_t)(long)token, "how",
-			     latch_http_end_name(how), "response_bytes", (json_int_t)meter_bytes[(long)token % 1024]));
-	meter_bytes[(long)token % 1024] = 0;
+	typeof(meter_seen[0]) *m = &meter_seen[(long)token % 1024];
+	char fnv[17];
+
+	snprintf(fnv, sizeof(fnv), "%016llx", (unsigned long long)m->fnv);
+	print_json(json_pack("{s:s, s:I, s:s, s:I, s:s, s:b}", "event", "meter-end", "token", (json_int_t)(long)token,
+			     "how", latch_http_end_name(how), "response_bytes", (json_int_t)m->bytes, "response_fnv",
+			     fnv, "head_first", m->head_first && m->heads == 1));
 }
 
 static const struct latch_http_meter test_meter = {

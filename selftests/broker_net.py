@@ -352,7 +352,11 @@ def rss_kb(pid):
 
 def stall(a):
     """One side of an exchange stops taking bytes; the other goes on as fast as it can."""
-    s = socket.create_connection((a.host, a.port), timeout=30)
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    if a.rcvbuf:  # before connect, so the window stays small: the broker's buffer fills, not ours
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, a.rcvbuf)
+    s.settimeout(30)
+    s.connect((a.host, a.port))
     hdrs = "".join("%s\r\n" % h for h in a.header)
     out = {"rss_before": rss_kb(a.pid)}
     if a.upload:
@@ -381,7 +385,11 @@ def stall(a):
         out["body_len"] = answer.get("body_len")
         out["sha_ok"] = bool(sent) and answer.get("body_sha256") == digest.hexdigest()
     else:
-        s.sendall(("GET %s HTTP/1.1\r\nHost: x\r\n%s\r\n" % (a.path, hdrs)).encode())
+        if a.post is not None:
+            s.sendall(("POST %s HTTP/1.1\r\nHost: x\r\n%sContent-Length: %d\r\n\r\n%s"
+                       % (a.path, hdrs, len(a.post), a.post)).encode())
+        else:
+            s.sendall(("GET %s HTTP/1.1\r\nHost: x\r\n%s\r\n" % (a.path, hdrs)).encode())
         head, _, body = read_head(s).partition(b"\r\n\r\n")
         while len(body) < 65536:
             more = s.recv(65536)
@@ -392,11 +400,18 @@ def stall(a):
         time.sleep(a.secs)
         out["rss_during"] = rss_kb(a.pid)
         got = len(body)
+        kept = open(a.out, "wb") if a.out else None
+        if kept:
+            kept.write(body)
         while got < want:
             more = s.recv(1 << 20)
             if not more:
                 break
             got += len(more)
+            if kept:
+                kept.write(more)
+        if kept:
+            kept.close()
         out["received"] = got
     print(json.dumps(out))
 
@@ -592,6 +607,9 @@ def main():
     p.add_argument("--secs", type=float, default=2)
     p.add_argument("--header", action="append", default=[])
     p.add_argument("--upload", type=int, default=0)
+    p.add_argument("--post", help="download: POST this body (default GET)")
+    p.add_argument("--rcvbuf", type=int, default=0, help="the socket's SO_RCVBUF, set before connecting")
+    p.add_argument("--out", help="download: write the body here")
     p = sub.add_parser("connect")
     p.add_argument("host")
     p.add_argument("port", type=int)

@@ -78,7 +78,7 @@ cat >"$T/broker.json" <<EOF
                    $(up alt https://api.test.example:8443 "$T/alt-secret" Authorization "Bearer ")]},
     {"name": "git", "placeholder": "$PH_GIT", "methods": ["GET", "POST"], "paths": ["/git"],
      "upstreams": [$(up "" https://api.test.example "$T/git-secret" Authorization "Basic ")]},
-    {"name": "meter", "placeholder": "$PH_METER", "methods": ["POST"], "paths": ["/v1/echo"], "meter": true,
+    {"name": "meter", "placeholder": "$PH_METER", "methods": ["POST"], "paths": ["/v1/echo", "/v1/sse", "/v1/big", "/v1/chunked"], "meter": true,
      "upstreams": [$(up "" https://api.test.example "$T/secret" x-api-key "")]},
     {"name": "nokey", "placeholder": "$PH_NOKEY", "methods": ["GET"], "paths": ["/v1/echo"],
      "upstreams": [{"url": "https://api.test.example", "secret_var": "NOKEY_API_KEY", "header": "Authorization",
@@ -360,8 +360,47 @@ check_eq "the meter read the model" "$(grep '"event":"meter-request"' "$T/drv.ou
 sleep 0.2
 check_eq "the meter heard the end of the exchange" \
 	"$(grep '"event":"meter-end"' "$T/drv.out" | tail -1 | jq -r .how)" complete
-check_cmp "the meter saw the response body" \
-	"$(grep '"event":"meter-end"' "$T/drv.out" | tail -1 | jq -r .response_bytes)" -gt 100
+# invariant: the meter sees every byte of the response the guest gets, in order, the head first, all before
+# end() (it reads them just after the guest's write: docs/broker.md): a JSON body, an SSE stream of 10 events
+# 100 ms apart, a chunked body, and 2 MB with a Content-Length to a guest that stalls for a second with a 4 KiB
+# receive buffer (the engine's 64 KiB buffer_max fills and reading the upstream pauses).  The echo is the one
+# body that differs byte for byte: it holds the key the upstream got, which the meter reads as sent and the
+# guest gets scrubbed to as many `*`.
+mget() { # mget PATH: the guest's POST on the metered route, its body to $T/mbody
+	in_g curl -sS -m 8 -o "$T/mbody" -H "x-api-key: $PH_METER" -d '{"model":"m1","max_tokens":100}' "$URL/meter$1"
+}
+mstall() { # mstall PATH: the same, read by a guest that stalls
+	in_g "$LTS_PY" "$NET" stall "$BROKER" "$PORT" "/meter$1" --pid "$DRV_PID" --secs 1 --header "x-api-key: $PH_METER" \
+		--post '{"model":"m1","max_tokens":100}' --rcvbuf 4096 --out "$T/mbody" >/dev/null
+}
+meter_saw() { # meter_saw WHAT SECRET COMMAND...: the body COMMAND left in $T/mbody against the meter-end after it
+	local m n what=$1 secret=$2
+	shift 2
+	n=$(grep -c '"event":"meter-end"' "$T/drv.out")
+	rm -f "$T/mbody"
+	"$@"
+	for _ in $(seq 40); do [ "$(grep -c '"event":"meter-end"' "$T/drv.out")" -gt "$n" ] && break; sleep 0.05; done
+	m=$(grep '"event":"meter-end"' "$T/drv.out" | tail -1)
+	check_eq "the meter saw, in order, all the guest got of $what" \
+		"$(jq -r '[.how, .response_bytes, .response_fnv, .head_first] | @tsv' <<<"$m")" \
+		"$(printf 'complete\t%s\t%s\ttrue' "$(stat -c %s "$T/mbody")" "$(python3 -c '
+import sys
+data = open(sys.argv[1], "rb").read()
+if sys.argv[2]:  # the guest got the key scrubbed; the meter read it as the upstream sent it
+    data = data.replace(b"*" * len(sys.argv[2]), sys.argv[2].encode())
+h = 0xcbf29ce484222325
+for b in data:
+    h = ((h ^ b) * 0x100000001b3) & 0xffffffffffffffff
+print("%016x" % h)' "$T/mbody" "$secret")")"
+}
+meter_saw "a JSON body" "$SECRET" mget /v1/echo
+check_eq "control: that body is the upstream's echo of the request" "$(jq -r .body_len "$T/mbody")" 31
+meter_saw "an SSE stream" "" mget /v1/sse
+check_eq "control: that stream held its 10 events" "$(grep -c '^data: ' "$T/mbody")" 10
+meter_saw "a chunked body" "" mget /v1/chunked
+check_eq "control: that body held its 5 pieces" "$(grep -c '^piece ' "$T/mbody")" 5
+meter_saw "2 MB, read by a guest that stalls" "" mstall "/v1/big?n=2097152"
+check_eq "control: those were 2 MB" "$(stat -c %s "$T/mbody")" 2097152
 check_eq "the upstream got the key in x-api-key" \
 	"$(tail -1 "$T/up.log" | jq -r '.headers[] | select(.[0] == "x-api-key") | .[1]')" "$SECRET"
 # invariant: an Authorization the guest sent is removed even where the key goes in another header

@@ -148,8 +148,15 @@ struct hb_exchange {
 	bool resp_started, resp_chunked, resp_close;
 	void *meter_token;
 	bool meter_open;
+	bool meter_head_later; /* the head's response() call waits for hb_meter_later() */
 	bool held; /* the meter holds it (LATCH_HTTP_METER_HOLD) until latch_http_meter_resume() */
-	struct hb_scrub scrub; /* last: a reused exchange is cleared up to it (exchange_new) */
+	/*
+	 * The response's body bytes the meter has not seen yet (hb_meter_later):
+	 * kept with a reused exchange, wiped once shown (they may echo the key).
+	 */
+	char *meter_later;
+	size_t meter_later_len, meter_later_cap;
+	struct hb_scrub scrub; /* a reused exchange is cleared up to meter_later (exchange_new) */
 };
 
 /* engine.c */
@@ -229,6 +236,8 @@ bool hb_exchange_start(struct hb_gconn *g, struct hb_route *r); /* false: g is c
 void hb_exchange_body(struct hb_exchange *x, const char *data, size_t len);
 bool hb_exchange_body_done(struct hb_exchange *x); /* false: g is closing or gone */
 bool hb_exchange_over_limit(struct hb_exchange *x); /* a metered body past its meter's body_max */
+/* Show the meter the response it has not seen yet (after the guest's write: it need not delay the guest). */
+void hb_meter_later(struct hb_exchange *x);
 /* End the exchange: audit, meter, return or close its upstream connection.  Frees x. */
 void hb_exchange_end(struct hb_exchange *x, enum latch_http_end how);
 

@@ -158,8 +158,9 @@ static struct hb_exchange *exchange_new(struct hb_gconn *g)
 	}
 	g->spare = NULL;
 	req = x->req;
-	memset(x, 0, offsetof(struct hb_exchange, scrub));
+	memset(x, 0, offsetof(struct hb_exchange, meter_later));
 	x->req = req;
+	x->meter_later_len = 0; /* hb_meter_later() emptied it */
 	x->scrub.n_held = 0;
 	return x;
 }

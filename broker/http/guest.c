@@ -119,6 +119,7 @@ void hb_gconn_free(struct hb_gconn *g)
 		hb_local_free(g->l);
 	if (g->spare) {
 		evbuffer_free(g->spare->req);
+		free(g->spare->meter_later);
 		free(g->spare);
 	}
 	*g->pprev = g->next;

@@ -85,8 +85,8 @@ struct json_t *latch_http_event_fields(const struct latch_http_event *ev);
  * anything else is refused with 429 and the one line request() wrote into
  * refusal ("latch: ...").  *token is handed back to every later call of
  * the same exchange.  response() sees the status and every decoded body
- * chunk as it goes to the guest (data NULL, len 0 for the head); end() is
- * called exactly once for every exchange that request() allowed or held,
+ * chunk, in order, just after the guest's write of it (data NULL, len 0 for
+ * the head), all of them before end(); end() is called exactly once for every exchange that request() allowed or held,
  * however it ended (a held exchange whose guest went away ends with
  * LATCH_HTTP_END_GUEST_CUT; its hold is then gone).  The route keeps its
  * own copy of the struct; release(arg), when set, is called once the route

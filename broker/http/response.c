@@ -193,9 +193,52 @@ static int r_headers_complete(http_parser *p)
 	}
 	vec.iov_len = w.n;
 	evbuffer_commit_space(out, &vec, 1);
-	if (x->meter_open && x->r->meter->response)
-		x->r->meter->response(x->r->meter->arg, x->meter_token, status, NULL, 0);
+	x->meter_head_later = x->meter_open && x->r->meter->response;
 	return no_body ? 1 : 0;
+}
+
+/*
+ * The meter reads the response after the guest's write of it, not before
+ * (hb_meter_later): the same bytes in the same order, whole, but its scan
+ * no longer sits between the upstream's bytes and the guest's.  Kept here
+ * until then; false when there is no memory for them.
+ */
+static bool meter_keep(struct hb_exchange *x, const char *at, size_t len)
+{
+	if (len > x->meter_later_cap - x->meter_later_len) {
+		size_t cap = x->meter_later_cap ? x->meter_later_cap : 4096;
+		char *p;
+
+		while (cap - x->meter_later_len < len)
+			cap *= 2;
+		if (!(p = malloc(cap)))
+			return false;
+		if (x->meter_later_len) {
+			memcpy(p, x->meter_later, x->meter_later_len);
+			explicit_bzero(x->meter_later, x->meter_later_len);
+		}
+		free(x->meter_later);
+		x->meter_later = p;
+		x->meter_later_cap = cap;
+	}
+	memcpy(x->meter_later + x->meter_later_len, at, len);
+	x->meter_later_len += len;
+	return true;
+}
+
+void hb_meter_later(struct hb_exchange *x)
+{
+	const struct latch_http_meter *m = x->r->meter;
+
+	if (x->meter_head_later) {
+		x->meter_head_later = false;
+		m->response(m->arg, x->meter_token, x->status, NULL, 0);
+	}
+	if (x->meter_later_len) {
+		m->response(m->arg, x->meter_token, x->status, x->meter_later, x->meter_later_len);
+		explicit_bzero(x->meter_later, x->meter_later_len); /* it may echo the key */
+		x->meter_later_len = 0;
+	}
 }
 
 static int r_body(http_parser *p, const char *at, size_t len)
@@ -206,8 +249,10 @@ static int r_body(http_parser *p, const char *at, size_t len)
 
 	if (u->skip_message) /* an interim response has no body (r_headers_complete): never the guest's */
 		return 0;
-	if (x->meter_open && x->r->meter->response)
-		x->r->meter->response(x->r->meter->arg, x->meter_token, x->status, at, len);
+	if (x->meter_open && x->r->meter->response && !meter_keep(x, at, len)) {
+		u->fail = HB_UPSTREAM_BAD; /* out of memory: the meter must see every byte the guest gets */
+		return -1;
+	}
 	x->bytes_out += len;
 	hb_scrub_feed(&x->scrub, at, len, emit_body, &e);
 	return 0;
@@ -326,6 +371,7 @@ void hb_u_read(struct bufferevent *bev, void *arg)
 		if (evbuffer_get_length(bufferevent_get_output(x->g->bev)) > u->h->o.buffer_max) {
 			bufferevent_disable(bev, EV_READ); /* the guest is behind: hb_exchange_guest_drained() */
 			u->paused = true;
+			hb_meter_later(x);
 			return;
 		}
 		u->got_bytes = true;
@@ -367,8 +413,10 @@ void hb_u_read(struct bufferevent *bev, void *arg)
 		response_over(u, LATCH_HTTP_END_COMPLETE);
 		return;
 	}
-	if (u->x)
+	if (u->x) {
 		hb_guest_flush(u->x->g);
+		hb_meter_later(u->x);
+	}
 }
 
 void hb_u_write(struct bufferevent *bev, void *arg)

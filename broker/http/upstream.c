@@ -566,6 +566,7 @@ void hb_exchange_end(struct hb_exchange *x, enum latch_http_end how)
 		g->x = NULL;
 	if (x->lookup)
 		((struct hb_lookup *)x->lookup)->x = NULL;
+	hb_meter_later(x); /* all it has not seen, before its end */
 	if (x->meter_open && x->r->meter->end)
 		x->r->meter->end(x->r->meter->arg, x->meter_token, how);
 	if (g && (x->resp_started || how == LATCH_HTTP_END_GUEST_CUT))
@@ -605,5 +606,6 @@ void hb_exchange_end(struct hb_exchange *x, enum latch_http_end how)
 		return;
 	}
 	evbuffer_free(x->req);
+	free(x->meter_later);
 	free(x);
 }
