@@ -109,6 +109,22 @@ broker_refusal_rows() {
 	row "a quote in the path" 403 "path has bytes outside the URL grammar" "$(get '/echo/v1/echo/a"b')"
 	row "raw UTF-8 in the path" 403 "path has bytes outside the URL grammar" "$(get '/echo/v1/echo/\xc3\xa9')"
 	row "a plain-http proxy request" 403 "plain http proxying is not offered" "$(get http://example.test/)"
+	# absolute form is read as a path only when its authority is the broker's own address and port, exactly
+	row "absolute form: the broker's address, another port" 403 "plain http proxying is not offered" \
+		"$(get "http://$BROKER:$((PORT + 1))/echo/v1/echo")"
+	row "absolute form: the broker's address without its port" 403 "plain http proxying is not offered" \
+		"$(get "http://$BROKER/echo/v1/echo")"
+	row "absolute form: userinfo before the broker's address" 403 "plain http proxying is not offered" \
+		"$(get "http://u@$BROKER:$PORT/echo/v1/echo")"
+	row "absolute form: the broker's address as a userinfo" 403 "plain http proxying is not offered" \
+		"$(get "http://$BROKER:$PORT@example.test/echo/v1/echo")"
+	row "absolute form: https" 403 "plain http proxying is not offered" "$(get "https://$BROKER:$PORT/echo/v1/echo")"
+	row "absolute form: the broker's own URL with no path" 403 "plain http proxying is not offered" \
+		"$(get "http://$BROKER:$PORT?q=1")"
+	row "order: the broker's own URL in absolute form, then a .. segment" 403 "path has a . or .. segment" \
+		"$(get "http://$BROKER:$PORT/echo/v1/../admin")"
+	row "the broker's own URL in absolute form, no such route" 403 "no credential route of that name" \
+		"$(get "http://$BROKER:$PORT/nosuch/v1/echo")"
 	row "no such route" 403 "no credential route of that name" "$(get /nosuch/v1/echo)"
 	row "order: a .. segment under TRACE" 403 "path has a . or .. segment" \
 		"TRACE /echo/v1/../x HTTP/1.1${R}${H}${R}"

@@ -141,6 +141,13 @@ check_eq "the audit entry is a route entry without the query" "$(jq -r '[.kind, 
 	"$(printf 'route\techo\t/v1/echo\t200')"
 # the echo reflects the Authorization header the upstream got: the scrubber must hide it
 check "the reflected key reaches the guest as stars" grep -q 'Bearer \*\*\*\*' <<<"$out"
+# a client that sends {{url}} through HTTP_PROXY (the broker) as well sends it in absolute form: served as
+# the same request (RFC 9112 3.2.2); the rows of lib_broker.sh refuse every other authority
+v=$(in_g curl -sS -m 5 -v -o "$T/abs" -x "$URL" -H "$AUTH" "$URL/echo/v1/echo?q=2" 2>&1)
+check "control: curl sent it in absolute form" grep -qF "> GET $URL/echo/v1/echo?q=2 HTTP/1.1" <<<"$v"
+check_eq "the broker's own URL in absolute form is forwarded as its path" "$(jq -r .path "$T/abs")" "/v1/echo?q=2"
+check_eq "the upstream got the real key for it" \
+	"$(tail -1 "$T/up.log" | jq -r '.headers[] | select(.[0] == "Authorization") | .[1]')" "Bearer $SECRET"
 # the key cut a byte a chunk (each chunk with an extension, its own TLS record) and in a trailer; the same
 # a byte a record under a Content-Length
 for q in "" "?cl=1"; do

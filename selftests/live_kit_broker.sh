@@ -238,6 +238,12 @@ a=$(lastafter route "$n")
 check_eq "the audit entry: kind route, reason, route, path without the query, status" \
 	"$(jq -r '[.kind, .decision, .reason, .fields.route, .fields.path, .fields.status] | @tsv' <<<"$a")" \
 	"$(printf 'route\tallow\tlatchd.broker.route\techo\t/v1/echo\t200')"
+# a client that ignores NO_PROXY sends the env's URL through http_proxy (the broker), in absolute form
+v=$(gsh 'curl --noproxy "" -sS -m 5 -v -o '"$T/abs"' -H "Authorization: Bearer $ECHO_KEY" "$ECHO_URL/v1/echo?q=2"')
+check "control: curl sent the env's URL to the env's http_proxy, in absolute form" grep -q '^> GET http://' <<<"$v"
+check_eq "the env's URL sent through the env's http_proxy is forwarded too" "$(jq -r .path "$T/abs")" "/v1/echo?q=2"
+check_eq "the upstream got the file's key for it" \
+	"$(tail -1 "$T/up.log" | jq -r '.headers[] | select(.[0] == "Authorization") | .[1]')" "Bearer $SECRET"
 check_cmp "the audit entry counts the bytes sent to the guest" "$(jq -r .fields.bytes_out <<<"$a")" -gt 0
 out=$(in_g curl -sS -m 5 -H "Authorization: Bearer $PH" "http://[$HOST6]:$PORT/echo/v1/echo" 2>&1 | tee -a "$RESP")
 check_eq "the broker answers on the host's IPv6 address too" "$(jq -r .path <<<"$out")" /v1/echo
