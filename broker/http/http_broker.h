@@ -86,12 +86,12 @@ struct json_t *latch_http_event_fields(const struct latch_http_event *ev);
  * refusal ("latch: ...").  *token is handed back to every later call of
  * the same exchange.  response() sees the status and every decoded body
  * chunk, in order, just after the guest's write of it (data NULL, len 0 for
- * the head), all of them before end(); end() is called exactly once for every exchange that request() allowed or held,
- * however it ended (a held exchange whose guest went away ends with
- * LATCH_HTTP_END_GUEST_CUT; its hold is then gone).  The route keeps its
- * own copy of the struct; release(arg), when set, is called once the route
- * and all its exchanges are gone (or at once when latch_http_route_add()
- * refuses the route).
+ * the head), all of them before end(); end() is called exactly once for
+ * every exchange that request() allowed or held, however it ended (a held
+ * exchange whose guest went away ends with LATCH_HTTP_END_GUEST_CUT; its
+ * hold is then gone).  The route keeps its own copy of the struct;
+ * release(arg), when set, is called once the route and all its exchanges
+ * are gone (or at once when latch_http_route_add() refuses the route).
  */
 #define LATCH_HTTP_METER_HOLD 1
 struct latch_http_hold; /* a held exchange */
