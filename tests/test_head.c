@@ -4,11 +4,14 @@
  * byte value in every kind of position gets the grammar's verdict, whether
  * the sixteen-byte steps or the byte loop meet it; a response head is
  * indexed as it lies and its framing lines reach the short head; a request
- * read through the short head reads as through the whole one.
+ * read through the short head reads as through the whole one; an absolute
+ * target is read as a path only when it names the listener exactly.
  */
+#include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "broker/http/check.h"
 
@@ -330,5 +333,66 @@ Test(head, an_http_1_0_expectation_is_ignored)
 		cr_assert_eq(hb_head_scan(heads[i], strlen(heads[i]), 16384, &head_len, &lines), HB_OK);
 		cr_assert_eq(hb_head_parse(heads[i], head_len, &lines, &p, &h), HB_OK);
 		cr_expect_eq(h.expect_continue, i == 1, "%s", heads[i]);
+	}
+}
+
+/* The listener's own address, for hb_target_own_origin(). */
+static struct sockaddr_storage own_addr(const char *addr, unsigned port)
+{
+	struct sockaddr_storage ss = { 0 };
+	struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
+	struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
+
+	if (inet_pton(AF_INET, addr, &a4->sin_addr) == 1) {
+		a4->sin_family = AF_INET;
+		a4->sin_port = htons(port);
+	} else {
+		cr_assert_eq(inet_pton(AF_INET6, addr, &a6->sin6_addr), 1, "%s", addr);
+		a6->sin6_family = AF_INET6;
+		a6->sin6_port = htons(port);
+	}
+	return ss;
+}
+
+Test(head, an_absolute_target_is_a_path_only_when_it_names_the_listener_exactly)
+{
+	/* invariant: only the broker's own address and port, as the connection reached it, make a path of it */
+	static const struct {
+		const char *own, *target, *path; /* path NULL: a proxy request (refused) */
+		unsigned port;
+	} cases[] = {
+		{ "192.0.2.1", "http://192.0.2.1:8119/echo/v1/x?q=1", "/echo/v1/x?q=1", 8119 },
+		{ "192.0.2.1", "HTTP://192.0.2.1:8119/echo", "/echo", 8119 }, /* the scheme in any case */
+		{ "192.0.2.1", "http://192.0.2.1:8119/", "/", 8119 },
+		{ "2001:db8::1", "http://[2001:db8::1]:8119/echo", "/echo", 8119 },
+		{ "2001:db8::1", "http://[2001:DB8::1]:8119/echo", "/echo", 8119 }, /* hex digits in any case */
+		{ "192.0.2.1", "http://192.0.2.1/echo", "/echo", 80 }, /* port 80 may be left out */
+		{ "192.0.2.1", "http://192.0.2.1:80/echo", "/echo", 80 },
+		{ "192.0.2.1", "http://192.0.2.1/echo", NULL, 8119 }, /* ... no other */
+		{ "192.0.2.1", "http://192.0.2.1:8118/echo", NULL, 8119 }, /* another port */
+		{ "192.0.2.1", "http://192.0.2.1:81190/echo", NULL, 8119 }, /* a longer one */
+		{ "192.0.2.1", "http://192.0.2.1:8119", NULL, 8119 }, /* no path */
+		{ "192.0.2.1", "http://192.0.2.1:8119?q=1", NULL, 8119 },
+		{ "192.0.2.1", "http://u@192.0.2.1:8119/echo", NULL, 8119 }, /* userinfo */
+		{ "192.0.2.1", "http://192.0.2.1:8119@example.test/echo", NULL, 8119 }, /* ours as userinfo */
+		{ "192.0.2.1", "http://192.0.2.10:8119/echo", NULL, 8119 }, /* another address */
+		{ "192.0.2.1", "http://192.0.2.1.:8119/echo", NULL, 8119 },
+		{ "192.0.2.1", "http://192.000.2.1:8119/echo", NULL, 8119 }, /* another spelling */
+		{ "192.0.2.1", "https://192.0.2.1:8119/echo", NULL, 8119 },
+		{ "192.0.2.1", "http:/192.0.2.1:8119/echo", NULL, 8119 },
+		{ "192.0.2.1", "/echo", NULL, 8119 }, /* origin form is not this function's */
+		{ "2001:db8::1", "http://2001:db8::1:8119/echo", NULL, 8119 }, /* IPv6 without brackets */
+		{ "2001:db8::1", "http://[2001:db8::1]/echo", NULL, 8119 },
+		{ "2001:db8::1", "http://[2001:db8:0::1]:8119/echo", NULL, 8119 },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct sockaddr_storage ss = own_addr(cases[i].own, cases[i].port);
+		size_t skip = 0, len = strlen(cases[i].target);
+		bool own = hb_target_own_origin(cases[i].target, len, (const struct sockaddr *)&ss, &skip);
+
+		cr_expect_eq(own, cases[i].path != NULL, "%s on %s:%u", cases[i].target, cases[i].own, cases[i].port);
+		if (own && cases[i].path)
+			cr_expect_str_eq(cases[i].target + skip, cases[i].path, "%s", cases[i].target);
 	}
 }

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -151,6 +152,43 @@ bool hb_list_has(const char *v, size_t len, const char *tok, size_t tok_len)
 			return true;
 	}
 	return false;
+}
+
+bool hb_target_own_origin(const char *t, size_t len, const struct sockaddr *own, size_t *skip)
+{
+	char addr[INET6_ADDRSTRLEN], auth[INET6_ADDRSTRLEN + 16];
+	size_t n, bare, left;
+	unsigned port;
+
+	if (len < 8 || strncasecmp(t, "http://", 7))
+		return false;
+	if (own->sa_family == AF_INET) {
+		const struct sockaddr_in *a = (const struct sockaddr_in *)own;
+
+		inet_ntop(AF_INET, &a->sin_addr, addr, sizeof(addr));
+		port = ntohs(a->sin_port);
+		bare = strlen(addr);
+		n = (size_t)snprintf(auth, sizeof(auth), "%s:%u", addr, port);
+	} else if (own->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)own;
+
+		inet_ntop(AF_INET6, &a->sin6_addr, addr, sizeof(addr));
+		port = ntohs(a->sin6_port);
+		bare = strlen(addr) + 2;
+		n = (size_t)snprintf(auth, sizeof(auth), "[%s]:%u", addr, port);
+	} else {
+		return false;
+	}
+	t += 7;
+	left = len - 7;
+	/* auth is "ADDR:PORT"; its first `bare` bytes are the address alone */
+	if (left > n && t[n] == '/' && !strncasecmp(t, auth, n))
+		*skip = 7 + n;
+	else if (port == 80 && left > bare && t[bare] == '/' && !strncasecmp(t, auth, bare))
+		*skip = 7 + bare;
+	else
+		return false;
+	return true;
 }
 
 bool hb_prefix_covers(const char *prefix, const char *path, size_t path_len)

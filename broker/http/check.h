@@ -215,6 +215,17 @@ bool hb_list_has(const char *v, size_t len, const char *tok, size_t tok_len);
 
 /* ------------------------------------------------------------ route checks, in their order */
 
+/*
+ * 0. A target in absolute form that names the listener at OWN (the
+ * connection's own address, getsockname): "http://" in any case, then OWN's
+ * address and port exactly as inet_ntop() writes them ("ADDR:PORT",
+ * "[ADDR6]:PORT"; the port may be left out only when it is 80), then the
+ * path, which must follow.  True: the path starts *skip bytes in, and is the
+ * target in origin form (RFC 9112 3.2.2).  Anything else -- userinfo,
+ * another port, no path -- is false: a proxy request.
+ */
+struct sockaddr;
+bool hb_target_own_origin(const char *t, size_t len, const struct sockaddr *own, size_t *skip);
 /* 1. The spelling of an origin-form target (path and query). */
 enum hb_refusal hb_target_spelling(const char *t, size_t len);
 /* Split "/NAME/rest?q" into NAME and "/rest?q" (rest is "/" when empty). False when NAME is not a route name. */

@@ -18,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -229,54 +228,22 @@ static bool guest_body(struct hb_gconn *g)
 /*
  * A target in absolute form that names this listener, as a client sends it
  * when it takes HTTP_PROXY (the broker) for every URL, {{url}} included, and
- * ignores NO_PROXY: read as the path it carries (RFC 9112 3.2.2: a server
- * accepts the absolute form of its own URLs; the Host header is then not
- * consulted, and the broker never reads it).  The authority must be the
- * connection's own address and port as inet_ntop() writes them ("ADDR:PORT",
- * "[ADDR6]:PORT"; the port may be left out only when it is 80), scheme
- * "http" in any case, and a path must follow: anything else, userinfo
- * included, stays a proxy request and is refused.  True: hd's target is now
- * that path, in origin form, and every check reads it as such.
+ * ignores NO_PROXY: read as the path it carries (hb_target_own_origin; the
+ * Host header is then not consulted, and the broker never reads it).  True:
+ * hd's target is now that path, in origin form, and every check reads it so.
  */
 static bool own_absolute_form(struct hb_gconn *g)
 {
 	struct hb_head *hd = &g->head;
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
-	char addr[INET6_ADDRSTRLEN], own[INET6_ADDRSTRLEN + 16];
-	const char *auth = hd->target + 7;
-	size_t left, n, bare, skip;
-	unsigned port;
+	size_t skip;
 
-	if (hd->target_len < 8 || strncasecmp(hd->target, "http://", 7) ||
-	    getsockname(bufferevent_getfd(g->bev), (struct sockaddr *)&ss, &sl))
+	if (getsockname(bufferevent_getfd(g->bev), (struct sockaddr *)&ss, &sl) ||
+	    !hb_target_own_origin(hd->target, hd->target_len, (const struct sockaddr *)&ss, &skip))
 		return false;
-	if (ss.ss_family == AF_INET) {
-		const struct sockaddr_in *a = (const struct sockaddr_in *)&ss;
-
-		inet_ntop(AF_INET, &a->sin_addr, addr, sizeof(addr));
-		port = ntohs(a->sin_port);
-		bare = (size_t)snprintf(own, sizeof(own), "%s", addr);
-		n = (size_t)snprintf(own, sizeof(own), "%s:%u", addr, port);
-	} else if (ss.ss_family == AF_INET6) {
-		const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&ss;
-
-		inet_ntop(AF_INET6, &a->sin6_addr, addr, sizeof(addr));
-		port = ntohs(a->sin6_port);
-		bare = (size_t)snprintf(own, sizeof(own), "[%s]", addr);
-		n = (size_t)snprintf(own, sizeof(own), "[%s]:%u", addr, port);
-	} else {
-		return false;
-	}
-	left = hd->target_len - 7;
-	if (left > n && auth[n] == '/' && !strncasecmp(auth, own, n))
-		skip = n;
-	else if (port == 80 && left > bare && auth[bare] == '/' && !strncasecmp(auth, own, bare))
-		skip = bare;
-	else
-		return false;
-	hd->target = auth + skip;
-	hd->target_len = left - skip;
+	hd->target += skip;
+	hd->target_len -= skip;
 	return true;
 }
 

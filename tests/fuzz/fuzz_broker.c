@@ -4,7 +4,8 @@
  * it decides: the strict head scan, the head read by http-parser (the
  * short head against the whole: the same readings, and the same body after
  * it; the framing forwarded as the one the body is read with; a
- * response's framing as RFC 9112 6.3 reads its lines), the route checks in their order (spelling, route
+ * response's framing as RFC 9112 6.3 reads its lines), the route checks in their order (an absolute target
+ * naming the listener read as its path, spelling, route
  * name, prefix, placeholder: the same verdict with the placeholders prepared
  * beforehand as without), the CONNECT target and a ClientHello's
  * server name, and the secret scrubber (which must never let the secret
@@ -13,6 +14,7 @@
  *   make fuzz          FUZZ_SECS (120) seconds over tests/fuzz/corpus
  *   make fuzz-short    20 s, part of `make check`
  */
+#include <arpa/inet.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -168,6 +170,32 @@ static bool same_reading(const char *buf, size_t head_len, const struct hb_lines
 	return true;
 }
 
+/*
+ * An absolute target that names the listener (192.0.2.1:8119, or
+ * [2001:db8::1]:80 with the port left out) goes on as its path: a path it
+ * must be, inside the target.  Returns the head the checks read.
+ */
+static const struct hb_head *own_origin(const struct hb_head *hd)
+{
+	static struct hb_head stripped;
+	struct sockaddr_in a4 = { .sin_family = AF_INET, .sin_port = htons(8119) };
+	struct sockaddr_in6 a6 = { .sin6_family = AF_INET6, .sin6_port = htons(80) };
+	size_t skip;
+
+	inet_pton(AF_INET, "192.0.2.1", &a4.sin_addr);
+	inet_pton(AF_INET6, "2001:db8::1", &a6.sin6_addr);
+	if (!hd->target_len || hd->target[0] == '/' ||
+	    (!hb_target_own_origin(hd->target, hd->target_len, (const struct sockaddr *)&a4, &skip) &&
+	     !hb_target_own_origin(hd->target, hd->target_len, (const struct sockaddr *)&a6, &skip)))
+		return hd;
+	if (skip >= hd->target_len || hd->target[skip] != '/')
+		abort();
+	stripped = *hd;
+	stripped.target += skip;
+	stripped.target_len -= skip;
+	return &stripped;
+}
+
 static void route_checks(const struct hb_head *hd)
 {
 	static const char *const phs[] = { "latch-placeholder-00112233445566778899aabbccddeeff",
@@ -181,6 +209,7 @@ static void route_checks(const struct hb_head *hd)
 		hb_connect_target(hd->target, hd->target_len, host);
 		return;
 	}
+	hd = own_origin(hd);
 	if (hb_target_spelling(hd->target, hd->target_len) != HB_OK)
 		return;
 	if (!hb_target_route(hd->target, hd->target_len, name, &rest, &rest_len))
