@@ -14,13 +14,11 @@ start_missing() {
 }
 answers() { virsh -c qemu:///system uri >/dev/null 2>&1; }
 
-answers && exit 0
-start_missing
-for _ in $(seq 60); do
+# each daemon is looked for on every turn: libvirtd may answer while virtlogd is not running
+for _ in $(seq 61); do
+	start_missing
 	answers && exit 0
 	sleep 0.5
-	start_missing
 done
-answers && exit 0
 echo "${0##*/}: libvirtd does not answer at qemu:///system after 30 s (see its log, or start it with: libvirtd -d)" >&2
 exit 1
