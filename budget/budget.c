@@ -419,8 +419,8 @@ static void warn_missing(struct budget *b, enum budget_provider p, const char *m
  * when the provider holds input the body doesn't show), output from its
  * max-tokens fields (or the model's maximum) times the outputs it asks for,
  * every input token at the dearest input price (twice the input's when a
- * cache write may last an hour), and the web searches its tools allow at the
- * provider's fee.  -1, and *why, when the body can't bound
+ * cache write may last an hour), and the web searches (file searches,
+ * code interpreter containers) its tools allow at the provider's fees.  -1, and *why, when the body can't bound
  * it: a metered endpoint's body latch can't read (the upstream may read in
  * it a count of outputs, a model, a limit that latch did not see), or a
  * count of outputs that is not a number.
@@ -467,6 +467,9 @@ static int64_t worst_case(struct budget *b, const struct budget_request *rq, con
 	}
 	tok.input = in;
 	tok.web_searches = t->web_searches = facts.web_searches;
+	tok.file_searches = facts.file_searches;
+	tok.container_gb = t->container_gb = facts.container_gb;
+	t->tool_fees = facts.file_searches > 0 || facts.container_gb > 0;
 	tok.output = facts.max_output > 0 && facts.max_output < row->max_output ? facts.max_output : row->max_output;
 	if (cls->format == BUDGET_FORMAT_OPENAI_EMBEDDINGS)
 		tok.output = 0;
@@ -569,6 +572,7 @@ static int reserve(struct budget *b, const struct budget_request *rq, bool later
 		refusal.known = t->known || cls.format == BUDGET_FORMAT_UNKNOWN;
 		refusal.format = cls.format;
 		refusal.web_searches = t->web_searches;
+		refusal.tool_fees = t->tool_fees;
 		refusal_text(b, &refusal, note, line, linelen);
 		ticket_free(b, t);
 		return -EDQUOT;
@@ -713,6 +717,8 @@ static int64_t charge_of(struct budget *b, struct budget_ticket *t, enum budget_
 		return t->reserved;
 	if (tok->web_searches < 0)
 		tok->web_searches = t->web_searches; /* searches the usage did not say: all it allowed */
+	if (tok->container_gb < 0) /* code ran: every container reserved may be new (none reserved: the largest) */
+		tok->container_gb = t->container_gb > 0 ? t->container_gb : REQUEST_CONTAINER_GB_MAX;
 	row = t->known ? prices_find(&b->prices, t->provider, t->model,
 				     tok->input + tok->cached + tok->cache_write + tok->cache_write_1h) :
 			 NULL;

@@ -338,6 +338,8 @@ struct budget_price {
 	int64_t context; /* the most input tokens one request can be billed for */
 	int64_t per_search; /* pico-dollars a web search (a grounding query on Gemini): the row's fee line, or 0 */
 	int64_t per_grounded; /* pico-dollars a request that searched at all (Gemini 2.x's grounded prompt), or 0 */
+	int64_t per_file_search; /* pico-dollars a file search (OpenAI Responses' file_search tool), or 0 */
+	int64_t per_container_gb; /* pico-dollars a code interpreter container a GB of its memory (OpenAI), or 0 */
 	bool builtin;
 };
 
@@ -350,19 +352,24 @@ struct budget_price {
  * list the queries it ran (webSearchQueries).  Gemini bills grounding two
  * ways: per query from Gemini 3 on (google_search), per grounded prompt
  * before (grounded_prompt: a request that ran any query); a Gemini model
- * of neither family is charged the dearer of the two.
+ * of neither family is charged the dearer of the two.  OpenAI's Responses
+ * also bill a file search (file_search: a file_search_call item of the
+ * output) and a code interpreter container (code_interpreter: priced a
+ * container of 1 GB, a larger one at its GB times that).
  */
 enum budget_fee_kind {
 	BUDGET_FEE_ANTHROPIC_WEB_SEARCH,
 	BUDGET_FEE_OPENAI_WEB_SEARCH,
 	BUDGET_FEE_GEMINI_GOOGLE_SEARCH,
 	BUDGET_FEE_GEMINI_GROUNDED_PROMPT,
+	BUDGET_FEE_OPENAI_FILE_SEARCH,
+	BUDGET_FEE_OPENAI_CODE_INTERPRETER,
 	BUDGET_FEES
 };
 
 struct budget_fee {
 	enum budget_provider provider;
-	const char *tool; /* as the line spells it: "web_search", "google_search", "grounded_prompt" */
+	const char *tool; /* as the line spells it: "web_search", "google_search", "file_search", ... */
 	int64_t micros_per_1000; /* dollars per 1,000 uses, in micro-dollars */
 	bool builtin;
 };
@@ -397,6 +404,15 @@ struct budget_tokens {
 	 * searches reserved.
 	 */
 	int64_t web_searches;
+	/* OpenAI Responses: file searches (file_search_call items), at the row's per_file_search */
+	int64_t file_searches;
+	/*
+	 * OpenAI Responses: the GB of the code interpreter containers it may
+	 * have started, at the row's per_container_gb; -1 when the output ran
+	 * code (a code_interpreter_call item): budget_settle() then charges the
+	 * containers reserved, since the output does not say which were new.
+	 */
+	int64_t container_gb;
 };
 
 /*

@@ -196,6 +196,8 @@ struct usage_parser {
 	char type[SSE_EVENT_MAX + 1];
 	bool ev_error;
 	int64_t ev_calls; /* OpenAI Responses: the event's (or body's) web_search_call output items */
+	int64_t ev_file_calls; /* and its file_search_call items */
+	int64_t ev_code_calls; /* and its code_interpreter_call items */
 	/*
 	 * Gemini: the search queries of the chunk being read (each candidate's
 	 * groundingMetadata.webSearchQueries), and the most any chunk listed: a
@@ -231,6 +233,8 @@ struct request_facts {
 	int64_t images; /* image parts: each may cost more tokens than its bytes (a URL most of all) */
 	bool long_cache; /* Anthropic: a cache write may last an hour, at twice the input price */
 	int64_t web_searches; /* the most web searches its tools allow (Anthropic, OpenAI Responses, Gemini; saturates) */
+	int64_t file_searches; /* OpenAI Responses: the most file searches its tools allow */
+	int64_t container_gb; /* OpenAI Responses: the GB of the code interpreter containers its tools may start */
 };
 
 /*
@@ -240,6 +244,13 @@ struct request_facts {
  * the searches reported are charged.
  */
 #define REQUEST_WEB_SEARCH_USES 20
+
+/*
+ * A code interpreter container whose size the request does not say (an
+ * existing one named by its id, a memory_limit latch does not know, or a
+ * stored prompt's tools) is reserved as OpenAI's largest, 64 GB.
+ */
+#define REQUEST_CONTAINER_GB_MAX 64
 
 void request_inspect(enum budget_format f, const void *body, size_t len, struct request_facts *out);
 /* The input a body of body_len bytes is reserved: a token per 2 bytes, and IMAGE_TOKENS an image (saturating). */
@@ -474,6 +485,8 @@ struct budget_ticket {
 	char model[BUDGET_MODEL_MAX + 1];
 	int64_t reserved;
 	int64_t web_searches; /* reserved with it: the web searches the request's tools allow */
+	int64_t container_gb; /* and the GB of code interpreter containers they may start */
+	bool tool_fees; /* its worst case holds fees of tools other than web search */
 	int status;
 	bool queued; /* its row waits for budget_commit() */
 	bool void_; /* that commit failed: never forwarded, charged nothing */
@@ -491,6 +504,7 @@ struct refusal {
 	enum budget_format format;
 	bool known;
 	int64_t web_searches; /* of need */
+	bool tool_fees; /* need holds fees of tools other than web search */
 };
 
 uint64_t budget_clock_realtime(void *arg);

@@ -95,7 +95,11 @@ static const char builtin_prices[] =
 	 * 1,000 grounded prompts before (a request that ran any query), after a free allowance latch
 	 * does not count (it charges from the first) */
 	"fee gemini google_search 14.00\n"
-	"fee gemini grounded_prompt 35.00\n";
+	"fee gemini grounded_prompt 35.00\n"
+	/* OpenAI Responses' file search: $2.50 per 1,000 calls (a file_search_call item each) */
+	"fee openai file_search 2.50\n"
+	/* OpenAI's code interpreter: $0.03 a container of 1 GB (4, 16 and 64 GB cost 4, 16 and 64 times that) */
+	"fee openai code_interpreter 30.00\n";
 
 /* The fees latch counts, by enum budget_fee_kind: a usage field reports each one's uses. */
 static const struct {
@@ -106,6 +110,8 @@ static const struct {
 	[BUDGET_FEE_OPENAI_WEB_SEARCH] = { BUDGET_OPENAI, "web_search" },
 	[BUDGET_FEE_GEMINI_GOOGLE_SEARCH] = { BUDGET_GEMINI, "google_search" },
 	[BUDGET_FEE_GEMINI_GROUNDED_PROMPT] = { BUDGET_GEMINI, "grounded_prompt" },
+	[BUDGET_FEE_OPENAI_FILE_SEARCH] = { BUDGET_OPENAI, "file_search" },
+	[BUDGET_FEE_OPENAI_CODE_INTERPRETER] = { BUDGET_OPENAI, "code_interpreter" },
 };
 
 #define FEE_MAX (100000LL * BUDGET_MICROS) /* $100,000 per 1,000 uses: a typo, not a price */
@@ -229,7 +235,8 @@ static int fee_parse_line(char **f, int n, int64_t *micros_per_1000, char *err, 
 	}
 	return latch_errf(err, errlen, -EINVAL,
 			  "TOOL '%s' of %s is not a fee latch counts (it counts web_search of anthropic and openai, "
-			  "google_search and grounded_prompt of gemini); remove the line",
+			  "file_search and code_interpreter of openai, google_search and grounded_prompt of gemini); "
+			  "remove the line",
 			  f[2], budget_provider_name(p));
 }
 
@@ -406,12 +413,16 @@ static void row_fees(const struct price_table *t, struct budget_price *r)
 {
 	r->per_search = 0;
 	r->per_grounded = 0;
+	r->per_file_search = 0;
+	r->per_container_gb = 0;
 	switch (r->provider) {
 	case BUDGET_ANTHROPIC:
 		r->per_search = fee_pico(t, BUDGET_FEE_ANTHROPIC_WEB_SEARCH);
 		break;
 	case BUDGET_OPENAI:
 		r->per_search = fee_pico(t, BUDGET_FEE_OPENAI_WEB_SEARCH);
+		r->per_file_search = fee_pico(t, BUDGET_FEE_OPENAI_FILE_SEARCH);
+		r->per_container_gb = fee_pico(t, BUDGET_FEE_OPENAI_CODE_INTERPRETER);
 		break;
 	case BUDGET_GEMINI:
 		gemini_grounding_fees(t, r);
@@ -643,6 +654,8 @@ int64_t budget_cost(const struct budget_price *row, const struct budget_tokens *
 	if (t->web_searches > 0 && fee < row->per_grounded)
 		fee = row->per_grounded;
 	pico = mul_add(pico, 1, fee);
+	pico = mul_add(pico, t->file_searches, row->per_file_search);
+	pico = mul_add(pico, t->container_gb, row->per_container_gb);
 	if (pico == INT64_MAX)
 		return BUDGET_COST_MAX;
 	return pico / BUDGET_MICROS + (pico % BUDGET_MICROS != 0); /* rounded up, once */

@@ -47,7 +47,10 @@ void refusal_text(struct budget *b, const struct refusal *r, struct budget_note 
 		budget_format_dollars(r->need, need, sizeof(need));
 		snprintf(stand, sizeof(stand),
 			 "%s spent and %s reserved in the last 24 hours, this request needs up to %s%s", used, reserved,
-			 need, r->web_searches > 0 ? " (its web searches' fees included)" : "");
+			 need,
+			 r->tool_fees	     ? " (its tools' fees included)" :
+			 r->web_searches > 0 ? " (its web searches' fees included)" :
+					       "");
 		if (!r->known)
 			snprintf(hint, sizeof(hint), "; %s is priced at %s's highest prices: add it to %.200s",
 				 r->format == BUDGET_FORMAT_UNKNOWN ? "this endpoint" :
@@ -69,10 +72,10 @@ void refusal_text(struct budget *b, const struct refusal *r, struct budget_note 
 	} else {
 		snprintf(when, sizeof(when),
 			 "this request alone is more than the cap; lower its max tokens%s or raise %s",
-			 r->web_searches <= 0 || r->kind != CAP_DOLLARS_DAY ? "" :
-			 r->provider == BUDGET_OPENAI			    ? " or its max_tool_calls" :
-			 r->provider == BUDGET_GEMINI			    ? " or leave out its google_search tool" :
-									      " or its web_search max_uses",
+			 (r->web_searches <= 0 && !r->tool_fees) || r->kind != CAP_DOLLARS_DAY ? "" :
+			 r->provider == BUDGET_OPENAI ? " or its max_tool_calls" :
+			 r->provider == BUDGET_GEMINI ? " or leave out its google_search tool" :
+							" or its web_search max_uses",
 			 key);
 	}
 	snprintf(line, linelen, "latch: %s is %s; %s; %s%s", scope, limit, stand, when, hint);
@@ -174,6 +177,14 @@ void settle_note(const struct budget_ticket *t, const char *why, int64_t charge,
 		if (tok->web_searches) { /* only then: the lines of requests without are as they were */
 			PUT_LIT(&nb, ",\"web_searches\":");
 			put_int(&nb, tok->web_searches);
+		}
+		if (tok->file_searches) {
+			PUT_LIT(&nb, ",\"file_searches\":");
+			put_int(&nb, tok->file_searches);
+		}
+		if (tok->container_gb) {
+			PUT_LIT(&nb, ",\"container_gb\":");
+			put_int(&nb, tok->container_gb);
 		}
 		PUT_LIT(&nb, "}");
 	}

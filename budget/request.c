@@ -227,6 +227,7 @@ enum {
 	R_TOOL, /* where each tool starts: its type and (Anthropic's) max_uses below are its own */
 	R_TOOL_TYPE,
 	R_TOOL_MAX_USES,
+	R_TOOL_CONTAINER, /* OpenAI's code interpreter: the container, an id or how to start one */
 	R_GROUNDING, /* 4: a Gemini tool that grounds with Google Search, in either spelling, or its 1.5 form */
 	R_WATCHES = R_GROUNDING + 4,
 };
@@ -270,6 +271,7 @@ static const char *const req_watch[R_WATCHES] = {
 	"?tools.*",
 	"tools.*.type",
 	"tools.*.max_uses",
+	"tools.*.container",
 	"?tools.*.googleSearch",
 	"?tools.*.google_search",
 	"?tools.*.googleSearchRetrieval",
@@ -295,12 +297,15 @@ struct inspect {
 	char model[BUDGET_MODEL_MAX + 1];
 	/* the tool being read (values come in the body's order), and the web searches of those read */
 	struct {
-		bool open, web_search;
-		int types, max_uses_seen;
+		bool open, web_search, file_search, code_interpreter;
+		int types, max_uses_seen, containers_seen;
 		int64_t max_uses;
+		int64_t container_gb; /* its container's memory, as its value says (1 when it says nothing) */
 	} tool;
 	int64_t web_searches; /* Anthropic's bound: each web_search tool's max_uses, or REQUEST_WEB_SEARCH_USES */
 	int web_search_tools;
+	int file_search_tools; /* OpenAI Responses */
+	int64_t container_gb; /* OpenAI Responses: each code_interpreter tool's container_gb (saturates) */
 	bool tool_twice; /* a tool that names its type or max_uses twice */
 	bool grounding; /* Gemini: a tool that searches Google */
 };
@@ -404,15 +409,55 @@ static void tool_end(struct inspect *in)
 	in->web_search_tools += in->tool.open && in->tool.web_search;
 	if (in->tool.open && in->tool.web_search && __builtin_add_overflow(in->web_searches, uses, &in->web_searches))
 		in->web_searches = INT64_MAX;
-	if (in->tool.types > 1 || in->tool.max_uses_seen > 1)
+	in->file_search_tools += in->tool.open && in->tool.file_search;
+	if (in->tool.open && in->tool.code_interpreter &&
+	    __builtin_add_overflow(in->container_gb, in->tool.container_gb ? in->tool.container_gb : 1,
+				   &in->container_gb))
+		in->container_gb = INT64_MAX;
+	if (in->tool.types > 1 || in->tool.max_uses_seen > 1 || in->tool.containers_seen > 1)
 		in->tool_twice = true;
 	memset(&in->tool, 0, sizeof(in->tool));
 }
 
 /*
+ * The GB of memory of the code interpreter container a tool's `container`
+ * value (its JSON text, NULL when too long to capture) starts: an object
+ * says it in memory_limit ("1g" when it does not); an existing container's
+ * id, a limit latch does not know or anything else is reserved as the
+ * largest, REQUEST_CONTAINER_GB_MAX.
+ */
+static int64_t container_gb_of(const char *text, size_t len)
+{
+	static const struct {
+		const char *limit;
+		int64_t gb;
+	} tiers[] = { { "1g", 1 }, { "4g", 4 }, { "16g", 16 }, { "64g", 64 } };
+	json_t *v = text && *text == '{' ? json_loadb(text, len, 0, NULL) : NULL;
+	json_t *limit = json_object_get(v, "memory_limit");
+	int64_t gb = REQUEST_CONTAINER_GB_MAX;
+
+	if (v && (!limit || json_is_null(limit)))
+		gb = 1;
+	for (size_t i = 0; json_is_string(limit) && i < sizeof(tiers) / sizeof(tiers[0]); i++)
+		if (!strcmp(json_string_value(limit), tiers[i].limit))
+			gb = tiers[i].gb;
+	json_decref(v);
+	return gb;
+}
+
+/* A tool's type: which fee-bearing tool it is (the provider checks the rest). */
+static void tool_type(struct inspect *in, const char *s, size_t slen)
+{
+	in->tool.web_search = slen >= 10 && !memcmp(s, "web_search", 10);
+	in->tool.file_search = slen == 11 && !memcmp(s, "file_search", 11);
+	in->tool.code_interpreter = slen == 16 && !memcmp(s, "code_interpreter", 16);
+}
+
+/*
  * A value of one of the tools.  Its type is a web search when it starts
  * "web_search" (Anthropic's web_search_20250305, OpenAI's web_search and
- * web_search_preview); the provider checks the rest.
+ * web_search_preview); OpenAI's file_search and code_interpreter are
+ * priced too; the provider checks the rest.
  * A max_uses that is not a plain positive integer is taken as absent: the
  * provider refuses such a request (a 4xx costs nothing), and a lax reading
  * would still be held to REQUEST_WEB_SEARCH_USES.
@@ -435,13 +480,21 @@ static void tool_value(struct inspect *in, int w, const char *text, size_t len)
 			in->tool.max_uses = n;
 		return;
 	}
+	if (w == R_TOOL_CONTAINER) {
+		in->tool.containers_seen++;
+		in->tool.container_gb = container_gb_of(text, len);
+		return;
+	}
 	in->tool.types++;
 	if (text && jscan_plain_string(text, len, &s, &slen)) {
-		in->tool.web_search = slen >= 10 && !memcmp(s, "web_search", 10);
+		tool_type(in, s, slen);
 		return;
 	}
 	v = text ? json_loadb(text, len, JSON_DECODE_ANY, NULL) : NULL; /* an escape in it */
-	in->tool.web_search = json_is_string(v) && !strncmp(json_string_value(v), "web_search", 10);
+	if (json_is_string(v))
+		tool_type(in, json_string_value(v), json_string_length(v));
+	else
+		tool_type(in, "", 0);
 	json_decref(v);
 }
 
@@ -616,14 +669,22 @@ void request_inspect(enum budget_format f, const void *body, size_t len, struct 
 		out->max_output = max_of(&in, R_MAX_TOKENS, 2);
 		out->choices = mul_sat(per ? per : 1, prompts);
 		break;
-	case BUDGET_FORMAT_OPENAI_RESPONSES: /* web searches: at most max_tool_calls, whatever the tools */
+	case BUDGET_FORMAT_OPENAI_RESPONSES: { /* searches: at most max_tool_calls, whatever the tools */
+		int64_t calls = in.number[R_MAX_TOOL_CALLS] > 0 ? in.number[R_MAX_TOOL_CALLS] : REQUEST_WEB_SEARCH_USES;
+
 		out->max_output = in.number[R_MAX_OUTPUT];
 		out->server_state = in.non_null[R_PREVIOUS] || in.non_null[R_CONVERSATION] || in.non_null[R_PROMPT];
-		/* a stored prompt may bring its own tools: a web search among them, for all the body says */
+		/* a stored prompt may bring its own tools: any of them, for all the body says */
 		if (in.web_search_tools || in.non_null[R_PROMPT])
-			out->web_searches = in.number[R_MAX_TOOL_CALLS] > 0 ? in.number[R_MAX_TOOL_CALLS] :
-									      REQUEST_WEB_SEARCH_USES;
+			out->web_searches = calls;
+		if (in.file_search_tools || in.non_null[R_PROMPT])
+			out->file_searches = calls;
+		out->container_gb = in.container_gb;
+		if (in.non_null[R_PROMPT] &&
+		    __builtin_add_overflow(out->container_gb, (int64_t)REQUEST_CONTAINER_GB_MAX, &out->container_gb))
+			out->container_gb = INT64_MAX;
 		break;
+	}
 	case BUDGET_FORMAT_ANTHROPIC:
 		out->max_output = in.number[R_MAX_TOKENS];
 		out->long_cache = in.long_cache;

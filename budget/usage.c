@@ -14,7 +14,9 @@
  *                    (stream_options.include_usage); `[DONE]` ends it
  *   OpenAI responses `usage` of the body; in a stream, `response.usage` of
  *                    response.completed or response.incomplete; its web
- *                    searches are the web_search_call items of `output`
+ *                    searches, file searches and code runs are the
+ *                    web_search_call, file_search_call and
+ *                    code_interpreter_call items of `output`
  *   Anthropic        `usage` of the body; in a stream, message_start's
  *                    `message.usage` updated by each message_delta's `usage`,
  *                    final at message_stop; its web searches in
@@ -44,7 +46,7 @@ enum { MODE_SNIFF, MODE_JSON, MODE_SSE, MODE_DEAD };
 
 /*
  * What a watched value is to the usage reader (WK_CALL: an output item's
- * type, counted when a web search; WK_QUERY: a Gemini search query, counted;
+ * type, counted when a tool with a fee was called; WK_QUERY: a Gemini search query, counted;
  * WK_CHUNK: a top-level member or element, where a Gemini chunk's queries
  * are summed up).
  */
@@ -237,6 +239,17 @@ static void chunk_end(struct usage_parser *u)
 }
 
 /* A value at a watched path, in the event or body being read. */
+/* An output item's type (OpenAI Responses): the calls of tools with a fee are counted. */
+static void count_call(struct usage_parser *u, const char *s, size_t len)
+{
+	if (len == 15 && !memcmp(s, "web_search_call", 15))
+		u->ev_calls++;
+	else if (len == 16 && !memcmp(s, "file_search_call", 16))
+		u->ev_file_calls++;
+	else if (len == 21 && !memcmp(s, "code_interpreter_call", 21))
+		u->ev_code_calls++;
+}
+
 static void on_value(void *arg, int w, const char *text, size_t len)
 {
 	struct usage_parser *u = arg;
@@ -268,13 +281,14 @@ static void on_value(void *arg, int w, const char *text, size_t len)
 		return;
 	case WK_CALL:
 		if (!text)
-			return; /* longer than a capture: not "web_search_call" */
+			return; /* longer than a capture: no call latch counts */
 		if (jscan_plain_string(text, len, &s, &slen)) {
-			u->ev_calls += slen == 15 && !memcmp(s, "web_search_call", 15);
+			count_call(u, s, slen);
 			return;
 		}
 		v = json_loadb(text, len, JSON_DECODE_ANY, NULL); /* an escape in it */
-		u->ev_calls += json_is_string(v) && !strcmp(json_string_value(v), "web_search_call");
+		if (json_is_string(v))
+			count_call(u, json_string_value(v), json_string_length(v));
 		json_decref(v);
 		return;
 	default:
@@ -323,7 +337,17 @@ static void clear_event(struct usage_parser *u)
 	u->type[0] = '\0';
 	u->ev_error = false;
 	u->ev_calls = 0;
+	u->ev_file_calls = 0;
+	u->ev_code_calls = 0;
 	chunk_end(u);
+}
+
+/* A Responses output's tool calls, with its usage: what each tool with a fee did. */
+static void responses_calls(struct usage_parser *u)
+{
+	u->tokens.web_searches = u->ev_calls;
+	u->tokens.file_searches = u->ev_file_calls;
+	u->tokens.container_gb = u->ev_code_calls ? -1 : 0; /* the output does not say which containers are new */
 }
 
 /* One SSE event (or the whole JSON body, as an event without a name) is complete. */
@@ -354,11 +378,11 @@ static void on_event(void *arg, const char *event, bool done_marker, bool json_o
 		if (!sse) { /* the response object; usage is null until it completed */
 			if (u->ev[0].object) {
 				take_usage(u, openai_tokens(&u->ev[0], false, &u->tokens));
-				u->tokens.web_searches = u->ev_calls;
+				responses_calls(u);
 			}
 		} else if (!strcmp(type, "response.completed") || !strcmp(type, "response.incomplete")) {
 			take_usage(u, openai_tokens(&u->ev[0], false, &u->tokens));
-			u->tokens.web_searches = u->ev_calls;
+			responses_calls(u);
 		} else if (!strcmp(type, "response.failed") || !strcmp(type, "error")) {
 			u->error = true;
 		}

@@ -173,7 +173,7 @@ send() {
 	SET=$(jq -r '.settle.micros // "none"' <<<"$J")
 	HOW=$(jq -r '.settle.how // "none"' <<<"$J")
 }
-usage_hdr() { echo "X-Fake-Usage: in=$1,out=$2,cached=${3:-0},cw=${4:-0},cw1h=${5:-0},thoughts=${6:-0},search=${7:-0}"; }
+usage_hdr() { echo "X-Fake-Usage: in=$1,out=$2,cached=${3:-0},cw=${4:-0},cw1h=${5:-0},thoughts=${6:-0},search=${7:-0},files=${8:-0},code=${9:-0}"; }
 # audited_ws: a settlement of this sandbox that counted web searches (its fields' tokens.web_searches)
 audited_ws() {
 	for _ in $(seq 40); do
@@ -316,6 +316,23 @@ send openai /v1/responses "$RESP_WS_S" --header "$(usage_hdr 555 444 0 0 0 0 3)"
 exact "OpenAI Responses with 3 web_search_call items, SSE (the output of response.completed)" \
 	$(($(cost "$P_4O" 555 0 0 0 444) + 3 * FEE_WS_OAI / 1000))
 check "a settlement's web searches are in its audit entry" audited_ws
+# OpenAI's Responses also bill a file search (each file_search_call item) and a code interpreter
+# container (a GB of its memory_limit each, once the output has a code_interpreter_call item)
+FEE_FS=$(fee_of openai file_search)
+FEE_CI=$(fee_of openai code_interpreter)
+check_eq "the built-in fee of a file search is \$2.50 per 1,000" "$FEE_FS" 2500000
+check_eq "the built-in fee of a 1 GB container is \$0.03 (\$30 per 1,000)" "$FEE_CI" 30000000
+CI_TOOLS='"tools":[{"type":"file_search","vector_store_ids":["vs_1"]},{"type":"code_interpreter","container":{"type":"auto","memory_limit":"4g"}}],"max_tool_calls":5'
+RESP_CI="${RESP%\}},$CI_TOOLS}"
+RESP_CI_S="${RESP_S%\}},$CI_TOOLS}"
+send openai /v1/responses "$RESP_CI" --header "$(usage_hdr 3003 99 3000 0 0 0 0 3 2)"
+exact "OpenAI Responses with 3 file searches and code run in a 4 GB container, JSON" \
+	$(($(cost "$P_4O" 3 3000 0 0 99) + 3 * FEE_FS / 1000 + 4 * FEE_CI / 1000))
+more_reserved "a 16 GB container reserves 12 GB of fees more than a 4 GB one" \
+	openai /v1/responses "${RESP_CI/\"4g\"/\"16g\"}" "$(usage_hdr 3003 99 3000 0 0 0 0 3 2)" 12 "$FEE_CI"
+send openai /v1/responses "$RESP_CI_S" --header "$(usage_hdr 555 444 0 0 0 0 0 1 0)"
+exact "OpenAI Responses with 1 file search and no code run, SSE (the output of response.completed)" \
+	$(($(cost "$P_4O" 555 0 0 0 444) + FEE_FS / 1000))
 # Gemini: promptTokenCount includes the cached part; thoughts are output
 send gemini /v1beta/models/gemini-2.5-flash:generateContent "$GEM" --header "$(usage_hdr 1001 7 3 0 0 5)"
 exact "Gemini generateContent, JSON" "$(cost "$P_FL" 998 3 0 0 12)"

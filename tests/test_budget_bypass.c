@@ -805,7 +805,8 @@ Test(budget_bypass, web_searches_are_reserved_by_max_uses_and_charged_as_reporte
 
 	/*
 	 * A stored prompt (`prompt`) may bring its own tools: reserved as if a
-	 * web_search tool were given (max_tool_calls, or 20).  Both bodies'
+	 * web_search and a file_search tool were given (max_tool_calls, or 20)
+	 * and a code interpreter of the largest container.  Both bodies'
 	 * input is the model's context (state the provider holds); control:
 	 * previous_response_id, whose tools are the request's own.
 	 */
@@ -816,12 +817,13 @@ Test(budget_bypass, web_searches_are_reserved_by_max_uses_and_charged_as_reporte
 				"{\"model\":\"gpt-5-nano\",\"max_output_tokens\":10,\"prompt\":{\"id\":\"pmpt_1\"},"
 				"\"input\":\"hi\"}") -
 			     stateful,
-		     REQUEST_WEB_SEARCH_USES * 25000);
+		     REQUEST_WEB_SEARCH_USES * (25000 + 2500) + REQUEST_CONTAINER_GB_MAX * 30000);
 	cr_expect_eq(reserve_of(b, BUDGET_OPENAI, "/v1/responses",
 				"{\"model\":\"gpt-5-nano\",\"max_output_tokens\":10,\"prompt\":{\"id\":\"pmpt_1\"},"
 				"\"max_tool_calls\":2,\"input\":\"hi\"}") -
 			     stateful,
-		     2 * 25000, "a stored prompt's searches are bounded by max_tool_calls");
+		     2 * (25000 + 2500) + REQUEST_CONTAINER_GB_MAX * 30000,
+		     "a stored prompt's searches are bounded by max_tool_calls (its containers by the largest)");
 
 	/* control: OpenAI's chat format has no such fee, whatever the tools say */
 	cr_expect_eq(reserve_of(b, BUDGET_OPENAI, "/v1/chat/completions",
@@ -829,6 +831,127 @@ Test(budget_bypass, web_searches_are_reserved_by_max_uses_and_charged_as_reporte
 		     reserve_of(b, BUDGET_OPENAI, "/v1/chat/completions",
 				"{\"model\":\"gpt-4o-mini\",\"max_tokens\":10,\"messages\":[],\"tools\":[{\"type\":"
 				"\"web_zearch_20250305\",\"name\":\"web_search\"}]}"));
+	budget_close(b);
+}
+
+/*
+ * OpenAI's Responses bill two more tools per use, beside the tokens: a file
+ * search ($2.50 per 1,000 calls, `fee openai file_search`) and a code
+ * interpreter container ($0.03 a GB of its memory, `fee openai
+ * code_interpreter`: 1 GB unless memory_limit says 4g, 16g or 64g).  The
+ * invariant: a request is reserved every file search max_tool_calls allows
+ * (20 without) when it gives a file_search tool, and the GB of every
+ * container its code_interpreter tools may start (an existing container's
+ * id or a memory_limit latch does not know: the largest, 64 GB); it is
+ * charged each file_search_call item of the output, and its containers
+ * once the output has a code_interpreter_call item (the output does not
+ * say which containers were new), the largest when it reserved none.
+ * Attacks: an escape in a type, the container before the type, two
+ * interpreters, a container given twice, an unknown memory_limit, code run
+ * by a request that declared no interpreter, a stream cut after the calls.
+ * Controls: a function tool whose schema says "file_search" and a request
+ * without tools reserve no fee; the output's other items charge nothing.
+ */
+struct tool_fee_case {
+	const char *tools; /* the body's members after "input" */
+	int64_t file_searches, container_gb; /* reserved; file_searches -1: the body is refused */
+	const char *items; /* the output's items */
+	int64_t file_calls, charged_gb; /* charged */
+};
+
+static const struct tool_fee_case tool_fee_cases[] = {
+	{ "\"tools\":[]", 0, 0, "{\"type\":\"message\"}", 0, 0 },
+	{ "\"tools\":[{\"type\":\"file_search\",\"vector_store_ids\":[\"vs_1\"]}]", REQUEST_WEB_SEARCH_USES, 0,
+	  "{\"type\":\"file_search_call\"},{\"type\":\"file_search_call\"},{\"type\":\"file_search_call\"},"
+	  "{\"type\":\"message\"}",
+	  3, 0 },
+	{ "\"max_tool_calls\":2,\"tools\":[{\"type\":\"file_search\"}]", 2, 0,
+	  "{\"type\":\"file_search_call\"},{\"type\":\"file_search_call\"}", 2, 0 },
+	{ "\"tools\":[{\"type\":\"file\\u005fsearch\"}]", REQUEST_WEB_SEARCH_USES, 0,
+	  "{\"type\":\"file\\u005fsearch_call\"}", 1, 0 },
+	{ "\"tools\":[{\"type\":\"function\",\"name\":\"f\",\"parameters\":{\"type\":\"file_search\"}}]", 0, 0,
+	  "{\"type\":\"function_call\"}", 0, 0 },
+	{ "\"tools\":[{\"type\":\"code_interpreter\",\"container\":{\"type\":\"auto\"}}]", 0, 1,
+	  "{\"type\":\"code_interpreter_call\",\"container_id\":\"cntr_1\"}", 0, 1 },
+	{ "\"tools\":[{\"type\":\"code_interpreter\",\"container\":{\"type\":\"auto\",\"memory_limit\":\"16g\"}}]", 0,
+	  16, "{\"type\":\"code_interpreter_call\"},{\"type\":\"code_interpreter_call\"}", 0, 16 },
+	{ "\"tools\":[{\"container\":{\"memory_limit\":\"4g\",\"type\":\"auto\"},\"type\":\"code_interpreter\"}]", 0, 4,
+	  "{\"type\":\"code\\u005finterpreter_call\"}", 0, 4 },
+	{ "\"tools\":[{\"type\":\"code_interpreter\",\"container\":\"cntr_abc\"}]", 0, REQUEST_CONTAINER_GB_MAX,
+	  "{\"type\":\"message\"}", 0, 0 },
+	{ "\"tools\":[{\"type\":\"code_interpreter\",\"container\":{\"type\":\"auto\",\"memory_limit\":\"128g\"}}]", 0,
+	  REQUEST_CONTAINER_GB_MAX, "{\"type\":\"code_interpreter_call\"}", 0, REQUEST_CONTAINER_GB_MAX },
+	{ "\"tools\":[{\"type\":\"code_interpreter\",\"container\":{\"type\":\"auto\",\"memory_limit\":\"4g\"}},"
+	  "{\"type\":\"code_interpreter\",\"container\":{\"type\":\"auto\"}},{\"type\":\"file_search\"}]",
+	  REQUEST_WEB_SEARCH_USES, 5, "{\"type\":\"code_interpreter_call\"},{\"type\":\"file_search_call\"}", 1, 5 },
+	{ "\"tools\":[]", 0, 0, "{\"type\":\"code_interpreter_call\"}", 0, REQUEST_CONTAINER_GB_MAX },
+	{ "\"tools\":[{\"type\":\"code_interpreter\",\"container\":{\"type\":\"auto\"},\"container\":\"cntr_abc\"}]",
+	  -1, 0, "", 0, 0 },
+};
+
+/* gpt-5-nano, max_output_tokens 10: input $0.05, output $0.40, a file search $0.0025, a container GB $0.03 */
+static int64_t nano_micros(int64_t input, int64_t file_searches, int64_t container_gb)
+{
+	int64_t pico = input * 50000 + 10 * 400000 + file_searches * 2500000000LL + container_gb * 30000000000LL;
+
+	return (pico + 999999) / 1000000;
+}
+
+Test(budget_bypass, openai_file_searches_and_containers_are_reserved_and_charged)
+{
+	struct budget *b = open_default();
+	char body[1024], resp[2048];
+
+	for (size_t i = 0; i < sizeof(tool_fee_cases) / sizeof(tool_fee_cases[0]); i++) {
+		const struct tool_fee_case *c = &tool_fee_cases[i];
+		int n = snprintf(body, sizeof(body),
+				 "{\"model\":\"gpt-5-nano\",\"max_output_tokens\":10,\"input\":\"hi\",%s}", c->tools);
+		struct bt_result r;
+
+		snprintf(resp, sizeof(resp), "{\"output\":[%s],\"usage\":{\"input_tokens\":20,\"output_tokens\":10}}",
+			 c->items);
+		r = bt_exchange(b, "a1", BUDGET_OPENAI, "POST", "/v1/responses", body, 200, resp, strlen(resp), 0, 0,
+				BUDGET_END_COMPLETE);
+		if (c->file_searches < 0) {
+			cr_expect_eq(r.rc, -EPROTO, "case %zu %s: rc %d", i, c->tools, r.rc);
+			continue;
+		}
+		cr_assert_eq(r.rc, 0, "case %zu: %s", i, r.line);
+		cr_expect_eq(r.reserved, nano_micros((n + 1) / 2, c->file_searches, c->container_gb),
+			     "case %zu %s: reserved %lld", i, c->tools, (long long)r.reserved);
+		cr_expect_eq(r.charged, nano_micros(20, c->file_calls, c->charged_gb), "case %zu %s: charged %lld (%s)",
+			     i, c->tools, (long long)r.charged, r.how);
+		cr_expect_str_eq(r.how, "usage", "case %zu", i);
+		if (c->file_calls)
+			cr_expect(strstr(r.settle_note.fields, "\"file_searches\":"), "%s", r.settle_note.fields);
+		if (c->charged_gb)
+			cr_expect(strstr(r.settle_note.fields, "\"container_gb\":"), "%s", r.settle_note.fields);
+	}
+
+	/* a stream: the calls are the items of response.completed's output, as in a body */
+	static const char sse[] =
+		"event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"output\":[]}}\n\n"
+		"event: response.output_item.done\ndata: {\"type\":\"response.output_item.done\","
+		"\"item\":{\"type\":\"code_interpreter_call\"}}\n\n"
+		"event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"output\":["
+		"{\"type\":\"file_search_call\"},{\"type\":\"code_interpreter_call\"},{\"type\":\"message\"}],"
+		"\"usage\":{\"input_tokens\":20,\"output_tokens\":10}}}\n\n";
+	int n = snprintf(body, sizeof(body),
+			 "{\"model\":\"gpt-5-nano\",\"max_output_tokens\":10,\"input\":\"hi\",\"stream\":true,"
+			 "\"tools\":[{\"type\":\"file_search\"},{\"type\":\"code_interpreter\",\"container\":{\"type\":"
+			 "\"auto\",\"memory_limit\":\"4g\"}}]}");
+	struct bt_result r = bt_exchange(b, "a1", BUDGET_OPENAI, "POST", "/v1/responses", body, 200, sse, strlen(sse),
+					 7, 0, BUDGET_END_COMPLETE);
+
+	cr_assert_eq(r.rc, 0, "%s", r.line);
+	cr_expect_eq(r.reserved, nano_micros((n + 1) / 2, REQUEST_WEB_SEARCH_USES, 4));
+	cr_expect_eq(r.charged, nano_micros(20, 1, 4), "charged %lld (%s)", (long long)r.charged, r.how);
+	/* the same stream cut before response.completed, after the calls ran: the whole reservation */
+	r = bt_exchange(b, "a1", BUDGET_OPENAI, "POST", "/v1/responses", body, 200, sse, strlen(sse), 7,
+			strstr(sse, "event: response.completed") - sse, BUDGET_END_UPSTREAM_CUT);
+	cr_assert_eq(r.rc, 0, "%s", r.line);
+	cr_expect_eq(r.charged, r.reserved, "cut: charged %lld of %lld (%s)", (long long)r.charged,
+		     (long long)r.reserved, r.how);
 	budget_close(b);
 }
 
