@@ -468,8 +468,9 @@ static int64_t worst_case(struct budget *b, const struct budget_request *rq, con
 	tok.input = in;
 	tok.web_searches = t->web_searches = facts.web_searches;
 	tok.file_searches = facts.file_searches;
+	tok.images = facts.images_generated;
 	tok.container_gb = t->container_gb = facts.container_gb;
-	t->tool_fees = facts.file_searches > 0 || facts.container_gb > 0;
+	t->tool_fees = facts.file_searches > 0 || facts.container_gb > 0 || facts.images_generated > 0;
 	tok.output = facts.max_output > 0 && facts.max_output < row->max_output ? facts.max_output : row->max_output;
 	if (cls->format == BUDGET_FORMAT_OPENAI_EMBEDDINGS)
 		tok.output = 0;

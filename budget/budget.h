@@ -339,6 +339,7 @@ struct budget_price {
 	int64_t per_search; /* pico-dollars a web search (a grounding query on Gemini): the row's fee line, or 0 */
 	int64_t per_grounded; /* pico-dollars a request that searched at all (Gemini 2.x's grounded prompt), or 0 */
 	int64_t per_file_search; /* pico-dollars a file search (OpenAI Responses' file_search tool), or 0 */
+	int64_t per_image; /* pico-dollars an image of OpenAI Responses' image_generation tool, or 0 */
 	int64_t per_container_gb; /* pico-dollars a code interpreter container a GB of its memory (OpenAI), or 0 */
 	bool builtin;
 };
@@ -354,7 +355,8 @@ struct budget_price {
  * before (grounded_prompt: a request that ran any query); a Gemini model
  * of neither family is charged the dearer of the two.  OpenAI's Responses
  * also bill a file search (file_search: a file_search_call item of the
- * output) and a code interpreter container (code_interpreter: priced a
+ * output), an image (image_generation: an image_generation_call item) and
+ * a code interpreter container (code_interpreter: priced a
  * container of 1 GB, a larger one at its GB times that).
  */
 enum budget_fee_kind {
@@ -363,6 +365,7 @@ enum budget_fee_kind {
 	BUDGET_FEE_GEMINI_GOOGLE_SEARCH,
 	BUDGET_FEE_GEMINI_GROUNDED_PROMPT,
 	BUDGET_FEE_OPENAI_FILE_SEARCH,
+	BUDGET_FEE_OPENAI_IMAGE_GENERATION,
 	BUDGET_FEE_OPENAI_CODE_INTERPRETER,
 	BUDGET_FEES
 };
@@ -406,6 +409,8 @@ struct budget_tokens {
 	int64_t web_searches;
 	/* OpenAI Responses: file searches (file_search_call items), at the row's per_file_search */
 	int64_t file_searches;
+	/* OpenAI Responses: images its image_generation tool made (image_generation_call items), at per_image */
+	int64_t images;
 	/*
 	 * OpenAI Responses: the GB of the code interpreter containers it may
 	 * have started, at the row's per_container_gb; -1 when the output ran

@@ -197,6 +197,7 @@ struct usage_parser {
 	bool ev_error;
 	int64_t ev_calls; /* OpenAI Responses: the event's (or body's) web_search_call output items */
 	int64_t ev_file_calls; /* and its file_search_call items */
+	int64_t ev_image_calls; /* and its image_generation_call items */
 	int64_t ev_code_calls; /* and its code_interpreter_call items */
 	/*
 	 * Gemini: the search queries of the chunk being read (each candidate's
@@ -234,6 +235,7 @@ struct request_facts {
 	bool long_cache; /* Anthropic: a cache write may last an hour, at twice the input price */
 	int64_t web_searches; /* the most web searches its tools allow (Anthropic, OpenAI Responses, Gemini; saturates) */
 	int64_t file_searches; /* OpenAI Responses: the most file searches its tools allow */
+	int64_t images_generated; /* OpenAI Responses: the most images its image_generation tools may make */
 	int64_t container_gb; /* OpenAI Responses: the GB of the code interpreter containers its tools may start */
 };
 

@@ -98,6 +98,9 @@ static const char builtin_prices[] =
 	"fee gemini grounded_prompt 35.00\n"
 	/* OpenAI Responses' file search: $2.50 per 1,000 calls (a file_search_call item each) */
 	"fee openai file_search 2.50\n"
+	/* OpenAI Responses' image generation tool: an image at gpt-image-1's dearest ($0.25, high quality
+	 * at 1536x1024; $0.011 at low quality): write yours if your requests ask for less */
+	"fee openai image_generation 250.00\n"
 	/* OpenAI's code interpreter: $0.03 a container of 1 GB (4, 16 and 64 GB cost 4, 16 and 64 times that) */
 	"fee openai code_interpreter 30.00\n";
 
@@ -111,6 +114,7 @@ static const struct {
 	[BUDGET_FEE_GEMINI_GOOGLE_SEARCH] = { BUDGET_GEMINI, "google_search" },
 	[BUDGET_FEE_GEMINI_GROUNDED_PROMPT] = { BUDGET_GEMINI, "grounded_prompt" },
 	[BUDGET_FEE_OPENAI_FILE_SEARCH] = { BUDGET_OPENAI, "file_search" },
+	[BUDGET_FEE_OPENAI_IMAGE_GENERATION] = { BUDGET_OPENAI, "image_generation" },
 	[BUDGET_FEE_OPENAI_CODE_INTERPRETER] = { BUDGET_OPENAI, "code_interpreter" },
 };
 
@@ -233,11 +237,12 @@ static int fee_parse_line(char **f, int n, int64_t *micros_per_1000, char *err, 
 					  f[3]);
 		return k;
 	}
-	return latch_errf(err, errlen, -EINVAL,
-			  "TOOL '%s' of %s is not a fee latch counts (it counts web_search of anthropic and openai, "
-			  "file_search and code_interpreter of openai, google_search and grounded_prompt of gemini); "
-			  "remove the line",
-			  f[2], budget_provider_name(p));
+	return latch_errf(
+		err, errlen, -EINVAL,
+		"TOOL '%s' of %s is not a fee latch counts (it counts web_search of anthropic and openai, "
+		"file_search, image_generation and code_interpreter of openai, google_search and grounded_prompt of gemini); "
+		"remove the line",
+		f[2], budget_provider_name(p));
 }
 
 /*
@@ -414,6 +419,7 @@ static void row_fees(const struct price_table *t, struct budget_price *r)
 	r->per_search = 0;
 	r->per_grounded = 0;
 	r->per_file_search = 0;
+	r->per_image = 0;
 	r->per_container_gb = 0;
 	switch (r->provider) {
 	case BUDGET_ANTHROPIC:
@@ -422,6 +428,7 @@ static void row_fees(const struct price_table *t, struct budget_price *r)
 	case BUDGET_OPENAI:
 		r->per_search = fee_pico(t, BUDGET_FEE_OPENAI_WEB_SEARCH);
 		r->per_file_search = fee_pico(t, BUDGET_FEE_OPENAI_FILE_SEARCH);
+		r->per_image = fee_pico(t, BUDGET_FEE_OPENAI_IMAGE_GENERATION);
 		r->per_container_gb = fee_pico(t, BUDGET_FEE_OPENAI_CODE_INTERPRETER);
 		break;
 	case BUDGET_GEMINI:
@@ -655,6 +662,7 @@ int64_t budget_cost(const struct budget_price *row, const struct budget_tokens *
 		fee = row->per_grounded;
 	pico = mul_add(pico, 1, fee);
 	pico = mul_add(pico, t->file_searches, row->per_file_search);
+	pico = mul_add(pico, t->images, row->per_image);
 	pico = mul_add(pico, t->container_gb, row->per_container_gb);
 	if (pico == INT64_MAX)
 		return BUDGET_COST_MAX;

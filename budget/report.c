@@ -182,6 +182,10 @@ void settle_note(const struct budget_ticket *t, const char *why, int64_t charge,
 			PUT_LIT(&nb, ",\"file_searches\":");
 			put_int(&nb, tok->file_searches);
 		}
+		if (tok->images) {
+			PUT_LIT(&nb, ",\"images\":");
+			put_int(&nb, tok->images);
+		}
 		if (tok->container_gb) {
 			PUT_LIT(&nb, ",\"container_gb\":");
 			put_int(&nb, tok->container_gb);

@@ -297,14 +297,14 @@ struct inspect {
 	char model[BUDGET_MODEL_MAX + 1];
 	/* the tool being read (values come in the body's order), and the web searches of those read */
 	struct {
-		bool open, web_search, file_search, code_interpreter;
+		bool open, web_search, file_search, image_generation, code_interpreter;
 		int types, max_uses_seen, containers_seen;
 		int64_t max_uses;
 		int64_t container_gb; /* its container's memory, as its value says (1 when it says nothing) */
 	} tool;
 	int64_t web_searches; /* Anthropic's bound: each web_search tool's max_uses, or REQUEST_WEB_SEARCH_USES */
 	int web_search_tools;
-	int file_search_tools; /* OpenAI Responses */
+	int file_search_tools, image_tools; /* OpenAI Responses */
 	int64_t container_gb; /* OpenAI Responses: each code_interpreter tool's container_gb (saturates) */
 	bool tool_twice; /* a tool that names its type or max_uses twice */
 	bool grounding; /* Gemini: a tool that searches Google */
@@ -410,6 +410,7 @@ static void tool_end(struct inspect *in)
 	if (in->tool.open && in->tool.web_search && __builtin_add_overflow(in->web_searches, uses, &in->web_searches))
 		in->web_searches = INT64_MAX;
 	in->file_search_tools += in->tool.open && in->tool.file_search;
+	in->image_tools += in->tool.open && in->tool.image_generation;
 	if (in->tool.open && in->tool.code_interpreter &&
 	    __builtin_add_overflow(in->container_gb, in->tool.container_gb ? in->tool.container_gb : 1,
 				   &in->container_gb))
@@ -450,13 +451,14 @@ static void tool_type(struct inspect *in, const char *s, size_t slen)
 {
 	in->tool.web_search = slen >= 10 && !memcmp(s, "web_search", 10);
 	in->tool.file_search = slen == 11 && !memcmp(s, "file_search", 11);
+	in->tool.image_generation = slen == 16 && !memcmp(s, "image_generation", 16);
 	in->tool.code_interpreter = slen == 16 && !memcmp(s, "code_interpreter", 16);
 }
 
 /*
  * A value of one of the tools.  Its type is a web search when it starts
  * "web_search" (Anthropic's web_search_20250305, OpenAI's web_search and
- * web_search_preview); OpenAI's file_search and code_interpreter are
+ * web_search_preview); OpenAI's file_search, image_generation and code_interpreter are
  * priced too; the provider checks the rest.
  * A max_uses that is not a plain positive integer is taken as absent: the
  * provider refuses such a request (a 4xx costs nothing), and a lax reading
@@ -679,6 +681,8 @@ void request_inspect(enum budget_format f, const void *body, size_t len, struct 
 			out->web_searches = calls;
 		if (in.file_search_tools || in.non_null[R_PROMPT])
 			out->file_searches = calls;
+		if (in.image_tools || in.non_null[R_PROMPT])
+			out->images_generated = calls;
 		out->container_gb = in.container_gb;
 		if (in.non_null[R_PROMPT] &&
 		    __builtin_add_overflow(out->container_gb, (int64_t)REQUEST_CONTAINER_GB_MAX, &out->container_gb))

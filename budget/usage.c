@@ -14,9 +14,10 @@
  *                    (stream_options.include_usage); `[DONE]` ends it
  *   OpenAI responses `usage` of the body; in a stream, `response.usage` of
  *                    response.completed or response.incomplete; its web
- *                    searches, file searches and code runs are the
- *                    web_search_call, file_search_call and
- *                    code_interpreter_call items of `output`
+ *                    searches, file searches, images and code runs are
+ *                    the web_search_call, file_search_call,
+ *                    image_generation_call and code_interpreter_call
+ *                    items of `output`
  *   Anthropic        `usage` of the body; in a stream, message_start's
  *                    `message.usage` updated by each message_delta's `usage`,
  *                    final at message_stop; its web searches in
@@ -246,6 +247,8 @@ static void count_call(struct usage_parser *u, const char *s, size_t len)
 		u->ev_calls++;
 	else if (len == 16 && !memcmp(s, "file_search_call", 16))
 		u->ev_file_calls++;
+	else if (len == 21 && !memcmp(s, "image_generation_call", 21))
+		u->ev_image_calls++;
 	else if (len == 21 && !memcmp(s, "code_interpreter_call", 21))
 		u->ev_code_calls++;
 }
@@ -338,6 +341,7 @@ static void clear_event(struct usage_parser *u)
 	u->ev_error = false;
 	u->ev_calls = 0;
 	u->ev_file_calls = 0;
+	u->ev_image_calls = 0;
 	u->ev_code_calls = 0;
 	chunk_end(u);
 }
@@ -347,6 +351,7 @@ static void responses_calls(struct usage_parser *u)
 {
 	u->tokens.web_searches = u->ev_calls;
 	u->tokens.file_searches = u->ev_file_calls;
+	u->tokens.images = u->ev_image_calls;
 	u->tokens.container_gb = u->ev_code_calls ? -1 : 0; /* the output does not say which containers are new */
 }
 

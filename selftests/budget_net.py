@@ -18,14 +18,15 @@
                  POST ...:streamGenerateContent?alt=sse       SSE, usageMetadata on every event
                  POST ...:streamGenerateContent               one JSON array, element by element
       The test steers each request with headers the broker passes on:
-        X-Fake-Usage: in=N,out=N,cached=N,cw=N,cw1h=N,thoughts=N,search=N,files=N,code=N
+        X-Fake-Usage: in=N,out=N,cached=N,cw=N,cw1h=N,thoughts=N,search=N,files=N,code=N,images=N
                       the counts to report
                       (search: server-side web searches: on Anthropic a server_tool_use and a
                       web_search_tool_result block each, counted in usage.server_tool_use; on
                       OpenAI's Responses a web_search_call output item each; on Gemini a query
                       each in groundingMetadata.webSearchQueries, given in the last two chunks
-                      of a stream alike; files and code: OpenAI's Responses only, a
-                      file_search_call and a code_interpreter_call output item each)
+                      of a stream alike; files, code and images: OpenAI's Responses only, a
+                      file_search_call, a code_interpreter_call and an
+                      image_generation_call output item each)
         X-Fake-Mode:  ok | omit (no usage anywhere) | malformed (a count that is a string)
                       | cut (the upstream closes mid-body) | slow (events 0.5 s apart, for a
                       SIGKILL mid-stream) | hold (answer after 1 s: all racers decide first)
@@ -66,7 +67,8 @@ FAKE_TEXT = 'Hi! data: {"usage":{"prompt_tokens":0}}\n\nevent: message_delta\nda
 
 
 def counts(headers):
-    c = {"in": 0, "out": 0, "cached": 0, "cw": 0, "cw1h": 0, "thoughts": 0, "search": 0, "files": 0, "code": 0}
+    c = {"in": 0, "out": 0, "cached": 0, "cw": 0, "cw1h": 0, "thoughts": 0, "search": 0, "files": 0, "code": 0,
+         "images": 0}
     for part in (headers.get("X-Fake-Usage") or "").split(","):
         k, _, v = part.partition("=")
         if k.strip() in c:
@@ -257,6 +259,8 @@ class Upstream(BaseHTTPRequestHandler):
                    "queries": ['{"type": "file_search_call"}'], "results": None} for i in range(c["files"])]
         calls += [{"id": "ci_%02d" % i, "type": "code_interpreter_call", "status": "completed",
                    "container_id": "cntr_%02d" % i, "code": "print(1)", "outputs": None} for i in range(c["code"])]
+        calls += [{"id": "ig_%02d" % i, "type": "image_generation_call", "status": "completed",
+                   "result": "aW1hZ2U="} for i in range(c["images"])]
         resp = {"id": "resp_1", "object": "response", "created_at": int(time.time()), "status": "completed",
                 "model": req.get("model", "gpt-4o"),
                 "output": calls + [{"type": "message", "role": "assistant",

@@ -173,7 +173,7 @@ send() {
 	SET=$(jq -r '.settle.micros // "none"' <<<"$J")
 	HOW=$(jq -r '.settle.how // "none"' <<<"$J")
 }
-usage_hdr() { echo "X-Fake-Usage: in=$1,out=$2,cached=${3:-0},cw=${4:-0},cw1h=${5:-0},thoughts=${6:-0},search=${7:-0},files=${8:-0},code=${9:-0}"; }
+usage_hdr() { echo "X-Fake-Usage: in=$1,out=$2,cached=${3:-0},cw=${4:-0},cw1h=${5:-0},thoughts=${6:-0},search=${7:-0},files=${8:-0},code=${9:-0},images=${10:-0}"; }
 # audited_ws: a settlement of this sandbox that counted web searches (its fields' tokens.web_searches)
 audited_ws() {
 	for _ in $(seq 40); do
@@ -333,6 +333,12 @@ more_reserved "a 16 GB container reserves 12 GB of fees more than a 4 GB one" \
 send openai /v1/responses "$RESP_CI_S" --header "$(usage_hdr 555 444 0 0 0 0 0 1 0)"
 exact "OpenAI Responses with 1 file search and no code run, SSE (the output of response.completed)" \
 	$(($(cost "$P_4O" 555 0 0 0 444) + FEE_FS / 1000))
+# and an image of its image_generation tool ($0.25 built in), each image_generation_call item
+FEE_IMG=$(fee_of openai image_generation)
+check_eq "the built-in fee of an image is \$0.25 (\$250 per 1,000)" "$FEE_IMG" 250000000
+RESP_IMG="${RESP%\}},\"tools\":[{\"type\":\"image_generation\"}],\"max_tool_calls\":3}"
+send openai /v1/responses "$RESP_IMG" --header "$(usage_hdr 3003 99 3000 0 0 0 0 0 0 2)"
+exact "OpenAI Responses with 2 images made, JSON" $(($(cost "$P_4O" 3 3000 0 0 99) + 2 * FEE_IMG / 1000))
 # Gemini: promptTokenCount includes the cached part; thoughts are output
 send gemini /v1beta/models/gemini-2.5-flash:generateContent "$GEM" --header "$(usage_hdr 1001 7 3 0 0 5)"
 exact "Gemini generateContent, JSON" "$(cost "$P_FL" 998 3 0 0 12)"

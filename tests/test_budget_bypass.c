@@ -805,8 +805,9 @@ Test(budget_bypass, web_searches_are_reserved_by_max_uses_and_charged_as_reporte
 
 	/*
 	 * A stored prompt (`prompt`) may bring its own tools: reserved as if a
-	 * web_search and a file_search tool were given (max_tool_calls, or 20)
-	 * and a code interpreter of the largest container.  Both bodies'
+	 * web_search, a file_search and an image_generation tool were given
+	 * (max_tool_calls, or 20) and a code interpreter of the largest
+	 * container.  Both bodies'
 	 * input is the model's context (state the provider holds); control:
 	 * previous_response_id, whose tools are the request's own.
 	 */
@@ -817,12 +818,12 @@ Test(budget_bypass, web_searches_are_reserved_by_max_uses_and_charged_as_reporte
 				"{\"model\":\"gpt-5-nano\",\"max_output_tokens\":10,\"prompt\":{\"id\":\"pmpt_1\"},"
 				"\"input\":\"hi\"}") -
 			     stateful,
-		     REQUEST_WEB_SEARCH_USES * (25000 + 2500) + REQUEST_CONTAINER_GB_MAX * 30000);
+		     REQUEST_WEB_SEARCH_USES * (25000 + 2500 + 250000) + REQUEST_CONTAINER_GB_MAX * 30000);
 	cr_expect_eq(reserve_of(b, BUDGET_OPENAI, "/v1/responses",
 				"{\"model\":\"gpt-5-nano\",\"max_output_tokens\":10,\"prompt\":{\"id\":\"pmpt_1\"},"
 				"\"max_tool_calls\":2,\"input\":\"hi\"}") -
 			     stateful,
-		     2 * (25000 + 2500) + REQUEST_CONTAINER_GB_MAX * 30000,
+		     2 * (25000 + 2500 + 250000) + REQUEST_CONTAINER_GB_MAX * 30000,
 		     "a stored prompt's searches are bounded by max_tool_calls (its containers by the largest)");
 
 	/* control: OpenAI's chat format has no such fee, whatever the tools say */
@@ -897,7 +898,7 @@ static int64_t nano_micros(int64_t input, int64_t file_searches, int64_t contain
 	return (pico + 999999) / 1000000;
 }
 
-Test(budget_bypass, openai_file_searches_and_containers_are_reserved_and_charged)
+Test(budget_bypass, openai_file_searches_images_and_containers_are_reserved_and_charged)
 {
 	struct budget *b = open_default();
 	char body[1024], resp[2048];
@@ -926,6 +927,45 @@ Test(budget_bypass, openai_file_searches_and_containers_are_reserved_and_charged
 			cr_expect(strstr(r.settle_note.fields, "\"file_searches\":"), "%s", r.settle_note.fields);
 		if (c->charged_gb)
 			cr_expect(strstr(r.settle_note.fields, "\"container_gb\":"), "%s", r.settle_note.fields);
+	}
+
+	/*
+	 * Images ($0.25 each, `fee openai image_generation`): an image_generation
+	 * tool allows max_tool_calls images (20 without), each
+	 * image_generation_call item is charged.  Control: a function tool
+	 * whose schema says image_generation reserves none.
+	 */
+	static const struct {
+		const char *tools;
+		int64_t reserved, made;
+	} image_cases[] = {
+		{ "\"tools\":[{\"type\":\"image_generation\",\"quality\":\"low\"}]", REQUEST_WEB_SEARCH_USES, 2 },
+		{ "\"max_tool_calls\":1,\"tools\":[{\"type\":\"image_generation\"}]", 1, 1 },
+		{ "\"max_tool_calls\":3,\"tools\":[{\"type\":\"image\\u005fgeneration\"}]", 3, 0 },
+		{ "\"tools\":[{\"type\":\"function\",\"name\":\"i\",\"parameters\":{\"type\":\"image_generation\"}}]",
+		  0, 0 },
+	};
+	for (size_t i = 0; i < sizeof(image_cases) / sizeof(image_cases[0]); i++) {
+		int n = snprintf(body, sizeof(body),
+				 "{\"model\":\"gpt-5-nano\",\"max_output_tokens\":10,\"input\":\"hi\",%s}",
+				 image_cases[i].tools);
+		int at = snprintf(resp, sizeof(resp), "{\"output\":[");
+		struct bt_result r;
+
+		for (int64_t k = 0; k < image_cases[i].made; k++)
+			at += snprintf(resp + at, sizeof(resp) - (size_t)at,
+				       "{\"type\":\"image_generation_call\",\"result\":\"aGk=\"},");
+		snprintf(resp + at, sizeof(resp) - (size_t)at,
+			 "{\"type\":\"message\"}],\"usage\":{\"input_tokens\":20,\"output_tokens\":10}}");
+		r = bt_exchange(b, "a1", BUDGET_OPENAI, "POST", "/v1/responses", body, 200, resp, strlen(resp), 0, 0,
+				BUDGET_END_COMPLETE);
+		cr_assert_eq(r.rc, 0, "image case %zu: %s", i, r.line);
+		cr_expect_eq(r.reserved, nano_micros((n + 1) / 2, 0, 0) + image_cases[i].reserved * 250000,
+			     "image case %zu: reserved %lld", i, (long long)r.reserved);
+		cr_expect_eq(r.charged, nano_micros(20, 0, 0) + image_cases[i].made * 250000,
+			     "image case %zu: charged %lld", i, (long long)r.charged);
+		if (image_cases[i].made)
+			cr_expect(strstr(r.settle_note.fields, "\"images\":"), "%s", r.settle_note.fields);
 	}
 
 	/* a stream: the calls are the items of response.completed's output, as in a body */

@@ -238,16 +238,22 @@ Test(budget_money, fee_lines)
 	prices_free(&t);
 
 	/*
-	 * OpenAI's file search ($2.50 per 1,000 calls) and code interpreter
-	 * ($0.03 a 1 GB container, a GB more at that price each): built in,
+	 * OpenAI's file search ($2.50 per 1,000 calls), image generation ($0.25
+	 * an image) and code interpreter ($0.03 a 1 GB container, a GB more at
+	 * that price each): built in,
 	 * OpenAI's alone, and replaced by a file's line.
 	 */
 	cr_assert_eq(load("# none\n", 0644, &t, err, sizeof(err)), 0, "%s", err);
 	cr_expect_eq(prices_find(&t, BUDGET_OPENAI, "gpt-5-nano", 0)->per_file_search, 2500000000LL);
 	cr_expect_eq(prices_find(&t, BUDGET_OPENAI, "gpt-5-nano", 0)->per_container_gb, 30000000000LL);
+	cr_expect_eq(prices_find(&t, BUDGET_OPENAI, "gpt-5-nano", 0)->per_image, 250000000000LL);
 	cr_expect_eq(prices_worst(&t, BUDGET_OPENAI)->per_container_gb, 30000000000LL);
 	cr_expect_eq(prices_find(&t, BUDGET_ANTHROPIC, "claude-sonnet-4-5", 0)->per_file_search, 0);
 	cr_expect_eq(prices_find(&t, BUDGET_ANTHROPIC, "claude-sonnet-4-5", 0)->per_container_gb, 0);
+	cr_expect_eq(prices_find(&t, BUDGET_GEMINI, "gemini-2.5-flash", 0)->per_image, 0);
+	cr_expect_eq(budget_cost(prices_find(&t, BUDGET_OPENAI, "gpt-5-nano", 0),
+				 &(struct budget_tokens){ .images = 2 }),
+		     500000);
 	/* 3 file searches and a 4 GB container, no tokens: $0.0075 + $0.12 */
 	cr_expect_eq(budget_cost(prices_find(&t, BUDGET_OPENAI, "gpt-5-nano", 0),
 				 &(struct budget_tokens){ .file_searches = 3, .container_gb = 4 }),
@@ -274,8 +280,8 @@ Test(budget_money, fee_lines)
 		  ":1: TOOL 'google_search' of anthropic is not a fee latch counts" },
 		{ "fee gemini grounded_prompt 35\nfee gemini grounded_prompt 30\n",
 		  ":2: fee gemini grounded_prompt is already priced on line 1" },
-		{ "fee openai image_generation 40\n",
-		  ":1: TOOL 'image_generation' of openai is not a fee latch counts" },
+		{ "fee openai computer_use_preview 40\n",
+		  ":1: TOOL 'computer_use_preview' of openai is not a fee latch counts" },
 		{ "fee anthropic file_search 2.50\n", ":1: TOOL 'file_search' of anthropic is not a fee latch counts" },
 		{ "\nfee anthropic web_fetch 10\n", ":2: TOOL 'web_fetch' of anthropic is not a fee latch counts" },
 		{ "fee anthropic web_search ten\n", ":1: PRICE 'ten' is not a price in dollars per 1,000 uses" },
