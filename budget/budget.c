@@ -419,9 +419,9 @@ static void warn_missing(struct budget *b, enum budget_provider p, const char *m
  * when the provider holds input the body doesn't show), output from its
  * max-tokens fields (or the model's maximum) times the outputs it asks for,
  * every input token at the dearest input price (twice the input's when a
- * cache write may last an hour), and the web searches (file searches,
- * code interpreter containers) its tools allow at the provider's fees.  -1, and *why, when the body can't bound
- * it: a metered endpoint's body latch can't read (the upstream may read in
+ * cache write may last an hour), and the web searches, file searches,
+ * images and code interpreter containers its tools allow at the provider's
+ * fees.  -1, and *why, when the body can't bound it: a metered endpoint's body latch can't read (the upstream may read in
  * it a count of outputs, a model, a limit that latch did not see), or a
  * count of outputs that is not a number.
  */

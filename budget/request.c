@@ -433,7 +433,8 @@ static int64_t container_gb_of(const char *text, size_t len)
 		const char *limit;
 		int64_t gb;
 	} tiers[] = { { "1g", 1 }, { "4g", 4 }, { "16g", 16 }, { "64g", 64 } };
-	json_t *v = text && *text == '{' ? json_loadb(text, len, 0, NULL) : NULL;
+	/* a limit given twice has two readings: no reading, so the largest */
+	json_t *v = text && *text == '{' ? json_loadb(text, len, JSON_REJECT_DUPLICATES, NULL) : NULL;
 	json_t *limit = json_object_get(v, "memory_limit");
 	int64_t gb = REQUEST_CONTAINER_GB_MAX;
 
@@ -458,8 +459,8 @@ static void tool_type(struct inspect *in, const char *s, size_t slen)
 /*
  * A value of one of the tools.  Its type is a web search when it starts
  * "web_search" (Anthropic's web_search_20250305, OpenAI's web_search and
- * web_search_preview); OpenAI's file_search, image_generation and code_interpreter are
- * priced too; the provider checks the rest.
+ * web_search_preview); OpenAI's file_search, image_generation and
+ * code_interpreter are priced too; the provider checks the rest.
  * A max_uses that is not a plain positive integer is taken as absent: the
  * provider refuses such a request (a 4xx costs nothing), and a lax reading
  * would still be held to REQUEST_WEB_SEARCH_USES.

@@ -878,6 +878,9 @@ static const struct tool_fee_case tool_fee_cases[] = {
 	  16, "{\"type\":\"code_interpreter_call\"},{\"type\":\"code_interpreter_call\"}", 0, 16 },
 	{ "\"tools\":[{\"container\":{\"memory_limit\":\"4g\",\"type\":\"auto\"},\"type\":\"code_interpreter\"}]", 0, 4,
 	  "{\"type\":\"code\\u005finterpreter_call\"}", 0, 4 },
+	{ "\"tools\":[{\"type\":\"code_interpreter\",\"container\":{\"type\":\"auto\",\"memory_limit\":\"64g\","
+	  "\"memory_limit\":\"1g\"}}]",
+	  0, REQUEST_CONTAINER_GB_MAX, "{\"type\":\"code_interpreter_call\"}", 0, REQUEST_CONTAINER_GB_MAX },
 	{ "\"tools\":[{\"type\":\"code_interpreter\",\"container\":\"cntr_abc\"}]", 0, REQUEST_CONTAINER_GB_MAX,
 	  "{\"type\":\"message\"}", 0, 0 },
 	{ "\"tools\":[{\"type\":\"code_interpreter\",\"container\":{\"type\":\"auto\",\"memory_limit\":\"128g\"}}]", 0,
