@@ -285,6 +285,9 @@ static void compile_req_paths(void)
 	jscan_compile(&req_paths, req_watch, R_WATCHES);
 }
 
+/* The tools with a fee, by their type (anything else is TOOL_OTHER). */
+enum tool_kind { TOOL_OTHER, TOOL_WEB_SEARCH, TOOL_FILE_SEARCH, TOOL_IMAGE_GENERATION, TOOL_CODE_INTERPRETER };
+
 struct inspect {
 	int seen[R_WATCHES];
 	bool non_null[R_WATCHES];
@@ -297,7 +300,8 @@ struct inspect {
 	char model[BUDGET_MODEL_MAX + 1];
 	/* the tool being read (values come in the body's order), and the web searches of those read */
 	struct {
-		bool open, web_search, file_search, image_generation, code_interpreter;
+		bool open;
+		enum tool_kind kind; /* from its type: which tool with a fee it is */
 		int types, max_uses_seen, containers_seen;
 		int64_t max_uses;
 		int64_t container_gb; /* its container's memory, as its value says (1 when it says nothing) */
@@ -405,16 +409,27 @@ static void type_value(struct inspect *in, int w, const char *text, size_t len)
 static void tool_end(struct inspect *in)
 {
 	int64_t uses = in->tool.max_uses > 0 ? in->tool.max_uses : REQUEST_WEB_SEARCH_USES;
+	int64_t gb = in->tool.container_gb ? in->tool.container_gb : 1;
 
-	in->web_search_tools += in->tool.open && in->tool.web_search;
-	if (in->tool.open && in->tool.web_search && __builtin_add_overflow(in->web_searches, uses, &in->web_searches))
-		in->web_searches = INT64_MAX;
-	in->file_search_tools += in->tool.open && in->tool.file_search;
-	in->image_tools += in->tool.open && in->tool.image_generation;
-	if (in->tool.open && in->tool.code_interpreter &&
-	    __builtin_add_overflow(in->container_gb, in->tool.container_gb ? in->tool.container_gb : 1,
-				   &in->container_gb))
-		in->container_gb = INT64_MAX;
+	switch (in->tool.open ? in->tool.kind : TOOL_OTHER) {
+	case TOOL_WEB_SEARCH:
+		in->web_search_tools++;
+		if (__builtin_add_overflow(in->web_searches, uses, &in->web_searches))
+			in->web_searches = INT64_MAX;
+		break;
+	case TOOL_FILE_SEARCH:
+		in->file_search_tools++;
+		break;
+	case TOOL_IMAGE_GENERATION:
+		in->image_tools++;
+		break;
+	case TOOL_CODE_INTERPRETER:
+		if (__builtin_add_overflow(in->container_gb, gb, &in->container_gb))
+			in->container_gb = INT64_MAX;
+		break;
+	default:
+		break;
+	}
 	if (in->tool.types > 1 || in->tool.max_uses_seen > 1 || in->tool.containers_seen > 1)
 		in->tool_twice = true;
 	memset(&in->tool, 0, sizeof(in->tool));
@@ -447,13 +462,18 @@ static int64_t container_gb_of(const char *text, size_t len)
 	return gb;
 }
 
-/* A tool's type: which fee-bearing tool it is (the provider checks the rest). */
-static void tool_type(struct inspect *in, const char *s, size_t slen)
+/* A tool's type: which tool with a fee it is (the provider checks the rest). */
+static enum tool_kind tool_kind(const char *s, size_t slen)
 {
-	in->tool.web_search = slen >= 10 && !memcmp(s, "web_search", 10);
-	in->tool.file_search = slen == 11 && !memcmp(s, "file_search", 11);
-	in->tool.image_generation = slen == 16 && !memcmp(s, "image_generation", 16);
-	in->tool.code_interpreter = slen == 16 && !memcmp(s, "code_interpreter", 16);
+	if (slen >= 10 && !memcmp(s, "web_search", 10))
+		return TOOL_WEB_SEARCH;
+	if (slen == 11 && !memcmp(s, "file_search", 11))
+		return TOOL_FILE_SEARCH;
+	if (slen == 16 && !memcmp(s, "image_generation", 16))
+		return TOOL_IMAGE_GENERATION;
+	if (slen == 16 && !memcmp(s, "code_interpreter", 16))
+		return TOOL_CODE_INTERPRETER;
+	return TOOL_OTHER;
 }
 
 /*
@@ -490,14 +510,11 @@ static void tool_value(struct inspect *in, int w, const char *text, size_t len)
 	}
 	in->tool.types++;
 	if (text && jscan_plain_string(text, len, &s, &slen)) {
-		tool_type(in, s, slen);
+		in->tool.kind = tool_kind(s, slen);
 		return;
 	}
 	v = text ? json_loadb(text, len, JSON_DECODE_ANY, NULL) : NULL; /* an escape in it */
-	if (json_is_string(v))
-		tool_type(in, json_string_value(v), json_string_length(v));
-	else
-		tool_type(in, "", 0);
+	in->tool.kind = json_is_string(v) ? tool_kind(json_string_value(v), json_string_length(v)) : TOOL_OTHER;
 	json_decref(v);
 }
 
