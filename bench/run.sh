@@ -651,8 +651,13 @@ row() { printf "$FMT" "$@"; }
 		dn=$(awk -F, '$1 == "dns" { print $4; exit }' "$RAW")
 		dq() { thou "$(calc "${3:-%.0f}" "$(med dns "$1" "$2" "$dn")") $(rng dns "$1" "$2" "$dn" "${3:-%.0f}")"; }
 		dlost() { echo "lost $(tot dns lost "$1"), upstream $(tot dns upstream "$1")"; }
+		# issue 15's target: at least dnsmasq's rate, on the medians; the ratio of each rep's pair beside it
+		ql=$(med dns qps latch "$dn"); qd=$(med dns qps dnsmasq "$dn")
+		read -r qr qlo qhi <<<"$(paired dns qps latch "$dn" "$dn" / dnsmasq)"
 		row "resolver q/s, cached A (ref. dnsmasq)" "$(thou "$dn")" "-" "$(dq qps latch)" "$(dq qps dnsmasq)" \
-			"(information)" ""
+			">= dnsmasq ($(calc %.2f "$ql / $qd")x)" "$(ok "$ql >= $qd")"
+		row "  the same, latch / dnsmasq paired by rep" "$(thou "$dn")" "-" \
+			"$(calc %.2f "$qr") [$(calc %.2f "$qlo")..$(calc %.2f "$qhi")]" "-" "(information: median [quartiles])" ""
 		row "  the same, average latency, us" "$(thou "$dn")" "-" "$(dq lat_us latch)" "$(dq lat_us dnsmasq)" \
 			"(information: at that load)" ""
 		row "  the same, queries lost, sent upstream" "$(thou "$dn")" "-" "$(dlost latch)" "$(dlost dnsmasq)" \
@@ -684,8 +689,10 @@ row() { printf "$FMT" "$@"; }
 	if have switch cli latch && have switch nft_f nft; then
 		sn=$(awk -F, '$1 == "switch" { print $4; exit }' "$RAW")
 		sw() { printf '%s %s' "$(calc %.0f "$(med switch "$1" "$2" "$sn") / 1000")" "$(rng switch "$1" "$2" "$sn" %.0f 1000)"; }
+		# issue 15's target: at most half of nft -f's time, on the medians
+		cl=$(med switch cli latch "$sn"); nf=$(med switch nft_f nft "$sn")
 		row "profile switch $(thou "$sn") -> $(thou "$sn"), ms" "$(thou "$sn")" "-" "$(sw cli latch) (CLI)" \
-			"$(sw nft_f nft) (nft -f)" "(information)" ""
+			"$(sw nft_f nft) (nft -f)" "<= 0.5 x nft -f = $(calc %.0f "$nf / 2000")" "$(ok "$cl <= 0.5 * $nf")"
 		for op in parse walk compose switch gc; do
 			have switch "$op" latch || continue
 			case $op in
