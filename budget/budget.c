@@ -421,9 +421,10 @@ static void warn_missing(struct budget *b, enum budget_provider p, const char *m
  * every input token at the dearest input price (twice the input's when a
  * cache write may last an hour), and the web searches, file searches,
  * images and code interpreter containers its tools allow at the provider's
- * fees.  -1, and *why, when the body can't bound it: a metered endpoint's body latch can't read (the upstream may read in
- * it a count of outputs, a model, a limit that latch did not see), or a
- * count of outputs that is not a number.
+ * fees.  -1, and *why, when the body can't bound it: a metered endpoint's
+ * body latch can't read (the upstream may read in it a count of outputs, a
+ * model, a limit that latch did not see), or a count of outputs that is not
+ * a number.
  */
 static int64_t worst_case(struct budget *b, const struct budget_request *rq, const struct budget_class *cls,
 			  struct budget_ticket *t, const char **why)

@@ -285,6 +285,14 @@ static void compile_req_paths(void)
 	jscan_compile(&req_paths, req_watch, R_WATCHES);
 }
 
+/* a + b, held at INT64_MAX (counts of uses and GB that a body can make huge) */
+static int64_t add_saturated(int64_t a, int64_t b)
+{
+	int64_t sum;
+
+	return __builtin_add_overflow(a, b, &sum) ? INT64_MAX : sum;
+}
+
 /* The tools with a fee, by their type (anything else is TOOL_OTHER). */
 enum tool_kind { TOOL_OTHER, TOOL_WEB_SEARCH, TOOL_FILE_SEARCH, TOOL_IMAGE_GENERATION, TOOL_CODE_INTERPRETER };
 
@@ -414,8 +422,7 @@ static void tool_end(struct inspect *in)
 	switch (in->tool.open ? in->tool.kind : TOOL_OTHER) {
 	case TOOL_WEB_SEARCH:
 		in->web_search_tools++;
-		if (__builtin_add_overflow(in->web_searches, uses, &in->web_searches))
-			in->web_searches = INT64_MAX;
+		in->web_searches = add_saturated(in->web_searches, uses);
 		break;
 	case TOOL_FILE_SEARCH:
 		in->file_search_tools++;
@@ -424,8 +431,7 @@ static void tool_end(struct inspect *in)
 		in->image_tools++;
 		break;
 	case TOOL_CODE_INTERPRETER:
-		if (__builtin_add_overflow(in->container_gb, gb, &in->container_gb))
-			in->container_gb = INT64_MAX;
+		in->container_gb = add_saturated(in->container_gb, gb);
 		break;
 	default:
 		break;
@@ -702,9 +708,8 @@ void request_inspect(enum budget_format f, const void *body, size_t len, struct 
 		if (in.image_tools || in.non_null[R_PROMPT])
 			out->images_generated = calls;
 		out->container_gb = in.container_gb;
-		if (in.non_null[R_PROMPT] &&
-		    __builtin_add_overflow(out->container_gb, (int64_t)REQUEST_CONTAINER_GB_MAX, &out->container_gb))
-			out->container_gb = INT64_MAX;
+		if (in.non_null[R_PROMPT])
+			out->container_gb = add_saturated(out->container_gb, REQUEST_CONTAINER_GB_MAX);
 		break;
 	}
 	case BUDGET_FORMAT_ANTHROPIC:
