@@ -12,12 +12,14 @@
  * CKPT_FRAMES, or once a second; the thread checkpoints through a
  * connection of its own (PASSIVE: it never waits for a reader, and the
  * writer goes on appending meanwhile; sqlite allows one checkpointer beside
- * one writer).  Should the thread fall far behind, the writer checkpoints
- * itself at LEDGER_AUTOCHECKPOINT_PAGES, as sqlite's own automatic
- * checkpoint (which the hook replaces) would.
+ * one writer), at SCHED_IDLE (budget_thread_start()).  Should the thread
+ * fall far behind, the writer checkpoints itself at
+ * LEDGER_AUTOCHECKPOINT_PAGES, as sqlite's own automatic checkpoint (which
+ * the hook replaces) would.
  */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -127,6 +129,7 @@ void checkpointer_stop(struct checkpointer *c)
 	if (c->writer) /* sqlite's own automatic checkpoint again */
 		sqlite3_wal_autocheckpoint(c->writer, LEDGER_AUTOCHECKPOINT_PAGES);
 	if (c->started) {
+		budget_thread_idle(c->thread, false); /* a checkpoint under way ends at the normal policy */
 		pthread_mutex_lock(&c->mu);
 		c->stop = true;
 		pthread_cond_signal(&c->cv);
@@ -149,5 +152,14 @@ int budget_thread_start(pthread_t *t, void *(*fn)(void *), void *arg)
 	pthread_sigmask(SIG_SETMASK, &all, &was);
 	rc = pthread_create(t, NULL, fn, arg);
 	pthread_sigmask(SIG_SETMASK, &was, NULL);
+	if (!rc)
+		budget_thread_idle(*t, true);
 	return rc;
+}
+
+void budget_thread_idle(pthread_t t, bool idle)
+{
+	struct sched_param none = { 0 };
+
+	pthread_setschedparam(t, idle ? SCHED_IDLE : SCHED_OTHER, &none);
 }

@@ -11,6 +11,11 @@
  * latchd's thread does not touch while a fold runs (budget_fold() asks
  * folder_done() first, and a full journal waits in folder_wait()).  When
  * the fold is done, budget_fold() empties that journal and the two swap.
+ * The thread runs at SCHED_IDLE (budget_thread_start()): a journal holds
+ * 16,384 records, a fifth of a second of requests at the broker's fastest
+ * and far more at an agent's pace, so the fold can wait for a CPU that
+ * nothing else wants; one that falls a whole journal behind is lent the
+ * normal policy while latchd's thread waits in folder_wait().
  *
  * Nothing here decides anything: every cap was counted in memory when the
  * row was appended, and the journal the rows are in survives kill -9 (at
@@ -111,8 +116,12 @@ bool folder_done(struct folder *f, int *result, char *msg, size_t msglen)
 void folder_wait(struct folder *f)
 {
 	pthread_mutex_lock(&f->mu);
-	while (f->busy)
-		pthread_cond_wait(&f->cv, &f->mu);
+	if (f->busy) { /* the caller waits on an idle-priority thread: lend it the normal policy meanwhile */
+		budget_thread_idle(f->thread, false);
+		while (f->busy)
+			pthread_cond_wait(&f->cv, &f->mu);
+		budget_thread_idle(f->thread, true);
+	}
 	pthread_mutex_unlock(&f->mu);
 }
 
@@ -121,6 +130,7 @@ void folder_stop(struct folder *f)
 	if (!f)
 		return;
 	if (f->started) {
+		budget_thread_idle(f->thread, false); /* a fold under way ends at the normal policy */
 		pthread_mutex_lock(&f->mu);
 		f->stop = true;
 		pthread_cond_broadcast(&f->cv);

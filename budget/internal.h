@@ -380,8 +380,16 @@ typedef struct sqlite3 sqlite3;
 struct checkpointer *checkpointer_start(sqlite3 *writer, const char *path, char *err, size_t errlen);
 void checkpointer_kick(struct checkpointer *c);
 void checkpointer_stop(struct checkpointer *c); /* before the writer's connection closes */
-/* pthread_create() with every signal blocked in the new thread (they stay with latchd's loop): 0 or an errno. */
+/*
+ * pthread_create() with every signal blocked in the new thread (they stay with latchd's loop), the
+ * thread at SCHED_IDLE: 0 or an errno.  The fold and the checkpoints are bookkeeping that only has
+ * to keep up over seconds, so they take a CPU only when nothing else wants it, and the requests
+ * they meter go first.  Whoever must wait for such a thread lends it the normal policy for the
+ * wait (budget_thread_idle(t, false)): a fold starved by a busy host never stalls latchd.
+ */
 int budget_thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
+/* The thread at SCHED_IDLE (idle) or back at SCHED_OTHER; best effort: either is correct, one is slower. */
+void budget_thread_idle(pthread_t t, bool idle);
 /* Delete rows older than time_ns. */
 int ledger_prune(struct ledger *l, uint64_t time_ns);
 

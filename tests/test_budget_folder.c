@@ -11,8 +11,16 @@
  * older first, and charges the open reservations in full.  Control: the
  * same kill with the second journal moved away leaves only the first's
  * rows, so the second journal is what carried them.
+ *
+ * The fold and checkpoint threads run at SCHED_IDLE, so a busy host's
+ * requests go first; a writer that has to wait for a fold (its journal
+ * full) lends the fold thread SCHED_OTHER for the wait, else a host busy
+ * with other work would stall latchd behind a thread that gets no CPU.
  */
+#include <dirent.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -196,6 +204,111 @@ Test(budget_folder, control_without_the_second_journal_its_rows_are_gone, .timeo
 	cr_expect_eq(bt_requests_hour(b), 100);
 	budget_close(b);
 	cr_expect_eq(bt_sql("SELECT count(*) FROM ledger WHERE kind = 'reserve'"), 100);
+}
+
+/* This process's threads (their TIDs, at most max): which are budget/'s is told by a list before and after. */
+static int thread_ids(pid_t *tids, int max)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	int n = 0;
+
+	cr_assert_not_null(d);
+	while ((e = readdir(d)) && n < max)
+		if (e->d_name[0] != '.')
+			tids[n++] = atoi(e->d_name);
+	closedir(d);
+	return n;
+}
+
+static bool listed(const pid_t *tids, int n, pid_t tid)
+{
+	for (int i = 0; i < n; i++)
+		if (tids[i] == tid)
+			return true;
+	return false;
+}
+
+struct lender_watch {
+	pid_t tids[2]; /* budget/'s two threads */
+	sqlite3 *lock; /* holds the ledger's write lock, so the fold can't end */
+	volatile bool lent; /* a budget/ thread was seen at SCHED_OTHER */
+};
+
+static int policy_of(pid_t tid)
+{
+	return sched_getscheduler(tid);
+}
+
+/* Until a budget/ thread is at SCHED_OTHER (at most 5 s, every ms): then the write lock goes, and the fold ends. */
+static void *watch_for_the_lend(void *arg)
+{
+	struct lender_watch *w = arg;
+
+	for (int i = 0; i < 5000 && !w->lent; i++) {
+		w->lent = policy_of(w->tids[0]) == SCHED_OTHER || policy_of(w->tids[1]) == SCHED_OTHER;
+		if (!w->lent)
+			nanosleep(&(struct timespec){ .tv_nsec = 1000 * 1000 }, NULL);
+	}
+	sqlite3_exec(w->lock, "ROLLBACK", NULL, NULL, NULL);
+	return NULL;
+}
+
+Test(budget_folder, a_writer_waiting_on_the_idle_fold_lends_it_the_normal_policy, .timeout = 60)
+{
+	struct budget_opts o;
+	struct lender_watch w = { .lent = false };
+	pid_t before[64], after[64];
+	int nb, na, found = 0, reserved = 0;
+	struct budget *b;
+	pthread_t watcher;
+
+	folding(&o);
+	nb = thread_ids(before, 64);
+	b = bt_open(&o);
+	na = thread_ids(after, 64);
+	for (int i = 0; i < na; i++)
+		if (!listed(before, nb, after[i]) && found < 2)
+			w.tids[found++] = after[i];
+	cr_assert_eq(found, 2, "budget/ started %d threads, not its fold and checkpoint threads", found);
+	cr_expect_eq(policy_of(w.tids[0]), SCHED_IDLE, "a budget/ thread is not at SCHED_IDLE");
+	cr_expect_eq(policy_of(w.tids[1]), SCHED_IDLE, "a budget/ thread is not at SCHED_IDLE");
+	cr_expect_eq(policy_of(0), SCHED_OTHER, "control: the caller's own thread keeps its policy");
+
+	/* the first journal handed to the fold, which the held write lock keeps from ending */
+	cr_assert_eq(sqlite3_open_v2(bt_ledger, &w.lock, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+	cr_assert_eq(sqlite3_exec(w.lock, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+	for (int i = 0; i < 100; i++, reserved++) {
+		struct budget_request rq = bt_request("s1", BUDGET_ANTHROPIC, "/v1/messages", body);
+		struct budget_ticket *t;
+		struct budget_note note;
+		char line[512];
+
+		cr_assert_eq(budget_reserve(b, &rq, &t, &note, line, sizeof(line)), 0, "%s", line);
+	}
+	cr_assert_eq(budget_fold(b, 100), 0);
+	nanosleep(&(struct timespec){ .tv_nsec = 50 * 1000 * 1000 }, NULL);
+	/* control: a fold under way that nobody waits for stays at SCHED_IDLE */
+	cr_expect(policy_of(w.tids[0]) == SCHED_IDLE && policy_of(w.tids[1]) == SCHED_IDLE,
+		  "a fold nobody waits for left SCHED_IDLE");
+
+	/* the second journal filled: the next reservation waits for the fold, and lends it the normal policy */
+	cr_assert_eq(pthread_create(&watcher, NULL, watch_for_the_lend, &w), 0);
+	for (int i = 0; i < 20000 && !w.lent; i++, reserved++) {
+		struct budget_request rq = bt_request("s1", BUDGET_ANTHROPIC, "/v1/messages", body);
+		struct budget_ticket *t;
+		struct budget_note note;
+		char line[512];
+
+		cr_assert_eq(budget_reserve(b, &rq, &t, &note, line, sizeof(line)), 0, "reservation %d: %s", i, line);
+	}
+	pthread_join(watcher, NULL);
+	sqlite3_close(w.lock);
+	cr_expect(w.lent, "a reservation waited on the fold (%d reserved) and the fold stayed at SCHED_IDLE", reserved);
+	cr_expect(policy_of(w.tids[0]) == SCHED_IDLE && policy_of(w.tids[1]) == SCHED_IDLE,
+		  "the fold was not put back at SCHED_IDLE after the wait");
+	cr_expect_eq(rows_reaching(b, reserved), reserved, "the reservations did not all reach the ledger");
+	budget_close(b);
 }
 
 /* A fold thread needs the journal, a sole writer and the checkpoint thread: else the open is refused, by line. */
