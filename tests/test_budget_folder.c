@@ -232,12 +232,23 @@ static bool listed(const pid_t *tids, int n, pid_t tid)
 struct lender_watch {
 	pid_t tids[2]; /* budget/'s two threads */
 	sqlite3 *lock; /* holds the ledger's write lock, so the fold can't end */
-	volatile bool lent; /* a budget/ thread was seen at SCHED_OTHER */
+	_Atomic bool lent; /* a budget/ thread was seen at SCHED_OTHER */
 };
 
 static int policy_of(pid_t tid)
 {
 	return sched_getscheduler(tid);
+}
+
+/* A reservation left open (the journal's record is what counts here). */
+static void reserve_one(struct budget *b, int i)
+{
+	struct budget_request rq = bt_request("s1", BUDGET_ANTHROPIC, "/v1/messages", body);
+	struct budget_ticket *t;
+	struct budget_note note;
+	char line[512];
+
+	cr_assert_eq(budget_reserve(b, &rq, &t, &note, line, sizeof(line)), 0, "reservation %d: %s", i, line);
 }
 
 /* Until a budget/ thread is at SCHED_OTHER (at most 5 s, every ms): then the write lock goes, and the fold ends. */
@@ -278,14 +289,8 @@ Test(budget_folder, a_writer_waiting_on_the_idle_fold_lends_it_the_normal_policy
 	/* the first journal handed to the fold, which the held write lock keeps from ending */
 	cr_assert_eq(sqlite3_open_v2(bt_ledger, &w.lock, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
 	cr_assert_eq(sqlite3_exec(w.lock, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
-	for (int i = 0; i < 100; i++, reserved++) {
-		struct budget_request rq = bt_request("s1", BUDGET_ANTHROPIC, "/v1/messages", body);
-		struct budget_ticket *t;
-		struct budget_note note;
-		char line[512];
-
-		cr_assert_eq(budget_reserve(b, &rq, &t, &note, line, sizeof(line)), 0, "%s", line);
-	}
+	for (; reserved < 100; reserved++)
+		reserve_one(b, reserved);
 	cr_assert_eq(budget_fold(b, 100), 0);
 	nanosleep(&(struct timespec){ .tv_nsec = 50 * 1000 * 1000 }, NULL);
 	/* control: a fold under way that nobody waits for stays at SCHED_IDLE */
@@ -294,14 +299,8 @@ Test(budget_folder, a_writer_waiting_on_the_idle_fold_lends_it_the_normal_policy
 
 	/* the second journal filled: the next reservation waits for the fold, and lends it the normal policy */
 	cr_assert_eq(pthread_create(&watcher, NULL, watch_for_the_lend, &w), 0);
-	for (int i = 0; i < 20000 && !w.lent; i++, reserved++) {
-		struct budget_request rq = bt_request("s1", BUDGET_ANTHROPIC, "/v1/messages", body);
-		struct budget_ticket *t;
-		struct budget_note note;
-		char line[512];
-
-		cr_assert_eq(budget_reserve(b, &rq, &t, &note, line, sizeof(line)), 0, "reservation %d: %s", i, line);
-	}
+	for (int i = 0; i < 20000 && !w.lent; i++, reserved++)
+		reserve_one(b, reserved);
 	pthread_join(watcher, NULL);
 	sqlite3_close(w.lock);
 	cr_expect(w.lent, "a reservation waited on the fold (%d reserved) and the fold stayed at SCHED_IDLE", reserved);
