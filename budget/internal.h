@@ -255,6 +255,16 @@ struct request_facts {
 #define REQUEST_CONTAINER_GB_MAX 64
 
 void request_inspect(enum budget_format f, const void *body, size_t len, struct request_facts *out);
+/* acc + a * b, held at INT64_MAX: prices, token counts and the counts a body can make huge all saturate. */
+static inline int64_t budget_mul_add(int64_t acc, int64_t a, int64_t b)
+{
+	int64_t m;
+
+	if (acc == INT64_MAX || __builtin_mul_overflow(a, b, &m) || __builtin_add_overflow(acc, m, &acc))
+		return INT64_MAX;
+	return acc;
+}
+
 /* The input a body of body_len bytes is reserved: a token per 2 bytes, and IMAGE_TOKENS an image (saturating). */
 int64_t request_input(size_t body_len, const struct request_facts *facts);
 /* A model name as latch keeps it: printable, no blanks, at most BUDGET_MODEL_MAX; false otherwise. */

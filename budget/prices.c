@@ -637,33 +637,23 @@ const struct budget_price *prices_worst(const struct price_table *t, enum budget
 	return &t->worst[p];
 }
 
-/* a * b + acc, saturating at INT64_MAX */
-static int64_t mul_add(int64_t acc, int64_t a, int64_t b)
-{
-	int64_t m;
-
-	if (acc == INT64_MAX || __builtin_mul_overflow(a, b, &m) || __builtin_add_overflow(acc, m, &acc))
-		return INT64_MAX;
-	return acc;
-}
-
 int64_t budget_cost(const struct budget_price *row, const struct budget_tokens *t)
 {
 	int64_t pico = 0, fee; /* micro-dollars per million tokens = pico-dollars per token */
 
-	pico = mul_add(pico, t->input, row->input);
-	pico = mul_add(pico, t->cached, row->cached_input);
-	pico = mul_add(pico, t->cache_write, row->cache_write);
-	pico = mul_add(pico, t->cache_write_1h, mul_add(0, 2, row->input));
-	pico = mul_add(pico, t->output, row->output);
+	pico = budget_mul_add(pico, t->input, row->input);
+	pico = budget_mul_add(pico, t->cached, row->cached_input);
+	pico = budget_mul_add(pico, t->cache_write, row->cache_write);
+	pico = budget_mul_add(pico, t->cache_write_1h, budget_mul_add(0, 2, row->input));
+	pico = budget_mul_add(pico, t->output, row->output);
 	/* the searches at their fee, or (Gemini 2.x) the grounded prompt's once: the dearer */
-	fee = mul_add(0, t->web_searches, row->per_search);
+	fee = budget_mul_add(0, t->web_searches, row->per_search);
 	if (t->web_searches > 0 && fee < row->per_grounded)
 		fee = row->per_grounded;
-	pico = mul_add(pico, 1, fee);
-	pico = mul_add(pico, t->file_searches, row->per_file_search);
-	pico = mul_add(pico, t->images, row->per_image);
-	pico = mul_add(pico, t->container_gb, row->per_container_gb);
+	pico = budget_mul_add(pico, 1, fee);
+	pico = budget_mul_add(pico, t->file_searches, row->per_file_search);
+	pico = budget_mul_add(pico, t->images, row->per_image);
+	pico = budget_mul_add(pico, t->container_gb, row->per_container_gb);
 	if (pico == INT64_MAX)
 		return BUDGET_COST_MAX;
 	return pico / BUDGET_MICROS + (pico % BUDGET_MICROS != 0); /* rounded up, once */

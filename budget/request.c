@@ -285,14 +285,6 @@ static void compile_req_paths(void)
 	jscan_compile(&req_paths, req_watch, R_WATCHES);
 }
 
-/* a + b, held at INT64_MAX (counts of uses and GB that a body can make huge) */
-static int64_t add_saturated(int64_t a, int64_t b)
-{
-	int64_t sum;
-
-	return __builtin_add_overflow(a, b, &sum) ? INT64_MAX : sum;
-}
-
 /* The tools with a fee, by their type (anything else is TOOL_OTHER). */
 enum tool_kind { TOOL_OTHER, TOOL_WEB_SEARCH, TOOL_FILE_SEARCH, TOOL_IMAGE_GENERATION, TOOL_CODE_INTERPRETER };
 
@@ -422,7 +414,7 @@ static void tool_end(struct inspect *in)
 	switch (in->tool.open ? in->tool.kind : TOOL_OTHER) {
 	case TOOL_WEB_SEARCH:
 		in->web_search_tools++;
-		in->web_searches = add_saturated(in->web_searches, uses);
+		in->web_searches = budget_mul_add(in->web_searches, uses, 1);
 		break;
 	case TOOL_FILE_SEARCH:
 		in->file_search_tools++;
@@ -431,7 +423,7 @@ static void tool_end(struct inspect *in)
 		in->image_tools++;
 		break;
 	case TOOL_CODE_INTERPRETER:
-		in->container_gb = add_saturated(in->container_gb, gb);
+		in->container_gb = budget_mul_add(in->container_gb, gb, 1);
 		break;
 	default:
 		break;
@@ -709,7 +701,7 @@ void request_inspect(enum budget_format f, const void *body, size_t len, struct 
 			out->images_generated = calls;
 		out->container_gb = in.container_gb;
 		if (in.non_null[R_PROMPT])
-			out->container_gb = add_saturated(out->container_gb, REQUEST_CONTAINER_GB_MAX);
+			out->container_gb = budget_mul_add(out->container_gb, REQUEST_CONTAINER_GB_MAX, 1);
 		break;
 	}
 	case BUDGET_FORMAT_ANTHROPIC:
@@ -749,9 +741,5 @@ void request_inspect(enum budget_format f, const void *body, size_t len, struct 
 /* The body's tokens at 2 bytes each, rounded up, and IMAGE_TOKENS an image part (saturating). */
 int64_t request_input(size_t body_len, const struct request_facts *facts)
 {
-	int64_t in = (int64_t)(body_len / 2 + body_len % 2), img;
-
-	if (__builtin_mul_overflow(facts->images, (int64_t)IMAGE_TOKENS, &img) || __builtin_add_overflow(in, img, &in))
-		return INT64_MAX;
-	return in;
+	return budget_mul_add((int64_t)(body_len / 2 + body_len % 2), facts->images, IMAGE_TOKENS);
 }
