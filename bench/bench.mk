@@ -9,7 +9,7 @@
 #                               [FOLD_EVERY [CONFIGS [SHAPES]]]", e.g. "20000 10 3 512 scan,journal small")
 
 BENCH_BINS := $(BUILD)/bench/inject $(BUILD)/bench/testrun $(BUILD)/bench/ctl $(BUILD)/bench/profswitch $(BUILD)/selftests/tcx_tool \
-	      $(BUILD)/bench/match
+	      $(BUILD)/bench/match $(BUILD)/bench/dnsload
 
 $(BUILD)/bench/bench_progs.bpf.o: bench/bench_progs.bpf.c $(BUILD)/vmlinux.h | $(BUILD)/bench pkgs-ok
 	$(call msg,BPF,$@)
@@ -39,6 +39,11 @@ $(BUILD)/bench/profswitch: bench/profswitch.c $(call archives_of,$(call closure,
 $(BUILD)/bench/match: bench/match.c $(call archives_of,$(call closure,profile)) | $(BUILD)/bench
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) -MF $@.d -o $@ $< $(call link_with,profile)
+
+# the saturating DNS client of bench/latchd.sh (ldns makes its queries)
+$(BUILD)/bench/dnsload: bench/dnsload.c | $(BUILD)/bench pkgs-ok
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CFLAGS) -MF $@.d -o $@ $< $(shell pkg-config --libs ldns)
 
 # budget/'s share of a request, beside a memcpy and a bare sqlite ledger (bench/budget.c); no root needed
 $(BUILD)/bench/budget: bench/budget.c $(call archives_of,$(call closure,budget)) | $(BUILD)/bench

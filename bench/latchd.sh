@@ -22,7 +22,14 @@
 #                       address of the same namespace
 #           Both are warmed first (the list asked once), then dnsperf runs
 #           BENCH_DNS_SECS seconds with BENCH_DNS_CLIENTS sockets and at most
-#           BENCH_DNS_QUEUE queries outstanding.  latch's resolver answers
+#           BENCH_DNS_QUEUE queries outstanding, and then build/bench/dnsload
+#           with the same list, sockets and window (the "sat_" figures).
+#           dnsperf spends ~8 us of CPU 0 a query, more than either
+#           server, and is busy all its run: its rate is its own (the
+#           servers sleep every 30-70 answers for want of a query).  Under
+#           dnsload, one thread that sends and reads 64 at a time, the
+#           servers are on their CPU ~99 % of the run and sleep once in
+#           tens of thousands of answers: their rate is their own.  latch's resolver answers
 #           only its guest on its link, so its client runs in the guest netns
 #           G, through latch's tc filter and DNS token bucket (attached with
 #           --dns-rate/--dns-burst 1000000); dnsmasq's runs in a netns R of
@@ -111,7 +118,7 @@ L() { LATCH_ROOT=$LROOT LATCH_BPFFS=$BPFFS H "$LATCH" "$@"; }
 now_ns() { date +%s%N; }
 
 [ "$(id -u)" = 0 ] || die "needs root (network namespaces, BPF, nftables)"
-for x in "$LATCH" "$LATCHD" "$PROFSW"; do [ -x "$x" ] || die "$x missing; run \`make bench\`"; done
+for x in "$LATCH" "$LATCHD" "$PROFSW" "$BUILD/bench/dnsload"; do [ -x "$x" ] || die "$x missing; run \`make bench\`"; done
 for x in dnsperf dnsmasq nft socat jq taskset; do command -v "$x" >/dev/null || die "needs $x"; done
 
 TMP=""
@@ -275,18 +282,23 @@ wait_udp "$HNS" "$REF_IP" && [ "$(cat "/proc/$REF_PID/comm" 2>/dev/null)" = dnsm
 	die "reference dnsmasq did not start: $(cat "$TMP/ref.err")"
 wait_udp "$HNS" "$HOST_IP" || die "latchd's resolver does not listen on $HOST_IP:53"
 
-# dnsperf_run IMPL[:lat1] REP: one timed run; records its figures.  IMPL:
+# dnsperf_run IMPL[:lat1|:sat] REP: one timed run; records its figures.  IMPL:
 # latch, dnsmasq, latch_refused; ":lat1" is the unloaded run
-# (one socket, one query outstanding), which records only its latency.
+# (one socket, one query outstanding), which records only its latency;
+# ":sat" is the same load as dnsperf's from build/bench/dnsload, the
+# client cheap enough that the server sets the pace (its figures are
+# recorded as sat_METRIC).
 dnsperf_run() {
 	local impl=${1%:*} rep=$2 ns=G server=$HOST_IP file=$TMP/q-allowed want=NOERROR pid=$LATCHD_PID
-	local secs=$DNS_SECS clients=$DNS_CLIENTS queue=$DNS_QUEUE tag=$1
+	local secs=$DNS_SECS clients=$DNS_CLIENTS queue=$DNS_QUEUE tag=$1 kind="" m=""
 	local out u0 u1 r0 r1 w0 w1 t0 t1 qps lat lost ndone codes
 	case $impl in
 	dnsmasq) server=$REF_IP pid=$REF_PID ns=R ;;
 	latch_refused) file=$TMP/q-refused want=REFUSED ;;
 	esac
-	[ "$tag" = "$impl" ] || { secs=$DNS_LAT_SECS clients=1 queue=1; }
+	[ "$tag" = "$impl" ] || kind=${tag#*:}
+	[ "$kind" = lat1 ] && { secs=$DNS_LAT_SECS clients=1 queue=1; }
+	[ "$kind" = sat ] && m=sat_
 	local cs0 cs1 v0 v1 dh0 dh1 dc0 dc1 cns rb0 rb1 ie0 ie1 cu cs
 	local b00 s00 t00 n00 b10 s10 t10 n10 b01 s01 t01 n01 b11 s11 t11 n11
 	cns=$([ "$ns" = G ] && echo "$GNS" || echo "$RNS")
@@ -304,9 +316,10 @@ dnsperf_run() {
 		perf_pid="$perf_pid $!"
 	fi
 	# bash's time: the client's CPU (user, system: with the softirq work its sends ran in its context)
+	local client=(dnsperf -s "$server" -d "$file" -l "$secs" -c "$clients" -q "$queue" -T 1 -t 2)
+	[ "$kind" = sat ] && client=("$BUILD/bench/dnsload" -s "$server" -d "$file" -l "$secs" -c "$clients" -q "$queue" -t 2)
 	out=$(TIMEFORMAT='client_cpu_s %U %S'
-		{ time $ns taskset -c 0 timeout $((secs + 30)) dnsperf -s "$server" -d "$file" -l "$secs" \
-			-c "$clients" -q "$queue" -T 1 -t 2 2>&1; } 2>&1) || die "dnsperf ($tag): $out"
+		{ time $ns taskset -c 0 timeout $((secs + 30)) "${client[@]}" 2>&1; } 2>&1) || die "${client[0]##*/} ($tag): $out"
 	t1=$(now_ns); read -r r1 w1 <<<"$(sched "$pid")"; cs1=$(cpustat)
 	v1=$(vcsw "$pid"); dh1=$(udp_drops "$HNS"); dc1=$(udp_drops "$cns"); u1=$(upstream_count)
 	if [ -n "$perf_pid" ]; then
@@ -323,39 +336,39 @@ dnsperf_run() {
 	lost=$(sed -n 's/^ *Queries lost: *\([0-9]*\).*/\1/p' <<<"$out")
 	ndone=$(sed -n 's/^ *Queries completed: *\([0-9]*\).*/\1/p' <<<"$out")
 	codes=$(sed -n 's/^ *Response codes: *//p' <<<"$out")
-	[ -n "$qps" ] && [ -n "$lat" ] && [ -n "$ndone" ] || die "dnsperf ($impl): no figures: $out"
+	[ -n "$qps" ] && [ -n "$lat" ] && [ -n "$ndone" ] || die "${client[0]##*/} ($tag): no figures: $out"
 	[[ "$codes" == "$want $ndone (100.00%)" ]] || log "warning: $tag rep $rep: response codes $codes (want all $want)"
-	if [ "$tag" != "$impl" ]; then
+	if [ "$kind" = lat1 ]; then
 		rec dns lat1_us "$impl" "$DNS_NAMES" "$rep" "$(calc %.1f "$lat * 1e6")"
 		log "dns rep $rep $tag: avg $lat s at one query outstanding ($qps q/s), lost $lost"
 		return 0
 	fi
-	rec dns qps "$impl" "$DNS_NAMES" "$rep" "$qps"
-	rec dns lat_us "$impl" "$DNS_NAMES" "$rep" "$(calc %.1f "$lat * 1e6")"
-	rec dns lost "$impl" "$DNS_NAMES" "$rep" "$lost"
+	rec dns "${m}qps" "$impl" "$DNS_NAMES" "$rep" "$qps"
+	rec dns "$m"lat_us "$impl" "$DNS_NAMES" "$rep" "$(calc %.1f "$lat * 1e6")"
+	rec dns "$m"lost "$impl" "$DNS_NAMES" "$rep" "$lost"
 	# the server's CPU time per answer, and its share of the run on a CPU and waiting for one:
 	# on + waiting near 100 % means it always had work, so the server set the pace, not the client
-	rec dns cpu_us "$impl" "$DNS_NAMES" "$rep" "$(calc %.2f "$((r1 - r0)) / 1000 / $ndone")"
-	rec dns busy_pct "$impl" "$DNS_NAMES" "$rep" "$(calc %.0f "100 * $((r1 - r0)) / $((t1 - t0))")"
-	rec dns wait_pct "$impl" "$DNS_NAMES" "$rep" "$(calc %.0f "100 * $((w1 - w0)) / $((t1 - t0))")"
-	rec dns upstream "$impl" "$DNS_NAMES" "$rep" $((u1 - u0))
+	rec dns "$m"cpu_us "$impl" "$DNS_NAMES" "$rep" "$(calc %.2f "$((r1 - r0)) / 1000 / $ndone")"
+	rec dns "$m"busy_pct "$impl" "$DNS_NAMES" "$rep" "$(calc %.0f "100 * $((r1 - r0)) / $((t1 - t0))")"
+	rec dns "$m"wait_pct "$impl" "$DNS_NAMES" "$rep" "$(calc %.0f "100 * $((w1 - w0)) / $((t1 - t0))")"
+	rec dns "$m"upstream "$impl" "$DNS_NAMES" "$rep" $((u1 - u0))
 	# who set the pace: each CPU's busy share (CPU 0: the client and the softirq work of its sends,
 	# the guest's tc filter included; CPU 1: the server), and how often the server slept
 	read -r b00 s00 t00 n00 b10 s10 t10 n10 <<<"$cs0"
 	read -r b01 s01 t01 n01 b11 s11 t11 n11 <<<"$cs1"
-	rec dns cpu0_busy_pct "$impl" "$DNS_NAMES" "$rep" "$(calc %.0f "100 * ($b01 - $b00) / ($n01 - $n00)")"
-	rec dns cpu0_softirq_pct "$impl" "$DNS_NAMES" "$rep" "$(calc %.0f "100 * ($s01 - $s00) / ($n01 - $n00)")"
-	rec dns cpu1_busy_pct "$impl" "$DNS_NAMES" "$rep" "$(calc %.0f "100 * ($b11 - $b10) / ($n11 - $n10)")"
-	rec dns cpu1_softirq_pct "$impl" "$DNS_NAMES" "$rep" "$(calc %.0f "100 * ($s11 - $s10) / ($n11 - $n10)")"
-	rec dns steal_pct "$impl" "$DNS_NAMES" "$rep" "$(calc %.0f "100 * ($t01 - $t00 + $t11 - $t10) / ($n01 - $n00 + $n11 - $n10)")"
+	rec dns "$m"cpu0_busy_pct "$impl" "$DNS_NAMES" "$rep" "$(calc %.0f "100 * ($b01 - $b00) / ($n01 - $n00)")"
+	rec dns "$m"cpu0_softirq_pct "$impl" "$DNS_NAMES" "$rep" "$(calc %.0f "100 * ($s01 - $s00) / ($n01 - $n00)")"
+	rec dns "$m"cpu1_busy_pct "$impl" "$DNS_NAMES" "$rep" "$(calc %.0f "100 * ($b11 - $b10) / ($n11 - $n10)")"
+	rec dns "$m"cpu1_softirq_pct "$impl" "$DNS_NAMES" "$rep" "$(calc %.0f "100 * ($s11 - $s10) / ($n11 - $n10)")"
+	rec dns "$m"steal_pct "$impl" "$DNS_NAMES" "$rep" "$(calc %.0f "100 * ($t01 - $t00 + $t11 - $t10) / ($n01 - $n00 + $n11 - $n10)")"
 	read -r cu cs <<<"$(sed -n 's/^client_cpu_s //p' <<<"$out")"
-	rec dns client_cpu_us "$impl" "$DNS_NAMES" "$rep" "$(calc %.2f "($cu + $cs) * 1e6 / $ndone")"
-	rec dns answers_per_sleep "$impl" "$DNS_NAMES" "$rep" "$(calc %.1f "$ndone / ($((v1 - v0)) + 1)")"
+	rec dns "$m"client_cpu_us "$impl" "$DNS_NAMES" "$rep" "$(calc %.2f "($cu + $cs) * 1e6 / $ndone")"
+	rec dns "$m"answers_per_sleep "$impl" "$DNS_NAMES" "$rep" "$(calc %.1f "$ndone / ($((v1 - v0)) + 1)")"
 	read -r rb0 ie0 <<<"$dh0"; read -r rb1 ie1 <<<"$dh1"
-	rec dns server_rcvbuf_drops "$impl" "$DNS_NAMES" "$rep" $((rb1 - rb0))
+	rec dns "$m"server_rcvbuf_drops "$impl" "$DNS_NAMES" "$rep" $((rb1 - rb0))
 	read -r rb0 ie0 <<<"$dc0"; read -r rb1 ie1 <<<"$dc1"
-	rec dns client_rcvbuf_drops "$impl" "$DNS_NAMES" "$rep" $((rb1 - rb0))
-	log "dns rep $rep $impl: $qps q/s, avg $lat s, lost $lost, upstream $((u1 - u0)), $codes"
+	rec dns "$m"client_rcvbuf_drops "$impl" "$DNS_NAMES" "$rep" $((rb1 - rb0))
+	log "dns rep $rep $tag: $qps q/s, avg $lat s, lost $lost, upstream $((u1 - u0)), $codes"
 }
 
 # ---------------------------------------------------------------- dns
@@ -371,7 +384,7 @@ dns_part() {
 	done
 	s0=$(resolver_stats)
 	log "dns: warm; latchd resolver (queries answered refused upstream_sent cache_hits failed): $s0"
-	impls=(latch dnsmasq latch_refused latch:lat1 dnsmasq:lat1)
+	impls=(latch dnsmasq latch:sat dnsmasq:sat latch_refused latch:lat1 dnsmasq:lat1)
 	nc=${#impls[@]}
 	for ((r = 1; r <= DNS_REPS; r++)); do
 		for ((i = 0; i < nc; i++)); do
