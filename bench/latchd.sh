@@ -29,7 +29,8 @@
 #           servers sleep every 30-70 answers for want of a query).  Under
 #           dnsload, one thread that sends and reads 64 at a time, the
 #           servers are on their CPU ~99 % of the run and sleep once in
-#           tens of thousands of answers: their rate is their own.  latch's resolver answers
+#           tens of thousands of answers: their rate is their own.
+#           latch's resolver answers
 #           only its guest on its link, so its client runs in the guest netns
 #           G, through latch's tc filter and DNS token bucket (attached with
 #           --dns-rate/--dns-burst 1000000); dnsmasq's runs in a netns R of
@@ -344,30 +345,30 @@ dnsperf_run() {
 		return 0
 	fi
 	rec dns "${m}qps" "$impl" "$DNS_NAMES" "$rep" "$qps"
-	rec dns "$m"lat_us "$impl" "$DNS_NAMES" "$rep" "$(calc %.1f "$lat * 1e6")"
-	rec dns "$m"lost "$impl" "$DNS_NAMES" "$rep" "$lost"
+	rec dns "${m}lat_us" "$impl" "$DNS_NAMES" "$rep" "$(calc %.1f "$lat * 1e6")"
+	rec dns "${m}lost" "$impl" "$DNS_NAMES" "$rep" "$lost"
 	# the server's CPU time per answer, and its share of the run on a CPU and waiting for one:
 	# on + waiting near 100 % means it always had work, so the server set the pace, not the client
-	rec dns "$m"cpu_us "$impl" "$DNS_NAMES" "$rep" "$(calc %.2f "$((r1 - r0)) / 1000 / $ndone")"
-	rec dns "$m"busy_pct "$impl" "$DNS_NAMES" "$rep" "$(calc %.0f "100 * $((r1 - r0)) / $((t1 - t0))")"
-	rec dns "$m"wait_pct "$impl" "$DNS_NAMES" "$rep" "$(calc %.0f "100 * $((w1 - w0)) / $((t1 - t0))")"
-	rec dns "$m"upstream "$impl" "$DNS_NAMES" "$rep" $((u1 - u0))
+	rec dns "${m}cpu_us" "$impl" "$DNS_NAMES" "$rep" "$(calc %.2f "$((r1 - r0)) / 1000 / $ndone")"
+	rec dns "${m}busy_pct" "$impl" "$DNS_NAMES" "$rep" "$(calc %.0f "100 * $((r1 - r0)) / $((t1 - t0))")"
+	rec dns "${m}wait_pct" "$impl" "$DNS_NAMES" "$rep" "$(calc %.0f "100 * $((w1 - w0)) / $((t1 - t0))")"
+	rec dns "${m}upstream" "$impl" "$DNS_NAMES" "$rep" $((u1 - u0))
 	# who set the pace: each CPU's busy share (CPU 0: the client and the softirq work of its sends,
 	# the guest's tc filter included; CPU 1: the server), and how often the server slept
 	read -r b00 s00 t00 n00 b10 s10 t10 n10 <<<"$cs0"
 	read -r b01 s01 t01 n01 b11 s11 t11 n11 <<<"$cs1"
-	rec dns "$m"cpu0_busy_pct "$impl" "$DNS_NAMES" "$rep" "$(calc %.0f "100 * ($b01 - $b00) / ($n01 - $n00)")"
-	rec dns "$m"cpu0_softirq_pct "$impl" "$DNS_NAMES" "$rep" "$(calc %.0f "100 * ($s01 - $s00) / ($n01 - $n00)")"
-	rec dns "$m"cpu1_busy_pct "$impl" "$DNS_NAMES" "$rep" "$(calc %.0f "100 * ($b11 - $b10) / ($n11 - $n10)")"
-	rec dns "$m"cpu1_softirq_pct "$impl" "$DNS_NAMES" "$rep" "$(calc %.0f "100 * ($s11 - $s10) / ($n11 - $n10)")"
-	rec dns "$m"steal_pct "$impl" "$DNS_NAMES" "$rep" "$(calc %.0f "100 * ($t01 - $t00 + $t11 - $t10) / ($n01 - $n00 + $n11 - $n10)")"
+	rec dns "${m}cpu0_busy_pct" "$impl" "$DNS_NAMES" "$rep" "$(calc %.0f "100 * ($b01 - $b00) / ($n01 - $n00)")"
+	rec dns "${m}cpu0_softirq_pct" "$impl" "$DNS_NAMES" "$rep" "$(calc %.0f "100 * ($s01 - $s00) / ($n01 - $n00)")"
+	rec dns "${m}cpu1_busy_pct" "$impl" "$DNS_NAMES" "$rep" "$(calc %.0f "100 * ($b11 - $b10) / ($n11 - $n10)")"
+	rec dns "${m}cpu1_softirq_pct" "$impl" "$DNS_NAMES" "$rep" "$(calc %.0f "100 * ($s11 - $s10) / ($n11 - $n10)")"
+	rec dns "${m}steal_pct" "$impl" "$DNS_NAMES" "$rep" "$(calc %.0f "100 * ($t01 - $t00 + $t11 - $t10) / ($n01 - $n00 + $n11 - $n10)")"
 	read -r cu cs <<<"$(sed -n 's/^client_cpu_s //p' <<<"$out")"
-	rec dns "$m"client_cpu_us "$impl" "$DNS_NAMES" "$rep" "$(calc %.2f "($cu + $cs) * 1e6 / $ndone")"
-	rec dns "$m"answers_per_sleep "$impl" "$DNS_NAMES" "$rep" "$(calc %.1f "$ndone / ($((v1 - v0)) + 1)")"
+	rec dns "${m}client_cpu_us" "$impl" "$DNS_NAMES" "$rep" "$(calc %.2f "($cu + $cs) * 1e6 / $ndone")"
+	rec dns "${m}answers_per_sleep" "$impl" "$DNS_NAMES" "$rep" "$(calc %.1f "$ndone / ($((v1 - v0)) + 1)")"
 	read -r rb0 ie0 <<<"$dh0"; read -r rb1 ie1 <<<"$dh1"
-	rec dns "$m"server_rcvbuf_drops "$impl" "$DNS_NAMES" "$rep" $((rb1 - rb0))
+	rec dns "${m}server_rcvbuf_drops" "$impl" "$DNS_NAMES" "$rep" $((rb1 - rb0))
 	read -r rb0 ie0 <<<"$dc0"; read -r rb1 ie1 <<<"$dc1"
-	rec dns "$m"client_rcvbuf_drops "$impl" "$DNS_NAMES" "$rep" $((rb1 - rb0))
+	rec dns "${m}client_rcvbuf_drops" "$impl" "$DNS_NAMES" "$rep" $((rb1 - rb0))
 	log "dns rep $rep $tag: $qps q/s, avg $lat s, lost $lost, upstream $((u1 - u0)), $codes"
 }
 
