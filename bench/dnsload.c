@@ -49,10 +49,53 @@ struct query {
 	size_t len;
 };
 
-struct slot {
-	uint64_t sent_ns; /* 0: free */
-	uint32_t query;
+#define USAGE \
+	"usage: dnsload -s ADDR [-p PORT] -d FILE -l SECS (1-3600) [-q WINDOW (1-65535)] [-c SOCKETS (1-16)] [-t TIMEOUT_S]"
+
+/*
+ * The query IDs: a slot per ID, and the free ones in a ring, handed out
+ * in a rotating order (an ID comes back into use as late as it can).
+ */
+struct ids {
+	struct {
+		uint64_t sent_ns; /* 0: free */
+		uint32_t query;
+	} slot[65536];
+	uint16_t ring[65536];
+	unsigned head, n_free;
+	uint64_t outstanding;
 };
+
+static uint16_t id_take(struct ids *p, uint64_t now, uint32_t query)
+{
+	uint16_t id = p->ring[p->head];
+
+	p->head = (p->head + 1) & 0xffff;
+	p->n_free--;
+	p->outstanding++;
+	p->slot[id].sent_ns = now;
+	p->slot[id].query = query;
+	return id;
+}
+
+/* Not sent after all: back in front, the next to be taken. */
+static void id_untake(struct ids *p, uint16_t id)
+{
+	p->slot[id].sent_ns = 0;
+	p->head = (p->head - 1) & 0xffff;
+	p->ring[p->head] = id;
+	p->n_free++;
+	p->outstanding--;
+}
+
+/* Answered or lost: to the ring's end. */
+static void id_done(struct ids *p, uint16_t id)
+{
+	p->slot[id].sent_ns = 0;
+	p->ring[(p->head + p->n_free) & 0xffff] = id;
+	p->n_free++;
+	p->outstanding--;
+}
 
 static uint64_t now_ns(void)
 {
@@ -148,14 +191,12 @@ int main(int argc, char **argv)
 			timeout_s = atof(optarg);
 			break;
 		default:
-			die("%s",
-			    "usage: dnsload -s ADDR [-p PORT] -d FILE -l SECS [-q WINDOW] [-c SOCKETS] [-t TIMEOUT_S]");
+			die("%s", USAGE);
 		}
 	}
 	if (!server || !file || secs <= 0 || secs > 3600 || !window || window > 65535 || !nsock ||
 	    nsock > SOCKETS_MAX || timeout_s <= 0 || timeout_s > 60 || !port || port > 65535)
-		die("%s", "usage: dnsload -s ADDR [-p PORT] -d FILE -l SECS (1-3600) [-q WINDOW (1-65535)] "
-			  "[-c SOCKETS (1-16)] [-t TIMEOUT_S]");
+		die("%s", USAGE);
 
 	struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
 	if (inet_pton(AF_INET, server, &to.sin_addr) != 1)
@@ -163,12 +204,11 @@ int main(int argc, char **argv)
 
 	size_t nq;
 	struct query *qs = load_queries(file, &nq);
-	struct slot *slots = calloc(65536, sizeof(*slots));
-	uint16_t *free_ids = malloc(65536 * sizeof(*free_ids));
+	struct ids *ids = calloc(1, sizeof(*ids));
 	struct pollfd pfd[SOCKETS_MAX];
 	int fds[SOCKETS_MAX];
 
-	if (!slots || !free_ids)
+	if (!ids)
 		die("%s", "out of memory");
 	for (unsigned i = 0; i < nsock; i++) {
 		int buf = 4 << 20;
@@ -179,16 +219,15 @@ int main(int argc, char **argv)
 		setsockopt(fds[i], SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
 		pfd[i] = (struct pollfd){ .fd = fds[i], .events = POLLIN };
 	}
-	/* IDs handed out in a rotating order: an ID comes back into use as late as it can */
-	unsigned n_free = 65536, free_head = 0;
+	ids->n_free = 65536;
 	for (unsigned i = 0; i < 65536; i++)
-		free_ids[i] = (uint16_t)i;
+		ids->ring[i] = (uint16_t)i;
 
 	static uint8_t out[BATCH][QUERY_MAX], in[BATCH][ANSWER_MAX];
 	struct mmsghdr omsg[BATCH], imsg[BATCH];
 	struct iovec oiov[BATCH], iiov[BATCH];
 	uint64_t sent = 0, answered = 0, late = 0, lost = 0, mismatched = 0, rcodes[16] = { 0 };
-	uint64_t lat_sum_ns = 0, outstanding = 0, next_sweep;
+	uint64_t lat_sum_ns = 0, next_sweep;
 	uint64_t t0 = now_ns(), end = t0 + (uint64_t)(secs * 1e9), timeout_ns = (uint64_t)(timeout_s * 1e9);
 	uint64_t drain_end = end + timeout_ns;
 	size_t next_query = 0;
@@ -206,22 +245,19 @@ int main(int argc, char **argv)
 		bool sending = now < end;
 		int did = 0;
 
-		if (!sending && (!outstanding || now >= drain_end))
+		if (!sending && (!ids->outstanding || now >= drain_end))
 			break;
 		/* send: the window's free places, a batch at a time, each batch on the next socket */
-		while (sending && outstanding < window && n_free) {
+		while (sending && ids->outstanding < window && ids->n_free) {
 			unsigned n = 0;
 
-			while (n < BATCH && outstanding + n < window && n_free) {
-				uint16_t id = free_ids[free_head];
+			while (n < BATCH && ids->outstanding < window && ids->n_free) {
 				const struct query *q = &qs[next_query];
+				uint16_t id = id_take(ids, now, (uint32_t)next_query);
 
-				free_head = (free_head + 1) & 0xffff;
-				n_free--;
 				memcpy(out[n], q->wire, q->len);
 				out[n][0] = (uint8_t)(id >> 8);
 				out[n][1] = (uint8_t)id;
-				slots[id] = (struct slot){ .sent_ns = now, .query = (uint32_t)next_query };
 				oiov[n] = (struct iovec){ out[n], q->len };
 				omsg[n] = (struct mmsghdr){ .msg_hdr = { .msg_iov = &oiov[n], .msg_iovlen = 1 } };
 				next_query = next_query + 1 == nq ? 0 : next_query + 1;
@@ -231,17 +267,10 @@ int main(int argc, char **argv)
 			if (k < 0 && errno != EAGAIN && errno != ENOBUFS && errno != EINTR)
 				die("sendmmsg: %s", strerror(errno));
 			k = k < 0 ? 0 : k;
-			/* what the socket did not take goes back to the free list, in front */
-			for (int i = (int)n - 1; i >= k; i--) {
-				uint16_t id = (uint16_t)((out[i][0] << 8) | out[i][1]);
-
-				slots[id].sent_ns = 0;
-				free_head = (free_head - 1) & 0xffff;
-				free_ids[free_head] = id;
-				n_free++;
-			}
+			/* what the socket did not take goes back, in the order it was taken */
+			for (int i = (int)n - 1; i >= k; i--)
+				id_untake(ids, (uint16_t)((out[i][0] << 8) | out[i][1]));
 			sent += (uint64_t)k;
-			outstanding += (uint64_t)k;
 			sock_rr = (sock_rr + 1) % nsock;
 			did += k;
 			if (k < (int)n)
@@ -265,9 +294,9 @@ int main(int argc, char **argv)
 						continue;
 					}
 					id = LDNS_ID_WIRE(a);
-					q = &qs[slots[id].query];
+					q = &qs[ids->slot[id].query];
 					/* the question as asked: the bytes after the header up to the query's end */
-					if (!slots[id].sent_ns || !LDNS_QR_WIRE(a) || len < q->len ||
+					if (!ids->slot[id].sent_ns || !LDNS_QR_WIRE(a) || len < q->len ||
 					    memcmp(a + LDNS_HEADER_SIZE, q->wire + LDNS_HEADER_SIZE,
 						   q->len - LDNS_HEADER_SIZE)) {
 						mismatched++;
@@ -276,14 +305,11 @@ int main(int argc, char **argv)
 					if (at < end) {
 						answered++;
 						rcodes[LDNS_RCODE_WIRE(a) & 15]++;
-						lat_sum_ns += at - slots[id].sent_ns;
+						lat_sum_ns += at - ids->slot[id].sent_ns;
 					} else {
 						late++;
 					}
-					slots[id].sent_ns = 0;
-					free_ids[(free_head + n_free) & 0xffff] = id;
-					n_free++;
-					outstanding--;
+					id_done(ids, id);
 				}
 				did += k;
 			}
@@ -292,12 +318,9 @@ int main(int argc, char **argv)
 		}
 		/* lost: outstanding past the timeout (swept every 10 ms) */
 		if (now >= next_sweep) {
-			for (unsigned id = 0; id < 65536 && outstanding; id++) {
-				if (slots[id].sent_ns && now - slots[id].sent_ns > timeout_ns) {
-					slots[id].sent_ns = 0;
-					free_ids[(free_head + n_free) & 0xffff] = (uint16_t)id;
-					n_free++;
-					outstanding--;
+			for (unsigned id = 0; id < 65536 && ids->outstanding; id++) {
+				if (ids->slot[id].sent_ns && now - ids->slot[id].sent_ns > timeout_ns) {
+					id_done(ids, (uint16_t)id);
 					lost++;
 				}
 			}
@@ -306,7 +329,7 @@ int main(int argc, char **argv)
 		if (!did)
 			poll(pfd, nsock, 1);
 	}
-	lost += outstanding;
+	lost += ids->outstanding;
 	getrusage(RUSAGE_SELF, &ru1);
 
 	double cpu_s =
@@ -334,8 +357,7 @@ int main(int argc, char **argv)
 	printf("  Client CPU per query (us): %.2f\n", answered ? cpu_s * 1e6 / (double)answered : 0);
 	for (unsigned i = 0; i < nsock; i++)
 		close(fds[i]);
-	free(slots);
-	free(free_ids);
+	free(ids);
 	free(qs);
 	return 0;
 }
