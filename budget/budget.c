@@ -467,6 +467,9 @@ static int64_t worst_case(struct budget *b, const struct budget_request *rq, con
 			in = row->context;
 	}
 	tok.input = in;
+	/* a search model searches before each answer, whatever the body's tools say */
+	if (cls->format == BUDGET_FORMAT_OPENAI_CHAT && prices_search_model(rq->provider, t->model))
+		facts.web_searches = facts.choices;
 	tok.web_searches = t->web_searches = facts.web_searches;
 	tok.file_searches = facts.file_searches;
 	tok.images = facts.images_generated;
@@ -717,7 +720,7 @@ static int64_t charge_of(struct budget *b, struct budget_ticket *t, enum budget_
 	*why = usage_result_name(r);
 	if (r != USAGE_OK)
 		return t->reserved;
-	if (tok->web_searches < 0)
+	if (tok->web_searches < 0 || t->format == BUDGET_FORMAT_OPENAI_CHAT) /* chat usage never says them */
 		tok->web_searches = t->web_searches; /* searches the usage did not say: all it allowed */
 	if (tok->container_gb < 0) /* code ran: every container reserved may be new (none reserved: the largest) */
 		tok->container_gb = t->container_gb > 0 ? t->container_gb : REQUEST_CONTAINER_GB_MAX;

@@ -299,6 +299,13 @@ const struct budget_price *prices_tier(const struct price_table *t, const struct
 				       int64_t input_tokens);
 /* The worst row of a provider: used for a model the table lacks. */
 const struct budget_price *prices_worst(const struct price_table *t, enum budget_provider p);
+/*
+ * An OpenAI model of Chat Completions that searches the web before every
+ * answer (gpt-4o-search-preview, gpt-5-search-api: a name with "-search",
+ * in the table or not), billed a web search a request beside its tokens;
+ * its usage does not say so, so the meter charges the search it reserved.
+ */
+bool prices_search_model(enum budget_provider p, const char *model);
 
 /* ---- ledger.c ---- */
 

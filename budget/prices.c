@@ -42,6 +42,10 @@ static const char builtin_prices[] =
 	"openai gpt-4.1-nano            0.10    0.40  0.025  -   32768 1047576\n"
 	"openai gpt-4o                  2.50   10.00  1.25   -   16384  128000\n"
 	"openai gpt-4o-mini             0.15    0.60  0.075  -   16384  128000\n"
+	/* Chat Completions' search models: every request also pays a web search (prices_search_model()) */
+	"openai gpt-5-search-api        1.25   10.00  0.125  -  128000  400000\n"
+	"openai gpt-4o-search-preview   2.50   10.00  -      -   16384  128000\n"
+	"openai gpt-4o-mini-search-preview 0.15 0.60  -      -   16384  128000\n"
 	"openai o1                     15.00   60.00  7.50   -  100000  200000\n"
 	"openai o1-pro                150.00  600.00  -      -  100000  200000\n"
 	"openai o3                      2.00    8.00  0.50   -  100000  200000\n"
@@ -89,7 +93,8 @@ static const char builtin_prices[] =
 	/* Anthropic's server-side web search: $10 per 1,000 searches, beside the tokens its results add */
 	"fee anthropic web_search 10.00\n"
 	/* OpenAI Responses' web search: $10 per 1,000 calls, $25 for web_search_preview on the models
-	 * without reasoning; one fee a provider, so the dearer, as a model missing from the table is */
+	 * without reasoning; one fee a provider, so the dearer, as a model missing from the table is.
+	 * Chat Completions' search models pay it once a request */
 	"fee openai web_search 25.00\n"
 	/* Gemini's grounding with Google Search: $14 per 1,000 search queries from Gemini 3 on, $35 per
 	 * 1,000 grounded prompts before (a request that ran any query), after a free allowance latch
@@ -602,6 +607,11 @@ static size_t undated_len(const char *m)
 	    m[n - 3] == '-' && digits(m + n - 2, 2))
 		return n - 11;
 	return 0;
+}
+
+bool prices_search_model(enum budget_provider p, const char *model)
+{
+	return p == BUDGET_OPENAI && model && strstr(model, "-search") != NULL;
 }
 
 const struct budget_price *prices_find(const struct price_table *t, enum budget_provider p, const char *model,

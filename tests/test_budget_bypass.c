@@ -836,6 +836,91 @@ Test(budget_bypass, web_searches_are_reserved_by_max_uses_and_charged_as_reporte
 }
 
 /*
+ * OpenAI's Chat Completions search models (gpt-4o-search-preview,
+ * gpt-4o-mini-search-preview, gpt-5-search-api) search the web before every
+ * answer, billed per search ($25 per 1,000: the table's `fee openai
+ * web_search`) beside the tokens, and their usage says nothing of it.  The
+ * invariant: each answer such a request asks for is reserved a search and
+ * charged it.  Attack: tiny requests, whose tokens cost a tenth of the
+ * search each one makes (without the fee, a $0.10 cap would let about 40
+ * of them through: $1 of searches), through a dated name and a search model
+ * missing from the table; n = 3.  Controls: gpt-4o-mini with the same body
+ * pays no search, nor does the same model name on an OpenAI-compatible
+ * server (provider other: its fees are not OpenAI's).
+ */
+Test(budget_bypass, openai_chat_search_models_pay_a_search_an_answer)
+{
+	struct budget *b = open_default();
+	static const char usage[] = "{\"choices\":[],\"usage\":{\"prompt_tokens\":20,\"completion_tokens\":5}}";
+	static const struct {
+		const char *model;
+		int64_t in_price, out_price; /* micro-dollars per million tokens: pico-dollars a token */
+		int64_t n, searches;
+	} cases[] = {
+		{ "gpt-4o-mini-search-preview", 150000, 600000, 1, 1 },
+		{ "gpt-4o-mini-search-preview-2025-03-11", 150000, 600000, 1, 1 },
+		{ "gpt-4o-search-preview", 2500000, 10000000, 3, 3 },
+		{ "gpt-5-search-api", 1250000, 10000000, 1, 1 },
+		{ "gpt-9-search-api", 150000000, 600000000, 1, 1 }, /* missing: o1-pro's prices */
+		{ "gpt-4o-mini", 150000, 600000, 1, 0 },
+	};
+	char body[512];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int n = snprintf(body, sizeof(body), "{\"model\":\"%s\",\"max_tokens\":5,\"n\":%lld,\"messages\":[]}",
+				 cases[i].model, (long long)cases[i].n);
+		int64_t fee = cases[i].searches * 25000000000LL, in = (n + 1) / 2;
+		struct bt_result r = bt_exchange(b, "a1", BUDGET_OPENAI, "POST", "/v1/chat/completions", body, 200,
+						 usage, strlen(usage), 0, 0, BUDGET_END_COMPLETE);
+
+		cr_assert_eq(r.rc, 0, "%s: %s", cases[i].model, r.line);
+		cr_expect_eq(r.reserved,
+			     (in * cases[i].in_price + 5 * cases[i].n * cases[i].out_price + fee + 999999) / 1000000,
+			     "%s: reserved %lld", cases[i].model, (long long)r.reserved);
+		cr_expect_eq(r.charged, (20 * cases[i].in_price + 5 * cases[i].out_price + fee + 999999) / 1000000,
+			     "%s: charged %lld (%s)", cases[i].model, (long long)r.charged, r.how);
+	}
+	/* control: an OpenAI-compatible server's model of that name is no search of OpenAI's */
+	cr_expect_eq(reserve_of(b, BUDGET_OTHER, "/v1/chat/completions",
+				"{\"model\":\"gpt-4o-search-preview\",\"max_tokens\":5,\"messages\":[]}"),
+		     reserve_of(b, BUDGET_OTHER, "/v1/chat/completions",
+				"{\"model\":\"gpt-4o-zearch-preview\",\"max_tokens\":5,\"messages\":[]}"));
+	budget_close(b);
+
+	/* the cap holds: $0.10 a day is four tiny search requests (each $0.025 and a few tokens), not forty */
+	struct budget_opts o;
+	static const char tiny[] = "{\"model\":\"gpt-4o-mini-search-preview\",\"max_tokens\":5,\"messages\":[]}";
+	int admitted = 0;
+	struct bt_result r;
+
+	bt_opts(&o);
+	o.sandbox[BUDGET_OPENAI].micros_per_day = 100000;
+	b = bt_open(&o);
+	for (int i = 0; i < 40; i++) {
+		r = bt_exchange(b, "a2", BUDGET_OPENAI, "POST", "/v1/chat/completions", tiny, 200, usage, strlen(usage),
+				0, 0, BUDGET_END_COMPLETE);
+		if (r.rc)
+			break;
+		admitted++;
+	}
+	cr_expect_eq(admitted, 3, "admitted %d tiny search requests under $0.10", admitted);
+	cr_expect_eq(r.rc, -EDQUOT);
+	cr_expect(strstr(r.line, "this request needs up to $0.025009 (its web searches' fees included)"), "%s", r.line);
+	budget_close(b);
+
+	/* under a cap smaller than one search, the refusal says what would fit */
+	o.sandbox[BUDGET_OPENAI].micros_per_day = 20000;
+	b = bt_open(&o);
+	r = bt_exchange(b, "a3", BUDGET_OPENAI, "POST", "/v1/chat/completions", tiny, 200, usage, strlen(usage), 0, 0,
+			BUDGET_END_COMPLETE);
+	cr_expect_eq(r.rc, -EDQUOT);
+	cr_expect(strstr(r.line, "this request alone is more than the cap; lower its max tokens or ask a model that "
+				 "does not search or raise budget_dollars_per_day"),
+		  "%s", r.line);
+	budget_close(b);
+}
+
+/*
  * OpenAI's Responses bill two more tools per use, beside the tokens: a file
  * search ($2.50 per 1,000 calls, `fee openai file_search`) and a code
  * interpreter container ($0.03 a GB of its memory, `fee openai
