@@ -467,9 +467,16 @@ static int64_t worst_case(struct budget *b, const struct budget_request *rq, con
 			in = row->context;
 	}
 	tok.input = in;
-	/* a search model searches before each answer, whatever the body's tools say */
+	/*
+	 * Chat Completions' usage never says a search: a search model searches
+	 * before each answer, whatever the body's tools say, and Gemini's
+	 * OpenAI-compatible endpoint grounds as its own API does when a tool
+	 * asks Google (nothing bounds its queries).  Each is charged as reserved.
+	 */
 	if (cls->format == BUDGET_FORMAT_OPENAI_CHAT && prices_search_model(rq->provider, t->model))
 		facts.web_searches = facts.choices;
+	if (cls->format == BUDGET_FORMAT_OPENAI_CHAT && rq->provider == BUDGET_GEMINI && facts.grounding)
+		facts.web_searches = REQUEST_WEB_SEARCH_USES;
 	tok.web_searches = t->web_searches = facts.web_searches;
 	tok.file_searches = facts.file_searches;
 	tok.images = facts.images_generated;

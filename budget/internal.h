@@ -234,6 +234,7 @@ struct request_facts {
 	int64_t images; /* image parts: each may cost more tokens than its bytes (a URL most of all) */
 	bool long_cache; /* Anthropic: a cache write may last an hour, at twice the input price */
 	int64_t web_searches; /* the most web searches its tools allow (Anthropic, OpenAI Responses, Gemini; saturates) */
+	bool grounding; /* a tool that searches Google (googleSearch, google_search, 1.5's retrieval), in any format */
 	int64_t file_searches; /* OpenAI Responses: the most file searches its tools allow */
 	int64_t images_generated; /* OpenAI Responses: the most images its image_generation tools may make */
 	int64_t container_gb; /* OpenAI Responses: the GB of the code interpreter containers its tools may start */

@@ -73,9 +73,9 @@ void refusal_text(struct budget *b, const struct refusal *r, struct budget_note 
 		snprintf(when, sizeof(when),
 			 "this request alone is more than the cap; lower its max tokens%s or raise %s",
 			 (r->web_searches <= 0 && !r->tool_fees) || r->kind != CAP_DOLLARS_DAY ? "" :
+			 r->provider == BUDGET_GEMINI		? " or leave out its google_search tool" :
 			 r->format == BUDGET_FORMAT_OPENAI_CHAT ? " or ask a model that does not search" :
 			 r->provider == BUDGET_OPENAI		? " or its max_tool_calls" :
-			 r->provider == BUDGET_GEMINI		? " or leave out its google_search tool" :
 								  " or its web_search max_uses",
 			 key);
 	}

@@ -721,6 +721,7 @@ void request_inspect(enum budget_format f, const void *body, size_t len, struct 
 		break;
 	}
 	out->unbounded = in.unbounded;
+	out->grounding = in.grounding;
 	out->images = in.images;
 	if (in.document)
 		out->server_state = true;

@@ -1206,6 +1206,58 @@ Test(budget_bypass, gemini_grounding_is_reserved_and_charged_by_its_queries)
 }
 
 /*
+ * Gemini's OpenAI-compatible endpoint (/v1beta/openai/chat/completions)
+ * answers in Chat Completions' format, whose usage says nothing of
+ * grounding.  Invariant: a request there whose tools ask Google Search
+ * (the native spellings) is reserved what the native API would reserve
+ * for it, 20 queries on Gemini 3 and one grounded prompt on 2.x, and
+ * charged all of it (its answer can't say fewer).  Controls: no tools, and
+ * an OpenAI-style function named google_search, reserve no fee.
+ */
+Test(budget_bypass, gemini_grounding_through_its_openai_endpoint_is_charged_as_reserved)
+{
+	static const struct {
+		const char *model;
+		struct gemini_model price; /* its path unused: the model is in the body */
+	} models[] = {
+		{ "gemini-3-pro-preview", { "", 2000000, 12000000, REQUEST_WEB_SEARCH_USES * 14000000000LL, 0, 0 } },
+		{ "gemini-2.5-flash", { "", 300000, 2500000, 35000000000LL, 0, 0 } },
+	};
+	static const struct {
+		const char *tools;
+		bool grounded;
+	} cases[] = {
+		{ "", false },
+		{ ",\"tools\":[{\"google_search\":{}}]", true },
+		{ ",\"tools\":[{\"googleSearch\":{}}]", true },
+		{ ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"google_search\",\"parameters\":{}}}]",
+		  false },
+	};
+	static const char usage[] = "{\"choices\":[],\"usage\":{\"prompt_tokens\":20,\"completion_tokens\":10}}";
+	struct budget *b = open_default();
+	char body[512];
+
+	for (size_t m = 0; m < sizeof(models) / sizeof(models[0]); m++) {
+		for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+			const struct gemini_model *g = &models[m].price;
+			int n = snprintf(body, sizeof(body), "{\"model\":\"%s\",\"max_tokens\":10,\"messages\":[]%s}",
+					 models[m].model, cases[i].tools);
+			int64_t fee = cases[i].grounded ? g->reserved_fee : 0;
+			struct bt_result r = bt_exchange(b, "a1", BUDGET_GEMINI, "POST",
+							 "/v1beta/openai/chat/completions", body, 200, usage,
+							 strlen(usage), 0, 0, BUDGET_END_COMPLETE);
+
+			cr_assert_eq(r.rc, 0, "%s", r.line);
+			cr_expect_eq(r.reserved, gemini_micros(g, (n + 1) / 2, 10, fee), "%s %s: reserved %lld",
+				     models[m].model, cases[i].tools, (long long)r.reserved);
+			cr_expect_eq(r.charged, gemini_micros(g, 20, 10, fee), "%s %s: charged %lld (%s)",
+				     models[m].model, cases[i].tools, (long long)r.charged, r.how);
+		}
+	}
+	budget_close(b);
+}
+
+/*
  * The fee is the cap's business too: a dollar cap that a request's
  * searches alone pass refuses it, and the line says which knob lowers it
  * (Anthropic's max_uses, OpenAI's max_tool_calls).  Control: the same
