@@ -17,6 +17,8 @@
         Gemini   POST /v1beta/models/M:generateContent        JSON with usageMetadata
                  POST ...:streamGenerateContent?alt=sse       SSE, usageMetadata on every event
                  POST ...:streamGenerateContent               one JSON array, element by element
+                 POST /v1beta/openai/chat/completions          its OpenAI-compatible endpoint:
+                                              answered as OpenAI's chat completions
       The test steers each request with headers the broker passes on:
         X-Fake-Usage: in=N,out=N,cached=N,cw=N,cw1h=N,thoughts=N,search=N,files=N,code=N,images=N
                       the counts to report
@@ -212,6 +214,8 @@ class Upstream(BaseHTTPRequestHandler):
         p = self.path.split("?")[0]
         if host == "anthropic":
             return self.anthropic(p, req, c, mode)
+        if host == "gemini" and p.startswith("/v1beta/openai/"):
+            return self.openai(p[len("/v1beta/openai"):], req, c, mode)
         if host == "gemini":
             return self.gemini(p, c, mode)
         return self.openai(p, req, c, mode)

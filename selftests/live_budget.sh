@@ -99,7 +99,7 @@ EOF
 	route anthropic anthropic x-api-key "" "    methods: [POST]
     paths: [/v1/messages]"
 	route gemini gemini x-goog-api-key "" "    methods: [POST]
-    paths: [/v1beta/models]"
+    paths: [/v1beta/models, /v1beta/openai/chat/completions]"
 	# every method but TRACE, every path: what only the meter's spelling checks stand in front of
 	route loose openai Authorization "Bearer " ""
 } >"$ROOT/etc/latch/kits/tb.yaml"
@@ -316,6 +316,12 @@ send openai /v1/responses "$RESP_WS_S" --header "$(usage_hdr 555 444 0 0 0 0 3)"
 exact "OpenAI Responses with 3 web_search_call items, SSE (the output of response.completed)" \
 	$(($(cost "$P_4O" 555 0 0 0 444) + 3 * FEE_WS_OAI / 1000))
 check "a settlement's web searches are in its audit entry" audited_ws
+# OpenAI's Chat Completions search models search before every answer, and their usage does not say
+# so: a search each, at openai's fee, beside the tokens (tiny requests cost more in searches than tokens)
+CHAT_SM='{"model":"gpt-4o-mini-search-preview","max_tokens":2000,"messages":[{"role":"user","content":"hello"}]}'
+send openai /v1/chat/completions "$CHAT_SM" --header "$(usage_hdr 12 5)"
+exact "a chat completion of gpt-4o-mini-search-preview, JSON: one search beside its tokens" \
+	$(($(cost "$(price openai gpt-4o-mini-search-preview)" 12 0 0 0 5) + FEE_WS_OAI / 1000))
 # OpenAI's Responses also bill a file search (each file_search_call item) and a code interpreter
 # container (a GB of its memory_limit each, once the output has a code_interpreter_call item)
 FEE_FS=$(fee_of openai file_search)
@@ -362,6 +368,19 @@ send gemini /v1beta/models/gemini-2.5-flash:generateContent "$GEM_G" --header "$
 exact "Gemini 2.5 grounded with 4 queries, JSON: one grounded prompt" $(($(cost "$P_FL" 998 3 0 0 12) + FEE_GP / 1000))
 check_eq "a grounded Gemini 2.5 request is reserved one grounded prompt more than one with a tool of another name" \
 	$((RES - XRES)) $((FEE_GP / 1000))
+# Gemini's OpenAI-compatible endpoint answers in Chat Completions' format, which lists no queries: a
+# grounded request there is charged what it was reserved (one grounded prompt on 2.5) beside its tokens
+COMPAT='{"model":"gemini-2.5-flash","max_tokens":300,"messages":[{"role":"user","content":"hello"}]'
+send gemini /v1beta/openai/chat/completions "$COMPAT,\"tools\":[{\"google_xearch\":{}}]}" \
+	--header "$(usage_hdr 40 9)"
+exact "control: Gemini's OpenAI-compatible endpoint, a tool of another name: its tokens alone" \
+	"$(cost "$P_FL" 40 0 0 0 9)"
+XRES=$RES
+send gemini /v1beta/openai/chat/completions "$COMPAT,\"tools\":[{\"google_search\":{}}]}" \
+	--header "$(usage_hdr 40 9)"
+exact "Gemini 2.5 grounded through its OpenAI-compatible endpoint: charged one grounded prompt" \
+	$(($(cost "$P_FL" 40 0 0 0 9) + FEE_GP / 1000))
+check_eq "and reserved one grounded prompt more than the control" $((RES - XRES)) $((FEE_GP / 1000))
 send gemini "/v1beta/models/gemini-3-pro-preview:streamGenerateContent?alt=sse" "$GEM_G" \
 	--header "$(usage_hdr 2000 300 0 0 0 100 3)"
 exact "Gemini 3 grounded with 3 queries, SSE (given in two chunks, counted once)" \
