@@ -1095,7 +1095,7 @@ Test(budget_bypass, openai_file_searches_images_and_containers_are_reserved_and_
  * googleSearch, a googleSearch member outside the tools.
  */
 struct gemini_model {
-	const char *path;
+	const char *model;
 	int64_t input, output; /* pico-dollars a token */
 	int64_t reserved_fee, fee_per_query, fee_per_prompt; /* pico-dollars */
 };
@@ -1107,17 +1107,21 @@ static int64_t gemini_micros(const struct gemini_model *m, int64_t in, int64_t o
 	return pico / 1000000 + (pico % 1000000 != 0);
 }
 
+/* Gemini 3 grounds per query, 2.x per grounded prompt (20 queries reserved on 3, one prompt on 2.5) */
+static const struct gemini_model gemini_models[] = {
+	{ "gemini-3-pro-preview", 2000000, 12000000, REQUEST_WEB_SEARCH_USES * 14000000000LL, 14000000000LL, 0 },
+	{ "gemini-2.5-flash", 300000, 2500000, 35000000000LL, 0, 35000000000LL },
+};
+
+/* A body's tools, and whether they ground with Google Search. */
+struct grounding_case {
+	const char *tools; /* the body's members after its own */
+	bool grounded;
+};
+
 Test(budget_bypass, gemini_grounding_is_reserved_and_charged_by_its_queries)
 {
-	static const struct gemini_model models[] = {
-		{ "/v1beta/models/gemini-3-pro-preview:generateContent", 2000000, 12000000,
-		  REQUEST_WEB_SEARCH_USES * 14000000000LL, 14000000000LL, 0 },
-		{ "/v1beta/models/gemini-2.5-flash:generateContent", 300000, 2500000, 35000000000LL, 0, 35000000000LL },
-	};
-	static const struct {
-		const char *tools;
-		bool grounded;
-	} cases[] = {
+	static const struct grounding_case cases[] = {
 		{ "", false },
 		{ ",\"tools\":[{\"google_search\":{}}]", true },
 		{ ",\"tools\":[{\"googleSearch\":{}}]", true },
@@ -1135,8 +1139,11 @@ Test(budget_bypass, gemini_grounding_is_reserved_and_charged_by_its_queries)
 	struct budget *b = open_default();
 	char body[1024], resp[1024];
 
-	for (size_t m = 0; m < sizeof(models) / sizeof(models[0]); m++) {
-		const struct gemini_model *g = &models[m];
+	for (size_t m = 0; m < sizeof(gemini_models) / sizeof(gemini_models[0]); m++) {
+		const struct gemini_model *g = &gemini_models[m];
+		char path[128];
+
+		snprintf(path, sizeof(path), "/v1beta/models/%s:generateContent", g->model);
 
 		for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 			int n = snprintf(body, sizeof(body),
@@ -1145,8 +1152,8 @@ Test(budget_bypass, gemini_grounding_is_reserved_and_charged_by_its_queries)
 					 cases[i].tools);
 			int64_t want = gemini_micros(g, (n + 1) / 2, 10, cases[i].grounded ? g->reserved_fee : 0);
 
-			cr_expect_eq(reserve_of(b, BUDGET_GEMINI, g->path, body), want, "%s %s: reserved, want %lld",
-				     g->path, cases[i].tools, (long long)want);
+			cr_expect_eq(reserve_of(b, BUDGET_GEMINI, path, body), want, "%s %s: reserved, want %lld", path,
+				     cases[i].tools, (long long)want);
 		}
 
 		/* settled: 20 tokens in, 10 out, and the queries listed (more than reserved: all of them) */
@@ -1160,7 +1167,7 @@ Test(budget_bypass, gemini_grounding_is_reserved_and_charged_by_its_queries)
 			snprintf(resp + at, sizeof(resp) - (size_t)at,
 				 "]}}],\"usageMetadata\":{\"promptTokenCount\":20,\"candidatesTokenCount\":10}}");
 			struct bt_result r = bt_exchange(
-				b, "a1", BUDGET_GEMINI, "POST", g->path,
+				b, "a1", BUDGET_GEMINI, "POST", path,
 				"{\"contents\":[{\"parts\":[{\"text\":\"hi\"}]}],\"tools\":[{\"google_search\":{}}]}",
 				200, resp, strlen(resp), 7, 0, BUDGET_END_COMPLETE);
 			int64_t fee = queries[q] * g->fee_per_query;
@@ -1169,7 +1176,7 @@ Test(budget_bypass, gemini_grounding_is_reserved_and_charged_by_its_queries)
 				fee = g->fee_per_prompt;
 			cr_assert_eq(r.rc, 0, "%s", r.line);
 			cr_expect_str_eq(r.how, "usage");
-			cr_expect_eq(r.charged, gemini_micros(g, 20, 10, fee), "%s, %d queries: charged %lld", g->path,
+			cr_expect_eq(r.charged, gemini_micros(g, 20, 10, fee), "%s, %d queries: charged %lld", path,
 				     queries[q], (long long)r.charged);
 			if (queries[q])
 				cr_expect(strstr(r.settle_note.fields, "\"web_searches\":"), "%s",
@@ -1178,7 +1185,7 @@ Test(budget_bypass, gemini_grounding_is_reserved_and_charged_by_its_queries)
 
 		/* a stream cut after the grounding: the reservation, its queries included */
 		struct bt_result r = bt_exchange(
-			b, "a1", BUDGET_GEMINI, "POST", g->path,
+			b, "a1", BUDGET_GEMINI, "POST", path,
 			"{\"contents\":[{\"parts\":[{\"text\":\"hi\"}]}],\"tools\":[{\"googleSearch\":{}}]}", 200,
 			"{\"candidates\":[{\"groundingMetadata\":{\"webSearchQueries\":[\"a\"]}}],", 64, 0, 0,
 			BUDGET_END_UPSTREAM_CUT);
@@ -1193,14 +1200,14 @@ Test(budget_bypass, gemini_grounding_is_reserved_and_charged_by_its_queries)
 		 * input the body doesn't bound either, but no tools of the provider's.
 		 */
 		cr_expect_eq(
-			reserve_of(b, BUDGET_GEMINI, g->path,
+			reserve_of(b, BUDGET_GEMINI, path,
 				   "{\"cachedContent\":\"cachedContents/grounded1\",\"contents\":[{\"parts\":[{\"text\":"
 				   "\"hi\"}]}],\"generationConfig\":{\"maxOutputTokens\":10}}") -
 				reserve_of(
-					b, BUDGET_GEMINI, g->path,
+					b, BUDGET_GEMINI, path,
 					"{\"contents\":[{\"parts\":[{\"inlineData\":{\"mimeType\":\"application/pdf\","
 					"\"data\":\"JVBERi0=\"}}]}],\"generationConfig\":{\"maxOutputTokens\":10}}"),
-			g->reserved_fee / 1000000, "%s: cached content reserves the grounding", g->path);
+			g->reserved_fee / 1000000, "%s: cached content reserves the grounding", path);
 	}
 	budget_close(b);
 }
@@ -1216,17 +1223,7 @@ Test(budget_bypass, gemini_grounding_is_reserved_and_charged_by_its_queries)
  */
 Test(budget_bypass, gemini_grounding_through_its_openai_endpoint_is_charged_as_reserved)
 {
-	static const struct {
-		const char *model;
-		struct gemini_model price; /* its path unused: the model is in the body */
-	} models[] = {
-		{ "gemini-3-pro-preview", { "", 2000000, 12000000, REQUEST_WEB_SEARCH_USES * 14000000000LL, 0, 0 } },
-		{ "gemini-2.5-flash", { "", 300000, 2500000, 35000000000LL, 0, 0 } },
-	};
-	static const struct {
-		const char *tools;
-		bool grounded;
-	} cases[] = {
+	static const struct grounding_case cases[] = {
 		{ "", false },
 		{ ",\"tools\":[{\"google_search\":{}}]", true },
 		{ ",\"tools\":[{\"googleSearch\":{}}]", true },
@@ -1237,11 +1234,11 @@ Test(budget_bypass, gemini_grounding_through_its_openai_endpoint_is_charged_as_r
 	struct budget *b = open_default();
 	char body[512];
 
-	for (size_t m = 0; m < sizeof(models) / sizeof(models[0]); m++) {
+	for (size_t m = 0; m < sizeof(gemini_models) / sizeof(gemini_models[0]); m++) {
 		for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-			const struct gemini_model *g = &models[m].price;
+			const struct gemini_model *g = &gemini_models[m];
 			int n = snprintf(body, sizeof(body), "{\"model\":\"%s\",\"max_tokens\":10,\"messages\":[]%s}",
-					 models[m].model, cases[i].tools);
+					 g->model, cases[i].tools);
 			int64_t fee = cases[i].grounded ? g->reserved_fee : 0;
 			struct bt_result r = bt_exchange(b, "a1", BUDGET_GEMINI, "POST",
 							 "/v1beta/openai/chat/completions", body, 200, usage,
@@ -1249,9 +1246,9 @@ Test(budget_bypass, gemini_grounding_through_its_openai_endpoint_is_charged_as_r
 
 			cr_assert_eq(r.rc, 0, "%s", r.line);
 			cr_expect_eq(r.reserved, gemini_micros(g, (n + 1) / 2, 10, fee), "%s %s: reserved %lld",
-				     models[m].model, cases[i].tools, (long long)r.reserved);
-			cr_expect_eq(r.charged, gemini_micros(g, 20, 10, fee), "%s %s: charged %lld (%s)",
-				     models[m].model, cases[i].tools, (long long)r.charged, r.how);
+				     g->model, cases[i].tools, (long long)r.reserved);
+			cr_expect_eq(r.charged, gemini_micros(g, 20, 10, fee), "%s %s: charged %lld (%s)", g->model,
+				     cases[i].tools, (long long)r.charged, r.how);
 		}
 	}
 	budget_close(b);
