@@ -492,23 +492,47 @@ int latch_sandbox_write_config(const struct latch_sandbox *sb, const struct latc
 	return bpf_map_update_elem(sb->fd[LATCH_MAP_SETTINGS], &zero, cfg, BPF_ANY) ? -errno : 0;
 }
 
+/*
+ * Every slot's per-CPU values in one BPF_MAP_LOOKUP_BATCH (latchd reads them
+ * each second, where a lookup a slot was LATCH_COUNTER_SLOTS system calls).
+ * False when the kernel can't batch this map: the caller reads slot by slot.
+ */
+static bool counters_batch(int fd, struct latch_counter *v)
+{
+	__u32 keys[LATCH_COUNTER_SLOTS], out_batch, count = LATCH_COUNTER_SLOTS;
+	int r = bpf_map_lookup_batch(fd, NULL, &out_batch, keys, v, &count, NULL);
+
+	/* -ENOENT: the map's end was reached, here with every slot read */
+	if ((r < 0 && r != -ENOENT) || count != LATCH_COUNTER_SLOTS)
+		return false;
+	for (__u32 i = 0; i < LATCH_COUNTER_SLOTS; i++)
+		if (keys[i] != i)
+			return false;
+	return true;
+}
+
 int latch_sandbox_counters(const struct latch_sandbox *sb, struct latch_counter out[LATCH_COUNTER_SLOTS])
 {
-	int ncpu = libbpf_num_possible_cpus();
+	int ncpu = libbpf_num_possible_cpus(), fd = sb->fd[LATCH_MAP_COUNTERS];
 	struct latch_counter *v;
+	bool batched;
 
 	if (ncpu <= 0)
 		return -EINVAL;
-	v = calloc(ncpu, sizeof(*v));
+	/* a per-CPU map's values: ncpu of them a slot (struct latch_counter is 8-byte aligned, as the kernel's are) */
+	v = calloc((size_t)ncpu * LATCH_COUNTER_SLOTS, sizeof(*v));
 	if (!v)
 		return -ENOMEM;
+	batched = counters_batch(fd, v);
 	for (__u32 i = 0; i < LATCH_COUNTER_SLOTS; i++) {
+		struct latch_counter *slot = batched ? v + (size_t)i * ncpu : v;
+
 		out[i].packets = out[i].bytes = 0;
-		if (bpf_map_lookup_elem(sb->fd[LATCH_MAP_COUNTERS], &i, v))
+		if (!batched && bpf_map_lookup_elem(fd, &i, slot))
 			continue;
 		for (int c = 0; c < ncpu; c++) {
-			out[i].packets += v[c].packets;
-			out[i].bytes += v[c].bytes;
+			out[i].packets += slot[c].packets;
+			out[i].bytes += slot[c].bytes;
 		}
 	}
 	free(v);

@@ -297,6 +297,53 @@ static uint64_t counter(int reason, int kind)
 	return c[latch_counter_slot(reason, kind)].packets;
 }
 
+/*
+ * latch_sandbox_counters() reads every slot in one BPF_MAP_LOOKUP_BATCH:
+ * each slot must be its own per-CPU values summed, as a lookup of that slot
+ * alone gives them (the room is quiet while both are read).  And the batch
+ * itself must work on this kernel's per-CPU array, or latchd falls back to
+ * a system call a slot.
+ */
+static int counters_read_whole(void)
+{
+	int fd = latch_sandbox_map_fd(latch_cg_room_sandbox(room), LATCH_MAP_COUNTERS);
+	int ncpu = libbpf_num_possible_cpus();
+	struct latch_counter got[LATCH_COUNTER_SLOTS], *v = calloc((size_t)ncpu * LATCH_COUNTER_SLOTS, sizeof(*v));
+	__u32 keys[LATCH_COUNTER_SLOTS], out_batch, count = LATCH_COUNTER_SLOTS;
+	int r, same = 1, nonzero = 0;
+
+	if (!v || latch_sandbox_counters(latch_cg_room_sandbox(room), got)) {
+		free(v);
+		return 0;
+	}
+	r = bpf_map_lookup_batch(fd, NULL, &out_batch, keys, v, &count, NULL);
+	if ((r < 0 && r != -ENOENT) || count != LATCH_COUNTER_SLOTS) {
+		printf("# BPF_MAP_LOOKUP_BATCH of the counters: %d, %u slots\n", r, count);
+		same = 0;
+	}
+	for (__u32 i = 0; i < LATCH_COUNTER_SLOTS; i++) {
+		uint64_t packets = 0, bytes = 0;
+
+		if (bpf_map_lookup_elem(fd, &i, v)) {
+			same = 0;
+			continue;
+		}
+		for (int c = 0; c < ncpu; c++) {
+			packets += v[c].packets;
+			bytes += v[c].bytes;
+		}
+		nonzero += packets != 0;
+		if (packets != got[i].packets || bytes != got[i].bytes) {
+			printf("# slot %u: %llu packets, %llu bytes read alone, %llu and %llu in the batch\n", i,
+			       (unsigned long long)packets, (unsigned long long)bytes,
+			       (unsigned long long)got[i].packets, (unsigned long long)got[i].bytes);
+			same = 0;
+		}
+	}
+	free(v);
+	return same && nonzero >= 3; /* control: the slots compared hold this test's counts */
+}
+
 #define SOCK LATCH_ROOM_SLOT_SOCKADDR
 #define PKT LATCH_ROOM_SLOT_PACKET
 
@@ -369,6 +416,7 @@ static void test_allow(void)
 	check(in_room(tcp_echo, "::ffff:127.0.0.3", PORT) == -EPERM, "v4-mapped ::ffff:127.0.0.3 is refused");
 	check(counter(LATCH_PASS_POLICY, SOCK) >= p0 + 3, "passes counted under pass_policy (sockaddr)");
 	check(counter(LATCH_PASS_FLOW, PKT) > f0, "the connection's packets pass on the socket's cached verdict");
+	check(counters_read_whole(), "the counters read in one batch are each slot's per-CPU sum, slot by slot");
 }
 
 /* Connect, echo, tell the parent, wait for its word, echo again: 0 when both echoes came back. */
