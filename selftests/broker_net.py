@@ -36,12 +36,14 @@
                                         (or "CLOSED" when the connection ended without a response)
   late HOST PORT HEAD BODY             HEAD, then BODY once HEAD's response is whole; prints every status
   sse URL                              prints one line per event: n, delay_ms (arrival - send time)
-  stall HOST PORT PATH --pid P --secs S [--header H] [--upload N]
+  stall HOST PORT PATH --pid P --secs S [--header H] [--upload N [--behind PATH2]]
                                         a side that stops: GET PATH, read 64 KiB of its body, stop
                                         reading for S s; or (--upload) POST N bytes to PATH (whose
-                                        upstream pauses) as fast as the socket takes them.  Prints JSON:
-                                        P's VmRSS (kB) before and after S s, the body bytes read (GET)
-                                        or the response's body_len and whether its SHA-256 matched
+                                        upstream pauses) as fast as the socket takes them; --behind:
+                                        GET PATH2 (whose upstream pauses) first, the POST pipelined
+                                        behind it.  Prints JSON: P's VmRSS (kB) before and after S s,
+                                        the body bytes read (GET) or the response's body_len and
+                                        whether its SHA-256 matched (and PATH2's status)
   connect HOST PORT NAME SNI [--bind]  CONNECT NAME:443, then a TLS ClientHello with SNI; prints the
           [--again FILE] [--early]      CONNECT status and "tls-ok", "tls-cut" or the HTTP answer; with
                                         --again, once FILE exists (5 s at most) a second request on the
@@ -304,6 +306,13 @@ def read_head(s):
     return resp
 
 
+def complete(data):
+    """Does DATA hold a whole response with a Content-Length body?"""
+    head, sep, body = data.partition(b"\r\n\r\n")
+    cl = re.search(rb"(?i)\r\ncontent-length: *([0-9]+)", head)
+    return bool(sep and cl and len(body) >= int(cl.group(1)))
+
+
 def read_response(s, data, whole=False):
     """DATA and what S sends after it: up to the end of the first response's Content-Length body, or
     (WHOLE, or no Content-Length) until S closes.  A timeout carries what was read as its last arg."""
@@ -365,6 +374,8 @@ def stall(a):
 
         def pump():
             b, left = block, a.upload
+            if a.behind:  # a request whose answer waits, and the upload pipelined behind it
+                s.sendall(("GET %s HTTP/1.1\r\nHost: x\r\n%s\r\n" % (a.behind, hdrs)).encode())
             s.sendall(("POST %s HTTP/1.1\r\nHost: x\r\n%sContent-Length: %d\r\n\r\n"
                        % (a.path, hdrs, a.upload)).encode())
             while left > 0:
@@ -380,7 +391,15 @@ def stall(a):
         time.sleep(a.secs)
         out["rss_during"] = rss_kb(a.pid)
         t.join(30)
-        body = read_response(s, b"").partition(b"\r\n\r\n")[2]
+        rest = b""
+        if a.behind:
+            first = read_response(s, b"")
+            head, _, rest = first.partition(b"\r\n\r\n")
+            cl = int(re.search(rb"(?i)content-length: *([0-9]+)", head).group(1))
+            out["behind_status"] = int(head.split(b" ")[1])
+            rest = rest[cl:]  # what came after the first answer: the start of the second
+        body = rest if complete(rest) else read_response(s, rest)
+        body = body.partition(b"\r\n\r\n")[2]
         answer = json.loads(body.decode() or "{}")
         out["body_len"] = answer.get("body_len")
         out["sha_ok"] = bool(sent) and answer.get("body_sha256") == digest.hexdigest()
@@ -607,6 +626,7 @@ def main():
     p.add_argument("--secs", type=float, default=2)
     p.add_argument("--header", action="append", default=[])
     p.add_argument("--upload", type=int, default=0)
+    p.add_argument("--behind", help="upload: first GET this path (whose upstream pauses), the upload pipelined")
     p.add_argument("--post", help="download: POST this body (default GET)")
     p.add_argument("--rcvbuf", type=int, default=0, help="the socket's SO_RCVBUF, set before connecting")
     p.add_argument("--out", help="download: write the body here")

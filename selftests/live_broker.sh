@@ -189,8 +189,9 @@ check_eq "a 4 MB body reaches the upstream whole (reading the guest pauses and r
 # other side sends meanwhile: 64 MB towards an upstream that reads nothing for 3 s, and 64 MB from an upstream
 # to a guest that reads nothing for 1 s (under the guest idle timeout here), leave broker_drv's RSS, read
 # after 1 s, within 8 MB of where it was.  Without the pauses it holds the 64 MB: with buffer_max at 256 MB the
-# upload grew it by 60 MB, with the upstream never paused the download by 65 MB.  Beside each: once the
-# stalled side reads, every byte arrives.
+# upload grew it by 60 MB, with the upstream never paused the download by 65 MB.  So must 64 MB pipelined
+# behind a request whose upstream answers after 3 s (64 MB before reading in flight was bounded).  Beside
+# each: once the stalled side reads, every byte arrives.
 stall() { in_g "$LTS_PY" "$NET" stall "$BROKER" "$PORT" "$@" --pid "$DRV_PID" --secs 1 --header "$AUTH"; }
 stall /echo/v1/big?n=65536 >/dev/null # the code paths of a stall, paged in once
 out=$(stall "/echo/v1/echo?pause=3" --upload 67108864)
@@ -198,6 +199,11 @@ check_cmp "an upload to a stalled upstream: the broker grew by $(jq '.rss_during
 	"$(jq '.rss_during - .rss_before' <<<"$out")" -lt 8192
 check_eq "control: then the upstream reads the upload, all 64 MB, SHA-256 matching" \
 	"$(jq -r '[.body_len, .sha_ok] | @tsv' <<<"$out")" "$(printf '67108864\ttrue')"
+out=$(stall /echo/v1/echo --behind "/echo/v1/echo?pause=3" --upload 67108864)
+check_cmp "an upload pipelined behind a request whose answer waits: the broker grew by $(jq '.rss_during - .rss_before' <<<"$out") kB" \
+	"$(jq '.rss_during - .rss_before' <<<"$out")" -lt 8192
+check_eq "control: the first request is answered, then the upload reaches the upstream, all 64 MB, SHA-256 matching" \
+	"$(jq -r '[.behind_status, .body_len, .sha_ok] | @tsv' <<<"$out")" "$(printf '200\t67108864\ttrue')"
 out=$(stall "/echo/v1/big?n=67108864")
 check_cmp "a download to a stalled guest: the broker grew by $(jq '.rss_during - .rss_before' <<<"$out") kB" \
 	"$(jq '.rss_during - .rss_before' <<<"$out")" -lt 8192

@@ -483,7 +483,7 @@ static void guest_event(struct bufferevent *bev, short what, void *arg)
  * its size: reserving 16 KB in the buffer cost a 16 KB chain each read,
  * past malloc's fast paths (callgrind: ~200 instructions a request more
  * than the copy).  The event is armed while the connection reads and is
- * not over its read_max; its timeout is the idle timeout.
+ * not over its limit (read_limit()); its timeout is the idle timeout.
  */
 #define GUEST_READ_MAX 16384
 
@@ -494,9 +494,24 @@ static struct timeval idle_tv(const struct hb_gconn *g)
 	return (struct timeval){ ms / 1000, (ms % 1000) * 1000 };
 }
 
+/*
+ * How much may wait unread in the input: read_max when set, buffer_max while a
+ * request is in flight (G_WAIT: what the guest pipelines behind it is not
+ * parsed until the answer is whole, so reading it all would let the guest
+ * fill latchd's memory), else no bound (a head is bounded by head_max, a
+ * body by the exchange's own backpressure).
+ */
+static size_t read_limit(const struct hb_gconn *g)
+{
+	if (g->read_max)
+		return g->read_max;
+	return g->state == G_WAIT ? g->sb->h->o.buffer_max : 0;
+}
+
 static void guest_arm(struct hb_gconn *g)
 {
-	bool want = g->reading && !(g->read_max && evbuffer_get_length(bufferevent_get_input(g->bev)) >= g->read_max);
+	size_t limit = read_limit(g);
+	bool want = g->reading && !(limit && evbuffer_get_length(bufferevent_get_input(g->bev)) >= limit);
 
 	if (want == g->armed)
 		return;
@@ -550,7 +565,7 @@ static void guest_on_read(evutil_socket_t fd, short what, void *arg)
 {
 	struct hb_gconn *g = arg;
 	struct evbuffer *in = bufferevent_get_input(g->bev);
-	size_t want = GUEST_READ_MAX, len = evbuffer_get_length(in);
+	size_t want = GUEST_READ_MAX, len = evbuffer_get_length(in), limit = read_limit(g);
 	char buf[GUEST_READ_MAX];
 	ssize_t n;
 
@@ -564,8 +579,8 @@ static void guest_on_read(evutil_socket_t fd, short what, void *arg)
 		guest_event(g->bev, BEV_EVENT_READING | BEV_EVENT_TIMEOUT, g);
 		return;
 	}
-	if (g->read_max && want > g->read_max - len)
-		want = g->read_max - len; /* armed: len < read_max */
+	if (limit && want > limit - len)
+		want = limit - len; /* armed: len < limit */
 	n = recv(fd, buf, want, 0);
 	if (n > 0) {
 		/* a bufferevent keeps its input's add end frozen outside its own read callback */
@@ -583,6 +598,6 @@ static void guest_on_read(evutil_socket_t fd, short what, void *arg)
 		guest_event(g->bev, BEV_EVENT_READING | (n ? BEV_EVENT_ERROR : BEV_EVENT_EOF), g);
 		return;
 	}
-	guest_arm(g); /* over read_max: suspended until hb_guest_read_max() lifts it */
+	guest_arm(g); /* over its limit: suspended until hb_guest_read_max() lifts it or the exchange ends */
 	guest_process(g);
 }
