@@ -49,6 +49,9 @@
                                         --again, once FILE exists (5 s at most) a second request on the
                                         same tunnel, and its "tls-ok" or "tls-cut"; --early: the
                                         ClientHello in the CONNECT's write, before the 200
+          [--pid P --stall-upload N | --stall-download N]
+                                        through the tunnel, as stall: POST N bytes to /v1/echo?pause=3,
+                                        or GET /v1/big?n=N and read nothing for 1 s; prints stall's JSON
 """
 import argparse
 import gzip
@@ -541,11 +544,63 @@ def connect_early(a, s):
         print(line, "tls-cut", sep="\t")
 
 
+def connect_stall(a, s, t):
+    """Through the tunnel T (on S): one side stops taking bytes while the other goes on, as stall()."""
+    out = {"rss_before": rss_kb(a.pid)}
+    t.settimeout(30)
+    if a.stall_upload:
+        block = hashlib.sha256(b"tunnel").digest() * 2048
+        digest, sent = hashlib.sha256(), []
+
+        def pump():
+            b, left = block, a.stall_upload
+            t.sendall(b"POST /v1/echo?pause=3 HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\n\r\n"
+                      % (a.sni.encode(), a.stall_upload))
+            while left > 0:
+                piece = b[:left]
+                digest.update(piece)
+                t.sendall(piece)
+                left -= len(piece)
+                b = hashlib.sha256(b).digest() * 2048
+            sent.append(True)
+
+        th = threading.Thread(target=pump, daemon=True)
+        th.start()
+        time.sleep(1)
+        out["rss_during"] = rss_kb(a.pid)
+        th.join(30)
+        got = b""
+        while not complete(got):
+            b = t.recv(65536)
+            if not b:
+                break
+            got += b
+        answer = json.loads(got.partition(b"\r\n\r\n")[2].decode() or "{}")
+        out["body_len"] = answer.get("body_len")
+        out["sha_ok"] = bool(sent) and answer.get("body_sha256") == digest.hexdigest()
+    else:
+        t.sendall(b"GET /v1/big?n=%d HTTP/1.1\r\nHost: %s\r\n\r\n" % (a.stall_download, a.sni.encode()))
+        got = t.recv(65536)
+        time.sleep(1)
+        out["rss_during"] = rss_kb(a.pid)
+        head, _, body = got.partition(b"\r\n\r\n")
+        n = len(body)
+        while n < a.stall_download:
+            b = t.recv(1 << 20)
+            if not b:
+                break
+            n += len(b)
+        out["received"] = n
+    print(json.dumps(out))
+
+
 def connect(a):
     s = socket.create_connection((a.host, a.port), timeout=3,
                                  source_address=(a.bind, 0) if a.bind else None)
     if a.early:
         return connect_early(a, s)
+    if a.stall_upload or a.stall_download:  # a small window, so that the broker's buffer fills, not ours
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
     s.sendall(("CONNECT %s:443 HTTP/1.1\r\nHost: %s:443\r\n\r\n" % (a.name, a.name)).encode())
     resp = read_head(s)
     line = resp.split(b"\r\n")[0].decode()
@@ -567,6 +622,8 @@ def connect(a):
         return "tls-ok" if got.startswith(b"HTTP/1.1 200") else "tls-odd"
 
     out = [line]
+    if a.stall_upload or a.stall_download:
+        return connect_stall(a, s, ctx.wrap_socket(s, server_hostname=a.sni))
     try:
         t = ctx.wrap_socket(s, server_hostname=a.sni)
         out.append(one(t, not a.again))
@@ -639,6 +696,9 @@ def main():
     p.add_argument("--bind")
     p.add_argument("--again")
     p.add_argument("--early", action="store_true")
+    p.add_argument("--pid", type=int)
+    p.add_argument("--stall-upload", type=int, default=0, help="POST N bytes to an upstream that pauses 3 s")
+    p.add_argument("--stall-download", type=int, default=0, help="GET N bytes, then read nothing for 1 s")
     a = ap.parse_args()
     {"serve": serve, "raw": raw, "late": late, "idle": idle, "sse": sse, "connect": connect,
      "stall": stall}[a.cmd](a)

@@ -456,6 +456,18 @@ check_eq "a ClientHello sent with the CONNECT, before the 200, is carried" \
 	"$(connect allowed.test.example allowed.test.example --early)" "$(printf 'HTTP/1.1 200 Connection established\ttls-ok')"
 check_eq "  and cut when it names another site" "$(connect allowed.test.example other.test.example --early)" \
 	"$(printf 'HTTP/1.1 200 Connection established\ttls-cut')"
+# invariant: a tunnel pauses as a route does: 64 MB through it towards an upstream that reads nothing for 3 s,
+# and 64 MB from it to a guest that reads nothing for 1 s, grow the broker by less than 8 MB; controls:
+# then every byte arrives, the upload's SHA-256 matching
+out=$(connect allowed.test.example allowed.test.example --pid "$DRV_PID" --stall-upload 67108864)
+check_cmp "an upload through a tunnel to a stalled upstream: the broker grew by $(jq '.rss_during - .rss_before' <<<"$out") kB" \
+	"$(jq '.rss_during - .rss_before' <<<"$out")" -lt 8192
+check_eq "control: then the upstream reads it through the tunnel, all 64 MB, SHA-256 matching" \
+	"$(jq -r '[.body_len, .sha_ok] | @tsv' <<<"$out")" "$(printf '67108864\ttrue')"
+out=$(connect allowed.test.example allowed.test.example --pid "$DRV_PID" --stall-download 67108864)
+check_cmp "a download through a tunnel to a stalled guest: the broker grew by $(jq '.rss_during - .rss_before' <<<"$out") kB" \
+	"$(jq '.rss_during - .rss_before' <<<"$out")" -lt 8192
+check_eq "control: then the guest reads it through the tunnel, all 64 MB" "$(jq -r .received <<<"$out")" 67108864
 out=$(connect "$SRV_B" allowed.test.example)
 check "CONNECT to an address literal is refused" grep -q "^HTTP/1.1 403.*latch: CONNECT takes a host name" <<<"$out"
 out=$(connect 0x7f.1 allowed.test.example)
