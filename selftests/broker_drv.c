@@ -27,6 +27,7 @@
  * first prints {"event":"local-gone","n":N}.  SIGTERM
  * exits 0.  BROKER_QUIET counts audit events without printing them.  BROKER_CONNS_MAX sets the engine's guest connections per sandbox.
  * BROKER_GUEST_IDLE_MS its guest connections' idle timeout (live_broker: seconds, not a minute).
+ * BROKER_METERED_HOLD_MAX the metered bodies a sandbox holds at once (live_broker: 8 MiB, not 64).
  *
  * The test meter (the spend-cap seam, issue 12) refuses a JSON body whose
  * max_tokens is over 100000 and reports the model it read.
@@ -480,6 +481,7 @@ int main(int argc, char **argv)
 	struct latch_http_opts ho = {
 		.conns_max = getenv("BROKER_CONNS_MAX") ? atoi(getenv("BROKER_CONNS_MAX")) : 0,
 		.guest_idle_ms = getenv("BROKER_GUEST_IDLE_MS") ? atoi(getenv("BROKER_GUEST_IDLE_MS")) : 0,
+		.metered_hold_max = getenv("BROKER_METERED_HOLD_MAX") ? atoi(getenv("BROKER_METERED_HOLD_MAX")) : 0,
 	};
 
 	engine = base ? latch_http_new(base, &ho, err, sizeof(err)) : NULL;

@@ -44,6 +44,11 @@
                                         behind it.  Prints JSON: P's VmRSS (kB) before and after S s,
                                         the body bytes read (GET) or the response's body_len and
                                         whether its SHA-256 matched (and PATH2's status)
+  hold HOST PORT PATH --pid P --count N --size S [--chunked] [--header H]
+                                        N connections each send a POST's head and S bytes of its
+                                        body (of S+1, or chunked) and wait: JSON of P's VmRSS before
+                                        and after, how many were refused with 503, answered otherwise,
+                                        closed unanswered or still waiting, and the last answer's line
   connect HOST PORT NAME SNI [--bind]  CONNECT NAME:443, then a TLS ClientHello with SNI; prints the
           [--again FILE] [--early]      CONNECT status and "tls-ok", "tls-cut" or the HTTP answer; with
                                         --again, once FILE exists (5 s at most) a second request on the
@@ -455,6 +460,57 @@ def late(a):
     print(" ".join(m.decode() for m in re.findall(rb"HTTP/1\.1 (\d\d\d) ", data)) or "none")
 
 
+def hold(a):
+    """N connections each send a metered request's head and all its body but the last byte, at once."""
+    out = {"rss_before": rss_kb(a.pid)}
+    socks = []
+    for i in range(a.count):
+        s = socket.create_connection((a.host, a.port), timeout=10)
+        socks.append(s)
+        head = "POST %s HTTP/1.1\r\nHost: x\r\n%s\r\n" % (a.path, "".join("%s\r\n" % h for h in a.header))
+        if a.chunked:
+            s.sendall((head.replace("\r\n\r\n", "\r\nTransfer-Encoding: chunked\r\n\r\n", 1)).encode())
+        else:
+            s.sendall((head.replace("\r\n\r\n", "\r\nContent-Length: %d\r\n\r\n" % (a.size + 1), 1)).encode())
+
+    def pump(s):
+        block = b"a" * 65536
+        left = a.size
+        try:
+            while left > 0:
+                piece = block[:left]
+                s.sendall(b"%x\r\n%s\r\n" % (len(piece), piece) if a.chunked else piece)
+                left -= len(piece)
+        except OSError:  # refused and closed mid-body: what the broker answered is read below
+            pass
+    threads = [threading.Thread(target=pump, args=(s,), daemon=True) for s in socks]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    time.sleep(0.5)
+    out["rss_during"] = rss_kb(a.pid)
+    statuses = []
+    for s in socks:
+        s.settimeout(0.2)
+        try:
+            got = s.recv(4096) or b"closed"
+        except socket.timeout:
+            got = b""  # still waiting for its answer
+        except OSError:
+            got = b"closed"
+        statuses.append(int(got.split(b" ")[1]) if got.startswith(b"HTTP/1.1 ") else -1 if got else 0)
+        if got.startswith(b"HTTP/1.1 "):
+            out["line"] = got.partition(b"\r\n\r\n")[2].decode().strip()
+    out["waiting"] = statuses.count(0)
+    out["refused_503"] = statuses.count(503)
+    out["closed"] = statuses.count(-1)  # unanswered: cut, or its answer lost to the reset of the close
+    out["other"] = len(statuses) - out["waiting"] - out["refused_503"] - out["closed"]
+    for s in socks:
+        s.close()
+    print(json.dumps(out))
+
+
 def idle(a):
     """COUNT requests GAP seconds apart on one connection, then wait: how many were answered, and
     whether and when (seconds after the last answer, or the connect) the broker closed it."""
@@ -665,6 +721,15 @@ def main():
     p.add_argument("head")
     p.add_argument("body")
     p.add_argument("--timeout", type=float, default=1.5)
+    p = sub.add_parser("hold")
+    p.add_argument("host")
+    p.add_argument("port", type=int)
+    p.add_argument("path")
+    p.add_argument("--pid", type=int, required=True)
+    p.add_argument("--count", type=int, required=True)
+    p.add_argument("--size", type=int, required=True)
+    p.add_argument("--chunked", action="store_true")
+    p.add_argument("--header", action="append", default=[])
     p = sub.add_parser("idle")
     p.add_argument("host")
     p.add_argument("port", type=int)
@@ -701,7 +766,7 @@ def main():
     p.add_argument("--stall-download", type=int, default=0, help="GET N bytes, then read nothing for 1 s")
     a = ap.parse_args()
     {"serve": serve, "raw": raw, "late": late, "idle": idle, "sse": sse, "connect": connect,
-     "stall": stall}[a.cmd](a)
+     "stall": stall, "hold": hold}[a.cmd](a)
 
 
 if __name__ == "__main__":

@@ -94,7 +94,7 @@ EOF
 sed -i 's/"ca_file":""/"ca_file":null/' "$T/broker.json"
 mkfifo "$T/cmd"
 # the idle timeout in seconds (the engine's default is a minute), for its checks below
-ip netns exec "$LTS_H" env BROKER_GUEST_IDLE_MS=1500 "$DRV" "$T/broker.json" <"$T/cmd" >"$T/drv.out" 2>"$T/drv.err" &
+ip netns exec "$LTS_H" env BROKER_GUEST_IDLE_MS=1500 BROKER_METERED_HOLD_MAX=8388608 "$DRV" "$T/broker.json" <"$T/cmd" >"$T/drv.out" 2>"$T/drv.err" &
 LTS_PIDS+=($!)
 DRV_PID=$!
 exec 7>"$T/cmd"
@@ -208,6 +208,30 @@ out=$(stall "/echo/v1/big?n=67108864")
 check_cmp "a download to a stalled guest: the broker grew by $(jq '.rss_during - .rss_before' <<<"$out") kB" \
 	"$(jq '.rss_during - .rss_before' <<<"$out")" -lt 8192
 check_eq "control: then the guest reads the download, all 64 MB" "$(jq -r .received <<<"$out")" 67108864
+# invariant: a metered body is held whole until the meter has seen it, so what one sandbox's metered requests
+# hold at once is bounded (metered_hold_max, 8 MiB here): 24 connections that each send 1 MB of a 1 MB + 1
+# body and wait would hold 24 MB; past the bound each is refused 503 before its body is read, audited.  A
+# chunked body is counted as it grows: 20 of 0.9 MB leave at most 9 held.  Control: once they are gone, a
+# metered request is answered.
+held_reason="metered bodies in flight over the sandbox's limit"
+held_n() { grep '"event":"audit"' "$T/drv.out" | tail -n +$(($1 + 1)) | grep -c "\"reason\":\"$held_reason\""; }
+hold() { in_g "$LTS_PY" "$NET" hold "$BROKER" "$PORT" /meter/v1/echo --pid "$DRV_PID" --header "x-api-key: $PH_METER" "$@"; }
+n=$(audit_n)
+out=$(hold --count 24 --size 1000000)
+check_cmp "24 metered bodies of 1 MB that never end: the broker grew by $(jq '.rss_during - .rss_before' <<<"$out") kB" \
+	"$(jq '.rss_during - .rss_before' <<<"$out")" -lt 16384
+check_eq "  8 of them held (8 MB), 16 refused and audited" "$(jq -r .waiting <<<"$out") $(held_n "$n")" "8 16"
+check "  a refusal that was read is a 503 naming the bound" \
+	grep -q "^latch: this sandbox's metered requests in flight hold 8 MiB of request bodies, the most latch keeps at once is 8 MiB" \
+	<<<"$(jq -r '.line // ""' <<<"$out")"
+n=$(audit_n)
+out=$(hold --count 20 --size 900000 --chunked)
+check_cmp "20 chunked metered bodies of 0.9 MB that never end: the broker grew by $(jq '.rss_during - .rss_before' <<<"$out") kB" \
+	"$(jq '.rss_during - .rss_before' <<<"$out")" -lt 16384
+check "  at most 9 of them held, the others refused as they grew past the bound and audited" \
+	test "$(jq -r .waiting <<<"$out")" -le 9 -a "$(($(jq -r .waiting <<<"$out") + $(held_n "$n")))" = 20
+check_eq "control: then a metered request is answered" \
+	"$(graw "POST /meter/v1/echo HTTP/1.1${R}x-api-key: $PH_METER${R}Content-Length: 31${R}${R}{\"model\":\"m1\",\"max_tokens\":100}" | cut -f1)" 200
 # invariant: a request's body is never read as a request: an upstream that answers before the body is all
 # read (a 401, a 413) ends the connection after its answer; the rest of the body, here a whole request
 # with the placeholder, was read as the next request and forwarded

@@ -59,6 +59,7 @@
 	X(SECRET_MISSING, 403, "secret not set on the host")                          \
 	X(BODY_TOO_LARGE, 413, "metered request body too large")                      \
 	X(BODY_ENCODED, 415, "metered request body is content-encoded")               \
+	X(METERED_HELD, 503, "metered bodies in flight over the sandbox's limit")     \
 	X(METER, 429, "refused by the spend cap")                                     \
 	X(LOCAL_NONE, 404, "no local endpoint on this listener")                      \
 	X(LOCAL_BODY, 413, "local request body too large")                            \

@@ -68,6 +68,8 @@ struct latch_http *latch_http_new(struct event_base *base, const struct latch_ht
 		h->o.pool_max = 32;
 	if (!h->o.conns_max)
 		h->o.conns_max = 256;
+	if (!h->o.metered_hold_max)
+		h->o.metered_hold_max = 64u << 20;
 	return h;
 }
 
@@ -628,9 +630,10 @@ bool hb_refuse(struct hb_gconn *g, enum hb_refusal refusal, const char *fmt, ...
 		g->close_after = true;
 	evbuffer_add_printf(out,
 			    "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\n"
-			    "Cache-Control: no-store\r\n%s%s\r\n",
+			    "Cache-Control: no-store\r\n%s%s%s\r\n",
 			    status, hb_status_text(status), n,
 			    refusal == HB_PH_MISSING ? "WWW-Authenticate: Basic realm=\"latch broker\"\r\n" : "",
+			    refusal == HB_METERED_HELD ? "Retry-After: 1\r\n" : "",
 			    g->close_after ? "Connection: close\r\n" : "");
 	evbuffer_add(out, line, n);
 	if (g->close_after) {

@@ -93,6 +93,7 @@ struct latch_http_sandbox {
 	struct hb_route *routes;
 	struct hb_gconn *gconns;
 	int n_gconns;
+	size_t metered_held; /* what its metered exchanges hold of bodies (hb_exchange_hold) */
 	const char *placeholders[64]; /* every route's, for the URL and other-header checks */
 	int n_placeholders;
 	struct hb_ph_set ph_set; /* the same, made ready for the search */
@@ -143,6 +144,7 @@ struct hb_exchange {
 	void *lookup; /* a resolution in flight: told when the exchange goes */
 	struct evbuffer *req; /* the request to send, until an upstream connection takes it */
 	struct evbuffer *body; /* metered: the decoded body, shown to the meter before anything leaves */
+	size_t held_bytes; /* metered: its share of the sandbox's metered_held, given back when it ends */
 	uint64_t bytes_in, bytes_out;
 	int status;
 	bool resp_started, resp_chunked, resp_close;
@@ -236,6 +238,9 @@ bool hb_exchange_start(struct hb_gconn *g, struct hb_route *r); /* false: g is c
 void hb_exchange_body(struct hb_exchange *x, const char *data, size_t len);
 bool hb_exchange_body_done(struct hb_exchange *x); /* false: g is closing or gone */
 bool hb_exchange_over_limit(struct hb_exchange *x); /* a metered body past its meter's body_max */
+bool hb_exchange_over_hold(const struct hb_exchange *x); /* its sandbox's metered bodies past metered_hold_max */
+/* The 503 of a sandbox whose metered bodies in flight are at metered_hold_max; hb_refuse()'s answer. */
+bool hb_exchange_refuse_held(struct hb_gconn *g, const struct latch_http_sandbox *sb);
 /* Show the meter the response it has not seen yet (after the guest's write: it need not delay the guest). */
 void hb_meter_later(struct hb_exchange *x);
 /* End the exchange: audit, meter, return or close its upstream connection.  Frees x. */

@@ -165,6 +165,39 @@ static struct hb_exchange *exchange_new(struct hb_gconn *g)
 	return x;
 }
 
+static size_t metered_body_max(const struct hb_route *r)
+{
+	return r->meter && r->meter->body_max ? r->meter->body_max : 8u << 20;
+}
+
+/*
+ * A metered body is held whole until the meter has seen it, so what a
+ * sandbox's metered requests hold at once is bounded (metered_hold_max):
+ * else 256 connections of 8 MiB bodies that never end would hold 2 GiB of
+ * latchd's memory.  A body under a Content-Length is counted at its start,
+ * a chunked one as it grows; each exchange gives its share back when it ends.
+ */
+static void hold_grow(struct hb_exchange *x, size_t n)
+{
+	if (n <= x->held_bytes)
+		return;
+	x->r->sb->metered_held += n - x->held_bytes;
+	x->held_bytes = n;
+}
+
+bool hb_exchange_over_hold(const struct hb_exchange *x)
+{
+	return x->metered && x->r->sb->metered_held > x->r->sb->h->o.metered_hold_max;
+}
+
+bool hb_exchange_refuse_held(struct hb_gconn *g, const struct latch_http_sandbox *sb)
+{
+	return hb_refuse(g, HB_METERED_HELD,
+			 "latch: this sandbox's metered requests in flight hold %zu MiB of request bodies, "
+			 "the most latch keeps at once is %u MiB; retry when one has been answered",
+			 (sb->metered_held + (1u << 20) - 1) >> 20, sb->h->o.metered_hold_max >> 20);
+}
+
 bool hb_exchange_start(struct hb_gconn *g, struct hb_route *r)
 {
 	struct hb_exchange *x = exchange_new(g);
@@ -179,6 +212,18 @@ bool hb_exchange_start(struct hb_gconn *g, struct hb_route *r)
 		return hb_refuse(g, HB_BODY_ENCODED,
 				 "latch: a metered request's body can't be content-encoded (the spend meter reads "
 				 "it as sent); send it without Content-Encoding");
+	}
+	/* a body under a Content-Length is refused before a byte of it is read: too large, or no room to hold */
+	if (r->meter && !hd->chunked && hd->content_length > 0) {
+		if (x)
+			g->spare = x;
+		if ((uint64_t)hd->content_length > metered_body_max(r))
+			return hb_refuse(g, HB_BODY_TOO_LARGE,
+					 "latch: this metered request's body is larger than the meter's body_max; "
+					 "send a smaller request");
+		if (r->sb->metered_held + (uint64_t)hd->content_length > r->sb->h->o.metered_hold_max)
+			return hb_exchange_refuse_held(g, r->sb);
+		g->spare = NULL;
 	}
 	if (x && r->meter && !(x->body = evbuffer_new())) {
 		g->spare = x; /* where exchange_new() took it from, or made it: cleared, its buffer empty */
@@ -219,6 +264,8 @@ bool hb_exchange_start(struct hb_gconn *g, struct hb_route *r)
 	x->scrub.secret_len = x->t->secret.len;
 	g->x = x;
 	g->state = body ? G_BODY : G_WAIT;
+	if (x->metered && !hd->chunked && hd->content_length > 0)
+		hold_grow(x, (size_t)hd->content_length);
 	if (body && hd->expect_continue) { /* we answer it: the upstream gets no Expect */
 		evbuffer_add(bufferevent_get_output(g->bev), "HTTP/1.1 100 Continue\r\n\r\n", 25);
 		hb_guest_flush(g);
@@ -246,6 +293,8 @@ void hb_exchange_body(struct hb_exchange *x, const char *data, size_t len)
 	evbuffer_add(sink, data, len);
 	if (x->req_chunked && !x->metered)
 		evbuffer_add(sink, "\r\n", 2);
+	if (x->metered)
+		hold_grow(x, evbuffer_get_length(sink));
 	/* backpressure: stop reading the guest while the upstream is behind */
 	if (!x->metered && evbuffer_get_length(sink) > x->t->route->sb->h->o.buffer_max)
 		hb_guest_reading(x->g, false);
@@ -253,9 +302,7 @@ void hb_exchange_body(struct hb_exchange *x, const char *data, size_t len)
 
 bool hb_exchange_over_limit(struct hb_exchange *x)
 {
-	size_t max = x->r->meter && x->r->meter->body_max ? x->r->meter->body_max : 8u << 20;
-
-	return x->metered && evbuffer_get_length(x->body) > max;
+	return x->metered && evbuffer_get_length(x->body) > metered_body_max(x->r);
 }
 
 /* The request as the meter saw it goes out: its whole body under a Content-Length. */

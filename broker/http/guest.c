@@ -199,6 +199,10 @@ static bool guest_body(struct hb_gconn *g)
 					 "latch: this metered request's body is larger than the "
 					 "meter's body_max; send a smaller request");
 		}
+		if (g->x && hb_exchange_over_hold(g->x)) {
+			hb_exchange_end(g->x, LATCH_HTTP_END_ERROR);
+			return hb_exchange_refuse_held(g, g->sb);
+		}
 		if (g->l && hb_local_over_limit(g->l))
 			return hb_refuse(g, HB_LOCAL_BODY,
 					 "latch: the request body is larger than this endpoint takes; "

@@ -230,6 +230,8 @@ struct latch_http_opts {
 	uint32_t pool_idle_ms; /* an idle pooled upstream connection is closed after (60000) */
 	int pool_max; /* idle upstream connections kept per upstream (32) */
 	int conns_max; /* guest connections per sandbox; more are closed on accept (256) */
+	/* metered request bodies a sandbox's requests hold at once, read and not yet answered (64 MiB) */
+	uint32_t metered_hold_max;
 };
 
 /* NULL with errno set and one line in err. */

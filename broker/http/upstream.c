@@ -596,6 +596,8 @@ void hb_exchange_end(struct hb_exchange *x, enum latch_http_end how)
 	if (x->body)
 		evbuffer_free(x->body);
 	x->body = NULL;
+	x->r->sb->metered_held -= x->held_bytes;
+	x->held_bytes = 0;
 	if (x->path != x->path_short)
 		free(x->path);
 	explicit_bzero(&x->scrub, sizeof(x->scrub)); /* it may hold the start of an echoed key */
