@@ -343,6 +343,9 @@ row() {
 broker_refusal_rows
 row "the meter refuses" 429 "refused by the spend cap" \
 	"POST /meter/v1/echo HTTP/1.1${R}x-api-key: $PH_METER${R}Content-Length: 36${R}${R}{\"model\":\"m1\",\"max_tokens\":99999999}"
+# a Content-Length over the meter's body_max (1 MiB here) is refused from the head, before the body is sent
+row "a metered body over body_max, from its Content-Length" 413 "metered request body too large" \
+	"POST /meter/v1/echo HTTP/1.1${R}x-api-key: $PH_METER${R}Content-Length: 2000000${R}${R}"
 # invariant: a metered body is read as the upstream reads it: a Content-Encoding (any line of it) would have the
 # upstream inflate what the meter read compressed (controls: identity, and an unmetered route, below)
 row "a metered body that is content-encoded" 415 "metered request body is content-encoded" \
