@@ -93,7 +93,7 @@ struct latch_http_sandbox {
 	struct hb_route *routes;
 	struct hb_gconn *gconns;
 	int n_gconns;
-	size_t metered_held; /* what its metered exchanges hold of bodies (hb_exchange_hold) */
+	size_t metered_held; /* what its metered exchanges hold of bodies (exchange.c: hold_grow()) */
 	const char *placeholders[64]; /* every route's, for the URL and other-header checks */
 	int n_placeholders;
 	struct hb_ph_set ph_set; /* the same, made ready for the search */

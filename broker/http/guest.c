@@ -583,8 +583,12 @@ static void guest_on_read(evutil_socket_t fd, short what, void *arg)
 		guest_event(g->bev, BEV_EVENT_READING | BEV_EVENT_TIMEOUT, g);
 		return;
 	}
+	if (limit && len >= limit) { /* the limit came down while it was armed (a request went in flight) */
+		guest_arm(g);
+		return;
+	}
 	if (limit && want > limit - len)
-		want = limit - len; /* armed: len < limit */
+		want = limit - len;
 	n = recv(fd, buf, want, 0);
 	if (n > 0) {
 		/* a bufferevent keeps its input's add end frozen outside its own read callback */
