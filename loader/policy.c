@@ -174,9 +174,22 @@ int latch_policy_learn(struct latch_sandbox *sb, const struct latch_entry *e, ui
 
 	if (rc || !learn_changes(&before, &v))
 		return rc;
-	if (bpf_map_update_elem(pm_fd_of(sb, k), key, &v, BPF_ANY))
-		return latch_errf(err, errlen, -errno, "learned entry: map update failed: %s", strerror(errno));
-	return 0;
+	if (!bpf_map_update_elem(pm_fd_of(sb, k), key, &v, BPF_ANY))
+		return 0;
+	/*
+	 * Full: answers past their deadline stay in the map until pruned, so a
+	 * host that resolved more addresses than it holds (latchd's own room:
+	 * every upstream address it ever reached) would learn nothing more.
+	 * Drop them, merge again (this key's own may have gone) and try once more.
+	 */
+	rc = -errno;
+	if (rc == -E2BIG && latch_policy_prune_resolved(sb, latch_now_boot_ns()) > 0) {
+		rc = learn_merge(sb, e, expires_ns, origin, key, &before, &v, err, errlen);
+		if (rc || !bpf_map_update_elem(pm_fd_of(sb, k), key, &v, BPF_ANY))
+			return rc;
+		rc = -errno;
+	}
+	return latch_errf(err, errlen, rc, "learned entry: map update failed: %s", strerror(-rc));
 }
 
 int latch_policy_prune_resolved(struct latch_sandbox *sb, uint64_t before_ns)

@@ -372,6 +372,45 @@ static void test_switch(struct latch_sandbox *sb)
 		      passes("198.51.100.53", 443) == 1 && passes("198.51.100.53", 80) == 0);
 }
 
+/*
+ * Invariant: a full policy map takes a new learned answer by dropping the
+ * learned answers already past their deadline, which stay in the map until
+ * pruned: else a host that resolved more addresses than the map holds over
+ * its life (latchd's own room: every upstream address it reached) could
+ * learn nothing more.  Control: while every answer in it is live, a full
+ * map refuses (fails closed), and a live answer survives the drop.
+ */
+static void test_full(struct latch_sandbox *sb)
+{
+	uint64_t start = latch_now_boot_ns(), deadline = start + 5ULL * 1000000000ULL;
+	struct latch_entry e = entry("198.18.0.0:443");
+	char err[LATCH_ERR_MAX] = "", what[160];
+	int rc = 0, n = 0;
+
+	/* 198.18.0.0/15 (RFC 2544's benchmark range) has as many addresses as the map has entries */
+	for (uint32_t i = 0; i < 2 * LATCH_POLICY_MAX && !rc; i++, n++) {
+		e.addr.v4.s_addr = htonl(0xc6120000u + (i % (2 * 65536)));
+		rc = latch_policy_learn(sb, &e, deadline, LATCH_ORIGIN_LEARNED, err, sizeof(err));
+	}
+	snprintf(what, sizeof(what), "a map full of live learned answers refuses the next one (E2BIG, after %d in %.1f s)",
+		 n - 1, (latch_now_boot_ns() - start) / 1e9);
+	/* what the test's other checks left in it, then this fill: the map's size, give or take those */
+	check(what, rc == -E2BIG && n > LATCH_POLICY_MAX - 100 && !strstr(err, "port rules"));
+	if (latch_now_boot_ns() >= deadline) {
+		check("the map filled before its answers' deadline (5 s)", 0);
+		return;
+	}
+	usleep((deadline - latch_now_boot_ns()) / 1000 + 100000);
+	check("once they are past their deadline, a new answer is learned in the full map",
+	      latch_policy_learn(sb, &(struct latch_entry){ .addr = entry("203.0.113.77").addr, .prefixlen = 32, .n_ports = 1,
+							     .ports = { { 443, 443 } } },
+				 latch_now_boot_ns() + 3600ULL * 1000000000ULL, LATCH_ORIGIN_LEARNED, err,
+				 sizeof(err)) == 0 &&
+		      passes("203.0.113.77", 443) == 1);
+	check("control: an answer learned before them, still live, passes", passes("198.51.100.53", 443) == 1);
+	check("control: the expired answers do not", passes("198.18.0.7", 443) == 0);
+}
+
 int main(void)
 {
 	char bpffs[64], err[LATCH_ERR_MAX], path[PATH_MAX];
@@ -425,6 +464,7 @@ int main(void)
 		test_replace_grouped(sb);
 		test_replace_full(sb);
 		test_switch(sb);
+		test_full(sb);
 	}
 	latch_sandbox_free(sb);
 	latch_sandbox_detach(NAME, err, sizeof(err));
