@@ -278,6 +278,14 @@ void confine_tick(struct latchd *ld)
 	ld->confine->dropped = total;
 }
 
+void confine_prune(struct latchd *ld, uint64_t before_ns)
+{
+	struct latch_sandbox *sb = confine_sb(ld);
+
+	if (sb)
+		latch_policy_prune_resolved(sb, before_ns);
+}
+
 /* latchd stops: its cgroup, slot and programs stay (the next latchd sweeps the slot and takes a new one). */
 void confine_stop(struct latchd *ld)
 {

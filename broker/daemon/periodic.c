@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "broker/daemon/daemon.h"
+#include "broker/daemon/room.h"
 
 #define PRUNE_INTERVAL_S 60
 
@@ -132,6 +133,9 @@ void periodic_run(struct latchd *ld, uint64_t now)
 			learned_prune(s, now);
 		}
 	}
+	/* every upstream address latchd reached stays in its room's map until pruned, like a guest's answers */
+	if (ld->ticks % PRUNE_INTERVAL_S == 0 && now > RESOLVED_GRACE_NS)
+		confine_prune(ld, now - RESOLVED_GRACE_NS);
 }
 
 /* At shutdown: a backup in flight finishes on its own; collect it. */

@@ -43,6 +43,8 @@ int confine_upstreams(struct latchd *ld, char *err, size_t errlen);
 int confine_lookup(struct latchd *ld, const char *who, const char *name, const struct latch_entry *ports,
 		   latch_http_resolved_cb cb, void *cbarg);
 void confine_tick(struct latchd *ld);
+/* Drop latchd's own learned answers whose deadline passed before BEFORE_NS (periodic.c, as a sandbox's). */
+void confine_prune(struct latchd *ld, uint64_t before_ns);
 void confine_stop(struct latchd *ld);
 
 #endif
