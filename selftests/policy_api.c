@@ -392,8 +392,9 @@ static void test_full(struct latch_sandbox *sb)
 		e.addr.v4.s_addr = htonl(0xc6120000u + (i % (2 * 65536)));
 		rc = latch_policy_learn(sb, &e, deadline, LATCH_ORIGIN_LEARNED, err, sizeof(err));
 	}
-	snprintf(what, sizeof(what), "a map full of live learned answers refuses the next one (E2BIG, after %d in %.1f s)",
-		 n - 1, (latch_now_boot_ns() - start) / 1e9);
+	snprintf(what, sizeof(what),
+		 "a map full of live learned answers refuses the next one (E2BIG, after %d in %.1f s)", n - 1,
+		 (latch_now_boot_ns() - start) / 1e9);
 	/* what the test's other checks left in it, then this fill: the map's size, give or take those */
 	check(what, rc == -E2BIG && n > LATCH_POLICY_MAX - 100 && !strstr(err, "port rules"));
 	if (latch_now_boot_ns() >= deadline) {
@@ -402,8 +403,11 @@ static void test_full(struct latch_sandbox *sb)
 	}
 	usleep((deadline - latch_now_boot_ns()) / 1000 + 100000);
 	check("once they are past their deadline, a new answer is learned in the full map",
-	      latch_policy_learn(sb, &(struct latch_entry){ .addr = entry("203.0.113.77").addr, .prefixlen = 32, .n_ports = 1,
-							     .ports = { { 443, 443 } } },
+	      latch_policy_learn(sb,
+				 &(struct latch_entry){ .addr = entry("203.0.113.77").addr,
+							.prefixlen = 32,
+							.n_ports = 1,
+							.ports = { { 443, 443 } } },
 				 latch_now_boot_ns() + 3600ULL * 1000000000ULL, LATCH_ORIGIN_LEARNED, err,
 				 sizeof(err)) == 0 &&
 		      passes("203.0.113.77", 443) == 1);
