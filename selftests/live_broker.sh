@@ -49,7 +49,8 @@ PH_BADTLS=latch-placeholder-badtls-0123456789
 PH_DOWN=latch-placeholder-down-0123456789ab
 
 # ------------------------------------------------------------ the test CA and the upstream
-broker_test_pki "$T" DNS:api.test.example DNS:allowed.test.example DNS:other.test.example ||
+broker_test_pki "$T" DNS:api.test.example DNS:allowed.test.example DNS:other.test.example DNS:multi.test.example \
+	DNS:dead.test.example ||
 	fail setup "could not make the test CA"
 printf '%s' "$SECRET" >"$T/secret"
 printf '%s' "$ALT_SECRET" >"$T/alt-secret"
@@ -68,7 +69,8 @@ up() { # up NAME URL SECRET_FILE HEADER SCHEME [CA]
 ECHO_PATHS='["/v1/echo","/v1/sse","/v1/chunked","/v1/close","/v1/reflect","/v1/big","/v1/gzip","/v1/splithead","/v1/bytehead","/v1/interim","/v1/early","/v1/hintbody","/v1/continuebody","/v1/upgrade","/v1/tegzip","/v1/reason","/v1/nocontent","/v1/drip","/v1/noread","/v1/teprefix"]'
 cat >"$T/broker.json" <<EOF
 {"hosts": {"api.test.example": ["$SRV_A"], "allowed.test.example": ["$SRV_B"],
-           "other.test.example": ["$SRV_B"], "lan.test.example": ["127.0.0.1"]},
+           "other.test.example": ["$SRV_B"], "lan.test.example": ["127.0.0.1"],
+           "multi.test.example": ["$SRV6_A", "$SRV_DNS", "$SRV_A"], "dead.test.example": ["$SRV6_A", "$SRV_DNS"]},
  "sandboxes": [
   {"name": "sb1", "listen": "$BROKER", "port": $PORT, "guests": ["$GUEST4"], "local": true,
    "allow": ["allowed.test.example", "lan.test.example"],
@@ -86,7 +88,11 @@ cat >"$T/broker.json" <<EOF
     {"name": "badtls", "placeholder": "latch-placeholder-badtls-0123456789", "methods": ["GET"], "paths": ["/v1"],
      "upstreams": [$(up "" https://api.test.example "$T/secret" Authorization "Bearer " "")]},
     {"name": "down", "placeholder": "latch-placeholder-down-0123456789ab", "methods": ["GET"], "paths": ["/v1"],
-     "upstreams": [$(up "" https://api.test.example:9 "$T/secret" Authorization "Bearer ")]}]},
+     "upstreams": [$(up "" https://api.test.example:9 "$T/secret" Authorization "Bearer ")]},
+    {"name": "multi", "placeholder": "$PH", "methods": ["GET"], "paths": ["/v1/echo"],
+     "upstreams": [$(up "" https://multi.test.example "$T/secret" Authorization "Bearer ")]},
+    {"name": "dead", "placeholder": "$PH", "methods": ["GET"], "paths": ["/v1/echo"],
+     "upstreams": [$(up "" https://dead.test.example "$T/secret" Authorization "Bearer ")]}]},
   {"name": "sb2", "listen": "$HOST6", "port": $PORT, "guests": ["$GUEST6"], "allow": [],
    "routes": [{"name": "echo", "placeholder": "$PH_OTHER", "methods": ["GET"], "paths": ["/v1/echo"],
                "upstreams": [$(up "" https://api.test.example "$T/secret" Authorization "Bearer ")]}]}]}
@@ -208,6 +214,18 @@ out=$(stall "/echo/v1/big?n=67108864")
 check_cmp "a download to a stalled guest: the broker grew by $(jq '.rss_during - .rss_before' <<<"$out") kB" \
 	"$(jq '.rss_during - .rss_before' <<<"$out")" -lt 8192
 check_eq "control: then the guest reads the download, all 64 MB" "$(jq -r .received <<<"$out")" 67108864
+# invariant: a name's addresses are tried in turn, as a client would: one the broker has no route to (IPv6:
+# H has none) and one that refuses (nothing on 443 there), then the one that answers; a TLS failure is the
+# name's and is never tried at another address (the refusal table's certificate row has one address).
+# Control: a name none of whose addresses can be reached is a 502 naming it
+n=$(audit_n)
+check_eq "an upstream whose first two addresses can't be reached answers from its third" \
+	"$(graw "$(get /multi/v1/echo)" | cut -f1)" 200
+check_eq "  and again" "$(graw "$(get /multi/v1/echo)" | cut -f1)" 200
+out=$(graw "$(get /dead/v1/echo)")
+check_eq "control: an upstream none of whose addresses can be reached" \
+	"${out%%$'\t'*} $(jq -r .reason <<<"$(last_audit "$(($(audit_n) - 1))")")" "502 upstream unreachable"
+check "  its answer names the upstream" grep -q "^latch: cannot reach upstream dead.test.example port 443 (Connection refused)" <<<"${out#*$'\t'}"
 # invariant: a metered body is held whole until the meter has seen it, so what one sandbox's metered requests
 # hold at once is bounded (metered_hold_max, 8 MiB here): 24 connections that each send 1 MB of a 1 MB + 1
 # body and wait would hold 24 MB; past the bound each is refused 503 before its body is read, audited.  A

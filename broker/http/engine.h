@@ -50,6 +50,8 @@ struct hb_secret { /* a page of its own: locked, left out of core dumps, wiped o
 	size_t len, map_len;
 };
 
+#define HB_ADDRS_MAX 8 /* a name's addresses tried in turn when one can't be reached */
+
 struct hb_target {
 	struct hb_route *route;
 	char *name; /* "" for the credential's own upstream */
@@ -63,7 +65,9 @@ struct hb_target {
 	size_t authority_len, header_len, scheme_len, base_path_len; /* their strlen(), for each request's head */
 	SSL_CTX *ctx;
 	SSL_SESSION *session;
-	struct latch_addr addr; /* the last resolution, until addr_until */
+	/* the last resolution (a literal: its one address), until addr_until */
+	struct latch_addr addrs[HB_ADDRS_MAX];
+	int n_addrs, addr_i; /* addrs[addr_i]: where new connections go (the last that connected) */
 	uint64_t addr_until;
 	struct hb_uconn *conns; /* every connection of this target, idle or busy */
 	int n_conns, n_idle;
@@ -141,6 +145,7 @@ struct hb_exchange {
 	char *path; /* without the query string, for the audit: path_short or allocated */
 	char path_short[96];
 	bool head_method, req_chunked, req_done, metered, retried;
+	uint8_t addr_tries; /* addresses of its target it moved past, unreachable */
 	void *lookup; /* a resolution in flight: told when the exchange goes */
 	struct evbuffer *req; /* the request to send, until an upstream connection takes it */
 	struct evbuffer *body; /* metered: the decoded body, shown to the meter before anything leaves */
@@ -219,6 +224,8 @@ void hb_u_send(struct hb_uconn *u); /* the request now, in one SSL_write when it
 void hb_set_timeout(struct bufferevent *bev, uint32_t ms);
 /* An idle pooled connection (unless fresh), or a new one; false when g is closing or gone. */
 bool hb_acquire(struct hb_exchange *x, bool fresh);
+/* U could not reach its address: free it and connect X to its target's next one (upstream.c: 0, 1, -1) */
+int hb_conn_next_addr(struct hb_exchange *x, struct hb_uconn *u);
 /* The exchange could not be forwarded: end it and answer the guest.  False when g is gone or closing. */
 bool hb_exchange_fail(struct hb_exchange *x, enum hb_refusal r, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

@@ -485,6 +485,13 @@ void hb_u_event(struct bufferevent *bev, short what, void *arg)
 	unsigned long ssl_err = bufferevent_get_openssl_error(bev);
 	SSL *ssl = bufferevent_openssl_get_ssl(bev);
 	long verify = ssl ? SSL_get_verify_result(ssl) : X509_V_OK;
+	int sock_err = EVUTIL_SOCKET_ERROR();
+	/* the socket failed, not TLS: bufferevent_openssl reports SSL_ERROR_SYSCALL itself, not an ERR_ code */
+	bool socket_failed = !ssl_err || ssl_err == SSL_ERROR_SYSCALL;
+
+	/* not connected, and not for TLS's reasons: this address could not be reached, the next may be */
+	if (!u->connected && socket_failed && verify == X509_V_OK && hb_conn_next_addr(x, u))
+		return;
 
 	if (what & BEV_EVENT_TIMEOUT)
 		snprintf(line, sizeof(line), "latch: upstream %s did not answer in time", x->t->host);
@@ -495,7 +502,7 @@ void hb_u_event(struct bufferevent *bev, short what, void *arg)
 			 x->t->host, X509_verify_cert_error_string(verify));
 	else if (!u->connected)
 		snprintf(line, sizeof(line), "latch: cannot reach upstream %s port %u (%s)", x->t->host, x->t->port,
-			 ssl_err ? ERR_reason_error_string(ssl_err) : strerror(EVUTIL_SOCKET_ERROR()));
+			 socket_failed ? strerror(sock_err) : ERR_reason_error_string(ssl_err));
 	else
 		snprintf(line, sizeof(line), "latch: upstream %s closed the connection without a response", x->t->host);
 	hb_exchange_fail_async(x,

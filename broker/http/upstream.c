@@ -179,8 +179,9 @@ static int parse_url(struct hb_target *t, const char *url, char *err, size_t err
 	if (t->host_is_addr) {
 		char tmp[80];
 
-		if (latch_parse_addr(t->host, &t->addr, tmp, sizeof(tmp)))
+		if (latch_parse_addr(t->host, &t->addrs[0], tmp, sizeof(tmp)))
 			goto bad;
+		t->n_addrs = 1;
 		t->addr_until = UINT64_MAX;
 	}
 	if (strchr(t->host, ':'))
@@ -408,9 +409,34 @@ void hb_exchange_fail_async(struct hb_exchange *x, enum hb_refusal r, const char
 		hb_gconn_resume(g);
 }
 
+/*
+ * A name's addresses are tried in turn: a connection that fails before TLS
+ * starts (refused, unreachable, no route, latchd's confinement refusing that
+ * address, or no answer by connect_ms) moves the exchange to the next one,
+ * until each was tried once; new connections then start at the address that
+ * answered.  A TLS failure is the name's, not the address's: never retried.
+ * 0 when each was tried (U stays, for the caller's refusal); else U is freed
+ * and 1 while the next connects, -1 when that failed too and the guest's
+ * connection is closing or gone.
+ */
+static bool conn_open(struct hb_exchange *x);
+
+int hb_conn_next_addr(struct hb_exchange *x, struct hb_uconn *u)
+{
+	struct hb_target *t = x->t;
+
+	if (x->addr_tries + 1 >= t->n_addrs)
+		return 0;
+	x->addr_tries++;
+	t->addr_i = (t->addr_i + 1) % t->n_addrs;
+	hb_conn_free(u);
+	return conn_open(x) ? 1 : -1;
+}
+
 static bool conn_open(struct hb_exchange *x)
 {
 	struct hb_target *t = x->t;
+	const struct latch_addr *a = &t->addrs[t->addr_i];
 	struct latch_http *h = t->route->sb->h;
 	union {
 		struct sockaddr_in v4;
@@ -450,24 +476,28 @@ static bool conn_open(struct hb_exchange *x)
 	bufferevent_setwatermark(u->bev, EV_READ, 0, h->o.buffer_max);
 	bufferevent_setwatermark(u->bev, EV_WRITE, h->o.buffer_max / 2, 0);
 	hb_set_timeout(u->bev, h->o.connect_ms);
-	if (t->addr.family == AF_INET) {
+	if (a->family == AF_INET) {
 		sa.v4.sin_family = AF_INET;
 		sa.v4.sin_port = htons(t->port);
-		sa.v4.sin_addr = t->addr.v4;
+		sa.v4.sin_addr = a->v4;
 		salen = sizeof(sa.v4);
 	} else {
 		sa.v6.sin6_family = AF_INET6;
 		sa.v6.sin6_port = htons(t->port);
-		sa.v6.sin6_addr = t->addr.v6;
+		sa.v6.sin6_addr = a->v6;
 		salen = sizeof(sa.v6);
 	}
 	if (bufferevent_socket_connect(u->bev, (struct sockaddr *)&sa, salen)) {
-		char a[INET6_ADDRSTRLEN];
+		int e = errno, next;
+		char s[INET6_ADDRSTRLEN];
 
-		latch_addr_format(&t->addr, a, sizeof(a));
+		next = hb_conn_next_addr(x, u); /* no route to this one (IPv6 on a host without it): the next */
+		if (next)
+			return next > 0;
+		latch_addr_format(a, s, sizeof(s));
 		t->addr_until = 0; /* look the name up again next time */
 		return hb_exchange_fail(x, HB_UPSTREAM_CONNECT, "latch: cannot connect to upstream %s (%s port %u): %s",
-					t->host, a, t->port, strerror(errno));
+					t->host, s, t->port, strerror(e));
 	}
 	return true;
 fail:
@@ -499,7 +529,14 @@ static void resolved(void *arg, const char *name, const struct latch_addr *addrs
 		hb_exchange_fail_async(x, HB_UPSTREAM_CONNECT, line);
 		return;
 	}
-	x->t->addr = addrs[0];
+	/* the same answer again keeps the address that answered last; a new one starts at its first */
+	if (n > HB_ADDRS_MAX)
+		n = HB_ADDRS_MAX;
+	if (n != x->t->n_addrs || memcmp(x->t->addrs, addrs, (size_t)n * sizeof(*addrs))) {
+		memcpy(x->t->addrs, addrs, (size_t)n * sizeof(*addrs));
+		x->t->n_addrs = n;
+		x->t->addr_i = 0;
+	}
 	x->t->addr_until = hb_now_ms() + (ttl < 60 ? ttl : 60) * 1000ull;
 	if (!conn_open(x))
 		return;
