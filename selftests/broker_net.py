@@ -367,6 +367,18 @@ def rss_kb(pid):
     return -1
 
 
+def send_chained(s, n, seed, digest):
+    """N bytes to S as fast as it takes them, in 64 KiB blocks each the SHA-256 of the last (the first
+    SEED's) repeated; DIGEST is updated with every byte sent."""
+    b = hashlib.sha256(seed).digest() * 2048
+    while n > 0:
+        piece = b[:n]
+        digest.update(piece)
+        s.sendall(piece)
+        n -= len(piece)
+        b = hashlib.sha256(b).digest() * 2048
+
+
 def stall(a):
     """One side of an exchange stops taking bytes; the other goes on as fast as it can."""
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -377,21 +389,14 @@ def stall(a):
     hdrs = "".join("%s\r\n" % h for h in a.header)
     out = {"rss_before": rss_kb(a.pid)}
     if a.upload:
-        block = hashlib.sha256(b"latch").digest() * 2048  # 64 KiB, then its SHA-256 chained
         digest, sent = hashlib.sha256(), []
 
         def pump():
-            b, left = block, a.upload
             if a.behind:  # a request whose answer waits, and the upload pipelined behind it
                 s.sendall(("GET %s HTTP/1.1\r\nHost: x\r\n%s\r\n" % (a.behind, hdrs)).encode())
             s.sendall(("POST %s HTTP/1.1\r\nHost: x\r\n%sContent-Length: %d\r\n\r\n"
                        % (a.path, hdrs, a.upload)).encode())
-            while left > 0:
-                piece = b[:left]
-                digest.update(piece)
-                s.sendall(piece)
-                left -= len(piece)
-                b = hashlib.sha256(b).digest() * 2048
+            send_chained(s, a.upload, b"latch", digest)
             sent.append(True)
 
         t = threading.Thread(target=pump, daemon=True)
@@ -605,19 +610,12 @@ def connect_stall(a, s, t):
     out = {"rss_before": rss_kb(a.pid)}
     t.settimeout(30)
     if a.stall_upload:
-        block = hashlib.sha256(b"tunnel").digest() * 2048
         digest, sent = hashlib.sha256(), []
 
         def pump():
-            b, left = block, a.stall_upload
             t.sendall(b"POST /v1/echo?pause=3 HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\n\r\n"
                       % (a.sni.encode(), a.stall_upload))
-            while left > 0:
-                piece = b[:left]
-                digest.update(piece)
-                t.sendall(piece)
-                left -= len(piece)
-                b = hashlib.sha256(b).digest() * 2048
+            send_chained(t, a.stall_upload, b"tunnel", digest)
             sent.append(True)
 
         th = threading.Thread(target=pump, daemon=True)
