@@ -327,6 +327,15 @@ static struct latch_policy_spec spec(const char *s, uint64_t expires, int origin
  * same address, `open` is set and cleared by the same update, a learned
  * answer never shortens what is there, and pruning takes only old answers.
  */
+/* A resolver's answer: ADDR on TCP 443, learned with a deadline an hour from now. */
+static int learn_for_an_hour(struct latch_sandbox *sb, const char *addr, char *err, size_t errlen)
+{
+	struct latch_entry e = { .addr = entry(addr).addr, .prefixlen = 32, .n_ports = 1, .ports = { { 443, 443 } } };
+
+	return latch_policy_learn(sb, &e, latch_now_boot_ns() + 3600ULL * 1000000000ULL, LATCH_ORIGIN_LEARNED, err,
+				  errlen);
+}
+
 static void test_switch(struct latch_sandbox *sb)
 {
 	uint64_t now = latch_now_boot_ns(), soon = now + 300000000ULL, hour = now + 3600ULL * 1000000000ULL;
@@ -362,14 +371,8 @@ static void test_switch(struct latch_sandbox *sb)
 	      latch_policy_prune_resolved(sb, latch_now_boot_ns()) == 1 && passes("198.51.100.51", 443) == 1 &&
 		      passes("198.51.100.52", 443) == 1);
 	check("a learned answer on a fresh address passes",
-	      latch_policy_learn(sb,
-				 &(struct latch_entry){ .addr = entry("198.51.100.53").addr,
-							.prefixlen = 32,
-							.n_ports = 1,
-							.ports = { { 443, 443 } } },
-				 latch_now_boot_ns() + 3600ULL * 1000000000ULL, LATCH_ORIGIN_LEARNED, err,
-				 sizeof(err)) == 0 &&
-		      passes("198.51.100.53", 443) == 1 && passes("198.51.100.53", 80) == 0);
+	      learn_for_an_hour(sb, "198.51.100.53", err, sizeof(err)) == 0 && passes("198.51.100.53", 443) == 1 &&
+		      passes("198.51.100.53", 80) == 0);
 }
 
 /*
@@ -403,14 +406,7 @@ static void test_full(struct latch_sandbox *sb)
 	}
 	usleep((deadline - latch_now_boot_ns()) / 1000 + 100000);
 	check("once they are past their deadline, a new answer is learned in the full map",
-	      latch_policy_learn(sb,
-				 &(struct latch_entry){ .addr = entry("203.0.113.77").addr,
-							.prefixlen = 32,
-							.n_ports = 1,
-							.ports = { { 443, 443 } } },
-				 latch_now_boot_ns() + 3600ULL * 1000000000ULL, LATCH_ORIGIN_LEARNED, err,
-				 sizeof(err)) == 0 &&
-		      passes("203.0.113.77", 443) == 1);
+	      learn_for_an_hour(sb, "203.0.113.77", err, sizeof(err)) == 0 && passes("203.0.113.77", 443) == 1);
 	check("control: an answer learned before them, still live, passes", passes("198.51.100.53", 443) == 1);
 	check("control: the expired answers do not", passes("198.18.0.7", 443) == 0);
 }
