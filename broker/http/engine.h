@@ -247,7 +247,7 @@ bool hb_exchange_body_done(struct hb_exchange *x); /* false: g is closing or gon
 bool hb_exchange_over_limit(struct hb_exchange *x); /* a metered body past its meter's body_max */
 bool hb_exchange_over_hold(const struct hb_exchange *x); /* its sandbox's metered bodies past metered_hold_max */
 /* The 503 of a sandbox whose metered bodies in flight are at metered_hold_max; hb_refuse()'s answer. */
-bool hb_exchange_refuse_held(struct hb_gconn *g, const struct latch_http_sandbox *sb);
+bool hb_exchange_refuse_held(struct hb_gconn *g);
 /* Show the meter the response it has not seen yet (after the guest's write: it need not delay the guest). */
 void hb_meter_later(struct hb_exchange *x);
 /* End the exchange: audit, meter, return or close its upstream connection.  Frees x. */

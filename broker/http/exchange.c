@@ -190,8 +190,10 @@ bool hb_exchange_over_hold(const struct hb_exchange *x)
 	return x->metered && x->r->sb->metered_held > x->r->sb->h->o.metered_hold_max;
 }
 
-bool hb_exchange_refuse_held(struct hb_gconn *g, const struct latch_http_sandbox *sb)
+bool hb_exchange_refuse_held(struct hb_gconn *g)
 {
+	const struct latch_http_sandbox *sb = g->sb;
+
 	return hb_refuse(g, HB_METERED_HELD,
 			 "latch: this sandbox's metered requests in flight hold %zu MiB of request bodies, "
 			 "the most latch keeps at once is %u MiB; retry when one has been answered",
@@ -222,7 +224,7 @@ bool hb_exchange_start(struct hb_gconn *g, struct hb_route *r)
 					 "latch: this metered request's body is larger than the meter's body_max; "
 					 "send a smaller request");
 		if (r->sb->metered_held + (uint64_t)hd->content_length > r->sb->h->o.metered_hold_max)
-			return hb_exchange_refuse_held(g, r->sb);
+			return hb_exchange_refuse_held(g);
 		g->spare = NULL;
 	}
 	if (x && r->meter && !(x->body = evbuffer_new())) {

@@ -201,7 +201,7 @@ static bool guest_body(struct hb_gconn *g)
 		}
 		if (g->x && hb_exchange_over_hold(g->x)) {
 			hb_exchange_end(g->x, LATCH_HTTP_END_ERROR);
-			return hb_exchange_refuse_held(g, g->sb);
+			return hb_exchange_refuse_held(g);
 		}
 		if (g->l && hb_local_over_limit(g->l))
 			return hb_refuse(g, HB_LOCAL_BODY,
