@@ -482,6 +482,7 @@ int main(int argc, char **argv)
 		.conns_max = getenv("BROKER_CONNS_MAX") ? atoi(getenv("BROKER_CONNS_MAX")) : 0,
 		.guest_idle_ms = getenv("BROKER_GUEST_IDLE_MS") ? atoi(getenv("BROKER_GUEST_IDLE_MS")) : 0,
 		.metered_hold_max = getenv("BROKER_METERED_HOLD_MAX") ? atoi(getenv("BROKER_METERED_HOLD_MAX")) : 0,
+		.connect_ms = getenv("BROKER_CONNECT_MS") ? atoi(getenv("BROKER_CONNECT_MS")) : 0,
 	};
 
 	engine = base ? latch_http_new(base, &ho, err, sizeof(err)) : NULL;

@@ -649,7 +649,7 @@ def connect_stall(a, s, t):
 
 
 def connect(a):
-    s = socket.create_connection((a.host, a.port), timeout=3,
+    s = socket.create_connection((a.host, a.port), timeout=a.timeout,
                                  source_address=(a.bind, 0) if a.bind else None)
     if a.early:
         return connect_early(a, s)
@@ -762,6 +762,7 @@ def main():
     p.add_argument("--pid", type=int)
     p.add_argument("--stall-upload", type=int, default=0, help="POST N bytes to an upstream that pauses 3 s")
     p.add_argument("--stall-download", type=int, default=0, help="GET N bytes, then read nothing for 1 s")
+    p.add_argument("--timeout", type=float, default=3)
     a = ap.parse_args()
     {"serve": serve, "raw": raw, "late": late, "idle": idle, "sse": sse, "connect": connect,
      "stall": stall, "hold": hold}[a.cmd](a)

@@ -12,6 +12,8 @@
 #   allowed.test.example  203.0.113.20   a CONNECT name the policy allows
 #   other.test.example    203.0.113.20   the same address, not allowed
 #   lan.test.example      127.0.0.1      allowed, but only a loopback answer
+#   multi, dead, slow, silent.test.example   several addresses each, some of
+#                         them unroutable, refusing or silent (in turn)
 # Invariants: the upstream sees the real key and the guest never does (every
 # response and the audit stream are grepped); every refusal of the table
 # answers with its status, a `latch:` line and its audit reason, in the
@@ -48,9 +50,15 @@ PH_WRONG=latch-placeholder-$(openssl rand -hex 16)
 PH_BADTLS=latch-placeholder-badtls-0123456789
 PH_DOWN=latch-placeholder-down-0123456789ab
 
+# Two addresses routed to I that I does not have: I does not forward, so it drops what is sent to them
+# without a word (no RST, no ICMP), as a dead CDN address or a firewall does
+SILENT1=203.0.113.98
+SILENT2=203.0.113.99
+CONNECT_MS=3000 # the engine's connect_ms here (its default is 10 s)
+
 # ------------------------------------------------------------ the test CA and the upstream
 broker_test_pki "$T" DNS:api.test.example DNS:allowed.test.example DNS:other.test.example DNS:multi.test.example \
-	DNS:dead.test.example ||
+	DNS:dead.test.example DNS:slow.test.example DNS:silent.test.example ||
 	fail setup "could not make the test CA"
 printf '%s' "$SECRET" >"$T/secret"
 printf '%s' "$ALT_SECRET" >"$T/alt-secret"
@@ -70,10 +78,11 @@ ECHO_PATHS='["/v1/echo","/v1/sse","/v1/chunked","/v1/close","/v1/reflect","/v1/b
 cat >"$T/broker.json" <<EOF
 {"hosts": {"api.test.example": ["$SRV_A"], "allowed.test.example": ["$SRV_B"],
            "other.test.example": ["$SRV_B"], "lan.test.example": ["127.0.0.1"],
-           "multi.test.example": ["$SRV6_A", "$SRV_DNS", "$SRV_A"], "dead.test.example": ["$SRV6_A", "$SRV_DNS"]},
+           "multi.test.example": ["$SRV6_A", "$SRV_DNS", "$SRV_A"], "dead.test.example": ["$SRV6_A", "$SRV_DNS"],
+           "slow.test.example": ["$SILENT1", "$SILENT2", "$SRV_A"], "silent.test.example": ["$SILENT1", "$SILENT2"]},
  "sandboxes": [
   {"name": "sb1", "listen": "$BROKER", "port": $PORT, "guests": ["$GUEST4"], "local": true,
-   "allow": ["allowed.test.example", "lan.test.example"],
+   "allow": ["allowed.test.example", "lan.test.example", "slow.test.example"],
    "routes": [
     {"name": "echo", "placeholder": "$PH", "methods": ["GET", "POST", "HEAD"], "paths": $ECHO_PATHS,
      "upstreams": [$(up "" https://api.test.example "$T/secret" Authorization "Bearer "),
@@ -92,7 +101,11 @@ cat >"$T/broker.json" <<EOF
     {"name": "multi", "placeholder": "$PH", "methods": ["GET"], "paths": ["/v1/echo"],
      "upstreams": [$(up "" https://multi.test.example "$T/secret" Authorization "Bearer ")]},
     {"name": "dead", "placeholder": "$PH", "methods": ["GET"], "paths": ["/v1/echo"],
-     "upstreams": [$(up "" https://dead.test.example "$T/secret" Authorization "Bearer ")]}]},
+     "upstreams": [$(up "" https://dead.test.example "$T/secret" Authorization "Bearer ")]},
+    {"name": "slow", "placeholder": "$PH", "methods": ["GET"], "paths": ["/v1/echo"],
+     "upstreams": [$(up "" https://slow.test.example "$T/secret" Authorization "Bearer ")]},
+    {"name": "silent", "placeholder": "$PH", "methods": ["GET"], "paths": ["/v1/echo"],
+     "upstreams": [$(up "" https://silent.test.example "$T/secret" Authorization "Bearer ")]}]},
   {"name": "sb2", "listen": "$HOST6", "port": $PORT, "guests": ["$GUEST6"], "allow": [],
    "routes": [{"name": "echo", "placeholder": "$PH_OTHER", "methods": ["GET"], "paths": ["/v1/echo"],
                "upstreams": [$(up "" https://api.test.example "$T/secret" Authorization "Bearer ")]}]}]}
@@ -100,7 +113,7 @@ EOF
 sed -i 's/"ca_file":""/"ca_file":null/' "$T/broker.json"
 mkfifo "$T/cmd"
 # the idle timeout in seconds (the engine's default is a minute), for its checks below
-ip netns exec "$LTS_H" env BROKER_GUEST_IDLE_MS=1500 BROKER_METERED_HOLD_MAX=8388608 "$DRV" "$T/broker.json" <"$T/cmd" >"$T/drv.out" 2>"$T/drv.err" &
+ip netns exec "$LTS_H" env BROKER_GUEST_IDLE_MS=1500 BROKER_METERED_HOLD_MAX=8388608 BROKER_CONNECT_MS=$CONNECT_MS "$DRV" "$T/broker.json" <"$T/cmd" >"$T/drv.out" 2>"$T/drv.err" &
 LTS_PIDS+=($!)
 DRV_PID=$!
 exec 7>"$T/cmd"
@@ -226,6 +239,31 @@ out=$(graw "$(get /dead/v1/echo)")
 check_eq "control: an upstream none of whose addresses can be reached" \
 	"${out%%$'\t'*} $(jq -r .reason <<<"$(last_audit "$(($(audit_n) - 1))")")" "502 upstream unreachable"
 check "  its answer names the upstream" grep -q "^latch: cannot reach upstream dead.test.example port 443 (Connection refused)" <<<"${out#*$'\t'}"
+# invariant: connect_ms bounds a connect whatever a name's addresses do.  An address that drops every packet
+# gets half of what is left while others remain (curl's rule), so a name whose first two addresses are silent
+# answers from its third within connect_ms, and one with only silent addresses is refused when connect_ms is
+# spent, not connect_ms an address (6 s here).  The same for CONNECT.  Control: the silent addresses were
+# waited for (their time is there), and refusing addresses (multi, above) cost none.
+ms_since() { echo $((($(date +%s%N) - $1) / 1000000)); }
+t0=$(date +%s%N)
+out=$(graw "$(get /slow/v1/echo)" --timeout 10)
+ms=$(ms_since "$t0")
+check_eq "an upstream whose first two addresses are silent answers from its third" "${out%%$'\t'*}" 200
+check_cmp "  within connect_ms ($CONNECT_MS ms): $ms ms" "$ms" -lt "$CONNECT_MS"
+check_cmp "  control: the silent addresses were waited for (half, then a quarter, of it)" "$ms" -ge $((CONNECT_MS * 3 / 4 - 100))
+t0=$(date +%s%N)
+out=$(graw "$(get /silent/v1/echo)" --timeout 10)
+ms=$(ms_since "$t0")
+check_eq "an upstream whose addresses are all silent is a 504" "$out" \
+	"$(printf '504\tlatch: upstream silent.test.example did not answer in time')"
+check_cmp "  once connect_ms is spent ($CONNECT_MS ms): $ms ms" "$ms" -lt $((CONNECT_MS + 1000))
+check_cmp "  control: not before it" "$ms" -ge $((CONNECT_MS - 100))
+t0=$(date +%s%N)
+out=$(in_g "$LTS_PY" "$NET" connect "$BROKER" "$PORT" slow.test.example slow.test.example --cafile "$T/ca.pem" --timeout 10 2>&1)
+ms=$(ms_since "$t0")
+check_eq "CONNECT to a name whose first two addresses are silent reaches its third" "$out" \
+	"$(printf 'HTTP/1.1 200 Connection established\ttls-ok')"
+check_cmp "  within connect_ms ($CONNECT_MS ms): $ms ms" "$ms" -lt "$CONNECT_MS"
 # invariant: a metered body is held whole until the meter has seen it, so what one sandbox's metered requests
 # hold at once is bounded (metered_hold_max, 8 MiB here): 24 connections that each send 1 MB of a 1 MB + 1
 # body and wait would hold 24 MB; past the bound each is refused 503 before its body is read, audited.  A

@@ -38,6 +38,23 @@ uint64_t hb_now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/*
+ * connect_ms bounds the whole of a connect, however many addresses a name
+ * has: an address that drops packets would otherwise cost all of it, and
+ * eight such addresses eight times as much.  While other addresses remain,
+ * one gets half of what is left (curl's rule), so that the last still has
+ * time to answer.
+ */
+uint32_t hb_connect_share(uint64_t *until, bool first, bool more, uint32_t connect_ms)
+{
+	uint64_t now = hb_now_ms(), left;
+
+	if (first)
+		*until = now + connect_ms;
+	left = *until > now ? *until - now : 0;
+	return (uint32_t)(more ? left / 2 : left);
+}
+
 /* ------------------------------------------------------------ the engine */
 
 struct latch_http *latch_http_new(struct event_base *base, const struct latch_http_opts *o, char *err, size_t errlen)

@@ -146,6 +146,7 @@ struct hb_exchange {
 	char path_short[96];
 	bool head_method, req_chunked, req_done, metered, retried;
 	uint8_t addr_tries; /* addresses of its target it moved past, unreachable */
+	uint64_t connect_until; /* when its connect_ms, for every address it tries, is spent (hb_connect_share) */
 	void *lookup; /* a resolution in flight: told when the exchange goes */
 	struct evbuffer *req; /* the request to send, until an upstream connection takes it */
 	struct evbuffer *body; /* metered: the decoded body, shown to the meter before anything leaves */
@@ -190,6 +191,12 @@ void hb_guest_read_max(struct hb_gconn *g, size_t max);
 void hb_guest_read_later(struct hb_gconn *g); /* the bytes already buffered, from the loop */
 int hb_resolve(struct latch_http_sandbox *sb, const char *name, latch_http_resolved_cb cb, void *arg);
 uint64_t hb_now_ms(void);
+/*
+ * How long the next of a name's addresses may take to connect (ms), from
+ * one connect_ms for them all: FIRST starts it (*until), and while MORE
+ * remain this one gets half of what is left.  0: none is left.
+ */
+uint32_t hb_connect_share(uint64_t *until, bool first, bool more, uint32_t connect_ms);
 
 struct hb_uconn { /* an upstream connection: idle in its pool, or busy with an exchange */
 	struct hb_uconn *next, **pprev; /* target->conns */

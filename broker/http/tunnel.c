@@ -35,6 +35,7 @@ struct hb_tunnel {
 	char name[254];
 	struct latch_addr addrs[8];
 	int n, next;
+	uint64_t connect_until; /* connect_ms, for every address tried (hb_connect_share) */
 	uint64_t in, out;
 	bool guest_eof, up_eof;
 	struct hb_tlookup *lookup;
@@ -100,11 +101,14 @@ static void try_connect(struct hb_tunnel *t)
 		struct sockaddr_in6 v6;
 	} sa = { 0 };
 	int salen;
-	struct timeval tv = { h->o.connect_ms / 1000, (h->o.connect_ms % 1000) * 1000 };
 
 	while (t->next < t->n) {
+		uint32_t ms = hb_connect_share(&t->connect_until, !t->next, t->next + 1 < t->n, h->o.connect_ms);
+		struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
 		const struct latch_addr *a = &t->addrs[t->next++];
 
+		if (!ms)
+			break;
 		if (t->up)
 			bufferevent_free(t->up);
 		t->up = bufferevent_socket_new(h->base, -1, BEV_OPT_CLOSE_ON_FREE);

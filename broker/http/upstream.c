@@ -413,9 +413,11 @@ void hb_exchange_fail_async(struct hb_exchange *x, enum hb_refusal r, const char
  * A name's addresses are tried in turn: a connection that fails before TLS
  * starts (refused, unreachable, no route, latchd's confinement refusing that
  * address, or no answer by connect_ms) moves the exchange to the next one,
- * until each was tried once; new connections then start at the address that
- * answered.  A TLS failure is the name's, not the address's: never retried.
- * 0 when each was tried (U stays, for the caller's refusal); else U is freed
+ * until each was tried once or connect_ms is spent (hb_connect_share); new
+ * connections then start at the address that answered.  A TLS failure is
+ * the name's, not the address's: never retried.
+ * 0 when each was tried or no time is left (U stays, for the caller's
+ * refusal); else U is freed
  * and 1 while the next connects, -1 when that failed too and the guest's
  * connection is closing or gone.
  */
@@ -425,7 +427,7 @@ int hb_conn_next_addr(struct hb_exchange *x, struct hb_uconn *u)
 {
 	struct hb_target *t = x->t;
 
-	if (x->addr_tries + 1 >= t->n_addrs)
+	if (x->addr_tries + 1 >= t->n_addrs || hb_now_ms() >= x->connect_until)
 		return 0;
 	x->addr_tries++;
 	t->addr_i = (t->addr_i + 1) % t->n_addrs;
@@ -443,8 +445,15 @@ static bool conn_open(struct hb_exchange *x)
 		struct sockaddr_in6 v6;
 	} sa = { 0 };
 	int salen;
-	struct hb_uconn *u = calloc(1, sizeof(*u));
-	SSL *ssl = SSL_new(t->ctx);
+	uint32_t ms =
+		hb_connect_share(&x->connect_until, !x->addr_tries, x->addr_tries + 1 < t->n_addrs, h->o.connect_ms);
+	struct hb_uconn *u;
+	SSL *ssl;
+
+	if (!ms)
+		return hb_exchange_fail(x, HB_UPSTREAM_TIMEOUT, "latch: upstream %s did not answer in time", t->host);
+	u = calloc(1, sizeof(*u));
+	ssl = SSL_new(t->ctx);
 
 	if (!u || !ssl || !(u->head = malloc(h->o.head_max)))
 		goto fail;
@@ -475,7 +484,7 @@ static bool conn_open(struct hb_exchange *x)
 	bufferevent_setcb(u->bev, hb_u_read, hb_u_write, hb_u_event, u);
 	bufferevent_setwatermark(u->bev, EV_READ, 0, h->o.buffer_max);
 	bufferevent_setwatermark(u->bev, EV_WRITE, h->o.buffer_max / 2, 0);
-	hb_set_timeout(u->bev, h->o.connect_ms);
+	hb_set_timeout(u->bev, ms);
 	if (a->family == AF_INET) {
 		sa.v4.sin_family = AF_INET;
 		sa.v4.sin_port = htons(t->port);
