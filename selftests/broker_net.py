@@ -343,6 +343,9 @@ def raw(a):
     s = socket.create_connection((a.host, a.port), timeout=a.timeout,
                                  source_address=(a.bind, 0) if a.bind else None)
     s.sendall(unescape(a.request))
+    for _ in range(a.body_bytes // 65536):  # a body sent whole before a byte of the answer is read
+        s.sendall(b"x" * 65536)
+    s.sendall(b"x" * (a.body_bytes % 65536))
     data = b""
     try:
         data = read_response(s, data, whole=a.full)
@@ -713,6 +716,7 @@ def main():
     p.add_argument("--bind")
     p.add_argument("--full", action="store_true")
     p.add_argument("--timeout", type=float, default=3)
+    p.add_argument("--body-bytes", type=int, default=0, help="N bytes after the request, sent before reading")
     p = sub.add_parser("late")
     p.add_argument("host")
     p.add_argument("port", type=int)

@@ -264,6 +264,17 @@ ms=$(ms_since "$t0")
 check_eq "CONNECT to a name whose first two addresses are silent reaches its third" "$out" \
 	"$(printf 'HTTP/1.1 200 Connection established\ttls-ok')"
 check_cmp "  within connect_ms ($CONNECT_MS ms): $ms ms" "$ms" -lt "$CONNECT_MS"
+# invariant: a refusal from a request's head, its body unread, reaches a guest that sends the whole body
+# before it reads a byte (as simple clients do): the broker shuts its side after the answer and reads and
+# drops what comes, where a close with the body unread would reset the connection and could throw the answer
+# away.  8 MB against the meter's body_max (1 MiB here), and to a route that does not exist.  Control: the connection
+# is over after the answer (Connection: close).
+big_head() { echo "POST $1 HTTP/1.1${R}Host: x${R}x-api-key: $PH_METER${R}Content-Type: application/json${R}Content-Length: 8000000${R}${R}"; }
+out=$(graw "$(big_head /meter/v1/echo)" --body-bytes 8000000 --timeout 10)
+check_eq "a 413 from the head reaches a guest that sent all 8 MB of its body first" "${out%%$'\t'*}" 413
+out=$(graw "$(big_head /nosuchroute/v1/echo)" --body-bytes 8000000 --timeout 10 --full)
+check "  and a 403 from the head (no route of that name)" grep -q "^HTTP/1.1 403" <<<"$out"
+check "  control: the connection ends after it" grep -qi "^Connection: close" <<<"$out"
 # invariant: a metered body is held whole until the meter has seen it, so what one sandbox's metered requests
 # hold at once is bounded (metered_hold_max, 8 MiB here): 24 connections that each send 1 MB of a 1 MB + 1
 # body and wait would hold 24 MB; past the bound each is refused 503 before its body is read, audited.  A

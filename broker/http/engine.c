@@ -645,6 +645,7 @@ bool hb_refuse(struct hb_gconn *g, enum hb_refusal refusal, const char *fmt, ...
 
 	if (status == 400 || status == 431 || unread || g->head.connect || !g->head.keep_alive)
 		g->close_after = true;
+	g->linger = unread || status == 400 || status == 431;
 	evbuffer_add_printf(out,
 			    "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\n"
 			    "Cache-Control: no-store\r\n%s%s%s\r\n",

@@ -125,6 +125,8 @@ struct hb_gconn {
 	struct latch_addr peer;
 	enum hb_gstate state;
 	bool close_after; /* the guest asked for it, or the request can't be followed */
+	bool linger; /* closing with the request unread: its bytes are read and dropped first (guest.c) */
+	uint64_t linger_until;
 	http_parser parser;
 	struct hb_head head;
 	char *headbuf;

@@ -132,19 +132,68 @@ void hb_gconn_free(struct hb_gconn *g)
 	free(g);
 }
 
+/*
+ * A connection closed after an answer to a request whose body was not read
+ * (a refusal from the head: 413, 503, 403...) lingers, as nginx's
+ * lingering_close: the guest may still be sending the body, and a close with
+ * bytes unread resets the connection, which can throw away the answer
+ * before the guest has read it (RFC 9112, 9.6).  So the write side is shut
+ * once the answer is out, and what comes is read and dropped until the guest
+ * closes, LINGER_IDLE_MS passes without a byte, or LINGER_MAX_MS in all.
+ */
+#define LINGER_IDLE_MS 5000
+#define LINGER_MAX_MS 30000
+
+static void linger_read(evutil_socket_t fd, short what, void *arg)
+{
+	struct hb_gconn *g = arg;
+	char buf[16384];
+	ssize_t n = 0;
+
+	if (!(what & EV_TIMEOUT) && hb_now_ms() < g->linger_until) {
+		for (int i = 0; i < 16; i++) { /* a turn of the loop drops at most this much, then others go */
+			n = recv(fd, buf, sizeof(buf), 0);
+			if (n <= 0)
+				break;
+		}
+		if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EINTR)))
+			return;
+	}
+	hb_gconn_free(g); /* the guest closed, went quiet, or had its time */
+}
+
+static void linger_or_free(struct hb_gconn *g)
+{
+	struct timeval tv = { LINGER_IDLE_MS / 1000, (LINGER_IDLE_MS % 1000) * 1000 };
+	evutil_socket_t fd = bufferevent_getfd(g->bev);
+
+	if (!g->linger || fd < 0) {
+		hb_gconn_free(g);
+		return;
+	}
+	event_del(g->rev);
+	g->armed = g->reading = false;
+	bufferevent_disable(g->bev, EV_READ | EV_WRITE);
+	shutdown(fd, SHUT_WR); /* the guest sees the answer end */
+	g->linger_until = hb_now_ms() + LINGER_MAX_MS;
+	/* EV_PERSIST with a timeout: the timeout starts again at each read, an idle timeout */
+	if (event_assign(g->rev, g->sb->h->base, fd, EV_READ | EV_PERSIST, linger_read, g) || event_add(g->rev, &tv))
+		hb_gconn_free(g);
+}
+
 static void close_flushed(struct bufferevent *bev, void *arg)
 {
 	struct hb_gconn *g = arg;
 
 	if (!evbuffer_get_length(bufferevent_get_output(bev)))
-		hb_gconn_free(g);
+		linger_or_free(g);
 }
 
 void hb_gconn_close_when_flushed(struct hb_gconn *g)
 {
 	g->state = G_CLOSING;
 	if (!evbuffer_get_length(bufferevent_get_output(g->bev))) {
-		hb_gconn_free(g);
+		linger_or_free(g);
 		return;
 	}
 	hb_guest_reading(g, false);
