@@ -36,6 +36,8 @@ static void conf_defaults(struct latch_conf *c)
 	c->notify_timeout = LATCH_CONF_NOTIFY_TIMEOUT;
 	c->notify_retries = LATCH_CONF_NOTIFY_RETRIES;
 	c->broker_port = LATCH_CONF_BROKER_PORT;
+	c->broker_body_max = LATCH_CONF_BROKER_BODY_MAX;
+	c->broker_metered_hold_max = LATCH_CONF_BROKER_METERED_HOLD_MAX;
 	for (int p = 0; p < LATCH_CONF_PROVIDERS; p++) {
 		bool capped = p != LATCH_CONF_OTHER;
 		int64_t f = LATCH_CONF_BUDGET_HOST_FACTOR;
@@ -315,6 +317,8 @@ static const struct latch_kv_key conf_keys[] = {
 		     "seconds, 0..86400 (0: only on down)"),
 	/* 53 is the resolver's, and below 1024 a port is some system service's */
 	LATCH_KV_U32("broker_port", struct latch_conf, broker_port, 1024, 65535, "a TCP port, 1024..65535"),
+	LATCH_KV_U32("broker_body_max", struct latch_conf, broker_body_max, 1, 1024, "MiB, 1..1024"),
+	LATCH_KV_U32("broker_metered_hold_max", struct latch_conf, broker_metered_hold_max, 1, 4095, "MiB, 1..4095"),
 	LATCH_KV_FN("budget_requests_per_hour", parse_rph, NULL),
 	LATCH_KV_FN("budget_requests_per_day", parse_rpd, NULL),
 	LATCH_KV_FN("budget_dollars_per_day", parse_dpd, NULL),
@@ -345,6 +349,11 @@ static int check_whole(const char *path, const struct latch_conf *c, char *err, 
 	if (c->grant_default > c->grant_max)
 		return latch_errf_at(err, errlen, -EINVAL, path, 0, "grant_default (%u s) is above grant_max (%u s)",
 				     c->grant_default, c->grant_max);
+	if (c->broker_metered_hold_max < c->broker_body_max)
+		return latch_errf_at(err, errlen, -EINVAL, path, 0,
+				     "broker_metered_hold_max (%u MiB) is below broker_body_max (%u MiB): a body of "
+				     "that size could never be held; raise broker_metered_hold_max",
+				     c->broker_metered_hold_max, c->broker_body_max);
 	if (c->dns_ttl_min > c->dns_ttl_max)
 		return latch_errf_at(err, errlen, -EINVAL, path, 0, "dns_ttl_min (%u) is above dns_ttl_max (%u)",
 				     c->dns_ttl_min, c->dns_ttl_max);

@@ -39,6 +39,8 @@
  * is unlikely to be in the way of the broker's listener.
  */
 #define LATCH_CONF_BROKER_PORT 8119
+#define LATCH_CONF_BROKER_BODY_MAX 32 /* MiB: Anthropic's largest request; OpenAI's and Gemini's are smaller or alike */
+#define LATCH_CONF_BROKER_METERED_HOLD_MAX 64 /* MiB */
 
 /*
  * Spend caps, by provider in budget/'s order (openai, anthropic, gemini,
@@ -87,6 +89,8 @@ struct latch_conf {
 	char profile[65]; /* the profile `latch up` starts a sandbox with */
 	uint32_t backup_interval; /* seconds between latchd's guest state backups; 0: only on down */
 	uint32_t broker_port; /* the broker listens here on a kit sandbox's host address */
+	uint32_t broker_body_max; /* MiB: the largest metered request body the broker holds for the meter */
+	uint32_t broker_metered_hold_max; /* MiB: what one sandbox's metered bodies in flight hold at once */
 	struct latch_conf_caps budget_sandbox[LATCH_CONF_PROVIDERS]; /* each sandbox's requests to a provider */
 	struct latch_conf_caps budget_host[LATCH_CONF_PROVIDERS]; /* every sandbox's together */
 	/* grants (docs/grants.md): timed openings of host names the host resolves */

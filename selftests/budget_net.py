@@ -42,6 +42,7 @@
       strings would read them).  Every request goes to FILE as one JSON line: method,
       path, headers, body length.
   req URL --key K [--header H:V...] [--body JSON] [--method M] [--cut-after N] [--full] [--bom] [--gzip] [--chunked]
+      [--pad N]  (@PAD@ in the body becomes N bytes of base64, as a file inline)
       One request from the guest; prints "STATUS<TAB>first body line" (--full: the status
       on a line of its own, then the body as it came).  --cut-after N closes the
       connection after N body bytes (the guest going away mid-stream).
@@ -54,9 +55,11 @@
       as one JSON line; micros charged and requests per sandbox/provider.
 """
 import argparse
+import base64
 import gzip
 import json
 import math
+import os
 import socket
 import ssl
 import sys
@@ -443,6 +446,8 @@ def first_line(head, body):
 
 
 def req(a):
+    if a.pad:
+        a.body = a.body.replace("@PAD@", base64.b64encode(os.urandom(a.pad * 3 // 4 + 3)).decode()[:a.pad])
     head, body, _ = request(a.url, a.key, a.method, a.body, a.header, a.cut_after, bom=a.bom, gz=a.gzip,
                             chunked=a.chunked)
     if a.full:  # the status, then the body as it came (a refusal's: Content-Length)
@@ -534,6 +539,7 @@ def main():
         p.add_argument("--bom", action="store_true", help="a UTF-8 BOM before the body")
         p.add_argument("--gzip", action="store_true", help="the body gzipped, with Content-Encoding: gzip")
         p.add_argument("--chunked", action="store_true", help="the body in two chunks, no Content-Length")
+        p.add_argument("--pad", type=int, default=0, help="@PAD@ in the body becomes N bytes of base64")
     p = sub.add_parser("ledger")
     p.add_argument("db")
     p.add_argument("what", choices=["lastid", "settled", "sums"])

@@ -63,7 +63,7 @@ lts_wait_ready "$T/up.out" || { fail setup "the fake upstream did not start"; lt
 
 # ------------------------------------------------------------ latch.conf, kit
 mkdir -p "$ROOT/etc/latch/kits"
-# conf GEMINI_CAP: caps that don't get in the way, but gemini's dollars (the race's)
+# conf GEMINI_CAP [LINE]: caps that don't get in the way, but gemini's dollars (the race's); LINE, one more key
 conf() {
 	cat >"$ROOT/etc/latch/latch.conf" <<EOF
 dns_upstream = $SRV_DNS
@@ -73,6 +73,7 @@ budget_requests_per_day = none
 budget_host_dollars_per_day = none
 budget_host_requests_per_hour = none
 budget_host_requests_per_day = none
+${2:-}
 EOF
 	chmod 0644 "$ROOT/etc/latch/latch.conf"
 }
@@ -240,6 +241,36 @@ kill -HUP "$LATCHD_PID"
 for _ in $(seq 40); do [ "$(grep -c "reloaded:" "$T/latchd.log")" -ge 2 ] && break; sleep 0.05; done
 send gemini /v1beta/models/gemini-2.5-flash:generateContent "$RACE_BODY" --header "$(usage_hdr 1 1)"
 check_eq "after SIGHUP with a higher cap the same request is forwarded" "${OUT%%$'\t'*}" 200
+
+# ------------------------------------------------------------ a body as large as a provider takes
+# invariant: a metered route takes a body up to broker_body_max (32 MiB by default, Anthropic's request limit):
+# a 12 MB Messages request with a PDF inline, as an agent sends a long document, is reserved, forwarded whole
+# and settled.  With broker_body_max = 8 (SIGHUP) the same request is refused 413 from its Content-Length, the
+# line naming the key to raise, audited, and nothing reaches the upstream.  Control: back at the default, the
+# request is answered again.
+reload() { # reload [LINE]: latch.conf again (conf 1000 LINE), and wait for latchd to say so
+	local n
+	n=$(grep -c "reloaded:" "$T/latchd.log")
+	conf 1000 "${1:-}"
+	kill -HUP "$LATCHD_PID"
+	for _ in $(seq 60); do [ "$(grep -c "reloaded:" "$T/latchd.log")" -gt "$n" ] && break; sleep 0.05; done
+}
+PDF='{"model":"claude-sonnet-4-5","max_tokens":1000,"messages":[{"role":"user","content":[{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"@PAD@"}},{"type":"text","text":"Summarise this."}]}]}'
+PDF_LEN=$((${#PDF} - 5 + 12000000))
+send anthropic /v1/messages "$PDF" --pad 12000000 --header "$(usage_hdr 61000 700)"
+check_eq "a 12 MB Messages request with a PDF inline is forwarded" "${OUT%%$'\t'*}" 200
+check_eq "  the upstream got all of it" "$(tail -1 "$T/up.log" | jq .body_len)" "$PDF_LEN"
+check_eq "  and it is settled from its usage" "$HOW" usage
+reload "broker_body_max = 8"
+ups=$(wc -l <"$T/up.log")
+send anthropic /v1/messages "$PDF" --pad 12000000
+check_eq "with broker_body_max = 8 it is refused 413, the line naming the key" "$OUT" \
+	"$(printf '413\tlatch: this metered request'"'"'s body is over the 8 MiB the spend meter reads; send a smaller one, or raise broker_body_max in latch.conf')"
+check_eq "  nothing reached the upstream" "$(wc -l <"$T/up.log")" "$ups"
+check "  the refusal is audited" audited refused latchd.broker.metered-request-body-too-large
+reload
+send anthropic /v1/messages "$PDF" --pad 12000000 --header "$(usage_hdr 61000 700)"
+check_eq "control: back at the default, it is forwarded again" "${OUT%%$'\t'*}" 200
 
 # ------------------------------------------------------------ settlements match the price table, to the micro-dollar
 CHAT='{"model":"gpt-4o","max_tokens":2000,"messages":[{"role":"user","content":"hello"}]}'

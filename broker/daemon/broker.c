@@ -76,10 +76,19 @@ void broker_harden(void)
 	latch_json_wipe_frees();
 }
 
+/* latch.conf's limits on what the broker holds for the spend meter: at start and at each reload */
+void broker_limits(struct latchd *ld)
+{
+	latch_http_set_metered_limits(ld->http, ld->conf.broker_body_max << 20, ld->conf.broker_metered_hold_max << 20);
+}
+
 int broker_init(struct latchd *ld, char *err, size_t errlen)
 {
 	ld->http = latch_http_new(ld->base, NULL, err, errlen);
-	return ld->http ? 0 : -errno;
+	if (!ld->http)
+		return -errno;
+	broker_limits(ld);
+	return 0;
 }
 
 void broker_fini(struct latchd *ld)

@@ -259,6 +259,7 @@ void notifier_stop(struct latchd *ld);
 /* First thing in main(): no core dumps or ptrace, and jansson's frees wiped (keys pass through). */
 void broker_harden(void);
 int broker_init(struct latchd *ld, char *err, size_t errlen);
+void broker_limits(struct latchd *ld); /* latch.conf's broker_body_max and broker_metered_hold_max, again */
 void broker_fini(struct latchd *ld); /* after the sandboxes */
 /* Serve the sandbox's stored kit (secret_files only: env keys must be handed again). */
 void broker_open(struct sandbox *s);

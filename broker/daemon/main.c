@@ -143,6 +143,7 @@ void latchd_reload(struct latchd *ld)
 	ups_changed = n_up != ld->n_upstream || memcmp(ld->upstream, up, sizeof(up)) ||
 		      memcmp(ld->upstream_port, up_port, sizeof(up_port));
 	ld->conf = c;
+	broker_limits(ld);
 	ld->n_upstream = n_up;
 	memcpy(ld->upstream, up, sizeof(up));
 	memcpy(ld->upstream_port, up_port, sizeof(up_port));

@@ -57,6 +57,12 @@ uint32_t hb_connect_share(uint64_t *until, bool first, bool more, uint32_t conne
 
 /* ------------------------------------------------------------ the engine */
 
+void latch_http_set_metered_limits(struct latch_http *h, uint32_t body_max, uint32_t hold_max)
+{
+	h->o.metered_body_max = body_max ? body_max : 32u << 20;
+	h->o.metered_hold_max = hold_max ? hold_max : 64u << 20;
+}
+
 struct latch_http *latch_http_new(struct event_base *base, const struct latch_http_opts *o, char *err, size_t errlen)
 {
 	struct latch_http *h = calloc(1, sizeof(*h));
@@ -85,8 +91,7 @@ struct latch_http *latch_http_new(struct event_base *base, const struct latch_ht
 		h->o.pool_max = 32;
 	if (!h->o.conns_max)
 		h->o.conns_max = 256;
-	if (!h->o.metered_hold_max)
-		h->o.metered_hold_max = 64u << 20;
+	latch_http_set_metered_limits(h, h->o.metered_body_max, h->o.metered_hold_max);
 	return h;
 }
 

@@ -254,6 +254,8 @@ bool hb_exchange_start(struct hb_gconn *g, struct hb_route *r); /* false: g is c
 void hb_exchange_body(struct hb_exchange *x, const char *data, size_t len);
 bool hb_exchange_body_done(struct hb_exchange *x); /* false: g is closing or gone */
 bool hb_exchange_over_limit(struct hb_exchange *x); /* a metered body past its meter's body_max */
+/* The 413 of a metered body over its limit, which it names; hb_refuse()'s answer. */
+bool hb_exchange_refuse_large(struct hb_gconn *g, const struct hb_route *r);
 bool hb_exchange_over_hold(const struct hb_exchange *x); /* its sandbox's metered bodies past metered_hold_max */
 /* The 503 of a sandbox whose metered bodies in flight are at metered_hold_max; hb_refuse()'s answer. */
 bool hb_exchange_refuse_held(struct hb_gconn *g);

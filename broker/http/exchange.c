@@ -167,13 +167,28 @@ static struct hb_exchange *exchange_new(struct hb_gconn *g)
 
 static size_t metered_body_max(const struct hb_route *r)
 {
-	return r->meter && r->meter->body_max ? r->meter->body_max : 8u << 20;
+	return r->meter && r->meter->body_max ? r->meter->body_max : r->sb->h->o.metered_body_max;
+}
+
+bool hb_exchange_refuse_large(struct hb_gconn *g, const struct hb_route *r)
+{
+	size_t max = metered_body_max(r);
+
+	if (max % (1u << 20))
+		return hb_refuse(g, HB_BODY_TOO_LARGE,
+				 "latch: this metered request's body is over the %zu bytes the spend meter reads; "
+				 "send a smaller one",
+				 max);
+	return hb_refuse(g, HB_BODY_TOO_LARGE,
+			 "latch: this metered request's body is over the %zu MiB the spend meter reads; send a "
+			 "smaller one, or raise broker_body_max in latch.conf",
+			 max >> 20);
 }
 
 /*
  * A metered body is held whole until the meter has seen it, so what a
  * sandbox's metered requests hold at once is bounded (metered_hold_max):
- * else 256 connections of 8 MiB bodies that never end would hold 2 GiB of
+ * else 256 connections of 32 MiB bodies that never end would hold 8 GiB of
  * latchd's memory.  A body under a Content-Length is counted at its start,
  * a chunked one as it grows; each exchange gives its share back when it ends.
  */
@@ -196,7 +211,8 @@ bool hb_exchange_refuse_held(struct hb_gconn *g)
 
 	return hb_refuse(g, HB_METERED_HELD,
 			 "latch: this sandbox's metered requests in flight hold %zu MiB of request bodies, "
-			 "the most latch keeps at once is %u MiB; retry when one has been answered",
+			 "the most latch keeps at once is %u MiB; retry when one has been answered, or raise "
+			 "broker_metered_hold_max in latch.conf",
 			 (sb->metered_held + (1u << 20) - 1) >> 20, sb->h->o.metered_hold_max >> 20);
 }
 
@@ -220,9 +236,7 @@ bool hb_exchange_start(struct hb_gconn *g, struct hb_route *r)
 		if (x)
 			g->spare = x;
 		if ((uint64_t)hd->content_length > metered_body_max(r))
-			return hb_refuse(g, HB_BODY_TOO_LARGE,
-					 "latch: this metered request's body is larger than the meter's body_max; "
-					 "send a smaller request");
+			return hb_exchange_refuse_large(g, r);
 		if (r->sb->metered_held + (uint64_t)hd->content_length > r->sb->h->o.metered_hold_max)
 			return hb_exchange_refuse_held(g);
 		g->spare = NULL;

@@ -243,10 +243,10 @@ static bool guest_body(struct hb_gconn *g)
 		n = http_parser_execute(&g->parser, &body_settings, v.iov_base, v.iov_len);
 		evbuffer_drain(in, n);
 		if (g->x && hb_exchange_over_limit(g->x)) {
+			struct hb_route *r = g->x->r;
+
 			hb_exchange_end(g->x, LATCH_HTTP_END_ERROR);
-			return hb_refuse(g, HB_BODY_TOO_LARGE,
-					 "latch: this metered request's body is larger than the "
-					 "meter's body_max; send a smaller request");
+			return hb_exchange_refuse_large(g, r);
 		}
 		if (g->x && hb_exchange_over_hold(g->x)) {
 			hb_exchange_end(g->x, LATCH_HTTP_END_ERROR);

@@ -108,7 +108,7 @@ struct latch_http_meter {
 	void (*response)(void *arg, void *token, int status, const void *data, size_t len);
 	void (*end)(void *arg, void *token, enum latch_http_end how);
 	void (*release)(void *arg);
-	size_t body_max; /* 0 = 8 MiB; a larger body is refused with 413 */
+	size_t body_max; /* 0: the engine's metered_body_max; a larger body is refused with 413 */
 };
 
 /*
@@ -232,12 +232,19 @@ struct latch_http_opts {
 	int conns_max; /* guest connections per sandbox; more are closed on accept (256) */
 	/* metered request bodies a sandbox's requests hold at once, read and not yet answered (64 MiB) */
 	uint32_t metered_hold_max;
+	/* the largest metered request body, unless its meter says (32 MiB: Anthropic's request limit) */
+	uint32_t metered_body_max;
 };
 
 /* NULL with errno set and one line in err. */
 struct latch_http *latch_http_new(struct event_base *base, const struct latch_http_opts *o, char *err, size_t errlen);
 /* Closes every sandbox, route and connection (meters get their end()). Accepts NULL. */
 void latch_http_free(struct latch_http *h);
+/*
+ * metered_body_max and metered_hold_max again (0: the default), for the
+ * requests that start from now on (latchd's reload of latch.conf).
+ */
+void latch_http_set_metered_limits(struct latch_http *h, uint32_t body_max, uint32_t hold_max);
 
 /* Open the sandbox's listeners (IP_FREEBIND: the addresses may not exist yet). */
 struct latch_http_sandbox *latch_http_sandbox_new(struct latch_http *h, const struct latch_http_sandbox_opts *o,

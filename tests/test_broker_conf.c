@@ -1,0 +1,88 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * test_broker_conf.c - latch.conf's limits on what latchd's broker holds for
+ * the spend meter (broker_body_max, broker_metered_hold_max): their
+ * defaults, their units, and the file refused whole, naming the line or the
+ * two keys and the fix, when a value is out of range or the two disagree.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "config/config.h"
+
+static char dir[64];
+
+static void setup(void)
+{
+	snprintf(dir, sizeof(dir), "/tmp/latch-brokerconf-XXXXXX");
+	cr_assert_not_null(mkdtemp(dir));
+}
+
+static void teardown(void)
+{
+	char path[128];
+
+	snprintf(path, sizeof(path), "%s/latch.conf", dir);
+	unlink(path);
+	rmdir(dir);
+}
+
+TestSuite(broker_conf, .init = setup, .fini = teardown);
+
+static int conf_of(const char *text, struct latch_conf *c, char *err, size_t len)
+{
+	char path[128];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/latch.conf", dir);
+	f = fopen(path, "w");
+	cr_assert_not_null(f);
+	fputs(text, f);
+	fclose(f);
+	chmod(path, 0644);
+	return latch_conf_parse_file(path, c, err, len);
+}
+
+/* 32 MiB: a request Anthropic takes (a PDF inline) is one the meter takes; 64 MiB: two of them at once */
+Test(broker_conf, the_defaults_hold_a_providers_largest_request)
+{
+	struct latch_conf c;
+	char err[512];
+
+	cr_assert_eq(conf_of("", &c, err, sizeof(err)), 0, "%s", err);
+	cr_expect_eq(c.broker_body_max, 32);
+	cr_expect_eq(c.broker_metered_hold_max, 64);
+	cr_assert_eq(conf_of("broker_body_max = 100\nbroker_metered_hold_max = 400\n", &c, err, sizeof(err)), 0, "%s",
+		     err);
+	cr_expect_eq(c.broker_body_max, 100);
+	cr_expect_eq(c.broker_metered_hold_max, 400);
+	/* control: equal is enough, one body of the largest size fits */
+	cr_expect_eq(conf_of("broker_body_max = 8\nbroker_metered_hold_max = 8\n", &c, err, sizeof(err)), 0, "%s", err);
+}
+
+Test(broker_conf, bad_values_name_the_line_or_both_keys_and_the_fix)
+{
+	static const struct {
+		const char *text, *want;
+	} rows[] = {
+		{ "broker_body_max = 0\n", "latch.conf:1: broker_body_max" },
+		{ "broker_body_max = 1025\n", "MiB, 1..1024" },
+		{ "broker_body_max = 32M\n", "broker_body_max" },
+		{ "broker_metered_hold_max = 4096\n", "MiB, 1..4095" },
+		/* a hold below one body: no body of the largest size could ever be held */
+		{ "broker_body_max = 65\n", "broker_metered_hold_max (64 MiB) is below broker_body_max (65 MiB)" },
+		{ "broker_body_max = 16\nbroker_metered_hold_max = 8\n", "raise broker_metered_hold_max" },
+	};
+	struct latch_conf c;
+	char err[512];
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		cr_expect_neq(conf_of(rows[i].text, &c, err, sizeof(err)), 0, "row %zu accepted", i);
+		cr_expect_not_null(strstr(err, rows[i].want), "row %zu: \"%s\" lacks \"%s\"", i, err, rows[i].want);
+		cr_expect_null(strchr(err, '\n'), "row %zu: one line", i);
+	}
+}
