@@ -79,6 +79,22 @@ class Upstream(BaseHTTPRequestHandler):
     def log_message(self, fmt, *args):
         pass
 
+    def linger(self):
+        """After an answer that did not wait for the body, what the client still sends of it is read and
+        dropped (3 s at most), as real servers do (nginx's lingering_close): a close with it unread would
+        reset the connection, and the reset could throw the answer away."""
+        self.wfile.flush()
+        left = int(self.headers.get("Content-Length") or 0)
+        self.connection.settimeout(3)
+        try:
+            while left > 0:
+                b = self.connection.recv(min(65536, left))
+                if not b:
+                    break
+                left -= len(b)
+        except OSError:
+            pass
+
     def record(self, body_len):
         with self.server.log_lock:
             with open(self.server.log, "a") as f:
@@ -118,7 +134,8 @@ class Upstream(BaseHTTPRequestHandler):
         if self.path.startswith("/v1/noread"):  # an answer before the body, as a 401 or a 413 may come
             self.record(-1)
             self.close_connection = True
-            return self.send(401, b"no\n", "text/plain")
+            self.send(401, b"no\n", "text/plain")
+            return self.linger()
         pause = re.search(r"[?&]pause=([0-9.]+)", self.path)
         if pause:  # a slow reader: the broker must hold the guest's body back meanwhile
             time.sleep(min(float(pause.group(1)), 5))

@@ -309,6 +309,9 @@ check_eq "a body sent after an early answer is not read as a request" \
 	"$(late "POST /echo/v1/noread HTTP/1.1${R}Host: x${R}${AUTH}${R}Content-Length: $late_n${R}${R}")" 401
 check_eq "  control: after a whole body, the next request is answered" \
 	"$(late "POST /echo/v1/echo HTTP/1.1${R}Host: x${R}${AUTH}${R}Content-Length: 3${R}${R}abc")" "200 200"
+# the connection lingers after such an answer too: a guest that sends all 8 MB of its body before it reads
+out=$(graw "POST /echo/v1/noread HTTP/1.1${R}Host: x${R}${AUTH}${R}Content-Length: 8000000${R}${R}" --body-bytes 8000000 --timeout 10)
+check_eq "an upstream's early answer reaches a guest that sent all 8 MB of its body first" "${out%%$'\t'*}" 401
 check_eq "a chunked response arrives whole" "$(gcurl -H "$AUTH" "$URL/echo/v1/chunked" | wc -l)" 5
 check_eq "a response delimited by the upstream's close arrives" "$(gcurl -H "$AUTH" "$URL/echo/v1/close")" "until the end"
 # the broker reads a response head where it lies; one spread over three records is read when whole

@@ -161,9 +161,13 @@ static int r_headers_complete(http_parser *p)
 		keep[i] = !resp_hop_by_hop(u, h, conn) ||
 			  (no_body && status != 204 && hb_token_eq(u->head + h->name, h->name_len, "content-length"));
 	}
-	/* an answer before the body is all read (an early 401, 413): the rest was read as a next request */
+	/*
+	 * An answer before the body is all read (an early 401, 413): the rest
+	 * would be read as a next request, so the connection ends, lingering
+	 * while the guest still sends it (guest.c).
+	 */
 	if (g->state == G_BODY)
-		g->close_after = true;
+		g->close_after = g->linger = true;
 	x->status = status;
 	x->resp_started = true;
 	if (no_body) {
