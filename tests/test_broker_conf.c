@@ -5,47 +5,9 @@
  * defaults, their units, and the file refused whole, naming the line or the
  * two keys and the fix, when a value is out of range or the two disagree.
  */
-#include <criterion/criterion.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#include "conf_test.h"
 
-#include "config/config.h"
-
-static char dir[64];
-
-static void setup(void)
-{
-	snprintf(dir, sizeof(dir), "/tmp/latch-brokerconf-XXXXXX");
-	cr_assert_not_null(mkdtemp(dir));
-}
-
-static void teardown(void)
-{
-	char path[128];
-
-	snprintf(path, sizeof(path), "%s/latch.conf", dir);
-	unlink(path);
-	rmdir(dir);
-}
-
-TestSuite(broker_conf, .init = setup, .fini = teardown);
-
-static int conf_of(const char *text, struct latch_conf *c, char *err, size_t len)
-{
-	char path[128];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/latch.conf", dir);
-	f = fopen(path, "w");
-	cr_assert_not_null(f);
-	fputs(text, f);
-	fclose(f);
-	chmod(path, 0644);
-	return latch_conf_parse_file(path, c, err, len);
-}
+TestSuite(broker_conf, .init = conf_test_setup, .fini = conf_test_teardown);
 
 /* 32 MiB: a request Anthropic takes (a PDF inline) is one the meter takes; 64 MiB: two of them at once */
 Test(broker_conf, the_defaults_hold_a_providers_largest_request)

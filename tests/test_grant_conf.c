@@ -4,47 +4,9 @@
  * (docs/grants.md): the essay's defaults, durations as the command line
  * writes them, and one `file:line:` error for each bad value.
  */
-#include <criterion/criterion.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#include "conf_test.h"
 
-#include "config/config.h"
-
-static char dir[64];
-
-static void setup(void)
-{
-	snprintf(dir, sizeof(dir), "/tmp/latch-grantconf-XXXXXX");
-	cr_assert_not_null(mkdtemp(dir));
-}
-
-static void teardown(void)
-{
-	char path[128];
-
-	snprintf(path, sizeof(path), "%s/latch.conf", dir);
-	unlink(path);
-	rmdir(dir);
-}
-
-TestSuite(grant_conf, .init = setup, .fini = teardown);
-
-static int conf_of(const char *text, struct latch_conf *c, char *err, size_t len)
-{
-	char path[128];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/latch.conf", dir);
-	f = fopen(path, "w");
-	cr_assert_not_null(f);
-	fputs(text, f);
-	fclose(f);
-	chmod(path, 0644);
-	return latch_conf_parse_file(path, c, err, len);
-}
+TestSuite(grant_conf, .init = conf_test_setup, .fini = conf_test_teardown);
 
 Test(grant_conf, the_essays_defaults)
 {
