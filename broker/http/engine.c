@@ -644,13 +644,11 @@ bool hb_refuse(struct hb_gconn *g, enum hb_refusal refusal, const char *fmt, ...
 		hb_gconn_free(g);
 		return false;
 	}
-	/* anything of the request still unread, or a head we could not read, ends the connection */
-	bool unread = g->state == G_BODY ||
-		      (g->state == G_HEAD && (!g->head.target || g->head.chunked || g->head.content_length > 0));
-
-	if (status == 400 || status == 431 || unread || g->head.connect || !g->head.keep_alive)
+	/* anything of the request still unread, or a head we could not read, ends the connection, lingering */
+	g->linger = status == 400 || status == 431 || g->state == G_BODY ||
+		    (g->state == G_HEAD && (!g->head.target || g->head.chunked || g->head.content_length > 0));
+	if (g->linger || g->head.connect || !g->head.keep_alive)
 		g->close_after = true;
-	g->linger = unread || status == 400 || status == 431;
 	evbuffer_add_printf(out,
 			    "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\n"
 			    "Cache-Control: no-store\r\n%s%s%s\r\n",
