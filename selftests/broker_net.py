@@ -331,11 +331,17 @@ def read_head(s):
     return resp
 
 
+def content_length(head):
+    """A response head's Content-Length, or None."""
+    cl = re.search(rb"(?i)\r\ncontent-length: *([0-9]+)", head)
+    return int(cl.group(1)) if cl else None
+
+
 def complete(data):
     """Does DATA hold a whole response with a Content-Length body?"""
     head, sep, body = data.partition(b"\r\n\r\n")
-    cl = re.search(rb"(?i)\r\ncontent-length: *([0-9]+)", head)
-    return bool(sep and cl and len(body) >= int(cl.group(1)))
+    cl = content_length(head)
+    return bool(sep and cl is not None and len(body) >= cl)
 
 
 def read_response(s, data, whole=False):
@@ -360,9 +366,7 @@ def raw(a):
     s = socket.create_connection((a.host, a.port), timeout=a.timeout,
                                  source_address=(a.bind, 0) if a.bind else None)
     s.sendall(unescape(a.request))
-    for _ in range(a.body_bytes // 65536):  # a body sent whole before a byte of the answer is read
-        s.sendall(b"x" * 65536)
-    s.sendall(b"x" * (a.body_bytes % 65536))
+    s.sendall(b"x" * a.body_bytes)  # a body sent whole before a byte of the answer is read
     data = b""
     try:
         data = read_response(s, data, whole=a.full)
@@ -428,9 +432,8 @@ def stall(a):
         if a.behind:
             first = read_response(s, b"")
             head, _, rest = first.partition(b"\r\n\r\n")
-            cl = int(re.search(rb"(?i)content-length: *([0-9]+)", head).group(1))
             out["behind_status"] = int(head.split(b" ")[1])
-            rest = rest[cl:]  # what came after the first answer: the start of the second
+            rest = rest[content_length(head):]  # what came after the first answer: the start of the second
         body = rest if complete(rest) else read_response(s, rest)
         body = body.partition(b"\r\n\r\n")[2]
         answer = json.loads(body.decode() or "{}")

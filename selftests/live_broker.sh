@@ -125,6 +125,8 @@ RESP=$T/responses # every byte the guest side received, grepped for the key at t
 
 gcurl() { in_g curl -sS -m 5 "$@" 2>&1 | tee -a "$RESP"; }
 graw() { in_g "$LTS_PY" "$NET" raw "$BROKER" "$PORT" "$@" 2>&1 | tee -a "$RESP"; }
+# connect NAME SNI [ARGS]: CONNECT NAME:443 through the broker, then TLS with SNI (broker_net.py connect)
+connect() { in_g "$LTS_PY" "$NET" connect "$BROKER" "$PORT" "$1" "$2" --cafile "$T/ca.pem" "${@:3}" 2>&1 | tee -a "$RESP"; }
 audit_n() { grep -c '"event":"audit"' "$T/drv.out"; }
 # last_audit N: the first audit line after line count N (waits up to 2 s)
 last_audit() {
@@ -244,23 +246,22 @@ check "  its answer names the upstream" grep -q "^latch: cannot reach upstream d
 # answers from its third within connect_ms, and one with only silent addresses is refused when connect_ms is
 # spent, not connect_ms an address (6 s here).  The same for CONNECT.  Control: the silent addresses were
 # waited for (their time is there), and refusing addresses (multi, above) cost none.
-ms_since() { echo $((($(date +%s%N) - $1) / 1000000)); }
-t0=$(date +%s%N)
-out=$(graw "$(get /slow/v1/echo)" --timeout 10)
-ms=$(ms_since "$t0")
+timed() { # timed CMD...: its output in $out, the milliseconds it took in $ms
+	local t0
+	t0=$(date +%s%N)
+	out=$("$@")
+	ms=$((($(date +%s%N) - t0) / 1000000))
+}
+timed graw "$(get /slow/v1/echo)" --timeout 10
 check_eq "an upstream whose first two addresses are silent answers from its third" "${out%%$'\t'*}" 200
 check_cmp "  within connect_ms ($CONNECT_MS ms): $ms ms" "$ms" -lt "$CONNECT_MS"
 check_cmp "  control: the silent addresses were waited for (half, then a quarter, of it)" "$ms" -ge $((CONNECT_MS * 3 / 4 - 100))
-t0=$(date +%s%N)
-out=$(graw "$(get /silent/v1/echo)" --timeout 10)
-ms=$(ms_since "$t0")
+timed graw "$(get /silent/v1/echo)" --timeout 10
 check_eq "an upstream whose addresses are all silent is a 504" "$out" \
 	"$(printf '504\tlatch: upstream silent.test.example did not answer in time')"
 check_cmp "  once connect_ms is spent ($CONNECT_MS ms): $ms ms" "$ms" -lt $((CONNECT_MS + 1000))
 check_cmp "  control: not before it" "$ms" -ge $((CONNECT_MS - 100))
-t0=$(date +%s%N)
-out=$(in_g "$LTS_PY" "$NET" connect "$BROKER" "$PORT" slow.test.example slow.test.example --cafile "$T/ca.pem" --timeout 10 2>&1)
-ms=$(ms_since "$t0")
+timed connect slow.test.example slow.test.example --timeout 10
 check_eq "CONNECT to a name whose first two addresses are silent reaches its third" "$out" \
 	"$(printf 'HTTP/1.1 200 Connection established\ttls-ok')"
 check_cmp "  within connect_ms ($CONNECT_MS ms): $ms ms" "$ms" -lt "$CONNECT_MS"
@@ -535,7 +536,6 @@ out=$(in_g env GIT_TERMINAL_PROMPT=0 git -c http.proxy= ls-remote "http://x:$PH_
 check_not "git ls-remote with a wrong password fails" grep -q "refs/heads/main" <<<"$out"
 
 # ------------------------------------------------------------ CONNECT, name-exact
-connect() { in_g "$LTS_PY" "$NET" connect "$BROKER" "$PORT" "$1" "$2" --cafile "$T/ca.pem" "${@:3}" 2>&1 | tee -a "$RESP"; }
 check_eq "CONNECT to an allowed name carries TLS to it" "$(connect allowed.test.example allowed.test.example)" \
 	"$(printf 'HTTP/1.1 200 Connection established\ttls-ok')"
 a=$(grep '"event":"audit"' "$T/drv.out" | tail -1)
