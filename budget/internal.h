@@ -185,6 +185,7 @@ struct usage_parser {
 	enum budget_format format;
 	int mode; /* sniffing, JSON, SSE, or dead */
 	z_stream *z;
+	bool fed; /* a byte of the body was fed: too late to find a gzip or zlib header */
 	struct jscan *js; /* JSON mode */
 	struct sse *sse; /* SSE mode */
 	/* their memory (4-5 KB each), kept by usage_reuse() for the next exchange of a recycled ticket */

@@ -511,7 +511,8 @@ void usage_feed(struct usage_parser *u, const void *data, size_t len)
 
 	if (!len || u->bad || u->mode == MODE_DEAD)
 		return;
-	if (!u->z && u->mode == MODE_SNIFF && !u->js && (p[0] == 0x1f || p[0] == 0x78)) {
+	/* a compressed body says so in its first byte, wherever the chunks end (not after a blank) */
+	if (!u->fed && (p[0] == 0x1f || p[0] == 0x78)) {
 		u->z = calloc(1, sizeof(*u->z));
 		if (!u->z || inflateInit2(u->z, 15 + 32) != Z_OK) { /* 15+32: gzip or zlib, from the header */
 			free(u->z);
@@ -520,6 +521,7 @@ void usage_feed(struct usage_parser *u, const void *data, size_t len)
 			return;
 		}
 	}
+	u->fed = true;
 	if (u->z)
 		feed_inflate(u, p, len);
 	else

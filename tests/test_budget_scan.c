@@ -359,6 +359,10 @@ static const struct usage_case usage_cases[] = {
 	  USAGE_BAD, { 0 } },
 	{ AN, "{\"type\":\"message\",\"usage\":{\"input_tokens\":10,\"output_tokens\":3,\"server_tool_use\":{\"web_search_requests\":2,\"web_search_requests\":0}}}",
 	  USAGE_BAD, { 0 } },
+	/* a blank, then 'x' (a zlib header's first byte): a plain SSE stream however it is cut (fuzz_scan found it
+	 * read as zlib, so unreadable, when a chunk ended after the blank) */
+	{ OC, " x\n\ndata: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":3}}\n\ndata: [DONE]\n\n",
+	  USAGE_OK, { .input = 5, .cached = 0, .cache_write = 0, .cache_write_1h = 0, .output = 3 } },
 };
 /* clang-format on */
 
