@@ -237,9 +237,16 @@ static void build(int shape, const struct want *w, const uint8_t *text, size_t t
 		puts_(b, extra);
 		putf(b, ",\"usageMetadata\":{\"promptTokenCount\":%lld", w->a);
 		putf(b, ",\"candidatesTokenCount\":%lld", w->b);
-		putf(b, ",\"cachedContentTokenCount\":%lld}}", w->c);
+		putf(b, ",\"cachedContentTokenCount\":%lld", w->c);
+		/* an image model's answer: its IMAGE tokens are part of the candidates' count */
+		putf(b, ",\"candidatesTokensDetails\":[{\"modality\":\"TEXT\",\"tokenCount\":%lld},",
+		     w->b - (w->d < w->b ? w->d : w->b));
+		putf(b, "{\"modality\":\"IMAGE\",\"tokenCount\":%lld}]}}", w->d < w->b ? w->d : w->b);
 		puts_(b, shape == 5 ? "\r\n\r\n" : "]");
-		*expect = (struct budget_tokens){ .input = w->a - w->c, .cached = w->c, .output = w->b };
+		*expect = (struct budget_tokens){ .input = w->a - w->c,
+						  .cached = w->c,
+						  .output = w->b - (w->d < w->b ? w->d : w->b),
+						  .image_output = w->d < w->b ? w->d : w->b };
 		break;
 	}
 }
