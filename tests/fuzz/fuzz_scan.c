@@ -292,9 +292,15 @@ static void embedded(const uint8_t *p, size_t n, uint32_t seed, int shape)
 	v = json_loadb((const char *)p, n, JSON_DECODE_ANY, NULL);
 	if (v && depth_of(v) > JSCAN_DEPTH_MAX - 8)
 		goto out; /* deeper than the meter reads: unreadable, charged its reservation (test_budget_scan.c) */
-	if (v) /* the input is JSON: it goes in as a member too, as written (a JSON body) or compact (an SSE line) */
-		extra = shape == 0 || shape == 3 || shape == 6 ? strndup((const char *)p, n) :
-								 json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+	/*
+	 * The input is JSON: it goes in as a member too, as written (a JSON body) or compact (an SSE line, or
+	 * an input with a NUL byte, which jansson skips between tokens and the meter reads as no JSON: unreadable,
+	 * charged its reservation).
+	 */
+	if (v)
+		extra = (shape == 0 || shape == 3 || shape == 6) && !memchr(p, 0, n) ?
+				strndup((const char *)p, n) :
+				json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
 	build(shape, &w, p, n, extra ? extra : "null", &b, &f, &expect);
 	free(extra);
 	for (int cuts = 0; cuts <= 64; cuts = cuts ? cuts * 4 : 1) {
