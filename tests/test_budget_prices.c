@@ -218,6 +218,25 @@ Test(budget_prices, priority_processing_costs_more)
 	cr_expect_eq(r.charged, 12500, "priority escaped: %lld", (long long)r.charged);
 	r = chat(b, "gpt-5", "\"scale\"", "scale", 1000, 500); /* a tier latch does not price: the dearer */
 	cr_expect_eq(r.charged, 12500, "scale: %lld", (long long)r.charged);
+	/* a Responses stream says its tier in each response object: response.completed's is priority */
+	for (int dear = 0; dear < 2; dear++) {
+		char resp[1024];
+
+		snprintf(
+			resp, sizeof(resp),
+			"event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":"
+			"{\"id\":\"resp_1\",\"status\":\"in_progress\",\"service_tier\":\"auto\",\"usage\":null}}\n\n"
+			"event: response.completed\ndata: {\"type\":\"response.completed\",\"sequence_number\":1,"
+			"\"response\":{\"id\":\"resp_1\",\"status\":\"completed\",\"service_tier\":\"%s\",\"output\":[],"
+			"\"usage\":{\"input_tokens\":1000,\"input_tokens_details\":{\"cached_tokens\":0},"
+			"\"output_tokens\":500,\"output_tokens_details\":{\"reasoning_tokens\":0},\"total_tokens\":1500}}}\n\n",
+			dear ? "priority" : "default");
+		r = bt_exchange(b, "s1", BUDGET_OPENAI, "POST", "/v1/responses",
+				"{\"model\":\"gpt-5\",\"stream\":true,\"input\":\"hi\",\"max_output_tokens\":1000}",
+				200, resp, strlen(resp), 5, 0, BUDGET_END_COMPLETE);
+		cr_expect_eq(r.charged, dear ? 12500 : 6250, "responses stream, %s: %lld (%s)",
+			     dear ? "priority" : "default (control)", (long long)r.charged, r.how);
+	}
 	budget_close(b);
 }
 
