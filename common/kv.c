@@ -67,6 +67,17 @@ static int set_value(const struct latch_kv_key *k, void *obj, const char *v, cha
 		return latch_parse_mac(v, (uint8_t *)field, msg, msglen);
 	case LATCH_KV_CUSTOM:
 		return k->parse(obj, v, msg, msglen);
+	case LATCH_KV_SECONDS:
+		return latch_parse_seconds(k->name, v, k->min, k->max, (uint32_t *)field, msg, msglen) ? -EINVAL : 0;
+	case LATCH_KV_MIB: {
+		uint64_t bytes;
+
+		if (latch_parse_size(k->name, v, 1 << 20, (uint64_t)k->min << 20, (uint64_t)k->max << 20, &bytes, msg,
+				     msglen))
+			return -EINVAL;
+		*(uint32_t *)field = (uint32_t)(bytes >> 20);
+		return 0;
+	}
 	}
 	return -EINVAL;
 }
@@ -175,6 +186,8 @@ static void print_value(FILE *f, const struct latch_kv_key *k, const void *obj)
 			fprintf(f, "%s = %s\n", k->name, field);
 		break;
 	case LATCH_KV_UINT:
+	case LATCH_KV_SECONDS: /* a bare number: seconds, or MiB, in each grammar */
+	case LATCH_KV_MIB:
 		fprintf(f, "%s = %u\n", k->name, *(const uint32_t *)field);
 		break;
 	case LATCH_KV_ADDR4:
