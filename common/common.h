@@ -147,11 +147,13 @@ struct latch_kv_key {
  * Read path into obj (which the caller has filled with defaults): blank lines
  * and '#' lines are skipped, every other line is `key = value`.  Unknown keys
  * (without LATCH_KV_UNKNOWN_OK), repeated keys and bad values are refused
- * with `FILE:LINE: ...`.  Returns 0, -ENOENT (no file; err untouched), or
- * -EINVAL/-EPERM with a line in err.
+ * with `FILE:LINE: ...`; an unknown key's line offers the nearest known key
+ * and points at doc, the format's man page ("latch.conf(5)"; NULL: it lists
+ * the keys).  Returns 0, -ENOENT (no file; err untouched), or -EINVAL/-EPERM
+ * with a line in err.
  */
-int latch_kv_read(const char *path, const struct latch_kv_key *keys, int n_keys, unsigned flags, void *obj, char *err,
-		  size_t errlen);
+int latch_kv_read(const char *path, const struct latch_kv_key *keys, int n_keys, unsigned flags, const char *doc,
+		  void *obj, char *err, size_t errlen);
 /*
  * Write obj as `key = value` lines under a '#' header line, atomically
  * (latch_write_atomic).  Empty strings and unset addresses are left out.

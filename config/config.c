@@ -338,7 +338,7 @@ int latch_conf_parse_file(const char *path, struct latch_conf *c, char *err, siz
 
 	conf_defaults(c);
 	ret = latch_kv_read(path, conf_keys, sizeof(conf_keys) / sizeof(conf_keys[0]),
-			    LATCH_KV_SAFE_FILE | LATCH_KV_TRAILING_COMMENT, c, err, errlen);
+			    LATCH_KV_SAFE_FILE | LATCH_KV_TRAILING_COMMENT, "latch.conf(5)", c, err, errlen);
 	if (ret)
 		return ret;
 	snprintf(c->path, sizeof(c->path), "%s", path);
