@@ -71,7 +71,7 @@ install: all man $(BUILD)/latch.bash-completion
 	$(Q)$(call inst,0755,$(BUILD)/latchd,$(SBINDIR)/latchd)
 	$(Q)$(foreach f,image.sh image_debian.sh,$(call inst,0755,vm/images/$(f),$(LIBDIR)/latch/$(f)) &&) true
 	$(Q)$(call inst,0644,vm/images/lib.sh,$(LIBDIR)/latch/lib.sh)
-	$(Q)$(foreach f,latch-agent latch-rawsend,$(call inst,0755,$(BUILD)/vm/$(f),$(LIBDIR)/latch/$(f)) &&) true
+	$(Q)$(foreach f,latch-agent latch-rawsend latch-ask,$(call inst,0755,$(BUILD)/vm/$(f),$(LIBDIR)/latch/$(f)) &&) true
 	$(Q)$(foreach u,latch-boot latchd,sed -e 's|@SBINDIR@|$(SBINDIR)|g' -e 's|@ENV@||' vm/units/$(u).service.in \
 		> $(BUILD)/$(u).service && $(call inst,0644,$(BUILD)/$(u).service,$(UNITDIR)/$(u).service) &&) true
 	$(Q)$(call inst,0644,vm/units/tmpfiles.conf,$(TMPFILESDIR)/latch.conf)

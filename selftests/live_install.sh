@@ -43,6 +43,16 @@ rc=0; LATCH_ROOT=$T/root "$L" --json doctor >"$T/doctor.json" 2>/dev/null || rc=
 check "installed latch doctor runs (exit 0 or 1, one JSON document)" bash -c "[ $rc -le 1 ] && jq -e '.checks | length > 5' '$T/doctor.json' >/dev/null"
 check "latchd beside latch" test -x "$D/usr/sbin/latchd"
 check "image recipes and guest programs in lib/latch" bash -c "[ -x '$D/usr/lib/latch/image.sh' ] && [ -x '$D/usr/lib/latch/latch-agent' ] && [ -f '$D/usr/lib/latch/lib.sh' ]"
+# Invariant: the installed image recipes put every guest program into the image; without latch-ask
+# a guest can't ask for a grant.  Asked the way image.sh asks (lib.sh's image_args and guest_tool),
+# from the installed lib.sh, with no LATCH_* override; the agent and latch-rawsend are the control.
+picked=$(cd / && env -u LATCH_AGENT -u LATCH_RAWSEND -u LATCH_ASK bash -c '. "$1/lib.sh"; image_args /nonexistent
+	echo "agent=$AGENT rawsend=$(guest_tool latch-rawsend LATCH_RAWSEND) ask=$(guest_tool latch-ask LATCH_ASK)"' _ "$D/usr/lib/latch" 2>&1)
+I=$D/usr/lib/latch
+check_eq "control: the installed recipes pick the installed agent and latch-rawsend" "${picked% ask=*}" \
+	"agent=$I/latch-agent rawsend=$I/latch-rawsend"
+check_eq "the installed recipes pick the installed latch-ask" "${picked##* }" "ask=$I/latch-ask"
+check "latch-ask is installed static, as the initramfs needs" bash -c "[ -x '$I/latch-ask' ] && ! readelf -l '$I/latch-ask' | grep -q INTERP"
 for p in man8/latch.8 man8/latchd.8 man5/latch.conf.5 man5/latch-profile.5 man5/latch-kit.5; do
 	check "man page $p renders" bash -c "man -l '$D/usr/share/man/$p.gz' 2>/dev/null | grep -q '^NAME'"
 done
