@@ -136,6 +136,19 @@ static void wrote_cb(const char *path, void *arg)
 		printf("wrote %s\n", path);
 }
 
+struct uninstall_lists {
+	json_t *removed, *kept;
+};
+
+static void uninstalled_cb(const char *path, bool removed, void *arg)
+{
+	struct uninstall_lists *l = arg;
+
+	json_array_append_new(removed ? l->removed : l->kept, json_string(path));
+	if (!latch_json)
+		printf(removed ? "removed %s\n" : "kept %s: not written by latch\n", path);
+}
+
 int cmd_boot(int argc, char **argv)
 {
 	char err[LATCH_ERR_MAX], exe[PATH_MAX];
@@ -150,11 +163,25 @@ int cmd_boot(int argc, char **argv)
 			return fprintf(stderr, "latch: refusing to start %s: %s\n", argv[2], err), 1;
 		return 0;
 	}
-	if (argc != 2 || (strcmp(argv[1], "apply") && strcmp(argv[1], "install")))
-		return latch_err(LATCH_EXIT_USAGE, "usage: latch boot install | boot apply");
+	if (argc != 2 || (strcmp(argv[1], "apply") && strcmp(argv[1], "install") && strcmp(argv[1], "uninstall")))
+		return latch_err(LATCH_EXIT_USAGE, "usage: latch boot install | boot uninstall | boot apply");
 	if (latch_need_root("boot"))
 		return LATCH_EXIT_USAGE;
 	list = json_array();
+	if (!strcmp(argv[1], "uninstall")) {
+		json_t *kept = json_array();
+		struct uninstall_lists l = { list, kept };
+
+		if (latch_vm_boot_uninstall(uninstalled_cb, &l, err, sizeof(err))) {
+			json_decref(list);
+			json_decref(kept);
+			return latch_err(LATCH_EXIT_FAILED, "boot uninstall: %s", err);
+		}
+		if (!latch_json && !json_array_size(list))
+			printf("nothing of latch's boot install was there\n");
+		latch_json_out(json_pack("{s:o, s:o}", "removed", list, "kept", kept));
+		return 0;
+	}
 	if (!strcmp(argv[1], "install")) {
 		n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 		if (n <= 0) {

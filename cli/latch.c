@@ -27,7 +27,7 @@ bool latch_json;
 const char latch_version[] = LATCH_VERSION;
 
 static const char *const egress_verbs[] = { "allow", "revoke", "show", "profile", NULL };
-static const char *const boot_verbs[] = { "install", "apply", NULL };
+static const char *const boot_verbs[] = { "install", "uninstall", "apply", NULL };
 static const char *const image_verbs[] = { "build", NULL };
 static const char *const completion_verbs[] = { "bash", NULL };
 
@@ -130,10 +130,11 @@ const struct latch_cmd latch_cmds[] = {
 	  "the clone is destroyed at the end, also on Ctrl-C or SIGTERM",
 	  "--timeout DUR\tthe guest kills CMD after DUR (1s..24h; default 10m)",
 	  "latch task agent1 -- sh -c 'make test'" },
-	{ "boot", cmd_boot, "boot install | boot apply",
+	{ "boot", cmd_boot, "boot install | boot uninstall | boot apply",
 	  "install the boot units and the libvirt hook (/etc/libvirt/hooks/qemu.d/latch) for the installed "
-	  "latch; re-create every sandbox's tap and enforcement (at boot)",
-	  NULL, "sudo latch boot install\nlatch boot apply", boot_verbs, 1 },
+	  "latch and latchd beside it; uninstall removes what install wrote; re-create every sandbox's tap and "
+	  "enforcement (at boot)",
+	  NULL, "sudo latch boot install\nsudo latch boot uninstall\nlatch boot apply", boot_verbs, 1 },
 	{ "image", cmd_image, "image build [--image default|debian] [--force]",
 	  "build a guest image into the image cache; a current image is kept unless --force",
 	  "--image I\tdefault (a Debian kernel and a busybox initramfs) or debian (debootstrap)\n"

@@ -6,8 +6,9 @@
 #        the image recipes and guest programs in $(PREFIX)/lib/latch, the
 #        systemd units, /etc/latch/latch.conf (never overwritten), man pages,
 #        the bash completion, and a manifest of what it wrote
-#   make uninstall [PREFIX=...] [DESTDIR=]          removes what the manifest lists;
-#        latch.conf only when it is still as installed (dpkg's conffile rule)
+#   make uninstall [PREFIX=...] [DESTDIR=]          `latch boot uninstall` (what boot install
+#        wrote), then what the manifest lists; latch.conf only when it is still as installed
+#        (dpkg's conffile rule)
 #   make man                                        the man pages into build/man
 #   make dist                                       a tarball with a VERSION file
 
@@ -93,6 +94,11 @@ install: all man $(BUILD)/latch.bash-completion
 # it and it is unchanged; an edited one stays, and uninstall says so.
 uninstall:
 	$(Q)test -f $(DESTDIR)$(MANIFEST) || { echo "make uninstall: no $(DESTDIR)$(MANIFEST): nothing installed under this PREFIX/DESTDIR" >&2; exit 1; }
+	@# what `latch boot install` wrote (the units' links, units of its own, the hook), while the installed
+	@# latch is there to remove it; under DESTDIR, LATCH_ROOT (else DESTDIR) is the root it wrote into.
+	@# boot install needs root, so without root there is nothing of it to remove.
+	$(Q)if [ -x $(DESTDIR)$(SBINDIR)/latch ] && [ "$$(id -u)" = 0 ]; then \
+		LATCH_ROOT=$${LATCH_ROOT:-$(DESTDIR)} $(DESTDIR)$(SBINDIR)/latch boot uninstall || exit 1; fi
 	$(Q)while read -r a b c; do \
 		if [ "$$a" = conf ]; then \
 			if [ "$$(sha256sum < $(DESTDIR)$$b 2>/dev/null | cut -d' ' -f1)" = "$$c" ]; then rm -f $(DESTDIR)$$b; \

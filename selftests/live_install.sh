@@ -5,7 +5,9 @@
 # under a DESTDIR of this test's own: make install, the installed latch's
 # --version, --help and doctor, the man pages and the completion, the units
 # (systemd-analyze verify), `boot install` from the installed latch into a
-# LATCH_ROOT with no hooks directory (and the build tree's latch refused),
+# LATCH_ROOT with no hooks directory (the build tree's latch refused, and a
+# latch without latchd beside it), `boot uninstall` (exactly what install
+# wrote; others' files stay),
 # latch.conf as a conffile (never overwritten, kept when edited), and make
 # uninstall leaving no file behind.  Prints ok/FAIL and "N passed, M failed".
 set -u
@@ -76,6 +78,7 @@ check "the build tree's latch is refused by boot install" bash -c "[ $rc = 1 ] &
 check "... and wrote nothing" test ! -e "$R/etc/libvirt/hooks/qemu.d/latch"
 rc=0; out=$(LATCH_ROOT=$R "$L" boot install 2>&1) || rc=$?
 check "the installed latch's boot install works (exit 0)" test "$rc" = 0
+LATCH_ROOT=$R "$L" --json boot install | jq -r '.wrote[]' | sort >"$T/wrote.list"
 H=$R/etc/libvirt/hooks/qemu.d/latch
 check "the hook is in qemu.d (made when missing), executable" test -x "$H"
 check "the hook calls the installed latch" grep -qF "exec '$L' boot hook" "$H"
@@ -87,7 +90,39 @@ check "hook: a domain with latch's metadata under another name is refused" bash 
 rc=0; echo '<domain/>' | env -i /bin/sh "$H" latch-nosuch prepare begin - 2>"$T/hook.err" || rc=$?
 check "hook: a latch domain with no state is refused by latch" bash -c "[ $rc != 0 ] && grep -q 'refusing to start latch-nosuch' '$T/hook.err'"
 
+# Invariant: boot install enables latchd.service only with the latchd it runs there: a latch
+# without latchd beside it is refused and writes nothing (control: the installed pair above).
+mkdir -p "$T/lonely/sbin" && cp "$L" "$T/lonely/sbin/latch"
+rc=0; LATCH_ROOT=$T/root2 "$T/lonely/sbin/latch" boot install >"$T/lonely.out" 2>&1 || rc=$?
+check "boot install without latchd beside latch: refused (exit 1)" test "$rc" = 1
+check "... naming the missing latchd" grep -qF "$T/lonely/sbin/latchd is not there" "$T/lonely.out"
+check "... and wrote nothing" test ! -e "$T/root2"
+
+# Invariant: boot uninstall removes exactly what boot install wrote and leaves others' files alone:
+# an admin's own hook and wants link beside latch's, and a file of theirs at the hook's path.
+mkdir -p "$R/etc/libvirt/hooks/qemu.d" "$R/etc/systemd/system/multi-user.target.wants"
+printf '#!/bin/sh\nexit 0\n' >"$R/etc/libvirt/hooks/qemu.d/admin" && chmod 0755 "$R/etc/libvirt/hooks/qemu.d/admin"
+ln -sf /lib/systemd/system/ssh.service "$R/etc/systemd/system/multi-user.target.wants/ssh.service"
+(cd "$R" && find . \( -type f -o -type l \) | sort) >"$T/before-uninstall.list"
+rc=0; LATCH_ROOT=$R "$L" --json boot uninstall >"$T/bu.json" 2>&1 || rc=$?
+check_eq "boot uninstall (exit 0)" "$rc" 0
+check_eq "boot uninstall removed exactly what boot install wrote" "$(jq -r '.removed[]' "$T/bu.json" | sort)" "$(cat "$T/wrote.list")"
+check "... and each is gone" bash -c "! xargs -r ls -d <'$T/wrote.list' 2>/dev/null | grep -q ."
+check_eq "... the rest of the root is as it was (others' hook and link stay)" \
+	"$(cd "$R" && find . \( -type f -o -type l \) | sort)" "$(grep -vxF -f <(sed "s|^$R|.|" "$T/wrote.list") "$T/before-uninstall.list")"
+check "... the admin's hook is still there" test -x "$R/etc/libvirt/hooks/qemu.d/admin"
+LATCH_ROOT=$R "$L" boot install >/dev/null 2>&1
+printf '#!/bin/sh\n# the admin'"'"'s own hook, named latch\nexit 0\n' >"$R/etc/libvirt/hooks/qemu.d/latch"
+rc=0; out=$(LATCH_ROOT=$R "$L" boot uninstall 2>&1) || rc=$?
+check "a hook at latch's path that latch did not write is kept, and said so" \
+	bash -c "[ $rc = 0 ] && grep -q 'kept .*qemu.d/latch: not written by latch' <<<\"\$1\" && grep -q 'admin' '$R/etc/libvirt/hooks/qemu.d/latch'" _ "$out"
+check "control: the units and links it wrote went all the same" \
+	bash -c "! find '$R/etc/systemd/system' -name 'latch*' | grep -q ."
+
 # --- the conffile and uninstall ----------------------------------------------------------
+# make uninstall takes what boot install wrote too (here into the DESTDIR, as LATCH_ROOT)
+LATCH_ROOT=$D "$L" boot install >"$T/bi-dest.out" 2>&1
+check "boot install into the DESTDIR wrote the hook" test -x "$D/etc/libvirt/hooks/qemu.d/latch"
 check "make uninstall" M uninstall
 left=$(find "$D" -type f -o -type l | head -5)
 check_eq "nothing is left after uninstall" "${left:-nothing}" nothing

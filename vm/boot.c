@@ -23,6 +23,9 @@
 #include "vm/state.h"
 #include "vm/units.h" /* generated from the templates in vm/units/ (embed.sh) */
 
+/* The hook's first comment line: `boot uninstall` removes only a hook that has it. */
+#define HOOK_MARKER "# Written by `latch boot install`"
+
 static int apply_one(const char *name, struct latch_boot_result *r)
 {
 	struct latch_vm_state st;
@@ -216,8 +219,8 @@ int latch_vm_boot_bin_check(const char *bin, char *err, size_t errlen)
 	snprintf(probe, sizeof(probe), "%.*s/arrows.ok", (int)(slash - real), real);
 	if (!access(probe, F_OK))
 		return latch_errf(err, errlen, -EPERM,
-				  "%s is a build tree's binary (%s is there): install latch first (`make install`, "
-				  "or the Debian package) and run the installed latch",
+				  "%s is a build tree's binary (%s is there): install latch first (`make install`) "
+				  "and run the installed latch",
 				  real, probe);
 	snprintf(probe, sizeof(probe), "%.*s/../cli/latch.c", (int)(slash - real), real);
 	if (!access(probe, F_OK))
@@ -261,8 +264,7 @@ static int write_hook(const char *bin, const char *senv, void (*wrote)(const cha
 	    latch_path(legacy, sizeof(legacy), "etc/libvirt/hooks/qemu"))
 		return snprintf(err, errlen, "path too long"), -ENAMETOOLONG;
 	snprintf(text, sizeof(text),
-		 "#!/bin/sh\n"
-		 "# Written by `latch boot install`.  libvirt runs every executable in hooks/qemu.d/ as\n"
+		 "#!/bin/sh\n" HOOK_MARKER ".  libvirt runs every executable in hooks/qemu.d/ as\n"
 		 "# SCRIPT DOMAIN OP SUBOP EXTRA, the domain XML on stdin; a non-zero exit on prepare, start\n"
 		 "# or restore stops that domain from starting.  latch refuses its own domains whose\n"
 		 "# enforcement it can't verify; every other domain goes through here at once.\n"
@@ -291,13 +293,28 @@ static int write_hook(const char *bin, const char *senv, void (*wrote)(const cha
 
 		close(fd);
 		old[n > 0 ? n : 0] = '\0';
-		if (strstr(old, "# Written by `latch boot install`") && !unlink(legacy)) {
+		if (strstr(old, HOOK_MARKER) && !unlink(legacy)) {
 			char what[PATH_MAX + 16];
 
 			snprintf(what, sizeof(what), "removed %s", legacy);
 			wrote(what, arg);
 		}
 	}
+	return 0;
+}
+
+static int latchd_present(const char *sbindir, char *err, size_t errlen)
+{
+	char latchd[PATH_MAX];
+	struct stat st;
+
+	if (snprintf(latchd, sizeof(latchd), "%s/latchd", sbindir) >= (int)sizeof(latchd))
+		return latch_errf(err, errlen, -ENAMETOOLONG, "%s/latchd: path too long", sbindir);
+	if (stat(latchd, &st) || !S_ISREG(st.st_mode) || access(latchd, X_OK))
+		return latch_errf(err, errlen, -ENOENT,
+				  "%s is not there (or not executable), and latchd.service runs it: install latch and "
+				  "latchd together (`make install`) and run the installed latch",
+				  latchd);
 	return 0;
 }
 
@@ -316,6 +333,10 @@ int latch_vm_boot_install(const char *latch_bin, void (*wrote)(const char *path,
 	if (r)
 		return r;
 	snprintf(sbindir, sizeof(sbindir), "%.*s", (int)(slash - latch_bin), latch_bin);
+	/* latchd.service's ExecStart is SBINDIR/latchd: enabling it without the binary fails at every boot */
+	r = latchd_present(sbindir, err, errlen);
+	if (r)
+		return r;
 	env_of(uenv, sizeof(uenv), senv, sizeof(senv));
 	r = install_unit("latch-boot.service", unit_latch_boot_service, sbindir, uenv, boot_wanted_by, 3, wrote, arg,
 			 err, errlen);
@@ -324,6 +345,99 @@ int latch_vm_boot_install(const char *latch_bin, void (*wrote)(const char *path,
 				 err, errlen);
 	if (!r)
 		r = write_hook(latch_bin, senv, wrote, arg, err, errlen);
+	return r;
+}
+
+/*
+ * A file `boot install` wrote: a unit from vm/units/ (its head names it) or
+ * the hook (its marker line).  Anything else at those paths is someone
+ * else's and stays.
+ */
+static bool written_by_latch(const char *path, const char *marker)
+{
+	char head[1024];
+	ssize_t n;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+
+	if (fd < 0)
+		return false;
+	n = read(fd, head, sizeof(head) - 1);
+	close(fd);
+	head[n > 0 ? n : 0] = '\0';
+	return strstr(head, marker) != NULL;
+}
+
+static int remove_path(const char *path, void (*done)(const char *path, bool removed, void *arg), void *arg, char *err,
+		       size_t errlen)
+{
+	if (unlink(path) && errno != ENOENT)
+		return latch_errf(err, errlen, -errno, "%s: %s", path, strerror(errno));
+	done(path, true, arg);
+	return 0;
+}
+
+/* Remove NAME's link from each wants directory, then the directory when that left it empty. */
+static int disable_unit(const char *name, const char *const *wanted_by, size_t n_wanted,
+			void (*done)(const char *path, bool removed, void *arg), void *arg, char *err, size_t errlen)
+{
+	char dir[PATH_MAX], link[PATH_MAX];
+	struct stat st;
+	int r;
+
+	for (size_t i = 0; i < n_wanted; i++) {
+		if (latch_path(dir, sizeof(dir), "etc/systemd/system/%s.wants", wanted_by[i]) ||
+		    snprintf(link, sizeof(link), "%s/%s", dir, name) >= (int)sizeof(link))
+			return latch_errf(err, errlen, -ENAMETOOLONG, "path too long");
+		if (lstat(link, &st))
+			continue;
+		if (!S_ISLNK(st.st_mode)) {
+			done(link, false, arg);
+			continue;
+		}
+		r = remove_path(link, done, arg, err, errlen);
+		if (r)
+			return r;
+		rmdir(dir); /* only when empty: others' links stay */
+	}
+	return 0;
+}
+
+int latch_vm_boot_uninstall(void (*done)(const char *path, bool removed, void *arg), void *arg, char *err,
+			    size_t errlen)
+{
+	static const char *const boot_wanted_by[] = { "sysinit.target", "libvirtd.service", "virtqemud.service" };
+	static const char *const latchd_wanted_by[] = { "multi-user.target" };
+	static const char *const units[] = { "latch-boot.service", "latchd.service" };
+	char path[PATH_MAX], dir[PATH_MAX], marker[64];
+	struct stat st;
+	int r;
+
+	r = disable_unit("latch-boot.service", boot_wanted_by, 3, done, arg, err, errlen);
+	if (!r)
+		r = disable_unit("latchd.service", latchd_wanted_by, 1, done, arg, err, errlen);
+	for (size_t i = 0; !r && i < 2; i++) {
+		if (latch_path(path, sizeof(path), "etc/systemd/system/%s", units[i]))
+			return latch_errf(err, errlen, -ENAMETOOLONG, "path too long");
+		if (lstat(path, &st))
+			continue;
+		/* the templates' second line: "# NAME: what it does" */
+		snprintf(marker, sizeof(marker), "\n# %s: ", units[i]);
+		if (written_by_latch(path, marker))
+			r = remove_path(path, done, arg, err, errlen);
+		else
+			done(path, false, arg);
+	}
+	if (r)
+		return r;
+	if (latch_path(path, sizeof(path), "etc/libvirt/hooks/qemu.d/latch") ||
+	    latch_path(dir, sizeof(dir), "etc/libvirt/hooks/qemu.d"))
+		return latch_errf(err, errlen, -ENAMETOOLONG, "path too long");
+	if (!lstat(path, &st)) {
+		if (!written_by_latch(path, HOOK_MARKER))
+			return done(path, false, arg), 0;
+		r = remove_path(path, done, arg, err, errlen);
+		rmdir(dir); /* only when empty */
+	}
 	return r;
 }
 

@@ -291,10 +291,22 @@ int latch_vm_boot_apply(void (*fn)(const char *name, int ret, const struct latch
  * latch's through without running latch, and runs `latch_bin boot hook`
  * for latch's own (libvirt runs hooks with an empty environment, so
  * LATCH_ROOT/LATCH_BPFFS are baked in).  The single-file hook an older
- * latch wrote (hooks/qemu) is removed.  Each path written goes to wrote.
+ * latch wrote (hooks/qemu) is removed.  Refused, writing nothing, when
+ * latchd is not beside latch_bin (latchd.service's ExecStart).  Each path
+ * written goes to wrote.
  */
 int latch_vm_boot_install(const char *latch_bin, void (*wrote)(const char *path, void *arg), void *arg, char *err,
 			  size_t errlen);
+/*
+ * `boot uninstall`: undo `boot install` under $LATCH_ROOT: the units' links
+ * in the wants directories, the units it wrote into etc/systemd/system and
+ * the hook, each only when it is latch's (a unit whose head names it, the
+ * hook with its marker line); a file of someone else's at one of those
+ * paths stays.  Each path goes to done, removed or kept.  Units installed
+ * by `make install` are make uninstall's.
+ */
+int latch_vm_boot_uninstall(void (*done)(const char *path, bool removed, void *arg), void *arg, char *err,
+			    size_t errlen);
 /*
  * The qemu hook's decision for domain DOM at operation OP, with the domain
  * XML read from xml_fd: 0 to let it start, -EPERM (reason in err) to refuse.
