@@ -7,6 +7,7 @@
  * from the commands; selftests/live_cli.sh checks the table against the
  * option parsers and docs/man/latch.8.md.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -72,73 +73,279 @@ void latch_cmd_help(FILE *f, const struct latch_cmd *c)
 	fprintf(f, "\nglobal options go before %s: latch [--json] [-v] %s ...\n", c->name, c->name);
 }
 
-/* The option names (--x) of an options text, space-separated, into f. */
-static void option_words(FILE *f, const char *opts)
+/*
+ * The kinds of entry latch writes into the audit log, for `audit --kind`'s
+ * completion.  selftests/live_cli.sh compares this list with every kind the
+ * sources write (latchd_audit, latch_audit_note, hb_audit), both ways.
+ */
+static const char audit_kinds[] = "attach audit backup budget config confine daemon dns egress grant kernel kit "
+				  "learned other profile refused room route";
+
+/*
+ * The option names of an options text ("-v, --verbose\t..." gives -v and
+ * --verbose), space-separated, into f; with_arg: only those that take an
+ * argument (a word after the names, before the tab).
+ */
+static void option_words(FILE *f, const char *opts, bool with_arg)
 {
 	while (opts && *opts) {
-		size_t n = strcspn(opts, "\n"), w = strcspn(opts, " \t\n,");
+		size_t n = strcspn(opts, "\n"), tab = strcspn(opts, "\t\n");
+		const char *names[4];
+		size_t lens[4], k = 0, i = 0;
+		bool arg = false;
 
-		fprintf(f, " %.*s", (int)w, opts);
+		while (i < tab) {
+			size_t w = strcspn(opts + i, " ,\t\n");
+
+			if (w && opts[i] == '-' && k < 4)
+				names[k] = opts + i, lens[k++] = w;
+			else if (w)
+				arg = true;
+			i += w ? w : 1;
+		}
+		for (size_t j = 0; j < k && (!with_arg || arg); j++)
+			fprintf(f, " %.*s", (int)lens[j], names[j]);
 		opts += n + (opts[n] == '\n');
 	}
 }
 
+/* Does the option OPT (len n) of c take an argument? */
+static bool option_takes_arg(const struct latch_cmd *c, const char *opt, size_t n)
+{
+	for (const char *o = c->options; o && *o;) {
+		size_t len = strcspn(o, "\n"), tab = strcspn(o, "\t\n");
+
+		if (!strncmp(o, opt, n) && (o[n] == ' ' || o[n] == ','))
+			return memchr(o + n, ' ', tab - n) != NULL;
+		o += len + (o[len] == '\n');
+	}
+	return false;
+}
+
 /*
- * The script: commands, then each command's verbs (at their position) and
- * options; sandbox names from the pins and the VM state directory, which
- * only root can read, so a user's shell completes commands alone.
+ * One usage word as the completion sees it: a literal sub-verb ("=allow"),
+ * or what a placeholder completes to ("@sandbox", "@file", "@dir", "@id",
+ * "@none"); "+" after it when the word repeats (HOST...).
+ */
+static void form_word(FILE *f, const char *w, size_t n)
+{
+	bool many = n > 3 && !strncmp(w + n - 3, "...", 3), lit = true;
+	size_t len = many ? n - 3 : n;
+
+	if (len >= 2 && w[0] == '[' && w[len - 1] == ']')
+		w++, len -= 2;
+	for (size_t i = 0; i < len; i++)
+		lit = lit && w[i] >= 'a' && w[i] <= 'z';
+	if (lit)
+		fprintf(f, " =%.*s", (int)len, w);
+	else if (len == 4 && !strncmp(w, "NAME", 4))
+		fprintf(f, " @sandbox");
+	else if (len == 4 && !strncmp(w, "FILE", 4))
+		fprintf(f, " @file");
+	else if (len == 3 && !strncmp(w, "DIR", 3))
+		fprintf(f, " @dir");
+	else if (len == 2 && !strncmp(w, "ID", 2))
+		fprintf(f, " @id");
+	else
+		fprintf(f, " @none");
+	if (many)
+		fputc('+', f);
+}
+
+/* Is p the first word of its line in text? */
+static bool line_start(const char *text, const char *p)
+{
+	while (p > text && p[-1] == ' ')
+		p--;
+	return p == text || p[-1] == '\n';
+}
+
+/*
+ * The forms of c's usage as bash words, one quoted string per form: every
+ * "CMD ..." line and every "| ..." alternative, the positional words only
+ * (options, their arguments and [--x ...] groups left out, `--` ends a form).
+ */
+static void usage_forms(FILE *f, const struct latch_cmd *c)
+{
+	const char *u = c->usage;
+	size_t cl = strlen(c->name);
+	bool open = false, in_opt = false, skip_arg = false, ended = false;
+
+	while (*u) {
+		size_t w;
+
+		if (*u == '\n' || *u == ' ') {
+			u++;
+			continue;
+		}
+		w = strcspn(u, " \n");
+		/* a form starts at "CMD" first on a line, or at "|" */
+		if ((w == 1 && *u == '|') || (w == cl && !strncmp(u, c->name, cl) && line_start(c->usage, u))) {
+			if (open)
+				fputc('"', f);
+			fprintf(f, " \"");
+			open = true, in_opt = skip_arg = ended = false;
+			u += w;
+			u += strspn(u, " ");
+			/* "| CMD ..." may name the command again */
+			if (w == 1 && !strncmp(u, c->name, cl) && (u[cl] == ' ' || u[cl] == '\n' || !u[cl]))
+				u += cl;
+			continue;
+		}
+		if (!open) { /* a continuation line of options */
+			u += w;
+			continue;
+		}
+		if (in_opt) {
+			in_opt = !memchr(u, ']', w);
+		} else if (skip_arg) {
+			skip_arg = false;
+		} else if (u[0] == '[' && w > 1 && u[1] == '-') {
+			in_opt = !memchr(u, ']', w);
+		} else if (u[0] == '-') {
+			if (w == 2 && u[1] == '-')
+				ended = true;
+			else
+				skip_arg = option_takes_arg(c, u, w);
+		} else if (!ended) {
+			form_word(f, u, w);
+		}
+		u += w;
+	}
+	if (open)
+		fputc('"', f);
+}
+
+/*
+ * The script.  Words complete from the command table: commands (unique
+ * prefixes too), options, option arguments that have a known set, and each
+ * positional word from the usage forms.  Sandbox names come from the pins
+ * and the VM state directory, grant ids from `latch grants` (root only, so
+ * a user's shell completes commands alone).
  */
 int latch_completion_bash(FILE *f)
 {
 	fprintf(f,
 		"# bash completion for latch %s: generated by `latch completion bash` from latch's\n"
 		"# command table; do not edit.\n"
+		"_latch_kinds=\"%s\"\n\n"
+		"# each sandbox once: a directory of pins (bpffs latch/NAME) or of VM state\n"
 		"_latch_sandboxes()\n{\n"
-		"\tlocal b=${LATCH_BPFFS:-/sys/fs/bpf} r=${LATCH_ROOT:-}\n"
-		"\t{ ls \"$b/latch\" \"$r/var/lib/latch/sandboxes\"; } 2>/dev/null | grep -v '^_' | sort -u\n"
+		"\tlocal b=${LATCH_BPFFS:-/sys/fs/bpf} r=${LATCH_ROOT:-} d\n"
+		"\tfor d in \"$b\"/latch/*/ \"$r\"/var/lib/latch/sandboxes/*/; do\n"
+		"\t\t[ -d \"$d\" ] || continue\n"
+		"\t\td=${d%%/}; d=${d##*/}\n"
+		"\t\tcase $d in _*) ;; *) echo \"$d\" ;; esac\n"
+		"\tdone | sort -u\n"
+		"}\n\n"
+		"# grant ids from `latch grants NAME` of every sandbox; pending ones only for approve\n"
+		"_latch_grant_ids()\n{\n"
+		"\tlocal s\n"
+		"\tfor s in $(_latch_sandboxes); do\n"
+		"\t\t\"$1\" grants \"$s\" 2>/dev/null | awk -v only=\"$2\" \\\n"
+		"\t\t\t'length($1) == 16 && $1 ~ /^[a-z2-7]+$/ && (only == \"\" || $2 == only) { print $1 }'\n"
+		"\tdone\n"
 		"}\n\n"
 		"_latch()\n{\n"
-		"\tlocal cur=${COMP_WORDS[COMP_CWORD]} i=1 cmd= pos=0 w\n"
-		"\twhile [ $i -lt $COMP_CWORD ]; do\n"
-		"\t\tw=${COMP_WORDS[i]}\n"
-		"\t\tif [ \"$w\" = -- ]; then COMPREPLY=(); return; fi\n"
-		"\t\tif [ -z \"$cmd\" ]; then case $w in -*) ;; *) cmd=$w ;; esac\n"
-		"\t\telse case $w in -*) ;; *) pos=$((pos + 1)) ;; esac; fi\n"
-		"\t\ti=$((i + 1))\n"
-		"\tdone\n"
-		"\tif [ -z \"$cmd\" ]; then\n"
-		"\t\tCOMPREPLY=($(compgen -W \"",
-		latch_version);
-	option_words(f, global_opts);
-	fprintf(f, " help");
+		"\tlocal cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD - 1]} i=1 ci=0 cmd= w c n k t\n"
+		"\tlocal cmds=\"",
+		latch_version, audit_kinds);
 	for (size_t i = 0; i < latch_n_cmds; i++)
-		fprintf(f, " %s", latch_cmds[i].name);
-	fprintf(f, "\" -- \"$cur\"))\n\t\treturn\n\tfi\n\tcase $cmd in\n");
+		fprintf(f, "%s%s", i ? " " : "", latch_cmds[i].name);
+	fprintf(f, "\" opts= argopts= forms=() args=() lits= words= none=1\n"
+		   "\tCOMPREPLY=()\n"
+		   "\twhile [ $i -lt $COMP_CWORD ]; do\n"
+		   "\t\tcase ${COMP_WORDS[i]} in -*) ;; *) cmd=${COMP_WORDS[i]} ci=$i; break ;; esac\n"
+		   "\t\ti=$((i + 1))\n"
+		   "\tdone\n"
+		   "\tif [ -z \"$cmd\" ]; then\n"
+		   "\t\tCOMPREPLY=($(compgen -W \"");
+	option_words(f, global_opts, false);
+	fprintf(f,
+		" help $cmds\" -- \"$cur\"))\n"
+		"\t\treturn\n"
+		"\tfi\n"
+		"\t# a unique prefix is the command (`latch eg`)\n"
+		"\tif [[ \" help $cmds \" != *\" $cmd \"* ]]; then\n"
+		"\t\tc=$(compgen -W \"$cmds\" -- \"$cmd\")\n"
+		"\t\t[[ $c == *[[:space:]]* ]] || cmd=$c\n"
+		"\tfi\n"
+		"\tcase $cmd in\n"
+		"\thelp) [ $((COMP_CWORD - ci)) -eq 1 ] && COMPREPLY=($(compgen -W \"$cmds\" -- \"$cur\")); return ;;\n");
 	for (size_t i = 0; i < latch_n_cmds; i++) {
 		const struct latch_cmd *c = &latch_cmds[i];
-		bool named = strstr(c->usage, "NAME") != NULL;
 
-		fprintf(f, "\t%s)\n\t\tcase $cur in\n\t\t-*) COMPREPLY=($(compgen -W \"--help", c->name);
-		option_words(f, c->options);
-		fprintf(f, "\" -- \"$cur\")) ;;\n\t\t*)\n");
-		if (c->verbs) {
-			/* verb_at counts from the command: 1 is the word after it */
-			fprintf(f, "\t\t\tif [ $pos -eq %d ]; then COMPREPLY=($(compgen -W \"", c->verb_at - 1);
-			for (const char *const *v = c->verbs; *v; v++)
-				fprintf(f, "%s%s", v == c->verbs ? "" : " ", *v);
-			fprintf(f, "\" -- \"$cur\"))%s", named && c->verb_at > 1 ? "\n\t\t\telif" : "; fi\n");
-			if (named && c->verb_at > 1)
-				fprintf(f, " [ $pos -eq 0 ]; then COMPREPLY=($(compgen -W \"$(_latch_sandboxes)\" -- "
-					   "\"$cur\")); fi\n");
-		} else if (named) {
-			fprintf(f, "\t\t\t[ $pos -eq 0 ] && COMPREPLY=($(compgen -W \"$(_latch_sandboxes)\" -- "
-				   "\"$cur\"))\n");
-		} else {
-			fprintf(f, "\t\t\tCOMPREPLY=($(compgen -f -- \"$cur\"))\n");
-		}
-		fprintf(f, "\t\t\t;;\n\t\tesac ;;\n");
+		fprintf(f, "\t%s) opts=\"--help", c->name);
+		option_words(f, c->options, false);
+		fprintf(f, "\" argopts=\"");
+		option_words(f, c->options, true);
+		fprintf(f, "\" forms=(");
+		usage_forms(f, c);
+		fprintf(f, " ) ;;\n");
 	}
-	fprintf(f, "\tesac\n}\ncomplete -F _latch latch\n");
+	/*
+	 * The words after the command: options and their arguments are left
+	 * out, the rest are the positional words typed so far (args).  A form
+	 * fits when each typed word is its literal, or fills its placeholder
+	 * and is no form's literal at that place (`kit check` is not a NAME).
+	 */
+	fprintf(f,
+		"\t*) return ;;\n"
+		"\tesac\n"
+		"\tfor ((i = ci + 1; i < COMP_CWORD; i++)); do\n"
+		"\t\tw=${COMP_WORDS[i]}\n"
+		"\t\tcase $w in\n"
+		"\t\t--) return ;;\n"
+		"\t\t-*) [[ \" $argopts \" == *\" $w \"* ]] && i=$((i + 1)) ;;\n"
+		"\t\t*) args+=(\"$w\") ;;\n"
+		"\t\tesac\n"
+		"\tdone\n"
+		"\tif [ $((COMP_CWORD - 1)) -gt $ci ] && [[ \" $argopts \" == *\" $prev \"* ]]; then\n"
+		"\t\tcase $prev in\n"
+		"\t\t--kind) COMPREPLY=($(compgen -W \"$_latch_kinds\" -- \"$cur\")) ;;\n"
+		"\t\t--workspace) COMPREPLY=($(compgen -d -- \"$cur\")) ;;\n"
+		"\t\t--image) COMPREPLY=($(compgen -W \"default debian\" -- \"$cur\")) ;;\n"
+		"\t\tesac\n"
+		"\t\treturn\n"
+		"\tfi\n"
+		"\tif [[ $cur == -* ]]; then\n"
+		"\t\tCOMPREPLY=($(compgen -W \"$opts\" -- \"$cur\"))\n"
+		"\t\treturn\n"
+		"\tfi\n"
+		"\tn=${#args[@]}\n"
+		"\tfor c in \"${forms[@]}\"; do\n"
+		"\t\tt=($c)\n"
+		"\t\tfor ((k = 0; k < ${#t[@]}; k++)); do [[ ${t[k]} == =* ]] && lits=\"$lits $k${t[k]}\"; done\n"
+		"\tdone\n"
+		"\tfor c in \"${forms[@]}\"; do\n"
+		"\t\tt=($c)\n"
+		"\t\tfor ((k = 0; k <= n; k++)); do\n"
+		"\t\t\tw=${t[k]:-}\n"
+		"\t\t\t# past the form's end, its last word when that repeats\n"
+		"\t\t\t[ -z \"$w\" ] && [ ${#t[@]} -gt 0 ] && [[ ${t[${#t[@]} - 1]} == *+ ]] && w=${t[${#t[@]} - 1]}\n"
+		"\t\t\t[ -n \"$w\" ] || continue 2\n"
+		"\t\t\tw=${w%%+}\n"
+		"\t\t\t[ $k -eq $n ] && break\n"
+		"\t\t\tcase $w in\n"
+		"\t\t\t=*) [ \"${w#=}\" = \"${args[k]}\" ] || continue 2 ;;\n"
+		"\t\t\t*) [[ \"$lits \" == *\" $k=${args[k]} \"* ]] && continue 2 ;;\n"
+		"\t\t\tesac\n"
+		"\t\tdone\n"
+		"\t\tnone=0\n"
+		"\t\tcase $w in\n"
+		"\t\t=*) words=\"$words ${w#=}\" ;;\n"
+		"\t\t@sandbox) words=\"$words $(_latch_sandboxes)\" ;;\n"
+		"\t\t@id) words=\"$words $(_latch_grant_ids \"${COMP_WORDS[0]}\" \"$([ \"$cmd\" = approve ] && "
+		"echo pending)\")\" ;;\n"
+		"\t\t@file) COMPREPLY+=($(compgen -f -- \"$cur\")) ;;\n"
+		"\t\t@dir) COMPREPLY+=($(compgen -d -- \"$cur\")) ;;\n"
+		"\t\tesac\n"
+		"\tdone\n"
+		"\t# no positional word fits here: only an option can follow\n"
+		"\t[ $none = 1 ] && [ \"$opts\" != --help ] && words=$opts\n"
+		"\tCOMPREPLY+=($(compgen -W \"$words\" -- \"$cur\" | sort -u))\n"
+		"}\n"
+		"complete -F _latch latch\n");
 	return ferror(f) ? -1 : 0;
 }
 

@@ -134,16 +134,87 @@ for pair in cmd_sandbox.c:attach cmd_vm.c:up,down,destroy,exec,task cmd_run.c:ru
 	done
 	check_eq "${pair%%:*}: every option its parser takes is in --help" "${missing:-none}" none
 done
-for c in $("$LATCH_BIN" completion bash | sed -n 's/.*compgen -W "--json -v --verbose --version -h --help help \([^"]*\)".*/\1/p'); do
-	grep -q "^## .*\b$c\b" "$TOP/docs/man/latch.8.md" || fail "latch.8.md has no section for $c"
-done
-ok "latch(8) has a section for every command of the table"
 
-# --- the completion comes from the table -------------------------------------------
-comp() { bash -c "source <('$LATCH_BIN' completion bash); COMP_WORDS=($1); COMP_CWORD=$2; _latch; echo \"\${COMPREPLY[*]}\""; }
-check_eq "completion: latch eg -> egress" "$(comp 'latch eg' 1)" egress
-check "completion: latch egress box a -> allow" bash -c "[ \"\$(source <('$LATCH_BIN' completion bash); COMP_WORDS=(latch egress box a); COMP_CWORD=3; _latch; echo \"\${COMPREPLY[*]}\")\" = allow ]"
-check "completion: latch up --w -> --workspace" bash -c "source <('$LATCH_BIN' completion bash); COMP_WORDS=(latch up x --w); COMP_CWORD=3; _latch; [ \"\${COMPREPLY[*]}\" = --workspace ]"
+# --- the table, latch(8) and the completion agree ---------------------------------------
+# Invariant: every command of the command table (read from `latch help`), every option and
+# sub-verb its `latch CMD --help` names, is in latch(8), in that command's section, and in the
+# completion.  The lists are read from the table, and an empty one fails: a check that
+# extracts nothing must not pass.
+MAN=$TOP/docs/man/latch.8.md
+COMP=$("$LATCH_BIN" completion bash)
+cmds=$("$LATCH_BIN" help 2>&1 | sed -n 's/^  latch \([a-z][a-z]*\).*/\1/p' | sort -u)
+check "latch help lists the table's commands ($(wc -w <<<"$cmds") of them)" test "$(wc -w <<<"$cmds")" -ge 20
+comp_cmds=$(sed -n 's/^\tlocal cmds="\([^"]*\)".*/\1/p' <<<"$COMP" | tr ' ' '\n' | sort -u)
+check_eq "the completion's commands are the table's" "$(echo $comp_cmds)" "$(echo $cmds)"
+section() { # CMD: its section of latch(8), "## a, b" headings naming it
+	awk -v c="$1" '/^# / { s = 0 } /^## / { s = 0; n = split(substr($0, 4), w, /, */); for (i = 1; i <= n; i++) if (w[i] == c) s = 1 } s' "$MAN"
+}
+nopt=0 no_sec= no_man= no_comp=
+for c in $cmds; do
+	sec=$(section "$c")
+	[ -n "$sec" ] || no_sec="$no_sec $c"
+	h=$("$LATCH_BIN" "$c" --help 2>&1)
+	copts=" $(sed -n "s/^\t$c) opts=\"\([^\"]*\)\".*/\1/p" <<<"$COMP") "
+	# the options, then the usage's sub-verbs (lower-case words after CMD, outside [--x ...])
+	for o in $(sed -n '/^options:/,/^$/p' <<<"$h" | grep -oE '^  --[a-z][a-z-]*'); do
+		nopt=$((nopt + 1))
+		grep -qF -- "**$o**" <<<"$sec" || no_man="$no_man $c:$o"
+		[[ $copts == *" $o "* ]] || no_comp="$no_comp $c:$o"
+	done
+	for v in $(awk 'NR == 1 { sub(/^usage: latch /, ""); print; next } /^ / { print; next } { exit }' <<<"$h" |
+		sed 's/\[[^]]*\]//g' | tr ' |' '\n\n' |
+		grep -x '[a-z][a-z]*' | grep -vx "$c"); do
+		grep -qF -- "**$v**" <<<"$sec" || grep -qF -- "**latch $c $v" <<<"$sec" || no_man="$no_man $c:$v"
+	done
+done
+check "the table's commands have $nopt options (extracted, not none)" test "$nopt" -ge 40
+check_eq "latch(8) has a section for every command" "${no_sec:-none}" none
+check_eq "latch(8) names every option and sub-verb in its command's section" "${no_man:-none}" none
+check_eq "the completion offers every option of each command" "${no_comp:-none}" none
+
+# --- the completion, driven in bash ---------------------------------------------------------
+# Invariant: the completion offers what the command takes at that place: sandbox names (never a
+# directory's path or a listing's heading), a command's sub-verbs and options, the audit log's
+# kinds, directories for --workspace.  Sandboxes: $N (pins in this test's bpffs) and vm-$$, a
+# VM sandbox's state directory made here (no libvirt guest: only the listing is under test).
+mkdir -p "$LTS_TMP/root/var/lib/latch/sandboxes/vm-$$" "$LTS_TMP/ws-$$"
+sorted() { tr ' ' '\n' <<<"$*" | grep . | sort | tr '\n' ' ' | sed 's/ $//'; }
+comp() { # WORD...: COMPREPLY for the last word, sorted, on one line
+	LATCH_ROOT=$LTS_TMP/root LATCH_BPFFS=$LTS_BPFFS bash -c 'source /dev/stdin; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _latch
+		printf "%s\n" "${COMPREPLY[@]}" | grep . | sort | tr "\n" " " | sed "s/ $//"' _ "$LATCH_BIN" "$@" <<<"$COMP"
+}
+sbx=$(sorted "$N" "vm-$$")
+check_eq "completion: latch eg -> egress" "$(comp eg)" egress
+check_eq "completion: latch --json sta -> status (after a global option)" "$(comp --json sta)" status
+check_eq "completion: latch status -> the sandboxes, names only" "$(comp status '')" "$sbx"
+check_eq "completion: latch eg (a prefix) -> the sandboxes" "$(comp eg '')" "$sbx"
+check_eq "completion: latch egress box a -> allow" "$(comp egress "$N" a)" allow
+check_eq "completion: latch egress box -> its sub-verbs" "$(comp egress "$N" '')" "allow profile revoke show"
+check_eq "completion: latch up x --w -> --workspace" "$(comp up x --w)" --workspace
+check_eq "completion: latch up x --memory 512 --k (an option's argument is no NAME) -> options" \
+	"$(comp up x --memory 512 --k)" "--keep-on-failure --kit"
+check_eq "completion: latch run -> run's options, not sandboxes" "$(comp run '')" \
+	"--apply --check --cpus --env --help --kit --memory --output-limit --pids --profile --resolver --sweep --timeout --user --workspace"
+check_eq "completion: latch run --workspace DIR -> directories" "$(comp run --workspace "$LTS_TMP/ws-")" "$LTS_TMP/ws-$$"
+check_eq "completion: latch run --timeout -> nothing (a duration)" "$(comp run --timeout '')" ""
+check_eq "completion: latch run -- CMD -> nothing of latch's" "$(comp run -- '')" ""
+check_eq "completion: latch audit -> the sandboxes, verify and prune" "$(comp audit '')" "$(sorted $sbx prune verify)"
+check_eq "completion: latch audit --kind gr -> grant" "$(comp audit --kind gr)" grant
+check_eq "completion: latch audit --kind k -> kernel kit" "$(comp audit --kind k)" "kernel kit"
+check_eq "completion: latch ls -> nothing (ls takes no argument)" "$(comp ls '')" ""
+check_eq "completion: latch kit -> check and the sandboxes" "$(comp kit '')" "$(sorted check $sbx)"
+check_eq "completion: latch kit NAME -> backend secrets" "$(comp kit "$N" '')" "backend secrets"
+check_eq "completion: latch kit check FILE -> files, not kit's verbs" "$(comp kit check "$LTS_TMP/ws-")" "$LTS_TMP/ws-$$"
+check_eq "completion: latch boot -> its sub-verbs" "$(comp boot '')" "apply install uninstall"
+check_eq "completion: latch approve without latchd -> nothing (no pending ask)" "$(comp approve '')" ""
+check_eq "completion: latch help eg -> egress" "$(comp help eg)" egress
+# the kinds offered are the kinds the sources write (latchd_audit's third argument,
+# latch_audit_note's second, hb_audit's, a literal .kind)
+src_kinds=$(cd "$TOP" && grep -rhoE 'latchd_audit(_wanted)?\([^,]+, [^,]+, "[a-z]+"|latch_audit_note\([^,]+, "[a-z]+"|hb_audit\(g, [^,]*|\.kind = "[a-z]+"' \
+	--include=*.c broker cli audit vm room budget | sed -E '/^hb_audit/!s/.*("[a-z]+")$/\1/' | grep -oE '"[a-z]+"' | tr -d '"')
+check "... the sources write 15 kinds or more (extracted, not none)" test "$(sorted $src_kinds | wc -w)" -ge 15
+check_eq "completion: audit --kind offers exactly the kinds the sources write" "$(comp audit --kind '')" \
+	"$(tr ' ' '\n' <<<"$(echo $src_kinds)" | sort -u | tr '\n' ' ' | sed 's/ $//')"
 
 # --- ip netns exec: a /sys that is not the host's is refused ---------------------------
 # Invariant: latch never pins into a bpffs that vanishes with it.

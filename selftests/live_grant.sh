@@ -247,6 +247,7 @@ pending_id() {
 	return 1
 }
 
+"$LATCH_BIN" completion bash >"$T/completion.bash" # made here: an ask waits only grant_ask_wait
 if ! in_g curl -s -m 2 -o /dev/null "http://$HOST4:$PORT/latch/grant"; then
 	fail "asks" "no broker listener on $HOST4:$PORT for the kit sandbox: $(tail -2 "$T/latchd.log")"
 	lts_done
@@ -258,6 +259,11 @@ ask_pid=$!
 LTS_PIDS+=("$ask_pid")
 id=$(pending_id)
 check "the ask is pending on the host" test -n "$id"
+# the bash completion offers the pending ask's id to approve and deny (live_cli: none without latchd)
+comp_id() { LATCH_ROOT=$ROOT LATCH_BPFFS=$LTS_BPFFS bash -c '. "$3"; COMP_WORDS=("$1" "$2" ""); COMP_CWORD=2
+	_latch; echo "${COMPREPLY[*]}"' _ "$LATCH_BIN" "$1" "$T/completion.bash"; }
+check_eq "  completion: latch approve offers its id" "$(comp_id approve)" "$id"
+check_eq "  completion: latch deny offers its id" "$(comp_id deny)" "$id"
 check_not "  nothing is open while it waits" tcp_ok "$SRV_A" "$SPORT"
 check_eq "  its id is 16 characters of base32" "$(grep -cE '^[a-z2-7]{16}$' <<<"$id")" 1
 for _ in $(seq 30); do [ -s "$T/hooked.jsonl" ] && [ -s "$T/notified.jsonl" ] && break; sleep 0.1; done
