@@ -172,6 +172,27 @@ check_eq "latch(8) has a section for every command" "${no_sec:-none}" none
 check_eq "latch(8) names every option and sub-verb in its command's section" "${no_man:-none}" none
 check_eq "the completion offers every option of each command" "${no_comp:-none}" none
 
+# Invariant: a repository path that a man page cites (itself or the docs it @includes) exists,
+# as a file or directory, or as the source of a program named without its .c/.sh.
+cited_missing= ncited=0
+for f in "$TOP"/docs/man/*.md $(sed -n 's/^@include //p' "$TOP"/docs/man/*.md); do
+	[ "${f#/}" = "$f" ] && f=$TOP/$f
+	for p in $(grep -oE '(^|[^/A-Za-z0-9_.-])(docs|tests|selftests|vm|broker|cli|config|scripts|bpf|loader|room|budget|audit|kit|profile|common|bench)/[A-Za-z0-9_./-]*[A-Za-z0-9_]' "$f" |
+		sed -E 's/^[^a-z]//' | sort -u); do
+		ncited=$((ncited + 1))
+		[ -e "$TOP/$p" ] || [ -e "$TOP/$p.c" ] || [ -e "$TOP/$p.sh" ] || cited_missing="$cited_missing ${f#"$TOP"/}:$p"
+	done
+done
+check "the man pages cite repository paths ($ncited found, not none)" test "$ncited" -ge 10
+check_eq "every repository path a man page cites exists" "${cited_missing:-none}" none
+# and every test file (tests/, selftests/) the sources and docs cite by name
+cited_missing=
+for p in $(cd "$TOP" && grep -rhoE '\b(tests|selftests)/[a-z_/]+\.(c|sh|py)\b' --include=*.c --include=*.h --include=*.md \
+	--include=*.mk --include=*.sh --include=Makefile . | sort -u); do
+	[ -e "$TOP/$p" ] || cited_missing="$cited_missing $p"
+done
+check_eq "every test file the sources and docs cite exists" "${cited_missing:-none}" none
+
 # --- the completion, driven in bash ---------------------------------------------------------
 # Invariant: the completion offers what the command takes at that place: sandbox names (never a
 # directory's path or a listing's heading), a command's sub-verbs and options, the audit log's

@@ -68,6 +68,33 @@ check "units pass systemd-analyze verify" bash -c "cd '$T/units' && systemd-anal
 for u in latch-boot latchd; do
 	echo "   $(cd "$T/units" && systemd-analyze security --offline=yes --no-pager "./$u.service" 2>&1 | tail -1)"
 done
+# Invariant: a fresh install starts: a ReadWritePaths= that names a missing path fails the unit
+# (226/NAMESPACE), so the units name only the kernel's own mounts there, and /run/latch and
+# /var/lib/latch, which a fresh host lacks, come from RuntimeDirectory=/StateDirectory=.
+for u in latch-boot latchd; do
+	rw=$(sed -n 's/^ReadWritePaths=//p' "$T/units/$u.service" | tr ' ' '\n' | grep -v '^/sys/' | tr '\n' ' ')
+	check_eq "$u.service: ReadWritePaths= names only /sys mounts" "${rw:-none}" none
+	check "$u.service: systemd makes /run/latch (0700) and /var/lib/latch" bash -c \
+		"grep -qx RuntimeDirectory=latch '$T/units/$u.service' && grep -qx RuntimeDirectoryMode=0700 '$T/units/$u.service' && grep -qx StateDirectory=latch '$T/units/$u.service'"
+done
+# latchd: its version, a reload that fails when latchd would refuse the config, journal priorities
+v=$("$TOP/build/latch" --version)
+check_eq "installed latchd --version is the build's latch's" "$("$D/usr/sbin/latchd" --version)" "latchd ${v#latch }"
+check_eq "latchd.service reloads through latchd --check, then SIGHUP" "$(sed -n 's/^ExecReload=//p' "$T/units/latchd.service" | tr '\n' ' ')" \
+	"$D/usr/sbin/latchd --check /bin/kill -HUP \$MAINPID "
+mkdir -p "$T/conf/etc/latch"
+echo "dns_upstream = 192.0.2.53" >"$T/conf/etc/latch/latch.conf"
+check "control: latchd --check passes a good latch.conf (exit 0)" bash -c "LATCH_ROOT='$T/conf' '$D/usr/sbin/latchd' --check >/dev/null"
+echo "dns_upstream = not-an-address" >>"$T/conf/etc/latch/latch.conf"
+rc=0; LATCH_ROOT=$T/conf "$D/usr/sbin/latchd" --check 2>"$T/check.err" >/dev/null || rc=$?
+check_eq "latchd --check refuses a latch.conf latchd would refuse (exit 1)" "$rc" 1
+check "... naming the file and line" grep -qF "$T/conf/etc/latch/latch.conf:2:" "$T/check.err"
+check "... as 'latchd: ...' on a terminal or file" grep -q "^latchd: $T/conf" "$T/check.err"
+# under systemd stderr is the journal's stream (JOURNAL_STREAM=DEV:INO of it): the error carries
+# "<3>" (LOG_ERR, SyslogLevelPrefix) and no "latchd: " of its own, which the journal adds
+: >"$T/journal.err"
+LATCH_ROOT=$T/conf JOURNAL_STREAM=$(stat -c '%d:%i' "$T/journal.err") "$D/usr/sbin/latchd" --check 2>>"$T/journal.err" >/dev/null
+check "under the journal: the error is priority 3 with no doubled prefix" grep -q "^<3>$T/conf/etc/latch/latch.conf:2:" "$T/journal.err"
 check "latchd.service is Type=notify with a watchdog" bash -c "grep -qx Type=notify '$T/units/latchd.service' && grep -q '^WatchdogSec=' '$T/units/latchd.service'"
 
 # --- boot install: from the installed latch only, into a root without hooks/ --------

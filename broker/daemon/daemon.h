@@ -172,8 +172,15 @@ struct latchd {
 	struct notifier *notifier; /* grant_notify.c: the notifier processes running */
 };
 
-/* main.c */
+/*
+ * main.c: one line on stderr.  Under systemd (stderr is the journal's
+ * stream) it carries a syslog priority ("<3>", SyslogLevelPrefix) and no
+ * "latchd: " of its own, which the journal adds; elsewhere "latchd: ".
+ * latchd_log is notice, or warning when the line starts "warning:";
+ * latchd_log_err is an error (`journalctl -p err` shows it).
+ */
 __attribute__((format(printf, 1, 2))) void latchd_log(const char *fmt, ...);
+__attribute__((format(printf, 1, 2))) void latchd_log_err(const char *fmt, ...);
 void latchd_reload(struct latchd *ld);
 
 /* control.c */

@@ -42,21 +42,55 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <syslog.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
 #include "broker/daemon/daemon.h"
 #include "broker/daemon/room.h"
+#include "broker/daemon/version.h" /* generated: build/broker/daemon/version.h (scripts/install.mk) */
+
+/* Is stderr the journal's stream?  systemd says which one in JOURNAL_STREAM ("DEV:INO"). */
+static bool stderr_is_journal(void)
+{
+	static int known = -1;
+	const char *js = getenv("JOURNAL_STREAM");
+	unsigned long long dev, ino;
+	struct stat st;
+
+	if (known < 0)
+		known = js && sscanf(js, "%llu:%llu", &dev, &ino) == 2 && !fstat(STDERR_FILENO, &st) &&
+			st.st_dev == dev && st.st_ino == ino;
+	return known;
+}
+
+static void log_line(int prio, const char *fmt, va_list ap)
+{
+	if (stderr_is_journal())
+		fprintf(stderr, "<%d>", prio);
+	else
+		fputs("latchd: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+}
 
 void latchd_log(const char *fmt, ...)
 {
 	va_list ap;
 
-	fputs("latchd: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	log_line(strncmp(fmt, "warning", 7) ? LOG_NOTICE : LOG_WARNING, fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
+}
+
+void latchd_log_err(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_line(LOG_ERR, fmt, ap);
+	va_end(ap);
 }
 
 /* ---- configuration ---- */
@@ -117,7 +151,7 @@ void latchd_reload(struct latchd *ld)
 	bool ups_changed;
 
 	if (read_conf(&c, up, up_port, &n_up, err, sizeof(err))) {
-		latchd_log("reload refused, nothing changed: %s", err);
+		latchd_log_err("reload refused, nothing changed: %s", err);
 		latchd_audit(ld, "latchd", "config", "refuse", "latchd.reload", json_pack("{s:s}", "error", err));
 		return;
 	}
@@ -130,7 +164,7 @@ void latchd_reload(struct latchd *ld)
 		if (!s->have_profile)
 			continue;
 		if (switch_load_profile(ld, s->prof.name, &loaded[i], err, sizeof(err))) {
-			latchd_log("reload refused, nothing changed: %s: %s", s->name, err);
+			latchd_log_err("reload refused, nothing changed: %s: %s", s->name, err);
 			latchd_audit(ld, "latchd", "config", "refuse", "latchd.reload",
 				     json_pack("{s:s, s:s}", "sandbox", s->name, "error", err));
 			for (int k = 0; k < n; k++)
@@ -219,26 +253,35 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: latchd [--dns-port PORT] [--unconfined]\n"
+	fprintf(f, "usage: latchd [--dns-port PORT] [--unconfined] | latchd --check | latchd --version\n"
 		   "  Serves every latch sandbox: named policy, a filtering resolver on each\n"
 		   "  sandbox's resolver address, kernel deny events into the audit log.\n"
 		   "  Runs in the foreground (systemd's Type=notify, with the watchdog); logs to stderr.\n"
 		   "  SIGHUP re-reads latch.conf and the profiles; SIGTERM stops it.\n"
 		   "  It runs in a cgroup of its own that reaches only its DNS upstreams and the\n"
-		   "  addresses it looks up for brokers (docs/rooms.md); --unconfined runs it without.\n");
+		   "  addresses it looks up for brokers (docs/rooms.md); --unconfined runs it without.\n"
+		   "  --check (-n) reads latch.conf as SIGHUP would, says what is wrong and exits 1,\n"
+		   "  else 0 (the unit's ExecReload runs it before the signal).  --version: latch's.\n");
 }
 
 /* The options; 0 to go on, else the exit status (usage, help). */
-static int parse_args(int argc, char **argv, uint32_t *port, bool *unconfined)
+static int parse_args(int argc, char **argv, uint32_t *port, bool *unconfined, bool *check)
 {
-	static const struct option opts[] = { { "dns-port", required_argument, NULL, 'p' },
-					      { "unconfined", no_argument, NULL, 'u' },
-					      { "help", no_argument, NULL, 'h' },
-					      { NULL, 0, NULL, 0 } };
+	static const struct option opts[] = {
+		{ "dns-port", required_argument, NULL, 'p' }, { "unconfined", no_argument, NULL, 'u' },
+		{ "check", no_argument, NULL, 'n' },	      { "version", no_argument, NULL, 'V' },
+		{ "help", no_argument, NULL, 'h' },	      { NULL, 0, NULL, 0 }
+	};
 	int c;
 
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "hn", opts, NULL)) != -1) {
 		switch (c) {
+		case 'n':
+			*check = true;
+			break;
+		case 'V':
+			printf("latchd %s\n", LATCH_VERSION);
+			return -1;
 		case 'p':
 			if (latch_parse_uint(optarg, 1, 65535, port)) {
 				fprintf(stderr, "latchd: --dns-port '%s' must be 1..65535\n", optarg);
@@ -263,6 +306,27 @@ static int parse_args(int argc, char **argv, uint32_t *port, bool *unconfined)
 	return 0;
 }
 
+/*
+ * --check: latch.conf read as a SIGHUP reads it (one bad line refuses the
+ * whole reload), nothing started.  A price table or a profile that a reload
+ * can't take is refused on its own, logged as an error and audited.
+ */
+static int check_config(void)
+{
+	struct latch_conf c;
+	struct latch_addr up[LATCH_RESOLVER_UPSTREAM_MAX];
+	uint16_t up_port[LATCH_RESOLVER_UPSTREAM_MAX];
+	char err[LATCH_ERR_MAX];
+	int n_up = 0;
+
+	if (read_conf(&c, up, up_port, &n_up, err, sizeof(err))) {
+		latchd_log_err("%s", err);
+		return 1;
+	}
+	printf("latchd: latch.conf is good (%d DNS upstream(s))\n", n_up);
+	return 0;
+}
+
 /* latch.conf, the profile paths and the audit log; 0 or the exit status. */
 static int setup(struct latchd *ld, bool unconfined)
 {
@@ -272,12 +336,12 @@ static int setup(struct latchd *ld, bool unconfined)
 	char err[LATCH_ERR_MAX], path[PATH_MAX];
 
 	if (read_conf(&ld->conf, ld->upstream, ld->upstream_port, &ld->n_upstream, err, sizeof(err))) {
-		fprintf(stderr, "latchd: %s\n", err);
+		latchd_log_err("%s", err);
 		return 1;
 	}
 	/* the spend ledger, as its sole writer: a bad price table, an unsafe ledger or another latchd stop here */
 	if (meter_open(ld, err, sizeof(err))) {
-		fprintf(stderr, "latchd: %s\n", err);
+		latchd_log_err("%s", err);
 		return 1;
 	}
 	/* before any socket: a socket's packets stay in the cgroup it was made in */
@@ -285,7 +349,7 @@ static int setup(struct latchd *ld, bool unconfined)
 	if (ld->conf.broker_port != ROOM_BROKER_PORT)
 		ports[n_ports++] = ld->conf.broker_port;
 	if (!unconfined && confine_start(ld, ports, n_ports, err, sizeof(err))) {
-		fprintf(stderr, "latchd: %s\n", err);
+		latchd_log_err("%s", err);
 		return 1;
 	}
 	if (unconfined)
@@ -301,15 +365,15 @@ static int setup(struct latchd *ld, bool unconfined)
 	}
 	ld->base = event_base_new();
 	if (!ld->base) {
-		fprintf(stderr, "latchd: cannot make the event loop\n");
+		latchd_log_err("cannot make the event loop");
 		return 1;
 	}
 	if (broker_init(ld, err, sizeof(err))) {
-		fprintf(stderr, "latchd: %s\n", err);
+		latchd_log_err("%s", err);
 		return 1;
 	}
 	if (control_listen(ld, err, sizeof(err)) || confine_resolver(ld, err, sizeof(err))) {
-		fprintf(stderr, "latchd: %s\n", err);
+		latchd_log_err("%s", err);
 		return 1;
 	}
 	return 0;
@@ -321,13 +385,15 @@ int main(int argc, char **argv)
 	struct event *sig_hup, *sig_term, *sig_int, *tick;
 	struct timeval one_s = { 1, 0 };
 	uint32_t port = 53;
-	bool unconfined = false;
-	int rc = parse_args(argc, argv, &port, &unconfined);
+	bool unconfined = false, check = false;
+	int rc = parse_args(argc, argv, &port, &unconfined, &check);
 
 	if (rc)
 		return rc < 0 ? 0 : rc;
+	if (check)
+		return check_config();
 	if (geteuid()) {
-		fprintf(stderr, "latchd: must run as root (it writes BPF maps and binds port 53)\n");
+		latchd_log_err("must run as root (it writes BPF maps and binds port 53)");
 		return 1;
 	}
 	broker_harden(); /* keys will pass through this process */

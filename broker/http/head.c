@@ -10,7 +10,7 @@
  * smuggling lever between two parsers that disagree.  hb_head_scan() is the
  * grammar check in front of it that refuses those; it does not interpret
  * anything, it only says where the head ends and whether its bytes are
- * clean.  tests/fuzz/fuzz_head.c runs both.
+ * clean.  tests/fuzz/fuzz_broker.c runs both.
  */
 #include <errno.h>
 #include <stddef.h>
