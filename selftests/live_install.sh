@@ -69,14 +69,52 @@ for u in latch-boot latchd; do
 	echo "   $(cd "$T/units" && systemd-analyze security --offline=yes --no-pager "./$u.service" 2>&1 | tail -1)"
 done
 # Invariant: a fresh install starts: a ReadWritePaths= that names a missing path fails the unit
-# (226/NAMESPACE), so the units name only the kernel's own mounts there, and /run/latch and
+# (226/NAMESPACE), so the units name only the kernel's own mounts there, with "-" (a container's
+# /sys may lack /sys/fs/bpf: latch then says what is missing), and /run/latch and
 # /var/lib/latch, which a fresh host lacks, come from RuntimeDirectory=/StateDirectory=.
 for u in latch-boot latchd; do
-	rw=$(sed -n 's/^ReadWritePaths=//p' "$T/units/$u.service" | tr ' ' '\n' | grep -v '^/sys/' | tr '\n' ' ')
-	check_eq "$u.service: ReadWritePaths= names only /sys mounts" "${rw:-none}" none
+	rw=$(sed -n 's/^ReadWritePaths=//p' "$T/units/$u.service" | tr ' ' '\n' | grep -v '^-/sys/' | tr '\n' ' ')
+	check_eq "$u.service: ReadWritePaths= names only /sys mounts, each optional (-)" "${rw:-none}" none
 	check "$u.service: systemd makes /run/latch (0700) and /var/lib/latch" bash -c \
 		"grep -qx RuntimeDirectory=latch '$T/units/$u.service' && grep -qx RuntimeDirectoryMode=0700 '$T/units/$u.service' && grep -qx StateDirectory=latch '$T/units/$u.service'"
 done
+# The same, under systemd: the host's /usr booted by systemd-nspawn on an empty root (--volatile=yes:
+# no /run/latch, no /var/lib/latch, as on a fresh install), its own network namespace, the installed
+# latch and latch-boot.service bound in; a probe unit writes what systemd saw and powers off.
+# (latchd.service waits for network-online.target, which a container without network never reaches;
+# its directories come from the same lines.)  Skipped where nspawn is missing.
+boot_fresh() { # UNIT_FILE: latch-boot's status line and the directories, into $T/nsp/out/status
+	local n=$T/nsp
+	rm -rf "$n" && mkdir -p "$n/out" "$n/sbin" && cp "$D/usr/sbin/latch" "$n/sbin/"
+	sed "s|$D/usr/sbin/|/opt/latch/sbin/|" "$1" >"$n/latch-boot.service"
+	cat >"$n/probe.service" <<-'EOF'
+		[Unit]
+		After=latch-boot.service
+		[Service]
+		Type=oneshot
+		ExecStart=/bin/sh -c 'echo "latch-boot: $(systemctl is-active latch-boot) $(systemctl show -p ExecMainStatus --value latch-boot)" >/out/status; ls -ld /run/latch /var/lib/latch >>/out/status 2>&1; systemctl poweroff'
+	EOF
+	timeout 120 systemd-nspawn --quiet --volatile=yes -D / --machine="latch-install-$$" --register=no --keep-unit \
+		--private-network --capability=all --bind-ro="$n/sbin:/opt/latch/sbin" --bind="$n/out:/out" \
+		--bind-ro="$n/latch-boot.service:/etc/systemd/system/latch-boot.service" \
+		--bind-ro="$n/probe.service:/etc/systemd/system/probe.service" \
+		--boot systemd.firstboot=off systemd.unit=multi-user.target systemd.wants=latch-boot.service \
+		systemd.wants=probe.service >"$n/boot.log" 2>&1
+}
+if command -v systemd-nspawn >/dev/null; then
+	boot_fresh "$T/units/latch-boot.service"
+	check_eq "under systemd on a fresh root: latch-boot.service starts" "$(head -1 "$T/nsp/out/status" 2>/dev/null)" "latch-boot: active 0"
+	check "... and systemd made /run/latch 0700 and /var/lib/latch" bash -c \
+		"grep -q '^drwx------ .* /run/latch$' '$T/nsp/out/status' && grep -q '^d.* /var/lib/latch$' '$T/nsp/out/status'"
+	# control: the same unit with the directories in ReadWritePaths= fails as a fresh host saw it
+	sed -e 's|^ReadWritePaths=-/sys/fs/bpf$|ReadWritePaths=-/sys/fs/bpf /run/latch /var/lib/latch|' \
+		-e '/^RuntimeDirectory\|^StateDirectory/d' "$T/units/latch-boot.service" >"$T/old-boot.service"
+	boot_fresh "$T/old-boot.service"
+	check_eq "control: with ReadWritePaths=/run/latch /var/lib/latch it fails 226/NAMESPACE" \
+		"$(head -1 "$T/nsp/out/status" 2>/dev/null)" "latch-boot: failed 226"
+else
+	echo "# skip: no systemd-nspawn; the units were not started under systemd"
+fi
 # latchd: its version, a reload that fails when latchd would refuse the config, journal priorities
 v=$("$TOP/build/latch" --version)
 check_eq "installed latchd --version is the build's latch's" "$("$D/usr/sbin/latchd" --version)" "latchd ${v#latch }"
