@@ -4,9 +4,9 @@
  *
  * The chain proves that the entries in the database are consistent with each
  * other; it can't prove that none are missing at its end, nor that a suffix
- * was not rewritten with fresh hashes.  So every AUDIT_ANCHOR_EVERY entries,
- * every anchor period and at close, the head (id and hash of the newest
- * entry) is written down where the database's writer can't take it back:
+ * was not rewritten with fresh hashes.  So within a period (a second) of any
+ * append, and at close, the head (id and hash of the newest entry) is
+ * written down where the database's writer can't take it back:
  *
  *   the journal  sd_journal_send() with MESSAGE_ID=AUDIT_ANCHOR_MESSAGE_ID and
  *                the fields LATCH_AUDIT_DB, LATCH_AUDIT_ENTRY, LATCH_AUDIT_HASH.
@@ -21,7 +21,14 @@
  * audit_verify() reads every anchor back and holds the database against
  * each: an anchored entry that is missing is a cut tail, one whose hash
  * differs was rewritten.  Root can still rewrite what came after the newest
- * anchor, and can delete journal files: see docs/audit.md.
+ * anchor (the last period's appends), and can delete journal files: see
+ * docs/audit.md.
+ *
+ * Why a period and not every append: each anchor is a journal datagram and a
+ * file fsynced, and a flood of appends must not become a flood of those.  So
+ * the first append after a quiet period is anchored at once, and the rest
+ * wait for the period to end (audit_tick(), on the writer's timer): at most
+ * one anchor a period, and no append waits longer than one.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -153,6 +160,8 @@ int audit_anchor(struct audit_log *log)
 		return 0;
 	if (read_head(log, &id, hash))
 		return -EIO;
+	if (log->appended_id > id)
+		log->appended_id = id; /* cut under us: nothing past the head is left to wait for an anchor */
 	if (!id || id == log->anchored_id)
 		return 0;
 	now = log->opts.clock(log->opts.clock_arg);
@@ -169,25 +178,36 @@ int audit_anchor(struct audit_log *log)
 	return 0;
 }
 
+static uint64_t anchor_period(const struct audit_log *log)
+{
+	return log->opts.anchor_period_ns ? log->opts.anchor_period_ns : AUDIT_ANCHOR_PERIOD_NS;
+}
+
 int audit_tick(struct audit_log *log)
 {
-	uint64_t period;
-
 	if (!log || log->opts.readonly)
 		return 0;
-	period = log->opts.anchor_period_ns ? log->opts.anchor_period_ns : AUDIT_ANCHOR_PERIOD_NS;
-	if (log->opts.clock(log->opts.clock_arg) - log->anchored_ns < period)
+	if (log->opts.clock(log->opts.clock_arg) - log->anchored_ns < anchor_period(log))
 		return 0;
 	return audit_anchor(log);
 }
 
+int audit_anchor_due(struct audit_log *log, uint64_t *in_ns)
+{
+	uint64_t since;
+
+	if (!log || log->opts.readonly || log->appended_id <= log->anchored_id)
+		return 0;
+	since = log->opts.clock(log->opts.clock_arg) - log->anchored_ns;
+	*in_ns = since < anchor_period(log) ? anchor_period(log) - since : 0;
+	return 1;
+}
+
 void anchor_after_append(struct audit_log *log, int64_t id, uint64_t now)
 {
-	unsigned int every = log->opts.anchor_every ? log->opts.anchor_every : AUDIT_ANCHOR_EVERY;
-	uint64_t period = log->opts.anchor_period_ns ? log->opts.anchor_period_ns : AUDIT_ANCHOR_PERIOD_NS;
-
-	if (id - log->anchored_id >= (int64_t)every || now - log->anchored_ns >= period)
-		audit_anchor(log); /* a failure is no failure of the append: the next one tries again */
+	log->appended_id = id;
+	if (now - log->anchored_ns >= anchor_period(log))
+		audit_anchor(log); /* a failure is no failure of the append: the next tick tries again */
 }
 
 static int anchors_add(struct audit_anchors *as, const struct audit_anchor_rec *rec)

@@ -6,9 +6,9 @@
  * kernel deny) becomes one entry.  Each entry's hash covers all its columns
  * and the previous entry's hash, so audit_verify() can name the first entry
  * that was edited, deleted or moved by hand.  The chain's head is anchored
- * outside the database (anchor.c): every AUDIT_ANCHOR_EVERY entries, every
- * AUDIT_ANCHOR_PERIOD_NS and at close, the id and hash of the newest entry go
- * to the systemd journal (root's entries there carry a _UID the writer can't
+ * outside the database (anchor.c): within AUDIT_ANCHOR_PERIOD_NS (a second)
+ * of any append, at most once per period, and at close, the id and hash of
+ * the newest entry go to the systemd journal (root's entries there carry a _UID the writer can't
  * forge) and to a file beside the log, so audit_verify() also names a cut
  * tail, and a suffix rewritten before an anchor.  An entry reported as written is
  * on disk (synchronous=FULL), and each (sandbox, kind) may write at most
@@ -30,8 +30,14 @@
 #define AUDIT_TOKEN_MAX 64 /* sandbox, kind, decision, reason */
 #define AUDIT_FIELDS_MAX 8192 /* the fields' JSON text, compact */
 #define AUDIT_HASH_HEX 64 /* SHA-256 in lower-case hex */
-#define AUDIT_ANCHOR_EVERY 64 /* entries between two anchors, at most */
-#define AUDIT_ANCHOR_PERIOD_NS 60000000000ULL /* a head older than this is anchored by audit_tick() */
+/*
+ * An append is anchored within one period, and anchors are at most one per
+ * period: the first append after a quiet period is anchored at once, later
+ * ones by audit_tick() when the period since the last anchor is over.  One
+ * journal write a second bounds what a flood of appends costs; the entries
+ * of the last second before a SIGKILL are what a cut can still take.
+ */
+#define AUDIT_ANCHOR_PERIOD_NS 1000000000ULL
 /* The journal's MESSAGE_ID of an anchor: `journalctl MESSAGE_ID=... _UID=0` lists them. */
 #define AUDIT_ANCHOR_MESSAGE_ID "6c617463686175646974616e63686f72"
 
@@ -54,8 +60,7 @@ struct audit_opts {
 	unsigned int rate;
 	/* Open an existing log for reading only: never create it, -ENOENT when it is missing. */
 	int readonly;
-	/* Anchors: every anchor_every entries (0: AUDIT_ANCHOR_EVERY), period as audit_tick() sees it (0: default). */
-	unsigned int anchor_every;
+	/* The anchor period (0: AUDIT_ANCHOR_PERIOD_NS); tests stretch it to keep a head unanchored. */
 	uint64_t anchor_period_ns;
 	/* The file anchor; NULL: the log's path with ".anchor" appended. */
 	const char *anchor_file;
@@ -145,8 +150,19 @@ int audit_verify_missing(const char *path, const struct audit_opts *opts, struct
  * 0, or -errno when neither the journal nor the file took it.
  */
 int audit_anchor(struct audit_log *log);
-/* Anchor the head if it moved and the last anchor is anchor_period_ns old (a daemon's timer). */
+/*
+ * Anchor the head if it moved and the last anchor is a period old.  A writer
+ * that keeps the log open calls it when audit_anchor_due() says, or at least
+ * once a period; 0, or -errno as audit_anchor().
+ */
 int audit_tick(struct audit_log *log);
+/*
+ * Does an entry this process appended wait for its anchor?  1 with *in_ns
+ * the time from now until audit_tick() will anchor it (0: now); 0 when none
+ * waits.  A daemon arms a timer for *in_ns after each append, so no append
+ * stays unanchored much past a period, whatever its tick's phase.
+ */
+int audit_anchor_due(struct audit_log *log, uint64_t *in_ns);
 
 /*
  * Prune: remove the entries written before before_ns, keeping the rest

@@ -28,6 +28,7 @@ struct audit_log {
 	char anchor_path[PATH_MAX];
 	int64_t anchored_id; /* the head this process anchored last (0: none yet) */
 	uint64_t anchored_ns; /* when, on the log's clock */
+	int64_t appended_id; /* the newest entry this process appended (0: none) */
 };
 
 /* One anchor read back: the head's id and hash, and when and where it was anchored. */
@@ -59,7 +60,7 @@ int audit_chain_start(struct audit_log *log, int64_t *first_id, char prev[AUDIT_
 
 /* anchor.c */
 int anchor_path_of(const char *path, const struct audit_opts *o, char *out, size_t len);
-/* After an append of entry id: anchor when anchor_every entries or the period have passed. */
+/* After an append of entry id: anchor at once when the last anchor is a period old, else leave it to audit_tick(). */
 void anchor_after_append(struct audit_log *log, int64_t id, uint64_t now);
 /* Every anchor of the log at path that can be read (journal unless no_journal, and the file). */
 int anchors_read(const char *path, const char *anchor_path, const struct audit_opts *o, struct audit_anchors *out);

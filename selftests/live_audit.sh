@@ -11,9 +11,12 @@
 #     the control that the match matters);
 #   - controls: the untouched log verifies, and says which anchor it matched;
 #   - a prune keeps it verifying with the journal's anchors of pruned entries,
-#     and a forged cut or a rewrite after the prune is still named.
-# What it can't catch (INVARIANTS): a rewrite after the newest anchor, and
-# root deleting the journal's files.
+#     and a forged cut or a rewrite after the prune is still named;
+#   - the tail: latchd anchors any append within about a second, so a root
+#     who SIGKILLs it and cuts the newest rows is named even when they came
+#     after the last anchor it made at once (control: uncut, it verifies).
+# What it can't catch (INVARIANTS): a rewrite after the newest anchor (the
+# last second's appends), and root deleting the journal's files.
 #
 # The journal is a journald of this test's own: the whole script runs in a
 # mount namespace of its own (unshare -m), with tmpfs over /run/systemd,
@@ -25,6 +28,7 @@
 
 JOURNALD=${JOURNALD:-/lib/systemd/systemd-journald}
 DRV=${AUDIT_DRV:-$LTS_TOP/build/selftests/audit_drv}
+LATCHD=${LATCHD_BIN:-$LTS_TOP/build/latchd}
 [ "$(id -u)" = 0 ] || lts_skip_all "needs root"
 [ -x "$JOURNALD" ] || lts_skip_all "needs systemd-journald ($JOURNALD)"
 for t in journalctl unshare sqlite3 setpriv logger jq "$LTS_PY"; do
@@ -32,14 +36,17 @@ for t in journalctl unshare sqlite3 setpriv logger jq "$LTS_PY"; do
 done
 [ -x "$DRV" ] || lts_skip_all "no $DRV; run make selftest-bins"
 [ -x "$LATCH_BIN" ] || lts_skip_all "no $LATCH_BIN; run make"
+[ -x "$LATCHD" ] || lts_skip_all "no $LATCHD; run make"
 
 if [ -z "${LTS_AUDIT_MNTNS:-}" ]; then
 	exec unshare -m --propagation private env LTS_AUDIT_MNTNS=1 bash "$0" "$@"
 fi
 
 JPID=
+DPID=
 cleanup() {
 	trap - EXIT INT TERM HUP
+	[ -n "$DPID" ] && kill -KILL "$DPID" 2>/dev/null && wait "$DPID" 2>/dev/null
 	[ -n "$JPID" ] && kill -TERM "$JPID" 2>/dev/null && wait "$JPID" 2>/dev/null
 	[ -n "$LTS_TMP" ] && rm -rf "$LTS_TMP"
 }
@@ -63,10 +70,20 @@ for _ in $(seq 50); do [ -S /run/systemd/journal/socket ] && break; sleep 0.1; d
 [ -S /run/systemd/journal/socket ] || { fail setup "journald did not start: $(cat "$LTS_TMP/journald.out")"; lts_done; }
 
 verify() { LATCH_ROOT=$ROOT "$LATCH_BIN" audit verify 2>&1; }
-# anchors_seen N: wait until journald has written an anchor of entry N for this log
+# wait_until TRIES CMD...: poll CMD every 0.1 s, at most TRIES times; 0 once it succeeds
+wait_until() {
+	local n=$1
+	shift
+	for _ in $(seq "$n"); do
+		"$@" >/dev/null 2>&1 && return 0
+		sleep 0.1
+	done
+	return 1
+}
+# anchors_seen N [DB]: wait until journald has written an anchor of entry N for this log
 anchors_seen() {
 	for _ in $(seq 50); do
-		journalctl -q -o export MESSAGE_ID=$MSGID "LATCH_AUDIT_DB=$DB" _UID=0 2>/dev/null |
+		journalctl -q -o export MESSAGE_ID=$MSGID "LATCH_AUDIT_DB=${2:-$DB}" _UID=0 2>/dev/null |
 			grep -qx "LATCH_AUDIT_ENTRY=$1" && return 0
 		sleep 0.1
 	done
@@ -94,7 +111,7 @@ EOF
 # ------------------------------------------------------------ anchors are written, and the log verifies
 check_eq "100 entries appended through the audit module" "$("$DRV" "$DB" 100)" "appended 1..100"
 check "journald holds an anchor of entry 100 (written at close), stamped _UID=0" anchors_seen 100
-check "... and of entry 65 (every 64 entries)" anchors_seen 65
+check "... and of entry 1 (the first append after a quiet period, at once)" anchors_seen 1
 out=$(verify)
 check "control: the untouched log verifies ($out)" grep -q "chain whole, 100 entries" <<<"$out"
 check "... against an anchor of entry 100" grep -q "anchored: entry 100 at " <<<"$out"
@@ -158,7 +175,7 @@ cp "$LTS_TMP/anchor110.saved" "$DB.anchor"
 
 # ------------------------------------------------------------ a prune, with the journal's anchors below the cut
 # Invariant: a prune keeps verify green although the journal holds anchors of entries it removed
-# (65, 100, 101, 110); the anchor of the last entry removed still binds the cut's hash, and the
+# (1, 100, 101, 110); the anchor of the last entry removed still binds the cut's hash, and the
 # prune entry is anchored at once, so a forged cut or a rewrite after the prune is still named.
 t110=$(sqlite3 "$DB" "SELECT time_ns FROM entries WHERE id = 110")
 cut_s=$((t110 / 1000000000 + 1))
@@ -207,6 +224,59 @@ check "a rewrite after the prune (113..116) is named at an anchor after the cut:
 cp "$LTS_TMP/db.pruned" "$DB"
 cp "$LTS_TMP/anchor.pruned" "$DB.anchor"
 check "control: the pruned log put back verifies" grep -q "chain whole, 6 entries" <<<"$(verify)"
+
+# ------------------------------------------------------------ the tail: latchd killed, its newest rows cut
+# Invariant: latchd anchors any append within about a second (AUDIT_ANCHOR_PERIOD_NS, a deferred anchor
+# on a timer, at most one a second), so a root who SIGKILLs it a second and a half after its last append
+# and cuts the rows it appended after its last anchor made at once is named.  Before, those rows waited for
+# the 64th entry or a minute, and the cut went unnoticed.
+# latchd runs for real, unconfined, in a network namespace of its own with nothing in it; SIGHUP makes it
+# append (a config reload entry each).
+DROOT=$LTS_TMP/droot
+DDB=$DROOT/var/lib/latch/audit.db
+dcount() { sqlite3 "$DDB" "SELECT count(*) FROM entries" 2>/dev/null; }
+dcount_is() { [ "$(dcount)" = "$1" ]; }
+dverify() { LATCH_ROOT=$DROOT "$LATCH_BIN" audit verify 2>&1; }
+mkdir -p "$DROOT"
+LATCH_ROOT=$DROOT LATCH_BPFFS=/sys/fs/bpf/latch-selftest-$$ LATCH_CGROUP=latch-selftest-$$ \
+	unshare -n "$LATCHD" --unconfined >"$LTS_TMP/latchd.log" 2>&1 &
+DPID=$!
+if wait_until 50 grep -q "listening" "$LTS_TMP/latchd.log" && wait_until 50 dcount_is 1; then
+	check "latchd's start (entry 1, the first append after a quiet period) is anchored at once" anchors_seen 1 "$DDB"
+	for n in 2 3 4; do
+		kill -HUP "$DPID"
+		wait_until 30 dcount_is "$n" || fail "latchd appends entry $n on SIGHUP" "the log holds $(dcount)"
+	done
+	t4=$(sqlite3 "$DDB" "SELECT time_ns FROM entries WHERE id = 4")
+	check "entries 2..4 (SIGHUP reloads, within its anchor period) are anchored too, with latchd still running" \
+		anchors_seen 4 "$DDB"
+	a4=$(journalctl -q -o export MESSAGE_ID=$MSGID "LATCH_AUDIT_DB=$DDB" LATCH_AUDIT_ENTRY=4 _UID=0 2>/dev/null |
+		sed -n 's/^__REALTIME_TIMESTAMP=//p' | head -1)
+	lag=$(( ${a4:-0} ? ${a4:-0} * 1000 - ${t4:-0} : 1 << 62 )) # no anchor of entry 4: as late as can be
+	check_cmp "... within about a second of entry 4's append ($((lag / 1000000)) ms)" "$lag" -le 1500000000
+	# the journal's own times of this log's anchors, in us: no two closer than the period (less jitter)
+	gap=$(journalctl -q -o export MESSAGE_ID=$MSGID "LATCH_AUDIT_DB=$DDB" _UID=0 2>/dev/null |
+		sed -n 's/^__REALTIME_TIMESTAMP=//p' | sort -n | awk 'NR > 1 && (m == "" || $1 - p < m) { m = $1 - p } { p = $1 } END { print m }')
+	check_cmp "the appends were not anchored one by one: at most one anchor a second (closest two ${gap:-?} us apart)" \
+		"${gap:-0}" -ge 900000
+	kill -KILL "$DPID"
+	wait "$DPID" 2>/dev/null
+	DPID=
+	out=$(dverify)
+	check "control: the log latchd left, uncut, verifies against entry 4's anchor ($out)" \
+		grep -q "chain whole, 4 entries.*anchored: entry 4 at " <<<"$(tr '\n' ' ' <<<"$out")"
+	sqlite3 "$DDB" "DELETE FROM entries WHERE id > 1"
+	rm -f "$DDB.anchor"
+	out=$(dverify)
+	rc=$?
+	check_eq "the cut of entries 2..4 after SIGKILL fails verify" "$rc" 1
+	check "... and is named from the journal: $out" \
+		grep -q "broken at entry 2: the log ends at entry 1, but the journal anchored entry 4 at " <<<"$out"
+else
+	fail "latchd" "did not start and write its start entry: $(cat "$LTS_TMP/latchd.log")"
+fi
+[ -n "$DPID" ] && kill -KILL "$DPID" 2>/dev/null && wait "$DPID" 2>/dev/null
+DPID=
 
 # control for the match on _UID: root's own plant is believed (so the match above is what stopped the user's)
 forge 6000 | logger --journald

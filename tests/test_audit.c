@@ -619,9 +619,9 @@ Test(audit, test_last_id_and_after_id_filter)
 
 /* ---- anchors ---- */
 
-static struct audit_log *open_log_every(unsigned int every)
+static struct audit_log *open_log_period(uint64_t period_ns)
 {
-	struct audit_opts o = { .clock = fake_clock, .owner = getuid(), .no_journal = 1, .anchor_every = every };
+	struct audit_opts o = { .clock = fake_clock, .owner = getuid(), .no_journal = 1, .anchor_period_ns = period_ns };
 	char err[256] = "";
 	struct audit_log *log = audit_open(path, &o, err, sizeof(err));
 
@@ -749,20 +749,54 @@ Test(audit, test_appending_after_a_cut_does_not_launder_it)
 	audit_close(log);
 }
 
-Test(audit, test_anchor_every_n_entries_and_on_the_period)
+/*
+ * Invariant: any append is anchored within one period (a second) of it, by
+ * the writer's tick or timer, and a flood of appends makes at most one
+ * anchor a period.
+ */
+Test(audit, test_anchor_within_a_period_of_any_append_at_most_one_a_period)
 {
-	struct audit_log *log = open_log_every(8);
+	struct audit_log *log = open_log();
+	uint64_t in_ns, start = fake_now;
+	int anchors = 0;
+	long long last = 0;
 
-	for (int i = 0; i < 20; i++)
-		add(log, "alpha", "egress", NULL);
-	/* the first append (no anchor yet), then every 8: 1, 9, 17 */
-	cr_assert_eq(anchor_entry(), 17);
+	cr_assert_eq(audit_anchor_due(log, &in_ns), 0, "control: nothing appended, nothing waits");
+	add(log, "alpha", "egress", NULL);
+	cr_assert_eq(anchor_entry(), 1, "the first append after a quiet period is anchored at once");
+	cr_assert_eq(audit_anchor_due(log, &in_ns), 0);
+	add(log, "alpha", "egress", NULL);
+	add(log, "alpha", "egress", NULL);
+	cr_assert_eq(anchor_entry(), 1, "appends within the period wait for it");
+	cr_assert_eq(audit_anchor_due(log, &in_ns), 1, "... and say so");
+	cr_assert_eq(in_ns, AUDIT_ANCHOR_PERIOD_NS - (fake_now - start), "... with the time left of the period");
 	cr_assert_eq(audit_tick(log), 0);
-	cr_assert_eq(anchor_entry(), 17, "the period has not passed");
-	fake_now += AUDIT_ANCHOR_PERIOD_NS;
+	cr_assert_eq(anchor_entry(), 1, "a tick before the period is over anchors nothing");
+	fake_now = start + AUDIT_ANCHOR_PERIOD_NS;
 	cr_assert_eq(audit_tick(log), 0);
-	cr_assert_eq(anchor_entry(), 20, "the period passed: the head is anchored");
+	cr_assert_eq(anchor_entry(), 3, "the period is over: the tick anchors the head");
+	cr_assert_eq(audit_anchor_due(log, &in_ns), 0);
+
+	/* a flood: 40 appends a second for 5 s, the tick every 100 ms (each append fsyncs: kept short) */
+	for (int i = 0; i < 200; i++) {
+		char sb[16];
+
+		snprintf(sb, sizeof(sb), "flood%d", i % 4); /* 50 each in 5 s: under the rate limit */
+		add(log, sb, "test", NULL); /* 1 us each */
+		fake_now += 25000000 - 1000;
+		if (i % 4 == 3)
+			audit_tick(log);
+		if (anchor_entry() != last) {
+			last = anchor_entry();
+			anchors++;
+		}
+		cr_assert_leq(audit_anchor_due(log, &in_ns) ? in_ns : 0, AUDIT_ANCHOR_PERIOD_NS);
+	}
+	cr_assert_leq(anchors, 6, "at most one anchor a period under a flood: %d anchors in 5 s", anchors);
+	cr_assert_geq(anchors, 4, "control: the flood was anchored as it went: %d anchors in 5 s", anchors);
+	cr_assert_geq(last, 3 + 200 - 40, "no anchor lags more than a period: %lld", last);
 	audit_close(log);
+	cr_assert_eq(anchor_entry(), 203, "close anchors the head");
 }
 
 /* Invariant: a log that is gone is not "nothing recorded" when an anchor says it held entries. */
@@ -820,7 +854,7 @@ static void write_anchor(int64_t id, const char *hash)
 /* The prune entry is anchored at once, so the cut it records is vouched for outside the log. */
 Test(audit, test_prune_anchors_its_own_entry)
 {
-	struct audit_log *log = open_log_every(1000);
+	struct audit_log *log = open_log_period(1000 * AUDIT_ANCHOR_PERIOD_NS);
 	struct audit_prune_result r;
 	uint64_t t = ten_entries(log);
 
@@ -838,7 +872,7 @@ Test(audit, test_prune_anchors_its_own_entry)
  */
 Test(audit, test_anchors_below_the_cut_after_a_prune)
 {
-	struct audit_log *log = open_log_every(1000);
+	struct audit_log *log = open_log_period(1000 * AUDIT_ANCHOR_PERIOD_NS);
 	struct audit_prune_result r;
 	char why[256], h3[AUDIT_HASH_HEX + 1], h5[AUDIT_HASH_HEX + 1], forged[AUDIT_HASH_HEX + 1];
 	uint64_t t = ten_entries(log);

@@ -151,6 +151,7 @@ struct latchd {
 	struct evconnlistener *listener;
 	struct latch_conf conf;
 	struct audit_log *audit;
+	struct event *audit_anchor_ev; /* the deferred anchor of the audit log's head (events.c) */
 	struct sandbox *sandboxes;
 	struct client *clients;
 	char sock_path[PATH_MAX];
@@ -198,6 +199,8 @@ struct latchd *client_latchd(const struct client *c);
 void latchd_audit(struct latchd *ld, const char *sandbox, const char *kind, const char *decision, const char *reason,
 		  json_t *fields);
 bool latchd_audit_wanted(struct latchd *ld, const char *sandbox, const char *kind);
+/* Stop the deferred anchor's timer (shutdown: audit_close() anchors the head itself). */
+void latchd_audit_stop(struct latchd *ld);
 /* A query a resolver refused (its reason, as resolver.h names it), kind dns. */
 void latchd_audit_dns_refused(struct latchd *ld, const char *who, const char *qname, uint16_t qtype,
 			      const char *reason);

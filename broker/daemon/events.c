@@ -7,6 +7,12 @@
  * The audit log allows each (sandbox, kind) 120 entries a minute and counts
  * the rest (audit/audit.h).  Busy paths ask latchd_audit_wanted() first, so
  * an entry the limit would drop is never built.
+ *
+ * After an append, a one-shot timer anchors the log's head outside it when
+ * the module's period since the last anchor is over (audit_anchor_due()), so
+ * a root who SIGKILLs latchd and cuts the log's tail can take only the last
+ * second's entries unnoticed, not those since a tick that may be up to a
+ * second behind.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -16,6 +22,45 @@
 #include <sys/socket.h>
 
 #include "broker/daemon/daemon.h"
+
+static void audit_anchor_arm(struct latchd *ld);
+
+static void audit_anchor_fire(evutil_socket_t fd, short what, void *arg)
+{
+	struct latchd *ld = arg;
+
+	/* a failed anchor is retried by the one-second tick, never by a timer that fires at once again */
+	if (audit_tick(ld->audit) == 0)
+		audit_anchor_arm(ld);
+}
+
+/* Arm the deferred anchor for the entry just appended, unless it is armed already. */
+static void audit_anchor_arm(struct latchd *ld)
+{
+	uint64_t in_ns;
+	struct timeval tv;
+
+	if (!ld->base || !audit_anchor_due(ld->audit, &in_ns))
+		return;
+	if (!ld->audit_anchor_ev) {
+		ld->audit_anchor_ev = evtimer_new(ld->base, audit_anchor_fire, ld);
+		if (!ld->audit_anchor_ev)
+			return; /* the one-second tick anchors it, a second later at worst */
+	}
+	if (evtimer_pending(ld->audit_anchor_ev, NULL))
+		return;
+	in_ns += 1000000; /* 1 ms late rather than early: the module's clock is not libevent's */
+	tv.tv_sec = in_ns / 1000000000ULL;
+	tv.tv_usec = in_ns % 1000000000ULL / 1000;
+	evtimer_add(ld->audit_anchor_ev, &tv);
+}
+
+void latchd_audit_stop(struct latchd *ld)
+{
+	if (ld->audit_anchor_ev)
+		event_free(ld->audit_anchor_ev);
+	ld->audit_anchor_ev = NULL;
+}
 
 void latchd_audit(struct latchd *ld, const char *sandbox, const char *kind, const char *decision, const char *reason,
 		  json_t *fields)
@@ -35,6 +80,8 @@ void latchd_audit(struct latchd *ld, const char *sandbox, const char *kind, cons
 	rc = audit_append(ld->audit, &e);
 	if (rc && rc != -EAGAIN)
 		latchd_log("audit log: %s (%s %s %s not recorded)", audit_error(ld->audit), sandbox, kind, decision);
+	if (!rc)
+		audit_anchor_arm(ld);
 	free(text);
 }
 

@@ -444,6 +444,7 @@ int main(int argc, char **argv)
 	notifier_stop(&ld);
 	latchd_audit(&ld, "latchd", "daemon", "stop", "latchd.stop", json_pack("{s:i}", "pid", (int)getpid()));
 	confine_stop(&ld);
+	latchd_audit_stop(&ld);
 	audit_close(ld.audit);
 	event_free(sig_hup);
 	event_free(sig_term);

@@ -121,7 +121,7 @@ static void backups_tick(struct latchd *ld, uint64_t now)
 void periodic_run(struct latchd *ld, uint64_t now)
 {
 	backups_tick(ld, now);
-	audit_tick(ld->audit); /* the audit log's head, anchored outside it once a period */
+	audit_tick(ld->audit); /* the audit log's head, if no deferred anchor took it (events.c) */
 	notifier_tick(ld, now);
 	for (struct sandbox *s = ld->sandboxes; s; s = s->next) {
 		grants_tick(s, now);
