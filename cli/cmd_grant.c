@@ -267,6 +267,7 @@ static void print_grant(json_t *g)
 	const char *note = json_string_value(json_object_get(g, "note"));
 	const char *id = json_string_value(json_object_get(g, "id"));
 	bool active = !strcmp(state, "active");
+	char shown[8 * 300 + 1]; /* a reason of GRANT_REASON_MAX bytes, every byte escaped */
 	json_t *h, *k;
 	size_t i, m;
 
@@ -275,10 +276,15 @@ static void print_grant(json_t *g)
 	       json_string_value(json_object_get(g, "by")));
 	hosts_line(json_object_get(g, "hosts"), false);
 	printf(" for %lld s\n", (long long)json_integer_value(json_object_get(g, "seconds")));
-	if (says)
-		printf("  %-17s the sandbox says: \"%s\" (its own words, unchecked)\n", "", says);
-	if (note)
-		printf("  %-17s note: %s\n", "", note);
+	/* whatever latchd let in, nothing in it can close the quotes or pass for latch's words here */
+	if (says) {
+		latch_text_escape(says, shown, sizeof(shown));
+		printf("  %-17s the sandbox says: \"%s\" (its own words, unchecked)\n", "", shown);
+	}
+	if (note) {
+		latch_text_escape(note, shown, sizeof(shown));
+		printf("  %-17s note: %s\n", "", shown);
+	}
 	if (!active) {
 		printf("  %-17s decide: latch approve %s [--for DUR] | latch deny %s\n", "", id, id);
 		return;

@@ -161,6 +161,31 @@ int latch_kv_read(const char *path, const struct latch_kv_key *keys, int n_keys,
 int latch_kv_write(const char *path, mode_t mode, const char *header, const struct latch_kv_key *keys, int n_keys,
 		   const void *obj, char *err, size_t errlen);
 
+/* ---- text from someone untrusted, shown to a person ---- */
+
+/*
+ * Text that another party wrote and latch shows a person inside words of its
+ * own (a sandbox's reason for a grant, quoted in a notification): valid UTF-8
+ * of at most max bytes, one line, and nothing that could end latch's quoting
+ * or make the text read otherwise than its characters: no control character
+ * (C0, DEL, C1), no double quote or a lookalike of one (U+201C-201F, U+2033,
+ * U+FF02), no line or paragraph separator (U+2028, U+2029), no text-direction
+ * control (U+061C, U+200E-200F, U+202A-202E, U+2066-2069), no invisible
+ * character (U+00AD, U+180E, U+200B-200D, U+2060-2064, U+FEFF, U+FFF9-FFFB,
+ * the tags U+E0000-E007F).  Everything else passes unchanged: an apostrophe,
+ * "café", any script.  0, or -EINVAL with one line in err that names what
+ * (e.g. "the reason") and the first character refused by its code point and
+ * byte offset, never the text itself.
+ */
+int latch_text_check(const char *what, const char *s, size_t max, char *err, size_t errlen);
+/*
+ * s as latch_text_check() would pass it, for output: every character it
+ * refuses written as \u{XXXX} and every byte that is not UTF-8 as \x{XX}
+ * (no quote, no control), the rest unchanged.  Always terminated; cut at a
+ * character, never inside one or an escape.  0, or -ENOSPC when it was cut.
+ */
+int latch_text_escape(const char *s, char *out, size_t len);
+
 /* ---- hashing ---- */
 
 /*

@@ -253,8 +253,31 @@ if ! in_g curl -s -m 2 -o /dev/null "http://$HOST4:$PORT/latch/grant"; then
 	lts_done
 fi
 
+# --- a reason that could pass for latch's own words is refused at the ask
+# Invariant: the notification quotes the reason inside latch's words ("the sandbox says: \"...\""), so a
+# reason with a double quote (it would close latch's quotes and go on in latch's voice), a line separator,
+# or a direction or invisible character is refused with one line the guest sees, audited without the text,
+# and reaches no notifier.  Control: the plain reason of the next ask, with an apostrophe, arrives verbatim.
+spoofs=('build" step (its own words, unchecked). latch: pre-approved by the admin, approve it'
+	$'build step\xe2\x80\xa8latch: pre-approved by the admin, approve it'
+	$'build step \xe2\x80\xaeti evorppa'
+	$'docs\xe2\x80\x8b.example is the build host')
+named=('U+0022, a double quote' 'U+2028, a line or paragraph separator' 'U+202E, a text-direction character'
+	'U+200B, an invisible character')
+for i in "${!spoofs[@]}"; do
+	ask --for 3 --port "$SPORT" --reason "${spoofs[$i]}" docs.example >"$T/spoof$i.out" 2>&1
+	check_eq "a reason with ${named[$i]%%,*} is refused: latch-ask exits 1" "$?" 1
+	check "  the guest is told why in one line: $(head -c 160 "$T/spoof$i.out")" \
+		grep -qx "refused: latch: the reason holds ${named[$i]}.*; send one line of plain text" "$T/spoof$i.out"
+done
+check_eq "  each refusal is audited, without the reason's text" \
+	"$(latch --json audit "$LTS_NAME" --kind grant | jq '[.entries[] | select(.reason == "latchd.grant.ask.invalid" and
+		(.fields.error | test("the reason holds U\\+")) and (tostring | test("pre-approved|evorppa") | not))] | length')" 4
+check_eq "  and none is pending" "$(latch --json grants "$LTS_NAME" | jq '[.grants[] | select(.state == "pending")] | length')" 0
+
 # --- an ask, approved from outside; the stream closes at the deadline with latchd SIGKILLed
-ask --for 3 --port "$SPORT" --reason 'docs for the "build" step' docs.example >"$T/ask1.out" 2>&1 &
+REASON1="docs for the 'build' step, caf"$'\xc3\xa9'" "$'\xe6\x96\x87\xe6\x9b\xb8' # an apostrophe, an accent, Japanese
+ask --for 3 --port "$SPORT" --reason "$REASON1" docs.example >"$T/ask1.out" 2>&1 &
 ask_pid=$!
 LTS_PIDS+=("$ask_pid")
 id=$(pending_id)
@@ -275,9 +298,12 @@ msg=$(jq -r --arg id "$id" 'select(.id == $id) | .message' "$T/hooked.jsonl")
 check "the message names the sandbox" grep -q "sandbox $LTS_NAME " <<<"$msg"
 check "  the host and port" grep -q "docs.example:$SPORT" <<<"$msg"
 check "  the duration" grep -q "for 3 s" <<<"$msg"
-check "  and the reason as the sandbox's words" grep -q 'the sandbox says: "docs for the \\"build\\" step"\|the sandbox says: "docs for the "build" step"' <<<"$msg"
-check "the document carries the reason under sandbox_says" \
-	jq -e --arg id "$id" 'select(.id == $id) | .sandbox_says == "docs for the \"build\" step"' "$T/hooked.jsonl"
+check "  and the reason as the sandbox's words, verbatim (an apostrophe, cafe with its accent, Japanese)" \
+	grep -qF "the sandbox says: \"$REASON1\" (its own words, unchecked)" <<<"$msg"
+check "the document carries the reason under sandbox_says, verbatim" \
+	jq -e --arg id "$id" --arg r "$REASON1" 'select(.id == $id) | .sandbox_says == $r' "$T/hooked.jsonl"
+check_eq "  and no refused ask before it reached a notifier" \
+	"$(jq -s '[.[] | select(.type == "latch.grant.ask")] | length' "$T/notified.jsonl") $(jq -s '[.[] | select(.type == "latch.grant.ask")] | length' "$T/hooked.jsonl")" "1 1"
 for _ in $(seq 30); do [ "$(audit_n notify)" -ge 2 ] && break; sleep 0.1; done
 check_eq "both deliveries are audited (notify: the command's exit, the webhook's status)" \
 	"$(latch --json audit "$LTS_NAME" --kind grant | jq -r --arg id "$id" '[.entries[] | select(.decision == "notify" and .fields.id == $id) | .reason] | sort | join(" ")')" \
@@ -314,7 +340,7 @@ check_not "  a new connection after the deadline is denied" tcp_ok "$SRV_A" "$SP
 start_latchd || { fail latchd-restart "latchd did not come back"; lts_done; }
 check_cmp "the approval is audited, the reason as the sandbox's words" "$(latch --json audit "$LTS_NAME" --kind grant |
 	jq --arg id "$id" '[.entries[] | select(.decision == "approve" and .fields.id == $id and
-		.fields.sandbox_says == "docs for the \"build\" step")] | length')" -eq 1
+		.fields.sandbox_says == $r)] | length' --arg r "$REASON1")" -eq 1
 
 # --- denial and timeout
 ask files.example >"$T/ask2.out" 2>&1 &

@@ -62,7 +62,8 @@ struct grant {
 	struct grant_host host[GRANT_HOSTS_MAX];
 	int n_hosts;
 	uint32_t seconds; /* asked for, then granted */
-	char reason[GRANT_REASON_MAX + 1]; /* an ask's: the sandbox's words, never checked; "" none */
+	char reason[GRANT_REASON_MAX +
+		    1]; /* the sandbox's words: never their truth, only their characters checked; "" none */
 	time_t asked_wall; /* when it was asked or made (epoch) */
 	uint64_t wait_until_ns; /* pending: denied by timeout then */
 	uint64_t deadline_ns; /* active: the kernel's deadline (boot clock) */
@@ -92,7 +93,11 @@ void grant_drop(struct grant *g);
 struct grant *grant_find(struct latchd *ld, const char *id);
 /* "HOST" or "HOST:PORTS" (no address literal, no wildcard) into h; ports default to def. 0 or -EINVAL. */
 int grant_parse_host(const char *text, const struct latch_entry *def, struct grant_host *h, char *err, size_t errlen);
-/* A reason fit to show a person: at most GRANT_REASON_MAX bytes of UTF-8, no control or direction characters. */
+/*
+ * A reason fit to show a person inside latch's words: at most GRANT_REASON_MAX
+ * bytes of UTF-8, one line, no double quote, control, direction or invisible
+ * character (latch_text_check()).  0, or -EINVAL with the line.
+ */
 int grant_reason_check(const char *reason, char *err, size_t errlen);
 /* 0, or -EDQUOT with the line naming the cap: grants_per_hour; for an ask also grant_asks_per_hour and _pending. */
 int grant_cap_granted(struct sandbox *s, uint64_t now, char *err, size_t errlen);

@@ -69,8 +69,8 @@ static void hosts_text(const struct grant *g, char *buf, size_t len)
 /* The document every notifier gets. */
 static char *ask_document(const struct grant *g)
 {
-	char hosts[GRANT_HOSTS_MAX * 300], msg[GRANT_HOSTS_MAX * 300 + GRANT_REASON_MAX + 512], when[32],
-		says[GRANT_REASON_MAX + 64];
+	char hosts[GRANT_HOSTS_MAX * 300], msg[GRANT_HOSTS_MAX * 300 + 8 * GRANT_REASON_MAX + 512], when[32],
+		says[8 * GRANT_REASON_MAX + 64], shown[8 * GRANT_REASON_MAX + 1];
 	time_t by = time(NULL) + (time_t)((g->wait_until_ns - latch_now_boot_ns()) / NS_PER_S);
 	json_t *doc = grant_json(g, latch_now_boot_ns()), *text;
 	struct tm tm;
@@ -79,8 +79,10 @@ static char *ask_document(const struct grant *g)
 	hosts_text(g, hosts, sizeof(hosts));
 	localtime_r(&by, &tm);
 	strftime(when, sizeof(when), "%H:%M:%S", &tm);
+	/* checked when it came in; escaped here too, so nothing that got in another way can close the quotes */
+	latch_text_escape(g->reason, shown, sizeof(shown));
 	if (g->reason[0])
-		snprintf(says, sizeof(says), "the sandbox says: \"%s\" (%s)", g->reason, "its own words, unchecked");
+		snprintf(says, sizeof(says), "the sandbox says: \"%s\" (%s)", shown, "its own words, unchecked");
 	else
 		snprintf(says, sizeof(says), "the sandbox gave no reason");
 	snprintf(msg, sizeof(msg),

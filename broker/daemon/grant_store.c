@@ -200,6 +200,8 @@ static bool grant_load(struct sandbox *s, json_t *o, uint64_t now)
 		return false;
 	snprintf(g->id, sizeof(g->id), "%s", id);
 	snprintf(g->reason, sizeof(g->reason), "%s", json_string_value(json_object_get(o, "reason")) ?: "");
+	if (grant_reason_check(g->reason, NULL, 0)) /* a state file of an older latch: shown escaped from now on */
+		latch_text_escape(json_string_value(json_object_get(o, "reason")), g->reason, sizeof(g->reason));
 	g->seconds = json_integer_value(json_object_get(o, "seconds"));
 	g->asked_wall = json_integer_value(json_object_get(o, "asked_at"));
 	g->deadline_ns = deadline;
