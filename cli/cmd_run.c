@@ -331,6 +331,8 @@ static json_t *workspace_json(const struct latch_room_opts *o, const struct latc
 		if (c->change != LATCH_CHANGE_DELETED) {
 			snprintf(mode, sizeof(mode), "%04o", c->mode);
 			json_object_set_new(j, "mode", json_string(mode));
+			snprintf(mode, sizeof(mode), "%04o", c->applied_mode);
+			json_object_set_new(j, "applied_mode", json_string(mode));
 			json_object_set_new(j, "size", json_integer(c->size));
 		}
 		if (c->kind == LATCH_FILE_REGULAR && c->change != LATCH_CHANGE_DELETED) {
@@ -466,8 +468,14 @@ static void print_text(const struct latch_room_opts *o, const struct latch_room_
 	for (int i = 0; i < res->n_changes; i++) {
 		const struct latch_room_change *c = &res->changes[i];
 
-		fprintf(stderr, "  %c %s%s%s%s\n", "AMD"[c->change], c -> path, c -> kind == LATCH_FILE_DIR ? "/" : "",
+		fprintf(stderr, "  %c %s%s%s%s", "AMD"[c->change], c -> path, c -> kind == LATCH_FILE_DIR ? "/" : "",
 			c->target ? " -> " : "", c->target ? c->target : "");
+		if (c->change != LATCH_CHANGE_DELETED && c->kind != LATCH_FILE_SYMLINK && c->mode != c->applied_mode)
+			fprintf(stderr, "  (mode %04o; set-id and sticky bits are never applied: %04o)",
+				(unsigned)c->mode, (unsigned)c->applied_mode);
+		else if (c->change != LATCH_CHANGE_DELETED && c->kind != LATCH_FILE_SYMLINK)
+			fprintf(stderr, "  (mode %04o)", (unsigned)c->mode);
+		fputc('\n', stderr);
 		if (c->diff)
 			fputs(c->diff, stderr);
 		else if (c->binary)

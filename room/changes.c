@@ -14,6 +14,14 @@
  * to directory descriptors, never through a symlink, and applying writes
  * each change through openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS), into a
  * temporary name renamed over the target.
+ *
+ * What lands is the room's content, never its authority: a file or directory
+ * is written with its permission bits only (no set-uid, set-gid or sticky
+ * bit: a room run as root would otherwise plant a set-uid-root program in the
+ * caller's tree), owned by the workspace directory's owner (not the room's
+ * uid), and without the room's extended attributes (no file capability);
+ * FIFOs, sockets and device nodes are never written (the whole apply is
+ * refused).  A VM's state backup keeps the same rule (vm/guest_state.c).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -35,6 +43,12 @@
 #define DIFF_MAX (64 * 1024) /* bytes of diff kept per file */
 #define TEXT_MAX (1024 * 1024) /* files larger than this are not diffed */
 #define SNIFF 8000 /* a NUL in the first bytes: binary (as git and diff decide) */
+
+/* The bits a file from a room may carry on the host: its permissions, never set-id or sticky. */
+static mode_t plain_mode(mode_t m)
+{
+	return m & 0777;
+}
 
 static int open_beneath(int dirfd, const char *rel, int flags)
 {
@@ -67,6 +81,7 @@ static struct latch_room_change *add(struct latch_room_result *res, const char *
 					  LATCH_FILE_OTHER;
 	if (c != LATCH_CHANGE_DELETED) {
 		ch->mode = st->st_mode & 07777;
+		ch->applied_mode = plain_mode(st->st_mode);
 		ch->size = st->st_size;
 	}
 	return ch;
@@ -382,8 +397,11 @@ static int remove_at(int dirfd, const char *name)
 	return unlinkat(dirfd, name, AT_REMOVEDIR) ? -errno : 0;
 }
 
-/* Copy the upper layer's file REL into the workspace under a temporary name, then rename it in. */
-static int put_file(int up_root, int pfd, const char *rel, const char *base)
+/*
+ * Copy the upper layer's file REL into the workspace under a temporary name,
+ * then rename it in: its bytes and permission bits, the workspace owner's.
+ */
+static int put_file(int up_root, int pfd, const char *rel, const char *base, const struct stat *owner)
 {
 	char tmp[NAME_MAX + 1], buf[65536];
 	struct stat st;
@@ -404,7 +422,8 @@ static int put_file(int up_root, int pfd, const char *rel, const char *base)
 			rc = -EIO;
 			break;
 		}
-	if (!rc && (n < 0 || fchown(dst, st.st_uid, st.st_gid) || fchmod(dst, st.st_mode & 07777)))
+	/* chown first: it would clear set-id bits, but fchmod is what must never set them */
+	if (!rc && (n < 0 || fchown(dst, owner->st_uid, owner->st_gid) || fchmod(dst, plain_mode(st.st_mode))))
 		rc = -errno;
 	if (!rc) {
 		/* a directory in the way (a type change) goes first */
@@ -424,21 +443,13 @@ out:
 	return rc;
 }
 
-/* The upper layer's owner of REL goes with it (a file's is set in put_file). */
-static int own_as_upper(int up_root, int pfd, const char *rel, const char *base)
+/* A directory or link applied is the workspace owner's, whoever made it in the room. */
+static int own_as_workspace(int pfd, const char *base, const struct stat *owner)
 {
-	int fd = open_beneath(up_root, rel, O_PATH);
-	struct stat st;
-	int rc = 0;
-
-	if (fd < 0 || fstat(fd, &st) || fchownat(pfd, base, st.st_uid, st.st_gid, AT_SYMLINK_NOFOLLOW))
-		rc = -errno;
-	if (fd >= 0)
-		close(fd);
-	return rc;
+	return fchownat(pfd, base, owner->st_uid, owner->st_gid, AT_SYMLINK_NOFOLLOW) ? -errno : 0;
 }
 
-static int apply_one(int ws, int up_root, const struct latch_room_change *ch)
+static int apply_one(int ws, int up_root, const struct stat *owner, const struct latch_room_change *ch)
 {
 	char dir[PATH_MAX];
 	const char *base;
@@ -452,14 +463,14 @@ static int apply_one(int ws, int up_root, const struct latch_room_change *ch)
 	} else if (ch->kind == LATCH_FILE_DIR) {
 		if (!fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) && !S_ISDIR(st.st_mode))
 			rc = remove_at(pfd, base);
-		if (!rc && mkdirat(pfd, base, ch->mode) && errno != EEXIST)
-			rc = -errno;
-		if (!rc && fchmodat(pfd, base, ch->mode, 0))
+		if (!rc && mkdirat(pfd, base, 0700) && errno != EEXIST)
 			rc = -errno;
 		if (!rc)
-			rc = own_as_upper(up_root, pfd, ch->path, base);
+			rc = own_as_workspace(pfd, base, owner);
+		if (!rc && fchmodat(pfd, base, ch->applied_mode, AT_SYMLINK_NOFOLLOW))
+			rc = -errno;
 	} else if (ch->kind == LATCH_FILE_REGULAR) {
-		rc = put_file(up_root, pfd, ch->path, base);
+		rc = put_file(up_root, pfd, ch->path, base, owner);
 	} else if (ch->kind == LATCH_FILE_SYMLINK) {
 		char tmp[NAME_MAX + 1];
 
@@ -468,9 +479,9 @@ static int apply_one(int ws, int up_root, const struct latch_room_change *ch)
 		if (symlinkat(ch->target, pfd, tmp) || renameat(pfd, tmp, pfd, base))
 			rc = -errno;
 		if (!rc)
-			rc = own_as_upper(up_root, pfd, ch->path, base);
+			rc = own_as_workspace(pfd, base, owner);
 	} else {
-		rc = -EOPNOTSUPP; /* a FIFO or socket: never written to the workspace */
+		rc = -EOPNOTSUPP; /* a FIFO, socket or device node: never written to the workspace */
 	}
 	close(pfd);
 	return rc;
@@ -480,6 +491,7 @@ int room_changes_apply(struct room *r, char *err, size_t errlen)
 {
 	struct latch_room_result *res = r->res;
 	char path[PATH_MAX + 8];
+	struct stat owner;
 	int up, ws, rc = 0;
 
 	if (res->changes_truncated)
@@ -488,22 +500,26 @@ int room_changes_apply(struct room *r, char *err, size_t errlen)
 				  LATCH_ROOM_CHANGES_MAX);
 	for (int i = 0; i < res->n_changes; i++)
 		if (res->changes[i].change != LATCH_CHANGE_DELETED && res->changes[i].kind == LATCH_FILE_OTHER)
-			return latch_errf(err, errlen, -EOPNOTSUPP, "%s is a FIFO or socket: nothing applied",
-					  res->changes[i].path);
+			return latch_errf(
+				err, errlen, -EOPNOTSUPP,
+				"%s is a FIFO, socket or device node: nothing applied (never written to the host)",
+				res->changes[i].path);
 	snprintf(path, sizeof(path), "%s/upper", r->upper_mnt);
 	up = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	ws = open(r->o->workspace, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (up < 0 || ws < 0) {
+	if (up < 0 || ws < 0 || fstat(ws, &owner)) {
 		rc = latch_errf(err, errlen, -errno, "cannot open the workspace to apply: %s", strerror(errno));
 		goto out;
 	}
 	/* deletions deepest first, then the rest in path order (a directory before what it holds) */
 	for (int i = res->n_changes - 1; i >= 0 && !rc; i--)
-		if (res->changes[i].change == LATCH_CHANGE_DELETED && (rc = apply_one(ws, up, &res->changes[i])))
+		if (res->changes[i].change == LATCH_CHANGE_DELETED &&
+		    (rc = apply_one(ws, up, &owner, &res->changes[i])))
 			latch_errf(err, errlen, rc, "%s: %s (the changes before it were applied)", res->changes[i].path,
 				   strerror(-rc));
 	for (int i = 0; i < res->n_changes && !rc; i++)
-		if (res->changes[i].change != LATCH_CHANGE_DELETED && (rc = apply_one(ws, up, &res->changes[i])))
+		if (res->changes[i].change != LATCH_CHANGE_DELETED &&
+		    (rc = apply_one(ws, up, &owner, &res->changes[i])))
 			latch_errf(err, errlen, rc, "%s: %s (the changes before it were applied)", res->changes[i].path,
 				   strerror(-rc));
 	res->applied = !rc;

@@ -104,7 +104,8 @@ struct latch_room_change {
 	char *path; /* relative to the workspace */
 	enum latch_room_change_kind change;
 	enum latch_room_file_kind kind; /* what it is now (deleted: what it was) */
-	mode_t mode; /* permission bits now (0 when deleted) */
+	mode_t mode; /* permission bits now (0 when deleted), as the room left them */
+	mode_t applied_mode; /* what --apply writes: never set-uid, set-gid or sticky */
 	uint64_t size; /* bytes now */
 	bool binary; /* not diffed: not text, or over the size a diff is made for */
 	char *diff; /* unified diff for text, NULL otherwise */

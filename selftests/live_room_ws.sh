@@ -86,4 +86,55 @@ room_json "$R" --apply --workspace "$WS:rw" -- sh -c 'ln -s /etc escape; mkdir -
 check_eq "links to /etc are applied as links" "$(readlink "$WS/escape"),$(readlink "$WS/evil/etc")" "/etc,/etc"
 check "  and nothing was written under /etc" test ! -e /etc/escape
 
+# Invariant: --apply writes a room's content, never its authority: no set-uid, set-gid or sticky
+# bit, no file capability or other extended attribute, no device node, FIFO or socket, and what
+# lands is the workspace owner's, whoever the room ran as.  The attack runs as root in a
+# workspace root may write to, as in the issue (`chmod 4755` on a copy of a program).
+make_tree "$WS"
+chmod 0777 "$WS"
+room_json "$R" --user root --apply --workspace "$WS:rw" -- sh -c '
+cp /usr/bin/id suid && chmod 4755 suid
+cp /usr/bin/id sgid && chmod 2755 sgid
+mkdir sticky && chmod 1777 sticky
+mkdir sgiddir && chmod 2775 sgiddir
+echo plain > plain && chmod 0755 plain
+python3 -c "
+import os
+os.setxattr(\"plain\", \"user.latch\", b\"x\"); print(\"user xattr set\")
+try:
+    os.setxattr(\"suid\", \"security.capability\", bytes.fromhex(\"0100000200200000000000000000000000000000\")); print(\"capability set\")
+except OSError as e:
+    print(\"capability refused\", e.errno)
+"
+mknod dev c 1 3 2>/dev/null && echo "device made" || echo "device refused"
+ls -l suid sgid'
+check_eq "the set-id attack: applied (exit 0)" "$(jget "$R" '[.workspace.applied, .exit] | map(tostring) | join(",")')" "true,0"
+check "  the room did make a set-uid root file and a user xattr (the attack is real)" \
+	grep -q -- "-rwsr-xr-x 1 root" <<<"$(jget "$R" .output)"
+check "  and its user xattr" grep -q "user xattr set" <<<"$(jget "$R" .output)"
+check "  a file capability could not be set in the room (no CAP_SETFCAP)" grep -q "capability refused" <<<"$(jget "$R" .output)"
+check "  nor a device node (no CAP_MKNOD)" grep -q "device refused" <<<"$(jget "$R" .output)"
+check_eq "  the record shows the room's mode and the mode applied" \
+	"$(jget "$R" '.workspace.changes[] | select(.path == "suid") | "\(.mode) \(.applied_mode)"')" "4755 0755"
+check_eq "no set-uid, set-gid or sticky bit reached the workspace" "$(find "$WS" -perm /7000 -printf '%P %m\n')" ""
+check_eq "  each applied with its permission bits, the workspace owner's" \
+	"$(stat -c '%n %a %u:%g' "$WS"/suid "$WS"/sgid "$WS"/sticky "$WS"/sgiddir | sed "s|$WS/||")" \
+	"$(printf '%s\n' "suid 755 $ROOM_UID:$ROOM_UID" "sgid 755 $ROOM_UID:$ROOM_UID" "sticky 777 $ROOM_UID:$ROOM_UID" "sgiddir 775 $ROOM_UID:$ROOM_UID")"
+check_eq "no extended attribute reached the workspace (capability, user.*)" \
+	"$(python3 -c 'import os,sys; print(sum(len(os.listxattr(os.path.join(sys.argv[1], f), follow_symlinks=False)) for f in ("suid", "sgid", "plain")))' "$WS")" 0
+check "no device node in the workspace" test ! -e "$WS/dev"
+# control: an ordinary 0755 file lands as 0755, the workspace owner's, with its bytes
+check_eq "control: an ordinary 0755 file is applied 0755, the workspace owner's" \
+	"$(stat -c '%a %u:%g' "$WS/plain"),$(cat "$WS/plain")" "755 $ROOM_UID:$ROOM_UID,plain"
+chmod 0755 "$WS"
+
+# Invariant: a socket the room bound in the workspace is never written to the host (nothing applied).
+make_tree "$WS"
+before=$(snapshot "$WS")
+room_json "$R" --apply --workspace "$WS:rw" -- python3 -c \
+	'import socket; open("x", "w").write("x"); socket.socket(socket.AF_UNIX).bind("sock")'
+check "a socket in the changes: nothing applied, and why" \
+	grep -q "sock is a FIFO, socket or device node" <<<"$(jget "$R" .workspace.apply_error)"
+check_eq "  the workspace is unchanged" "$(snapshot "$WS")" "$before"
+
 lts_done
