@@ -11,9 +11,18 @@
  * kill the process: libseccomp's default for a foreign architecture.  The
  * filter is exported as BPF in the parent, so the room's process only loads
  * it.
+ *
+ * Sockets are an allow list by family: the room's network hooks judge IP
+ * (connect4/6, sendmsg4/6, egress) and unix sockets, and nothing else, so
+ * socket() and socketpair() of any other family (AF_VSOCK to the host's
+ * hypervisor, AF_TIPC, AF_RDS, AF_CAN, AF_PACKET...) get EAFNOSUPPORT, as
+ * from a kernel without it.  AF_NETLINK is kept for NETLINK_ROUTE alone
+ * (glibc's getaddrinfo asks it which address families the host has), any
+ * other netlink protocol gets EPROTONOSUPPORT.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/netlink.h>
 #include <sched.h>
 #include <seccomp.h>
 #include <stdio.h>
@@ -21,6 +30,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "room/room_int.h"
@@ -45,6 +55,51 @@ static const char *const denied[] = {
 	"setdomainname", "_sysctl",
 };
 /* clang-format on */
+
+/* The socket families a room may open (what its hooks judge, and route netlink), ascending. */
+static const int families_allowed[] = { AF_UNIX, AF_INET, AF_INET6, AF_NETLINK };
+#define N_ALLOWED (sizeof(families_allowed) / sizeof(families_allowed[0]))
+
+/*
+ * socket() and socketpair() of a family not allowed: EAFNOSUPPORT.  The
+ * families between the allowed ones are refused in aligned power-of-two
+ * blocks (one masked compare each: 0, 3, 4-7, 8-9, 11, 12-15), everything
+ * above the last allowed by range; libseccomp compares all 64 bits of the
+ * argument, so a family with high bits set is above.  Netlink other than
+ * NETLINK_ROUTE: EPROTONOSUPPORT.  Adds to *rules.  0 or -errno.
+ */
+static int socket_rules(scmp_filter_ctx ctx, int *rules)
+{
+	static const int calls[] = { SCMP_SYS(socket), SCMP_SYS(socketpair) };
+	const uint64_t top = families_allowed[N_ALLOWED - 1] + 1;
+
+	for (size_t c = 0; c < sizeof(calls) / sizeof(calls[0]); c++) {
+		uint64_t lo = 0;
+
+		for (size_t a = 0; a <= N_ALLOWED; a++) {
+			uint64_t hi = a < N_ALLOWED ? (uint64_t)families_allowed[a] : top; /* refuse [lo, hi) */
+
+			while (lo < hi) {
+				uint64_t size = 1;
+
+				while (lo % (size * 2) == 0 && lo + size * 2 <= hi)
+					size *= 2;
+				if (seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), calls[c], 1,
+						     SCMP_A0(SCMP_CMP_MASKED_EQ, ~(size - 1), lo)))
+					return -EINVAL;
+				(*rules)++;
+				lo += size;
+			}
+			lo = hi + 1;
+		}
+		if (seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), calls[c], 1, SCMP_A0(SCMP_CMP_GE, top)) ||
+		    seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPROTONOSUPPORT), calls[c], 2,
+				     SCMP_A0(SCMP_CMP_EQ, AF_NETLINK), SCMP_A2(SCMP_CMP_NE, NETLINK_ROUTE)))
+			return -EINVAL;
+		*rules += 2;
+	}
+	return 0;
+}
 
 /* Namespace flags a clone() may not carry: one rule each (CLONE_NEWCGROUP, CLONE_NEWTIME by value). */
 static const unsigned long ns_flags[] = { CLONE_NEWNS,	CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER,
@@ -81,6 +136,10 @@ int room_seccomp_build(void **prog, uint32_t *n_insns, int *n_rules, char *err, 
 			latch_errf(err, errlen, -EINVAL, "seccomp: cannot add the clone rules");
 			goto out;
 		}
+	if (socket_rules(ctx, &rules)) {
+		latch_errf(err, errlen, -EINVAL, "seccomp: cannot add the socket family rules");
+		goto out;
+	}
 	/* TIOCSTI and TIOCLINUX push input into a terminal someone else reads */
 	if (seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
 			     SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCSTI)) ||

@@ -78,6 +78,35 @@ check_cmp "seccomp: unshare is refused in the room" "$(jget "$R" .exit_code)" -n
 check "control: root outside mounts a tmpfs in a private namespace" unshare -m mount -t tmpfs none /mnt
 room_json "$R" --user root -- sh -c 'mount -t tmpfs none /tmp 2>&1; echo rc=$?'
 check "mount is refused in the room, as uid 0 too" grep -q "rc=[1-9]" <<<"$(jget "$R" .output)"
+
+# Invariant: a room opens sockets of the families its hooks judge only (unix, IP, and route
+# netlink); every other family (vsock to the hypervisor, packet, XDP, TIPC, CAN, RDS...) is
+# refused by socket() and socketpair() alike, whatever high bits the family argument carries.
+probe='import ctypes, errno, socket
+libc = ctypes.CDLL(None, use_errno=True)
+def sock(f, t, p=0):
+    s = libc.syscall(41, ctypes.c_long(f), t, p)
+    if s < 0: return errno.errorcode[ctypes.get_errno()]
+    libc.close(s); return "ok"
+def pair(f, t):
+    sv = (ctypes.c_int * 2)()
+    if libc.syscall(53, ctypes.c_long(f), t, 0, sv) < 0: return errno.errorcode[ctypes.get_errno()]
+    libc.close(sv[0]); libc.close(sv[1]); return "ok"
+r = [("vsock", sock(40, 1)), ("vsock-high-bits", sock(40 | 1 << 32, 1)), ("packet", sock(17, 2)), ("xdp", sock(44, 3)),
+     ("tipc", sock(30, 4)), ("can", sock(29, 3)), ("rds", sock(21, 5)), ("netlink-sock-diag", sock(16, 3, 4)),
+     ("socketpair-vsock", pair(40, 1)),
+     ("inet", sock(2, 1)), ("inet6", sock(10, 2)), ("unix", sock(1, 1)), ("netlink-route", sock(16, 3, 0)), ("socketpair-unix", pair(1, 1))]
+print(" ".join("%s=%s" % x for x in r))'
+outside=$(as_nobody /usr/bin/python3 -c "$probe")
+check "control: outside as nobody, vsock (high bits too) and sock_diag netlink open, packet and XDP need a capability" \
+	grep -q "^vsock=ok vsock-high-bits=ok packet=EPERM xdp=EPERM .* netlink-sock-diag=ok socketpair-vsock=ENOTSUP" <<<"$outside"
+room_json "$R" -- /usr/bin/python3 -c "$probe"
+check_eq "seccomp: every other socket family is refused in the room, socketpair too" \
+	"$(jget "$R" '.output | split(" ") | .[0:9] | join(" ")')" \
+	"vsock=EAFNOSUPPORT vsock-high-bits=EAFNOSUPPORT packet=EAFNOSUPPORT xdp=EAFNOSUPPORT tipc=EAFNOSUPPORT can=EAFNOSUPPORT rds=EAFNOSUPPORT netlink-sock-diag=EPROTONOSUPPORT socketpair-vsock=EAFNOSUPPORT"
+check_eq "control: unix, IP and route netlink sockets open in the room" \
+	"$(jget "$R" '.output | rtrimstr("\n") | split(" ") | .[9:] | join(" ")')" \
+	"inet=ok inet6=ok unix=ok netlink-route=ok socketpair-unix=ok"
 check "control: bpftool lists programs outside" bpftool prog show -j
 room_json "$R" --user root -- /usr/sbin/bpftool prog show
 check_cmp "bpf is refused in the room, as uid 0 too" "$(jget "$R" .exit_code)" -ne 0
