@@ -123,16 +123,43 @@ struct run_latchd {
 	char name[LATCH_NAME_MAX + 1];
 	json_t *open_reply; /* holds the env strings the room's opts point into */
 	char ready_err[LATCH_ERR_MAX];
+	/* the kit's secret_files, hidden in the room (o->hide points here) */
+	char hidden[LATCH_ROOM_HIDE_MAX][LATCH_KIT_FILE_PATH_MAX + 1];
 };
 
-/* The kit's `secret: VAR`s from this environment, for latchd (which reads secret_files itself). */
-static json_t *kit_secrets(const char *kit_name, char *err, size_t errlen)
+/* A secret_file of the kit: the room never sees it (a root room would own it). 0, or -E2BIG. */
+static int hide_secret_file(struct run_latchd *ld, struct latch_room_opts *o, const char *path)
+{
+	if (!*path)
+		return 0;
+	if (o->n_hide >= LATCH_ROOM_HIDE_MAX)
+		return -E2BIG;
+	snprintf(ld->hidden[o->n_hide], sizeof(ld->hidden[0]), "%s", path);
+	o->hide[o->n_hide] = ld->hidden[o->n_hide];
+	o->n_hide++;
+	return 0;
+}
+
+/*
+ * The kit's `secret: VAR`s from this environment, for latchd (which reads
+ * secret_files itself); its secret_files go to o->hide.
+ */
+static json_t *kit_secrets(const char *kit_name, struct run_latchd *ld, struct latch_room_opts *o, char *err,
+			   size_t errlen)
 {
 	struct latch_kit_secrets sec = { 0 };
 	struct latch_kit *kit = latch_kit_open_cli(kit_name, err, errlen);
 	json_t *out;
+	int rc = 0;
 
-	if (!kit || latch_kit_secrets_from_env(kit, NULL, &sec, NULL, NULL, err, errlen)) {
+	for (int i = 0; kit && i < kit->n_creds && !rc; i++) {
+		rc = hide_secret_file(ld, o, kit->creds[i].up.secret_file);
+		for (int j = 0; j < kit->creds[i].n_alts && !rc; j++)
+			rc = hide_secret_file(ld, o, kit->creds[i].alts[j].up.secret_file);
+	}
+	if (rc)
+		latch_errf(err, errlen, rc, "more than %d secret_files to hide from the room", LATCH_ROOM_HIDE_MAX);
+	if (!kit || rc || latch_kit_secrets_from_env(kit, NULL, &sec, NULL, NULL, err, errlen)) {
 		latch_kit_free(kit);
 		return NULL;
 	}
@@ -160,7 +187,7 @@ static int services_open(struct run_latchd *ld, const char *profile, const char 
 	if (!ld->conn)
 		return latch_err(RUN_EXIT_LATCH, "%s%s needs latchd, which serves a room's names and kit: %s",
 				 kit ? "--kit " : names, kit ? kit : "", err);
-	if (kit && !(secrets = kit_secrets(kit, err, sizeof(err))))
+	if (kit && !(secrets = kit_secrets(kit, ld, o, err, sizeof(err))))
 		return latch_err(RUN_EXIT_LATCH, "--kit %s: %s", kit, err);
 	latch_room_name_make(ld->name, sizeof(ld->name));
 	req = json_pack("{s:s, s:s, s:s, s:s?, s:o}", "op", "room_open", "room", ld->name, "profile", profile, "kit",

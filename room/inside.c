@@ -19,6 +19,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <glob.h>
 #include <grp.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
@@ -134,6 +135,75 @@ static void host_tree(const struct room *r)
 	/* latch's own configuration and secrets: an empty, read-only directory in their place */
 	if (access("/etc/latch", F_OK) == 0)
 		tmpfs_at(r, "etc/latch", "mode=000,size=4k", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC);
+}
+
+/*
+ * What the host keeps from other users and latch knows to be secret, hidden
+ * from every room: `--user root` is uid 0, which owns them (no capability is
+ * needed to read a 0600 file of one's own).  Glob patterns.
+ */
+static const char *const host_secrets[] = {
+	"/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/ssh/ssh_host_*_key", "/etc/ssl/private",
+};
+
+/* Where the room sees host path REAL (resolved): its path in the room, or NULL when it does not. */
+static const char *room_view(const struct room *r, const char *real, char *buf, size_t len)
+{
+	static const char *const tops[] = { "/usr/", "/etc/", "/opt/" };
+	char ws[PATH_MAX];
+	size_t n;
+
+	for (size_t i = 0; i < sizeof(tops) / sizeof(tops[0]); i++)
+		if (!strncmp(real, tops[i], strlen(tops[i])))
+			return snprintf(buf, len, "%s", real + 1) < (int)len ? buf : NULL;
+	if (r->o->workspace && realpath(r->o->workspace, ws) && (n = strlen(ws)) && !strncmp(real, ws, n) &&
+	    real[n] == '/')
+		return snprintf(buf, len, "%s%s", LATCH_ROOM_WORKDIR + 1, real + n) < (int)len ? buf : NULL;
+	return NULL;
+}
+
+/*
+ * Hide host path PATH in the room, wherever the room would see it: an empty
+ * directory of mode 000 over a directory, an empty file of mode 000 over
+ * anything else, each read-only.  A path that does not exist is skipped.
+ */
+static void hide_path(const struct room *r, const char *path)
+{
+	char real[PATH_MAX], rel[PATH_MAX], dst[PATH_MAX * 2], empty[PATH_MAX + 16];
+	struct stat st;
+	int fd;
+
+	if (!realpath(path, real) || lstat(real, &st) || !room_view(r, real, rel, sizeof(rel)))
+		return;
+	join_path(dst, sizeof(dst), r->root_dir, rel);
+	if (S_ISDIR(st.st_mode)) {
+		tmpfs_at(r, rel, "mode=000,size=4k,nr_inodes=1", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC);
+		return;
+	}
+	/* the empty file lives in the run directory, out of the room's tree */
+	snprintf(empty, sizeof(empty), "%s/hidden", r->run_dir);
+	fd = open(empty, O_CREAT | O_RDONLY | O_CLOEXEC, 0);
+	if (fd < 0)
+		fail(r, empty);
+	close(fd);
+	if (mount(empty, dst, NULL, MS_BIND, NULL))
+		fail(r, dst);
+	set_attr(r, dst, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, false);
+}
+
+/* The host's secrets and the kit's (the workspace is mounted by now: a secret in it is hidden too). */
+static void hide_secrets(const struct room *r)
+{
+	for (size_t i = 0; i < sizeof(host_secrets) / sizeof(host_secrets[0]); i++) {
+		glob_t g;
+
+		if (glob(host_secrets[i], GLOB_NOSORT, NULL, &g) == 0)
+			for (size_t j = 0; j < g.gl_pathc; j++)
+				hide_path(r, g.gl_pathv[j]);
+		globfree(&g);
+	}
+	for (int i = 0; i < r->o->n_hide; i++)
+		hide_path(r, r->o->hide[i]);
 }
 
 static void proc_tree(const struct room *r)
@@ -288,6 +358,7 @@ static void build_fs(const struct room *r)
 		fail(r, dst);
 	workspace(r);
 	resolver(r);
+	hide_secrets(r);
 	if (chdir(r->root_dir) || syscall(SYS_pivot_root, ".", ".") || umount2(".", MNT_DETACH) || chdir("/"))
 		fail(r, "pivot_root into the room's root");
 	if (mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL))

@@ -35,6 +35,7 @@
 #define LATCH_ROOM_PIDS 128
 #define LATCH_ROOM_UID 65534 /* nobody, when the workspace's owner is root */
 #define LATCH_ROOM_ENV_MAX 64
+#define LATCH_ROOM_HIDE_MAX 64
 #define LATCH_ROOM_WORKDIR "/workspace"
 
 struct latch_room_opts {
@@ -53,6 +54,12 @@ struct latch_room_opts {
 	/* NAME=VALUE given to the command beside PATH, HOME and LANG (a kit's env) */
 	const char *env[LATCH_ROOM_ENV_MAX];
 	int n_env;
+	/*
+	 * Host paths latch knows hold secrets (the kit's secret_files): hidden
+	 * wherever the room would see them, beside the host's own (LATCH_ROOM_HIDDEN)
+	 */
+	const char *hide[LATCH_ROOM_HIDE_MAX];
+	int n_hide;
 	/* network: the policy (entries with deadlines and origins), or `open` */
 	const struct latch_policy_spec *policy;
 	int n_policy;

@@ -30,6 +30,24 @@ check "control: /run/latch and /root exist on the host" test -d /run/latch -a -d
 room_json "$R" -- sh -c 'test -S /var/run/docker.sock || test -S /run/systemd/private || test -e /dev/log; echo $?'
 check_eq "no host socket (docker, systemd, /dev/log) in the room" "$(jget "$R" .output)" "1"
 
+# Invariant: a room never reads the host's secrets, as uid 0 (which owns them) or not: /etc/shadow,
+# /etc/gshadow (and their backups), SSH host keys, /etc/ssl/private.  A host key and a private
+# key of this test's own stand in where the host has none; /etc/os-release is the control.
+HOSTKEY=/etc/ssh/ssh_host_lts$$_key PRIVKEY=/etc/ssl/private/lts-$$.key
+trap 'rm -f "$HOSTKEY" "$PRIVKEY"; lts_room_cleanup' EXIT
+mkdir -p /etc/ssh /etc/ssl/private
+(umask 077 && echo "lts-secret-key-$$" >"$HOSTKEY" && echo "lts-secret-key-$$" >"$PRIVKEY")
+read_secrets='for p in /etc/shadow /etc/shadow- /etc/gshadow /etc/gshadow- '"$HOSTKEY $PRIVKEY"'; do
+	[ -s "$p" ] && head -c 64 "$p" 2>/dev/null | grep -q . && echo "read $p"
+done; ls -A /etc/ssl/private 2>/dev/null; head -c 4 /etc/os-release >/dev/null && echo control-read'
+check_eq "control: root outside reads each of them" "$(sh -c "$read_secrets" | grep -c '^read ')" 6
+for u in root default; do
+	[ $u = root ] && uopt=(--user root) || uopt=()
+	room_json "$R" "${uopt[@]}" -- sh -c "$read_secrets"
+	check_eq "secrets: none is read from a room ($u user), nor listed in /etc/ssl/private; /etc/os-release is" \
+		"$(jget "$R" .output)" control-read
+done
+
 # Invariant: no inherited environment: only PATH, HOME, LANG and what --env names.
 export LTS_PARENT_SECRET=parent-secret-$$
 room_json "$R" -- sh -c 'echo "${LTS_PARENT_SECRET:-unset}"; env | cut -d= -f1 | sort | tr "\n" " "'

@@ -85,6 +85,12 @@ EOF
 }
 kit good api:api.test.example:8443
 kit ssrf meta:meta.test.example:8443 lan:lan.test.example:8443 self:self.test.example:8443
+# a kit whose key is a secret_file outside /etc/latch, where a room could see it (/opt)
+KEYFILE=/opt/lts-room-key-$$
+trap 'rm -f "$KEYFILE"; lts_room_cleanup' EXIT
+(umask 077 && echo "$SECRET" >"$KEYFILE")
+sed "s|name: good|name: filekey|; s|secret: ROOM_TEST_KEY|secret_file: $KEYFILE|" "$ROOT/etc/latch/kits/good.yaml" \
+	>"$ROOT/etc/latch/kits/filekey.yaml"
 chmod 644 "$ROOT"/etc/latch/latch.conf "$ROOT"/etc/latch/kits/*.yaml
 cat >"$WS/call.sh" <<'EOF'
 #!/bin/sh
@@ -157,6 +163,15 @@ if grep -q "Bearer $SECRET" "$T/up-api.log"; then ok "kit: the upstream got the 
 else fail "kit: the upstream got the real key" "$(tail -1 "$T/up-api.log")"; fi
 if grep -rq "$SECRET" "$R" "$WS" 2>/dev/null; then fail "kit: the room never sees the key" "found in its output"
 else ok "kit: the room never sees the key"; fi
+# Invariant: a kit's secret_file is hidden from its room, even from root there (which owns it).
+room_json "$R" --kit filekey --user root --workspace "$WS:rw" -- sh -c "/workspace/call.sh API; echo; cat $KEYFILE 2>/dev/null; echo rc=\$?"
+check_eq "kit secret_file: the room calls through its broker (200) and cannot read the file as root" \
+	"$(jget "$R" '.output | split("\n")[0:2] | join(",")')" "200,rc=1"
+if grep -rq "$SECRET" "$R" "$WS" 2>/dev/null; then fail "kit secret_file: its key is nowhere in the room's output" "found"
+else ok "kit secret_file: its key is nowhere in the room's output"; fi
+room_json "$R" --user root -- cat "$KEYFILE"
+check "control: a root room without that kit reads the same file (latch hides what it knows is secret)" \
+	grep -q "$SECRET" <<<"$(jget "$R" .output)"
 
 # ------------------------------------------------------------ latchd confined
 st=$(status_json)
