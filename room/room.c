@@ -406,6 +406,19 @@ void latch_room_name_make(char *buf, size_t len)
 	snprintf(buf, len, "room-%d-%04x", (int)getpid(), rnd);
 }
 
+/*
+ * Can UID:GID (no other groups, no capabilities: the room's command) list
+ * and enter directory ST?  By its mode bits; an ACL that grants more is not
+ * read, and such a workspace is refused.  A room whose workspace its user
+ * cannot read runs for nothing, so it is refused before it is made.
+ */
+static bool can_enter(const struct stat *st, uid_t uid, gid_t gid)
+{
+	mode_t m = st->st_uid == uid ? st->st_mode >> 6 : st->st_gid == gid ? st->st_mode >> 3 : st->st_mode;
+
+	return (m & (S_IROTH | S_IXOTH)) == (S_IROTH | S_IXOTH);
+}
+
 static int open_workspace(struct room *r, char *err, size_t errlen)
 {
 	struct stat st;
@@ -422,6 +435,13 @@ static int open_workspace(struct room *r, char *err, size_t errlen)
 		r->uid = st.st_uid;
 		r->gid = st.st_gid;
 	}
+	if (!can_enter(&st, r->uid, r->gid))
+		return latch_errf(
+			err, errlen, -EACCES,
+			"workspace %s (mode %04o, owner %u:%u) cannot be read by the room's uid %u: run as its "
+			"owner (--user %u) or make it readable (chmod o+rx %s)",
+			r->o->workspace, (unsigned)(st.st_mode & 07777), (unsigned)st.st_uid, (unsigned)st.st_gid,
+			(unsigned)r->uid, (unsigned)st.st_uid, r->o->workspace);
 	return 0;
 }
 

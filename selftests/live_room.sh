@@ -65,6 +65,19 @@ check "control: the workspace's owner can write it outside the room" \
 	setpriv --reuid=$ROOM_UID --regid=$ROOM_UID --clear-groups touch "$WS/control"
 rm -f "$WS/control"
 check_eq "the room runs as the workspace's owner by default" "$(jget "$R" .user.uid)" "$ROOM_UID"
+
+# Invariant: a workspace the room's user cannot read is refused before the room is made, in one
+# line that says why and how to fix it (root's 0700 directory and the default user, 65534).
+mkdir -p "$LTS_TMP/ws700" && echo inside >"$LTS_TMP/ws700/f" && chmod 0700 "$LTS_TMP/ws700"
+room_json "$R" --workspace "$LTS_TMP/ws700" -- cat /workspace/f
+check_eq "a 0700 root workspace for the default user: refused, latch's failure (125)" "$?,$(jget "$R" .exit)" "125,125"
+check "  in one line naming the uid, the mode and the fix" \
+	grep -q "mode 0700, owner 0:0) cannot be read by the room's uid 65534: run as its owner (--user 0) or make it readable" <<<"$(jget "$R" .error)"
+room_json "$R" --user root --workspace "$LTS_TMP/ws700" -- cat /workspace/f
+check_eq "  control: as its owner (--user root) the room reads it" "$(jget "$R" .output)" inside
+chmod 0755 "$LTS_TMP/ws700"
+room_json "$R" --workspace "$LTS_TMP/ws700" -- cat /workspace/f
+check_eq "  control: made 0755, the default user reads it" "$(jget "$R" .output)" inside
 room_json "$R" --workspace "$WS" -- sh -c 'touch /etc/x /usr/x /x 2>/dev/null; echo $?'
 check_cmp "the root, /etc and /usr are read-only" "$(jget "$R" .output)" -ne 0
 
