@@ -8,7 +8,8 @@
  *      point of the room's root, the overlay's upper tmpfs, resolv.conf);
  *   3. the cgroups (v2 directory, v1 directories);
  *   4. the room's first process, cloned straight into the v2 directory with
- *      new mount, PID, UTS, IPC and cgroup namespaces; it builds the file
+ *      new mount, PID, UTS, IPC and cgroup namespaces (network too, when it
+ *      reaches nothing: clone_room()); it builds the file
  *      system while the parent, at the same time,
  *   5. makes the room's BPF state, writes its policy, attaches the programs,
  *      reads the posture back (not enforced: the room is torn down), writes
@@ -205,11 +206,31 @@ static int enforce(struct room *r, char *err, size_t errlen)
 
 /* ------------------------------------------------------------ steps 4 and 6: the room's first process */
 
+/*
+ * Does the room reach anything on the network?  Only through the host's
+ * network namespace, where its cgroup hooks judge each destination: entries,
+ * `open`, or latchd's services (resolver, broker) on a host address.
+ */
+static bool needs_host_net(const struct room *r)
+{
+	const struct latch_sandbox_opts *n = &r->o->net;
+
+	return r->o->open || r->o->n_policy || n->host_ip4.family || n->host_ip6.family || n->resolver_ip4.family ||
+	       n->resolver_ip6.family;
+}
+
+/*
+ * A room that reaches nothing gets a network namespace of its own besides:
+ * abstract unix socket names are per network namespace, and no cgroup hook
+ * sees a bind() of one, so only this keeps a sealed room from squatting a
+ * name a host service will bind (or a host client connect to).  It also
+ * takes the host's interfaces, routes and /proc/net out of its sight.
+ */
 static pid_t clone_room(struct room *r)
 {
 	struct clone_args a = {
 		.flags = CLONE_INTO_CGROUP | CLONE_PIDFD | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC |
-			 CLONE_NEWCGROUP,
+			 CLONE_NEWCGROUP | (needs_host_net(r) ? 0 : CLONE_NEWNET),
 		.pidfd = (uintptr_t)&r->pidfd,
 		.exit_signal = SIGCHLD,
 		.cgroup = (uint64_t)r->cg2_fd,

@@ -7,8 +7,9 @@
  *     unless the policy allows it; loader/cgroup.h), and memory, CPU and pids
  *     limits through cgroup v2 controllers, or the v1 hierarchies of a hybrid
  *     host, or rlimits as a last resort; each limit is read back;
- *   - new mount, PID, UTS, IPC and cgroup namespaces: a read-only root built
- *     from /usr, /etc and /opt, a private /tmp and /dev, no /run, /home,
+ *   - new mount, PID, UTS, IPC and cgroup namespaces (and network, for a
+ *     room that reaches nothing): a read-only root built from /usr, /etc
+ *     and /opt, a private /tmp and /dev, no /run, /home,
  *     /root, /var or host sockets; the workspace at /workspace, read-only, or
  *     through an overlay whose upper layer is kept apart and reported as a
  *     list of changes (applied only when asked);

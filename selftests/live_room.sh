@@ -48,6 +48,35 @@ for u in root default; do
 		"$(jget "$R" .output)" control-read
 done
 
+# Invariant: a room that reaches nothing (sealed, no service) cannot squat an abstract unix name
+# of the host: no cgroup hook sees bind(), so such a room has a network namespace of its own,
+# where abstract names are its own.  The room binds @lts-squat-PID and holds it; the host then
+# binds the same name and a host client reaches the host's listener.  (A room with network
+# entries still shares the host's namespace: docs/INVARIANTS.md names it.)
+squat=lts-squat-$$
+room_json "$R" --timeout 10s -- /usr/bin/python3 -c 'import socket, sys, time
+s = socket.socket(socket.AF_UNIX); s.bind(b"\0'"$squat"'"); s.listen(1); print("room bound"); sys.stdout.flush(); time.sleep(4)
+t = socket.socket(socket.AF_UNIX); t.bind("/tmp/path.sock"); t.listen(1)
+c = socket.socket(socket.AF_UNIX); c.connect("/tmp/path.sock"); a, _ = t.accept(); c.send(b"hi"); print("path socket", a.recv(2).decode())' &
+room_pid=$!
+cg2=$(awk '$3 == "cgroup2" {print $2; exit}' /proc/mounts)
+for _ in $(seq 100); do # until the room's python runs (bounded: 10 s)
+	grep -qs python3 $(sed 's|^|/proc/|; s|$|/comm|' "$cg2/$LTS_CGNAME"/rooms/*/cgroup.procs 2>/dev/null) && break
+	sleep 0.1
+done
+sleep 1 # the bind is python's first act
+host_bind=$(nsenter --net="/run/netns/$LTS_H" /usr/bin/python3 -c 'import socket
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.bind(b"\0'"$squat"'"); s.listen(1)
+except OSError as e:
+    print("host bind:", e.strerror); raise SystemExit
+c = socket.socket(socket.AF_UNIX); c.connect(b"\0'"$squat"'"); a, _ = s.accept(); c.send(b"host"); print("host bound, reached", a.recv(4).decode())')
+wait "$room_pid"
+check_eq "squatting: the room bound the name in its own namespace" "$(jget "$R" '.output | split("\n")[0]')" "room bound"
+check_eq "  the host binds the same name and reaches its own listener" "$host_bind" "host bound, reached host"
+check_eq "  control: a pathname unix socket in the room's /tmp works" "$(jget "$R" '.output | split("\n")[1]')" "path socket hi"
+
 # Invariant: no inherited environment: only PATH, HOME, LANG and what --env names.
 export LTS_PARENT_SECRET=parent-secret-$$
 room_json "$R" -- sh -c 'echo "${LTS_PARENT_SECRET:-unset}"; env | cut -d= -f1 | sort | tr "\n" " "'
