@@ -317,6 +317,76 @@ Test(head, the_key_is_scrubbed_wherever_it_lies_in_a_head)
 	cr_expect_str_eq(head, want, "the key in the reason, a name and twice in a value; the control (Y) one short");
 }
 
+/* The scrubber's join buffer, watched: its size at malloc(), and whether every byte was zero at free(). */
+static struct {
+	void *p;
+	size_t n;
+	int allocs, frees, dirty;
+} join_seen;
+
+static void *join_alloc(size_t n)
+{
+	join_seen.allocs++;
+	join_seen.p = malloc(n);
+	join_seen.n = n;
+	return join_seen.p;
+}
+
+static void join_free(void *p)
+{
+	const unsigned char *b = p;
+
+	join_seen.frees++;
+	for (size_t i = 0; p == join_seen.p && i < join_seen.n; i++)
+		join_seen.dirty += b[i] != 0;
+	free(p);
+}
+
+static char scrub_out[4096];
+static size_t scrub_out_len;
+
+static void scrub_emit(void *arg, const char *data, size_t len)
+{
+	(void)arg;
+	if (scrub_out_len + len <= sizeof(scrub_out)) {
+		memcpy(scrub_out + scrub_out_len, data, len);
+		scrub_out_len += len;
+	}
+}
+
+/*
+ * invariant: the scrubber's join buffer (a held tail that could start the
+ * key, and the next bytes of the response) is wiped whole before it is
+ * freed: it wiped as many bytes as the new piece had, from the start,
+ * leaving the last n_held bytes of the response (up to 1,023) in freed heap.
+ */
+Test(head, the_scrubbers_join_buffer_is_wiped_whole_before_it_is_freed)
+{
+	static const char key[] = "sk-live-0123456789abcdef";
+	struct hb_scrub s = {
+		.secret = key, .secret_len = sizeof(key) - 1, .join_alloc = join_alloc, .join_free = join_free
+	};
+	char rest[1000];
+
+	memset(rest, 'r', sizeof(rest));
+	memset(&join_seen, 0, sizeof(join_seen));
+	scrub_out_len = 0;
+	hb_scrub_feed(&s, "data: sk-live-0123", 18, scrub_emit, NULL); /* the key's first 12 bytes are held */
+	cr_assert_eq(s.n_held, 12);
+	hb_scrub_feed(&s, "456789abcdef and sk-live-01", 27, scrub_emit, NULL); /* ends like the key begins */
+	cr_assert_eq(s.n_held, 10);
+	hb_scrub_feed(&s, rest, sizeof(rest), scrub_emit, NULL); /* joined: 10 + 1,000 bytes */
+	hb_scrub_flush(&s, scrub_emit, NULL);
+	cr_expect_eq(join_seen.allocs, 2, "control: both pieces after a held tail went through a join");
+	cr_expect_eq(join_seen.frees, 2);
+	cr_expect_eq(join_seen.dirty, 0, "%d bytes of the last join (%zu bytes) were left in it", join_seen.dirty,
+		     join_seen.n);
+	cr_expect_eq(join_seen.n, 1010, "control: the last join held the tail and the piece");
+	cr_expect_eq(scrub_out_len, 18 + 27 + sizeof(rest), "control: every byte came out");
+	cr_expect(!memcmp(scrub_out, "data: ************************ and sk-live-01rrr", 48),
+		  "control: the key came out as stars, the tail that was not the key as it was");
+}
+
 Test(head, an_http_1_0_expectation_is_ignored)
 {
 	/* a 100 Continue to an HTTP/1.0 client is its final response to it, and the real one follows */

@@ -555,6 +555,7 @@ void hb_scrub_feed(struct hb_scrub *s, const char *data, size_t len,
 		   void (*emit)(void *arg, const char *data, size_t len), void *arg)
 {
 	char *joined;
+	size_t joined_len;
 
 	if (s->secret_len < 2 || s->secret_len > sizeof(s->held)) {
 		if (s->secret_len == 1) /* a one-byte secret would scrub every such byte: refused at route_add */
@@ -567,7 +568,8 @@ void hb_scrub_feed(struct hb_scrub *s, const char *data, size_t len,
 		return;
 	}
 	/* rare: the last chunk ended like the secret begins; join the held tail and the new bytes */
-	joined = malloc(s->n_held + len);
+	joined_len = s->n_held + len; /* scrub_run() sets n_held again: the length is taken before */
+	joined = s->join_alloc ? s->join_alloc(joined_len) : malloc(joined_len);
 	if (!joined) { /* fail closed: drop the held bytes rather than risk passing a secret's start */
 		s->n_held = 0;
 		scrub_run(s, data, len, emit, arg);
@@ -575,9 +577,12 @@ void hb_scrub_feed(struct hb_scrub *s, const char *data, size_t len,
 	}
 	memcpy(joined, s->held, s->n_held);
 	memcpy(joined + s->n_held, data, len);
-	scrub_run(s, joined, s->n_held + len, emit, arg);
-	OPENSSL_cleanse(joined, s->n_held + len - s->n_held);
-	free(joined);
+	scrub_run(s, joined, joined_len, emit, arg);
+	OPENSSL_cleanse(joined, joined_len); /* all of it: the response's bytes, and maybe the key's start */
+	if (s->join_free)
+		s->join_free(joined);
+	else
+		free(joined);
 }
 
 void hb_scrub_flush(struct hb_scrub *s, void (*emit)(void *arg, const char *data, size_t len), void *arg)

@@ -288,6 +288,14 @@ struct hb_scrub {
 	size_t secret_len;
 	char held[1024]; /* LATCH_HTTP secrets are at most 1024 bytes */
 	size_t n_held;
+	/*
+	 * Where the join of the held tail and the next bytes lives: NULL is
+	 * malloc()/free().  The join is wiped whole before it is freed (it is
+	 * the upstream's response, and may echo the key); a test gives its own
+	 * to see that.
+	 */
+	void *(*join_alloc)(size_t n);
+	void (*join_free)(void *p);
 };
 /* Feed LEN bytes; emit() gets the bytes that are safe to pass on. */
 void hb_scrub_feed(struct hb_scrub *s, const char *data, size_t len,
