@@ -108,6 +108,12 @@ broker_refusal_rows() {
 	row "an encoded NUL" 403 "path has bytes outside the URL grammar" "$(get /echo/v1/echo/%00)"
 	row "a quote in the path" 403 "path has bytes outside the URL grammar" "$(get '/echo/v1/echo/a"b')"
 	row "raw UTF-8 in the path" 403 "path has bytes outside the URL grammar" "$(get '/echo/v1/echo/\xc3\xa9')"
+	# an upstream that decodes overlong UTF-8 or normalises (NFKC) reads these as '..' (issue 34): any %80-%ff
+	row "overlong UTF-8 dots" 403 "path has percent-encoded non-ASCII" "$(get /echo/v1/echo/%c0%ae%c0%ae/admin)"
+	row "full-width dots" 403 "path has percent-encoded non-ASCII" "$(get /echo/v1/echo/%ef%bc%8e%ef%bc%8e/admin)"
+	row "a full-width solidus" 403 "path has percent-encoded non-ASCII" "$(get /echo/v1/echo%ef%bc%8fadmin)"
+	row "a one-dot leader" 403 "path has percent-encoded non-ASCII" "$(get /echo/v1/echo/%E2%80%A4%E2%80%A4/admin)"
+	row "encoded UTF-8 of an ordinary letter" 403 "path has percent-encoded non-ASCII" "$(get /echo/v1/echo/%c3%a9)"
 	row "a plain-http proxy request" 403 "plain http proxying is not offered" "$(get http://example.test/)"
 	# absolute form is read as a path only when its authority is the broker's own address and port, exactly
 	row "absolute form: the broker's address, another port" 403 "plain http proxying is not offered" \

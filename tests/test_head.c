@@ -387,6 +387,45 @@ Test(head, the_scrubbers_join_buffer_is_wiped_whole_before_it_is_freed)
 		  "control: the key came out as stars, the tail that was not the key as it was");
 }
 
+/*
+ * invariant: a path with a percent-encoded byte past ASCII is refused: an
+ * upstream that decodes overlong UTF-8 or normalises (NFKC) reads these as
+ * '.', '/' or '..' where the broker's checks read something else.  Controls:
+ * the same in the query, and the ASCII spellings beside them.
+ */
+Test(head, a_path_with_percent_encoded_non_ascii_is_refused)
+{
+	static const char *const refused[] = {
+		"/v1/forecast/%c0%ae%c0%ae/admin", /* overlong '.' */
+		"/v1/forecast/%C0%AE%C0%AE/admin",
+		"/v1/forecast/%e0%80%ae/x", /* three-byte overlong '.' */
+		"/v1/forecast%c0%afadmin", /* overlong '/' */
+		"/v1/forecast/%ef%bc%8e%ef%bc%8e/admin", /* full-width full stop U+FF0E */
+		"/v1/forecast%ef%bc%8fadmin", /* full-width solidus U+FF0F */
+		"/v1/forecast%ef%bc%bcadmin", /* full-width reverse solidus U+FF3C */
+		"/v1/forecast/%e2%80%a4%e2%80%a4/x", /* one-dot leader U+2024 */
+		"/v1/forecast/%e2%80%a5/x", /* two-dot leader U+2025 */
+		"/v1/forecast/%ef%b9%92/x", /* small full stop U+FE52 */
+		"/v1/forecast/%c3%a9", /* valid UTF-8 too: the rule is every byte past ASCII */
+		"/v1/forecast/%80",
+		"/v1/forecast/%ff?q=1",
+	};
+	static const char *const accepted[] = {
+		"/v1/forecast/admin?q=%c0%ae%c0%ae", /* the query is no part of the route's prefix */
+		"/v1/forecast?q=%ef%bc%8e%ef%bc%8e/admin",
+		"/v1/forecast/a%20b",
+		"/v1/forecast/a%2cb",
+	};
+
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++)
+		cr_expect_eq(hb_target_spelling(refused[i], strlen(refused[i])), HB_PATH_NON_ASCII, "%s", refused[i]);
+	for (size_t i = 0; i < sizeof(accepted) / sizeof(accepted[0]); i++) {
+		enum hb_refusal r = hb_target_spelling(accepted[i], strlen(accepted[i]));
+
+		cr_expect_eq(r, HB_OK, "control: %s: %s", accepted[i], hb_refusal_id(r));
+	}
+}
+
 Test(head, an_http_1_0_expectation_is_ignored)
 {
 	/* a 100 Continue to an HTTP/1.0 client is its final response to it, and the real one follows */

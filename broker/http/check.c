@@ -78,6 +78,14 @@ enum hb_refusal hb_target_spelling(const char *t, size_t len)
 		if (hi < 0 || lo < 0)
 			return HB_PATH_BYTES;
 		v = hi << 4 | lo;
+		/*
+		 * Past ASCII, an upstream may read more than the bytes: overlong
+		 * UTF-8 (%c0%ae) and NFKC (full-width %ef%bc%8e, one-dot leader
+		 * %e2%80%a4) make '.' and '/'.  No API a kit routes to has such a
+		 * path (model names are ASCII), so none is taken.
+		 */
+		if (v >= 0x80)
+			return HB_PATH_NON_ASCII;
 		if (v == '.' || v == '/' || v == '\\')
 			return HB_PATH_ENCODED_SEP;
 		if (v == '%')

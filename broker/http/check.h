@@ -46,6 +46,7 @@
 	X(PATH_EMPTY_SEGMENT, 403, "path has an empty segment")                       \
 	X(PATH_ENCODED_PLAIN, 403, "path encodes a character that needs no encoding") \
 	X(PATH_BYTES, 403, "path has bytes outside the URL grammar")                  \
+	X(PATH_NON_ASCII, 403, "path has percent-encoded non-ASCII")                  \
 	X(PROXY_PLAIN, 403, "plain http proxying is not offered")                     \
 	X(NO_ROUTE, 403, "no credential route of that name")                          \
 	X(TRACE, 403, "TRACE is never forwarded")                                     \

@@ -332,6 +332,7 @@ static bool dispatch(struct hb_gconn *g)
 				 ref == HB_PATH_DOUBLE	      ? "%25" :
 				 ref == HB_PATH_EMPTY_SEGMENT ? "'//'" :
 				 ref == HB_PATH_ENCODED_PLAIN ? "percent-encoded letters, digits or -._~" :
+				 ref == HB_PATH_NON_ASCII     ? "percent-encoded bytes past ASCII (%80-%ff)" :
 								"spaces, controls or other bytes outside RFC 3986");
 	}
 	/* /latch/...: latchd's own endpoints, never a credential route (local.c) */

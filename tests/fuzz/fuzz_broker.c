@@ -7,7 +7,8 @@
  * response's framing as RFC 9112 6.3 reads its lines), the route checks in their order (an absolute target
  * naming the listener read as its path, spelling, route
  * name, prefix, placeholder: the same verdict with the placeholders prepared
- * beforehand as without), the CONNECT target and a ClientHello's
+ * beforehand as without; a path taken has one reading, none of its bytes past
+ * ASCII once decoded), the CONNECT target and a ClientHello's
  * server name, and the secret scrubber (which must never let the secret
  * through, however the bytes are cut).
  *
@@ -196,6 +197,48 @@ static const struct hb_head *own_origin(const struct hb_head *hd)
 	return &stripped;
 }
 
+/*
+ * A path the spelling check took has one reading: decoded once, its bytes
+ * are ASCII (overlong UTF-8 and NFKC make '.' and '/' past it), no decoded
+ * byte is '/', '\\' or '%' (an encoded separator, a second decoding), and no
+ * segment, up to a ';', is "." or "..".
+ */
+static int hex_digit(char c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : (c | 0x20) >= 'a' && (c | 0x20) <= 'f' ? (c | 0x20) - 'a' + 10 : -1;
+}
+
+static void one_reading(const char *t, size_t len)
+{
+	size_t q = 0, seg = 0;
+
+	while (q < len && t[q] != '?')
+		q++;
+	for (size_t i = 1; i <= q; i++) {
+		if (i < q && t[i] != '/') {
+			unsigned char v = (unsigned char)t[i];
+
+			if (v == '%') {
+				if (i + 2 >= q || hex_digit(t[i + 1]) < 0 || hex_digit(t[i + 2]) < 0)
+					abort();
+				v = (unsigned char)(hex_digit(t[i + 1]) << 4 | hex_digit(t[i + 2]));
+				if (v >= 0x80 || v == '/' || v == '\\' || v == '%' || v == '.')
+					abort();
+				i += 2;
+			} else if (v >= 0x80 || v == '\\') {
+				abort();
+			}
+			continue;
+		}
+		const char *s = t + seg + 1, *semi = memchr(s, ';', i - seg - 1);
+		size_t n = semi ? (size_t)(semi - s) : i - seg - 1;
+
+		if ((n == 1 && s[0] == '.') || (n == 2 && s[0] == '.' && s[1] == '.'))
+			abort();
+		seg = i;
+	}
+}
+
 static void route_checks(const struct hb_head *hd)
 {
 	static const char *const phs[] = { "latch-placeholder-00112233445566778899aabbccddeeff",
@@ -212,6 +255,7 @@ static void route_checks(const struct hb_head *hd)
 	hd = own_origin(hd);
 	if (hb_target_spelling(hd->target, hd->target_len) != HB_OK)
 		return;
+	one_reading(hd->target, hd->target_len);
 	if (!hb_target_route(hd->target, hd->target_len, name, &rest, &rest_len))
 		return;
 	hb_prefix_covers("/v1/messages", rest, rest_len);
