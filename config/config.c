@@ -38,6 +38,8 @@ static void conf_defaults(struct latch_conf *c)
 	c->broker_port = LATCH_CONF_BROKER_PORT;
 	c->broker_body_max = LATCH_CONF_BROKER_BODY_MAX;
 	c->broker_metered_hold_max = LATCH_CONF_BROKER_METERED_HOLD_MAX;
+	c->broker_request_idle = LATCH_CONF_BROKER_REQUEST_IDLE;
+	c->broker_hello_timeout = LATCH_CONF_BROKER_HELLO_TIMEOUT;
 	for (int p = 0; p < LATCH_CONF_PROVIDERS; p++) {
 		bool capped = p != LATCH_CONF_OTHER;
 		int64_t f = LATCH_CONF_BUDGET_HOST_FACTOR;
@@ -291,6 +293,8 @@ static const struct latch_kv_key conf_keys[] = {
 	LATCH_KV_U32("broker_port", struct latch_conf, broker_port, 1024, 65535, "a TCP port, 1024..65535"),
 	LATCH_KV_MIBS("broker_body_max", struct latch_conf, broker_body_max, 1, 1024),
 	LATCH_KV_MIBS("broker_metered_hold_max", struct latch_conf, broker_metered_hold_max, 1, 4095),
+	LATCH_KV_SECS("broker_request_idle", struct latch_conf, broker_request_idle, 1, 3600),
+	LATCH_KV_SECS("broker_hello_timeout", struct latch_conf, broker_hello_timeout, 1, 600),
 	LATCH_KV_FN("budget_requests_per_hour", parse_rph, NULL),
 	LATCH_KV_FN("budget_requests_per_day", parse_rpd, NULL),
 	LATCH_KV_FN("budget_dollars_per_day", parse_dpd, NULL),

@@ -41,6 +41,8 @@
 #define LATCH_CONF_BROKER_PORT 8119
 #define LATCH_CONF_BROKER_BODY_MAX 32 /* MiB: Anthropic's largest request; OpenAI's and Gemini's are smaller or alike */
 #define LATCH_CONF_BROKER_METERED_HOLD_MAX 64 /* MiB */
+#define LATCH_CONF_BROKER_REQUEST_IDLE 30 /* s: the rest of a head or body (nginx waits 60) */
+#define LATCH_CONF_BROKER_HELLO_TIMEOUT 10 /* s: a CONNECT tunnel's ClientHello */
 
 /*
  * Spend caps, by provider in budget/'s order (openai, anthropic, gemini,
@@ -91,6 +93,8 @@ struct latch_conf {
 	uint32_t broker_port; /* the broker listens here on a kit sandbox's host address */
 	uint32_t broker_body_max; /* MiB: the largest metered request body the broker holds for the meter */
 	uint32_t broker_metered_hold_max; /* MiB: what one sandbox's metered bodies in flight hold at once */
+	uint32_t broker_request_idle; /* s: a guest silent in the middle of a head or body is closed */
+	uint32_t broker_hello_timeout; /* s: a tunnel whose ClientHello has not come is closed */
 	struct latch_conf_caps budget_sandbox[LATCH_CONF_PROVIDERS]; /* each sandbox's requests to a provider */
 	struct latch_conf_caps budget_host[LATCH_CONF_PROVIDERS]; /* every sandbox's together */
 	/* grants (docs/grants.md): timed openings of host names the host resolves */

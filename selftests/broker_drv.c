@@ -9,7 +9,8 @@
  *   { "hosts": { "NAME": ["ADDR", ...] },          static answers for the resolve
  *                                                   callback (absent: the engine's evdns)
  *     "sandboxes": [ { "name": "sb1", "listen": "ADDR" or ["ADDR", "ADDR6"], "port": N, "guests": ["ADDR"],
- *                      "allow": ["NAME"],           CONNECT names the policy allows
+ *                      "allow": ["NAME"],           CONNECT names the policy allows ("NAME": ports 443
+ *                                                   and 80, "NAME:PORT": that one)
  *                      "routes": [ { "name", "placeholder", "methods": [], "paths": [],
  *                                    "meter": true|false,
  *                                    "upstreams": [ { "name", "url", "secret_file", "secret_var",
@@ -21,12 +22,15 @@
  * Commands on stdin, one a line: `switch SANDBOX ROUTE UPSTREAM`, `remove
  * SANDBOX ROUTE`, `allow SANDBOX NAME`, `disallow SANDBOX NAME` (the
  * policy's CONNECT names, as a grant's deadline changes them), `stats`,
+ * `timeouts REQUEST_IDLE_MS HELLO_MS` (as latchd's reload sets them; 0: the default),
  * `answer N STATUS JSON`; each answers "ok ..." or "error ...".  A sandbox with "local": true takes /latch/... requests:
  * each prints {"event":"local","n":N,"method","path","query","body",
  * "content_type","peer"} and waits for `answer N ...`; a guest that leaves
  * first prints {"event":"local-gone","n":N}.  SIGTERM
  * exits 0.  BROKER_QUIET counts audit events without printing them.  BROKER_CONNS_MAX sets the engine's guest connections per sandbox.
- * BROKER_GUEST_IDLE_MS its guest connections' idle timeout (live_broker: seconds, not a minute).
+ * BROKER_GUEST_IDLE_MS its guest connections' idle timeout (live_broker: seconds, not a minute);
+ * BROKER_REQUEST_IDLE_MS and BROKER_HELLO_MS the waits for the rest of a head or body and for a
+ * tunnel's ClientHello (live_broker: a second or two).
  * BROKER_METERED_HOLD_MAX the metered bodies a sandbox holds at once (live_broker: 8 MiB, not 64).
  *
  * The test meter (the spend-cap seam, issue 12) refuses a JSON body whose
@@ -91,13 +95,19 @@ static void audit(void *arg, const struct latch_http_event *ev)
 	print_json(o);
 }
 
-static bool name_allowed(void *arg, const char *name)
+static bool name_allowed(void *arg, const char *name, uint16_t port)
 {
 	struct drv_sandbox *d = arg;
 
-	for (int i = 0; i < d->n_allow; i++)
-		if (!strcmp(d->allow[i], name))
+	/* "NAME" takes 443 and 80, as a profile entry without ports; "NAME:PORT" that port alone */
+	for (int i = 0; i < d->n_allow; i++) {
+		const char *colon = strchr(d->allow[i], ':');
+		size_t n = colon ? (size_t)(colon - d->allow[i]) : strlen(d->allow[i]);
+
+		if (strlen(name) == n && !strncmp(d->allow[i], name, n) &&
+		    (colon ? (uint16_t)atoi(colon + 1) == port : port == 443 || port == 80))
 			return true;
+	}
 	return false;
 }
 
@@ -401,16 +411,27 @@ static void command(char *line)
 		local_answer(line);
 		return;
 	}
+	if (!strncmp(line, "timeouts ", 9)) {
+		unsigned req, hello;
+
+		if (sscanf(line + 9, "%u %u", &req, &hello) != 2) {
+			printf("error timeouts REQUEST_IDLE_MS HELLO_MS\n");
+			return;
+		}
+		latch_http_set_timeouts(engine, req, hello);
+		printf("ok timeouts %u %u\n", req, hello);
+		return;
+	}
 	if (!strncmp(line, "stats", 5)) {
 		struct latch_http_stats s;
 
 		latch_http_stats(engine, &s);
 		printf("ok stats audited=%lu accepted=%llu requests=%llu refused=%llu forwarded=%llu tunnels=%llu connects=%llu "
-		       "reused=%llu guest_conns=%d upstream_conns=%d idle=%d\n",
+		       "reused=%llu guest_conns=%d upstream_conns=%d idle=%d timeouts=%llu\n",
 		       audited, (unsigned long long)s.accepted, (unsigned long long)s.requests,
 		       (unsigned long long)s.refused, (unsigned long long)s.forwarded, (unsigned long long)s.tunnels,
 		       (unsigned long long)s.upstream_connects, (unsigned long long)s.upstream_reused, s.guest_conns,
-		       s.upstream_conns, s.idle_upstream_conns);
+		       s.upstream_conns, s.idle_upstream_conns, (unsigned long long)s.timeouts);
 		return;
 	}
 	if (n < 2 || !(d = find(a))) {
@@ -483,6 +504,8 @@ int main(int argc, char **argv)
 		.guest_idle_ms = getenv("BROKER_GUEST_IDLE_MS") ? atoi(getenv("BROKER_GUEST_IDLE_MS")) : 0,
 		.metered_hold_max = getenv("BROKER_METERED_HOLD_MAX") ? atoi(getenv("BROKER_METERED_HOLD_MAX")) : 0,
 		.connect_ms = getenv("BROKER_CONNECT_MS") ? atoi(getenv("BROKER_CONNECT_MS")) : 0,
+		.request_idle_ms = getenv("BROKER_REQUEST_IDLE_MS") ? atoi(getenv("BROKER_REQUEST_IDLE_MS")) : 0,
+		.hello_ms = getenv("BROKER_HELLO_MS") ? atoi(getenv("BROKER_HELLO_MS")) : 0,
 	};
 
 	engine = base ? latch_http_new(base, &ho, err, sizeof(err)) : NULL;

@@ -568,6 +568,33 @@ def idle(a):
     print("%d %s %.1f" % (answered, end, time.time() - since))
 
 
+def trickle(a):
+    """REQUEST's first FIRST bytes, then the rest a byte every GAP seconds (--stop: nothing more):
+    the answer's status (or -), and whether and when (seconds after the last byte sent) it closed."""
+    req = unescape(a.request)
+    s = socket.create_connection((a.host, a.port), timeout=a.wait)
+    first = a.first if a.first > 0 else len(req) + a.first  # < 0: all but that many
+    s.sendall(req[:first])
+    for i in range(first, len(req) if not a.stop else first):
+        time.sleep(a.gap)
+        s.sendall(req[i:i + 1])
+    since, status = time.time(), "-"
+    try:
+        got = s.recv(65536)
+        if got.startswith(b"HTTP/1.1 "):
+            status = got.split(b" ")[1].decode()
+            got = read_response(s, got)
+            since = time.time()
+            s.settimeout(0.5)
+            got = s.recv(1)
+        end = "closed" if not got else "data"
+    except socket.timeout:
+        end = "open"
+    except OSError:
+        end = "closed"
+    print("%s %s %.1f" % (status, end, time.time() - since))
+
+
 def sse(a):
     host, _, rest = a.url[len("http://"):].partition("/")
     h, _, p = host.rpartition(":")
@@ -671,11 +698,85 @@ def connect_stall(a, s, t):
     print(json.dumps(out))
 
 
+def with_extension(hello, ext):
+    """The ClientHello record HELLO with an extension of type EXT (8 bytes of payload) first among its own."""
+    i = 5 + 4 + 2 + 32
+    i += 1 + hello[i]
+    i += 2 + int.from_bytes(hello[i:i + 2], "big")
+    i += 1 + hello[i]
+    add = ext.to_bytes(2, "big") + (8).to_bytes(2, "big") + b"\xec" * 8
+    out = bytearray(hello[:i + 2] + add + hello[i + 2:])
+    for at, width in ((i, 2), (6, 3), (3, 2)):  # the extensions', the handshake's and the record's lengths
+        out[at:at + width] = (int.from_bytes(out[at:at + width], "big") + len(add)).to_bytes(width, "big")
+    return bytes(out)
+
+
+def connect_hello_part(a, s):
+    """After the 200, the first --hello-part bytes of this client's ClientHello, then the rest a byte every
+    --hello-gap seconds (none: nothing more): a ServerHello, or the tunnel closed, and when."""
+    s.sendall(("CONNECT %s:443 HTTP/1.1\r\nHost: %s:443\r\n\r\n" % (a.name, a.name)).encode())
+    line = read_head(s).split(b"\r\n")[0].decode()
+    if " 200 " not in line + " ":
+        print(line)
+        return
+    ctx = ssl.create_default_context(cafile=a.cafile)
+    inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+    t = ctx.wrap_bio(inc, out, server_hostname=a.sni)
+    try:
+        t.do_handshake()
+    except ssl.SSLWantReadError:
+        pass
+    hello = out.read()
+    part = a.hello_part if a.hello_part > 0 else len(hello) + a.hello_part  # < 0: all but that many
+    s.sendall(hello[:part])
+    if a.hello_gap:
+        for i in range(part, len(hello)):
+            time.sleep(a.hello_gap)
+            s.sendall(hello[i:i + 1])
+    since = time.time()
+    try:
+        got = s.recv(5)
+    except socket.timeout:
+        got = None
+    except OSError:
+        got = b""
+    print(line, "server-hello" if got and got[:1] == b"\x16" else "open" if got is None else "closed",
+          "%.1f" % (time.time() - since), sep="\t")
+
+
+def connect_hello(a, s):
+    """After the 200, this client's own ClientHello with --hello-ext's extension put in (none: as it is):
+    does the upstream's ServerHello come back through the tunnel, or is the tunnel cut?"""
+    s.sendall(("CONNECT %s:443 HTTP/1.1\r\nHost: %s:443\r\n\r\n" % (a.name, a.name)).encode())
+    line = read_head(s).split(b"\r\n")[0].decode()
+    if " 200 " not in line + " ":
+        print(line)
+        return
+    ctx = ssl.create_default_context(cafile=a.cafile)
+    inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+    t = ctx.wrap_bio(inc, out, server_hostname=a.sni)
+    try:
+        t.do_handshake()
+    except ssl.SSLWantReadError:
+        pass
+    hello = out.read()
+    s.sendall(hello if a.hello_ext == "none" else with_extension(hello, int(a.hello_ext, 0)))
+    try:
+        got = s.recv(5)
+    except OSError:
+        got = b""
+    print(line, "server-hello" if got[:1] == b"\x16" else "tls-cut", sep="\t")
+
+
 def connect(a):
     s = socket.create_connection((a.host, a.port), timeout=a.timeout,
                                  source_address=(a.bind, 0) if a.bind else None)
     if a.early:
         return connect_early(a, s)
+    if a.hello_ext:
+        return connect_hello(a, s)
+    if a.hello_part:
+        return connect_hello_part(a, s)
     if a.stall_upload or a.stall_download:  # a small window, so that the broker's buffer fills, not ours
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
     s.sendall(("CONNECT %s:443 HTTP/1.1\r\nHost: %s:443\r\n\r\n" % (a.name, a.name)).encode())
@@ -759,6 +860,14 @@ def main():
     p.add_argument("--count", type=int, default=0)
     p.add_argument("--gap", type=float, default=0)
     p.add_argument("--wait", type=float, default=6)
+    p = sub.add_parser("trickle")
+    p.add_argument("host")
+    p.add_argument("port", type=int)
+    p.add_argument("request")
+    p.add_argument("--first", type=int, required=True)
+    p.add_argument("--gap", type=float, default=0)
+    p.add_argument("--stop", action="store_true", help="send nothing after the first bytes")
+    p.add_argument("--wait", type=float, default=6)
     p = sub.add_parser("sse")
     p.add_argument("url")
     p.add_argument("--header", action="append", default=[])
@@ -783,12 +892,16 @@ def main():
     p.add_argument("--bind")
     p.add_argument("--again")
     p.add_argument("--early", action="store_true")
+    p.add_argument("--hello-part", type=int, default=0, help="send this many bytes of the ClientHello first")
+    p.add_argument("--hello-gap", type=float, default=0, help="then the rest a byte every this many seconds")
+    p.add_argument("--hello-ext", help="send this client's ClientHello with an extension of this type put in "
+                   "(none: as it is) and say whether a ServerHello comes back")
     p.add_argument("--pid", type=int)
     p.add_argument("--stall-upload", type=int, default=0, help="POST N bytes to an upstream that pauses 3 s")
     p.add_argument("--stall-download", type=int, default=0, help="GET N bytes, then read nothing for 1 s")
     p.add_argument("--timeout", type=float, default=3)
     a = ap.parse_args()
-    {"serve": serve, "raw": raw, "late": late, "idle": idle, "sse": sse, "connect": connect,
+    {"serve": serve, "raw": raw, "late": late, "idle": idle, "trickle": trickle, "sse": sse, "connect": connect,
      "stall": stall, "hold": hold}[a.cmd](a)
 
 

@@ -368,6 +368,31 @@ read -r n end after < <(in_g "$LTS_PY" "$NET" idle "$BROKER" "$PORT" "$idle_req"
 check_eq "control: one that asks every 0.9 s is answered each time" "$n" 3
 check "  and closed the idle timeout after its last answer (${after} s)" \
 	awk -v t="$after" -v e="$end" 'BEGIN { exit !(e == "closed" && t >= 1.3 && t <= 4) }'
+# invariant: a guest that stops in the middle of a request head or body, or of a tunnel's ClientHello, is
+# closed after request_idle_ms or hello_ms (2.5 s here, set as latchd's reload sets them, beside
+# guest_idle_ms's 1.5 s); it held its connection (and a metered body, or an upstream connection) for good.
+# Controls: one that sends the rest a byte every 0.2 or 0.5 s, 3 s in all, is served (each byte starts the
+# wait again)
+check "the waits set to 2.5 s" grep -q '^ok' <<<"$(cmd 'timeouts 2500 2500')"
+body_req="POST /echo/v1/echo HTTP/1.1${R}Host: x${R}${AUTH}${R}Content-Length: 10${R}${R}0123456789"
+trickle() { in_g "$LTS_PY" "$NET" trickle "$BROKER" "$PORT" "$body_req" "$@"; }
+read -r st end after < <(trickle --first 30 --stop)
+check_eq "a guest that stops in the middle of a head is closed" "$st $end" "- closed"
+check "  after request_idle_ms (${after} s, 2.5 s set)" awk -v t="$after" 'BEGIN { exit !(t >= 2.3 && t <= 5) }'
+read -r st end after < <(trickle --first -6 --stop)
+check_eq "a guest that stops in the middle of a body is closed" "$st $end" "- closed"
+check "  after request_idle_ms (${after} s, 2.5 s set)" awk -v t="$after" 'BEGIN { exit !(t >= 2.3 && t <= 5) }'
+read -r st end after < <(trickle --first -16 --gap 0.2)
+check_eq "control: a guest that sends the end of its head and its body a byte every 0.2 s (3 s) is answered" "$st" 200
+out=$(connect allowed.test.example allowed.test.example --hello-part 20 --timeout 8)
+check_eq "a tunnel whose ClientHello stops after 20 bytes is closed" "$(cut -f1,2 <<<"$out")" \
+	"$(printf 'HTTP/1.1 200 Connection established\tclosed')"
+check "  after hello_ms ($(cut -f3 <<<"$out") s, 2.5 s set)" \
+	awk -v t="$(cut -f3 <<<"$out")" 'BEGIN { exit !(t >= 2.3 && t <= 5) }'
+check_eq "control: one whose ClientHello ends a byte every 0.5 s (3 s) gets the ServerHello" \
+	"$(connect allowed.test.example allowed.test.example --hello-part -6 --hello-gap 0.5 | cut -f1,2)" \
+	"$(printf 'HTTP/1.1 200 Connection established\tserver-hello')"
+cmd 'timeouts 0 0' >/dev/null
 # invariant: an exchange a connection reuses (exchange_new) starts clean: each request is scrubbed and audited as its own
 long=/v1/reflect/$(printf 'a%.0s' $(seq 120)) # longer than the exchange's inline copy of the path
 na=$(audit_n)
@@ -546,7 +571,7 @@ a=$(grep '"event":"audit"' "$T/drv.out" | tail -1)
 check_eq "the tunnel is audited as other" "$(jq -r '[.kind, .host, .method] | @tsv' <<<"$a")" \
 	"$(printf 'other\tallowed.test.example\tCONNECT')"
 out=$(connect other.test.example other.test.example)
-check "CONNECT to an unlisted name on the same address is refused" grep -q "^HTTP/1.1 403.*latch: other.test.example is not in" <<<"$out"
+check "CONNECT to an unlisted name on the same address is refused" grep -q "^HTTP/1.1 403.*latch: other.test.example port 443 is not in" <<<"$out"
 out=$(connect allowed.test.example other.test.example)
 check_eq "a tunnel to an allowed name whose TLS names another site is cut" "$out" \
 	"$(printf 'HTTP/1.1 200 Connection established\ttls-cut')"
@@ -557,6 +582,20 @@ check_eq "a ClientHello sent with the CONNECT, before the 200, is carried" \
 	"$(connect allowed.test.example allowed.test.example --early)" "$(printf 'HTTP/1.1 200 Connection established\ttls-ok')"
 check_eq "  and cut when it names another site" "$(connect allowed.test.example other.test.example --early)" \
 	"$(printf 'HTTP/1.1 200 Connection established\ttls-cut')"
+# invariant: a ClientHello that offers encrypted_client_hello (0xfe0d) is cut before a byte of it goes upstream:
+# the server would answer for the inner name, hidden from the broker, while the outer one is the name it
+# checked.  Controls: the same hello without it, and with a GREASE extension in its place, reach the upstream
+check_eq "control: a ClientHello as the client made it gets the upstream's ServerHello" \
+	"$(connect allowed.test.example allowed.test.example --hello-ext none)" \
+	"$(printf 'HTTP/1.1 200 Connection established\tserver-hello')"
+check_eq "control: and with a GREASE extension put in" \
+	"$(connect allowed.test.example allowed.test.example --hello-ext 0x0a0a)" \
+	"$(printf 'HTTP/1.1 200 Connection established\tserver-hello')"
+check_eq "a ClientHello with an encrypted_client_hello extension is cut" \
+	"$(connect allowed.test.example allowed.test.example --hello-ext 0xfe0d)" \
+	"$(printf 'HTTP/1.1 200 Connection established\ttls-cut')"
+check_eq "  the cut is audited" "$(grep '"event":"audit"' "$T/drv.out" | tail -1 | jq -r .reason)" \
+	"TLS ClientHello offers encrypted_client_hello"
 # invariant: a tunnel pauses as a route does: 64 MB through it towards an upstream that reads nothing for 3 s,
 # and 64 MB from it to a guest that reads nothing for 1 s, grow the broker by less than 8 MB; controls:
 # then every byte arrives, the upload's SHA-256 matching

@@ -60,13 +60,14 @@ lts_bg "$LTS_I" "$T/dnsmasq.out" dnsmasq --no-daemon --no-resolv --no-hosts --us
 	--listen-address="$SRV_DNS" --bind-interfaces --port=53 --local-ttl=60 \
 	--host-record="api.test.example,$SRV_A" --host-record="prof.test.example,$SRV_B" \
 	--host-record="kitnet.test.example,$SRV_B" --host-record="other.test.example,$SRV_B" \
-	--host-record="lan.test.example,127.0.0.1"
+	--host-record="lan.test.example,127.0.0.1" --host-record="pdef.test.example,$SRV_B" \
+	--host-record="p8443.test.example,$SRV_B" --host-record="k8443.test.example,$SRV_B"
 broker_test_upstreams "$T" 150 || { fail setup "upstream did not start"; lts_done; }
 
 # ------------------------------------------------------------ latch.conf, profile, kit
 mkdir -p "$ROOT/etc/latch/profiles" "$ROOT/etc/latch/kits"
 printf 'dns_upstream = %s\ndns_ttl_min = 1\ndns_ttl_max = 60\n' "$SRV_DNS" >"$ROOT/etc/latch/latch.conf"
-printf 'prof.test.example:443\nlan.test.example:443\n' >"$ROOT/etc/latch/profiles/p1.txt"
+printf 'prof.test.example:443\nlan.test.example:443\npdef.test.example\np8443.test.example:8443\n' >"$ROOT/etc/latch/profiles/p1.txt"
 ECHO_PATHS='[/v1/echo, /v1/sse, /v1/chunked, /v1/reflect, /v1/gzip, /v1/tegzip, /v1/upgrade, /v1/hintbody, /v1/continuebody, /v1/teprefix]'
 cat >"$ROOT/etc/latch/kits/tk.yaml" <<EOF
 # the live test's kit: a kosa8-shaped kit, keys from files and from latch's environment
@@ -74,6 +75,7 @@ name: tk
 description: the kit of live_kit_broker.sh
 egress_allow:
   - kitnet.test.example:443
+  - k8443.test.example:8443
 credentials:
   - name: echo
     upstream: https://api.test.example
@@ -313,6 +315,14 @@ for _ in $(seq 40); do tunnel_audited && break; sleep 0.05; done
 check "the tunnel is audited as other, with its bytes" tunnel_audited
 out=$(connect other.test.example other.test.example)
 check "CONNECT to a name of neither, on the same address, is refused" grep -q "^HTTP/1.1 403" <<<"$out"
+# invariant: the port is part of the match (issue 34: a profile's x:8443 let CONNECT x:443 through).  Controls:
+# the profile's and the kit's names on 443 (above), and a profile entry without ports (443 and 80)
+check "CONNECT to a profile name whose entry has another port is refused" \
+	grep -q "^HTTP/1.1 403.*latch: p8443.test.example port 443 is not in" <<<"$(connect p8443.test.example p8443.test.example)"
+check "CONNECT to a kit egress_allow name whose entry has another port is refused" \
+	grep -q "^HTTP/1.1 403.*latch: k8443.test.example port 443 is not in" <<<"$(connect k8443.test.example k8443.test.example)"
+check_eq "control: CONNECT to a profile name whose entry gives no port (443 and 80)" \
+	"$(connect pdef.test.example pdef.test.example)" "$ok200"
 out=$(connect "$SRV_B" kitnet.test.example)
 check "CONNECT to an address literal is refused" grep -q "^HTTP/1.1 403.*latch: CONNECT takes a host name" <<<"$out"
 out=$(connect lan.test.example lan.test.example)

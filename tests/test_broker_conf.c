@@ -57,3 +57,22 @@ Test(broker_conf, bad_values_name_the_line_or_both_keys_and_the_fix)
 		cr_expect_null(strchr(err, '\n'), "row %zu: one line", i);
 	}
 }
+
+/* the broker's waits on a guest that stops in the middle (issue 34): seconds, 30 and 10 unless set, never 0 */
+Test(broker_conf, the_waits_on_a_silent_guest_are_seconds_and_never_none)
+{
+	struct latch_conf c;
+	char err[512];
+
+	cr_assert_eq(conf_of("", &c, err, sizeof(err)), 0, "%s", err);
+	cr_expect_eq(c.broker_request_idle, 30);
+	cr_expect_eq(c.broker_hello_timeout, 10);
+	cr_assert_eq(conf_of("broker_request_idle = 5\nbroker_hello_timeout = 2\n", &c, err, sizeof(err)), 0, "%s",
+		     err);
+	cr_expect_eq(c.broker_request_idle, 5);
+	cr_expect_eq(c.broker_hello_timeout, 2);
+	cr_expect_neq(conf_of("broker_request_idle = 0\n", &c, err, sizeof(err)), 0, "no wait is no bound");
+	cr_expect_not_null(strstr(err, "latch.conf:1: broker_request_idle"), "%s", err);
+	cr_expect_neq(conf_of("broker_hello_timeout = 601\n", &c, err, sizeof(err)), 0);
+	cr_expect_not_null(strstr(err, "seconds, 1..600"), "%s", err);
+}

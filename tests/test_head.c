@@ -9,6 +9,7 @@
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -424,6 +425,116 @@ Test(head, a_path_with_percent_encoded_non_ascii_is_refused)
 
 		cr_expect_eq(r, HB_OK, "control: %s: %s", accepted[i], hb_refusal_id(r));
 	}
+}
+
+/* A TLS 1.3-shaped ClientHello record naming NAME, with the extension EXT (0: none) before or after its server_name. */
+static size_t client_hello(uint8_t *b, const char *name, unsigned ext, bool ext_first, bool two_names)
+{
+	size_t n = strlen(name), i = 0, hs, exts;
+
+	b[i++] = 0x16, b[i++] = 3, b[i++] = 1, i += 2; /* record: handshake, its length below */
+	hs = i;
+	b[i++] = 1, i += 3; /* ClientHello, its length below */
+	b[i++] = 3, b[i++] = 3;
+	memset(b + i, 0x5a, 32), i += 32; /* random */
+	b[i++] = 0; /* session_id */
+	b[i++] = 0, b[i++] = 2, b[i++] = 0x13, b[i++] = 0x01; /* one cipher suite */
+	b[i++] = 1, b[i++] = 0; /* compression: null */
+	exts = i, i += 2;
+	for (int k = 0; k < 3; k++) {
+		bool sni_here = k == 1 || (k == 2 && two_names);
+
+		if (ext && ((k == 0 && ext_first) || (k == 2 && !ext_first))) {
+			b[i++] = ext >> 8, b[i++] = ext & 0xff, b[i++] = 0, b[i++] = 8;
+			memset(b + i, 0xec, 8), i += 8; /* an ECH payload's bytes: the parser reads none of them */
+		}
+		if (!sni_here)
+			continue;
+		b[i++] = 0, b[i++] = 0, b[i++] = 0, b[i++] = (uint8_t)(n + 5);
+		b[i++] = 0, b[i++] = (uint8_t)(n + 3), b[i++] = 0, b[i++] = 0, b[i++] = (uint8_t)n;
+		memcpy(b + i, name, n), i += n;
+	}
+	b[exts] = (uint8_t)((i - exts - 2) >> 8), b[exts + 1] = (uint8_t)(i - exts - 2);
+	b[hs + 1] = 0, b[hs + 2] = (uint8_t)((i - hs - 4) >> 8), b[hs + 3] = (uint8_t)(i - hs - 4);
+	b[3] = (uint8_t)((i - hs) >> 8), b[4] = (uint8_t)(i - hs);
+	return i;
+}
+
+/*
+ * invariant: a CONNECT tunnel's ClientHello that offers encrypted_client_hello
+ * (0xfe0d, or the older encrypted_server_name 0xffce) is refused wherever the
+ * extension lies: the server answers for the inner name, which the broker
+ * cannot read, while the outer one is what it checked.  Controls: the same
+ * hello without it, and with another extension in its place.
+ */
+Test(head, a_client_hello_offering_ech_is_refused)
+{
+	uint8_t b[512];
+	char name[254];
+	size_t n;
+
+	n = client_hello(b, "allowed.test.example", 0, false, false);
+	cr_expect_eq(hb_client_hello_sni(b, n, name), 0, "control: the hello without ECH");
+	cr_expect_str_eq(name, "allowed.test.example");
+	n = client_hello(b, "allowed.test.example", 0x0a0a, false, false);
+	cr_expect_eq(hb_client_hello_sni(b, n, name), 0, "control: a GREASE extension where ECH would be");
+	for (int first = 0; first < 2; first++) {
+		n = client_hello(b, "allowed.test.example", 0xfe0d, first, false);
+		cr_expect_eq(hb_client_hello_sni(b, n, name), -EACCES, "ECH %s the server name",
+			     first ? "before" : "after");
+		n = client_hello(b, "allowed.test.example", 0xffce, first, false);
+		cr_expect_eq(hb_client_hello_sni(b, n, name), -EACCES, "ESNI %s the server name",
+			     first ? "before" : "after");
+	}
+	/* what could hide an extension from the parser is not read as a hello */
+	n = client_hello(b, "allowed.test.example", 0, false, true);
+	cr_expect_eq(hb_client_hello_sni(b, n, name), -EPROTO, "two server_name extensions");
+	n = client_hello(b, "allowed.test.example", 0xfe0d, false, false);
+	b[3] = 0,
+	b[4] = (uint8_t)(n - 5 - 12); /* the record ends before the ECH extension: the hello goes on past it */
+	cr_expect_eq(hb_client_hello_sni(b, n - 12, name), -EPROTO, "a hello longer than its first record");
+}
+
+/*
+ * invariant: a header that has a server or framework read another method or
+ * URL than the request line's is found (and refused before the method check),
+ * in any case, wherever it lies.  Controls: names that only start or end
+ * like one, and ordinary X- headers.
+ */
+Test(head, a_method_or_url_override_header_is_found)
+{
+	static const char *const found[] = {
+		"X-HTTP-Method-Override: DELETE", "x-http-method: DELETE",     "X-Method-Override: PUT",
+		"X-Original-Method: DELETE",	  "X-Original-URL: /v1/admin", "x-rewrite-url: /v1/admin",
+		"X-Original-URI: /admin",	  "X-Forwarded-Uri: /admin",   "X-Forwarded-Prefix: /admin",
+		"X-Envoy-Original-Path: /admin",
+	};
+	static const char *const passed[] = { "X-HTTP-Method-Overrides: x", "X-HTTP: x", "X-Keep: DELETE",
+					      "X-Original: /admin" };
+	static struct hb_head h;
+	static struct hb_lines lines;
+	char head[256];
+	http_parser p;
+	size_t head_len;
+
+	for (size_t k = 0; k < 2; k++)
+		for (size_t i = 0; i < (k ? sizeof(passed) / sizeof(passed[0]) : sizeof(found) / sizeof(found[0]));
+		     i++) {
+			const char *line = k ? passed[i] : found[i];
+			int n = snprintf(head, sizeof(head),
+					 "POST /echo/v1/echo HTTP/1.1\r\nHost: x\r\n%s\r\nX-A: 1\r\n\r\n", line);
+			const struct hb_header *o;
+
+			cr_assert_eq(hb_head_scan(head, (size_t)n, 16384, &head_len, &lines), HB_OK);
+			cr_assert_eq(hb_head_parse(head, head_len, &lines, &p, &h), HB_OK);
+			o = hb_head_override(&h);
+			if (k)
+				cr_expect_null(o, "control: %s", line);
+			else
+				cr_expect(o && o->name_len == (size_t)(strchr(line, ':') - line) &&
+						  !memcmp(o->name, line, o->name_len),
+					  "%s", line);
+		}
 }
 
 Test(head, an_http_1_0_expectation_is_ignored)

@@ -76,10 +76,11 @@ void broker_harden(void)
 	latch_json_wipe_frees();
 }
 
-/* latch.conf's limits on what the broker holds for the spend meter: at start and at each reload */
+/* latch.conf's limits on what the broker holds for the spend meter, and its waits: at start and at each reload */
 void broker_limits(struct latchd *ld)
 {
 	latch_http_set_metered_limits(ld->http, ld->conf.broker_body_max << 20, ld->conf.broker_metered_hold_max << 20);
+	latch_http_set_timeouts(ld->http, ld->conf.broker_request_idle * 1000, ld->conf.broker_hello_timeout * 1000);
 }
 
 int broker_init(struct latchd *ld, char *err, size_t errlen)
@@ -99,9 +100,9 @@ void broker_fini(struct latchd *ld)
 
 /* ---- the engine's callbacks for a sandbox */
 
-static bool broker_name_allowed(void *arg, const char *name)
+static bool broker_name_allowed(void *arg, const char *name, uint16_t port)
 {
-	return sandbox_name_allowed(arg, name);
+	return sandbox_name_port_allowed(arg, name, port);
 }
 
 int broker_kit_ports(const struct latch_kit *kit, const char *name, struct latch_entry *ports)
@@ -129,7 +130,7 @@ static int resolve_ports(const struct sandbox *s, const char *name, struct latch
 {
 	if (broker_kit_ports(s->broker ? s->broker->kit : NULL, name, ports))
 		return 0;
-	if (!sandbox_name_allowed((void *)s, name))
+	if (!sandbox_name_port_allowed((void *)s, name, 443))
 		return -ENOENT;
 	ports->ports[0].lo = ports->ports[0].hi = 443;
 	ports->n_ports = 1;

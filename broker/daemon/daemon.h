@@ -222,6 +222,14 @@ bool sandbox_name_allowed(void *arg, const char *name);
  * always under `open`, which needs no entries).
  */
 int sandbox_name_ports(const struct sandbox *s, const char *name, struct latch_entry *ports, int max);
+/*
+ * Does the policy allow NAME on TCP port PORT (CONNECT)?  The port is part
+ * of the match: an entry's ports (443 and 80 when it names none), a grant's
+ * ports, `open`.
+ */
+bool sandbox_name_port_allowed(void *arg, const char *name, uint16_t port);
+/* Does the entry E (a profile's, a kit's, a grant's) take TCP to PORT? */
+bool entry_takes_tcp(const struct latch_entry *e, uint16_t port);
 void sandbox_resolver_opts(struct sandbox *s, struct latch_resolver_opts *o);
 void sandbox_free(struct sandbox *s);
 /* Does an explicit CIDR entry of the profile cover this address? (the rebinding filter's exception) */
@@ -256,6 +264,8 @@ void grants_close(struct sandbox *s); /* saved; waiting asks and clients answere
 void grants_forget(struct sandbox *s); /* the sandbox is gone: NAME.grants goes */
 /* Does an active grant open this normalized name?  The resolver may answer it then. */
 bool grant_name_allowed(const struct sandbox *s, const char *name);
+/* The same, on TCP port PORT among the grant's ports (CONNECT). */
+bool grant_name_port_allowed(const struct sandbox *s, const char *name, uint16_t port);
 /* The resolver answered a granted name: its addresses join the grant, with its deadline. */
 int grant_answered(struct sandbox *s, const char *qname, const struct latch_addr *addrs, int n); /* 0 or -errno */
 void grants_tick(struct sandbox *s, uint64_t now); /* timeouts, expiry, refreshes, NAME.grants */

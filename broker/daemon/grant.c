@@ -592,6 +592,20 @@ bool grant_name_allowed(const struct sandbox *s, const char *name)
 	return false;
 }
 
+bool grant_name_port_allowed(const struct sandbox *s, const char *name, uint16_t port)
+{
+	uint64_t now = latch_now_boot_ns();
+
+	for (const struct grant *g = s->grants ? s->grants->list : NULL; g; g = g->next) {
+		if (g->state != GRANT_ACTIVE || g->deadline_ns <= now)
+			continue;
+		for (int i = 0; i < g->n_hosts; i++)
+			if (!strcmp(g->host[i].name, name) && entry_takes_tcp(&g->host[i].ports, port))
+				return true;
+	}
+	return false;
+}
+
 /* New usable addresses of a granted name join the host's list and the kernel, with the grant's deadline. */
 static int host_add_addrs(struct grant *g, struct grant_host *h, const struct latch_addr *addrs, int n)
 {

@@ -96,6 +96,32 @@ static bool room_name_allowed(void *arg, const char *name)
 	return r->prof.open || latch_profile_match(&r->prof, name, &ports) || extra_match(r, name, NULL);
 }
 
+/* CONNECT NAME:PORT from the room: the port is part of the match, entry by entry */
+static bool room_connect_allowed(void *arg, const char *name, uint16_t port)
+{
+	struct room_svc *r = arg;
+	const struct latch_pentry *pe = NULL;
+	size_t nl = strlen(name);
+
+	if (r->prof.open)
+		return true;
+	while ((pe = latch_profile_next_match(&r->prof, name, pe)))
+		if (entry_takes_tcp(&pe->entry, port))
+			return true;
+	for (int i = 0; i < r->n_extra; i++) {
+		const struct latch_pentry *x = &r->extra[i];
+		size_t dl = strlen(x->name);
+		bool match = x->kind == LATCH_PENTRY_HOST     ? !strcmp(x->name, name) :
+			     x->kind == LATCH_PENTRY_WILDCARD ? nl > dl + 1 && name[nl - dl - 1] == '.' &&
+									!strcmp(name + nl - dl, x->name) :
+								false;
+
+		if (match && entry_takes_tcp(&x->entry, port))
+			return true;
+	}
+	return false;
+}
+
 static const char *room_addr_refused(void *arg, const struct latch_addr *a)
 {
 	struct room_svc *r = arg;
@@ -189,7 +215,7 @@ static int room_broker_open(struct room_svc *r, char *err, size_t errlen)
 					     .port = ROOM_BROKER_PORT,
 					     .n_guests = 1,
 					     .arg = r,
-					     .name_allowed = room_name_allowed,
+					     .name_allowed = room_connect_allowed,
 					     .resolve = room_resolve,
 					     .audit = room_broker_audit };
 

@@ -61,6 +61,42 @@ bool sandbox_name_allowed(void *arg, const char *name)
 	return s->prof.open || sandbox_name_ports(s, name, ports, 1) > 0;
 }
 
+bool entry_takes_tcp(const struct latch_entry *e, uint16_t port)
+{
+	if (e->proto != LATCH_PROTO_ANY && e->proto != LATCH_PROTO_TCP)
+		return false;
+	if (!e->n_ports)
+		return true; /* an entry of any port */
+	for (int i = 0; i < e->n_ports; i++)
+		if (e->ports[i].lo <= port && port <= e->ports[i].hi)
+			return true;
+	return false;
+}
+
+bool sandbox_name_port_allowed(void *arg, const char *name, uint16_t port)
+{
+	struct sandbox *s = arg;
+	char norm[LATCH_DNS_NAME_MAX + 1];
+	const struct latch_pentry *pe = NULL;
+
+	if (grant_name_port_allowed(s, name, port))
+		return true; /* until the grant's deadline */
+	if (!s->have_profile)
+		return false;
+	if (s->prof.open)
+		return true;
+	if (latch_dns_name_normalize(name, norm, sizeof(norm)))
+		return false;
+	/* each matching entry on its own: a udp entry's ports lend nothing to tcp */
+	while ((pe = latch_profile_next_match(&s->prof, norm, pe)))
+		if (entry_takes_tcp(&pe->entry, port))
+			return true;
+	for (int i = 0; i < s->n_extra; i++)
+		if (extra_matches(&s->extra[i], norm) && entry_takes_tcp(&s->extra[i].entry, port))
+			return true;
+	return false;
+}
+
 /* Does this CIDR entry cover this address? */
 static bool entry_covers(const struct latch_pentry *pe, const struct latch_addr *a)
 {

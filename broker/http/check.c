@@ -126,6 +126,26 @@ enum hb_refusal hb_target_spelling(const char *t, size_t len)
 	return HB_OK;
 }
 
+const struct hb_header *hb_head_override(const struct hb_head *head)
+{
+	/*
+	 * Google's APIs and many frameworks take the method from the first
+	 * three; IIS, Symfony and Zend the path from X-Original-URL and
+	 * X-Rewrite-URL; proxies and forward-auth from the rest.
+	 */
+	static const struct hb_name names[] = {
+		HB_NAME("x-http-method-override"), HB_NAME("x-http-method"),	  HB_NAME("x-method-override"),
+		HB_NAME("x-original-method"),	   HB_NAME("x-forwarded-method"), HB_NAME("x-original-url"),
+		HB_NAME("x-original-uri"),	   HB_NAME("x-rewrite-url"),	  HB_NAME("x-forwarded-uri"),
+		HB_NAME("x-forwarded-path"),	   HB_NAME("x-forwarded-prefix"), HB_NAME("x-envoy-original-path"),
+	};
+
+	for (int i = 0; i < head->n; i++)
+		if (hb_name_in(head->h[i].name, head->h[i].name_len, names, sizeof(names) / sizeof(names[0])))
+			return &head->h[i];
+	return NULL;
+}
+
 bool hb_target_route(const char *t, size_t len, char name[33], const char **rest, size_t *rest_len)
 {
 	size_t i = 1;
@@ -460,6 +480,14 @@ enum hb_refusal hb_connect_target(const char *t, size_t len, char name[254])
 	return HB_OK;
 }
 
+/*
+ * encrypted_client_hello (draft-ietf-tls-esni, 0xfe0d) and its older
+ * encrypted_server_name (0xffce): the name the broker checks would be the
+ * outer, public one, and the server would answer for the inner.
+ */
+#define TLS_EXT_ECH 0xfe0d
+#define TLS_EXT_ESNI 0xffce
+
 static unsigned get16(const uint8_t *p)
 {
 	return (unsigned)p[0] << 8 | p[1];
@@ -468,6 +496,7 @@ static unsigned get16(const uint8_t *p)
 int hb_client_hello_sni(const uint8_t *buf, size_t len, char name[254])
 {
 	size_t rec_len, end, i, n;
+	bool sni = false, ech = false;
 
 	if (len < 5)
 		return len && buf[0] != 0x16 ? -EPROTO : -EAGAIN;
@@ -480,7 +509,12 @@ int hb_client_hello_sni(const uint8_t *buf, size_t len, char name[254])
 		return -EAGAIN;
 	if (buf[5] != 1) /* ClientHello */
 		return -EPROTO;
-	/* the ClientHello must fit in its first record; a server name past it is not looked for */
+	/*
+	 * The ClientHello must fit in its first record: what a next record
+	 * held (an encrypted_client_hello) would not be read.
+	 */
+	if (4 + ((size_t)buf[6] << 16 | get16(buf + 7)) > rec_len)
+		return -EPROTO;
 	end = 5 + rec_len;
 	i = 5 + 4 + 2 + 32; /* handshake header, client_version, random */
 	if (i + 1 > end)
@@ -496,16 +530,20 @@ int hb_client_hello_sni(const uint8_t *buf, size_t len, char name[254])
 		return -ENOENT;
 	n = get16(buf + i);
 	i += 2;
-	if (i + n < end)
-		end = i + n;
+	if (i + n > end)
+		return -EPROTO; /* extensions past the record: not all would be read */
+	end = i + n;
+	/* every extension is read: an encrypted_client_hello after the server name hides the real one */
 	while (i + 4 <= end) {
 		unsigned type = get16(buf + i), elen = get16(buf + i + 2);
 		size_t e = i + 4;
 
 		if (e + elen > end)
 			return -EPROTO;
+		if (type == TLS_EXT_ECH || type == TLS_EXT_ESNI)
+			ech = true;
 		if (type == 0) { /* server_name: list length, type 0 host_name, length, name */
-			if (elen < 5 || buf[e + 2] != 0)
+			if (sni || elen < 5 || buf[e + 2] != 0)
 				return -EPROTO;
 			n = get16(buf + e + 3);
 			if (n == 0 || n > 253 || e + 5 + n > e + elen)
@@ -516,11 +554,13 @@ int hb_client_hello_sni(const uint8_t *buf, size_t len, char name[254])
 			raw[n] = 0;
 			if (memchr(raw, 0, n) || latch_dns_name_normalize(raw, name, 254))
 				return -EPROTO;
-			return 0;
+			sni = true;
 		}
 		i = e + elen;
 	}
-	return -ENOENT;
+	if (ech)
+		return -EACCES;
+	return sni ? 0 : -ENOENT;
 }
 
 /* Emit BUF with every occurrence of the secret as '*', holding back a tail that could be its start. */

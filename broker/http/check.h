@@ -51,6 +51,7 @@
 	X(NO_ROUTE, 403, "no credential route of that name")                          \
 	X(TRACE, 403, "TRACE is never forwarded")                                     \
 	X(METHOD, 403, "method not allowed on route")                                 \
+	X(OVERRIDE, 403, "header overrides the method or the URL")                    \
 	X(PATH, 403, "path not allowed on route")                                     \
 	X(PH_URL, 403, "placeholder also sent in the URL")                            \
 	X(PH_OTHER_HEADER, 403, "placeholder sent in another header")                 \
@@ -72,6 +73,7 @@
 	X(CONNECT_RESOLVE, 502, "name did not resolve")                               \
 	X(CONNECT_SNI, 0, "TLS server name differs from the CONNECT name")            \
 	X(CONNECT_NOT_TLS, 0, "tunnel did not start with a TLS ClientHello")          \
+	X(CONNECT_ECH, 0, "TLS ClientHello offers encrypted_client_hello")            \
 	X(CONNECT_REVOKED, 0, "name no longer allowed by the sandbox's policy")       \
 	X(UPSTREAM_CONNECT, 502, "upstream unreachable")                              \
 	X(UPSTREAM_TLS, 502, "upstream TLS verification failed")                      \
@@ -230,6 +232,13 @@ struct sockaddr;
 bool hb_target_own_origin(const char *t, size_t len, const struct sockaddr *own, size_t *skip);
 /* 1. The spelling of an origin-form target (path and query). */
 enum hb_refusal hb_target_spelling(const char *t, size_t len);
+/*
+ * 2. The first header that asks a server or a framework to read another
+ * method or URL than the request line's (X-HTTP-Method-Override,
+ * X-Original-URL and their kin), or NULL: the method and path checks read
+ * the request line.
+ */
+const struct hb_header *hb_head_override(const struct hb_head *head);
 /* Split "/NAME/rest?q" into NAME and "/rest?q" (rest is "/" when empty). False when NAME is not a route name. */
 bool hb_target_route(const char *t, size_t len, char name[33], const char **rest, size_t *rest_len);
 /* 2 is an exact compare. 3. PREFIX covers PATH (no query) on segment boundaries. */
@@ -273,8 +282,9 @@ enum hb_refusal hb_connect_target(const char *t, size_t len, char name[254]);
 
 /*
  * The server name of the TLS ClientHello at the start of BUF: 0 (name
- * set, lowercase), -EAGAIN (need more bytes), -EPROTO (not a ClientHello)
- * or -ENOENT (no server name).
+ * set, lowercase), -EAGAIN (need more bytes), -EPROTO (not a ClientHello),
+ * -ENOENT (no server name) or -EACCES (it offers encrypted_client_hello,
+ * which hides the name the server will answer for behind the one it shows).
  */
 int hb_client_hello_sni(const uint8_t *buf, size_t len, char name[254]);
 

@@ -63,6 +63,13 @@ void latch_http_set_metered_limits(struct latch_http *h, uint32_t body_max, uint
 	h->o.metered_hold_max = hold_max ? hold_max : 64u << 20;
 }
 
+/* nginx waits 60 s (client_header_timeout, client_body_timeout); a guest on a host's link needs less */
+void latch_http_set_timeouts(struct latch_http *h, uint32_t request_idle_ms, uint32_t hello_ms)
+{
+	h->o.request_idle_ms = request_idle_ms ? request_idle_ms : 30000;
+	h->o.hello_ms = hello_ms ? hello_ms : 10000;
+}
+
 struct latch_http *latch_http_new(struct event_base *base, const struct latch_http_opts *o, char *err, size_t errlen)
 {
 	struct latch_http *h = calloc(1, sizeof(*h));
@@ -92,6 +99,7 @@ struct latch_http *latch_http_new(struct event_base *base, const struct latch_ht
 	if (!h->o.conns_max)
 		h->o.conns_max = 256;
 	latch_http_set_metered_limits(h, h->o.metered_body_max, h->o.metered_hold_max);
+	latch_http_set_timeouts(h, h->o.request_idle_ms, h->o.hello_ms);
 	return h;
 }
 

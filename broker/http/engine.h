@@ -120,6 +120,7 @@ struct hb_gconn {
 	struct bufferevent *bev; /* its output, write event and callbacks; never its EV_READ */
 	struct event *rev; /* the reads: one recv() each, not bufferevent's FIONREAD + readv (guest.c) */
 	bool reading, idle; /* asked for: reads, the idle timeout */
+	uint32_t timer_ms; /* the read event's timeout while armed (guest.c: guest_timeout_ms), 0: none */
 	bool armed, read_later; /* rev is added; a run of guest_process() without a read is due */
 	size_t read_max; /* 0, or: no more reads while this much waits unread (local.c) */
 	struct latch_addr peer;
@@ -189,6 +190,7 @@ void hb_gconn_resume(struct hb_gconn *g); /* an exchange or tunnel is over: next
 void hb_guest_reading(struct hb_gconn *g, bool on);
 bool hb_guest_is_reading(const struct hb_gconn *g);
 void hb_guest_idle(struct hb_gconn *g, bool on); /* the guest_idle_ms timeout between requests */
+void hb_guest_timer(struct hb_gconn *g); /* the phase changed: its timeout (guest_idle_ms, request_idle_ms, hello_ms) */
 void hb_guest_read_max(struct hb_gconn *g, size_t max);
 void hb_guest_read_later(struct hb_gconn *g); /* the bytes already buffered, from the loop */
 int hb_resolve(struct latch_http_sandbox *sb, const char *name, latch_http_resolved_cb cb, void *arg);
@@ -279,6 +281,7 @@ bool hb_tunnel_start(struct hb_gconn *g); /* false: g is closing or gone */
 void hb_tunnel_guest_read(struct hb_gconn *g);
 void hb_tunnel_guest_drained(struct hb_gconn *g);
 void hb_tunnel_guest_eof(struct hb_gconn *g);
+bool hb_tunnel_waits_hello(const struct hb_tunnel *t); /* the 200 sent, its ClientHello not yet whole */
 void hb_tunnel_free(struct hb_tunnel *t, const char *reason); /* audit and close its upstream side */
 
 /*

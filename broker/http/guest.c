@@ -348,6 +348,15 @@ static bool dispatch(struct hb_gconn *g)
 	if (!strcmp(hd->method, "TRACE")) {
 		return hb_refuse(g, HB_TRACE, "latch: TRACE is never forwarded (it would echo the key back)");
 	}
+	/* the method and the path checked are the request line's: no header may have the upstream read others */
+	const struct hb_header *over = hb_head_override(hd);
+
+	if (over) {
+		return hb_refuse(g, HB_OVERRIDE,
+				 "latch: header %.*s would have the upstream read another method or URL than the "
+				 "broker checked; it is never forwarded: send the request with its own method and path",
+				 (int)over->name_len, over->name);
+	}
 	/* no list: every method (TRACE is refused above; CONNECT never reaches a route) */
 	ok = !r->n_methods;
 	for (int i = 0; i < r->n_methods && !ok; i++)
@@ -447,8 +456,10 @@ static void guest_process(struct hb_gconn *g)
 			/* the head waited for these body bytes: both leave in one record */
 			if (g->x && g->x->u && g->x->u->send_pending)
 				hb_u_send(g->x->u);
-			if (g->state == G_BODY)
+			if (g->state == G_BODY) {
+				hb_guest_timer(g); /* the rest of the body: request_idle_ms */
 				return;
+			}
 			continue;
 		}
 		if (g->state == G_TUNNEL) {
@@ -465,8 +476,10 @@ static void guest_process(struct hb_gconn *g)
 		buf = (const char *)evbuffer_pullup(in, len);
 		hb_head_clear(&g->head);
 		ref = hb_head_scan(buf, len, h->o.head_max, &head_len, &lines);
-		if (!ref && !head_len)
-			return; /* more to come */
+		if (!ref && !head_len) {
+			hb_guest_timer(g); /* the rest of the head: request_idle_ms */
+			return;
+		}
 		if (ref) {
 			hb_refuse(g, ref,
 				  "latch: %s; send an HTTP/1.1 request head with CRLF line ends, no folded lines "
@@ -541,11 +554,51 @@ static void guest_event(struct bufferevent *bev, short what, void *arg)
  */
 #define GUEST_READ_MAX 16384
 
-static struct timeval idle_tv(const struct hb_gconn *g)
+/*
+ * How long the guest may leave the broker waiting, silent, now (0: no
+ * bound): guest_idle_ms between requests; request_idle_ms once a head or a
+ * body has begun (a guest that sends half of one and stalls held its
+ * connection, and a metered body's bytes, for good); hello_ms for a
+ * tunnel's ClientHello after the 200 (it held an upstream connection).
+ * Each read starts it again (EV_PERSIST), so a slow guest that goes on
+ * sending is served.
+ */
+static uint32_t guest_timeout_ms(const struct hb_gconn *g)
 {
-	uint32_t ms = g->sb->h->o.guest_idle_ms;
+	const struct latch_http_opts *o = &g->sb->h->o;
 
-	return (struct timeval){ ms / 1000, (ms % 1000) * 1000 };
+	switch (g->state) {
+	case G_HEAD:
+		return evbuffer_get_length(bufferevent_get_input(g->bev)) ? o->request_idle_ms :
+		       g->idle						  ? o->guest_idle_ms :
+									    0;
+	case G_BODY:
+		return o->request_idle_ms;
+	case G_TUNNEL:
+		return g->t && hb_tunnel_waits_hello(g->t) ? o->hello_ms : 0;
+	default:
+		return 0;
+	}
+}
+
+/* The read event's timeout as guest_timeout_ms() says, from now (a change of phase, or restart: an answer). */
+static void guest_timer_set(struct hb_gconn *g, uint32_t ms)
+{
+	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+
+	g->timer_ms = ms;
+	if (ms)
+		event_add(g->rev, &tv);
+	else
+		event_remove_timer(g->rev);
+}
+
+void hb_guest_timer(struct hb_gconn *g)
+{
+	uint32_t ms = guest_timeout_ms(g);
+
+	if (g->armed && ms != g->timer_ms)
+		guest_timer_set(g, ms);
 }
 
 /*
@@ -571,9 +624,11 @@ static void guest_arm(struct hb_gconn *g)
 		return;
 	g->armed = want;
 	if (want) {
-		struct timeval tv = idle_tv(g);
+		uint32_t ms = guest_timeout_ms(g);
+		struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
 
-		event_add(g->rev, g->idle ? &tv : NULL);
+		g->timer_ms = ms;
+		event_add(g->rev, ms ? &tv : NULL);
 	} else {
 		event_remove_timer(g->rev); /* event_del() alone keeps it, for the next event_add(NULL) */
 		event_del(g->rev);
@@ -594,13 +649,9 @@ bool hb_guest_is_reading(const struct hb_gconn *g)
 
 void hb_guest_idle(struct hb_gconn *g, bool on)
 {
-	struct timeval tv = idle_tv(g);
-
 	g->idle = on;
-	if (g->armed && on)
-		event_add(g->rev, &tv); /* from now, as a bufferevent's read timeout */
-	else if (g->armed)
-		event_remove_timer(g->rev);
+	if (g->armed) /* from now, as a bufferevent's read timeout */
+		guest_timer_set(g, guest_timeout_ms(g));
 }
 
 void hb_guest_read_max(struct hb_gconn *g, size_t max)
@@ -629,6 +680,7 @@ static void guest_on_read(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	if (what & EV_TIMEOUT) {
+		g->sb->h->st.timeouts++;
 		hb_guest_reading(g, false);
 		guest_event(g->bev, BEV_EVENT_READING | BEV_EVENT_TIMEOUT, g);
 		return;

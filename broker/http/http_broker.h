@@ -211,7 +211,7 @@ struct latch_http_sandbox_opts {
 	struct latch_addr guests[LATCH_HTTP_GUESTS_MAX]; /* the only sources served */
 	int n_guests;
 	void *arg;
-	bool (*name_allowed)(void *arg, const char *name);
+	bool (*name_allowed)(void *arg, const char *name, uint16_t port); /* CONNECT NAME:PORT, over TCP */
 	int (*resolve)(void *arg, const char *name, latch_http_resolved_cb cb, void *cbarg);
 	void (*audit)(void *arg, const struct latch_http_event *ev);
 	/* the local endpoints (above); NULL: none */
@@ -225,6 +225,8 @@ struct latch_http_opts {
 	uint32_t head_max; /* request or response head bytes (16384) */
 	uint32_t buffer_max; /* bytes queued per direction before reading pauses (65536) */
 	uint32_t guest_idle_ms; /* a keep-alive guest connection with nothing to do (60000) */
+	uint32_t request_idle_ms; /* a head or body begun, and nothing more from the guest (30000) */
+	uint32_t hello_ms; /* a CONNECT tunnel's ClientHello after the 200, nothing more from the guest (10000) */
 	uint32_t connect_ms; /* TCP + TLS to an upstream (10000) */
 	uint32_t upstream_idle_ms; /* silence from an upstream mid-response: 504 / cut (300000) */
 	uint32_t pool_idle_ms; /* an idle pooled upstream connection is closed after (60000) */
@@ -245,6 +247,8 @@ void latch_http_free(struct latch_http *h);
  * requests that start from now on (latchd's reload of latch.conf).
  */
 void latch_http_set_metered_limits(struct latch_http *h, uint32_t body_max, uint32_t hold_max);
+/* request_idle_ms and hello_ms again (0: the default), for the waits that start from now on. */
+void latch_http_set_timeouts(struct latch_http *h, uint32_t request_idle_ms, uint32_t hello_ms);
 
 /* Open the sandbox's listeners (IP_FREEBIND: the addresses may not exist yet). */
 struct latch_http_sandbox *latch_http_sandbox_new(struct latch_http *h, const struct latch_http_sandbox_opts *o,
@@ -270,6 +274,7 @@ int latch_http_route_switch(struct latch_http_sandbox *sb, const char *route, co
 
 struct latch_http_stats {
 	uint64_t accepted, requests, refused, forwarded, tunnels;
+	uint64_t timeouts; /* guest connections closed by a wait's timeout (idle, request, hello) */
 	uint64_t upstream_connects, upstream_reused;
 	int guest_conns, upstream_conns, idle_upstream_conns;
 };

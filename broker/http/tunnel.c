@@ -53,6 +53,11 @@ static void t_audit(struct hb_tunnel *t, const char *reason, int status, const c
 		 t->out);
 }
 
+bool hb_tunnel_waits_hello(const struct hb_tunnel *t)
+{
+	return t->state == T_HELLO;
+}
+
 void hb_tunnel_free(struct hb_tunnel *t, const char *reason)
 {
 	if (t->lookup)
@@ -83,7 +88,7 @@ static bool still_allowed(struct hb_tunnel *t)
 {
 	struct latch_http_sandbox *sb = t->g->sb;
 
-	if (sb->o.name_allowed && sb->o.name_allowed(sb->o.arg, t->name))
+	if (sb->o.name_allowed && sb->o.name_allowed(sb->o.arg, t->name, 443))
 		return true;
 	t_refuse(t, HB_CONNECT_REVOKED, "%s", "");
 	return false;
@@ -188,11 +193,12 @@ bool hb_tunnel_start(struct hb_gconn *g)
 	default:
 		return hb_refuse(g, r, "latch: CONNECT's target is not a host name%s", "");
 	}
-	if (!sb->o.name_allowed || !sb->o.name_allowed(sb->o.arg, name))
+	/* the port is part of the match: a profile's x:8443 or git:22 does not open x:443 */
+	if (!sb->o.name_allowed || !sb->o.name_allowed(sb->o.arg, name, 443))
 		return hb_refuse(g, HB_CONNECT_DENIED,
-				 "latch: %s is not in the sandbox's policy; add it to the "
+				 "latch: %s port 443 is not in the sandbox's policy; add %s:443 to the "
 				 "sandbox's profile or the kit's egress_allow (on the host)",
-				 name);
+				 name, name);
 	t = calloc(1, sizeof(*t));
 	lk = calloc(1, sizeof(*lk));
 	if (!t || !lk) {
@@ -252,7 +258,11 @@ void hb_tunnel_guest_read(struct hb_gconn *g)
 		ret = hb_client_hello_sni(evbuffer_pullup(in, len), len, sni);
 		if (ret == -EAGAIN && len < 16384 + 5 && !t->guest_eof)
 			return;
-		if (ret == -ENOENT || ret == -EPROTO || ret == -EAGAIN) {
+		if (ret == -EACCES) { /* the name checked would not be the name served */
+			t_refuse(t, HB_CONNECT_ECH, "%s", "");
+			return;
+		}
+		if (ret) {
 			t_refuse(t, HB_CONNECT_NOT_TLS, "%s", "");
 			return;
 		}
@@ -261,6 +271,7 @@ void hb_tunnel_guest_read(struct hb_gconn *g)
 			return;
 		}
 		t->state = T_OPEN;
+		hb_guest_timer(g); /* no hello_ms from here: a tunnel's silence is its own */
 		bufferevent_enable(t->up, EV_READ);
 	}
 	if (t->state != T_OPEN)
