@@ -616,17 +616,22 @@ def sse(a):
             seen += 1
 
 
-def connect_early(a, s):
-    """CONNECT and the ClientHello in one write, before the 200 (a client that does not wait)."""
+def client_hello(a):
+    """The ClientHello this client would send for --sni (never sent here: the caller writes it)."""
     ctx = ssl.create_default_context(cafile=a.cafile)
-    ctx.check_hostname = False
     inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
     t = ctx.wrap_bio(inc, out, server_hostname=a.sni)
     try:
         t.do_handshake()
     except ssl.SSLWantReadError:
         pass
-    s.sendall(("CONNECT %s:443 HTTP/1.1\r\nHost: %s:443\r\n\r\n" % (a.name, a.name)).encode() + out.read())
+    return out.read()
+
+
+def connect_early(a, s):
+    """CONNECT and the ClientHello in one write, before the 200 (a client that does not wait)."""
+    s.sendall(("CONNECT %s:443 HTTP/1.1\r\nHost: %s:443\r\n\r\n" % (a.name, a.name)).encode() +
+              client_hello(a))
     resp = read_head(s)
     head, _, rest = resp.partition(b"\r\n\r\n")
     line = head.split(b"\r\n")[0].decode()
@@ -711,22 +716,23 @@ def with_extension(hello, ext):
     return bytes(out)
 
 
-def connect_hello_part(a, s):
-    """After the 200, the first --hello-part bytes of this client's ClientHello, then the rest a byte every
-    --hello-gap seconds (none: nothing more): a ServerHello, or the tunnel closed, and when."""
+def tunnel_and_hello(a, s):
+    """CONNECT to --name's port 443, then this client's ClientHello for --sni, not yet sent: (the status
+    line, the hello), or (the status line, None) when the CONNECT was not answered 200."""
     s.sendall(("CONNECT %s:443 HTTP/1.1\r\nHost: %s:443\r\n\r\n" % (a.name, a.name)).encode())
     line = read_head(s).split(b"\r\n")[0].decode()
     if " 200 " not in line + " ":
+        return line, None
+    return line, client_hello(a)
+
+
+def connect_hello_part(a, s):
+    """After the 200, the first --hello-part bytes of this client's ClientHello, then the rest a byte every
+    --hello-gap seconds (none: nothing more): a ServerHello, or the tunnel closed, and when."""
+    line, hello = tunnel_and_hello(a, s)
+    if hello is None:
         print(line)
         return
-    ctx = ssl.create_default_context(cafile=a.cafile)
-    inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
-    t = ctx.wrap_bio(inc, out, server_hostname=a.sni)
-    try:
-        t.do_handshake()
-    except ssl.SSLWantReadError:
-        pass
-    hello = out.read()
     part = a.hello_part if a.hello_part > 0 else len(hello) + a.hello_part  # < 0: all but that many
     s.sendall(hello[:part])
     if a.hello_gap:
@@ -747,19 +753,10 @@ def connect_hello_part(a, s):
 def connect_hello(a, s):
     """After the 200, this client's own ClientHello with --hello-ext's extension put in (none: as it is):
     does the upstream's ServerHello come back through the tunnel, or is the tunnel cut?"""
-    s.sendall(("CONNECT %s:443 HTTP/1.1\r\nHost: %s:443\r\n\r\n" % (a.name, a.name)).encode())
-    line = read_head(s).split(b"\r\n")[0].decode()
-    if " 200 " not in line + " ":
+    line, hello = tunnel_and_hello(a, s)
+    if hello is None:
         print(line)
         return
-    ctx = ssl.create_default_context(cafile=a.cafile)
-    inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
-    t = ctx.wrap_bio(inc, out, server_hostname=a.sni)
-    try:
-        t.do_handshake()
-    except ssl.SSLWantReadError:
-        pass
-    hello = out.read()
     s.sendall(hello if a.hello_ext == "none" else with_extension(hello, int(a.hello_ext, 0)))
     try:
         got = s.recv(5)
