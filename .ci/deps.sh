@@ -15,6 +15,7 @@ PKGS=(
 	# run and test
 	iproute2 nftables iperf3 jq socat ncat python3 dnsmasq-base knot-dnsutils dnsperf sqlite3 ethtool
 	systemd bsdutils # live_audit.sh: a journald of its own, journalctl, logger --journald
+	systemd-container # live_install.sh: the installed units booted under systemd-nspawn on a fresh root
 	libvirt-daemon-system qemu-system-x86 util-linux procps
 	# the broker's tests and benchmark (fake upstreams, git over HTTP, nginx as the reference)
 	curl git nginx-light libnginx-mod-http-echo wrk openssl
