@@ -5,7 +5,8 @@
  * The broker asks budget/ before it forwards a credentialed request and tells
  * it afterwards; budget/ knows nothing of sockets or kits.  For each request:
  *
- *   budget_classify()  which usage format the (provider, method, path) speaks;
+ *   budget_classify()  which usage format the (provider, method, path) speaks
+ *                      (none: refused, unless the kit gives it a fixed price);
  *   budget_reserve()   the worst case of the request (input from the body
  *                      size, output from its max-tokens field or the model's
  *                      maximum), checked against every cap and written to the

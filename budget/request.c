@@ -11,8 +11,11 @@
  * or string is read in place, anything else by jansson) and keeps the
  * model, the largest of the max-tokens fields the provider might honour,
  * the number of outputs (n or best_of times the prompts, candidateCount),
- * the images, and whether the provider holds or fetches input the body
- * doesn't show (or the bytes don't bound: a PDF, audio, video).  A key with
+ * the images, whether the provider holds or fetches input the body
+ * doesn't show (or the bytes don't bound: a PDF, audio, video), and the
+ * tools that have the provider fetch a URL the body chooses (web_fetch,
+ * mcp_servers and mcp, url_context: budget.c refuses those the kit does
+ * not allow).  budget_fixed_match() matches a kit's priced endpoint.  A key with
  * an escape, which the scanner never matches, has the body read again
  * decoded.  A body that is not one JSON object, that names a watched member
  * twice (two readings: which would the upstream take?), or whose count of
