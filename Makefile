@@ -215,12 +215,12 @@ GUEST_PROGS := $(BUILD)/vm/latch-agent $(BUILD)/vm/latch-rawsend $(BUILD)/vm/lat
 
 $(BUILD)/vm/latch-agent: vm/guest/agent.c
 $(BUILD)/vm/latch-rawsend: vm/guest/rawsend.c
-$(BUILD)/vm/latch-ask: vm/guest/ask.c
+$(BUILD)/vm/latch-ask: vm/guest/ask.c common/units.c common/errors.c
 $(BUILD)/vm/latch-ask: GUEST_LIBS := -ljansson
 $(GUEST_PROGS):
 	$(Q)mkdir -p $(@D)
 	$(call msg,CC-STATIC,$@)
-	$(Q)$(CC) $(AGENT_CFLAGS) -o $@ $< $(GUEST_LIBS)
+	$(Q)$(CC) $(AGENT_CFLAGS) -o $@ $^ $(GUEST_LIBS)
 	$(Q)strip $@
 
 image: $(GUEST_PROGS)

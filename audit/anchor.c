@@ -94,7 +94,8 @@ static int read_file(const char *anchor_path, struct audit_anchor_rec *rec)
 	char err[LATCH_ERR_MAX];
 	int64_t t;
 
-	if (latch_kv_read(anchor_path, anchor_keys, 3, LATCH_KV_SAFE_FILE | LATCH_KV_UNKNOWN_OK, &f, err, sizeof(err)))
+	if (latch_kv_read(anchor_path, anchor_keys, 3, LATCH_KV_SAFE_FILE | LATCH_KV_UNKNOWN_OK, NULL, &f, err,
+			  sizeof(err)))
 		return -ENOENT;
 	if (parse_id(f.entry, &rec->id) || !hash_ok(f.hash) || parse_id(f.time_ns, &t))
 		return -EINVAL;

@@ -595,7 +595,8 @@ static int parse_utc(const char *s, uint64_t *out)
 
 int audit_parse_since(const char *s, uint64_t now_ns, uint64_t *out)
 {
-	unsigned long long v, mult;
+	unsigned long long v;
+	uint64_t ms;
 	char *end;
 
 	if (!s || !*s)
@@ -612,31 +613,16 @@ int audit_parse_since(const char *s, uint64_t now_ns, uint64_t *out)
 	}
 	if (strchr(s, '-'))
 		return parse_utc(s, out);
-	if (*s < '0' || *s > '9')
+	/*
+	 * the one duration grammar (common/units.c): 30s, 15m, 2h, 7d ago; but a
+	 * bare number is refused here, where 1700000000 would read as 54 years
+	 * ago rather than the epoch second it looks like (that is @1700000000)
+	 */
+	if (s[strlen(s) - 1] >= '0' && s[strlen(s) - 1] <= '9')
 		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || end[0] == '\0' || end[1] != '\0')
+	if (latch_parse_duration_ms("--since", s, 0, UINT64_MAX / 1000000ULL, &ms, NULL, 0))
 		return -EINVAL;
-	switch (*end) {
-	case 's':
-		mult = 1ULL;
-		break;
-	case 'm':
-		mult = 60ULL;
-		break;
-	case 'h':
-		mult = 3600ULL;
-		break;
-	case 'd':
-		mult = 86400ULL;
-		break;
-	default:
-		return -EINVAL;
-	}
-	if (v > UINT64_MAX / 1000000000ULL / mult)
-		return -EINVAL;
-	v *= mult * 1000000000ULL;
+	v = ms * 1000000ULL;
 	*out = v > now_ns ? 0 : now_ns - v;
 	return 0;
 }

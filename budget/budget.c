@@ -490,10 +490,18 @@ static int64_t worst_case(struct budget *b, const struct budget_request *rq, con
 	if (__builtin_mul_overflow(tok.output, facts.choices, &tok.output))
 		tok.output = INT64_MAX; /* priced at BUDGET_COST_MAX: no cap admits it */
 	priced = *row;
+	/* OpenAI's priority processing, when the body asks it (or any tier latch does not know) */
+	t->priority = rq->provider == BUDGET_OPENAI && facts.priority;
+	if (t->priority)
+		prices_priority(&priced);
 	if (priced.cache_write > priced.input)
 		priced.input = priced.cache_write;
 	if (priced.cached_input > priced.input)
 		priced.input = priced.cached_input;
+	if (priced.image_input > priced.input) /* an input token may be an image's, an output token too */
+		priced.input = priced.image_input;
+	if (priced.image_output > priced.output)
+		priced.output = priced.image_output;
 	if (facts.long_cache && priced.input < row->input * 2)
 		priced.input = row->input * 2; /* budget_cost's price of a 1-hour write */
 	return budget_cost(&priced, &tok);
@@ -769,6 +777,13 @@ static int64_t charge_of(struct budget *b, struct budget_ticket *t, enum budget_
 			 NULL;
 	if (!row)
 		row = prices_worst(&b->prices, t->provider);
+	/* priority processing: asked for, or the response says so (a project's default tier may be priority) */
+	if (t->provider == BUDGET_OPENAI && (t->priority || t->usage.tier_dear)) {
+		struct budget_price dear = *row;
+
+		prices_priority(&dear);
+		return budget_cost(&dear, tok);
+	}
 	return budget_cost(row, tok);
 }
 

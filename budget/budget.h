@@ -377,6 +377,8 @@ struct budget_price {
 	char model[BUDGET_MODEL_MAX + 1];
 	int64_t above; /* 0, or: these prices apply when a request's input passes this many tokens */
 	int64_t input, output, cached_input, cache_write;
+	/* image tokens (an `image` line of the table; else the text prices): gpt-image-1, Gemini's image models */
+	int64_t image_input, image_output;
 	int64_t max_output; /* the most output tokens one request can be billed for */
 	int64_t context; /* the most input tokens one request can be billed for */
 	int64_t per_search; /* pico-dollars a web search (a grounding query on Gemini): the row's fee line, or 0 */
@@ -440,7 +442,9 @@ struct budget_tokens {
 	int64_t cached; /* cache reads, at the cached-input price */
 	int64_t cache_write; /* cache writes, at the cache-write price */
 	int64_t cache_write_1h; /* Anthropic's 1-hour cache writes: twice the input price */
-	int64_t output; /* output, reasoning included */
+	int64_t output; /* output, reasoning included (image output apart) */
+	int64_t image_input; /* input image tokens, uncached, at the row's image_input (inside no other count) */
+	int64_t image_output; /* output image tokens, at the row's image_output (inside no other count) */
 	/*
 	 * Server-side web searches (Anthropic, OpenAI Responses, Gemini's
 	 * grounding queries), at the row's per_search, and per_grounded once

@@ -172,7 +172,20 @@ enum usage_result {
 };
 
 /* The token counts a usage object may carry, under each provider's names. */
-enum usage_field { UF_IN, UF_OUT, UF_CACHED, UF_CW, UF_CW5M, UF_CW1H, UF_THOUGHTS, UF_TOOL, UF_SEARCH, UF_N };
+enum usage_field {
+	UF_IN,
+	UF_OUT,
+	UF_CACHED,
+	UF_CW,
+	UF_CW5M,
+	UF_CW1H,
+	UF_THOUGHTS,
+	UF_TOOL,
+	UF_SEARCH,
+	UF_IMG_IN, /* Gemini: the IMAGE tokens of promptTokensDetails */
+	UF_IMG_OUT, /* and of candidatesTokensDetails */
+	UF_N
+};
 
 /* One usage object as read: its counts, which of them were present, and whether it was an object. */
 struct usage_acc {
@@ -185,6 +198,7 @@ struct usage_parser {
 	enum budget_format format;
 	int mode; /* sniffing, JSON, SSE, or dead */
 	z_stream *z;
+	bool fed; /* a byte of the body was fed: too late to find a gzip or zlib header */
 	struct jscan *js; /* JSON mode */
 	struct sse *sse; /* SSE mode */
 	/* their memory (4-5 KB each), kept by usage_reuse() for the next exchange of a recycled ticket */
@@ -209,6 +223,7 @@ struct usage_parser {
 	/* results so far */
 	struct usage_acc run; /* Anthropic's stream: message_start's, updated by each message_delta */
 	bool have_usage, final, error, bad, done_marker;
+	bool tier_dear; /* OpenAI: the response's service_tier says priority (or a tier latch does not know) */
 	struct budget_tokens tokens;
 };
 
@@ -239,6 +254,7 @@ struct request_facts {
 	int64_t images_generated; /* OpenAI Responses: the most images its image_generation tools may make */
 	int64_t container_gb; /* OpenAI Responses: the GB of the code interpreter containers its tools may start */
 	unsigned fetch_tools; /* BUDGET_TOOL_BIT()s: tools that have the provider fetch a URL the body chooses */
+	bool priority; /* a service_tier other than auto, default or flex: priority processing's prices (OpenAI) */
 };
 
 /*
@@ -284,15 +300,23 @@ struct price_table {
 	struct budget_price worst[BUDGET_PROVIDERS]; /* the highest price of each kind among a provider's rows */
 	bool has_rows[BUDGET_PROVIDERS];
 	struct budget_fee fees[BUDGET_FEES]; /* the per-use fees latch counts; tool NULL: none loaded */
+	/* the `image` and `snapshot` lines read, resolved once every row is in (prices_load) */
+	struct price_line *lines;
+	int n_lines;
 };
 
+/* OpenAI's priority processing: a documented multiple of the standard prices (docs/budget.md) */
+#define PRICES_PRIORITY_TIMES 2
 int prices_load(struct price_table *t, const char *path, char *err, size_t errlen);
+/* row at OpenAI's priority processing: each token price PRICES_PRIORITY_TIMES over (saturating), fees as they are */
+void prices_priority(struct budget_price *row);
 void prices_free(struct price_table *t);
 /*
- * The row for (provider, model) at input_tokens of input: the exact name,
- * else the name less a date suffix (-20250514, -2024-08-06) or "-latest";
- * then its long-context tier when input_tokens passes one.  NULL when the
- * model is not in the table.
+ * The row for (provider, model) at input_tokens of input: the row of that
+ * exact name (a snapshot line's names have rows of their own, copies of the
+ * model's), then its long-context tier when input_tokens passes one.  NULL
+ * when the model is not in the table: a dated name it does not list too,
+ * which may cost more than the model it is a snapshot of.
  */
 const struct budget_price *prices_find(const struct price_table *t, enum budget_provider p, const char *model,
 				       int64_t input_tokens);
@@ -516,6 +540,7 @@ struct budget_ticket {
 	int64_t web_searches; /* reserved with it: the web searches the request's tools allow */
 	int64_t container_gb; /* and the GB of code interpreter containers they may start */
 	bool tool_fees; /* its worst case holds fees of tools other than web search */
+	bool priority; /* OpenAI: the request asked a dearer service_tier: reserved and charged at priority's prices */
 	int status;
 	bool queued; /* its row waits for budget_commit() */
 	bool void_; /* that commit failed: never forwarded, charged nothing */

@@ -16,6 +16,15 @@
  * ('-' for cached_input or cache_write: the input price).  A `fee` line is
  * a per-use charge the meter counts, in dollars per 1,000 uses:
  *   fee provider tool price
+ * An `image` line prices a model's image tokens (else they are text):
+ *   image provider model input output
+ * A `snapshot` line names the dated snapshots (and aliases) of a model that
+ * are billed at its prices, each priced as a copy of its rows:
+ *   snapshot provider model name...
+ * A name is priced only by its own row or a snapshot line: never by
+ * stripping a date, since a dated snapshot can cost more than its alias
+ * (gpt-4o-2024-05-13 is twice gpt-4o), so a dated name the table does not
+ * list is an unknown model, charged at its provider's highest prices.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -42,11 +51,15 @@ static const char builtin_prices[] =
 	"openai gpt-4.1-nano            0.10    0.40  0.025  -   32768 1047576\n"
 	"openai gpt-4o                  2.50   10.00  1.25   -   16384  128000\n"
 	"openai gpt-4o-mini             0.15    0.60  0.075  -   16384  128000\n"
+	/* snapshots dearer than their alias, from OpenAI's pricing page (platform.openai.com/docs/pricing) */
+	"openai gpt-4o-2024-05-13       5.00   15.00  -      -    4096  128000\n"
+	"openai chatgpt-4o-latest       5.00   15.00  -      -   16384  128000\n"
 	/* Chat Completions' search models: every request also pays a web search (prices_search_model()) */
 	"openai gpt-5-search-api        1.25   10.00  0.125  -  128000  400000\n"
 	"openai gpt-4o-search-preview   2.50   10.00  -      -   16384  128000\n"
 	"openai gpt-4o-mini-search-preview 0.15 0.60  -      -   16384  128000\n"
 	"openai o1                     15.00   60.00  7.50   -  100000  200000\n"
+	"openai o1-preview             15.00   60.00  7.50   -   32768  128000\n"
 	"openai o1-pro                150.00  600.00  -      -  100000  200000\n"
 	"openai o3                      2.00    8.00  0.50   -  100000  200000\n"
 	"openai o3-pro                 20.00   80.00  -      -  100000  200000\n"
@@ -58,6 +71,32 @@ static const char builtin_prices[] =
 	"openai text-embedding-3-small  0.02    0     -      -       0    8192\n"
 	"openai text-embedding-3-large  0.13    0     -      -       0    8192\n"
 	"openai text-embedding-ada-002  0.10    0     -      -       0    8192\n"
+	/* gpt-image-1: text input $5, image input $10, image output $40 (the pricing page's image tokens); its
+	 * output is all image; max_output is 10 images of 6,240 tokens (high quality, 1536x1024) */
+	"openai gpt-image-1              5.00  40.00  1.25   -   62400  128000\n"
+	"image openai gpt-image-1       10.00  40.00\n"
+	/* the dated snapshots billed at their alias's prices (the pricing page lists them under it) */
+	"snapshot openai gpt-5.1 gpt-5.1-2025-11-13\n"
+	"snapshot openai gpt-5 gpt-5-2025-08-07\n"
+	"snapshot openai gpt-5-mini gpt-5-mini-2025-08-07\n"
+	"snapshot openai gpt-5-nano gpt-5-nano-2025-08-07\n"
+	"snapshot openai gpt-5-pro gpt-5-pro-2025-10-06\n"
+	"snapshot openai gpt-4.1 gpt-4.1-2025-04-14\n"
+	"snapshot openai gpt-4.1-mini gpt-4.1-mini-2025-04-14\n"
+	"snapshot openai gpt-4.1-nano gpt-4.1-nano-2025-04-14\n"
+	"snapshot openai gpt-4o gpt-4o-2024-08-06 gpt-4o-2024-11-20\n"
+	"snapshot openai gpt-4o-mini gpt-4o-mini-2024-07-18\n"
+	"snapshot openai gpt-4o-search-preview gpt-4o-search-preview-2025-03-11\n"
+	"snapshot openai gpt-4o-mini-search-preview gpt-4o-mini-search-preview-2025-03-11\n"
+	"snapshot openai o1 o1-2024-12-17\n"
+	"snapshot openai o1-preview o1-preview-2024-09-12\n"
+	"snapshot openai o1-pro o1-pro-2025-03-19\n"
+	"snapshot openai o3 o3-2025-04-16\n"
+	"snapshot openai o3-pro o3-pro-2025-06-10\n"
+	"snapshot openai o3-mini o3-mini-2025-01-31\n"
+	"snapshot openai o4-mini o4-mini-2025-04-16\n"
+	"snapshot openai gpt-4-turbo gpt-4-turbo-2024-04-09\n"
+	"snapshot openai gpt-3.5-turbo gpt-3.5-turbo-0125\n"
 	/* Anthropic: cached_input is a cache read, cache_write the 5-minute write (1.25x input) */
 	"anthropic claude-opus-4-5      5.00   25.00  0.50   6.25   64000  200000\n"
 	"anthropic claude-opus-4-1     15.00   75.00  1.50  18.75   32000  200000\n"
@@ -75,6 +114,19 @@ static const char builtin_prices[] =
 	"anthropic claude-3-5-haiku     0.80    4.00  0.08   1.00    8192  200000\n"
 	"anthropic claude-3-opus       15.00   75.00  1.50  18.75    4096  200000\n"
 	"anthropic claude-3-haiku       0.25    1.25  0.03   0.30    4096  200000\n"
+	/* the dated snapshots and -latest aliases of each (Anthropic's models overview and pricing pages) */
+	"snapshot anthropic claude-opus-4-5 claude-opus-4-5-20251101\n"
+	"snapshot anthropic claude-opus-4-1 claude-opus-4-1-20250805\n"
+	"snapshot anthropic claude-opus-4 claude-opus-4-20250514\n"
+	"snapshot anthropic claude-sonnet-4-5 claude-sonnet-4-5-20250929\n"
+	"snapshot anthropic claude-sonnet-4 claude-sonnet-4-20250514\n"
+	"snapshot anthropic claude-3-7-sonnet claude-3-7-sonnet-20250219 claude-3-7-sonnet-latest\n"
+	"snapshot anthropic claude-haiku-4-5 claude-haiku-4-5-20251001\n"
+	"snapshot anthropic claude-3-5-sonnet claude-3-5-sonnet-20240620 claude-3-5-sonnet-20241022 "
+	"claude-3-5-sonnet-latest\n"
+	"snapshot anthropic claude-3-5-haiku claude-3-5-haiku-20241022 claude-3-5-haiku-latest\n"
+	"snapshot anthropic claude-3-opus claude-3-opus-20240229 claude-3-opus-latest\n"
+	"snapshot anthropic claude-3-haiku claude-3-haiku-20240307\n"
 	/* Gemini: cached_input is a context-cache read (storage is billed apart, not here) */
 	"gemini gemini-3-pro-preview    2.00   12.00  0.20   -  65536 1048576\n"
 	"gemini gemini-3-pro-preview>200000 4.00 18.00 0.40  -  65536 1048576\n"
@@ -90,6 +142,17 @@ static const char builtin_prices[] =
 	"gemini gemini-1.5-pro>128000   2.50   10.00  0.625  -   8192 2097152\n"
 	"gemini gemini-1.5-flash        0.075   0.30  0.01875 -  8192 1048576\n"
 	"gemini gemini-1.5-flash>128000 0.15    0.60  0.0375 -   8192 1048576\n"
+	"snapshot gemini gemini-2.0-flash gemini-2.0-flash-001\n"
+	"snapshot gemini gemini-2.0-flash-lite gemini-2.0-flash-lite-001\n"
+	/* the image models: text out at the row's price, image tokens out at the image line's (Gemini API pricing:
+	 * $30 per million, $0.039 an image of 1,290 tokens; Gemini 3 Pro Image $120, $0.134 an image of 1,120) */
+	"gemini gemini-2.5-flash-image  0.30    2.50  -      -  32768   32768\n"
+	"image gemini gemini-2.5-flash-image 0.30 30.00\n"
+	"snapshot gemini gemini-2.5-flash-image gemini-2.5-flash-image-preview\n"
+	"gemini gemini-2.0-flash-preview-image-generation 0.10 0.40 - - 8192 32000\n"
+	"image gemini gemini-2.0-flash-preview-image-generation 0.10 30.00\n"
+	"gemini gemini-3-pro-image-preview 2.00 12.00 -      -  32768   65536\n"
+	"image gemini gemini-3-pro-image-preview 2.00 120.00\n"
 	/* Anthropic's server-side web search: $10 per 1,000 searches, beside the tokens its results add */
 	"fee anthropic web_search 10.00\n"
 	/* OpenAI Responses' web search: $10 per 1,000 calls, $25 for web_search_preview on the models
@@ -216,6 +279,99 @@ int budget_price_parse_line(const char *line, struct budget_price *row, char *er
 		row->cached_input = row->input;
 	if (row->cache_write < 0)
 		row->cache_write = row->input;
+	row->image_input = row->input; /* image tokens are text tokens unless an `image` line says otherwise */
+	row->image_output = row->output;
+	return 0;
+}
+
+/* An `image` or `snapshot` line, kept until every row is in. */
+struct price_line {
+	bool snapshot; /* else image */
+	enum budget_provider provider;
+	char model[BUDGET_MODEL_MAX + 1]; /* the model whose rows it prices or copies */
+	char name[BUDGET_MODEL_MAX + 1]; /* snapshot: the name priced as model */
+	int64_t image_input, image_output;
+	bool builtin;
+	const char *file;
+	int lineno;
+};
+
+static int keep_line(struct price_table *t, const struct price_line *l)
+{
+	struct price_line *lines = realloc(t->lines, (size_t)(t->n_lines + 1) * sizeof(*lines));
+
+	if (!lines)
+		return -ENOMEM;
+	t->lines = lines;
+	t->lines[t->n_lines++] = *l;
+	return 0;
+}
+
+static int model_field(const char *v, const char *what, char *out, char *err, size_t errlen)
+{
+	if (!request_model_ok(v, strlen(v)))
+		return latch_errf(err, errlen, -EINVAL,
+				  "%s '%s' must be 1-%d of A-Z a-z 0-9 . _ : / @ + -, as the provider spells it", what,
+				  v, BUDGET_MODEL_MAX);
+	strcpy(out, v);
+	return 0;
+}
+
+/*
+ * LINE as an `image PROVIDER MODEL INPUT OUTPUT` or `snapshot PROVIDER MODEL
+ * NAME...` line: 1 when it is neither, 0 when kept in t, or -errno with one
+ * line in msg.  A name twice in one text (or a model's images twice) is
+ * refused, as a row twice is; the file's line replaces the built-in one.
+ */
+static int extra_line(struct price_table *t, const char *line, const char *file, int lineno, bool builtin, char *msg,
+		      size_t msglen)
+{
+	char buf[512], *f[40];
+	struct price_line l = { .builtin = builtin, .file = file, .lineno = lineno };
+	int n;
+
+	if (strlen(line) >= sizeof(buf))
+		return 1; /* budget_price_parse_line says why */
+	strcpy(buf, line);
+	n = split_fields(buf, f, 40);
+	if (!n || (strcmp(f[0], "image") && strcmp(f[0], "snapshot")))
+		return 1;
+	l.snapshot = !strcmp(f[0], "snapshot");
+	if (l.snapshot ? n < 4 || n > 39 : n != 5)
+		return latch_errf(msg, msglen, -EINVAL, "%d fields, want %s", n,
+				  l.snapshot ? "4 to 39: snapshot PROVIDER MODEL NAME..." :
+					       "5: image PROVIDER MODEL INPUT OUTPUT");
+	if (budget_provider_parse(f[1], &l.provider))
+		return latch_errf(msg, msglen, -EINVAL, "PROVIDER '%s' must be openai, anthropic, gemini or other",
+				  f[1]);
+	if (model_field(f[2], "MODEL", l.model, msg, msglen))
+		return -EINVAL;
+	if (!l.snapshot) {
+		if (price_field(f[3], 2, false, &l.image_input, msg, msglen) ||
+		    price_field(f[4], 3, false, &l.image_output, msg, msglen))
+			return -EINVAL;
+		for (int k = 0; k < t->n_lines; k++)
+			if (!t->lines[k].snapshot && t->lines[k].builtin == builtin &&
+			    t->lines[k].provider == l.provider && !strcmp(t->lines[k].model, l.model))
+				return latch_errf(msg, msglen, -EINVAL,
+						  "image %s %s is already priced on line %d; keep one of them", f[1],
+						  l.model, t->lines[k].lineno);
+		return keep_line(t, &l);
+	}
+	for (int i = 3; i < n; i++) {
+		if (model_field(f[i], "NAME", l.name, msg, msglen))
+			return -EINVAL;
+		if (!strcmp(l.name, l.model))
+			return latch_errf(msg, msglen, -EINVAL, "snapshot %s of itself; remove the name", l.name);
+		for (int k = 0; k < t->n_lines; k++)
+			if (t->lines[k].snapshot && t->lines[k].builtin == builtin &&
+			    t->lines[k].provider == l.provider && !strcmp(t->lines[k].name, l.name))
+				return latch_errf(msg, msglen, -EINVAL,
+						  "snapshot %s %s is already named on line %d; keep one of them", f[1],
+						  l.name, t->lines[k].lineno);
+		if (keep_line(t, &l))
+			return -ENOMEM;
+	}
 	return 0;
 }
 
@@ -334,6 +490,8 @@ static int load_text(struct price_table *t, FILE *f, const char *text, const cha
 		}
 		lineno++;
 		rc = fee_line(t, line, lineno, !f, fee_line_no, msg, sizeof(msg));
+		if (rc == 1)
+			rc = extra_line(t, line, file, lineno, !f, msg, sizeof(msg));
 		if (rc == 0)
 			continue;
 		if (rc < 0) {
@@ -391,6 +549,8 @@ static void find_worst(struct price_table *t)
 		UP(output);
 		UP(cached_input);
 		UP(cache_write);
+		UP(image_input);
+		UP(image_output);
 		UP(max_output);
 		UP(context);
 #undef UP
@@ -499,6 +659,77 @@ static int index_rows(struct price_table *t)
 	return 0;
 }
 
+/*
+ * The `image` lines in order (the file's after the built-in ones: the file's
+ * wins), then each snapshot name gets copies of its model's rows, the
+ * long-context ones too; the file's snapshot line of a name replaces the
+ * built-in one.  A name with a row of its own in the file is priced by that
+ * row; one with a built-in row can't be made a snapshot (write a row).
+ */
+static int resolve_lines(struct price_table *t, char *err, size_t errlen)
+{
+	int n_rows = t->n;
+
+	for (int k = 0; k < t->n_lines; k++) {
+		const struct price_line *l = &t->lines[k];
+		bool found = false;
+
+		if (l->snapshot)
+			continue;
+		for (int i = 0; i < n_rows; i++)
+			if (t->rows[i].provider == l->provider && !strcmp(t->rows[i].model, l->model)) {
+				t->rows[i].image_input = l->image_input;
+				t->rows[i].image_output = l->image_output;
+				found = true;
+			}
+		if (!found)
+			return latch_errf_at(err, errlen, -EINVAL, l->file, l->lineno,
+					     "image %s %s: the table has no row for %s; add one",
+					     budget_provider_name(l->provider), l->model, l->model);
+	}
+	for (int k = 0; k < t->n_lines; k++) {
+		const struct price_line *l = &t->lines[k];
+		bool found = false, replaced = false;
+
+		if (!l->snapshot)
+			continue;
+		for (int o = k + 1; o < t->n_lines; o++)
+			replaced |= t->lines[o].snapshot && t->lines[o].provider == l->provider &&
+				    !strcmp(t->lines[o].name, l->name);
+		if (replaced)
+			continue; /* the file's line for the name */
+		for (int i = 0; i < n_rows; i++) {
+			const struct budget_price *r = &t->rows[i];
+
+			if (r->provider != l->provider || strcmp(r->model, l->name))
+				continue;
+			if (r->builtin && !l->builtin)
+				return latch_errf_at(err, errlen, -EINVAL, l->file, l->lineno,
+						     "%s %s has a built-in row of its own; write a row for it instead",
+						     budget_provider_name(l->provider), l->name);
+			found = true; /* its own row wins */
+		}
+		if (found)
+			continue;
+		for (int i = 0; i < n_rows; i++) {
+			struct budget_price copy = t->rows[i];
+
+			if (copy.provider != l->provider || strcmp(copy.model, l->model))
+				continue;
+			found = true;
+			strcpy(copy.model, l->name);
+			copy.builtin = l->builtin && copy.builtin; /* a copy of the file's row is the file's */
+			if (add_row(t, &copy))
+				return latch_errf_at(err, errlen, -ENOMEM, l->file, l->lineno, "out of memory");
+		}
+		if (!found)
+			return latch_errf_at(err, errlen, -EINVAL, l->file, l->lineno,
+					     "snapshot %s of %s: the table has no row for %s; add one", l->name,
+					     l->model, l->model);
+	}
+	return 0;
+}
+
 int prices_load(struct price_table *t, const char *path, char *err, size_t errlen)
 {
 	struct price_table nt = { 0 };
@@ -541,8 +772,11 @@ int prices_load(struct price_table *t, const char *path, char *err, size_t errle
 				      budget_provider_name(base.provider), base.model, (long long)nt.rows[i].above,
 				      base.model);
 	}
+	if (!ret)
+		ret = resolve_lines(&nt, err, errlen);
 	if (ret) {
 		free(nt.rows);
+		free(nt.lines);
 		return ret;
 	}
 	find_worst(&nt);
@@ -562,6 +796,7 @@ void prices_free(struct price_table *t)
 	free(t->rows);
 	free(t->slot);
 	free(t->next_tier);
+	free(t->lines);
 	memset(t, 0, sizeof(*t));
 }
 
@@ -581,34 +816,6 @@ static const struct budget_price *find_exact(const struct price_table *t, enum b
 	return NULL;
 }
 
-static bool digits(const char *s, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if (s[i] < '0' || s[i] > '9')
-			return false;
-	return true;
-}
-
-/*
- * The length of model without a date suffix (-20250514, -2024-08-06) or
- * "-latest", or 0 when it has none: dated snapshots and aliases are priced
- * as the model they name.  Nothing else is stripped, so a cheap row never
- * prices a longer, dearer name that merely starts like it.
- */
-static size_t undated_len(const char *m)
-{
-	size_t n = strlen(m);
-
-	if (n > 7 && !strcmp(m + n - 7, "-latest"))
-		return n - 7;
-	if (n > 9 && m[n - 9] == '-' && digits(m + n - 8, 8))
-		return n - 9;
-	if (n > 11 && m[n - 11] == '-' && digits(m + n - 10, 4) && m[n - 6] == '-' && digits(m + n - 5, 2) &&
-	    m[n - 3] == '-' && digits(m + n - 2, 2))
-		return n - 11;
-	return 0;
-}
-
 bool prices_search_model(enum budget_provider p, const char *model)
 {
 	return p == BUDGET_OPENAI && model && strstr(model, "-search") != NULL;
@@ -617,14 +824,11 @@ bool prices_search_model(enum budget_provider p, const char *model)
 const struct budget_price *prices_find(const struct price_table *t, enum budget_provider p, const char *model,
 				       int64_t input_tokens)
 {
-	const struct budget_price *base = NULL;
-	size_t len;
+	const struct budget_price *base;
 
 	if (!model || !*model)
 		return NULL;
-	base = find_exact(t, p, model, strlen(model));
-	if (!base && (len = undated_len(model)))
-		base = find_exact(t, p, model, len);
+	base = find_exact(t, p, model, strlen(model)); /* never a name less its date: see the top of this file */
 	return base ? prices_tier(t, base, input_tokens) : NULL;
 }
 
@@ -647,6 +851,15 @@ const struct budget_price *prices_worst(const struct price_table *t, enum budget
 	return &t->worst[p];
 }
 
+void prices_priority(struct budget_price *row)
+{
+	int64_t *const price[] = { &row->input,	      &row->output,	 &row->cached_input,
+				   &row->cache_write, &row->image_input, &row->image_output };
+
+	for (size_t i = 0; i < sizeof(price) / sizeof(price[0]); i++)
+		*price[i] = budget_mul_add(0, *price[i], PRICES_PRIORITY_TIMES);
+}
+
 int64_t budget_cost(const struct budget_price *row, const struct budget_tokens *t)
 {
 	int64_t pico = 0, fee; /* micro-dollars per million tokens = pico-dollars per token */
@@ -656,6 +869,8 @@ int64_t budget_cost(const struct budget_price *row, const struct budget_tokens *
 	pico = budget_mul_add(pico, t->cache_write, row->cache_write);
 	pico = budget_mul_add(pico, t->cache_write_1h, budget_mul_add(0, 2, row->input));
 	pico = budget_mul_add(pico, t->output, row->output);
+	pico = budget_mul_add(pico, t->image_input, row->image_input);
+	pico = budget_mul_add(pico, t->image_output, row->image_output);
 	/* the searches at their fee, or (Gemini 2.x) the grounded prompt's once: the dearer */
 	fee = budget_mul_add(0, t->web_searches, row->per_search);
 	if (t->web_searches > 0 && fee < row->per_grounded)

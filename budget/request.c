@@ -259,6 +259,7 @@ enum {
 	R_GEN_COUNT = R_GEN_MAX + 4,
 	R_PREVIOUS = R_GEN_COUNT + 4,
 	R_CONVERSATION,
+	R_SERVICE_TIER, /* OpenAI: "priority" is billed at priority processing's prices */
 	R_MAX_TOOL_CALLS, /* Responses: the most built-in tool calls, web searches among them */
 	R_PROMPT, /* where it starts: its elements are watched too */
 	R_CACHED, /* 2 */
@@ -298,6 +299,7 @@ static const char *const req_watch[R_WATCHES] = {
 	"generation_config.candidate_count",
 	"previous_response_id",
 	"conversation",
+	"service_tier",
 	"max_tool_calls",
 	"?prompt",
 	"cachedContent",
@@ -372,7 +374,31 @@ struct inspect {
 	bool tool_twice; /* a tool that names its type or max_uses twice */
 	bool grounding; /* Gemini: a tool that searches Google */
 	unsigned fetch; /* BUDGET_TOOL_BIT()s of the tools that have the provider fetch a URL */
+	bool tier_dear; /* a service_tier that may cost more than the standard prices */
 };
+
+/*
+ * OpenAI's service_tier: "auto", "default" and "flex" (half price) are
+ * charged the standard prices, null is the default; anything else
+ * ("priority", "scale", a value latch does not know) may cost priority's.
+ */
+static bool tier_dear(const char *text, size_t len)
+{
+	static const char *const standard[] = { "auto", "default", "flex" };
+	json_t *v;
+	bool dear = true;
+
+	if (!text) /* longer than a capture */
+		return true;
+	if (len == 4 && !memcmp(text, "null", 4))
+		return false;
+	v = json_loadb(text, len, JSON_DECODE_ANY, NULL); /* escapes too: "fl\u0065x" is flex */
+	for (size_t i = 0; json_is_string(v) && i < sizeof(standard) / sizeof(standard[0]); i++)
+		if (!strcmp(json_string_value(v), standard[i]) && json_string_length(v) == strlen(standard[i]))
+			dear = false;
+	json_decref(v);
+	return dear;
+}
 
 /* Watches that multiply the output: n, best_of, Gemini's candidateCount in its four spellings. */
 static bool is_count(int w)
@@ -628,6 +654,11 @@ static void on_request_value(void *arg, int w, const char *text, size_t len)
 		type_value(in, w, text, len);
 		return;
 	}
+	if (w == R_SERVICE_TIER) {
+		in->seen[w]++; /* twice: ambiguous */
+		in->tier_dear = tier_dear(text, len);
+		return;
+	}
 
 	if (w == R_PROMPT_ITEM) { /* where an element starts: a number is a token id of one prompt */
 		if (text[0] != '-' && (text[0] < '0' || text[0] > '9'))
@@ -815,6 +846,7 @@ void request_inspect(enum budget_format f, const void *body, size_t len, struct 
 		out->fetch_tools |= BUDGET_TOOL_BIT(BUDGET_TOOL_MCP);
 	if (f == BUDGET_FORMAT_GEMINI && (in.non_null[R_CACHED] || in.non_null[R_CACHED + 1]))
 		out->fetch_tools |= BUDGET_TOOL_BIT(BUDGET_TOOL_URL_CONTEXT);
+	out->priority = in.tier_dear;
 	out->images = in.images;
 	if (in.document)
 		out->server_state = true;

@@ -51,7 +51,7 @@ enum { MODE_SNIFF, MODE_JSON, MODE_SSE, MODE_DEAD };
  * WK_CHUNK: a top-level member or element, where a Gemini chunk's queries
  * are summed up).
  */
-enum { WK_NUM, WK_USAGE, WK_ERROR, WK_TYPE, WK_CALL, WK_QUERY, WK_CHUNK };
+enum { WK_NUM, WK_USAGE, WK_ERROR, WK_TYPE, WK_CALL, WK_QUERY, WK_CHUNK, WK_TIER, WK_MODALITIES };
 
 struct usage_watch {
 	const char *path;
@@ -66,6 +66,7 @@ struct usage_watch {
 #define ERR(p) { "?" p, WK_ERROR, 0, 0 }
 #define TYPE { "type", WK_TYPE, 0, 0 }
 #define CALL(p) { p, WK_CALL, 0, 0 }
+#define TIER(p) { p, WK_TIER, 0, 0 }
 #define END { NULL, 0, 0, 0 }
 
 static const struct usage_watch w_openai[] = {
@@ -73,6 +74,7 @@ static const struct usage_watch w_openai[] = {
 	NUM("usage.prompt_tokens", 0, UF_IN),
 	NUM("usage.completion_tokens", 0, UF_OUT),
 	NUM("usage.prompt_tokens_details.cached_tokens", 0, UF_CACHED),
+	TIER("service_tier"),
 	ERR("error"),
 	END,
 };
@@ -82,6 +84,7 @@ static const struct usage_watch w_responses_json[] = {
 	NUM("usage.output_tokens", 0, UF_OUT),
 	NUM("usage.input_tokens_details.cached_tokens", 0, UF_CACHED),
 	CALL("output.*.type"),
+	TIER("service_tier"),
 	ERR("error"),
 	END,
 };
@@ -92,6 +95,7 @@ static const struct usage_watch w_responses_sse[] = {
 	NUM("response.usage.output_tokens", 0, UF_OUT),
 	NUM("response.usage.input_tokens_details.cached_tokens", 0, UF_CACHED),
 	CALL("response.output.*.type"),
+	TIER("response.service_tier"),
 	ERR("error"),
 	END,
 };
@@ -112,7 +116,9 @@ static const struct usage_watch w_anthropic_sse[] = {
 		NUM(pre "usageMetadata.candidatesTokenCount", 0, UF_OUT),                                      \
 		NUM(pre "usageMetadata.thoughtsTokenCount", 0, UF_THOUGHTS),                                   \
 		NUM(pre "usageMetadata.cachedContentTokenCount", 0, UF_CACHED),                                \
-		NUM(pre "usageMetadata.toolUsePromptTokenCount", 0, UF_TOOL), ERR(pre "error")
+		NUM(pre "usageMetadata.toolUsePromptTokenCount", 0, UF_TOOL),                                  \
+		{ pre "usageMetadata.promptTokensDetails", WK_MODALITIES, 0, UF_IMG_IN },                      \
+		{ pre "usageMetadata.candidatesTokensDetails", WK_MODALITIES, 0, UF_IMG_OUT }, ERR(pre "error")
 #define GEMINI_QUERIES(pre) { "?" pre "candidates.*.groundingMetadata.webSearchQueries.*", WK_QUERY, 0, 0 }
 /* "?*" last: a value is reported to the first watch it matches, and usageMetadata's comes first */
 static const struct usage_watch w_gemini[] = {
@@ -169,14 +175,26 @@ static bool anthropic_tokens(const struct usage_acc *a, struct budget_tokens *t)
 	return true;
 }
 
-/* Gemini: promptTokenCount includes the cached part; thinking is billed as output. */
+/*
+ * Gemini: promptTokenCount includes the cached part; thinking is billed as
+ * output; the IMAGE tokens of the token details are part of the prompt's or
+ * the candidates' count, billed at the image prices (an image model's output
+ * image costs 12 times its text).  The image input is the uncached part's.
+ */
 static bool gemini_tokens(const struct usage_acc *a, struct budget_tokens *t)
 {
-	if (!a->object || !has(a, BIT(UF_IN)) || a->v[UF_CACHED] > a->v[UF_IN])
+	int64_t uncached, img_in;
+
+	if (!a->object || !has(a, BIT(UF_IN)) || a->v[UF_CACHED] > a->v[UF_IN] || a->v[UF_IMG_IN] > a->v[UF_IN] ||
+	    a->v[UF_IMG_OUT] > a->v[UF_OUT])
 		return false;
-	*t = (struct budget_tokens){ .input = a->v[UF_IN] - a->v[UF_CACHED] + a->v[UF_TOOL],
+	uncached = a->v[UF_IN] - a->v[UF_CACHED];
+	img_in = a->v[UF_IMG_IN] < uncached ? a->v[UF_IMG_IN] : uncached;
+	*t = (struct budget_tokens){ .input = uncached - img_in + a->v[UF_TOOL],
 				     .cached = a->v[UF_CACHED],
-				     .output = a->v[UF_OUT] + a->v[UF_THOUGHTS] };
+				     .output = a->v[UF_OUT] - a->v[UF_IMG_OUT] + a->v[UF_THOUGHTS],
+				     .image_input = img_in,
+				     .image_output = a->v[UF_IMG_OUT] };
 	return true;
 }
 
@@ -253,6 +271,53 @@ static void count_call(struct usage_parser *u, const char *s, size_t len)
 		u->ev_code_calls++;
 }
 
+/*
+ * Gemini's promptTokensDetails or candidatesTokensDetails: an array of
+ * {"modality": M, "tokenCount": N}; the IMAGE tokens are counted.  Anything
+ * else (not an array of such objects, a count that is not one) is
+ * unreadable.  Read by jansson: a few short objects.
+ */
+static void count_modalities(struct usage_parser *u, struct usage_acc *a, int field, const char *text, size_t len)
+{
+	json_t *v = text ? json_loadb(text, len, JSON_DECODE_ANY, NULL) : NULL, *e, *m, *n;
+	int64_t image = 0;
+	size_t i;
+
+	if (!json_is_array(v)) {
+		u->bad = true;
+		json_decref(v);
+		return;
+	}
+	json_array_foreach(v, i, e) {
+		m = json_object_get(e, "modality");
+		n = json_object_get(e, "tokenCount");
+		if (!json_is_object(e) || !json_is_string(m) || (n && !json_is_integer(n)) ||
+		    (n && (json_integer_value(n) < 0 || json_integer_value(n) > TOKENS_MAX))) {
+			u->bad = true;
+			break;
+		}
+		if (n && !strcmp(json_string_value(m), "IMAGE"))
+			image = budget_mul_add(image, json_integer_value(n), 1);
+	}
+	json_decref(v);
+	count(u, a, field, image);
+}
+
+/* OpenAI's service_tier of a response: default and flex are charged the standard prices, null says nothing. */
+static void service_tier(struct usage_parser *u, const char *text, size_t len)
+{
+	const char *s;
+	size_t slen;
+
+	if (text && len == 4 && !memcmp(text, "null", 4))
+		return;
+	if (text && jscan_plain_string(text, len, &s, &slen) &&
+	    ((slen == 7 && !memcmp(s, "default", 7)) || (slen == 4 && !memcmp(s, "flex", 4)) ||
+	     (slen == 4 && !memcmp(s, "auto", 4))))
+		return;
+	u->tier_dear = true; /* "priority", or a tier (or spelling) latch does not know: the dearer */
+}
+
 static void on_value(void *arg, int w, const char *text, size_t len)
 {
 	struct usage_parser *u = arg;
@@ -281,6 +346,12 @@ static void on_value(void *arg, int w, const char *text, size_t len)
 		return;
 	case WK_CHUNK:
 		chunk_end(u);
+		return;
+	case WK_TIER:
+		service_tier(u, text, len);
+		return;
+	case WK_MODALITIES:
+		count_modalities(u, a, def->field, text, len);
 		return;
 	case WK_CALL:
 		if (!text)
@@ -511,7 +582,8 @@ void usage_feed(struct usage_parser *u, const void *data, size_t len)
 
 	if (!len || u->bad || u->mode == MODE_DEAD)
 		return;
-	if (!u->z && u->mode == MODE_SNIFF && !u->js && (p[0] == 0x1f || p[0] == 0x78)) {
+	/* a compressed body says so in its first byte, wherever the chunks end (not after a blank) */
+	if (!u->fed && (p[0] == 0x1f || p[0] == 0x78)) {
 		u->z = calloc(1, sizeof(*u->z));
 		if (!u->z || inflateInit2(u->z, 15 + 32) != Z_OK) { /* 15+32: gzip or zlib, from the header */
 			free(u->z);
@@ -520,6 +592,7 @@ void usage_feed(struct usage_parser *u, const void *data, size_t len)
 			return;
 		}
 	}
+	u->fed = true;
 	if (u->z)
 		feed_inflate(u, p, len);
 	else

@@ -16,6 +16,9 @@
 #include "loader/loader.h"
 #include "profile/profile.h"
 
+/* a timed entry lasts at most a year: past that, allow it for good */
+#define EGRESS_FOR_MAX_S (365 * 86400)
+
 /*
  * ENTRY did not parse as an address: when it is a host name (or *.domain),
  * say where names go instead of a bare refusal.  The kernel holds addresses
@@ -119,8 +122,12 @@ int cmd_egress(int argc, char **argv)
 				rc = latch_err(LATCH_EXIT_USAGE, "--for goes with allow");
 				goto out;
 			}
-			if (i + 1 >= argc || latch_parse_uint(argv[i + 1], 1, 31536000, &for_s)) {
-				rc = latch_err(LATCH_EXIT_USAGE, "--for needs a number of seconds from 1 to 31536000");
+			if (i + 1 >= argc) {
+				rc = latch_err(LATCH_EXIT_USAGE, "--for needs a duration (60, 90s, 5m, 1h, 7d)");
+				goto out;
+			}
+			if (latch_parse_seconds("--for", argv[i + 1], 1, EGRESS_FOR_MAX_S, &for_s, err, sizeof(err))) {
+				rc = latch_err(LATCH_EXIT_USAGE, "%s", err);
 				goto out;
 			}
 			i++;

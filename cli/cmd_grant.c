@@ -50,11 +50,12 @@ static int call(json_t *req, json_t **rep)
 /* --for DUR into seconds (the cap is latchd's: grant_max in latch.conf). */
 static int for_seconds(const char *v, uint32_t *out)
 {
-	uint32_t ms;
+	char err[LATCH_ERR_MAX];
 
-	if (!v || latch_parse_duration(v, 1, 86400, &ms))
-		return latch_err(LATCH_EXIT_USAGE, "--for needs a duration: 60, 90s or 5m");
-	*out = ms / 1000;
+	if (!v)
+		return latch_err(LATCH_EXIT_USAGE, "--for needs a duration (60, 90s, 5m, 1h)");
+	if (latch_parse_seconds("--for", v, 1, 86400, out, err, sizeof(err)))
+		return latch_err(LATCH_EXIT_USAGE, "%s", err);
 	return 0;
 }
 

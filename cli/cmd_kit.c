@@ -44,16 +44,24 @@ struct latch_kit *latch_kit_open_cli(const char *name, char *err, size_t errlen)
 
 static int unsafe_secret(const struct latch_kit *kit, char *why, size_t len);
 
-struct latch_kit *latch_kit_open_checked(const char *name, char *err, size_t errlen)
+/*
+ * The one verdict on a loaded kit, for `up`, `attach`, `kits` and `kit
+ * check` alike: a secret_file latchd would refuse makes the kit unusable.
+ * Takes KIT (NULL passes through); NULL with errno and err when refused.
+ */
+static struct latch_kit *kit_verdict(struct latch_kit *kit, char *err, size_t errlen)
 {
-	struct latch_kit *kit = latch_kit_open_cli(name, err, errlen);
-
 	if (kit && unsafe_secret(kit, err, errlen)) {
 		latch_kit_free(kit);
 		errno = EPERM;
 		return NULL;
 	}
 	return kit;
+}
+
+struct latch_kit *latch_kit_open_checked(const char *name, char *err, size_t errlen)
+{
+	return kit_verdict(latch_kit_open_cli(name, err, errlen), err, errlen);
 }
 
 /* ---- what a kit gives, as JSON */
@@ -186,9 +194,10 @@ int cmd_kits(int argc, char **argv)
 {
 	char dir[PATH_MAX], err[LATCH_ERR_MAX], net[1024];
 	struct latch_kit_opts o = kit_opts(dir, sizeof(dir));
+	char first_err[LATCH_ERR_MAX] = "";
 	struct latch_kit_info *list;
 	json_t *out, *arr;
-	int n, rc = LATCH_EXIT_OK;
+	int n, n_bad = 0, rc = LATCH_EXIT_OK;
 
 	if (argc > 1)
 		return latch_err(LATCH_EXIT_USAGE, "usage: latch kits");
@@ -198,17 +207,22 @@ int cmd_kits(int argc, char **argv)
 	if (!latch_json)
 		printf("%-10s %-*s %-9s %-8s %s\n", "KIT", NETWORK_WIDTH, "NETWORK", "KEYS", "SECRETS", "DESCRIPTION");
 	for (int i = 0; i < n; i++) {
-		struct latch_kit *kit = latch_kit_load(list[i].name, &o, err, sizeof(err));
+		struct latch_kit *kit =
+			kit_verdict(latch_kit_load(list[i].name, &o, err, sizeof(err)), err, sizeof(err));
 		json_t *k;
 
 		if (!kit) {
 			/* a file that doesn't load takes its built-in's place all the same: `up` would refuse it */
 			rc = LATCH_EXIT_FAILED;
-			if (!latch_json) {
+			if (!n_bad++)
+				snprintf(first_err, sizeof(first_err), "%s", err);
+			if (!latch_json && list[i].file)
 				printf("%-10s %-*s %-9s %-8s INVALID: see `latch kit check %s/%s.yaml`\n", list[i].name,
 				       NETWORK_WIDTH, "-", "-", "-", dir, list[i].name);
+			else if (!latch_json)
+				printf("%-10s %-*s %-9s %-8s INVALID\n", list[i].name, NETWORK_WIDTH, "-", "-", "-");
+			if (!latch_json)
 				fprintf(stderr, "latch: %s\n", err);
-			}
 			json_array_append_new(arr, json_pack("{s:s, s:b, s:b, s:s}", "name", list[i].name, "builtin",
 							     list[i].builtin, "file", list[i].file, "error", err));
 			continue;
@@ -232,6 +246,9 @@ int cmd_kits(int argc, char **argv)
 		       dir);
 	out = json_pack("{s:s, s:o}", "dir", dir, "kits", arr);
 	latch_json_out(out);
+	/* a failed --json document says why at the top, as every command's does (text said it per kit) */
+	if (n_bad && latch_json)
+		latch_err(rc, "%d kit%s would be refused: %s", n_bad, n_bad > 1 ? "s" : "", first_err);
 	return rc;
 }
 
@@ -330,15 +347,11 @@ static int kit_check(const char *path)
 {
 	char dir[PATH_MAX], err[LATCH_ERR_MAX];
 	struct latch_kit_opts o = kit_opts(dir, sizeof(dir));
-	struct latch_kit *kit = latch_kit_load_file(path, &o, err, sizeof(err));
+	struct latch_kit *kit = kit_verdict(latch_kit_load_file(path, &o, err, sizeof(err)), err, sizeof(err));
 	json_t *out;
 
 	if (!kit)
 		return latch_err(errno == ENOMEM ? LATCH_EXIT_FAILED : LATCH_EXIT_USAGE, "%s", err);
-	if (unsafe_secret(kit, err, sizeof(err))) {
-		latch_kit_free(kit);
-		return latch_err(LATCH_EXIT_USAGE, "%s", err);
-	}
 	if (!latch_json) {
 		if (kit->warning[0])
 			fprintf(stderr, "latch: warning: %s\n", kit->warning);

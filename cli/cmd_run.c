@@ -38,50 +38,11 @@ enum {
 	RUN_EXIT_NOTFOUND = 127,
 };
 
-/* "5s", "500ms", "2m", "1.5" (seconds) -> ms; 0 on a bad spelling */
-static uint64_t parse_duration(const char *s)
-{
-	char *end;
-	double v = strtod(s, &end);
-
-	if (end == s || v <= 0 || v > 86400 * 7)
-		return 0;
-	if (!*end || !strcmp(end, "s"))
-		return (uint64_t)(v * 1000);
-	if (!strcmp(end, "ms"))
-		return (uint64_t)v;
-	if (!strcmp(end, "m"))
-		return (uint64_t)(v * 60000);
-	return 0;
-}
-
-/* "16384", "16K", "256M", "1G" -> bytes; 0 on a bad spelling */
-static uint64_t parse_size(const char *s)
-{
-	char *end;
-	unsigned long long v;
-
-	if (!isdigit((unsigned char)*s))
-		return 0;
-	v = strtoull(s, &end, 10);
-	switch (toupper((unsigned char)*end)) {
-	case 'K':
-		v <<= 10;
-		end++;
-		break;
-	case 'M':
-		v <<= 20;
-		end++;
-		break;
-	case 'G':
-		v <<= 30;
-		end++;
-		break;
-	}
-	if (*end == 'i' || *end == 'B')
-		end += *end == 'i' && end[1] == 'B' ? 2 : 1;
-	return *end ? 0 : v;
-}
+/* A room's bounds (latch(8), "Durations and sizes" has the grammar) */
+#define RUN_TIMEOUT_MAX_MS (7 * 86400 * 1000ull)
+#define RUN_OUTPUT_LIMIT_MAX (1ull << 30)
+#define RUN_MEMORY_MIN (8ull << 20)
+#define RUN_MEMORY_MAX (64ull << 40)
 
 static int parse_user(const char *s, struct latch_room_opts *o)
 {
@@ -586,29 +547,35 @@ int cmd_run(int argc, char **argv)
 			o.apply = true;
 			break;
 		case 't':
-			if (!(o.timeout_ms = parse_duration(optarg)))
-				return latch_err(RUN_EXIT_LATCH, "--timeout %s: give a duration like 5s, 500ms or 2m",
-						 optarg);
+			if (latch_parse_duration_ms("--timeout", optarg, 1, RUN_TIMEOUT_MAX_MS, &o.timeout_ms, err,
+						    sizeof(err)))
+				return latch_err(RUN_EXIT_LATCH, "%s", err);
 			break;
-		case 'o':
-			if (!(o.output_limit = parse_size(optarg)) || o.output_limit > (1u << 30))
-				return latch_err(RUN_EXIT_LATCH,
-						 "--output-limit %s: give bytes, like 16384 or 64K (at most 1G)",
-						 optarg);
+		case 'o': {
+			uint64_t v;
+
+			if (latch_parse_size("--output-limit", optarg, 1, 1, RUN_OUTPUT_LIMIT_MAX, &v, err,
+					     sizeof(err)))
+				return latch_err(RUN_EXIT_LATCH, "%s", err);
+			o.output_limit = v;
 			break;
+		}
 		case 'm':
-			if ((o.memory = parse_size(optarg)) < (8u << 20))
-				return latch_err(RUN_EXIT_LATCH,
-						 "--memory %s: give bytes of at least 8M, like 256M or 1G", optarg);
+			if (latch_parse_size("--memory", optarg, 1, RUN_MEMORY_MIN, RUN_MEMORY_MAX, &o.memory, err,
+					     sizeof(err)))
+				return latch_err(RUN_EXIT_LATCH, "%s", err);
 			break;
 		case 'c': {
-			char *end;
-			double v = strtod(optarg, &end);
+			int64_t micros;
 
-			if (*end || v < 0.01 || v > 1024)
-				return latch_err(RUN_EXIT_LATCH, "--cpus %s: give a number of CPUs, like 1 or 0.5",
-						 optarg);
-			o.cpu_milli = (uint32_t)(v * 1000 + 0.5);
+			/* a decimal, never strtod(): it took "nan", "1e0" and "0x1" */
+			if (*optarg == '$' || latch_parse_micros(optarg, 1024 * 1000000ll, &micros) || micros % 1000 ||
+			    micros < 10000)
+				return latch_err(
+					RUN_EXIT_LATCH,
+					"--cpus: '%s' is not a number of CPUs from 0.01 to 1024 (1, 0.5, 2.25)",
+					optarg);
+			o.cpu_milli = (uint32_t)(micros / 1000);
 			break;
 		}
 		case 'n': {

@@ -19,6 +19,7 @@
 #include "budget/budget.h"
 #include "cli/cli.h"
 #include "config/config.h"
+#include "loader/loader.h"
 
 static void fmt_value(int64_t v, bool dollars, char *buf, size_t len)
 {
@@ -125,6 +126,22 @@ static int fee_row(const struct budget_fee *f, void *arg)
 	return 0;
 }
 
+/* budget_report()'s callback for known_to_ledger(): stop at NAME's first row. */
+static int is_named(const struct budget_usage *u, void *arg)
+{
+	return !strcmp(u->sandbox, arg);
+}
+
+/*
+ * Does the ledger hold requests of NAME in the last day?  A sandbox that was
+ * destroyed, or a room that has ended, still has usage there until its
+ * rows leave the window; a name with neither is no sandbox at all.
+ */
+static bool known_to_ledger(struct budget *b, const char *name)
+{
+	return budget_report(b, NULL, is_named, (void *)name) == 1;
+}
+
 int cmd_usage(int argc, char **argv)
 {
 	static const struct option opts[] = { { "prices", no_argument, NULL, 'p' }, { NULL, 0, NULL, 0 } };
@@ -156,6 +173,11 @@ int cmd_usage(int argc, char **argv)
 	if (!b)
 		return latch_err(errno == EACCES || errno == EPERM ? LATCH_EXIT_USAGE : LATCH_EXIT_FAILED, "%s%s", err,
 				 errno == EACCES ? " (the ledger is root's: run it with sudo)" : "");
+	/* like every command: a name that is no sandbox is exit 4, not a table of defaults */
+	if (name && !latch_sandbox_exists(name) && !known_to_ledger(b, name)) {
+		budget_close(b);
+		return latch_err_no_sandbox("sandbox", name);
+	}
 	arr = json_array();
 	if (prices) {
 		if (!latch_json)

@@ -280,10 +280,16 @@ int cmd_up(int argc, char **argv)
 				return latch_err(LATCH_EXIT_USAGE, "unknown image '%s'", optarg);
 			strcpy(o.image, optarg);
 			break;
-		case 'm':
-			if (latch_parse_uint(optarg, 64, 65536, &o.memory_mib))
-				return latch_err(LATCH_EXIT_USAGE, "--memory '%s': give 64..65536 (MiB)", optarg);
+		case 'm': {
+			uint64_t bytes;
+
+			/* a bare number is MiB, as it always was here: --memory 512, --memory 2G */
+			if (latch_parse_size("--memory", optarg, 1 << 20, 64ull << 20, 64ull << 30, &bytes, err,
+					     sizeof(err)))
+				return latch_err(LATCH_EXIT_USAGE, "%s", err);
+			o.memory_mib = (uint32_t)(bytes >> 20);
 			break;
+		}
 		case 'c':
 			if (latch_parse_uint(optarg, 1, 64, &o.cpus))
 				return latch_err(LATCH_EXIT_USAGE, "--cpus '%s': give 1..64", optarg);
@@ -294,10 +300,9 @@ int cmd_up(int argc, char **argv)
 				snprintf(o.workspace, sizeof(o.workspace), "%s", optarg);
 			break;
 		case 't':
-			if (latch_parse_duration(optarg, 1, 3600, &u))
-				return latch_err(LATCH_EXIT_USAGE, "--timeout '%s': give 1s..1h, e.g. 60, 90s or 5m",
-						 optarg);
-			o.boot_timeout_ms = (int)u;
+			if (latch_parse_seconds("--timeout", optarg, 1, 3600, &u, err, sizeof(err)))
+				return latch_err(LATCH_EXIT_USAGE, "%s", err);
+			o.boot_timeout_ms = (int)(u * 1000);
 			break;
 		case 'p':
 			profile = optarg;
@@ -452,9 +457,9 @@ int cmd_down(int argc, char **argv)
 	uint32_t u;
 
 	if (argc == 4 && !strcmp(argv[2], "--timeout")) {
-		if (latch_parse_duration(argv[3], 0, 3600, &u))
-			return latch_err(LATCH_EXIT_USAGE, "--timeout '%s': give 0s..1h, e.g. 15, 30s or 2m", argv[3]);
-		timeout_ms = (int)u;
+		if (latch_parse_seconds("--timeout", argv[3], 0, 3600, &u, err, sizeof(err)))
+			return latch_err(LATCH_EXIT_USAGE, "%s", err);
+		timeout_ms = (int)(u * 1000);
 		argc = 2;
 	}
 	rc = one_name(argc, argv, 0, "down");
@@ -612,8 +617,9 @@ static int command_args(int argc, char **argv, const char *what, uint32_t *timeo
 	if (latch_parse_name(argv[1], err, sizeof(err)))
 		return latch_err(code, "%s", err);
 	if (i + 1 < argc && !strcmp(argv[i], "--timeout")) {
-		if (latch_parse_duration(argv[i + 1], 1, 86400, timeout_ms))
-			return latch_err(code, "--timeout '%s': give 1s..24h, e.g. 60, 90s or 5m", argv[i + 1]);
+		if (latch_parse_seconds("--timeout", argv[i + 1], 1, 86400, timeout_ms, err, sizeof(err)))
+			return latch_err(code, "%s", err);
+		*timeout_ms *= 1000;
 		i += 2;
 	}
 	if (i >= argc || strcmp(argv[i], "--"))

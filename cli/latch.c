@@ -55,13 +55,13 @@ const struct latch_cmd latch_cmds[] = {
 	{ "detach", cmd_detach, "detach NAME", "take enforcement off a link and remove its pins", NULL,
 	  "latch detach box1" },
 	{ "egress", cmd_egress,
-	  "egress NAME allow ENTRY... [--for SECONDS]\n"
+	  "egress NAME allow ENTRY... [--for DUR]\n"
 	  "       egress NAME revoke ENTRY...\n"
 	  "       egress NAME show\n"
 	  "       egress NAME profile [PROFILE]",
 	  "change or show what a sandbox may reach; ENTRY is ADDR|CIDR[:PORTS][/tcp|udp|icmp]; "
 	  "profile lists the profiles (* active) or switches to one (through latchd)",
-	  "--for SECONDS\twith allow: the entries expire after SECONDS, in the kernel",
+	  "--for DUR\twith allow: the entries expire after DUR (600, 10m, 1h, 7d), in the kernel",
 	  "latch egress box1 allow 203.0.113.10:443 --for 600\n"
 	  "latch eg box1 s\n"
 	  "latch egress box1 profile research",
@@ -85,7 +85,7 @@ const struct latch_cmd latch_cmds[] = {
 	{ "status", cmd_status, "status [NAME]", "what the kernel enforces now, read back from it", NULL,
 	  "latch status\nlatch --json status box1" },
 	{ "up", cmd_up,
-	  "up NAME [--kit K] [--profile P] [--image I] [--memory MiB] [--cpus N] [--workspace DIR]\n"
+	  "up NAME [--kit K] [--profile P] [--image I] [--memory SIZE] [--cpus N] [--workspace DIR]\n"
 	  "          [--timeout DUR] [--keep-on-failure]",
 	  "start a VM sandbox: tap, enforcement verified, routing, then the guest; prints each step on stderr and "
 	  "the observed posture; DUR (60, 90s, 5m) runs from the domain start to the agent's answer (default 60s "
@@ -95,10 +95,10 @@ const struct latch_cmd latch_cmds[] = {
 	  "--kit K\ta kit (docs/kits.md); the guest gets its URLs and placeholders, latchd its keys\n"
 	  "--profile P\tthe egress profile (default: the one stored for NAME, else latch.conf's `profile`)\n"
 	  "--image I\tthe guest image: default or debian\n"
-	  "--memory MiB\tguest memory, 64..65536 (default 256)\n"
+	  "--memory SIZE\tguest memory, 64M..64G; a bare number is MiB (512, 2G; default 256)\n"
 	  "--cpus N\tguest CPUs, 1..64 (default 1)\n"
 	  "--workspace DIR\ta host directory shared with the guest at /workspace (9p)\n"
-	  "--timeout DUR\tfrom the domain start to the agent's answer (60, 90s, 5m)\n"
+	  "--timeout DUR\tfrom the domain start to the agent's answer (60, 90s, 5m; at most 1h)\n"
 	  "--keep-on-failure\ta guest that did not boot stays, still filtered, for inspection",
 	  "latch up agent1 --memory 512 --workspace /srv/agent1\n"
 	  "latch up agent1 --image debian --profile dev --timeout 5m\n"
@@ -164,10 +164,10 @@ const struct latch_cmd latch_cmds[] = {
 	  "--kit K\ta kit's network and keys for the room, served by latchd (which must run)\n"
 	  "--workspace DIR[:rw]\tDIR at /workspace, read-only unless :rw (changes are shown, not applied)\n"
 	  "--apply\twith DIR:rw, write the room's changes back into DIR\n"
-	  "--timeout DUR\tthe deadline (5s, 500ms, 2m; default 5s)\n"
-	  "--output-limit N\tbytes of output kept (16384, 64K; default 16K)\n"
-	  "--memory M\tmemory limit (256M, 1G)\n"
-	  "--cpus C\tCPU limit (1, 0.5)\n"
+	  "--timeout DUR\tthe deadline, 1ms..7d (5s, 500ms, 2m, 1h; default 5s)\n"
+	  "--output-limit N\tbytes of output kept, up to 1G (16384, 64K; default 16K)\n"
+	  "--memory M\tmemory limit, 8M..64T (256M, 1G)\n"
+	  "--cpus C\tCPU limit, 0.01..1024 (1, 0.5)\n"
 	  "--pids N\tprocess limit\n"
 	  "--user U\troot, a user name or UID[:GID] (default: nobody)\n"
 	  "--env NAME=VALUE\tan environment variable for CMD (repeat)\n"

@@ -133,37 +133,6 @@ int latch_parse_micros(const char *s, int64_t max, int64_t *out)
 	return 0;
 }
 
-int latch_parse_duration(const char *s, uint32_t min_s, uint32_t max_s, uint32_t *ms)
-{
-	static const struct {
-		char unit;
-		uint32_t secs;
-	} units[] = { { 's', 1 }, { 'm', 60 }, { 'h', 3600 } };
-	uint32_t mult = 1, n;
-	char num[16];
-	size_t len = strlen(s);
-	int r;
-
-	if (!len || len >= sizeof(num))
-		return -EINVAL;
-	memcpy(num, s, len + 1);
-	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
-		if (num[len - 1] == units[i].unit) {
-			mult = units[i].secs;
-			num[len - 1] = '\0';
-		}
-	for (char *c = num; *c; c++)
-		if (!isdigit((unsigned char)*c))
-			return -EINVAL;
-	r = latch_parse_uint(num, 0, UINT32_MAX / 1000, &n);
-	if (r)
-		return r;
-	if ((uint64_t)n * mult < min_s || (uint64_t)n * mult > max_s)
-		return -ERANGE;
-	*ms = n * mult * 1000;
-	return 0;
-}
-
 int latch_parse_name(const char *s, char *err, size_t errlen)
 {
 	size_t n = strlen(s);

@@ -83,6 +83,8 @@ enum latch_kv_type {
 	LATCH_KV_ADDR6, /* struct latch_addr at offset, IPv6 */
 	LATCH_KV_MAC, /* uint8_t[6] at offset */
 	LATCH_KV_CUSTOM, /* parse() decides */
+	LATCH_KV_SECONDS, /* uint32_t seconds at offset, min..max: a duration (60, 90s, 5m, 1h) */
+	LATCH_KV_MIB, /* uint32_t MiB at offset, min..max MiB: a size (32, 512M, 1G) */
 };
 
 /*
@@ -94,7 +96,7 @@ struct latch_kv_key {
 	const char *name;
 	enum latch_kv_type type;
 	size_t offset, size; /* of the field in the struct */
-	uint32_t min, max; /* LATCH_KV_UINT */
+	uint32_t min, max; /* LATCH_KV_UINT, LATCH_KV_SECONDS, LATCH_KV_MIB */
 	/* LATCH_KV_CUSTOM: store value into obj, or return -EINVAL with a line in msg */
 	int (*parse)(void *obj, const char *value, char *msg, size_t msglen);
 	/* LATCH_KV_CUSTOM, for latch_kv_write(): print the value (nothing: key left out) */
@@ -110,6 +112,14 @@ struct latch_kv_key {
 #define LATCH_KV_U32(key, type, field, lo, hi, help)                                      \
 	{                                                                                 \
 		key, LATCH_KV_UINT, LATCH_KV_FIELD(type, field), lo, hi, NULL, NULL, help \
+	}
+#define LATCH_KV_SECS(key, type, field, lo, hi)                                              \
+	{                                                                                    \
+		key, LATCH_KV_SECONDS, LATCH_KV_FIELD(type, field), lo, hi, NULL, NULL, NULL \
+	}
+#define LATCH_KV_MIBS(key, type, field, lo, hi)                                          \
+	{                                                                                \
+		key, LATCH_KV_MIB, LATCH_KV_FIELD(type, field), lo, hi, NULL, NULL, NULL \
 	}
 #define LATCH_KV_A4(key, type, field)                                                                 \
 	{                                                                                             \
@@ -137,11 +147,13 @@ struct latch_kv_key {
  * Read path into obj (which the caller has filled with defaults): blank lines
  * and '#' lines are skipped, every other line is `key = value`.  Unknown keys
  * (without LATCH_KV_UNKNOWN_OK), repeated keys and bad values are refused
- * with `FILE:LINE: ...`.  Returns 0, -ENOENT (no file; err untouched), or
- * -EINVAL/-EPERM with a line in err.
+ * with `FILE:LINE: ...`; an unknown key's line offers the nearest known key
+ * and points at doc, the format's man page ("latch.conf(5)"; NULL: it lists
+ * the keys).  Returns 0, -ENOENT (no file; err untouched), or -EINVAL/-EPERM
+ * with a line in err.
  */
-int latch_kv_read(const char *path, const struct latch_kv_key *keys, int n_keys, unsigned flags, void *obj, char *err,
-		  size_t errlen);
+int latch_kv_read(const char *path, const struct latch_kv_key *keys, int n_keys, unsigned flags, const char *doc,
+		  void *obj, char *err, size_t errlen);
 /*
  * Write obj as `key = value` lines under a '#' header line, atomically
  * (latch_write_atomic).  Empty strings and unset addresses are left out.
@@ -187,11 +199,36 @@ int latch_parse_uint(const char *s, uint32_t min, uint32_t max, uint32_t *out);
  * million tokens), so no float ever holds an amount.  0, -EINVAL or -ERANGE.
  */
 int latch_parse_micros(const char *s, int64_t max, int64_t *out);
+
 /*
- * A duration as the command line writes it: 60 (seconds), 90s, 5m or 2h,
- * from min_s to max_s seconds, into milliseconds.  0, -EINVAL or -ERANGE.
+ * Durations and sizes: one grammar each, for every option, latch.conf key
+ * and kit field (latch(8), "Durations and sizes").  A value is decimal
+ * digits and at most one unit: no sign, blank, fraction, hex, exponent, nan
+ * or inf, and a value too large for 64 bits is -ERANGE, never wrapped.
+ *
+ * A duration: N (seconds), Nms, Ns, Nm, Nh or Nd.  latch_parse_duration_ms()
+ * is for the fields where a part of a second means something (a room's
+ * deadline); latch_parse_seconds() refuses one ("1500ms").  Each writes
+ * `WHAT: 'S' is not a duration (60, 90s, 5m, 1h)` or `WHAT: 'S' is out of
+ * range; give MIN to MAX` in err.  0, -EINVAL or -ERANGE.
  */
+int latch_parse_duration_ms(const char *what, const char *s, uint64_t min_ms, uint64_t max_ms, uint64_t *ms, char *err,
+			    size_t errlen);
+int latch_parse_seconds(const char *what, const char *s, uint32_t min_s, uint32_t max_s, uint32_t *secs, char *err,
+			size_t errlen);
+/* latch_parse_seconds() into milliseconds, without a message (max_s at most 49 days). */
 int latch_parse_duration(const char *s, uint32_t min_s, uint32_t max_s, uint32_t *ms);
+/*
+ * A size: N, or N followed by K, M, G or T (either case; binary: 1K is
+ * 1024).  A bare N counts in UNIT bytes (1, or 1 << 20 for a key in MiB),
+ * and a value must be a whole number of UNITs.  Into bytes, min..max, with
+ * the same kind of line in err.  0, -EINVAL or -ERANGE.
+ */
+int latch_parse_size(const char *what, const char *s, uint64_t unit, uint64_t min, uint64_t max, uint64_t *bytes,
+		     char *err, size_t errlen);
+/* 90000 -> "90s", 3600000 -> "1h"; 1 << 30 -> "1G": the largest unit that is exact. */
+void latch_format_duration(uint64_t ms, char *buf, size_t len);
+void latch_format_size(uint64_t bytes, char *buf, size_t len);
 /* A sandbox name: 1-LATCH_NAME_MAX characters of a-z, 0-9 and '-'. */
 int latch_parse_name(const char *s, char *err, size_t errlen);
 /*

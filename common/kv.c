@@ -67,22 +67,111 @@ static int set_value(const struct latch_kv_key *k, void *obj, const char *v, cha
 		return latch_parse_mac(v, (uint8_t *)field, msg, msglen);
 	case LATCH_KV_CUSTOM:
 		return k->parse(obj, v, msg, msglen);
+	case LATCH_KV_SECONDS:
+		return latch_parse_seconds(k->name, v, k->min, k->max, (uint32_t *)field, msg, msglen) ? -EINVAL : 0;
+	case LATCH_KV_MIB: {
+		uint64_t bytes;
+
+		if (latch_parse_size(k->name, v, 1 << 20, (uint64_t)k->min << 20, (uint64_t)k->max << 20, &bytes, msg,
+				     msglen))
+			return -EINVAL;
+		*(uint32_t *)field = (uint32_t)(bytes >> 20);
+		return 0;
+	}
 	}
 	return -EINVAL;
 }
 
+#define KEY_NAME_MAX 64
+
+/*
+ * The optimal string alignment distance of a and b (an edit, or two letters
+ * swapped, costs one), or KEY_NAME_MAX + 1 when either is longer.
+ */
+static int key_distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	int d[KEY_NAME_MAX + 1][KEY_NAME_MAX + 1];
+
+	if (la > KEY_NAME_MAX || lb > KEY_NAME_MAX)
+		return KEY_NAME_MAX + 1;
+	for (size_t i = 0; i <= la; i++)
+		d[i][0] = (int)i;
+	for (size_t j = 0; j <= lb; j++)
+		d[0][j] = (int)j;
+	for (size_t i = 1; i <= la; i++)
+		for (size_t j = 1; j <= lb; j++) {
+			int best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+
+			if (d[i - 1][j] + 1 < best)
+				best = d[i - 1][j] + 1;
+			if (d[i][j - 1] + 1 < best)
+				best = d[i][j - 1] + 1;
+			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+			    d[i - 2][j - 2] + 1 < best)
+				best = d[i - 2][j - 2] + 1;
+			d[i][j] = best;
+		}
+	return d[la][lb];
+}
+
+/*
+ * The known key nearest to key, or NULL when none is near enough to be the
+ * one meant: within a third of its length (two edits for a short key), so
+ * that 'pool' is never offered for 'zzz'.
+ */
+static const char *nearest_key(const char *key, const struct latch_kv_key *keys, int n)
+{
+	int limit = strlen(key) / 3 > 2 ? (int)strlen(key) / 3 : 2, best = limit + 1;
+	const char *near = NULL;
+
+	for (int i = 0; i < n; i++) {
+		int dist = key_distance(key, keys[i].name);
+
+		if (dist < best) {
+			best = dist;
+			near = keys[i].name;
+		}
+	}
+	return near;
+}
+
+/* The keys, whole: a list that does not fit ends with ", ..." rather than in the middle of a name. */
 static void known_keys(const struct latch_kv_key *keys, int n, char *buf, size_t len)
 {
 	size_t off = 0;
 
 	buf[0] = '\0';
-	for (int i = 0; i < n && off < len; i++)
+	for (int i = 0; i < n; i++) {
+		size_t need = strlen(keys[i].name) + (i ? 2 : 0);
+
+		if (off + need + sizeof(", ...") > len) {
+			snprintf(buf + off, len - off, ", ...");
+			return;
+		}
 		off += snprintf(buf + off, len - off, "%s%s", i ? ", " : "", keys[i].name);
+	}
+}
+
+static int unknown_key(const char *key, const struct latch_kv_key *keys, int n_keys, const char *doc, char *msg,
+		       size_t msglen)
+{
+	const char *near = nearest_key(key, keys, n_keys);
+	char known[LATCH_ERR_MAX / 2];
+
+	if (near && doc)
+		return latch_errf(msg, msglen, -EINVAL, "unknown key '%s' (did you mean '%s'? see %s)", key, near, doc);
+	if (near)
+		return latch_errf(msg, msglen, -EINVAL, "unknown key '%s' (did you mean '%s'?)", key, near);
+	if (doc)
+		return latch_errf(msg, msglen, -EINVAL, "unknown key '%s' (see %s for the keys)", key, doc);
+	known_keys(keys, n_keys, known, sizeof(known));
+	return latch_errf(msg, msglen, -EINVAL, "unknown key '%s'; known: %s", key, known);
 }
 
 /* One line: 0 to go on, or -EINVAL with the message in msg. */
-static int read_line(char *line, const struct latch_kv_key *keys, int n_keys, unsigned flags, bool *seen, void *obj,
-		     char *msg, size_t msglen)
+static int read_line(char *line, const struct latch_kv_key *keys, int n_keys, unsigned flags, const char *doc,
+		     bool *seen, void *obj, char *msg, size_t msglen)
 {
 	char *s = trim(line), *eq, *key, *val, *hash;
 	int k;
@@ -101,22 +190,16 @@ static int read_line(char *line, const struct latch_kv_key *keys, int n_keys, un
 	for (k = 0; k < n_keys; k++)
 		if (!strcmp(key, keys[k].name))
 			break;
-	if (k == n_keys) {
-		char known[LATCH_ERR_MAX / 2];
-
-		if (flags & LATCH_KV_UNKNOWN_OK)
-			return 0;
-		known_keys(keys, n_keys, known, sizeof(known));
-		return latch_errf(msg, msglen, -EINVAL, "unknown key '%s'; known: %s", key, known);
-	}
+	if (k == n_keys)
+		return flags & LATCH_KV_UNKNOWN_OK ? 0 : unknown_key(key, keys, n_keys, doc, msg, msglen);
 	if (seen[k])
 		return latch_errf(msg, msglen, -EINVAL, "'%s' given twice", key);
 	seen[k] = true;
 	return set_value(&keys[k], obj, val, msg, msglen);
 }
 
-int latch_kv_read(const char *path, const struct latch_kv_key *keys, int n_keys, unsigned flags, void *obj, char *err,
-		  size_t errlen)
+int latch_kv_read(const char *path, const struct latch_kv_key *keys, int n_keys, unsigned flags, const char *doc,
+		  void *obj, char *err, size_t errlen)
 {
 	bool seen[MAX_KEYS] = { false };
 	char line[LINE_MAX_LEN], msg[LATCH_ERR_MAX];
@@ -153,7 +236,7 @@ int latch_kv_read(const char *path, const struct latch_kv_key *keys, int n_keys,
 		if (!strchr(line, '\n') && !feof(f))
 			ret = latch_errf_at(err, errlen, -EINVAL, path, lineno, "line longer than %zu characters",
 					    sizeof(line) - 2);
-		else if (read_line(line, keys, n_keys, flags, seen, obj, msg, sizeof(msg)))
+		else if (read_line(line, keys, n_keys, flags, doc, seen, obj, msg, sizeof(msg)))
 			ret = latch_errf_at(err, errlen, -EINVAL, path, lineno, "%s", msg);
 	}
 	if (!ret && ferror(f))
@@ -175,6 +258,8 @@ static void print_value(FILE *f, const struct latch_kv_key *k, const void *obj)
 			fprintf(f, "%s = %s\n", k->name, field);
 		break;
 	case LATCH_KV_UINT:
+	case LATCH_KV_SECONDS: /* a bare number: seconds, or MiB, in each grammar */
+	case LATCH_KV_MIB:
 		fprintf(f, "%s = %u\n", k->name, *(const uint32_t *)field);
 		break;
 	case LATCH_KV_ADDR4:

@@ -150,33 +150,6 @@ static int parse_images(void *obj, const char *v, char *msg, size_t msglen)
 	return 0;
 }
 
-/* A grant's durations: 60, 90s, 5m, 1h as the command line writes them, 1 s to 1 h. */
-static int grant_seconds(const char *key, const char *v, uint32_t *out, char *msg, size_t msglen)
-{
-	uint32_t ms;
-
-	if (latch_parse_duration(v, 1, 3600, &ms))
-		return latch_errf(msg, msglen, -EINVAL, "%s '%s' must be a duration from 1 s to 1 h: 60, 90s, 5m", key,
-				  v);
-	*out = ms / 1000;
-	return 0;
-}
-
-static int parse_grant_default(void *obj, const char *v, char *msg, size_t msglen)
-{
-	return grant_seconds("grant_default", v, &((struct latch_conf *)obj)->grant_default, msg, msglen);
-}
-
-static int parse_grant_max(void *obj, const char *v, char *msg, size_t msglen)
-{
-	return grant_seconds("grant_max", v, &((struct latch_conf *)obj)->grant_max, msg, msglen);
-}
-
-static int parse_grant_ask_wait(void *obj, const char *v, char *msg, size_t msglen)
-{
-	return grant_seconds("grant_ask_wait", v, &((struct latch_conf *)obj)->grant_ask_wait, msg, msglen);
-}
-
 /* The notifier runs as root with every ask: an absolute path, run as it is (no shell, no arguments). */
 static int parse_notify_command(void *obj, const char *v, char *msg, size_t msglen)
 {
@@ -310,31 +283,30 @@ static const struct latch_kv_key conf_keys[] = {
 		     "a number in 1..32765 (before the main table's rule)"),
 	LATCH_KV_FN("images", parse_images, NULL),
 	LATCH_KV_FN("dns_upstream", parse_upstreams, NULL),
-	LATCH_KV_U32("dns_ttl_min", struct latch_conf, dns_ttl_min, 1, 86400, "seconds, 1..86400"),
-	LATCH_KV_U32("dns_ttl_max", struct latch_conf, dns_ttl_max, 1, 86400, "seconds, 1..86400"),
+	LATCH_KV_SECS("dns_ttl_min", struct latch_conf, dns_ttl_min, 1, 86400),
+	LATCH_KV_SECS("dns_ttl_max", struct latch_conf, dns_ttl_max, 1, 86400),
 	LATCH_KV_FN("profile", parse_profile, NULL),
-	LATCH_KV_U32("backup_interval", struct latch_conf, backup_interval, 0, 86400,
-		     "seconds, 0..86400 (0: only on down)"),
+	LATCH_KV_SECS("backup_interval", struct latch_conf, backup_interval, 0, 86400), /* 0: only on down */
 	/* 53 is the resolver's, and below 1024 a port is some system service's */
 	LATCH_KV_U32("broker_port", struct latch_conf, broker_port, 1024, 65535, "a TCP port, 1024..65535"),
-	LATCH_KV_U32("broker_body_max", struct latch_conf, broker_body_max, 1, 1024, "MiB, 1..1024"),
-	LATCH_KV_U32("broker_metered_hold_max", struct latch_conf, broker_metered_hold_max, 1, 4095, "MiB, 1..4095"),
+	LATCH_KV_MIBS("broker_body_max", struct latch_conf, broker_body_max, 1, 1024),
+	LATCH_KV_MIBS("broker_metered_hold_max", struct latch_conf, broker_metered_hold_max, 1, 4095),
 	LATCH_KV_FN("budget_requests_per_hour", parse_rph, NULL),
 	LATCH_KV_FN("budget_requests_per_day", parse_rpd, NULL),
 	LATCH_KV_FN("budget_dollars_per_day", parse_dpd, NULL),
 	LATCH_KV_FN("budget_host_requests_per_hour", parse_host_rph, NULL),
 	LATCH_KV_FN("budget_host_requests_per_day", parse_host_rpd, NULL),
 	LATCH_KV_FN("budget_host_dollars_per_day", parse_host_dpd, NULL),
-	LATCH_KV_FN("grant_default", parse_grant_default, NULL),
-	LATCH_KV_FN("grant_max", parse_grant_max, NULL),
+	LATCH_KV_SECS("grant_default", struct latch_conf, grant_default, 1, 3600),
+	LATCH_KV_SECS("grant_max", struct latch_conf, grant_max, 1, 3600),
 	LATCH_KV_U32("grants_per_hour", struct latch_conf, grants_per_hour, 0, 1000, "a number of grants, 0..1000"),
-	LATCH_KV_FN("grant_ask_wait", parse_grant_ask_wait, NULL),
+	LATCH_KV_SECS("grant_ask_wait", struct latch_conf, grant_ask_wait, 1, 3600),
 	LATCH_KV_U32("grant_asks_per_hour", struct latch_conf, grant_asks_per_hour, 0, 1000,
 		     "a number of asks, 0..1000 (0: the sandbox may not ask)"),
 	LATCH_KV_U32("grant_asks_pending", struct latch_conf, grant_asks_pending, 1, 100, "a number of asks, 1..100"),
 	LATCH_KV_FN("notify_command", parse_notify_command, NULL),
 	LATCH_KV_FN("notify_url", parse_notify_url, NULL),
-	LATCH_KV_U32("notify_timeout", struct latch_conf, notify_timeout, 1, 120, "seconds, 1..120"),
+	LATCH_KV_SECS("notify_timeout", struct latch_conf, notify_timeout, 1, 120),
 	LATCH_KV_U32("notify_retries", struct latch_conf, notify_retries, 0, 5, "a number of retries, 0..5"),
 };
 
@@ -366,7 +338,7 @@ int latch_conf_parse_file(const char *path, struct latch_conf *c, char *err, siz
 
 	conf_defaults(c);
 	ret = latch_kv_read(path, conf_keys, sizeof(conf_keys) / sizeof(conf_keys[0]),
-			    LATCH_KV_SAFE_FILE | LATCH_KV_TRAILING_COMMENT, c, err, errlen);
+			    LATCH_KV_SAFE_FILE | LATCH_KV_TRAILING_COMMENT, "latch.conf(5)", c, err, errlen);
 	if (ret)
 		return ret;
 	snprintf(c->path, sizeof(c->path), "%s", path);

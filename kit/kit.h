@@ -196,7 +196,11 @@ int latch_kit_dir(char *buf, size_t len);
  * ELOOP (an unsafe file or a link), EFBIG, ENOMEM.
  */
 struct latch_kit *latch_kit_load(const char *name, const struct latch_kit_opts *opts, char *err, size_t errlen);
-/* One file (what `latch kit check FILE` reads), under the same file checks. */
+/*
+ * One file (what `latch kit check FILE` reads), through the reader
+ * latch_kit_load() uses: a file in the kits directory must carry its file's
+ * name, as there; elsewhere a kit without `name:` takes the file's.
+ */
 struct latch_kit *latch_kit_load_file(const char *path, const struct latch_kit_opts *opts, char *err, size_t errlen);
 /*
  * Pure: LEN bytes of YAML named SOURCE in messages.  DEFAULT_NAME is the

@@ -153,22 +153,67 @@ static void name_of_path(const char *path, char *buf, size_t len)
 	snprintf(buf, len, "%.*s", (int)n, base);
 }
 
-struct latch_kit *latch_kit_load_file(const char *path, const struct latch_kit_opts *opts, char *err, size_t errlen)
+/*
+ * The one reader of a kit file: the file checks, the parse, the checks, and
+ * when the file stands in the kits directory (NAME is then the name `up`
+ * looks it up by) its name.  `latch kits`, `latch kit check` and `latch up`
+ * all come here, so they can't give one file two verdicts.  0 with *out, or
+ * -errno with a line in err; -ENOENT, without a line, only when there is no
+ * file (a kit that names a missing file is another error, never a fallback).
+ */
+static int load_path(const char *path, const char *name, bool in_dir, const struct latch_kit_opts *opts,
+		     struct latch_kit **out, char *err, size_t errlen)
 {
-	char name[PATH_MAX], *text;
 	struct latch_kit *kit;
+	char *text;
 	size_t len;
 	int ret = kit_read_checked(path, LATCH_FILE_CONFIG, LATCH_KIT_FILE_MAX, &text, &len, err, errlen);
 
-	if (ret == -ENOENT)
-		latch_errf_at(err, errlen, ret, path, 0, "no such file");
-	if (ret) {
-		errno = -ret;
-		return NULL;
-	}
-	name_of_path(path, name, sizeof(name));
+	*out = NULL;
+	if (ret)
+		return ret;
 	kit = latch_kit_parse(text, len, path, name, opts, err, errlen);
 	free(text);
+	if (!kit)
+		return errno == ENOENT ? -EINVAL : -errno;
+	if (in_dir && strcmp(kit->name, name)) {
+		latch_errf_at(err, errlen, -EINVAL, path, 0,
+			      "name \"%s\" is not the file's name; write name: %s, or rename the file to %s%s",
+			      kit->name, name, kit->name, KIT_EXT);
+		latch_kit_free(kit);
+		return -EINVAL;
+	}
+	*out = kit;
+	return 0;
+}
+
+/* Is PATH a file of the kits directory (the one `up` reads)? */
+static bool in_kits_dir(const char *path, const struct latch_kit_opts *opts)
+{
+	char dir[PATH_MAX], file_dir[PATH_MAX], real_dir[PATH_MAX], real_file_dir[PATH_MAX];
+	const char *slash = strrchr(path, '/');
+
+	if (opts && opts->dir)
+		snprintf(dir, sizeof(dir), "%s", opts->dir);
+	else if (latch_kit_dir(dir, sizeof(dir)))
+		return false;
+	snprintf(file_dir, sizeof(file_dir), "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
+	if (slash == path)
+		snprintf(file_dir, sizeof(file_dir), "/");
+	return realpath(dir, real_dir) && realpath(file_dir, real_file_dir) && !strcmp(real_dir, real_file_dir);
+}
+
+struct latch_kit *latch_kit_load_file(const char *path, const struct latch_kit_opts *opts, char *err, size_t errlen)
+{
+	char name[PATH_MAX];
+	struct latch_kit *kit;
+	int ret;
+
+	name_of_path(path, name, sizeof(name));
+	ret = load_path(path, name, in_kits_dir(path, opts), opts, &kit, err, errlen);
+	if (ret == -ENOENT)
+		latch_errf_at(err, errlen, ret, path, 0, "no such file");
+	errno = -ret;
 	return kit;
 }
 
@@ -189,10 +234,9 @@ static void kit_names(const char *dir, char *buf, size_t len)
 
 struct latch_kit *latch_kit_load(const char *name, const struct latch_kit_opts *opts, char *err, size_t errlen)
 {
-	char dirbuf[PATH_MAX], path[PATH_MAX + LATCH_KIT_NAME_MAX + 8], names[512], *text;
+	char dirbuf[PATH_MAX], path[PATH_MAX + LATCH_KIT_NAME_MAX + 8], names[512];
 	const char *dir = opts && opts->dir ? opts->dir : NULL, *builtin;
 	struct latch_kit *kit;
-	size_t len;
 	int ret;
 
 	if (latch_parse_file_name("kit", name, err, errlen)) {
@@ -208,23 +252,10 @@ struct latch_kit *latch_kit_load(const char *name, const struct latch_kit_opts *
 		dir = dirbuf;
 	}
 	snprintf(path, sizeof(path), "%s/%s%s", dir, name, KIT_EXT);
-	ret = kit_read_checked(path, LATCH_FILE_CONFIG, LATCH_KIT_FILE_MAX, &text, &len, err, errlen);
-	if (!ret) {
-		kit = latch_kit_parse(text, len, path, name, opts, err, errlen);
-		free(text);
-		if (kit && strcmp(kit->name, name)) {
-			latch_errf_at(err, errlen, -EINVAL, path, 0,
-				      "name \"%s\" is not the file's name; write name: %s, or rename the file to %s%s",
-				      kit->name, name, kit->name, KIT_EXT);
-			latch_kit_free(kit);
-			errno = EINVAL;
-			return NULL;
-		}
-		return kit;
-	}
+	ret = load_path(path, name, true, opts, &kit, err, errlen);
 	if (ret != -ENOENT) {
 		errno = -ret;
-		return NULL;
+		return kit;
 	}
 	builtin = builtin_text(name);
 	if (!builtin) {

@@ -77,6 +77,32 @@ check_eq "exec with a bad option: 125" "$(code exec nosuch --timeout x -- true)"
 check_eq "exec without --: 125" "$(code exec nosuch true)" 125
 check_eq "task of no sandbox: 125" "$(code task nosuch -- true)" 125
 check_eq "control: run relays the command's status" "$(code run -- sh -c 'exit 7')" 7
+# Invariant: a name that is no sandbox is exit 4 for usage too (it printed a table of defaults, exit 0)
+check_eq "usage of no sandbox: 4" "$(code usage nosuch)" 4
+check "... with the one no-sandbox line" bash -c "latch --json usage nosuch | jq -e '.exit == 4 and (.error | test(\"no sandbox .nosuch.\"))' >/dev/null"
+check_eq "control: usage of the sandbox: 0" "$(code usage "$N")" 0
+check_eq "control: usage with no name: 0" "$(code usage)" 0
+
+# --- one duration and one size grammar (latch(8), "Durations and sizes") -----------
+# Invariant: 1h means the same to every command, and nan, hex, exponents and
+# overflow are refused (run's own failures are 125), naming the option and the grammar.
+check_eq "run --timeout 1h is a duration (it was refused)" "$(code run --timeout 1h -- true)" 0
+check_eq "control: run --timeout 500ms" "$(code run --timeout 500ms -- true)" 0
+for bad in nan inf 0x10 1e3 -5 " 5" 99999999999999999999999; do
+	check_eq "run --timeout '$bad' refused, 125" "$(code run --timeout "$bad" -- true)" 125
+done
+rc=0; err=$(latch run --timeout nan -- true 2>&1) || rc=$?
+check_eq "run --timeout nan: one line naming the option and the grammar" "$rc:$err" \
+	"125:latch: --timeout: 'nan' is not a duration (60, 90s, 5m, 1h, 500ms)"
+rc=0; err=$(latch run --memory 17179869185G -- true 2>&1) || rc=$?
+check_eq "run --memory 17179869185G is refused, not wrapped to 1 GiB" "$rc:$err" \
+	"125:latch: --memory: '17179869185G' is out of range; give 8M to 64T"
+check_eq "control: run --memory 1G" "$(code run --memory 1G -- true)" 0
+check_eq "run --cpus nan refused, 125" "$(code run --cpus nan -- true)" 125
+check_eq "control: run --cpus 0.5" "$(code run --cpus 0.5 -- true)" 0
+check_eq "exec --timeout 1e3 refused, 125" "$(code exec nosuch --timeout 1e3 -- true)" 125
+check_eq "up --memory 17179869185G refused, 2" "$(code up nosuch --memory 17179869185G)" 2
+check_eq "down --timeout nan refused, 2" "$(code down nosuch --timeout nan)" 2
 
 # --- sub-verbs by unique prefix ------------------------------------------------------
 check_eq "egress NAME s is show" "$(latch --json eg "$N" s | jq -r '.entries | type')" array

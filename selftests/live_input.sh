@@ -67,6 +67,10 @@ rejects latch "allow a malformed address" egress "$LTS_NAME" allow 203.0.113.256
 rejects latch "a good entry then a bad one: neither is applied" egress "$LTS_NAME" allow "$SRV_C" 203.0.113.0/33
 rejects latch "allow --for 0" egress "$LTS_NAME" allow "$SRV_C" --for 0
 rejects latch "allow --for without seconds" egress "$LTS_NAME" allow "$SRV_C" --for
+# the one duration grammar (latch(8), "Durations and sizes"): no nan, hex, exponent, sign, fraction or overflow
+for bad in nan 0x10 1e3 -5 1.5m 500ms 18446744073709551616 366d; do
+	rejects latch "allow --for $bad" egress "$LTS_NAME" allow "$SRV_C" --for "$bad"
+done
 rejects latch "egress with an unknown action" egress "$LTS_NAME" permit "$SRV_C"
 WANT_EXIT=4 rejects latch "egress for an unknown sandbox: exit 4, no such sandbox" egress lts-nosuch allow "$SRV_C"
 check_not "the refused entry $SRV_C:443 does not pass" tcp_ok "$SRV_C" 443
@@ -87,6 +91,13 @@ rejects latch_nobody "detach as a non-root user" detach "$LTS_NAME"
 check "after all that: status still verifies enforcement" latch status "$LTS_NAME"
 check "after all that: tcp $SRV_A:80 passes" tcp_ok "$SRV_A" 80
 check_not "after all that: tcp $SRV_C:80 is denied" tcp_ok "$SRV_C" 80
+
+# Control: --for takes a duration as grant --for does (5m was refused: seconds only)
+check "control: allow $SRV_C:8443/tcp --for 5m" latch egress "$LTS_NAME" allow "$SRV_C:8443/tcp" --for 5m
+left=$(latch --json egress "$LTS_NAME" show | jq -r --arg e "$SRV_C:8443/tcp" '.entries[] | select(.entry == $e) | .seconds_left')
+left=${left%.*}
+check "control: it expires in about 300 s (seconds_left $left)" test "${left:-0}" -gt 290 -a "${left:-0}" -le 300
+latch egress "$LTS_NAME" revoke "$SRV_C:8443/tcp" >/dev/null 2>&1
 
 # Control: the snapshot does see a good change.
 before=$(pins_snapshot)

@@ -95,6 +95,46 @@ check_eq "one error line names the fix" "$(grep -c 'run chmod go-w' <<<"$ERR")" 
 rm -f "$KITS/claude.yaml"
 run "control: without it, kits is whole again" 0 "$LATCH_BIN" kits
 
+# Invariant: one reader, one verdict: `kits` and `kit check` say the same of one file,
+# in the same words (kits once called a misnamed file INVALID and kit check called it valid).
+sed 's/^name: weather/name: other/' "$T/weather.yaml" >"$KITS/misnamed.yaml"
+chmod 0644 "$KITS/misnamed.yaml"
+run "kits with a file whose name is not its file's" 1 "$LATCH_BIN" kits
+check "its row says INVALID and sends you to kit check" \
+	grep -qF "INVALID: see \`latch kit check $KITS/misnamed.yaml\`" "$T/out"
+KITS_ERR=$ERR
+run "kit check of that file fails too" 2 "$LATCH_BIN" kit check "$KITS/misnamed.yaml"
+check_eq "... with the line kits gave" "$ERR" "$KITS_ERR"
+check_eq "... which names the fix" "$ERR" \
+	"latch: $KITS/misnamed.yaml: name \"other\" is not the file's name; write name: misnamed, or rename the file to other.yaml"
+# Invariant: every failed --json document carries its error (docs/json.md).
+run "--json kits with it: exit 1" 1 "$LATCH_BIN" --json kits
+check_eq "--json kits: the error at the top names the file and the fix" "$(jq -r '.error' <<<"$OUT")" \
+	"1 kit would be refused: ${KITS_ERR#latch: }"
+check_eq "--json kits: the kit's own error too" "$(jq -r '.kits[] | select(.name == "misnamed") | .error' <<<"$OUT")" \
+	"${KITS_ERR#latch: }"
+# the same for a secret_file latchd would refuse: kit check refused it, kits listed it as valid
+printf 'k-%s\n' "$SENTINEL" >"$T/other.key"
+chmod 0644 "$T/other.key"
+sed -e 's/^name: weather/name: misnamed/' -e "s|secret: WEATHER_API_KEY|secret_file: $T/other.key|" \
+	"$T/weather.yaml" >"$KITS/misnamed.yaml"
+run "kits with an unsafe secret_file" 1 "$LATCH_BIN" kits
+KITS_ERR=$ERR
+run "kit check of the same file" 2 "$LATCH_BIN" kit check "$KITS/misnamed.yaml"
+check_eq "... the same line from both" "$ERR" "$KITS_ERR"
+never "neither prints the key"
+# control: the file named right, with its secret at 0600, is valid to both
+chmod 0600 "$T/other.key"
+run "control: kits with the file named right" 0 "$LATCH_BIN" kits
+check "control: its row is no INVALID" bash -c "grep -E '^misnamed ' '$T/out' | grep -qv INVALID"
+run "control: kit check of it" 0 "$LATCH_BIN" kit check "$KITS/misnamed.yaml"
+run "control: --json kits has no error" 0 "$LATCH_BIN" --json kits
+check_eq "control: --json kits: error is absent" "$(jq -r 'has("error")' <<<"$OUT")" false
+# a draft outside the kits directory keeps its own name (up never reads it there)
+cp "$T/weather.yaml" "$T/draft.yaml"
+run "control: a draft elsewhere named other than its file" 0 "$LATCH_BIN" kit check "$T/draft.yaml"
+rm -f "$KITS/misnamed.yaml"
+
 # ---- latch kit check FILE
 
 run "check the seed's weather.yaml" 0 "$LATCH_BIN" kit check "$T/weather.yaml"

@@ -22,6 +22,11 @@ Test(broker_conf, the_defaults_hold_a_providers_largest_request)
 		     err);
 	cr_expect_eq(c.broker_body_max, 100);
 	cr_expect_eq(c.broker_metered_hold_max, 400);
+	/* the size grammar: a bare number is MiB, and 512M or 1G say the same */
+	cr_assert_eq(conf_of("broker_body_max = 512M\nbroker_metered_hold_max = 1G\n", &c, err, sizeof(err)), 0, "%s",
+		     err);
+	cr_expect_eq(c.broker_body_max, 512);
+	cr_expect_eq(c.broker_metered_hold_max, 1024);
 	/* control: equal is enough, one body of the largest size fits */
 	cr_expect_eq(conf_of("broker_body_max = 8\nbroker_metered_hold_max = 8\n", &c, err, sizeof(err)), 0, "%s", err);
 }
@@ -32,9 +37,13 @@ Test(broker_conf, bad_values_name_the_line_or_both_keys_and_the_fix)
 		const char *text, *want;
 	} rows[] = {
 		{ "broker_body_max = 0\n", "latch.conf:1: broker_body_max" },
-		{ "broker_body_max = 1025\n", "MiB, 1..1024" },
-		{ "broker_body_max = 32M\n", "broker_body_max" },
-		{ "broker_metered_hold_max = 4096\n", "MiB, 1..4095" },
+		{ "broker_body_max = 1025\n", "broker_body_max: '1025' is out of range; give 1M to 1G" },
+		{ "broker_body_max = 32MB\n",
+		  "broker_body_max: '32MB' is not a size (512M, 2G; a bare number is in MiB)" },
+		{ "broker_body_max = 1536K\n", "broker_body_max: '1536K' is not a whole number of MiB" },
+		{ "broker_body_max = 17179869185G\n", "is out of range" },
+		{ "broker_metered_hold_max = 4096\n",
+		  "broker_metered_hold_max: '4096' is out of range; give 1M to 4095M" },
 		/* a hold below one body: no body of the largest size could ever be held */
 		{ "broker_body_max = 65\n", "broker_metered_hold_max (64 MiB) is below broker_body_max (65 MiB)" },
 		{ "broker_body_max = 16\nbroker_metered_hold_max = 8\n", "raise broker_metered_hold_max" },

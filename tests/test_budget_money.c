@@ -372,11 +372,9 @@ Test(budget_money, model_lookup)
 	char err[256];
 
 	cr_assert_eq(prices_load(&t, bt_prices, err, sizeof(err)), 0, "%s", err); /* built-ins only */
-	cr_expect_str_eq(prices_find(&t, BUDGET_ANTHROPIC, "claude-sonnet-4-5-20250929", 0)->model,
-			 "claude-sonnet-4-5");
-	cr_expect_str_eq(prices_find(&t, BUDGET_OPENAI, "gpt-4o-2024-08-06", 0)->model, "gpt-4o");
-	cr_expect_str_eq(prices_find(&t, BUDGET_OPENAI, "gpt-4o-mini-2024-07-18", 0)->model, "gpt-4o-mini");
-	cr_expect_str_eq(prices_find(&t, BUDGET_ANTHROPIC, "claude-3-7-sonnet-latest", 0)->model, "claude-3-7-sonnet");
+	/* a snapshot the table lists: a copy of its model's row (test_budget_prices.c has the rest) */
+	cr_expect_eq(prices_find(&t, BUDGET_ANTHROPIC, "claude-sonnet-4-5-20250929", 0)->input, 3000000);
+	cr_expect_eq(prices_find(&t, BUDGET_OPENAI, "gpt-4o-mini-2024-07-18", 0)->input, 150000);
 	/* never a prefix: a longer name is another model */
 	cr_expect_null(prices_find(&t, BUDGET_OPENAI, "gpt-4o-mini-pro", 0));
 	cr_expect_null(prices_find(&t, BUDGET_OPENAI, "gpt-5-turbo-9000", 0));

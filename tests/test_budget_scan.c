@@ -359,6 +359,22 @@ static const struct usage_case usage_cases[] = {
 	  USAGE_BAD, { 0 } },
 	{ AN, "{\"type\":\"message\",\"usage\":{\"input_tokens\":10,\"output_tokens\":3,\"server_tool_use\":{\"web_search_requests\":2,\"web_search_requests\":0}}}",
 	  USAGE_BAD, { 0 } },
+	/* Gemini's image tokens: the IMAGE modality of the details, at the image prices; more than the count, or
+	 * details that are not a list of modalities, are unreadable */
+	{ GE, "{\"usageMetadata\":{\"promptTokenCount\":9,\"candidatesTokenCount\":1300,\"promptTokensDetails\":[{\"modality\":\"TEXT\",\"tokenCount\":5},{\"modality\":\"IMAGE\",\"tokenCount\":4}],\"candidatesTokensDetails\":[{\"modality\":\"TEXT\",\"tokenCount\":10},{\"modality\":\"IMAGE\",\"tokenCount\":1290}]}}",
+	  USAGE_OK, { .input = 5, .output = 10, .image_input = 4, .image_output = 1290 } },
+	{ GE, "data: {\"usageMetadata\":{\"promptTokenCount\":9,\"candidatesTokenCount\":1290,\"candidatesTokensDetails\":[{\"modality\":\"IMAGE\",\"tokenCount\":1290}]}}\r\n\r\n",
+	  USAGE_OK, { .input = 9, .output = 0, .image_output = 1290 } },
+	{ GE, "{\"usageMetadata\":{\"promptTokenCount\":9,\"candidatesTokenCount\":10,\"candidatesTokensDetails\":[{\"modality\":\"IMAGE\",\"tokenCount\":1290}]}}",
+	  USAGE_BAD, { 0 } },
+	{ GE, "{\"usageMetadata\":{\"promptTokenCount\":9,\"candidatesTokenCount\":1290,\"candidatesTokensDetails\":{\"modality\":\"IMAGE\",\"tokenCount\":1290}}}",
+	  USAGE_BAD, { 0 } },
+	{ GE, "{\"usageMetadata\":{\"promptTokenCount\":9,\"candidatesTokenCount\":1290,\"candidatesTokensDetails\":[{\"modality\":\"IMAGE\",\"tokenCount\":\"1290\"}]}}",
+	  USAGE_BAD, { 0 } },
+	/* a blank, then 'x' (a zlib header's first byte): a plain SSE stream however it is cut (fuzz_scan found it
+	 * read as zlib, so unreadable, when a chunk ended after the blank) */
+	{ OC, " x\n\ndata: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":3}}\n\ndata: [DONE]\n\n",
+	  USAGE_OK, { .input = 5, .cached = 0, .cache_write = 0, .cache_write_1h = 0, .output = 3 } },
 };
 /* clang-format on */
 

@@ -47,7 +47,7 @@ Test(grant_conf, bad_values_name_the_line_and_the_fix)
 	char err[512];
 
 	cr_expect_neq(conf_of("profile = research\ngrant_max = 2h\n", &c, err, sizeof(err)), 0);
-	cr_expect(strstr(err, "latch.conf:2: grant_max '2h' must be a duration from 1 s to 1 h"), "%s", err);
+	cr_expect(strstr(err, "latch.conf:2: grant_max: '2h' is out of range; give 1s to 1h"), "%s", err);
 	cr_expect_neq(conf_of("grant_default = 0\n", &c, err, sizeof(err)), 0);
 	cr_expect_neq(conf_of("grant_default = 10m\n", &c, err, sizeof(err)), 0);
 	cr_expect(strstr(err, "grant_default (600 s) is above grant_max (300 s)"), "%s", err);

@@ -737,8 +737,9 @@ Test(kit, file_kit_overrides_builtin)
 
 Test(kit, file_kit_name_must_be_its_file)
 {
-	struct latch_kit_opts o = opts();
-	char err[LATCH_ERR_MAX], want[512];
+	struct latch_kit_opts o = opts(), other;
+	char err[LATCH_ERR_MAX], want[512], path[300];
+	struct latch_kit *k;
 
 	put("storm.yaml", weather, 0644);
 	cr_expect_null(latch_kit_load("storm", &o, err, sizeof(err)));
@@ -747,6 +748,25 @@ Test(kit, file_kit_name_must_be_its_file)
 		 "weather.yaml",
 		 dir);
 	cr_expect_str_eq(err, want);
+	/* one reader, one verdict: `kit check` of the same file says the same (it once called it valid) */
+	snprintf(path, sizeof(path), "%s/storm.yaml", dir);
+	cr_expect_null(latch_kit_load_file(path, &o, err, sizeof(err)));
+	cr_expect_eq(errno, EINVAL);
+	cr_expect_str_eq(err, want);
+	/* control: named right, both load it; a draft outside the kits directory keeps its own name */
+	put("weather.yaml", weather, 0644);
+	snprintf(path, sizeof(path), "%s/weather.yaml", dir);
+	k = latch_kit_load("weather", &o, err, sizeof(err));
+	cr_expect_not_null(k, "%s", err);
+	latch_kit_free(k);
+	k = latch_kit_load_file(path, &o, err, sizeof(err));
+	cr_expect_not_null(k, "%s", err);
+	latch_kit_free(k);
+	other = (struct latch_kit_opts){ .dir = "/nonexistent-kits" };
+	snprintf(path, sizeof(path), "%s/storm.yaml", dir);
+	k = latch_kit_load_file(path, &other, err, sizeof(err));
+	cr_expect_not_null(k, "%s", err);
+	latch_kit_free(k);
 	cr_expect_null(latch_kit_load("nosuch", &o, err, sizeof(err)));
 	cr_expect_eq(errno, ENOENT);
 	cr_expect_not_null(strstr(err, "no kit 'nosuch'; the kits are claude, codex, gemini, shell, storm"), "%s", err);

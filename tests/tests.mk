@@ -28,3 +28,26 @@ unit: $(BUILD)/tests/unit
 	$(Q)$(BUILD)/tests/unit $(UNIT_FLAGS)
 
 .PHONY: unit
+
+# libFuzzer over the meter's JSON and SSE scanners under each format's usage
+# reader (budget/scan.c, budget/usage.c): any bytes cut anywhere read the
+# same, and a known usage embedded in a real-shaped response is found exactly.
+#   make fuzz-scan        FUZZ_SECS (120) seconds over tests/fuzz/corpus_scan
+#   make fuzz-scan-short  the same for 20 s (part of `make check`)
+FUZZ_SCAN_SRCS := tests/fuzz/fuzz_scan.c budget/scan.c budget/usage.c
+
+$(BUILD)/tests/fuzz_scan: $(FUZZ_SCAN_SRCS) budget/internal.h budget/budget.h | $(BUILD)/tests pkgs-ok
+	$(call msg,CLANG,$@)
+	$(Q)$(CLANG) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -std=gnu11 \
+		-D_GNU_SOURCE -I. -I$(BUILD) -o $@ $(FUZZ_SCAN_SRCS) -ljansson -lz
+
+fuzz-scan: $(BUILD)/tests/fuzz_scan
+	$(Q)mkdir -p $(BUILD)/fuzz-corpus-scan
+	$(Q)$(BUILD)/tests/fuzz_scan -max_total_time=$(FUZZ_SECS) -max_len=8192 -print_final_stats=1 \
+		$(BUILD)/fuzz-corpus-scan tests/fuzz/corpus_scan
+
+fuzz-scan-short:
+	$(Q)$(MAKE) --no-print-directory fuzz-scan FUZZ_SECS=20
+
+.PHONY: fuzz-scan fuzz-scan-short
+check: fuzz-scan-short

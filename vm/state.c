@@ -137,7 +137,7 @@ int latch_state_load(const char *name, struct latch_vm_state *st, char *err, siz
 	if (state_file(name, path, sizeof(path)))
 		return latch_errf(err, errlen, -ENAMETOOLONG, "LATCH_ROOT is too long");
 	/* unknown keys are from a newer latch: keep going */
-	ret = latch_kv_read(path, state_keys, N_STATE_KEYS, LATCH_KV_UNKNOWN_OK, st, err, errlen);
+	ret = latch_kv_read(path, state_keys, N_STATE_KEYS, LATCH_KV_UNKNOWN_OK, NULL, st, err, errlen);
 	if (ret == -ENOENT)
 		return latch_errf(err, errlen, ret, "no VM sandbox '%s' (see `latch ls`)", name);
 	if (!ret && (strcmp(st->name, name) || !*st->tap || !st->guest4.family || !st->host4.family ||

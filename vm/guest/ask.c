@@ -32,6 +32,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/common.h"
+
 #define ASK_PORT 8119
 #define ASK_WAIT_S 600 /* the host decides within grant_ask_wait (120 s by default); then it answers */
 #define ANSWER_MAX (64 * 1024)
@@ -46,23 +48,6 @@ static int usage(FILE *f, int code)
 		"  Exit 0 approved, 1 denied/timed out/refused, 2 usage, 3 the host could not be asked.\n",
 		ASK_PORT);
 	return code;
-}
-
-/* 60, 90s, 5m, 1h into seconds; 0 when it is not one. */
-static long duration(const char *s)
-{
-	char *end;
-	long n = strtol(s, &end, 10);
-
-	if (end == s || n <= 0)
-		return 0;
-	if (!strcmp(end, "") || !strcmp(end, "s"))
-		return n;
-	if (!strcmp(end, "m"))
-		return n * 60;
-	if (!strcmp(end, "h"))
-		return n * 3600;
-	return 0;
 }
 
 /* The default gateway, from /proc/net/route: the host side of the sandbox's link. */
@@ -232,10 +217,18 @@ int main(int argc, char **argv)
 
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
-		case 'f':
-			if (!(seconds = duration(optarg)))
-				return usage(stderr, 2);
+		case 'f': {
+			char err[LATCH_ERR_MAX];
+			uint32_t s;
+
+			/* the host's grammar (common/units.c), linked in: 60, 90s, 5m, 1h */
+			if (latch_parse_seconds("--for", optarg, 1, 86400, &s, err, sizeof(err))) {
+				fprintf(stderr, "latch-ask: %s\n", err);
+				return 2;
+			}
+			seconds = s;
 			break;
+		}
 		case 'p': {
 			long p = strtol(optarg, NULL, 10);
 
