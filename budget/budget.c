@@ -427,7 +427,7 @@ static void warn_missing(struct budget *b, enum budget_provider p, const char *m
  * a number.
  */
 static int64_t worst_case(struct budget *b, const struct budget_request *rq, const struct budget_class *cls,
-			  struct budget_ticket *t, const char **why)
+			  struct budget_ticket *t, const char **why, unsigned *fetch_tools)
 {
 	struct request_facts facts = { .choices = 1 };
 	const struct budget_price *row = NULL, *base;
@@ -436,6 +436,7 @@ static int64_t worst_case(struct budget *b, const struct budget_request *rq, con
 	int64_t in = 0;
 
 	*why = NULL;
+	*fetch_tools = 0;
 	if (cls->format == BUDGET_FORMAT_FREE) {
 		t->known = true;
 		return 0;
@@ -450,6 +451,7 @@ static int64_t worst_case(struct budget *b, const struct budget_request *rq, con
 		*why = "its count of outputs (n, best_of, candidateCount) is not a number";
 		return -1;
 	}
+	*fetch_tools = facts.fetch_tools;
 	if (cls->format != BUDGET_FORMAT_UNKNOWN) {
 		copy_model(t->model, *cls->model ? cls->model : facts.model);
 		base = prices_find(&b->prices, rq->provider, t->model, 0);
@@ -537,6 +539,7 @@ static int reserve(struct budget *b, const struct budget_request *rq, bool later
 	struct budget_ticket *t;
 	struct ledger_row row;
 	const char *why;
+	unsigned fetch;
 	int64_t next;
 	uint64_t now;
 	int ret = 0, s;
@@ -554,12 +557,37 @@ static int reserve(struct budget *b, const struct budget_request *rq, bool later
 	if (!t)
 		return -ENOMEM;
 	budget_classify(rq->provider, rq->method, rq->path, &cls);
+	/*
+	 * What the meter can't price is not forwarded (a batch is billed later,
+	 * for far more than one request's worst case), unless the kit prices
+	 * it: then that price, whatever the body says.
+	 */
+	if (cls.format == BUDGET_FORMAT_UNKNOWN) {
+		const struct budget_fixed *f = NULL;
+
+		for (size_t i = 0; !f && rq->fixed && i < rq->n_fixed; i++)
+			if (budget_fixed_match(&rq->fixed[i], rq->method, rq->path))
+				f = &rq->fixed[i];
+		if (!f || f->micros < 0) {
+			ticket_free(b, t);
+			return endpoint_refusal(note, rq, line, linelen);
+		}
+		cls.format = BUDGET_FORMAT_FIXED;
+		t->known = true;
+		t->reserved = f->micros;
+	}
 	t->provider = rq->provider;
 	t->format = cls.format;
-	t->reserved = worst_case(b, rq, &cls, t, &why);
-	if (t->reserved < 0) {
-		ticket_free(b, t);
-		return body_refusal(note, why, rq, cls.format, line, linelen);
+	if (cls.format != BUDGET_FORMAT_FIXED) {
+		t->reserved = worst_case(b, rq, &cls, t, &why, &fetch);
+		if (t->reserved < 0) {
+			ticket_free(b, t);
+			return body_refusal(note, why, rq, cls.format, line, linelen);
+		}
+		if (fetch & ~rq->allow_tools) {
+			ticket_free(b, t);
+			return tool_refusal(note, rq, cls.format, fetch & ~rq->allow_tools, line, linelen);
+		}
 	}
 	if (!t->known && cls.format != BUDGET_FORMAT_UNKNOWN)
 		warn_missing(b, rq->provider, t->model, note);
@@ -683,7 +711,8 @@ void budget_response(struct budget_ticket *t, int status, const void *data, size
 		t->status = status;
 		return;
 	}
-	if (t->format != BUDGET_FORMAT_FREE && t->format != BUDGET_FORMAT_UNKNOWN && status >= 200 && status < 300)
+	if (t->format != BUDGET_FORMAT_FREE && t->format != BUDGET_FORMAT_UNKNOWN && t->format != BUDGET_FORMAT_FIXED &&
+	    status >= 200 && status < 300)
 		usage_feed(&t->usage, data, len);
 }
 
@@ -729,6 +758,10 @@ static int64_t charge_of(struct budget *b, struct budget_ticket *t, enum budget_
 	}
 	if (t->format == BUDGET_FORMAT_UNKNOWN) {
 		*why = "unmetered";
+		return t->reserved;
+	}
+	if (t->format == BUDGET_FORMAT_FIXED) { /* the kit's price, whatever the response says */
+		*why = "fixed";
 		return t->reserved;
 	}
 	r = usage_finish(&t->usage, tok);

@@ -5,7 +5,8 @@
  * The broker asks budget/ before it forwards a credentialed request and tells
  * it afterwards; budget/ knows nothing of sockets or kits.  For each request:
  *
- *   budget_classify()  which usage format the (provider, method, path) speaks;
+ *   budget_classify()  which usage format the (provider, method, path) speaks
+ *                      (none: refused, unless the kit gives it a fixed price);
  *   budget_reserve()   the worst case of the request (input from the body
  *                      size, output from its max-tokens field or the model's
  *                      maximum), checked against every cap and written to the
@@ -85,6 +86,7 @@ enum budget_format {
 	BUDGET_FORMAT_OPENAI_RESPONSES, /* /v1/responses */
 	BUDGET_FORMAT_ANTHROPIC, /* /v1/messages */
 	BUDGET_FORMAT_GEMINI, /* /v1beta/models/M:generateContent and :streamGenerateContent */
+	BUDGET_FORMAT_FIXED, /* an endpoint the kit prices (budget_request.fixed): its price, whatever the usage */
 };
 const char *budget_format_name(enum budget_format f);
 
@@ -100,10 +102,45 @@ struct budget_class {
  * credential, never from the request.  The query string is ignored; the
  * method and the path are compared exactly, so a case or spelling trick
  * (`post`, `/V1/messages`, `//v1/messages`, `/v1/messages;x`, `%2f`) lands on
- * BUDGET_FORMAT_UNKNOWN, which is charged the provider's worst case and can
- * only cost more.  Always 0.
+ * BUDGET_FORMAT_UNKNOWN, which budget_reserve() refuses unless the kit
+ * prices that endpoint (budget_request.fixed).  Always 0.
  */
 int budget_classify(enum budget_provider p, const char *method, const char *path, struct budget_class *out);
+
+/*
+ * An endpoint the meter has no usage for (a batch, a file upload, images,
+ * video), allowed by the kit at a fixed price a request (a credential's
+ * priced_endpoints): reserved and charged that price against the caps.
+ */
+struct budget_fixed {
+	const char *method; /* compared exactly */
+	const char *path; /* compared exactly, the query left out; '*' is one or more bytes other than '/' */
+	int64_t micros; /* the price of one request */
+};
+
+/* Does a request's method and path (its query ignored) match f?  A path with two readings matches nothing. */
+bool budget_fixed_match(const struct budget_fixed *f, const char *method, const char *path);
+
+/*
+ * Tools that have the provider itself fetch from a URL the request chooses:
+ * the guest's data would leave through the provider, past the sandbox's
+ * profile.  A request that asks for one is refused unless its credential
+ * allows it (budget_request.allow_tools, the kit's allow_provider_tools):
+ *   web_fetch    Anthropic's web fetch tool (a tool whose type starts "web_fetch")
+ *   mcp          a remote MCP server: Anthropic's mcp_servers, an OpenAI Responses tool of type "mcp"
+ *   url_context  Gemini's URL context tool (url_context, urlContext)
+ */
+enum budget_fetch_tool {
+	BUDGET_TOOL_WEB_FETCH,
+	BUDGET_TOOL_MCP,
+	BUDGET_TOOL_URL_CONTEXT,
+	BUDGET_FETCH_TOOLS,
+};
+#define BUDGET_TOOL_BIT(t) (1u << (t))
+/* "web_fetch", "mcp", "url_context". */
+const char *budget_fetch_tool_name(enum budget_fetch_tool t);
+/* 0, or -EINVAL. */
+int budget_fetch_tool_parse(const char *s, enum budget_fetch_tool *t);
 
 struct budget_request {
 	const char *sandbox; /* 1-32 of a-z 0-9 - */
@@ -112,6 +149,10 @@ struct budget_request {
 	const void *body; /* the complete request body */
 	size_t body_len;
 	const struct budget_caps *caps; /* the credential's per-sandbox overrides, or NULL */
+	const struct budget_fixed *fixed; /* the endpoints the kit prices (n_fixed of them), or NULL */
+	size_t n_fixed;
+	unsigned allow_tools; /* BUDGET_TOOL_BIT()s of the fetching tools the credential allows */
+	const char *credential; /* the route's name, for a refusal's fix (NULL: "the route") */
 };
 
 /* How an exchange ended: the broker engine's four endings. */
@@ -151,7 +192,9 @@ struct budget_ticket; /* one reserved request, from budget_reserve() to budget_s
  * forward the request and hand *ticket to budget_response() and
  * budget_settle().  -EDQUOT: a cap refuses it; -EPROTO: its body can't
  * bound it (a metered endpoint's body that is not one JSON object latch can
- * read, or a count of outputs that is not a number); -EIO (or another
+ * read, or a count of outputs that is not a number); -EPERM: the route does
+ * not allow it, however long one waits (an endpoint the meter can't price
+ * and the kit does not, or a tool that fetches, budget_fetch_tool); -EIO (or another
  * -errno): the ledger can't be written, so nothing may be forwarded.  On
  * refusal, line
  * holds the one `latch: ...` line for the 429's body (naming the cap, where

@@ -253,6 +253,7 @@ struct request_facts {
 	int64_t file_searches; /* OpenAI Responses: the most file searches its tools allow */
 	int64_t images_generated; /* OpenAI Responses: the most images its image_generation tools may make */
 	int64_t container_gb; /* OpenAI Responses: the GB of the code interpreter containers its tools may start */
+	unsigned fetch_tools; /* BUDGET_TOOL_BIT()s: tools that have the provider fetch a URL the body chooses */
 	bool priority; /* a service_tier other than auto, default or flex: priority processing's prices (OpenAI) */
 };
 
@@ -597,6 +598,11 @@ int queue_reservation(struct budget *b, struct budget_ticket *t, int sbx, uint64
 void queue_forget(struct budget *b, struct budget_ticket *t);
 /* A body that can't bound its request: the refusal's line and note; -EPROTO. */
 int body_refusal(struct budget_note *note, const char *why, const struct budget_request *rq, enum budget_format f,
+		 char *line, size_t linelen);
+/* An endpoint neither the meter nor the kit prices: the refusal's line and note; -EPERM. */
+int endpoint_refusal(struct budget_note *note, const struct budget_request *rq, char *line, size_t linelen);
+/* A tool that fetches (the lowest bit of tools) the credential does not allow: the line and note; -EPERM. */
+int tool_refusal(struct budget_note *note, const struct budget_request *rq, enum budget_format f, unsigned tools,
 		 char *line, size_t linelen);
 int ledger_refusal(struct budget *b, struct budget_note *note, char *line, size_t linelen, int ret);
 /* budget_commit(); all: the settlements too, however few (the tick, close) */

@@ -69,6 +69,11 @@ void refusal_text(struct budget *b, const struct refusal *r, struct budget_note 
 		snprintf(when, sizeof(when), "frees at %s (or raise %s)", t, key);
 	} else if (r->cap == 0) {
 		snprintf(when, sizeof(when), "it allows nothing; raise %s", key);
+	} else if (r->format == BUDGET_FORMAT_FIXED) {
+		snprintf(
+			when, sizeof(when),
+			"this request alone is more than the cap (its price is the kit's dollars_per_request); raise %s",
+			key);
 	} else {
 		snprintf(when, sizeof(when),
 			 "this request alone is more than the cap; lower its max tokens%s or raise %s",
@@ -308,4 +313,64 @@ int body_refusal(struct budget_note *note, const char *why, const struct budget_
 	snprintf(note->fields, sizeof(note->fields), "{\"provider\":\"%s\",\"format\":\"%s\"}",
 		 budget_provider_name(rq->provider), budget_format_name(f));
 	return -EPROTO;
+}
+
+/* METHOD and PATH (its query left out) as a refusal names them: printable ASCII, at most 160 bytes of the path. */
+static void endpoint_words(const struct budget_request *rq, char *method, size_t mlen, char *path, size_t plen)
+{
+	const char *src[2] = { rq->method ? rq->method : "", rq->path ? rq->path : "" };
+	char *dst[2] = { method, path };
+	size_t len[2] = { mlen, plen < 161 ? plen : 161 };
+
+	for (int k = 0; k < 2; k++) {
+		size_t n = 0;
+
+		for (const char *s = src[k]; *s && *s != '?' && *s != '#' && n + 1 < len[k]; s++)
+			dst[k][n++] = *s > 0x20 && *s < 0x7f && *s != '"' && *s != '\\' ? *s : '?';
+		dst[k][n] = '\0';
+	}
+}
+
+int endpoint_refusal(struct budget_note *note, const struct budget_request *rq, char *line, size_t linelen)
+{
+	const char *prov = budget_provider_name(rq->provider);
+	char method[17], path[161];
+
+	endpoint_words(rq, method, sizeof(method), path, sizeof(path));
+	snprintf(line, linelen,
+		 "latch: %s %s is not an endpoint the spend meter can price for %s (a batch, a file, an image, audio "
+		 "or video job is billed apart from any usage it reads), so it is not forwarded; to allow it at a "
+		 "fixed price a request, add {method: %s, path: %s, dollars_per_request: AMOUNT} to the "
+		 "priced_endpoints of the kit's credential \"%s\"",
+		 method, path, prov, method, path, rq->credential ? rq->credential : "-");
+	snprintf(note->decision, sizeof(note->decision), "refuse");
+	snprintf(note->reason, sizeof(note->reason), "budget.refused.endpoint");
+	dump_fields(json_pack("{s:s, s:s, s:s}", "provider", prov, "method", method, "path", path), note);
+	return -EPERM;
+}
+
+int tool_refusal(struct budget_note *note, const struct budget_request *rq, enum budget_format f, unsigned tools,
+		 char *line, size_t linelen)
+{
+	static const char *const asks[BUDGET_FETCH_TOOLS] = {
+		[BUDGET_TOOL_WEB_FETCH] = "a web_fetch tool",
+		[BUDGET_TOOL_MCP] = "a remote MCP server (mcp_servers, or a tool of type mcp)",
+		[BUDGET_TOOL_URL_CONTEXT] = "the url_context tool",
+	};
+	const char *prov = budget_provider_name(rq->provider), *name;
+	int t = 0;
+
+	while (t < BUDGET_FETCH_TOOLS - 1 && !(tools & BUDGET_TOOL_BIT(t)))
+		t++;
+	name = budget_fetch_tool_name(t);
+	snprintf(line, linelen,
+		 "latch: this request asks %s to fetch from a URL it chooses itself (%s), which would carry data "
+		 "past the sandbox's profile; it is not forwarded. To allow it, add %s to the allow_provider_tools "
+		 "of the kit's credential \"%s\"",
+		 prov, asks[t], name, rq->credential ? rq->credential : "-");
+	snprintf(note->decision, sizeof(note->decision), "refuse");
+	snprintf(note->reason, sizeof(note->reason), "budget.refused.tool");
+	dump_fields(json_pack("{s:s, s:s, s:s}", "provider", prov, "format", budget_format_name(f), "tool", name),
+		    note);
+	return -EPERM;
 }

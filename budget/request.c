@@ -11,8 +11,11 @@
  * or string is read in place, anything else by jansson) and keeps the
  * model, the largest of the max-tokens fields the provider might honour,
  * the number of outputs (n or best_of times the prompts, candidateCount),
- * the images, and whether the provider holds or fetches input the body
- * doesn't show (or the bytes don't bound: a PDF, audio, video).  A key with
+ * the images, whether the provider holds or fetches input the body
+ * doesn't show (or the bytes don't bound: a PDF, audio, video), and the
+ * tools that have the provider fetch a URL the body chooses (web_fetch,
+ * mcp_servers and mcp, url_context: budget.c refuses those the kit does
+ * not allow).  budget_fixed_match() matches a kit's priced endpoint.  A key with
  * an escape, which the scanner never matches, has the body read again
  * decoded.  A body that is not one JSON object, that names a watched member
  * twice (two readings: which would the upstream take?), or whose count of
@@ -48,7 +51,7 @@ int budget_provider_parse(const char *s, enum budget_provider *p)
 const char *budget_format_name(enum budget_format f)
 {
 	static const char *const names[] = { "unknown",		 "free",      "openai_chat", "openai_embeddings",
-					     "openai_responses", "anthropic", "gemini" };
+					     "openai_responses", "anthropic", "gemini",	     "fixed" };
 
 	return (unsigned)f < sizeof(names) / sizeof(names[0]) ? names[f] : "?";
 }
@@ -202,6 +205,47 @@ int budget_classify(enum budget_provider p, const char *method, const char *path
 	return 0;
 }
 
+/* PATH matches PAT: '*' stands for one or more bytes other than '/' (a segment, or part of one). */
+static bool glob_match(const char *pat, const char *path)
+{
+	for (; *pat != '*'; pat++, path++) {
+		if (*pat != *path)
+			return false;
+		if (!*pat)
+			return true;
+	}
+	pat++;
+	for (size_t i = 0; path[i] && path[i] != '/'; i++)
+		if (glob_match(pat, path + i + 1))
+			return true;
+	return false;
+}
+
+bool budget_fixed_match(const struct budget_fixed *f, const char *method, const char *path)
+{
+	char clean[1024];
+
+	return f->method && f->path && method && path && !strcmp(f->method, method) &&
+	       clean_path(path, clean, sizeof(clean)) && glob_match(f->path, clean);
+}
+
+static const char *const fetch_tool_names[BUDGET_FETCH_TOOLS] = { "web_fetch", "mcp", "url_context" };
+
+const char *budget_fetch_tool_name(enum budget_fetch_tool t)
+{
+	return (unsigned)t < BUDGET_FETCH_TOOLS ? fetch_tool_names[t] : "?";
+}
+
+int budget_fetch_tool_parse(const char *s, enum budget_fetch_tool *t)
+{
+	for (int i = 0; i < BUDGET_FETCH_TOOLS; i++)
+		if (!strcmp(s, fetch_tool_names[i])) {
+			*t = i;
+			return 0;
+		}
+	return -EINVAL;
+}
+
 /* ---- the body ---- */
 
 enum {
@@ -230,7 +274,10 @@ enum {
 	R_TOOL_MAX_USES,
 	R_TOOL_CONTAINER, /* OpenAI's code interpreter: the container, an id or how to start one */
 	R_GROUNDING, /* 4: a Gemini tool that grounds with Google Search, in either spelling, or its 1.5 form */
-	R_WATCHES = R_GROUNDING + 4,
+	R_URL_CONTEXT = R_GROUNDING + 4, /* 2: Gemini's URL context tool, in either spelling: it fetches URLs */
+	R_MCP_SERVERS = R_URL_CONTEXT + 2, /* where Anthropic's mcp_servers starts */
+	R_MCP_SERVER, /* where each of its servers starts */
+	R_WATCHES,
 };
 
 _Static_assert(R_WATCHES <= JSCAN_WATCH_MAX, "the request's watches fit one list");
@@ -278,6 +325,10 @@ static const char *const req_watch[R_WATCHES] = {
 	"?tools.*.google_search",
 	"?tools.*.googleSearchRetrieval",
 	"?tools.*.google_search_retrieval",
+	"?tools.*.url_context",
+	"?tools.*.urlContext",
+	"?mcp_servers",
+	"?mcp_servers.*",
 };
 
 static struct jscan_paths req_paths; /* req_watch, compiled once */
@@ -287,8 +338,16 @@ static void compile_req_paths(void)
 	jscan_compile(&req_paths, req_watch, R_WATCHES);
 }
 
-/* The tools with a fee, by their type (anything else is TOOL_OTHER). */
-enum tool_kind { TOOL_OTHER, TOOL_WEB_SEARCH, TOOL_FILE_SEARCH, TOOL_IMAGE_GENERATION, TOOL_CODE_INTERPRETER };
+/* The tools with a fee, and those that fetch a URL the request chooses, by their type (anything else is TOOL_OTHER). */
+enum tool_kind {
+	TOOL_OTHER,
+	TOOL_WEB_SEARCH,
+	TOOL_FILE_SEARCH,
+	TOOL_IMAGE_GENERATION,
+	TOOL_CODE_INTERPRETER,
+	TOOL_WEB_FETCH,
+	TOOL_MCP
+};
 
 struct inspect {
 	int seen[R_WATCHES];
@@ -314,6 +373,7 @@ struct inspect {
 	int64_t container_gb; /* OpenAI Responses: each code_interpreter tool's container_gb (saturates) */
 	bool tool_twice; /* a tool that names its type or max_uses twice */
 	bool grounding; /* Gemini: a tool that searches Google */
+	unsigned fetch; /* BUDGET_TOOL_BIT()s of the tools that have the provider fetch a URL */
 	bool tier_dear; /* a service_tier that may cost more than the standard prices */
 };
 
@@ -451,6 +511,12 @@ static void tool_end(struct inspect *in)
 	case TOOL_CODE_INTERPRETER:
 		in->container_gb = budget_mul_add(in->container_gb, gb, 1);
 		break;
+	case TOOL_WEB_FETCH:
+		in->fetch |= BUDGET_TOOL_BIT(BUDGET_TOOL_WEB_FETCH);
+		break;
+	case TOOL_MCP:
+		in->fetch |= BUDGET_TOOL_BIT(BUDGET_TOOL_MCP);
+		break;
 	default:
 		break;
 	}
@@ -497,6 +563,12 @@ static enum tool_kind tool_kind(const char *s, size_t slen)
 		return TOOL_IMAGE_GENERATION;
 	if (slen == 16 && !memcmp(s, "code_interpreter", 16))
 		return TOOL_CODE_INTERPRETER;
+	/* Anthropic's web_fetch_20250910 and the versions after it */
+	if (slen >= 9 && !memcmp(s, "web_fetch", 9))
+		return TOOL_WEB_FETCH;
+	/* OpenAI Responses' remote MCP server (server_url, or a connector); Anthropic's toolset of mcp_servers */
+	if ((slen == 3 && !memcmp(s, "mcp", 3)) || (slen >= 4 && !memcmp(s, "mcp_", 4)))
+		return TOOL_MCP;
 	return TOOL_OTHER;
 }
 
@@ -551,6 +623,17 @@ static void on_request_value(void *arg, int w, const char *text, size_t len)
 
 	if (w == R_IMAGE_URL) {
 		in->images++;
+		return;
+	}
+	if (w == R_MCP_SERVER || (w == R_MCP_SERVERS && text[0] != '[' && text[0] != 'n')) {
+		/* a server, or a value that is no list (what would the upstream make of it?) */
+		in->fetch |= BUDGET_TOOL_BIT(BUDGET_TOOL_MCP);
+		return;
+	}
+	if (w == R_MCP_SERVERS)
+		return; /* a list: its servers are counted one by one; null or [] asks for none */
+	if (w >= R_URL_CONTEXT) { /* whatever its value, as grounding below */
+		in->fetch |= BUDGET_TOOL_BIT(BUDGET_TOOL_URL_CONTEXT);
 		return;
 	}
 	if (w >= R_GROUNDING) { /* whatever its value: the upstream decides what it makes of it */
@@ -753,6 +836,16 @@ void request_inspect(enum budget_format f, const void *body, size_t len, struct 
 	}
 	out->unbounded = in.unbounded;
 	out->grounding = in.grounding;
+	out->fetch_tools = in.fetch;
+	/*
+	 * Input held by the provider may bring its tools: a stored prompt
+	 * (Responses) a remote MCP server, cached content (Gemini) the URL
+	 * context tool.  Nothing in the body says they don't.
+	 */
+	if (f == BUDGET_FORMAT_OPENAI_RESPONSES && in.non_null[R_PROMPT])
+		out->fetch_tools |= BUDGET_TOOL_BIT(BUDGET_TOOL_MCP);
+	if (f == BUDGET_FORMAT_GEMINI && (in.non_null[R_CACHED] || in.non_null[R_CACHED + 1]))
+		out->fetch_tools |= BUDGET_TOOL_BIT(BUDGET_TOOL_URL_CONTEXT);
 	out->priority = in.tier_dear;
 	out->images = in.images;
 	if (in.document)

@@ -66,6 +66,8 @@
 #define LATCH_KIT_METHOD_MAX 16
 #define LATCH_KIT_VAR_MAX 64 /* an environment variable's name */
 #define LATCH_KIT_ENV_VALUE_MAX 512 /* an env template */
+#define LATCH_KIT_PRICED_MAX 16 /* priced_endpoints of one credential */
+#define LATCH_KIT_PRICED_STARS 4 /* '*'s in one priced endpoint's path */
 #define LATCH_KIT_FILE_MAX (256 * 1024) /* bytes of a kit file */
 #define LATCH_KIT_SECRET_MAX 8192 /* bytes of one secret */
 
@@ -78,6 +80,33 @@ enum latch_provider {
 };
 /* "other", "openai", "anthropic", "gemini": the spelling kits and budget/ use. */
 const char *latch_provider_name(enum latch_provider p);
+
+/*
+ * Tools that have the provider itself fetch from a URL the request chooses
+ * (the guest's data would leave through the provider, past the sandbox's
+ * profile): refused on a metered route unless the credential's
+ * allow_provider_tools names them.  The spend meter reads them in the
+ * request body (budget/budget.h, enum budget_fetch_tool: the same names).
+ */
+enum latch_kit_tool {
+	LATCH_KIT_TOOL_WEB_FETCH, /* Anthropic's web_fetch tool */
+	LATCH_KIT_TOOL_MCP, /* a remote MCP server: Anthropic's mcp_servers, OpenAI Responses' mcp tool */
+	LATCH_KIT_TOOL_URL_CONTEXT, /* Gemini's url_context tool */
+	LATCH_KIT_TOOLS,
+};
+/* "web_fetch", "mcp", "url_context". */
+const char *latch_kit_tool_name(enum latch_kit_tool t);
+
+/*
+ * An endpoint the spend meter can't price (a batch, an upload, images,
+ * video), allowed on the route at a fixed price a request: without one, a
+ * metered route refuses it.
+ */
+struct latch_kit_priced {
+	char method[LATCH_KIT_METHOD_MAX + 1]; /* upper case, one of the credential's methods */
+	char path[LATCH_KIT_PATH_MAX + 1]; /* exact, under one of its paths; '*' is one or more bytes but '/' */
+	uint64_t microdollars; /* dollars_per_request: "5.00" is 5,000,000; 0 is free */
+};
 
 /* A credential's own caps, over latch.conf's provider defaults.  0: not set here. */
 struct latch_kit_caps {
@@ -131,6 +160,9 @@ struct latch_kit_cred {
 	struct latch_kit_caps caps;
 	struct latch_kit_alt alts[LATCH_KIT_ALTS_MAX];
 	int n_alts;
+	struct latch_kit_priced priced[LATCH_KIT_PRICED_MAX]; /* priced_endpoints, in the file's order */
+	int n_priced;
+	unsigned provider_tools; /* allow_provider_tools: bits 1u << enum latch_kit_tool */
 };
 
 struct latch_kit {

@@ -30,6 +30,11 @@ struct raw_env {
 	int line;
 };
 
+struct raw_priced {
+	char *method, *path;
+	char *dollars_per_request; /* a decimal, read as text */
+};
+
 struct raw_cred {
 	char *name, *upstream, *secret, *secret_file, *header, *scheme, *provider, *ca_file;
 	char **methods;
@@ -39,6 +44,10 @@ struct raw_cred {
 	struct raw_caps *caps;
 	struct raw_alt *alternatives;
 	unsigned alternatives_count;
+	struct raw_priced *priced_endpoints;
+	unsigned priced_endpoints_count;
+	char **allow_provider_tools;
+	unsigned allow_provider_tools_count;
 };
 
 struct raw_kit {

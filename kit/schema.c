@@ -58,6 +58,17 @@ static const cyaml_schema_value_t alt_entry = {
 	CYAML_VALUE_MAPPING(CYAML_FLAG_DEFAULT, struct raw_alt, alt_fields),
 };
 
+static const cyaml_schema_field_t priced_fields[] = {
+	OPT_STR("method", struct raw_priced, method),
+	OPT_STR("path", struct raw_priced, path),
+	OPT_STR("dollars_per_request", struct raw_priced, dollars_per_request),
+	CYAML_FIELD_END,
+};
+
+static const cyaml_schema_value_t priced_entry = {
+	CYAML_VALUE_MAPPING(CYAML_FLAG_DEFAULT, struct raw_priced, priced_fields),
+};
+
 #define ENV_KEY "env"
 
 static const cyaml_schema_field_t cred_fields[] = {
@@ -68,6 +79,8 @@ static const cyaml_schema_field_t cred_fields[] = {
 	CYAML_FIELD_IGNORE(ENV_KEY, CYAML_FLAG_OPTIONAL),
 	CYAML_FIELD_MAPPING_PTR("caps", CYAML_FLAG_OPTIONAL, struct raw_cred, caps, caps_fields),
 	OPT_LIST("alternatives", struct raw_cred, alternatives, &alt_entry),
+	OPT_LIST("priced_endpoints", struct raw_cred, priced_endpoints, &priced_entry),
+	OPT_LIST("allow_provider_tools", struct raw_cred, allow_provider_tools, &string_entry),
 	CYAML_FIELD_END,
 };
 
@@ -263,13 +276,15 @@ static int walk_value(struct walk *w, yaml_node_t *v, const cyaml_schema_field_t
 			char sub[128];
 			const char *name = mapping_scalar(w, item, "name");
 			bool is_cred = !strcmp(f->key, CREDS_KEY);
+			const char *what = is_cred			       ? "credential" :
+					   !strcmp(f->key, "priced_endpoints") ? "priced endpoint" :
+										 "alternative";
 			int idx = is_cred ? (int)(it - v->data.sequence.items.start) : cred;
 
 			if (name)
-				snprintf(sub, sizeof(sub), "%s%s \"%.40s\": ", where,
-					 is_cred ? "credential" : "alternative", name);
+				snprintf(sub, sizeof(sub), "%s%s \"%.40s\": ", where, what, name);
 			else
-				snprintf(sub, sizeof(sub), "%s%s %d: ", where, is_cred ? "credential" : "alternative",
+				snprintf(sub, sizeof(sub), "%s%s %d: ", where, what,
 					 (int)(it - v->data.sequence.items.start) + 1);
 			ret = walk_mapping(w, item, entry->mapping.fields, sub, idx);
 		} else if (item->type == YAML_SCALAR_NODE && !scalar_of(item)) {

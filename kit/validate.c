@@ -8,7 +8,8 @@
  * kosa8's words where kosa8 has them.  The order is the order of the file:
  * the kit's name, description, command, provider and egress_allow, then
  * each credential's name, upstream, secret, header, scheme, methods, paths,
- * env, provider, caps, ca_file and alternatives (docs/kits.md).
+ * env, provider, caps, priced_endpoints, allow_provider_tools, ca_file and
+ * alternatives (docs/kits.md).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -543,6 +544,105 @@ static int check_caps(struct ctx *c, const struct raw_caps *r, struct latch_kit_
 	return 0;
 }
 
+/* ---- what a metered route allows beyond what the meter prices */
+
+static const char *const tool_names[LATCH_KIT_TOOLS] = {
+	[LATCH_KIT_TOOL_WEB_FETCH] = "web_fetch",
+	[LATCH_KIT_TOOL_MCP] = "mcp",
+	[LATCH_KIT_TOOL_URL_CONTEXT] = "url_context",
+};
+
+const char *latch_kit_tool_name(enum latch_kit_tool t)
+{
+	return (unsigned)t < LATCH_KIT_TOOLS ? tool_names[t] : "?";
+}
+
+static int check_tools(struct ctx *c, const struct raw_cred *r, struct latch_kit_cred *cr)
+{
+	for (unsigned i = 0; i < r->allow_provider_tools_count; i++) {
+		int t = 0;
+
+		while (t < LATCH_KIT_TOOLS && strcmp(r->allow_provider_tools[i], tool_names[t]))
+			t++;
+		if (t == LATCH_KIT_TOOLS)
+			return fail(c,
+				    "allow_provider_tools: \"%s\" is not a tool latch refuses; name web_fetch, mcp or "
+				    "url_context",
+				    r->allow_provider_tools[i]);
+		cr->provider_tools |= 1u << t;
+	}
+	return 0;
+}
+
+/* Is PATH under the credential's path prefix P, on a segment boundary (as the broker matches)? */
+static bool under_prefix(const char *path, const char *p)
+{
+	size_t n = strlen(p);
+
+	return !strcmp(p, "/") || (!strncmp(path, p, n) && (path[n] == '/' || !path[n]));
+}
+
+/*
+ * Each priced endpoint: a method of the route's, a path under its paths
+ * (checked as a path prefix is: one reading only), and a price; an entry
+ * the route's own checks would refuse could never be used, so it is
+ * refused here, naming what to change.
+ */
+static int check_priced(struct ctx *c, const struct raw_cred *r, struct latch_kit_cred *cr)
+{
+	if (r->priced_endpoints_count > LATCH_KIT_PRICED_MAX)
+		return fail(c, "more than %d priced_endpoints", LATCH_KIT_PRICED_MAX);
+	for (unsigned i = 0; i < r->priced_endpoints_count; i++) {
+		const struct raw_priced *e = &r->priced_endpoints[i];
+		struct latch_kit_priced *p = &cr->priced[cr->n_priced];
+		char field[48];
+		bool allowed = !cr->n_methods, under = false;
+		int stars = 0;
+
+		snprintf(field, sizeof(field), "priced_endpoints %u: path", i + 1);
+		if (!e->method || !*e->method || strlen(e->method) > LATCH_KIT_METHOD_MAX || !token_ok(e->method))
+			return fail(c,
+				    "priced_endpoints %u: method \"%s\" is not an HTTP method; write e.g. method: POST",
+				    i + 1, e->method ? e->method : "");
+		for (size_t k = 0; k <= strlen(e->method); k++)
+			p->method[k] = e->method[k] >= 'a' && e->method[k] <= 'z' ? e->method[k] - 32 : e->method[k];
+		for (int k = 0; k < cr->n_methods; k++)
+			allowed |= !strcmp(cr->methods[k], p->method);
+		if (!allowed || !strcmp(p->method, "TRACE") || !strcmp(p->method, "CONNECT"))
+			return fail(
+				c,
+				"priced_endpoints %u: method %s is not one of the credential's methods; add it there",
+				i + 1, p->method);
+		if (!e->path || !*e->path)
+			return fail(c, "priced_endpoints %u: path is missing; write e.g. path: /v1/messages/batches",
+				    i + 1);
+		if (check_path(c, field, e->path, false, p->path, sizeof(p->path)))
+			return -EINVAL;
+		for (const char *q = p->path; (q = strchr(q, '*')); q++, stars++)
+			if (q[1] == '*')
+				return fail(c, "%s \"%s\" has '**'; a '*' already stands for any bytes of a segment",
+					    field, e->path);
+		if (stars > LATCH_KIT_PRICED_STARS)
+			return fail(c, "%s \"%s\" has more than %d '*'", field, e->path, LATCH_KIT_PRICED_STARS);
+		for (int k = 0; k < cr->n_paths; k++)
+			under |= under_prefix(p->path, cr->paths[k]);
+		if (!under)
+			return fail(c, "%s \"%s\" is not under the credential's paths; add its prefix to paths", field,
+				    e->path);
+		for (int k = 0; k < cr->n_priced; k++)
+			if (!strcmp(cr->priced[k].method, p->method) && !strcmp(cr->priced[k].path, p->path))
+				return fail(c, "priced_endpoints %u: %s %s is given twice; keep one", i + 1, p->method,
+					    p->path);
+		if (!e->dollars_per_request || parse_dollars(e->dollars_per_request, &p->microdollars))
+			return fail(c,
+				    "priced_endpoints %u: dollars_per_request \"%s\" must be an amount such as 5.00 (0 "
+				    "for free; at most 6 decimals, at most 1000000000)",
+				    i + 1, e->dollars_per_request ? e->dollars_per_request : "");
+		cr->n_priced++;
+	}
+	return 0;
+}
+
 /* ---- credentials */
 
 static int check_alt(struct ctx *c, const struct raw_alt *r, const struct latch_kit_cred *cr, struct latch_kit_alt *a)
@@ -609,7 +709,7 @@ static int check_cred(struct ctx *c, const struct raw_kit *raw, const struct raw
 	cr->up.provider = kit_provider >= 0 ? (enum latch_provider)kit_provider : provider_of_host(cr->up.host);
 	if (r->provider && parse_provider(c, r->provider, &cr->up.provider))
 		return -EINVAL;
-	if (check_caps(c, r->caps, &cr->caps))
+	if (check_caps(c, r->caps, &cr->caps) || check_priced(c, r, cr) || check_tools(c, r, cr))
 		return -EINVAL;
 	if (r->ca_file && (check_file_path(c, "ca_file", r->ca_file, cr->up.ca_file, sizeof(cr->up.ca_file)) ||
 			   check_ca_file(c, cr->up.ca_file)))

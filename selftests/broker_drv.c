@@ -34,7 +34,8 @@
  * BROKER_METERED_HOLD_MAX the metered bodies a sandbox holds at once (live_broker: 8 MiB, not 64).
  *
  * The test meter (the spend-cap seam, issue 12) refuses a JSON body whose
- * max_tokens is over 100000 and reports the model it read.
+ * max_tokens is over 100000 (429) and a request to /v1/batches (403), and
+ * reports the model it read.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -224,6 +225,10 @@ static int meter_request(void *arg, const struct latch_http_meter_request *rq, v
 			     "method", rq->method, "path", rq->path, "body_len", (json_int_t)rq->body_len, "model",
 			     model, "max_tokens", max_tokens));
 	json_decref(body);
+	if (!strcmp(rq->path, "/v1/batches")) { /* what a metered route never allows: a 403, not a 429 */
+		snprintf(refusal, len, "latch: the test meter prices no batch; POST /v1/batches is not forwarded");
+		return LATCH_HTTP_METER_FORBID;
+	}
 	if (max_tokens > 100000) {
 		snprintf(refusal, len,
 			 "latch: spend cap: max_tokens %lld could cost more than the test cap allows; "

@@ -293,6 +293,10 @@ class Upstream(BaseHTTPRequestHandler):
         m = mode == "malformed"
         if p == "/v1/messages/count_tokens":
             return self.send_json(200, {"input_tokens": c["in"]})
+        if p == "/v1/messages/batches":  # a batch is answered at once; its requests are billed later
+            return self.send_json(200, {"id": "msgbatch_01", "type": "message_batch",
+                                        "processing_status": "in_progress",
+                                        "request_counts": {"processing": len(req.get("requests") or [])}})
         usage = {"input_tokens": num(c["in"], m), "cache_creation_input_tokens": c["cw"] + c["cw1h"],
                  "cache_read_input_tokens": c["cached"],
                  "cache_creation": {"ephemeral_5m_input_tokens": c["cw"], "ephemeral_1h_input_tokens": c["cw1h"]},

@@ -89,7 +89,7 @@ cat >"$T/broker.json" <<EOF
                    $(up alt https://api.test.example:8443 "$T/alt-secret" Authorization "Bearer ")]},
     {"name": "git", "placeholder": "$PH_GIT", "methods": ["GET", "POST"], "paths": ["/git"],
      "upstreams": [$(up "" https://api.test.example "$T/git-secret" Authorization "Basic ")]},
-    {"name": "meter", "placeholder": "$PH_METER", "methods": ["POST"], "paths": ["/v1/echo", "/v1/sse", "/v1/big", "/v1/chunked"], "meter": true,
+    {"name": "meter", "placeholder": "$PH_METER", "methods": ["POST"], "paths": ["/v1/echo", "/v1/sse", "/v1/big", "/v1/chunked", "/v1/batches"], "meter": true,
      "upstreams": [$(up "" https://api.test.example "$T/secret" x-api-key "")]},
     {"name": "nokey", "placeholder": "$PH_NOKEY", "methods": ["GET"], "paths": ["/v1/echo"],
      "upstreams": [{"url": "https://api.test.example", "secret_var": "NOKEY_API_KEY", "header": "Authorization",
@@ -443,6 +443,10 @@ row() {
 broker_refusal_rows
 row "the meter refuses" 429 "refused by the spend cap" \
 	"POST /meter/v1/echo HTTP/1.1${R}x-api-key: $PH_METER${R}Content-Length: 36${R}${R}{\"model\":\"m1\",\"max_tokens\":99999999}"
+# invariant: what the meter never allows (LATCH_HTTP_METER_FORBID: an endpoint it can't price) is a 403, not a
+# 429 that clients retry (control: the row above, a 429)
+row "the meter forbids" 403 "not allowed on a metered route" \
+	"POST /meter/v1/batches HTTP/1.1${R}x-api-key: $PH_METER${R}Content-Length: 31${R}${R}{\"model\":\"m1\",\"max_tokens\":100}"
 # a Content-Length over the meter's body_max (1 MiB here) is refused from the head, before the body is sent
 row "a metered body over body_max, from its Content-Length" 413 "metered request body too large" \
 	"POST /meter/v1/echo HTTP/1.1${R}x-api-key: $PH_METER${R}Content-Length: 2000000${R}${R}"

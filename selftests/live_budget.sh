@@ -20,6 +20,10 @@
 #   - input the body's size doesn't bound (images by URL, documents by URL or
 #     inline) is reserved: an upstream billing it is charged within the
 #     reservation; text alone is reserved by its size;
+#   - a metered route forwards only endpoints the meter can price (a batch, Veo, images: 403, never
+#     forwarded), or that the kit prices at a fixed amount (charged that, shown by latch usage), and no
+#     request whose tools have the provider fetch a URL (web_fetch, mcp_servers, mcp, url_context) unless
+#     the kit's allow_provider_tools names the tool;
 #   - 32 requests racing for the last dollar: the caps admit exactly what
 #     fits, nothing is over-spent;
 #   - the 429 is one `latch:` line naming the cap, where it stands and when
@@ -58,7 +62,7 @@ lts_bg "$LTS_I" "$T/dnsmasq.out" dnsmasq --no-daemon --no-resolv --no-hosts --us
 	--host-record="openai.test.example,$SRV_A" --host-record="anthropic.test.example,$SRV_A" \
 	--host-record="gemini.test.example,$SRV_A"
 lts_bg "$LTS_I" "$T/up.out" "$LTS_PY" "$NET" serve --addr "$SRV_A" --port 443 --cert "$T/srv.pem" \
-	--key "$T/srv.key" --log "$T/up.log" --lifetime 200
+	--key "$T/srv.key" --log "$T/up.log" --lifetime 600
 lts_wait_ready "$T/up.out" || { fail setup "the fake upstream did not start"; lts_done; }
 
 # ------------------------------------------------------------ latch.conf, kit
@@ -97,8 +101,15 @@ EOF
 	printf 'name: tb\ndescription: the kit of live_budget.sh\ncredentials:\n'
 	route openai openai Authorization "Bearer " "    methods: [GET, POST, PUT]
     paths: [/v1]"
-	route anthropic anthropic x-api-key "" "    methods: [POST]
-    paths: [/v1/messages]"
+	# the built-in claude kit's route (kit/kits/claude.yaml), on the test's upstream
+	route anthropic anthropic x-api-key "" "    methods: [GET, POST]
+    paths: [/v1/messages, /v1/models]"
+	# the same, with an endpoint the meter can't price allowed at a fixed price, and the web fetch tool
+	route anthropicp anthropic x-api-key "" "    methods: [POST]
+    paths: [/v1/messages]
+    priced_endpoints:
+      - {method: POST, path: /v1/messages/batches, dollars_per_request: 2.50}
+    allow_provider_tools: [web_fetch]"
 	route gemini gemini x-goog-api-key "" "    methods: [POST]
     paths: [/v1beta/models, /v1beta/openai/chat/completions]"
 	# every method but TRACE, every path: what only the meter's spelling checks stand in front of
@@ -142,7 +153,7 @@ audit_has() { latch --json audit "$LTS_NAME" --kind "$1" 2>/dev/null | jq -e "$2
 conf 1000
 start_latchd || { fail setup "latchd did not come up: $(tail -3 "$T/latchd.log")"; lts_done; }
 out=$(lts_attach --resolver "$HOST4" --kit tb 2>&1) || { fail setup "attach --kit failed: $out"; lts_done; }
-for r in openai anthropic gemini loose; do
+for r in openai anthropic anthropicp gemini loose; do
 	declare "PH_${r^^}=$(envof "${r^^}_KEY")"
 done
 [ -n "$PH_OPENAI" ] && [ -n "$PH_GEMINI" ] || { fail setup "latch env gave no placeholders"; lts_done; }
@@ -157,6 +168,7 @@ key_of() {
 	openai) echo "Authorization: Bearer $PH_OPENAI" ;;
 	loose) echo "Authorization: Bearer $PH_LOOSE" ;;
 	anthropic) echo "x-api-key: $PH_ANTHROPIC" ;;
+	anthropicp) echo "x-api-key: $PH_ANTHROPICP" ;;
 	gemini) echo "x-goog-api-key: $PH_GEMINI" ;;
 	esac
 }
@@ -419,6 +431,19 @@ exact "Gemini 3 grounded with 3 queries, SSE (given in two chunks, counted once)
 check_eq "the upstreams were asked for identity bodies" \
 	"$(tail -1 "$T/up.log" | jq -r '.headers[] | select(.[0] == "Accept-Encoding") | .[1]')" identity
 
+# unbound ROWNAME STATUS REASON: the last send was refused with STATUS, one latch: line, an audit note,
+# no reservation, and the upstream never saw it (UPN: its log's lines before the send)
+unbound() {
+	if [ "${OUT%%$'\t'*}" != "$2" ] || [[ "${OUT#*$'\t'}" != "latch: "* ]]; then
+		fail "$1" "status and line: $OUT"
+	elif [ "$RES" != none ] || [ "$(wc -l <"$T/up.log")" != "$UPN" ]; then
+		fail "$1" "reserved $RES, the upstream's log $(wc -l <"$T/up.log") lines (was $UPN)"
+	elif ! audited "$3" "$4"; then
+		fail "$1" "no audit entry $3/$4"
+	else
+		ok "$1: $2, ${OUT#*$'\t'}"
+	fi
+}
 # ------------------------------------------------------------ every way around it is charged the reservation
 # full ROWNAME HOW: the last send's settlement is its whole reservation, by HOW
 full() {
@@ -448,21 +473,20 @@ send anthropic "/v1/messages?beta=/count_tokens" "$MSG" --header "$(usage_hdr 10
 full "a query suffix dressed as count_tokens is still Messages" no_usage
 send anthropic /v1/messages/count_tokens "$MSG" --header "$(usage_hdr 100 0)"
 check_eq "control: count_tokens itself is free" "$SET $HOW" "0 free"
+# an endpoint the meter can't price is refused (403), not charged a worst case it does not bound
+UPN=$(wc -l <"$T/up.log")
 send openai /v1/chat/completions "$CHAT" --method PUT --header "$(usage_hdr 100 100)"
-full "a method other than POST (the upstream answers with usage anyway)" unmetered
-read -r wi wo wc ww wmax wctx <<<"$(worst openai)"
-win=$(((${#CHAT} + 1) / 2))
-check_eq "an unknown endpoint is reserved at the provider's worst case (highest prices, largest output)" "$RES" \
-	"$(cost "$(printf '%s %s %s %s' "$(printf '%s\n' "$wi" "$wc" "$ww" | sort -n | tail -1)" "$wo" 0 0)" "$win" 0 0 0 "$wmax")"
+unbound "a method other than POST: an endpoint the meter can't price, refused" 403 budget budget.refused.endpoint
 n=$(wc -l <"$T/up.log")
 out=$(in_g "$LTS_PY" "$NET" req "http://$HOST4:$PORT/openai/v1/chat/completions" --key "$(key_of openai)" \
 	--body "$CHAT" --method post)
 check_eq "a lower-case method is refused by the broker" "${out%%$'\t'*}" 400
 check_eq "and never reaches the upstream" "$(wc -l <"$T/up.log")" "$n"
+UPN=$(wc -l <"$T/up.log")
 send loose /V1/chat/completions "$CHAT" --header "$(usage_hdr 100 100)"
-full "a path in another case, on a route that allows every path" unmetered
+unbound "a path in another case, on a route that allows every path, is refused" 403 budget budget.refused.endpoint
 send loose /v1/chat/completions/ "$CHAT" --header "$(usage_hdr 100 100)"
-full "a path with a trailing slash" unmetered
+unbound "a path with a trailing slash is refused" 403 budget budget.refused.endpoint
 send loose /v1/chat/completions "$CHAT" --header "$(usage_hdr 100 100)"
 check_eq "control: the same route with the exact path is settled from its usage" "$HOW" usage
 MISSING='{"model":"gpt-nonesuch-9","max_tokens":1000,"messages":[{"role":"user","content":"hello"}]}'
@@ -487,19 +511,6 @@ within() {
 		fail "$1" "charged \$$(dollars "$SET") on a reservation of \$$(dollars "$RES")"
 	else
 		ok "$1: charged \$$(dollars "$SET") within its reservation \$$(dollars "$RES")"
-	fi
-}
-# unbound ROWNAME STATUS REASON: the last send was refused with STATUS, one latch: line, an audit note,
-# no reservation, and the upstream never saw it (UPN: its log's lines before the send)
-unbound() {
-	if [ "${OUT%%$'\t'*}" != "$2" ] || [[ "${OUT#*$'\t'}" != "latch: "* ]]; then
-		fail "$1" "status and line: $OUT"
-	elif [ "$RES" != none ] || [ "$(wc -l <"$T/up.log")" != "$UPN" ]; then
-		fail "$1" "reserved $RES, the upstream's log $(wc -l <"$T/up.log") lines (was $UPN)"
-	elif ! audited "$3" "$4"; then
-		fail "$1" "no audit entry $3/$4"
-	else
-		ok "$1: $2, ${OUT#*$'\t'}"
 	fi
 }
 SPEND="X-Fake-Mode: spend"
@@ -555,6 +566,65 @@ spend openai /v1/chat/completions "$CHAT"
 exact "control: text alone settles from its usage" "$(cost "$P_4O" 10 0 0 0 2000)"
 check_eq "and is reserved by its size (a token per 2 bytes) and its max_tokens" "$RES" \
 	"$(cost "$P_4O" $(((${#CHAT} + 1) / 2)) 0 0 0 2000)"
+
+# ------------------------------------------------------------ endpoints the meter can't price (issue 34)
+# invariant: a metered route forwards only endpoints the meter can price: Anthropic's message batches (billed
+# later, for up to the whole batch) through the built-in claude kit's route, Gemini's Veo and batch endpoints,
+# are refused 403 with one latch: line naming the endpoint and the kit field, audited, never reach the upstream
+# and reserve nothing.  Controls: /v1/messages on the same route is forwarded and settled from its usage; a kit
+# that prices the batch endpoint forwards it, charged its fixed price, and latch usage counts it.
+BATCH='{"requests":[{"custom_id":"a","params":{"model":"claude-sonnet-4-5","max_tokens":1024,"messages":[{"role":"user","content":"hello"}]}}]}'
+UPN=$(wc -l <"$T/up.log")
+send anthropic /v1/messages/batches "$BATCH"
+unbound "a message batch through the claude kit's route is refused" 403 budget budget.refused.endpoint
+check_eq "  its line names the endpoint and the kit field that allows it" "${OUT#*$'\t'}" \
+	"latch: POST /v1/messages/batches is not an endpoint the spend meter can price for anthropic (a batch, a file, an image, audio or video job is billed apart from any usage it reads), so it is not forwarded; to allow it at a fixed price a request, add {method: POST, path: /v1/messages/batches, dollars_per_request: AMOUNT} to the priced_endpoints of the kit's credential \"anthropic\""
+check "  and the broker audits its refusal" audited refused latchd.broker.not-allowed-on-a-metered-route
+for ep in "veo-3.0-generate-preview:predictLongRunning" "gemini-2.5-flash:batchGenerateContent" \
+	"imagen-4.0-generate-001:predict"; do
+	send gemini "/v1beta/models/$ep" '{"instances":[{"prompt":"a cat"}]}'
+	unbound "gemini's $ep is refused" 403 budget budget.refused.endpoint
+done
+send anthropic /v1/messages "$MSG" --header "$(usage_hdr 1111 222)"
+exact "control: /v1/messages on the same route is forwarded and settled" "$(cost "$P_SON" 1111 0 0 0 222)"
+used() { latch --json usage "$LTS_NAME" | jq -r '.caps[] | select(.scope == "sandbox" and .provider == "anthropic") | .dollars_per_day.used'; }
+for _ in $(seq 40); do u0=$(used); [ "$u0" != "" ] && break; sleep 0.05; done
+send anthropicp /v1/messages/batches "$BATCH"
+check_eq "a kit that prices the batch endpoint forwards it" "${OUT%%$'\t'*}" 200
+check_eq "  the upstream got it" "$(tail -1 "$T/up.log" | jq -r .path)" /v1/messages/batches
+check_eq "  reserved and charged its fixed price, \$2.50" "$RES $SET $HOW" "2500000 2500000 fixed"
+for _ in $(seq 40); do [ "$(used)" = $((u0 + 2500000)) ] && break; sleep 0.05; done
+check_eq "  and latch usage counts the \$2.50 against anthropic's day" "$(used)" $((u0 + 2500000))
+
+# ------------------------------------------------------------ tools that have the provider fetch a URL (issue 34)
+# invariant: a request whose body has the provider itself fetch from a URL it chooses (Anthropic's web_fetch
+# tool and mcp_servers, OpenAI Responses' mcp tool, Gemini's url_context) is refused 403 on a metered route,
+# one latch: line naming the tool and the kit option, audited, never reaching the upstream, streamed or not.
+# Controls: the same request without the tool is forwarded (above: MSG, MSG_S); with the kit's
+# allow_provider_tools naming the tool, it is forwarded and settled.
+WF='"tools":[{"type":"web_fetch_20250910","name":"web_fetch","max_uses":3}]'
+UPN=$(wc -l <"$T/up.log")
+send anthropic /v1/messages "${MSG%\}},$WF}" --header "$(usage_hdr 10 10)"
+unbound "a Messages request with a web_fetch tool is refused" 403 budget budget.refused.tool
+check_eq "  its line names the tool and the kit option" "${OUT#*$'\t'}" \
+	"latch: this request asks anthropic to fetch from a URL it chooses itself (a web_fetch tool), which would carry data past the sandbox's profile; it is not forwarded. To allow it, add web_fetch to the allow_provider_tools of the kit's credential \"anthropic\""
+send anthropic /v1/messages "${MSG_S%\}},$WF}" --header "$(usage_hdr 10 10)"
+unbound "and streamed" 403 budget budget.refused.tool
+send anthropic /v1/messages "${MSG%\}},\"mcp_servers\":[{\"type\":\"url\",\"url\":\"https://mcp.example.org/sse\",\"name\":\"x\"}]}"
+unbound "a Messages request with mcp_servers is refused" 403 budget budget.refused.tool
+send openai /v1/responses "${RESP_S%\}},\"tools\":[{\"type\":\"mcp\",\"server_label\":\"x\",\"server_url\":\"https://mcp.example.org/sse\"}]}"
+unbound "a Responses request with an mcp tool is refused, streamed" 403 budget budget.refused.tool
+send gemini /v1beta/models/gemini-2.5-flash:generateContent "${GEM%\}},\"tools\":[{\"urlContext\":{}}]}"
+unbound "a Gemini request with the urlContext tool is refused" 403 budget budget.refused.tool
+send gemini "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse" "${GEM%\}},\"tools\":[{\"url_context\":{}}]}"
+unbound "and url_context, streamed" 403 budget budget.refused.tool
+send anthropicp /v1/messages "${MSG%\}},$WF}" --header "$(usage_hdr 2222 333)"
+exact "with allow_provider_tools: [web_fetch] the web_fetch request is forwarded and settled" \
+	"$(cost "$P_SON" 2222 0 0 0 333)"
+send anthropicp /v1/messages "${MSG_S%\}},$WF}" --header "$(usage_hdr 44 555)"
+exact "  and streamed" "$(cost "$P_SON" 44 0 0 0 555)"
+send anthropicp /v1/messages "${MSG%\}},\"mcp_servers\":[{\"type\":\"url\",\"url\":\"https://mcp.example.org/sse\",\"name\":\"x\"}]}"
+check_eq "  but not mcp_servers, which it does not name" "${OUT%%$'\t'*}" 403
 
 # ------------------------------------------------------------ latch usage reads what latchd wrote
 sums=$(ledger sums)

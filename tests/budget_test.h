@@ -26,6 +26,11 @@
 
 static char bt_dir[64], bt_ledger[128], bt_prices[128];
 static uint64_t bt_now;
+/* The fetching tools bt_exchange()'s requests may ask for (0: none, as a kit that allows none). */
+static unsigned bt_allow_tools;
+#define BT_ALL_TOOLS                                                                 \
+	(BUDGET_TOOL_BIT(BUDGET_TOOL_WEB_FETCH) | BUDGET_TOOL_BIT(BUDGET_TOOL_MCP) | \
+	 BUDGET_TOOL_BIT(BUDGET_TOOL_URL_CONTEXT))
 
 static inline uint64_t bt_clock(void *arg)
 {
@@ -177,6 +182,7 @@ static inline struct bt_result bt_exchange(struct budget *b, const char *sandbox
 
 	memset(&r, 0, sizeof(r));
 	rq.method = method;
+	rq.allow_tools = bt_allow_tools;
 	r.rc = budget_reserve(b, &rq, &t, &r.reserve_note, r.line, sizeof(r.line));
 	if (r.rc)
 		return r;

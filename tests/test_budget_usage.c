@@ -239,6 +239,8 @@ Test(budget_usage, settlements_match_the_price_table)
 	struct budget_opts o;
 	struct budget *b;
 
+	bt_allow_tools = BT_ALL_TOOLS; /* cached content may hold a url_context tool: allowed here */
+
 	bt_opts(&o);
 	b = bt_open(&o);
 	for (size_t i = 0; i < sizeof(flows) / sizeof(flows[0]); i++) {
@@ -291,6 +293,8 @@ Test(budget_usage, a_kept_ticket_reads_its_exchange_as_a_fresh_one)
 	struct budget_opts o;
 	struct budget *b;
 	size_t len;
+
+	bt_allow_tools = BT_ALL_TOOLS; /* the flows above, cached content among them */
 	unsigned char z[8192];
 	/* a gzip'd body cut short: its ticket's inflate state is not what the next one reads with */
 	size_t zlen = gzip_fixture("anthropic.sse", z, sizeof(z));

@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "budget/budget.h"
 #include "kit/kit.h"
 #include "profile/profile.h"
 
@@ -425,6 +426,42 @@ static const struct bad_row bad_rows[] = {
 	{ "alternative name in capitals",
 	  "    methods:", "    alternatives:\n      - name: Groq\n        upstream: https://api.groq.com\n    methods:",
 	  SRC ": credential \"weather\": alternative name \"Groq\" must be 1-32 characters of a-z, 0-9 and '-'" },
+	{ "priced endpoint of a method the route lacks", "    methods:",
+	  "    priced_endpoints:\n      - {method: post, path: /v1/forecast/batch, dollars_per_request: 1}\n    methods:",
+	  SRC
+	  ": credential \"weather\": priced_endpoints 1: method POST is not one of the credential's methods; add it "
+	  "there" },
+	{ "priced endpoint outside the paths", "    methods:",
+	  "    priced_endpoints:\n      - {method: GET, path: /v1/forecastx, dollars_per_request: 1}\n    methods:",
+	  SRC ": credential \"weather\": priced_endpoints 1: path \"/v1/forecastx\" is not under the credential's "
+	      "paths; add its prefix to paths" },
+	{ "priced endpoint with an escape", "    methods:",
+	  "    priced_endpoints:\n      - {method: GET, path: /v1/forecast/%61, dollars_per_request: 1}\n    methods:",
+	  SRC
+	  ": credential \"weather\": priced_endpoints 1: path \"/v1/forecast/%61\" has a %-escape; write it decoded "
+	  "(the broker refuses encoded paths)" },
+	{ "priced endpoint with **", "    methods:",
+	  "    priced_endpoints:\n      - {method: GET, path: /v1/forecast/**, dollars_per_request: 1}\n    methods:",
+	  SRC ": credential \"weather\": priced_endpoints 1: path \"/v1/forecast/**\" has '**'; a '*' already stands "
+	      "for any bytes of a segment" },
+	{ "priced endpoint without a price",
+	  "    methods:", "    priced_endpoints:\n      - {method: GET, path: /v1/forecast/batch}\n    methods:",
+	  SRC
+	  ": credential \"weather\": priced_endpoints 1: dollars_per_request \"\" must be an amount such as 5.00 (0 "
+	  "for free; at most 6 decimals, at most 1000000000)" },
+	{ "priced endpoint with a price in a float's form", "    methods:",
+	  "    priced_endpoints:\n      - {method: GET, path: /v1/forecast/batch, dollars_per_request: 1e3}\n"
+	  "    methods:",
+	  SRC
+	  ": credential \"weather\": priced_endpoints 1: dollars_per_request \"1e3\" must be an amount such as 5.00 "
+	  "(0 for free; at most 6 decimals, at most 1000000000)" },
+	{ "priced endpoint given twice", "    methods:",
+	  "    priced_endpoints:\n      - {method: GET, path: /v1/forecast/b, dollars_per_request: 1}\n"
+	  "      - {method: get, path: /v1/forecast/b/, dollars_per_request: 2}\n    methods:",
+	  SRC ": credential \"weather\": priced_endpoints 2: GET /v1/forecast/b is given twice; keep one" },
+	{ "a provider tool latch does not know", "    methods:", "    allow_provider_tools: [web_search]\n    methods:",
+	  SRC ": credential \"weather\": allow_provider_tools: \"web_search\" is not a tool latch refuses; name "
+	      "web_fetch, mcp or url_context" },
 	{ "ca_file missing", "    methods:", "    ca_file: /nonexistent/ca.pem\n    methods:",
 	  SRC ": credential \"weather\": ca_file /nonexistent/ca.pem: No such file or directory; give the PEM file of "
 	      "the upstream's CA" },
@@ -486,6 +523,47 @@ Test(kit, near_misses_load)
 	free(t2);
 	free(t3);
 	free(t4);
+}
+
+/*
+ * A metered route's priced endpoints and allowed provider tools load as
+ * written (methods folded, one trailing '/' dropped, dollars exact, 0 is
+ * free); the tool names are budget/'s, which reads them in request bodies.
+ */
+Test(kit, priced_endpoints_and_provider_tools_load)
+{
+	char *t1 = edit(weather, "methods: [GET]", "methods: [GET, POST]");
+	char *t2 = edit(t1, "    methods:",
+			"    priced_endpoints:\n"
+			"      - method: post\n        path: /v1/forecast/batches/\n        dollars_per_request: 5.00\n"
+			"      - {method: GET, path: /v1/forecast/batches/*/results, dollars_per_request: 0}\n"
+			"    allow_provider_tools: [web_fetch, url_context]\n    methods:");
+	struct latch_kit *k = parse_ok(t2);
+	const struct latch_kit_cred *cr = &k->creds[0];
+
+	cr_assert_eq(cr->n_priced, 2);
+	cr_expect_str_eq(cr->priced[0].method, "POST");
+	cr_expect_str_eq(cr->priced[0].path, "/v1/forecast/batches");
+	cr_expect_eq(cr->priced[0].microdollars, 5000000ull);
+	cr_expect_str_eq(cr->priced[1].path, "/v1/forecast/batches/*/results");
+	cr_expect_eq(cr->priced[1].microdollars, 0ull);
+	cr_expect_eq(cr->provider_tools, (1u << LATCH_KIT_TOOL_WEB_FETCH) | (1u << LATCH_KIT_TOOL_URL_CONTEXT));
+	latch_kit_free(k);
+	free(t1);
+	free(t2);
+	/* the seed's weather.yaml names neither: nothing priced, no tool allowed */
+	k = parse_ok(weather);
+	cr_expect_eq(k->creds[0].n_priced, 0);
+	cr_expect_eq(k->creds[0].provider_tools, 0u);
+	latch_kit_free(k);
+	/* latchd gives budget/ the kit's tools by name: every name is one budget/ reads, and no more */
+	cr_assert_eq((int)LATCH_KIT_TOOLS, (int)BUDGET_FETCH_TOOLS);
+	for (int t = 0; t < LATCH_KIT_TOOLS; t++) {
+		enum budget_fetch_tool bt;
+
+		cr_assert_eq(budget_fetch_tool_parse(latch_kit_tool_name(t), &bt), 0, "%s", latch_kit_tool_name(t));
+		cr_expect_str_eq(budget_fetch_tool_name(bt), latch_kit_tool_name(t));
+	}
 }
 
 Test(kit, provider_named_by_credential_kit_or_host)

@@ -20,7 +20,10 @@
  *               the note to the audit log (kind budget).  Else the
  *               reservation is in the ledger's journal when it returns (it
  *               survives kill -9 of latchd: budget_opts.journal), and the
- *               request is forwarded at once, never held;
+ *               request is forwarded at once, never held.  An endpoint
+ *               neither budget/ nor the kit's priced_endpoints prices, or
+ *               a tool that has the provider fetch a URL the kit does not
+ *               allow_provider_tools, is refused with a 403 instead;
  *   response()  budget_response(): the status, then every body chunk as it
  *               goes to the guest, never buffered;
  *   end()       budget_settle() with the engine's ending; a settlement that
@@ -65,6 +68,10 @@ struct route_meter {
 	} up[LATCH_HTTP_UPSTREAMS_MAX];
 	int n_up;
 	struct budget_caps caps; /* the credential's; BUDGET_INHERIT: latch.conf's */
+	struct latch_kit_priced priced[LATCH_KIT_PRICED_MAX]; /* the kit's priced_endpoints, which fixed[] points into */
+	struct budget_fixed fixed[LATCH_KIT_PRICED_MAX];
+	int n_fixed;
+	unsigned allow_tools; /* BUDGET_TOOL_BIT()s: the kit's allow_provider_tools */
 };
 
 /* ---- the audit */
@@ -96,7 +103,11 @@ static int meter_request(void *arg, const struct latch_http_meter_request *rq, v
 				     .path = rq->path,
 				     .body = rq->body,
 				     .body_len = rq->body_len,
-				     .caps = &rm->caps };
+				     .caps = &rm->caps,
+				     .fixed = rm->fixed,
+				     .n_fixed = (size_t)rm->n_fixed,
+				     .allow_tools = rm->allow_tools,
+				     .credential = rm->route };
 	struct budget_ticket *t;
 	struct budget_note note;
 	int i, ret;
@@ -111,7 +122,8 @@ static int meter_request(void *arg, const struct latch_http_meter_request *rq, v
 	audit_note(m, rm->who, &note);
 	if (!ret)
 		*token = t; /* in the journal: forwarded at once */
-	return ret;
+	/* an endpoint or a tool the route does not allow: a 403, not a 429 that clients retry */
+	return ret == -EPERM ? LATCH_HTTP_METER_FORBID : ret;
 }
 
 static void meter_response(void *arg, void *token, int status, const void *data, size_t len)
@@ -200,6 +212,22 @@ bool meter_route(struct latchd *ld, const char *who, const struct latch_kit_cred
 	snprintf(rm->route, sizeof(rm->route), "%s", cr->name);
 	rm->caps = (struct budget_caps){ cap_or_inherit(kc->requests_per_hour), cap_or_inherit(kc->requests_per_day),
 					 cap_or_inherit(kc->microdollars_per_day) };
+	for (int i = 0; i < cr->n_priced && i < LATCH_KIT_PRICED_MAX; i++) {
+		rm->priced[i] = cr->priced[i];
+		rm->fixed[i] = (struct budget_fixed){ .method = rm->priced[i].method,
+						      .path = rm->priced[i].path,
+						      .micros = cr->priced[i].microdollars > INT64_MAX ?
+									INT64_MAX :
+									(int64_t)cr->priced[i].microdollars };
+		rm->n_fixed++;
+	}
+	/* by name: kit/ and budget/ each keep the list, and tests/test_kit.c holds them to the same names */
+	for (int k = 0; k < LATCH_KIT_TOOLS; k++) {
+		enum budget_fetch_tool bt;
+
+		if ((cr->provider_tools & (1u << k)) && !budget_fetch_tool_parse(latch_kit_tool_name(k), &bt))
+			rm->allow_tools |= BUDGET_TOOL_BIT(bt);
+	}
 	/* the engine's upstreams in broker_route_add()'s order: the credential's own, then its TLS alternatives */
 	for (int a = -1; a < cr->n_alts && rm->n_up < LATCH_HTTP_UPSTREAMS_MAX; a++) {
 		const struct latch_kit_upstream *up = a < 0 ? &cr->up : &cr->alts[a].up;

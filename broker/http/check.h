@@ -63,6 +63,7 @@
 	X(BODY_ENCODED, 415, "metered request body is content-encoded")               \
 	X(METERED_HELD, 503, "metered bodies in flight over the sandbox's limit")     \
 	X(METER, 429, "refused by the spend cap")                                     \
+	X(METER_FORBID, 403, "not allowed on a metered route")                        \
 	X(LOCAL_NONE, 404, "no local endpoint on this listener")                      \
 	X(LOCAL_BODY, 413, "local request body too large")                            \
 	X(CONNECT_PORT, 403, "CONNECT only to port 443")                              \

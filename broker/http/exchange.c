@@ -356,9 +356,12 @@ bool hb_exchange_body_done(struct hb_exchange *x)
 	int rc = m->request ? m->request(m->arg, &rq, &x->meter_token, line, sizeof(line)) : 0;
 
 	if (rc && rc != LATCH_HTTP_METER_HOLD) {
+		bool forbid = rc == LATCH_HTTP_METER_FORBID;
+		const char *dflt = forbid ? "latch: not allowed on a metered route" : "latch: refused by the spend cap";
+
 		hb_exchange_end(x, LATCH_HTTP_END_ERROR);
-		return hb_refuse(g, HB_METER, "%s",
-				 strncmp(line, "latch:", 6) ? "latch: refused by the spend cap" : line);
+		return hb_refuse(g, forbid ? HB_METER_FORBID : HB_METER, "%s",
+				 strncmp(line, "latch:", 6) ? dflt : line);
 	}
 	x->meter_open = true;
 	if (rc == LATCH_HTTP_METER_HOLD) { /* until latch_http_meter_resume() */

@@ -82,8 +82,9 @@ struct json_t *latch_http_event_fields(const struct latch_http_event *ev);
  * request body (up to body_max bytes) before it forwards, and shows it to
  * request(); a return of 0 forwards, LATCH_HTTP_METER_HOLD holds the
  * request until the meter calls latch_http_meter_resume() with rq->hold,
- * anything else is refused with 429 and the one line request() wrote into
- * refusal ("latch: ...").  *token is handed back to every later call of
+ * LATCH_HTTP_METER_FORBID refuses it with 403 (what the route never allows:
+ * waiting changes nothing), anything else is refused with 429; either way
+ * with the one line request() wrote into refusal ("latch: ...").  *token is handed back to every later call of
  * the same exchange.  response() sees the status and every decoded body
  * chunk, in order, just after the guest's write of it (data NULL, len 0 for
  * the head), all of them before end(); end() is called exactly once for
@@ -94,6 +95,7 @@ struct json_t *latch_http_event_fields(const struct latch_http_event *ev);
  * are gone (or at once when latch_http_route_add() refuses the route).
  */
 #define LATCH_HTTP_METER_HOLD 1
+#define LATCH_HTTP_METER_FORBID 2
 struct latch_http_hold; /* a held exchange */
 struct latch_http_meter_request {
 	const char *route, *upstream, *method, *path; /* path without the query string */
