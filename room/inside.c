@@ -447,6 +447,14 @@ void room_inside(struct room *r)
 	build_fs(r);
 	if (sethostname("room", 4))
 		fail(r, "sethostname");
+	/*
+	 * A root room's root owns nothing of the host's: a user namespace, made
+	 * after the mounts (they and the namespaces cloned above stay the host's,
+	 * so nothing in the room can change them), in which latch maps 0 to
+	 * ROOM_ROOT_HOST_ID.  Its capabilities there go with the bounds below.
+	 */
+	if (room_needs_userns(r->uid, r->gid) && unshare(CLONE_NEWUSER))
+		fail(r, "the root room's user namespace");
 	drop_bounds(r);
 	room_send(r->status_pipe[1], ROOM_MSG_READY, 0, NULL);
 	/* the parent says go once the room is enforced and read back; EOF means it gave up or died */

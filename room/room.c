@@ -262,6 +262,39 @@ static int wait_ready(struct room *r, char *err, size_t errlen)
 	return m.kind == ROOM_MSG_READY ? 0 : latch_errf(err, errlen, -EPROTO, "unexpected message from the room");
 }
 
+/*
+ * A root room's first process has unshared a user namespace (after its
+ * mounts, which stay the host's to make); it needs host privilege over that
+ * namespace's parent to be given ids, so latch writes them: the room's uid and
+ * gid, 0 as ROOM_ROOT_HOST_ID.  Host root is mapped to nothing in the room:
+ * root's files of the host are the overflow uid there, and the room's root
+ * reads only what any user may.
+ */
+static int map_ids(struct room *r, char *err, size_t errlen)
+{
+	static const char *const files[] = { "uid_map", "gid_map" };
+	unsigned ids[2] = { r->uid, r->gid };
+	char path[64], line[64];
+
+	if (!room_needs_userns(r->uid, r->gid))
+		return 0;
+	for (int i = 0; i < 2; i++) {
+		int fd, n, e = 0;
+
+		snprintf(path, sizeof(path), "/proc/%d/%s", (int)r->init_pid, files[i]);
+		n = snprintf(line, sizeof(line), "%u %u 1\n", ids[i], room_host_id(ids[i]));
+		errno = 0; /* a short write sets none */
+		fd = open(path, O_WRONLY | O_CLOEXEC);
+		if (fd < 0 || write(fd, line, n) != n)
+			e = errno ? -errno : -EIO;
+		if (fd >= 0)
+			close(fd);
+		if (e)
+			return latch_errf(err, errlen, e, "cannot map the room's ids in %s: %s", path, strerror(-e));
+	}
+	return 0;
+}
+
 static int say_go(struct room *r, const void *filter, uint32_t n_insns, char *err, size_t errlen)
 {
 	struct room_go go = { .magic = ROOM_GO_MAGIC, .filter_len = n_insns };
@@ -456,7 +489,14 @@ static int open_workspace(struct room *r, char *err, size_t errlen)
 		r->uid = st.st_uid;
 		r->gid = st.st_gid;
 	}
-	if (!can_enter(&st, r->uid, r->gid))
+	/* as the host ids the room runs as: a root room's are not root's */
+	if (!can_enter(&st, room_host_id(r->uid), room_host_id(r->gid)) && st.st_uid == 0)
+		return latch_errf(err, errlen, -EACCES,
+				  "workspace %s (mode %04o, owner 0:%u) cannot be read by the room's uid %u: a room's "
+				  "root owns nothing of the host's, so make it readable (chmod o+rx %s)",
+				  r->o->workspace, (unsigned)(st.st_mode & 07777), (unsigned)st.st_gid,
+				  (unsigned)r->uid, r->o->workspace);
+	if (!can_enter(&st, room_host_id(r->uid), room_host_id(r->gid)))
 		return latch_errf(
 			err, errlen, -EACCES,
 			"workspace %s (mode %04o, owner %u:%u) cannot be read by the room's uid %u: run as its "
@@ -510,6 +550,8 @@ static int prepare_and_go(struct room *r, char *err, size_t errlen)
 	if (!rc)
 		rc = wait_ready(r, err, errlen);
 	mark(r, "inside ready");
+	if (!rc)
+		rc = map_ids(r, err, errlen);
 	if (!rc) {
 		r->start_ns = room_now_ns();
 		rc = say_go(r, filter, n_insns, err, errlen);

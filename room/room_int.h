@@ -45,6 +45,26 @@ struct room_go {
 };
 #define ROOM_GO_MAGIC 0x1a7c0001u
 
+/*
+ * The host uid and gid a room's root (uid or gid 0) runs as, through a user
+ * namespace: 2^31 - 2, below the ids that signed code misreads, outside the
+ * 16-bit ids of users and nobody (65534, the default room user), and outside
+ * systemd's dynamic and container ranges, so that it owns no file of the host.
+ */
+#define ROOM_ROOT_HOST_ID 2147483646u
+
+/* Does this room run in a user namespace (its uid or gid is 0)? */
+static inline bool room_needs_userns(uid_t uid, gid_t gid)
+{
+	return uid == 0 || gid == 0;
+}
+
+/* The host id a room's id is: 0 is ROOM_ROOT_HOST_ID, any other itself. */
+static inline unsigned room_host_id(unsigned id)
+{
+	return id == 0 ? ROOM_ROOT_HOST_ID : id;
+}
+
 struct room {
 	const struct latch_room_opts *o;
 	struct latch_room_result *res;

@@ -48,6 +48,21 @@ for u in root default; do
 		"$(jget "$R" .output)" control-read
 done
 
+# Invariant: a root room's uid owns nothing of the host's (a user namespace maps it to an unused
+# host uid), so a root-only file latch knows nothing of stays unread: one 0600, one 0640 of group
+# root, in /etc where the room sees them.  Control: root outside reads both; in the room, uid 0
+# still owns what it makes (its /tmp) and the test reads /etc/os-release.
+ROOTONLY=/etc/lts-root-only-$$ ROOTGRP=/etc/lts-root-group-$$
+trap 'rm -f "$HOSTKEY" "$PRIVKEY" "$ROOTONLY" "$ROOTGRP"; lts_room_cleanup' EXIT
+echo "lts-root-only-$$" >"$ROOTONLY" && chown 0:0 "$ROOTONLY" && chmod 0600 "$ROOTONLY"
+echo "lts-root-group-$$" >"$ROOTGRP" && chown 0:0 "$ROOTGRP" && chmod 0640 "$ROOTGRP"
+check_eq "control: root outside reads the root-only files" "$(cat "$ROOTONLY" "$ROOTGRP")" \
+	"$(printf 'lts-root-only-%s\nlts-root-group-%s' $$ $$)"
+room_json "$R" --user root -- sh -c "cat $ROOTONLY $ROOTGRP 2>/dev/null; echo rc=\$?; stat -c %u:%g $ROOTONLY
+echo mine >/tmp/m && stat -c %u /tmp/m; head -c 4 /etc/os-release >/dev/null && echo control-read"
+check_eq "a root room reads no root-only file of the host (root's files are the overflow uid there)" \
+	"$(jget "$R" .output)" "$(printf 'rc=1\n65534:65534\n0\ncontrol-read')"
+
 # Invariant: a room that reaches nothing (sealed, no service) cannot squat an abstract unix name
 # of the host: no cgroup hook sees bind(), so such a room has a network namespace of its own,
 # where abstract names are its own.  The room binds @lts-squat-PID and holds it; the host then
@@ -101,9 +116,14 @@ mkdir -p "$LTS_TMP/ws700" && echo inside >"$LTS_TMP/ws700/f" && chmod 0700 "$LTS
 room_json "$R" --workspace "$LTS_TMP/ws700" -- cat /workspace/f
 check_eq "a 0700 root workspace for the default user: refused, latch's failure (125)" "$?,$(jget "$R" .exit)" "125,125"
 check "  in one line naming the uid, the mode and the fix" \
-	grep -q "mode 0700, owner 0:0) cannot be read by the room's uid 65534: run as its owner (--user 0) or make it readable" <<<"$(jget "$R" .error)"
+	grep -q "mode 0700, owner 0:0) cannot be read by the room's uid 65534: a room's root owns nothing of the host's, so make it readable" <<<"$(jget "$R" .error)"
 room_json "$R" --user root --workspace "$LTS_TMP/ws700" -- cat /workspace/f
-check_eq "  control: as its owner (--user root) the room reads it" "$(jget "$R" .output)" inside
+check_eq "  and for a root room, whose root owns nothing of the host's: refused (125)" "$?,$(jget "$R" .exit)" "125,125"
+check "  in one line saying why" grep -q "mode 0700, owner 0:0) cannot be read by the room's uid 0: a room's root owns nothing of the host's, so make it readable" <<<"$(jget "$R" .error)"
+chown "$ROOM_UID:$ROOM_UID" "$LTS_TMP/ws700" "$LTS_TMP/ws700/f"
+room_json "$R" --workspace "$LTS_TMP/ws700" -- cat /workspace/f
+check_eq "  control: owned by $ROOM_UID, the room runs as its owner and reads it" "$(jget "$R" .output)" inside
+chown 0:0 "$LTS_TMP/ws700" "$LTS_TMP/ws700/f"
 chmod 0755 "$LTS_TMP/ws700"
 room_json "$R" --workspace "$LTS_TMP/ws700" -- cat /workspace/f
 check_eq "  control: made 0755, the default user reads it" "$(jget "$R" .output)" inside

@@ -163,15 +163,17 @@ if grep -q "Bearer $SECRET" "$T/up-api.log"; then ok "kit: the upstream got the 
 else fail "kit: the upstream got the real key" "$(tail -1 "$T/up-api.log")"; fi
 if grep -rq "$SECRET" "$R" "$WS" 2>/dev/null; then fail "kit: the room never sees the key" "found in its output"
 else ok "kit: the room never sees the key"; fi
-# Invariant: a kit's secret_file is hidden from its room, even from root there (which owns it).
-room_json "$R" --kit filekey --user root --workspace "$WS:rw" -- sh -c "/workspace/call.sh API; echo; cat $KEYFILE 2>/dev/null; echo rc=\$?"
-check_eq "kit secret_file: the room calls through its broker (200) and cannot read the file as root" \
-	"$(jget "$R" '.output | split("\n")[0:2] | join(",")')" "200,rc=1"
+# Invariant: a kit's secret_file is hidden from its room, root room or not: an empty mode-000
+# file covers it.  (A secret_file is root's 0600, which no room's uid owns: a root room's is
+# host uid 2147483646; the cover is the wall that holds whatever the file's mode.)
+room_json "$R" --kit filekey --user root --workspace "$WS:rw" -- sh -c "/workspace/call.sh API; echo; cat $KEYFILE 2>/dev/null; echo rc=\$?; stat -c '%s %a' $KEYFILE"
+check_eq "kit secret_file: the room calls through its broker (200), cannot read the file as root, sees it empty, mode 000" \
+	"$(jget "$R" '.output | split("\n")[0:3] | join(",")')" "200,rc=1,0 0"
 if grep -rq "$SECRET" "$R" "$WS" 2>/dev/null; then fail "kit secret_file: its key is nowhere in the room's output" "found"
 else ok "kit secret_file: its key is nowhere in the room's output"; fi
-room_json "$R" --user root -- cat "$KEYFILE"
-check "control: a root room without that kit reads the same file (latch hides what it knows is secret)" \
-	grep -q "$SECRET" <<<"$(jget "$R" .output)"
+room_json "$R" --user root -- sh -c "stat -c '%s %a' $KEYFILE; cat $KEYFILE 2>/dev/null; echo rc=\$?"
+check_eq "control: a root room without that kit sees the file itself (latch covers what it knows is secret), and cannot read it (its root owns nothing)" \
+	"$(jget "$R" .output)" "$(printf '%s 600\nrc=1' "$(stat -c %s "$KEYFILE")")"
 
 # ------------------------------------------------------------ latchd confined
 st=$(status_json)
