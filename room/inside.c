@@ -388,20 +388,25 @@ static void drop_bounds(const struct room *r)
 __attribute__((noreturn)) static void command(struct room *r, const struct sock_fprog *filter)
 {
 	static char *env[LATCH_ROOM_ENV_MAX + 4];
-	int n = 0, status_fd, devnull;
+	int n = 0, status_fd, devnull, sup_fd = -1;
 	cap_t none;
 
 	setsid();
 	devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	status_fd = fcntl(r->status_pipe[1], F_DUPFD_CLOEXEC, 3);
+	/* above 4, so that the dups below leave it alone */
+	if (r->host_sockets && (sup_fd = fcntl(r->sup_sock[0], F_DUPFD_CLOEXEC, 5)) < 0)
+		fail(r, "the socket supervisor's descriptor");
 	if (devnull < 0 || status_fd < 0 || dup2(devnull, 0) < 0 || dup2(r->out_pipe[1], 1) < 0 ||
 	    dup2(r->out_pipe[1], 2) < 0)
 		fail(r, "the command's standard descriptors");
 	if (status_fd != 3 && (dup3(status_fd, 3, O_CLOEXEC) < 0 || close(status_fd)))
 		fail(r, "the command's status descriptor");
-	if (syscall(SYS_close_range, 4, ~0u, 0))
-		fail(r, "closing inherited descriptors");
 	r->status_pipe[1] = 3; /* for fail() */
+	if (r->host_sockets && dup3(sup_fd, 4, O_CLOEXEC) < 0)
+		fail(r, "the socket supervisor's descriptor");
+	if (syscall(SYS_close_range, r->host_sockets ? 5 : 4, ~0u, 0))
+		fail(r, "closing inherited descriptors");
 	if (chdir(r->workspace_fd >= 0 ? LATCH_ROOM_WORKDIR : "/tmp"))
 		fail(r, "chdir");
 	umask(022);
@@ -413,8 +418,22 @@ __attribute__((noreturn)) static void command(struct room *r, const struct sock_
 	if (!none || cap_set_proc(none))
 		fail(r, "dropping every capability");
 	cap_free(none);
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, filter))
-		fail(r, "no_new_privs and the seccomp filter");
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+		fail(r, "no_new_privs");
+	if (r->host_sockets) {
+		/* the listener goes to the supervisor before anything of the command's runs, never kept */
+		int listener = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, filter);
+
+		if (listener < 0)
+			fail(r, "the seccomp filter and its listener");
+		errno = -room_sockets_hand_over(4, listener);
+		if (errno)
+			fail(r, "handing the seccomp listener to the socket supervisor");
+		close(listener);
+		close(4);
+	} else if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, filter)) {
+		fail(r, "the seccomp filter");
+	}
 	env[n++] = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 	env[n++] = "HOME=/tmp";
 	env[n++] = "LANG=C.UTF-8";
@@ -474,6 +493,8 @@ void room_inside(struct room *r)
 	if (cmd == 0)
 		command(r, &filter);
 	close(r->out_pipe[1]);
+	if (r->sup_sock[0] >= 0)
+		close(r->sup_sock[0]);
 	/* PID 1 needs no privilege to reap */
 	none = cap_init();
 	if (none)

@@ -7,9 +7,10 @@
  *   2. the run directory (a lock that says this room is alive, the mount
  *      point of the room's root, the overlay's upper tmpfs, resolv.conf);
  *   3. the cgroups (v2 directory, v1 directories);
- *   4. the room's first process, cloned straight into the v2 directory with
- *      new mount, PID, UTS, IPC and cgroup namespaces (network too, when it
- *      reaches nothing: clone_room()); it builds the file
+ *   4. for a room with network, the supervisor that makes its IP sockets in
+ *      the host's network namespace (sockets.c); the room's first process,
+ *      cloned straight into the v2 directory with new mount, PID, UTS, IPC,
+ *      cgroup and network namespaces (clone_room()); it builds the file
  *      system while the parent, at the same time,
  *   5. makes the room's BPF state, writes its policy, attaches the programs,
  *      reads the posture back (not enforced: the room is torn down), writes
@@ -220,17 +221,18 @@ static bool needs_host_net(const struct room *r)
 }
 
 /*
- * A room that reaches nothing gets a network namespace of its own besides:
- * abstract unix socket names are per network namespace, and no cgroup hook
- * sees a bind() of one, so only this keeps a sealed room from squatting a
- * name a host service will bind (or a host client connect to).  It also
- * takes the host's interfaces, routes and /proc/net out of its sight.
+ * Every room gets a network namespace of its own: abstract unix socket names
+ * are per network namespace, and no cgroup hook sees a bind() of one, so only
+ * this keeps a room from squatting a name a host service will bind (or a host
+ * client connect to).  A room that reaches nothing makes every socket there
+ * (only `lo`: nothing to reach); one with network makes its IP sockets through
+ * the supervisor, in the host's namespace (sockets.c).
  */
 static pid_t clone_room(struct room *r)
 {
 	struct clone_args a = {
 		.flags = CLONE_INTO_CGROUP | CLONE_PIDFD | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC |
-			 CLONE_NEWCGROUP | (needs_host_net(r) ? 0 : CLONE_NEWNET),
+			 CLONE_NEWCGROUP | CLONE_NEWNET,
 		.pidfd = (uintptr_t)&r->pidfd,
 		.exit_signal = SIGCHLD,
 		.cgroup = (uint64_t)r->cg2_fd,
@@ -431,6 +433,7 @@ static void teardown(struct room *r)
 		room_wait_empty(r, 2000);
 		waitpid(r->init_pid, NULL, WNOHANG);
 	}
+	room_sockets_stop(r); /* killed with the cgroup by now, or before the room was cloned */
 	for (int i = 0; i < 2; i++) {
 		if (r->out_pipe[i] >= 0)
 			close(r->out_pipe[i]);
@@ -523,7 +526,7 @@ static void defaults(struct room *r, const struct latch_room_opts *o, struct lat
 	for (int i = 0; i < V1_COUNT; i++)
 		r->v1[i].tasks_fd = -1;
 	for (int i = 0; i < 2; i++)
-		r->out_pipe[i] = r->status_pipe[i] = r->go_pipe[i] = -1;
+		r->out_pipe[i] = r->status_pipe[i] = r->go_pipe[i] = r->sup_sock[i] = -1;
 }
 
 /* Steps 5 and 6, while the room's first process builds its file system. */
@@ -543,7 +546,7 @@ static int prepare_and_go(struct room *r, char *err, size_t errlen)
 		rc = room_limits_apply(r, err, errlen);
 	mark(r, "limits");
 	if (!rc)
-		rc = room_seccomp_build(&filter, &n_insns, &n_rules, err, errlen);
+		rc = room_seccomp_build(r->host_sockets, &filter, &n_insns, &n_rules, err, errlen);
 	mark(r, "seccomp");
 	if (!rc)
 		snprintf(r->res->seccomp, sizeof(r->res->seccomp), "deny list, %d rules", n_rules);
@@ -599,6 +602,10 @@ int latch_room_run(const struct latch_room_opts *o, struct latch_room_result *re
 	mark(&r, "cgroups");
 	if (!rc && (pipe2(r.out_pipe, O_CLOEXEC) || pipe2(r.status_pipe, O_CLOEXEC) || pipe2(r.go_pipe, O_CLOEXEC)))
 		rc = latch_errf(err, errlen, -errno, "pipe: %s", strerror(errno));
+	r.host_sockets = needs_host_net(&r);
+	if (!rc && r.host_sockets)
+		rc = room_sockets_start(&r, err, errlen);
+	mark(&r, "sockets");
 	if (!rc) {
 		r.init_pid = clone_room(&r);
 		if (r.init_pid == 0) {
@@ -615,6 +622,9 @@ int latch_room_run(const struct latch_room_opts *o, struct latch_room_result *re
 		close(r.status_pipe[1]);
 		close(r.go_pipe[0]);
 		r.out_pipe[1] = r.status_pipe[1] = r.go_pipe[0] = -1;
+		if (r.sup_sock[0] >= 0)
+			close(r.sup_sock[0]); /* the command's end, handed to the room */
+		r.sup_sock[0] = -1;
 		room_v1_close(&r);
 		rc = prepare_and_go(&r, err, errlen);
 	}

@@ -97,6 +97,10 @@ struct room {
 	int out_pipe[2]; /* the command's stdout and stderr, both */
 	int status_pipe[2]; /* struct room_msg from inside */
 	int go_pipe[2]; /* struct room_go (+ filter) to inside */
+	/* a room with network: its IP sockets are made in the host's namespace (sockets.c) */
+	bool host_sockets;
+	int sup_sock[2]; /* [0] the command's end (the listener goes over it), [1] the supervisor's */
+	pid_t sup_pid;
 	uint64_t start_ns;
 	char setup_error[160]; /* the command's process failed before exec: latch's failure */
 	/* LATCH_ROOM_TIMING=1: when each step ended, printed to stderr at the end */
@@ -128,8 +132,14 @@ int room_rlimits_apply(const struct room *r);
 __attribute__((noreturn)) void room_inside(struct room *r);
 void room_send(int fd, int kind, int value, const char *text);
 
-/* seccomp.c: the filter as BPF instructions (8 bytes each); 0 or -errno */
-int room_seccomp_build(void **prog, uint32_t *n_insns, int *n_rules, char *err, size_t errlen);
+/* seccomp.c: the filter as BPF instructions (8 bytes each); 0 or -errno.  NOTIFY: IP sockets to the supervisor */
+int room_seccomp_build(bool notify, void **prog, uint32_t *n_insns, int *n_rules, char *err, size_t errlen);
+
+/* sockets.c: the supervisor that makes a room's IP sockets in the host's namespace */
+int room_sockets_start(struct room *r, char *err, size_t errlen);
+void room_sockets_stop(struct room *r);
+/* the command's process: the filter's listener to the supervisor over SOCK; 0 or -errno */
+int room_sockets_hand_over(int sock, int listener);
 
 /* changes.c */
 int room_changes_collect(struct room *r, char *err, size_t errlen);

@@ -18,7 +18,10 @@
  * hypervisor, AF_TIPC, AF_RDS, AF_CAN, AF_PACKET...) get EAFNOSUPPORT, as
  * from a kernel without it.  AF_NETLINK is kept for NETLINK_ROUTE alone
  * (glibc's getaddrinfo asks it which address families the host has), any
- * other netlink protocol gets EPROTONOSUPPORT.
+ * other netlink protocol gets EPROTONOSUPPORT.  In a room with network,
+ * socket() of AF_INET, AF_INET6 and route netlink is a user notification:
+ * the room's own network namespace has only `lo`, and the supervisor
+ * (sockets.c) makes those sockets in the host's, where the hooks judge them.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -66,9 +69,11 @@ static const int families_allowed[] = { AF_UNIX, AF_INET, AF_INET6, AF_NETLINK }
  * blocks (one masked compare each: 0, 3, 4-7, 8-9, 11, 12-15), everything
  * above the last allowed by range; libseccomp compares all 64 bits of the
  * argument, so a family with high bits set is above.  Netlink other than
- * NETLINK_ROUTE: EPROTONOSUPPORT.  Adds to *rules.  0 or -errno.
+ * NETLINK_ROUTE: EPROTONOSUPPORT.  With NOTIFY (a room with network),
+ * socket() of AF_INET, AF_INET6 and route netlink goes to the supervisor.
+ * Adds to *rules.  0 or -errno.
  */
-static int socket_rules(scmp_filter_ctx ctx, int *rules)
+static int socket_rules(scmp_filter_ctx ctx, bool notify, int *rules)
 {
 	static const int calls[] = { SCMP_SYS(socket), SCMP_SYS(socketpair) };
 	const uint64_t top = families_allowed[N_ALLOWED - 1] + 1;
@@ -98,6 +103,15 @@ static int socket_rules(scmp_filter_ctx ctx, int *rules)
 			return -EINVAL;
 		*rules += 2;
 	}
+	if (!notify)
+		return 0;
+	/* made by the supervisor in the host's namespace (sockets.c); socketpair() stays the room's */
+	if (seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(socket), 1, SCMP_A0(SCMP_CMP_EQ, AF_INET)) ||
+	    seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(socket), 1, SCMP_A0(SCMP_CMP_EQ, AF_INET6)) ||
+	    seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(socket), 2, SCMP_A0(SCMP_CMP_EQ, AF_NETLINK),
+			     SCMP_A2(SCMP_CMP_EQ, NETLINK_ROUTE)))
+		return -EINVAL;
+	*rules += 3;
 	return 0;
 }
 
@@ -105,7 +119,7 @@ static int socket_rules(scmp_filter_ctx ctx, int *rules)
 static const unsigned long ns_flags[] = { CLONE_NEWNS,	CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER,
 					  CLONE_NEWPID, CLONE_NEWNET, 0x02000000,   0x00000080 };
 
-int room_seccomp_build(void **prog, uint32_t *n_insns, int *n_rules, char *err, size_t errlen)
+int room_seccomp_build(bool notify, void **prog, uint32_t *n_insns, int *n_rules, char *err, size_t errlen)
 {
 	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
 	int rules = 0, rc = -EINVAL, fd = -1;
@@ -136,7 +150,7 @@ int room_seccomp_build(void **prog, uint32_t *n_insns, int *n_rules, char *err, 
 			latch_errf(err, errlen, -EINVAL, "seccomp: cannot add the clone rules");
 			goto out;
 		}
-	if (socket_rules(ctx, &rules)) {
+	if (socket_rules(ctx, notify, &rules)) {
 		latch_errf(err, errlen, -EINVAL, "seccomp: cannot add the socket family rules");
 		goto out;
 	}

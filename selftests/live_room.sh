@@ -63,34 +63,73 @@ echo mine >/tmp/m && stat -c %u /tmp/m; head -c 4 /etc/os-release >/dev/null && 
 check_eq "a root room reads no root-only file of the host (root's files are the overflow uid there)" \
 	"$(jget "$R" .output)" "$(printf 'rc=1\n65534:65534\n0\ncontrol-read')"
 
-# Invariant: a room that reaches nothing (sealed, no service) cannot squat an abstract unix name
-# of the host: no cgroup hook sees bind(), so such a room has a network namespace of its own,
-# where abstract names are its own.  The room binds @lts-squat-PID and holds it; the host then
-# binds the same name and a host client reaches the host's listener.  (A room with network
-# entries still shares the host's namespace: docs/INVARIANTS.md names it.)
-squat=lts-squat-$$
-room_json "$R" --timeout 10s -- /usr/bin/python3 -c 'import socket, sys, time
-s = socket.socket(socket.AF_UNIX); s.bind(b"\0'"$squat"'"); s.listen(1); print("room bound"); sys.stdout.flush(); time.sleep(4)
+# Invariant: a room cannot squat an abstract unix name of the host: no cgroup hook sees bind(), so
+# every room has a network namespace of its own, where abstract names are its own (a room with
+# network makes its IP sockets in the host's namespace through a supervisor).  The room binds
+# @NAME and holds it; the host then binds the same name and a host client reaches the host's
+# listener.  squat NAME LATCH-OPTIONS...: the room's lines in $R, the host's in $host_bind.
+squat() {
+	local name=$1 room_pid cg2
+	shift
+	room_json "$R" --timeout 10s "$@" -- /usr/bin/python3 -c 'import socket, sys, time
+s = socket.socket(socket.AF_UNIX); s.bind(b"\0'"$name"'"); s.listen(1); print("room bound"); sys.stdout.flush(); time.sleep(4)
 t = socket.socket(socket.AF_UNIX); t.bind("/tmp/path.sock"); t.listen(1)
-c = socket.socket(socket.AF_UNIX); c.connect("/tmp/path.sock"); a, _ = t.accept(); c.send(b"hi"); print("path socket", a.recv(2).decode())' &
-room_pid=$!
-cg2=$(awk '$3 == "cgroup2" {print $2; exit}' /proc/mounts)
-for _ in $(seq 100); do # until the room's python runs (bounded: 10 s)
-	grep -qs python3 $(sed 's|^|/proc/|; s|$|/comm|' "$cg2/$LTS_CGNAME"/rooms/*/cgroup.procs 2>/dev/null) && break
-	sleep 0.1
-done
-sleep 1 # the bind is python's first act
-host_bind=$(nsenter --net="/run/netns/$LTS_H" /usr/bin/python3 -c 'import socket
+c = socket.socket(socket.AF_UNIX); c.connect("/tmp/path.sock"); a, _ = t.accept(); c.send(b"hi"); print("path socket", a.recv(2).decode())
+i = socket.socket(socket.AF_INET6, socket.SOCK_STREAM | socket.SOCK_CLOEXEC); print("ip socket", i.family.name, i.type.name)' &
+	room_pid=$!
+	cg2=$(awk '$3 == "cgroup2" {print $2; exit}' /proc/mounts)
+	for _ in $(seq 100); do # until the room's python runs (bounded: 10 s)
+		grep -qs python3 $(sed 's|^|/proc/|; s|$|/comm|' "$cg2/$LTS_CGNAME"/rooms/*/cgroup.procs 2>/dev/null) && break
+		sleep 0.1
+	done
+	sleep 1 # the bind is python's first act
+	host_bind=$(nsenter --net="/run/netns/$LTS_H" /usr/bin/python3 -c 'import socket
 s = socket.socket(socket.AF_UNIX)
 try:
-    s.bind(b"\0'"$squat"'"); s.listen(1)
+    s.bind(b"\0'"$name"'"); s.listen(1)
 except OSError as e:
     print("host bind:", e.strerror); raise SystemExit
-c = socket.socket(socket.AF_UNIX); c.connect(b"\0'"$squat"'"); a, _ = s.accept(); c.send(b"host"); print("host bound, reached", a.recv(4).decode())')
-wait "$room_pid"
+c = socket.socket(socket.AF_UNIX); c.connect(b"\0'"$name"'"); a, _ = s.accept(); c.send(b"host"); print("host bound, reached", a.recv(4).decode())')
+	wait "$room_pid"
+}
+squat "lts-squat-$$"
 check_eq "squatting: the room bound the name in its own namespace" "$(jget "$R" '.output | split("\n")[0]')" "room bound"
 check_eq "  the host binds the same name and reaches its own listener" "$host_bind" "host bound, reached host"
 check_eq "  control: a pathname unix socket in the room's /tmp works" "$(jget "$R" '.output | split("\n")[1]')" "path socket hi"
+# the same with network (one profile entry): the room's IP traffic is still judged by its hooks in
+# the host's namespace (live_room_net.sh: allowed reached, denied refused, counted)
+room_profile squatnet "# one entry: the room has network" "192.0.2.1:80"
+squat "lts-squat-net-$$" --profile squatnet
+check_eq "squatting with network: the room bound the name in its own namespace" \
+	"$(jget "$R" '.output | split("\n")[0]')" "room bound"
+check_eq "  the host binds the same name and reaches its own listener" "$host_bind" "host bound, reached host"
+check_eq "  control: a pathname unix socket in the room's /tmp works" "$(jget "$R" '.output | split("\n")[1]')" "path socket hi"
+check_eq "  control: the room still makes an IP socket (in the host's namespace, by its supervisor)" \
+	"$(jget "$R" '.output | split("\n")[2]')" "ip socket AF_INET6 SOCK_STREAM"
+# Invariant: with its socket supervisor gone, a room's IP socket() fails (ENOSYS), never opens
+# in the room's own namespace.  The supervisor is the room cgroup's process that is not in the
+# room's PID namespace (it is latch's child); the test kills it, the room then asks for a socket.
+room_json "$R" --timeout 10s --profile squatnet -- /usr/bin/python3 -c 'import socket, sys, time
+socket.socket(socket.AF_INET).close(); print("before"); sys.stdout.flush(); time.sleep(3)
+for f in (socket.AF_INET, socket.AF_INET6):
+    try: socket.socket(f); print("made")
+    except OSError as e: print(e.strerror)
+u = socket.socket(socket.AF_UNIX); print("unix", u.family.name)' &
+room_pid=$!
+sup='' cg2=$(awk '$3 == "cgroup2" {print $2; exit}' /proc/mounts)
+for _ in $(seq 100); do # the room's python, then the cgroup's process outside its PID namespace (10 s)
+	for p in $(cat "$cg2/$LTS_CGNAME"/rooms/*/cgroup.procs 2>/dev/null); do
+		[ "$(awk '/^NSpid:/ {print NF}' "/proc/$p/status" 2>/dev/null)" = 2 ] && sup=$p
+	done
+	grep -qs python3 $(sed 's|^|/proc/|; s|$|/comm|' "$cg2/$LTS_CGNAME"/rooms/*/cgroup.procs 2>/dev/null) && [ -n "$sup" ] && break
+	sleep 0.1
+done
+sleep 1
+[ -n "$sup" ] && kill -KILL "$sup"
+wait "$room_pid"
+check_eq "supervisor gone: the room's AF_INET and AF_INET6 socket() fail with ENOSYS" \
+	"$(jget "$R" '.output | split("\n")[0:3] | join(",")')" "before,Function not implemented,Function not implemented"
+check_eq "  control: a unix socket still opens in the room" "$(jget "$R" '.output | split("\n")[3]')" "unix AF_UNIX"
 
 # Invariant: no inherited environment: only PATH, HOME, LANG and what --env names.
 export LTS_PARENT_SECRET=parent-secret-$$
