@@ -15,7 +15,7 @@
  *
  * The supervisor is cloned by latch straight into the room's cgroup (a socket
  * is charged to the cgroup of the task that makes it, so the room's hooks
- * judge its sockets as the room's own), runs as the room's uid and gid with
+ * judge its sockets as the room's own), runs as the room's host uid and gid with
  * no capability, and lives outside the room's PID namespace, where nothing
  * in the room can signal or trace it.  It dies with latch, and with the room
  * (cgroup.kill); when it is gone, the room's socket() calls of those families
@@ -141,15 +141,18 @@ static int serve_one(int listener)
 	return 0;
 }
 
-/* The supervisor's life: drop to the room's uid, take the listener, serve until the room is gone. */
+/* The supervisor's life: drop to the room's host uid, take the listener, serve until the room is gone. */
 __attribute__((noreturn)) static void supervise(const struct room *r, pid_t latch)
 {
 	struct pollfd p = { .events = POLLIN };
+	uid_t uid = room_host_id(r->uid);
+	gid_t gid = room_host_id(r->gid);
 	cap_t none;
 
 	if (dup2(r->sup_sock[1], SUP_FD) != SUP_FD || syscall(SYS_close_range, SUP_FD + 1, ~0u, 0))
 		_exit(125);
-	if (setgroups(0, NULL) || setresgid(r->gid, r->gid, r->gid) || setresuid(r->uid, r->uid, r->uid))
+	/* the host ids the room runs as: a root room's sockets are its unprivileged host uid's, not root's */
+	if (setgroups(0, NULL) || setresgid(gid, gid, gid) || setresuid(uid, uid, uid))
 		_exit(125);
 	none = cap_init();
 	if (!none || cap_set_proc(none) || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_DUMPABLE, 0, 0, 0, 0))
