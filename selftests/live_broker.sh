@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0-only
+# lts-limit: 300 (about 115 s on an idle machine)
 # live_broker.sh - the credential broker's engine over real sockets and real TLS.
 #
 # The engine (broker/http) runs in H under selftests/broker_drv.c, listening

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0-only
+# lts-limit: 400 (about 160 s on an idle machine: three providers end to end, each refusal beside its control)
 # live_budget.sh - spend caps end to end: latchd meters a kit's OpenAI,
 # Anthropic and Gemini routes (selftests/lib.sh's guest link, `latch attach
 # --kit`), against fake HTTPS upstreams of the three providers' shapes

@@ -8,7 +8,8 @@
 # build/selftests/prog_table (if built), every selftests/live_*.sh and
 # every selftests/vm_*.sh (real guests under libvirt), one after another (the
 # live tests measure time and rates), each under a time limit: LTS_LIMIT
-# seconds (default 150), LTS_VM_LIMIT (default 420) for the guest tests.
+# seconds (default 150), LTS_VM_LIMIT (default 420) for the guest tests, or
+# more where a test's header says '# lts-limit: SECONDS'.
 # Before the first guest test the default guest image is brought up to date
 # once (`make image`: a no-op when its cache under /var/lib/latch/images is
 # current); if that fails the guest tests still run, and fail or skip.
@@ -138,6 +139,9 @@ for t in "${tests[@]}"; do
 			rm -f "$out.img"
 		fi
 	fi
+	# a test that needs longer says so in its header ('# lts-limit: SECONDS'); LTS_LIMIT may give more
+	own=$(sed -n '1,40s/^# lts-limit: \([0-9][0-9]*\).*/\1/p' "$t" 2>/dev/null | head -n 1)
+	[ -n "$own" ] && [ "$own" -gt "$limit" ] && limit=$own
 	before=$(ls -d /tmp/latch-vm* 2>/dev/null || true)
 	start=$SECONDS
 	if [[ "$t" == *.sh ]]; then
