@@ -185,6 +185,9 @@ check_eq "latchd holds no grant after the refusals" \
 check_cmp "each rebinding refusal is audited" "$(audit_n refuse latchd.grant.rebinding)" -ge 3
 check_not "  and the private address stays closed" tcp_ok 10.0.0.5 443
 
+# bconnect NAME: the broker's answer to CONNECT NAME:443 from G (its status line, and the TLS outcome)
+bconnect() { in_g "$LTS_PY" "$LTS_DIR/broker_net.py" connect "$HOST4" "$PORT" "$1" "$1" 2>&1 | head -n 1; }
+
 # --- a grant opens exactly the names' addresses on exactly its ports
 out=$(latch --json grant "$LTS_NAME" docs.example:"$SPORT" --for 3 --reason "read the docs")
 check_eq "latch grant docs.example:$SPORT --for 3" "$?" 0
@@ -216,6 +219,10 @@ check_eq "  and latch grants lists nothing" "$(latch --json grants "$LTS_NAME" |
 # --- latch deny on an active grant closes it now, the established stream too
 out=$(latch --json grant "$LTS_NAME" docs.example:"$DPORT" --for 10)
 gid=$(jq -r .id <<<"$out")
+# Invariant: the broker's CONNECT matches a grant's ports as the kernel does: a grant of
+# docs.example:DPORT opens no CONNECT to docs.example:443 (the control, a grant of :443, is below)
+check "CONNECT docs.example:443 under a grant of docs.example:$DPORT alone is refused (403)" \
+	grep -q "^HTTP/1.1 403 .*docs.example port 443" <<<"$(bconnect docs.example)"
 in_g "$LTS_PY" "$LTS_NET" stream "$SRV_A" "$DPORT" --duration 3 >/dev/null 2>&1 &
 sa=$!
 LTS_PIDS+=("$sa")
@@ -439,8 +446,12 @@ r=$(gpost '{"hosts":["files.example"]}')
 check "the 8th ask of the hour waits and times out (403)" grep -q '"decision":"timeout".* 403$' <<<"$r"
 r=$(gpost '{"hosts":["files.example"]}')
 check "the 9th ask of the hour is refused (429) naming grant_asks_per_hour" grep -q 'grant_asks_per_hour.* 429$' <<<"$r"
-# grants per hour: 3 so far (two of the host's and the approved ask); three more reach grants_per_hour = 6
-for i in 1 2 3; do latch grant "$LTS_NAME" files.example --for 1 >/dev/null || fail "grant $i" "refused early"; done
+# control for CONNECT's ports: under a grant of docs.example:443 the broker connects (200)
+latch grant "$LTS_NAME" docs.example:443 --for 2 >/dev/null
+check "control: CONNECT docs.example:443 under a grant of docs.example:443 is carried (200)" \
+	grep -q "^HTTP/1.1 200 " <<<"$(bconnect docs.example)"
+# grants per hour: 4 so far (two of the host's, the approved ask, the one above); two more reach grants_per_hour = 6
+for i in 1 2; do latch grant "$LTS_NAME" files.example --for 1 >/dev/null || fail "grant $i" "refused early"; done
 out=$(latch grant "$LTS_NAME" files.example --for 1 2>&1)
 check_eq "the 7th grant of the hour is refused (usage)" "$?" 2
 check "  in one line naming grants_per_hour" grep -q "^latch: .*grants_per_hour" <<<"$out"
