@@ -362,11 +362,20 @@ sleep 1
 check "an invalid profile on SIGHUP is refused and logged" grep -q "reload refused.*p2.txt:4" "$LTS_TMP/latchd.log"
 r=$(q x4.wild.example)
 check_eq "nothing of the invalid file was applied" "$r" "REFUSED "
+# Invariant: `latchd --reload` (latchd.service's ExecReload) fails when latchd keeps its old
+# configuration, so `systemctl reload latchd` says so; control: it passes when latchd takes the new one
+rc=0
+LATCH_ROOT=$ROOT "$LATCHD_BIN" --reload >/dev/null 2>"$LTS_TMP/reload.err" || rc=$?
+check_eq "latchd --reload of the invalid profile fails (exit 1)" "$rc" 1
+check "  naming the file and line latchd refused" grep -q "^latchd: reload refused, nothing changed: .*p2.txt:4" \
+	"$LTS_TMP/reload.err"
 printf 'both.example:9000,5001\nother.example:443\n*.wild.example:443\n' >"$ROOT/etc/latch/profiles/p2.txt"
 kill -HUP "$LATCHD_PID"
 sleep 1
 r=$(q x5.wild.example)
 check "a valid profile on SIGHUP is swapped in" grep -q "NOERROR $WILD" <<<"$r"
+check_eq "control: latchd --reload of the valid one passes" "$(LATCH_ROOT=$ROOT "$LATCHD_BIN" --reload 2>&1)" \
+	"latchd: reloaded"
 
 # --- host names are asked again before their TTL runs out
 sleep 4 # past every TTL (<= 3 s)

@@ -164,7 +164,10 @@ static void handle(struct client *c, json_t *req)
 		return control_reply(c, json_pack("{s:b}", "ok", 1));
 	}
 	if (!strcmp(op, "reload")) {
-		latchd_reload(c->ld);
+		char err[LATCH_ERR_MAX];
+
+		if (latchd_reload_all(c->ld, err, sizeof(err)))
+			return control_reply(c, json_pack("{s:b, s:s}", "ok", 0, "error", err));
 		return control_reply(c, json_pack("{s:b}", "ok", 1));
 	}
 	if (!strcmp(op, "switch"))

@@ -182,7 +182,9 @@ struct latchd {
  */
 __attribute__((format(printf, 1, 2))) void latchd_log(const char *fmt, ...);
 __attribute__((format(printf, 1, 2))) void latchd_log_err(const char *fmt, ...);
-void latchd_reload(struct latchd *ld);
+int latchd_reload(struct latchd *ld, char *err, size_t errlen);
+/* latchd_reload, then the price table: SIGHUP and the control socket's reload */
+int latchd_reload_all(struct latchd *ld, char *err, size_t errlen);
 
 /* control.c */
 int control_listen(struct latchd *ld, char *err, size_t errlen);
@@ -310,7 +312,8 @@ void broker_op_backend(struct latchd *ld, struct client *c, json_t *req);
 /* Open the ledger as its sole writer, with latch.conf's caps (before any socket: a second latchd stops here). */
 int meter_open(struct latchd *ld, char *err, size_t errlen);
 void meter_tick(struct latchd *ld);
-void meter_reload(struct latchd *ld); /* SIGHUP: the price table, and latch.conf's caps as ld->conf has them */
+int meter_reload(struct latchd *ld, char *err,
+		 size_t errlen); /* SIGHUP: the price table, and latch.conf's caps as ld->conf has them */
 void meter_close(struct latchd *ld); /* after every listener */
 /* The meter of credential CR's route for WHO into OUT; false when no upstream of it is metered. */
 bool meter_route(struct latchd *ld, const char *who, const struct latch_kit_cred *cr, struct latch_http_meter *out);

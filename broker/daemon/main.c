@@ -47,6 +47,7 @@
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
+#include "broker/broker.h"
 #include "broker/daemon/daemon.h"
 #include "broker/daemon/room.h"
 #include "broker/daemon/version.h" /* generated: build/broker/daemon/version.h (scripts/install.mk) */
@@ -140,37 +141,41 @@ static int read_conf(struct latch_conf *c, struct latch_addr *up, uint16_t *up_p
  * them in (resolvers reconfigured, profiles switched).  One bad file changes
  * nothing anywhere, and says why.
  */
-void latchd_reload(struct latchd *ld)
+int latchd_reload(struct latchd *ld, char *err, size_t errlen)
 {
 	struct latch_conf c;
 	struct latch_addr up[LATCH_RESOLVER_UPSTREAM_MAX];
 	uint16_t up_port[LATCH_RESOLVER_UPSTREAM_MAX];
-	char err[LATCH_ERR_MAX];
+	char why[LATCH_ERR_MAX];
 	int n_up = 0, n = 0, i = 0;
 	struct latch_profile *loaded;
 	bool ups_changed;
 
-	if (read_conf(&c, up, up_port, &n_up, err, sizeof(err))) {
-		latchd_log_err("reload refused, nothing changed: %s", err);
-		latchd_audit(ld, "latchd", "config", "refuse", "latchd.reload", json_pack("{s:s}", "error", err));
-		return;
+	if (read_conf(&c, up, up_port, &n_up, why, sizeof(why))) {
+		latchd_log_err("reload refused, nothing changed: %s", why);
+		latchd_audit(ld, "latchd", "config", "refuse", "latchd.reload", json_pack("{s:s}", "error", why));
+		snprintf(err, errlen, "reload refused, nothing changed: %s", why);
+		return -EINVAL;
 	}
 	for (struct sandbox *s = ld->sandboxes; s; s = s->next)
 		n++;
 	loaded = calloc(n ? n : 1, sizeof(*loaded));
-	if (!loaded)
-		return;
+	if (!loaded) {
+		snprintf(err, errlen, "reload refused, nothing changed: out of memory");
+		return -ENOMEM;
+	}
 	for (struct sandbox *s = ld->sandboxes; s; s = s->next, i++) {
 		if (!s->have_profile)
 			continue;
-		if (switch_load_profile(ld, s->prof.name, &loaded[i], err, sizeof(err))) {
-			latchd_log_err("reload refused, nothing changed: %s: %s", s->name, err);
+		if (switch_load_profile(ld, s->prof.name, &loaded[i], why, sizeof(why))) {
+			latchd_log_err("reload refused, nothing changed: %s: %s", s->name, why);
 			latchd_audit(ld, "latchd", "config", "refuse", "latchd.reload",
-				     json_pack("{s:s, s:s}", "sandbox", s->name, "error", err));
+				     json_pack("{s:s, s:s}", "sandbox", s->name, "error", why));
+			snprintf(err, errlen, "reload refused, nothing changed: %s: %s", s->name, why);
 			for (int k = 0; k < n; k++)
 				latch_profile_free(&loaded[k]);
 			free(loaded);
-			return;
+			return -EINVAL;
 		}
 	}
 	/* all valid: swap */
@@ -187,16 +192,16 @@ void latchd_reload(struct latchd *ld)
 	 * admitted, and with them the pooled connections to them, until the
 	 * engine looks each name up again.
 	 */
-	if ((ups_changed && confine_upstreams(ld, err, sizeof(err))) || confine_resolver(ld, err, sizeof(err)))
-		latchd_log("reload: latchd's own policy: %s", err);
+	if ((ups_changed && confine_upstreams(ld, why, sizeof(why))) || confine_resolver(ld, why, sizeof(why)))
+		latchd_log("reload: latchd's own policy: %s", why);
 	i = 0;
 	for (struct sandbox *s = ld->sandboxes; s; s = s->next, i++) {
 		struct latch_resolver_opts o;
 
 		if (s->res) {
 			sandbox_resolver_opts(s, &o);
-			if (latch_resolver_reconfigure(s->res, &o, err, sizeof(err)))
-				latchd_log("%s: resolver: %s", s->name, err);
+			if (latch_resolver_reconfigure(s->res, &o, why, sizeof(why)))
+				latchd_log("%s: resolver: %s", s->name, why);
 		}
 		if (!s->have_profile)
 			continue;
@@ -211,6 +216,24 @@ void latchd_reload(struct latchd *ld)
 	sandboxes_scan(ld);
 	latchd_audit(ld, "latchd", "config", "reload", "latchd.reload", json_pack("{s:i}", "upstreams", n_up));
 	latchd_log("reloaded: %d upstream(s), %d sandbox(es)", n_up, n);
+	return 0;
+}
+
+/*
+ * latch.conf and the profiles, then the price table whatever their fate
+ * (its caps as ld->conf now has them): 0, or -errno with the first refusal
+ * in ERR.  SIGHUP and the control socket's reload (latchd --reload) both.
+ */
+int latchd_reload_all(struct latchd *ld, char *err, size_t errlen)
+{
+	char prices[LATCH_ERR_MAX];
+	int rc = latchd_reload(ld, err, errlen);
+
+	if (meter_reload(ld, prices, sizeof(prices)) && !rc) {
+		snprintf(err, errlen, "%s", prices);
+		rc = -EINVAL;
+	}
+	return rc;
 }
 
 /* ---- the loop ---- */
@@ -218,12 +241,12 @@ void latchd_reload(struct latchd *ld)
 static void on_signal(evutil_socket_t sig, short what, void *arg)
 {
 	struct latchd *ld = arg;
+	char err[LATCH_ERR_MAX];
 
 	if (sig == SIGHUP) {
 		latchd_log("SIGHUP: reloading");
 		sd_notify(0, "RELOADING=1");
-		latchd_reload(ld);
-		meter_reload(ld); /* the price table, whatever latch.conf's fate; its caps as ld->conf now has them */
+		latchd_reload_all(ld, err, sizeof(err)); /* logged and audited there */
 		sd_notify(0, "READY=1");
 		return;
 	}
@@ -253,31 +276,39 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: latchd [--dns-port PORT] [--unconfined] | latchd --check | latchd --version\n"
-		   "  Serves every latch sandbox: named policy, a filtering resolver on each\n"
-		   "  sandbox's resolver address, kernel deny events into the audit log.\n"
-		   "  Runs in the foreground (systemd's Type=notify, with the watchdog); logs to stderr.\n"
-		   "  SIGHUP re-reads latch.conf and the profiles; SIGTERM stops it.\n"
-		   "  It runs in a cgroup of its own that reaches only its DNS upstreams and the\n"
-		   "  addresses it looks up for brokers (docs/rooms.md); --unconfined runs it without.\n"
-		   "  --check (-n) reads latch.conf as SIGHUP would, says what is wrong and exits 1,\n"
-		   "  else 0 (the unit's ExecReload runs it before the signal).  --version: latch's.\n");
+	fprintf(f,
+		"usage: latchd [--dns-port PORT] [--unconfined] | latchd --check | latchd --reload | latchd --version\n"
+		"  Serves every latch sandbox: named policy, a filtering resolver on each\n"
+		"  sandbox's resolver address, kernel deny events into the audit log.\n"
+		"  Runs in the foreground (systemd's Type=notify, with the watchdog); logs to stderr.\n"
+		"  SIGHUP re-reads latch.conf and the profiles; SIGTERM stops it.\n"
+		"  It runs in a cgroup of its own that reaches only its DNS upstreams and the\n"
+		"  addresses it looks up for brokers (docs/rooms.md); --unconfined runs it without.\n"
+		"  --check (-n) reads latch.conf as SIGHUP would, says what is wrong and exits 1,\n"
+		"  else 0.  --reload asks the running latchd to reload (as SIGHUP) and exits 1\n"
+		"  with its refusal when it kept the old configuration (the unit's ExecReload).\n"
+		"  --version: latch's.\n");
 }
 
 /* The options; 0 to go on, else the exit status (usage, help). */
-static int parse_args(int argc, char **argv, uint32_t *port, bool *unconfined, bool *check)
+static int parse_args(int argc, char **argv, uint32_t *port, bool *unconfined, bool *check, bool *reload)
 {
-	static const struct option opts[] = {
-		{ "dns-port", required_argument, NULL, 'p' }, { "unconfined", no_argument, NULL, 'u' },
-		{ "check", no_argument, NULL, 'n' },	      { "version", no_argument, NULL, 'V' },
-		{ "help", no_argument, NULL, 'h' },	      { NULL, 0, NULL, 0 }
-	};
+	static const struct option opts[] = { { "dns-port", required_argument, NULL, 'p' },
+					      { "unconfined", no_argument, NULL, 'u' },
+					      { "check", no_argument, NULL, 'n' },
+					      { "version", no_argument, NULL, 'V' },
+					      { "reload", no_argument, NULL, 'r' },
+					      { "help", no_argument, NULL, 'h' },
+					      { NULL, 0, NULL, 0 } };
 	int c;
 
 	while ((c = getopt_long(argc, argv, "hn", opts, NULL)) != -1) {
 		switch (c) {
 		case 'n':
 			*check = true;
+			break;
+		case 'r':
+			*reload = true;
 			break;
 		case 'V':
 			printf("latchd %s\n", LATCH_VERSION);
@@ -325,6 +356,30 @@ static int check_config(void)
 	}
 	printf("latchd: latch.conf is good (%d DNS upstream(s))\n", n_up);
 	return 0;
+}
+
+/*
+ * --reload: the running latchd reloads (as on SIGHUP) and answers whether it
+ * took the new configuration, so `systemctl reload latchd` fails when latchd
+ * kept the old one (a signal alone can't say).
+ */
+static int ask_reload(void)
+{
+	json_t *req = json_pack("{s:s}", "op", "reload"), *rep = NULL;
+	char err[LATCH_ERR_MAX];
+	int rc = 1;
+
+	if (latchd_call(req, &rep, 30000, err, sizeof(err)))
+		fprintf(stderr, "latchd: %s\n", err);
+	else if (!json_is_true(json_object_get(rep, "ok")))
+		fprintf(stderr, "latchd: %s\n", json_string_value(json_object_get(rep, "error")) ?: "reload refused");
+	else
+		rc = 0;
+	if (!rc)
+		printf("latchd: reloaded\n");
+	json_decref(req);
+	json_decref(rep);
+	return rc;
 }
 
 /* latch.conf, the profile paths and the audit log; 0 or the exit status. */
@@ -385,13 +440,15 @@ int main(int argc, char **argv)
 	struct event *sig_hup, *sig_term, *sig_int, *tick;
 	struct timeval one_s = { 1, 0 };
 	uint32_t port = 53;
-	bool unconfined = false, check = false;
-	int rc = parse_args(argc, argv, &port, &unconfined, &check);
+	bool unconfined = false, check = false, reload = false;
+	int rc = parse_args(argc, argv, &port, &unconfined, &check, &reload);
 
 	if (rc)
 		return rc < 0 ? 0 : rc;
 	if (check)
 		return check_config();
+	if (reload)
+		return ask_reload();
 	if (geteuid()) {
 		latchd_log_err("must run as root (it writes BPF maps and binds port 53)");
 		return 1;

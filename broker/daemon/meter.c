@@ -285,20 +285,21 @@ void meter_tick(struct latchd *ld)
 		m->tick_failures = 0;
 }
 
-void meter_reload(struct latchd *ld)
+int meter_reload(struct latchd *ld, char *err, size_t errlen)
 {
 	struct budget_opts o = { 0 };
-	char err[LATCH_ERR_MAX];
 
 	if (!ld->meter)
-		return;
+		return 0;
 	budget_caps_from_conf(&o, &ld->conf);
 	budget_set_caps(ld->meter->b, o.sandbox, o.host);
-	if (budget_reload_prices(ld->meter->b, err, sizeof(err))) {
-		latchd_log("price table not reloaded, the one in force stays: %s", err);
+	if (budget_reload_prices(ld->meter->b, err, errlen)) {
+		latchd_log_err("price table not reloaded, the one in force stays: %s", err);
 		latchd_audit(ld, "latchd", "config", "refuse", "latchd.reload.prices",
 			     json_pack("{s:s}", "error", err));
+		return -EINVAL;
 	}
+	return 0;
 }
 
 void meter_close(struct latchd *ld)
