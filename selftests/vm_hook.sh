@@ -53,7 +53,9 @@ domxml "$OTHER" >"$TMP/other.xml"
 domxml "$MINE" >"$TMP/mine.xml"
 
 INST=$TMP/inst/usr/sbin
-mkdir -p "$INST" && install -m 0755 "$LATCH_BIN" "$INST/latch"
+# latch and latchd side by side, as `make install` puts them (boot install enables latchd.service)
+mkdir -p "$INST" && install -m 0755 "$LATCH_BIN" "$INST/latch" &&
+	install -m 0755 "${LATCHD_BIN:-$TOP/build/latchd}" "$INST/latchd"
 "$INST/latch" boot install >"$TMP/install.out" 2>&1 || { fail "boot install: $(cat "$TMP/install.out")"; echo "$pass passed, $failn failed"; exit 1; }
 vm_hook_install "$MINE|$OTHER) exec '$LATCH_ROOT/etc/libvirt/hooks/qemu.d/latch' \"\$@\" ;;" ||
 	{ fail "libvirtd does not run a hook in /etc/libvirt/hooks/qemu.d (even after SIGHUP)"; echo "$pass passed, $failn failed"; exit 1; }
