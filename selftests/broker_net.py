@@ -616,28 +616,27 @@ def sse(a):
             seen += 1
 
 
-def client_hello(a):
-    """The ClientHello this client would send for --sni, for a caller that never finishes the handshake."""
+def begin_tls(a, check_hostname=True):
+    """A TLS client for --sni over memory BIOs, its ClientHello made and waiting in OUT: (t, inc, out)."""
     ctx = ssl.create_default_context(cafile=a.cafile)
+    ctx.check_hostname = check_hostname
     inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
     t = ctx.wrap_bio(inc, out, server_hostname=a.sni)
     try:
         t.do_handshake()
     except ssl.SSLWantReadError:
         pass
-    return out.read()
+    return t, inc, out
+
+
+def client_hello(a):
+    """The ClientHello this client would send for --sni, for a caller that never finishes the handshake."""
+    return begin_tls(a)[2].read()
 
 
 def connect_early(a, s):
     """CONNECT and the ClientHello in one write, before the 200 (a client that does not wait)."""
-    ctx = ssl.create_default_context(cafile=a.cafile)
-    ctx.check_hostname = False
-    inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
-    t = ctx.wrap_bio(inc, out, server_hostname=a.sni)
-    try:
-        t.do_handshake()
-    except ssl.SSLWantReadError:
-        pass
+    t, inc, out = begin_tls(a, check_hostname=False)
     s.sendall(("CONNECT %s:443 HTTP/1.1\r\nHost: %s:443\r\n\r\n" % (a.name, a.name)).encode() + out.read())
     resp = read_head(s)
     head, _, rest = resp.partition(b"\r\n\r\n")
