@@ -67,19 +67,25 @@ struct room_svc {
 
 /* ---- what the room may ask for ---- */
 
+/* Does the room's extra entry PE (a kit's egress_allow) name NAME: the host itself, or a name below a wildcard? */
+static bool extra_names(const struct latch_pentry *pe, const char *name)
+{
+	size_t nl = strlen(name), dl = strlen(pe->name);
+
+	return pe->kind == LATCH_PENTRY_HOST	 ? !strcmp(pe->name, name) :
+	       pe->kind == LATCH_PENTRY_WILDCARD ? nl > dl + 1 && name[nl - dl - 1] == '.' &&
+							   !strcmp(name + nl - dl, pe->name) :
+						   false;
+}
+
 static bool extra_match(const struct room_svc *r, const char *name, struct latch_entry *ports)
 {
-	size_t nl = strlen(name);
 	bool hit = false;
 
 	for (int i = 0; i < r->n_extra; i++) {
 		const struct latch_pentry *pe = &r->extra[i];
-		size_t dl = strlen(pe->name);
 
-		if (pe->kind == LATCH_PENTRY_HOST     ? strcmp(pe->name, name) :
-		    pe->kind == LATCH_PENTRY_WILDCARD ? !(nl > dl + 1 && name[nl - dl - 1] == '.' &&
-							  !strcmp(name + nl - dl, pe->name)) :
-							1)
+		if (!extra_names(pe, name))
 			continue;
 		if (ports && !hit)
 			*ports = pe->entry;
@@ -101,24 +107,15 @@ static bool room_connect_allowed(void *arg, const char *name, uint16_t port)
 {
 	struct room_svc *r = arg;
 	const struct latch_pentry *pe = NULL;
-	size_t nl = strlen(name);
 
 	if (r->prof.open)
 		return true;
 	while ((pe = latch_profile_next_match(&r->prof, name, pe)))
 		if (entry_takes_tcp(&pe->entry, port))
 			return true;
-	for (int i = 0; i < r->n_extra; i++) {
-		const struct latch_pentry *x = &r->extra[i];
-		size_t dl = strlen(x->name);
-		bool match = x->kind == LATCH_PENTRY_HOST     ? !strcmp(x->name, name) :
-			     x->kind == LATCH_PENTRY_WILDCARD ? nl > dl + 1 && name[nl - dl - 1] == '.' &&
-									!strcmp(name + nl - dl, x->name) :
-								false;
-
-		if (match && entry_takes_tcp(&x->entry, port))
+	for (int i = 0; i < r->n_extra; i++)
+		if (extra_names(&r->extra[i], name) && entry_takes_tcp(&r->extra[i].entry, port))
 			return true;
-	}
 	return false;
 }
 
