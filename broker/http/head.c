@@ -249,7 +249,8 @@ static enum hb_refusal head_verdict(struct hb_head *head, http_parser *p, size_t
 	 */
 	if (p->method == HTTP_CONNECT && (n_te || (n_cl && p->content_length)))
 		return HB_CONNECT_CONTENT;
-	if (e == HPE_INVALID_CONTENT_LENGTH)
+	/* past INT64_MAX our signed length would read as "none": the upstream would frame another body */
+	if (e == HPE_INVALID_CONTENT_LENGTH || (n_cl && p->content_length > (uint64_t)INT64_MAX))
 		return HB_CL_INVALID;
 	if (e == HPE_UNEXPECTED_CONTENT_LENGTH)
 		return HB_CL_DUP;
