@@ -31,9 +31,9 @@ endif
 
 # ---- modules and their arrows ------------------------------------------------
 # USES_m: the modules m may include and call (besides itself and bpf/'s ABI
-# header).  `daemon` is latchd's private code (broker/daemon, broker/dns);
+# header).  `latchd` is the daemon (latchd/main.c is its binary's main);
 # `cli` is the latch command.  Keep docs/ARCHITECTURE.md's graph in step.
-MODULES := common loader audit config profile kit vm room broker budget daemon
+MODULES := common loader audit config profile kit vm room ctl resolver broker budget latchd
 USES_common :=
 USES_loader := common
 USES_audit := common
@@ -42,10 +42,12 @@ USES_profile := loader common
 USES_kit := profile loader common
 USES_vm := config loader common
 USES_room := profile config loader common
-USES_broker := common
+USES_ctl := common
+USES_resolver := profile common
+USES_broker := profile common
 USES_budget := config common
-USES_daemon := broker budget profile kit audit config loader common
-USES_cli := vm room broker budget profile kit audit config loader common
+USES_latchd := ctl resolver broker budget profile kit audit config loader common
+USES_cli := vm room ctl budget profile kit audit config loader common
 
 SRCS_common := $(wildcard common/*.c)
 SRCS_loader := $(wildcard loader/*.c)
@@ -55,10 +57,12 @@ SRCS_profile := $(wildcard profile/*.c)
 SRCS_kit := $(wildcard kit/*.c)
 SRCS_vm := $(wildcard vm/*.c)
 SRCS_room := $(wildcard room/*.c)
+SRCS_ctl := $(wildcard ctl/*.c)
+SRCS_resolver := $(wildcard resolver/*.c)
 SRCS_broker := $(wildcard broker/*.c)
 SRCS_budget := $(wildcard budget/*.c)
-LATCHD_MAIN := broker/daemon/main.c
-SRCS_daemon := $(filter-out $(LATCHD_MAIN),$(wildcard broker/daemon/*.c broker/dns/*.c broker/http/*.c))
+LATCHD_MAIN := latchd/main.c
+SRCS_latchd := $(filter-out $(LATCHD_MAIN),$(wildcard latchd/*.c))
 SRCS_cli := $(wildcard cli/*.c)
 
 # The Debian packages each module builds against (pkg-config names).
@@ -68,10 +72,13 @@ PKGS_audit := sqlite3 libcrypto jansson libsystemd
 PKGS_kit := libcyaml yaml-0.1
 PKGS_vm := libnl-3.0 libnl-route-3.0 libnftables libarchive jansson libseccomp libcap
 PKGS_room := libseccomp libcap jansson
-PKGS_broker := jansson
+PKGS_ctl := jansson
+PKGS_resolver := ldns libevent
+# Debian's http-parser ships no pkg-config file (EXTRA_LIBS_broker)
+PKGS_broker := libevent libevent_openssl openssl jansson
 PKGS_budget := sqlite3 jansson zlib libxxhash
 # libsystemd: sd_notify (READY, WATCHDOG, STOPPING) for latchd.service's Type=notify; libcurl: notify_url
-PKGS_daemon := ldns libevent libevent_openssl openssl jansson libnl-3.0 libnl-route-3.0 libsystemd libcurl
+PKGS_latchd := ldns libevent libevent_openssl openssl jansson libnl-3.0 libnl-route-3.0 libsystemd libcurl
 PKGS_cli := jansson libcap
 # libvirt: headers only; vm/libvirt.c loads libvirt.so.0 with dlopen when a
 # command first needs libvirtd (linked in, it costs every command ~25 ms)
@@ -88,18 +95,17 @@ PKG_CFLAGS := $(shell pkg-config --cflags $(filter-out $(PKGS_MISSING),$(ALL_PKG
 endif
 # the link libraries of a list of modules, each package once
 pkg_libs = $(shell pkg-config --libs $(sort $(foreach m,$(1),$(PKGS_$(m)))) 2>/dev/null)
-# what the modules in $(1) and everything they use link with
-closure = $(sort $(1) $(foreach m,$(1),$(USES_$(m))))
+# the modules in $(1) and everything they use, all the way down
+closure = $(sort $(1) $(if $(strip $(1)),$(call closure,$(foreach m,$(1),$(USES_$(m))))))
 EXTRA_LIBS_loader := -lelf -lz
 EXTRA_LIBS_vm := -ldl
 # budget/checkpoint.c's thread (in libc since glibc 2.34; named for older ones)
 EXTRA_LIBS_budget := -lpthread
 EXTRA_LIBS_cli := -lcap
-# Debian's http-parser ships no pkg-config file
-EXTRA_LIBS_daemon := -lhttp_parser
+EXTRA_LIBS_broker := -lhttp_parser
 extra_libs = $(sort $(foreach m,$(1),$(EXTRA_LIBS_$(m))))
 # archives in link order: users before what they use
-LINK_ORDER := vm room daemon kit profile broker budget audit config loader common
+LINK_ORDER := vm room latchd resolver broker ctl kit profile budget audit config loader common
 archives_of = $(foreach m,$(LINK_ORDER),$(if $(filter $(m),$(1)),$(BUILD)/lib$(m).a))
 # $(call link_with,MODULES): the archives and libraries a binary using MODULES needs
 link_with = $(call archives_of,$(call closure,$(1))) $(call pkg_libs,$(call closure,$(1))) \
@@ -107,14 +113,15 @@ link_with = $(call archives_of,$(call closure,$(1))) $(call pkg_libs,$(call clos
 
 CFLAGS ?= -O2 -g
 CFLAGS += -std=gnu11 -Wall -Wextra -Wshadow -Wmissing-prototypes -Wno-unused-parameter \
-	  -Werror=implicit-function-declaration -D_GNU_SOURCE -MMD -MP -I$(BUILD) -I. $(PKG_CFLAGS)
+	  -Werror=implicit-function-declaration -D_GNU_SOURCE -MMD -MP -I$(BUILD) -I$(BUILD)/obj -I. $(PKG_CFLAGS)
 BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Wall -Werror -I$(BUILD) -Ibpf
 
 BPF_SRCS := $(wildcard bpf/*.bpf.c)
 BPF_OBJS := $(patsubst bpf/%.bpf.c,$(BUILD)/%.bpf.o,$(BPF_SRCS))
 SKELS := $(patsubst bpf/%.bpf.c,$(BUILD)/%.skel.h,$(BPF_SRCS))
 
-objs_of = $(patsubst %.c,$(BUILD)/%.o,$(1))
+# objects under build/obj/: build/latchd is the daemon's binary, so its module's objects can't sit in build/latchd/
+objs_of = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 ALL_OBJS := $(foreach m,$(MODULES) cli,$(call objs_of,$(SRCS_$(m)))) $(call objs_of,$(LATCHD_MAIN))
 
 all: $(BUILD)/latch $(BUILD)/latchd $(BPF_OBJS) $(BUILD)/vm/latch-agent $(BUILD)/vm/latch-rawsend $(BUILD)/vm/latch-ask
@@ -132,11 +139,10 @@ pkgs-ok:
 # own directory, the ABI header, or the public header (DIR/DIR.h) of a
 # module its arrows allow; libbpf and the skeletons stay inside loader/.
 $(BUILD)/arrows.ok: Makefile scripts/arrows.sh $(foreach m,$(MODULES) cli,$(SRCS_$(m))) $(LATCHD_MAIN) \
-		    $(wildcard */*.h broker/*/*.h) | $(BUILD)
+		    $(wildcard */*.h) | $(BUILD)
 	$(call msg,ARROWS,modules)
 	$(Q)rc=0; $(foreach m,$(MODULES) cli,USES="$(USES_$(m))" bash scripts/arrows.sh $(m) \
-		$(if $(filter daemon,$(m)),$(SRCS_daemon) $(LATCHD_MAIN) $(wildcard broker/daemon/*.h broker/dns/*.h broker/http/*.h), \
-		$(if $(filter broker,$(m)),$(SRCS_broker) broker/broker.h,$(wildcard $(m)/*.c $(m)/*.h))) || rc=1;) \
+		$(wildcard $(m)/*.c $(m)/*.h) || rc=1;) \
 		exit $$rc
 	$(Q)touch $@
 
@@ -170,7 +176,7 @@ $(BUILD)/kit/kits_builtin.h: $(KIT_FILES) kit/embed_kits.sh
 	$(Q)mkdir -p $(@D)
 	$(call msg,GEN,$@)
 	$(Q)sh kit/embed_kits.sh $(KIT_FILES) > $@
-$(BUILD)/kit/load.o: $(BUILD)/kit/kits_builtin.h
+$(BUILD)/obj/kit/load.o: $(BUILD)/kit/kits_builtin.h
 
 # The systemd units, one template each (vm/units/*.in): `latch boot install`
 # writes them from this header, `make install` from the files.
@@ -179,11 +185,11 @@ $(BUILD)/vm/units.h: $(UNIT_FILES) vm/units/embed.sh
 	$(Q)mkdir -p $(@D)
 	$(call msg,GEN,$@)
 	$(Q)sh vm/units/embed.sh $(UNIT_FILES) > $@
-$(BUILD)/vm/boot.o: $(BUILD)/vm/units.h
+$(BUILD)/obj/vm/boot.o: $(BUILD)/vm/units.h
 
 # Every object waits for the skeletons and generated headers (-MMD records
 # what it really includes after the first build) and for the arrows check.
-$(BUILD)/%.o: %.c $(SKELS) $(BUILD)/profile/profiles_builtin.h $(BUILD)/arrows.ok | pkgs-ok
+$(BUILD)/obj/%.o: %.c $(SKELS) $(BUILD)/profile/profiles_builtin.h $(BUILD)/arrows.ok | pkgs-ok
 	$(Q)mkdir -p $(@D)
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@
@@ -201,9 +207,9 @@ $(BUILD)/latch: $(LATCH_OBJS) $(LATCH_ARCHIVES) $(LATCH_LAZY_OBJS)
 	$(Q)$(CC) $(CFLAGS) -o $@ $(LATCH_LINK)
 	$(call latch_lazy_check,$@)
 
-$(BUILD)/latchd: $(call objs_of,$(LATCHD_MAIN)) $(call archives_of,$(call closure,daemon))
+$(BUILD)/latchd: $(call objs_of,$(LATCHD_MAIN)) $(call archives_of,$(call closure,latchd))
 	$(call msg,LINK,$@)
-	$(Q)$(CC) $(CFLAGS) -o $@ $(call objs_of,$(LATCHD_MAIN)) $(call link_with,daemon)
+	$(Q)$(CC) $(CFLAGS) -o $@ $(call objs_of,$(LATCHD_MAIN)) $(call link_with,latchd)
 
 # The default guest image, its agent and latch-rawsend (the attack selftest's
 # raw frame sender); `selftests/run.sh` runs `make image` before the guest tests.
@@ -238,7 +244,7 @@ vm-proof: image $(BUILD)/selftests/agent_selftest
 vm-debian-proof: all
 	selftests/debian_proof.sh
 
-include broker/http/http.mk
+include broker/broker.mk
 include tests/tests.mk
 include room/room.mk
 include selftests/selftests.mk

@@ -21,7 +21,7 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
-#include "broker/broker.h"
+#include "ctl/ctl.h"
 #include "config/config.h"
 #include "cli/cli.h"
 #include "loader/loader.h"

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker/broker.h"
+#include "ctl/ctl.h"
 #include "cli/cli.h"
 #include "loader/loader.h"
 #include "profile/profile.h"

@@ -17,7 +17,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "broker/broker.h"
+#include "ctl/ctl.h"
 #include "cli/cli.h"
 #include "loader/loader.h"
 

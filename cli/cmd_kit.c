@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker/broker.h"
+#include "ctl/ctl.h"
 #include "cli/cli.h"
 #include "kit/kit.h"
 #include "loader/loader.h"

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker/broker.h"
+#include "ctl/ctl.h"
 #include "profile/profile.h"
 #include "cli/cli.h"
 #include "loader/loader.h"

@@ -24,7 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "broker/broker.h"
+#include "ctl/ctl.h"
 #include "kit/kit.h"
 #include "profile/profile.h"
 #include "cli/cli.h"
@@ -116,7 +116,7 @@ static int load_profile(const char *name, struct latch_room_opts *o, struct latc
 	return 0;
 }
 
-/* ---- latchd's services for the room (broker/daemon/room.c) ---- */
+/* ---- latchd's services for the room (latchd/room.c) ---- */
 
 struct run_latchd {
 	struct latchd_conn *conn;

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker/broker.h"
+#include "ctl/ctl.h"
 #include "config/config.h"
 #include "kit/kit.h"
 #include "profile/profile.h"

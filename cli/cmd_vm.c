@@ -20,7 +20,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "broker/broker.h"
+#include "ctl/ctl.h"
 #include "config/config.h"
 #include "kit/kit.h"
 #include "profile/profile.h"

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker/broker.h"
+#include "ctl/ctl.h"
 #include "cli/cli.h"
 #include "config/config.h"
 #include "kit/kit.h"

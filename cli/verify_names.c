@@ -23,7 +23,7 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include "broker/broker.h"
+#include "ctl/ctl.h"
 #include "cli/cli.h"
 #include "loader/loader.h"
 

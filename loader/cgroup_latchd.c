@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
  * cgroup_latchd.c - latchd confined by the room programs: latchd is a room
- * whose policy latchd writes itself (broker/daemon/confine.c), in
+ * whose policy latchd writes itself (latchd/confine.c), in
  * <cgroup2>/$LATCH_CGROUP/latchd, with LATCH_CFG_LATCHD in its config (its
  * listeners' answers pass; what it opens goes by the policy alone) and the
  * gate of the room services on its ingress.  Also what `latch status` and

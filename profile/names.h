@@ -47,7 +47,7 @@ bool latch_wildcard_match(const char *domain, const char *name);
  * documentation ranges (192.0.2.0/24, 198.51.100.0/24, 203.0.113.0/24,
  * 2001:db8::/32) count as public: the tests use them as the internet.
  * The host's own addresses change at run time and are not judged here: the
- * resolver refuses them itself (broker/dns).
+ * resolver refuses them itself (resolver).
  */
 const char *latch_addr_nonpublic(const struct latch_addr *a);
 

@@ -48,7 +48,7 @@ int latch_profile_state_write(const char *name, const char *profile, char *err, 
 	if (!*profile) {
 		char learned[PATH_MAX];
 
-		/* and what latchd learned under it (latchd keeps NAME.learned beside it: broker/daemon/learned.c) */
+		/* and what latchd learned under it (latchd keeps NAME.learned beside it: latchd/learned.c) */
 		if (!latch_path(learned, sizeof(learned), "var/lib/latch/policy/%s.learned", name))
 			unlink(learned);
 		if (unlink(path) && errno != ENOENT)

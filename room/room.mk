@@ -12,7 +12,7 @@ $(BUILD)/latch_cg_id.h: $(BUILD)/latch_cg.bpf.o
 	$(call msg,GEN,$@)
 	$(Q)printf '#define LATCH_CG_BUILD_ID "%s"\n' "$$(sha256sum $< | cut -c1-16)" > $@
 
-$(BUILD)/loader/cgroup.o: $(BUILD)/latch_cg_id.h
+$(BUILD)/obj/loader/cgroup.o: $(BUILD)/latch_cg_id.h
 
 # latch_rules.h is shared by both BPF objects
 $(BPF_OBJS): bpf/latch_rules.h

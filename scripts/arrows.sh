@@ -12,7 +12,6 @@ mod=$1
 shift
 own=("$mod/")
 case $mod in
-daemon) own=(broker/daemon/ broker/dns/ broker/http/) ;;
 cli) own=(cli/) ;;
 esac
 allowed=()

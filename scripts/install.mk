@@ -26,11 +26,12 @@ $(BUILD)/cli/version.h: FORCE
 	$(Q)mkdir -p $(@D)
 	$(Q)printf '#define LATCH_VERSION "%s"\n' '$(LATCH_VERSION)' > $@.tmp
 	$(Q)cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@
-$(BUILD)/cli/latch.o: $(BUILD)/cli/version.h
-# latchd's copy, in its own module's place (scripts/arrows.sh); copied only when the version changed
-$(BUILD)/broker/daemon/version.h: $(BUILD)/cli/version.h
+$(BUILD)/obj/cli/latch.o: $(BUILD)/cli/version.h
+# latchd's copy, in its own module's place (scripts/arrows.sh) under build/obj/ (build/latchd is
+# the binary); copied only when the version changed
+$(BUILD)/obj/latchd/version.h: $(BUILD)/cli/version.h
 	$(Q)mkdir -p $(@D) && cp $< $@
-$(BUILD)/broker/daemon/main.o: $(BUILD)/broker/daemon/version.h
+$(BUILD)/obj/latchd/main.o: $(BUILD)/obj/latchd/version.h
 
 FORCE:
 .PHONY: FORCE

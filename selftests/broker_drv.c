@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * broker_drv.c - the broker engine (broker/http) in an event loop, for
+ * broker_drv.c - the broker engine (broker) in an event loop, for
  * selftests/live_broker.sh and bench/broker.sh.
  *
  *   broker_drv CONFIG.json
@@ -49,7 +49,7 @@
 #include <event2/event.h>
 #include <jansson.h>
 
-#include "broker/http/http_broker.h"
+#include "broker/broker.h"
 
 #define DRV_SANDBOXES 4
 #define DRV_NAMES 32

@@ -3,7 +3,7 @@
 # lts-limit: 300 (about 115 s on an idle machine)
 # live_broker.sh - the credential broker's engine over real sockets and real TLS.
 #
-# The engine (broker/http) runs in H under selftests/broker_drv.c, listening
+# The engine (broker) runs in H under selftests/broker_drv.c, listening
 # on the sandbox's host address 192.0.2.1:8119 for guest 192.0.2.2 (G).  A
 # fake HTTPS upstream (selftests/broker_net.py, a test CA made here by
 # openssl) runs in I on 203.0.113.10:443 (and :8443, the alternative) and

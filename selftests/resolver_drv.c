@@ -37,7 +37,7 @@
 #include <ldns/ldns.h>
 
 #include "profile/profile.h"
-#include "broker/dns/resolver.h"
+#include "resolver/resolver.h"
 #include "loader/loader.h"
 
 #define NAMES_MAX 64

@@ -23,9 +23,9 @@ $(BUILD)/selftests/policy_api: selftests/policy_api.c $(call archives_of,$(call 
 # The filtering DNS resolver in an event loop, for live_resolver.sh (selftests/resolver_drv.c).
 SELFTEST_BINS += $(BUILD)/selftests/resolver_drv
 
-$(BUILD)/selftests/resolver_drv: selftests/resolver_drv.c $(call archives_of,$(call closure,daemon)) | $(BUILD)/selftests
+$(BUILD)/selftests/resolver_drv: selftests/resolver_drv.c $(call archives_of,$(call closure,resolver)) | $(BUILD)/selftests
 	$(call msg,CC,$@)
-	$(Q)$(CC) $(CFLAGS) -MF $@.d -o $@ $< $(call link_with,daemon)
+	$(Q)$(CC) $(CFLAGS) -MF $@.d -o $@ $< $(call link_with,resolver)
 
 # The audit module's anchors against a journald of live_audit.sh's own (selftests/audit_drv.c).
 SELFTEST_BINS += $(BUILD)/selftests/audit_drv

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * test_head.c - the broker's reading of heads (broker/http/head.c): every
+ * test_head.c - the broker's reading of heads (broker/head.c): every
  * byte value in every kind of position gets the grammar's verdict, whether
  * the sixteen-byte steps or the byte loop meet it; a response head is
  * indexed as it lies and its framing lines reach the short head; a request
@@ -14,7 +14,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "broker/http/check.h"
+#include "broker/check.h"
 
 /* What RFC 9110 allows in a field value: HTAB, SP, VCHAR, obs-text; the request line: the same but HTAB. */
 static bool value_byte(unsigned b, bool tab)

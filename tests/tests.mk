@@ -7,17 +7,15 @@
 
 UNIT_SRCS := $(wildcard tests/test_*.c)
 
-UNIT_USES := budget vm profile kit audit config loader common
-# the broker's pure head reading and checks, out of latchd's archive (which would bring libevent and the rest)
-UNIT_BROKER_OBJS := $(call objs_of,broker/http/head.c broker/http/check.c)
+# broker: its pure head reading and checks (the linker takes only those objects from its archive)
+UNIT_USES := budget vm profile kit audit config loader broker common
 
 UNIT_OBJS := $(call objs_of,$(UNIT_SRCS))
 ALL_OBJS += $(UNIT_OBJS)
 
-$(BUILD)/tests/unit: $(UNIT_OBJS) $(UNIT_BROKER_OBJS) $(call archives_of,$(call closure,$(UNIT_USES)))
+$(BUILD)/tests/unit: $(UNIT_OBJS) $(call archives_of,$(call closure,$(UNIT_USES)))
 	$(call msg,LINK,$@)
-	$(Q)$(CC) $(CFLAGS) -o $@ $(UNIT_OBJS) $(UNIT_BROKER_OBJS) $(call link_with,$(UNIT_USES)) -lhttp_parser \
-		-lcrypto -lcriterion
+	$(Q)$(CC) $(CFLAGS) -o $@ $(UNIT_OBJS) $(call link_with,$(UNIT_USES)) -lcrypto -lcriterion
 
 # Criterion always ends with "[====] Synthesis: Tested: N | Passing: N |
 # Failing: N | Crashing: N" and exits non-zero on any failure.  Its verbosity

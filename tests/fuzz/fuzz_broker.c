@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker/http/check.h"
+#include "broker/check.h"
 
 static const char secret[] = "sk-fuzz-SECRET-0123456789";
 
