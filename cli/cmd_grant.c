@@ -151,8 +151,8 @@ int cmd_grant(int argc, char **argv)
 		json_decref(hosts);
 		return latch_err_no_sandbox("sandbox", name);
 	}
-	req = json_pack("{s:s, s:s, s:o, s:i}", "op", "grant", "sandbox", name, "hosts", hosts, "seconds",
-			(int)seconds);
+	req = json_pack("{s:s, s:s, s:o, s:i}", "op", latchd_op_name(LATCHD_OP_GRANT), "sandbox", name, "hosts", hosts,
+			"seconds", (int)seconds);
 	if (!req)
 		return latch_err(LATCH_EXIT_USAGE, "a host or the reason is not valid UTF-8");
 	if (reason && json_object_set_new(req, "reason", json_string(reason))) {
@@ -181,7 +181,8 @@ int cmd_approve(int argc, char **argv)
 		return rc;
 	if (latch_need_root("approve"))
 		return LATCH_EXIT_USAGE;
-	req = json_pack("{s:s, s:s, s:i}", "op", "approve", "id", argv[1], "seconds", (int)seconds);
+	req = json_pack("{s:s, s:s, s:i}", "op", latchd_op_name(LATCHD_OP_APPROVE), "id", argv[1], "seconds",
+			(int)seconds);
 	if (!req || (rc = call(req, &rep)))
 		return req ? rc : latch_err(LATCH_EXIT_USAGE, "the id is not valid text");
 	if (!latch_json)
@@ -200,7 +201,7 @@ int cmd_deny(int argc, char **argv)
 		return latch_err(LATCH_EXIT_USAGE, "usage: latch deny ID");
 	if (latch_need_root("deny"))
 		return LATCH_EXIT_USAGE;
-	req = json_pack("{s:s, s:s}", "op", "deny", "id", argv[1]);
+	req = json_pack("{s:s, s:s}", "op", latchd_op_name(LATCHD_OP_DENY), "id", argv[1]);
 	if (!req || (rc = call(req, &rep)))
 		return req ? rc : latch_err(LATCH_EXIT_USAGE, "the id is not valid text");
 	if (!latch_json)
@@ -326,7 +327,7 @@ int cmd_grants(int argc, char **argv)
 		json_decref(kernel);
 		return latch_err(LATCH_EXIT_FAILED, "cannot read the maps of %s", argv[1]);
 	}
-	req = json_pack("{s:s, s:s}", "op", "grants", "sandbox", argv[1]);
+	req = json_pack("{s:s, s:s}", "op", latchd_op_name(LATCHD_OP_GRANTS), "sandbox", argv[1]);
 	if (latchd_call(req, &rep, 5000, err, sizeof(err)))
 		rep = NULL;
 	else if (!json_is_true(json_object_get(rep, "ok")))

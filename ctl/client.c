@@ -192,7 +192,7 @@ int latchd_call(json_t *req, json_t **reply, int timeout_ms, char *err, size_t e
 
 json_t *latchd_ping(int timeout_ms)
 {
-	json_t *req = json_pack("{s:s}", "op", "ping"), *rep = NULL;
+	json_t *req = json_pack("{s:s}", "op", latchd_op_name(LATCHD_OP_PING)), *rep = NULL;
 	char err[LATCH_ERR_MAX];
 
 	if (latchd_call(req, &rep, timeout_ms, err, sizeof(err)) || !json_is_true(json_object_get(rep, "ok"))) {
@@ -205,7 +205,8 @@ json_t *latchd_ping(int timeout_ms)
 
 int latchd_switch(const char *name, const char *profile, json_t **reply, char *err, size_t errlen)
 {
-	json_t *req = json_pack("{s:s, s:s, s:s}", "op", "switch", "sandbox", name, "profile", profile);
+	json_t *req = json_pack("{s:s, s:s, s:s}", "op", latchd_op_name(LATCHD_OP_SWITCH), "sandbox", name, "profile",
+				profile);
 	int rc = latchd_call(req, reply, 60000, err, errlen);
 
 	json_decref(req);
@@ -214,7 +215,7 @@ int latchd_switch(const char *name, const char *profile, json_t **reply, char *e
 
 int latchd_kit(const char *name, json_t *secrets, json_t **reply, char *err, size_t errlen)
 {
-	json_t *req = json_pack("{s:s, s:s}", "op", "kit", "sandbox", name);
+	json_t *req = json_pack("{s:s, s:s}", "op", latchd_op_name(LATCHD_OP_KIT), "sandbox", name);
 	int rc;
 
 	if (secrets)
@@ -226,8 +227,8 @@ int latchd_kit(const char *name, json_t *secrets, json_t **reply, char *err, siz
 
 int latchd_backend(const char *name, const char *cred, const char *alt, json_t **reply, char *err, size_t errlen)
 {
-	json_t *req = json_pack("{s:s, s:s, s:s, s:s}", "op", "backend", "sandbox", name, "credential", cred,
-				"alternative", alt);
+	json_t *req = json_pack("{s:s, s:s, s:s, s:s}", "op", latchd_op_name(LATCHD_OP_BACKEND), "sandbox", name,
+				"credential", cred, "alternative", alt);
 	int rc = latchd_call(req, reply, 10000, err, errlen);
 
 	json_decref(req);

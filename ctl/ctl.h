@@ -18,6 +18,37 @@
 int latchd_socket_path(char *buf, size_t len);
 
 /*
+ * The ops, named once (ctl/ops.c): latchd dispatches on this list and the
+ * clients build their requests from it.  docs/latchd.md has each one's
+ * fields and reply.
+ */
+enum latchd_op {
+	LATCHD_OP_PING,
+	LATCHD_OP_RESCAN,
+	LATCHD_OP_RELOAD,
+	LATCHD_OP_SWITCH,
+	LATCHD_OP_KIT,
+	LATCHD_OP_BACKEND,
+	LATCHD_OP_ROOM_OPEN,
+	LATCHD_OP_ROOM_READY,
+	LATCHD_OP_ROOM_DONE,
+	LATCHD_OP_GRANT,
+	LATCHD_OP_GRANTS,
+	LATCHD_OP_APPROVE,
+	LATCHD_OP_DENY,
+	LATCHD_OP_VERIFY_NAMES,
+	LATCHD_OP_COUNT
+};
+/* OP's name on the wire, or NULL for no op */
+const char *latchd_op_name(enum latchd_op op);
+/* the op named NAME, or -1 */
+int latchd_op_lookup(const char *name);
+/* "ping, rescan, ...": every op, for an error line */
+void latchd_op_list(char *buf, size_t len);
+/* a new request {"op": OP's name} to add fields to (NULL for no op) */
+json_t *latchd_request(enum latchd_op op);
+
+/*
  * Send req, wait up to timeout_ms for the reply.  Returns 0 with *reply set
  * (the caller decrefs it; "ok" may still be false), -ENOENT or -ECONNREFUSED
  * when latchd is not running, other -errno with a line in err.

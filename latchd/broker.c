@@ -555,8 +555,9 @@ static bool egress_differs(const struct sandbox *s)
  * state now says, with these keys (and its secret_files); a sandbox without
  * a kit state, or a stopped one, has its broker closed and its keys wiped.
  */
-void broker_op_kit(struct latchd *ld, struct client *c, json_t *req)
+void broker_op_kit(struct client *c, json_t *req)
 {
+	struct latchd *ld = client_latchd(c);
 	const char *name = json_string_value(json_object_get(req, "sandbox"));
 	json_t *handed = json_object_get(req, "secrets"), *missing;
 	char err[LATCH_ERR_MAX];
@@ -594,8 +595,9 @@ void broker_op_kit(struct latchd *ld, struct client *c, json_t *req)
 }
 
 /* {"op":"backend","sandbox":S,"credential":C,"alternative":A}: A "" is the credential's own upstream. */
-void broker_op_backend(struct latchd *ld, struct client *c, json_t *req)
+void broker_op_backend(struct client *c, json_t *req)
 {
+	struct latchd *ld = client_latchd(c);
 	const char *name = json_string_value(json_object_get(req, "sandbox"));
 	const char *cred = json_string_value(json_object_get(req, "credential"));
 	const char *alt = json_string_value(json_object_get(req, "alternative"));

@@ -112,7 +112,7 @@ static json_t *sandbox_json(struct sandbox *s)
 			 (json_int_t)st.failed, "kit_entries", s->n_extra, "broker", broker_json(s));
 }
 
-static void op_ping(struct client *c)
+static void op_ping(struct client *c, json_t *req)
 {
 	json_t *list = json_array();
 
@@ -122,8 +122,10 @@ static void op_ping(struct client *c)
 }
 
 /* Answered by switch.c when the switch is committed or fails. */
-static void op_switch(struct client *c, const char *name, const char *pname)
+static void op_switch(struct client *c, json_t *req)
 {
+	const char *name = json_string_value(json_object_get(req, "sandbox"));
+	const char *pname = json_string_value(json_object_get(req, "profile"));
 	char err[LATCH_ERR_MAX];
 	struct latch_profile p;
 	struct sandbox *s;
@@ -151,43 +153,44 @@ static void op_switch(struct client *c, const char *name, const char *pname)
 	switch_begin(s, &p, c, false);
 }
 
+static void op_rescan(struct client *c, json_t *req)
+{
+	sandboxes_scan(c->ld);
+	control_reply(c, json_pack("{s:b}", "ok", 1));
+}
+
+static void op_reload(struct client *c, json_t *req)
+{
+	char err[LATCH_ERR_MAX];
+
+	if (latchd_reload_all(c->ld, err, sizeof(err)))
+		return control_reply(c, json_pack("{s:b, s:s}", "ok", 0, "error", err));
+	control_reply(c, json_pack("{s:b}", "ok", 1));
+}
+
+/* Each op of ctl/ctl.h's list, and the function that answers it. */
+static void (*const op_handlers[LATCHD_OP_COUNT])(struct client *c, json_t *req) = {
+	[LATCHD_OP_PING] = op_ping,	      [LATCHD_OP_RESCAN] = op_rescan,
+	[LATCHD_OP_RELOAD] = op_reload,	      [LATCHD_OP_SWITCH] = op_switch,
+	[LATCHD_OP_KIT] = broker_op_kit,      [LATCHD_OP_BACKEND] = broker_op_backend,
+	[LATCHD_OP_ROOM_OPEN] = room_op_open, [LATCHD_OP_ROOM_READY] = room_op_ready,
+	[LATCHD_OP_ROOM_DONE] = room_op_done, [LATCHD_OP_GRANT] = grant_op_grant,
+	[LATCHD_OP_GRANTS] = grant_op_grants, [LATCHD_OP_APPROVE] = grant_op_approve,
+	[LATCHD_OP_DENY] = grant_op_deny,     [LATCHD_OP_VERIFY_NAMES] = verify_op,
+};
+
 static void handle(struct client *c, json_t *req)
 {
 	const char *op = json_string_value(json_object_get(req, "op"));
+	int i = latchd_op_lookup(op);
+	char known[256];
 
 	if (!op)
 		return control_reply_error(c, "request without \"op\"");
-	if (!strcmp(op, "ping"))
-		return op_ping(c);
-	if (!strcmp(op, "rescan")) {
-		sandboxes_scan(c->ld);
-		return control_reply(c, json_pack("{s:b}", "ok", 1));
-	}
-	if (!strcmp(op, "reload")) {
-		char err[LATCH_ERR_MAX];
-
-		if (latchd_reload_all(c->ld, err, sizeof(err)))
-			return control_reply(c, json_pack("{s:b, s:s}", "ok", 0, "error", err));
-		return control_reply(c, json_pack("{s:b}", "ok", 1));
-	}
-	if (!strcmp(op, "switch"))
-		return op_switch(c, json_string_value(json_object_get(req, "sandbox")),
-				 json_string_value(json_object_get(req, "profile")));
-	if (!strcmp(op, "kit"))
-		return broker_op_kit(c->ld, c, req);
-	if (!strcmp(op, "backend"))
-		return broker_op_backend(c->ld, c, req);
-	if (!strncmp(op, "room_", 5))
-		return room_op(c, op, req);
-	if (!strcmp(op, "verify_names"))
-		return verify_op(c->ld, c, req);
-	if (grant_op(c->ld, c, op, req))
-		return;
-	control_reply_error(
-		c,
-		"unknown op '%s'; known: ping, rescan, reload, switch, kit, backend, room_open, room_ready, room_done, "
-		"grant, grants, approve, deny, verify_names",
-		op);
+	if (i >= 0)
+		return op_handlers[i](c, req);
+	latchd_op_list(known, sizeof(known));
+	control_reply_error(c, "unknown op '%s'; known: %s", op, known);
 }
 
 /* ---- the socket ---- */
@@ -294,6 +297,11 @@ int control_listen(struct latchd *ld, char *err, size_t errlen)
 	mode_t old;
 	int rc;
 
+	/* an op ctl/ctl.h names and nothing here answers would crash the first client to send it */
+	for (int i = 0; i < LATCHD_OP_COUNT; i++)
+		if (!op_handlers[i])
+			return latch_errf(err, errlen, -ENOSYS, "op '%s' has no handler in latchd/control.c",
+					  latchd_op_name(i));
 	if (latchd_socket_path(ld->sock_path, sizeof(ld->sock_path)) || strlen(ld->sock_path) >= sizeof(sa.sun_path) ||
 	    latch_path(dir, sizeof(dir), "run/latch"))
 		return latch_errf(err, errlen, -ENAMETOOLONG, "socket path is too long");

@@ -96,8 +96,9 @@ int grant_hosts_set(struct grant *g, json_t *hosts, const struct latch_entry *de
 	return 0;
 }
 
-static void op_grant(struct latchd *ld, struct client *c, json_t *req)
+void grant_op_grant(struct client *c, json_t *req)
 {
+	struct latchd *ld = client_latchd(c);
 	const struct latch_entry def = { .n_ports = 1, .ports = { { 443, 443 } } };
 	const char *reason = json_string_value(json_object_get(req, "reason"));
 	struct sandbox *s = sandbox_of(ld, c, req, true);
@@ -143,8 +144,9 @@ void grant_settled(struct grant *g, const char *error, bool usage)
 		grant_ask_answer(g, 200, "approved", NULL);
 }
 
-static void op_grants(struct latchd *ld, struct client *c, json_t *req)
+void grant_op_grants(struct client *c, json_t *req)
 {
+	struct latchd *ld = client_latchd(c);
 	struct sandbox *s = sandbox_of(ld, c, req, false);
 	const struct latch_conf *cf = &ld->conf;
 	uint64_t now = latch_now_boot_ns();
@@ -180,8 +182,9 @@ static struct grant *grant_of(struct latchd *ld, struct client *c, json_t *req)
 	return g;
 }
 
-static void op_approve(struct latchd *ld, struct client *c, json_t *req)
+void grant_op_approve(struct client *c, json_t *req)
 {
+	struct latchd *ld = client_latchd(c);
 	struct grant *g = grant_of(ld, c, req);
 	char err[LATCH_ERR_MAX];
 	uint32_t seconds;
@@ -206,8 +209,9 @@ static void op_approve(struct latchd *ld, struct client *c, json_t *req)
 	grant_resolve(g, seconds);
 }
 
-static void op_deny(struct latchd *ld, struct client *c, json_t *req)
+void grant_op_deny(struct client *c, json_t *req)
 {
+	struct latchd *ld = client_latchd(c);
 	struct grant *g = grant_of(ld, c, req);
 	char err[LATCH_ERR_MAX];
 
@@ -233,21 +237,6 @@ static void op_deny(struct latchd *ld, struct client *c, json_t *req)
 	control_reply(c, json_pack("{s:b, s:s, s:s, s:s}", "ok", 1, "id", g->id, "sandbox", g->s->name, "decision",
 				   "closed"));
 	grant_drop(g);
-}
-
-bool grant_op(struct latchd *ld, struct client *c, const char *op, json_t *req)
-{
-	if (!strcmp(op, "grant"))
-		op_grant(ld, c, req);
-	else if (!strcmp(op, "grants"))
-		op_grants(ld, c, req);
-	else if (!strcmp(op, "approve"))
-		op_approve(ld, c, req);
-	else if (!strcmp(op, "deny"))
-		op_deny(ld, c, req);
-	else
-		return false;
-	return true;
 }
 
 void grant_client_gone(struct latchd *ld, struct client *c)

@@ -272,7 +272,10 @@ bool grant_name_port_allowed(const struct sandbox *s, const char *name, uint16_t
 int grant_answered(struct sandbox *s, const char *qname, const struct latch_addr *addrs, int n); /* 0 or -errno */
 void grants_tick(struct sandbox *s, uint64_t now); /* timeouts, expiry, refreshes, NAME.grants */
 /* ops grant, grants, approve, deny; false when OP is none of them */
-bool grant_op(struct latchd *ld, struct client *c, const char *op, json_t *req);
+void grant_op_grant(struct client *c, json_t *req);
+void grant_op_grants(struct client *c, json_t *req);
+void grant_op_approve(struct client *c, json_t *req);
+void grant_op_deny(struct client *c, json_t *req);
 void grant_client_gone(struct latchd *ld, struct client *c);
 void notifier_tick(struct latchd *ld, uint64_t now);
 void notifier_stop(struct latchd *ld);
@@ -305,8 +308,8 @@ int broker_route_add(struct latchd *ld, struct latch_http_sandbox *hs, const cha
 int broker_kit_ports(const struct latch_kit *kit, const char *name, struct latch_entry *ports);
 /* One broker decision as WHO's audit entry: kind route, other or refused (rate-limited). */
 void broker_event_audit(struct latchd *ld, const char *who, const struct latch_http_event *ev);
-void broker_op_kit(struct latchd *ld, struct client *c, json_t *req);
-void broker_op_backend(struct latchd *ld, struct client *c, json_t *req);
+void broker_op_kit(struct client *c, json_t *req);
+void broker_op_backend(struct client *c, json_t *req);
 
 /* meter.c */
 /* Open the ledger as its sole writer, with latch.conf's caps (before any socket: a second latchd stops here). */
@@ -319,7 +322,7 @@ void meter_close(struct latchd *ld); /* after every listener */
 bool meter_route(struct latchd *ld, const char *who, const struct latch_kit_cred *cr, struct latch_http_meter *out);
 
 /* verify_op.c: {"op":"verify_names"}, `latch verify`'s test-runs of the resolver's decisions */
-void verify_op(struct latchd *ld, struct client *c, json_t *req);
+void verify_op(struct client *c, json_t *req);
 
 /* periodic.c */
 void periodic_run(struct latchd *ld, uint64_t now);

@@ -365,7 +365,7 @@ static int check_config(void)
  */
 static int ask_reload(void)
 {
-	json_t *req = json_pack("{s:s}", "op", "reload"), *rep = NULL;
+	json_t *req = json_pack("{s:s}", "op", latchd_op_name(LATCHD_OP_RELOAD)), *rep = NULL;
 	char err[LATCH_ERR_MAX];
 	int rc = 1;
 

@@ -315,7 +315,7 @@ static json_t *room_env_json(struct room_svc *r)
 	return env;
 }
 
-static void op_room_open(struct client *c, json_t *req)
+void room_op_open(struct client *c, json_t *req)
 {
 	struct latchd *ld = client_latchd(c);
 	const char *name = json_string_value(json_object_get(req, "room"));
@@ -444,7 +444,7 @@ static void room_host_done(void *arg, const char *name, const struct latch_addr 
 		room_commit(r);
 }
 
-static void op_room_ready(struct client *c, json_t *req)
+void room_op_ready(struct client *c, json_t *req)
 {
 	struct latchd *ld = client_latchd(c);
 	const char *name = json_string_value(json_object_get(req, "room"));
@@ -494,7 +494,7 @@ static void op_room_ready(struct client *c, json_t *req)
 }
 
 /* room_done: the run's audit entry; the room's services, when latchd served it, go. */
-static void op_room_done(struct client *c, json_t *req)
+void room_op_done(struct client *c, json_t *req)
 {
 	struct latchd *ld = client_latchd(c);
 	const char *name = json_string_value(json_object_get(req, "room"));
@@ -514,17 +514,6 @@ static void op_room_done(struct client *c, json_t *req)
 	}
 	if (!json_is_true(json_object_get(req, "noreply")))
 		control_reply(c, json_pack("{s:b}", "ok", 1));
-}
-
-void room_op(struct client *c, const char *op, json_t *req)
-{
-	if (!strcmp(op, "room_open"))
-		return op_room_open(c, req);
-	if (!strcmp(op, "room_ready"))
-		return op_room_ready(c, req);
-	if (!strcmp(op, "room_done"))
-		return op_room_done(c, req);
-	control_reply_error(c, "unknown op '%s'; known: room_open, room_ready, room_done", op);
 }
 
 void rooms_client_gone(struct latchd *ld, struct client *c)

@@ -19,7 +19,9 @@ struct client;
 #define ROOM_BROKER_PORT 8119
 
 /* room.c: the control ops room_open, room_ready, room_done */
-void room_op(struct client *c, const char *op, json_t *req);
+void room_op_open(struct client *c, json_t *req);
+void room_op_ready(struct client *c, json_t *req);
+void room_op_done(struct client *c, json_t *req);
 /* The connection of a latch run closed: the rooms it opened go. */
 void rooms_client_gone(struct latchd *ld, struct client *c);
 void rooms_stop(struct latchd *ld);

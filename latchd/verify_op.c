@@ -60,8 +60,9 @@ static void pick_allowed(struct sandbox *s, char *out, size_t len)
 		out[0] = '\0';
 }
 
-void verify_op(struct latchd *ld, struct client *c, json_t *req)
+void verify_op(struct client *c, json_t *req)
 {
+	struct latchd *ld = client_latchd(c);
 	const char *name = json_string_value(json_object_get(req, "sandbox"));
 	json_t *names = json_object_get(req, "names"), *answers = json_object_get(req, "answers");
 	json_t *rn = json_array(), *ra = json_array(), *v;
