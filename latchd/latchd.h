@@ -6,7 +6,9 @@
  * an argument, or through the sandbox (s->ld) or client it was called for.
  * No part keeps state of its own in a global.  The parts, by job:
  *
- *	main.c		arguments, latch.conf, signals, the loop and its tick, SIGHUP
+ *	main.c		arguments, signals, the loop and its tick
+ *	log.c		the log lines (journal priorities or "latchd: " on stderr)
+ *	reload.c	latch.conf and the active profiles, at start and on SIGHUP
  *	control.c	the root-only control socket: one JSON request per line
  *	sandbox.c	per-sandbox lifecycle (scan the pins, add, free) and the
  *			policy its resolver consults
@@ -174,7 +176,7 @@ struct latchd {
 };
 
 /*
- * main.c: one line on stderr.  Under systemd (stderr is the journal's
+ * log.c: one line on stderr.  Under systemd (stderr is the journal's
  * stream) it carries a syslog priority ("<3>", SyslogLevelPrefix) and no
  * "latchd: " of its own, which the journal adds; elsewhere "latchd: ".
  * latchd_log is notice, or warning when the line starts "warning:";
@@ -182,6 +184,9 @@ struct latchd {
  */
 __attribute__((format(printf, 1, 2))) void latchd_log(const char *fmt, ...);
 __attribute__((format(printf, 1, 2))) void latchd_log_err(const char *fmt, ...);
+/* reload.c: latch.conf into C and the upstreams; nothing of latchd changes on failure */
+int latchd_read_conf(struct latch_conf *c, struct latch_addr *up, uint16_t *up_port, int *n_up, char *err,
+		     size_t errlen);
 int latchd_reload(struct latchd *ld, char *err, size_t errlen);
 /* latchd_reload, then the price table: SIGHUP and the control socket's reload */
 int latchd_reload_all(struct latchd *ld, char *err, size_t errlen);

@@ -19,7 +19,8 @@
  * active profile and swaps them in only when all of them are valid; SIGTERM
  * and SIGINT shut down cleanly.  The socket is $LATCH_ROOT/run/latch/
  * latchd.sock, root-only; see ctl/ctl.h for the protocol.  latchd.h
- * lists the parts; this file holds the loop, latch.conf and the signals.
+ * lists the parts; this file holds the arguments, the loop and the signals
+ * (log.c the log lines, reload.c latch.conf and SIGHUP's reload).
  *
  * The spend caps (meter.c): the ledger is opened first, as its sole writer
  * (a second latchd stops there, before it touches anything), its tick and
@@ -51,190 +52,6 @@
 #include "latchd/latchd.h"
 #include "latchd/room.h"
 #include "latchd/version.h" /* generated: build/obj/latchd/version.h (scripts/install.mk) */
-
-/* Is stderr the journal's stream?  systemd says which one in JOURNAL_STREAM ("DEV:INO"). */
-static bool stderr_is_journal(void)
-{
-	static int known = -1;
-	const char *js = getenv("JOURNAL_STREAM");
-	unsigned long long dev, ino;
-	struct stat st;
-
-	if (known < 0)
-		known = js && sscanf(js, "%llu:%llu", &dev, &ino) == 2 && !fstat(STDERR_FILENO, &st) &&
-			st.st_dev == dev && st.st_ino == ino;
-	return known;
-}
-
-static void log_line(int prio, const char *fmt, va_list ap)
-{
-	if (stderr_is_journal())
-		fprintf(stderr, "<%d>", prio);
-	else
-		fputs("latchd: ", stderr);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-}
-
-void latchd_log(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	log_line(strncmp(fmt, "warning", 7) ? LOG_NOTICE : LOG_WARNING, fmt, ap);
-	va_end(ap);
-}
-
-void latchd_log_err(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	log_line(LOG_ERR, fmt, ap);
-	va_end(ap);
-}
-
-/* ---- configuration ---- */
-
-/* /etc/resolv.conf's nameservers, when latch.conf names no dns_upstream. */
-static int upstreams_from_resolv_conf(struct latch_addr *a, uint16_t *port, int max)
-{
-	FILE *f = fopen("/etc/resolv.conf", "re");
-	char line[256], e[LATCH_ERR_MAX];
-	int n = 0;
-
-	if (!f)
-		return 0;
-	while (n < max && fgets(line, sizeof(line), f)) {
-		char addr[128];
-
-		if (sscanf(line, " nameserver %127s", addr) == 1 && !latch_parse_addr(addr, &a[n], e, sizeof(e)))
-			port[n++] = 53;
-	}
-	fclose(f);
-	return n;
-}
-
-_Static_assert(LATCH_CONF_UPSTREAM_MAX == LATCH_RESOLVER_UPSTREAM_MAX,
-	       "latch.conf's upstreams go to the resolver as they are");
-
-/* Read latch.conf into c and the upstreams; nothing of latchd changes on failure. */
-static int read_conf(struct latch_conf *c, struct latch_addr *up, uint16_t *up_port, int *n_up, char *err,
-		     size_t errlen)
-{
-	int rc = latch_conf_load(c, err, errlen);
-
-	if (rc)
-		return rc;
-	if (c->n_dns_upstream) {
-		*n_up = c->n_dns_upstream;
-		memcpy(up, c->dns_upstream, sizeof(c->dns_upstream));
-		memcpy(up_port, c->dns_upstream_port, sizeof(c->dns_upstream_port));
-	} else {
-		*n_up = upstreams_from_resolv_conf(up, up_port, LATCH_RESOLVER_UPSTREAM_MAX);
-	}
-	return 0;
-}
-
-/*
- * SIGHUP: read latch.conf and every active profile; when all are valid, swap
- * them in (resolvers reconfigured, profiles switched).  One bad file changes
- * nothing anywhere, and says why.
- */
-int latchd_reload(struct latchd *ld, char *err, size_t errlen)
-{
-	struct latch_conf c;
-	struct latch_addr up[LATCH_RESOLVER_UPSTREAM_MAX];
-	uint16_t up_port[LATCH_RESOLVER_UPSTREAM_MAX];
-	char why[LATCH_ERR_MAX];
-	int n_up = 0, n = 0, i = 0;
-	struct latch_profile *loaded;
-	bool ups_changed;
-
-	if (read_conf(&c, up, up_port, &n_up, why, sizeof(why))) {
-		latchd_log_err("reload refused, nothing changed: %s", why);
-		latchd_audit(ld, "latchd", "config", "refuse", "latchd.reload", json_pack("{s:s}", "error", why));
-		snprintf(err, errlen, "reload refused, nothing changed: %s", why);
-		return -EINVAL;
-	}
-	for (struct sandbox *s = ld->sandboxes; s; s = s->next)
-		n++;
-	loaded = calloc(n ? n : 1, sizeof(*loaded));
-	if (!loaded) {
-		snprintf(err, errlen, "reload refused, nothing changed: out of memory");
-		return -ENOMEM;
-	}
-	for (struct sandbox *s = ld->sandboxes; s; s = s->next, i++) {
-		if (!s->have_profile)
-			continue;
-		if (switch_load_profile(ld, s->prof.name, &loaded[i], why, sizeof(why))) {
-			latchd_log_err("reload refused, nothing changed: %s: %s", s->name, why);
-			latchd_audit(ld, "latchd", "config", "refuse", "latchd.reload",
-				     json_pack("{s:s, s:s}", "sandbox", s->name, "error", why));
-			snprintf(err, errlen, "reload refused, nothing changed: %s: %s", s->name, why);
-			for (int k = 0; k < n; k++)
-				latch_profile_free(&loaded[k]);
-			free(loaded);
-			return -EINVAL;
-		}
-	}
-	/* all valid: swap */
-	ups_changed = n_up != ld->n_upstream || memcmp(ld->upstream, up, sizeof(up)) ||
-		      memcmp(ld->upstream_port, up_port, sizeof(up_port));
-	ld->conf = c;
-	broker_limits(ld);
-	ld->n_upstream = n_up;
-	memcpy(ld->upstream, up, sizeof(up));
-	memcpy(ld->upstream_port, up_port, sizeof(up_port));
-	/*
-	 * latchd's own policy is switched only when its DNS upstreams changed:
-	 * the switch drops the brokers' upstream addresses its lookups had
-	 * admitted, and with them the pooled connections to them, until the
-	 * engine looks each name up again.
-	 */
-	if ((ups_changed && confine_upstreams(ld, why, sizeof(why))) || confine_resolver(ld, why, sizeof(why)))
-		latchd_log("reload: latchd's own policy: %s", why);
-	i = 0;
-	for (struct sandbox *s = ld->sandboxes; s; s = s->next, i++) {
-		struct latch_resolver_opts o;
-
-		if (s->res) {
-			sandbox_resolver_opts(s, &o);
-			if (latch_resolver_reconfigure(s->res, &o, why, sizeof(why)))
-				latchd_log("%s: resolver: %s", s->name, why);
-		}
-		if (!s->have_profile)
-			continue;
-		if (s->sw || !s->res) {
-			latchd_log("%s: a switch is running; the reloaded profile applies at the next one", s->name);
-			latch_profile_free(&loaded[i]);
-			continue;
-		}
-		switch_begin(s, &loaded[i], NULL, false);
-	}
-	free(loaded);
-	sandboxes_scan(ld);
-	latchd_audit(ld, "latchd", "config", "reload", "latchd.reload", json_pack("{s:i}", "upstreams", n_up));
-	latchd_log("reloaded: %d upstream(s), %d sandbox(es)", n_up, n);
-	return 0;
-}
-
-/*
- * latch.conf and the profiles, then the price table whatever their fate
- * (its caps as ld->conf now has them): 0, or -errno with the first refusal
- * in ERR.  SIGHUP and the control socket's reload (latchd --reload) both.
- */
-int latchd_reload_all(struct latchd *ld, char *err, size_t errlen)
-{
-	char prices[LATCH_ERR_MAX];
-	int rc = latchd_reload(ld, err, errlen);
-
-	if (meter_reload(ld, prices, sizeof(prices)) && !rc) {
-		snprintf(err, errlen, "%s", prices);
-		rc = -EINVAL;
-	}
-	return rc;
-}
 
 /* ---- the loop ---- */
 
@@ -350,7 +167,7 @@ static int check_config(void)
 	char err[LATCH_ERR_MAX];
 	int n_up = 0;
 
-	if (read_conf(&c, up, up_port, &n_up, err, sizeof(err))) {
+	if (latchd_read_conf(&c, up, up_port, &n_up, err, sizeof(err))) {
 		latchd_log_err("%s", err);
 		return 1;
 	}
@@ -390,7 +207,7 @@ static int setup(struct latchd *ld, bool unconfined)
 	int n_ports = ld->dns_port == 53 ? 2 : 3;
 	char err[LATCH_ERR_MAX], path[PATH_MAX];
 
-	if (read_conf(&ld->conf, ld->upstream, ld->upstream_port, &ld->n_upstream, err, sizeof(err))) {
+	if (latchd_read_conf(&ld->conf, ld->upstream, ld->upstream_port, &ld->n_upstream, err, sizeof(err))) {
 		latchd_log_err("%s", err);
 		return 1;
 	}

@@ -8,7 +8,7 @@
 UNIT_SRCS := $(wildcard tests/test_*.c)
 
 # broker: its pure head reading and checks (the linker takes only those objects from its archive)
-UNIT_USES := budget vm profile kit audit config loader broker ctl common
+UNIT_USES := latchd budget vm profile kit audit config loader broker ctl common
 
 UNIT_OBJS := $(call objs_of,$(UNIT_SRCS))
 ALL_OBJS += $(UNIT_OBJS)
