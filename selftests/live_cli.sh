@@ -232,7 +232,7 @@ check_eq "completion: latch help eg -> egress" "$(comp help eg)" egress
 # the kinds offered are the kinds the sources write (latchd_audit's third argument,
 # latch_audit_note's second, hb_audit's, a literal .kind)
 src_kinds=$(cd "$TOP" && grep -rhoE 'latchd_audit(_wanted)?\([^,]+, [^,]+, "[a-z]+"|latch_audit_note\([^,]+, "[a-z]+"|hb_audit\(g, [^,]*|\.kind = "[a-z]+"' \
-	--include=*.c broker cli audit vm room budget | sed -E '/^hb_audit/!s/.*("[a-z]+")$/\1/' | grep -oE '"[a-z]+"' | tr -d '"')
+	--include=*.c broker cli audit vm room budget latchd resolver ctl | sed -E '/^hb_audit/!s/.*("[a-z]+")$/\1/' | grep -oE '"[a-z]+"' | tr -d '"')
 check "... the sources write 15 kinds or more (extracted, not none)" test "$(sorted $src_kinds | wc -w)" -ge 15
 check_eq "completion: audit --kind offers exactly the kinds the sources write" "$(comp audit --kind '')" \
 	"$(tr ' ' '\n' <<<"$(echo $src_kinds)" | sort -u | tr '\n' ' ' | sed 's/ $//')"

@@ -13,7 +13,7 @@ UNIT_USES := latchd budget vm profile kit audit config loader broker ctl common
 UNIT_OBJS := $(call objs_of,$(UNIT_SRCS))
 ALL_OBJS += $(UNIT_OBJS)
 
-$(BUILD)/tests/unit: $(UNIT_OBJS) $(call archives_of,$(call closure,$(UNIT_USES)))
+$(BUILD)/tests/unit: $(UNIT_OBJS) $(call archives_of,$(call closure,$(UNIT_USES))) | $(BUILD)/tests
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) -o $@ $(UNIT_OBJS) $(call link_with,$(UNIT_USES)) -lcrypto -lcriterion
 
