@@ -55,4 +55,3 @@ void latchd_log_err(const char *fmt, ...)
 	log_line(LOG_ERR, fmt, ap);
 	va_end(ap);
 }
-

@@ -151,4 +151,3 @@ int latchd_reload_all(struct latchd *ld, char *err, size_t errlen)
 	}
 	return rc;
 }
-

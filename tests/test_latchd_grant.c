@@ -20,9 +20,9 @@ static const struct latch_entry default_port = { .n_ports = 1, .ports = { { 443,
 Test(latchd_grant, a_grant_names_hosts_and_nothing_else)
 {
 	static const char *const refused[] = {
-		"*.docs.example", "[2001:db8::1]:443", "2001:db8::1", "192.0.2.1", "192.0.2.1:443",
-		"https://docs.example", "docs.example/path", "localhost", "docs", "docs.example:0",
-		"docs.example:70000", "docs..example",
+		"*.docs.example", "[2001:db8::1]:443",	  "2001:db8::1",	"192.0.2.1",
+		"192.0.2.1:443",  "https://docs.example", "docs.example/path",	"localhost",
+		"docs",		  "docs.example:0",	  "docs.example:70000", "docs..example",
 	};
 	struct grant_host h;
 	char err[LATCH_ERR_MAX];
