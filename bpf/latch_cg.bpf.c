@@ -34,6 +34,7 @@
 #include "latch_abi.h"
 #include "latch_parse.h" /* ETH_P_*, IPPROTO_*, LATCH_EXT_HDR_MAX */
 #include "latch_rules.h"
+#include "latch_policy.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -234,66 +235,22 @@ static __always_inline int dns_take(const struct room *r, __u64 now)
 	return ok;
 }
 
-/* The rules under KEY in the room's inner map of OUTER, or NULL. */
-static __always_inline const struct latch_rules *room_rules(void *outer, __u32 slot, const void *key)
+/* The policy walk (latch_policy.h) over the room's inner maps. */
+static __always_inline int policy_decide(const struct room *r, const struct dest *d, int established, __u64 *now,
+					 __u64 *expires)
 {
-	void *inner = bpf_map_lookup_elem(outer, &slot);
+	const struct latch_policy_maps maps = {
+		.exact4 = &room_exact4,
+		.exact6 = &room_exact6,
+		.prefix4 = &room_prefix4,
+		.prefix6 = &room_prefix6,
+		.timed4 = &room_timed4,
+		.timed6 = &room_timed6,
+		.slot = r->slot,
+		.in_slot = 1,
+	};
 
-	return inner ? bpf_map_lookup_elem(inner, key) : NULL;
-}
-
-/*
- * The policy, in the tc program's order: the exact entry of the live
- * generation, the longest permanent prefix, the longest timed entry.  An
- * entry whose rules don't match falls through to the next map.
- */
-static __always_inline int policy_lookup(const struct room *r, const struct dest *d, struct rule_query *q)
-{
-	const struct latch_config *cfg = r->cfg;
-	const struct latch_rules *rules;
-
-	if (d->family == 4) {
-		struct latch_exact4_key ek = { .gen = cfg->policy_gen, .addr = d->addr[0] };
-		struct latch_prefix4_key pk = { .prefixlen = 64, .gen = cfg->policy_gen, .addr = d->addr[0] };
-		struct latch_timed4_key tk = { .prefixlen = 32, .addr = d->addr[0] };
-
-		rules = room_rules(&room_exact4, r->slot, &ek);
-		if (rules && latch_rules_allow(rules, q))
-			return policy_pass(q);
-		if (cfg->flags & LATCH_CFG_HAVE_PREFIX4) {
-			rules = room_rules(&room_prefix4, r->slot, &pk);
-			if (rules && latch_rules_allow(rules, q))
-				return policy_pass(q);
-		}
-		if (cfg->flags & LATCH_CFG_HAVE_TIMED4) {
-			rules = room_rules(&room_timed4, r->slot, &tk);
-			if (rules && latch_rules_allow(rules, q))
-				return LATCH_PASS_TIMED;
-		}
-		return LATCH_DROP_POLICY;
-	}
-
-	struct latch_exact6_key ek = { .gen = cfg->policy_gen };
-	struct latch_prefix6_key pk = { .prefixlen = 32 + 128, .gen = cfg->policy_gen };
-	struct latch_timed6_key tk = { .prefixlen = 128 };
-
-	__builtin_memcpy(ek.addr, d->addr, 16);
-	__builtin_memcpy(pk.addr, d->addr, 16);
-	__builtin_memcpy(tk.addr, d->addr, 16);
-	rules = room_rules(&room_exact6, r->slot, &ek);
-	if (rules && latch_rules_allow(rules, q))
-		return policy_pass(q);
-	if (cfg->flags & LATCH_CFG_HAVE_PREFIX6) {
-		rules = room_rules(&room_prefix6, r->slot, &pk);
-		if (rules && latch_rules_allow(rules, q))
-			return policy_pass(q);
-	}
-	if (cfg->flags & LATCH_CFG_HAVE_TIMED6) {
-		rules = room_rules(&room_timed6, r->slot, &tk);
-		if (rules && latch_rules_allow(rules, q))
-			return LATCH_PASS_TIMED;
-	}
-	return LATCH_DROP_POLICY;
+	return latch_policy_decide(&maps, r->cfg, d->family, d->addr, d->l4, d->port, established, now, expires);
 }
 
 static __always_inline int addr_is(const struct dest *d, int family, __be32 a4, const __u8 *a6)
@@ -357,8 +314,6 @@ static __always_inline int decide(const struct room *r, const struct dest *d, in
 				  __u64 *expires)
 {
 	const struct latch_config *cfg = r->cfg;
-	struct rule_query q = { .now = *now, .port = d->port, .proto = d->l4, .established = !!established };
-	int reason;
 
 	*expires = 0;
 	if (!d->l4)
@@ -385,12 +340,7 @@ static __always_inline int decide(const struct room *r, const struct dest *d, in
 		return dns_take(r, *now) ? LATCH_PASS_DNS : LATCH_DROP_DNS_RATE;
 	}
 policy:
-	if (cfg->flags & LATCH_CFG_OPEN)
-		return LATCH_PASS_OPEN;
-	reason = policy_lookup(r, d, &q);
-	*now = q.now;
-	*expires = q.expires;
-	return reason;
+	return policy_decide(r, d, established, now, expires);
 }
 
 static __always_inline int same_dest(const struct latch_sock_verdict *v, const struct dest *d)

@@ -21,6 +21,7 @@
 #include "latch_abi.h"
 #include "latch_parse.h"
 #include "latch_rules.h"
+#include "latch_policy.h"
 #include "latch_guard.h"
 
 char LICENSE[] SEC("license") = "GPL";
@@ -214,85 +215,21 @@ static __always_inline int verdict(struct __sk_buff *skb, const struct latch_con
 	return TC_ACT_SHOT;
 }
 
-/*
- * The policy decision for a destination, in this order: the permanent exact
- * entry of the active generation (a hash: names resolve to these), then the
- * longest permanent prefix, then the longest timed entry.  An entry whose
- * rules don't match falls through to the next map, and the loader copies a
- * prefix's rules into the more specific prefixes under it, so the longest
- * match alone is enough inside one trie.  The tries are skipped while
- * nothing was ever put in them.
- */
-static __always_inline int policy_lookup(const struct latch_config *cfg, const struct latch_pkt *p,
-					 struct rule_query *q)
-{
-	const struct latch_rules *r;
-
-	if (p->family == 4) {
-		struct latch_exact4_key ek = { .gen = cfg->policy_gen };
-
-		__builtin_memcpy(&ek.addr, p->daddr, 4);
-		r = bpf_map_lookup_elem(&exact4, &ek);
-		if (r && latch_rules_allow(r, q))
-			return policy_pass(q);
-		if (cfg->flags & LATCH_CFG_HAVE_PREFIX4) {
-			struct latch_prefix4_key pk = { .prefixlen = 64, .gen = cfg->policy_gen };
-
-			__builtin_memcpy(&pk.addr, p->daddr, 4);
-			r = bpf_map_lookup_elem(&prefix4, &pk);
-			if (r && latch_rules_allow(r, q))
-				return policy_pass(q);
-		}
-		if (cfg->flags & LATCH_CFG_HAVE_TIMED4) {
-			struct latch_timed4_key tk = { .prefixlen = 32 };
-
-			__builtin_memcpy(&tk.addr, p->daddr, 4);
-			r = bpf_map_lookup_elem(&timed4, &tk);
-			if (r && latch_rules_allow(r, q))
-				return LATCH_PASS_TIMED;
-		}
-		return LATCH_DROP_POLICY;
-	}
-
-	struct latch_exact6_key ek = { .gen = cfg->policy_gen };
-
-	__builtin_memcpy(ek.addr, p->daddr, 16);
-	r = bpf_map_lookup_elem(&exact6, &ek);
-	if (r && latch_rules_allow(r, q))
-		return policy_pass(q);
-	if (cfg->flags & LATCH_CFG_HAVE_PREFIX6) {
-		struct latch_prefix6_key pk = { .prefixlen = 32 + 128, .gen = cfg->policy_gen };
-
-		__builtin_memcpy(pk.addr, p->daddr, 16);
-		r = bpf_map_lookup_elem(&prefix6, &pk);
-		if (r && latch_rules_allow(r, q))
-			return policy_pass(q);
-	}
-	if (cfg->flags & LATCH_CFG_HAVE_TIMED6) {
-		struct latch_timed6_key tk = { .prefixlen = 128 };
-
-		__builtin_memcpy(tk.addr, p->daddr, 16);
-		r = bpf_map_lookup_elem(&timed6, &tk);
-		if (r && latch_rules_allow(r, q))
-			return LATCH_PASS_TIMED;
-	}
-	return LATCH_DROP_POLICY;
-}
-
+/* The policy walk (latch_policy.h) over this sandbox's own maps. */
 static __always_inline int policy_decide(const struct latch_config *cfg, const struct latch_pkt *p, int established,
 					 __u64 *now, __u64 *expires)
 {
-	struct rule_query q = {
-		.now = *now, .port = bpf_ntohs(p->dport), .proto = p->l4_class, .established = !!established
+	const struct latch_policy_maps maps = {
+		.exact4 = &exact4,
+		.exact6 = &exact6,
+		.prefix4 = &prefix4,
+		.prefix6 = &prefix6,
+		.timed4 = &timed4,
+		.timed6 = &timed6,
 	};
-	int reason;
 
-	if (cfg->flags & LATCH_CFG_OPEN)
-		return LATCH_PASS_OPEN;
-	reason = policy_lookup(cfg, p, &q);
-	*now = q.now;
-	*expires = q.expires;
-	return reason;
+	return latch_policy_decide(&maps, cfg, p->family, p->daddr, p->l4_class, bpf_ntohs(p->dport), established, now,
+				   expires);
 }
 
 static __always_inline int is_host(const struct latch_config *cfg, const struct latch_pkt *p)
