@@ -16,54 +16,6 @@
 
 /* ------------------------------------------------------------ names */
 
-static bool host_char(unsigned char c)
-{
-	return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
-}
-
-/*
- * A wire name as the policy sees it: lowercase labels joined by dots, no
- * trailing dot.  Only a-z 0-9 - _ are accepted (the rules of
- * latch_dns_name_normalize), so a label holding a '.' or a '\' can never
- * spell a different name in text than on the wire.  Returns 0 or -EINVAL.
- */
-int dns_name_text_wire(const uint8_t *p, size_t n, char *out, size_t len)
-{
-	size_t i = 0, o = 0;
-
-	if (n < 1)
-		return -EINVAL;
-	while (i < n && p[i]) {
-		size_t l = p[i++];
-
-		if (l > LABEL_MAX || i + l > n || o + l + 2 > len)
-			return -EINVAL;
-		if (o)
-			out[o++] = '.';
-		for (size_t k = 0; k < l; k++) {
-			unsigned char c = p[i + k];
-
-			if (c >= 'A' && c <= 'Z')
-				c += 'a' - 'A';
-			if (!host_char(c) || (c == '-' && (k == 0 || k == l - 1)))
-				return -EINVAL;
-			out[o++] = c;
-		}
-		i += l;
-	}
-	if (i != n - 1 || o == 0) /* exactly one root label at the end; the root itself is no host */
-		return -EINVAL;
-	out[o] = 0;
-	return 0;
-}
-
-int dns_name_text(const ldns_rdf *dname, char *out, size_t len)
-{
-	if (ldns_rdf_get_type(dname) != LDNS_RDF_TYPE_DNAME)
-		return -EINVAL;
-	return dns_name_text_wire(ldns_rdf_data(dname), ldns_rdf_size(dname), out, len);
-}
-
 /*
  * The decision on a client's question name: NULL when it may be asked
  * upstream, else the reason ("qname": not a host name, and name is then "";

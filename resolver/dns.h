@@ -6,7 +6,8 @@
  *   resolver.c  lifecycle: options, new, reconfigure, free, stats
  *   listen.c    the listening sockets, who may ask (the guest on its link),
  *               UDP clients in batches, TCP clients and their limits
- *   wire.c      a client's question in, a reply out (the hot path)
+ *   wire.c      a client's question in, a reply out (the hot path), and
+ *               a wire name as the policy reads it: pure, no sockets
  *   answer.c    the answer filter: an upstream reply to an answer (the CNAME
  *               chain from the question and what is at its end), the policy's
  *               judgement of it, and the reply the client gets
@@ -216,15 +217,25 @@ int dns_hostaddrs_open(struct latch_resolver *r, char *err, size_t errlen);
 void dns_hostaddrs_close(struct latch_resolver *r);
 bool dns_hostaddr_is_local(struct latch_resolver *r, const struct latch_addr *a);
 
-/* wire.c */
+/* wire.c: the parsing is pure (no sockets, no resolver), for tests/test_resolver_wire.c and the fuzzer */
+int dns_question_fast(const uint8_t *buf, size_t len, struct question *q, uint16_t *udp_size);
+int dns_question_ldns(const uint8_t *buf, size_t len, struct question *q, uint16_t *udp_size);
 int dns_question_parse(const uint8_t *buf, size_t len, struct question *q, uint16_t *udp_size);
+/*
+ * A client's message read as it is answered: 0 and its question; -EBADMSG:
+ * never answered (shorter than a header, or a response: no loops, no
+ * reflection); -EOPNOTSUPP: not a QUERY (NOTIMPL); -EINVAL: no question to
+ * read (FORMERR).
+ */
+int dns_query_read(const uint8_t *buf, size_t len, struct question *q, uint16_t *udp_size);
+/* The largest UDP reply the client takes: 512 without EDNS, its size up to ours with it. */
+size_t dns_udp_reply_max(const struct question *q, uint16_t udp_size);
 size_t dns_reply_build(const struct question *q, uint8_t rcode, const struct answer *a, uint32_t ttl, size_t max,
 		       uint8_t *out, size_t cap);
-void dns_client_raw(struct latch_resolver *r, const struct client *c, const uint8_t *q, uint8_t rcode);
-
-/* answer.c */
 int dns_name_text_wire(const uint8_t *p, size_t n, char *out, size_t len);
 int dns_name_text(const ldns_rdf *dname, char *out, size_t len);
+
+/* answer.c */
 void dns_answer_clear(struct answer *a);
 int dns_answer_copy(struct answer *dst, const struct answer *src);
 int dns_answer_from_pkt(const struct latch_resolver *r, const ldns_pkt *p, const ldns_rdf *qname, uint16_t qtype,

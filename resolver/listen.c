@@ -151,6 +151,15 @@ static bool rate_take(struct latch_resolver *r, bool must)
 
 /* ------------------------------------------------------------ client queries */
 
+/* A header-only reply, for queries that can't be parsed (or shouldn't be). */
+static void dns_client_raw(struct latch_resolver *r, const struct client *c, const uint8_t *q, uint8_t rcode)
+{
+	uint8_t h[DNS_HDR] = { q[0], q[1], 0x80 | (q[2] & 0x79), 0x80 | rcode };
+
+	dns_client_send(r, c, h, sizeof(h));
+	r->st.failed++;
+}
+
 /*
  * One message from a client.  Only A, AAAA and CNAME are answered: ANY
  * would return whatever the upstream has, TXT/NULL/MX... are the usual
@@ -168,21 +177,21 @@ static void client_query(struct latch_resolver *r, const struct client *c, const
 	uint32_t left;
 
 	r->st.queries++;
-	/* too short to answer, or a response (never answer those: no loops, no reflection) */
-	if (len < DNS_HDR || (buf[2] & 0x80)) {
+	switch (dns_query_read(buf, len, &cq, &udp_size)) {
+	case 0:
+		break;
+	case -EBADMSG:
 		r->st.failed++;
 		return;
-	}
-	if (((buf[2] >> 3) & 0xf) != LDNS_PACKET_QUERY) {
+	case -EOPNOTSUPP:
 		dns_client_raw(r, c, buf, LDNS_RCODE_NOTIMPL);
 		return;
-	}
-	if (dns_question_parse(buf, len, &cq, &udp_size)) {
+	default:
 		dns_client_raw(r, c, buf, LDNS_RCODE_FORMERR);
 		return;
 	}
 	if (cc.kind == CL_UDP)
-		cc.max = cq.edns && udp_size > UDP_PLAIN ? (udp_size < EDNS_SIZE ? udp_size : EDNS_SIZE) : UDP_PLAIN;
+		cc.max = dns_udp_reply_max(&cq, udp_size);
 	if (cq.qclass != LDNS_RR_CLASS_IN) {
 		dns_client_refuse(r, &cc, &cq, "", "qclass");
 		return;

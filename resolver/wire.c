@@ -21,6 +21,10 @@
  *          with TC, so it asks again over TCP.
  *
  * Upstream replies, which are anything but simple, are still ldns's.
+ *
+ * Nothing here touches a socket or the resolver's state, so that the unit
+ * tests (tests/test_resolver_wire.c) and the fuzzer (tests/fuzz/
+ * fuzz_resolver.c) run exactly the code a guest's query meets.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -52,7 +56,7 @@ static uint8_t *put32(uint8_t *p, uint32_t v)
 }
 
 /* The simple shape, or -EAGAIN: let ldns read it. */
-static int question_fast(const uint8_t *buf, size_t len, struct question *q, uint16_t *udp_size)
+int dns_question_fast(const uint8_t *buf, size_t len, struct question *q, uint16_t *udp_size)
 {
 	size_t i = DNS_HDR, start;
 
@@ -85,7 +89,7 @@ static int question_fast(const uint8_t *buf, size_t len, struct question *q, uin
 }
 
 /* Anything else: ldns reads it whole; one question or FORMERR, as always. */
-static int question_ldns(const uint8_t *buf, size_t len, struct question *q, uint16_t *udp_size)
+int dns_question_ldns(const uint8_t *buf, size_t len, struct question *q, uint16_t *udp_size)
 {
 	ldns_pkt *p = NULL;
 	const ldns_rr *qrr;
@@ -116,9 +120,75 @@ int dns_question_parse(const uint8_t *buf, size_t len, struct question *q, uint1
 	*udp_size = 0;
 	q->id = get16(buf);
 	q->rd = buf[2] & 0x01;
-	if (question_fast(buf, len, q, udp_size) == 0)
+	if (dns_question_fast(buf, len, q, udp_size) == 0)
 		return 0;
-	return question_ldns(buf, len, q, udp_size);
+	return dns_question_ldns(buf, len, q, udp_size);
+}
+
+int dns_query_read(const uint8_t *buf, size_t len, struct question *q, uint16_t *udp_size)
+{
+	if (len < DNS_HDR || (buf[2] & 0x80))
+		return -EBADMSG;
+	if (((buf[2] >> 3) & 0xf) != LDNS_PACKET_QUERY)
+		return -EOPNOTSUPP;
+	return dns_question_parse(buf, len, q, udp_size) ? -EINVAL : 0;
+}
+
+size_t dns_udp_reply_max(const struct question *q, uint16_t udp_size)
+{
+	if (!q->edns || udp_size <= UDP_PLAIN)
+		return UDP_PLAIN;
+	return udp_size < EDNS_SIZE ? udp_size : EDNS_SIZE;
+}
+
+/* ------------------------------------------------------------ names */
+
+static bool host_char(unsigned char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+}
+
+/*
+ * A wire name as the policy sees it: lowercase labels joined by dots, no
+ * trailing dot.  Only a-z 0-9 - _ are accepted (the rules of
+ * latch_dns_name_normalize), so a label holding a '.' or a '\' can never
+ * spell a different name in text than on the wire.  Returns 0 or -EINVAL.
+ */
+int dns_name_text_wire(const uint8_t *p, size_t n, char *out, size_t len)
+{
+	size_t i = 0, o = 0;
+
+	if (n < 1)
+		return -EINVAL;
+	while (i < n && p[i]) {
+		size_t l = p[i++];
+
+		if (l > LABEL_MAX || i + l > n || o + l + 2 > len)
+			return -EINVAL;
+		if (o)
+			out[o++] = '.';
+		for (size_t k = 0; k < l; k++) {
+			unsigned char c = p[i + k];
+
+			if (c >= 'A' && c <= 'Z')
+				c += 'a' - 'A';
+			if (!host_char(c) || (c == '-' && (k == 0 || k == l - 1)))
+				return -EINVAL;
+			out[o++] = c;
+		}
+		i += l;
+	}
+	if (i != n - 1 || o == 0) /* exactly one root label at the end; the root itself is no host */
+		return -EINVAL;
+	out[o] = 0;
+	return 0;
+}
+
+int dns_name_text(const ldns_rdf *dname, char *out, size_t len)
+{
+	if (ldns_rdf_get_type(dname) != LDNS_RDF_TYPE_DNAME)
+		return -EINVAL;
+	return dns_name_text_wire(ldns_rdf_data(dname), ldns_rdf_size(dname), out, len);
 }
 
 /*
@@ -191,13 +261,4 @@ size_t dns_reply_build(const struct question *q, uint8_t rcode, const struct ans
 	put16(put16(out + DNS_HDR + q->qlen, q->qtype), q->qclass);
 	memcpy(out + qend + anlen, opt, optlen);
 	return qend + anlen + optlen;
-}
-
-/* A header-only reply, for queries that can't be parsed (or shouldn't be). */
-void dns_client_raw(struct latch_resolver *r, const struct client *c, const uint8_t *q, uint8_t rcode)
-{
-	uint8_t h[DNS_HDR] = { q[0], q[1], 0x80 | (q[2] & 0x79), 0x80 | rcode };
-
-	dns_client_send(r, c, h, sizeof(h));
-	r->st.failed++;
 }
