@@ -60,6 +60,8 @@ int dns_question_fast(const uint8_t *buf, size_t len, struct question *q, uint16
 {
 	size_t i = DNS_HDR, start;
 
+	if (len < DNS_HDR)
+		return -EAGAIN;
 	/* one question; no answer or authority records; at most one additional (the OPT) */
 	if (get16(buf + 4) != 1 || get16(buf + 6) || get16(buf + 8) || get16(buf + 10) > 1)
 		return -EAGAIN;
@@ -118,6 +120,8 @@ out:
 int dns_question_parse(const uint8_t *buf, size_t len, struct question *q, uint16_t *udp_size)
 {
 	*udp_size = 0;
+	if (len < DNS_HDR)
+		return -EINVAL;
 	q->id = get16(buf);
 	q->rd = buf[2] & 0x01;
 	if (dns_question_fast(buf, len, q, udp_size) == 0)

@@ -8,7 +8,8 @@
 UNIT_SRCS := $(wildcard tests/test_*.c)
 
 # broker: its pure head reading and checks (the linker takes only those objects from its archive)
-UNIT_USES := latchd budget vm profile kit audit config loader broker ctl common
+# resolver: its wire parsing (tests/test_resolver_wire.c); latchd: its grant logic (tests/test_latchd_grant.c)
+UNIT_USES := latchd budget vm profile kit audit config loader broker ctl resolver common
 
 UNIT_OBJS := $(call objs_of,$(UNIT_SRCS))
 ALL_OBJS += $(UNIT_OBJS)
@@ -49,3 +50,25 @@ fuzz-scan-short:
 
 .PHONY: fuzz-scan fuzz-scan-short
 check: fuzz-scan-short
+
+# libFuzzer over the resolver's reading of a guest's query (resolver/wire.c):
+# the fast path against ldns, the name the policy judges, the reply built.
+#   make fuzz-resolver        FUZZ_SECS (120) seconds over tests/fuzz/corpus_resolver
+#   make fuzz-resolver-short  the same for 20 s (part of `make check`)
+FUZZ_RESOLVER_SRCS := tests/fuzz/fuzz_resolver.c resolver/wire.c
+
+$(BUILD)/tests/fuzz_resolver: $(FUZZ_RESOLVER_SRCS) resolver/dns.h resolver/resolver.h | $(BUILD)/tests pkgs-ok
+	$(call msg,CLANG,$@)
+	$(Q)$(CLANG) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -std=gnu11 \
+		-D_GNU_SOURCE -I. -I$(BUILD) -o $@ $(FUZZ_RESOLVER_SRCS) -lldns
+
+fuzz-resolver: $(BUILD)/tests/fuzz_resolver
+	$(Q)mkdir -p $(BUILD)/fuzz-corpus-resolver
+	$(Q)$(BUILD)/tests/fuzz_resolver -max_total_time=$(FUZZ_SECS) -max_len=4096 -print_final_stats=1 \
+		$(BUILD)/fuzz-corpus-resolver tests/fuzz/corpus_resolver
+
+fuzz-resolver-short:
+	$(Q)$(MAKE) --no-print-directory fuzz-resolver FUZZ_SECS=20
+
+.PHONY: fuzz-resolver fuzz-resolver-short
+check: fuzz-resolver-short
