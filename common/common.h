@@ -263,4 +263,26 @@ int latch_parse_name(const char *s, char *err, size_t errlen);
  */
 int latch_parse_file_name(const char *what, const char *s, char *err, size_t errlen);
 
+/*
+ * One option of a command, written once: getopt's entry (latch_opt_getopt),
+ * the line its help prints and the completion's word.  A table ends with a
+ * row whose name is NULL.
+ */
+struct latch_opt {
+	const char *name; /* "dev" is --dev */
+	int key; /* what getopt returns for it; 0: the command reads it by hand, at its place */
+	const char *arg; /* its argument as the help names it ("IFACE"); NULL: it takes none */
+	const char *help;
+	bool has_short; /* -KEY is the option too ("-v, --verbose") */
+};
+struct option;
+/*
+ * getopt_long()'s LONGOPTS[MAX] and OPTSTRING[LEN] from OPTS, the rows with
+ * a key (IN_ORDER: options stop at the first word that is none, "+").
+ * 0, or -ENOSPC when they don't fit.
+ */
+int latch_opt_getopt(const struct latch_opt *opts, bool in_order, struct option *longopts, size_t max, char *optstring,
+		     size_t len);
+/* "--name ARG" or "-k, --name ARG", as help and the JSON help show the option. */
+void latch_opt_spelling(const struct latch_opt *o, char *buf, size_t len);
 #endif
