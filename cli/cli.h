@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/common.h"
+
 /*
  * Exit codes (docs/exit-codes.md has the table, per command).  The commands
  * that relay a command's own status (exec, task, run) keep 0..124 for it and
@@ -37,13 +39,15 @@ struct latch_cmd {
 	int (*fn)(int argc, char **argv);
 	const char *usage;
 	const char *help;
-	/* "--opt ARG\tmeaning" lines, every option the command takes; `latch CMD --help` prints them */
-	const char *options;
+	/* every option the command takes: its getopt table, `latch CMD --help` and the completion read it */
+	const struct latch_opt *opts;
 	/* "latch CMD ..." lines, at least one */
 	const char *examples;
 	/* sub-verbs, NULL-terminated, matched by unique prefix at argv[verb_at] (`latch eg NAME a ENTRY`) */
 	const char *const *verbs;
 	int verb_at;
+	/* options stop at the first word that is none (`run sh -c ...` leaves sh's options alone) */
+	bool opts_in_order;
 };
 
 extern const struct latch_cmd latch_cmds[];
@@ -82,6 +86,14 @@ char *latch_guest_text(const char *in, char *out, size_t len, bool keep_nl);
  * with the command.  0, or -EXDEV with the reason and the fix in why.
  */
 int latch_host_view_check(char *why, size_t len);
+/*
+ * getopt_long() over the options of command CMD's row, the rows with a key:
+ * returns a key, '?' for an option the row lacks (or a missing argument), or
+ * -1 at the end; optind and opterr are the caller's, as with getopt_long().
+ */
+int latch_getopt(int argc, char **argv, const char *cmd);
+/* `latch --json CMD --help`: the row as one JSON object. */
+json_t *latch_cmd_help_json(const struct latch_cmd *c);
 /* `latch completion bash`: the bash completion script, from the command table. */
 int latch_completion_bash(FILE *f);
 /* `latch help [CMD]` and `latch CMD --help`. */

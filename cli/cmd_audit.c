@@ -176,12 +176,6 @@ static int audit_verify_cmd(void)
 
 int cmd_audit(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "since", required_argument, NULL, 's' },
-		{ "kind", required_argument, NULL, 'k' },
-		{ "follow", no_argument, NULL, 'f' },
-		{ NULL, 0, NULL, 0 },
-	};
 	struct audit_filter f = { 0 };
 	char err[LATCH_ERR_MAX], path[4096];
 	struct audit_log *log;
@@ -197,7 +191,7 @@ int cmd_audit(int argc, char **argv)
 		return latch_audit_prune_cmd(argc - 1, argv + 1);
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+	while ((c = latch_getopt(argc, argv, "audit")) != -1) {
 		switch (c) {
 		case 's': {
 			struct timespec ts;

@@ -539,23 +539,6 @@ static int run_check(void)
 
 int cmd_run(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{ "kit", required_argument, NULL, 'k' },
-		{ "profile", required_argument, NULL, 'p' },
-		{ "workspace", required_argument, NULL, 'w' },
-		{ "apply", no_argument, NULL, 'a' },
-		{ "timeout", required_argument, NULL, 't' },
-		{ "output-limit", required_argument, NULL, 'o' },
-		{ "memory", required_argument, NULL, 'm' },
-		{ "cpus", required_argument, NULL, 'c' },
-		{ "pids", required_argument, NULL, 'n' },
-		{ "user", required_argument, NULL, 'u' },
-		{ "env", required_argument, NULL, 'e' },
-		{ "resolver", required_argument, NULL, 'r' },
-		{ "check", no_argument, NULL, 'C' },
-		{ "sweep", no_argument, NULL, 'S' },
-		{ NULL, 0, NULL, 0 },
-	};
 	struct latch_room_opts o = { .output_fd = -1 };
 	struct latch_room_result res;
 	struct latch_policy_spec *specs = NULL;
@@ -567,7 +550,7 @@ int cmd_run(int argc, char **argv)
 	int c, rc;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "+", longopts, NULL)) != -1) {
+	while ((c = latch_getopt(argc, argv, "run")) != -1) {
 		switch (c) {
 		case 'k':
 			kit = optarg;

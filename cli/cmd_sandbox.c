@@ -157,13 +157,6 @@ static int attach_kit_give(const char *name, const struct latch_kit *kit, json_t
 
 int cmd_attach(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{ "dev", required_argument, NULL, 'd' },      { "guest-mac", required_argument, NULL, 'm' },
-		{ "guest-ip", required_argument, NULL, 'g' }, { "host-ip", required_argument, NULL, 'H' },
-		{ "resolver", required_argument, NULL, 'r' }, { "host-port", required_argument, NULL, 'p' },
-		{ "dns-rate", required_argument, NULL, 'R' }, { "dns-burst", required_argument, NULL, 'B' },
-		{ "kit", required_argument, NULL, 'K' },      { NULL, 0, NULL, 0 },
-	};
 	const char *kit_name = NULL;
 	struct latch_kit *kit = NULL;
 	struct latch_sandbox_opts o = {
@@ -178,7 +171,7 @@ int cmd_attach(int argc, char **argv)
 
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+	while ((c = latch_getopt(argc, argv, "attach")) != -1) {
 		any_opt = true;
 		switch (c) {
 		case 'd':

@@ -144,7 +144,6 @@ static bool known_to_ledger(struct budget *b, const char *name)
 
 int cmd_usage(int argc, char **argv)
 {
-	static const struct option opts[] = { { "prices", no_argument, NULL, 'p' }, { NULL, 0, NULL, 0 } };
 	struct budget_opts bo = { .readonly = true };
 	struct latch_conf conf;
 	struct budget *b;
@@ -155,7 +154,7 @@ int cmd_usage(int argc, char **argv)
 	int c, rc;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+	while ((c = latch_getopt(argc, argv, "usage")) != -1) {
 		if (c != 'p')
 			return latch_err(LATCH_EXIT_USAGE, "usage: latch usage [NAME] [--prices]");
 		prices = true;

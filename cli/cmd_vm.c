@@ -244,17 +244,6 @@ static int up_kit_env(const char *name, const struct latch_kit *kit, json_t *out
 
 int cmd_up(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{ "image", required_argument, NULL, 'i' },
-		{ "memory", required_argument, NULL, 'm' },
-		{ "cpus", required_argument, NULL, 'c' },
-		{ "workspace", required_argument, NULL, 'w' },
-		{ "timeout", required_argument, NULL, 't' },
-		{ "profile", required_argument, NULL, 'p' },
-		{ "keep-on-failure", no_argument, NULL, 'k' },
-		{ "kit", required_argument, NULL, 'K' },
-		{ NULL, 0, NULL, 0 },
-	};
 	const char *profile = NULL, *kit_name = NULL;
 	struct latch_kit *kit = NULL;
 	bool fresh;
@@ -273,7 +262,7 @@ int cmd_up(int argc, char **argv)
 
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+	while ((c = latch_getopt(argc, argv, "up")) != -1) {
 		switch (c) {
 		case 'i':
 			if (strlen(optarg) >= sizeof(o.image))

@@ -9,27 +9,28 @@
  */
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
 
-/* Global options, for the usage text and the completion alike. */
-static const char global_opts[] = "--json\tone JSON document on stdout, errors included (docs/json.md)\n"
-				  "-v, --verbose\tlibbpf's and the verifier's messages\n"
-				  "--version\tprint latch's version\n"
-				  "-h, --help\tthis help; `latch CMD --help` for one command";
+/* Global options, for the usage text and the completion alike; main() reads them by hand. */
+static const struct latch_opt global_opts[] = {
+	{ "json", 0, NULL, "one JSON document on stdout, errors included (docs/json.md)", false },
+	{ "verbose", 'v', NULL, "libbpf's and the verifier's messages", true },
+	{ "version", 0, NULL, "print latch's version", false },
+	{ "help", 'h', NULL, "this help; `latch CMD --help` for one command", true },
+	{ NULL, 0, NULL, NULL, false },
+};
 
-/* "--opt ARG\tmeaning" lines, each as "  --opt ARG      meaning". */
-static void print_options(FILE *f, const char *opts)
+/* Each option as "  --opt ARG              meaning". */
+static void print_options(FILE *f, const struct latch_opt *o)
 {
-	while (opts && *opts) {
-		size_t n = strcspn(opts, "\n"), tab = strcspn(opts, "\t");
+	char spelled[64];
 
-		if (tab < n)
-			fprintf(f, "  %-22.*s %.*s\n", (int)tab, opts, (int)(n - tab - 1), opts + tab + 1);
-		else
-			fprintf(f, "  %.*s\n", (int)n, opts);
-		opts += n + (opts[n] == '\n');
+	for (; o && o->name; o++) {
+		latch_opt_spelling(o, spelled, sizeof(spelled));
+		fprintf(f, "  %-22s %s\n", spelled, o->help);
 	}
 }
 
@@ -62,15 +63,35 @@ void latch_usage(FILE *f)
 void latch_cmd_help(FILE *f, const struct latch_cmd *c)
 {
 	fprintf(f, "usage: latch %s\n%s\n", c->usage, c->help);
-	if (c->options) {
+	if (c->opts) {
 		fprintf(f, "\noptions:\n");
-		print_options(f, c->options);
+		print_options(f, c->opts);
 	}
 	if (c->examples) {
 		fprintf(f, "\nexamples:\n");
 		print_lines(f, c->examples);
 	}
 	fprintf(f, "\nglobal options go before %s: latch [--json] [-v] %s ...\n", c->name, c->name);
+}
+
+json_t *latch_cmd_help_json(const struct latch_cmd *c)
+{
+	char *text = NULL, spelled[64];
+	size_t len = 0;
+	FILE *f = c->opts ? open_memstream(&text, &len) : NULL;
+	json_t *o;
+
+	/* the options as the help's lines were once written: "--opt ARG\tmeaning", one a line */
+	for (const struct latch_opt *opt = c->opts; f && opt->name; opt++) {
+		latch_opt_spelling(opt, spelled, sizeof(spelled));
+		fprintf(f, "%s%s\t%s", opt == c->opts ? "" : "\n", spelled, opt->help);
+	}
+	if (f)
+		fclose(f);
+	o = json_pack("{s:s, s:s, s:s, s:s?, s:s?}", "command", c->name, "usage", c->usage, "help", c->help, "options",
+		      text, "examples", c->examples);
+	free(text);
+	return o;
 }
 
 /*
@@ -81,44 +102,26 @@ void latch_cmd_help(FILE *f, const struct latch_cmd *c)
 static const char audit_kinds[] = "attach audit backup budget config confine daemon dns egress grant kernel kit "
 				  "learned other profile refused room route";
 
-/*
- * The option names of an options text ("-v, --verbose\t..." gives -v and
- * --verbose), space-separated, into f; with_arg: only those that take an
- * argument (a word after the names, before the tab).
- */
-static void option_words(FILE *f, const char *opts, bool with_arg)
+/* The option names of a table ("-v, --verbose" gives -v and --verbose) into f; with_arg: those that take one. */
+static void option_words(FILE *f, const struct latch_opt *o, bool with_arg)
 {
-	while (opts && *opts) {
-		size_t n = strcspn(opts, "\n"), tab = strcspn(opts, "\t\n");
-		const char *names[4];
-		size_t lens[4], k = 0, i = 0;
-		bool arg = false;
-
-		while (i < tab) {
-			size_t w = strcspn(opts + i, " ,\t\n");
-
-			if (w && opts[i] == '-' && k < 4)
-				names[k] = opts + i, lens[k++] = w;
-			else if (w)
-				arg = true;
-			i += w ? w : 1;
-		}
-		for (size_t j = 0; j < k && (!with_arg || arg); j++)
-			fprintf(f, " %.*s", (int)lens[j], names[j]);
-		opts += n + (opts[n] == '\n');
+	for (; o && o->name; o++) {
+		if (with_arg && !o->arg)
+			continue;
+		if (o->has_short)
+			fprintf(f, " -%c", (char)o->key);
+		fprintf(f, " --%s", o->name);
 	}
 }
 
-/* Does the option OPT (len n) of c take an argument? */
+/* Does the option OPT (len n, "--name") of c take an argument? */
 static bool option_takes_arg(const struct latch_cmd *c, const char *opt, size_t n)
 {
-	for (const char *o = c->options; o && *o;) {
-		size_t len = strcspn(o, "\n"), tab = strcspn(o, "\t\n");
-
-		if (!strncmp(o, opt, n) && (o[n] == ' ' || o[n] == ','))
-			return memchr(o + n, ' ', tab - n) != NULL;
-		o += len + (o[len] == '\n');
-	}
+	if (n < 3 || strncmp(opt, "--", 2))
+		return false;
+	for (const struct latch_opt *o = c->opts; o && o->name; o++)
+		if (strlen(o->name) == n - 2 && !strncmp(o->name, opt + 2, n - 2))
+			return o->arg != NULL;
 	return false;
 }
 
@@ -216,6 +219,116 @@ static void usage_forms(FILE *f, const struct latch_cmd *c)
 		fputc('"', f);
 }
 
+/* The script's fixed parts; the command table fills in what goes between them. */
+static const char completion_helpers[] =
+	"# each sandbox once: a directory of pins (bpffs latch/NAME) or of VM state\n"
+	"_latch_sandboxes()\n{\n"
+	"\tlocal b=${LATCH_BPFFS:-/sys/fs/bpf} r=${LATCH_ROOT:-} d\n"
+	"\tfor d in \"$b\"/latch/*/ \"$r\"/var/lib/latch/sandboxes/*/; do\n"
+	"\t\t[ -d \"$d\" ] || continue\n"
+	"\t\td=${d%/}; d=${d##*/}\n"
+	"\t\tcase $d in _*) ;; *) echo \"$d\" ;; esac\n"
+	"\tdone | sort -u\n"
+	"}\n\n"
+	"# grant ids from `latch grants NAME` of every sandbox; pending ones only for approve\n"
+	"_latch_grant_ids()\n{\n"
+	"\tlocal s\n"
+	"\tfor s in $(_latch_sandboxes); do\n"
+	"\t\t\"$1\" grants \"$s\" 2>/dev/null | awk -v only=\"$2\" \\\n"
+	"\t\t\t'length($1) == 16 && $1 ~ /^[a-z2-7]+$/ && (only == \"\" || $2 == only) { print $1 }'\n"
+	"\tdone\n"
+	"}\n\n"
+	"_latch()\n{\n"
+	"\tlocal cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD - 1]} i=1 ci=0 cmd= w c n k t\n"
+	"\tlocal cmds=\"";
+
+/* after the command names: find the command word, or complete the global options and the commands */
+static const char completion_find_cmd[] =
+	"\" opts= argopts= forms=() args=() lits= words= none=1\n"
+	"\tCOMPREPLY=()\n"
+	"\twhile [ $i -lt $COMP_CWORD ]; do\n"
+	"\t\tcase ${COMP_WORDS[i]} in -*) ;; *) cmd=${COMP_WORDS[i]} ci=$i; break ;; esac\n"
+	"\t\ti=$((i + 1))\n"
+	"\tdone\n"
+	"\tif [ -z \"$cmd\" ]; then\n"
+	"\t\tCOMPREPLY=($(compgen -W \"";
+
+static const char completion_dispatch[] =
+	" help $cmds\" -- \"$cur\"))\n"
+	"\t\treturn\n"
+	"\tfi\n"
+	"\t# a unique prefix is the command (`latch eg`)\n"
+	"\tif [[ \" help $cmds \" != *\" $cmd \"* ]]; then\n"
+	"\t\tc=$(compgen -W \"$cmds\" -- \"$cmd\")\n"
+	"\t\t[[ $c == *[[:space:]]* ]] || cmd=$c\n"
+	"\tfi\n"
+	"\tcase $cmd in\n"
+	"\thelp) [ $((COMP_CWORD - ci)) -eq 1 ] && COMPREPLY=($(compgen -W \"$cmds\" -- \"$cur\")); return ;;\n";
+
+/*
+ * The words after the command: options and their arguments are left
+ * out, the rest are the positional words typed so far (args).  A form
+ * fits when each typed word is its literal, or fills its placeholder
+ * and is no form's literal at that place (`kit check` is not a NAME).
+ */
+static const char completion_match[] =
+	"\t*) return ;;\n"
+	"\tesac\n"
+	"\tfor ((i = ci + 1; i < COMP_CWORD; i++)); do\n"
+	"\t\tw=${COMP_WORDS[i]}\n"
+	"\t\tcase $w in\n"
+	"\t\t--) return ;;\n"
+	"\t\t-*) [[ \" $argopts \" == *\" $w \"* ]] && i=$((i + 1)) ;;\n"
+	"\t\t*) args+=(\"$w\") ;;\n"
+	"\t\tesac\n"
+	"\tdone\n"
+	"\tif [ $((COMP_CWORD - 1)) -gt $ci ] && [[ \" $argopts \" == *\" $prev \"* ]]; then\n"
+	"\t\tcase $prev in\n"
+	"\t\t--kind) COMPREPLY=($(compgen -W \"$_latch_kinds\" -- \"$cur\")) ;;\n"
+	"\t\t--workspace) COMPREPLY=($(compgen -d -- \"$cur\")) ;;\n"
+	"\t\t--image) COMPREPLY=($(compgen -W \"default debian\" -- \"$cur\")) ;;\n"
+	"\t\tesac\n"
+	"\t\treturn\n"
+	"\tfi\n"
+	"\tif [[ $cur == -* ]]; then\n"
+	"\t\tCOMPREPLY=($(compgen -W \"$opts\" -- \"$cur\"))\n"
+	"\t\treturn\n"
+	"\tfi\n"
+	"\tn=${#args[@]}\n"
+	"\tfor c in \"${forms[@]}\"; do\n"
+	"\t\tt=($c)\n"
+	"\t\tfor ((k = 0; k < ${#t[@]}; k++)); do [[ ${t[k]} == =* ]] && lits=\"$lits $k${t[k]}\"; done\n"
+	"\tdone\n"
+	"\tfor c in \"${forms[@]}\"; do\n"
+	"\t\tt=($c)\n"
+	"\t\tfor ((k = 0; k <= n; k++)); do\n"
+	"\t\t\tw=${t[k]:-}\n"
+	"\t\t\t# past the form's end, its last word when that repeats\n"
+	"\t\t\t[ -z \"$w\" ] && [ ${#t[@]} -gt 0 ] && [[ ${t[${#t[@]} - 1]} == *+ ]] && w=${t[${#t[@]} - 1]}\n"
+	"\t\t\t[ -n \"$w\" ] || continue 2\n"
+	"\t\t\tw=${w%+}\n"
+	"\t\t\t[ $k -eq $n ] && break\n"
+	"\t\t\tcase $w in\n"
+	"\t\t\t=*) [ \"${w#=}\" = \"${args[k]}\" ] || continue 2 ;;\n"
+	"\t\t\t*) [[ \"$lits \" == *\" $k=${args[k]} \"* ]] && continue 2 ;;\n"
+	"\t\t\tesac\n"
+	"\t\tdone\n"
+	"\t\tnone=0\n"
+	"\t\tcase $w in\n"
+	"\t\t=*) words=\"$words ${w#=}\" ;;\n"
+	"\t\t@sandbox) words=\"$words $(_latch_sandboxes)\" ;;\n"
+	"\t\t@id) words=\"$words $(_latch_grant_ids \"${COMP_WORDS[0]}\" \"$([ \"$cmd\" = approve ] && "
+	"echo pending)\")\" ;;\n"
+	"\t\t@file) COMPREPLY+=($(compgen -f -- \"$cur\")) ;;\n"
+	"\t\t@dir) COMPREPLY+=($(compgen -d -- \"$cur\")) ;;\n"
+	"\t\tesac\n"
+	"\tdone\n"
+	"\t# no positional word fits here: only an option can follow\n"
+	"\t[ $none = 1 ] && [ \"$opts\" != --help ] && words=$opts\n"
+	"\tCOMPREPLY+=($(compgen -W \"$words\" -- \"$cur\" | sort -u))\n"
+	"}\n"
+	"complete -F _latch latch\n";
+
 /*
  * The script.  Words complete from the command table: commands (unique
  * prefixes too), options, option arguments that have a known set, and each
@@ -228,124 +341,26 @@ int latch_completion_bash(FILE *f)
 	fprintf(f,
 		"# bash completion for latch %s: generated by `latch completion bash` from latch's\n"
 		"# command table; do not edit.\n"
-		"_latch_kinds=\"%s\"\n\n"
-		"# each sandbox once: a directory of pins (bpffs latch/NAME) or of VM state\n"
-		"_latch_sandboxes()\n{\n"
-		"\tlocal b=${LATCH_BPFFS:-/sys/fs/bpf} r=${LATCH_ROOT:-} d\n"
-		"\tfor d in \"$b\"/latch/*/ \"$r\"/var/lib/latch/sandboxes/*/; do\n"
-		"\t\t[ -d \"$d\" ] || continue\n"
-		"\t\td=${d%%/}; d=${d##*/}\n"
-		"\t\tcase $d in _*) ;; *) echo \"$d\" ;; esac\n"
-		"\tdone | sort -u\n"
-		"}\n\n"
-		"# grant ids from `latch grants NAME` of every sandbox; pending ones only for approve\n"
-		"_latch_grant_ids()\n{\n"
-		"\tlocal s\n"
-		"\tfor s in $(_latch_sandboxes); do\n"
-		"\t\t\"$1\" grants \"$s\" 2>/dev/null | awk -v only=\"$2\" \\\n"
-		"\t\t\t'length($1) == 16 && $1 ~ /^[a-z2-7]+$/ && (only == \"\" || $2 == only) { print $1 }'\n"
-		"\tdone\n"
-		"}\n\n"
-		"_latch()\n{\n"
-		"\tlocal cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD - 1]} i=1 ci=0 cmd= w c n k t\n"
-		"\tlocal cmds=\"",
+		"_latch_kinds=\"%s\"\n\n",
 		latch_version, audit_kinds);
+	fputs(completion_helpers, f);
 	for (size_t i = 0; i < latch_n_cmds; i++)
 		fprintf(f, "%s%s", i ? " " : "", latch_cmds[i].name);
-	fprintf(f, "\" opts= argopts= forms=() args=() lits= words= none=1\n"
-		   "\tCOMPREPLY=()\n"
-		   "\twhile [ $i -lt $COMP_CWORD ]; do\n"
-		   "\t\tcase ${COMP_WORDS[i]} in -*) ;; *) cmd=${COMP_WORDS[i]} ci=$i; break ;; esac\n"
-		   "\t\ti=$((i + 1))\n"
-		   "\tdone\n"
-		   "\tif [ -z \"$cmd\" ]; then\n"
-		   "\t\tCOMPREPLY=($(compgen -W \"");
+	fputs(completion_find_cmd, f);
 	option_words(f, global_opts, false);
-	fprintf(f,
-		" help $cmds\" -- \"$cur\"))\n"
-		"\t\treturn\n"
-		"\tfi\n"
-		"\t# a unique prefix is the command (`latch eg`)\n"
-		"\tif [[ \" help $cmds \" != *\" $cmd \"* ]]; then\n"
-		"\t\tc=$(compgen -W \"$cmds\" -- \"$cmd\")\n"
-		"\t\t[[ $c == *[[:space:]]* ]] || cmd=$c\n"
-		"\tfi\n"
-		"\tcase $cmd in\n"
-		"\thelp) [ $((COMP_CWORD - ci)) -eq 1 ] && COMPREPLY=($(compgen -W \"$cmds\" -- \"$cur\")); return ;;\n");
+	fputs(completion_dispatch, f);
 	for (size_t i = 0; i < latch_n_cmds; i++) {
 		const struct latch_cmd *c = &latch_cmds[i];
 
 		fprintf(f, "\t%s) opts=\"--help", c->name);
-		option_words(f, c->options, false);
+		option_words(f, c->opts, false);
 		fprintf(f, "\" argopts=\"");
-		option_words(f, c->options, true);
+		option_words(f, c->opts, true);
 		fprintf(f, "\" forms=(");
 		usage_forms(f, c);
 		fprintf(f, " ) ;;\n");
 	}
-	/*
-	 * The words after the command: options and their arguments are left
-	 * out, the rest are the positional words typed so far (args).  A form
-	 * fits when each typed word is its literal, or fills its placeholder
-	 * and is no form's literal at that place (`kit check` is not a NAME).
-	 */
-	fprintf(f,
-		"\t*) return ;;\n"
-		"\tesac\n"
-		"\tfor ((i = ci + 1; i < COMP_CWORD; i++)); do\n"
-		"\t\tw=${COMP_WORDS[i]}\n"
-		"\t\tcase $w in\n"
-		"\t\t--) return ;;\n"
-		"\t\t-*) [[ \" $argopts \" == *\" $w \"* ]] && i=$((i + 1)) ;;\n"
-		"\t\t*) args+=(\"$w\") ;;\n"
-		"\t\tesac\n"
-		"\tdone\n"
-		"\tif [ $((COMP_CWORD - 1)) -gt $ci ] && [[ \" $argopts \" == *\" $prev \"* ]]; then\n"
-		"\t\tcase $prev in\n"
-		"\t\t--kind) COMPREPLY=($(compgen -W \"$_latch_kinds\" -- \"$cur\")) ;;\n"
-		"\t\t--workspace) COMPREPLY=($(compgen -d -- \"$cur\")) ;;\n"
-		"\t\t--image) COMPREPLY=($(compgen -W \"default debian\" -- \"$cur\")) ;;\n"
-		"\t\tesac\n"
-		"\t\treturn\n"
-		"\tfi\n"
-		"\tif [[ $cur == -* ]]; then\n"
-		"\t\tCOMPREPLY=($(compgen -W \"$opts\" -- \"$cur\"))\n"
-		"\t\treturn\n"
-		"\tfi\n"
-		"\tn=${#args[@]}\n"
-		"\tfor c in \"${forms[@]}\"; do\n"
-		"\t\tt=($c)\n"
-		"\t\tfor ((k = 0; k < ${#t[@]}; k++)); do [[ ${t[k]} == =* ]] && lits=\"$lits $k${t[k]}\"; done\n"
-		"\tdone\n"
-		"\tfor c in \"${forms[@]}\"; do\n"
-		"\t\tt=($c)\n"
-		"\t\tfor ((k = 0; k <= n; k++)); do\n"
-		"\t\t\tw=${t[k]:-}\n"
-		"\t\t\t# past the form's end, its last word when that repeats\n"
-		"\t\t\t[ -z \"$w\" ] && [ ${#t[@]} -gt 0 ] && [[ ${t[${#t[@]} - 1]} == *+ ]] && w=${t[${#t[@]} - 1]}\n"
-		"\t\t\t[ -n \"$w\" ] || continue 2\n"
-		"\t\t\tw=${w%%+}\n"
-		"\t\t\t[ $k -eq $n ] && break\n"
-		"\t\t\tcase $w in\n"
-		"\t\t\t=*) [ \"${w#=}\" = \"${args[k]}\" ] || continue 2 ;;\n"
-		"\t\t\t*) [[ \"$lits \" == *\" $k=${args[k]} \"* ]] && continue 2 ;;\n"
-		"\t\t\tesac\n"
-		"\t\tdone\n"
-		"\t\tnone=0\n"
-		"\t\tcase $w in\n"
-		"\t\t=*) words=\"$words ${w#=}\" ;;\n"
-		"\t\t@sandbox) words=\"$words $(_latch_sandboxes)\" ;;\n"
-		"\t\t@id) words=\"$words $(_latch_grant_ids \"${COMP_WORDS[0]}\" \"$([ \"$cmd\" = approve ] && "
-		"echo pending)\")\" ;;\n"
-		"\t\t@file) COMPREPLY+=($(compgen -f -- \"$cur\")) ;;\n"
-		"\t\t@dir) COMPREPLY+=($(compgen -d -- \"$cur\")) ;;\n"
-		"\t\tesac\n"
-		"\tdone\n"
-		"\t# no positional word fits here: only an option can follow\n"
-		"\t[ $none = 1 ] && [ \"$opts\" != --help ] && words=$opts\n"
-		"\tCOMPREPLY+=($(compgen -W \"$words\" -- \"$cur\" | sort -u))\n"
-		"}\n"
-		"complete -F _latch latch\n");
+	fputs(completion_match, f);
 	return ferror(f) ? -1 : 0;
 }
 

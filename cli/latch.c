@@ -13,6 +13,7 @@
  * check and the bash completion (cli/help.c) all read the table below.
  */
 #include <errno.h>
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -31,9 +32,132 @@ static const char *const boot_verbs[] = { "install", "uninstall", "apply", NULL 
 static const char *const image_verbs[] = { "build", NULL };
 static const char *const completion_verbs[] = { "bash", NULL };
 
-/* A row may stop after any field: the ones left out are NULL or 0. */
+/* A row (of the options or the commands) may stop after any field: the ones left out are NULL or 0. */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+/*
+ * Each command's options: its help lines, its completion words and, for a
+ * command that parses with latch_getopt(), its getopt table.  A row's key is
+ * the case of the command's switch; 0 marks an option the command reads by
+ * hand at its place in the words (`down NAME --timeout DUR`).
+ */
+static const struct latch_opt attach_opts[] = {
+	{ "dev", 'd', "IFACE", "the host end of the sandbox's link (a container's veth, a VM's tap)" },
+	{ "guest-mac", 'm', "MAC", "the MAC the guest was given; frames from any other are dropped" },
+	{ "guest-ip", 'g', "IP[,IP6]", "the guest's addresses, one of each family at most" },
+	{ "host-ip", 'H', "IP[,IP6]", "the host's addresses on the link (gateway, resolver, broker)" },
+	{ "resolver", 'r', "IP[,IP6]", "the only DNS server the guest may ask (default: --host-ip)" },
+	{ "host-port", 'p', "PORT", "a TCP port of the host the guest may reach (repeat; not 53)" },
+	{ "dns-rate", 'R', "N", "DNS queries a second the kernel lets through (default 20)" },
+	{ "dns-burst", 'B', "N", "DNS queries allowed in a burst (default 40)" },
+	{ "kit", 'K', "K",
+	  "a kit (docs/kits.md): its egress joins the policy, its keys from this environment go to "
+	  "latchd" },
+	{ NULL },
+};
+
+static const struct latch_opt egress_opts[] = {
+	{ "for", 0, "DUR", "with allow: the entries expire after DUR (600, 10m, 1h, 7d), in the kernel" },
+	{ NULL },
+};
+
+static const struct latch_opt grant_opts[] = {
+	{ "for", 0, "DUR", "how long: 60, 90s, 5m (default grant_default in latch.conf, at most grant_max)" },
+	{ "reason", 0, "TEXT", "why, recorded with the grant in the audit log" },
+	{ NULL },
+};
+
+static const struct latch_opt approve_opts[] = {
+	{ "for", 0, "DUR", "the window to give instead of the one asked for (at most grant_max)" },
+	{ NULL },
+};
+
+static const struct latch_opt up_opts[] = {
+	{ "kit", 'K', "K", "a kit (docs/kits.md); the guest gets its URLs and placeholders, latchd its keys" },
+	{ "profile", 'p', "P", "the egress profile (default: the one stored for NAME, else latch.conf's `profile`)" },
+	{ "image", 'i', "I", "the guest image: default or debian" },
+	{ "memory", 'm', "SIZE", "guest memory, 64M..64G; a bare number is MiB (512, 2G; default 256)" },
+	{ "cpus", 'c', "N", "guest CPUs, 1..64 (default 1)" },
+	{ "workspace", 'w', "DIR", "a host directory shared with the guest at /workspace (9p)" },
+	{ "timeout", 't', "DUR", "from the domain start to the agent's answer (60, 90s, 5m; at most 1h)" },
+	{ "keep-on-failure", 'k', NULL, "a guest that did not boot stays, still filtered, for inspection" },
+	{ NULL },
+};
+
+static const struct latch_opt down_opts[] = {
+	{ "timeout", 0, "DUR", "how long the guest gets to shut down before it is stopped (default 30s)" },
+	{ NULL },
+};
+
+static const struct latch_opt destroy_opts[] = {
+	{ "purge", 0, NULL, "remove the guest-state backup too" },
+	{ NULL },
+};
+
+static const struct latch_opt exec_opts[] = {
+	{ "timeout", 0, "DUR",
+	  "the guest kills CMD after DUR (1s..24h; default 10m); a guest that never answers costs at "
+	  "most DUR and a few seconds" },
+	{ NULL },
+};
+
+static const struct latch_opt backup_opts[] = {
+	{ "all", 0, NULL, "every running VM sandbox (what latchd runs every backup_interval)" },
+	{ NULL },
+};
+
+static const struct latch_opt task_opts[] = {
+	{ "timeout", 0, "DUR", "the guest kills CMD after DUR (1s..24h; default 10m)" },
+	{ NULL },
+};
+
+static const struct latch_opt image_opts[] = {
+	{ "image", 0, "I", "default (a Debian kernel and a busybox initramfs) or debian (debootstrap)" },
+	{ "force", 0, NULL, "rebuild even when the cached image is current" },
+	{ NULL },
+};
+
+static const struct latch_opt run_opts[] = {
+	{ "profile", 'p', "P", "the room's network: a profile of address and CIDR entries (default sealed)" },
+	{ "kit", 'k', "K", "a kit's network and keys for the room, served by latchd (which must run)" },
+	{ "workspace", 'w', "DIR[:rw]", "DIR at /workspace, read-only unless :rw (changes are shown, not applied)" },
+	{ "apply", 'a', NULL, "with DIR:rw, write the room's changes back into DIR" },
+	{ "timeout", 't', "DUR", "the deadline, 1ms..7d (5s, 500ms, 2m, 1h; default 5s)" },
+	{ "output-limit", 'o', "N", "bytes of output kept, up to 1G (16384, 64K; default 16K)" },
+	{ "memory", 'm', "M", "memory limit, 8M..64T (256M, 1G)" },
+	{ "cpus", 'c', "C", "CPU limit, 0.01..1024 (1, 0.5)" },
+	{ "pids", 'n', "N", "process limit" },
+	{ "user", 'u', "U", "root, a user name or UID[:GID] (default: nobody)" },
+	{ "env", 'e', "NAME=VALUE", "an environment variable for CMD (repeat)" },
+	{ "resolver", 'r', "ADDR", "the DNS server the room may ask" },
+	{ "check", 'C', NULL, "say whether this host can make rooms" },
+	{ "sweep", 'S', NULL, "remove rooms left behind by a latch that was killed" },
+	{ NULL },
+};
+
+static const struct latch_opt verify_opts[] = {
+	{ "offline", 0, NULL,
+	  "send the frames through the pinned program with BPF_PROG_TEST_RUN, and have latchd "
+	  "test-run the name decision (no guest needed; any sandbox)" },
+	{ "rebind-name", 0, "HOST",
+	  "a name you own that answers a private address: the guest asks it through the resolver, "
+	  "which must refuse it" },
+	{ NULL },
+};
+
+static const struct latch_opt audit_opts[] = {
+	{ "since", 's', "T", "entries from T on: 15m, 2h, 7d, @EPOCH or 2026-11-30[T12:00] (UTC)" },
+	{ "kind", 'k', "K", "entries of one kind (egress, attach, dns, kernel, audit...)" },
+	{ "follow", 'f', NULL, "keep printing new entries until interrupted" },
+	{ "before", 0, "T", "with prune: the cut; entries older than T go" },
+	{ NULL },
+};
+
+static const struct latch_opt usage_opts[] = {
+	{ "prices", 'p', NULL, "the price table in force (built-in rows and /etc/latch/prices), instead of the caps" },
+	{ NULL },
+};
+
 const struct latch_cmd latch_cmds[] = {
 	{ "attach", cmd_attach,
 	  "attach NAME --dev IFACE --guest-mac MAC --guest-ip IP[,IP6] --host-ip IP[,IP6]\n"
@@ -41,15 +165,7 @@ const struct latch_cmd latch_cmds[] = {
 	  "       attach NAME",
 	  "put default-deny egress on a link; with NAME alone, re-attach from its pins; --kit K: the kit's network "
 	  "joins the policy and its credentials get routes on the broker (host port broker_port)",
-	  "--dev IFACE\tthe host end of the sandbox's link (a container's veth, a VM's tap)\n"
-	  "--guest-mac MAC\tthe MAC the guest was given; frames from any other are dropped\n"
-	  "--guest-ip IP[,IP6]\tthe guest's addresses, one of each family at most\n"
-	  "--host-ip IP[,IP6]\tthe host's addresses on the link (gateway, resolver, broker)\n"
-	  "--resolver IP[,IP6]\tthe only DNS server the guest may ask (default: --host-ip)\n"
-	  "--host-port PORT\ta TCP port of the host the guest may reach (repeat; not 53)\n"
-	  "--dns-rate N\tDNS queries a second the kernel lets through (default 20)\n"
-	  "--dns-burst N\tDNS queries allowed in a burst (default 40)\n"
-	  "--kit K\ta kit (docs/kits.md): its egress joins the policy, its keys from this environment go to latchd",
+	  attach_opts,
 	  "latch attach box1 --dev veth-box1 --guest-mac 02:00:00:00:00:01 --guest-ip 192.0.2.2 --host-ip 192.0.2.1\n"
 	  "latch attach box1" },
 	{ "detach", cmd_detach, "detach NAME", "take enforcement off a link and remove its pins", NULL,
@@ -61,7 +177,7 @@ const struct latch_cmd latch_cmds[] = {
 	  "       egress NAME profile [PROFILE]",
 	  "change or show what a sandbox may reach; ENTRY is ADDR|CIDR[:PORTS][/tcp|udp|icmp]; "
 	  "profile lists the profiles (* active) or switches to one (through latchd)",
-	  "--for DUR\twith allow: the entries expire after DUR (600, 10m, 1h, 7d), in the kernel",
+	  egress_opts,
 	  "latch egress box1 allow 203.0.113.10:443 --for 600\n"
 	  "latch eg box1 s\n"
 	  "latch egress box1 profile research",
@@ -69,16 +185,14 @@ const struct latch_cmd latch_cmds[] = {
 	{ "grant", cmd_grant, "grant NAME HOST[:PORTS]... [--for DUR] [--reason TEXT]",
 	  "open host names for a while (DUR 60, 90s, 5m; default grant_default, at most grant_max): latchd resolves "
 	  "them on the host, the kernel closes their addresses at the deadline; ports default to 443",
-	  "--for DUR\thow long: 60, 90s, 5m (default grant_default in latch.conf, at most grant_max)\n"
-	  "--reason TEXT\twhy, recorded with the grant in the audit log",
+	  grant_opts,
 	  "latch grant agent1 docs.example.com --for 5m --reason 'read the API docs'\n"
 	  "latch grant agent1 files.example.com:443,8443" },
 	{ "grants", cmd_grants, "grants NAME",
 	  "active grants and the sandbox's pending asks with their deadlines, read back from the kernel and latchd",
 	  NULL, "latch grants agent1\nlatch --json grants agent1" },
 	{ "approve", cmd_approve, "approve ID [--for DUR]",
-	  "grant a sandbox's pending ask: its names resolved by the host, open until the deadline",
-	  "--for DUR\tthe window to give instead of the one asked for (at most grant_max)",
+	  "grant a sandbox's pending ask: its names resolved by the host, open until the deadline", approve_opts,
 	  "latch approve K3M2Q7ZX4P9A8B6C\nlatch approve K3M2Q7ZX4P9A8B6C --for 2m" },
 	{ "deny", cmd_deny, "deny ID", "refuse a sandbox's pending ask, or close an active grant now", NULL,
 	  "latch deny K3M2Q7ZX4P9A8B6C" },
@@ -92,53 +206,39 @@ const struct latch_cmd latch_cmds[] = {
 	  "on KVM, 180s on TCG); --keep-on-failure leaves a guest that did not boot for inspection, still filtered; "
 	  "--kit K (else the stored kit): its keys from this environment go to latchd, the guest gets placeholders; "
 	  "`up` of a running sandbox hands its kit's keys again",
-	  "--kit K\ta kit (docs/kits.md); the guest gets its URLs and placeholders, latchd its keys\n"
-	  "--profile P\tthe egress profile (default: the one stored for NAME, else latch.conf's `profile`)\n"
-	  "--image I\tthe guest image: default or debian\n"
-	  "--memory SIZE\tguest memory, 64M..64G; a bare number is MiB (512, 2G; default 256)\n"
-	  "--cpus N\tguest CPUs, 1..64 (default 1)\n"
-	  "--workspace DIR\ta host directory shared with the guest at /workspace (9p)\n"
-	  "--timeout DUR\tfrom the domain start to the agent's answer (60, 90s, 5m; at most 1h)\n"
-	  "--keep-on-failure\ta guest that did not boot stays, still filtered, for inspection",
+	  up_opts,
 	  "latch up agent1 --memory 512 --workspace /srv/agent1\n"
 	  "latch up agent1 --image debian --profile dev --timeout 5m\n"
 	  "ANTHROPIC_API_KEY=... latch up agent1 --kit claude" },
 	{ "down", cmd_down, "down NAME [--timeout DUR]",
-	  "stop a VM sandbox's guest; its tap, enforcement and state stay",
-	  "--timeout DUR\thow long the guest gets to shut down before it is stopped (default 30s)",
+	  "stop a VM sandbox's guest; its tap, enforcement and state stay", down_opts,
 	  "latch down agent1\nlatch down agent1 --timeout 2m" },
 	{ "destroy", cmd_destroy, "destroy NAME [--purge]",
 	  "remove a VM sandbox: domain, tap, routing, masquerade, pins and state; its guest-state backup stays "
 	  "(and goes back into the next guest of that name) unless --purge",
-	  "--purge\tremove the guest-state backup too", "latch destroy agent1\nlatch destroy agent1 --purge" },
+	  destroy_opts, "latch destroy agent1\nlatch destroy agent1 --purge" },
 	{ "ls", cmd_ls, "ls", "VM sandboxes with their domain state and observed posture", NULL,
 	  "latch ls\nlatch --json ls" },
 	{ "exec", cmd_exec, "exec NAME [--timeout DUR] -- CMD...",
 	  "run a command in a VM sandbox's guest; relays its output and exits with its status; 124 when the "
 	  "deadline passed, 125 when latch failed (no sandbox, no answer), 126/127 when CMD could not run",
-	  "--timeout DUR\tthe guest kills CMD after DUR (1s..24h; default 10m); a guest that never answers "
-	  "costs at most DUR and a few seconds",
-	  "latch exec agent1 -- uname -a\nlatch exec agent1 --timeout 30s -- grep -v x /etc/hosts" },
+	  exec_opts, "latch exec agent1 -- uname -a\nlatch exec agent1 --timeout 30s -- grep -v x /etc/hosts" },
 	{ "backup", cmd_backup, "backup NAME | backup --all",
-	  "copy the guest's state directory (/var/lib/agent-state) to the host; `down` does it first",
-	  "--all\tevery running VM sandbox (what latchd runs every backup_interval)",
+	  "copy the guest's state directory (/var/lib/agent-state) to the host; `down` does it first", backup_opts,
 	  "latch backup agent1\nlatch --json backup --all" },
 	{ "restore", cmd_restore, "restore NAME", "copy the host's backup of the guest state back into the guest", NULL,
 	  "latch restore agent1" },
 	{ "task", cmd_task, "task NAME [--timeout DUR] -- CMD...",
 	  "run a command in a sealed throwaway clone of NAME (its state, nothing but host services); "
 	  "the clone is destroyed at the end, also on Ctrl-C or SIGTERM",
-	  "--timeout DUR\tthe guest kills CMD after DUR (1s..24h; default 10m)",
-	  "latch task agent1 -- sh -c 'make test'" },
+	  task_opts, "latch task agent1 -- sh -c 'make test'" },
 	{ "boot", cmd_boot, "boot install | boot uninstall | boot apply",
 	  "install the boot units and the libvirt hook (/etc/libvirt/hooks/qemu.d/latch) for the installed "
 	  "latch and latchd beside it; uninstall removes what install wrote; re-create every sandbox's tap and "
 	  "enforcement (at boot)",
 	  NULL, "sudo latch boot install\nsudo latch boot uninstall\nlatch boot apply", boot_verbs, 1 },
 	{ "image", cmd_image, "image build [--image default|debian] [--force]",
-	  "build a guest image into the image cache; a current image is kept unless --force",
-	  "--image I\tdefault (a Debian kernel and a busybox initramfs) or debian (debootstrap)\n"
-	  "--force\trebuild even when the cached image is current",
+	  "build a guest image into the image cache; a current image is kept unless --force", image_opts,
 	  "latch image build\nlatch image build --image debian", image_verbs, 1 },
 	{ "kits", cmd_kits, "kits",
 	  "the kits: built-ins and /etc/latch/kits, the network each adds and where its keys are", NULL, "latch kits" },
@@ -161,31 +261,16 @@ const struct latch_cmd latch_cmds[] = {
 	  "run one command in a room: no network but the profile's, read-only root and workspace, no environment, "
 	  "no capabilities, a seccomp filter, limits, a deadline (5 s) and an output cap (16 KiB); exits with the "
 	  "command's status, 124 at the deadline, 125 when latch failed, 126/127 when CMD could not run",
-	  "--profile P\tthe room's network: a profile of address and CIDR entries (default sealed)\n"
-	  "--kit K\ta kit's network and keys for the room, served by latchd (which must run)\n"
-	  "--workspace DIR[:rw]\tDIR at /workspace, read-only unless :rw (changes are shown, not applied)\n"
-	  "--apply\twith DIR:rw, write the room's changes back into DIR\n"
-	  "--timeout DUR\tthe deadline, 1ms..7d (5s, 500ms, 2m, 1h; default 5s)\n"
-	  "--output-limit N\tbytes of output kept, up to 1G (16384, 64K; default 16K)\n"
-	  "--memory M\tmemory limit, 8M..64T (256M, 1G)\n"
-	  "--cpus C\tCPU limit, 0.01..1024 (1, 0.5)\n"
-	  "--pids N\tprocess limit\n"
-	  "--user U\troot, a user name or UID[:GID] (default: nobody)\n"
-	  "--env NAME=VALUE\tan environment variable for CMD (repeat)\n"
-	  "--resolver ADDR\tthe DNS server the room may ask\n"
-	  "--check\tsay whether this host can make rooms\n"
-	  "--sweep\tremove rooms left behind by a latch that was killed",
+	  run_opts,
 	  "latch run -- uname -a\n"
 	  "latch run --workspace .:rw --timeout 30s -- make test\n"
-	  "latch --json run --profile lan -- curl -s http://192.0.2.10/" },
+	  "latch --json run --profile lan -- curl -s http://192.0.2.10/",
+	  NULL, 0, true },
 	{ "verify", cmd_verify, "verify NAME [--offline] [--rebind-name HOST]",
 	  "attack the live boundary from inside the guest (--offline: through the pinned program), each attack "
 	  "beside a control, and names through the sandbox's resolver (an unlisted name, rebinding answers "
 	  "test-run in latchd); exit 0 only when every attack was stopped",
-	  "--offline\tsend the frames through the pinned program with BPF_PROG_TEST_RUN, and have latchd "
-	  "test-run the name decision (no guest needed; any sandbox)\n"
-	  "--rebind-name HOST\ta name you own that answers a private address: the guest asks it through the "
-	  "resolver, which must refuse it",
+	  verify_opts,
 	  "latch verify agent1\nlatch --json verify agent1 --offline\nlatch verify agent1 --rebind-name "
 	  "rebind.example.org" },
 	{ "audit", cmd_audit,
@@ -195,10 +280,7 @@ const struct latch_cmd latch_cmds[] = {
 	  "the audit log, oldest first; verify walks its hash chain and names the first broken entry; prune "
 	  "removes the entries before T and records the cut, so verify still proves the rest; --follow prints "
 	  "new entries as they are written (under --json one object per line)",
-	  "--since T\tentries from T on: 15m, 2h, 7d, @EPOCH or 2026-11-30[T12:00] (UTC)\n"
-	  "--kind K\tentries of one kind (egress, attach, dns, kernel, audit...)\n"
-	  "--follow\tkeep printing new entries until interrupted\n"
-	  "--before T\twith prune: the cut; entries older than T go",
+	  audit_opts,
 	  "latch audit box1 --since 2h\n"
 	  "latch audit --follow --kind kernel\n"
 	  "latch audit verify\n"
@@ -209,8 +291,7 @@ const struct latch_cmd latch_cmds[] = {
 	{ "usage", cmd_usage, "usage [NAME] [--prices]",
 	  "where each spend cap stands (per sandbox and provider, and host-wide): used, reserved, left, next "
 	  "free; --prices lists the price table",
-	  "--prices\tthe price table in force (built-in rows and /etc/latch/prices), instead of the caps",
-	  "latch usage\nlatch usage agent1\nlatch --json usage --prices" },
+	  usage_opts, "latch usage\nlatch usage agent1\nlatch --json usage --prices" },
 };
 #pragma GCC diagnostic pop
 
@@ -362,6 +443,32 @@ static const struct latch_cmd *find_cmd(const char *name, int *n)
 	return *n == 1 ? match : NULL;
 }
 
+/* The most options a command's row lists, with room for getopt's end row. */
+#define LATCH_CMD_OPTS_MAX 32
+
+int latch_getopt(int argc, char **argv, const char *cmd)
+{
+	/* getopt_long() reads them on every call: built once, for the one command a latch runs */
+	static struct option longopts[LATCH_CMD_OPTS_MAX];
+	static char optstring[2 * LATCH_CMD_OPTS_MAX + 2];
+	static const struct latch_cmd *built;
+	const struct latch_cmd *c = NULL;
+
+	for (size_t i = 0; i < latch_n_cmds && !c; i++)
+		if (!strcmp(latch_cmds[i].name, cmd))
+			c = &latch_cmds[i];
+	/* a name missing from the table is a bug: refused, so its command's first test shows it */
+	if (!c)
+		return '?';
+	if (c != built) {
+		if (latch_opt_getopt(c->opts, c->opts_in_order, longopts, LATCH_CMD_OPTS_MAX, optstring,
+				     sizeof(optstring)))
+			return '?';
+		built = c;
+	}
+	return getopt_long(argc, argv, optstring, longopts, NULL);
+}
+
 /* argv[verb_at] spelled out when it is a unique prefix of one of the command's verbs; 0 or the exit code. */
 static int expand_verb(const struct latch_cmd *c, int argc, char **argv)
 {
@@ -480,9 +587,7 @@ int main(int argc, char **argv)
 		return finish(rc);
 	if (help) {
 		if (latch_json)
-			latch_json_out(json_pack("{s:s, s:s, s:s, s:s?, s:s?}", "command", cmd->name, "usage",
-						 cmd->usage, "help", cmd->help, "options", cmd->options, "examples",
-						 cmd->examples));
+			latch_json_out(latch_cmd_help_json(cmd));
 		else
 			latch_cmd_help(stdout, cmd);
 		return finish(0);
