@@ -107,19 +107,30 @@ static void usage(FILE *f)
 		"  --version: latch's.\n");
 }
 
+/*
+ * latchd's options, written once: getopt's tables are made from this one
+ * (has_short: -KEY too), and usage() says what each does.
+ */
+static const struct latch_opt latchd_opts[] = {
+	{ "dns-port", 'p', "PORT", "the resolvers' port", false },
+	{ "unconfined", 'u', NULL, "run without latchd's own cgroup", false },
+	{ "check", 'n', NULL, "read latch.conf as SIGHUP would, and exit", true },
+	{ "version", 'V', NULL, "latch's version", false },
+	{ "reload", 'r', NULL, "ask the running latchd to reload", false },
+	{ "help", 'h', NULL, "this help", true },
+	{ NULL, 0, NULL, NULL, false },
+};
+
 /* The options; 0 to go on, else the exit status (usage, help). */
 static int parse_args(int argc, char **argv, uint32_t *port, bool *unconfined, bool *check, bool *reload)
 {
-	static const struct option opts[] = { { "dns-port", required_argument, NULL, 'p' },
-					      { "unconfined", no_argument, NULL, 'u' },
-					      { "check", no_argument, NULL, 'n' },
-					      { "version", no_argument, NULL, 'V' },
-					      { "reload", no_argument, NULL, 'r' },
-					      { "help", no_argument, NULL, 'h' },
-					      { NULL, 0, NULL, 0 } };
+	struct option opts[sizeof(latchd_opts) / sizeof(latchd_opts[0])];
+	char optstring[2 * sizeof(latchd_opts) / sizeof(latchd_opts[0]) + 2];
 	int c;
 
-	while ((c = getopt_long(argc, argv, "hn", opts, NULL)) != -1) {
+	if (latch_opt_getopt(latchd_opts, false, opts, sizeof(opts) / sizeof(opts[0]), optstring, sizeof(optstring)))
+		return 2; /* the table above outgrew its arrays: a build mistake */
+	while ((c = getopt_long(argc, argv, optstring, opts, NULL)) != -1) {
 		switch (c) {
 		case 'n':
 			*check = true;
