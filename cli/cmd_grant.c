@@ -130,6 +130,12 @@ int cmd_grant(int argc, char **argv)
 			i++;
 			continue;
 		}
+		/* no host name starts with '-': it is an option grant does not have (it went to latchd as a host) */
+		if (argv[i][0] == '-') {
+			json_decref(hosts);
+			return latch_err(LATCH_EXIT_USAGE, "grant: unknown option '%s'; see `latch help grant`",
+					 argv[i]);
+		}
 		if (!latch_parse_entry(argv[i], &e, err, sizeof(err))) {
 			json_decref(hosts);
 			return latch_err(LATCH_EXIT_USAGE,

@@ -1,5 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0-only
+# lts-limit: 300 (about 150 s on a busy testbed; every option of every command is probed)
 #
 # live_cli.sh - the command line keeps its contract (docs/man/latch.8.md):
 # global options only before the command, arguments after `--` untouched and
@@ -171,6 +172,118 @@ check "the table's commands have $nopt options (extracted, not none)" test "$nop
 check_eq "latch(8) has a section for every command" "${no_sec:-none}" none
 check_eq "latch(8) names every option and sub-verb in its command's section" "${no_man:-none}" none
 check_eq "the completion offers every option of each command" "${no_comp:-none}" none
+
+# --- each command accepts exactly the options of its table row ---------------------------
+# Invariant: a command takes the options its row of the command table lists (what `latch CMD
+# --help` prints, read here from `latch --json CMD --help`) and no other: each listed option
+# gets past the command's parser, and one the row lacks is refused with the command's usual
+# usage error.  A probe is CMD's words with @ for the option (and a value when it takes one)
+# and the line the parser refuses an option with (% is the option), and its exit code.  The
+# getopt probes end in --zz-after, so the parser stops there and nothing runs; the others name a
+# sandbox that does not exist (LATCH_ROOT and bpffs are this test's).
+probes=(
+	"attach|attach nosuch @ --zz-after|attach: unknown or incomplete option '%'|2"
+	"detach|detach nosuch @|detach takes one NAME|2"
+	"egress|egress nosuch allow 192.0.2.1 @|'%': '%' is not an IPv4 or IPv6 address|2"
+	"grant|grant nosuch docs.example.com @|grant: unknown option '%'|2"
+	"grants|grants nosuch @|usage: latch grants NAME|2"
+	"approve|approve K3M2Q7ZX4P9A8B6C @|usage: latch approve ID|2"
+	"deny|deny K3M2Q7ZX4P9A8B6C @|usage: latch deny ID|2"
+	"status|status nosuch @|status takes at most one NAME|2"
+	"up|up @ --zz-after|up: unknown or incomplete option '%'|2"
+	"down|down nosuch @|down takes one NAME|2"
+	"destroy|destroy nosuch @|destroy takes one NAME|2"
+	"ls|ls @|ls takes no arguments|2"
+	"exec|exec nosuch @ -- true|exec needs -- and a command|125"
+	"backup|backup nosuch @|backup takes one NAME|2"
+	"backup:--all|backup @|backup takes one NAME|2"
+	"restore|restore nosuch @|restore takes one NAME|2"
+	"task|task nosuch @ -- true|task needs -- and a command|125"
+	"boot|boot @|usage: latch boot install|2"
+	"image|image build @ --image nosuch-image|usage: latch image build|2"
+	"kits|kits @|usage: latch kits|2"
+	"kit|kit @|usage: latch kit check FILE|2"
+	"env|env nosuch @|usage: latch env NAME|2"
+	"doctor|doctor @|doctor takes no arguments|2"
+	"run|run @ --zz-after|run: unrecognized option '%'|125"
+	"verify|verify nosuch @|usage: latch verify NAME|2"
+	"audit|audit @ --zz-after|audit: unknown or incomplete option '%'|2"
+	"audit:--before|audit prune @|usage: latch audit prune --before T|2"
+	"completion|completion @|usage: latch completion bash|2"
+	"usage|usage @ --zz-after|usage: unrecognized option '%'|2"
+)
+declare -A sample=([--dev]=veth-zz [--guest-mac]=02:00:00:00:00:01 [--guest-ip]=192.0.2.2 [--host-ip]=192.0.2.1
+	[--resolver]=192.0.2.1 [--host-port]=8080 [--dns-rate]=10 [--dns-burst]=20 [--kit]=claude [--for]=60
+	[--reason]=why [--profile]=sealed [--image]=default [--memory]=512M [--cpus]=1 [--workspace]=/tmp
+	[--timeout]=60 [--output-limit]=64K [--pids]=64 [--user]=root [--env]=A=B [--since]=2h [--kind]=egress
+	[--before]=30d [--rebind-name]=rebind.example.org)
+probe_of() { # CMD [OPT]: the probe for OPT of CMD (its own, else CMD's)
+	local p
+	for p in "${probes[@]}"; do [ "${p%%|*}" = "$1:${2:-}" ] && { echo "$p"; return; }; done
+	for p in "${probes[@]}"; do [ "${p%%|*}" = "$1" ] && { echo "$p"; return; }; done
+}
+probe() { # CMD OPT [VALUE]: "refused" when CMD's parser refuses OPT as it refuses options, else "taken"
+	local p words out rc=0 w
+	p=$(probe_of "$1" "$2")
+	IFS='|' read -r _ words re code <<<"$p"
+	words=()
+	for w in $(cut -d'|' -f2 <<<"$p"); do
+		if [ "$w" = @ ]; then words+=("$2" ${3:+"$3"}); else words+=("$w"); fi
+	done
+	out=$(latch "${words[@]}" 2>&1) || rc=$?
+	# 126/127: latch itself did not run, which must not pass for "taken"
+	if [ "$rc" = 126 ] || [ "$rc" = 127 ]; then
+		echo "not-run (exit $rc)"
+	elif [ "$rc" = "$code" ] && grep -qF -- "${re//%/$2}" <<<"$out"; then
+		echo refused
+	elif [[ " ${words[*]} " == *" --zz-after "* ]] && ! grep -qF -- "${re//%/--zz-after}" <<<"$out"; then
+		# a getopt probe: taken means getopt went on to --zz-after and refused that
+		echo "refused-early (exit $rc)"
+	else
+		echo "taken (exit $rc)"
+	fi
+}
+ncmd=0 nprobed=0 untaken= bogus_taken=
+for c in $cmds; do
+	[ -n "$(probe_of "$c")" ] || { untaken="$untaken $c:no-probe"; continue; }
+	ncmd=$((ncmd + 1))
+	while IFS=$'\t' read -r spelled _; do
+		[ -n "$spelled" ] || continue
+		o=${spelled%% *}
+		v=
+		[ "$o" != "$spelled" ] && v=${sample[$o]:-x}
+		nprobed=$((nprobed + 1))
+		r=$(probe "$c" "$o" "$v")
+		[ "${r%% *}" = taken ] || untaken="$untaken $c:$o:${r%% *}"
+	done < <("$LATCH_BIN" --json "$c" --help | jq -r '.options // empty')
+	# control: an option no row has is refused as the command refuses options
+	r=$(probe "$c" --zz-no-such)
+	[ "$r" = refused ] || bogus_taken="$bogus_taken $c:$r"
+done
+check "every command of the table has a probe ($ncmd of them)" test "$ncmd" -ge 20 -a "$ncmd" = "$(wc -w <<<"$cmds")"
+check "the table's options were probed ($nprobed of them, not none)" test "$nprobed" -ge 40
+check_eq "every option a command's row lists gets past its parser" "${untaken:-none}" none
+check_eq "an option no row lists is refused with the command's usage error" "${bogus_taken:-none}" none
+# and latchd: its one table (latchd_opts in latchd/main.c) is what its getopt takes and its --help names
+LATCHD=${LATCHD_BIN:-$TOP/build/latchd}
+dopts=$(sed -n '/latchd_opts\[\] = {/,/^};/p' "$TOP/latchd/main.c" | grep -oE '^\s*\{ "[a-z-]+", .[a-zA-Z]., ("[A-Z]+"|NULL), "[^"]*", (true|false)' |
+	sed -E 's/^\s*\{ "([a-z-]+)", .(.)., ("[A-Z]+"|NULL).*, (true|false)$/\1 \2 \3 \4/')
+check "latchd's option table was read ($(wc -l <<<"$dopts") rows, not none)" test "$(wc -l <<<"$dopts")" -ge 5
+dhelp=$("$LATCHD" --help 2>&1) dbad=
+while read -r name key arg short; do
+	[ -n "$name" ] || continue
+	for o in "--$name" $([ "$short" = true ] && echo "-$key"); do
+		# --help prints that text, and is not in it
+		[ "$name" = help ] || grep -qF -- "$o" <<<"$dhelp" || dbad="$dbad $o:not-in-help"
+		rc=0; out=$(timeout 5 "$LATCHD" "$o" $([ "$arg" = NULL ] || echo 5353) --zz-after 2>&1 </dev/null) || rc=$?
+		# taken: getopt went on to --zz-after and refused that (--version and --help exit 0 first)
+		[ "$rc" = 0 ] || grep -qF "unrecognized option '--zz-after'" <<<"$out" || dbad="$dbad $o:refused"
+	done
+done <<<"$dopts"
+check_eq "latchd takes every option of its table, and --help names each" "${dbad:-none}" none
+rc=0; out=$("$LATCHD" --zz-no-such 2>&1) || rc=$?
+check "control: latchd refuses an option its table lacks, exit 2 with its usage" \
+	bash -c "[ $rc = 2 ] && grep -q \"unrecognized option '--zz-no-such'\" <<<\"\$1\" && grep -q '^usage: latchd' <<<\"\$1\"" _ "$out"
 
 # Invariant: a repository path that a man page cites (itself or the docs it @includes) exists,
 # as a file or directory, or as the source of a program named without its .c/.sh.
