@@ -9,9 +9,9 @@
 #
 # The tree is a set of modules (docs/ARCHITECTURE.md).  Each is one archive,
 # and the arrows below say which modules each may use: `make` refuses an
-# include across a missing arrow (the arrows check), and each binary is
-# linked only against the archives its arrows allow, so a call across a
-# missing arrow fails to link.
+# include across a missing arrow (the arrows check), a call across one (the
+# symbols check, on the archives), an arrow nothing uses, and a map that
+# disagrees with them (docs/ARCHITECTURE.md, README.md).
 .DELETE_ON_ERROR:
 .SUFFIXES:
 
@@ -32,16 +32,17 @@ endif
 # ---- modules and their arrows ------------------------------------------------
 # USES_m: the modules m may include and call (besides itself and bpf/'s ABI
 # header).  `latchd` is the daemon (latchd/main.c is its binary's main);
-# `cli` is the latch command.  Keep docs/ARCHITECTURE.md's graph in step.
+# `cli` is the latch command.  docs/ARCHITECTURE.md's graph is `make arrows`
+# (build/map.ok checks it).
 MODULES := common loader audit config profile kit vm room ctl resolver broker budget latchd
 USES_common :=
 USES_loader := common
 USES_audit := common
 USES_config := common
 USES_profile := loader common
-USES_kit := profile loader common
+USES_kit := profile common
 USES_vm := config loader common
-USES_room := profile config loader common
+USES_room := config loader common
 USES_ctl := common
 USES_resolver := profile common
 USES_broker := profile common
@@ -124,26 +125,36 @@ SKELS := $(patsubst bpf/%.bpf.c,$(BUILD)/%.skel.h,$(BPF_SRCS))
 objs_of = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 ALL_OBJS := $(foreach m,$(MODULES) cli,$(call objs_of,$(SRCS_$(m)))) $(call objs_of,$(LATCHD_MAIN))
 
-all: $(BUILD)/latch $(BUILD)/latchd $(BPF_OBJS) $(BUILD)/vm/latch-agent $(BUILD)/vm/latch-rawsend $(BUILD)/vm/latch-ask
+all: $(BUILD)/latch $(BUILD)/latchd $(BUILD)/map.ok $(BPF_OBJS) $(BUILD)/vm/latch-agent $(BUILD)/vm/latch-rawsend $(BUILD)/vm/latch-ask
 
 # The module graph, one line a module (docs/ARCHITECTURE.md quotes it).
+arrows_print = $(foreach m,cli $(MODULES),printf '%-8s -> %s\n' $(m) "$(or $(strip $(USES_$(m))),nothing)";)
 arrows:
-	@$(foreach m,cli $(MODULES),printf '%-8s -> %s\n' $(m) "$(or $(USES_$(m)),nothing)";)
+	@$(arrows_print)
+
+# The map against the territory: docs/ARCHITECTURE.md's graph is `make
+# arrows`, its table and README's have a row for each module, and each used
+# module's public header says what it owns (scripts/map.sh).
+$(BUILD)/map.ok: Makefile scripts/map.sh docs/ARCHITECTURE.md README.md $(wildcard */*.h) | $(BUILD)
+	$(call msg,MAP,docs/ARCHITECTURE.md README.md)
+	$(Q){ $(arrows_print) } | bash scripts/map.sh docs/ARCHITECTURE.md README.md
+	$(Q)touch $@
 
 pkgs-ok:
 	@if [ -n "$(strip $(PKGS_MISSING))" ]; then \
 		echo "make: pkg-config can't find $(strip $(PKGS_MISSING)); run \`make deps\` (bash .ci/deps.sh) first" >&2; \
 		exit 1; fi
 
-# The arrows check: every #include "DIR/..." of a module's sources names its
-# own directory, the ABI header, or the public header (DIR/DIR.h) of a
-# module its arrows allow; libbpf and the skeletons stay inside loader/.
-$(BUILD)/arrows.ok: Makefile scripts/arrows.sh $(foreach m,$(MODULES) cli,$(SRCS_$(m))) $(LATCHD_MAIN) \
-		    $(wildcard */*.h) | $(BUILD)
+# The arrows check: every #include of a module's sources, in either bracket
+# style, names its own directory, the ABI header, or the public header
+# (DIR/DIR.h) of a module its arrows allow; libbpf and the skeletons stay
+# inside loader/; an #include of a macro is refused (scripts/arrows.sh).
+MODULE_FILES := $(sort $(shell find $(MODULES) cli -name '*.[ch]' 2>/dev/null))
+module_files = $(filter $(1)/%,$(MODULE_FILES))
+$(BUILD)/arrows.ok: Makefile scripts/arrows.sh $(MODULE_FILES) | $(BUILD)
 	$(call msg,ARROWS,modules)
-	$(Q)rc=0; $(foreach m,$(MODULES) cli,USES="$(USES_$(m))" bash scripts/arrows.sh $(m) \
-		$(wildcard $(m)/*.c $(m)/*.h) || rc=1;) \
-		exit $$rc
+	$(Q){ $(foreach m,$(MODULES) cli,printf '%s|%s|%s\n' $(m) "$(strip $(USES_$(m)))" "$(call module_files,$(m))";) } \
+		| BUILD=$(BUILD) bash scripts/arrows.sh
 	$(Q)touch $@
 
 $(BUILD) $(BUILD)/tests $(BUILD)/selftests $(BUILD)/bench:
@@ -189,12 +200,30 @@ $(BUILD)/obj/vm/boot.o: $(BUILD)/vm/units.h
 
 # Every object waits for the skeletons and generated headers (-MMD records
 # what it really includes after the first build) and for the arrows check.
-$(BUILD)/obj/%.o: %.c $(SKELS) $(BUILD)/profile/profiles_builtin.h $(BUILD)/arrows.ok | pkgs-ok
+$(BUILD)/obj/%.o: %.c $(SKELS) $(BUILD)/profile/profiles_builtin.h | $(BUILD)/arrows.ok pkgs-ok
 	$(Q)mkdir -p $(@D)
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@
 
 $(foreach m,$(MODULES),$(eval $(BUILD)/lib$(m).a: $(call objs_of,$(SRCS_$(m)))))
+
+# The arrows on the built code: every symbol a module calls is its own, a
+# module's its arrows reach, or a system library's, and every arrow is used
+# (scripts/symbols.sh).  The binaries wait for it, so a call across a missing
+# arrow fails the build even where the link would succeed.
+symbol_files = $(if $(filter cli,$(1)),$(call objs_of,$(SRCS_cli)),$(BUILD)/lib$(1).a) \
+	       $(if $(filter latchd,$(1)),$(call objs_of,$(LATCHD_MAIN)))
+$(BUILD)/symbols.ok: Makefile scripts/symbols.sh $(foreach m,$(MODULES) cli,$(call symbol_files,$(m)))
+	$(call msg,SYMBOLS,modules)
+	$(Q){ $(foreach m,$(MODULES) cli,printf '%s|%s|%s|%s\n' $(m) "$(strip $(USES_$(m)))" \
+		"$(call closure,$(USES_$(m)))" "$(strip $(call symbol_files,$(m)))";) } | bash scripts/symbols.sh
+	$(Q)touch $@
+$(BUILD)/latch $(BUILD)/latchd: | $(BUILD)/symbols.ok
+
+# Each check above refusing a copy of the tree with a forbidden include, call
+# or map (scripts/arrows_test.sh); part of `make check`.
+arrows-test: $(BUILD)/latch $(BUILD)/latchd $(BUILD)/map.ok
+	$(Q)BUILD=$(BUILD) bash scripts/arrows_test.sh
 $(BUILD)/lib%.a:
 	$(call msg,AR,$@)
 	$(Q)rm -f $@ # ar never drops a member: a stale object would linger
@@ -273,6 +302,7 @@ format-check:
 check:
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)$(MAKE) --no-print-directory format-check
+	$(Q)$(MAKE) --no-print-directory arrows-test
 	$(Q)$(MAKE) --no-print-directory unit
 	$(Q)$(MAKE) --no-print-directory selftest
 
@@ -294,4 +324,4 @@ demo-netns:
 clean:
 	rm -rf $(BUILD)
 
-.PHONY: arrows all deps format format-check check unit selftest selftest-bins bench demo demo-netns clean image vm-proof vm-debian-proof pkgs-ok
+.PHONY: arrows arrows-test all deps format format-check check unit selftest selftest-bins bench demo demo-netns clean image vm-proof vm-debian-proof pkgs-ok

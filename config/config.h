@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
- * config.h - latch.conf.
+ * config.h - latch.conf, the host's settings, read in one place.
  *
  * /etc/latch/latch.conf is `key = value` lines ('#' starts a comment).  It
  * says which pool the sandboxes' /30s come from, which uplink allowed traffic
