@@ -24,6 +24,10 @@
  *			each kit sandbox's listener and routes, the kit and backend ops
  *	meter.c		the spend caps: budget/ on each AI provider route's meter seam
  *	verify_op.c	`latch verify`'s name rows: the resolver's decisions test-run
+ *	room.c		rooms' services: a resolver and a broker on each room's own
+ *			address (room.h)
+ *	confine.c	latchd in a cgroup of its own under the room programs, and
+ *			the addresses it may connect to (room.h)
  *	grant*.c	grants: timed openings of host names the host resolves, made
  *			with `latch grant` or asked for by the sandbox and approved from
  *			outside (grant.h lists the files)

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
  * agent_selftest.c - drive a booted guest's agent through vm/agent_client.c
- * and check the answers: the manual proof behind vm/agent_proof.sh, and the
- * seed of the guest tests in selftests/.
+ * and check the answers: the manual proof behind selftests/agent_proof.sh,
+ * and the seed of the guest tests in selftests/.
  *
  *   agent_selftest SOCK [BOOT_TIMEOUT_MS]
  *

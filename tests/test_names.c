@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
  * test_names.c - host names, wildcards and the DNS rebinding filter
- * (broker/names.c).
+ * (profile/names.c).
  *
  * The resolver and the profiles meet in these functions: a name that
  * normalizes two ways, or a wildcard that reaches its apex or a look-alike

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * test_parse.c - the words an operator types, checked by loader/parse.c.
+ * test_parse.c - the words an operator types, checked by common/addr.c and
+ * loader/entry.c.
  *
  * Everything a sandbox name, MAC, address, port list or egress entry may be
  * is accepted here, and the near misses an operator is likely to type are

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * test_profile.c - egress profiles (broker/profile.c): the Kagebox format and
+ * test_profile.c - egress profiles (profile/): the Kagebox format and
  * latch's additions, extends chains, overlays, file safety and name matching.
  *
  * A profile decides where a sandbox may go, so these tests hold it to: every
