@@ -120,6 +120,9 @@ BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Wall -Werror -I$(BUILD
 BPF_SRCS := $(wildcard bpf/*.bpf.c)
 BPF_OBJS := $(patsubst bpf/%.bpf.c,$(BUILD)/%.bpf.o,$(BPF_SRCS))
 SKELS := $(patsubst bpf/%.bpf.c,$(BUILD)/%.skel.h,$(BPF_SRCS))
+# every object waits for the skeletons: make must not delete one as an
+# intermediate file, or the next make rebuilds the whole tree
+.SECONDARY: $(SKELS)
 
 # objects under build/obj/: build/latchd is the daemon's binary, so its module's objects can't sit in build/latchd/
 objs_of = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
