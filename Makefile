@@ -210,6 +210,11 @@ $(BUILD)/obj/%.o: %.c $(SKELS) $(BUILD)/profile/profiles_builtin.h | $(BUILD)/ar
 
 $(foreach m,$(MODULES),$(eval $(BUILD)/lib$(m).a: $(call objs_of,$(SRCS_$(m)))))
 
+$(BUILD)/lib%.a:
+	$(call msg,AR,$@)
+	$(Q)rm -f $@ # ar never drops a member: a stale object would linger
+	$(Q)$(AR) rcs $@ $^
+
 # The arrows on the built code: every symbol a module calls is its own, a
 # module's its arrows reach, or a system library's, and every arrow is used
 # (scripts/symbols.sh).  The binaries wait for it, so a call across a missing
@@ -227,10 +232,6 @@ $(BUILD)/latch $(BUILD)/latchd: | $(BUILD)/symbols.ok
 # or map (scripts/arrows_test.sh); part of `make check`.
 arrows-test: $(BUILD)/latch $(BUILD)/latchd $(BUILD)/map.ok
 	$(Q)BUILD=$(BUILD) bash scripts/arrows_test.sh
-$(BUILD)/lib%.a:
-	$(call msg,AR,$@)
-	$(Q)rm -f $@ # ar never drops a member: a stale object would linger
-	$(Q)$(AR) rcs $@ $^
 
 # latch loads its heaviest libraries only when a command first calls them (scripts/lazy.mk)
 include scripts/lazy.mk
