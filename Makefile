@@ -34,7 +34,7 @@ endif
 # header).  `latchd` is the daemon (latchd/main.c is its binary's main);
 # `cli` is the latch command.  docs/ARCHITECTURE.md's graph is `make arrows`
 # (build/map.ok checks it).
-MODULES := common loader audit config profile kit vm room ctl resolver broker budget latchd
+MODULES := common loader audit config profile kit vm room ctl resolver broker budget latchd sandbox
 USES_common :=
 USES_loader := common
 USES_audit := common
@@ -48,7 +48,8 @@ USES_resolver := profile common
 USES_broker := profile common
 USES_budget := config common
 USES_latchd := ctl resolver broker budget profile kit audit config loader common
-USES_cli := vm room ctl budget profile kit audit config loader common
+USES_sandbox := vm ctl kit profile config loader common
+USES_cli := sandbox vm room ctl budget profile kit audit config loader common
 
 SRCS_common := $(wildcard common/*.c)
 SRCS_loader := $(wildcard loader/*.c)
@@ -64,6 +65,7 @@ SRCS_broker := $(wildcard broker/*.c)
 SRCS_budget := $(wildcard budget/*.c)
 LATCHD_MAIN := latchd/main.c
 SRCS_latchd := $(filter-out $(LATCHD_MAIN),$(wildcard latchd/*.c))
+SRCS_sandbox := $(wildcard sandbox/*.c)
 SRCS_cli := $(wildcard cli/*.c)
 
 # The Debian packages each module builds against (pkg-config names).
@@ -80,6 +82,7 @@ PKGS_broker := libevent libevent_openssl openssl jansson
 PKGS_budget := sqlite3 jansson zlib libxxhash
 # libsystemd: sd_notify (READY, WATCHDOG, STOPPING) for latchd.service's Type=notify; libcurl: notify_url
 PKGS_latchd := ldns libevent libevent_openssl openssl jansson libnl-3.0 libnl-route-3.0 libsystemd libcurl
+PKGS_sandbox := jansson
 PKGS_cli := jansson libcap
 # libvirt: headers only; vm/libvirt.c loads libvirt.so.0 with dlopen when a
 # command first needs libvirtd (linked in, it costs every command ~25 ms)
@@ -106,7 +109,7 @@ EXTRA_LIBS_cli := -lcap
 EXTRA_LIBS_broker := -lhttp_parser
 extra_libs = $(sort $(foreach m,$(1),$(EXTRA_LIBS_$(m))))
 # archives in link order: users before what they use
-LINK_ORDER := vm room latchd resolver broker ctl kit profile budget audit config loader common
+LINK_ORDER := sandbox vm room latchd resolver broker ctl kit profile budget audit config loader common
 archives_of = $(foreach m,$(LINK_ORDER),$(if $(filter $(m),$(1)),$(BUILD)/lib$(m).a))
 # $(call link_with,MODULES): the archives and libraries a binary using MODULES needs
 link_with = $(call archives_of,$(call closure,$(1))) $(call pkg_libs,$(call closure,$(1))) \

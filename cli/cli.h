@@ -110,9 +110,8 @@ int cmd_status(int argc, char **argv);
 int cmd_egress(int argc, char **argv);
 /* `egress NAME profile [P]` (cmd_profile.c) */
 int cmd_egress_profile(const char *name, int argc, char **argv);
-/* Load-check PROFILE here (file:line errors), then have latchd switch NAME to it. */
+/* Have latchd switch NAME to PROFILE (it loads it: file:line errors come back from it). */
 int latch_profile_switch_cli(const char *name, const char *profile, bool quiet);
-int latch_profile_check_cli(const char *profile);
 int cmd_doctor(int argc, char **argv);
 int cmd_up(int argc, char **argv);
 int cmd_down(int argc, char **argv);
@@ -128,89 +127,19 @@ int cmd_audit(int argc, char **argv);
 int cmd_usage(int argc, char **argv);
 int cmd_kits(int argc, char **argv);
 int cmd_kit(int argc, char **argv);
-/*
- * Kit NAME as `latch up --kit NAME` loads it ($LATCH_ROOT/etc/latch/kits, then
- * the built-ins), its egress_allow checked by the profile parser.  NULL with
- * errno and one line in err; free with latch_kit_free().
- */
-struct latch_kit *latch_kit_open_cli(const char *name, char *err, size_t errlen);
-/* latch_kit_open_cli(), refusing a kit whose secret_file latchd would refuse (a link, not 0600, not root's). */
-struct latch_kit *latch_kit_open_checked(const char *name, char *err, size_t errlen);
 int cmd_env(int argc, char **argv); /* cmd_env.c */
 
-/* ---- a sandbox's kit (sandbox_kit.c) */
-struct latch_kit_state;
-/* NAME's kit state and its kit (free with latch_kit_free); -ENOENT, quiet, when it has none. */
-int latch_sandbox_kit(const char *name, struct latch_kit_state *st, struct latch_kit **kit, char *err, size_t errlen);
 /*
- * Store KIT as NAME's kit, not stopped: the placeholders (and port) NAME's
- * kit state has for the same kit are kept unless FRESH (a new sandbox);
- * others are new, the port is latch.conf's broker_port.  0 or -errno.
+ * How the commands show what sandbox/ says while it works: a note on
+ * stderr in text mode, a warning always ("latch: warning: ...").
  */
-int latch_sandbox_kit_store(const char *name, const struct latch_kit *kit, bool fresh, struct latch_kit_state *st,
-			    char *err, size_t errlen);
-/* Admit PORT as a host service of NAME (its config, under the policy lock).  0 or -errno. */
-int latch_sandbox_admit_port(const char *name, uint16_t port, char *err, size_t errlen);
-/*
- * Hand latchd NAME's kit as stored, with the keys of `secret: VAR`s from
- * this environment (KIT may be NULL: no keys, the broker follows the state;
- * a missing variable is a warning on stderr, and in WARNINGS).  Returns as
- * latchd_call() (-ENOENT/-ECONNREFUSED: latchd is not running); latchd's
- * refusal is -EIO with its line.
- */
-int latch_sandbox_kit_hand(const char *name, const struct latch_kit *kit, json_t *warnings, json_t **reply, char *err,
-			   size_t errlen);
-/*
- * After a kit was stored (or a sandbox came up): hand it to latchd, say on
- * stderr what the sandbox is given, and (SWITCH_AFTER) switch to the stored
- * profile again when the kit's egress_allow changed.  Adds "kit" to OUT (may
- * be NULL).  0 or an exit code, already printed.
- */
-int latch_sandbox_kit_give(const char *name, const struct latch_kit *kit, bool switch_after, json_t *out);
-/*
- * Hand NAME's kit (KIT, taken) to latchd again with this environment's keys
- * (after a latchd restart), switching to the stored profile if its network
- * changed; prints "NAME: SAIDkit K's keys handed to latchd again".  0 or an
- * exit code, printed.
- */
-int latch_sandbox_kit_again(const char *name, struct latch_kit *kit, const char *said);
-/*
- * For `status`: NAME's kit as stored and, when latchd answered (LATCHD_UP),
- * as it serves it (BROKER, its ping's "broker"), as "kit" in O; printed by
- * latch_sandbox_kit_print() (nothing when the sandbox has no kit).
- */
-void latch_sandbox_kit_status(const char *name, const json_t *broker, bool latchd_up, json_t *o);
-void latch_sandbox_kit_print(const json_t *kit);
-/* `down` (stopped) or `destroy` (REMOVE): the kit state says so, and latchd wipes the keys now. */
-int latch_sandbox_kit_stop(const char *name, bool remove);
-/*
- * What NAME is given: "NAME=VALUE" lines (latch_kit_env_free them), *n of
- * them, and its kit state in ST.  No kit: *env NULL and 0.  -errno with a line in err.
- */
-int latch_sandbox_env(const char *name, char ***env, int *n, struct latch_kit_state *st, char *err, size_t errlen);
+struct latch_sandbox_say;
+extern const struct latch_sandbox_say latch_say;
+/* "NAME: SAIDkit KIT's keys handed to latchd again", and its JSON document ("kit": KIT_JSON, taken). */
+void latch_kit_again_print(const char *name, const char *kit, const char *said, json_t *kit_json);
 int cmd_run(int argc, char **argv); /* cmd_run.c */
 int cmd_completion(int argc, char **argv); /* help.c */
-/* latchd's confinement read back from the kernel: a line, level 0 ok, 1 not running, 2 not confined (cmd_run.c). */
-json_t *latch_confinement_report(char *line, size_t len, int *level);
 int cmd_verify(int argc, char **argv);
-struct latch_config;
-/* verify_names.c: verify's name rows (an unlisted name, rebinding answers), beside their controls */
-struct verify_row {
-	char name[96];
-	bool attack;
-	char want[40], saw[160];
-	int res; /* enum latch_verify_result (loader/verify.h) */
-};
-/*
- * The guest asks NAME through its resolver (A): the answer's word into out,
- * "REFUSED", "NXDOMAIN", "SERVFAIL", "NOERROR ADDRESS" (its first), "NOERROR"
- * (an answer whose address could not be read), "NOERROR no-address", "no
- * answer" or "unreadable".  0, or -errno: it could not ask.
- */
-typedef int (*verify_ask_fn)(void *arg, const char *name, char *out, size_t len);
-/* The rows into out[max] (ask NULL: --offline, latchd's test-run only); how many. */
-int verify_names(const char *name, const struct latch_config *cfg, verify_ask_fn ask, void *arg,
-		 const char *rebind_name, struct verify_row *out, int max);
 /* cmd_grant.c: grants through latchd (docs/grants.md) */
 int cmd_grant(int argc, char **argv);
 int cmd_grants(int argc, char **argv);

@@ -26,6 +26,7 @@
 #include "cli/cli.h"
 #include "loader/loader.h"
 #include "room/room.h"
+#include "sandbox/sandbox.h"
 #include "vm/vm.h"
 
 enum level { OK, WARN, FAIL };

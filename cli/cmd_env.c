@@ -15,6 +15,7 @@
 #include "cli/cli.h"
 #include "kit/kit.h"
 #include "loader/loader.h"
+#include "sandbox/sandbox.h"
 
 /* A line as text: bytes a terminal would act on are shown as \xNN. */
 static void print_escaped(const char *s)

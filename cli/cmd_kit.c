@@ -22,47 +22,9 @@
 #include "kit/kit.h"
 #include "loader/loader.h"
 #include "profile/profile.h"
+#include "sandbox/sandbox.h"
 
 #define NETWORK_WIDTH 35
-
-static struct latch_kit_opts kit_opts(char *dir, size_t len)
-{
-	struct latch_kit_opts o = { 0 };
-
-	if (!latch_kit_dir(dir, len))
-		o.dir = dir;
-	return o;
-}
-
-struct latch_kit *latch_kit_open_cli(const char *name, char *err, size_t errlen)
-{
-	char dir[PATH_MAX];
-	struct latch_kit_opts o = kit_opts(dir, sizeof(dir));
-
-	return latch_kit_load(name, &o, err, errlen);
-}
-
-static int unsafe_secret(const struct latch_kit *kit, char *why, size_t len);
-
-/*
- * The one verdict on a loaded kit, for `up`, `attach`, `kits` and `kit
- * check` alike: a secret_file latchd would refuse makes the kit unusable.
- * Takes KIT (NULL passes through); NULL with errno and err when refused.
- */
-static struct latch_kit *kit_verdict(struct latch_kit *kit, char *err, size_t errlen)
-{
-	if (kit && unsafe_secret(kit, err, errlen)) {
-		latch_kit_free(kit);
-		errno = EPERM;
-		return NULL;
-	}
-	return kit;
-}
-
-struct latch_kit *latch_kit_open_checked(const char *name, char *err, size_t errlen)
-{
-	return kit_verdict(latch_kit_open_cli(name, err, errlen), err, errlen);
-}
 
 /* ---- what a kit gives, as JSON */
 
@@ -193,7 +155,7 @@ static void network_column(const struct latch_kit *kit, char *buf, size_t len)
 int cmd_kits(int argc, char **argv)
 {
 	char dir[PATH_MAX], err[LATCH_ERR_MAX], net[1024];
-	struct latch_kit_opts o = kit_opts(dir, sizeof(dir));
+	struct latch_kit_opts o = latch_sandbox_kit_opts(dir, sizeof(dir));
 	char first_err[LATCH_ERR_MAX] = "";
 	struct latch_kit_info *list;
 	json_t *out, *arr;
@@ -208,7 +170,7 @@ int cmd_kits(int argc, char **argv)
 		printf("%-10s %-*s %-9s %-8s %s\n", "KIT", NETWORK_WIDTH, "NETWORK", "KEYS", "SECRETS", "DESCRIPTION");
 	for (int i = 0; i < n; i++) {
 		struct latch_kit *kit =
-			kit_verdict(latch_kit_load(list[i].name, &o, err, sizeof(err)), err, sizeof(err));
+			latch_sandbox_kit_verdict(latch_kit_load(list[i].name, &o, err, sizeof(err)), err, sizeof(err));
 		json_t *k;
 
 		if (!kit) {
@@ -328,26 +290,12 @@ static void print_check(const struct latch_kit *kit)
 	printf("\nlatch: kit %s is valid; nothing was started\n", kit->name);
 }
 
-/* A secret_file latchd would refuse makes the kit unusable: say so now. */
-static int unsafe_secret(const struct latch_kit *kit, char *why, size_t len)
-{
-	for (int i = 0; i < kit->n_creds; i++) {
-		const struct latch_kit_cred *cr = &kit->creds[i];
-
-		if (latch_kit_secret_state(&cr->up, NULL, why, len) == LATCH_SECRET_UNSAFE)
-			return 1;
-		for (int a = 0; a < cr->n_alts; a++)
-			if (latch_kit_secret_state(&cr->alts[a].up, NULL, why, len) == LATCH_SECRET_UNSAFE)
-				return 1;
-	}
-	return 0;
-}
-
 static int kit_check(const char *path)
 {
 	char dir[PATH_MAX], err[LATCH_ERR_MAX];
-	struct latch_kit_opts o = kit_opts(dir, sizeof(dir));
-	struct latch_kit *kit = kit_verdict(latch_kit_load_file(path, &o, err, sizeof(err)), err, sizeof(err));
+	struct latch_kit_opts o = latch_sandbox_kit_opts(dir, sizeof(dir));
+	struct latch_kit *kit =
+		latch_sandbox_kit_verdict(latch_kit_load_file(path, &o, err, sizeof(err)), err, sizeof(err));
 	json_t *out;
 
 	if (!kit)
@@ -386,6 +334,39 @@ static int sandbox_kit_or_fail(const char *name, struct latch_kit_state *st, str
 	return 0;
 }
 
+void latch_kit_again_print(const char *name, const char *kit, const char *said, json_t *kit_json)
+{
+	json_t *out = json_pack("{s:s, s:s}", "sandbox", name, "action", "keys handed again");
+
+	if (kit_json)
+		json_object_set_new(out, "kit", kit_json);
+	if (!latch_json)
+		printf("%s: %skit %s's keys handed to latchd again\n", name, said, kit);
+	latch_json_out(out);
+}
+
+/*
+ * Hand NAME's kit (KIT, taken) to latchd again with this environment's keys
+ * (after a latchd restart), switching to the stored profile if its network
+ * changed.  0 or an exit code, printed.
+ */
+static int kit_again(const char *name, struct latch_kit *kit, const char *said)
+{
+	char err[LATCH_SANDBOX_ERR_MAX];
+	json_t *out = json_object();
+	int rc = latch_sandbox_kit_give(name, kit, true, out, &latch_say, err, sizeof(err));
+
+	if (rc) {
+		latch_kit_free(kit);
+		json_decref(out);
+		return latch_err(LATCH_EXIT_FAILED, "%s", err);
+	}
+	latch_kit_again_print(name, kit->name, said, json_incref(json_object_get(out, "kit")));
+	latch_kit_free(kit);
+	json_decref(out);
+	return 0;
+}
+
 /* Hand latchd the keys of this environment again (after a latchd restart, or a new key). */
 static int kit_secrets(const char *name)
 {
@@ -399,7 +380,7 @@ static int kit_secrets(const char *name)
 		latch_kit_free(kit);
 		return latch_err(LATCH_EXIT_USAGE, "sandbox %s is down; `latch up %s` hands its keys", name, name);
 	}
-	return latch_sandbox_kit_again(name, kit, "");
+	return kit_again(name, kit, "");
 }
 
 /* Send credential CRED's requests to alternative ALT ("-": its own upstream); URL and placeholder stay. */

@@ -7,7 +7,7 @@
  * names and owns what the resolver learned; it builds the whole new policy
  * and swaps it in with one map update.  latchd loads the profile; a bad line
  * comes back as `file:line: message` and nothing changes.  (`up` checks its
- * profile here, before it creates anything.)
+ * profile before it creates anything: sandbox/up.c.)
  */
 #include <errno.h>
 #include <stdio.h>
@@ -24,23 +24,6 @@ static void profile_paths(char *dir, size_t dlen, char *overlay, size_t olen)
 {
 	latch_path(dir, dlen, "etc/latch/profiles");
 	latch_path(overlay, olen, "etc/latch/allowlist.txt");
-}
-
-/* Check P the way latchd will load it; exit code, or 0 when it loads. */
-int latch_profile_check_cli(const char *profile)
-{
-	char dir[PATH_MAX], overlay[PATH_MAX], err[LATCH_ERR_MAX];
-	struct latch_profile p;
-	int rc;
-
-	if (latch_profile_name_check(profile, err, sizeof(err)))
-		return latch_err(LATCH_EXIT_USAGE, "%s", err);
-	profile_paths(dir, sizeof(dir), overlay, sizeof(overlay));
-	rc = latch_profile_load(dir, profile, overlay, &p, err, sizeof(err));
-	if (rc)
-		return latch_err(rc == -ENOENT ? LATCH_EXIT_USAGE : LATCH_EXIT_FAILED, "%s", err);
-	latch_profile_free(&p);
-	return 0;
 }
 
 int latch_profile_switch_cli(const char *name, const char *profile, bool quiet)

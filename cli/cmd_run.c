@@ -29,6 +29,7 @@
 #include "profile/profile.h"
 #include "cli/cli.h"
 #include "room/room.h"
+#include "sandbox/sandbox.h"
 #include "config/config.h"
 
 enum {
@@ -148,7 +149,7 @@ static json_t *kit_secrets(const char *kit_name, struct run_latchd *ld, struct l
 			   size_t errlen)
 {
 	struct latch_kit_secrets sec = { 0 };
-	struct latch_kit *kit = latch_kit_open_cli(kit_name, err, errlen);
+	struct latch_kit *kit = latch_sandbox_kit_open(kit_name, err, errlen);
 	json_t *out;
 	int rc = 0;
 
@@ -537,17 +538,93 @@ static int run_check(void)
 	return !rc && !*p.why ? 0 : RUN_EXIT_LATCH;
 }
 
+/* `run --sweep`: the rooms a killed latch left behind. */
+static int run_sweep(void)
+{
+	char err[LATCH_ERR_MAX];
+	int rc = latch_room_sweep(err, sizeof(err));
+
+	if (rc < 0)
+		return latch_err(RUN_EXIT_LATCH, "%s", err);
+	if (latch_json)
+		latch_json_out(json_pack("{s:i}", "swept", rc));
+	else
+		printf("%d room(s) left behind were removed\n", rc);
+	return 0;
+}
+
+/* The command in its room, shown and recorded; latchd serves the room's names and kit when it needs them. */
+static int run_in_room(struct latch_room_opts *o, struct run_latchd *svc, const char *kit)
+{
+	struct latch_room_result res;
+	char err[LATCH_ERR_MAX];
+	int rc;
+
+	if (svc->conn) {
+		o->ready = services_ready;
+		o->ready_arg = svc;
+	}
+	if (!latch_json)
+		o->output_fd = STDOUT_FILENO;
+	rc = latch_room_run(o, &res, err, sizeof(err));
+	if (rc) {
+		services_done(svc, o->name ? o->name : res.name,
+			      json_pack("{s:s, s:s, s:s?}", "error", err, "profile", o->profile, "kit", kit));
+		rc = latch_err(RUN_EXIT_LATCH, "%s", err);
+	} else {
+		rc = exit_of(&res);
+		if (o->apply && !res.applied)
+			rc = RUN_EXIT_LATCH; /* asked to apply, and nothing was: latch's failure */
+		if (latch_json)
+			print_json(o, &res, rc);
+		else
+			print_text(o, &res);
+		services_done(svc, res.name, audit_fields(o, kit, &res, rc));
+	}
+	latch_room_result_free(&res);
+	return rc;
+}
+
+/* run once its options are read: the workspace, the profile, latchd's services, then the room. */
+static int run_room(struct latch_room_opts *o, char *ws, const char *profile, const char *kit)
+{
+	struct latch_policy_spec *specs = NULL;
+	struct run_latchd svc = { 0 };
+	char names[LATCH_ERR_MAX];
+	int rc;
+
+	if (ws) {
+		char *colon = strrchr(ws, ':');
+
+		if (colon && (!strcmp(colon, ":rw") || !strcmp(colon, ":ro"))) {
+			o->workspace_rw = !strcmp(colon, ":rw");
+			*colon = 0;
+		}
+		o->workspace = ws;
+	}
+	if (o->apply && !o->workspace_rw)
+		return latch_err(RUN_EXIT_LATCH,
+				 "--apply needs --workspace DIR:rw (a read-only workspace has no changes)");
+	o->profile = profile ? profile : "sealed";
+	rc = load_profile(o->profile, o, &specs, names, sizeof(names));
+	/* names and kits are latchd's to serve: without it the room is refused, naming the fix */
+	if (!rc && (*names || kit))
+		rc = services_open(&svc, o->profile, kit, names, o);
+	if (!rc)
+		rc = run_in_room(o, &svc, kit);
+	latchd_conn_close(svc.conn);
+	json_decref(svc.open_reply);
+	free(specs);
+	return rc;
+}
+
 int cmd_run(int argc, char **argv)
 {
 	struct latch_room_opts o = { .output_fd = -1 };
-	struct latch_room_result res;
-	struct latch_policy_spec *specs = NULL;
 	char err[LATCH_ERR_MAX], *ws = NULL;
 	const char *profile = NULL, *kit = NULL;
-	struct run_latchd svc = { 0 };
-	char names[LATCH_ERR_MAX];
 	bool check = false, sweep = false;
-	int c, rc;
+	int c;
 
 	optind = 1;
 	while ((c = latch_getopt(argc, argv, "run")) != -1) {
@@ -637,125 +714,12 @@ int cmd_run(int argc, char **argv)
 	if (geteuid())
 		return latch_err(RUN_EXIT_LATCH,
 				 "latch run needs root (namespaces, cgroups and BPF); run it with sudo");
-	if (sweep) {
-		rc = latch_room_sweep(err, sizeof(err));
-		if (rc < 0)
-			return latch_err(RUN_EXIT_LATCH, "%s", err);
-		if (latch_json)
-			latch_json_out(json_pack("{s:i}", "swept", rc));
-		else
-			printf("%d room(s) left behind were removed\n", rc);
-		return 0;
-	}
+	if (sweep)
+		return run_sweep();
 	if (check)
 		return run_check();
 	if (optind >= argc)
 		return latch_err(RUN_EXIT_LATCH, "no command: latch run [OPTIONS] -- CMD...");
 	o.argv = argv + optind;
-	if (ws) {
-		char *colon = strrchr(ws, ':');
-
-		if (colon && (!strcmp(colon, ":rw") || !strcmp(colon, ":ro"))) {
-			o.workspace_rw = !strcmp(colon, ":rw");
-			*colon = 0;
-		}
-		o.workspace = ws;
-	}
-	if (o.apply && !o.workspace_rw)
-		return latch_err(RUN_EXIT_LATCH,
-				 "--apply needs --workspace DIR:rw (a read-only workspace has no changes)");
-	o.profile = profile ? profile : "sealed";
-	rc = load_profile(o.profile, &o, &specs, names, sizeof(names));
-	/* names and kits are latchd's to serve: without it the room is refused, naming the fix */
-	if (!rc && (*names || kit))
-		rc = services_open(&svc, o.profile, kit, names, &o);
-	if (!rc) {
-		if (svc.conn) {
-			o.ready = services_ready;
-			o.ready_arg = &svc;
-		}
-		if (!latch_json)
-			o.output_fd = STDOUT_FILENO;
-		rc = latch_room_run(&o, &res, err, sizeof(err));
-		if (rc) {
-			services_done(&svc, o.name ? o.name : res.name,
-				      json_pack("{s:s, s:s, s:s?}", "error", err, "profile", o.profile, "kit", kit));
-			rc = latch_err(RUN_EXIT_LATCH, "%s", err);
-		} else {
-			c = exit_of(&res);
-			if (o.apply && !res.applied)
-				c = RUN_EXIT_LATCH; /* asked to apply, and nothing was: latch's failure */
-			if (latch_json)
-				print_json(&o, &res, c);
-			else
-				print_text(&o, &res);
-			services_done(&svc, res.name, audit_fields(&o, kit, &res, c));
-			rc = c;
-		}
-		latch_room_result_free(&res);
-	}
-	latchd_conn_close(svc.conn);
-	json_decref(svc.open_reply);
-	free(specs);
-	return rc;
-}
-
-/* ---- latchd's confinement, as the kernel shows it (latch status, latch doctor) ---- */
-
-json_t *latch_confinement_report(char *line, size_t len, int *level)
-{
-	struct latch_cg_latchd c;
-	char err[LATCH_ERR_MAX], hooks[128] = "";
-	json_t *ping = latchd_ping(2000), *j, *counters = json_object();
-	long long pid = ping ? json_integer_value(json_object_get(ping, "pid")) : 0;
-	bool pid_in = false;
-	uint64_t refused = 0;
-	size_t hl = 0;
-
-	json_decref(ping);
-	if (latch_cg_latchd_observe(&c, err, sizeof(err)))
-		snprintf(c.why, sizeof(c.why), "%.190s", err);
-	for (int i = 0; i < c.n_pids && i < 8; i++)
-		pid_in = pid_in || c.pids[i] == pid;
-	for (int i = 0; i < LATCH_CG_HOOK_COUNT; i++)
-		if (c.posture.hook[i].in_effective && hl < sizeof(hooks))
-			hl += snprintf(hooks + hl, sizeof(hooks) - hl, "%s%s", hl ? "," : "", latch_cg_hook_names[i]);
-	for (int r = LATCH_DROP_LAST; r <= LATCH_DROP_MALFORMED; r++)
-		for (int k = 0; k < LATCH_DIR_COUNT; k++) {
-			uint64_t n = c.counters[latch_counter_slot(r, k)].packets;
-
-			refused += n;
-			if (n)
-				json_object_set_new(counters, latch_reason_name(r), json_integer(n));
-		}
-	if (!pid) {
-		*level = 1;
-		if (!c.exists)
-			snprintf(line, len, "latchd is not running");
-		else if (!c.n_pids)
-			snprintf(line, len, "latchd is not running (its cgroup %s is there, empty)", c.dir);
-		else
-			snprintf(line, len,
-				 "latchd does not answer on its socket, and its cgroup %s holds %d process(es)", c.dir,
-				 c.n_pids);
-	} else if (!pid_in) {
-		*level = 2;
-		snprintf(line, len, "latchd (pid %lld) is NOT confined: it is not in %s%s%s", pid, c.dir,
-			 *c.why ? "; " : "", c.why);
-	} else if (!c.confined) {
-		*level = 2;
-		snprintf(line, len, "latchd (pid %lld) is in %s, NOT VERIFIED: %s", pid, c.dir, c.why);
-	} else {
-		*level = 0;
-		snprintf(line, len,
-			 "latchd (pid %lld) confined in %s: %s and the room gate attached and running, "
-			 "%d entries, %llu refused",
-			 pid, c.dir, hooks, c.entries, (unsigned long long)refused);
-	}
-	j = json_pack("{s:b, s:o, s:s, s:b, s:s, s:b, s:i, s:I, s:I, s:o, s:o}", "confined", *level == 0, "pid",
-		      pid ? json_integer(pid) : json_null(), "cgroup", c.dir, "pid_in_cgroup", pid_in, "hooks", hooks,
-		      "gate", c.gate, "entries", c.entries, "refused", (json_int_t)refused, "gate_dropped",
-		      (json_int_t)c.gate_dropped, "counters", counters, "why",
-		      *level ? json_string(line) : json_null());
-	return j;
+	return run_room(&o, ws, profile, kit);
 }

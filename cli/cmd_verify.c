@@ -9,7 +9,7 @@
  * latch-rawsend with each frame, and the kernel's counters say what the
  * program did.  --offline sends the same frames through the pinned program
  * with BPF_PROG_TEST_RUN, no guest needed.  Then the names, through the
- * sandbox's resolver (verify_names.c): the guest asks them with busybox's
+ * sandbox's resolver (sandbox/verify_names.c): the guest asks them with busybox's
  * nslookup, and latchd test-runs what no upstream does on demand.  Exit 0
  * only when every attack was stopped and every control passed; the posture
  * is read first, and a sandbox whose enforcement is not verified exits 3
@@ -29,6 +29,7 @@
 #include "cli/cli.h"
 #include "loader/loader.h"
 #include "profile/profile.h"
+#include "sandbox/sandbox.h"
 #include "vm/vm.h"
 
 /* The guest's side: the agent, the NIC, and latch-rawsend in the image. */
@@ -149,7 +150,7 @@ struct asker {
 	char server[INET6_ADDRSTRLEN];
 };
 
-/* verify_ask_fn: busybox nslookup in the guest, its answer read back as a word. */
+/* latch_verify_ask_fn: busybox nslookup in the guest, its answer read back as a word. */
 static int guest_ask(void *arg, const char *name, char *rc, size_t len)
 {
 	struct asker *a = arg;
@@ -193,7 +194,7 @@ static void seen_text(const struct latch_verify_seen *s, char *buf, size_t len)
 int cmd_verify(int argc, char **argv)
 {
 	static struct latch_verify_case cases[LATCH_VERIFY_MAX];
-	static struct verify_row rows[LATCH_VERIFY_MAX];
+	static struct latch_verify_name_row rows[LATCH_VERIFY_MAX];
 	const char *name = NULL, *rebind_name = NULL;
 	char rebind_norm[LATCH_DNS_NAME_MAX + 1];
 	char err[LATCH_ERR_MAX];
@@ -279,7 +280,8 @@ int cmd_verify(int argc, char **argv)
 	latch_sandbox_free(sb);
 	/* the names: through the resolver, from the guest or as latchd's test-run */
 	resolver_text(&cfg, ask.server, sizeof(ask.server));
-	nr = verify_names(name, &cfg, offline ? NULL : guest_ask, &ask, rebind_name, rows, LATCH_VERIFY_MAX);
+	nr = latch_sandbox_verify_names(name, &cfg, offline ? NULL : guest_ask, &ask, rebind_name, rows,
+					LATCH_VERIFY_MAX);
 	for (int i = 0; i < nr; i++) {
 		enum latch_verify_result res = rows[i].res;
 

@@ -5,9 +5,10 @@
  * and SIGHUP only set the flag latch_vm_task watches; it removes the clone
  * before we exit 128 + signal.
  *
- * The work is in vm/sandbox_vm.c; this file parses, prints what was observed
- * (never what was asked for), and maps failures to exit codes: 2 for bad
- * input, 1 for a runtime failure, 3 when enforcement was not verified.
+ * The work is in vm/ and sandbox/ (`up`'s profile, kit and latchd); this
+ * file parses, prints what was observed (never what was asked for), and
+ * maps failures to exit codes: 2 for bad input, 1 for a runtime failure, 3
+ * when enforcement was not verified.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -20,11 +21,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "ctl/ctl.h"
-#include "config/config.h"
-#include "kit/kit.h"
-#include "profile/profile.h"
 #include "cli/cli.h"
+#include "sandbox/sandbox.h"
 #include "vm/vm.h"
 
 static void addr_s(const struct latch_addr *a, char *buf, size_t len)
@@ -143,120 +141,104 @@ static void up_failed(const struct latch_vm_up_result *res, const char *name)
 			name, name, name, name);
 }
 
-/*
- * up's kit: KIT_NAME (--kit), else the one stored for NAME; a fresh
- * sandbox has none unless --kit names one.  *kit NULL: no kit.  Returns
- * 1 to go on, or minus the exit code (printed).
- */
-static int up_kit_choose(const char *name, const char *kit_name, bool fresh, struct latch_kit **kit)
+/* What up observed and did, in text: the sandbox as read back, then the boot's own lines. */
+static void up_print(const struct latch_sandbox_up_result *r)
 {
-	struct latch_kit_state st;
-	char err[LATCH_ERR_MAX];
+	const struct latch_vm_up_result *res = &r->vm;
+	char shown[sizeof(res->release) * 4], note[4 * sizeof(res->restore_note)];
 
-	*kit = NULL;
-	if (!kit_name && !fresh && latch_kit_state_read(name, &st, err, sizeof(err)) == 0)
-		kit_name = st.kit;
-	if (!kit_name)
-		return 1;
-	*kit = latch_kit_open_checked(kit_name, err, sizeof(err));
-	if (!*kit)
-		return -latch_err(errno == ENOMEM ? LATCH_EXIT_FAILED : LATCH_EXIT_USAGE, "up %s: %s", name, err);
-	return 1;
+	obs_print(&res->obs);
+	printf("  guest:       agent answers, kernel %s\n",
+	       latch_guest_text(res->release, shown, sizeof(shown), false));
+	printf("  accelerator: %s (%s)\n", *res->obs.dom.accel ? res->obs.dom.accel : "-", res->accel_why);
+	printf("  timing:      enforcement verified %lld ms, domain started %lld ms, agent answered %lld ms "
+	       "after `up` began\n",
+	       (long long)res->ms_enforced, (long long)res->ms_domain, (long long)res->ms_agent);
+	printf("  profile:     %s (%s)%s\n", r->profile, r->profile_note,
+	       !strcmp(r->profile, LATCH_PROFILE_OPEN) ? ": UNCONTAINED" : "");
+	if (res->restored)
+		printf("  state:       restored into the guest (%llu bytes of tar)\n",
+		       (unsigned long long)res->restored_bytes);
+	else if (*res->restore_note)
+		printf("  state:       NOT restored: %s\n",
+		       latch_guest_text(res->restore_note, note, sizeof(note), false));
 }
 
-/* The kit stored (its placeholders kept when the sandbox had it), its port admitted, handed to latchd. */
-static int up_kit_give(const char *name, const struct latch_kit *kit, bool fresh, json_t *out)
+/* up's JSON document: the sandbox as read back, its kit, and the boot. */
+static json_t *up_json(struct latch_sandbox_up_result *r)
 {
-	struct latch_kit_state st;
-	char err[LATCH_ERR_MAX];
+	const struct latch_vm_up_result *res = &r->vm;
+	json_t *j = obs_json(&res->obs);
 
-	if (!kit) {
-		struct latch_conf conf;
+	if (r->kit_json)
+		json_object_set_new(j, "kit", r->kit_json);
+	r->kit_json = NULL;
+	if (r->env_file)
+		json_object_set_new(j, "env_file", json_string(LATCH_VM_ENV_FILE));
+	json_object_set_new(j, "guest_release", json_string(res->release));
+	json_object_set_new(j, "accelerator_probe", json_string(res->accel_why));
+	json_object_set_new(j, "image_built", json_boolean(res->image_built));
+	json_object_set_new(j, "ms_to_enforced", json_integer(res->ms_enforced));
+	json_object_set_new(j, "ms_to_domain_started", json_integer(res->ms_domain));
+	json_object_set_new(j, "ms_to_agent", json_integer(res->ms_agent));
+	json_object_set_new(j, "boot_timeout_ms", json_integer(res->boot_timeout_ms));
+	json_object_set_new(j, "console_log", json_string(res->console_log));
+	json_object_set_new(j, "state_restored", json_boolean(res->restored));
+	json_object_set_new(j, "profile", json_pack("{s:s, s:s}", "name", r->profile, "note", r->profile_note));
+	json_object_set_new(j, "restore_note", *res->restore_note ? json_string(res->restore_note) : json_null());
+	return j;
+}
 
-		if (!fresh)
-			return 0;
-		/* a fresh sandbox of an old name gets nothing of the old one's kit */
-		latch_kit_state_remove(name, err, sizeof(err));
-		/* without a kit, latchd's listener on the broker port takes the guest's asks (latch-ask) */
-		if (latch_conf_load(&conf, err, sizeof(err)) ||
-		    latch_sandbox_admit_port(name, conf.broker_port, err, sizeof(err)))
-			return latch_err(LATCH_EXIT_FAILED, "up %s: the broker port for asks: %s", name, err);
-		return latch_sandbox_kit_give(name, NULL, false, NULL);
+/* What up did, shown: a failure (with a failed boot's console), keys handed again, or the sandbox up. */
+static int up_render(struct latch_sandbox_up_result *r, const char *name, int ret, const char *err)
+{
+	if (ret) {
+		ret = latch_err(fail_code(r->fail), "%s", err);
+		if (r->boot_failed)
+			up_failed(&r->vm, name);
+		return ret;
 	}
-	if (latch_sandbox_kit_store(name, kit, fresh, &st, err, sizeof(err)) ||
-	    latch_sandbox_admit_port(name, st.port, err, sizeof(err)))
-		return latch_err(LATCH_EXIT_FAILED, "up %s: kit %s: %s", name, kit->name, err);
-	return latch_sandbox_kit_give(name, kit, false, out);
-}
-
-/* The domain runs now (as libvirt says). */
-static bool up_is_running(const char *name)
-{
-	static struct latch_vm_observed ob;
-
-	return !latch_vm_observe(name, &ob) && ob.libvirt_ok && !strcmp(ob.dom.state, "running");
-}
-
-/*
- * `up` of a sandbox that is up: hand its kit's keys to latchd again (after
- * latchd restarted, say), as `latch kit NAME secrets` does.  Another kit
- * than the stored one needs a `down` first: the guest holds the old one's
- * placeholders.
- */
-static int up_kit_again(const char *name, struct latch_kit *kit)
-{
-	struct latch_kit_state st;
-	char err[LATCH_ERR_MAX];
-	int c;
-
-	if (latch_kit_state_read(name, &st, err, sizeof(err)) || strcmp(st.kit, kit->name)) {
-		c = latch_err(LATCH_EXIT_USAGE,
-			      "up %s: the sandbox is up with %s%s; `latch down %s` first to give it kit %s", name,
-			      st.kit[0] ? "kit " : "no kit", st.kit, name, kit->name);
-		latch_kit_free(kit);
-		return c;
-	}
-	return latch_sandbox_kit_again(name, kit, "already up; ");
-}
-
-/* What the guest's shells read: the kit's environment in /etc/profile.d/latch.sh. */
-static int up_kit_env(const char *name, const struct latch_kit *kit, json_t *out)
-{
-	struct latch_kit_state st;
-	char err[LATCH_ERR_MAX], **env;
-	int n;
-
-	if (!kit)
+	if (r->again) {
+		latch_kit_again_print(name, r->kit, "already up; ", r->kit_json);
 		return 0;
-	if (latch_sandbox_env(name, &env, &n, &st, err, sizeof(err)) ||
-	    latch_vm_set_env(name, (const char *const *)env, err, sizeof(err))) {
-		latch_kit_env_free(env);
-		return latch_err(LATCH_EXIT_FAILED, "up %s: the guest's environment: %s", name, err);
 	}
-	latch_kit_env_free(env);
-	json_object_set_new(out, "env_file", json_string(LATCH_VM_ENV_FILE));
+	json_t *j = up_json(r);
+
 	if (!latch_json)
-		fprintf(stderr,
-			"latch: the guest's environment is in %s and every `latch exec` (`latch env %s` prints it)\n",
-			LATCH_VM_ENV_FILE, name);
+		up_print(r);
+	latch_json_out(j);
+	/* the observation after boot is what counts */
+	if (!r->vm.obs.pins || !r->vm.obs.posture.enforced)
+		return LATCH_EXIT_UNVERIFIED;
 	return 0;
+}
+
+/* up once its options are read: the work is sandbox/'s, the showing is ours. */
+static int up_run(const struct latch_vm_up_opts *vm, const char *profile, const char *kit)
+{
+	static struct latch_sandbox_up_opts o;
+	static struct latch_sandbox_up_result res;
+	char err[LATCH_SANDBOX_ERR_MAX];
+	int ret;
+
+	o.vm = *vm;
+	o.profile = profile;
+	o.kit = kit;
+	o.say = latch_say;
+	ret = latch_sandbox_up(&o, &res, err, sizeof(err));
+	return up_render(&res, o.vm.name, ret, err);
 }
 
 int cmd_up(int argc, char **argv)
 {
 	const char *profile = NULL, *kit_name = NULL;
-	struct latch_kit *kit = NULL;
-	bool fresh;
-	struct latch_conf conf;
 	struct latch_vm_up_opts o = {
 		.image = LATCH_VM_DEFAULT_IMAGE,
 		.memory_mib = LATCH_VM_DEFAULT_MEMORY,
 		.cpus = LATCH_VM_DEFAULT_CPUS,
 		.step = up_step,
 	};
-	static struct latch_vm_up_result res;
-	enum latch_vm_fail fail;
-	char err[LATCH_ERR_MAX], what[LATCH_NAME_MAX + 8], note[4 * sizeof(res.restore_note)];
+	char err[LATCH_ERR_MAX], what[LATCH_NAME_MAX + 8];
 	uint32_t u;
 	int c;
 
@@ -316,114 +298,7 @@ int cmd_up(int argc, char **argv)
 	o.step_arg = what;
 	if (latch_need_root("up"))
 		return LATCH_EXIT_USAGE;
-	/* the profile: --profile, else the one stored for NAME, else latch.conf's (research) */
-	if (!profile) {
-		static char stored[LATCH_PROFILE_NAME_MAX + 2];
-
-		if (latch_profile_state_read(o.name, stored, sizeof(stored)) == 0) {
-			profile = stored;
-		} else if (latch_conf_load(&conf, err, sizeof(err))) {
-			return latch_err(LATCH_EXIT_USAGE, "up %s: %s", o.name, err); /* as latch_vm_up says it */
-		} else {
-			static char dflt[sizeof(conf.profile)];
-
-			snprintf(dflt, sizeof(dflt), "%s", conf.profile);
-			profile = dflt;
-		}
-	}
-	c = latch_profile_check_cli(profile); /* file:line errors before anything is created */
-	if (c)
-		return c;
-	/* the kit: --kit, else the stored one; loaded and checked before anything is created */
-	fresh = !latch_vm_exists(o.name);
-	c = up_kit_choose(o.name, kit_name, fresh, &kit);
-	if (c <= 0)
-		return -c;
-	if (kit && !fresh && up_is_running(o.name))
-		return up_kit_again(o.name, kit);
-	if (latch_vm_up(&o, &res, &fail, err, sizeof(err))) {
-		c = latch_err(fail_code(fail), "up %s: %s", o.name, err);
-		up_failed(&res, o.name);
-		latch_kit_free(kit);
-		return c;
-	}
-	/*
-	 * The guest started under default deny (sealed).  Its kit first: latchd
-	 * composes the kit's egress_allow into the profile's policy.  Then the
-	 * profile: stored, so latchd applies it whenever it (re)starts (stored
-	 * after the kit, whose request makes latchd look for new sandboxes: one
-	 * found with a stored profile is switched to it then, and this switch
-	 * would find that one running); then latchd is asked to switch now.
-	 * Without latchd the sandbox stays sealed: closed, not open.
-	 */
-	const char *profile_note = "applied by latchd";
-	json_t *j = obs_json(&res.obs);
-
-	c = up_kit_give(o.name, kit, fresh, j);
-	if (!c && latch_profile_state_write(o.name, profile, err, sizeof(err)))
-		c = latch_err(LATCH_EXIT_FAILED, "up %s: %s", o.name, err);
-	if (c) {
-		latch_kit_free(kit);
-		json_decref(j);
-		return c;
-	}
-	{
-		json_t *rep = NULL;
-
-		if (latchd_switch(o.name, profile, &rep, err, sizeof(err)))
-			profile_note = "stored; latchd is not running, so the sandbox stays sealed until it starts";
-		if (rep && !json_is_true(json_object_get(rep, "ok"))) {
-			c = latch_err(LATCH_EXIT_FAILED, "up %s: profile %s: %s (the sandbox stays sealed)", o.name,
-				      profile, json_string_value(json_object_get(rep, "error")));
-			json_decref(rep);
-			latch_kit_free(kit);
-			json_decref(j);
-			return c;
-		}
-		json_decref(rep);
-	}
-	c = up_kit_env(o.name, kit, j);
-	latch_kit_free(kit);
-	if (c) {
-		json_decref(j);
-		return c;
-	}
-
-	json_object_set_new(j, "guest_release", json_string(res.release));
-	json_object_set_new(j, "accelerator_probe", json_string(res.accel_why));
-	json_object_set_new(j, "image_built", json_boolean(res.image_built));
-	json_object_set_new(j, "ms_to_enforced", json_integer(res.ms_enforced));
-	json_object_set_new(j, "ms_to_domain_started", json_integer(res.ms_domain));
-	json_object_set_new(j, "ms_to_agent", json_integer(res.ms_agent));
-	json_object_set_new(j, "boot_timeout_ms", json_integer(res.boot_timeout_ms));
-	json_object_set_new(j, "console_log", json_string(res.console_log));
-	json_object_set_new(j, "state_restored", json_boolean(res.restored));
-	json_object_set_new(j, "profile", json_pack("{s:s, s:s}", "name", profile, "note", profile_note));
-	json_object_set_new(j, "restore_note", *res.restore_note ? json_string(res.restore_note) : json_null());
-	if (!latch_json) {
-		obs_print(&res.obs);
-		char shown[sizeof(res.release) * 4];
-
-		printf("  guest:       agent answers, kernel %s\n",
-		       latch_guest_text(res.release, shown, sizeof(shown), false));
-		printf("  accelerator: %s (%s)\n", *res.obs.dom.accel ? res.obs.dom.accel : "-", res.accel_why);
-		printf("  timing:      enforcement verified %lld ms, domain started %lld ms, agent answered %lld ms "
-		       "after `up` began\n",
-		       (long long)res.ms_enforced, (long long)res.ms_domain, (long long)res.ms_agent);
-		printf("  profile:     %s (%s)%s\n", profile, profile_note,
-		       !strcmp(profile, LATCH_PROFILE_OPEN) ? ": UNCONTAINED" : "");
-		if (res.restored)
-			printf("  state:       restored into the guest (%llu bytes of tar)\n",
-			       (unsigned long long)res.restored_bytes);
-		else if (*res.restore_note)
-			printf("  state:       NOT restored: %s\n",
-			       latch_guest_text(res.restore_note, note, sizeof(note), false));
-	}
-	latch_json_out(j);
-	/* the observation after boot is what counts */
-	if (!res.obs.pins || !res.obs.posture.enforced)
-		return LATCH_EXIT_UNVERIFIED;
-	return 0;
+	return up_run(&o, profile, kit_name);
 }
 
 static int one_name(int argc, char **argv, int first_opt_ok, const char *what)
@@ -441,7 +316,7 @@ int cmd_down(int argc, char **argv)
 {
 	struct latch_vm_down_result dr;
 	enum latch_vm_fail fail;
-	char err[LATCH_ERR_MAX], note[4 * sizeof(dr.backup_note)];
+	char err[LATCH_SANDBOX_ERR_MAX], note[4 * sizeof(dr.backup_note)];
 	int timeout_ms = LATCH_VM_DOWN_TIMEOUT_MS, rc;
 	uint32_t u;
 
@@ -454,10 +329,8 @@ int cmd_down(int argc, char **argv)
 	rc = one_name(argc, argv, 0, "down");
 	if (rc)
 		return rc;
-	if (latch_vm_down(argv[1], timeout_ms, &dr, &fail, err, sizeof(err)))
-		return latch_err(fail_code(fail), "down %s: %s", argv[1], err);
-	/* its broker closes with it, and latchd wipes its keys; `up` hands them again */
-	latch_sandbox_kit_stop(argv[1], false);
+	if (latch_sandbox_down(argv[1], timeout_ms, &latch_say, &dr, &fail, err, sizeof(err)))
+		return latch_err(fail_code(fail), "%s", err);
 	if (!latch_json) {
 		if (dr.backed_up)
 			printf("%s: guest state backed up (%u entries, %llu bytes)\n", argv[1], dr.backup_files,
@@ -478,7 +351,7 @@ int cmd_destroy(int argc, char **argv)
 {
 	struct latch_vm_destroy_result dr;
 	enum latch_vm_fail fail;
-	char err[LATCH_ERR_MAX];
+	char err[LATCH_SANDBOX_ERR_MAX];
 	bool purge = false;
 	int rc;
 
@@ -492,12 +365,8 @@ int cmd_destroy(int argc, char **argv)
 	rc = one_name(argc, argv, 0, "destroy");
 	if (rc)
 		return rc;
-	if (latch_vm_destroy(argv[1], purge, &dr, &fail, err, sizeof(err)))
-		return latch_err(fail_code(fail), "destroy %s: %s", argv[1], err);
-	if (latch_profile_state_write(argv[1], "", err, sizeof(err)))
-		fprintf(stderr, "latch: warning: %s\n", err);
-	/* and its kit: a new sandbox of this name gets new placeholders */
-	latch_sandbox_kit_stop(argv[1], true);
+	if (latch_sandbox_destroy(argv[1], purge, &latch_say, &dr, &fail, err, sizeof(err)))
+		return latch_err(fail_code(fail), "%s", err);
 	if (!latch_json) {
 		printf("%s: destroyed (domain, tap, routing, masquerade, pins and state removed%s)\n", argv[1],
 		       purge ? ", guest-state backup too" : "");

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * sandbox_kit.c - a sandbox's kit, from the command line: what `up --kit`,
- * `attach --kit`, `down`, `destroy`, `exec`, `env` and `kit NAME ...` share.
+ * kit.c - a sandbox's kit: what `up --kit`, `attach --kit`, `down`,
+ * `destroy`, `exec`, `env` and `kit NAME ...` share.
  *
  * The kit state (kit.h, var/lib/latch/policy/NAME.kit) is written here and
  * nowhere else: which kit, the broker's port, the placeholders the guest
@@ -11,17 +11,79 @@
  * root-only socket, in buffers wiped after use, and nowhere else.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ctl/ctl.h"
-#include "cli/cli.h"
 #include "config/config.h"
-#include "kit/kit.h"
-#include "loader/loader.h"
-#include "profile/profile.h"
-#include "vm/vm.h"
+#include "sandbox/sandbox.h"
+
+__attribute__((format(printf, 3, 4))) static void say(const struct latch_sandbox_say *s,
+						      enum latch_sandbox_say_kind kind, const char *fmt, ...)
+{
+	char *line;
+	va_list ap;
+	int n;
+
+	if (!s || !s->fn)
+		return;
+	va_start(ap, fmt);
+	n = vasprintf(&line, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	s->fn(s->arg, kind, line);
+	free(line);
+}
+
+struct latch_kit_opts latch_sandbox_kit_opts(char *dir, size_t len)
+{
+	struct latch_kit_opts o = { 0 };
+
+	if (!latch_kit_dir(dir, len))
+		o.dir = dir;
+	return o;
+}
+
+struct latch_kit *latch_sandbox_kit_open(const char *name, char *err, size_t errlen)
+{
+	char dir[PATH_MAX];
+	struct latch_kit_opts o = latch_sandbox_kit_opts(dir, sizeof(dir));
+
+	return latch_kit_load(name, &o, err, errlen);
+}
+
+/* A secret_file latchd would refuse: why into why, 1. */
+static int unsafe_secret(const struct latch_kit *kit, char *why, size_t len)
+{
+	for (int i = 0; i < kit->n_creds; i++) {
+		const struct latch_kit_cred *cr = &kit->creds[i];
+
+		if (latch_kit_secret_state(&cr->up, NULL, why, len) == LATCH_SECRET_UNSAFE)
+			return 1;
+		for (int a = 0; a < cr->n_alts; a++)
+			if (latch_kit_secret_state(&cr->alts[a].up, NULL, why, len) == LATCH_SECRET_UNSAFE)
+				return 1;
+	}
+	return 0;
+}
+
+struct latch_kit *latch_sandbox_kit_verdict(struct latch_kit *kit, char *err, size_t errlen)
+{
+	if (kit && unsafe_secret(kit, err, errlen)) {
+		latch_kit_free(kit);
+		errno = EPERM;
+		return NULL;
+	}
+	return kit;
+}
+
+struct latch_kit *latch_sandbox_kit_open_checked(const char *name, char *err, size_t errlen)
+{
+	return latch_sandbox_kit_verdict(latch_sandbox_kit_open(name, err, errlen), err, errlen);
+}
 
 int latch_sandbox_kit(const char *name, struct latch_kit_state *st, struct latch_kit **kit, char *err, size_t errlen)
 {
@@ -30,7 +92,7 @@ int latch_sandbox_kit(const char *name, struct latch_kit_state *st, struct latch
 	*kit = NULL;
 	if (ret)
 		return ret;
-	*kit = latch_kit_open_cli(st->kit, err, errlen);
+	*kit = latch_sandbox_kit_open(st->kit, err, errlen);
 	return *kit ? 0 : -errno;
 }
 
@@ -87,17 +149,28 @@ out:
 	return ret;
 }
 
+/* the missing keys latch_kit_secrets_from_env() warns of: said, and kept for the JSON document */
+struct warnings {
+	json_t *list;
+	const struct latch_sandbox_say *say;
+};
+
 static void warn_line(const char *line, void *arg)
 {
-	json_t *warnings = arg;
+	struct warnings *w = arg;
 
-	fprintf(stderr, "latch: warning: %s\n", line);
-	if (warnings)
-		json_array_append_new(warnings, json_string(line));
+	say(w->say, LATCH_SANDBOX_WARN, "%s", line);
+	json_array_append_new(w->list, json_string(line));
 }
 
-int latch_sandbox_kit_hand(const char *name, const struct latch_kit *kit, json_t *warnings, json_t **reply, char *err,
-			   size_t errlen)
+/*
+ * Hand latchd NAME's kit as stored, with the keys of `secret: VAR`s from
+ * this environment (KIT NULL: no keys, the broker follows the state).
+ * Returns as latchd_call() (-ENOENT/-ECONNREFUSED: latchd is not running);
+ * latchd's refusal is -EIO with its line.
+ */
+static int kit_hand(const char *name, const struct latch_kit *kit, struct warnings *w, json_t **reply, char *err,
+		    size_t errlen)
 {
 	struct latch_kit_secrets sec = { 0 };
 	json_t *keys = NULL;
@@ -106,7 +179,7 @@ int latch_sandbox_kit_hand(const char *name, const struct latch_kit *kit, json_t
 	*reply = NULL;
 	latch_json_wipe_frees();
 	if (kit) {
-		ret = latch_kit_secrets_from_env(kit, NULL, &sec, warn_line, warnings, err, errlen);
+		ret = latch_kit_secrets_from_env(kit, NULL, &sec, warn_line, w, err, errlen);
 		if (ret)
 			return ret;
 		keys = json_object();
@@ -170,24 +243,30 @@ int latch_sandbox_env(const char *name, char ***env, int *n, struct latch_kit_st
 
 /* ---- the steps of up and attach */
 
-/* What the sandbox is told about its kit, on stderr (as kosa8 says it). */
-static void say_kit(const struct latch_kit *kit, const struct latch_kit_state *st)
+/* What the sandbox is told about its kit (as kosa8 says it). */
+static void say_kit(const struct latch_kit *kit, const struct latch_kit_state *st, const struct latch_sandbox_say *s)
 {
-	if (latch_json)
-		return;
-	fprintf(stderr, "latch: kit %s (%s)\n", kit->name, kit->source);
+	say(s, LATCH_SANDBOX_NOTE, "kit %s (%s)", kit->name, kit->source);
 	if (kit->n_egress) {
-		fprintf(stderr, "latch: network: the sandbox's profile, and");
-		for (int i = 0; i < kit->n_egress; i++)
-			fprintf(stderr, "%s %s", i ? "," : "", kit->egress[i]);
-		fprintf(stderr, "\n");
+		char *line = NULL;
+		size_t len = 0;
+		FILE *f = open_memstream(&line, &len);
+
+		if (f) {
+			fprintf(f, "network: the sandbox's profile, and");
+			for (int i = 0; i < kit->n_egress; i++)
+				fprintf(f, "%s %s", i ? "," : "", kit->egress[i]);
+			if (!fclose(f))
+				say(s, LATCH_SANDBOX_NOTE, "%s", line);
+		}
+		free(line);
 	}
 	for (int i = 0; i < kit->n_creds; i++) {
 		const struct latch_kit_upstream *up = &kit->creds[i].up;
 
-		fprintf(stderr,
-			"latch: brokering %s -> %s on port %u (the sandbox holds a placeholder, never the key)\n",
-			up->secret_var[0] ? up->secret_var : up->secret_file, up->host, st->port);
+		say(s, LATCH_SANDBOX_NOTE,
+		    "brokering %s -> %s on port %u (the sandbox holds a placeholder, never the key)",
+		    up->secret_var[0] ? up->secret_var : up->secret_file, up->host, st->port);
 	}
 }
 
@@ -208,69 +287,62 @@ static int switch_stored(const char *name, char *err, size_t errlen)
 	return ret;
 }
 
-int latch_sandbox_kit_give(const char *name, const struct latch_kit *kit, bool switch_after, json_t *out)
+/* latchd's answer to the hand-over: a broker that could not listen is a warning; the network switched again. */
+static int kit_given(const char *name, const struct latch_kit *kit, bool switch_after, const json_t *rep,
+		     const struct latch_sandbox_say *s, char *err, size_t errlen)
+{
+	const json_t *b = json_object_get(rep, "broker");
+	char e[LATCH_ERR_MAX];
+
+	if (kit && json_is_object(b) && !json_is_true(json_object_get(b, "listening")))
+		say(s, LATCH_SANDBOX_WARN, "%s: the broker is not listening: %s", name,
+		    json_string_value(json_object_get(b, "why")) ?: "?");
+	if (switch_after && json_is_true(json_object_get(rep, "egress_changed")) && switch_stored(name, e, sizeof(e)))
+		return latch_errf(err, errlen, -EIO, "%s: the kit's network: %s", name, e);
+	return 0;
+}
+
+int latch_sandbox_kit_give(const char *name, const struct latch_kit *kit, bool switch_after, json_t *out,
+			   const struct latch_sandbox_say *s, char *err, size_t errlen)
 {
 	struct latch_kit_state st = { 0 };
-	char err[LATCH_ERR_MAX];
-	json_t *rep = NULL, *warnings = json_array();
+	struct warnings w = { .list = json_array(), .say = s };
+	char e[LATCH_ERR_MAX];
+	json_t *rep = NULL;
 	const char *note = "served by latchd";
 	int ret;
 
-	if (kit && latch_kit_state_read(name, &st, err, sizeof(err)) == 0)
-		say_kit(kit, &st);
-	ret = latch_sandbox_kit_hand(name, kit, warnings, &rep, err, sizeof(err));
+	if (kit && latch_kit_state_read(name, &st, e, sizeof(e)) == 0)
+		say_kit(kit, &st, s);
+	ret = kit_hand(name, kit, &w, &rep, e, sizeof(e));
 	if (ret == -ENOENT || ret == -ECONNREFUSED) {
 		note = "latchd is not running: its broker opens when latchd starts, and keys from the environment must "
 		       "then be handed again (`latch kit NAME secrets`)";
-		if (kit && !latch_json)
-			fprintf(stderr, "latch: warning: %s\n", note);
+		if (kit)
+			say(s, LATCH_SANDBOX_NOTE, "warning: %s", note);
 		ret = 0;
 	} else if (ret) {
-		json_decref(warnings);
-		return latch_err(LATCH_EXIT_FAILED, "%s: kit: %s", name, err);
+		json_decref(w.list);
+		return latch_errf(err, errlen, ret, "%s: kit: %s", name, e);
 	}
-	if (rep) {
-		json_t *b = json_object_get(rep, "broker");
-
-		if (kit && json_is_object(b) && !json_is_true(json_object_get(b, "listening")))
-			fprintf(stderr, "latch: warning: %s: the broker is not listening: %s\n", name,
-				json_string_value(json_object_get(b, "why")) ?: "?");
-		if (switch_after && json_is_true(json_object_get(rep, "egress_changed")) &&
-		    switch_stored(name, err, sizeof(err))) {
-			json_decref(rep);
-			json_decref(warnings);
-			return latch_err(LATCH_EXIT_FAILED, "%s: the kit's network: %s", name, err);
-		}
+	if (rep && (ret = kit_given(name, kit, switch_after, rep, s, err, errlen))) {
+		json_decref(rep);
+		json_decref(w.list);
+		return ret;
 	}
 	if (out && kit)
 		json_object_set_new(out, "kit",
 				    json_pack("{s:s, s:i, s:s, s:o, s:O?}", "name", kit->name, "port", st.port, "note",
-					      note, "warnings", warnings, "broker",
+					      note, "warnings", w.list, "broker",
 					      rep ? json_object_get(rep, "broker") : NULL));
 	else
-		json_decref(warnings);
+		json_decref(w.list);
 	json_decref(rep);
 	explicit_bzero(&st, sizeof(st));
 	return 0;
 }
 
-int latch_sandbox_kit_again(const char *name, struct latch_kit *kit, const char *said)
-{
-	json_t *out = json_pack("{s:s, s:s}", "sandbox", name, "action", "keys handed again");
-	int rc = latch_sandbox_kit_give(name, kit, true, out);
-
-	if (!rc && !latch_json)
-		printf("%s: %skit %s's keys handed to latchd again\n", name, said, kit->name);
-	latch_kit_free(kit);
-	if (rc) {
-		json_decref(out);
-		return rc;
-	}
-	latch_json_out(out);
-	return 0;
-}
-
-int latch_sandbox_kit_stop(const char *name, bool remove)
+int latch_sandbox_kit_stop(const char *name, bool remove, const struct latch_sandbox_say *s)
 {
 	struct latch_kit_state st;
 	char err[LATCH_ERR_MAX];
@@ -287,7 +359,7 @@ int latch_sandbox_kit_stop(const char *name, bool remove)
 		explicit_bzero(&st, sizeof(st));
 	}
 	if (ret)
-		fprintf(stderr, "latch: warning: %s: its kit: %s\n", name, err);
+		say(s, LATCH_SANDBOX_WARN, "%s: its kit: %s", name, err);
 	/* latchd closes the broker and wipes its keys now (not running: it holds none) */
 	latchd_kit(name, NULL, &rep, err, sizeof(err));
 	json_decref(rep);
@@ -311,31 +383,4 @@ void latch_sandbox_kit_status(const char *name, const json_t *broker, bool latch
 		json_object_set_new(k, "served", json_deep_copy(broker));
 	json_object_set_new(o, "kit", k);
 	explicit_bzero(&st, sizeof(st));
-}
-
-void latch_sandbox_kit_print(const json_t *k)
-{
-	const json_t *served = json_object_get(k, "served"), *r;
-	size_t i, missing = 0;
-
-	if (!json_is_object(k))
-		return;
-	printf("  kit:      %s, port %lld: ", json_string_value(json_object_get(k, "name")),
-	       (long long)json_integer_value(json_object_get(k, "port")));
-	if (json_is_true(json_object_get(k, "stopped")))
-		printf("stopped (latchd holds no key for it)\n");
-	else if (!json_is_true(json_object_get(k, "latchd")))
-		printf("stored; latchd is not running, so no broker serves it\n");
-	else if (!json_is_true(json_object_get(served, "listening")))
-		printf("NOT SERVED: %s\n",
-		       json_string_value(json_object_get(served, "why")) ?: "latchd has no broker for it");
-	else {
-		printf("broker listening, %zu route(s)", json_array_size(json_object_get(served, "routes")));
-		json_array_foreach(json_object_get(served, "routes"), i, r)
-			if (!strcmp(json_string_value(json_object_get(r, "secret")) ?: "", "missing"))
-				printf("%s %s", missing++ ? "," : "; keys missing:",
-				       json_string_value(json_object_get(r, "secret_var")) ?:
-					       json_string_value(json_object_get(r, "name")));
-		printf("\n");
-	}
 }

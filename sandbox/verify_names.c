@@ -24,8 +24,7 @@
 #include <sys/random.h>
 
 #include "ctl/ctl.h"
-#include "cli/cli.h"
-#include "loader/loader.h"
+#include "sandbox/sandbox.h"
 
 /* What a public name may not answer with, beside the host's own addresses (profile/names.c's ranges). */
 static const char *const rebinding4[] = { "10.0.0.5", "127.0.0.1", "169.254.169.254", "198.18.0.1" };
@@ -35,14 +34,14 @@ static const char *const rebinding6[] = { "2002:a00:5::1", "fd00::5" };
 #define PUBLIC6 "2001:db8:ffff::251"
 
 struct rows {
-	struct verify_row *out;
+	struct latch_verify_name_row *out;
 	int max, n;
 };
 
 __attribute__((format(printf, 6, 7))) static void row(struct rows *r, const char *name, bool attack, const char *want,
 						      enum latch_verify_result res, const char *fmt, ...)
 {
-	struct verify_row *w;
+	struct latch_verify_name_row *w;
 	va_list ap;
 
 	if (r->n >= r->max)
@@ -124,8 +123,8 @@ static enum latch_verify_result attack_result(const char *rc, bool open)
 	return open ? LATCH_VERIFY_UNCONTAINED : LATCH_VERIFY_LEAK; /* asked upstream: the name check let it through */
 }
 
-static void names_rows(struct rows *r, json_t *rep, const char *unlisted, const char *rebind_name, verify_ask_fn ask,
-		       void *arg)
+static void names_rows(struct rows *r, json_t *rep, const char *unlisted, const char *rebind_name,
+		       latch_verify_ask_fn ask, void *arg)
 {
 	const char *allowed = json_string_value(json_object_get(rep, "allowed_name"));
 	json_t *names = json_object_get(rep, "names");
@@ -192,8 +191,8 @@ static void names_rows(struct rows *r, json_t *rep, const char *unlisted, const 
 		    "%s for %s", rc, rebind_name);
 }
 
-int verify_names(const char *name, const struct latch_config *cfg, verify_ask_fn ask, void *arg,
-		 const char *rebind_name, struct verify_row *out, int max)
+int latch_sandbox_verify_names(const char *name, const struct latch_config *cfg, latch_verify_ask_fn ask, void *arg,
+			       const char *rebind_name, struct latch_verify_name_row *out, int max)
 {
 	struct rows r = { .out = out, .max = max };
 	char unlisted[64], err[LATCH_ERR_MAX];

@@ -1,0 +1,203 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * sandbox.h - the orchestration of a sandbox: what joins vm/, kit/, profile/,
+ * the pinned enforcement (loader/) and latchd (ctl/) into one step a
+ * command asks for.  It owns: `up` after its options are parsed (profile and
+ * kit chosen and checked before anything exists, the guest booted, the kit
+ * handed to latchd, the profile stored and switched, the guest's
+ * environment), `down` and `destroy` with their kit and profile state,
+ * `attach` with its kit, a sandbox's kit hand-over to latchd (the kit
+ * state's one writer), verify's name rows, and latchd's confinement report.
+ *
+ * Struct in, struct out; it prints nothing.  A failure is -errno with one
+ * line in err, and (where a command's exit code depends on it) what kind
+ * of failure it was.  Progress and warnings a command shows while the
+ * work goes on come out through a struct latch_sandbox_say, in order.
+ */
+#ifndef LATCH_SANDBOX_H
+#define LATCH_SANDBOX_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kit/kit.h"
+#include "loader/loader.h"
+#include "profile/profile.h"
+#include "vm/vm.h"
+
+/* An error line here may carry the sandbox's name and a lower layer's whole line. */
+#define LATCH_SANDBOX_ERR_MAX (LATCH_ERR_MAX + 256)
+
+/*
+ * A line said while the work goes on, without "latch: " and newline: a NOTE
+ * is progress (a --json caller may drop it), a WARN a warning that costs
+ * nothing of the work (always shown, after "warning: ").  fn NULL: silent.
+ */
+enum latch_sandbox_say_kind {
+	LATCH_SANDBOX_NOTE,
+	LATCH_SANDBOX_WARN,
+};
+struct latch_sandbox_say {
+	void (*fn)(void *arg, enum latch_sandbox_say_kind kind, const char *line);
+	void *arg;
+};
+
+/* ---- a sandbox's kit */
+
+/* The kit directory $LATCH_ROOT/etc/latch/kits into dir, as kit/'s load options (dir NULL if unset). */
+struct latch_kit_opts latch_sandbox_kit_opts(char *dir, size_t len);
+/*
+ * Kit NAME as `latch up --kit NAME` loads it (the kit directory, then the
+ * built-ins), its egress_allow checked by the profile parser.  NULL with
+ * errno and one line in err; free with latch_kit_free().
+ */
+struct latch_kit *latch_sandbox_kit_open(const char *name, char *err, size_t errlen);
+/*
+ * The one verdict on a loaded kit, for up, attach, `kits` and `kit check`
+ * alike: a secret_file latchd would refuse (a link, not 0600, not root's)
+ * makes the kit unusable.  Takes KIT (NULL passes through); NULL with errno
+ * EPERM and err when refused.
+ */
+struct latch_kit *latch_sandbox_kit_verdict(struct latch_kit *kit, char *err, size_t errlen);
+/* latch_sandbox_kit_open() with latch_sandbox_kit_verdict(). */
+struct latch_kit *latch_sandbox_kit_open_checked(const char *name, char *err, size_t errlen);
+/* NAME's kit state and its kit (free with latch_kit_free); -ENOENT, quiet, when it has none. */
+int latch_sandbox_kit(const char *name, struct latch_kit_state *st, struct latch_kit **kit, char *err, size_t errlen);
+/*
+ * Store KIT as NAME's kit, not stopped: the placeholders (and port) NAME's
+ * kit state has for the same kit are kept unless FRESH (a new sandbox);
+ * others are new, the port is latch.conf's broker_port.  0 or -errno.
+ */
+int latch_sandbox_kit_store(const char *name, const struct latch_kit *kit, bool fresh, struct latch_kit_state *st,
+			    char *err, size_t errlen);
+/* Admit PORT as a host service of NAME (its config, under the policy lock).  0 or -errno. */
+int latch_sandbox_admit_port(const char *name, uint16_t port, char *err, size_t errlen);
+/*
+ * After a kit was stored (or a sandbox came up): hand it to latchd with the
+ * keys of `secret: VAR`s from this environment (KIT may be NULL: no keys,
+ * the broker follows the state), say what the sandbox is given, and
+ * (SWITCH_AFTER) switch to the stored profile again when the kit's
+ * egress_allow changed.  Adds "kit" to OUT (may be NULL).  latchd not
+ * running is no failure (the note says so).  0, or -errno with "NAME: ..."
+ * in err.
+ */
+int latch_sandbox_kit_give(const char *name, const struct latch_kit *kit, bool switch_after, json_t *out,
+			   const struct latch_sandbox_say *say, char *err, size_t errlen);
+/* `down` (stopped) or `destroy` (REMOVE): the kit state says so, and latchd wipes the keys now. */
+int latch_sandbox_kit_stop(const char *name, bool remove, const struct latch_sandbox_say *say);
+/*
+ * For `status`: NAME's kit as stored and, when latchd answered (LATCHD_UP),
+ * as it serves it (BROKER, its ping's "broker"), as "kit" in O (null when
+ * the sandbox has no kit).
+ */
+void latch_sandbox_kit_status(const char *name, const json_t *broker, bool latchd_up, json_t *o);
+/*
+ * What NAME is given: "NAME=VALUE" lines (latch_kit_env_free them), *n of
+ * them, and its kit state in ST.  No kit: *env NULL and 0.  -errno with a line in err.
+ */
+int latch_sandbox_env(const char *name, char ***env, int *n, struct latch_kit_state *st, char *err, size_t errlen);
+
+/* ---- up, down, destroy */
+
+struct latch_sandbox_up_opts {
+	struct latch_vm_up_opts vm; /* the guest; its step callback says each boot step */
+	const char *profile; /* NULL: the one stored for the name, else latch.conf's */
+	const char *kit; /* NULL: the one stored for the name (a fresh sandbox: none) */
+	struct latch_sandbox_say say;
+};
+
+struct latch_sandbox_up_result {
+	/* on a failure, its kind: bad input (nothing was created), runtime, posture not verified */
+	enum latch_vm_fail fail;
+	bool boot_failed; /* latch_vm_up itself failed: vm says what was kept and the console's tail */
+	/* it was up already: the kit's keys were handed to latchd again, nothing was booted */
+	bool again;
+	struct latch_vm_up_result vm; /* the boot, read back */
+	const char *profile; /* the profile it was given: o->profile, or stored_profile */
+	char stored_profile[LATCH_PROFILE_NAME_MAX + 2];
+	const char *profile_note; /* "applied by latchd", or why not */
+	char kit[LATCH_KIT_NAME_MAX + 1]; /* "" : no kit */
+	json_t *kit_json; /* what "kit" the JSON document gets (NULL: none); the caller frees it */
+	bool env_file; /* the kit's environment was written into the guest */
+};
+
+/*
+ * Bring a VM sandbox up: the profile (o->profile, else the stored one,
+ * else latch.conf's) and the kit (o->kit, else the stored one) are loaded
+ * and checked before anything is created; a sandbox already running with
+ * that kit gets its keys handed again (res->again) and nothing else.  Then
+ * the guest boots sealed (latch_vm_up), its kit is stored and handed to
+ * latchd, the profile stored and switched by latchd (without latchd it
+ * stays sealed: closed, not open), and the kit's environment written into
+ * the guest.  0, or -errno with the line in err and res->fail.
+ */
+int latch_sandbox_up(const struct latch_sandbox_up_opts *o, struct latch_sandbox_up_result *res, char *err,
+		     size_t errlen);
+/* Stop NAME's guest (latch_vm_down), and stop its kit: latchd wipes its keys. */
+int latch_sandbox_down(const char *name, int timeout_ms, const struct latch_sandbox_say *say,
+		       struct latch_vm_down_result *dr, enum latch_vm_fail *fail, char *err, size_t errlen);
+/* Destroy NAME whole (latch_vm_destroy), its stored profile and its kit state with it. */
+int latch_sandbox_destroy(const char *name, bool purge, const struct latch_sandbox_say *say,
+			  struct latch_vm_destroy_result *dr, enum latch_vm_fail *fail, char *err, size_t errlen);
+
+/* ---- attach */
+
+/*
+ * Attach the enforcement to an existing link as O says (its input already
+ * parsed and checked), with kit KIT_NAME (NULL: none), and read the posture
+ * back.  The kit is loaded and checked, and latch.conf's broker port added
+ * to the host services, before anything exists.  On success *kit holds the
+ * kit for latch_sandbox_attach_kit() (NULL: none).  -errno with err and
+ * *fail: INPUT (nothing was created), RUNTIME, POSTURE (attached, NOT
+ * enforced).
+ */
+int latch_sandbox_attach(struct latch_sandbox_opts *o, const char *kit_name, struct latch_kit **kit,
+			 enum latch_vm_fail *fail, char *err, size_t errlen);
+/*
+ * After the attach: a kit stored with fresh placeholders (or any old kit
+ * state of the name removed), the profile `sealed` when none is stored (the
+ * kit's network joins it), and the kit handed to latchd, whose switch then
+ * composes both.  Adds "kit" to OUT.  0 or -errno with err.
+ */
+int latch_sandbox_attach_kit(const char *name, const struct latch_kit *kit, json_t *out,
+			     const struct latch_sandbox_say *say, char *err, size_t errlen);
+/* Re-attach NAME from its pins and read the posture back.  -errno with err and *fail (NO_SANDBOX, RUNTIME, POSTURE). */
+int latch_sandbox_attach_again(const char *name, enum latch_vm_fail *fail, char *err, size_t errlen);
+
+/* ---- verify's name rows */
+
+struct latch_config;
+/* one row of verify's name checks: an attack (or its control), what it should see and what it saw */
+struct latch_verify_name_row {
+	char name[96];
+	bool attack;
+	char want[40], saw[160];
+	int res; /* enum latch_verify_result (loader/verify.h) */
+};
+/*
+ * The guest asks NAME through its resolver (A): the answer's word into out,
+ * "REFUSED", "NXDOMAIN", "SERVFAIL", "NOERROR ADDRESS" (its first), "NOERROR"
+ * (an answer whose address could not be read), "NOERROR no-address", "no
+ * answer" or "unreadable".  0, or -errno: it could not ask.
+ */
+typedef int (*latch_verify_ask_fn)(void *arg, const char *name, char *out, size_t len);
+/*
+ * What the sandbox's resolver does with a name the policy does not list,
+ * and with answers that rebind, each beside its control: the rows into
+ * out[max] (ask NULL: --offline, latchd's test-run only); how many.
+ */
+int latch_sandbox_verify_names(const char *name, const struct latch_config *cfg, latch_verify_ask_fn ask, void *arg,
+			       const char *rebind_name, struct latch_verify_name_row *out, int max);
+
+/* ---- latchd's confinement */
+
+/*
+ * latchd's confinement read back from the kernel, for status and doctor:
+ * the line into line, *level 0 confined, 1 not running, 2 running NOT
+ * confined (or not verified); the JSON object returned.
+ */
+json_t *latch_confinement_report(char *line, size_t len, int *level);
+
+#endif
