@@ -91,6 +91,91 @@ static int show_one(const struct latch_policy_item *it, void *arg)
 	return 0;
 }
 
+/* ENTRY... and --for DUR after `egress NAME VERB`: every entry parsed before any map is touched. */
+static int egress_args(int argc, char **argv, const char *name, const char *verb, struct latch_entry *entries, int *n,
+		       uint32_t *for_s)
+{
+	char err[LATCH_ERR_MAX];
+	int rc;
+
+	for (int i = 3; i < argc; i++) {
+		if (!strcmp(argv[i], "--for")) {
+			if (strcmp(verb, "allow"))
+				return latch_err(LATCH_EXIT_USAGE, "--for goes with allow");
+			if (i + 1 >= argc)
+				return latch_err(LATCH_EXIT_USAGE, "--for needs a duration (60, 90s, 5m, 1h, 7d)");
+			if (latch_parse_seconds("--for", argv[i + 1], 1, EGRESS_FOR_MAX_S, for_s, err, sizeof(err)))
+				return latch_err(LATCH_EXIT_USAGE, "%s", err);
+			i++;
+			continue;
+		}
+		if (!strcmp(verb, "show"))
+			return latch_err(LATCH_EXIT_USAGE, "show takes no entries");
+		if (latch_parse_entry(argv[i], &entries[*n], err, sizeof(err))) {
+			rc = host_name_hint(name, argv[i]);
+			return rc ? rc : latch_err(LATCH_EXIT_USAGE, "%s", err);
+		}
+		(*n)++;
+	}
+	if (strcmp(verb, "show") && !*n)
+		return latch_err(LATCH_EXIT_USAGE, "%s needs at least one ENTRY (ADDR|CIDR[:PORTS][/tcp|udp|icmp])",
+				 verb);
+	return 0;
+}
+
+static void egress_show(struct latch_sandbox *sb, const char *name)
+{
+	json_t *arr = json_array();
+
+	if (!latch_json)
+		printf("%s egress:\n", name);
+	int count = latch_policy_list(sb, show_one, arr);
+
+	if (!latch_json && count == 0)
+		printf("  (nothing: default deny)\n");
+	latch_json_out(json_pack("{s:s, s:o}", "sandbox", name, "entries", arr));
+}
+
+/* allow or revoke each entry in turn, each recorded; the first refusal stops the rest. */
+static int egress_change(struct latch_sandbox *sb, const char *name, const char *verb,
+			 const struct latch_entry *entries, int n, uint32_t for_s)
+{
+	uint64_t expires = for_s ? latch_now_boot_ns() + (uint64_t)for_s * 1000000000ULL : 0;
+	char err[LATCH_ERR_MAX];
+	int rc = 0;
+	/* not in the middle of a profile switch by latchd */
+	int lock = latch_policy_lock(name, err, sizeof(err));
+
+	if (lock < 0)
+		return latch_err(LATCH_EXIT_FAILED, "%s", err);
+	for (int i = 0; i < n && !rc; i++) {
+		char text[LATCH_ENTRY_TEXT_MAX];
+		int e = !strcmp(verb, "allow") ?
+				latch_policy_allow(sb, &entries[i], expires, LATCH_ORIGIN_EGRESS, err, sizeof(err)) :
+				latch_policy_revoke(sb, &entries[i], err, sizeof(err));
+
+		if (e) {
+			rc = latch_err(e == -ENOENT || e == -EINVAL ? LATCH_EXIT_USAGE : LATCH_EXIT_FAILED, "%s", err);
+			break;
+		}
+		latch_entry_format(&entries[i], text, sizeof(text));
+		latch_audit_note(name, "egress", verb,
+				 !strcmp(verb, "allow") ? "cli.egress.allow" : "cli.egress.revoke",
+				 for_s ? json_pack("{s:s, s:i}", "entry", text, "for_s", (int)for_s) :
+					 json_pack("{s:s}", "entry", text));
+		if (!latch_json) {
+			if (for_s)
+				printf("%s %s for %u s\n", !strcmp(verb, "allow") ? "allowed" : "revoked", text, for_s);
+			else
+				printf("%s %s\n", !strcmp(verb, "allow") ? "allowed" : "revoked", text);
+		}
+	}
+	latch_policy_unlock(lock);
+	if (!rc)
+		latch_json_out(json_pack("{s:s, s:s, s:i}", "sandbox", name, "action", verb, "entries", n));
+	return rc;
+}
+
 int cmd_egress(int argc, char **argv)
 {
 	char err[LATCH_ERR_MAX];
@@ -116,40 +201,9 @@ int cmd_egress(int argc, char **argv)
 	entries = calloc(argc, sizeof(*entries));
 	if (!entries)
 		return latch_err(LATCH_EXIT_FAILED, "out of memory");
-	for (int i = 3; i < argc; i++) {
-		if (!strcmp(argv[i], "--for")) {
-			if (strcmp(verb, "allow")) {
-				rc = latch_err(LATCH_EXIT_USAGE, "--for goes with allow");
-				goto out;
-			}
-			if (i + 1 >= argc) {
-				rc = latch_err(LATCH_EXIT_USAGE, "--for needs a duration (60, 90s, 5m, 1h, 7d)");
-				goto out;
-			}
-			if (latch_parse_seconds("--for", argv[i + 1], 1, EGRESS_FOR_MAX_S, &for_s, err, sizeof(err))) {
-				rc = latch_err(LATCH_EXIT_USAGE, "%s", err);
-				goto out;
-			}
-			i++;
-			continue;
-		}
-		if (!strcmp(verb, "show")) {
-			rc = latch_err(LATCH_EXIT_USAGE, "show takes no entries");
-			goto out;
-		}
-		if (latch_parse_entry(argv[i], &entries[n], err, sizeof(err))) {
-			rc = host_name_hint(name, argv[i]);
-			if (!rc)
-				rc = latch_err(LATCH_EXIT_USAGE, "%s", err);
-			goto out;
-		}
-		n++;
-	}
-	if (strcmp(verb, "show") && !n) {
-		rc = latch_err(LATCH_EXIT_USAGE, "%s needs at least one ENTRY (ADDR|CIDR[:PORTS][/tcp|udp|icmp])",
-			       verb);
+	rc = egress_args(argc, argv, name, verb, entries, &n, &for_s);
+	if (rc)
 		goto out;
-	}
 	if (latch_need_root("egress")) {
 		rc = LATCH_EXIT_USAGE;
 		goto out;
@@ -160,54 +214,10 @@ int cmd_egress(int argc, char **argv)
 						  latch_err_no_sandbox("sandbox", name);
 		goto out;
 	}
-	if (!strcmp(verb, "show")) {
-		json_t *arr = json_array();
-
-		if (!latch_json)
-			printf("%s egress:\n", name);
-		int count = latch_policy_list(sb, show_one, arr);
-
-		if (!latch_json && count == 0)
-			printf("  (nothing: default deny)\n");
-		latch_json_out(json_pack("{s:s, s:o}", "sandbox", name, "entries", arr));
-	} else {
-		uint64_t expires = for_s ? latch_now_boot_ns() + (uint64_t)for_s * 1000000000ULL : 0;
-		/* not in the middle of a profile switch by latchd (latchd_client.h) */
-		int lock = latch_policy_lock(name, err, sizeof(err));
-
-		if (lock < 0) {
-			rc = latch_err(LATCH_EXIT_FAILED, "%s", err);
-			latch_sandbox_free(sb);
-			goto out;
-		}
-		for (int i = 0; i < n && !rc; i++) {
-			char text[LATCH_ENTRY_TEXT_MAX];
-			int e = !strcmp(verb, "allow") ? latch_policy_allow(sb, &entries[i], expires,
-									    LATCH_ORIGIN_EGRESS, err, sizeof(err)) :
-							 latch_policy_revoke(sb, &entries[i], err, sizeof(err));
-
-			if (e) {
-				rc = latch_err(e == -ENOENT || e == -EINVAL ? LATCH_EXIT_USAGE : LATCH_EXIT_FAILED,
-					       "%s", err);
-				break;
-			}
-			latch_entry_format(&entries[i], text, sizeof(text));
-			latch_audit_note(name, "egress", verb,
-					 !strcmp(verb, "allow") ? "cli.egress.allow" : "cli.egress.revoke",
-					 for_s ? json_pack("{s:s, s:i}", "entry", text, "for_s", (int)for_s) :
-						 json_pack("{s:s}", "entry", text));
-			if (!latch_json) {
-				if (for_s)
-					printf("%s %s for %u s\n", !strcmp(verb, "allow") ? "allowed" : "revoked", text,
-					       for_s);
-				else
-					printf("%s %s\n", !strcmp(verb, "allow") ? "allowed" : "revoked", text);
-			}
-		}
-		latch_policy_unlock(lock);
-		if (!rc)
-			latch_json_out(json_pack("{s:s, s:s, s:i}", "sandbox", name, "action", verb, "entries", n));
-	}
+	if (!strcmp(verb, "show"))
+		egress_show(sb, name);
+	else
+		rc = egress_change(sb, name, verb, entries, n, for_s);
 	latch_sandbox_free(sb);
 out:
 	free(entries);

@@ -191,6 +191,109 @@ static void seen_text(const struct latch_verify_seen *s, char *buf, size_t len)
 		snprintf(buf + n, len - n, " (other traffic too)");
 }
 
+/* The verdicts so far: not as they must be, uncontained under open, name cases not tried. */
+struct tally {
+	int bad, uncontained, not_tried;
+};
+
+/* Each frame of the battery, from the guest or test-run on the pinned program, judged into arr. */
+static int verify_frames(struct latch_sandbox *sb, struct guest *g, bool offline, bool open,
+			 const struct latch_verify_case *cases, int n, json_t *arr, struct tally *t)
+{
+	for (int i = 0; i < n; i++) {
+		struct latch_verify_seen seen;
+		enum latch_verify_result res;
+		char what[128];
+		int r = offline ? latch_verify_testrun(sb, &cases[i], &seen) : guest_send(sb, g, &cases[i], &seen);
+
+		if (r)
+			return latch_err(LATCH_EXIT_FAILED, "%s: %s", cases[i].name, strerror(-r));
+		res = latch_verify_judge(&cases[i], &seen, open);
+		t->bad += res != LATCH_VERIFY_OK && res != LATCH_VERIFY_UNCONTAINED;
+		t->uncontained += res == LATCH_VERIFY_UNCONTAINED;
+		seen_text(&seen, what, sizeof(what));
+		if (!latch_json)
+			printf("  %-7s %-36s want %-22s saw %-28s %s\n", cases[i].attack ? "attack" : "control",
+			       cases[i].name, latch_reason_name(cases[i].want), what, latch_verify_result_name(res));
+		json_array_append_new(arr, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "case", cases[i].name, "kind",
+						     cases[i].attack ? "attack" : "control", "via", "frame", "want",
+						     latch_reason_name(cases[i].want), "saw", what, "result",
+						     latch_verify_result_name(res)));
+	}
+	return 0;
+}
+
+/* The name rows, into arr. */
+static void verify_name_rows(const struct latch_verify_name_row *rows, int nr, json_t *arr, struct tally *t)
+{
+	for (int i = 0; i < nr; i++) {
+		enum latch_verify_result res = rows[i].res;
+
+		t->bad += res != LATCH_VERIFY_OK && res != LATCH_VERIFY_UNCONTAINED && res != LATCH_VERIFY_NOT_TRIED;
+		t->uncontained += res == LATCH_VERIFY_UNCONTAINED;
+		t->not_tried += res == LATCH_VERIFY_NOT_TRIED;
+		if (!latch_json)
+			printf("  %-7s %-36s want %-22s saw %-28s %s\n", rows[i].attack ? "attack" : "control",
+			       rows[i].name, rows[i].want, rows[i].saw, latch_verify_result_name(res));
+		json_array_append_new(arr, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "case", rows[i].name, "kind",
+						     rows[i].attack ? "attack" : "control", "via", "resolver", "want",
+						     rows[i].want, "saw", rows[i].saw, "result",
+						     latch_verify_result_name(res)));
+	}
+}
+
+static void verify_summary(const char *name, const struct tally *t)
+{
+	if (!t->bad && !t->uncontained)
+		printf("%s: every attack %s, every control passed\n", name,
+		       t->not_tried ? "tried was stopped" : "stopped");
+	if (t->not_tried)
+		printf("%s: %d name case(s) not tried (no verdict either way; see the rows)\n", name, t->not_tried);
+	if (t->uncontained)
+		printf("%s: UNCONTAINED: %d attack(s) only a policy stops passed under the open profile\n", name,
+		       t->uncontained);
+	if (t->bad)
+		printf("%s: %d case(s) not as they must be "
+		       "(FAIL: a leak; control-failed/unseen: not verified)\n",
+		       name, t->bad);
+}
+
+/* The sandbox's arguments checked, in the order their errors are told. */
+static int verify_args(int argc, char **argv, const char **name, bool *offline, const char **rebind_name,
+		       char *rebind_norm, size_t normlen)
+{
+	char err[LATCH_ERR_MAX];
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--offline"))
+			*offline = true;
+		else if (!strcmp(argv[i], "--rebind-name") && i + 1 < argc)
+			*rebind_name = argv[++i];
+		else if (!*name && argv[i][0] != '-')
+			*name = argv[i];
+		else
+			return latch_err(LATCH_EXIT_USAGE, "usage: latch verify NAME [--offline] [--rebind-name HOST]");
+	}
+	if (!*name)
+		return latch_err(LATCH_EXIT_USAGE, "usage: latch verify NAME [--offline] [--rebind-name HOST]");
+	if (latch_parse_name(*name, err, sizeof(err)))
+		return latch_err(LATCH_EXIT_USAGE, "%s", err);
+	if (*rebind_name && latch_dns_name_normalize(*rebind_name, rebind_norm, normlen))
+		return latch_err(LATCH_EXIT_USAGE, "--rebind-name: '%s' is not a host name", *rebind_name);
+	if (*rebind_name)
+		*rebind_name = rebind_norm;
+	if (latch_need_root("verify"))
+		return LATCH_EXIT_USAGE;
+	if (!latch_sandbox_exists(*name))
+		return latch_err_no_sandbox("sandbox", *name);
+	if (!*offline && !latch_vm_exists(*name))
+		return latch_err(LATCH_EXIT_USAGE,
+				 "'%s' has no guest to attack from (not made by `latch up`); "
+				 "`latch verify %s --offline` runs the battery without one",
+				 *name, *name);
+	return 0;
+}
+
 int cmd_verify(int argc, char **argv)
 {
 	static struct latch_verify_case cases[LATCH_VERIFY_MAX];
@@ -203,37 +306,14 @@ int cmd_verify(int argc, char **argv)
 	struct latch_config cfg;
 	struct guest g = { 0 };
 	bool offline = false, open;
-	int n, nr, bad = 0, uncontained = 0, not_tried = 0;
+	struct tally t = { 0 };
+	int n, nr;
 	struct asker ask = { .g = &g };
 	json_t *arr;
 
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--offline"))
-			offline = true;
-		else if (!strcmp(argv[i], "--rebind-name") && i + 1 < argc)
-			rebind_name = argv[++i];
-		else if (!name && argv[i][0] != '-')
-			name = argv[i];
-		else
-			return latch_err(LATCH_EXIT_USAGE, "usage: latch verify NAME [--offline] [--rebind-name HOST]");
-	}
-	if (!name)
-		return latch_err(LATCH_EXIT_USAGE, "usage: latch verify NAME [--offline] [--rebind-name HOST]");
-	if (latch_parse_name(name, err, sizeof(err)))
-		return latch_err(LATCH_EXIT_USAGE, "%s", err);
-	if (rebind_name && latch_dns_name_normalize(rebind_name, rebind_norm, sizeof(rebind_norm)))
-		return latch_err(LATCH_EXIT_USAGE, "--rebind-name: '%s' is not a host name", rebind_name);
-	if (rebind_name)
-		rebind_name = rebind_norm;
-	if (latch_need_root("verify"))
-		return LATCH_EXIT_USAGE;
-	if (!latch_sandbox_exists(name))
-		return latch_err_no_sandbox("sandbox", name);
-	if (!offline && !latch_vm_exists(name))
-		return latch_err(LATCH_EXIT_USAGE,
-				 "'%s' has no guest to attack from (not made by `latch up`); "
-				 "`latch verify %s --offline` runs the battery without one",
-				 name, name);
+	n = verify_args(argc, argv, &name, &offline, &rebind_name, rebind_norm, sizeof(rebind_norm));
+	if (n)
+		return n;
 	sb = latch_sandbox_open(name, err, sizeof(err));
 	if (!sb)
 		return latch_err(LATCH_EXIT_USAGE, "%s", err);
@@ -254,65 +334,21 @@ int cmd_verify(int argc, char **argv)
 		       offline ? "offline: BPF_PROG_TEST_RUN on the pinned program" : "from inside the guest", n,
 		       open ? "; profile open: UNCONTAINED" : "");
 	arr = json_array();
-	for (int i = 0; i < n; i++) {
-		struct latch_verify_seen seen;
-		enum latch_verify_result res;
-		char what[128];
-		int r = offline ? latch_verify_testrun(sb, &cases[i], &seen) : guest_send(sb, &g, &cases[i], &seen);
-
-		if (r) {
-			latch_sandbox_free(sb);
-			json_decref(arr);
-			return latch_err(LATCH_EXIT_FAILED, "%s: %s", cases[i].name, strerror(-r));
-		}
-		res = latch_verify_judge(&cases[i], &seen, open);
-		bad += res != LATCH_VERIFY_OK && res != LATCH_VERIFY_UNCONTAINED;
-		uncontained += res == LATCH_VERIFY_UNCONTAINED;
-		seen_text(&seen, what, sizeof(what));
-		if (!latch_json)
-			printf("  %-7s %-36s want %-22s saw %-28s %s\n", cases[i].attack ? "attack" : "control",
-			       cases[i].name, latch_reason_name(cases[i].want), what, latch_verify_result_name(res));
-		json_array_append_new(arr, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "case", cases[i].name, "kind",
-						     cases[i].attack ? "attack" : "control", "via", "frame", "want",
-						     latch_reason_name(cases[i].want), "saw", what, "result",
-						     latch_verify_result_name(res)));
-	}
+	nr = verify_frames(sb, &g, offline, open, cases, n, arr, &t);
 	latch_sandbox_free(sb);
+	if (nr) {
+		json_decref(arr);
+		return nr;
+	}
 	/* the names: through the resolver, from the guest or as latchd's test-run */
 	resolver_text(&cfg, ask.server, sizeof(ask.server));
 	nr = latch_sandbox_verify_names(name, &cfg, offline ? NULL : guest_ask, &ask, rebind_name, rows,
 					LATCH_VERIFY_MAX);
-	for (int i = 0; i < nr; i++) {
-		enum latch_verify_result res = rows[i].res;
-
-		bad += res != LATCH_VERIFY_OK && res != LATCH_VERIFY_UNCONTAINED && res != LATCH_VERIFY_NOT_TRIED;
-		uncontained += res == LATCH_VERIFY_UNCONTAINED;
-		not_tried += res == LATCH_VERIFY_NOT_TRIED;
-		if (!latch_json)
-			printf("  %-7s %-36s want %-22s saw %-28s %s\n", rows[i].attack ? "attack" : "control",
-			       rows[i].name, rows[i].want, rows[i].saw, latch_verify_result_name(res));
-		json_array_append_new(arr, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "case", rows[i].name, "kind",
-						     rows[i].attack ? "attack" : "control", "via", "resolver", "want",
-						     rows[i].want, "saw", rows[i].saw, "result",
-						     latch_verify_result_name(res)));
-	}
-	if (!latch_json) {
-		if (!bad && !uncontained)
-			printf("%s: every attack %s, every control passed\n", name,
-			       not_tried ? "tried was stopped" : "stopped");
-		if (not_tried)
-			printf("%s: %d name case(s) not tried (no verdict either way; see the rows)\n", name,
-			       not_tried);
-		if (uncontained)
-			printf("%s: UNCONTAINED: %d attack(s) only a policy stops passed under the open profile\n",
-			       name, uncontained);
-		if (bad)
-			printf("%s: %d case(s) not as they must be "
-			       "(FAIL: a leak; control-failed/unseen: not verified)\n",
-			       name, bad);
-	}
+	verify_name_rows(rows, nr, arr, &t);
+	if (!latch_json)
+		verify_summary(name, &t);
 	latch_json_out(json_pack("{s:s, s:s, s:b, s:o, s:b, s:i}", "sandbox", name, "mode",
 				 offline ? "offline" : "guest", "uncontained", open, "cases", arr, "verified",
-				 !bad && !uncontained, "not_tried", not_tried));
-	return bad || uncontained ? LATCH_EXIT_FAILED : LATCH_EXIT_OK;
+				 !t.bad && !t.uncontained, "not_tried", t.not_tried));
+	return t.bad || t.uncontained ? LATCH_EXIT_FAILED : LATCH_EXIT_OK;
 }
