@@ -163,6 +163,17 @@ $(BUILD)/arrows.ok: Makefile scripts/arrows.sh $(MODULE_FILES) | $(BUILD)
 		| BUILD=$(BUILD) bash scripts/arrows.sh
 	$(Q)touch $@
 
+# sandbox/ prints nothing (sandbox/sandbox.h): the command shows what it
+# returns and says.  An object of it that names stdout or stderr, or calls
+# printf, puts or perror, stops the build before its archive is made.
+SANDBOX_PRINTS := stdout stderr printf vprintf puts putchar perror __printf_chk __vprintf_chk
+$(BUILD)/sandbox.quiet.ok: $(call objs_of,$(SRCS_sandbox))
+	$(call msg,QUIET,sandbox)
+	$(Q)bad=$$(nm -u $^ | awk '{print $$NF}' | grep -xE '$(subst $(eval) ,|,$(SANDBOX_PRINTS))' | sort -u | tr '\n' ' '); \
+	if [ -n "$$bad" ]; then echo "make: sandbox/ prints nothing, yet its objects use: $$bad(return the line, or say it through struct latch_sandbox_say)" >&2; exit 1; fi
+	$(Q)touch $@
+$(BUILD)/libsandbox.a: | $(BUILD)/sandbox.quiet.ok
+
 $(BUILD) $(BUILD)/tests $(BUILD)/selftests $(BUILD)/bench:
 	$(Q)mkdir -p $@
 
