@@ -525,6 +525,115 @@ static void decision_abort(struct budget *b)
 }
 
 /*
+ * Price request RQ into ticket T (its reservation, model and format) and
+ * CLS.  Returns 0, or a refusal's -errno with NOTE and LINE set.
+ */
+static int reserve_price(struct budget *b, const struct budget_request *rq, struct budget_ticket *t,
+			 struct budget_class *cls, struct budget_note *note, char *line, size_t linelen)
+{
+	const char *why;
+	unsigned fetch;
+
+	budget_classify(rq->provider, rq->method, rq->path, cls);
+	/*
+	 * What the meter can't price is not forwarded (a batch is billed later,
+	 * for far more than one request's worst case), unless the kit prices
+	 * it: then that price, whatever the body says.
+	 */
+	if (cls->format == BUDGET_FORMAT_UNKNOWN) {
+		const struct budget_fixed *f = NULL;
+
+		for (size_t i = 0; !f && rq->fixed && i < rq->n_fixed; i++)
+			if (budget_fixed_match(&rq->fixed[i], rq->method, rq->path))
+				f = &rq->fixed[i];
+		if (!f || f->micros < 0)
+			return endpoint_refusal(note, rq, line, linelen);
+		cls->format = BUDGET_FORMAT_FIXED;
+		t->known = true;
+		t->reserved = f->micros;
+	}
+	t->provider = rq->provider;
+	t->format = cls->format;
+	if (cls->format != BUDGET_FORMAT_FIXED) {
+		t->reserved = worst_case(b, rq, cls, t, &why, &fetch);
+		if (t->reserved < 0)
+			return body_refusal(note, why, rq, cls->format, line, linelen);
+		if (fetch & ~rq->allow_tools)
+			return tool_refusal(note, rq, cls->format, fetch & ~rq->allow_tools, line, linelen);
+	}
+	if (!t->known && cls->format != BUDGET_FORMAT_UNKNOWN)
+		warn_missing(b, rq->provider, t->model, note);
+	return 0;
+}
+
+/* Whether sandbox S's CAPS leave room for ticket T; -EDQUOT with NOTE and LINE set when not. */
+static int reserve_fits(struct budget *b, int s, const struct budget_request *rq, const struct budget_ticket *t,
+			const struct budget_class *cls, const struct budget_caps *caps, struct budget_note *note,
+			char *line, size_t linelen)
+{
+	struct refusal refusal;
+
+	if (!check_caps(b, s, rq->provider, caps, t->reserved, &refusal))
+		return 0;
+	refusal.need = t->reserved;
+	refusal.sandbox = rq->sandbox;
+	refusal.provider = rq->provider;
+	refusal.model = t->model;
+	refusal.known = t->known || cls->format == BUDGET_FORMAT_UNKNOWN;
+	refusal.format = cls->format;
+	refusal.web_searches = t->web_searches;
+	refusal.tool_fees = t->tool_fees;
+	refusal_text(b, &refusal, note, line, linelen);
+	return -EDQUOT;
+}
+
+/*
+ * One of several writers, inside its write transaction: the pending
+ * settlements first, then ticket T's row, in one commit; then memory
+ * follows the ledger.  Returns 0, or -errno with the transaction rolled back.
+ */
+static int reserve_commit_row(struct budget *b, const struct budget_request *rq, struct budget_ticket *t, int s,
+			      uint64_t now, const struct budget_caps *caps, enum budget_format format)
+{
+	struct row_batch rb = { .l = b->l, .n = 0 }; /* here: zeroing its 16 rows cost ~300 instructions */
+	struct ledger_row row;
+	int64_t next = b->last_id + 1;
+	int ret;
+
+	ret = write_pending(b, &rb, &next, now);
+	if (ret) {
+		ledger_rollback(b->l);
+		return ret;
+	}
+	row = (struct ledger_row){ .id = next,
+				   .time_ns = now,
+				   .sandbox = rq->sandbox,
+				   .provider = budget_provider_name(rq->provider),
+				   .model = *t->model ? t->model : "-",
+				   .micros = t->reserved,
+				   .how = budget_format_name(format),
+				   .caps = *caps };
+	ret = ledger_insert(b->l, &row, b->self);
+	if (!ret)
+		ret = ledger_commit(b->l);
+	if (ret) {
+		ledger_rollback(b->l);
+		return ret;
+	}
+	b->n_pending = 0;
+	b->last_id = row.id;
+	b->last_time = now;
+	if (charge_add(b, row.id, now, s, rq->provider, t->reserved))
+		b->last_id = row.id - 1; /* out of memory: the next catch-up reads it again */
+	b->sbx[s].t[rq->provider].caps = *caps;
+	b->sbx[s].t[rq->provider].caps_known = true;
+	t->id = row.id;
+	t->sbx = (uint32_t)s;
+	usage_reuse(&t->usage, format);
+	return 0;
+}
+
+/*
  * One decision.  A sole writer decides in memory (memory holds all the
  * ledger holds) and queues the row; with later false it commits at once.
  * Others decide inside the write transaction, after reading what other
@@ -535,12 +644,7 @@ static int reserve(struct budget *b, const struct budget_request *rq, bool later
 {
 	struct budget_class cls;
 	struct budget_caps caps;
-	struct refusal refusal;
 	struct budget_ticket *t;
-	struct ledger_row row;
-	const char *why;
-	unsigned fetch;
-	int64_t next;
 	uint64_t now;
 	int ret = 0, s;
 
@@ -556,41 +660,11 @@ static int reserve(struct budget *b, const struct budget_request *rq, bool later
 	t = ticket_new(b);
 	if (!t)
 		return -ENOMEM;
-	budget_classify(rq->provider, rq->method, rq->path, &cls);
-	/*
-	 * What the meter can't price is not forwarded (a batch is billed later,
-	 * for far more than one request's worst case), unless the kit prices
-	 * it: then that price, whatever the body says.
-	 */
-	if (cls.format == BUDGET_FORMAT_UNKNOWN) {
-		const struct budget_fixed *f = NULL;
-
-		for (size_t i = 0; !f && rq->fixed && i < rq->n_fixed; i++)
-			if (budget_fixed_match(&rq->fixed[i], rq->method, rq->path))
-				f = &rq->fixed[i];
-		if (!f || f->micros < 0) {
-			ticket_free(b, t);
-			return endpoint_refusal(note, rq, line, linelen);
-		}
-		cls.format = BUDGET_FORMAT_FIXED;
-		t->known = true;
-		t->reserved = f->micros;
+	ret = reserve_price(b, rq, t, &cls, note, line, linelen);
+	if (ret) {
+		ticket_free(b, t);
+		return ret;
 	}
-	t->provider = rq->provider;
-	t->format = cls.format;
-	if (cls.format != BUDGET_FORMAT_FIXED) {
-		t->reserved = worst_case(b, rq, &cls, t, &why, &fetch);
-		if (t->reserved < 0) {
-			ticket_free(b, t);
-			return body_refusal(note, why, rq, cls.format, line, linelen);
-		}
-		if (fetch & ~rq->allow_tools) {
-			ticket_free(b, t);
-			return tool_refusal(note, rq, cls.format, fetch & ~rq->allow_tools, line, linelen);
-		}
-	}
-	if (!t->known && cls.format != BUDGET_FORMAT_UNKNOWN)
-		warn_missing(b, rq->provider, t->model, note);
 	caps = caps_in_force(b, rq->provider, rq->caps);
 
 	if (!b->o.sole_writer) {
@@ -611,19 +685,11 @@ static int reserve(struct budget *b, const struct budget_request *rq, bool later
 		ticket_free(b, t);
 		return -ENOMEM;
 	}
-	if (check_caps(b, s, rq->provider, &caps, t->reserved, &refusal)) {
+	ret = reserve_fits(b, s, rq, t, &cls, &caps, note, line, linelen);
+	if (ret) {
 		decision_abort(b);
-		refusal.need = t->reserved;
-		refusal.sandbox = rq->sandbox;
-		refusal.provider = rq->provider;
-		refusal.model = t->model;
-		refusal.known = t->known || cls.format == BUDGET_FORMAT_UNKNOWN;
-		refusal.format = cls.format;
-		refusal.web_searches = t->web_searches;
-		refusal.tool_fees = t->tool_fees;
-		refusal_text(b, &refusal, note, line, linelen);
 		ticket_free(b, t);
-		return -EDQUOT;
+		return ret;
 	}
 	if (b->j) { /* in the journal when this returns: forward at once */
 		ret = journal_reserve(b, t, s, now, &caps, budget_format_name(cls.format));
@@ -631,62 +697,21 @@ static int reserve(struct budget *b, const struct budget_request *rq, bool later
 			ticket_free(b, t);
 			return ret == -ENOMEM ? ret : ledger_refusal(b, note, line, linelen, ret);
 		}
-		*ticket = t;
-		return 0;
-	}
-	if (b->o.sole_writer) {
+	} else if (b->o.sole_writer) {
 		ret = queue_reservation(b, t, s, now, &caps, budget_format_name(cls.format));
+		if (!ret && !later)
+			ret = budget_commit(b, note, line, linelen); /* on failure, its reservation was undone */
 		if (ret) {
 			ticket_free(b, t);
 			return ret;
 		}
-		if (!later) {
-			ret = budget_commit(b, note, line, linelen);
-			if (ret) {
-				ticket_free(b, t); /* void: its reservation was undone */
-				return ret;
-			}
+	} else {
+		ret = reserve_commit_row(b, rq, t, s, now, &caps, cls.format);
+		if (ret) {
+			ticket_free(b, t);
+			return ledger_refusal(b, note, line, linelen, ret);
 		}
-		*ticket = t;
-		return 0;
 	}
-	/* several writers: the pending settlements first, then this row, in one commit */
-	struct row_batch rb = { .l = b->l, .n = 0 }; /* here: zeroing its 16 rows cost ~300 instructions */
-
-	next = b->last_id + 1;
-	ret = write_pending(b, &rb, &next, now);
-	if (ret) {
-		ledger_rollback(b->l);
-		ticket_free(b, t);
-		return ledger_refusal(b, note, line, linelen, ret);
-	}
-	row = (struct ledger_row){ .id = next,
-				   .time_ns = now,
-				   .sandbox = rq->sandbox,
-				   .provider = budget_provider_name(rq->provider),
-				   .model = *t->model ? t->model : "-",
-				   .micros = t->reserved,
-				   .how = budget_format_name(cls.format),
-				   .caps = caps };
-	ret = ledger_insert(b->l, &row, b->self);
-	if (!ret)
-		ret = ledger_commit(b->l);
-	if (ret) {
-		ledger_rollback(b->l);
-		ticket_free(b, t);
-		return ledger_refusal(b, note, line, linelen, ret);
-	}
-	/* committed: memory follows the ledger */
-	b->n_pending = 0;
-	b->last_id = row.id;
-	b->last_time = now;
-	if (charge_add(b, row.id, now, s, rq->provider, t->reserved))
-		b->last_id = row.id - 1; /* out of memory: the next catch-up reads it again */
-	b->sbx[s].t[rq->provider].caps = caps;
-	b->sbx[s].t[rq->provider].caps_known = true;
-	t->id = row.id;
-	t->sbx = (uint32_t)s;
-	usage_reuse(&t->usage, cls.format);
 	*ticket = t;
 	return 0;
 }

@@ -745,6 +745,79 @@ static bool scan_request(struct jscan *js, struct inspect *in, const char *p, si
 	return true;
 }
 
+/* What a readable body's members (IN) say of its cost, by the endpoint's format F. */
+static void facts_from(enum budget_format f, const struct inspect *in, struct request_facts *out)
+{
+	if (f != BUDGET_FORMAT_GEMINI) {
+		const char *m = strncmp(in->model, "models/", 7) ? in->model : in->model + 7;
+
+		memcpy(out->model, m, strlen(m) + 1); /* both BUDGET_MODEL_MAX + 1 */
+	}
+	/* n and best_of completions of each prompt (best_of are all billed); Gemini's candidates */
+	int64_t per = in->number[R_N] > in->number[R_BEST_OF] ? in->number[R_N] : in->number[R_BEST_OF];
+	int64_t prompts = in->non_null[R_PROMPT] && in->prompts > 1 ? in->prompts : 1;
+	int64_t cands = max_of(in, R_GEN_COUNT, 4);
+
+	switch (f) {
+	case BUDGET_FORMAT_OPENAI_CHAT:
+		out->max_output = max_of(in, R_MAX_TOKENS, 2);
+		out->choices = mul_sat(per ? per : 1, prompts);
+		break;
+	case BUDGET_FORMAT_OPENAI_RESPONSES: { /* searches: at most max_tool_calls, whatever the tools */
+		int64_t calls = in->number[R_MAX_TOOL_CALLS] > 0 ? in->number[R_MAX_TOOL_CALLS] :
+								   REQUEST_WEB_SEARCH_USES;
+
+		out->max_output = in->number[R_MAX_OUTPUT];
+		out->server_state = in->non_null[R_PREVIOUS] || in->non_null[R_CONVERSATION] || in->non_null[R_PROMPT];
+		/* a stored prompt may bring its own tools: any of them, for all the body says */
+		if (in->web_search_tools || in->non_null[R_PROMPT])
+			out->web_searches = calls;
+		if (in->file_search_tools || in->non_null[R_PROMPT])
+			out->file_searches = calls;
+		if (in->image_tools || in->non_null[R_PROMPT])
+			out->images_generated = calls;
+		out->container_gb = in->container_gb;
+		if (in->non_null[R_PROMPT])
+			out->container_gb = budget_mul_add(out->container_gb, REQUEST_CONTAINER_GB_MAX, 1);
+		break;
+	}
+	case BUDGET_FORMAT_ANTHROPIC:
+		out->max_output = in->number[R_MAX_TOKENS];
+		out->long_cache = in->long_cache;
+		out->web_searches = in->web_searches;
+		break;
+	case BUDGET_FORMAT_GEMINI: /* grounding: nothing in the request bounds its queries */
+		out->max_output = max_of(in, R_GEN_MAX, 4);
+		out->choices = cands ? cands : 1;
+		out->server_state = in->non_null[R_CACHED] || in->non_null[R_CACHED + 1];
+		/* cached content may hold the tools (a request that names it can't give its own) */
+		out->web_searches = in->grounding || out->server_state ? REQUEST_WEB_SEARCH_USES : 0;
+		break;
+	default: /* an endpoint latch doesn't know: any count of outputs it names */
+		out->choices = mul_sat(per > cands ? per : (cands ? cands : 1), prompts);
+		break;
+	}
+	out->unbounded = in->unbounded;
+	out->grounding = in->grounding;
+	out->fetch_tools = in->fetch;
+	/*
+	 * Input held by the provider may bring its tools: a stored prompt
+	 * (Responses) a remote MCP server, cached content (Gemini) the URL
+	 * context tool.  Nothing in the body says they don't.
+	 */
+	if (f == BUDGET_FORMAT_OPENAI_RESPONSES && in->non_null[R_PROMPT])
+		out->fetch_tools |= BUDGET_TOOL_BIT(BUDGET_TOOL_MCP);
+	if (f == BUDGET_FORMAT_GEMINI && (in->non_null[R_CACHED] || in->non_null[R_CACHED + 1]))
+		out->fetch_tools |= BUDGET_TOOL_BIT(BUDGET_TOOL_URL_CONTEXT);
+	out->priority = in->tier_dear;
+	out->images = in->images;
+	if (in->document)
+		out->server_state = true;
+	for (int w = R_FILE; w < R_FILE + 5; w++)
+		if (in->seen[w])
+			out->server_state = true;
+}
+
 void request_inspect(enum budget_format f, const void *body, size_t len, struct request_facts *out)
 {
 	static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -786,73 +859,7 @@ void request_inspect(enum budget_format f, const void *body, size_t len, struct 
 	out->readable = ok && !out->ambiguous;
 	if (!out->readable)
 		return;
-	if (f != BUDGET_FORMAT_GEMINI) {
-		const char *m = strncmp(in.model, "models/", 7) ? in.model : in.model + 7;
-
-		memcpy(out->model, m, strlen(m) + 1); /* both BUDGET_MODEL_MAX + 1 */
-	}
-	/* n and best_of completions of each prompt (best_of are all billed); Gemini's candidates */
-	int64_t per = in.number[R_N] > in.number[R_BEST_OF] ? in.number[R_N] : in.number[R_BEST_OF];
-	int64_t prompts = in.non_null[R_PROMPT] && in.prompts > 1 ? in.prompts : 1;
-	int64_t cands = max_of(&in, R_GEN_COUNT, 4);
-
-	switch (f) {
-	case BUDGET_FORMAT_OPENAI_CHAT:
-		out->max_output = max_of(&in, R_MAX_TOKENS, 2);
-		out->choices = mul_sat(per ? per : 1, prompts);
-		break;
-	case BUDGET_FORMAT_OPENAI_RESPONSES: { /* searches: at most max_tool_calls, whatever the tools */
-		int64_t calls = in.number[R_MAX_TOOL_CALLS] > 0 ? in.number[R_MAX_TOOL_CALLS] : REQUEST_WEB_SEARCH_USES;
-
-		out->max_output = in.number[R_MAX_OUTPUT];
-		out->server_state = in.non_null[R_PREVIOUS] || in.non_null[R_CONVERSATION] || in.non_null[R_PROMPT];
-		/* a stored prompt may bring its own tools: any of them, for all the body says */
-		if (in.web_search_tools || in.non_null[R_PROMPT])
-			out->web_searches = calls;
-		if (in.file_search_tools || in.non_null[R_PROMPT])
-			out->file_searches = calls;
-		if (in.image_tools || in.non_null[R_PROMPT])
-			out->images_generated = calls;
-		out->container_gb = in.container_gb;
-		if (in.non_null[R_PROMPT])
-			out->container_gb = budget_mul_add(out->container_gb, REQUEST_CONTAINER_GB_MAX, 1);
-		break;
-	}
-	case BUDGET_FORMAT_ANTHROPIC:
-		out->max_output = in.number[R_MAX_TOKENS];
-		out->long_cache = in.long_cache;
-		out->web_searches = in.web_searches;
-		break;
-	case BUDGET_FORMAT_GEMINI: /* grounding: nothing in the request bounds its queries */
-		out->max_output = max_of(&in, R_GEN_MAX, 4);
-		out->choices = cands ? cands : 1;
-		out->server_state = in.non_null[R_CACHED] || in.non_null[R_CACHED + 1];
-		/* cached content may hold the tools (a request that names it can't give its own) */
-		out->web_searches = in.grounding || out->server_state ? REQUEST_WEB_SEARCH_USES : 0;
-		break;
-	default: /* an endpoint latch doesn't know: any count of outputs it names */
-		out->choices = mul_sat(per > cands ? per : (cands ? cands : 1), prompts);
-		break;
-	}
-	out->unbounded = in.unbounded;
-	out->grounding = in.grounding;
-	out->fetch_tools = in.fetch;
-	/*
-	 * Input held by the provider may bring its tools: a stored prompt
-	 * (Responses) a remote MCP server, cached content (Gemini) the URL
-	 * context tool.  Nothing in the body says they don't.
-	 */
-	if (f == BUDGET_FORMAT_OPENAI_RESPONSES && in.non_null[R_PROMPT])
-		out->fetch_tools |= BUDGET_TOOL_BIT(BUDGET_TOOL_MCP);
-	if (f == BUDGET_FORMAT_GEMINI && (in.non_null[R_CACHED] || in.non_null[R_CACHED + 1]))
-		out->fetch_tools |= BUDGET_TOOL_BIT(BUDGET_TOOL_URL_CONTEXT);
-	out->priority = in.tier_dear;
-	out->images = in.images;
-	if (in.document)
-		out->server_state = true;
-	for (int w = R_FILE; w < R_FILE + 5; w++)
-		if (in.seen[w])
-			out->server_state = true;
+	facts_from(f, &in, out);
 }
 
 /*

@@ -338,6 +338,9 @@ static const uint8_t byte_class[256] = {
  * The states as labels, each going straight to the next (a member's key,
  * colon, value and comma are one pass with no dispatch between them); a
  * chunk that ends mid-way leaves its state in j->state for the next one.
+ * A state machine, so one function past 100 lines on purpose: the labels
+ * jump into each other, and split into functions each step would return
+ * to a dispatch loop, the cost this layout exists to avoid.
  */
 void jscan_feed(struct jscan *j, const char *p, size_t n)
 {
