@@ -251,14 +251,71 @@ static int load_open(const char *dir, const char *overlay, struct latch_profile 
 	return 0;
 }
 
+/*
+ * The chain: layers[0] is NAME, each next one the profile the previous
+ * extends.  Adds each layer's lines and bytes to *lines and *bytes, so the
+ * entries can go into one array sized up front.  Returns the depth, or
+ * -errno with err set.
+ */
+static int load_chain(const char *dir, const char *name, struct layer *layers, int *lines, size_t *bytes, char *err,
+		      size_t errlen)
+{
+	char chain[LATCH_ERR_MAX], known[LATCH_ERR_MAX];
+	const char *cur = name;
+	int depth = 0, ret;
+
+	for (;;) {
+		struct layer *l = &layers[depth];
+
+		strcpy(l->name, cur);
+		ret = find_profile(dir, cur, &l->owned, &l->text, l->source, sizeof(l->source), err, errlen);
+		if (ret == -ENOENT && !depth) {
+			builtin_names(known, sizeof(known));
+			return latch_errf(err, errlen, -ENOENT,
+					  "profile '%s' not found: there is no %s%s%s.txt and no built-in of that name "
+					  "(built-in: %s)",
+					  cur, dir && *dir ? dir : "", dir && *dir ? "/" : "", cur, known);
+		} else if (ret == -ENOENT) {
+			return latch_errf_at(
+				err, errlen, -ENOENT, layers[depth - 1].source, layers[depth - 1].ext_line,
+				"extends '%s', which is neither %s%s%s.txt nor a built-in profile; fix the name or "
+				"add the file",
+				cur, dir && *dir ? dir : "", dir && *dir ? "/" : "", cur);
+		}
+		if (ret)
+			return ret;
+		ret = parse_text(l->text, l->source, NULL, 0, l->extends, &l->ext_line, err, errlen);
+		if (ret)
+			return ret;
+		text_size(l->text, lines, bytes);
+		*bytes += 128; /* its source */
+		depth++;
+		if (!*l->extends)
+			return depth;
+		for (int i = 0; i < depth; i++) {
+			if (strcmp(layers[i].name, l->extends))
+				continue;
+			chain_text(layers, depth, l->extends, chain, sizeof(chain));
+			return latch_errf_at(err, errlen, -ELOOP, l->source, l->ext_line,
+					     "profile cycle %s; remove one of these '# extends:' lines", chain);
+		}
+		if (depth == LATCH_PROFILE_DEPTH_MAX) {
+			chain_text(layers, depth, l->extends, chain, sizeof(chain));
+			return latch_errf_at(err, errlen, -ELOOP, l->source, l->ext_line,
+					     "more than %d profiles in one extends chain (%s); flatten it",
+					     LATCH_PROFILE_DEPTH_MAX, chain);
+		}
+		cur = l->extends;
+	}
+}
+
 int latch_profile_load(const char *dir, const char *name, const char *overlay, struct latch_profile *out, char *err,
 		       size_t errlen)
 {
-	char chain[LATCH_ERR_MAX], known[LATCH_ERR_MAX], *ov_text = NULL;
+	char *ov_text = NULL;
 	struct pvec all = { 0 };
 	struct layer *layers;
-	const char *cur = name;
-	int depth = 0, lines = 0, ret;
+	int depth, lines = 0, ret;
 	size_t bytes = 0;
 
 	memset(out, 0, sizeof(*out));
@@ -272,58 +329,15 @@ int latch_profile_load(const char *dir, const char *name, const char *overlay, s
 		return latch_errf(err, errlen, -ENOMEM, "profile '%s': out of memory", name);
 
 	/*
-	 * The chain first: layers[0] is NAME, each next one the profile the
-	 * previous extends.  Then the entries, base first (a later layer reads as
+	 * The chain first, then the entries, base first (a later layer reads as
 	 * adding to an earlier one), into one array sized from the line counts:
 	 * copying 65,536 parsed entries from layer arrays into a fresh one cost a
 	 * third of a load in first touches of memory.
 	 */
-	for (;;) {
-		struct layer *l = &layers[depth];
-
-		strcpy(l->name, cur);
-		ret = find_profile(dir, cur, &l->owned, &l->text, l->source, sizeof(l->source), err, errlen);
-		if (ret == -ENOENT && !depth) {
-			builtin_names(known, sizeof(known));
-			ret = latch_errf(err, errlen, -ENOENT,
-					 "profile '%s' not found: there is no %s%s%s.txt and no built-in of that name "
-					 "(built-in: %s)",
-					 cur, dir && *dir ? dir : "", dir && *dir ? "/" : "", cur, known);
-		} else if (ret == -ENOENT) {
-			ret = latch_errf_at(
-				err, errlen, -ENOENT, layers[depth - 1].source, layers[depth - 1].ext_line,
-				"extends '%s', which is neither %s%s%s.txt nor a built-in profile; fix the name or "
-				"add the file",
-				cur, dir && *dir ? dir : "", dir && *dir ? "/" : "", cur);
-		}
-		if (ret)
-			goto out;
-		ret = parse_text(l->text, l->source, NULL, 0, l->extends, &l->ext_line, err, errlen);
-		if (ret)
-			goto out;
-		text_size(l->text, &lines, &bytes);
-		bytes += 128; /* its source */
-		depth++;
-		if (!*l->extends)
-			break;
-		for (int i = 0; i < depth; i++) {
-			if (strcmp(layers[i].name, l->extends))
-				continue;
-			chain_text(layers, depth, l->extends, chain, sizeof(chain));
-			ret = latch_errf_at(err, errlen, -ELOOP, l->source, l->ext_line,
-					    "profile cycle %s; remove one of these '# extends:' lines", chain);
-			goto out;
-		}
-		if (depth == LATCH_PROFILE_DEPTH_MAX) {
-			chain_text(layers, depth, l->extends, chain, sizeof(chain));
-			ret = latch_errf_at(err, errlen, -ELOOP, l->source, l->ext_line,
-					    "more than %d profiles in one extends chain (%s); flatten it",
-					    LATCH_PROFILE_DEPTH_MAX, chain);
-			goto out;
-		}
-		cur = l->extends;
-	}
-
+	depth = load_chain(dir, name, layers, &lines, &bytes, err, errlen);
+	ret = depth < 0 ? depth : 0;
+	if (ret)
+		goto out;
 	ret = read_overlay(overlay, &ov_text, err, errlen);
 	if (ret)
 		goto out;
