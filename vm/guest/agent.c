@@ -268,10 +268,16 @@ static void __attribute__((noreturn)) child(int out_w, int err_w)
 	_exit(errno == ENOENT ? 127 : 126);
 }
 
+/* One command's run: its limits, its pipes and what became of it. */
 struct run {
 	uint32_t id;
 	uint64_t limit, out_bytes, sent, dropped;
 	bool truncated;
+	pid_t pid;
+	int out, err; /* the read ends of its stdout and stderr */
+	bool out_open, err_open, reaped, timed_out;
+	int status;
+	uint64_t start, deadline, reaped_at;
 };
 
 /* Forward one read's worth of a pipe, or drop it past the limit. */
@@ -299,80 +305,69 @@ static int relay(struct run *r, int fd, uint16_t type, bool *open)
 	return send_frame(type, r->id, (uint32_t)n);
 }
 
-static int do_exec(uint32_t id, uint8_t *p, uint32_t len)
+/* Read an exec request into R and the command's globals; -EINVAL with *why set. */
+static int exec_parse(struct run *r, uint8_t *p, uint32_t len, const char **why)
 {
 	struct lagent_exec ex;
-	struct run r = { .id = id };
-	struct lagent_exit ee = { 0 };
-	int out[2] = { -1, -1 }, err[2] = { -1, -1 };
-	bool out_open = true, err_open = true, reaped = false, timed_out = false;
-	uint64_t start, deadline = 0, reaped_at = 0;
-	int status = 0, ret = 0;
-	pid_t pid;
 
-	if (len < sizeof(ex))
-		return send_error(id, EINVAL, "exec: short request");
+	if (len < sizeof(ex)) {
+		*why = "exec: short request";
+		return -EINVAL;
+	}
 	memcpy(&ex, p, sizeof(ex));
-	if (le32toh(ex.flags) & ~LAGENT_EXEC_ENV)
-		return send_error(id, EINVAL, "exec: unknown flags");
+	if (le32toh(ex.flags) & ~LAGENT_EXEC_ENV) {
+		*why = "exec: unknown flags";
+		return -EINVAL;
+	}
 	if (parse_argv(p + sizeof(ex), len - (uint32_t)sizeof(ex), le32toh(ex.argc),
-		       le32toh(ex.flags) & LAGENT_EXEC_ENV) < 0)
-		return send_error(id, EINVAL, "exec: malformed argv or environment");
-	r.limit = le32toh(ex.output_limit);
-	if (r.limit == 0 || r.limit > LAGENT_OUTPUT_CAP)
-		r.limit = LAGENT_OUTPUT_CAP;
-	/* A request left in the channel by a requester that already left. */
-	if (host_gone())
-		return -EPIPE;
-
-	if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0) {
-		ret = send_error(id, errno, "exec: pipe");
-		goto out;
+		       le32toh(ex.flags) & LAGENT_EXEC_ENV) < 0) {
+		*why = "exec: malformed argv or environment";
+		return -EINVAL;
 	}
-	start = now_ms();
-	if (le32toh(ex.timeout_ms))
-		deadline = start + le32toh(ex.timeout_ms);
-	pid = fork();
-	if (pid < 0) {
-		ret = send_error(id, errno, "exec: fork");
-		goto out;
-	}
-	if (pid == 0)
-		child(out[1], err[1]);
-	close(out[1]);
-	close(err[1]);
-	out[1] = err[1] = -1;
-	fcntl(out[0], F_SETFL, O_NONBLOCK);
-	fcntl(err[0], F_SETFL, O_NONBLOCK);
+	r->limit = le32toh(ex.output_limit);
+	if (r->limit == 0 || r->limit > LAGENT_OUTPUT_CAP)
+		r->limit = LAGENT_OUTPUT_CAP;
+	r->deadline = le32toh(ex.timeout_ms); /* relative until the command starts */
+	return 0;
+}
 
-	while (!reaped || out_open || err_open) {
+/*
+ * Relay the command's output until it is reaped and its pipes are closed
+ * (or a grace after it is reaped), killing it at its deadline or when the
+ * requester leaves.  Returns 0 or -errno; the command is reaped either way.
+ */
+static int exec_wait(struct run *r)
+{
+	int ret = 0;
+
+	while (!r->reaped || r->out_open || r->err_open) {
 		struct pollfd fds[4] = {
 			{ .fd = port_fd, .events = POLLIN },
 			{ .fd = sig_fd, .events = POLLIN },
-			{ .fd = out_open ? out[0] : -1, .events = POLLIN },
-			{ .fd = err_open ? err[0] : -1, .events = POLLIN },
+			{ .fd = r->out_open ? r->out : -1, .events = POLLIN },
+			{ .fd = r->err_open ? r->err : -1, .events = POLLIN },
 		};
 		int timeout = -1;
 		uint64_t now = now_ms();
 
-		if (reaped) {
+		if (r->reaped) {
 			/* Something the command left behind still holds its pipes. */
-			if (now >= reaped_at + DRAIN_GRACE_MS)
+			if (now >= r->reaped_at + DRAIN_GRACE_MS)
 				break;
-			timeout = (int)(reaped_at + DRAIN_GRACE_MS - now);
-		} else if (deadline && !timed_out) {
-			if (now >= deadline) {
-				kill_group(pid);
-				timed_out = true;
+			timeout = (int)(r->reaped_at + DRAIN_GRACE_MS - now);
+		} else if (r->deadline && !r->timed_out) {
+			if (now >= r->deadline) {
+				kill_group(r->pid);
+				r->timed_out = true;
 				continue;
 			}
-			timeout = (int)(deadline - now);
+			timeout = (int)(r->deadline - now);
 		}
 		if (poll(fds, 4, timeout) < 0) {
 			if (errno == EINTR)
 				continue;
 			ret = -errno;
-			kill_group(pid);
+			kill_group(r->pid);
 			break;
 		}
 		/*
@@ -385,7 +380,7 @@ static int do_exec(uint32_t id, uint8_t *p, uint32_t len)
 		if (fds[0].revents & (POLLHUP | POLLERR | POLLIN)) {
 			logx("%s; killing %s", fds[0].revents & POLLIN ? "new request" : "host hung up", cmd_argv[0]);
 			ret = -EPIPE;
-			kill_group(pid);
+			kill_group(r->pid);
 			break;
 		}
 		if (fds[1].revents & POLLIN) {
@@ -393,40 +388,84 @@ static int do_exec(uint32_t id, uint8_t *p, uint32_t len)
 
 			while (read(sig_fd, &si, sizeof(si)) > 0)
 				;
-			if (!reaped && waitpid(pid, &status, WNOHANG) == pid) {
-				reaped = true;
-				reaped_at = now_ms();
+			if (!r->reaped && waitpid(r->pid, &r->status, WNOHANG) == r->pid) {
+				r->reaped = true;
+				r->reaped_at = now_ms();
 			}
 		}
 		if (fds[2].revents & (POLLIN | POLLHUP))
-			ret = relay(&r, out[0], LAGENT_STDOUT, &out_open);
+			ret = relay(r, r->out, LAGENT_STDOUT, &r->out_open);
 		if (!ret && (fds[3].revents & (POLLIN | POLLHUP)))
-			ret = relay(&r, err[0], LAGENT_STDERR, &err_open);
+			ret = relay(r, r->err, LAGENT_STDERR, &r->err_open);
 		if (ret) {
-			kill_group(pid);
+			kill_group(r->pid);
 			break;
 		}
 	}
-	if (!reaped) {
-		while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+	if (!r->reaped) {
+		while (waitpid(r->pid, &r->status, 0) < 0 && errno == EINTR)
 			;
 	}
-	if (ret)
-		goto out;
+	return ret;
+}
 
-	if (WIFSIGNALED(status)) {
+/* The exit frame: how the command ended, and what of its output was sent. */
+static int send_exit(const struct run *r)
+{
+	struct lagent_exit ee = { 0 };
+
+	if (WIFSIGNALED(r->status)) {
 		ee.how = htole32(LAGENT_SIGNALED);
-		ee.code = (int32_t)htole32((uint32_t)WTERMSIG(status));
+		ee.code = (int32_t)htole32((uint32_t)WTERMSIG(r->status));
 	} else {
 		ee.how = htole32(LAGENT_EXITED);
-		ee.code = (int32_t)htole32((uint32_t)WEXITSTATUS(status));
+		ee.code = (int32_t)htole32((uint32_t)WEXITSTATUS(r->status));
 	}
-	ee.flags = htole32((r.truncated ? LAGENT_EXIT_TRUNCATED : 0) | (timed_out ? LAGENT_EXIT_TIMED_OUT : 0));
-	ee.duration_ms = htole32((uint32_t)(now_ms() - start));
-	ee.out_bytes = htole64(r.out_bytes);
-	ee.dropped = htole64(r.dropped);
+	ee.flags = htole32((r->truncated ? LAGENT_EXIT_TRUNCATED : 0) | (r->timed_out ? LAGENT_EXIT_TIMED_OUT : 0));
+	ee.duration_ms = htole32((uint32_t)(now_ms() - r->start));
+	ee.out_bytes = htole64(r->out_bytes);
+	ee.dropped = htole64(r->dropped);
 	memcpy(frame + HDR_LEN, &ee, sizeof(ee));
-	ret = send_frame(LAGENT_EXIT, id, sizeof(ee));
+	return send_frame(LAGENT_EXIT, r->id, sizeof(ee));
+}
+
+static int do_exec(uint32_t id, uint8_t *p, uint32_t len)
+{
+	struct run r = { .id = id, .out_open = true, .err_open = true };
+	int out[2] = { -1, -1 }, err[2] = { -1, -1 };
+	const char *why;
+	int ret;
+
+	if (exec_parse(&r, p, len, &why))
+		return send_error(id, EINVAL, why);
+	/* A request left in the channel by a requester that already left. */
+	if (host_gone())
+		return -EPIPE;
+
+	if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0) {
+		ret = send_error(id, errno, "exec: pipe");
+		goto out;
+	}
+	r.start = now_ms();
+	if (r.deadline)
+		r.deadline += r.start;
+	r.pid = fork();
+	if (r.pid < 0) {
+		ret = send_error(id, errno, "exec: fork");
+		goto out;
+	}
+	if (r.pid == 0)
+		child(out[1], err[1]);
+	close(out[1]);
+	close(err[1]);
+	out[1] = err[1] = -1;
+	fcntl(out[0], F_SETFL, O_NONBLOCK);
+	fcntl(err[0], F_SETFL, O_NONBLOCK);
+	r.out = out[0];
+	r.err = err[0];
+	ret = exec_wait(&r);
+	if (!ret)
+		ret = send_exit(&r);
 out:
 	for (int i = 0; i < 2; i++) {
 		if (out[i] >= 0)

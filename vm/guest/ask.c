@@ -199,7 +199,16 @@ static void print_answer(json_t *a)
 	printf(" open for %.0f s; the host closes it then\n", json_number_value(json_object_get(a, "seconds_left")));
 }
 
-int main(int argc, char **argv)
+/* What the command line asks. */
+struct ask {
+	const char *url, *reason;
+	json_t *hosts, *ports;
+	bool as_json;
+	long seconds;
+};
+
+/* Read the command line into ASK.  Returns -1 to go on, else the exit code. */
+static int parse_args(int argc, char **argv, struct ask *ask)
 {
 	static const struct option opts[] = { { "for", required_argument, NULL, 'f' },
 					      { "port", required_argument, NULL, 'p' },
@@ -208,12 +217,7 @@ int main(int argc, char **argv)
 					      { "json", no_argument, NULL, 'j' },
 					      { "help", no_argument, NULL, 'h' },
 					      { NULL, 0, NULL, 0 } };
-	char gw[64], dflt[128], *text, *answer = NULL, *body;
-	const char *url = getenv("LATCH_ASK_URL"), *reason = NULL;
-	json_t *req = json_object(), *hosts = json_array(), *ports = json_array(), *a;
-	bool as_json = false;
-	long seconds = 0;
-	int c, status;
+	int c;
 
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
@@ -221,12 +225,12 @@ int main(int argc, char **argv)
 			char err[LATCH_ERR_MAX];
 			uint32_t s;
 
-			/* the host's grammar (common/units.c), linked in: 60, 90s, 5m, 1h */
+			/* the host's grammar, linked in: 60, 90s, 5m, 1h */
 			if (latch_parse_seconds("--for", optarg, 1, 86400, &s, err, sizeof(err))) {
 				fprintf(stderr, "latch-ask: %s\n", err);
 				return 2;
 			}
-			seconds = s;
+			ask->seconds = s;
 			break;
 		}
 		case 'p': {
@@ -234,17 +238,17 @@ int main(int argc, char **argv)
 
 			if (p < 1 || p > 65535)
 				return usage(stderr, 2);
-			json_array_append_new(ports, json_integer(p));
+			json_array_append_new(ask->ports, json_integer(p));
 			break;
 		}
 		case 'r':
-			reason = optarg;
+			ask->reason = optarg;
 			break;
 		case 'u':
-			url = optarg;
+			ask->url = optarg;
 			break;
 		case 'j':
-			as_json = true;
+			ask->as_json = true;
 			break;
 		case 'h':
 			return usage(stdout, 0);
@@ -255,52 +259,73 @@ int main(int argc, char **argv)
 	if (optind >= argc)
 		return usage(stderr, 2);
 	for (int i = optind; i < argc; i++)
-		if (json_array_append_new(hosts, json_string(argv[i]))) {
+		if (json_array_append_new(ask->hosts, json_string(argv[i]))) {
 			fprintf(stderr, "latch-ask: '%s' is not valid UTF-8\n", argv[i]);
 			return 2;
 		}
-	if (!url || !*url) {
-		if (gateway(gw, sizeof(gw))) {
-			fprintf(stderr, "latch-ask: no default route to find the host by; give --url\n");
-			return 3;
-		}
-		snprintf(dflt, sizeof(dflt), "http://%s:%d/latch/grant", gw, ASK_PORT);
-		url = dflt;
-	}
-	json_object_set_new(req, "hosts", hosts);
-	if (json_array_size(ports))
-		json_object_set(req, "ports", ports);
-	json_decref(ports);
-	if (seconds)
-		json_object_set_new(req, "seconds", json_integer(seconds));
-	if (reason && json_object_set_new(req, "reason", json_string(reason))) {
-		fprintf(stderr, "latch-ask: the reason is not valid UTF-8\n");
-		return 2;
-	}
-	text = json_dumps(req, JSON_COMPACT);
-	json_decref(req);
-	status = post(url, text, ASK_WAIT_S, &answer);
-	free(text);
-	if (status < 0) {
-		fprintf(stderr, "latch-ask: cannot ask at %s: %s\n", url, strerror(-status));
-		return 3;
-	}
-	body = strstr(answer, "\r\n\r\n");
-	a = body ? json_loads(body + 4, JSON_DISABLE_EOF_CHECK, NULL) : NULL;
+	return -1;
+}
+
+/* Print the host's ANSWER (status line, headers and body) to URL; returns the exit code. */
+static int read_answer(const struct ask *ask, int status, const char *answer)
+{
+	const char *body = strstr(answer, "\r\n\r\n");
+	json_t *a = body ? json_loads(body + 4, JSON_DISABLE_EOF_CHECK, NULL) : NULL;
+	int code;
+
 	if (!json_is_string(json_object_get(a, "decision"))) {
-		fprintf(stderr, "latch-ask: HTTP %d with no decision from %s\n", status, url);
-		free(answer);
+		fprintf(stderr, "latch-ask: HTTP %d with no decision from %s\n", status, ask->url);
 		json_decref(a);
 		return 3;
 	}
-	if (as_json) {
+	if (ask->as_json) {
 		json_dumpf(a, stdout, JSON_COMPACT);
 		putchar('\n');
 	} else {
 		print_answer(a);
 	}
-	c = status == 200 && !strcmp(json_string_value(json_object_get(a, "decision")), "approved") ? 0 : 1;
+	code = status == 200 && !strcmp(json_string_value(json_object_get(a, "decision")), "approved") ? 0 : 1;
 	json_decref(a);
+	return code;
+}
+
+int main(int argc, char **argv)
+{
+	struct ask ask = { .url = getenv("LATCH_ASK_URL"), .hosts = json_array(), .ports = json_array() };
+	char gw[64], dflt[128], *text, *answer = NULL;
+	json_t *req = json_object();
+	int code, status;
+
+	code = parse_args(argc, argv, &ask);
+	if (code >= 0)
+		return code;
+	if (!ask.url || !*ask.url) {
+		if (gateway(gw, sizeof(gw))) {
+			fprintf(stderr, "latch-ask: no default route to find the host by; give --url\n");
+			return 3;
+		}
+		snprintf(dflt, sizeof(dflt), "http://%s:%d/latch/grant", gw, ASK_PORT);
+		ask.url = dflt;
+	}
+	json_object_set_new(req, "hosts", ask.hosts);
+	if (json_array_size(ask.ports))
+		json_object_set(req, "ports", ask.ports);
+	json_decref(ask.ports);
+	if (ask.seconds)
+		json_object_set_new(req, "seconds", json_integer(ask.seconds));
+	if (ask.reason && json_object_set_new(req, "reason", json_string(ask.reason))) {
+		fprintf(stderr, "latch-ask: the reason is not valid UTF-8\n");
+		return 2;
+	}
+	text = json_dumps(req, JSON_COMPACT);
+	json_decref(req);
+	status = post(ask.url, text, ASK_WAIT_S, &answer);
+	free(text);
+	if (status < 0) {
+		fprintf(stderr, "latch-ask: cannot ask at %s: %s\n", ask.url, strerror(-status));
+		return 3;
+	}
+	code = read_answer(&ask, status, answer);
 	free(answer);
-	return c;
+	return code;
 }
