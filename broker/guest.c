@@ -300,6 +300,145 @@ static bool own_absolute_form(struct hb_gconn *g)
 	return true;
 }
 
+/* Check 1's answer: the spelling REF names, and how to send the path instead. */
+static bool refuse_spelling(struct hb_gconn *g, enum hb_refusal ref)
+{
+	return hb_refuse(g, ref, "latch: %s; send the path as the upstream should read it, without %s",
+			 hb_refusal_reason(ref),
+			 ref == HB_PATH_DOT	      ? "'.' or '..' segments" :
+			 ref == HB_PATH_ENCODED_SEP   ? "%2e, %2f or %5c" :
+			 ref == HB_PATH_BACKSLASH     ? "backslashes" :
+			 ref == HB_PATH_DOUBLE	      ? "%25" :
+			 ref == HB_PATH_EMPTY_SEGMENT ? "'//'" :
+			 ref == HB_PATH_ENCODED_PLAIN ? "percent-encoded letters, digits or -._~" :
+			 ref == HB_PATH_NON_ASCII     ? "percent-encoded bytes past ASCII (%80-%ff)" :
+							"spaces, controls or other bytes outside RFC 3986");
+}
+
+/* Check 2, the method.  True when it refused, with hb_refuse()'s answer in *answer. */
+static bool method_refused(struct hb_gconn *g, const struct hb_route *r, bool *answer)
+{
+	const struct hb_head *hd = &g->head;
+	const struct hb_header *over;
+	bool ok;
+
+	if (!strcmp(hd->method, "TRACE")) {
+		*answer = hb_refuse(g, HB_TRACE, "latch: TRACE is never forwarded (it would echo the key back)");
+		return true;
+	}
+	/* the method and the path checked are the request line's: no header may have the upstream read others */
+	over = hb_head_override(hd);
+	if (over) {
+		*answer = hb_refuse(
+			g, HB_OVERRIDE,
+			"latch: header %.*s would have the upstream read another method or URL than the "
+			"broker checked; it is never forwarded: send the request with its own method and path",
+			(int)over->name_len, over->name);
+		return true;
+	}
+	/* no list: every method (TRACE is refused above; CONNECT never reaches a route) */
+	ok = !r->n_methods;
+	for (int i = 0; i < r->n_methods && !ok; i++)
+		ok = !strcmp(r->methods[i], hd->method);
+	if (ok)
+		return false;
+
+	char list[256] = "";
+
+	for (int i = 0; i < r->n_methods; i++)
+		snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s", i ? ", " : "", r->methods[i]);
+	*answer = hb_refuse(g, HB_METHOD,
+			    "latch: method %s is not allowed on credential %s (allowed: %s); add it to the "
+			    "credential's methods in the kit",
+			    hd->method, r->name, list[0] ? list : "none");
+	return true;
+}
+
+/* Check 3, the path prefix on segment boundaries, of REST (the target past the route's name). */
+static bool path_refused(struct hb_gconn *g, const struct hb_route *r, const char *rest, size_t rest_len, bool *answer)
+{
+	char path[2048];
+	size_t plen = 0;
+	bool ok = false;
+
+	while (plen < rest_len && rest[plen] != '?')
+		plen++;
+	if (!plen) { /* "/echo" or "/echo?q": the upstream's root */
+		rest = "/";
+		plen = 1;
+	}
+	for (int i = 0; i < r->n_paths && !ok; i++)
+		ok = hb_prefix_covers(r->paths[i], rest, plen);
+	if (ok)
+		return false;
+	snprintf(path, sizeof(path), "%.*s", (int)(plen < 200 ? plen : 200), rest);
+	*answer = hb_refuse(g, HB_PATH,
+			    "latch: path %s is not under the paths of credential %s; add its prefix to the "
+			    "credential's paths in the kit",
+			    path, r->name);
+	return true;
+}
+
+/* Check 4, the placeholder (and the secret it stands for). */
+static bool placeholder_refused(struct hb_gconn *g, const struct hb_route *r, bool *answer)
+{
+	struct latch_http_sandbox *sb = g->sb;
+	const struct hb_target *t = &r->targets[r->active];
+	struct hb_ph_rule rule = { .header = t->header,
+				   .scheme = t->scheme,
+				   .placeholder = r->placeholder,
+				   .placeholders = sb->placeholders,
+				   .n_placeholders = sb->n_placeholders,
+				   .prepared = &sb->ph_set };
+	const char *presented;
+	size_t presented_len;
+	enum hb_refusal ref;
+
+	ref = hb_placeholder_check(&g->head, &rule, &presented, &presented_len);
+	if (ref == HB_PH_WRONG && presented) {
+		for (struct latch_http_sandbox *o = sb->h->sandboxes; o; o = o->next)
+			for (struct hb_route *orr = o->routes; o != sb && orr; orr = orr->next)
+				if (strlen(orr->placeholder) == presented_len &&
+				    !CRYPTO_memcmp(orr->placeholder, presented, presented_len))
+					ref = HB_PH_OTHER_SANDBOX;
+	}
+	switch (ref) {
+	case HB_OK:
+		break;
+	case HB_PH_URL:
+		*answer = hb_refuse(g, ref,
+				    "latch: the placeholder was also sent in the URL; send it only in the %s header",
+				    t->header);
+		return true;
+	case HB_PH_OTHER_HEADER:
+		*answer = hb_refuse(g, ref,
+				    "latch: the placeholder was sent in a header other than %s; credential %s takes it "
+				    "only there (or as the Basic auth password)",
+				    t->header, r->name);
+		return true;
+	case HB_PH_OTHER_SANDBOX:
+		*answer = hb_refuse(
+			g, ref,
+			"latch: that placeholder belongs to another sandbox; use this sandbox's own (latch env)");
+		return true;
+	default:
+		*answer = hb_refuse(
+			g, ref,
+			"latch: credential %s needs this sandbox's placeholder in the %s header (%s<placeholder>) "
+			"or as the Basic auth password",
+			r->name, t->header, t->scheme);
+		return true;
+	}
+	if (!t->secret.mem && t->secret_var) {
+		*answer = hb_refuse(g, HB_SECRET_MISSING,
+				    "latch: %s was not set on the host when the sandbox started; set it and run "
+				    "`latch up` again to hand it over",
+				    t->secret_var);
+		return true;
+	}
+	return false;
+}
+
 /* Checks 1-4 in their order; the first failing one answers. */
 static bool dispatch(struct hb_gconn *g)
 {
@@ -307,10 +446,10 @@ static bool dispatch(struct hb_gconn *g)
 	const struct hb_head *hd = &g->head;
 	enum hb_refusal ref;
 	struct hb_route *r;
-	char name[33], path[2048];
-	const char *rest, *presented;
-	size_t rest_len, presented_len, plen = 0;
-	bool ok = false;
+	char name[33];
+	const char *rest;
+	size_t rest_len;
+	bool answer;
 
 	sb->h->st.requests++;
 	if (hd->connect) {
@@ -323,19 +462,9 @@ static bool dispatch(struct hb_gconn *g)
 	}
 	/* 1. the path's spelling (local endpoints too) */
 	ref = hb_target_spelling(hd->target, hd->target_len);
-	if (ref) {
-		return hb_refuse(g, ref, "latch: %s; send the path as the upstream should read it, without %s",
-				 hb_refusal_reason(ref),
-				 ref == HB_PATH_DOT	      ? "'.' or '..' segments" :
-				 ref == HB_PATH_ENCODED_SEP   ? "%2e, %2f or %5c" :
-				 ref == HB_PATH_BACKSLASH     ? "backslashes" :
-				 ref == HB_PATH_DOUBLE	      ? "%25" :
-				 ref == HB_PATH_EMPTY_SEGMENT ? "'//'" :
-				 ref == HB_PATH_ENCODED_PLAIN ? "percent-encoded letters, digits or -._~" :
-				 ref == HB_PATH_NON_ASCII     ? "percent-encoded bytes past ASCII (%80-%ff)" :
-								"spaces, controls or other bytes outside RFC 3986");
-	}
-	/* /latch/...: latchd's own endpoints, never a credential route (local.c) */
+	if (ref)
+		return refuse_spelling(g, ref);
+	/* /latch/...: latchd's own endpoints, never a credential route */
 	if (hb_local_path(hd->target, hd->target_len))
 		return hb_local_start(g);
 	if (!hb_target_route(hd->target, hd->target_len, name, &rest, &rest_len) || !(r = hb_route_find(sb, name))) {
@@ -344,97 +473,9 @@ static bool dispatch(struct hb_gconn *g)
 			"latch: no credential route here; use a credential's {{url}} (http://HOST:PORT/CREDENTIAL/...) "
 			"as the kit's env gives it");
 	}
-	/* 2. the method */
-	if (!strcmp(hd->method, "TRACE")) {
-		return hb_refuse(g, HB_TRACE, "latch: TRACE is never forwarded (it would echo the key back)");
-	}
-	/* the method and the path checked are the request line's: no header may have the upstream read others */
-	const struct hb_header *over = hb_head_override(hd);
-
-	if (over) {
-		return hb_refuse(g, HB_OVERRIDE,
-				 "latch: header %.*s would have the upstream read another method or URL than the "
-				 "broker checked; it is never forwarded: send the request with its own method and path",
-				 (int)over->name_len, over->name);
-	}
-	/* no list: every method (TRACE is refused above; CONNECT never reaches a route) */
-	ok = !r->n_methods;
-	for (int i = 0; i < r->n_methods && !ok; i++)
-		ok = !strcmp(r->methods[i], hd->method);
-	if (!ok) {
-		char list[256] = "";
-
-		for (int i = 0; i < r->n_methods; i++)
-			snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s", i ? ", " : "",
-				 r->methods[i]);
-		return hb_refuse(g, HB_METHOD,
-				 "latch: method %s is not allowed on credential %s (allowed: %s); add it to the "
-				 "credential's methods in the kit",
-				 hd->method, r->name, list[0] ? list : "none");
-	}
-	/* 3. the path prefix, on segment boundaries */
-	while (plen < rest_len && rest[plen] != '?')
-		plen++;
-	if (!plen) { /* "/echo" or "/echo?q": the upstream's root */
-		rest = "/";
-		plen = 1;
-	}
-	ok = false;
-	for (int i = 0; i < r->n_paths && !ok; i++)
-		ok = hb_prefix_covers(r->paths[i], rest, plen);
-	if (!ok) {
-		snprintf(path, sizeof(path), "%.*s", (int)(plen < 200 ? plen : 200), rest);
-		return hb_refuse(g, HB_PATH,
-				 "latch: path %s is not under the paths of credential %s; add its prefix to the "
-				 "credential's paths in the kit",
-				 path, r->name);
-	}
-	/* 4. the placeholder */
-	struct hb_target *t = &r->targets[r->active];
-	struct hb_ph_rule rule = { .header = t->header,
-				   .scheme = t->scheme,
-				   .placeholder = r->placeholder,
-				   .placeholders = sb->placeholders,
-				   .n_placeholders = sb->n_placeholders,
-				   .prepared = &sb->ph_set };
-
-	ref = hb_placeholder_check(hd, &rule, &presented, &presented_len);
-	if (ref == HB_PH_WRONG && presented) {
-		for (struct latch_http_sandbox *o = sb->h->sandboxes; o; o = o->next)
-			for (struct hb_route *orr = o->routes; o != sb && orr; orr = orr->next)
-				if (strlen(orr->placeholder) == presented_len &&
-				    !CRYPTO_memcmp(orr->placeholder, presented, presented_len))
-					ref = HB_PH_OTHER_SANDBOX;
-	}
-	switch (ref) {
-	case HB_OK:
-		break;
-	case HB_PH_URL:
-		return hb_refuse(g, ref,
-				 "latch: the placeholder was also sent in the URL; send it only in the %s header",
-				 t->header);
-	case HB_PH_OTHER_HEADER:
-		return hb_refuse(g, ref,
-				 "latch: the placeholder was sent in a header other than %s; credential %s takes it "
-				 "only there (or as the Basic auth password)",
-				 t->header, r->name);
-	case HB_PH_OTHER_SANDBOX:
-		return hb_refuse(
-			g, ref,
-			"latch: that placeholder belongs to another sandbox; use this sandbox's own (latch env)");
-	default:
-		return hb_refuse(
-			g, ref,
-			"latch: credential %s needs this sandbox's placeholder in the %s header (%s<placeholder>) "
-			"or as the Basic auth password",
-			r->name, t->header, t->scheme);
-	}
-	if (!t->secret.mem && t->secret_var) {
-		return hb_refuse(g, HB_SECRET_MISSING,
-				 "latch: %s was not set on the host when the sandbox started; set it and run "
-				 "`latch up` again to hand it over",
-				 t->secret_var);
-	}
+	if (method_refused(g, r, &answer) || path_refused(g, r, rest, rest_len, &answer) ||
+	    placeholder_refused(g, r, &answer))
+		return answer;
 	return hb_exchange_start(g, r);
 }
 
