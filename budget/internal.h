@@ -7,12 +7,15 @@
  *              watched paths, and an SSE scanner on top of it: bounded
  *              memory, never a copy of the stream;
  *   usage.c    the three providers' usage formats, streamed or not;
- *   request.c  classification of (provider, method, path), and what a
- *              request body says about its worst case;
- *   prices.c   the price table (built-ins and /etc/latch/prices) and the
- *              integer arithmetic of a charge;
+ *   classify.c classification of (provider, method, path), and the names
+ *              of providers, formats and tools;
+ *   request.c  what a request body says about its worst case;
+ *   prices.c   the price table's reader (built-ins and /etc/latch/prices)
+ *              and the integer arithmetic of a charge;
+ *   prices_builtin.c  the built-in rows, as text in the file's format;
  *   ledger.c   the sqlite ledger: rows, replay, the write transaction;
- *   budget.c   windows, caps, reservations and settlements;
+ *   window.c   the rolling windows' tallies and the caps they are held to;
+ *   budget.c   reservations and settlements;
  *   life.c     open (replay, dead owners), the tick, close;
  *   commit.c   a sole writer's reservations, decided in memory and written
  *              in groups (one commit per turn of latchd's event loop);
@@ -305,6 +308,8 @@ struct price_table {
 	int n_lines;
 };
 
+/* The built-in rows, in the file's format (prices_builtin.c). */
+extern const char budget_builtin_prices[];
 /* OpenAI's priority processing: a documented multiple of the standard prices (docs/budget.md) */
 #define PRICES_PRIORITY_TIMES 2
 int prices_load(struct price_table *t, const char *path, char *err, size_t errlen);
@@ -571,6 +576,11 @@ int catch_up(struct budget *b);
 int catch_up_journal(struct budget *b);
 const char *cap_name(enum cap_kind k);
 int64_t cap_value(const struct budget_caps *c, enum cap_kind k);
+/* The caps of provider P for a sandbox: the configured ones, with OV's where it sets them. */
+struct budget_caps budget_caps_in_force(const struct budget *b, enum budget_provider p, const struct budget_caps *ov);
+/* The first sandbox cap, then host cap, NEED does not fit under (*r says which); false when it fits. */
+bool budget_check_caps(struct budget *b, int sbx, enum budget_provider p, const struct budget_caps *caps, int64_t need,
+		       struct refusal *r);
 bool charge_matches(const struct charge *c, int sbx, enum budget_provider p);
 void refusal_text(struct budget *b, const struct refusal *r, struct budget_note *note, char *line, size_t linelen);
 void charge_settle(struct budget *b, int64_t id, int64_t micros);
