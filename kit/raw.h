@@ -79,6 +79,25 @@ int kit_raw_read(const char *text, size_t len, const char *source, struct raw_ki
 		 size_t errlen);
 void kit_raw_free(struct raw_kit *kit, struct raw_doc *doc);
 
+/* What a check reports against: the kit's file, the credential (where), and the caller's error buffer. */
+struct kit_ctx {
+	const char *source;
+	char where[128]; /* `credential "x": ` and so on, or "" */
+	char *err;
+	size_t errlen;
+};
+
+/* One refusal: `SOURCE: WHERE MESSAGE` into c->err; returns -EINVAL. */
+__attribute__((format(printf, 2, 3))) int kit_fail(struct kit_ctx *c, const char *fmt, ...);
+/* Is S an HTTP token (a method's or a header name's characters)? */
+bool kit_token_ok(const char *s);
+/* A plain absolute path prefix into OUT ('/' trailing dropped); ALLOW_EMPTY for a base_path. */
+int kit_check_path(struct kit_ctx *c, const char *field, const char *s, bool allow_empty, char *out, size_t outlen);
+/* metered.c: a credential's caps, priced_endpoints and allow_provider_tools; 0 or kit_fail()'s -EINVAL. */
+int kit_check_caps(struct kit_ctx *c, const struct raw_caps *r, struct latch_kit_caps *caps);
+int kit_check_priced(struct kit_ctx *c, const struct raw_cred *r, struct latch_kit_cred *cr);
+int kit_check_tools(struct kit_ctx *c, const struct raw_cred *r, struct latch_kit_cred *cr);
+
 /* validate.c: check RAW and build the kit; 0 or -errno with one line in err. */
 int kit_build(const struct raw_kit *raw, const struct raw_doc *doc, const char *source, const char *default_name,
 	      const struct latch_kit_opts *opts, struct latch_kit *kit, char *err, size_t errlen);

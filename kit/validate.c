@@ -23,14 +23,7 @@
 
 #include "kit/raw.h"
 
-struct ctx {
-	const char *source;
-	char where[128]; /* `credential "x": ` and so on, or "" */
-	char *err;
-	size_t errlen;
-};
-
-__attribute__((format(printf, 2, 3))) static int fail(struct ctx *c, const char *fmt, ...)
+int kit_fail(struct kit_ctx *c, const char *fmt, ...)
 {
 	char msg[LATCH_ERR_MAX];
 	va_list ap;
@@ -42,12 +35,12 @@ __attribute__((format(printf, 2, 3))) static int fail(struct ctx *c, const char 
 }
 
 /* Copy S into a DST of LEN bytes, or fail naming FIELD. */
-static int copy(struct ctx *c, char *dst, size_t len, const char *s, const char *field)
+static int copy(struct kit_ctx *c, char *dst, size_t len, const char *s, const char *field)
 {
 	size_t n = strlen(s);
 
 	if (n >= len)
-		return fail(c, "%s is longer than %zu characters", field, len - 1);
+		return kit_fail(c, "%s is longer than %zu characters", field, len - 1);
 	memcpy(dst, s, n + 1);
 	return 0;
 }
@@ -78,7 +71,7 @@ static bool route_name_ok(const char *s)
 }
 
 /* An RFC 9110 token: what a header name and a method are made of. */
-static bool token_ok(const char *s)
+bool kit_token_ok(const char *s)
 {
 	size_t n = strlen(s);
 
@@ -99,14 +92,14 @@ const char *latch_provider_name(enum latch_provider p)
 	return (unsigned)p < sizeof(provider_names) / sizeof(provider_names[0]) ? provider_names[p] : "other";
 }
 
-static int parse_provider(struct ctx *c, const char *s, enum latch_provider *out)
+static int parse_provider(struct kit_ctx *c, const char *s, enum latch_provider *out)
 {
 	for (size_t i = 0; i < sizeof(provider_names) / sizeof(provider_names[0]); i++)
 		if (!strcmp(s, provider_names[i])) {
 			*out = i;
 			return 0;
 		}
-	return fail(c, "provider \"%s\" must be one of openai, anthropic, gemini, other", s);
+	return kit_fail(c, "provider \"%s\" must be one of openai, anthropic, gemini, other", s);
 }
 
 /* A kit from kosa8 names no provider: its upstream does, for the APIs budget/ prices. */
@@ -173,7 +166,7 @@ static bool loopback(const struct latch_kit_upstream *up)
  * brackets for IPv6, no user, no path (one trailing '/' is no path).  With
  * LOOPBACK_HTTP, also http:// to this host's loopback: a model server.
  */
-static int parse_upstream(struct ctx *c, const char *url, bool loopback_http, struct latch_kit_upstream *up)
+static int parse_upstream(struct kit_ctx *c, const char *url, bool loopback_http, struct latch_kit_upstream *up)
 {
 	const char *want = loopback_http ? "https://host[:port] (or http:// to this host's loopback)" : "https://host";
 	char auth[LATCH_KIT_HOST_MAX + 16], *host = auth, *port = NULL;
@@ -188,40 +181,40 @@ static int parse_upstream(struct ctx *c, const char *url, bool loopback_http, st
 		up->tls = false;
 		rest = url + 7;
 	} else {
-		return fail(c, "upstream \"%s\" must be %s with no path", url, want);
+		return kit_fail(c, "upstream \"%s\" must be %s with no path", url, want);
 	}
 	n = strcspn(rest, "/?#");
 	if (rest[n] && strcmp(rest + n, "/"))
-		return fail(c, "upstream \"%s\" must be %s with no path", url, want);
+		return kit_fail(c, "upstream \"%s\" must be %s with no path", url, want);
 	if (!n || n >= sizeof(auth))
-		return fail(c, "upstream \"%s\" has no host; write %s", url, want);
+		return kit_fail(c, "upstream \"%s\" has no host; write %s", url, want);
 	memcpy(auth, rest, n);
 	auth[n] = '\0';
 	if (strchr(auth, '@'))
-		return fail(c, "upstream \"%s\" carries a user or password; the key goes in secret:, write %s", url,
-			    want);
+		return kit_fail(c, "upstream \"%s\" carries a user or password; the key goes in secret:, write %s", url,
+				want);
 	if (auth[0] == '[') {
 		char *close = strchr(auth, ']');
 
 		if (!close || (close[1] && close[1] != ':'))
-			return fail(c,
-				    "upstream \"%s\": an IPv6 address is written [2001:db8::1] or [2001:db8::1]:PORT",
-				    url);
+			return kit_fail(
+				c, "upstream \"%s\": an IPv6 address is written [2001:db8::1] or [2001:db8::1]:PORT",
+				url);
 		*close = '\0';
 		host = auth + 1;
 		port = close[1] ? close + 2 : NULL;
 		if (latch_parse_addr(host, &a, NULL, 0) || a.family != AF_INET6)
-			return fail(c, "upstream \"%s\": '%s' is not an IPv6 address", url, host);
+			return kit_fail(c, "upstream \"%s\": '%s' is not an IPv6 address", url, host);
 	} else {
 		if ((port = strchr(auth, ':')))
 			*port++ = '\0';
 		if (strspn(auth, "0123456789.") == strlen(auth)) {
 			if (latch_parse_addr(auth, &a, NULL, 0) || a.family != AF_INET)
-				return fail(c, "upstream \"%s\": '%s' is not an IPv4 address", url, auth);
+				return kit_fail(c, "upstream \"%s\": '%s' is not an IPv4 address", url, auth);
 		} else if (!host_name_ok(auth)) {
-			return fail(c,
-				    "upstream \"%s\": '%s' is not a host name; write %s, e.g. https://api.example.com",
-				    url, auth, want);
+			return kit_fail(
+				c, "upstream \"%s\": '%s' is not a host name; write %s, e.g. https://api.example.com",
+				url, auth, want);
 		}
 	}
 	up->port = up->tls ? 443 : 80;
@@ -229,17 +222,17 @@ static int parse_upstream(struct ctx *c, const char *url, bool loopback_http, st
 		uint32_t p;
 
 		if (latch_parse_uint(port, 1, 65535, &p))
-			return fail(c, "upstream \"%s\": port '%s' must be 1-65535", url, port);
+			return kit_fail(c, "upstream \"%s\": port '%s' must be 1-65535", url, port);
 		up->port = p;
 	}
 	if (strlen(host) >= sizeof(up->host))
-		return fail(c, "upstream \"%s\": the host is longer than %d characters", url, LATCH_KIT_HOST_MAX);
+		return kit_fail(c, "upstream \"%s\": the host is longer than %d characters", url, LATCH_KIT_HOST_MAX);
 	strcpy(up->host, host);
 	if (!up->tls && !loopback(up))
-		return fail(c,
-			    "upstream \"%s\" is plain http to another host; http:// is only for a model server on "
-			    "this host's loopback (127.0.0.1, [::1], localhost): use https://",
-			    url);
+		return kit_fail(c,
+				"upstream \"%s\" is plain http to another host; http:// is only for a model server on "
+				"this host's loopback (127.0.0.1, [::1], localhost): use https://",
+				url);
 	return 0;
 }
 
@@ -263,7 +256,7 @@ void latch_kit_upstream_url(const struct latch_kit_upstream *up, char *buf, size
  * requests with two readings; a prefix with two readings is refused here.
  * One trailing '/' is dropped ("/v1/" is "/v1"); ALLOW_EMPTY for a base_path.
  */
-static int check_path(struct ctx *c, const char *field, const char *s, bool allow_empty, char *out, size_t outlen)
+int kit_check_path(struct kit_ctx *c, const char *field, const char *s, bool allow_empty, char *out, size_t outlen)
 {
 	size_t n = strlen(s);
 
@@ -272,28 +265,28 @@ static int check_path(struct ctx *c, const char *field, const char *s, bool allo
 		return 0;
 	}
 	if (s[0] != '/')
-		return fail(c, "%s \"%s\" must be absolute: write /%s", field, s, s);
+		return kit_fail(c, "%s \"%s\" must be absolute: write /%s", field, s, s);
 	if (strchr(s, '%'))
-		return fail(c, "%s \"%s\" has a %%-escape; write it decoded (the broker refuses encoded paths)", field,
-			    s);
+		return kit_fail(c, "%s \"%s\" has a %%-escape; write it decoded (the broker refuses encoded paths)",
+				field, s);
 	if (strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~!$&'()*+,;=:@/") != n)
-		return fail(c,
-			    "%s \"%s\" has a character a URL path can't hold plainly (a blank, ?, #, \\, a "
-			    "quote or a control); write the path alone, e.g. /v1/messages",
-			    field, s);
+		return kit_fail(c,
+				"%s \"%s\" has a character a URL path can't hold plainly (a blank, ?, #, \\, a "
+				"quote or a control); write the path alone, e.g. /v1/messages",
+				field, s);
 	for (const char *seg = s + 1; seg <= s + n; seg++) {
 		size_t len = strcspn(seg, "/");
 
 		if ((len == 1 && seg[0] == '.') || (len == 2 && !strncmp(seg, "..", 2)))
-			return fail(c, "%s \"%s\" has a . or .. segment; write the path it means", field, s);
+			return kit_fail(c, "%s \"%s\" has a . or .. segment; write the path it means", field, s);
 		if (!len && seg[len] == '/')
-			return fail(c, "%s \"%s\" has an empty segment (//); write each '/' once", field, s);
+			return kit_fail(c, "%s \"%s\" has an empty segment (//); write each '/' once", field, s);
 		seg += len;
 	}
 	if (n > 1 && s[n - 1] == '/')
 		n--;
 	if (n >= outlen)
-		return fail(c, "%s \"%s\" is longer than %zu characters", field, s, outlen - 1);
+		return kit_fail(c, "%s \"%s\" is longer than %zu characters", field, s, outlen - 1);
 	memcpy(out, s, n);
 	out[n] = '\0';
 	return 0;
@@ -316,15 +309,15 @@ static bool framing_header(const char *h)
 }
 
 /* An absolute path with no . or .. in it: the file named is the file read, whatever the working directory. */
-static int check_file_path(struct ctx *c, const char *field, const char *s, char *out, size_t len)
+static int check_file_path(struct kit_ctx *c, const char *field, const char *s, char *out, size_t len)
 {
 	size_t n = strlen(s);
 	bool dots = strstr(s, "/./") || strstr(s, "/../") || (n >= 2 && !strcmp(s + n - 2, "/.")) ||
 		    (n >= 3 && !strcmp(s + n - 3, "/.."));
 
 	if (s[0] != '/' || dots || has_control(s))
-		return fail(c, "%s \"%s\" must be an absolute path without . or .., e.g. /etc/latch/secrets/NAME",
-			    field, s);
+		return kit_fail(c, "%s \"%s\" must be an absolute path without . or .., e.g. /etc/latch/secrets/NAME",
+				field, s);
 	return copy(c, out, len, s, field);
 }
 
@@ -332,17 +325,17 @@ static int check_file_path(struct ctx *c, const char *field, const char *s, char
  * ca_file decides whom latchd trusts for this upstream: a regular file (not
  * a link) that root (or the caller) owns and nobody else may write.
  */
-static int check_ca_file(struct ctx *c, const char *path)
+static int check_ca_file(struct kit_ctx *c, const char *path)
 {
 	char why[LATCH_ERR_MAX];
 	struct stat st;
 
 	if (lstat(path, &st))
-		return fail(c, "ca_file %s: %s; give the PEM file of the upstream's CA", path, strerror(errno));
+		return kit_fail(c, "ca_file %s: %s; give the PEM file of the upstream's CA", path, strerror(errno));
 	if (S_ISLNK(st.st_mode))
-		return fail(c, "ca_file %s is a symbolic link; point ca_file at the file itself", path);
+		return kit_fail(c, "ca_file %s is a symbolic link; point ca_file at the file itself", path);
 	if (latch_file_check(path, &st, LATCH_FILE_CONFIG, why, sizeof(why)))
-		return fail(c, "ca_file %s", why);
+		return kit_fail(c, "ca_file %s", why);
 	return 0;
 }
 
@@ -351,43 +344,43 @@ static int check_ca_file(struct ctx *c, const char *path)
  * NONE_OK (a loopback model server takes none).  HEADER and SCHEME, then
  * CA_FILE and PROVIDER (DFLT when not given, else the host's).
  */
-static int check_auth(struct ctx *c, struct latch_kit_upstream *up, const char *secret, const char *secret_file,
+static int check_auth(struct kit_ctx *c, struct latch_kit_upstream *up, const char *secret, const char *secret_file,
 		      bool none_ok)
 {
 	if (secret && *secret && secret_file && *secret_file)
-		return fail(c, "secret and secret_file both given; keep one");
+		return kit_fail(c, "secret and secret_file both given; keep one");
 	if (secret && *secret) {
 		if (!kit_var_name_ok(secret))
-			return fail(c,
-				    "secret \"%s\" is not an environment variable's name; write e.g. secret: "
-				    "WEATHER_API_KEY",
-				    secret);
+			return kit_fail(c,
+					"secret \"%s\" is not an environment variable's name; write e.g. secret: "
+					"WEATHER_API_KEY",
+					secret);
 		return copy(c, up->secret_var, sizeof(up->secret_var), secret, "secret");
 	}
 	if (secret_file && *secret_file)
 		return check_file_path(c, "secret_file", secret_file, up->secret_file, sizeof(up->secret_file));
 	if (none_ok)
 		return 0;
-	return fail(c, "secret names nothing; write secret: VARIABLE (taken from the environment of latch up) or "
-		       "secret_file: /PATH");
+	return kit_fail(c, "secret names nothing; write secret: VARIABLE (taken from the environment of latch up) or "
+			   "secret_file: /PATH");
 }
 
-static int check_header(struct ctx *c, struct latch_kit_upstream *up, const char *header, const char *scheme)
+static int check_header(struct kit_ctx *c, struct latch_kit_upstream *up, const char *header, const char *scheme)
 {
 	size_t n;
 
 	if (!header || !*header)
-		return fail(c, "header is missing; name the header the key goes in, e.g. header: Authorization");
-	if (!token_ok(header))
-		return fail(c,
-			    "header \"%s\" is not a header name (an RFC 9110 token: letters, digits and "
-			    "!#$%%&'*+-.^_`|~); write e.g. header: x-api-key",
-			    header);
+		return kit_fail(c, "header is missing; name the header the key goes in, e.g. header: Authorization");
+	if (!kit_token_ok(header))
+		return kit_fail(c,
+				"header \"%s\" is not a header name (an RFC 9110 token: letters, digits and "
+				"!#$%%&'*+-.^_`|~); write e.g. header: x-api-key",
+				header);
 	if (framing_header(header))
-		return fail(c,
-			    "header \"%s\" frames or routes the request; the key goes in an authentication header "
-			    "such as Authorization",
-			    header);
+		return kit_fail(c,
+				"header \"%s\" frames or routes the request; the key goes in an authentication header "
+				"such as Authorization",
+				header);
 	if (copy(c, up->header, sizeof(up->header), header, "header"))
 		return -EINVAL;
 	if (!scheme)
@@ -395,36 +388,37 @@ static int check_header(struct ctx *c, struct latch_kit_upstream *up, const char
 	n = strlen(scheme);
 	for (size_t i = 0; i < n; i++)
 		if ((unsigned char)scheme[i] < 0x20 || (unsigned char)scheme[i] >= 0x7f)
-			return fail(c, "scheme \"%s\" must be plain printable text, e.g. \"Bearer \"", scheme);
+			return kit_fail(c, "scheme \"%s\" must be plain printable text, e.g. \"Bearer \"", scheme);
 	/* "Bearer" glued to the key is "Bearersk-...": the space is part of the scheme */
 	if (n && ((scheme[n - 1] >= 'A' && scheme[n - 1] <= 'Z') || (scheme[n - 1] >= 'a' && scheme[n - 1] <= 'z')))
-		return fail(c, "scheme \"%s\" would be glued to the key; write \"%s \" (with the space)", scheme,
-			    scheme);
+		return kit_fail(c, "scheme \"%s\" would be glued to the key; write \"%s \" (with the space)", scheme,
+				scheme);
 	return copy(c, up->scheme, sizeof(up->scheme), scheme, "scheme");
 }
 
-/* ---- methods, env, caps */
+/* ---- methods, env */
 
-static int check_methods(struct ctx *c, const struct raw_cred *r, struct latch_kit_cred *cr)
+static int check_methods(struct kit_ctx *c, const struct raw_cred *r, struct latch_kit_cred *cr)
 {
 	if (r->methods_count > LATCH_KIT_METHODS_MAX)
-		return fail(c, "more than %d methods", LATCH_KIT_METHODS_MAX);
+		return kit_fail(c, "more than %d methods", LATCH_KIT_METHODS_MAX);
 	for (unsigned i = 0; i < r->methods_count; i++) {
 		char m[LATCH_KIT_METHOD_MAX + 1];
 		bool dup = false;
 
-		if (strlen(r->methods[i]) > LATCH_KIT_METHOD_MAX || !token_ok(r->methods[i]))
-			return fail(c, "method \"%s\" is not an HTTP method; write e.g. methods: [GET, POST]",
-				    r->methods[i]);
+		if (strlen(r->methods[i]) > LATCH_KIT_METHOD_MAX || !kit_token_ok(r->methods[i]))
+			return kit_fail(c, "method \"%s\" is not an HTTP method; write e.g. methods: [GET, POST]",
+					r->methods[i]);
 		/* methods are folded once, here; a request's method is compared exactly */
 		for (size_t k = 0; k <= strlen(r->methods[i]); k++)
 			m[k] = (r->methods[i][k] >= 'a' && r->methods[i][k] <= 'z') ? r->methods[i][k] - 32 :
 										      r->methods[i][k];
 		if (!strcmp(m, "TRACE"))
-			return fail(c, "method TRACE is never brokered: it echoes the request back, key included; "
-				       "remove it");
+			return kit_fail(c, "method TRACE is never brokered: it echoes the request back, key included; "
+					   "remove it");
 		if (!strcmp(m, "CONNECT"))
-			return fail(c, "method CONNECT is not a route's: tunnels go through HTTPS_PROXY; remove it");
+			return kit_fail(c,
+					"method CONNECT is not a route's: tunnels go through HTTPS_PROXY; remove it");
 		for (int k = 0; k < cr->n_methods; k++)
 			dup |= !strcmp(cr->methods[k], m);
 		if (!dup)
@@ -444,224 +438,80 @@ static bool proxy_var(const char *name)
 }
 
 /* Every "{{" must open {{url}} or {{placeholder}}; *placeholder says if the latter is there. */
-static int check_template(struct ctx *c, const struct raw_env *e, bool *placeholder)
+static int check_template(struct kit_ctx *c, const struct raw_env *e, bool *placeholder)
 {
 	for (const char *p = e->value; (p = strstr(p, "{{")); p += 2) {
 		if (!strncmp(p, "{{placeholder}}", 15))
 			*placeholder = true;
 		else if (strncmp(p, "{{url}}", 7))
-			return fail(c, "env %s has an unknown %.20s; write {{url}} or {{placeholder}}", e->name, p);
+			return kit_fail(c, "env %s has an unknown %.20s; write {{url}} or {{placeholder}}", e->name, p);
 	}
 	return 0;
 }
 
-static int check_env(struct ctx *c, const struct raw_doc *doc, int i, const struct latch_kit *kit,
+static int check_env(struct kit_ctx *c, const struct raw_doc *doc, int i, const struct latch_kit *kit,
 		     struct latch_kit_cred *cr)
 {
 	bool placeholder = false;
 	int n = i < doc->n_creds ? doc->n_env[i] : 0;
 
 	if (n > LATCH_KIT_ENV_MAX)
-		return fail(c, "env has more than %d variables", LATCH_KIT_ENV_MAX);
+		return kit_fail(c, "env has more than %d variables", LATCH_KIT_ENV_MAX);
 	for (int k = 0; k < n; k++) {
 		const struct raw_env *e = &doc->env[i][k];
 		struct latch_kit_env *out = &cr->env[cr->n_env];
 
 		if (!kit_var_name_ok(e->name))
-			return fail(c, "env \"%s\" is not a variable name ([A-Za-z_][A-Za-z0-9_]*, at most %d)",
-				    e->name, LATCH_KIT_VAR_MAX);
+			return kit_fail(c, "env \"%s\" is not a variable name ([A-Za-z_][A-Za-z0-9_]*, at most %d)",
+					e->name, LATCH_KIT_VAR_MAX);
 		if (proxy_var(e->name))
-			return fail(c, "env %s is latch's own: the sandbox's proxy is its broker; remove it", e->name);
+			return kit_fail(c, "env %s is latch's own: the sandbox's proxy is its broker; remove it",
+					e->name);
 		for (int j = 0; j < cr->n_env; j++)
 			if (!strcmp(cr->env[j].name, e->name))
-				return fail(c, "env %s is given twice; keep one", e->name);
+				return kit_fail(c, "env %s is given twice; keep one", e->name);
 		for (int ci = 0; ci < kit->n_creds; ci++)
 			for (int j = 0; j < kit->creds[ci].n_env; j++)
 				if (!strcmp(kit->creds[ci].env[j].name, e->name))
-					return fail(c,
-						    "env %s is also given by credential \"%s\"; a variable has one "
-						    "source",
-						    e->name, kit->creds[ci].name);
+					return kit_fail(c,
+							"env %s is also given by credential \"%s\"; a variable has one "
+							"source",
+							e->name, kit->creds[ci].name);
 		if (has_control(e->value))
-			return fail(c, "env %s must be one line of printable text", e->name);
+			return kit_fail(c, "env %s must be one line of printable text", e->name);
 		if (check_template(c, e, &placeholder))
 			return -EINVAL;
 		if (strlen(e->value) > LATCH_KIT_ENV_VALUE_MAX)
-			return fail(c, "env %s is longer than %d characters", e->name, LATCH_KIT_ENV_VALUE_MAX);
+			return kit_fail(c, "env %s is longer than %d characters", e->name, LATCH_KIT_ENV_VALUE_MAX);
 		strcpy(out->name, e->name);
 		strcpy(out->value, e->value);
 		cr->n_env++;
 	}
 	if (!placeholder)
-		return fail(c, "env must give the sandbox {{placeholder}} in some variable");
-	return 0;
-}
-
-/* "12", "12.5", "0.000001": dollars to micro-dollars, exactly. */
-static int parse_dollars(const char *s, uint64_t *out)
-{
-	uint64_t whole = 0, frac = 0;
-	int digits = 0, fd = 0;
-
-	for (; *s >= '0' && *s <= '9'; s++, digits++) {
-		whole = whole * 10 + (*s - '0');
-		if (whole > 1000000000ull)
-			return -ERANGE;
-	}
-	if (*s == '.')
-		for (s++; *s >= '0' && *s <= '9'; s++, fd++) {
-			if (fd == 6)
-				return -EINVAL; /* past a micro-dollar */
-			frac = frac * 10 + (*s - '0');
-		}
-	if (*s || (!digits && !fd))
-		return -EINVAL;
-	while (fd++ < 6)
-		frac *= 10;
-	*out = whole * 1000000 + frac;
-	return 0;
-}
-
-static int check_caps(struct ctx *c, const struct raw_caps *r, struct latch_kit_caps *caps)
-{
-	if (!r)
-		return 0;
-	if (r->requests_per_hour && !*r->requests_per_hour)
-		return fail(c, "caps: requests_per_hour must be 1 or more; leave it out for latch.conf's default");
-	if (r->requests_per_day && !*r->requests_per_day)
-		return fail(c, "caps: requests_per_day must be 1 or more; leave it out for latch.conf's default");
-	caps->requests_per_hour = r->requests_per_hour ? *r->requests_per_hour : 0;
-	caps->requests_per_day = r->requests_per_day ? *r->requests_per_day : 0;
-	if (r->dollars_per_day) {
-		int ret = parse_dollars(r->dollars_per_day, &caps->microdollars_per_day);
-
-		if (ret || !caps->microdollars_per_day)
-			return fail(c,
-				    "caps: dollars_per_day \"%s\" must be an amount above 0 such as 12.50 (at most 6 "
-				    "decimals, at most 1000000000)",
-				    r->dollars_per_day);
-	}
-	return 0;
-}
-
-/* ---- what a metered route allows beyond what the meter prices */
-
-static const char *const tool_names[LATCH_KIT_TOOLS] = {
-	[LATCH_KIT_TOOL_WEB_FETCH] = "web_fetch",
-	[LATCH_KIT_TOOL_MCP] = "mcp",
-	[LATCH_KIT_TOOL_URL_CONTEXT] = "url_context",
-};
-
-const char *latch_kit_tool_name(enum latch_kit_tool t)
-{
-	return (unsigned)t < LATCH_KIT_TOOLS ? tool_names[t] : "?";
-}
-
-static int check_tools(struct ctx *c, const struct raw_cred *r, struct latch_kit_cred *cr)
-{
-	for (unsigned i = 0; i < r->allow_provider_tools_count; i++) {
-		int t = 0;
-
-		while (t < LATCH_KIT_TOOLS && strcmp(r->allow_provider_tools[i], tool_names[t]))
-			t++;
-		if (t == LATCH_KIT_TOOLS)
-			return fail(c,
-				    "allow_provider_tools: \"%s\" is not a tool latch refuses; name web_fetch, mcp or "
-				    "url_context",
-				    r->allow_provider_tools[i]);
-		cr->provider_tools |= 1u << t;
-	}
-	return 0;
-}
-
-/* Is PATH under the credential's path prefix P, on a segment boundary (as the broker matches)? */
-static bool under_prefix(const char *path, const char *p)
-{
-	size_t n = strlen(p);
-
-	return !strcmp(p, "/") || (!strncmp(path, p, n) && (path[n] == '/' || !path[n]));
-}
-
-/*
- * Each priced endpoint: a method of the route's, a path under its paths
- * (checked as a path prefix is: one reading only), and a price; an entry
- * the route's own checks would refuse could never be used, so it is
- * refused here, naming what to change.
- */
-static int check_priced(struct ctx *c, const struct raw_cred *r, struct latch_kit_cred *cr)
-{
-	if (r->priced_endpoints_count > LATCH_KIT_PRICED_MAX)
-		return fail(c, "more than %d priced_endpoints", LATCH_KIT_PRICED_MAX);
-	for (unsigned i = 0; i < r->priced_endpoints_count; i++) {
-		const struct raw_priced *e = &r->priced_endpoints[i];
-		struct latch_kit_priced *p = &cr->priced[cr->n_priced];
-		char field[48];
-		bool allowed = !cr->n_methods, under = false;
-		int stars = 0;
-
-		snprintf(field, sizeof(field), "priced_endpoints %u: path", i + 1);
-		if (!e->method || !*e->method || strlen(e->method) > LATCH_KIT_METHOD_MAX || !token_ok(e->method))
-			return fail(c,
-				    "priced_endpoints %u: method \"%s\" is not an HTTP method; write e.g. method: POST",
-				    i + 1, e->method ? e->method : "");
-		for (size_t k = 0; k <= strlen(e->method); k++)
-			p->method[k] = e->method[k] >= 'a' && e->method[k] <= 'z' ? e->method[k] - 32 : e->method[k];
-		for (int k = 0; k < cr->n_methods; k++)
-			allowed |= !strcmp(cr->methods[k], p->method);
-		if (!allowed || !strcmp(p->method, "TRACE") || !strcmp(p->method, "CONNECT"))
-			return fail(
-				c,
-				"priced_endpoints %u: method %s is not one of the credential's methods; add it there",
-				i + 1, p->method);
-		if (!e->path || !*e->path)
-			return fail(c, "priced_endpoints %u: path is missing; write e.g. path: /v1/messages/batches",
-				    i + 1);
-		if (check_path(c, field, e->path, false, p->path, sizeof(p->path)))
-			return -EINVAL;
-		for (const char *q = p->path; (q = strchr(q, '*')); q++, stars++)
-			if (q[1] == '*')
-				return fail(c, "%s \"%s\" has '**'; a '*' already stands for any bytes of a segment",
-					    field, e->path);
-		if (stars > LATCH_KIT_PRICED_STARS)
-			return fail(c, "%s \"%s\" has more than %d '*'", field, e->path, LATCH_KIT_PRICED_STARS);
-		for (int k = 0; k < cr->n_paths; k++)
-			under |= under_prefix(p->path, cr->paths[k]);
-		if (!under)
-			return fail(c, "%s \"%s\" is not under the credential's paths; add its prefix to paths", field,
-				    e->path);
-		for (int k = 0; k < cr->n_priced; k++)
-			if (!strcmp(cr->priced[k].method, p->method) && !strcmp(cr->priced[k].path, p->path))
-				return fail(c, "priced_endpoints %u: %s %s is given twice; keep one", i + 1, p->method,
-					    p->path);
-		if (!e->dollars_per_request || parse_dollars(e->dollars_per_request, &p->microdollars))
-			return fail(c,
-				    "priced_endpoints %u: dollars_per_request \"%s\" must be an amount such as 5.00 (0 "
-				    "for free; at most 6 decimals, at most 1000000000)",
-				    i + 1, e->dollars_per_request ? e->dollars_per_request : "");
-		cr->n_priced++;
-	}
+		return kit_fail(c, "env must give the sandbox {{placeholder}} in some variable");
 	return 0;
 }
 
 /* ---- credentials */
 
-static int check_alt(struct ctx *c, const struct raw_alt *r, const struct latch_kit_cred *cr, struct latch_kit_alt *a)
+static int check_alt(struct kit_ctx *c, const struct raw_alt *r, const struct latch_kit_cred *cr,
+		     struct latch_kit_alt *a)
 {
 	size_t base = strlen(c->where);
 
 	if (!r->name || !route_name_ok(r->name))
-		return fail(c, "alternative name \"%s\" must be 1-32 characters of a-z, 0-9 and '-'",
-			    r->name ? r->name : "");
+		return kit_fail(c, "alternative name \"%s\" must be 1-32 characters of a-z, 0-9 and '-'",
+				r->name ? r->name : "");
 	for (int k = 0; k < cr->n_alts; k++)
 		if (!strcmp(cr->alts[k].name, r->name))
-			return fail(c, "alternative \"%s\" is given twice; each needs a name of its own", r->name);
+			return kit_fail(c, "alternative \"%s\" is given twice; each needs a name of its own", r->name);
 	strcpy(a->name, r->name);
 	snprintf(c->where + base, sizeof(c->where) - base, "alternative \"%s\": ", r->name);
 	if (!r->upstream)
-		return fail(c, "upstream is missing; write upstream: https://host");
+		return kit_fail(c, "upstream is missing; write upstream: https://host");
 	if (parse_upstream(c, r->upstream, true, &a->up) ||
-	    check_path(c, "base_path", r->base_path ? r->base_path : "", true, a->up.base_path,
-		       sizeof(a->up.base_path)) ||
+	    kit_check_path(c, "base_path", r->base_path ? r->base_path : "", true, a->up.base_path,
+			   sizeof(a->up.base_path)) ||
 	    check_auth(c, &a->up, r->secret, r->secret_file, !a->up.tls) ||
 	    check_header(c, &a->up, r->header ? r->header : cr->up.header, r->scheme ? r->scheme : cr->up.scheme))
 		return -EINVAL;
@@ -677,30 +527,32 @@ static int check_alt(struct ctx *c, const struct raw_alt *r, const struct latch_
 }
 
 /* KIT_PROVIDER: the kit's `provider:`, or -1 when it names none. */
-static int check_cred(struct ctx *c, const struct raw_kit *raw, const struct raw_doc *doc, int i, int kit_provider,
+static int check_cred(struct kit_ctx *c, const struct raw_kit *raw, const struct raw_doc *doc, int i, int kit_provider,
 		      const struct latch_kit *kit, struct latch_kit_cred *cr)
 {
 	const struct raw_cred *r = &raw->credentials[i];
 
 	c->where[0] = '\0';
 	if (!r->name || !*r->name)
-		return fail(c, "credential %d has no name; give it one of 1-32 characters of a-z, 0-9 and '-'", i + 1);
+		return kit_fail(c, "credential %d has no name; give it one of 1-32 characters of a-z, 0-9 and '-'",
+				i + 1);
 	if (!route_name_ok(r->name))
-		return fail(c, "credential name \"%s\" must be 1-32 characters of a-z, 0-9 and '-'", r->name);
+		return kit_fail(c, "credential name \"%s\" must be 1-32 characters of a-z, 0-9 and '-'", r->name);
 	if (latch_kit_cred_find(kit, r->name))
-		return fail(c, "credential \"%s\" is given twice; each credential needs a name of its own", r->name);
+		return kit_fail(c, "credential \"%s\" is given twice; each credential needs a name of its own",
+				r->name);
 	strcpy(cr->name, r->name);
 	snprintf(c->where, sizeof(c->where), "credential \"%s\": ", r->name);
 	if (!r->upstream || !*r->upstream)
-		return fail(c, "upstream is missing; write upstream: https://host");
+		return kit_fail(c, "upstream is missing; write upstream: https://host");
 	if (parse_upstream(c, r->upstream, false, &cr->up) ||
 	    check_auth(c, &cr->up, r->secret, r->secret_file, false) ||
 	    check_header(c, &cr->up, r->header, r->scheme) || check_methods(c, r, cr))
 		return -EINVAL;
 	if (r->paths_count > LATCH_KIT_PATHS_MAX)
-		return fail(c, "more than %d paths", LATCH_KIT_PATHS_MAX);
+		return kit_fail(c, "more than %d paths", LATCH_KIT_PATHS_MAX);
 	for (unsigned k = 0; k < r->paths_count; k++)
-		if (check_path(c, "path", r->paths[k], false, cr->paths[cr->n_paths++], sizeof(cr->paths[0])))
+		if (kit_check_path(c, "path", r->paths[k], false, cr->paths[cr->n_paths++], sizeof(cr->paths[0])))
 			return -EINVAL;
 	if (!cr->n_paths)
 		strcpy(cr->paths[cr->n_paths++], "/");
@@ -709,13 +561,13 @@ static int check_cred(struct ctx *c, const struct raw_kit *raw, const struct raw
 	cr->up.provider = kit_provider >= 0 ? (enum latch_provider)kit_provider : provider_of_host(cr->up.host);
 	if (r->provider && parse_provider(c, r->provider, &cr->up.provider))
 		return -EINVAL;
-	if (check_caps(c, r->caps, &cr->caps) || check_priced(c, r, cr) || check_tools(c, r, cr))
+	if (kit_check_caps(c, r->caps, &cr->caps) || kit_check_priced(c, r, cr) || kit_check_tools(c, r, cr))
 		return -EINVAL;
 	if (r->ca_file && (check_file_path(c, "ca_file", r->ca_file, cr->up.ca_file, sizeof(cr->up.ca_file)) ||
 			   check_ca_file(c, cr->up.ca_file)))
 		return -EINVAL;
 	if (r->alternatives_count > LATCH_KIT_ALTS_MAX)
-		return fail(c, "more than %d alternatives", LATCH_KIT_ALTS_MAX);
+		return kit_fail(c, "more than %d alternatives", LATCH_KIT_ALTS_MAX);
 	for (unsigned k = 0; k < r->alternatives_count; k++)
 		if (check_alt(c, &r->alternatives[k], cr, &cr->alts[cr->n_alts++]))
 			return -EINVAL;
@@ -754,23 +606,24 @@ static int parse_egress(const char *text, const char *source, char *err, size_t 
 	return ret ? -EINVAL : 0;
 }
 
-static int check_egress(struct ctx *c, const struct raw_kit *raw, const struct latch_kit_opts *opts,
+static int check_egress(struct kit_ctx *c, const struct raw_kit *raw, const struct latch_kit_opts *opts,
 			struct latch_kit *kit)
 {
 	char source[PATH_MAX + 32];
 	size_t len = 1;
 
 	if (raw->egress_allow_count > LATCH_KIT_EGRESS_MAX)
-		return fail(c, "egress_allow has more than %d entries; use wildcards or CIDRs", LATCH_KIT_EGRESS_MAX);
+		return kit_fail(c, "egress_allow has more than %d entries; use wildcards or CIDRs",
+				LATCH_KIT_EGRESS_MAX);
 	for (unsigned i = 0; i < raw->egress_allow_count; i++) {
 		const char *e = raw->egress_allow[i];
 
 		/* a blank, '#' or line break would change what the text means to the profile parser */
 		if (!*e || strpbrk(e, " \t#") || has_control(e))
-			return fail(c,
-				    "egress_allow entry \"%s\" must be one entry without blanks or '#', e.g. "
-				    "pypi.org:443",
-				    e);
+			return kit_fail(c,
+					"egress_allow entry \"%s\" must be one entry without blanks or '#', e.g. "
+					"pypi.org:443",
+					e);
 		len += strlen(e) + 1;
 	}
 	kit->egress = copy_list(raw->egress_allow, raw->egress_allow_count);
@@ -791,22 +644,22 @@ static int check_egress(struct ctx *c, const struct raw_kit *raw, const struct l
 int kit_build(const struct raw_kit *raw, const struct raw_doc *doc, const char *source, const char *default_name,
 	      const struct latch_kit_opts *opts, struct latch_kit *kit, char *err, size_t errlen)
 {
-	struct ctx c = { .source = source, .err = err, .errlen = errlen };
+	struct kit_ctx c = { .source = source, .err = err, .errlen = errlen };
 	enum latch_provider kit_provider = LATCH_PROVIDER_OTHER;
 	const char *name = raw->name ? raw->name : default_name;
 	char msg[LATCH_ERR_MAX];
 
 	if (!name)
-		return fail(&c, "name is missing; write name: NAME");
+		return kit_fail(&c, "name is missing; write name: NAME");
 	if (latch_parse_file_name("kit", name, msg, sizeof(msg)))
-		return fail(&c, "%s", msg);
+		return kit_fail(&c, "%s", msg);
 	if (copy(&c, kit->name, sizeof(kit->name), name, "name"))
 		return -EINVAL;
 	if (raw->description && (has_control(raw->description) ||
 				 copy(&c, kit->description, sizeof(kit->description), raw->description, "description")))
-		return fail(&c, "description must be one line of at most %d characters", LATCH_KIT_DESC_MAX);
+		return kit_fail(&c, "description must be one line of at most %d characters", LATCH_KIT_DESC_MAX);
 	if (raw->command_count > LATCH_KIT_COMMAND_MAX)
-		return fail(&c, "command has more than %d words", LATCH_KIT_COMMAND_MAX);
+		return kit_fail(&c, "command has more than %d words", LATCH_KIT_COMMAND_MAX);
 	if (raw->command_count) {
 		kit->command = copy_list(raw->command, raw->command_count);
 		if (!kit->command)
@@ -818,7 +671,7 @@ int kit_build(const struct raw_kit *raw, const struct raw_doc *doc, const char *
 	if (check_egress(&c, raw, opts, kit))
 		return -EINVAL;
 	if (raw->credentials_count > LATCH_KIT_CREDS_MAX)
-		return fail(&c, "more than %d credentials", LATCH_KIT_CREDS_MAX);
+		return kit_fail(&c, "more than %d credentials", LATCH_KIT_CREDS_MAX);
 	kit->creds = calloc(raw->credentials_count + 1, sizeof(*kit->creds));
 	if (!kit->creds)
 		return latch_errf(err, errlen, -ENOMEM, "%s: out of memory", source);
