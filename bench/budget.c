@@ -187,14 +187,14 @@ static void run_scan(const struct shape *s)
 	const struct budget_price *row;
 
 	budget_classify(BUDGET_ANTHROPIC, "POST", "/v1/messages", &cls);
-	request_inspect(cls.format, s->body, s->body_len, &facts);
-	row = prices_find(&scan_prices, BUDGET_ANTHROPIC, facts.model, (int64_t)s->body_len / 2);
-	usage_init(&u, cls.format);
+	budget_request_inspect(cls.format, s->body, s->body_len, &facts);
+	row = budget_prices_find(&scan_prices, BUDGET_ANTHROPIC, facts.model, (int64_t)s->body_len / 2);
+	budget_usage_init(&u, cls.format);
 	for (size_t off = 0; off < s->resp_len; off += s->chunk)
-		usage_feed(&u, s->resp + off, s->resp_len - off < s->chunk ? s->resp_len - off : s->chunk);
-	if (usage_finish(&u, &tok) != USAGE_OK || !row)
+		budget_usage_feed(&u, s->resp + off, s->resp_len - off < s->chunk ? s->resp_len - off : s->chunk);
+	if (budget_usage_finish(&u, &tok) != USAGE_OK || !row)
 		exit(2);
-	usage_free(&u);
+	budget_usage_free(&u);
 	(void)budget_cost(row, &tok);
 }
 
@@ -304,8 +304,8 @@ static void rows_add(struct rows_db *r, uint64_t t)
 /* The rows that wait, in one transaction. */
 static void rows_write(struct rows_db *r)
 {
-	if (ledger_begin(r->l) || ledger_insert_rows(r->l, r->rows, r->n) || ledger_commit(r->l)) {
-		fprintf(stderr, "bench/budget: rows: %s\n", ledger_error(r->l));
+	if (budget_ledger_begin(r->l) || budget_ledger_insert_rows(r->l, r->rows, r->n) || budget_ledger_commit(r->l)) {
+		fprintf(stderr, "bench/budget: rows: %s\n", budget_ledger_error(r->l));
 		exit(2);
 	}
 	r->n = 0;
@@ -349,14 +349,14 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	make_shapes(&shapes[0], &shapes[1]);
-	if (prices_load(&scan_prices, "/nonexistent", err, sizeof(err)))
+	if (budget_prices_load(&scan_prices, "/nonexistent", err, sizeof(err)))
 		return 1;
 	for (int c = C_SQLITE; c < N_CONFIGS; c++) {
 		bool full = c == C_SQLITE_FULL || c == C_BUDGET_FULL;
 
 		snprintf(path[c], sizeof(path[c]), "%s/%s.db", dir, config_names[c]);
 		if (c == C_ROWS) {
-			rows.l = ledger_open(path[c], false, false, geteuid(), LOCK_EX, err, sizeof(err));
+			rows.l = budget_ledger_open(path[c], false, false, geteuid(), LOCK_EX, err, sizeof(err));
 			rows.rows = calloc(2 * (size_t)fold_every, sizeof(*rows.rows));
 			rows.next_id = 1;
 			if (!rows.l || !rows.rows) {
@@ -419,7 +419,7 @@ int main(int argc, char **argv)
 					if (c == C_JOURNAL && i % fold_every == fold_every - 1) {
 						uint64_t f0 = mono_ns(); /* latchd's fold: off the request's path */
 
-						if (journal_fold(b[c], true))
+						if (budget_journal_fold(b[c], true))
 							exit(2);
 						fold_ns[s] += mono_ns() - f0;
 					}
@@ -431,9 +431,9 @@ int main(int argc, char **argv)
 					}
 					if (i % 256 == 255) { /* latchd's tick, off the timed path */
 						if (c == C_JOURNAL) /* its fold is the one above */
-							ledger_checkpoint(b[c]->l);
+							budget_ledger_checkpoint(b[c]->l);
 						else if (c == C_ROWS)
-							ledger_checkpoint(rows.l);
+							budget_ledger_checkpoint(rows.l);
 						else if (b[c])
 							budget_tick(b[c]);
 						else if (fl[c].db)
@@ -474,7 +474,7 @@ int main(int argc, char **argv)
 			       shapes[s].name, (unsigned long long)(rows_ns[s] / cnt[s][C_ROWS]));
 	printf("shapes: small = %zu B request, %zu B JSON answer; agent = %zu B request, %zu B SSE in %zu B chunks\n",
 	       shapes[0].body_len, shapes[0].resp_len, shapes[1].body_len, shapes[1].resp_len, shapes[1].chunk);
-	ledger_close(rows.l);
+	budget_ledger_close(rows.l);
 	free(rows.rows);
 	for (int c = 0; c < N_CONFIGS; c++) {
 		budget_close(b[c]);

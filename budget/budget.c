@@ -4,7 +4,7 @@
  * the caps, made on window.c's tallies.
  *
  * The ledger stays the truth: every decision is made inside its write
- * transaction after reading the rows other processes wrote (catch_up), and
+ * transaction after reading the rows other processes wrote (budget_catch_up), and
  * memory only changes after a commit (a sole writer, which memory holds all
  * of, decides in memory and writes in groups: commit.c).  A request counts
  * from the moment it was reserved; an open reservation counts at its full
@@ -20,7 +20,7 @@
 
 /* ---- tickets ---- */
 
-struct budget_ticket *ticket_new(struct budget *b)
+static struct budget_ticket *ticket_new(struct budget *b)
 {
 	struct budget_ticket *t;
 	struct jscan *js;
@@ -37,12 +37,12 @@ struct budget_ticket *ticket_new(struct budget *b)
 	return t;
 }
 
-void ticket_free(struct budget *b, struct budget_ticket *t)
+static void ticket_free(struct budget *b, struct budget_ticket *t)
 {
 	if (!t)
 		return;
 	if (b->n_spare == TICKET_SPARE) {
-		usage_free(&t->usage);
+		budget_usage_free(&t->usage);
 		free(t);
 		return;
 	}
@@ -122,7 +122,7 @@ static int64_t worst_case(struct budget *b, const struct budget_request *rq, con
 		t->known = true;
 		return 0;
 	}
-	request_inspect(cls->format, rq->body, rq->body_len, &facts);
+	budget_request_inspect(cls->format, rq->body, rq->body_len, &facts);
 	if ((cls->format != BUDGET_FORMAT_UNKNOWN || facts.object) && !facts.readable) {
 		*why = facts.ambiguous ? "it names a member latch reads twice (which one would the upstream take?)" :
 					 "it is not one JSON object latch can read";
@@ -135,17 +135,17 @@ static int64_t worst_case(struct budget *b, const struct budget_request *rq, con
 	*fetch_tools = facts.fetch_tools;
 	if (cls->format != BUDGET_FORMAT_UNKNOWN) {
 		copy_model(t->model, *cls->model ? cls->model : facts.model);
-		base = prices_find(&b->prices, rq->provider, t->model, 0);
-		in = request_input(rq->body_len, &facts);
+		base = budget_prices_find(&b->prices, rq->provider, t->model, 0);
+		in = budget_request_input(rq->body_len, &facts);
 		if (base && (facts.server_state || in > base->context))
 			in = base->context;
 		if (base)
-			row = prices_tier(&b->prices, base, in);
+			row = budget_prices_tier(&b->prices, base, in);
 	}
 	t->known = row != NULL;
 	if (!row) {
-		row = prices_worst(&b->prices, rq->provider);
-		in = request_input(rq->body_len, &facts);
+		row = budget_prices_worst(&b->prices, rq->provider);
+		in = budget_request_input(rq->body_len, &facts);
 		if (facts.server_state || in > row->context)
 			in = row->context;
 	}
@@ -156,7 +156,7 @@ static int64_t worst_case(struct budget *b, const struct budget_request *rq, con
 	 * OpenAI-compatible endpoint grounds as its own API does when a tool
 	 * asks Google (nothing bounds its queries).  Each is charged as reserved.
 	 */
-	if (cls->format == BUDGET_FORMAT_OPENAI_CHAT && prices_search_model(rq->provider, t->model))
+	if (cls->format == BUDGET_FORMAT_OPENAI_CHAT && budget_prices_search_model(rq->provider, t->model))
 		facts.web_searches = facts.choices;
 	if (cls->format == BUDGET_FORMAT_OPENAI_CHAT && rq->provider == BUDGET_GEMINI && facts.grounding)
 		facts.web_searches = REQUEST_WEB_SEARCH_USES;
@@ -174,7 +174,7 @@ static int64_t worst_case(struct budget *b, const struct budget_request *rq, con
 	/* OpenAI's priority processing, when the body asks it (or any tier latch does not know) */
 	t->priority = rq->provider == BUDGET_OPENAI && facts.priority;
 	if (t->priority)
-		prices_priority(&priced);
+		budget_prices_priority(&priced);
 	if (priced.cache_write > priced.input)
 		priced.input = priced.cache_write;
 	if (priced.cached_input > priced.input)
@@ -188,10 +188,10 @@ static int64_t worst_case(struct budget *b, const struct budget_request *rq, con
 	return budget_cost(&priced, &tok);
 }
 
-int ledger_refusal(struct budget *b, struct budget_note *note, char *line, size_t linelen, int ret)
+int budget_ledger_refusal(struct budget *b, struct budget_note *note, char *line, size_t linelen, int ret)
 {
 	snprintf(line, linelen, "latch: the spend ledger %s can't be written (%s); nothing is forwarded until it can",
-		 b->ledger_path, b->folder && *b->fold_error ? b->fold_error : ledger_error(b->l));
+		 b->ledger_path, b->folder && *b->fold_error ? b->fold_error : budget_ledger_error(b->l));
 	snprintf(note->decision, sizeof(note->decision), "refuse");
 	snprintf(note->reason, sizeof(note->reason), "budget.refused.ledger");
 	snprintf(note->fields, sizeof(note->fields), "{}");
@@ -202,7 +202,7 @@ int ledger_refusal(struct budget *b, struct budget_note *note, char *line, size_
 static void decision_abort(struct budget *b)
 {
 	if (!b->o.sole_writer)
-		ledger_rollback(b->l);
+		budget_ledger_rollback(b->l);
 }
 
 /*
@@ -228,7 +228,7 @@ static int reserve_price(struct budget *b, const struct budget_request *rq, stru
 			if (budget_fixed_match(&rq->fixed[i], rq->method, rq->path))
 				f = &rq->fixed[i];
 		if (!f || f->micros < 0)
-			return endpoint_refusal(note, rq, line, linelen);
+			return budget_endpoint_refusal(note, rq, line, linelen);
 		cls->format = BUDGET_FORMAT_FIXED;
 		t->known = true;
 		t->reserved = f->micros;
@@ -238,9 +238,9 @@ static int reserve_price(struct budget *b, const struct budget_request *rq, stru
 	if (cls->format != BUDGET_FORMAT_FIXED) {
 		t->reserved = worst_case(b, rq, cls, t, &why, &fetch);
 		if (t->reserved < 0)
-			return body_refusal(note, why, rq, cls->format, line, linelen);
+			return budget_body_refusal(note, why, rq, cls->format, line, linelen);
 		if (fetch & ~rq->allow_tools)
-			return tool_refusal(note, rq, cls->format, fetch & ~rq->allow_tools, line, linelen);
+			return budget_tool_refusal(note, rq, cls->format, fetch & ~rq->allow_tools, line, linelen);
 	}
 	if (!t->known && cls->format != BUDGET_FORMAT_UNKNOWN)
 		warn_missing(b, rq->provider, t->model, note);
@@ -264,7 +264,7 @@ static int reserve_fits(struct budget *b, int s, const struct budget_request *rq
 	refusal.format = cls->format;
 	refusal.web_searches = t->web_searches;
 	refusal.tool_fees = t->tool_fees;
-	refusal_text(b, &refusal, note, line, linelen);
+	budget_refusal_text(b, &refusal, note, line, linelen);
 	return -EDQUOT;
 }
 
@@ -281,9 +281,9 @@ static int reserve_commit_row(struct budget *b, const struct budget_request *rq,
 	int64_t next = b->last_id + 1;
 	int ret;
 
-	ret = write_pending(b, &rb, &next, now);
+	ret = budget_write_pending(b, &rb, &next, now);
 	if (ret) {
-		ledger_rollback(b->l);
+		budget_ledger_rollback(b->l);
 		return ret;
 	}
 	row = (struct ledger_row){ .id = next,
@@ -294,23 +294,23 @@ static int reserve_commit_row(struct budget *b, const struct budget_request *rq,
 				   .micros = t->reserved,
 				   .how = budget_format_name(format),
 				   .caps = *caps };
-	ret = ledger_insert(b->l, &row, b->self);
+	ret = budget_ledger_insert(b->l, &row, b->self);
 	if (!ret)
-		ret = ledger_commit(b->l);
+		ret = budget_ledger_commit(b->l);
 	if (ret) {
-		ledger_rollback(b->l);
+		budget_ledger_rollback(b->l);
 		return ret;
 	}
 	b->n_pending = 0;
 	b->last_id = row.id;
 	b->last_time = now;
-	if (charge_add(b, row.id, now, s, rq->provider, t->reserved))
+	if (budget_charge_add(b, row.id, now, s, rq->provider, t->reserved))
 		b->last_id = row.id - 1; /* out of memory: the next catch-up reads it again */
 	b->sbx[s].t[rq->provider].caps = *caps;
 	b->sbx[s].t[rq->provider].caps_known = true;
 	t->id = row.id;
 	t->sbx = (uint32_t)s;
-	usage_reuse(&t->usage, format);
+	budget_usage_reuse(&t->usage, format);
 	return 0;
 }
 
@@ -349,18 +349,18 @@ static int reserve(struct budget *b, const struct budget_request *rq, bool later
 	caps = budget_caps_in_force(b, rq->provider, rq->caps);
 
 	if (!b->o.sole_writer) {
-		ret = ledger_begin(b->l);
+		ret = budget_ledger_begin(b->l);
 		if (!ret)
-			ret = catch_up(b);
+			ret = budget_catch_up(b);
 	}
 	if (ret) {
-		ledger_rollback(b->l);
+		budget_ledger_rollback(b->l);
 		ticket_free(b, t);
-		return ledger_refusal(b, note, line, linelen, ret);
+		return budget_ledger_refusal(b, note, line, linelen, ret);
 	}
 	now = budget_now(b);
-	expire(b, now);
-	s = sbx_find(b, rq->sandbox, true);
+	budget_expire(b, now);
+	s = budget_sbx_find(b, rq->sandbox, true);
 	if (s < 0) {
 		decision_abort(b);
 		ticket_free(b, t);
@@ -373,13 +373,13 @@ static int reserve(struct budget *b, const struct budget_request *rq, bool later
 		return ret;
 	}
 	if (b->j) { /* in the journal when this returns: forward at once */
-		ret = journal_reserve(b, t, s, now, &caps, budget_format_name(cls.format));
+		ret = budget_journal_reserve(b, t, s, now, &caps, budget_format_name(cls.format));
 		if (ret) {
 			ticket_free(b, t);
-			return ret == -ENOMEM ? ret : ledger_refusal(b, note, line, linelen, ret);
+			return ret == -ENOMEM ? ret : budget_ledger_refusal(b, note, line, linelen, ret);
 		}
 	} else if (b->o.sole_writer) {
-		ret = queue_reservation(b, t, s, now, &caps, budget_format_name(cls.format));
+		ret = budget_queue_reservation(b, t, s, now, &caps, budget_format_name(cls.format));
 		if (!ret && !later)
 			ret = budget_commit(b, note, line, linelen); /* on failure, its reservation was undone */
 		if (ret) {
@@ -390,7 +390,7 @@ static int reserve(struct budget *b, const struct budget_request *rq, bool later
 		ret = reserve_commit_row(b, rq, t, s, now, &caps, cls.format);
 		if (ret) {
 			ticket_free(b, t);
-			return ledger_refusal(b, note, line, linelen, ret);
+			return budget_ledger_refusal(b, note, line, linelen, ret);
 		}
 	}
 	*ticket = t;
@@ -419,7 +419,7 @@ void budget_response(struct budget_ticket *t, int status, const void *data, size
 	}
 	if (t->format != BUDGET_FORMAT_FREE && t->format != BUDGET_FORMAT_UNKNOWN && t->format != BUDGET_FORMAT_FIXED &&
 	    status >= 200 && status < 300)
-		usage_feed(&t->usage, data, len);
+		budget_usage_feed(&t->usage, data, len);
 }
 
 /* ---- settling ---- */
@@ -470,32 +470,33 @@ static int64_t charge_of(struct budget *b, struct budget_ticket *t, enum budget_
 		*why = "fixed";
 		return t->reserved;
 	}
-	r = usage_finish(&t->usage, tok);
-	*why = usage_result_name(r);
+	r = budget_usage_finish(&t->usage, tok);
+	*why = budget_usage_result_name(r);
 	if (r != USAGE_OK)
 		return t->reserved;
 	if (tok->web_searches < 0 || t->format == BUDGET_FORMAT_OPENAI_CHAT) /* chat usage never says them */
 		tok->web_searches = t->web_searches; /* searches the usage did not say: all it allowed */
 	if (tok->container_gb < 0) /* code ran: every container reserved may be new (none reserved: the largest) */
 		tok->container_gb = t->container_gb > 0 ? t->container_gb : REQUEST_CONTAINER_GB_MAX;
-	row = t->known ? prices_find(&b->prices, t->provider, t->model,
-				     tok->input + tok->cached + tok->cache_write + tok->cache_write_1h) :
+	row = t->known ? budget_prices_find(&b->prices, t->provider, t->model,
+					    tok->input + tok->cached + tok->cache_write + tok->cache_write_1h) :
 			 NULL;
 	if (!row)
-		row = prices_worst(&b->prices, t->provider);
+		row = budget_prices_worst(&b->prices, t->provider);
 	/* priority processing: asked for, or the response says so (a project's default tier may be priority) */
 	if (t->provider == BUDGET_OPENAI && (t->priority || t->usage.tier_dear)) {
 		struct budget_price dear = *row;
 
-		prices_priority(&dear);
+		budget_prices_priority(&dear);
 		return budget_cost(&dear, tok);
 	}
 	return budget_cost(row, tok);
 }
 
 /* A settlement for the next commit; NULL when memory ran out. */
-struct pending *queue_pending(struct budget *b, int64_t request, int64_t micros, const char *how,
-			      const struct budget_tokens *tok, uint32_t sbx, enum budget_provider p, const char *model)
+struct pending *budget_queue_pending(struct budget *b, int64_t request, int64_t micros, const char *how,
+				     const struct budget_tokens *tok, uint32_t sbx, enum budget_provider p,
+				     const char *model)
 {
 	struct pending *q;
 
@@ -533,7 +534,7 @@ int budget_settle(struct budget *b, struct budget_ticket *t, enum budget_end how
 		return 0;
 	}
 	if (t->queued)
-		queue_forget(b, t);
+		budget_queue_forget(b, t);
 	charge = charge_of(b, t, how, &tok, &why);
 	/*
 	 * Out of memory, the reservation stays open: counted in full, settled
@@ -549,15 +550,16 @@ int budget_settle(struct budget *b, struct budget_ticket *t, enum budget_end how
 				     .provider = t->provider };
 
 		copy_model(p.model, *t->model ? t->model : "-");
-		kept = !journal_settle(b, &p) ||
-		       queue_pending(b, t->id, charge, why, &tok, t->sbx, t->provider, p.model);
+		kept = !budget_journal_settle(b, &p) ||
+		       budget_queue_pending(b, t->id, charge, why, &tok, t->sbx, t->provider, p.model);
 	} else {
-		kept = queue_pending(b, t->id, charge, why, &tok, t->sbx, t->provider, *t->model ? t->model : "-");
+		kept = budget_queue_pending(b, t->id, charge, why, &tok, t->sbx, t->provider,
+					    *t->model ? t->model : "-");
 	}
 	if (kept)
-		charge_settle(b, t->id, charge);
+		budget_charge_settle(b, t->id, charge);
 	if (charge != t->reserved && (!want || want(want_arg)))
-		settle_note(t, why, charge, &tok, note);
+		budget_settle_note(t, why, charge, &tok, note);
 	ticket_free(b, t);
 	return 0;
 }

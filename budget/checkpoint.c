@@ -65,7 +65,7 @@ static void *run(void *arg)
 	return NULL;
 }
 
-void checkpointer_kick(struct checkpointer *c)
+void budget_checkpointer_kick(struct checkpointer *c)
 {
 	if (!c)
 		return;
@@ -85,11 +85,11 @@ static int on_commit(void *arg, sqlite3 *db, const char *name, int nframes)
 	if (nframes >= LEDGER_AUTOCHECKPOINT_PAGES) /* the thread is far behind: the backstop */
 		sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
 	else if (nframes >= CKPT_FRAMES)
-		checkpointer_kick(c);
+		budget_checkpointer_kick(c);
 	return SQLITE_OK;
 }
 
-struct checkpointer *checkpointer_start(sqlite3 *writer, const char *path, char *err, size_t errlen)
+struct checkpointer *budget_checkpointer_start(sqlite3 *writer, const char *path, char *err, size_t errlen)
 {
 	struct checkpointer *c = calloc(1, sizeof(*c));
 	int rc;
@@ -108,13 +108,13 @@ struct checkpointer *checkpointer_start(sqlite3 *writer, const char *path, char 
 	if (rc != SQLITE_OK) {
 		latch_errf(err, errlen, -EIO, "ledger %s: the checkpoint connection: %s", path,
 			   c->db ? sqlite3_errmsg(c->db) : "cannot open");
-		checkpointer_stop(c);
+		budget_checkpointer_stop(c);
 		return NULL;
 	}
 	rc = budget_thread_start(&c->thread, run, c);
 	if (rc) {
 		latch_errf(err, errlen, -rc, "ledger %s: the checkpoint thread: %s", path, strerror(rc));
-		checkpointer_stop(c);
+		budget_checkpointer_stop(c);
 		return NULL;
 	}
 	c->started = true;
@@ -122,7 +122,7 @@ struct checkpointer *checkpointer_start(sqlite3 *writer, const char *path, char 
 	return c;
 }
 
-void checkpointer_stop(struct checkpointer *c)
+void budget_checkpointer_stop(struct checkpointer *c)
 {
 	if (!c)
 		return;

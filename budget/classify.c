@@ -47,7 +47,7 @@ static const bool model_byte[256] = {
 	[':'] = true,	      ['/'] = true,	    ['@'] = true,	  ['+'] = true, ['-'] = true,
 };
 
-bool request_model_ok(const char *s, size_t len)
+bool budget_request_model_ok(const char *s, size_t len)
 {
 	if (!len || len > BUDGET_MODEL_MAX)
 		return false;
@@ -152,7 +152,7 @@ static enum budget_format gemini_route(const char *m, const char *path, char *mo
 			continue;
 		rest = path + n + 1;
 		colon = strchr(rest, ':');
-		if (!colon || strchr(rest, '/') || !request_model_ok(rest, (size_t)(colon - rest)) ||
+		if (!colon || strchr(rest, '/') || !budget_request_model_ok(rest, (size_t)(colon - rest)) ||
 		    memchr(rest, ':', (size_t)(colon - rest)))
 			return BUDGET_FORMAT_UNKNOWN;
 		if (!strcmp(colon + 1, "countTokens"))

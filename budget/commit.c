@@ -17,7 +17,7 @@
  * write one reservation's row and nothing else.
  *
  * latchd itself runs with the journal (budget_opts.journal, journal.c):
- * journal_reserve() and journal_settle() below append each row to it as it
+ * budget_journal_reserve() and budget_journal_settle() below append each row to it as it
  * is decided, the request goes at once, and budget_tick() folds the rows
  * into sqlite; budget_commit() then has nothing to do.
  *
@@ -33,8 +33,8 @@
 
 #include "budget/internal.h"
 
-int queue_reservation(struct budget *b, struct budget_ticket *t, int sbx, uint64_t now, const struct budget_caps *caps,
-		      const char *how)
+int budget_queue_reservation(struct budget *b, struct budget_ticket *t, int sbx, uint64_t now,
+			     const struct budget_caps *caps, const char *how)
 {
 	int64_t id = b->last_id + (int64_t)b->n_queue + 1;
 	struct queued *q;
@@ -48,7 +48,7 @@ int queue_reservation(struct budget *b, struct budget_ticket *t, int sbx, uint64
 		b->queue = q;
 		b->cap_queue = cap;
 	}
-	if (charge_add(b, id, now, sbx, t->provider, t->reserved))
+	if (budget_charge_add(b, id, now, sbx, t->provider, t->reserved))
 		return -ENOMEM;
 	q = &b->queue[b->n_queue++];
 	*q = (struct queued){ .t = t,
@@ -66,12 +66,12 @@ int queue_reservation(struct budget *b, struct budget_ticket *t, int sbx, uint64
 	t->id = id;
 	t->sbx = (uint32_t)sbx;
 	t->queued = true;
-	usage_reuse(&t->usage, t->format);
+	budget_usage_reuse(&t->usage, t->format);
 	return 0;
 }
 
 /* The ticket is being settled before its row was written: the row keeps its place, without the ticket. */
-void queue_forget(struct budget *b, struct budget_ticket *t)
+void budget_queue_forget(struct budget *b, struct budget_ticket *t)
 {
 	for (size_t i = b->n_queue; i-- > 0;)
 		if (b->queue[i].t == t) {
@@ -81,7 +81,7 @@ void queue_forget(struct budget *b, struct budget_ticket *t)
 	t->queued = false;
 }
 
-void charge_pop(struct budget *b)
+static void charge_pop(struct budget *b)
 {
 	struct charge *c = &b->ch[b->n - 1];
 	struct tally *ts = &b->sbx[c->sbx].t[c->provider], *th = &b->host[c->provider];
@@ -134,17 +134,17 @@ static void undo_queue(struct budget *b)
  * is folded first (on the request's path: the tick folds long before, at
  * any rate the meter can see); a fold that fails refuses the request.
  */
-int journal_reserve(struct budget *b, struct budget_ticket *t, int sbx, uint64_t now, const struct budget_caps *caps,
-		    const char *how)
+int budget_journal_reserve(struct budget *b, struct budget_ticket *t, int sbx, uint64_t now,
+			   const struct budget_caps *caps, const char *how)
 {
 	struct ledger_row row;
 	int64_t id;
-	int ret = journal_make_room(b);
+	int ret = budget_journal_make_room(b);
 
 	if (ret)
 		return ret;
 	id = b->last_id + 1;
-	if (charge_add(b, id, now, sbx, t->provider, t->reserved))
+	if (budget_charge_add(b, id, now, sbx, t->provider, t->reserved))
 		return -ENOMEM;
 	row = (struct ledger_row){ .id = id,
 				   .time_ns = b->ch[b->n - 1].time_ns,
@@ -154,7 +154,7 @@ int journal_reserve(struct budget *b, struct budget_ticket *t, int sbx, uint64_t
 				   .micros = t->reserved,
 				   .how = how,
 				   .caps = *caps };
-	ret = journal_append(b->j, &row);
+	ret = budget_journal_append(b->j, &row);
 	if (ret) {
 		charge_pop(b);
 		return ret;
@@ -165,20 +165,20 @@ int journal_reserve(struct budget *b, struct budget_ticket *t, int sbx, uint64_t
 	b->sbx[sbx].t[t->provider].caps_known = true;
 	t->id = id;
 	t->sbx = (uint32_t)sbx;
-	usage_reuse(&t->usage, t->format);
+	budget_usage_reuse(&t->usage, t->format);
 	return 0;
 }
 
 /* A settlement's row; an error leaves it to the caller (queued for the next fold). */
-int journal_settle(struct budget *b, const struct pending *p)
+int budget_journal_settle(struct budget *b, const struct pending *p)
 {
-	struct ledger_row row = settle_row(b, p, b->last_id + 1, budget_now(b));
-	int ret = journal_make_room(b);
+	struct ledger_row row = budget_settle_row(b, p, b->last_id + 1, budget_now(b));
+	int ret = budget_journal_make_room(b);
 
 	if (ret)
 		return ret;
 	row.id = b->last_id + 1; /* the fold may have written queued settlements */
-	ret = journal_append(b->j, &row);
+	ret = budget_journal_append(b->j, &row);
 	if (!ret) {
 		b->last_id = row.id;
 		b->last_time = row.time_ns;
@@ -188,10 +188,10 @@ int journal_settle(struct budget *b, const struct pending *p)
 
 int budget_commit(struct budget *b, struct budget_note *note, char *line, size_t linelen)
 {
-	return commit_rows(b, false, note, line, linelen);
+	return budget_commit_rows(b, false, note, line, linelen);
 }
 
-int commit_rows(struct budget *b, bool all, struct budget_note *note, char *line, size_t linelen)
+int budget_commit_rows(struct budget *b, bool all, struct budget_note *note, char *line, size_t linelen)
 {
 	/*
 	 * Settlements ride along once there are enough to fill half a
@@ -213,13 +213,13 @@ int commit_rows(struct budget *b, bool all, struct budget_note *note, char *line
 	if (b->j && b->folder) /* the rows are in the journal already; the fold thread folds them */
 		return all ? budget_fold(b, 1) : 0;
 	if (b->j) /* the rows are in the journal already; the tick folds them */
-		return all ? journal_fold(b, true) : 0;
+		return all ? budget_journal_fold(b, true) : 0;
 	for (size_t i = b->n_pending; !settlements && i-- > 0;)
 		settlements = b->pending[i].request > b->last_id;
 	if (!b->n_queue && !(settlements && b->n_pending))
 		return 0;
 	now = budget_now(b);
-	ret = ledger_begin(b->l);
+	ret = budget_ledger_begin(b->l);
 	for (size_t i = 0; !ret && i < b->n_queue; i++) {
 		const struct queued *q = &b->queue[i];
 		struct ledger_row row = { .id = q->id,
@@ -232,18 +232,18 @@ int commit_rows(struct budget *b, bool all, struct budget_note *note, char *line
 					  .caps = q->caps,
 					  .owner = b->self };
 
-		ret = batch_add(&rb, &row);
+		ret = budget_batch_add(&rb, &row);
 	}
 	if (!ret && settlements) /* in the same statements as the reservations */
-		ret = write_pending(b, &rb, &next, now);
+		ret = budget_write_pending(b, &rb, &next, now);
 	else if (!ret)
-		ret = batch_flush(&rb);
+		ret = budget_batch_flush(&rb);
 	if (!ret)
-		ret = ledger_commit(b->l);
+		ret = budget_ledger_commit(b->l);
 	if (ret) {
-		ledger_rollback(b->l);
+		budget_ledger_rollback(b->l);
 		undo_queue(b);
-		return ledger_refusal(b, note, line, linelen, ret);
+		return budget_ledger_refusal(b, note, line, linelen, ret);
 	}
 	for (size_t i = 0; i < b->n_queue; i++)
 		if (b->queue[i].t)

@@ -9,13 +9,13 @@
  * (LEDGER.journal and LEDGER.journal2): its thread appends to one while
  * this thread folds the other, through the writer's own connection, which
  * latchd's thread does not touch while a fold runs (budget_fold() asks
- * folder_done() first, and a full journal waits in folder_wait()).  When
+ * budget_folder_done() first, and a full journal waits in budget_folder_wait()).  When
  * the fold is done, budget_fold() empties that journal and the two swap.
  * The thread runs at SCHED_IDLE (budget_thread_start()): a journal holds
  * 16,384 records, a fifth of a second of requests at the broker's fastest
  * and far more at an agent's pace, so the fold can wait for a CPU that
  * nothing else wants; one that falls a whole journal behind is lent the
- * normal policy while latchd's thread waits in folder_wait().
+ * normal policy while latchd's thread waits in budget_folder_wait().
  *
  * Nothing here decides anything: every cap was counted in memory when the
  * row was appended, and the journal the rows are in survives kill -9 (at
@@ -57,10 +57,10 @@ static void *run(void *arg)
 			break; /* stop, with nothing given */
 		j = f->todo;
 		pthread_mutex_unlock(&f->mu);
-		ret = journal_fold_into(f->l, j);
+		ret = budget_journal_fold_into(f->l, j);
 		pthread_mutex_lock(&f->mu);
 		f->result = ret;
-		snprintf(f->msg, sizeof(f->msg), "%s", ret ? ledger_error(f->l) : "");
+		snprintf(f->msg, sizeof(f->msg), "%s", ret ? budget_ledger_error(f->l) : "");
 		f->todo = NULL;
 		f->busy = false;
 		pthread_cond_broadcast(&f->cv);
@@ -69,7 +69,7 @@ static void *run(void *arg)
 	return NULL;
 }
 
-struct folder *folder_start(struct ledger *l, char *err, size_t errlen)
+struct folder *budget_folder_start(struct ledger *l, char *err, size_t errlen)
 {
 	struct folder *f = calloc(1, sizeof(*f));
 	int rc;
@@ -84,14 +84,14 @@ struct folder *folder_start(struct ledger *l, char *err, size_t errlen)
 	rc = budget_thread_start(&f->thread, run, f);
 	if (rc) {
 		latch_errf(err, errlen, -rc, "the ledger's fold thread: %s", strerror(rc));
-		folder_stop(f);
+		budget_folder_stop(f);
 		return NULL;
 	}
 	f->started = true;
 	return f;
 }
 
-void folder_give(struct folder *f, struct journal *j)
+void budget_folder_give(struct folder *f, struct journal *j)
 {
 	pthread_mutex_lock(&f->mu);
 	f->todo = j;
@@ -100,7 +100,7 @@ void folder_give(struct folder *f, struct journal *j)
 	pthread_mutex_unlock(&f->mu);
 }
 
-bool folder_done(struct folder *f, int *result, char *msg, size_t msglen)
+bool budget_folder_done(struct folder *f, int *result, char *msg, size_t msglen)
 {
 	bool done;
 
@@ -113,7 +113,7 @@ bool folder_done(struct folder *f, int *result, char *msg, size_t msglen)
 	return done;
 }
 
-void folder_wait(struct folder *f)
+void budget_folder_wait(struct folder *f)
 {
 	pthread_mutex_lock(&f->mu);
 	if (f->busy) { /* the caller waits on an idle-priority thread: lend it the normal policy meanwhile */
@@ -125,7 +125,7 @@ void folder_wait(struct folder *f)
 	pthread_mutex_unlock(&f->mu);
 }
 
-void folder_stop(struct folder *f)
+void budget_folder_stop(struct folder *f)
 {
 	if (!f)
 		return;

@@ -58,7 +58,7 @@ typedef void (*jscan_value_cb)(void *arg, int watch, const char *text, size_t le
  * any depth up to JSCAN_KEYS).  A leading '?' asks only where a value starts:
  * the callback gets its first byte ('{', '[', '"', 'n'...) and nothing is
  * captured, so the values inside it can be watched.  A list is compiled once
- * (jscan_compile) and shared by every scan that reads with it.
+ * (budget_jscan_compile) and shared by every scan that reads with it.
  */
 struct jscan_paths {
 	int n_watch;
@@ -107,11 +107,11 @@ struct jscan {
 	char cap[JSCAN_CAPTURE];
 };
 
-void jscan_compile(struct jscan_paths *paths, const char *const *watch, int n_watch);
-void jscan_init(struct jscan *j, const struct jscan_paths *paths, jscan_value_cb cb, void *arg);
-void jscan_feed(struct jscan *j, const char *p, size_t n);
+void budget_jscan_compile(struct jscan_paths *paths, const char *const *watch, int n_watch);
+void budget_jscan_init(struct jscan *j, const struct jscan_paths *paths, jscan_value_cb cb, void *arg);
+void budget_jscan_feed(struct jscan *j, const char *p, size_t n);
 /* The input ended: true when it held exactly one complete JSON value. */
-bool jscan_end(struct jscan *j);
+bool budget_jscan_end(struct jscan *j);
 /*
  * A captured value that jansson would read as a non-negative integer
  * (0|[1-9][0-9]*, at most 18 digits: no overflow), or as a string of
@@ -134,7 +134,7 @@ static inline bool jscan_plain_uint(const char *text, size_t len, int64_t *out)
 	*out = v;
 	return true;
 }
-bool jscan_plain_string(const char *text, size_t len, const char **s, size_t *slen);
+bool budget_jscan_plain_string(const char *text, size_t len, const char **s, size_t *slen);
 
 /* The SSE scanner: lines, fields, events; each event's data goes through a jscan. */
 #define SSE_EVENT_MAX 48
@@ -162,8 +162,9 @@ struct sse {
 	struct jscan js; /* per event: reset at its first data line */
 };
 
-void sse_init(struct sse *s, const struct jscan_paths *paths, jscan_value_cb cb, sse_event_cb on_event, void *arg);
-void sse_feed(struct sse *s, const char *p, size_t n);
+void budget_sse_init(struct sse *s, const struct jscan_paths *paths, jscan_value_cb cb, sse_event_cb on_event,
+		     void *arg);
+void budget_sse_feed(struct sse *s, const char *p, size_t n);
 
 /* ---- usage.c: what a response says it cost ---- */
 
@@ -204,7 +205,7 @@ struct usage_parser {
 	bool fed; /* a byte of the body was fed: too late to find a gzip or zlib header */
 	struct jscan *js; /* JSON mode */
 	struct sse *sse; /* SSE mode */
-	/* their memory (4-5 KB each), kept by usage_reuse() for the next exchange of a recycled ticket */
+	/* their memory (4-5 KB each), kept by budget_usage_reuse() for the next exchange of a recycled ticket */
 	struct jscan *js_buf;
 	struct sse *sse_buf;
 	const struct usage_watch *watch; /* the format's watch table */
@@ -230,13 +231,13 @@ struct usage_parser {
 	struct budget_tokens tokens;
 };
 
-void usage_init(struct usage_parser *u, enum budget_format f);
-/* usage_init() of a parser that was initialised before (or zeroed): its scanners' memory is kept. */
-void usage_reuse(struct usage_parser *u, enum budget_format f);
-void usage_feed(struct usage_parser *u, const void *data, size_t len);
-enum usage_result usage_finish(struct usage_parser *u, struct budget_tokens *out);
-void usage_free(struct usage_parser *u);
-const char *usage_result_name(enum usage_result r);
+void budget_usage_init(struct usage_parser *u, enum budget_format f);
+/* budget_usage_init() of a parser that was initialised before (or zeroed): its scanners' memory is kept. */
+void budget_usage_reuse(struct usage_parser *u, enum budget_format f);
+void budget_usage_feed(struct usage_parser *u, const void *data, size_t len);
+enum usage_result budget_usage_finish(struct usage_parser *u, struct budget_tokens *out);
+void budget_usage_free(struct usage_parser *u);
+const char *budget_usage_result_name(enum usage_result r);
 
 /* ---- request.c: what a request body says ---- */
 
@@ -275,7 +276,7 @@ struct request_facts {
  */
 #define REQUEST_CONTAINER_GB_MAX 64
 
-void request_inspect(enum budget_format f, const void *body, size_t len, struct request_facts *out);
+void budget_request_inspect(enum budget_format f, const void *body, size_t len, struct request_facts *out);
 /* acc + a * b, held at INT64_MAX: prices, token counts and the counts a body can make huge all saturate. */
 static inline int64_t budget_mul_add(int64_t acc, int64_t a, int64_t b)
 {
@@ -287,23 +288,23 @@ static inline int64_t budget_mul_add(int64_t acc, int64_t a, int64_t b)
 }
 
 /* The input a body of body_len bytes is reserved: a token per 2 bytes, and IMAGE_TOKENS an image (saturating). */
-int64_t request_input(size_t body_len, const struct request_facts *facts);
+int64_t budget_request_input(size_t body_len, const struct request_facts *facts);
 /* A model name as latch keeps it: printable, no blanks, at most BUDGET_MODEL_MAX; false otherwise. */
-bool request_model_ok(const char *s, size_t len);
+bool budget_request_model_ok(const char *s, size_t len);
 
 /* ---- prices.c ---- */
 
 struct price_table {
 	struct budget_price *rows;
 	int n;
-	/* the index prices_find reads: (provider, model) of each base row, open addressing, row + 1 (0: empty) */
+	/* the index budget_prices_find reads: (provider, model) of each base row, open addressing, row + 1 (0: empty) */
 	int *slot;
 	uint32_t mask;
 	int *next_tier; /* per row: the next long-context row of the same model, from its base row; -1 ends */
 	struct budget_price worst[BUDGET_PROVIDERS]; /* the highest price of each kind among a provider's rows */
 	bool has_rows[BUDGET_PROVIDERS];
 	struct budget_fee fees[BUDGET_FEES]; /* the per-use fees latch counts; tool NULL: none loaded */
-	/* the `image` and `snapshot` lines read, resolved once every row is in (prices_load) */
+	/* the `image` and `snapshot` lines read, resolved once every row is in (budget_prices_load) */
 	struct price_line *lines;
 	int n_lines;
 };
@@ -312,10 +313,10 @@ struct price_table {
 extern const char budget_builtin_prices[];
 /* OpenAI's priority processing: a documented multiple of the standard prices (docs/budget.md) */
 #define PRICES_PRIORITY_TIMES 2
-int prices_load(struct price_table *t, const char *path, char *err, size_t errlen);
+int budget_prices_load(struct price_table *t, const char *path, char *err, size_t errlen);
 /* row at OpenAI's priority processing: each token price PRICES_PRIORITY_TIMES over (saturating), fees as they are */
-void prices_priority(struct budget_price *row);
-void prices_free(struct price_table *t);
+void budget_prices_priority(struct budget_price *row);
+void budget_prices_free(struct price_table *t);
 /*
  * The row for (provider, model) at input_tokens of input: the row of that
  * exact name (a snapshot line's names have rows of their own, copies of the
@@ -323,20 +324,20 @@ void prices_free(struct price_table *t);
  * when the model is not in the table: a dated name it does not list too,
  * which may cost more than the model it is a snapshot of.
  */
-const struct budget_price *prices_find(const struct price_table *t, enum budget_provider p, const char *model,
-				       int64_t input_tokens);
-/* prices_find()'s tier of a base row it returned (input 0: the base row itself), without finding it again. */
-const struct budget_price *prices_tier(const struct price_table *t, const struct budget_price *base,
-				       int64_t input_tokens);
+const struct budget_price *budget_prices_find(const struct price_table *t, enum budget_provider p, const char *model,
+					      int64_t input_tokens);
+/* budget_prices_find()'s tier of a base row it returned (input 0: the base row itself), without finding it again. */
+const struct budget_price *budget_prices_tier(const struct price_table *t, const struct budget_price *base,
+					      int64_t input_tokens);
 /* The worst row of a provider: used for a model the table lacks. */
-const struct budget_price *prices_worst(const struct price_table *t, enum budget_provider p);
+const struct budget_price *budget_prices_worst(const struct price_table *t, enum budget_provider p);
 /*
  * An OpenAI model of Chat Completions that searches the web before every
  * answer (gpt-4o-search-preview, gpt-5-search-api: a name with "-search",
  * in the table or not), billed a web search a request beside its tokens;
  * its usage does not say so, so the meter charges the search it reserved.
  */
-bool prices_search_model(enum budget_provider p, const char *model);
+bool budget_prices_search_model(enum budget_provider p, const char *model);
 
 /* ---- ledger.c ---- */
 
@@ -356,43 +357,44 @@ struct ledger_row {
 
 /*
  * lock: 0 (a reader), LOCK_SH (one of several writers) or LOCK_EX (the sole
- * writer): a flock(2) on the file, held until ledger_close(), that keeps a
+ * writer): a flock(2) on the file, held until budget_ledger_close(), that keeps a
  * sole writer and any other writer apart (sqlite's own locks are fcntl's;
  * Linux keeps the two apart).
  */
-struct ledger *ledger_open(const char *path, bool readonly, bool sync_full, uid_t owner, int lock, char *err,
-			   size_t errlen);
-void ledger_close(struct ledger *l);
-const char *ledger_error(const struct ledger *l);
+struct ledger *budget_ledger_open(const char *path, bool readonly, bool sync_full, uid_t owner, int lock, char *err,
+				  size_t errlen);
+void budget_ledger_close(struct ledger *l);
+const char *budget_ledger_error(const struct ledger *l);
 /* BEGIN IMMEDIATE (the write lock) / COMMIT / ROLLBACK. */
-int ledger_begin(struct ledger *l);
-int ledger_commit(struct ledger *l);
-void ledger_rollback(struct ledger *l);
+int budget_ledger_begin(struct ledger *l);
+int budget_ledger_commit(struct ledger *l);
+void budget_ledger_rollback(struct ledger *l);
 /* Every row after id, in id order (id order is time order). */
-int ledger_each_after(struct ledger *l, int64_t after, int (*fn)(const struct ledger_row *r, void *arg), void *arg);
+int budget_ledger_each_after(struct ledger *l, int64_t after, int (*fn)(const struct ledger_row *r, void *arg),
+			     void *arg);
 /* The first row id written at or after time_ns (or the next id when none). */
-int64_t ledger_first_since(struct ledger *l, uint64_t time_ns);
+int64_t budget_ledger_first_since(struct ledger *l, uint64_t time_ns);
 /* The time of the last row (0 when empty). */
-uint64_t ledger_last_time(struct ledger *l);
+uint64_t budget_ledger_last_time(struct ledger *l);
 /*
  * Append a row with id r->id: the next id, which the caller knows because it
- * has read every row (catch_up) inside this ledger_begin()/ledger_commit().
+ * has read every row (budget_catch_up) inside this budget_ledger_begin()/budget_ledger_commit().
  * A wrong id fails on the primary key rather than reorder the ledger.
  */
-int ledger_insert(struct ledger *l, struct ledger_row *r, const char *owner);
+int budget_ledger_insert(struct ledger *l, struct ledger_row *r, const char *owner);
 /* The same for n rows in id order (owner in each row), several to a statement. */
 #define LEDGER_BATCH 16
-int ledger_insert_rows(struct ledger *l, struct ledger_row *rows, size_t n);
+int budget_ledger_insert_rows(struct ledger *l, struct ledger_row *rows, size_t n);
 /* The owner written with reservation id ("" when none). */
-int ledger_owner_of(struct ledger *l, int64_t id, char *buf, size_t len);
+int budget_ledger_owner_of(struct ledger *l, int64_t id, char *buf, size_t len);
 #define LEDGER_AUTOCHECKPOINT_PAGES 10000
 /* Copy the WAL into the database (PASSIVE: never waits for a reader); a checkpoint thread's ledger: wake it. */
-int ledger_checkpoint(struct ledger *l);
+int budget_ledger_checkpoint(struct ledger *l);
 /* Checkpoints from a thread of its own from now on (checkpoint.c).  0 or -errno with one line in err. */
-int ledger_checkpoint_thread(struct ledger *l, char *err, size_t errlen);
+int budget_ledger_checkpoint_thread(struct ledger *l, char *err, size_t errlen);
 
 /* The largest row id (0 when empty): the last row folded from a journal. */
-int64_t ledger_last_id(struct ledger *l);
+int64_t budget_ledger_last_id(struct ledger *l);
 
 /* ---- journal.c: a sole writer's rows on their way to the ledger ---- */
 
@@ -405,29 +407,27 @@ struct journal;
  * or emptied is where it stops, not damage).  0 or -errno with one line in
  * err naming the file.
  */
-int journal_open(const char *ledger_path, int which, bool readonly, bool reader, uid_t owner, struct journal **out,
-		 char *err, size_t errlen);
-void journal_close(struct journal *j);
-const char *journal_path(const struct journal *j);
-uint32_t journal_count(const struct journal *j);
-bool journal_full(const struct journal *j);
-bool journal_torn(const struct journal *j);
-int64_t journal_next_id(const struct journal *j);
+int budget_journal_open(const char *ledger_path, int which, bool readonly, bool reader, uid_t owner,
+			struct journal **out, char *err, size_t errlen);
+void budget_journal_close(struct journal *j);
+const char *budget_journal_path(const struct journal *j);
+uint32_t budget_journal_count(const struct journal *j);
+bool budget_journal_full(const struct journal *j);
 /* The id its first slot holds (of two journals, the older rows are in the one that starts lower). */
-int64_t journal_start(const struct journal *j);
-/* Append a row whose id is journal_next_id(): -ENOSPC when full. */
-int journal_append(struct journal *j, const struct ledger_row *r);
+int64_t budget_journal_start(const struct journal *j);
+/* Append a row whose id follows the last one's (-EINVAL otherwise): -ENOSPC when full. */
+int budget_journal_append(struct journal *j, const struct ledger_row *r);
 /* The rows with ids after after, in order (a reservation's owner is the journal's writer). */
-int journal_each(struct journal *j, int64_t after, int (*fn)(const struct ledger_row *r, void *arg), void *arg);
+int budget_journal_each(struct journal *j, int64_t after, int (*fn)(const struct ledger_row *r, void *arg), void *arg);
 /* Everything in it is in the ledger: empty it; the next record is id start, written by owner. */
-void journal_reset(struct journal *j, int64_t start, const char *owner);
+void budget_journal_reset(struct journal *j, int64_t start, const char *owner);
 
 /* checkpoint.c */
 struct checkpointer;
 typedef struct sqlite3 sqlite3;
-struct checkpointer *checkpointer_start(sqlite3 *writer, const char *path, char *err, size_t errlen);
-void checkpointer_kick(struct checkpointer *c);
-void checkpointer_stop(struct checkpointer *c); /* before the writer's connection closes */
+struct checkpointer *budget_checkpointer_start(sqlite3 *writer, const char *path, char *err, size_t errlen);
+void budget_checkpointer_kick(struct checkpointer *c);
+void budget_checkpointer_stop(struct checkpointer *c); /* before the writer's connection closes */
 /*
  * pthread_create() with every signal blocked in the new thread (they stay with latchd's loop), the
  * thread at SCHED_IDLE: 0 or an errno.  The fold and the checkpoints are bookkeeping that only has
@@ -439,12 +439,12 @@ int budget_thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
 /* The thread at SCHED_IDLE (idle) or back at SCHED_OTHER; best effort: either is correct, one is slower. */
 void budget_thread_idle(pthread_t t, bool idle);
 /* Delete rows older than time_ns. */
-int ledger_prune(struct ledger *l, uint64_t time_ns);
+int budget_ledger_prune(struct ledger *l, uint64_t time_ns);
 
 /* This process as a ledger owner: "BOOT_ID:PID:STARTTIME". */
-void ledger_self(char *buf, size_t len);
+void budget_ledger_self(char *buf, size_t len);
 /* Is the process that wrote owner still running? */
-bool ledger_owner_alive(const char *owner);
+bool budget_ledger_owner_alive(const char *owner);
 
 /* ---- budget.c's state (report.c reads it) ---- */
 
@@ -568,63 +568,62 @@ struct refusal {
 
 uint64_t budget_clock_realtime(void *arg);
 /* A zeroed ticket (a spare one, its scanners' memory kept), or NULL; and back when settled or undone. */
-struct budget_ticket *ticket_new(struct budget *b);
-void ticket_free(struct budget *b, struct budget_ticket *t);
-int sbx_find(struct budget *b, const char *name, bool create);
-void expire(struct budget *b, uint64_t now);
-int catch_up(struct budget *b);
-int catch_up_journal(struct budget *b);
-const char *cap_name(enum cap_kind k);
-int64_t cap_value(const struct budget_caps *c, enum cap_kind k);
+int budget_sbx_find(struct budget *b, const char *name, bool create);
+void budget_expire(struct budget *b, uint64_t now);
+int budget_catch_up(struct budget *b);
+int budget_catch_up_journal(struct budget *b);
+const char *budget_cap_name(enum cap_kind k);
+int64_t budget_cap_value(const struct budget_caps *c, enum cap_kind k);
 /* The caps of provider P for a sandbox: the configured ones, with OV's where it sets them. */
 struct budget_caps budget_caps_in_force(const struct budget *b, enum budget_provider p, const struct budget_caps *ov);
 /* The first sandbox cap, then host cap, NEED does not fit under (*r says which); false when it fits. */
 bool budget_check_caps(struct budget *b, int sbx, enum budget_provider p, const struct budget_caps *caps, int64_t need,
 		       struct refusal *r);
-bool charge_matches(const struct charge *c, int sbx, enum budget_provider p);
-void refusal_text(struct budget *b, const struct refusal *r, struct budget_note *note, char *line, size_t linelen);
-void charge_settle(struct budget *b, int64_t id, int64_t micros);
-struct pending *queue_pending(struct budget *b, int64_t request, int64_t micros, const char *how,
-			      const struct budget_tokens *tok, uint32_t sbx, enum budget_provider p, const char *model);
+bool budget_charge_matches(const struct charge *c, int sbx, enum budget_provider p);
+void budget_refusal_text(struct budget *b, const struct refusal *r, struct budget_note *note, char *line,
+			 size_t linelen);
+void budget_charge_settle(struct budget *b, int64_t id, int64_t micros);
+struct pending *budget_queue_pending(struct budget *b, int64_t request, int64_t micros, const char *how,
+				     const struct budget_tokens *tok, uint32_t sbx, enum budget_provider p,
+				     const char *model);
 /* Rows on their way to the ledger, LEDGER_BATCH to a statement (their strings must outlive the flush). */
 struct row_batch {
 	struct ledger *l; /* the ledger they go to */
 	struct ledger_row r[LEDGER_BATCH];
 	size_t n;
 };
-int batch_add(struct row_batch *rb, const struct ledger_row *r);
-int batch_flush(struct row_batch *rb);
+int budget_batch_add(struct row_batch *rb, const struct ledger_row *r);
+int budget_batch_flush(struct row_batch *rb);
 /* The ledger's and its journal's file: the owner's, 0600, regular; -ENOENT (err untouched) when missing and !create. */
 int ledger_file_check(const char *what, const char *path, bool create, uid_t owner, char *err, size_t errlen);
 /* The ledger row of a settlement (its strings stay p's and b's). */
-struct ledger_row settle_row(const struct budget *b, const struct pending *p, int64_t id, uint64_t now);
-int write_pending(struct budget *b, struct row_batch *rb, int64_t *next, uint64_t now);
+struct ledger_row budget_settle_row(const struct budget *b, const struct pending *p, int64_t id, uint64_t now);
+int budget_write_pending(struct budget *b, struct row_batch *rb, int64_t *next, uint64_t now);
 /* commit.c: the sole writer's reservations, held in memory until one commit writes them. */
-int charge_add(struct budget *b, int64_t id, uint64_t time_ns, int sbx, enum budget_provider p, int64_t micros);
+int budget_charge_add(struct budget *b, int64_t id, uint64_t time_ns, int sbx, enum budget_provider p, int64_t micros);
 /* Take the newest charge out of the windows again (its row was never written). */
-void charge_pop(struct budget *b);
-int queue_reservation(struct budget *b, struct budget_ticket *t, int sbx, uint64_t now, const struct budget_caps *caps,
-		      const char *how);
-void queue_forget(struct budget *b, struct budget_ticket *t);
+int budget_queue_reservation(struct budget *b, struct budget_ticket *t, int sbx, uint64_t now,
+			     const struct budget_caps *caps, const char *how);
+void budget_queue_forget(struct budget *b, struct budget_ticket *t);
 /* A body that can't bound its request: the refusal's line and note; -EPROTO. */
-int body_refusal(struct budget_note *note, const char *why, const struct budget_request *rq, enum budget_format f,
-		 char *line, size_t linelen);
+int budget_body_refusal(struct budget_note *note, const char *why, const struct budget_request *rq,
+			enum budget_format f, char *line, size_t linelen);
 /* An endpoint neither the meter nor the kit prices: the refusal's line and note; -EPERM. */
-int endpoint_refusal(struct budget_note *note, const struct budget_request *rq, char *line, size_t linelen);
+int budget_endpoint_refusal(struct budget_note *note, const struct budget_request *rq, char *line, size_t linelen);
 /* A tool that fetches (the lowest bit of tools) the credential does not allow: the line and note; -EPERM. */
-int tool_refusal(struct budget_note *note, const struct budget_request *rq, enum budget_format f, unsigned tools,
-		 char *line, size_t linelen);
-int ledger_refusal(struct budget *b, struct budget_note *note, char *line, size_t linelen, int ret);
+int budget_tool_refusal(struct budget_note *note, const struct budget_request *rq, enum budget_format f, unsigned tools,
+			char *line, size_t linelen);
+int budget_ledger_refusal(struct budget *b, struct budget_note *note, char *line, size_t linelen, int ret);
 /* budget_commit(); all: the settlements too, however few (the tick, close) */
-int commit_rows(struct budget *b, bool all, struct budget_note *note, char *line, size_t linelen);
+int budget_commit_rows(struct budget *b, bool all, struct budget_note *note, char *line, size_t linelen);
 /* life.c: the journal's rows (and settlements it could not take) into the ledger in one transaction. */
-int journal_fold(struct budget *b, bool reset);
+int budget_journal_fold(struct budget *b, bool reset);
 /* One journal's rows after the ledger's last id into l, in one transaction (no reset): any thread that owns l. */
-int journal_fold_into(struct ledger *l, struct journal *j);
+int budget_journal_fold_into(struct ledger *l, struct journal *j);
 /* b's journals, the one holding the older rows first (NULL where there is none). */
-void journals_in_order(const struct budget *b, struct journal *js[2]);
+void budget_journals_in_order(const struct budget *b, struct journal *js[2]);
 /* With a fold thread: room in b->j, waiting for the folder if it must (a full journal). */
-int journal_make_room(struct budget *b);
+int budget_journal_make_room(struct budget *b);
 
 /*
  * folder.c: a fold thread (budget_opts.fold_thread).  latchd's thread
@@ -633,19 +632,19 @@ int journal_make_room(struct budget *b);
  * fold runs; the two swap when the folder is done (budget_fold()).
  */
 struct folder;
-struct folder *folder_start(struct ledger *l, char *err, size_t errlen);
-/* Hand j over to be folded: the caller neither writes nor resets it, nor uses l, until folder_done(). */
-void folder_give(struct folder *f, struct journal *j);
+struct folder *budget_folder_start(struct ledger *l, char *err, size_t errlen);
+/* Hand j over to be folded: the caller neither writes nor resets it, nor uses l, until budget_folder_done(). */
+void budget_folder_give(struct folder *f, struct journal *j);
 /* Is the last journal given folded (or failed)?  *result: its fold's 0 or -errno, msg its error. */
-bool folder_done(struct folder *f, int *result, char *msg, size_t msglen);
-/* Wait until folder_done() (a full journal on the request's path: the folder is behind). */
-void folder_wait(struct folder *f);
+bool budget_folder_done(struct folder *f, int *result, char *msg, size_t msglen);
+/* Wait until budget_folder_done() (a full journal on the request's path: the folder is behind). */
+void budget_folder_wait(struct folder *f);
 /* Wait for the fold under way, then end the thread. */
-void folder_stop(struct folder *f);
+void budget_folder_stop(struct folder *f);
 /* commit.c: a settlement's row to the journal (folding it first when full). */
-int journal_settle(struct budget *b, const struct pending *p);
-int journal_reserve(struct budget *b, struct budget_ticket *t, int sbx, uint64_t now, const struct budget_caps *caps,
-		    const char *how);
+int budget_journal_settle(struct budget *b, const struct pending *p);
+int budget_journal_reserve(struct budget *b, struct budget_ticket *t, int sbx, uint64_t now,
+			   const struct budget_caps *caps, const char *how);
 /*
  * A note emptied: its strings "" (all anyone reads), want kept; a memset of
  * its 1.5 KB cost ~200 instructions, twice a request.
@@ -662,7 +661,7 @@ static inline void note_reset(struct budget_note *note)
 	note->want = NULL;
 	note->want_arg = NULL;
 }
-void settle_note(const struct budget_ticket *t, const char *why, int64_t charge, const struct budget_tokens *tok,
-		 struct budget_note *note);
+void budget_settle_note(const struct budget_ticket *t, const char *why, int64_t charge, const struct budget_tokens *tok,
+			struct budget_note *note);
 
 #endif

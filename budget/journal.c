@@ -136,8 +136,8 @@ static int scan(struct journal *j, char *err, size_t errlen)
 	return 0;
 }
 
-int journal_open(const char *ledger_path, int which, bool readonly, bool reader, uid_t owner, struct journal **out,
-		 char *err, size_t errlen)
+int budget_journal_open(const char *ledger_path, int which, bool readonly, bool reader, uid_t owner,
+			struct journal **out, char *err, size_t errlen)
 {
 	struct journal *j;
 	struct stat st;
@@ -173,7 +173,7 @@ int journal_open(const char *ledger_path, int which, bool readonly, bool reader,
 		goto fail;
 	}
 	if (st.st_size == 0 && readonly) { /* made, never written: nothing in it */
-		journal_close(j);
+		budget_journal_close(j);
 		return 0;
 	}
 	if (st.st_size == 0 && ftruncate(j->fd, (off_t)j->size)) {
@@ -196,7 +196,7 @@ int journal_open(const char *ledger_path, int which, bool readonly, bool reader,
 	j->rec = (struct jrec *)(j->map + JOURNAL_HEAD);
 	fresh = st.st_size == 0 || (!j->head->magic[0] && !j->head->start); /* or cut before its header */
 	if (fresh && readonly) {
-		journal_close(j);
+		budget_journal_close(j);
 		return 0;
 	}
 	if (fresh) { /* a new journal: empty from id 1 on */
@@ -218,11 +218,11 @@ int journal_open(const char *ledger_path, int which, bool readonly, bool reader,
 	*out = j;
 	return 0;
 fail:
-	journal_close(j);
+	budget_journal_close(j);
 	return ret;
 }
 
-void journal_close(struct journal *j)
+void budget_journal_close(struct journal *j)
 {
 	if (!j)
 		return;
@@ -233,32 +233,27 @@ void journal_close(struct journal *j)
 	free(j);
 }
 
-const char *journal_path(const struct journal *j)
+const char *budget_journal_path(const struct journal *j)
 {
 	return j->path;
 }
 
-uint32_t journal_count(const struct journal *j)
+uint32_t budget_journal_count(const struct journal *j)
 {
 	return j->n;
 }
 
-bool journal_full(const struct journal *j)
+bool budget_journal_full(const struct journal *j)
 {
 	return j->n == JOURNAL_SLOTS;
 }
 
-bool journal_torn(const struct journal *j)
-{
-	return j->torn;
-}
-
-int64_t journal_start(const struct journal *j)
+int64_t budget_journal_start(const struct journal *j)
 {
 	return j->head->start;
 }
 
-int64_t journal_next_id(const struct journal *j)
+static int64_t journal_next_id(const struct journal *j)
 {
 	return j->head->start + (int64_t)j->n;
 }
@@ -272,7 +267,7 @@ static void copy(char *dst, size_t n, const char *s)
 	dst[len] = '\0';
 }
 
-int journal_append(struct journal *j, const struct ledger_row *r)
+int budget_journal_append(struct journal *j, const struct ledger_row *r)
 {
 	enum budget_provider p;
 	struct jrec *d;
@@ -308,7 +303,7 @@ int journal_append(struct journal *j, const struct ledger_row *r)
 }
 
 /* The strings point into the mapping: valid until the journal is reset or closed. */
-int journal_each(struct journal *j, int64_t after, int (*fn)(const struct ledger_row *r, void *arg), void *arg)
+int budget_journal_each(struct journal *j, int64_t after, int (*fn)(const struct ledger_row *r, void *arg), void *arg)
 {
 	for (uint32_t i = 0; i < j->n; i++) {
 		const struct jrec *d = &j->rec[i];
@@ -349,7 +344,7 @@ int journal_each(struct journal *j, int64_t after, int (*fn)(const struct ledger
  * last, in one aligned store: a kill before it leaves the old records,
  * which the next fold skips (their ids are in the ledger already).
  */
-void journal_reset(struct journal *j, int64_t start, const char *owner)
+void budget_journal_reset(struct journal *j, int64_t start, const char *owner)
 {
 	if (j->readonly)
 		return;

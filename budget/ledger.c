@@ -103,7 +103,7 @@ static int fail(struct ledger *l, int rc, const char *what)
 	return e ? e : -EIO;
 }
 
-const char *ledger_error(const struct ledger *l)
+const char *budget_ledger_error(const struct ledger *l)
 {
 	return l && *l->errmsg ? l->errmsg : "no error";
 }
@@ -199,8 +199,8 @@ static int take_lock(struct ledger *l, const char *path, int lock, char *err, si
 	return latch_errf(err, errlen, -errno, "ledger %s: flock: %s", path, strerror(errno));
 }
 
-struct ledger *ledger_open(const char *path, bool readonly, bool sync_full, uid_t owner, int lock, char *err,
-			   size_t errlen)
+struct ledger *budget_ledger_open(const char *path, bool readonly, bool sync_full, uid_t owner, int lock, char *err,
+				  size_t errlen)
 {
 	struct ledger *l;
 	char *msg = NULL, pragmas[256];
@@ -220,7 +220,7 @@ struct ledger *ledger_open(const char *path, bool readonly, bool sync_full, uid_
 	snprintf(l->path, sizeof(l->path), "%s", path);
 	e = take_lock(l, path, readonly ? 0 : lock, err, errlen);
 	if (e) {
-		ledger_close(l);
+		budget_ledger_close(l);
 		errno = -e;
 		return NULL;
 	}
@@ -266,16 +266,16 @@ fail:
 	latch_errf(err, errlen, -EIO, "ledger %s: %s", path, msg ? msg : l->db ? sqlite3_errmsg(l->db) : "cannot open");
 	sqlite3_free(msg);
 	e = latch_sqlite_errno(rc);
-	ledger_close(l);
+	budget_ledger_close(l);
 	errno = e ? -e : EIO;
 	return NULL;
 }
 
-void ledger_close(struct ledger *l)
+void budget_ledger_close(struct ledger *l)
 {
 	if (!l)
 		return;
-	checkpointer_stop(l->ckpt);
+	budget_checkpointer_stop(l->ckpt);
 	for (int q = 0; q < Q_N; q++)
 		sqlite3_finalize(l->st[q]);
 	for (int i = 0; i < N_BATCH; i++)
@@ -297,21 +297,21 @@ static int step_done(struct ledger *l, int q, const char *what)
 	return 0;
 }
 
-int ledger_begin(struct ledger *l)
+int budget_ledger_begin(struct ledger *l)
 {
 	return step_done(l, Q_BEGIN, "begin");
 }
 
-int ledger_commit(struct ledger *l)
+int budget_ledger_commit(struct ledger *l)
 {
 	int ret = step_done(l, Q_COMMIT, "commit");
 
 	if (ret)
-		ledger_rollback(l);
+		budget_ledger_rollback(l);
 	return ret;
 }
 
-void ledger_rollback(struct ledger *l)
+void budget_ledger_rollback(struct ledger *l)
 {
 	if (!sqlite3_get_autocommit(l->db))
 		step_done(l, Q_ROLLBACK, "rollback");
@@ -322,7 +322,8 @@ static int64_t col_cap(sqlite3_stmt *s, int c)
 	return sqlite3_column_type(s, c) == SQLITE_NULL ? BUDGET_NO_CAP : sqlite3_column_int64(s, c);
 }
 
-int ledger_each_after(struct ledger *l, int64_t after, int (*fn)(const struct ledger_row *r, void *arg), void *arg)
+int budget_ledger_each_after(struct ledger *l, int64_t after, int (*fn)(const struct ledger_row *r, void *arg),
+			     void *arg)
 {
 	sqlite3_stmt *s = l->st[Q_AFTER];
 	int rc, ret = 0;
@@ -366,7 +367,7 @@ static bool time_at(struct ledger *l, int64_t id, uint64_t *t)
 	return found;
 }
 
-int64_t ledger_first_since(struct ledger *l, uint64_t time_ns)
+int64_t budget_ledger_first_since(struct ledger *l, uint64_t time_ns)
 {
 	sqlite3_stmt *s = l->st[Q_RANGE];
 	int64_t lo = 0, hi = 0, mid;
@@ -390,7 +391,7 @@ int64_t ledger_first_since(struct ledger *l, uint64_t time_ns)
 	return lo;
 }
 
-int64_t ledger_last_id(struct ledger *l)
+int64_t budget_ledger_last_id(struct ledger *l)
 {
 	sqlite3_stmt *s = l->st[Q_MAX];
 	int64_t id = 0;
@@ -401,7 +402,7 @@ int64_t ledger_last_id(struct ledger *l)
 	return id;
 }
 
-uint64_t ledger_last_time(struct ledger *l)
+uint64_t budget_ledger_last_time(struct ledger *l)
 {
 	sqlite3_stmt *s = l->st[Q_LAST];
 	uint64_t t = 0;
@@ -471,13 +472,13 @@ static int prepare_many(struct ledger *l, int n, sqlite3_stmt **st)
 	return rc;
 }
 
-int ledger_insert(struct ledger *l, struct ledger_row *r, const char *owner)
+int budget_ledger_insert(struct ledger *l, struct ledger_row *r, const char *owner)
 {
 	r->owner = owner;
-	return ledger_insert_rows(l, r, 1);
+	return budget_ledger_insert_rows(l, r, 1);
 }
 
-int ledger_insert_rows(struct ledger *l, struct ledger_row *rows, size_t n)
+int budget_ledger_insert_rows(struct ledger *l, struct ledger_row *rows, size_t n)
 {
 	size_t done = 0;
 
@@ -502,7 +503,7 @@ int ledger_insert_rows(struct ledger *l, struct ledger_row *rows, size_t n)
 	return 0;
 }
 
-int ledger_owner_of(struct ledger *l, int64_t id, char *buf, size_t len)
+int budget_ledger_owner_of(struct ledger *l, int64_t id, char *buf, size_t len)
 {
 	sqlite3_stmt *s = l->st[Q_OWNER];
 	int ret = -ENOENT;
@@ -518,27 +519,27 @@ int ledger_owner_of(struct ledger *l, int64_t id, char *buf, size_t len)
 	return ret;
 }
 
-int ledger_checkpoint(struct ledger *l)
+int budget_ledger_checkpoint(struct ledger *l)
 {
 	int rc;
 
 	if (l->ckpt) {
-		checkpointer_kick(l->ckpt);
+		budget_checkpointer_kick(l->ckpt);
 		return 0;
 	}
 	rc = sqlite3_wal_checkpoint_v2(l->db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
 	return rc == SQLITE_OK || rc == SQLITE_BUSY ? 0 : fail(l, rc, "checkpoint");
 }
 
-int ledger_checkpoint_thread(struct ledger *l, char *err, size_t errlen)
+int budget_ledger_checkpoint_thread(struct ledger *l, char *err, size_t errlen)
 {
-	l->ckpt = checkpointer_start(l->db, l->path, err, errlen);
+	l->ckpt = budget_checkpointer_start(l->db, l->path, err, errlen);
 	return l->ckpt ? 0 : -EIO;
 }
 
-int ledger_prune(struct ledger *l, uint64_t time_ns)
+int budget_ledger_prune(struct ledger *l, uint64_t time_ns)
 {
-	sqlite3_bind_int64(l->st[Q_PRUNE], 1, ledger_first_since(l, time_ns));
+	sqlite3_bind_int64(l->st[Q_PRUNE], 1, budget_ledger_first_since(l, time_ns));
 	return step_done(l, Q_PRUNE, "prune the ledger");
 }
 
@@ -588,7 +589,7 @@ static unsigned long long start_time(pid_t pid)
 	return t;
 }
 
-void ledger_self(char *buf, size_t len)
+void budget_ledger_self(char *buf, size_t len)
 {
 	char boot[64];
 
@@ -596,7 +597,7 @@ void ledger_self(char *buf, size_t len)
 	snprintf(buf, len, "%s:%d:%llu", boot, (int)getpid(), start_time(getpid()));
 }
 
-bool ledger_owner_alive(const char *owner)
+bool budget_ledger_owner_alive(const char *owner)
 {
 	char boot[64], mine[64];
 	unsigned long long start;

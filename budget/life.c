@@ -25,25 +25,25 @@ uint64_t budget_clock_realtime(void *arg)
 }
 
 /*
- * Inside a write transaction, after catch_up: append the settlements waiting
+ * Inside a write transaction, after budget_catch_up: append the settlements waiting
  * for a commit, from id *next on.  Memory (last_id) moves only after the
  * commit, so a rollback leaves nothing to undo.
  */
-int batch_flush(struct row_batch *rb)
+int budget_batch_flush(struct row_batch *rb)
 {
-	int ret = rb->n ? ledger_insert_rows(rb->l, rb->r, rb->n) : 0;
+	int ret = rb->n ? budget_ledger_insert_rows(rb->l, rb->r, rb->n) : 0;
 
 	rb->n = 0;
 	return ret;
 }
 
-int batch_add(struct row_batch *rb, const struct ledger_row *r)
+int budget_batch_add(struct row_batch *rb, const struct ledger_row *r)
 {
 	rb->r[rb->n++] = *r;
-	return rb->n == LEDGER_BATCH ? batch_flush(rb) : 0;
+	return rb->n == LEDGER_BATCH ? budget_batch_flush(rb) : 0;
 }
 
-struct ledger_row settle_row(const struct budget *b, const struct pending *p, int64_t id, uint64_t now)
+struct ledger_row budget_settle_row(const struct budget *b, const struct pending *p, int64_t id, uint64_t now)
 {
 	return (struct ledger_row){ .id = id,
 				    .time_ns = now,
@@ -57,21 +57,21 @@ struct ledger_row settle_row(const struct budget *b, const struct pending *p, in
 				    .tokens = p->tokens };
 }
 
-int write_pending(struct budget *b, struct row_batch *rb, int64_t *next, uint64_t now)
+int budget_write_pending(struct budget *b, struct row_batch *rb, int64_t *next, uint64_t now)
 {
 	for (size_t i = 0; i < b->n_pending; i++) {
-		struct ledger_row row = settle_row(b, &b->pending[i], (*next)++, now);
-		int ret = batch_add(rb, &row);
+		struct ledger_row row = budget_settle_row(b, &b->pending[i], (*next)++, now);
+		int ret = budget_batch_add(rb, &row);
 
 		if (ret)
 			return ret;
 	}
-	return batch_flush(rb);
+	return budget_batch_flush(rb);
 }
 
 static int fold_row(const struct ledger_row *r, void *arg)
 {
-	return batch_add(arg, r);
+	return budget_batch_add(arg, r);
 }
 
 /*
@@ -80,57 +80,57 @@ static int fold_row(const struct ledger_row *r, void *arg)
  * the last record folded, so a fold cut short is done again whole and
  * nothing twice.  reset: a sole writer empties the journal after.
  */
-int journal_fold(struct budget *b, bool reset)
+int budget_journal_fold(struct budget *b, bool reset)
 {
 	struct row_batch rb = { .l = b->l, .n = 0 };
 	int64_t next = b->last_id + 1;
 	int ret;
 
-	if (!b->j || (!journal_count(b->j) && !b->n_pending))
+	if (!b->j || (!budget_journal_count(b->j) && !b->n_pending))
 		return 0;
-	ret = ledger_begin(b->l);
+	ret = budget_ledger_begin(b->l);
 	if (!ret)
-		ret = journal_each(b->j, ledger_last_id(b->l), fold_row, &rb);
+		ret = budget_journal_each(b->j, budget_ledger_last_id(b->l), fold_row, &rb);
 	if (!ret)
-		ret = batch_flush(&rb);
+		ret = budget_batch_flush(&rb);
 	if (!ret && reset && b->n_pending)
-		ret = write_pending(b, &rb, &next, budget_now(b));
+		ret = budget_write_pending(b, &rb, &next, budget_now(b));
 	if (!ret)
-		ret = ledger_commit(b->l);
+		ret = budget_ledger_commit(b->l);
 	if (ret) {
-		ledger_rollback(b->l);
+		budget_ledger_rollback(b->l);
 		return ret;
 	}
 	if (reset) {
 		b->last_id = next - 1;
 		b->n_pending = 0;
-		journal_reset(b->j, b->last_id + 1, b->self);
+		budget_journal_reset(b->j, b->last_id + 1, b->self);
 	}
 	return 0;
 }
 
-int journal_fold_into(struct ledger *l, struct journal *j)
+int budget_journal_fold_into(struct ledger *l, struct journal *j)
 {
 	struct row_batch rb = { .l = l, .n = 0 };
 	int ret;
 
-	if (!journal_count(j))
+	if (!budget_journal_count(j))
 		return 0;
-	ret = ledger_begin(l);
+	ret = budget_ledger_begin(l);
 	if (!ret)
-		ret = journal_each(j, ledger_last_id(l), fold_row, &rb);
+		ret = budget_journal_each(j, budget_ledger_last_id(l), fold_row, &rb);
 	if (!ret)
-		ret = batch_flush(&rb);
+		ret = budget_batch_flush(&rb);
 	if (!ret)
-		ret = ledger_commit(l);
+		ret = budget_ledger_commit(l);
 	if (ret)
-		ledger_rollback(l);
+		budget_ledger_rollback(l);
 	return ret;
 }
 
-void journals_in_order(const struct budget *b, struct journal *js[2])
+void budget_journals_in_order(const struct budget *b, struct journal *js[2])
 {
-	bool swap = b->j && b->j2 && journal_start(b->j2) < journal_start(b->j);
+	bool swap = b->j && b->j2 && budget_journal_start(b->j2) < budget_journal_start(b->j);
 
 	js[0] = swap ? b->j2 : b->j;
 	js[1] = swap ? b->j : b->j2;
@@ -147,10 +147,10 @@ static int append_pending(struct budget *b)
 	size_t done = 0;
 	int ret = 0;
 
-	while (done < b->n_pending && !journal_full(b->j)) {
-		struct ledger_row row = settle_row(b, &b->pending[done], b->last_id + 1, now);
+	while (done < b->n_pending && !budget_journal_full(b->j)) {
+		struct ledger_row row = budget_settle_row(b, &b->pending[done], b->last_id + 1, now);
 
-		ret = journal_append(b->j, &row);
+		ret = budget_journal_append(b->j, &row);
 		if (ret)
 			break;
 		b->last_id = row.id;
@@ -179,43 +179,43 @@ static int fold_swap(struct budget *b, unsigned min)
 	 * and asking it (its lock, its error copied) cost ~600 instructions a
 	 * request.
 	 */
-	if (!b->j2_dirty && journal_count(b->j) < (min ? min : 1))
+	if (!b->j2_dirty && budget_journal_count(b->j) < (min ? min : 1))
 		return 0;
-	if (!folder_done(b->folder, &ret, b->fold_error, sizeof(b->fold_error)))
+	if (!budget_folder_done(b->folder, &ret, b->fold_error, sizeof(b->fold_error)))
 		return 0;
 	if (b->j2_dirty && ret) {
-		folder_give(b->folder, b->j2);
+		budget_folder_give(b->folder, b->j2);
 		return ret;
 	}
 	b->j2_dirty = false;
-	if (!journal_count(b->j) || journal_count(b->j) < min)
+	if (!budget_journal_count(b->j) || budget_journal_count(b->j) < min)
 		return 0;
-	journal_reset(b->j2, b->last_id + 1, b->self);
+	budget_journal_reset(b->j2, b->last_id + 1, b->self);
 	b->j = b->j2;
 	b->j2 = full;
 	b->j2_dirty = true;
-	folder_give(b->folder, full);
+	budget_folder_give(b->folder, full);
 	return append_pending(b);
 }
 
-int journal_make_room(struct budget *b)
+int budget_journal_make_room(struct budget *b)
 {
 	int ret;
 
-	if (!journal_full(b->j))
+	if (!budget_journal_full(b->j))
 		return 0;
 	if (!b->folder)
-		return journal_fold(b, true);
-	folder_wait(b->folder); /* the folder is a whole journal behind: wait for it rather than refuse */
+		return budget_journal_fold(b, true);
+	budget_folder_wait(b->folder); /* the folder is a whole journal behind: wait for it rather than refuse */
 	ret = fold_swap(b, 1);
-	return journal_full(b->j) ? (ret ? ret : -ENOSPC) : 0;
+	return budget_journal_full(b->j) ? (ret ? ret : -ENOSPC) : 0;
 }
 
 int budget_fold(struct budget *b, unsigned min)
 {
 	if (b->folder)
 		return fold_swap(b, min);
-	return b->j && b->o.journal && journal_count(b->j) >= min ? journal_fold(b, true) : 0;
+	return b->j && b->o.journal && budget_journal_count(b->j) >= min ? budget_journal_fold(b, true) : 0;
 }
 
 /* The settlements waiting for a commit, written now (the tick, and close). */
@@ -229,20 +229,20 @@ static int flush_pending(struct budget *b)
 	int ret;
 
 	if (b->o.sole_writer && b->l)
-		return commit_rows(b, true, &note, line, sizeof(line));
+		return budget_commit_rows(b, true, &note, line, sizeof(line));
 	if (!b->n_pending || !b->l || b->o.readonly)
 		return 0;
-	ret = ledger_begin(b->l);
+	ret = budget_ledger_begin(b->l);
 	if (!ret)
-		ret = catch_up(b);
+		ret = budget_catch_up(b);
 	now = budget_now(b);
 	next = b->last_id + 1;
 	if (!ret)
-		ret = write_pending(b, &rb, &next, now);
+		ret = budget_write_pending(b, &rb, &next, now);
 	if (!ret)
-		ret = ledger_commit(b->l);
+		ret = budget_ledger_commit(b->l);
 	if (ret) {
-		ledger_rollback(b->l);
+		budget_ledger_rollback(b->l);
 		return ret;
 	}
 	b->last_id = next - 1;
@@ -256,7 +256,7 @@ int budget_tick(struct budget *b)
 	int ret = flush_pending(b);
 
 	if (b->l && !b->o.readonly) {
-		int rc = ledger_checkpoint(b->l);
+		int rc = budget_ledger_checkpoint(b->l);
 
 		ret = ret ? ret : rc;
 	}
@@ -271,9 +271,9 @@ static int fold_both(struct budget *b, struct journal **failed)
 	struct journal *js[2];
 	int ret = 0;
 
-	journals_in_order(b, js);
+	budget_journals_in_order(b, js);
 	for (int i = 0; !ret && i < 2 && js[i]; i++) {
-		ret = journal_fold_into(b->l, js[i]);
+		ret = budget_journal_fold_into(b->l, js[i]);
 		*failed = js[i];
 	}
 	return ret;
@@ -286,34 +286,34 @@ static int settle_orphans(struct budget *b)
 	char owner[160];
 	int64_t next;
 	uint64_t now;
-	int ret = ledger_begin(b->l);
+	int ret = budget_ledger_begin(b->l);
 
 	if (!ret)
-		ret = catch_up(b); /* under the write lock: two openers never settle the same one twice */
+		ret = budget_catch_up(b); /* under the write lock: two openers never settle the same one twice */
 	for (size_t i = b->day_head; !ret && i < b->n; i++) {
 		const struct charge *c = &b->ch[i];
 
-		if (!c->open || ledger_owner_of(b->l, c->id, owner, sizeof(owner)) || !strcmp(owner, b->self) ||
-		    ledger_owner_alive(owner))
+		if (!c->open || budget_ledger_owner_of(b->l, c->id, owner, sizeof(owner)) || !strcmp(owner, b->self) ||
+		    budget_ledger_owner_alive(owner))
 			continue;
-		if (!queue_pending(b, c->id, c->micros, "lost", NULL, c->sbx, c->provider, "-"))
+		if (!budget_queue_pending(b, c->id, c->micros, "lost", NULL, c->sbx, c->provider, "-"))
 			ret = -ENOMEM;
 	}
 	now = budget_now(b);
 	next = b->last_id + 1;
 	if (!ret)
-		ret = write_pending(b, &rb, &next, now);
+		ret = budget_write_pending(b, &rb, &next, now);
 	if (!ret)
-		ret = ledger_prune(b->l, now - (uint64_t)BUDGET_KEEP_DAYS * BUDGET_DAY_NS);
+		ret = budget_ledger_prune(b->l, now - (uint64_t)BUDGET_KEEP_DAYS * BUDGET_DAY_NS);
 	if (!ret)
-		ret = ledger_commit(b->l);
+		ret = budget_ledger_commit(b->l);
 	if (ret) {
-		ledger_rollback(b->l);
+		budget_ledger_rollback(b->l);
 		b->n_pending = 0;
 		return ret;
 	}
 	for (size_t i = 0; i < b->n_pending; i++)
-		charge_settle(b, b->pending[i].request, b->pending[i].micros);
+		budget_charge_settle(b, b->pending[i].request, b->pending[i].micros);
 	b->last_id = next - 1;
 	b->last_time = now;
 	b->n_pending = 0;
@@ -338,11 +338,11 @@ struct budget *budget_open(const struct budget_opts *o, char *err, size_t errlen
 		ret = latch_errf(err, errlen, -ENAMETOOLONG, "ledger or price table path is too long");
 		goto fail;
 	}
-	ret = prices_load(&b->prices, b->prices_path, err, errlen);
+	ret = budget_prices_load(&b->prices, b->prices_path, err, errlen);
 	if (ret)
 		goto fail;
-	b->l = ledger_open(b->ledger_path, o->readonly, o->sync_full, o->owner, o->sole_writer ? LOCK_EX : LOCK_SH, err,
-			   errlen);
+	b->l = budget_ledger_open(b->ledger_path, o->readonly, o->sync_full, o->owner,
+				  o->sole_writer ? LOCK_EX : LOCK_SH, err, errlen);
 	if (!b->l && !(o->readonly && errno == ENOENT)) { /* read-only without a ledger: nothing metered yet */
 		ret = -errno;
 		goto fail;
@@ -355,59 +355,59 @@ struct budget *budget_open(const struct budget_opts *o, char *err, size_t errlen
 	if (b->l || o->readonly) { /* journals a crash left: folded by any writer, read by a reader */
 		struct journal *failed = NULL;
 
-		ret = journal_open(b->ledger_path, 0, !o->journal, o->readonly, o->owner, &b->j, err, errlen);
+		ret = budget_journal_open(b->ledger_path, 0, !o->journal, o->readonly, o->owner, &b->j, err, errlen);
 		if (!ret)
-			ret = journal_open(b->ledger_path, 1, !o->fold_thread, o->readonly, o->owner, &b->j2, err,
-					   errlen);
+			ret = budget_journal_open(b->ledger_path, 1, !o->fold_thread, o->readonly, o->owner, &b->j2,
+						  err, errlen);
 		if (ret)
 			goto fail;
 		ret = b->l && !o->readonly ? fold_both(b, &failed) : 0;
 		if (ret) {
-			latch_errf(err, errlen, ret, "ledger %s: folding %s: %s", b->ledger_path, journal_path(failed),
-				   ledger_error(b->l));
+			latch_errf(err, errlen, ret, "ledger %s: folding %s: %s", b->ledger_path,
+				   budget_journal_path(failed), budget_ledger_error(b->l));
 			goto fail;
 		}
 	}
 	if (b->l && o->checkpoint_thread && !o->readonly) {
-		ret = ledger_checkpoint_thread(b->l, err, errlen);
+		ret = budget_ledger_checkpoint_thread(b->l, err, errlen);
 		if (ret)
 			goto fail;
 	}
 	if (err && errlen)
 		err[0] = '\0';
-	ledger_self(b->self, sizeof(b->self));
+	budget_ledger_self(b->self, sizeof(b->self));
 	/* replay: the rows of the last 24 hours, as the ledger has them */
-	b->last_time = b->l ? ledger_last_time(b->l) : 0;
+	b->last_time = b->l ? budget_ledger_last_time(b->l) : 0;
 	now = budget_now(b);
-	b->last_id = b->l ? ledger_first_since(b->l, now > BUDGET_DAY_NS ? now - BUDGET_DAY_NS : 0) - 1 : 0;
-	ret = catch_up(b);
+	b->last_id = b->l ? budget_ledger_first_since(b->l, now > BUDGET_DAY_NS ? now - BUDGET_DAY_NS : 0) - 1 : 0;
+	ret = budget_catch_up(b);
 	if (!ret && b->j && o->readonly) /* a reader: what latchd has not folded yet counts as well */
-		ret = catch_up_journal(b);
+		ret = budget_catch_up_journal(b);
 	if (!ret) {
-		expire(b, budget_now(b));
+		budget_expire(b, budget_now(b));
 		if (!o->readonly)
 			ret = settle_orphans(b);
 	}
 	if (!ret && !o->journal) { /* folded: only a journaling sole writer keeps it open */
-		journal_close(b->j);
+		budget_journal_close(b->j);
 		b->j = NULL;
 	}
 	if (!ret && !o->fold_thread) { /* and the second only with its fold thread */
-		journal_close(b->j2);
+		budget_journal_close(b->j2);
 		b->j2 = NULL;
 	}
 	if (!ret && b->j && !o->readonly)
-		journal_reset(b->j, b->last_id + 1, b->self);
+		budget_journal_reset(b->j, b->last_id + 1, b->self);
 	if (!ret && b->j2 && !o->readonly)
-		journal_reset(b->j2, b->last_id + 1, b->self);
+		budget_journal_reset(b->j2, b->last_id + 1, b->self);
 	if (!ret && o->fold_thread) {
-		b->folder = folder_start(b->l, err, errlen);
+		b->folder = budget_folder_start(b->l, err, errlen);
 		ret = b->folder ? 0 : -EIO;
 		if (ret)
 			goto fail;
 	}
 	if (ret) {
-		latch_errf(err, errlen, ret, "ledger %s: %s", b->ledger_path, ledger_error(b->l));
+		latch_errf(err, errlen, ret, "ledger %s: %s", b->ledger_path, budget_ledger_error(b->l));
 		goto fail;
 	}
 	return b;
@@ -422,25 +422,25 @@ void budget_close(struct budget *b)
 	if (!b)
 		return;
 	if (b->folder) { /* the thread's fold ends first; then the older journal, then the rest as without it */
-		folder_stop(b->folder);
+		budget_folder_stop(b->folder);
 		b->folder = NULL;
-		if (b->j2 && journal_fold_into(b->l, b->j2) == 0)
+		if (b->j2 && budget_journal_fold_into(b->l, b->j2) == 0)
 			b->j2_dirty = false;
 	}
 	flush_pending(b);
-	journal_close(b->j);
-	journal_close(b->j2);
-	ledger_close(b->l);
+	budget_journal_close(b->j);
+	budget_journal_close(b->j2);
+	budget_ledger_close(b->l);
 	free(b->pending);
 	free(b->queue);
-	prices_free(&b->prices);
+	budget_prices_free(&b->prices);
 	free(b->ch);
 	free(b->sbx);
 	free(b->index);
 	while (b->n_spare) {
 		struct budget_ticket *t = b->spare[--b->n_spare];
 
-		usage_free(&t->usage);
+		budget_usage_free(&t->usage);
 		free(t);
 	}
 	free(b);
@@ -448,7 +448,7 @@ void budget_close(struct budget *b)
 
 int budget_reload_prices(struct budget *b, char *err, size_t errlen)
 {
-	return prices_load(&b->prices, b->prices_path, err, errlen);
+	return budget_prices_load(&b->prices, b->prices_path, err, errlen);
 }
 
 void budget_set_caps(struct budget *b, const struct budget_caps sandbox[BUDGET_PROVIDERS],

@@ -126,7 +126,7 @@ int budget_price_parse_line(const char *line, struct budget_price *row, char *er
 					  "MODEL '%s>%s': a long-context row is MODEL>TOKENS, TOKENS 1..%u", f[1],
 					  gt + 1, TOKENS_LIMIT);
 	}
-	if (!request_model_ok(f[1], strlen(f[1])))
+	if (!budget_request_model_ok(f[1], strlen(f[1])))
 		return latch_errf(err, errlen, -EINVAL,
 				  "MODEL '%s' must be 1-%d of A-Z a-z 0-9 . _ : / @ + -, as the provider spells it",
 				  f[1], BUDGET_MODEL_MAX);
@@ -172,7 +172,7 @@ static int keep_line(struct price_table *t, const struct price_line *l)
 
 static int model_field(const char *v, const char *what, char *out, char *err, size_t errlen)
 {
-	if (!request_model_ok(v, strlen(v)))
+	if (!budget_request_model_ok(v, strlen(v)))
 		return latch_errf(err, errlen, -EINVAL,
 				  "%s '%s' must be 1-%d of A-Z a-z 0-9 . _ : / @ + -, as the provider spells it", what,
 				  v, BUDGET_MODEL_MAX);
@@ -508,12 +508,12 @@ static int index_rows(struct price_table *t)
 			h = (h + 1) & t->mask;
 		t->slot[h] = i + 1;
 	}
-	for (int i = 0; i < t->n; i++) { /* each tier after its base row (which prices_load made sure of) */
+	for (int i = 0; i < t->n; i++) { /* each tier after its base row (which budget_prices_load made sure of) */
 		const struct budget_price *base;
 
 		if (!t->rows[i].above)
 			continue;
-		base = prices_find(t, t->rows[i].provider, t->rows[i].model, 0);
+		base = budget_prices_find(t, t->rows[i].provider, t->rows[i].model, 0);
 		if (base) {
 			t->next_tier[i] = t->next_tier[base - t->rows];
 			t->next_tier[base - t->rows] = i;
@@ -593,7 +593,7 @@ static int resolve_lines(struct price_table *t, char *err, size_t errlen)
 	return 0;
 }
 
-int prices_load(struct price_table *t, const char *path, char *err, size_t errlen)
+int budget_prices_load(struct price_table *t, const char *path, char *err, size_t errlen)
 {
 	struct price_table nt = { 0 };
 	struct stat st;
@@ -646,15 +646,15 @@ int prices_load(struct price_table *t, const char *path, char *err, size_t errle
 	apply_fees(&nt);
 	if (index_rows(&nt)) {
 		latch_errf_at(err, errlen, -ENOMEM, path, 0, "out of memory");
-		prices_free(&nt);
+		budget_prices_free(&nt);
 		return -ENOMEM;
 	}
-	prices_free(t);
+	budget_prices_free(t);
 	*t = nt;
 	return 0;
 }
 
-void prices_free(struct price_table *t)
+void budget_prices_free(struct price_table *t)
 {
 	free(t->rows);
 	free(t->slot);
@@ -679,24 +679,24 @@ static const struct budget_price *find_exact(const struct price_table *t, enum b
 	return NULL;
 }
 
-bool prices_search_model(enum budget_provider p, const char *model)
+bool budget_prices_search_model(enum budget_provider p, const char *model)
 {
 	return p == BUDGET_OPENAI && model && strstr(model, "-search") != NULL;
 }
 
-const struct budget_price *prices_find(const struct price_table *t, enum budget_provider p, const char *model,
-				       int64_t input_tokens)
+const struct budget_price *budget_prices_find(const struct price_table *t, enum budget_provider p, const char *model,
+					      int64_t input_tokens)
 {
 	const struct budget_price *base;
 
 	if (!model || !*model)
 		return NULL;
 	base = find_exact(t, p, model, strlen(model)); /* never a name less its date: see the top of this file */
-	return base ? prices_tier(t, base, input_tokens) : NULL;
+	return base ? budget_prices_tier(t, base, input_tokens) : NULL;
 }
 
-const struct budget_price *prices_tier(const struct price_table *t, const struct budget_price *base,
-				       int64_t input_tokens)
+const struct budget_price *budget_prices_tier(const struct price_table *t, const struct budget_price *base,
+					      int64_t input_tokens)
 {
 	const struct budget_price *tier = NULL;
 
@@ -709,12 +709,12 @@ const struct budget_price *prices_tier(const struct price_table *t, const struct
 	return tier ? tier : base;
 }
 
-const struct budget_price *prices_worst(const struct price_table *t, enum budget_provider p)
+const struct budget_price *budget_prices_worst(const struct price_table *t, enum budget_provider p)
 {
 	return &t->worst[p];
 }
 
-void prices_priority(struct budget_price *row)
+void budget_prices_priority(struct budget_price *row)
 {
 	int64_t *const price[] = { &row->input,	      &row->output,	 &row->cached_input,
 				   &row->cache_write, &row->image_input, &row->image_output };

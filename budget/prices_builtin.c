@@ -26,7 +26,7 @@ const char budget_builtin_prices[] =
 	/* snapshots dearer than their alias, from OpenAI's pricing page (platform.openai.com/docs/pricing) */
 	"openai gpt-4o-2024-05-13       5.00   15.00  -      -    4096  128000\n"
 	"openai chatgpt-4o-latest       5.00   15.00  -      -   16384  128000\n"
-	/* Chat Completions' search models: every request also pays a web search (prices_search_model()) */
+	/* Chat Completions' search models: every request also pays a web search (budget_prices_search_model()) */
 	"openai gpt-5-search-api        1.25   10.00  0.125  -  128000  400000\n"
 	"openai gpt-4o-search-preview   2.50   10.00  -      -   16384  128000\n"
 	"openai gpt-4o-mini-search-preview 0.15 0.60  -      -   16384  128000\n"

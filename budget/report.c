@@ -28,9 +28,10 @@ static void dump_fields(json_t *o, struct budget_note *note)
 	json_decref(o);
 }
 
-void refusal_text(struct budget *b, const struct refusal *r, struct budget_note *note, char *line, size_t linelen)
+void budget_refusal_text(struct budget *b, const struct refusal *r, struct budget_note *note, char *line,
+			 size_t linelen)
 {
-	const char *prov = budget_provider_name(r->provider), *cap = cap_name(r->kind);
+	const char *prov = budget_provider_name(r->provider), *cap = budget_cap_name(r->kind);
 	char scope[128], limit[32], stand[256], when[192], hint[320] = "", key[48];
 
 	if (r->host)
@@ -108,7 +109,7 @@ void refusal_text(struct budget *b, const struct refusal *r, struct budget_note 
  * (usage is nearly always below the worst case), and building it through
  * jansson cost more than the rest of the settlement.  Keys in sorted order,
  * as the audit log stores fields; every string is a model name that passed
- * request_model_ok() or a fixed word, so nothing needs escaping.
+ * budget_request_model_ok() or a fixed word, so nothing needs escaping.
  */
 /* A note's text, appended piece by piece (snprintf's parsing of a format cost more than the settlement). */
 struct note_buf {
@@ -147,8 +148,8 @@ static void put_int(struct note_buf *nb, int64_t v)
 
 #define PUT_LIT(nb, lit) put(nb, lit, sizeof(lit) - 1)
 
-void settle_note(const struct budget_ticket *t, const char *why, int64_t charge, const struct budget_tokens *tok,
-		 struct budget_note *note)
+void budget_settle_note(const struct budget_ticket *t, const char *why, int64_t charge, const struct budget_tokens *tok,
+			struct budget_note *note)
 {
 	struct note_buf nb = { .p = note->fields, .cap = sizeof(note->fields) };
 	size_t n;
@@ -233,7 +234,7 @@ static void cap_state(const struct budget *b, int sbx, enum budget_provider p, c
 	if (!(k == CAP_REQ_HOUR ? t->n_hour : t->n_day))
 		return; /* nothing counted (and a sandbox without a slot matches nothing) */
 	for (size_t i = k == CAP_REQ_HOUR ? b->hour_head : b->day_head; i < b->n; i++)
-		if (charge_matches(&b->ch[i], sbx, p)) {
+		if (budget_charge_matches(&b->ch[i], sbx, p)) {
 			s->frees_ns = b->ch[i].time_ns + w;
 			break;
 		}
@@ -265,11 +266,11 @@ int budget_report(struct budget *b, const char *sandbox, int (*fn)(const struct 
 	bool found = false;
 	/* a plain read: sqlite gives it one consistent snapshot (with a fold thread, memory holds every row and
 	 * that thread has the connection) */
-	int ret = b->folder ? 0 : catch_up(b);
+	int ret = b->folder ? 0 : budget_catch_up(b);
 
 	if (ret)
 		return ret;
-	expire(b, budget_now(b));
+	budget_expire(b, budget_now(b));
 	if (b->n_sbx && !(order = malloc(b->n_sbx * sizeof(*order))))
 		return -ENOMEM;
 	for (uint32_t i = 0; i < b->n_sbx; i++)
@@ -301,8 +302,8 @@ int budget_report(struct budget *b, const char *sandbox, int (*fn)(const struct 
 }
 
 /* A body the meter can't bound: refused, with one line and an audit note. */
-int body_refusal(struct budget_note *note, const char *why, const struct budget_request *rq, enum budget_format f,
-		 char *line, size_t linelen)
+int budget_body_refusal(struct budget_note *note, const char *why, const struct budget_request *rq,
+			enum budget_format f, char *line, size_t linelen)
 {
 	snprintf(line, linelen,
 		 "latch: the spend meter can't bound this %s request to %s: %s; send one JSON object with plain "
@@ -331,7 +332,7 @@ static void endpoint_words(const struct budget_request *rq, char *method, size_t
 	}
 }
 
-int endpoint_refusal(struct budget_note *note, const struct budget_request *rq, char *line, size_t linelen)
+int budget_endpoint_refusal(struct budget_note *note, const struct budget_request *rq, char *line, size_t linelen)
 {
 	const char *prov = budget_provider_name(rq->provider);
 	char method[17], path[161];
@@ -349,8 +350,8 @@ int endpoint_refusal(struct budget_note *note, const struct budget_request *rq, 
 	return -EPERM;
 }
 
-int tool_refusal(struct budget_note *note, const struct budget_request *rq, enum budget_format f, unsigned tools,
-		 char *line, size_t linelen)
+int budget_tool_refusal(struct budget_note *note, const struct budget_request *rq, enum budget_format f, unsigned tools,
+			char *line, size_t linelen)
 {
 	static const char *const asks[BUDGET_FETCH_TOOLS] = {
 		[BUDGET_TOOL_WEB_FETCH] = "a web_fetch tool",

@@ -2,7 +2,7 @@
 /*
  * request.c - what a request's body says, before it is forwarded.
  *
- * request_inspect() reads the body with the same streaming scanner as the
+ * budget_request_inspect() reads the body with the same streaming scanner as the
  * responses (a long context is skipped 16 bytes a step, never parsed whole;
  * the watch list is compiled once; a plain count or string is read in
  * place, anything else by jansson) and keeps the model, the largest of the
@@ -113,7 +113,7 @@ static struct jscan_paths req_paths; /* req_watch, compiled once */
 
 static void compile_req_paths(void)
 {
-	jscan_compile(&req_paths, req_watch, R_WATCHES);
+	budget_jscan_compile(&req_paths, req_watch, R_WATCHES);
 }
 
 /* The tools with a fee, and those that fetch a URL the request chooses, by their type (anything else is TOOL_OTHER). */
@@ -223,7 +223,7 @@ static void request_value_jansson(struct inspect *in, int w, const char *text, s
 	} else if (json_is_integer(v) && json_integer_value(v) > 0) {
 		in->number[w] = json_integer_value(v);
 	}
-	if (w == R_MODEL && json_is_string(v) && request_model_ok(json_string_value(v), json_string_length(v)))
+	if (w == R_MODEL && json_is_string(v) && budget_request_model_ok(json_string_value(v), json_string_length(v)))
 		snprintf(in->model, sizeof(in->model), "%s", json_string_value(v));
 	json_decref(v);
 }
@@ -383,7 +383,7 @@ static void tool_value(struct inspect *in, int w, const char *text, size_t len)
 		return;
 	}
 	in->tool.types++;
-	if (text && jscan_plain_string(text, len, &s, &slen)) {
+	if (text && budget_jscan_plain_string(text, len, &s, &slen)) {
 		in->tool.kind = tool_kind(s, slen);
 		return;
 	}
@@ -459,12 +459,12 @@ static void on_request_value(void *arg, int w, const char *text, size_t len)
 		in->non_null[w] = true;
 		if (n > 0)
 			in->number[w] = n;
-	} else if (jscan_plain_string(text, len, &s, &slen)) {
+	} else if (budget_jscan_plain_string(text, len, &s, &slen)) {
 		in->non_null[w] = true;
 		if (is_count(w))
 			in->unbounded = true;
-		if (w == R_MODEL && request_model_ok(s, slen)) {
-			memcpy(in->model, s, slen); /* request_model_ok: at most BUDGET_MODEL_MAX */
+		if (w == R_MODEL && budget_request_model_ok(s, slen)) {
+			memcpy(in->model, s, slen); /* budget_request_model_ok: at most BUDGET_MODEL_MAX */
 			in->model[slen] = '\0';
 		}
 	} else if (len == 4 && !memcmp(text, "null", 4)) {
@@ -515,9 +515,9 @@ static char *decoded(const char *p, size_t n, bool *twice)
 static bool scan_request(struct jscan *js, struct inspect *in, const char *p, size_t len)
 {
 	memset(in, 0, sizeof(*in));
-	jscan_init(js, &req_paths, on_request_value, in);
-	jscan_feed(js, p, len);
-	if (!jscan_end(js))
+	budget_jscan_init(js, &req_paths, on_request_value, in);
+	budget_jscan_feed(js, p, len);
+	if (!budget_jscan_end(js))
 		return false;
 	tool_end(in);
 	return true;
@@ -596,7 +596,7 @@ static void facts_from(enum budget_format f, const struct inspect *in, struct re
 			out->server_state = true;
 }
 
-void request_inspect(enum budget_format f, const void *body, size_t len, struct request_facts *out)
+void budget_request_inspect(enum budget_format f, const void *body, size_t len, struct request_facts *out)
 {
 	static pthread_once_t once = PTHREAD_ONCE_INIT;
 	struct inspect in;
@@ -650,7 +650,7 @@ void request_inspect(enum budget_format f, const void *body, size_t len, struct 
 #define IMAGE_TOKENS 8192
 
 /* The body's tokens at 2 bytes each, rounded up, and IMAGE_TOKENS an image part (saturating). */
-int64_t request_input(size_t body_len, const struct request_facts *facts)
+int64_t budget_request_input(size_t body_len, const struct request_facts *facts)
 {
 	return budget_mul_add((int64_t)(body_len / 2 + body_len % 2), facts->images, IMAGE_TOKENS);
 }

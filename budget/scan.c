@@ -60,7 +60,7 @@ static void jscan_reset(struct jscan *j)
 	j->done = false;
 }
 
-void jscan_compile(struct jscan_paths *paths, const char *const *watch, int n_watch)
+void budget_jscan_compile(struct jscan_paths *paths, const char *const *watch, int n_watch)
 {
 	memset(paths, 0, sizeof(*paths));
 	paths->n_watch = n_watch < JSCAN_WATCH_MAX ? n_watch : JSCAN_WATCH_MAX;
@@ -118,7 +118,7 @@ void jscan_compile(struct jscan_paths *paths, const char *const *watch, int n_wa
 	}
 }
 
-void jscan_init(struct jscan *j, const struct jscan_paths *paths, jscan_value_cb cb, void *arg)
+void budget_jscan_init(struct jscan *j, const struct jscan_paths *paths, jscan_value_cb cb, void *arg)
 {
 	j->paths = paths;
 	j->cb = cb;
@@ -342,7 +342,7 @@ static const uint8_t byte_class[256] = {
  * jump into each other, and split into functions each step would return
  * to a dispatch loop, the cost this layout exists to avoid.
  */
-void jscan_feed(struct jscan *j, const char *p, size_t n)
+void budget_jscan_feed(struct jscan *j, const char *p, size_t n)
 {
 	const char *cap_from = p; /* where the capture's bytes in this chunk begin */
 	size_t i = 0, start, klen;
@@ -518,7 +518,7 @@ bad:
 	j->state = st;
 }
 
-bool jscan_end(struct jscan *j)
+bool budget_jscan_end(struct jscan *j)
 {
 	if (!j->bad && j->state == ST_SCALAR && j->depth == 0)
 		j->state = value_done(j, NULL, NULL); /* a bare top-level number: nothing was captured */
@@ -532,7 +532,7 @@ static const bool plain_byte[256] = {
 	[0x5d ... 0x7e] = true,
 };
 
-bool jscan_plain_string(const char *text, size_t len, const char **s, size_t *slen)
+bool budget_jscan_plain_string(const char *text, size_t len, const char **s, size_t *slen)
 {
 	if (len < 2 || text[0] != '"' || text[len - 1] != '"')
 		return false;
@@ -555,13 +555,14 @@ enum {
 	SS_IGNORE, /* a comment or a field we don't use: to the end of the line */
 };
 
-void sse_init(struct sse *s, const struct jscan_paths *paths, jscan_value_cb cb, sse_event_cb on_event, void *arg)
+void budget_sse_init(struct sse *s, const struct jscan_paths *paths, jscan_value_cb cb, sse_event_cb on_event,
+		     void *arg)
 {
 	memset(s, 0, offsetof(struct sse, js));
 	s->on_event = on_event;
 	s->arg = arg;
 	s->state = SS_LINE;
-	jscan_init(&s->js, paths, cb, arg);
+	budget_jscan_init(&s->js, paths, cb, arg);
 }
 
 /* A blank line: the event is complete (one without data is no event, as the spec says). */
@@ -569,7 +570,7 @@ static void sse_dispatch(struct sse *s)
 {
 	if (s->has_data && s->data_len) {
 		bool done = s->data_len == 6 && !memcmp(s->data_head, "[DONE]", 6);
-		bool ok = jscan_end(&s->js);
+		bool ok = budget_jscan_end(&s->js);
 
 		s->events++;
 		s->on_event(s->arg, s->event, done, ok);
@@ -586,7 +587,7 @@ static void data_bytes(struct sse *s, const char *p, size_t n)
 		memcpy(s->data_head + s->data_len, p,
 		       n < sizeof(s->data_head) - s->data_len ? n : sizeof(s->data_head) - s->data_len);
 	s->data_len += n;
-	jscan_feed(&s->js, p, n);
+	budget_jscan_feed(&s->js, p, n);
 }
 
 /* The field name is complete: choose where its value goes. */
@@ -618,7 +619,7 @@ static size_t line_end(const char *p, size_t n, size_t i)
 	return cr ? (size_t)(cr - p) : e;
 }
 
-void sse_feed(struct sse *s, const char *p, size_t n)
+void budget_sse_feed(struct sse *s, const char *p, size_t n)
 {
 	size_t i = 0, e;
 

@@ -126,7 +126,7 @@ static const struct usage_watch w_gemini[] = {
 };
 /* clang-format on */
 
-const char *usage_result_name(enum usage_result r)
+const char *budget_usage_result_name(enum usage_result r)
 {
 	switch (r) {
 	case USAGE_OK:
@@ -214,7 +214,7 @@ static void compile_tables(void)
 			paths[n] = tables[t][n].path;
 			n++;
 		}
-		jscan_compile(&table_paths[t], paths, n);
+		budget_jscan_compile(&table_paths[t], paths, n);
 	}
 }
 
@@ -311,7 +311,7 @@ static void service_tier(struct usage_parser *u, const char *text, size_t len)
 
 	if (text && len == 4 && !memcmp(text, "null", 4))
 		return;
-	if (text && jscan_plain_string(text, len, &s, &slen) &&
+	if (text && budget_jscan_plain_string(text, len, &s, &slen) &&
 	    ((slen == 7 && !memcmp(s, "default", 7)) || (slen == 4 && !memcmp(s, "flex", 4)) ||
 	     (slen == 4 && !memcmp(s, "auto", 4))))
 		return;
@@ -356,7 +356,7 @@ static void on_value(void *arg, int w, const char *text, size_t len)
 	case WK_CALL:
 		if (!text)
 			return; /* longer than a capture: no call latch counts */
-		if (jscan_plain_string(text, len, &s, &slen)) {
+		if (budget_jscan_plain_string(text, len, &s, &slen)) {
 			count_call(u, s, slen);
 			return;
 		}
@@ -368,7 +368,7 @@ static void on_value(void *arg, int w, const char *text, size_t len)
 	default:
 		break;
 	}
-	if (text && def->kind == WK_TYPE && jscan_plain_string(text, len, &s, &slen)) {
+	if (text && def->kind == WK_TYPE && budget_jscan_plain_string(text, len, &s, &slen)) {
 		if (*u->type) {
 			u->bad = true;
 		} else { /* as snprintf into u->type would: cut to SSE_EVENT_MAX */
@@ -490,14 +490,14 @@ static void on_event(void *arg, const char *event, bool done_marker, bool json_o
 	clear_event(u);
 }
 
-void usage_init(struct usage_parser *u, enum budget_format f)
+void budget_usage_init(struct usage_parser *u, enum budget_format f)
 {
 	memset(u, 0, sizeof(*u));
 	u->format = f;
 	u->mode = MODE_SNIFF;
 }
 
-void usage_reuse(struct usage_parser *u, enum budget_format f)
+void budget_usage_reuse(struct usage_parser *u, enum budget_format f)
 {
 	struct jscan *js = u->js_buf;
 	struct sse *sse = u->sse_buf;
@@ -506,7 +506,7 @@ void usage_reuse(struct usage_parser *u, enum budget_format f)
 		inflateEnd(u->z);
 		free(u->z);
 	}
-	usage_init(u, f);
+	budget_usage_init(u, f);
 	u->js_buf = js;
 	u->sse_buf = sse;
 }
@@ -523,12 +523,12 @@ static void start_mode(struct usage_parser *u, char c)
 	if (!sse) {
 		u->js = u->js_buf ? u->js_buf : (u->js_buf = malloc(sizeof(*u->js)));
 		if (u->js)
-			jscan_init(u->js, &table_paths[t], on_value, u);
+			budget_jscan_init(u->js, &table_paths[t], on_value, u);
 		u->mode = MODE_JSON;
 	} else {
 		u->sse = u->sse_buf ? u->sse_buf : (u->sse_buf = malloc(sizeof(*u->sse)));
 		if (u->sse)
-			sse_init(u->sse, &table_paths[t], on_value, on_event, u);
+			budget_sse_init(u->sse, &table_paths[t], on_value, on_event, u);
 		u->mode = MODE_SSE;
 	}
 	if (!u->js && !u->sse) {
@@ -549,9 +549,9 @@ static void feed_plain(struct usage_parser *u, const char *p, size_t len)
 		start_mode(u, *p);
 	}
 	if (u->mode == MODE_JSON)
-		jscan_feed(u->js, p, len);
+		budget_jscan_feed(u->js, p, len);
 	else if (u->mode == MODE_SSE)
-		sse_feed(u->sse, p, len);
+		budget_sse_feed(u->sse, p, len);
 }
 
 /* A compressed body (the guest asked for gzip and the upstream obliged): inflate as it passes. */
@@ -576,7 +576,7 @@ static void feed_inflate(struct usage_parser *u, const unsigned char *p, size_t 
 		u->bad = true; /* bytes after the compressed stream */
 }
 
-void usage_feed(struct usage_parser *u, const void *data, size_t len)
+void budget_usage_feed(struct usage_parser *u, const void *data, size_t len)
 {
 	const unsigned char *p = data;
 
@@ -599,7 +599,7 @@ void usage_feed(struct usage_parser *u, const void *data, size_t len)
 		feed_plain(u, data, len);
 }
 
-enum usage_result usage_finish(struct usage_parser *u, struct budget_tokens *out)
+enum usage_result budget_usage_finish(struct usage_parser *u, struct budget_tokens *out)
 {
 	memset(out, 0, sizeof(*out));
 	if (u->z && !u->bad) {
@@ -609,7 +609,7 @@ enum usage_result usage_finish(struct usage_parser *u, struct budget_tokens *out
 			u->bad = true; /* the compressed stream was cut */
 	}
 	if (u->mode == MODE_JSON && !u->bad) {
-		if (jscan_end(u->js))
+		if (budget_jscan_end(u->js))
 			on_event(u, "", false, true);
 		else
 			u->bad = true;
@@ -630,7 +630,7 @@ enum usage_result usage_finish(struct usage_parser *u, struct budget_tokens *out
 	return USAGE_OK;
 }
 
-void usage_free(struct usage_parser *u)
+void budget_usage_free(struct usage_parser *u)
 {
 	if (u->z) {
 		inflateEnd(u->z);

@@ -6,7 +6,7 @@
  * charge per reservation, in id (= time) order, with running counts per
  * (sandbox, provider) and per provider host-wide, so a decision costs O(1)
  * and the windows slide by moving two heads.  Memory follows the ledger:
- * catch_up reads the rows other processes wrote.
+ * budget_catch_up reads the rows other processes wrote.
  *
  * A window of W ns holds the requests reserved less than W ns ago, so a
  * request reserved at t frees its place at exactly t + W: that is the
@@ -53,7 +53,7 @@ static int index_grow(struct budget *b)
 	return 0;
 }
 
-int sbx_find(struct budget *b, const char *name, bool create)
+int budget_sbx_find(struct budget *b, const char *name, bool create)
 {
 	uint32_t h;
 	struct sbx *grown;
@@ -99,7 +99,7 @@ static void tally_add(struct tally *t, int64_t micros, bool open, int sign)
 		t->spent += sign * micros;
 }
 
-int charge_add(struct budget *b, int64_t id, uint64_t time_ns, int sbx, enum budget_provider p, int64_t micros)
+int budget_charge_add(struct budget *b, int64_t id, uint64_t time_ns, int sbx, enum budget_provider p, int64_t micros)
 {
 	struct charge *c;
 
@@ -148,7 +148,7 @@ static struct charge *charge_find(struct budget *b, int64_t id)
 	return lo < b->n && b->ch[lo].id == id ? &b->ch[lo] : NULL;
 }
 
-void charge_settle(struct budget *b, int64_t id, int64_t micros)
+void budget_charge_settle(struct budget *b, int64_t id, int64_t micros)
 {
 	struct charge *c = charge_find(b, id);
 	struct tally *ts, *th;
@@ -165,7 +165,7 @@ void charge_settle(struct budget *b, int64_t id, int64_t micros)
 	c->open = false;
 }
 
-void expire(struct budget *b, uint64_t now)
+void budget_expire(struct budget *b, uint64_t now)
 {
 	while (b->hour_head < b->n && b->ch[b->hour_head].time_ns + BUDGET_HOUR_NS <= now) {
 		struct charge *c = &b->ch[b->hour_head++];
@@ -202,11 +202,11 @@ static int apply_row(const struct ledger_row *r, void *arg)
 	if (budget_provider_parse(r->provider, &p))
 		return 0; /* not a row latch wrote */
 	if (r->settle) {
-		charge_settle(b, r->request, r->micros);
+		budget_charge_settle(b, r->request, r->micros);
 		return 0;
 	}
-	s = sbx_find(b, r->sandbox, true);
-	if (s < 0 || charge_add(b, r->id, r->time_ns, s, p, r->micros))
+	s = budget_sbx_find(b, r->sandbox, true);
+	if (s < 0 || budget_charge_add(b, r->id, r->time_ns, s, p, r->micros))
 		return -ENOMEM;
 	b->sbx[s].t[p].caps = r->caps;
 	b->sbx[s].t[p].caps_known = true;
@@ -214,20 +214,20 @@ static int apply_row(const struct ledger_row *r, void *arg)
 }
 
 /* Read what others wrote since we last looked (inside the write lock for a decision). */
-int catch_up(struct budget *b)
+int budget_catch_up(struct budget *b)
 {
-	return b->l ? ledger_each_after(b->l, b->last_id, apply_row, b) : 0;
+	return b->l ? budget_ledger_each_after(b->l, b->last_id, apply_row, b) : 0;
 }
 
 /* A reader: the journals' rows the ledger does not hold yet, the older journal's first. */
-int catch_up_journal(struct budget *b)
+int budget_catch_up_journal(struct budget *b)
 {
 	struct journal *js[2];
 	int ret = 0;
 
-	journals_in_order(b, js);
+	budget_journals_in_order(b, js);
 	for (int i = 0; !ret && i < 2; i++)
-		ret = js[i] ? journal_each(js[i], b->last_id, apply_row, b) : 0;
+		ret = js[i] ? budget_journal_each(js[i], b->last_id, apply_row, b) : 0;
 	return ret;
 }
 
@@ -235,12 +235,12 @@ int catch_up_journal(struct budget *b)
 
 static const char *const cap_names[CAP_KINDS] = { "requests_per_hour", "requests_per_day", "dollars_per_day" };
 
-const char *cap_name(enum cap_kind k)
+const char *budget_cap_name(enum cap_kind k)
 {
 	return cap_names[k];
 }
 
-int64_t cap_value(const struct budget_caps *c, enum cap_kind k)
+int64_t budget_cap_value(const struct budget_caps *c, enum cap_kind k)
 {
 	return k == CAP_REQ_HOUR ? c->requests_per_hour : k == CAP_REQ_DAY ? c->requests_per_day : c->micros_per_day;
 }
@@ -269,7 +269,7 @@ static bool over_cap(const struct tally *t, enum cap_kind k, int64_t cap, int64_
 	return need > cap - t->spent - t->reserved; /* no overflow: all three are at most INT64_MAX */
 }
 
-bool charge_matches(const struct charge *c, int sbx, enum budget_provider p)
+bool budget_charge_matches(const struct charge *c, int sbx, enum budget_provider p)
 {
 	return c->provider == p && (sbx < 0 || (int)c->sbx == sbx);
 }
@@ -292,7 +292,7 @@ static uint64_t frees_at(const struct budget *b, int sbx, enum budget_provider p
 	for (size_t i = k == CAP_REQ_HOUR ? b->hour_head : b->day_head; i < b->n; i++) {
 		const struct charge *c = &b->ch[i];
 
-		if (!charge_matches(c, sbx, p))
+		if (!budget_charge_matches(c, sbx, p))
 			continue;
 		excess -= k == CAP_DOLLARS_DAY ? c->micros : 1;
 		if (excess <= 0)
@@ -312,7 +312,7 @@ bool budget_check_caps(struct budget *b, int sbx, enum budget_provider p, const 
 		const struct budget_caps *c = host ? &b->o.host[p] : caps;
 
 		for (int k = 0; k < CAP_KINDS; k++) {
-			int64_t cap = cap_value(c, k);
+			int64_t cap = budget_cap_value(c, k);
 			uint64_t when;
 
 			if (!over_cap(t, k, cap, need))

@@ -156,7 +156,7 @@ static int load(const char *text, mode_t mode, struct price_table *t, char *err,
 {
 	write_file(bt_prices, text, mode);
 	memset(t, 0, sizeof(*t));
-	return prices_load(t, bt_prices, err, len);
+	return budget_prices_load(t, bt_prices, err, len);
 }
 
 Test(budget_money, the_price_file)
@@ -170,13 +170,13 @@ Test(budget_money, the_price_file)
 			  "8192\n",
 			  0644, &t, err, sizeof(err)),
 		     0, "%s", err);
-	r = prices_find(&t, BUDGET_ANTHROPIC, "claude-sonnet-4-5", 0);
+	r = budget_prices_find(&t, BUDGET_ANTHROPIC, "claude-sonnet-4-5", 0);
 	cr_assert_not_null(r);
 	cr_expect_eq(r->input, 1000000);
 	cr_expect(!r->builtin);
-	cr_expect_not_null(prices_find(&t, BUDGET_OTHER, "local-llama", 0));
-	cr_expect_not_null(prices_find(&t, BUDGET_OPENAI, "gpt-5", 0));
-	prices_free(&t);
+	cr_expect_not_null(budget_prices_find(&t, BUDGET_OTHER, "local-llama", 0));
+	cr_expect_not_null(budget_prices_find(&t, BUDGET_OPENAI, "gpt-5", 0));
+	budget_prices_free(&t);
 
 	/* file:line: field */
 	cr_expect_neq(load("anthropic a 1 1 - - 1 1\n\nanthropic b 1 1.0000001 - - 1 1\n", 0644, &t, err, sizeof(err)),
@@ -195,9 +195,9 @@ Test(budget_money, the_price_file)
 	/* a failed load leaves the table in force as it was */
 	cr_assert_eq(load("openai m 7 7 - - 1 1\n", 0644, &t, err, sizeof(err)), 0);
 	write_file(bt_prices, "openai m 8 8 - - 1 1\nopenai broken\n", 0644);
-	cr_expect_neq(prices_load(&t, bt_prices, err, sizeof(err)), 0);
-	cr_expect_eq(prices_find(&t, BUDGET_OPENAI, "m", 0)->input, 7000000);
-	prices_free(&t);
+	cr_expect_neq(budget_prices_load(&t, bt_prices, err, sizeof(err)), 0);
+	cr_expect_eq(budget_prices_find(&t, BUDGET_OPENAI, "m", 0)->input, 7000000);
+	budget_prices_free(&t);
 }
 
 /*
@@ -215,27 +215,28 @@ Test(budget_money, fee_lines)
 	cr_assert_eq(load("# none\n", 0644, &t, err, sizeof(err)), 0, "%s", err);
 	cr_expect_eq(t.fees[BUDGET_FEE_ANTHROPIC_WEB_SEARCH].micros_per_1000, 10000000);
 	cr_expect(t.fees[BUDGET_FEE_ANTHROPIC_WEB_SEARCH].builtin);
-	cr_expect_eq(prices_find(&t, BUDGET_ANTHROPIC, "claude-haiku-4-5", 0)->per_search, 10000000000LL);
+	cr_expect_eq(budget_prices_find(&t, BUDGET_ANTHROPIC, "claude-haiku-4-5", 0)->per_search, 10000000000LL);
 	cr_expect_eq(t.fees[BUDGET_FEE_OPENAI_WEB_SEARCH].micros_per_1000, 25000000);
-	cr_expect_eq(prices_find(&t, BUDGET_OPENAI, "gpt-5-nano", 0)->per_search, 25000000000LL);
-	prices_free(&t);
+	cr_expect_eq(budget_prices_find(&t, BUDGET_OPENAI, "gpt-5-nano", 0)->per_search, 25000000000LL);
+	budget_prices_free(&t);
 
 	cr_assert_eq(load("fee anthropic web_search 25.00  # dearer\n", 0644, &t, err, sizeof(err)), 0, "%s", err);
 	cr_expect_eq(t.fees[BUDGET_FEE_ANTHROPIC_WEB_SEARCH].micros_per_1000, 25000000);
 	cr_expect(!t.fees[BUDGET_FEE_ANTHROPIC_WEB_SEARCH].builtin);
-	cr_expect_eq(prices_find(&t, BUDGET_ANTHROPIC, "claude-sonnet-4-5", 0)->per_search, 25000000000LL);
-	cr_expect_eq(prices_find(&t, BUDGET_ANTHROPIC, "claude-sonnet-4-5", 300000)->per_search, 25000000000LL,
+	cr_expect_eq(budget_prices_find(&t, BUDGET_ANTHROPIC, "claude-sonnet-4-5", 0)->per_search, 25000000000LL);
+	cr_expect_eq(budget_prices_find(&t, BUDGET_ANTHROPIC, "claude-sonnet-4-5", 300000)->per_search, 25000000000LL,
 		     "the long-context row too");
-	cr_expect_eq(prices_worst(&t, BUDGET_ANTHROPIC)->per_search, 25000000000LL);
-	cr_expect_eq(prices_find(&t, BUDGET_OPENAI, "gpt-5", 0)->per_search, 25000000000LL, "openai's own, built in");
-	cr_expect_eq(prices_worst(&t, BUDGET_OTHER)->per_search, 0);
-	cr_expect_eq(prices_worst(&t, BUDGET_OTHER)->per_grounded, 0);
-	cr_expect_eq(prices_find(&t, BUDGET_ANTHROPIC, "claude-sonnet-4-5", 0)->per_grounded, 0);
+	cr_expect_eq(budget_prices_worst(&t, BUDGET_ANTHROPIC)->per_search, 25000000000LL);
+	cr_expect_eq(budget_prices_find(&t, BUDGET_OPENAI, "gpt-5", 0)->per_search, 25000000000LL,
+		     "openai's own, built in");
+	cr_expect_eq(budget_prices_worst(&t, BUDGET_OTHER)->per_search, 0);
+	cr_expect_eq(budget_prices_worst(&t, BUDGET_OTHER)->per_grounded, 0);
+	cr_expect_eq(budget_prices_find(&t, BUDGET_ANTHROPIC, "claude-sonnet-4-5", 0)->per_grounded, 0);
 	/* 3 searches and no tokens at $25 per 1,000 */
-	cr_expect_eq(budget_cost(prices_find(&t, BUDGET_ANTHROPIC, "claude-sonnet-4-5", 0),
+	cr_expect_eq(budget_cost(budget_prices_find(&t, BUDGET_ANTHROPIC, "claude-sonnet-4-5", 0),
 				 &(struct budget_tokens){ .web_searches = 3 }),
 		     75000);
-	prices_free(&t);
+	budget_prices_free(&t);
 
 	/*
 	 * OpenAI's file search ($2.50 per 1,000 calls), image generation ($0.25
@@ -244,33 +245,33 @@ Test(budget_money, fee_lines)
 	 * OpenAI's alone, and replaced by a file's line.
 	 */
 	cr_assert_eq(load("# none\n", 0644, &t, err, sizeof(err)), 0, "%s", err);
-	cr_expect_eq(prices_find(&t, BUDGET_OPENAI, "gpt-5-nano", 0)->per_file_search, 2500000000LL);
-	cr_expect_eq(prices_find(&t, BUDGET_OPENAI, "gpt-5-nano", 0)->per_container_gb, 30000000000LL);
-	cr_expect_eq(prices_find(&t, BUDGET_OPENAI, "gpt-5-nano", 0)->per_image, 250000000000LL);
-	cr_expect_eq(prices_worst(&t, BUDGET_OPENAI)->per_container_gb, 30000000000LL);
-	cr_expect_eq(prices_find(&t, BUDGET_ANTHROPIC, "claude-sonnet-4-5", 0)->per_file_search, 0);
-	cr_expect_eq(prices_find(&t, BUDGET_ANTHROPIC, "claude-sonnet-4-5", 0)->per_container_gb, 0);
-	cr_expect_eq(prices_find(&t, BUDGET_GEMINI, "gemini-2.5-flash", 0)->per_image, 0);
-	cr_expect_eq(budget_cost(prices_find(&t, BUDGET_OPENAI, "gpt-5-nano", 0),
+	cr_expect_eq(budget_prices_find(&t, BUDGET_OPENAI, "gpt-5-nano", 0)->per_file_search, 2500000000LL);
+	cr_expect_eq(budget_prices_find(&t, BUDGET_OPENAI, "gpt-5-nano", 0)->per_container_gb, 30000000000LL);
+	cr_expect_eq(budget_prices_find(&t, BUDGET_OPENAI, "gpt-5-nano", 0)->per_image, 250000000000LL);
+	cr_expect_eq(budget_prices_worst(&t, BUDGET_OPENAI)->per_container_gb, 30000000000LL);
+	cr_expect_eq(budget_prices_find(&t, BUDGET_ANTHROPIC, "claude-sonnet-4-5", 0)->per_file_search, 0);
+	cr_expect_eq(budget_prices_find(&t, BUDGET_ANTHROPIC, "claude-sonnet-4-5", 0)->per_container_gb, 0);
+	cr_expect_eq(budget_prices_find(&t, BUDGET_GEMINI, "gemini-2.5-flash", 0)->per_image, 0);
+	cr_expect_eq(budget_cost(budget_prices_find(&t, BUDGET_OPENAI, "gpt-5-nano", 0),
 				 &(struct budget_tokens){ .images = 2 }),
 		     500000);
 	/* 3 file searches and a 4 GB container, no tokens: $0.0075 + $0.12 */
-	cr_expect_eq(budget_cost(prices_find(&t, BUDGET_OPENAI, "gpt-5-nano", 0),
+	cr_expect_eq(budget_cost(budget_prices_find(&t, BUDGET_OPENAI, "gpt-5-nano", 0),
 				 &(struct budget_tokens){ .file_searches = 3, .container_gb = 4 }),
 		     127500);
-	prices_free(&t);
+	budget_prices_free(&t);
 	cr_assert_eq(load("fee openai code_interpreter 0.03\nfee openai file_search 3\n", 0644, &t, err, sizeof(err)),
 		     0, "%s", err);
-	cr_expect_eq(budget_cost(prices_find(&t, BUDGET_OPENAI, "gpt-5-nano", 0),
+	cr_expect_eq(budget_cost(budget_prices_find(&t, BUDGET_OPENAI, "gpt-5-nano", 0),
 				 &(struct budget_tokens){ .file_searches = 3, .container_gb = 4 }),
 		     9000 + 120);
-	prices_free(&t);
+	budget_prices_free(&t);
 
 	cr_assert_eq(load("fee anthropic web_search 0\n", 0644, &t, err, sizeof(err)), 0, "%s", err);
-	cr_expect_eq(budget_cost(prices_find(&t, BUDGET_ANTHROPIC, "claude-sonnet-4-5", 0),
+	cr_expect_eq(budget_cost(budget_prices_find(&t, BUDGET_ANTHROPIC, "claude-sonnet-4-5", 0),
 				 &(struct budget_tokens){ .web_searches = 3 }),
 		     0, "a fee of 0 makes searches free");
-	prices_free(&t);
+	budget_prices_free(&t);
 
 	static const struct {
 		const char *text, *want;
@@ -315,11 +316,11 @@ Test(budget_money, gemini_grounding_fees)
 	cr_assert_eq(load("# none\n", 0644, &t, err, sizeof(err)), 0, "%s", err);
 	cr_expect_eq(t.fees[BUDGET_FEE_GEMINI_GOOGLE_SEARCH].micros_per_1000, 14000000);
 	cr_expect_eq(t.fees[BUDGET_FEE_GEMINI_GROUNDED_PROMPT].micros_per_1000, 35000000);
-	g3 = prices_find(&t, BUDGET_GEMINI, "gemini-3-pro-preview", 0);
-	g25 = prices_find(&t, BUDGET_GEMINI, "gemini-2.5-flash", 0);
-	g15 = prices_find(&t, BUDGET_GEMINI, "gemini-1.5-pro", 200000); /* its long-context row */
-	alias = prices_find(&t, BUDGET_GEMINI, "gemini-flash-latest", 0);
-	worst = prices_worst(&t, BUDGET_GEMINI);
+	g3 = budget_prices_find(&t, BUDGET_GEMINI, "gemini-3-pro-preview", 0);
+	g25 = budget_prices_find(&t, BUDGET_GEMINI, "gemini-2.5-flash", 0);
+	g15 = budget_prices_find(&t, BUDGET_GEMINI, "gemini-1.5-pro", 200000); /* its long-context row */
+	alias = budget_prices_find(&t, BUDGET_GEMINI, "gemini-flash-latest", 0);
+	worst = budget_prices_worst(&t, BUDGET_GEMINI);
 	cr_assert(g3 && g25 && g15 && alias && worst);
 	cr_expect_eq(g3->per_search, 14000000000LL);
 	cr_expect_eq(g3->per_grounded, 0);
@@ -352,18 +353,18 @@ Test(budget_money, gemini_grounding_fees)
 		cr_expect_eq(budget_cost(worst, &tok), cases[i].either, "%lld queries at the worst row",
 			     (long long)cases[i].queries);
 	}
-	prices_free(&t);
+	budget_prices_free(&t);
 
 	/* the file's fees replace the built-in ones; 0 makes grounding free (a free allowance you track yourself) */
 	cr_assert_eq(load("fee gemini grounded_prompt 0\nfee gemini google_search 20\n", 0644, &t, err, sizeof(err)), 0,
 		     "%s", err);
-	cr_expect_eq(budget_cost(prices_find(&t, BUDGET_GEMINI, "gemini-2.5-pro", 0),
+	cr_expect_eq(budget_cost(budget_prices_find(&t, BUDGET_GEMINI, "gemini-2.5-pro", 0),
 				 &(struct budget_tokens){ .web_searches = 4 }),
 		     0);
-	cr_expect_eq(budget_cost(prices_find(&t, BUDGET_GEMINI, "gemini-3-pro-preview", 0),
+	cr_expect_eq(budget_cost(budget_prices_find(&t, BUDGET_GEMINI, "gemini-3-pro-preview", 0),
 				 &(struct budget_tokens){ .web_searches = 4 }),
 		     80000);
-	prices_free(&t);
+	budget_prices_free(&t);
 }
 
 Test(budget_money, model_lookup)
@@ -371,23 +372,23 @@ Test(budget_money, model_lookup)
 	struct price_table t = { 0 };
 	char err[256];
 
-	cr_assert_eq(prices_load(&t, bt_prices, err, sizeof(err)), 0, "%s", err); /* built-ins only */
+	cr_assert_eq(budget_prices_load(&t, bt_prices, err, sizeof(err)), 0, "%s", err); /* built-ins only */
 	/* a snapshot the table lists: a copy of its model's row (test_budget_prices.c has the rest) */
-	cr_expect_eq(prices_find(&t, BUDGET_ANTHROPIC, "claude-sonnet-4-5-20250929", 0)->input, 3000000);
-	cr_expect_eq(prices_find(&t, BUDGET_OPENAI, "gpt-4o-mini-2024-07-18", 0)->input, 150000);
+	cr_expect_eq(budget_prices_find(&t, BUDGET_ANTHROPIC, "claude-sonnet-4-5-20250929", 0)->input, 3000000);
+	cr_expect_eq(budget_prices_find(&t, BUDGET_OPENAI, "gpt-4o-mini-2024-07-18", 0)->input, 150000);
 	/* never a prefix: a longer name is another model */
-	cr_expect_null(prices_find(&t, BUDGET_OPENAI, "gpt-4o-mini-pro", 0));
-	cr_expect_null(prices_find(&t, BUDGET_OPENAI, "gpt-5-turbo-9000", 0));
-	cr_expect_null(prices_find(&t, BUDGET_OPENAI, "GPT-4O", 0));
-	cr_expect_null(prices_find(&t, BUDGET_ANTHROPIC, "gpt-4o", 0)); /* another provider's model */
+	cr_expect_null(budget_prices_find(&t, BUDGET_OPENAI, "gpt-4o-mini-pro", 0));
+	cr_expect_null(budget_prices_find(&t, BUDGET_OPENAI, "gpt-5-turbo-9000", 0));
+	cr_expect_null(budget_prices_find(&t, BUDGET_OPENAI, "GPT-4O", 0));
+	cr_expect_null(budget_prices_find(&t, BUDGET_ANTHROPIC, "gpt-4o", 0)); /* another provider's model */
 	/* long-context tiers: strictly past the threshold */
-	cr_expect_eq(prices_find(&t, BUDGET_GEMINI, "gemini-2.5-pro", 200000)->input, 1250000);
-	cr_expect_eq(prices_find(&t, BUDGET_GEMINI, "gemini-2.5-pro", 200001)->input, 2500000);
+	cr_expect_eq(budget_prices_find(&t, BUDGET_GEMINI, "gemini-2.5-pro", 200000)->input, 1250000);
+	cr_expect_eq(budget_prices_find(&t, BUDGET_GEMINI, "gemini-2.5-pro", 200001)->input, 2500000);
 	/* the worst row: the highest of each price among the provider's rows */
-	cr_expect_eq(prices_worst(&t, BUDGET_OPENAI)->output, 600000000);
-	cr_expect_eq(prices_worst(&t, BUDGET_ANTHROPIC)->cache_write, 18750000);
-	cr_expect_eq(prices_worst(&t, BUDGET_OTHER)->output, 0); /* no rows: only requests are counted */
-	prices_free(&t);
+	cr_expect_eq(budget_prices_worst(&t, BUDGET_OPENAI)->output, 600000000);
+	cr_expect_eq(budget_prices_worst(&t, BUDGET_ANTHROPIC)->cache_write, 18750000);
+	cr_expect_eq(budget_prices_worst(&t, BUDGET_OTHER)->output, 0); /* no rows: only requests are counted */
+	budget_prices_free(&t);
 }
 
 static int conf_of(const char *text, struct latch_conf *c, char *err, size_t len)

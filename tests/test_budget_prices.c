@@ -29,13 +29,13 @@ static int load_text(const char *text, struct price_table *t, char *err, size_t 
 	fclose(f);
 	cr_assert_eq(chmod(bt_prices, 0644), 0);
 	memset(t, 0, sizeof(*t));
-	return prices_load(t, bt_prices, err, len);
+	return budget_prices_load(t, bt_prices, err, len);
 }
 
 static void expect_prices(const struct price_table *t, enum budget_provider p, const char *model, int64_t in,
 			  int64_t out, int64_t cached)
 {
-	const struct budget_price *r = prices_find(t, p, model, 0);
+	const struct budget_price *r = budget_prices_find(t, p, model, 0);
 
 	cr_assert_not_null(r, "%s has no row", model);
 	cr_expect_str_eq(r->model, model);
@@ -68,15 +68,15 @@ Test(budget_prices, a_dated_name_is_priced_by_its_own_row_or_none)
 	expect_prices(&t, BUDGET_ANTHROPIC, "claude-3-7-sonnet-latest", 3000000, 15000000, 300000);
 	expect_prices(&t, BUDGET_GEMINI, "gemini-2.0-flash-001", 100000, 400000, 25000);
 	/* a snapshot has its alias's long-context rows too */
-	cr_expect_eq(prices_find(&t, BUDGET_ANTHROPIC, "claude-sonnet-4-5-20250929", 200000)->input, 3000000);
-	cr_expect_eq(prices_find(&t, BUDGET_ANTHROPIC, "claude-sonnet-4-5-20250929", 200001)->input, 6000000);
+	cr_expect_eq(budget_prices_find(&t, BUDGET_ANTHROPIC, "claude-sonnet-4-5-20250929", 200000)->input, 3000000);
+	cr_expect_eq(budget_prices_find(&t, BUDGET_ANTHROPIC, "claude-sonnet-4-5-20250929", 200001)->input, 6000000);
 	/* dated names the table does not list: unknown, whatever they start with */
-	cr_expect_null(prices_find(&t, BUDGET_OPENAI, "gpt-4o-2099-01-01", 0));
-	cr_expect_null(prices_find(&t, BUDGET_OPENAI, "gpt-4o-mini-2099-01-01", 0));
-	cr_expect_null(prices_find(&t, BUDGET_ANTHROPIC, "claude-sonnet-4-5-20990101", 0));
-	cr_expect_null(prices_find(&t, BUDGET_ANTHROPIC, "claude-opus-4-5-latest", 0));
-	cr_expect_null(prices_find(&t, BUDGET_OPENAI, "gpt-5-latest", 0));
-	prices_free(&t);
+	cr_expect_null(budget_prices_find(&t, BUDGET_OPENAI, "gpt-4o-2099-01-01", 0));
+	cr_expect_null(budget_prices_find(&t, BUDGET_OPENAI, "gpt-4o-mini-2099-01-01", 0));
+	cr_expect_null(budget_prices_find(&t, BUDGET_ANTHROPIC, "claude-sonnet-4-5-20990101", 0));
+	cr_expect_null(budget_prices_find(&t, BUDGET_ANTHROPIC, "claude-opus-4-5-latest", 0));
+	cr_expect_null(budget_prices_find(&t, BUDGET_OPENAI, "gpt-5-latest", 0));
+	budget_prices_free(&t);
 }
 
 /*
@@ -117,7 +117,7 @@ Test(budget_prices, snapshot_lines_in_the_price_file)
 	expect_prices(&t, BUDGET_OPENAI, "gpt-4o-2030-01-01", 3000000, 12000000, 1500000); /* the file's snapshot */
 	expect_prices(&t, BUDGET_OPENAI, "gpt-4o-2024-11-20", 4000000, 16000000, 4000000); /* the file's own row */
 	expect_prices(&t, BUDGET_OPENAI, "gpt-4o-2024-05-13", 5000000, 15000000, 5000000); /* built-in, untouched */
-	prices_free(&t);
+	budget_prices_free(&t);
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		cr_expect_eq(load_text(bad[i].text, &t, err, sizeof(err)), -EINVAL, "%s", bad[i].text);
 		snprintf(want, sizeof(want), "%s%s", bt_prices, bad[i].want);
@@ -279,7 +279,7 @@ Test(budget_prices, image_tokens_at_the_image_price)
 	char err[512];
 
 	cr_assert_eq(load_text("# none\n", &t, err, sizeof(err)), 0, "%s", err);
-	row = prices_find(&t, BUDGET_OPENAI, "gpt-image-1", 0);
+	row = budget_prices_find(&t, BUDGET_OPENAI, "gpt-image-1", 0);
 	cr_assert_not_null(row);
 	cr_expect_eq(row->input, 5000000);
 	cr_expect_eq(row->image_input, 10000000);
@@ -287,10 +287,12 @@ Test(budget_prices, image_tokens_at_the_image_price)
 	cr_expect_eq(budget_cost(row,
 				 &(struct budget_tokens){ .input = 100, .image_input = 1000, .image_output = 4160 }),
 		     100 * 5 + 1000 * 10 + 4160 * 40);
-	row = prices_find(&t, BUDGET_GEMINI, "gemini-2.5-flash", 0); /* control: a text model's images are text */
+	row = budget_prices_find(&t, BUDGET_GEMINI, "gemini-2.5-flash",
+				 0); /* control: a text model's images are text */
 	cr_expect_eq(row->image_output, row->output);
-	cr_expect_eq(prices_worst(&t, BUDGET_GEMINI)->image_output, 120000000); /* an unknown model may draw too */
-	prices_free(&t);
+	cr_expect_eq(budget_prices_worst(&t, BUDGET_GEMINI)->image_output,
+		     120000000); /* an unknown model may draw too */
+	budget_prices_free(&t);
 
 	bt_opts(&o);
 	b = bt_open(&o);

@@ -2,7 +2,7 @@
 /*
  * test_budget_scan.c - the odd corners of what the meter reads, pinned.
  *
- * Each request body below is read by request_inspect() and each response
+ * Each request body below is read by budget_request_inspect() and each response
  * by the usage reader; the expected results are what the meter gave when
  * every captured value went through jansson (they were recorded from that
  * code before the scanner learned to read plain integers and strings
@@ -384,7 +384,7 @@ Test(budget_scan, request_bodies_read_as_pinned)
 		const struct req_case *c = &req_cases[i];
 		struct request_facts f;
 
-		request_inspect(c->f, c->body, strlen(c->body), &f);
+		budget_request_inspect(c->f, c->body, strlen(c->body), &f);
 		cr_expect_eq(f.readable, c->readable, "case %zu %s: readable %d", i, c->body, f.readable);
 		cr_expect_eq(f.ambiguous, c->ambiguous, "case %zu %s: ambiguous %d", i, c->body, f.ambiguous);
 		cr_expect_str_eq(f.model, c->model, "case %zu %s: model '%s'", i, c->body, f.model);
@@ -410,7 +410,7 @@ Test(budget_scan, request_values_longer_than_a_capture)
 
 		memset(body + len, 'a', n);
 		strcpy(body + len + n, "\"}");
-		request_inspect(BUDGET_FORMAT_OPENAI_RESPONSES, body, strlen(body), &f);
+		budget_request_inspect(BUDGET_FORMAT_OPENAI_RESPONSES, body, strlen(body), &f);
 		/* "conversation": present and not null; a second "model": ambiguous */
 		cr_expect_eq(f.readable, !k);
 		cr_expect_eq(f.server_state, !k);
@@ -420,7 +420,7 @@ Test(budget_scan, request_values_longer_than_a_capture)
 	snprintf(body, 200, "{\"model\":\"");
 	memset(body + 10, 'a', n);
 	strcpy(body + 10 + n, "\",\"max_output_tokens\":64}");
-	request_inspect(BUDGET_FORMAT_OPENAI_RESPONSES, body, strlen(body), &f);
+	budget_request_inspect(BUDGET_FORMAT_OPENAI_RESPONSES, body, strlen(body), &f);
 	cr_expect(f.readable);
 	cr_expect_str_eq(f.model, "");
 	cr_expect_eq(f.max_output, 64);
@@ -433,7 +433,7 @@ static enum usage_result read_usage(const struct usage_case *c, size_t chunk, si
 	struct usage_parser u;
 	enum usage_result r;
 
-	usage_init(&u, c->f);
+	budget_usage_init(&u, c->f);
 	for (size_t off = 0; off < len;) {
 		size_t n = len - off;
 
@@ -441,11 +441,11 @@ static enum usage_result read_usage(const struct usage_case *c, size_t chunk, si
 			n = chunk;
 		if (cut > off && cut - off < n)
 			n = cut - off;
-		usage_feed(&u, c->body + off, n);
+		budget_usage_feed(&u, c->body + off, n);
 		off += n;
 	}
-	r = usage_finish(&u, t);
-	usage_free(&u);
+	r = budget_usage_finish(&u, t);
+	budget_usage_free(&u);
 	return r;
 }
 
@@ -456,7 +456,7 @@ static void expect_case(size_t i, size_t chunk, size_t cut)
 	enum usage_result r = read_usage(c, chunk, cut, &t);
 
 	cr_expect_eq(r, c->result, "case %zu (chunks %zu, cut at %zu) %s: %s", i, chunk, cut, c->body,
-		     usage_result_name(r));
+		     budget_usage_result_name(r));
 	cr_expect(!memcmp(&t, &c->want, sizeof(t)),
 		  "case %zu (chunks %zu, cut at %zu) %s: in %lld cached %lld write %lld/%lld out %lld", i, chunk, cut,
 		  c->body, (long long)t.input, (long long)t.cached, (long long)t.cache_write,
@@ -492,7 +492,7 @@ Test(budget_scan, an_escaped_key_is_found_at_every_offset)
 
 			cr_assert_not_null(exact);
 			memcpy(exact, body, (size_t)n);
-			request_inspect(BUDGET_FORMAT_OPENAI_CHAT, exact, (size_t)n, &f);
+			budget_request_inspect(BUDGET_FORMAT_OPENAI_CHAT, exact, (size_t)n, &f);
 			cr_expect(f.readable && f.choices == 8, "pad %d, %s: readable %d, choices %lld", pad,
 				  key ? "key" : "value", f.readable, (long long)f.choices);
 			free(exact);

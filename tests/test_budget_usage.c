@@ -60,15 +60,15 @@ static enum usage_result parse(const char *text, size_t len, enum budget_format 
 	struct usage_parser u;
 	enum usage_result r;
 
-	usage_init(&u, f);
+	budget_usage_init(&u, f);
 	for (size_t off = 0; off < len;) {
 		size_t n = chunk && chunk < len - off ? chunk : len - off;
 
-		usage_feed(&u, text + off, n);
+		budget_usage_feed(&u, text + off, n);
 		off += n;
 	}
-	r = usage_finish(&u, out);
-	usage_free(&u);
+	r = budget_usage_finish(&u, out);
+	budget_usage_free(&u);
 	return r;
 }
 
@@ -86,7 +86,7 @@ Test(budget_usage, every_fixture_every_chunking)
 			enum usage_result r = parse(text, len, cases[c].format, chunks[k], &t);
 
 			cr_assert_eq(r, USAGE_OK, "%s in chunks of %zu: %s", cases[c].fixture, chunks[k],
-				     usage_result_name(r));
+				     budget_usage_result_name(r));
 			cr_expect_eq(t.input, cases[c].want.input, "%s/%zu input %lld", cases[c].fixture, chunks[k],
 				     (long long)t.input);
 			cr_expect_eq(t.cached, cases[c].want.cached, "%s/%zu cached %lld", cases[c].fixture, chunks[k],

@@ -51,7 +51,7 @@ static enum usage_result read_usage(enum budget_format f, const uint8_t *p, size
 	enum usage_result r;
 	size_t off = 0;
 
-	usage_init(&u, f);
+	budget_usage_init(&u, f);
 	for (int c = 0; off < n; c++) {
 		size_t len = n - off;
 		char *chunk;
@@ -64,12 +64,12 @@ static enum usage_result read_usage(enum budget_format f, const uint8_t *p, size
 		if (!chunk)
 			abort();
 		memcpy(chunk, p + off, len);
-		usage_feed(&u, chunk, len);
+		budget_usage_feed(&u, chunk, len);
 		free(chunk);
 		off += len;
 	}
-	r = usage_finish(&u, out);
-	usage_free(&u);
+	r = budget_usage_finish(&u, out);
+	budget_usage_free(&u);
 	return r;
 }
 
@@ -307,7 +307,7 @@ static void embedded(const uint8_t *p, size_t n, uint32_t seed, int shape)
 		r = read_usage(f, (const uint8_t *)b.p, b.len, seed + (uint32_t)cuts, cuts, &got);
 		if (r != USAGE_OK) {
 			fprintf(stderr, "shape %d, %d cuts: %s, not the usage embedded in:\n%s\n", shape, cuts,
-				usage_result_name(r), b.p);
+				budget_usage_result_name(r), b.p);
 			abort();
 		}
 		same_tokens(&got, &expect);
@@ -339,8 +339,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		rw = read_usage(f, data + 5, size - 5, seed, 0, &whole);
 		rc = read_usage(f, data + 5, size - 5, seed, cuts, &cut);
 		if (rw != rc) {
-			fprintf(stderr, "format %d: %s whole, %s when cut\n", (int)f, usage_result_name(rw),
-				usage_result_name(rc));
+			fprintf(stderr, "format %d: %s whole, %s when cut\n", (int)f, budget_usage_result_name(rw),
+				budget_usage_result_name(rc));
 			abort();
 		}
 		same_tokens(&whole, &cut);
