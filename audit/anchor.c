@@ -56,14 +56,14 @@ static const struct latch_kv_key anchor_keys[] = {
 	LATCH_KV_STR("time_ns", struct anchor_file, time_ns, "when it was anchored, ns since the epoch"),
 };
 
-int anchor_path_of(const char *path, const struct audit_opts *o, char *out, size_t len)
+int audit_anchor_path_of(const char *path, const struct audit_opts *o, char *out, size_t len)
 {
 	int n = o->anchor_file ? snprintf(out, len, "%s", o->anchor_file) : snprintf(out, len, "%s.anchor", path);
 
 	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }
 
-void anchor_time_text(uint64_t ns, char *buf, size_t len)
+static void anchor_time_text(uint64_t ns, char *buf, size_t len)
 {
 	time_t s = (time_t)(ns / 1000000000ULL);
 	struct tm tm;
@@ -203,7 +203,7 @@ int audit_anchor_due(struct audit_log *log, uint64_t *in_ns)
 	return 1;
 }
 
-void anchor_after_append(struct audit_log *log, int64_t id, uint64_t now)
+void audit_anchor_after_append(struct audit_log *log, int64_t id, uint64_t now)
 {
 	log->appended_id = id;
 	if (now - log->anchored_ns >= anchor_period(log))
@@ -288,7 +288,7 @@ static int rec_cmp(const void *x, const void *y)
 	return a->time_ns < b->time_ns ? -1 : a->time_ns > b->time_ns;
 }
 
-int anchors_read(const char *path, const char *anchor_path, const struct audit_opts *o, struct audit_anchors *out)
+int audit_anchors_read(const char *path, const char *anchor_path, const struct audit_opts *o, struct audit_anchors *out)
 {
 	struct audit_anchor_rec rec;
 	int rc = 0;
@@ -299,20 +299,20 @@ int anchors_read(const char *path, const char *anchor_path, const struct audit_o
 	if (!rc && read_file(anchor_path, &rec) == 0)
 		rc = anchors_add(out, &rec);
 	if (rc) {
-		anchors_free(out);
+		audit_anchors_free(out);
 		return rc;
 	}
 	qsort(out->a, out->n, sizeof(*out->a), rec_cmp);
 	return 0;
 }
 
-void anchors_free(struct audit_anchors *as)
+void audit_anchors_free(struct audit_anchors *as)
 {
 	free(as->a);
 	memset(as, 0, sizeof(*as));
 }
 
-int anchors_judge(const struct audit_anchors *as, int64_t last, int mismatch, struct audit_verify_result *res)
+int audit_anchors_judge(const struct audit_anchors *as, int64_t last, int mismatch, struct audit_verify_result *res)
 {
 	const struct audit_anchor_rec *top, *m;
 	char when[40];

@@ -195,7 +195,7 @@ struct audit_log *audit_open(const char *path, const struct audit_opts *opts, ch
 	if (!log->opts.clock)
 		log->opts.clock = realtime_ns;
 	if (snprintf(log->path, sizeof(log->path), "%s", path) >= (int)sizeof(log->path) ||
-	    anchor_path_of(path, opts, log->anchor_path, sizeof(log->anchor_path))) {
+	    audit_anchor_path_of(path, opts, log->anchor_path, sizeof(log->anchor_path))) {
 		latch_errf(err, errlen, -1, "audit log path %s is too long", path);
 		free(log);
 		errno = ENAMETOOLONG;
@@ -566,7 +566,7 @@ int audit_append(struct audit_log *log, struct audit_entry *e)
 	rl_record(log, s, now);
 	e->id = w.id;
 	e->time_ns = now;
-	anchor_after_append(log, w.id, now);
+	audit_anchor_after_append(log, w.id, now);
 	return 0;
 }
 

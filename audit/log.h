@@ -59,19 +59,19 @@ int audit_chain_start(struct audit_log *log, int64_t *first_id, char prev[AUDIT_
 		      struct audit_verify_result *res);
 
 /* anchor.c */
-int anchor_path_of(const char *path, const struct audit_opts *o, char *out, size_t len);
+int audit_anchor_path_of(const char *path, const struct audit_opts *o, char *out, size_t len);
 /* After an append of entry id: anchor at once when the last anchor is a period old, else leave it to audit_tick(). */
-void anchor_after_append(struct audit_log *log, int64_t id, uint64_t now);
+void audit_anchor_after_append(struct audit_log *log, int64_t id, uint64_t now);
 /* Every anchor of the log at path that can be read (journal unless no_journal, and the file). */
-int anchors_read(const char *path, const char *anchor_path, const struct audit_opts *o, struct audit_anchors *out);
-void anchors_free(struct audit_anchors *as);
+int audit_anchors_read(const char *path, const char *anchor_path, const struct audit_opts *o,
+		       struct audit_anchors *out);
+void audit_anchors_free(struct audit_anchors *as);
 /*
  * The verdict of the anchors on a log whose chain is whole up to entry last
  * (0: the log is gone; INT64_MAX: only fill in the newest anchor), with
  * mismatch the index of the first anchor whose hash disagreed (-1: none).
  * 0, or -EBADMSG with res naming the cut or the rewrite.
  */
-int anchors_judge(const struct audit_anchors *as, int64_t last, int mismatch, struct audit_verify_result *res);
-void anchor_time_text(uint64_t ns, char *buf, size_t len);
+int audit_anchors_judge(const struct audit_anchors *as, int64_t last, int mismatch, struct audit_verify_result *res);
 
 #endif

@@ -111,7 +111,7 @@ int audit_verify(struct audit_log *log, struct audit_verify_result *res)
 	int rc, ret = 0, k = 0, mismatch = -1;
 
 	memset(res, 0, sizeof(*res));
-	ret = anchors_read(log->path, log->anchor_path, &log->opts, &as);
+	ret = audit_anchors_read(log->path, log->anchor_path, &log->opts, &as);
 	if (ret) {
 		snprintf(log->errmsg, sizeof(log->errmsg), "reading the anchors: %s", strerror(-ret));
 		return ret;
@@ -119,14 +119,14 @@ int audit_verify(struct audit_log *log, struct audit_verify_result *res)
 	/* one read transaction: a writer appending or pruning meanwhile can't split the cut from the walk */
 	rc = sqlite3_exec(log->db, "BEGIN", NULL, NULL, NULL);
 	if (rc != SQLITE_OK) {
-		anchors_free(&as);
+		audit_anchors_free(&as);
 		return audit_db_fail(log, rc, "verify");
 	}
 	ret = audit_chain_start(log, &want, prev, res); /* after a prune: the cut (prune.c) */
 	if (ret) {
 		sqlite3_exec(log->db, "COMMIT", NULL, NULL, NULL);
-		anchors_judge(&as, INT64_MAX, -1, res);
-		anchors_free(&as);
+		audit_anchors_judge(&as, INT64_MAX, -1, res);
+		audit_anchors_free(&as);
 		return ret;
 	}
 	res->first_id = want;
@@ -138,7 +138,7 @@ int audit_verify(struct audit_log *log, struct audit_verify_result *res)
 	if (rc != SQLITE_OK) {
 		ret = audit_db_fail(log, rc, "verify");
 		sqlite3_exec(log->db, "COMMIT", NULL, NULL, NULL);
-		anchors_free(&as);
+		audit_anchors_free(&as);
 		return ret;
 	}
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -179,10 +179,10 @@ int audit_verify(struct audit_log *log, struct audit_verify_result *res)
 	sqlite3_finalize(st);
 	sqlite3_exec(log->db, "COMMIT", NULL, NULL, NULL);
 	if (!ret)
-		ret = anchors_judge(&as, want - 1, mismatch, res);
+		ret = audit_anchors_judge(&as, want - 1, mismatch, res);
 	else
-		anchors_judge(&as, INT64_MAX, -1, res); /* the newest anchor, for the report */
-	anchors_free(&as);
+		audit_anchors_judge(&as, INT64_MAX, -1, res); /* the newest anchor, for the report */
+	audit_anchors_free(&as);
 	return ret;
 }
 
@@ -196,12 +196,12 @@ int audit_verify_missing(const char *path, const struct audit_opts *opts, struct
 	if (!opts)
 		opts = &defaults;
 	memset(res, 0, sizeof(*res));
-	if (anchor_path_of(path, opts, anchor_path, sizeof(anchor_path)))
+	if (audit_anchor_path_of(path, opts, anchor_path, sizeof(anchor_path)))
 		return -ENAMETOOLONG;
-	ret = anchors_read(path, anchor_path, opts, &as);
+	ret = audit_anchors_read(path, anchor_path, opts, &as);
 	if (ret)
 		return ret;
-	ret = anchors_judge(&as, 0, -1, res);
-	anchors_free(&as);
+	ret = audit_anchors_judge(&as, 0, -1, res);
+	audit_anchors_free(&as);
 	return ret;
 }

@@ -26,19 +26,19 @@ struct pvec {
 };
 
 /* parse.c */
-int pvec_init(struct pvec *pv, int cap, size_t arena);
-void pvec_free(struct pvec *pv);
+int profile_pvec_init(struct pvec *pv, int cap, size_t arena);
+void profile_pvec_free(struct pvec *pv);
 /* Add TEXT's lines (an upper bound on its entries) and bytes (on their strings). */
-void text_size(const char *text, int *lines, size_t *bytes);
+void profile_text_size(const char *text, int *lines, size_t *bytes);
 /*
  * Append TEXT's entries to PV, at most ROOM of them; EXTENDS gets the
  * `# extends:` name or "" and EXT_LINE its line.  PV NULL: the comments only.
  */
-int parse_text(const char *text, const char *source, struct pvec *pv, int room, char *extends, int *ext_line, char *err,
-	       size_t errlen);
+int profile_parse_text(const char *text, const char *source, struct pvec *pv, int room, char *extends, int *ext_line,
+		       char *err, size_t errlen);
 
 /* match.c */
-struct latch_profile_index *index_make(const struct latch_profile *p);
-void index_free(struct latch_profile_index *x);
+struct latch_profile_index *profile_index_make(const struct latch_profile *p);
+void profile_index_free(struct latch_profile_index *x);
 
 #endif

@@ -50,7 +50,7 @@ static int32_t *index_slot(const struct latch_profile_index *x, const struct lat
 	return &x->slot[h];
 }
 
-void index_free(struct latch_profile_index *x)
+void profile_index_free(struct latch_profile_index *x)
 {
 	if (!x)
 		return;
@@ -60,7 +60,7 @@ void index_free(struct latch_profile_index *x)
 }
 
 /* NULL when out of memory (or for a profile without entries). */
-struct latch_profile_index *index_make(const struct latch_profile *p)
+struct latch_profile_index *profile_index_make(const struct latch_profile *p)
 {
 	struct latch_profile_index *x;
 	int32_t *tail;
@@ -78,7 +78,7 @@ struct latch_profile_index *index_make(const struct latch_profile *p)
 	}
 	if (!x || !tail || !x->slot || !x->next) {
 		free(tail);
-		index_free(x);
+		profile_index_free(x);
 		return NULL;
 	}
 	x->mask = size - 1;

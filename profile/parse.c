@@ -32,7 +32,7 @@
  */
 static const char empty_name[] = "";
 
-int pvec_init(struct pvec *pv, int cap, size_t arena)
+int profile_pvec_init(struct pvec *pv, int cap, size_t arena)
 {
 	memset(pv, 0, sizeof(*pv));
 	if (cap < 1)
@@ -60,14 +60,14 @@ static const char *pvec_str(struct pvec *pv, const char *s, size_t len)
 	return d;
 }
 
-void pvec_free(struct pvec *pv)
+void profile_pvec_free(struct pvec *pv)
 {
 	free(pv->v);
 	memset(pv, 0, sizeof(*pv));
 }
 
 /* Lines of TEXT (an upper bound on its entries) and its bytes (on the strings of them). */
-void text_size(const char *text, int *lines, size_t *bytes)
+void profile_text_size(const char *text, int *lines, size_t *bytes)
 {
 	size_t len = strlen(text);
 	int n = 1;
@@ -306,8 +306,8 @@ static int extends_directive(const char *line, char *name, size_t len, char *msg
  * count, so a 65,536-line profile is never grown and copied), and lines are
  * found with memchr() and copied only when they are entries.
  */
-int parse_text(const char *text, const char *source, struct pvec *pv, int room, char *extends, int *ext_line, char *err,
-	       size_t errlen)
+int profile_parse_text(const char *text, const char *source, struct pvec *pv, int room, char *extends, int *ext_line,
+		       char *err, size_t errlen)
 {
 	char line[LATCH_PROFILE_LINE_MAX], msg[LATCH_ERR_MAX], name[LATCH_PROFILE_NAME_MAX + 1];
 	char src[128], host[LATCH_DNS_NAME_MAX + 1];
@@ -400,14 +400,14 @@ int latch_profile_parse(const char *text, const char *source, struct latch_pentr
 	*n = 0;
 	if (extends && extlen)
 		*extends = '\0';
-	text_size(text, &lines, &bytes);
-	if (pvec_init(&pv, lines < LATCH_PROFILE_ENTRIES_MAX ? lines : LATCH_PROFILE_ENTRIES_MAX, bytes))
+	profile_text_size(text, &lines, &bytes);
+	if (profile_pvec_init(&pv, lines < LATCH_PROFILE_ENTRIES_MAX ? lines : LATCH_PROFILE_ENTRIES_MAX, bytes))
 		return latch_errf_at(err, errlen, -ENOMEM, source, 0, "out of memory");
-	ret = parse_text(text, source, &pv, LATCH_PROFILE_ENTRIES_MAX, ext, &line, err, errlen);
+	ret = profile_parse_text(text, source, &pv, LATCH_PROFILE_ENTRIES_MAX, ext, &line, err, errlen);
 	if (!ret && extends && strlen(ext) >= extlen)
 		ret = latch_errf_at(err, errlen, -ENOSPC, source, line, "no room for the extends name '%s'", ext);
 	if (ret) {
-		pvec_free(&pv);
+		profile_pvec_free(&pv);
 		return ret;
 	}
 	if (extends)

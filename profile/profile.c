@@ -184,7 +184,7 @@ static int load_overlay(const char *path, const char *text, struct pvec *pv, int
 
 	if (!text)
 		return 0;
-	ret = parse_text(text, path, pv, room, ext, &line, err, errlen);
+	ret = profile_parse_text(text, path, pv, room, ext, &line, err, errlen);
 	if (!ret && *ext)
 		ret = latch_errf_at(
 			err, errlen, -EINVAL, path, line,
@@ -236,13 +236,13 @@ static int load_open(const char *dir, const char *overlay, struct latch_profile 
 	if (ret)
 		return ret;
 	if (text)
-		text_size(text, &lines, &bytes);
-	ret = pvec_init(&ov, lines, bytes);
+		profile_text_size(text, &lines, &bytes);
+	ret = profile_pvec_init(&ov, lines, bytes);
 	if (ret)
 		ret = latch_errf(err, errlen, ret, "out of memory");
 	else
 		ret = load_overlay(overlay, text, &ov, LATCH_PROFILE_ENTRIES_MAX, err, errlen);
-	pvec_free(&ov);
+	profile_pvec_free(&ov);
 	free(text);
 	if (ret)
 		return ret;
@@ -284,10 +284,10 @@ static int load_chain(const char *dir, const char *name, struct layer *layers, i
 		}
 		if (ret)
 			return ret;
-		ret = parse_text(l->text, l->source, NULL, 0, l->extends, &l->ext_line, err, errlen);
+		ret = profile_parse_text(l->text, l->source, NULL, 0, l->extends, &l->ext_line, err, errlen);
 		if (ret)
 			return ret;
-		text_size(l->text, lines, bytes);
+		profile_text_size(l->text, lines, bytes);
 		*bytes += 128; /* its source */
 		depth++;
 		if (!*l->extends)
@@ -342,10 +342,10 @@ int latch_profile_load(const char *dir, const char *name, const char *overlay, s
 	if (ret)
 		goto out;
 	if (ov_text) {
-		text_size(ov_text, &lines, &bytes);
+		profile_text_size(ov_text, &lines, &bytes);
 		bytes += 128;
 	}
-	if (pvec_init(&all, lines < LATCH_PROFILE_ENTRIES_MAX ? lines : LATCH_PROFILE_ENTRIES_MAX, bytes)) {
+	if (profile_pvec_init(&all, lines < LATCH_PROFILE_ENTRIES_MAX ? lines : LATCH_PROFILE_ENTRIES_MAX, bytes)) {
 		ret = latch_errf(err, errlen, -ENOMEM, "profile '%s': out of memory", name);
 		goto out;
 	}
@@ -353,8 +353,8 @@ int latch_profile_load(const char *dir, const char *name, const char *overlay, s
 		char ext[LATCH_PROFILE_NAME_MAX + 1];
 		int line;
 
-		ret = parse_text(layers[i].text, layers[i].source, &all, LATCH_PROFILE_ENTRIES_MAX - all.n, ext, &line,
-				 err, errlen);
+		ret = profile_parse_text(layers[i].text, layers[i].source, &all, LATCH_PROFILE_ENTRIES_MAX - all.n, ext,
+					 &line, err, errlen);
 		if (ret)
 			goto out;
 	}
@@ -365,7 +365,7 @@ int latch_profile_load(const char *dir, const char *name, const char *overlay, s
 	out->n = all.n;
 	all.v = NULL;
 	strcpy(out->name, name);
-	out->index = index_make(out);
+	out->index = profile_index_make(out);
 	if (!out->index && out->n) {
 		ret = latch_errf(err, errlen, -ENOMEM, "profile '%s': out of memory", name);
 		goto out;
@@ -375,7 +375,7 @@ out:
 		free(layers[i].owned);
 	free(layers);
 	free(ov_text);
-	pvec_free(&all);
+	profile_pvec_free(&all);
 	if (ret)
 		latch_profile_free(out);
 	return ret;
@@ -385,7 +385,7 @@ void latch_profile_free(struct latch_profile *p)
 {
 	if (!p)
 		return;
-	index_free(p->index);
+	profile_index_free(p->index);
 	free(p->entries);
 	memset(p, 0, sizeof(*p));
 }

@@ -17,7 +17,7 @@
 
 #include "vm/net.h"
 
-int net_nft_run(const char *cmd, char *msg, size_t msglen)
+static int net_nft_run(const char *cmd, char *msg, size_t msglen)
 {
 	struct nft_ctx *nft = nft_ctx_new(NFT_CTX_DEFAULT);
 	int r;
@@ -42,7 +42,7 @@ int net_nft_run(const char *cmd, char *msg, size_t msglen)
 	return r ? -EIO : 0;
 }
 
-bool net_nft_table_exists(void)
+bool vm_net_nft_table_exists(void)
 {
 	return net_nft_run("list table inet " LATCH_NFT_TABLE, NULL, 0) == 0;
 }
@@ -57,7 +57,7 @@ static int nft_element(char *buf, size_t len, const char *verb, const struct lat
 			subnet->family == AF_INET ? 4 : 6, a, plen, uplink);
 }
 
-int net_masq_add(const struct latch_net_opts *o, bool guard_uplink, char *err, size_t errlen)
+int vm_net_masq_add(const struct latch_net_opts *o, bool guard_uplink, char *err, size_t errlen)
 {
 	static const char setup[] =
 		"add table inet " LATCH_NFT_TABLE "\n"
@@ -82,7 +82,7 @@ int net_masq_add(const struct latch_net_opts *o, bool guard_uplink, char *err, s
 	int n;
 
 	/* the whole table in one transaction, so it is never there without its rules */
-	if (!net_nft_table_exists() && net_nft_run(setup, msg, sizeof(msg)))
+	if (!vm_net_nft_table_exists() && net_nft_run(setup, msg, sizeof(msg)))
 		return latch_errf(err, errlen, -EIO, "nftables: cannot create table inet %s: %s", LATCH_NFT_TABLE, msg);
 	n = nft_element(cmd, sizeof(cmd), "add", &o->subnet4, 30, o->uplink);
 	if (o->subnet6.family)
@@ -96,7 +96,7 @@ int net_masq_add(const struct latch_net_opts *o, bool guard_uplink, char *err, s
 }
 
 /* Is IPv4 forwarding on for dev now? */
-bool net_forwarding_on(const char *dev)
+bool vm_net_forwarding_on(const char *dev)
 {
 	char path[160], v = '0';
 	int fd;
@@ -137,7 +137,7 @@ static void unguard_uplinks(void)
 			if (end - p - 1 > 0 && end - p - 1 < IF_NAMESIZE) {
 				memcpy(dev, p + 1, end - p - 1);
 				dev[end - p - 1] = '\0';
-				net_sysctl_dev("ipv4", dev, "forwarding", "0");
+				vm_net_sysctl_dev("ipv4", dev, "forwarding", "0");
 			}
 			p = end + 1;
 		}
@@ -165,12 +165,12 @@ static bool nft_set_empty(const char *set)
 	return empty;
 }
 
-int net_masq_del(const struct latch_net_opts *o, char *err, size_t errlen)
+int vm_net_masq_del(const struct latch_net_opts *o, char *err, size_t errlen)
 {
 	char cmd[1024], msg[256];
 	int n = 0;
 
-	if (!net_nft_table_exists())
+	if (!vm_net_nft_table_exists())
 		return 0;
 	/* add-then-delete in one transaction: deleting what is absent is no error */
 	n += nft_element(cmd + n, sizeof(cmd) - n, "add", &o->subnet4, 30, o->uplink);

@@ -160,7 +160,7 @@ int latch_net_tap_delete(const char *tap, char *err, size_t errlen)
 }
 
 /* /proc/sys/net/ipv6/conf/DEV/KEY: libnl 3.7 has no setter for inet6 devconf. */
-void net_sysctl_dev(const char *family, const char *dev, const char *key, const char *val)
+void vm_net_sysctl_dev(const char *family, const char *dev, const char *key, const char *val)
 {
 	char path[160];
 	int fd;
@@ -358,7 +358,7 @@ static void down_quiet(struct nl_sock *sk, const struct latch_net_opts *o)
 		rule_apply(sk, o, AF_INET6, false);
 	routes(sk, o, if_nametoindex(o->tap), upidx, false);
 	if (*o->uplink)
-		net_masq_del(o, e, sizeof(e));
+		vm_net_masq_del(o, e, sizeof(e));
 }
 
 int latch_net_up(const struct latch_net_opts *o, char *err, size_t errlen)
@@ -375,15 +375,15 @@ int latch_net_up(const struct latch_net_opts *o, char *err, size_t errlen)
 	sk = nl_open(err, errlen);
 	if (!sk)
 		return -EIO;
-	net_sysctl_dev("ipv6", o->tap, "accept_ra", "0");
-	net_sysctl_dev("ipv6", o->tap, "autoconf", "0");
-	net_sysctl_dev("ipv6", o->tap, "accept_redirects", "0");
+	vm_net_sysctl_dev("ipv6", o->tap, "accept_ra", "0");
+	vm_net_sysctl_dev("ipv6", o->tap, "autoconf", "0");
+	vm_net_sysctl_dev("ipv6", o->tap, "accept_redirects", "0");
 	ret = link_up(sk, o->tap, upidx != 0, err, errlen);
 	if (ret)
 		goto fail;
 	if (upidx) {
 		/* replies come in on the uplink and are forwarded to the tap */
-		guard_uplink = !net_forwarding_on(o->uplink);
+		guard_uplink = !vm_net_forwarding_on(o->uplink);
 		ret = link_up(sk, o->uplink, true, err, errlen);
 		if (ret)
 			goto fail;
@@ -408,7 +408,7 @@ int latch_net_up(const struct latch_net_opts *o, char *err, size_t errlen)
 		goto fail;
 	}
 	if (upidx) {
-		ret = net_masq_add(o, guard_uplink, err, errlen);
+		ret = vm_net_masq_add(o, guard_uplink, err, errlen);
 		if (ret)
 			goto fail;
 	}
@@ -440,7 +440,7 @@ int latch_net_down(const struct latch_net_opts *o, char *err, size_t errlen)
 		ret = latch_errf(err, errlen, nl2errno(r), "cannot remove routes of table %u: %s", o->table,
 				 nl_geterror(r));
 	if (*o->uplink) {
-		r = net_masq_del(o, err, errlen);
+		r = vm_net_masq_del(o, err, errlen);
 		ret = ret ?: r;
 	}
 	nl_socket_free(sk);
@@ -607,7 +607,7 @@ int latch_net_observe(const struct latch_net_opts *o, struct latch_net_observed 
 		nl_cache_foreach(cache, route_cb, &c);
 		nl_cache_free(cache);
 	}
-	if (*o->uplink && net_nft_table_exists()) {
+	if (*o->uplink && vm_net_nft_table_exists()) {
 		struct nft_ctx *nft = nft_ctx_new(NFT_CTX_DEFAULT);
 		char a[INET6_ADDRSTRLEN], cmd[256];
 

@@ -64,13 +64,12 @@ int latch_net_check_free(const struct latch_addr *subnet, int len, char *err, si
 int latch_net_observe(const struct latch_net_opts *o, struct latch_net_observed *obs);
 
 /* net.c: write /proc/sys/net/FAMILY/conf/DEV/KEY, best effort */
-void net_sysctl_dev(const char *family, const char *dev, const char *key, const char *val);
+void vm_net_sysctl_dev(const char *family, const char *dev, const char *key, const char *val);
 
 /* masq.c: the masquerade and the uplink's guard (net.c's up, down and observe use them) */
-int net_nft_run(const char *cmd, char *msg, size_t msglen);
-bool net_nft_table_exists(void);
-bool net_forwarding_on(const char *dev);
-int net_masq_add(const struct latch_net_opts *o, bool guard_uplink, char *err, size_t errlen);
-int net_masq_del(const struct latch_net_opts *o, char *err, size_t errlen);
+bool vm_net_nft_table_exists(void);
+bool vm_net_forwarding_on(const char *dev);
+int vm_net_masq_add(const struct latch_net_opts *o, bool guard_uplink, char *err, size_t errlen);
+int vm_net_masq_del(const struct latch_net_opts *o, char *err, size_t errlen);
 
 #endif
