@@ -41,9 +41,6 @@
 /* The journal's MESSAGE_ID of an anchor: `journalctl MESSAGE_ID=... _UID=0` lists them. */
 #define AUDIT_ANCHOR_MESSAGE_ID "6c617463686175646974616e63686f72"
 
-/* Where latch keeps the log, under $LATCH_ROOT (default /). */
-#define AUDIT_DEFAULT_SUFFIX "var/lib/latch/audit.db"
-
 struct audit_log;
 
 struct audit_opts {

@@ -258,9 +258,6 @@ int budget_settle(struct budget *b, struct budget_ticket *t, enum budget_end how
 
 /* ---- the module ---- */
 
-#define BUDGET_LEDGER_SUFFIX "var/lib/latch/ledger.db"
-#define BUDGET_PRICES_SUFFIX "etc/latch/prices"
-
 struct budget_opts {
 	const char *ledger; /* NULL: $LATCH_ROOT/var/lib/latch/ledger.db */
 	const char *prices; /* NULL: $LATCH_ROOT/etc/latch/prices (missing: the built-in rows alone) */

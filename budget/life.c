@@ -332,9 +332,9 @@ struct budget *budget_open(const struct budget_opts *o, char *err, size_t errlen
 	if (!b->o.clock)
 		b->o.clock = budget_clock_realtime;
 	if ((o->ledger ? snprintf(b->ledger_path, sizeof(b->ledger_path), "%s", o->ledger) >= PATH_MAX :
-			 latch_path(b->ledger_path, sizeof(b->ledger_path), BUDGET_LEDGER_SUFFIX) != 0) ||
+			 latch_path(b->ledger_path, sizeof(b->ledger_path), LATCH_LEDGER_DB) != 0) ||
 	    (o->prices ? snprintf(b->prices_path, sizeof(b->prices_path), "%s", o->prices) >= PATH_MAX :
-			 latch_path(b->prices_path, sizeof(b->prices_path), BUDGET_PRICES_SUFFIX) != 0)) {
+			 latch_path(b->prices_path, sizeof(b->prices_path), LATCH_PRICES_FILE) != 0)) {
 		ret = latch_errf(err, errlen, -ENAMETOOLONG, "ledger or price table path is too long");
 		goto fail;
 	}

@@ -24,7 +24,7 @@
 
 static int log_path(char *buf, size_t len)
 {
-	return latch_path(buf, len, "%s", AUDIT_DEFAULT_SUFFIX);
+	return latch_path(buf, len, LATCH_AUDIT_DB);
 }
 
 void latch_audit_note(const char *sandbox, const char *kind, const char *decision, const char *reason, json_t *fields)

@@ -52,7 +52,7 @@ int latch_audit_prune_cmd(int argc, char **argv)
 						   "2026-11-30[T12:00], UTC)");
 	if (geteuid())
 		return latch_err(LATCH_EXIT_USAGE, "audit prune needs root; run it with sudo");
-	if (latch_path(path, sizeof(path), "%s", AUDIT_DEFAULT_SUFFIX))
+	if (latch_path(path, sizeof(path), LATCH_AUDIT_DB))
 		return latch_err(LATCH_EXIT_USAGE, "LATCH_ROOT is too long");
 	log = audit_open(path, &(struct audit_opts){ .readonly = 1 }, err, sizeof(err));
 	if (!log)
@@ -115,7 +115,7 @@ int latch_audit_follow(struct audit_filter *filter, int (*print)(const struct au
 	char path[4096], err[512];
 	int n;
 
-	if (latch_path(path, sizeof(path), "%s", AUDIT_DEFAULT_SUFFIX))
+	if (latch_path(path, sizeof(path), LATCH_AUDIT_DB))
 		return latch_err(LATCH_EXIT_USAGE, "LATCH_ROOT is too long");
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);

@@ -66,7 +66,7 @@ static void check_bpffs(struct check *c)
 		set(c, OK, d, NULL);
 	} else {
 		snprintf(d, sizeof(d), "not mounted at %s (latch mounts it on the first attach)", latch_bpffs_root());
-		set(c, WARN, d, "mount -t bpf bpf /sys/fs/bpf");
+		set(c, WARN, d, "mount -t bpf bpf " LATCH_BPFFS_DEFAULT);
 	}
 }
 
@@ -264,12 +264,12 @@ static void check_uplink(struct check *c)
 	}
 	if (!*conf.uplink) {
 		set(c, WARN, "no uplink in latch.conf: sandboxes' allowed traffic has no route (`unreachable default`)",
-		    "set `uplink = IFACE` (and `gateway = ADDR`) in /etc/latch/latch.conf");
+		    "set `uplink = IFACE` (and `gateway = ADDR`) in /" LATCH_CONF_FILE);
 		return;
 	}
 	if (!if_nametoindex(conf.uplink)) {
 		snprintf(d, sizeof(d), "uplink %s (latch.conf) does not exist", conf.uplink);
-		set(c, FAIL, d, "set `uplink` in /etc/latch/latch.conf to an interface of `ip -br link`");
+		set(c, FAIL, d, "set `uplink` in /" LATCH_CONF_FILE " to an interface of `ip -br link`");
 		return;
 	}
 	snprintf(path, sizeof(path), "/proc/sys/net/ipv4/conf/%s/forwarding", conf.uplink);

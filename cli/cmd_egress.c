@@ -40,7 +40,7 @@ static int host_name_hint(const char *name, const char *entry)
 	snprintf(host, sizeof(host), "%.*s", (int)n, h);
 	if (latch_dns_name_problem(host) || !strchr(host, '.'))
 		return 0;
-	latch_path(overlay, sizeof(overlay), "etc/latch/allowlist.txt");
+	latch_path(overlay, sizeof(overlay), LATCH_ALLOWLIST_FILE);
 	if (h != entry)
 		return latch_err(LATCH_EXIT_USAGE,
 				 "'%s' is a wildcard; the kernel holds addresses, not names. For good, add the line %s "

@@ -22,8 +22,8 @@
 
 static void profile_paths(char *dir, size_t dlen, char *overlay, size_t olen)
 {
-	latch_path(dir, dlen, "etc/latch/profiles");
-	latch_path(overlay, olen, "etc/latch/allowlist.txt");
+	latch_path(dir, dlen, LATCH_PROFILES_DIR);
+	latch_path(overlay, olen, LATCH_ALLOWLIST_FILE);
 }
 
 int latch_profile_switch_cli(const char *name, const char *profile, bool quiet)

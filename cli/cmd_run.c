@@ -84,8 +84,8 @@ static int load_profile(const char *name, struct latch_room_opts *o, struct latc
 	struct latch_profile p = { 0 };
 	int n = 0;
 
-	latch_path(dir, sizeof(dir), "etc/latch/profiles");
-	latch_path(overlay, sizeof(overlay), "etc/latch/allowlist.txt");
+	latch_path(dir, sizeof(dir), LATCH_PROFILES_DIR);
+	latch_path(overlay, sizeof(overlay), LATCH_ALLOWLIST_FILE);
 	if (latch_profile_load(dir, name, overlay, &p, err, sizeof(err)))
 		return latch_err(RUN_EXIT_LATCH, "%s", err);
 	*specs = calloc(p.n ? p.n : 1, sizeof(**specs));

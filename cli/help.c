@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "common/common.h"
 
 /* Global options, for the usage text and the completion alike; main() reads them by hand. */
 static const struct latch_opt global_opts[] = {
@@ -55,8 +56,9 @@ void latch_usage(FILE *f)
 		"\nCommands and their sub-verbs match on a unique prefix (`latch eg NAME s` is egress NAME show).\n"
 		"Exit codes: 0 ok, 1 failed, 2 usage, 3 posture not verified, 4 no such sandbox; exec, task and\n"
 		"run: the command's own, 124 deadline, 125 latch failed, 126/127 CMD could not run\n"
-		"(docs/exit-codes.md).  LATCH_BPFFS moves the bpffs root (default /sys/fs/bpf); LATCH_ROOT\n"
-		"moves /etc/latch, /var/lib/latch and /run/latch.  latch %s; man latch.\n",
+		"(docs/exit-codes.md).  LATCH_BPFFS moves the bpffs root (default " LATCH_BPFFS_DEFAULT
+		"); LATCH_ROOT\n"
+		"moves /" LATCH_ETC_DIR ", /" LATCH_VAR_DIR " and /" LATCH_RUN_DIR ".  latch %s; man latch.\n",
 		latch_version);
 }
 
@@ -223,8 +225,8 @@ static void usage_forms(FILE *f, const struct latch_cmd *c)
 static const char completion_helpers[] =
 	"# each sandbox once: a directory of pins (bpffs latch/NAME) or of VM state\n"
 	"_latch_sandboxes()\n{\n"
-	"\tlocal b=${LATCH_BPFFS:-/sys/fs/bpf} r=${LATCH_ROOT:-} d\n"
-	"\tfor d in \"$b\"/latch/*/ \"$r\"/var/lib/latch/sandboxes/*/; do\n"
+	"\tlocal b=${LATCH_BPFFS:-" LATCH_BPFFS_DEFAULT "} r=${LATCH_ROOT:-} d\n"
+	"\tfor d in \"$b\"/latch/*/ \"$r\"/" LATCH_SANDBOXES_DIR "/*/; do\n"
 	"\t\t[ -d \"$d\" ] || continue\n"
 	"\t\td=${d%/}; d=${d##*/}\n"
 	"\t\tcase $d in _*) ;; *) echo \"$d\" ;; esac\n"

@@ -43,6 +43,9 @@ __attribute__((format(printf, 6, 7))) int latch_errf_at(char *err, size_t errlen
 
 /* ---- paths ---- */
 
+/* every path latch keeps things at, as a suffix for latch_path() */
+#include "common/paths.h"
+
 /*
  * $LATCH_ROOT/SUFFIX, or /SUFFIX without it; the suffix is e.g.
  * "var/lib/latch/sandboxes".  Returns 0 or -ENAMETOOLONG.

@@ -23,7 +23,7 @@ static void conf_defaults(struct latch_conf *c)
 	c->pool4_len = 16;
 	c->table_base = LATCH_CONF_TABLE_BASE;
 	c->rule_priority = LATCH_CONF_RULE_PRIORITY;
-	latch_path(c->images, sizeof(c->images), "var/lib/latch/images");
+	latch_path(c->images, sizeof(c->images), LATCH_IMAGES_DIR);
 	c->dns_ttl_min = LATCH_CONF_TTL_MIN;
 	c->dns_ttl_max = LATCH_CONF_TTL_MAX;
 	strcpy(c->profile, LATCH_CONF_PROFILE);
@@ -359,7 +359,7 @@ int latch_conf_load(struct latch_conf *c, char *err, size_t errlen)
 	char path[PATH_MAX];
 	int ret;
 
-	if (latch_path(path, sizeof(path), "etc/latch/latch.conf"))
+	if (latch_path(path, sizeof(path), LATCH_CONF_FILE))
 		return latch_errf_at(err, errlen, -EINVAL, "latch.conf", 0, "LATCH_ROOT is too long");
 	ret = latch_conf_parse_file(path, c, err, errlen);
 	if (ret == -ENOENT) {

@@ -22,7 +22,7 @@
 
 int latchd_socket_path(char *buf, size_t len)
 {
-	return latch_path(buf, len, "run/latch/latchd.sock");
+	return latch_path(buf, len, LATCH_SOCKET_FILE);
 }
 
 static long long now_ms(void)

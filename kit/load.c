@@ -27,7 +27,7 @@
 
 int latch_kit_dir(char *buf, size_t len)
 {
-	return latch_path(buf, len, "etc/latch/kits");
+	return latch_path(buf, len, LATCH_KITS_DIR);
 }
 
 int kit_read_checked(const char *path, enum latch_file_kind kind, size_t max, char **text, size_t *len, char *err,

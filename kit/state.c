@@ -28,7 +28,7 @@
 
 int latch_kit_state_path(const char *sandbox, char *buf, size_t len)
 {
-	return latch_path(buf, len, "var/lib/latch/policy/%s.kit", sandbox);
+	return latch_path(buf, len, LATCH_POLICY_DIR "/%s.kit", sandbox);
 }
 
 static bool cred_name_ok(const char *s)
@@ -137,7 +137,7 @@ int latch_kit_state_write(const char *sandbox, const struct latch_kit_state *st,
 	FILE *f;
 	int ret;
 
-	if (latch_kit_state_path(sandbox, path, sizeof(path)) || latch_path(dir, sizeof(dir), "var/lib/latch/policy"))
+	if (latch_kit_state_path(sandbox, path, sizeof(path)) || latch_path(dir, sizeof(dir), LATCH_POLICY_DIR))
 		return latch_errf(err, errlen, -ENAMETOOLONG, "LATCH_ROOT is too long");
 	ret = latch_mkdirs(dir, 0700);
 	if (ret)

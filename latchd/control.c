@@ -303,7 +303,7 @@ int control_listen(struct latchd *ld, char *err, size_t errlen)
 			return latch_errf(err, errlen, -ENOSYS, "op '%s' has no handler in latchd/control.c",
 					  latchd_op_name(i));
 	if (latchd_socket_path(ld->sock_path, sizeof(ld->sock_path)) || strlen(ld->sock_path) >= sizeof(sa.sun_path) ||
-	    latch_path(dir, sizeof(dir), "run/latch"))
+	    latch_path(dir, sizeof(dir), LATCH_RUN_DIR))
 		return latch_errf(err, errlen, -ENAMETOOLONG, "socket path is too long");
 	rc = latch_mkdirs(dir, 0700);
 	if (rc)

@@ -117,7 +117,7 @@ void grant_audit(const struct grant *g, const char *decision, const char *reason
 
 static int grants_path(const char *name, char *buf, size_t len)
 {
-	return latch_path(buf, len, "var/lib/latch/policy/%s.grants", name);
+	return latch_path(buf, len, LATCH_POLICY_DIR "/%s.grants", name);
 }
 
 static json_t *times_json(const uint64_t *t, int n)
@@ -155,7 +155,7 @@ void grants_save(struct sandbox *s)
 	char path[PATH_MAX], dir[PATH_MAX], id[64], *text;
 	json_t *list = json_array(), *doc;
 
-	if (grants_path(s->name, path, sizeof(path)) || latch_path(dir, sizeof(dir), "var/lib/latch/policy"))
+	if (grants_path(s->name, path, sizeof(path)) || latch_path(dir, sizeof(dir), LATCH_POLICY_DIR))
 		return;
 	for (struct grant *g = gs->list; g; g = g->next)
 		if (g->state == GRANT_ACTIVE)

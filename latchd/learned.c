@@ -181,7 +181,7 @@ void latchd_boot_id(char *buf, size_t len)
 
 static int learned_path(const char *name, char *buf, size_t len)
 {
-	return latch_path(buf, len, "var/lib/latch/policy/%s.learned", name);
+	return latch_path(buf, len, LATCH_POLICY_DIR "/%s.learned", name);
 }
 
 void learned_save(struct sandbox *s)

@@ -239,9 +239,9 @@ static int setup(struct latchd *ld, bool unconfined)
 		latchd_log("warning: --unconfined: latchd's own connections are not limited by the kernel");
 	if (!ld->n_upstream)
 		latchd_log("warning: no upstream DNS server (dns_upstream in latch.conf, or /etc/resolv.conf)");
-	latch_path(ld->profile_dir, sizeof(ld->profile_dir), "etc/latch/profiles");
-	latch_path(ld->overlay, sizeof(ld->overlay), "etc/latch/allowlist.txt");
-	if (latch_path(path, sizeof(path), AUDIT_DEFAULT_SUFFIX) == 0) {
+	latch_path(ld->profile_dir, sizeof(ld->profile_dir), LATCH_PROFILES_DIR);
+	latch_path(ld->overlay, sizeof(ld->overlay), LATCH_ALLOWLIST_FILE);
+	if (latch_path(path, sizeof(path), LATCH_AUDIT_DB) == 0) {
 		ld->audit = audit_open(path, NULL, err, sizeof(err));
 		if (!ld->audit)
 			latchd_log("warning: %s; decisions are not recorded", err);

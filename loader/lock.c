@@ -33,8 +33,7 @@ int latch_policy_lock_wait(const char *name, int wait_ms, char *err, size_t errl
 	long long until = now_ms() + wait_ms;
 	int fd, rc;
 
-	if (latch_path(path, sizeof(path), "run/latch/%s.policy.lock", name) ||
-	    latch_path(dir, sizeof(dir), "run/latch"))
+	if (latch_path(path, sizeof(path), LATCH_POLICY_LOCK_FMT, name) || latch_path(dir, sizeof(dir), LATCH_RUN_DIR))
 		return latch_errf(err, errlen, -ENAMETOOLONG, "LATCH_ROOT is too long");
 	rc = latch_mkdirs(dir, 0700); /* root-only */
 	if (rc)

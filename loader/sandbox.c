@@ -59,7 +59,7 @@ const char *latch_bpffs_root(void)
 {
 	const char *r = getenv("LATCH_BPFFS");
 
-	return r && *r ? r : "/sys/fs/bpf";
+	return r && *r ? r : LATCH_BPFFS_DEFAULT;
 }
 
 int latch_sandbox_dir(const char *name, char *buf, size_t len)

@@ -16,7 +16,7 @@
 
 int latch_profile_state_path(const char *name, char *buf, size_t len)
 {
-	return latch_path(buf, len, "var/lib/latch/policy/%s.profile", name);
+	return latch_path(buf, len, LATCH_POLICY_DIR "/%s.profile", name);
 }
 
 int latch_profile_state_read(const char *name, char *profile, size_t len)
@@ -43,13 +43,13 @@ int latch_profile_state_write(const char *name, const char *profile, char *err, 
 	char path[PATH_MAX], dir[PATH_MAX];
 	int rc = 0;
 
-	if (latch_profile_state_path(name, path, sizeof(path)) || latch_path(dir, sizeof(dir), "var/lib/latch/policy"))
+	if (latch_profile_state_path(name, path, sizeof(path)) || latch_path(dir, sizeof(dir), LATCH_POLICY_DIR))
 		return latch_errf(err, errlen, -ENAMETOOLONG, "LATCH_ROOT is too long");
 	if (!*profile) {
 		char learned[PATH_MAX];
 
 		/* and what latchd learned under it (latchd keeps NAME.learned beside it: latchd/learned.c) */
-		if (!latch_path(learned, sizeof(learned), "var/lib/latch/policy/%s.learned", name))
+		if (!latch_path(learned, sizeof(learned), LATCH_POLICY_DIR "/%s.learned", name))
 			unlink(learned);
 		if (unlink(path) && errno != ENOENT)
 			return latch_errf(err, errlen, -errno, "%s: %s", path, strerror(errno));

@@ -132,9 +132,13 @@ static void host_tree(const struct room *r)
 			bind_ro(r, src, tops[i], false);
 		}
 	}
-	/* latch's own configuration and secrets: an empty, read-only directory in their place */
-	if (access("/etc/latch", F_OK) == 0)
-		tmpfs_at(r, "etc/latch", "mode=000,size=4k", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC);
+	/*
+	 * latch's own configuration and secrets: an empty, read-only directory
+	 * in their place.  The host's /etc/latch, not $LATCH_ROOT's: the room
+	 * binds the host's /etc, and that is what it must not read.
+	 */
+	if (access("/" LATCH_ETC_DIR, F_OK) == 0)
+		tmpfs_at(r, LATCH_ETC_DIR, "mode=000,size=4k", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC);
 }
 
 /*

@@ -61,7 +61,7 @@ const char *latch_room_via_name(enum latch_room_via v)
 
 static int rooms_run_dir(char *buf, size_t len, const char *name)
 {
-	return latch_path(buf, len, "run/latch/rooms%s%s", name ? "/" : "", name ? name : "");
+	return latch_path(buf, len, LATCH_ROOMS_DIR "%s%s", name ? "/" : "", name ? name : "");
 }
 
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)

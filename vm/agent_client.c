@@ -472,7 +472,7 @@ int latch_agent_status(const struct latch_agent_result *res)
 
 int latch_vm_agent_path(const char *name, char *buf, size_t len)
 {
-	return latch_path(buf, len, "run/latch/%s.agent", name);
+	return latch_path(buf, len, LATCH_AGENT_SOCKET_FMT, name);
 }
 
 bool latch_vm_running(const char *name)

@@ -43,7 +43,7 @@
 
 int latch_vm_backup_dir(const char *name, char *buf, size_t len)
 {
-	return latch_path(buf, len, "var/lib/latch/sandboxes/%s/state", name);
+	return latch_path(buf, len, LATCH_GUEST_STATE_DIR_FMT, name);
 }
 
 /* Run a script in the guest; its stderr goes to err_fd, its stdout to out_fd. */

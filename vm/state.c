@@ -28,7 +28,7 @@ int latch_state_lock(char *err, size_t errlen)
 	char dir[PATH_MAX], path[PATH_MAX];
 	int fd, ret;
 
-	if (latch_path(dir, sizeof(dir), "run/latch") || latch_path(path, sizeof(path), "run/latch/lifecycle.lock"))
+	if (latch_path(dir, sizeof(dir), LATCH_RUN_DIR) || latch_path(path, sizeof(path), LATCH_LIFECYCLE_LOCK))
 		return latch_errf(err, errlen, -EINVAL, "LATCH_ROOT is too long");
 	/* root-only, like every path that makes run/latch: libvirt opens the agent's socket for QEMU */
 	ret = latch_mkdirs(dir, 0700);
@@ -51,13 +51,13 @@ int latch_state_lock(char *err, size_t errlen)
 
 int latch_state_dir(const char *name, char *buf, size_t len)
 {
-	return latch_path(buf, len, "var/lib/latch/sandboxes/%s", name);
+	return latch_path(buf, len, LATCH_SANDBOX_DIR_FMT, name);
 }
 
 static int state_file(const char *name, char *buf, size_t len)
 {
 	/* NAME/state/ is the guest's state backup (guest_state.h): this record is NAME/sandbox */
-	return latch_path(buf, len, "var/lib/latch/sandboxes/%s/sandbox", name);
+	return latch_path(buf, len, LATCH_SANDBOX_DIR_FMT "/sandbox", name);
 }
 
 bool latch_vm_exists(const char *name)
@@ -211,7 +211,7 @@ int latch_vm_list(int (*fn)(const char *name, void *arg), void *arg)
 	int n = 0, cap = 0, ret = 0;
 	DIR *d;
 
-	if (latch_path(dir, sizeof(dir), "var/lib/latch/sandboxes"))
+	if (latch_path(dir, sizeof(dir), LATCH_SANDBOXES_DIR))
 		return -ENAMETOOLONG;
 	d = opendir(dir);
 	if (!d)
