@@ -88,6 +88,7 @@ enum latch_kv_type {
 	LATCH_KV_CUSTOM, /* parse() decides */
 	LATCH_KV_SECONDS, /* uint32_t seconds at offset, min..max: a duration (60, 90s, 5m, 1h) */
 	LATCH_KV_MIB, /* uint32_t MiB at offset, min..max MiB: a size (32, 512M, 1G) */
+	LATCH_KV_LIST, /* LATCH_KV_CUSTOM that may repeat: parse() gets each line, print() writes them all */
 };
 
 /*
@@ -141,6 +142,11 @@ struct latch_kv_key {
 		key, LATCH_KV_CUSTOM, 0, 0, 0, 0, parse_fn, print_fn, NULL \
 	}
 
+#define LATCH_KV_LIST_FN(key, parse_fn, print_fn)                        \
+	{                                                                \
+		key, LATCH_KV_LIST, 0, 0, 0, 0, parse_fn, print_fn, NULL \
+	}
+
 /* Flags of latch_kv_read(). */
 #define LATCH_KV_SAFE_FILE (1u << 0) /* latch_file_check(LATCH_FILE_CONFIG) first */
 #define LATCH_KV_UNKNOWN_OK (1u << 1) /* skip unknown keys (a newer latch wrote them) */
@@ -157,12 +163,76 @@ struct latch_kv_key {
  */
 int latch_kv_read(const char *path, const struct latch_kv_key *keys, int n_keys, unsigned flags, const char *doc,
 		  void *obj, char *err, size_t errlen);
+/* The same over text already read (and checked) by the caller; text is cut into lines in place. */
+int latch_kv_parse(const char *path, char *text, const struct latch_kv_key *keys, int n_keys, unsigned flags,
+		   const char *doc, void *obj, char *err, size_t errlen);
 /*
  * Write obj as `key = value` lines under a '#' header line, atomically
  * (latch_write_atomic).  Empty strings and unset addresses are left out.
  */
 int latch_kv_write(const char *path, mode_t mode, const char *header, const struct latch_kv_key *keys, int n_keys,
 		   const void *obj, char *err, size_t errlen);
+
+/* ---- per-sandbox state ---- */
+
+/*
+ * Each sandbox's state on the host, one file per owner: the owning module
+ * says what its fields are (a key table); this API owns the rest, the same
+ * for all of them: where the file is, that it is root's and 0600 in a 0700
+ * directory, the one atomic write (a reader sees the old file or the new
+ * one), the `key = value` format (a list is its key repeated), and the
+ * refusal of a file someone else could have written.  No lock: each file
+ * has one writer at a time (the CLI under the lifecycle lock, or latchd).
+ */
+enum latch_state_kind {
+	LATCH_STATE_PROFILE, /* policy/NAME.profile: the profile it runs (profile/) */
+	LATCH_STATE_KIT, /* policy/NAME.kit: kit, port, placeholders; read as a secret (kit/) */
+	LATCH_STATE_LEARNED, /* policy/NAME.learned: the names its resolver answered (latchd/) */
+	LATCH_STATE_GRANTS, /* policy/NAME.grants: its asks and active grants (latchd/) */
+	LATCH_STATE_VM, /* sandboxes/NAME/sandbox: a VM sandbox's slot and guest (vm/) */
+	LATCH_STATE_KINDS
+};
+
+/* One kind's format, as its owner gives it. */
+struct latch_state_format {
+	const struct latch_kv_key *keys;
+	int n_keys;
+	unsigned flags; /* latch_kv_read()'s: LATCH_KV_UNKNOWN_OK for a file a newer latch may have written */
+	/*
+	 * The file as an older latch wrote it (NULL: there is none), read when
+	 * its first line is not `KEY = ...` of one of keys; text is the whole
+	 * file, writable.  0 or -EINVAL with `PATH:LINE: ...` in err.
+	 */
+	int (*legacy)(const char *path, char *text, void *obj, char *err, size_t errlen);
+};
+
+/* The file of sandbox NAME's state of KIND.  0, -EINVAL (not a sandbox name) or -ENAMETOOLONG. */
+int latch_state_file_path(const char *name, enum latch_state_kind kind, char *buf, size_t len);
+/*
+ * Read it into obj (which the caller has filled with defaults).  0, -ENOENT
+ * (none; err untouched), -EPERM (a link, or a file others could have
+ * written, or read for a secret), -EINVAL (not a regular file, or not in the
+ * format), -EFBIG; each refusal with one line in err naming the file.
+ */
+int latch_state_file_read(const char *name, enum latch_state_kind kind, const struct latch_state_format *fmt, void *obj,
+			  char *err, size_t errlen);
+/* Replace it with obj, atomically, 0600 (its directory made 0700).  0 or -errno with a line in err. */
+int latch_state_file_write(const char *name, enum latch_state_kind kind, const struct latch_state_format *fmt,
+			   const char *header, const void *obj, char *err, size_t errlen);
+/* The same two for a file whose owner keeps another format (a JSON document); *text is malloc'd, NUL-ended. */
+int latch_state_file_read_raw(const char *name, enum latch_state_kind kind, char **text, size_t *len, char *err,
+			      size_t errlen);
+int latch_state_file_write_raw(const char *name, enum latch_state_kind kind, const void *data, size_t len, char *err,
+			       size_t errlen);
+/* Remove it; 0 when it is already gone. */
+int latch_state_file_remove(const char *name, enum latch_state_kind kind, char *err, size_t errlen);
+/*
+ * The sandbox is gone: remove what was kept of it under its name (profile,
+ * learned names, grants), so a new sandbox of the name inherits nothing.
+ * Its kit and VM record have their own removal (they undo more than a file).
+ * 0, or the first error with a line in err (it goes on with the others).
+ */
+int latch_state_forget(const char *name, char *err, size_t errlen);
 
 /* ---- text from someone untrusted, shown to a person ---- */
 

@@ -66,6 +66,7 @@ static int set_value(const struct latch_kv_key *k, void *obj, const char *v, cha
 	case LATCH_KV_MAC:
 		return latch_parse_mac(v, (uint8_t *)field, msg, msglen);
 	case LATCH_KV_CUSTOM:
+	case LATCH_KV_LIST:
 		return k->parse(obj, v, msg, msglen);
 	case LATCH_KV_SECONDS:
 		return latch_parse_seconds(k->name, v, k->min, k->max, (uint32_t *)field, msg, msglen) ? -EINVAL : 0;
@@ -192,10 +193,30 @@ static int read_line(char *line, const struct latch_kv_key *keys, int n_keys, un
 			break;
 	if (k == n_keys)
 		return flags & LATCH_KV_UNKNOWN_OK ? 0 : unknown_key(key, keys, n_keys, doc, msg, msglen);
-	if (seen[k])
+	if (seen[k] && keys[k].type != LATCH_KV_LIST)
 		return latch_errf(msg, msglen, -EINVAL, "'%s' given twice", key);
 	seen[k] = true;
 	return set_value(&keys[k], obj, val, msg, msglen);
+}
+
+int latch_kv_parse(const char *path, char *text, const struct latch_kv_key *keys, int n_keys, unsigned flags,
+		   const char *doc, void *obj, char *err, size_t errlen)
+{
+	bool seen[MAX_KEYS] = { false };
+	char msg[LATCH_ERR_MAX];
+	int lineno = 0;
+
+	if (n_keys > MAX_KEYS)
+		return latch_errf_at(err, errlen, -EINVAL, path, 0, "too many keys in the format (a bug)");
+	for (char *line = text, *next; line; line = next) {
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = '\0';
+		lineno++;
+		if (read_line(line, keys, n_keys, flags, doc, seen, obj, msg, sizeof(msg)))
+			return latch_errf_at(err, errlen, -EINVAL, path, lineno, "%s", msg);
+	}
+	return 0;
 }
 
 int latch_kv_read(const char *path, const struct latch_kv_key *keys, int n_keys, unsigned flags, const char *doc,
@@ -273,6 +294,7 @@ static void print_value(FILE *f, const struct latch_kv_key *k, const void *obj)
 		fprintf(f, "%s = %02x:%02x:%02x:%02x:%02x:%02x\n", k->name, m[0], m[1], m[2], m[3], m[4], m[5]);
 		break;
 	case LATCH_KV_CUSTOM:
+	case LATCH_KV_LIST:
 		if (k->print)
 			k->print(f, obj);
 		break;
@@ -297,6 +319,7 @@ int latch_kv_write(const char *path, mode_t mode, const char *header, const stru
 		return latch_errf(err, errlen, -ENOMEM, "out of memory");
 	}
 	ret = latch_write_atomic(path, mode, text, len);
+	explicit_bzero(text, len); /* a state file may hold placeholders */
 	free(text);
 	if (ret)
 		return latch_errf(err, errlen, ret, "cannot write %s: %s", path, strerror(-ret));
