@@ -231,8 +231,8 @@ int cmd_detach(int argc, char **argv)
 				 argv[1], argv[1]);
 	if (latch_sandbox_detach(argv[1], err, sizeof(err)))
 		return latch_err(LATCH_EXIT_FAILED, "%s", err);
-	/* its profile goes with it: a new sandbox of that name starts from nothing */
-	if (latch_profile_state_write(argv[1], "", err, sizeof(err)))
+	/* its profile and what latchd kept of it go with it: a new sandbox of that name starts from nothing */
+	if (latch_state_forget(argv[1], err, sizeof(err)))
 		fprintf(stderr, "latch: warning: %s\n", err);
 	latch_audit_note(argv[1], "attach", "detach", "cli.detach", NULL);
 	if (!latch_json)

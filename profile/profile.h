@@ -122,13 +122,16 @@ const struct latch_pentry *latch_profile_next_match(const struct latch_profile *
 void latch_pentry_format(const struct latch_pentry *pe, char *buf, size_t len);
 
 /*
- * Where the active profile of sandbox NAME is kept:
- * $LATCH_ROOT/var/lib/latch/policy/NAME.profile, one line.
+ * The active profile of sandbox NAME, kept in its state file
+ * (LATCH_STATE_PROFILE, `profile = NAME`; a file of an older latch, the name
+ * alone, is read too).  The stored name, or -ENOENT when the sandbox has none
+ * (no named policy), or another -errno when the file is refused.
  */
-int latch_profile_state_path(const char *name, char *buf, size_t len);
-/* The stored profile name, or -ENOENT when the sandbox has none (no named policy). */
 int latch_profile_state_read(const char *name, char *profile, size_t len);
-/* Store it atomically (temp file, fsync, rename); "" removes it, and latchd's NAME.learned with it. */
+/*
+ * Store it atomically; "" removes it.  What latchd learned under it is
+ * latchd's to remove (latch_state_forget() when the sandbox is gone).
+ */
 int latch_profile_state_write(const char *name, const char *profile, char *err, size_t errlen);
 
 /*

@@ -1,72 +1,65 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
  * state.c - which profile a sandbox runs, kept on disk so that latchd and
- * the CLI agree on it across restarts.
+ * the CLI agree on it across restarts.  The file is the state API's
+ * (common.h, LATCH_STATE_PROFILE): `profile = NAME`.
  */
 #include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
-#include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "profile/profile.h"
 
 #define LATCH_PROFILE_STATE_MAX 128
 
-int latch_profile_state_path(const char *name, char *buf, size_t len)
+struct profile_state {
+	char profile[LATCH_PROFILE_STATE_MAX + 1];
+};
+
+/* An older latch wrote the name alone on one line: read once, rewritten by the next write. */
+static int legacy_read(const char *path, char *text, void *obj, char *err, size_t errlen)
 {
-	return latch_path(buf, len, LATCH_POLICY_DIR "/%s.profile", name);
+	struct profile_state *ps = obj;
+	size_t n = strcspn(text, "\n");
+
+	if (n >= sizeof(ps->profile))
+		return latch_errf_at(err, errlen, -EINVAL, path, 1, "profile name longer than %d characters",
+				     LATCH_PROFILE_STATE_MAX);
+	memcpy(ps->profile, text, n);
+	ps->profile[n] = '\0';
+	return 0;
 }
+
+static const struct latch_kv_key profile_state_keys[] = {
+	LATCH_KV_STR("profile", struct profile_state, profile, NULL),
+};
+static const struct latch_state_format profile_state_format = { profile_state_keys, 1, 0, legacy_read };
 
 int latch_profile_state_read(const char *name, char *profile, size_t len)
 {
-	char path[PATH_MAX];
-	FILE *f;
+	struct profile_state ps = { "" };
+	char err[LATCH_ERR_MAX];
+	int ret = latch_state_file_read(name, LATCH_STATE_PROFILE, &profile_state_format, &ps, err, sizeof(err));
 
-	if (latch_profile_state_path(name, path, sizeof(path)))
-		return -ENAMETOOLONG;
-	f = fopen(path, "re");
-	if (!f)
-		return -errno;
-	if (!fgets(profile, len, f)) {
-		fclose(f);
+	if (ret)
+		return ret;
+	if (!*ps.profile)
 		return -ENOENT;
-	}
-	fclose(f);
-	profile[strcspn(profile, "\n")] = '\0';
-	return *profile ? 0 : -ENOENT;
+	if (strlen(ps.profile) >= len)
+		return -ENAMETOOLONG;
+	strcpy(profile, ps.profile);
+	return 0;
 }
 
 int latch_profile_state_write(const char *name, const char *profile, char *err, size_t errlen)
 {
-	char path[PATH_MAX], dir[PATH_MAX];
-	int rc = 0;
+	struct profile_state ps;
 
-	if (latch_profile_state_path(name, path, sizeof(path)) || latch_path(dir, sizeof(dir), LATCH_POLICY_DIR))
-		return latch_errf(err, errlen, -ENAMETOOLONG, "LATCH_ROOT is too long");
-	if (!*profile) {
-		char learned[PATH_MAX];
-
-		/* and what latchd learned under it (latchd keeps NAME.learned beside it: latchd/learned.c) */
-		if (!latch_path(learned, sizeof(learned), LATCH_POLICY_DIR "/%s.learned", name))
-			unlink(learned);
-		if (unlink(path) && errno != ENOENT)
-			return latch_errf(err, errlen, -errno, "%s: %s", path, strerror(errno));
-		return 0;
-	}
-	rc = latch_mkdirs(dir, 0700); /* root-only */
-	if (rc)
-		return latch_errf(err, errlen, rc, "%s: %s", dir, strerror(-rc));
-	{
-		char line[LATCH_PROFILE_STATE_MAX + 2];
-		int n = snprintf(line, sizeof(line), "%s\n", profile);
-
-		if (n >= (int)sizeof(line))
-			return latch_errf(err, errlen, -ENAMETOOLONG, "profile name '%s' is too long", profile);
-		rc = latch_write_atomic(path, 0600, line, n);
-	}
-	if (rc)
-		return latch_errf(err, errlen, rc, "%s: %s", path, strerror(-rc));
-	return 0;
+	if (!*profile)
+		return latch_state_file_remove(name, LATCH_STATE_PROFILE, err, errlen);
+	if (strlen(profile) >= sizeof(ps.profile))
+		return latch_errf(err, errlen, -ENAMETOOLONG, "profile name '%s' is too long", profile);
+	strcpy(ps.profile, profile);
+	return latch_state_file_write(name, LATCH_STATE_PROFILE, &profile_state_format,
+				      "latch: the profile this sandbox runs; written by latch, do not edit", &ps, err,
+				      errlen);
 }

@@ -277,7 +277,8 @@ int latch_sandbox_destroy(const char *name, bool purge, const struct latch_sandb
 
 	if (ret)
 		return latch_errf(err, errlen, ret, "destroy %s: %s", name, e);
-	if (latch_profile_state_write(name, "", e, sizeof(e)) && say && say->fn)
+	/* its profile and what latchd kept of it: a new sandbox of this name inherits nothing */
+	if (latch_state_forget(name, e, sizeof(e)) && say && say->fn)
 		say->fn(say->arg, LATCH_SANDBOX_WARN, e);
 	/* and its kit: a new sandbox of this name gets new placeholders */
 	latch_sandbox_kit_stop(name, true, say);

@@ -176,7 +176,7 @@ echo "$up_json" | jq -r '"   enforced after \(.ms_to_enforced) ms, domain starte
 check "up_enforcement_verified_before_domain_started" \
 	test "$(echo "$up_json" | jq '.ms_to_enforced < .ms_to_domain_started and .ms_to_domain_started <= .ms_to_agent')" = true
 # no latchd runs here: the profile is stored and the guest stays sealed (closed, not open)
-check "up_stores_the_default_profile_and_says_latchd_is_not_running" bash -c "jq -e '.profile.name == \"research\" and (.profile.note | test(\"not running\"))' '$TMP/up.json' >/dev/null && grep -qx research '$LATCH_ROOT/var/lib/latch/policy/$NAME.profile'"
+check "up_stores_the_default_profile_and_says_latchd_is_not_running" bash -c "jq -e '.profile.name == \"research\" and (.profile.note | test(\"not running\"))' '$TMP/up.json' >/dev/null && grep -qx 'profile = research' '$LATCH_ROOT/var/lib/latch/policy/$NAME.profile'"
 check "up_reports_observed_accelerator" test "$(echo "$up_json" | jq -r .accelerator)" = tcg -o \
 	"$(echo "$up_json" | jq -r .accelerator)" = kvm
 
