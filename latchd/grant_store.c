@@ -7,7 +7,7 @@
  * so ("sandbox_says"), never as latch's own finding: a person approves the
  * destination, which they can judge, not the sentence, which they can't.
  *
- * NAME.grants (0600, var/lib/latch/policy/) holds the boot id, the last
+ * NAME.grants (LATCH_STATE_GRANTS of the state API, a JSON document) holds the boot id, the last
  * hour's asks and grants (what the caps count) and the active grants with
  * their boot-clock deadlines, so a restarted latchd still knows the names
  * the kernel's GRANT entries were opened for.  A file of another boot is
@@ -115,11 +115,6 @@ void grant_audit(const struct grant *g, const char *decision, const char *reason
 
 /* ---- NAME.grants ---- */
 
-static int grants_path(const char *name, char *buf, size_t len)
-{
-	return latch_path(buf, len, LATCH_POLICY_DIR "/%s.grants", name);
-}
-
 static json_t *times_json(const uint64_t *t, int n)
 {
 	json_t *a = json_array();
@@ -152,11 +147,9 @@ static json_t *stored_json(const struct grant *g)
 void grants_save(struct sandbox *s)
 {
 	struct grants *gs = s->grants;
-	char path[PATH_MAX], dir[PATH_MAX], id[64], *text;
+	char id[64], err[LATCH_ERR_MAX], *text;
 	json_t *list = json_array(), *doc;
 
-	if (grants_path(s->name, path, sizeof(path)) || latch_path(dir, sizeof(dir), LATCH_POLICY_DIR))
-		return;
 	for (struct grant *g = gs->list; g; g = g->next)
 		if (g->state == GRANT_ACTIVE)
 			json_array_append_new(list, stored_json(g));
@@ -165,7 +158,7 @@ void grants_save(struct sandbox *s)
 			times_json(gs->granted, gs->n_granted), "grants", list);
 	text = json_dumps(doc, JSON_COMPACT);
 	json_decref(doc);
-	if (text && !latch_mkdirs(dir, 0700) && !latch_write_atomic(path, 0600, text, strlen(text)))
+	if (text && !latch_state_file_write_raw(s->name, LATCH_STATE_GRANTS, text, strlen(text), err, sizeof(err)))
 		gs->dirty = false;
 	free(text);
 }
@@ -236,13 +229,22 @@ static bool grant_load(struct sandbox *s, json_t *o, uint64_t now)
 
 void grants_open(struct sandbox *s)
 {
-	char path[PATH_MAX], id[64];
+	char id[64], err[LATCH_ERR_MAX], *text = NULL;
 	uint64_t now = latch_now_boot_ns();
-	json_t *doc, *o;
-	size_t i;
+	json_t *doc = NULL, *o;
+	size_t i, len;
+	int ret;
 
 	s->grants = calloc(1, sizeof(*s->grants));
-	if (!s->grants || grants_path(s->name, path, sizeof(path)) || !(doc = json_load_file(path, 0, NULL)))
+	if (!s->grants)
+		return;
+	ret = latch_state_file_read_raw(s->name, LATCH_STATE_GRANTS, &text, &len, err, sizeof(err));
+	if (ret && ret != -ENOENT)
+		latchd_log("%s: grants not restored: %s", s->name, err);
+	if (text)
+		doc = json_loads(text, 0, NULL);
+	free(text);
+	if (!doc)
 		return;
 	latchd_boot_id(id, sizeof(id));
 	if (!strcmp(json_string_value(json_object_get(doc, "boot")) ?: "", id)) {
@@ -276,10 +278,10 @@ void grants_close(struct sandbox *s)
 
 void grants_forget(struct sandbox *s)
 {
-	char path[PATH_MAX];
+	char err[LATCH_ERR_MAX];
 
-	if (!grants_path(s->name, path, sizeof(path)))
-		unlink(path);
+	if (latch_state_file_remove(s->name, LATCH_STATE_GRANTS, err, sizeof(err)))
+		latchd_log("%s: %s", s->name, err);
 	if (s->grants)
 		s->grants->dirty = false;
 }

@@ -5,11 +5,10 @@
  * Each answer for an allowed name becomes a learned entry in the kernel
  * before the reply leaves, and is remembered here by (name, address) so that
  * a later switch keeps the answers the new profile still allows (the kernel
- * keeps no names).  The names outlive latchd in
- * var/lib/latch/policy/NAME.learned, so that a restarted latchd knows which
- * name each learned entry in the maps answered.  Deadlines are on the boot
- * clock: the file names the boot it belongs to, and a file of another boot
- * is ignored.
+ * keeps no names).  The names outlive latchd in NAME.learned (below), so
+ * that a restarted latchd knows which name each learned entry in the maps
+ * answered.  Deadlines are on the boot clock: the file names the boot it
+ * belongs to, and a file of another boot is ignored.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -179,70 +178,128 @@ void latchd_boot_id(char *buf, size_t len)
 	buf[strcspn(buf, "\n")] = '\0';
 }
 
-static int learned_path(const char *name, char *buf, size_t len)
+/*
+ * NAME.learned (LATCH_STATE_LEARNED of the state API):
+ *
+ *	boot = BOOT-ID
+ *	learned = EXPIRES-NS ADDRESS NAME
+ *	...
+ *
+ * An older latch wrote "boot ID" and the entries bare, one a line: read
+ * too, and rewritten in this format by the next save.
+ */
+struct learned_file {
+	struct sandbox *s;
+	uint64_t now;
+	bool this_boot; /* the boot line named this boot: its entries mean something */
+};
+
+static int boot_parse(void *obj, const char *value, char *msg, size_t msglen)
 {
-	return latch_path(buf, len, LATCH_POLICY_DIR "/%s.learned", name);
+	struct learned_file *lf = obj;
+	char id[64];
+
+	latchd_boot_id(id, sizeof(id));
+	lf->this_boot = !strcmp(value, id);
+	return 0;
 }
+
+static void boot_print(FILE *f, const void *obj)
+{
+	char id[64];
+
+	latchd_boot_id(id, sizeof(id));
+	fprintf(f, "boot = %s\n", id);
+}
+
+/* "EXPIRES ADDRESS NAME": remembered when it is of this boot and not spent; a line latch did not write is skipped. */
+static int entry_parse(void *obj, const char *value, char *msg, size_t msglen)
+{
+	struct learned_file *lf = obj;
+	char addr[INET6_ADDRSTRLEN + 1], raw[LATCH_DNS_NAME_MAX + 1], name[LATCH_DNS_NAME_MAX + 1];
+	char e[LATCH_ERR_MAX];
+	unsigned long long expires;
+	struct latch_addr a;
+
+	/* another boot: its deadlines mean nothing now, and its maps are gone */
+	if (!lf->this_boot)
+		return 0;
+	if (sscanf(value, "%llu %46s %253s", &expires, addr, raw) != 3 || latch_parse_addr(addr, &a, e, sizeof(e)) ||
+	    latch_dns_name_normalize(raw, name, sizeof(name)))
+		return 0;
+	if (expires + RESOLVED_GRACE_NS > lf->now)
+		learned_remember(lf->s, name, &a, expires);
+	return 0;
+}
+
+static void entry_print(FILE *f, const void *obj)
+{
+	const struct learned_file *lf = obj;
+
+	for (int i = 0; i < lf->s->n_learned; i++) {
+		char a[INET6_ADDRSTRLEN];
+
+		latch_addr_format(&lf->s->learned[i].addr, a, sizeof(a));
+		fprintf(f, "learned = %llu %s %s\n", (unsigned long long)lf->s->learned[i].expires_ns, a,
+			lf->s->learned[i].name);
+	}
+}
+
+/* The format an older latch wrote: "boot ID", then the entries bare. */
+static int legacy_read(const char *path, char *text, void *obj, char *err, size_t errlen)
+{
+	struct learned_file *lf = obj;
+	char *line = text, *next = strchr(text, '\n');
+
+	if (next)
+		*next++ = '\0';
+	if (strncmp(line, "boot ", 5))
+		return 0; /* not a file of this boot: nothing of it is kept */
+	boot_parse(lf, line + 5, NULL, 0);
+	for (line = next; line; line = next) {
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = '\0';
+		entry_parse(lf, line, NULL, 0);
+	}
+	return 0;
+}
+
+static const struct latch_kv_key learned_keys[] = {
+	LATCH_KV_FN("boot", boot_parse, boot_print),
+	LATCH_KV_LIST_FN("learned", entry_parse, entry_print),
+};
+static const struct latch_state_format learned_format = { learned_keys, 2, 0, legacy_read };
 
 void learned_save(struct sandbox *s)
 {
-	char path[PATH_MAX], id[64], *text = NULL;
-	size_t len = 0;
-	FILE *f;
+	struct learned_file lf = { .s = s };
+	char err[LATCH_ERR_MAX];
 
-	if (learned_path(s->name, path, sizeof(path)) || !(f = open_memstream(&text, &len)))
-		return;
-	latchd_boot_id(id, sizeof(id));
-	fprintf(f, "boot %s\n", id);
-	for (int i = 0; i < s->n_learned; i++) {
-		char a[INET6_ADDRSTRLEN];
-
-		latch_addr_format(&s->learned[i].addr, a, sizeof(a));
-		fprintf(f, "%llu %s %s\n", (unsigned long long)s->learned[i].expires_ns, a, s->learned[i].name);
-	}
-	/* a missing policy directory: it appears with the first profile */
-	if (!fclose(f) && !latch_write_atomic(path, 0600, text, len))
+	if (!latch_state_file_write(s->name, LATCH_STATE_LEARNED, &learned_format,
+				    "latchd: the names this sandbox's resolver answered; written by latchd", &lf, err,
+				    sizeof(err)))
 		s->learned_dirty = false;
-	free(text);
 }
 
 void learned_load(struct sandbox *s)
 {
-	char path[PATH_MAX], line[512], id[64], want[80];
-	uint64_t now = latch_now_boot_ns();
-	FILE *f;
+	struct learned_file lf = { .s = s, .now = latch_now_boot_ns() };
+	char err[LATCH_ERR_MAX];
+	int ret = latch_state_file_read(s->name, LATCH_STATE_LEARNED, &learned_format, &lf, err, sizeof(err));
 
-	if (learned_path(s->name, path, sizeof(path)) || !(f = fopen(path, "re")))
-		return;
-	latchd_boot_id(id, sizeof(id));
-	snprintf(want, sizeof(want), "boot %s\n", id);
-	if (!fgets(line, sizeof(line), f) || strcmp(line, want)) {
-		fclose(f);
-		return; /* another boot: its deadlines mean nothing now, and its maps are gone */
-	}
-	while (fgets(line, sizeof(line), f)) {
-		char addr[INET6_ADDRSTRLEN + 1], raw[LATCH_DNS_NAME_MAX + 1], name[LATCH_DNS_NAME_MAX + 1];
-		char e[LATCH_ERR_MAX];
-		unsigned long long expires;
-		struct latch_addr a;
-
-		if (sscanf(line, "%llu %46s %253s", &expires, addr, raw) != 3 ||
-		    latch_parse_addr(addr, &a, e, sizeof(e)) || latch_dns_name_normalize(raw, name, sizeof(name)))
-			continue;
-		if (expires + RESOLVED_GRACE_NS > now)
-			learned_remember(s, name, &a, expires);
-	}
-	fclose(f);
+	if (ret && ret != -ENOENT)
+		latchd_log("%s: learned names not restored: %s", s->name, err);
 	s->learned_dirty = false;
 }
 
 /* The sandbox's pins are gone: what it learned goes with it. */
 void learned_remove_file(const char *name)
 {
-	char path[PATH_MAX];
+	char err[LATCH_ERR_MAX];
 
-	if (!learned_path(name, path, sizeof(path)))
-		unlink(path);
+	if (latch_state_file_remove(name, LATCH_STATE_LEARNED, err, sizeof(err)))
+		latchd_log("%s: %s", name, err);
 }
 
 void learned_free(struct sandbox *s)

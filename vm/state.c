@@ -54,17 +54,11 @@ int latch_state_dir(const char *name, char *buf, size_t len)
 	return latch_path(buf, len, LATCH_SANDBOX_DIR_FMT, name);
 }
 
-static int state_file(const char *name, char *buf, size_t len)
-{
-	/* NAME/state/ is the guest's state backup (guest_state.h): this record is NAME/sandbox */
-	return latch_path(buf, len, LATCH_SANDBOX_DIR_FMT "/sandbox", name);
-}
-
 bool latch_vm_exists(const char *name)
 {
 	char path[PATH_MAX];
 
-	return !state_file(name, path, sizeof(path)) && access(path, F_OK) == 0;
+	return !latch_state_file_path(name, LATCH_STATE_VM, path, sizeof(path)) && access(path, F_OK) == 0;
 }
 
 #define ST(key, field, help) LATCH_KV_STR(key, struct latch_vm_state, field, help)
@@ -94,6 +88,8 @@ static const struct latch_kv_key state_keys[] = {
 	ST("workspace", workspace, NULL),
 };
 #define N_STATE_KEYS ((int)(sizeof(state_keys) / sizeof(state_keys[0])))
+/* unknown keys are from a newer latch: keep going */
+static const struct latch_state_format state_format = { state_keys, N_STATE_KEYS, LATCH_KV_UNKNOWN_OK, NULL };
 
 /* The first string of st with a control character in it, or NULL. */
 static const char *control_char_key(const struct latch_vm_state *st)
@@ -112,20 +108,13 @@ static const char *control_char_key(const struct latch_vm_state *st)
 
 int latch_state_save(const struct latch_vm_state *st, char *err, size_t errlen)
 {
-	char dir[PATH_MAX], path[PATH_MAX];
 	const char *bad = control_char_key(st);
-	int ret;
 
 	if (bad)
 		return latch_errf(err, errlen, -EINVAL, "sandbox '%s': its %s has a control character; refused",
 				  st->name, bad);
-	if (latch_state_dir(st->name, dir, sizeof(dir)) || state_file(st->name, path, sizeof(path)))
-		return latch_errf(err, errlen, -ENAMETOOLONG, "LATCH_ROOT is too long");
-	ret = latch_mkdirs(dir, 0700);
-	if (ret)
-		return latch_errf(err, errlen, ret, "cannot create %s: %s", dir, strerror(-ret));
-	return latch_kv_write(path, 0600, "latch sandbox state; written by latch, do not edit", state_keys,
-			      N_STATE_KEYS, st, err, errlen);
+	return latch_state_file_write(st->name, LATCH_STATE_VM, &state_format,
+				      "latch sandbox state; written by latch, do not edit", st, err, errlen);
 }
 
 int latch_state_load(const char *name, struct latch_vm_state *st, char *err, size_t errlen)
@@ -134,16 +123,15 @@ int latch_state_load(const char *name, struct latch_vm_state *st, char *err, siz
 	int ret;
 
 	memset(st, 0, sizeof(*st));
-	if (state_file(name, path, sizeof(path)))
-		return latch_errf(err, errlen, -ENAMETOOLONG, "LATCH_ROOT is too long");
-	/* unknown keys are from a newer latch: keep going */
-	ret = latch_kv_read(path, state_keys, N_STATE_KEYS, LATCH_KV_UNKNOWN_OK, NULL, st, err, errlen);
+	ret = latch_state_file_read(name, LATCH_STATE_VM, &state_format, st, err, errlen);
 	if (ret == -ENOENT)
 		return latch_errf(err, errlen, ret, "no VM sandbox '%s' (see `latch ls`)", name);
 	if (!ret && (strcmp(st->name, name) || !*st->tap || !st->guest4.family || !st->host4.family ||
-		     !st->subnet4.family || !st->table))
+		     !st->subnet4.family || !st->table)) {
+		latch_state_file_path(name, LATCH_STATE_VM, path, sizeof(path)); /* it was made to read it */
 		ret = latch_errf(err, errlen, -EINVAL, "%s: incomplete state (name, tap, addresses or table missing)",
 				 path);
+	}
 	return ret;
 }
 
