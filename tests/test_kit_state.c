@@ -232,3 +232,53 @@ Test(kit_state, unsafe_or_malformed_state_refused)
 	cr_expect_eq(latch_kit_state_read("sb2", &st, err, sizeof(err)), -EPERM, "group-readable: %s", err);
 	cr_expect_not_null(strstr(err, "chmod"), "%s", err);
 }
+
+/* The file is in the state API's one format; the shape checks hold in it as they did in the old one. */
+Test(kit_state, current_format_written_and_checked)
+{
+	static const char ph[] = "latch-placeholder-0123456789abcdef0123456789abcdef";
+	static const struct {
+		const char *text, *want;
+	} bad[] = {
+		{ "kit = two\n", "no 'kit' or no 'port'" },
+		{ "kit = two\nport = 0\n", ":2: port '0'" },
+		{ "kit = two\nport = 8119\ncredential = openai latch-placeholder-short\n", ":3: write 'credential" },
+		{ "kit = two\nport = 8119\ncredential = openai %s extra words\n", ":3: write 'credential" },
+		{ "kit = two\nport = 8119\ncredential = openai %s\ncredential = openai %s\n",
+		  ":4: credential openai twice" },
+		{ "kit = ../etc\nport = 8119\n", ":1: '../etc' is not a kit name" },
+		{ "kit = two\nport = 8119\nsecret = sk-live\n", ":3: unknown key 'secret'" },
+		{ "kit = two\nkit = other\nport = 8119\n", ":2: 'kit' given twice" },
+	};
+	struct latch_kit *k = kit_of(two_creds, NULL);
+	struct latch_kit_state st, back;
+	char err[LATCH_ERR_MAX] = "", text[1024] = "", want[160];
+	FILE *f;
+
+	cr_assert_eq(latch_kit_state_for(k, 8119, NULL, &st), 0);
+	strcpy(st.creds[0].backend, "groq");
+	st.stopped = true;
+	cr_assert_eq(latch_kit_state_write("sb3", &st, err, sizeof(err)), 0, "%s", err);
+	f = fopen(state_path("sb3"), "r");
+	cr_assert_not_null(f);
+	cr_expect_gt(fread(text, 1, sizeof(text) - 1, f), 0);
+	fclose(f);
+	cr_expect_not_null(strstr(text, "\nkit = two\nport = 8119\nstopped = yes\n"), "%s", text);
+	snprintf(want, sizeof(want), "\ncredential = openai %s groq\n", st.creds[0].placeholder);
+	cr_expect_not_null(strstr(text, want), "%s", text);
+	cr_assert_eq(latch_kit_state_read("sb3", &back, err, sizeof(err)), 0, "%s", err);
+	cr_expect(back.stopped);
+	cr_expect_str_eq(back.creds[0].backend, "groq");
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(text, sizeof(text), bad[i].text, ph, ph);
+		put_state("sb4", text);
+		err[0] = '\0';
+		cr_expect_eq(latch_kit_state_read("sb4", &back, err, sizeof(err)), -EINVAL, "row %zu: %s", i, err);
+		cr_expect_not_null(strstr(err, bad[i].want), "row %zu: '%s' lacks '%s'", i, err, bad[i].want);
+		cr_expect_str_eq(back.kit, "", "row %zu: nothing half-read", i);
+	}
+	snprintf(text, sizeof(text), "# ok\nkit = two\nport = 8119\n\ncredential = openai %s\n", ph);
+	put_state("sb4", text);
+	cr_expect_eq(latch_kit_state_read("sb4", &back, err, sizeof(err)), 0, "control: %s", err);
+	latch_kit_free(k);
+}
