@@ -266,7 +266,7 @@ AGENT_CFLAGS := -std=gnu11 -Os -static -Wall -Wextra -Wshadow -Wmissing-prototyp
 # latch-ask (vm/guest/ask.c) asks for a grant from inside; jansson builds its JSON, statically linked.
 GUEST_PROGS := $(BUILD)/vm/latch-agent $(BUILD)/vm/latch-rawsend $(BUILD)/vm/latch-ask
 
-$(BUILD)/vm/latch-agent: vm/guest/agent.c
+$(BUILD)/vm/latch-agent: vm/guest/agent.c common/clock.c
 $(BUILD)/vm/latch-rawsend: vm/guest/rawsend.c
 $(BUILD)/vm/latch-ask: vm/guest/ask.c common/units.c common/errors.c
 $(BUILD)/vm/latch-ask: GUEST_LIBS := -ljansson

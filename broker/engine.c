@@ -30,14 +30,6 @@ const char *latch_http_end_name(enum latch_http_end e)
 	return (unsigned)e < 4 ? names[e] : "error";
 }
 
-uint64_t hb_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /*
  * connect_ms bounds the whole of a connect, however many addresses a name
  * has: an address that drops packets would otherwise cost all of it, and
@@ -47,7 +39,7 @@ uint64_t hb_now_ms(void)
  */
 uint32_t hb_connect_share(uint64_t *until, bool first, bool more, uint32_t connect_ms)
 {
-	uint64_t now = hb_now_ms(), left;
+	uint64_t now = latch_now_ms(), left;
 
 	if (first)
 		*until = now + connect_ms;

@@ -194,7 +194,6 @@ void hb_guest_timer(struct hb_gconn *g); /* the phase changed: its timeout (gues
 void hb_guest_read_max(struct hb_gconn *g, size_t max);
 void hb_guest_read_later(struct hb_gconn *g); /* the bytes already buffered, from the loop */
 int hb_resolve(struct latch_http_sandbox *sb, const char *name, latch_http_resolved_cb cb, void *arg);
-uint64_t hb_now_ms(void);
 /*
  * How long the next of a name's addresses may take to connect (ms), from
  * one connect_ms for them all: FIRST starts it (*until), and while MORE

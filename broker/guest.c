@@ -150,7 +150,7 @@ static void linger_read(evutil_socket_t fd, short what, void *arg)
 	char buf[16384];
 	ssize_t n = 0;
 
-	if (!(what & EV_TIMEOUT) && hb_now_ms() < g->linger_until) {
+	if (!(what & EV_TIMEOUT) && (uint64_t)latch_now_ms() < g->linger_until) {
 		for (int i = 0; i < 16; i++) { /* a turn of the loop drops at most this much, then others go */
 			n = recv(fd, buf, sizeof(buf), 0);
 			if (n <= 0)
@@ -175,7 +175,7 @@ static void linger_or_free(struct hb_gconn *g)
 	g->armed = g->reading = false;
 	bufferevent_disable(g->bev, EV_READ | EV_WRITE);
 	shutdown(fd, SHUT_WR); /* the guest sees the answer end */
-	g->linger_until = hb_now_ms() + LINGER_MAX_MS;
+	g->linger_until = latch_now_ms() + LINGER_MAX_MS;
 	/* EV_PERSIST with a timeout: the timeout starts again at each read, an idle timeout */
 	if (event_assign(g->rev, g->sb->h->base, fd, EV_READ | EV_PERSIST, linger_read, g) || event_add(g->rev, &tv))
 		hb_gconn_free(g);

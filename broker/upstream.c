@@ -427,7 +427,7 @@ int hb_conn_next_addr(struct hb_exchange *x, struct hb_uconn *u)
 {
 	struct hb_target *t = x->t;
 
-	if (x->addr_tries + 1 >= t->n_addrs || hb_now_ms() >= x->connect_until)
+	if (x->addr_tries + 1 >= t->n_addrs || (uint64_t)latch_now_ms() >= x->connect_until)
 		return 0;
 	x->addr_tries++;
 	t->addr_i = (t->addr_i + 1) % t->n_addrs;
@@ -546,7 +546,7 @@ static void resolved(void *arg, const char *name, const struct latch_addr *addrs
 		x->t->n_addrs = n;
 		x->t->addr_i = 0;
 	}
-	x->t->addr_until = hb_now_ms() + (ttl < 60 ? ttl : 60) * 1000ull;
+	x->t->addr_until = latch_now_ms() + (ttl < 60 ? ttl : 60) * 1000ull;
 	if (!conn_open(x))
 		return;
 }
@@ -569,7 +569,7 @@ bool hb_acquire(struct hb_exchange *x, bool fresh)
 			send_request(u, true); /* from hb_exchange_start or the meter, never from an event */
 			return true;
 		}
-	if (t->addr_until > hb_now_ms())
+	if (t->addr_until > (uint64_t)latch_now_ms())
 		return conn_open(x);
 	lk = calloc(1, sizeof(*lk));
 	if (lk)

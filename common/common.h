@@ -259,6 +259,17 @@ int latch_text_check(const char *what, const char *s, size_t max, char *err, siz
  */
 int latch_text_escape(const char *s, char *out, size_t len);
 
+/* ---- time ---- */
+
+/*
+ * Now on CLOCK_MONOTONIC, in nanoseconds or milliseconds: the one clock of
+ * every deadline, timeout and interval latch measures (never the wall clock,
+ * which can step).  Its zero is arbitrary: compare two readings, never show
+ * one.  Milliseconds are signed so that "deadline - now" may go below zero.
+ */
+uint64_t latch_now_ns(void);
+int64_t latch_now_ms(void);
+
 /* ---- hashing ---- */
 
 /*

@@ -25,14 +25,6 @@ int latchd_socket_path(char *buf, size_t len)
 	return latch_path(buf, len, LATCH_SOCKET_FILE);
 }
 
-static long long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
-}
-
 struct latchd_conn {
 	int fd;
 };
@@ -83,7 +75,7 @@ void latchd_conn_close(struct latchd_conn *c)
 
 int latchd_conn_call(struct latchd_conn *c, json_t *req, json_t **reply, int timeout_ms, char *err, size_t errlen)
 {
-	long long deadline = now_ms() + timeout_ms;
+	long long deadline = latch_now_ms() + timeout_ms;
 	char buf[65536], *text, *line;
 	size_t have = 0;
 	int rc = 0;
@@ -112,7 +104,7 @@ int latchd_conn_call(struct latchd_conn *c, json_t *req, json_t **reply, int tim
 	/* one reply line; the connection may carry the next request afterwards, so read no further */
 	while (!rc) {
 		struct pollfd p = { .fd = c->fd, .events = POLLIN };
-		long long left = deadline - now_ms();
+		long long left = deadline - latch_now_ms();
 		ssize_t r;
 
 		if (left <= 0 || poll(&p, 1, (int)left) == 0) {

@@ -14,14 +14,6 @@
 
 #include "loader/loader.h"
 
-static long long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
-}
-
 int latch_policy_lock(const char *name, char *err, size_t errlen)
 {
 	return latch_policy_lock_wait(name, 10000, err, errlen);
@@ -30,7 +22,7 @@ int latch_policy_lock(const char *name, char *err, size_t errlen)
 int latch_policy_lock_wait(const char *name, int wait_ms, char *err, size_t errlen)
 {
 	char path[PATH_MAX], dir[PATH_MAX];
-	long long until = now_ms() + wait_ms;
+	long long until = latch_now_ms() + wait_ms;
 	int fd, rc;
 
 	if (latch_path(path, sizeof(path), LATCH_POLICY_LOCK_FMT, name) || latch_path(dir, sizeof(dir), LATCH_RUN_DIR))
@@ -42,7 +34,7 @@ int latch_policy_lock_wait(const char *name, int wait_ms, char *err, size_t errl
 	if (fd < 0)
 		return latch_errf(err, errlen, -errno, "%s: %s", path, strerror(errno));
 	while (flock(fd, LOCK_EX | LOCK_NB)) {
-		if (errno != EWOULDBLOCK || now_ms() >= until) {
+		if (errno != EWOULDBLOCK || latch_now_ms() >= until) {
 			rc = errno == EWOULDBLOCK ? -EBUSY : -errno;
 			close(fd);
 			return latch_errf(err, errlen, rc, "the policy of '%s' stayed locked (%s); try again", name,

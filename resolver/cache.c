@@ -38,7 +38,7 @@ struct centry *dns_cache_get(struct latch_resolver *r, const char *name, uint16_
 {
 	uint32_t h = cache_hash(name, qtype);
 	struct centry *e = r->buckets[h & (r->n_buckets - 1)];
-	uint64_t now = dns_now_ms();
+	uint64_t now = latch_now_ms();
 
 	for (; e; e = e->next)
 		if (e->hash == h && e->qtype == qtype && !strcmp(e->name, name))
@@ -78,7 +78,7 @@ struct centry *dns_cache_put(struct latch_resolver *r, const char *name, uint16_
 	snprintf(e->name, sizeof(e->name), "%s", name);
 	e->qtype = qtype;
 	e->hash = cache_hash(name, qtype);
-	e->expires_ms = dns_now_ms() + (uint64_t)a->ttl * 1000;
+	e->expires_ms = latch_now_ms() + (uint64_t)a->ttl * 1000;
 	e->next = r->buckets[e->hash & (r->n_buckets - 1)];
 	r->buckets[e->hash & (r->n_buckets - 1)] = e;
 	TAILQ_INSERT_HEAD(&r->lru, e, lru);

@@ -197,12 +197,9 @@ struct latch_resolver {
 };
 
 /* resolver.c */
-uint64_t dns_now_ms(void);
 struct timeval dns_ms_tv(uint32_t ms);
 uint32_t dns_clamp_ttl(const struct latch_resolver *r, uint32_t ttl);
 socklen_t dns_addr_sockaddr(const struct latch_addr *a, uint16_t port, struct sockaddr_storage *ss);
-
-uint64_t dns_now_ns(void);
 
 /* listen.c */
 int dns_listeners_open(struct latch_resolver *r, char *err, size_t errlen);

@@ -89,7 +89,7 @@ static int listeners_bind(struct latch_resolver *r)
  */
 int dns_guest_link(struct latch_resolver *r, bool force)
 {
-	uint64_t now = dns_now_ms();
+	uint64_t now = latch_now_ms();
 
 	if (r->o.guest.gated)
 		return 0; /* no link to follow: the gate decides who reaches us */
@@ -139,7 +139,7 @@ static bool from_guest(struct latch_resolver *r, const struct sockaddr_storage *
  */
 static bool rate_take(struct latch_resolver *r, bool must)
 {
-	uint64_t now = dns_now_ns(), cost = r->rate_cost_ns;
+	uint64_t now = latch_now_ns(), cost = r->rate_cost_ns;
 
 	if (r->rate_tat_ns < now)
 		r->rate_tat_ns = now;

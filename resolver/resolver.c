@@ -27,19 +27,6 @@
 
 /* ------------------------------------------------------------ small helpers */
 
-uint64_t dns_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-uint64_t dns_now_ms(void)
-{
-	return dns_now_ns() / 1000000;
-}
-
 struct timeval dns_ms_tv(uint32_t ms)
 {
 	struct timeval tv = { .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
@@ -187,7 +174,7 @@ int latch_resolver_reconfigure(struct latch_resolver *r, const struct latch_reso
 	opts_set(r, o);
 	dns_guest_link(r, true);
 	/* the guest must never hold an answer longer than the new clamp allows */
-	dns_cache_clamp(r, dns_now_ms() + (uint64_t)r->o.ttl_max * 1000);
+	dns_cache_clamp(r, latch_now_ms() + (uint64_t)r->o.ttl_max * 1000);
 	return 0;
 }
 

@@ -29,14 +29,6 @@
 
 static const char *const v1_names[V1_COUNT] = { "memory", "cpu", "pids" };
 
-uint64_t room_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
-}
-
 int room_write_file(const char *path, const char *text)
 {
 	int fd = open(path, O_WRONLY | O_CLOEXEC), rc = 0;
@@ -451,7 +443,7 @@ void room_kill(struct room *r)
 int room_wait_empty(struct room *r, int timeout_ms)
 {
 	char path[PATH_MAX + 16];
-	uint64_t end = room_now_ns() + (uint64_t)timeout_ms * 1000000;
+	uint64_t end = latch_now_ns() + (uint64_t)timeout_ms * 1000000;
 
 	path_of(path, sizeof(path), r->cg2, "cgroup.events");
 	for (;;) {
@@ -468,7 +460,7 @@ int room_wait_empty(struct room *r, int timeout_ms)
 			close(fd);
 			return 0;
 		}
-		if (room_now_ns() >= end) {
+		if (latch_now_ns() >= end) {
 			close(fd);
 			return -ETIMEDOUT;
 		}

@@ -86,7 +86,7 @@ static void mark(struct room *r, const char *step)
 {
 	if (r->n_marks < 16) {
 		r->mark_name[r->n_marks] = step;
-		r->mark_ns[r->n_marks++] = room_now_ns();
+		r->mark_ns[r->n_marks++] = latch_now_ns();
 	}
 }
 
@@ -366,7 +366,7 @@ static int run_loop(struct room *r, int sig_fd)
 				       { .fd = r->status_pipe[0], .events = POLLIN },
 				       { .fd = init_done ? -1 : r->pidfd, .events = POLLIN },
 				       { .fd = sig_fd, .events = POLLIN } };
-		uint64_t now = room_now_ns(), until = init_done ? drain_end : deadline;
+		uint64_t now = latch_now_ns(), until = init_done ? drain_end : deadline;
 		int wait_ms = until > now ? (int)((until - now) / 1000000) + 1 : 0;
 
 		if (!r->res->timed_out && !init_done && now >= deadline) {
@@ -396,8 +396,8 @@ static int run_loop(struct room *r, int sig_fd)
 			waitid(P_PIDFD, r->pidfd, &si, WEXITED);
 			mark(r, "room's init gone");
 			init_done = true;
-			r->res->duration_ns = room_now_ns() - r->start_ns;
-			drain_end = room_now_ns() + 1000000000ull;
+			r->res->duration_ns = latch_now_ns() - r->start_ns;
+			drain_end = latch_now_ns() + 1000000000ull;
 			status_take(r, &have_status);
 		}
 		if (p[3].revents) {
@@ -459,7 +459,7 @@ void latch_room_name_make(char *buf, size_t len)
 	unsigned short rnd = 0;
 
 	if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) != sizeof(rnd))
-		rnd = (unsigned short)room_now_ns();
+		rnd = (unsigned short)latch_now_ns();
 	snprintf(buf, len, "room-%d-%04x", (int)getpid(), rnd);
 }
 
@@ -556,7 +556,7 @@ static int prepare_and_go(struct room *r, char *err, size_t errlen)
 	if (!rc)
 		rc = map_ids(r, err, errlen);
 	if (!rc) {
-		r->start_ns = room_now_ns();
+		r->start_ns = latch_now_ns();
 		rc = say_go(r, filter, n_insns, err, errlen);
 	}
 	free(filter);
@@ -565,7 +565,7 @@ static int prepare_and_go(struct room *r, char *err, size_t errlen)
 
 int latch_room_run(const struct latch_room_opts *o, struct latch_room_result *res, char *err, size_t errlen)
 {
-	uint64_t t0 = room_now_ns();
+	uint64_t t0 = latch_now_ns();
 	struct room r;
 	sigset_t sigs, old;
 	int rc, sig_fd = -1;

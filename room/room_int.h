@@ -149,6 +149,5 @@ void room_changes_free(struct latch_room_result *res);
 /* small file helpers (cgroups.c) */
 int room_write_file(const char *path, const char *text);
 int room_read_u64(const char *path, uint64_t *v);
-uint64_t room_now_ns(void);
 
 #endif

@@ -43,14 +43,6 @@ struct latch_agent {
 	uint8_t wbuf[HDR_LEN + LAGENT_MAX_PAYLOAD];
 };
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Milliseconds left before deadline for poll(); deadline < 0 means none. */
 static int poll_timeout(int64_t deadline)
 {
@@ -58,7 +50,7 @@ static int poll_timeout(int64_t deadline)
 
 	if (deadline < 0)
 		return -1;
-	left = deadline - now_ms();
+	left = deadline - latch_now_ms();
 	if (left <= 0)
 		return 0;
 	return left > 60000 ? 60000 : (int)left;
@@ -72,7 +64,7 @@ static int wait_fd(int fd, short events, int64_t deadline)
 	if (n < 0)
 		return -errno;
 	if (n == 0)
-		return deadline >= 0 && now_ms() >= deadline ? -ETIMEDOUT : 0;
+		return deadline >= 0 && latch_now_ms() >= deadline ? -ETIMEDOUT : 0;
 	return 0;
 }
 
@@ -103,8 +95,8 @@ static int connect_within(const char *sock_path, int64_t lock_wait_ms, struct la
 		ret = -errno;
 		goto err;
 	}
-	for (int64_t until = now_ms() + lock_wait_ms; flock(a->lock_fd, LOCK_EX | LOCK_NB);) {
-		if (errno != EWOULDBLOCK || now_ms() >= until) {
+	for (int64_t until = latch_now_ms() + lock_wait_ms; flock(a->lock_fd, LOCK_EX | LOCK_NB);) {
+		if (errno != EWOULDBLOCK || latch_now_ms() >= until) {
 			ret = errno == EWOULDBLOCK ? -EBUSY : -errno;
 			goto err;
 		}
@@ -121,7 +113,7 @@ static int connect_within(const char *sock_path, int64_t lock_wait_ms, struct la
 	}
 	/* Ids only need to differ from a previous client's on the same channel. */
 	if (getrandom(&a->next_id, sizeof(a->next_id), GRND_NONBLOCK) != sizeof(a->next_id))
-		a->next_id = (uint32_t)now_ms() ^ (uint32_t)getpid();
+		a->next_id = (uint32_t)latch_now_ms() ^ (uint32_t)getpid();
 	*out = a;
 	return 0;
 err:
@@ -244,12 +236,12 @@ static int next_frame(struct latch_agent *a, struct lagent_hdr *h, const uint8_t
 
 int latch_agent_ping(struct latch_agent *a, int timeout_ms, char *release, size_t len)
 {
-	int64_t deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
+	int64_t deadline = timeout_ms < 0 ? -1 : latch_now_ms() + timeout_ms;
 	uint32_t first = a->next_id;
 	int ret;
 
 	for (;;) {
-		int64_t resend = now_ms() + PING_RESEND_MS;
+		int64_t resend = latch_now_ms() + PING_RESEND_MS;
 		int64_t until = deadline >= 0 && deadline < resend ? deadline : resend;
 		uint32_t id = a->next_id++;
 
@@ -290,13 +282,13 @@ int latch_agent_ping(struct latch_agent *a, int timeout_ms, char *release, size_
 int latch_agent_wait(const char *sock_path, int timeout_ms, int (*alive)(void *arg), void *arg, char *release,
 		     size_t len, struct latch_agent_wait_stats *st)
 {
-	int64_t t0 = now_ms(), deadline = t0 + timeout_ms;
+	int64_t t0 = latch_now_ms(), deadline = t0 + timeout_ms;
 	int ret = -ETIMEDOUT;
 
 	memset(st, 0, sizeof(*st));
 	st->first_connect_ms = -1;
-	while (now_ms() < deadline) {
-		int64_t left = deadline - now_ms();
+	while (latch_now_ms() < deadline) {
+		int64_t left = deadline - latch_now_ms();
 		struct latch_agent *a = NULL;
 
 		ret = connect_within(sock_path, left, &a);
@@ -304,9 +296,9 @@ int latch_agent_wait(const char *sock_path, int timeout_ms, int (*alive)(void *a
 			st->lock_busy = true;
 		if (!ret) {
 			if (st->first_connect_ms < 0)
-				st->first_connect_ms = now_ms() - t0;
+				st->first_connect_ms = latch_now_ms() - t0;
 			st->connects++;
-			left = deadline - now_ms();
+			left = deadline - latch_now_ms();
 			if (left > LATCH_AGENT_SESSION_MS)
 				left = LATCH_AGENT_SESSION_MS;
 			ret = latch_agent_ping(a, left > 0 ? (int)left : 1, release, len);
@@ -388,7 +380,7 @@ int latch_agent_exec(struct latch_agent *a, const char *const argv[], const stru
 {
 	uint32_t timeout = opts ? opts->timeout_ms : 0;
 	uint64_t limit = opts && opts->output_limit ? opts->output_limit : LAGENT_OUTPUT_CAP;
-	int64_t deadline = timeout ? now_ms() + timeout + LATCH_AGENT_GRACE_MS : -1;
+	int64_t deadline = timeout ? latch_now_ms() + timeout + LATCH_AGENT_GRACE_MS : -1;
 	uint32_t id = a->next_id++, len;
 	int ret;
 

@@ -136,24 +136,16 @@ struct latch_virt *latch_virt_open(char *err, size_t errlen)
 	return v;
 }
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* One capabilities call, timed; -1 when it failed. */
 static int64_t caps_call_ms(virConnectPtr conn)
 {
-	int64_t t0 = now_ms();
+	int64_t t0 = latch_now_ms();
 	char *caps = lv.virConnectGetCapabilities(conn);
 
 	if (!caps)
 		return -1;
 	free(caps);
-	return now_ms() - t0;
+	return latch_now_ms() - t0;
 }
 
 int latch_vm_libvirt_probe(struct latch_vm_libvirt_probe *p, char *err, size_t errlen)
@@ -166,11 +158,11 @@ int latch_vm_libvirt_probe(struct latch_vm_libvirt_probe *p, char *err, size_t e
 	rc = lv_load(err, errlen);
 	if (rc)
 		return rc;
-	t0 = now_ms();
+	t0 = latch_now_ms();
 	conn = lv.virConnectOpenReadOnly(LATCH_LIBVIRT_URI);
 	if (!conn)
 		return latch_errf(err, errlen, -ECONNREFUSED, "cannot connect to %s: %s", LATCH_LIBVIRT_URI, lasterr());
-	p->connect_ms = now_ms() - t0;
+	p->connect_ms = latch_now_ms() - t0;
 	lv.virConnectGetLibVersion(conn, &p->version);
 	/*
 	 * libvirtd re-probes QEMU (seconds) whenever its cached capabilities
@@ -347,7 +339,7 @@ int latch_domain_start(struct latch_virt *v, const char *name, char *err, size_t
 int latch_domain_stop(struct latch_virt *v, const char *name, int timeout_ms, bool *forced, char *err, size_t errlen)
 {
 	virDomainPtr d = lookup(v, name);
-	int64_t deadline = now_ms() + timeout_ms;
+	int64_t deadline = latch_now_ms() + timeout_ms;
 	int state = VIR_DOMAIN_NOSTATE, reason, ret = 0;
 
 	*forced = false;
@@ -356,7 +348,7 @@ int latch_domain_stop(struct latch_virt *v, const char *name, int timeout_ms, bo
 	if (lv.virDomainIsActive(d) != 1)
 		goto out;
 	lv.virDomainShutdown(d); /* a guest without ACPI handling ignores it; the deadline covers that */
-	while (now_ms() < deadline) {
+	while (latch_now_ms() < deadline) {
 		if (lv.virDomainGetState(d, &state, &reason, 0) == 0 && state == VIR_DOMAIN_SHUTOFF)
 			goto out;
 		usleep(200 * 1000);

@@ -47,14 +47,6 @@ __attribute__((format(printf, 5, 6))) static int ufail(char *err, size_t errlen,
 	return ret;
 }
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 __attribute__((format(printf, 2, 3))) static void step(const struct latch_vm_up_opts *o, const char *fmt, ...)
 {
 	char line[LATCH_ERR_MAX];
@@ -249,19 +241,19 @@ static int boot_guest(struct latch_virt *v, const struct latch_vm_state *st, boo
 		return latch_errf(err, errlen, ret, "cannot create %s: %s", dir, strerror(-ret));
 	unlink(d.agent_sock);
 
-	t_start = now_ms();
+	t_start = latch_now_ms();
 	ret = defined ? latch_domain_start(v, st->name, err, errlen) : latch_domain_create(v, &d, err, errlen);
-	dom_ms = now_ms() - t_start;
+	dom_ms = latch_now_ms() - t_start;
 	if (ret)
 		return ret;
 	*started = true;
-	res->ms_domain = now_ms() - t0;
+	res->ms_domain = latch_now_ms() - t0;
 	latch_domain_info(v, st->name, &di);
 	step(o, "domain " LATCH_DOMAIN_PREFIX "%s started in %.1f s, accelerator %s (%s)", st->name, dom_ms / 1000.0,
 	     *di.accel ? di.accel : "?", res->accel_why);
 	step(o, "waiting for the guest agent (boot timeout %d s from the domain start; console log %s)", timeout / 1000,
 	     d.console_log);
-	ret = latch_agent_wait(d.agent_sock, (int)(t_start + timeout - now_ms()), domain_alive,
+	ret = latch_agent_wait(d.agent_sock, (int)(t_start + timeout - latch_now_ms()), domain_alive,
 			       &(struct domain_watch){ v, st->name, err, errlen }, res->release, sizeof(res->release),
 			       &seen);
 	if (ret == -ETIMEDOUT) {
@@ -279,16 +271,16 @@ static int boot_guest(struct latch_virt *v, const struct latch_vm_state *st, boo
 				"the guest agent did not answer within the boot timeout (%d s): the domain started in "
 				"%.1f s, then the guest did not answer for %.1f s (slow step: guest agent; %s; console "
 				"log %s)",
-				timeout / 1000, dom_ms / 1000.0, (now_ms() - t_start - dom_ms) / 1000.0, what,
+				timeout / 1000, dom_ms / 1000.0, (latch_now_ms() - t_start - dom_ms) / 1000.0, what,
 				d.console_log);
 	}
 	if (ret) {
 		console_tail(res);
 		return ret;
 	}
-	res->ms_agent = now_ms() - t0;
-	step(o, "agent answered in %.1f s after the domain started: guest kernel %s", (now_ms() - t_start) / 1000.0,
-	     res->release);
+	res->ms_agent = latch_now_ms() - t0;
+	step(o, "agent answered in %.1f s after the domain started: guest kernel %s",
+	     (latch_now_ms() - t_start) / 1000.0, res->release);
 	return 0;
 }
 
@@ -335,7 +327,7 @@ static int verify_enforced(const struct latch_vm_up_opts *o, const struct latch_
 		return ufail(err, errlen, fail, LATCH_VM_FAIL_POSTURE,
 			     "enforcement on %s could not be verified (%s); no domain was started", st->tap,
 			     p.enforced ? e : p.why);
-	res->ms_enforced = now_ms() - t0;
+	res->ms_enforced = latch_now_ms() - t0;
 	step(o, "enforcement verified on %s in the kernel (%lld ms)", st->tap, (long long)res->ms_enforced);
 	return 0;
 }
@@ -525,7 +517,7 @@ static int allocate(const struct latch_vm_up_opts *o, const struct latch_conf *c
 int latch_vm_up(const struct latch_vm_up_opts *o, struct latch_vm_up_result *res, enum latch_vm_fail *fail, char *err,
 		size_t errlen)
 {
-	int64_t t0 = now_ms();
+	int64_t t0 = latch_now_ms();
 	struct latch_vm_state *st = &res->obs.st;
 	struct latch_virt *v = NULL;
 	struct latch_conf conf;

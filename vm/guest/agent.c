@@ -41,6 +41,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/common.h" /* latch_now_ms: common/clock.c is linked in alone */
 #include "vm/guest/agent_proto.h"
 
 #define HDR_LEN sizeof(struct lagent_hdr)
@@ -82,14 +83,6 @@ static void sleep_ms(unsigned int ms)
 
 	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 		;
-}
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 static bool host_gone(void)
@@ -348,7 +341,7 @@ static int exec_wait(struct run *r)
 			{ .fd = r->err_open ? r->err : -1, .events = POLLIN },
 		};
 		int timeout = -1;
-		uint64_t now = now_ms();
+		uint64_t now = latch_now_ms();
 
 		if (r->reaped) {
 			/* Something the command left behind still holds its pipes. */
@@ -390,7 +383,7 @@ static int exec_wait(struct run *r)
 				;
 			if (!r->reaped && waitpid(r->pid, &r->status, WNOHANG) == r->pid) {
 				r->reaped = true;
-				r->reaped_at = now_ms();
+				r->reaped_at = latch_now_ms();
 			}
 		}
 		if (fds[2].revents & (POLLIN | POLLHUP))
@@ -422,7 +415,7 @@ static int send_exit(const struct run *r)
 		ee.code = (int32_t)htole32((uint32_t)WEXITSTATUS(r->status));
 	}
 	ee.flags = htole32((r->truncated ? LAGENT_EXIT_TRUNCATED : 0) | (r->timed_out ? LAGENT_EXIT_TIMED_OUT : 0));
-	ee.duration_ms = htole32((uint32_t)(now_ms() - r->start));
+	ee.duration_ms = htole32((uint32_t)(latch_now_ms() - r->start));
 	ee.out_bytes = htole64(r->out_bytes);
 	ee.dropped = htole64(r->dropped);
 	memcpy(frame + HDR_LEN, &ee, sizeof(ee));
@@ -446,7 +439,7 @@ static int do_exec(uint32_t id, uint8_t *p, uint32_t len)
 		ret = send_error(id, errno, "exec: pipe");
 		goto out;
 	}
-	r.start = now_ms();
+	r.start = latch_now_ms();
 	if (r.deadline)
 		r.deadline += r.start;
 	r.pid = fork();
