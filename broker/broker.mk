@@ -16,7 +16,7 @@ $(BUILD)/selftests/broker_drv: selftests/broker_drv.c $(call archives_of,$(call 
 	$(Q)$(CC) $(CFLAGS) -MF $@.d -o $@ $< $(call link_with,broker budget)
 
 # libFuzzer: clang, -fsanitize=fuzzer,address, over the pure checks (no sockets).
-FUZZ_SRCS := tests/fuzz/fuzz_broker.c broker/head.c broker/check.c profile/names.c common/addr.c common/errors.c
+FUZZ_SRCS := tests/fuzz/fuzz_broker.c broker/head.c broker/check.c common/names.c common/addr.c common/errors.c
 FUZZ_SECS ?= 120
 
 $(BUILD)/tests/fuzz_broker: $(FUZZ_SRCS) $(wildcard broker/*.h) | $(BUILD)/tests pkgs-ok

@@ -18,7 +18,7 @@
 #include <openssl/evp.h>
 
 #include "broker/check.h"
-#include "profile/profile.h"
+#include "common/common.h"
 
 static int hexval(char c)
 {

@@ -24,7 +24,7 @@
 #include <string.h>
 
 #include "broker/engine.h"
-#include "profile/profile.h"
+#include "common/common.h"
 
 enum tstate { T_RESOLVING, T_CONNECTING, T_HELLO, T_OPEN };
 

@@ -27,7 +27,7 @@
 #include <openssl/x509v3.h>
 
 #include "broker/engine.h"
-#include "profile/profile.h"
+#include "common/common.h"
 
 /* ------------------------------------------------------------ TLS contexts and secrets */
 

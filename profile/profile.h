@@ -26,7 +26,6 @@
 
 #include "common/common.h"
 #include "loader/loader.h"
-#include "profile/names.h" /* LATCH_DNS_NAME_MAX */
 
 #define LATCH_PROFILE_NAME_MAX 64
 #define LATCH_PROFILE_DEPTH_MAX 16 /* profiles in one extends chain */

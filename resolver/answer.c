@@ -12,7 +12,7 @@
 #include <ldns/ldns.h>
 
 #include "resolver/dns.h"
-#include "profile/profile.h"
+#include "common/common.h"
 
 /* ------------------------------------------------------------ names */
 

@@ -26,7 +26,7 @@
 #include "ctl/ctl.h"
 #include "sandbox/sandbox.h"
 
-/* What a public name may not answer with, beside the host's own addresses (profile/names.c's ranges). */
+/* What a public name may not answer with, beside the host's own addresses (latch_addr_nonpublic's ranges). */
 static const char *const rebinding4[] = { "10.0.0.5", "127.0.0.1", "169.254.169.254", "198.18.0.1" };
 static const char *const rebinding6[] = { "2002:a00:5::1", "fd00::5" };
 /* A public answer: verify's documentation addresses (loader/verify.c's denied destinations) */

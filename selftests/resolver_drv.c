@@ -19,10 +19,9 @@
  * (its lines start with "r2 "): two resolvers in one loop must not mix.
  * SIGUSR2 prints the stats line without exiting.
  *
- * The rebinding filter is the daemon's (profile/names.c's
- * latch_addr_nonpublic): private, loopback, link-local, CGNAT, metadata,
- * multicast and reserved addresses are refused, unless an --exempt CIDR
- * covers them, as a CIDR entry of a profile does in latchd.
+ * The rebinding filter is common/'s latch_addr_nonpublic(): private,
+ * loopback, link-local, CGNAT, metadata, multicast and reserved addresses
+ * are refused, unless an --exempt CIDR covers them, as a CIDR entry of a profile does in latchd.
  * answered() takes every report, but those for an --unlearnable name, which
  * it refuses as latchd does when it can't write a learned entry.
  */

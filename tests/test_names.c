@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * test_names.c - host names, wildcards and the DNS rebinding filter
- * (profile/names.c).
+ * test_names.c - host names, wildcards and the DNS rebinding filter, the
+ * rules common/ gives every module.
  *
  * The resolver and the profiles meet in these functions: a name that
  * normalizes two ways, or a wildcard that reaches its apex or a look-alike
@@ -16,7 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "profile/profile.h"
+#include "common/common.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "profile/names.h"
+#include "common/common.h"
 
 static char lower(char c)
 {
