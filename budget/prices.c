@@ -596,26 +596,20 @@ static int resolve_lines(struct price_table *t, char *err, size_t errlen)
 int budget_prices_load(struct price_table *t, const char *path, char *err, size_t errlen)
 {
 	struct price_table nt = { 0 };
-	struct stat st;
 	int fd, ret;
 	FILE *f;
 
 	ret = load_text(&nt, NULL, budget_builtin_prices, "built-in prices", err, errlen);
-	fd = ret ? -1 : open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (!ret && fd < 0 && errno != ENOENT)
-		ret = latch_errf_at(err, errlen, errno == ELOOP ? -EPERM : -errno, path, 0, "%s",
-				    errno == ELOOP ? "is a symbolic link; replace it with the file" : strerror(errno));
+	fd = ret ? -1 : latch_open_trusted(path, LATCH_FILE_CONFIG, NULL, NULL, err, errlen);
+	if (!ret && fd < 0 && fd != -ENOENT)
+		ret = fd;
 	if (!ret && fd >= 0) {
-		if (fstat(fd, &st))
-			ret = latch_errf_at(err, errlen, -errno, path, 0, "cannot stat: %s", strerror(errno));
-		else
-			ret = latch_file_check(path, &st, LATCH_FILE_CONFIG, err, errlen);
-		f = ret ? NULL : fdopen(fd, "r");
+		f = fdopen(fd, "r");
 		if (f) {
 			ret = load_text(&nt, f, NULL, path, err, errlen);
 			fclose(f);
 		} else {
-			ret = ret ? ret : latch_errf_at(err, errlen, -ENOMEM, path, 0, "out of memory");
+			ret = latch_errf_at(err, errlen, -ENOMEM, path, 0, "out of memory");
 			close(fd);
 		}
 	}

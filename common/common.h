@@ -6,7 +6,8 @@
  * writes one line there that names what was wrong and how to fix it;
  * latch_errf() is the one way to write it.  Paths: everything latch keeps on
  * disk lives under $LATCH_ROOT (unset: /), so tests move it all at once.
- * Files: one atomic write, one safety check for config and secrets files,
+ * Files: one atomic write, one opener for every file latch trusts (config,
+ * secrets, profiles, kits, state),
  * and one declarative `key = value` reader (a table per struct, in the
  * manner of Redis's config table) for latch.conf and the state files.
  * Addresses and names: the parsers an operator's words go through, and the
@@ -65,19 +66,37 @@ int latch_mkdirs(const char *dir, mode_t mode);
  */
 int latch_write_atomic(const char *path, mode_t mode, const void *data, size_t len);
 
-/* What latch_file_check() asks of a file. */
+/* What latch_file_check() and latch_open_trusted() ask of a file. */
 enum latch_file_kind {
 	LATCH_FILE_CONFIG, /* owned by root (or the caller), writable by nobody else */
 	LATCH_FILE_SECRET, /* the same, and readable by nobody else either (0600) */
+	LATCH_FILE_PLAIN, /* latch's own state: a regular file; owner and mode not asked */
 };
 /*
  * Refuse a config or secrets file that someone else could have written (or,
- * for a secret, read): not a regular file, owned by another user, or with
- * group/other permission bits.  st is the file's fstat (never follow a
- * symlink to get it).  0, -EINVAL (not a regular file) or -EPERM, with
- * `PATH: ...; run FIX` in err.
+ * for a secret, read): a symbolic link, not a regular file, owned by another
+ * user, or with group/other permission bits.  st is the file's fstat or
+ * lstat (never stat: that would follow a link).  0, or the errno of
+ * latch_open_trusted() with `PATH: ...; run FIX` in err.
  */
 int latch_file_check(const char *path, const struct stat *st, enum latch_file_kind kind, char *err, size_t errlen);
+/*
+ * Open a file latch trusts (latch.conf, a profile, a kit, a secret, the
+ * price table, a state file) for reading: the one way to do it, so every
+ * reader refuses the same things with the same errno:
+ *   -ENOENT  no such file; err untouched (the caller says whether that is fine)
+ *   -ELOOP   a symbolic link (a link could point anywhere)
+ *   -EINVAL  not a regular file: a FIFO (never waited on), a device, a directory
+ *   -EPERM   owned by another user than root or the caller, writable by group
+ *            or others, or (LATCH_FILE_SECRET) readable by them
+ *   other    the errno of open(2) or fstat(2), as "cannot open: ..."
+ * Each refusal writes `PATH: ...` with the fix in err; what names the file
+ * in the link's line ("a profile": "... a profile must be a regular file";
+ * NULL: no name).  Returns the descriptor (O_CLOEXEC), or -errno; st, when
+ * not NULL, gets the file's fstat.
+ */
+int latch_open_trusted(const char *path, enum latch_file_kind kind, const char *what, struct stat *st, char *err,
+		       size_t errlen);
 
 /* ---- key = value files ---- */
 

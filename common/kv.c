@@ -224,33 +224,20 @@ int latch_kv_read(const char *path, const struct latch_kv_key *keys, int n_keys,
 {
 	bool seen[MAX_KEYS] = { false };
 	char line[LINE_MAX_LEN], msg[LATCH_ERR_MAX];
-	struct stat st;
 	int fd, lineno = 0, ret = 0;
 	FILE *f;
 
 	if (n_keys > MAX_KEYS)
 		return latch_errf_at(err, errlen, -EINVAL, path, 0, "too many keys in the format (a bug)");
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0) {
-		if (errno == ENOENT)
-			return -ENOENT;
-		if (errno == ELOOP)
-			return latch_errf_at(err, errlen, -EPERM, path, 0,
-					     "is a symbolic link; replace it with the file");
-		return latch_errf_at(err, errlen, -errno, path, 0, "cannot open: %s", strerror(errno));
-	}
-	if (fstat(fd, &st)) {
-		ret = latch_errf_at(err, errlen, -errno, path, 0, "cannot stat: %s", strerror(errno));
+	fd = latch_open_trusted(path, flags & LATCH_KV_SAFE_FILE ? LATCH_FILE_CONFIG : LATCH_FILE_PLAIN, NULL, NULL,
+				err, errlen);
+	if (fd < 0)
+		return fd;
+	f = fdopen(fd, "r");
+	if (!f) {
+		ret = -errno;
 		close(fd);
 		return ret;
-	}
-	if (flags & LATCH_KV_SAFE_FILE)
-		ret = latch_file_check(path, &st, LATCH_FILE_CONFIG, err, errlen);
-	else if (!S_ISREG(st.st_mode))
-		ret = latch_errf_at(err, errlen, -EINVAL, path, 0, "not a regular file");
-	if (ret || !(f = fdopen(fd, "r"))) {
-		close(fd);
-		return ret ? ret : -errno;
 	}
 	while (!ret && fgets(line, sizeof(line), f)) {
 		lineno++;

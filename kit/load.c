@@ -35,29 +35,14 @@ int kit_read_checked(const char *path, enum latch_file_kind kind, size_t max, ch
 {
 	const char *what = kind == LATCH_FILE_SECRET ? "a secret file" : "a kit";
 	size_t got = 0;
-	struct stat st;
 	char *buf = NULL;
-	int fd, ret;
+	int fd, ret = 0;
 
 	*text = NULL;
 	*len = 0;
-	/* O_NOFOLLOW: a link could point anywhere; O_NONBLOCK: a FIFO must not hang us */
-	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-	if (fd < 0 && errno == ENOENT)
-		return -ENOENT;
-	if (fd < 0 && errno == ELOOP)
-		return latch_errf_at(err, errlen, -ELOOP, path, 0,
-				     "is a symbolic link; %s must be a regular file: replace the link with the file",
-				     what);
+	fd = latch_open_trusted(path, kind, what, NULL, err, errlen);
 	if (fd < 0)
-		return latch_errf_at(err, errlen, -errno, path, 0, "cannot open: %s", strerror(errno));
-	if (fstat(fd, &st)) {
-		ret = latch_errf_at(err, errlen, -errno, path, 0, "cannot stat: %s", strerror(errno));
-		goto out;
-	}
-	ret = latch_file_check(path, &st, kind, err, errlen);
-	if (ret)
-		goto out;
+		return fd;
 	buf = malloc(max + 1);
 	if (!buf) {
 		ret = latch_errf_at(err, errlen, -ENOMEM, path, 0, "out of memory");

@@ -43,31 +43,15 @@ int latch_profile_name_check(const char *name, char *err, size_t errlen)
  */
 static int read_file(const char *path, char **text, char *err, size_t errlen)
 {
-	struct stat st;
 	size_t len = 0;
 	char *buf = NULL;
 	int fd, ret = 0;
 
 	*text = NULL;
-	/* O_NOFOLLOW: a link could point anywhere; O_NONBLOCK: a FIFO must not hang us */
-	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-	if (fd < 0) {
-		if (errno == ENOENT)
-			return -ENOENT;
-		if (errno == ELOOP)
-			return latch_errf_at(
-				err, errlen, -ELOOP, path, 0,
-				"is a symbolic link; a profile must be a regular file: replace the link with a copy");
-		return latch_errf_at(err, errlen, -errno, path, 0, "cannot open: %s", strerror(errno));
-	}
-	if (fstat(fd, &st)) {
-		ret = latch_errf_at(err, errlen, -errno, path, 0, "cannot stat: %s", strerror(errno));
-		goto out;
-	}
 	/* it decides where sandbox traffic goes: nobody but root may have written it */
-	ret = latch_file_check(path, &st, LATCH_FILE_CONFIG, err, errlen);
-	if (ret)
-		goto out;
+	fd = latch_open_trusted(path, LATCH_FILE_CONFIG, "a profile", NULL, err, errlen);
+	if (fd < 0)
+		return fd;
 	buf = malloc(LATCH_PROFILE_FILE_MAX + 1);
 	if (!buf) {
 		ret = latch_errf_at(err, errlen, -ENOMEM, path, 0, "out of memory");
