@@ -76,7 +76,7 @@ PKGS_kit := libcyaml yaml-0.1
 PKGS_vm := libnl-3.0 libnl-route-3.0 libnftables libarchive jansson libseccomp libcap
 PKGS_room := libseccomp libcap jansson
 PKGS_ctl := jansson
-PKGS_resolver := ldns libevent
+PKGS_resolver := ldns libevent libnl-3.0 libnl-route-3.0
 # Debian's http-parser ships no pkg-config file (EXTRA_LIBS_broker)
 PKGS_broker := libevent libevent_openssl openssl jansson
 PKGS_budget := sqlite3 jansson zlib libxxhash

@@ -35,7 +35,6 @@
 #include <event2/event.h>
 #include <ldns/ldns.h>
 
-#include "profile/profile.h"
 #include "resolver/resolver.h"
 #include "loader/loader.h"
 

@@ -23,9 +23,10 @@ $(BUILD)/selftests/policy_api: selftests/policy_api.c $(call archives_of,$(call 
 # The filtering DNS resolver in an event loop, for live_resolver.sh (selftests/resolver_drv.c).
 SELFTEST_BINS += $(BUILD)/selftests/resolver_drv
 
-$(BUILD)/selftests/resolver_drv: selftests/resolver_drv.c $(call archives_of,$(call closure,resolver)) | $(BUILD)/selftests
+# loader: its port parser, for the driver's options
+$(BUILD)/selftests/resolver_drv: selftests/resolver_drv.c $(call archives_of,$(call closure,resolver loader)) | $(BUILD)/selftests
 	$(call msg,CC,$@)
-	$(Q)$(CC) $(CFLAGS) -MF $@.d -o $@ $< $(call link_with,resolver)
+	$(Q)$(CC) $(CFLAGS) -MF $@.d -o $@ $< $(call link_with,resolver loader)
 
 # The audit module's anchors against a journald of live_audit.sh's own (selftests/audit_drv.c).
 SELFTEST_BINS += $(BUILD)/selftests/audit_drv
