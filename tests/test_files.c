@@ -235,3 +235,18 @@ Test(trusted_readers, the_price_table_refuses_a_link_as_eloop_and_a_fifo_at_once
 	cr_expect_eq(prices_load(&t, fifo, err, sizeof(err)), -EINVAL, "%s", err);
 	cr_expect_not_null(strstr(err, "not a regular file"), "%s", err);
 }
+
+/* the checkers that only lstat (a notify command run as root, a kit's ca_file) refuse a link the same way */
+Test(open_trusted, a_link_handed_to_the_check_by_lstat_is_eloop)
+{
+	char good[128], link[128], err[LATCH_ERR_MAX];
+	struct stat st;
+
+	file_at(good, sizeof(good), "good", 0755, "");
+	link_to(link, sizeof(link), "link", good);
+	cr_assert_eq(lstat(good, &st), 0);
+	cr_expect_eq(latch_file_check(good, &st, LATCH_FILE_CONFIG, err, sizeof(err)), 0, "%s", err); /* control */
+	cr_assert_eq(lstat(link, &st), 0);
+	cr_expect_eq(latch_file_check(link, &st, LATCH_FILE_CONFIG, err, sizeof(err)), -ELOOP, "%s", err);
+	cr_expect_not_null(strstr(err, "is a symbolic link"), "%s", err);
+}
