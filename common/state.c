@@ -65,20 +65,11 @@ int latch_state_file_read_raw(const char *name, enum latch_state_kind kind, char
 	ret = path_or_err(name, kind, path, sizeof(path), err, errlen);
 	if (ret)
 		return ret;
-	/* O_NONBLOCK: a FIFO put in its place must not hang the reader before fstat refuses it */
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-	if (fd < 0) {
-		if (errno == ENOENT)
-			return -ENOENT;
-		if (errno == ELOOP)
-			return latch_errf_at(err, errlen, -EPERM, path, 0,
-					     "is a symbolic link; latch writes its state files itself, remove it");
-		return latch_errf_at(err, errlen, -errno, path, 0, "cannot open: %s", strerror(errno));
-	}
-	if (fstat(fd, &st))
-		ret = latch_errf_at(err, errlen, -errno, path, 0, "cannot stat: %s", strerror(errno));
-	else
-		ret = latch_file_check(path, &st, kinds[kind].trust, err, errlen);
+	/* the one opener: a link, a FIFO or a file others could write is refused as every trusted file is */
+	fd = latch_open_trusted(path, kinds[kind].trust, "a state file", &st, err, errlen);
+	if (fd < 0)
+		return fd;
+	ret = 0;
 	if (!ret && st.st_size > (off_t)STATE_FILE_MAX)
 		ret = latch_errf_at(err, errlen, -EFBIG, path, 0,
 				    "larger than %u bytes; latch never writes one so large", STATE_FILE_MAX);

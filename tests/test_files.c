@@ -226,13 +226,13 @@ Test(trusted_readers, the_price_table_refuses_a_link_as_eloop_and_a_fifo_at_once
 	file_at(good, sizeof(good), "prices", 0644, "");
 	link_to(link, sizeof(link), "link", good);
 	fifo_at(fifo, sizeof(fifo), "fifo");
-	cr_expect_eq(prices_load(&t, good, err, sizeof(err)), 0, "%s", err); /* control */
-	prices_free(&t);
+	cr_expect_eq(budget_prices_load(&t, good, err, sizeof(err)), 0, "%s", err); /* control */
+	budget_prices_free(&t);
 	memset(&t, 0, sizeof(t));
-	cr_expect_eq(prices_load(&t, link, err, sizeof(err)), -ELOOP, "%s", err);
+	cr_expect_eq(budget_prices_load(&t, link, err, sizeof(err)), -ELOOP, "%s", err);
 	cr_expect_not_null(strstr(err, "is a symbolic link; replace it with the file"), "%s", err);
 	memset(&t, 0, sizeof(t));
-	cr_expect_eq(prices_load(&t, fifo, err, sizeof(err)), -EINVAL, "%s", err);
+	cr_expect_eq(budget_prices_load(&t, fifo, err, sizeof(err)), -EINVAL, "%s", err);
 	cr_expect_not_null(strstr(err, "not a regular file"), "%s", err);
 }
 
