@@ -19,9 +19,10 @@
 # The root namespace's routing, forwarding and eth0 are never touched, and
 # every packet stays among these namespaces.
 #
-# Output follows selftests/prog_table: "ok NAME", "FAIL NAME: why",
-# "skip NAME: why", then "N passed, M failed" (and "K skipped").  The exit
-# status is 1 if anything failed, 77 if the whole script was skipped.
+# It is also the one results library of every selftest script (lib_room.sh,
+# lib_broker.sh and lib_vm.sh build on it): output is KTAP, the kernel's
+# format (Documentation/dev-tools/ktap.rst), which selftests/run.sh reads.
+# The exit status is 1 if anything failed, 77 if the whole script was skipped.
 #
 # Everything created (namespaces, bpffs pins, processes, temp files) is
 # removed by an EXIT trap, pass or fail; processes are killed by PID only.
@@ -73,32 +74,81 @@ SRV6_C=2001:db8:ff::30
 SRV_TCP_PORTS=(80 443 7000 8080)
 SRV_UDP_PORTS=(443 5000)
 
-# ------------------------------------------------------------ results
+# ------------------------------------------------------------ results (KTAP)
+#
+#   KTAP version 1            when this file is sourced
+#   # ...                     diagnostics (why a check failed, what a test does)
+#   ok 1 NAME                 ok, check, check_not, check_cmp, check_eq
+#   not ok 2 NAME             fail NAME WHY (WHY as a diagnostic line before it)
+#   ok 3 NAME # SKIP WHY      skip NAME WHY
+#   1..3                      lts_done: the plan comes last, as a script
+#   # Totals: pass:1 fail:1 xfail:0 xpass:0 skip:1 error:0     learns its
+#                             checks as it goes; then exit 0 or 1
+#   1..0 # SKIP WHY           lts_skip_all: nothing here can run; exit 77
+#
+# Names are the test's words; a '#' in one is written as 'no.' so that no
+# name reads as a KTAP directive.
+
+LTS_NUM=0
+echo "KTAP version 1"
+
+# lts_name NAME: NAME made safe for a result line
+lts_name() {
+	local n=${1//$'\n'/ }
+	echo "${n//#/no.}"
+}
 
 ok() {
 	LTS_PASSED=$((LTS_PASSED + 1))
-	echo "ok $*"
+	LTS_NUM=$((LTS_NUM + 1))
+	echo "ok $LTS_NUM $(lts_name "$*")"
 }
 
+# fail NAME [WHY...]
 fail() {
+	local name=$1
+	shift
 	LTS_FAILED=$((LTS_FAILED + 1))
-	local name=$1
-	shift
-	echo "FAIL $name: $*"
+	LTS_NUM=$((LTS_NUM + 1))
+	[ $# -gt 0 ] && echo "# $name: $*"
+	echo "not ok $LTS_NUM $(lts_name "$name")"
+	return 0
 }
 
+# skip NAME [WHY...]: one check that cannot run here
 skip() {
-	LTS_SKIPPED=$((LTS_SKIPPED + 1))
 	local name=$1
 	shift
-	echo "skip $name: $*"
+	LTS_SKIPPED=$((LTS_SKIPPED + 1))
+	LTS_NUM=$((LTS_NUM + 1))
+	echo "ok $LTS_NUM $(lts_name "$name") # SKIP $*"
 }
 
-# check NAME CMD...: ok when CMD exits 0
+# lts_errfile: where check keeps a command's output, to show it when it fails
+lts_errfile() {
+	local d=${LTS_TMP:-${TMP:-}}
+	if [ -n "$d" ] && [ -d "$d" ] && [ -w "$d" ]; then echo "$d/check.out"; else echo /dev/null; fi
+}
+
+# lts_show FILE: its last lines as diagnostics (those already "# ..." kept as they are)
+lts_show() {
+	[ -s "$1" ] || return 0
+	tail -n "${LTS_SHOW_LINES:-8}" "$1" | sed -e '/^#/!s/^/#   /'
+}
+
+# check NAME CMD...: ok when CMD exits 0.  CMD runs in this shell (it may set
+# variables); its output is shown only when it fails.
 check() {
-	local name=$1
+	local name=$1 out
 	shift
-	if "$@" >/dev/null 2>&1; then ok "$name"; else fail "$name" "\`$*\` failed"; fi
+	out=$(lts_errfile)
+	if "$@" >"$out" 2>&1; then
+		ok "$name"
+	else
+		lts_show "$out"
+		fail "$name" "\`$*\` failed"
+	fi
+	return 0
 }
 
 # check_not NAME CMD...: ok when CMD exits non-zero (probes wait LTS_T_DENY)
@@ -106,31 +156,134 @@ check_not() {
 	local name=$1
 	shift
 	if LTS_T=$LTS_T_DENY "$@" >/dev/null 2>&1; then fail "$name" "\`$*\` succeeded"; else ok "$name"; fi
+	return 0
 }
 
 # check_cmp NAME A OP B: numeric test, e.g. check_cmp "x grew" "$after" -gt "$before"
 check_cmp() {
 	local name=$1 a=$2 op=$3 b=$4
 	if test "$a" "$op" "$b" 2>/dev/null; then ok "$name"; else fail "$name" "expected $a $op $b"; fi
+	return 0
 }
 
 # check_eq NAME GOT WANT
 check_eq() {
 	if [ "$2" == "$3" ]; then ok "$1"; else fail "$1" "got '$2', want '$3'"; fi
+	return 0
 }
 
+# lts_done: the plan and the totals; exit 1 if anything failed, else 0
 lts_done() {
-	[ "$LTS_SKIPPED" -gt 0 ] && echo "$LTS_SKIPPED skipped"
-	echo "$LTS_PASSED passed, $LTS_FAILED failed"
+	echo "1..$LTS_NUM"
+	echo "# Totals: pass:$LTS_PASSED fail:$LTS_FAILED xfail:0 xpass:0 skip:$LTS_SKIPPED error:0"
 	[ "$LTS_FAILED" -eq 0 ] && exit 0
 	exit 1
 }
 
-# lts_skip_all WHY: the whole script cannot run here
+# lts_skip_all WHY: the whole script cannot run here (exit 77)
 lts_skip_all() {
-	echo "skip ${0##*/}: $*"
-	echo "0 passed, 0 failed"
+	echo "1..0 # SKIP ${0##*/}: $*"
 	exit 77
+}
+
+# ------------------------------------------------------------ waiting
+#
+# A test waits for what it is about to read, never a guessed time: as the
+# kernel's net/lib.sh (slowwait, busywait), poll until the condition holds,
+# bounded in time.  A sleep that is itself the test (a grant running out, a
+# rate-limit window refilling) stays a sleep, with a comment saying so.
+
+LTS_WAIT=${LTS_WAIT:-10} # seconds wait_until and wait_counter wait by default
+
+# lts_now_ms: milliseconds on a clock that never steps back (/proc/uptime), no fork
+lts_now_ms() {
+	local up
+	read -r up _ </proc/uptime
+	up=${up/./}
+	echo $((10#$up * 10))
+}
+
+# wait_until [-t SECS] [-i EVERY] CMD...: run CMD (output hidden) every EVERY
+# seconds (default 0.1) until it exits 0; 0 once it does.  It gives up (1,
+# with a "# wait_until: ..." line on stderr naming CMD) once SECS (default
+# LTS_WAIT) have passed and CMD has had SECS/EVERY tries: on a loaded machine,
+# where a try itself takes time, it is as patient as a loop of that many tries
+# would be, and never waits past what those tries take.  Use it as a check's
+# command (check NAME wait_until ...) or before a read.
+wait_until() {
+	local secs=$LTS_WAIT every=0.1 tries start end now n=0
+	while [ "${1:-}" = -t ] || [ "${1:-}" = -i ]; do
+		if [ "$1" = -t ]; then secs=$2; else every=$2; fi
+		shift 2
+	done
+	tries=$(awk -v s="$secs" -v e="$every" 'BEGIN { n = int(s / e + 0.5); print n < 1 ? 1 : n }')
+	start=$(lts_now_ms)
+	end=$((start + $(awk -v s="$secs" 'BEGIN { printf "%d", s * 1000 }')))
+	while :; do
+		"$@" >/dev/null 2>&1 && return 0
+		n=$((n + 1))
+		now=$(lts_now_ms)
+		if [ "$n" -ge "$tries" ] && [ "$now" -ge "$end" ]; then
+			now=$((now - start))
+			echo "# wait_until: \`$*\` still fails after $n tries in $((now / 1000)).$((now % 1000 / 100)) s" \
+				"(limit ${secs} s)" >&2
+			return 1
+		fi
+		sleep "$every"
+	done
+}
+
+# lts_not CMD...: CMD fails (for wait_until: wait until something is gone)
+lts_not() { ! "$@"; }
+
+# Counters wait_counter can wait on, each read by counter_value NAME:
+#   REASON[/DIRECTION]   a packet counter of latch's BPF programs, as
+#                        `latch --json status` reports it (lib.sh's counter;
+#                        DIRECTION defaults to from-guest), e.g. drop_policy
+#   lines:FILE           the number of lines in FILE (0 when it is missing)
+#   match:REGEX:FILE     the number of lines of FILE that match REGEX (grep -E)
+# A suite may define counter_NAME (a function printing a number) for a
+# counter of its own: wait_counter NAME reads it first.
+counter_value() {
+	local name=$1 f re
+	if declare -F "counter_$name" >/dev/null; then
+		"counter_$name"
+		return
+	fi
+	case $name in
+	lines:*)
+		f=${name#lines:}
+		if [ -e "$f" ]; then wc -l <"$f"; else echo 0; fi
+		;;
+	match:*)
+		re=${name#match:}
+		f=${re##*:}
+		re=${re%:*}
+		grep -cE -- "$re" "$f" 2>/dev/null || true
+		;;
+	*/*) counter "${name%%/*}" "${name#*/}" ;;
+	*) counter "$name" ;;
+	esac
+}
+
+# lts_counter_is NAME OP N: counter NAME compares OP (-eq, -ge, -gt, ...) to N
+lts_counter_is() {
+	local v
+	v=$(counter_value "$1")
+	test "${v:-0}" "$2" "$3" 2>/dev/null
+}
+
+# wait_counter [-t SECS] NAME OP N: wait_until counter NAME OP N holds; on a
+# timeout the "# wait_counter: ..." line gives the counter's last value
+wait_counter() {
+	local t=()
+	if [ "${1:-}" = -t ]; then
+		t=(-t "$2")
+		shift 2
+	fi
+	wait_until "${t[@]}" lts_counter_is "$1" "$2" "$3" 2>/dev/null && return 0
+	echo "# wait_counter: $1 is $(counter_value "$1"), never $2 $3 in ${t[1]:-$LTS_WAIT}s" >&2
+	return 1
 }
 
 # ------------------------------------------------------------ setup, cleanup
@@ -142,10 +295,7 @@ lts_cleanup() {
 		kill -TERM "$pid" 2>/dev/null
 	done
 	for pid in "${LTS_PIDS[@]}"; do
-		for _ in 1 2 3 4 5 6 7 8 9 10; do
-			kill -0 "$pid" 2>/dev/null || break
-			sleep 0.05
-		done
+		wait_until -t 0.5 lts_not kill -0 "$pid" 2>/dev/null
 		kill -KILL "$pid" 2>/dev/null
 		wait "$pid" 2>/dev/null
 	done
@@ -202,10 +352,7 @@ lts_bg() {
 
 # lts_wait_ready FILE: wait up to 5 s for a server to print "ready"
 lts_wait_ready() {
-	for _ in $(seq 50); do
-		grep -qs '^ready' "$1" && return 0
-		sleep 0.1
-	done
+	wait_until -t 5 grep -qs '^ready' "$1" && return 0
 	echo "server did not start: $(cat "$1")" >&2
 	return 1
 }
@@ -305,12 +452,11 @@ lts_latchd() {
 		"${LATCHD_BIN:-$LTS_TOP/build/latchd}" >>"$log" 2>&1 &
 	LATCHD_PID=$!
 	LTS_PIDS+=("$LATCHD_PID")
-	for _ in $(seq 50); do
-		[ -S "$root/run/latch/latchd.sock" ] && grep -q "listening" "$log" && return 0
-		sleep 0.1
-	done
-	return 1
+	wait_until -t 5 lts_latchd_up "$root" "$log"
 }
+
+# lts_latchd_up ROOT LOG: latchd's socket is there and its log says "listening"
+lts_latchd_up() { [ -S "$1/run/latch/latchd.sock" ] && grep -q "listening" "$2"; }
 
 # ------------------------------------------------------------ probes from the guest
 

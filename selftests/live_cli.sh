@@ -8,7 +8,7 @@
 # exit code for "no such sandbox", sub-verbs by prefix, help that lists every
 # option the parsers take, and a refusal to work on an `ip netns exec` /sys.
 # Each boundary has its control beside it.  Uses lib.sh's namespaces (no
-# servers); prints ok/FAIL and "N passed, M failed".
+# servers); prints KTAP (selftests/lib.sh).
 set -u
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$HERE/lib.sh"

@@ -9,18 +9,17 @@
 # latch without latchd beside it), `boot uninstall` (exactly what install
 # wrote; others' files stay),
 # latch.conf as a conffile (never overwritten, kept when edited), and make
-# uninstall leaving no file behind.  Prints ok/FAIL and "N passed, M failed".
+# uninstall leaving no file behind.  Prints KTAP (selftests/lib.sh's results).
 set -u
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 TOP=$(cd "$HERE/.." && pwd)
-pass=0 failn=0
-ok() { echo "ok $*"; pass=$((pass + 1)); }
-fail() { echo "FAIL $*"; failn=$((failn + 1)); }
-check() { local n=$1; shift; if "$@"; then ok "$n"; else fail "$n"; fi; }
-[ "$(id -u)" = 0 ] || { echo "skip: needs root"; echo "0 passed, 0 failed"; exit 77; }
-command -v go-md2man >/dev/null || { echo "skip: needs go-md2man (make deps)"; echo "0 passed, 0 failed"; exit 77; }
+# shellcheck source=selftests/lib.sh
+. "$HERE/lib.sh"
+[ "$(id -u)" = 0 ] || lts_skip_all "needs root"
+command -v go-md2man >/dev/null || lts_skip_all "needs go-md2man (make deps)"
 
 T=$(mktemp -d /tmp/latch-install.XXXXXX)
+LTS_TMP=$T # where check keeps a failing command's output (removed by cleanup)
 chmod 0755 "$T"
 # doctor loads and pins the room programs and makes latch's cgroups: under names of this test's own
 export LATCH_BPFFS=/sys/fs/bpf/latch-selftest-install-$$ LATCH_CGROUP=latch-selftest-install-$$
@@ -38,7 +37,6 @@ M() { make --no-print-directory -C "$TOP" "$@" DESTDIR="$D" PREFIX=/usr >"$T/mak
 
 check "make install into a DESTDIR" M install
 L=$D/usr/sbin/latch
-check_eq() { if [ "$2" = "$3" ]; then ok "$1"; else fail "$1: got '$2', want '$3'"; fi; }
 check_eq "installed latch --version is the build's" "$("$L" --version)" "$("$TOP/build/latch" --version)"
 check "installed latch --help" bash -c "'$L' --help | grep -q '^usage: latch'"
 rc=0; LATCH_ROOT=$T/root "$L" --json doctor >"$T/doctor.json" 2>/dev/null || rc=$?
@@ -64,9 +62,9 @@ check "tmpfiles.d makes /run/latch 0700" grep -q '^d /run/latch 0700 root root' 
 mkdir -p "$T/units"
 for u in latch-boot latchd; do sed "s|/usr/sbin/|$D/usr/sbin/|" "$D/usr/lib/systemd/system/$u.service" >"$T/units/$u.service"; done
 check "units pass systemd-analyze verify" bash -c "cd '$T/units' && systemd-analyze verify --man=no ./latch-boot.service ./latchd.service 2>&1 | tee '$T/verify.out' | grep -q . && false || true"
-[ -s "$T/verify.out" ] && sed 's/^/   /' "$T/verify.out"
+[ -s "$T/verify.out" ] && sed 's/^/#   /' "$T/verify.out"
 for u in latch-boot latchd; do
-	echo "   $(cd "$T/units" && systemd-analyze security --offline=yes --no-pager "./$u.service" 2>&1 | tail -1)"
+	echo "#   $(cd "$T/units" && systemd-analyze security --offline=yes --no-pager "./$u.service" 2>&1 | tail -1)"
 done
 # Invariant: a fresh install starts: a ReadWritePaths= that names a missing path fails the unit
 # (226/NAMESPACE), so the units name only the kernel's own mounts there, with "-" (a container's
@@ -200,5 +198,4 @@ check "uninstall keeps an edited latch.conf, and says so" bash -c "[ -f '$D/etc/
 left=$(find "$D" \( -type f -o -type l \) ! -path "$D/etc/latch/latch.conf" | head -5)
 check_eq "... and everything else goes" "${left:-nothing}" nothing
 
-echo "$pass passed, $failn failed"
-[ "$failn" = 0 ]
+lts_done
