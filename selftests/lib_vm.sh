@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: GPL-2.0-only
 # lib_vm.sh - what the guest tests (selftests/vm_*.sh) share; source it.
 #
-# The pass/fail counters with their ok/fail lines, skip_all (exit 77 with a
-# closing line the runner reads), vm_scratch: a bpffs directory and a temp
+# It builds on lib.sh (KTAP results: ok, fail, check, check_not, check_eq,
+# lts_done; wait_until, wait_counter), and adds skip_all and skip_feature
+# (exit 77; selftests/run.sh reads the difference under CI=true), vm_scratch: a bpffs directory and a temp
 # dir of the test's own, vm_root: a LATCH_ROOT in it with the test's
 # latch.conf, vm_latchd: latchd under that root, and vm_images and
 # vm_test_image: guest images that never answer or die booting.  The temp
@@ -10,10 +11,26 @@
 # destroys the sandboxes of a test it had to kill.  Set TEST (the test's
 # name) before sourcing.
 
-pass=0 failn=0
-ok() { echo "ok $*"; pass=$((pass + 1)); }
-fail() { echo "FAIL $*"; failn=$((failn + 1)); }
-skip_all() { echo "skip $TEST: $*"; echo "0 passed, 0 failed"; exit 77; }
+# lib.sh names latch's cgroup after its namespace tests; a guest test names its
+# own in vm_scratch, and until then keeps the one it was started with (if any)
+if [ -n "${LATCH_CGROUP+set}" ]; then vm_cgroup_was=$LATCH_CGROUP; fi
+# shellcheck source=selftests/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+if [ -n "${vm_cgroup_was+set}" ]; then export LATCH_CGROUP=$vm_cgroup_was; else unset LATCH_CGROUP; fi
+
+# skip_all WHY: the guests cannot run here (no libvirt, a tool, a free pool, a
+# guest image): a skip on a developer's host, a failure under CI=true
+skip_all() {
+	echo "1..0 # SKIP $TEST: $*"
+	exit 77
+}
+
+# skip_feature WHY: the host lacks the feature this test is about (vm_kvm's
+# /dev/kvm): a skip even under CI=true, as a live test's missing kernel feature is
+skip_feature() {
+	echo "1..0 # SKIP feature: $TEST: $*"
+	exit 77
+}
 
 # vm_test_lock: one run of this test at a time on the host.  A guest test's
 # sandbox name, tap, libvirt domain, routing table and pool are fixed (and
@@ -33,7 +50,7 @@ vm_test_lock() {
 			rm -rf "$d" # its holder is gone
 			continue
 		fi
-		[ "$waited" = 0 ] && echo "   another run of $TEST (pid ${owner:-?}) holds $d: waiting for it"
+		[ "$waited" = 0 ] && echo "#   another run of $TEST (pid ${owner:-?}) holds $d: waiting for it"
 		waited=$((waited + 1))
 		[ "$waited" -le $((${LTS_VM_LOCK_WAIT:-300} * 2)) ] || skip_all "another run of $TEST held $d too long"
 		sleep 0.5
@@ -85,13 +102,17 @@ vm_cgroups_remove() {
 	local root
 	[ -n "${LATCH_CGROUP:-}" ] || return 0
 	for root in $(awk '$3 == "cgroup2" || $3 == "cgroup" {print $2}' /proc/mounts); do
-		# deepest first; a v1 memory cgroup can stay busy for a moment after its last task exits
-		for _ in $(seq 20); do
-			[ -d "$root/$LATCH_CGROUP" ] || break
-			find "$root/$LATCH_CGROUP" -depth -type d -exec rmdir {} + 2>/dev/null
-			[ -d "$root/$LATCH_CGROUP" ] && sleep 0.1
-		done
+		# a v1 memory cgroup can stay busy for a moment after its last task exits
+		wait_until -t 2 vm_rmdir_tree "$root/$LATCH_CGROUP" 2>/dev/null
 	done
+	return 0
+}
+
+# vm_rmdir_tree DIR: remove DIR's directories, deepest first; 0 once DIR is gone
+vm_rmdir_tree() {
+	[ -d "$1" ] || return 0
+	find "$1" -depth -type d -exec rmdir {} + 2>/dev/null
+	[ ! -d "$1" ]
 }
 
 # vm_root WHY [KEY=VALUE]...: a LATCH_ROOT under TMP whose latch.conf (CONF)
@@ -122,7 +143,8 @@ vm_latchd() {
 	"${LATCH_BIN%/*}/latchd" >"$TMP/latchd.log" 2>&1 &
 	LATCHD_PID=$!
 	PIDS+=("$LATCHD_PID")
-	for _ in $(seq 50); do [ -S "$LATCH_ROOT/run/latch/latchd.sock" ] && break; sleep 0.1; done
+	# a latchd that never listens is reported by the checks that need it
+	wait_until -t 5 test -S "$LATCH_ROOT/run/latch/latchd.sock" || true
 }
 
 # vm_images: IMAGES=$TMP/images, with `default` a link to the real default
@@ -209,12 +231,11 @@ vm_hooks_live() {
 	local p i
 	vm_hook_probe && return 0
 	for i in 1 2; do
-		echo "   libvirtd does not run qemu.d's hooks yet (none since its start): SIGHUP ($i), to look again"
+		echo "#   libvirtd does not run qemu.d's hooks yet (none since its start): SIGHUP ($i), to look again"
 		for p in $(pgrep -x libvirtd); do kill -HUP "$p"; done
-		for _ in $(seq 20); do
-			sleep 0.5
-			vm_hook_probe && return 0
-		done
+		# each probe creates a domain: every 0.5 s, not the default 0.1
+		sleep 0.5
+		wait_until -t 10 -i 0.5 vm_hook_probe 2>/dev/null && return 0
 	done
 	return 1
 }
@@ -283,10 +304,13 @@ vm_ctrl_forward() {
 
 ctrl_ns() { ip netns exec "$CTRL_NS" "$@"; }
 
+# vm_netns_empty NS: no process runs in NS
+vm_netns_empty() { [ -z "$(ip netns pids "$1" 2>/dev/null)" ]; }
+
 # vm_ctrl_http ADDR PORT...: HTTP servers in CTRL_NS on ADDR, serving $TMP/www
 # ("hello-from-host"), PIDs added to PIDS; waits up to 5 s until each port listens
 vm_ctrl_http() {
-	local addr=$1 p up
+	local addr=$1 p
 	shift
 	mkdir -p "$TMP/www"
 	echo "hello-from-host" >"$TMP/www/index.html"
@@ -294,15 +318,15 @@ vm_ctrl_http() {
 		(cd "$TMP/www" && exec ip netns exec "$CTRL_NS" python3 -m http.server --bind "$addr" "$p" >/dev/null 2>&1) &
 		PIDS+=($!)
 	done
-	for _ in $(seq 50); do
-		up=0
-		for p in "$@"; do
-			[ -n "$(ctrl_ns ss -ltnH "( sport = :$p )")" ] && up=$((up + 1))
-		done
-		[ "$up" = $# ] && return 0
-		sleep 0.1
+	wait_until -t 5 vm_ctrl_listening "$@"
+}
+
+# vm_ctrl_listening PORT...: every PORT has a TCP listener in CTRL_NS
+vm_ctrl_listening() {
+	local p
+	for p in "$@"; do
+		[ -n "$(ctrl_ns ss -ltnH "( sport = :$p )")" ] || return 1
 	done
-	return 1
 }
 
 vm_ctrl_net_down() {
@@ -327,10 +351,7 @@ vm_netns_kill() {
 	pids=$(ip netns pids "$1" 2>/dev/null)
 	[ -n "$pids" ] || return 0
 	kill $pids 2>/dev/null
-	for _ in $(seq 20); do
-		[ -z "$(ip netns pids "$1" 2>/dev/null)" ] && return 0
-		sleep 0.1
-	done
+	wait_until -t 2 vm_netns_empty "$1" 2>/dev/null && return 0
 	kill -9 $(ip netns pids "$1" 2>/dev/null) 2>/dev/null
 	return 0
 }

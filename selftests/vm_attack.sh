@@ -47,8 +47,6 @@ SPOOF_MAC=02:00:5e:10:00:99
 
 TEST=vm_attack
 . "$HERE/lib_vm.sh"
-check() { local name=$1; shift; if "$@" >/dev/null 2>"$TMP/check.err"; then ok "$name"; else fail "$name"; grep '^   ' "$TMP/check.err" || true; fi; }
-check_not() { local name=$1; shift; if "$@" >/dev/null 2>&1; then fail "$name (it succeeded)"; else ok "$name"; fi; }
 
 [ "$(id -u)" = 0 ] || skip_all "needs root"
 [ -x "$LATCH_BIN" ] || skip_all "no $LATCH_BIN; run make"
@@ -104,8 +102,7 @@ G() { timeout 60 "$LATCH_BIN" exec "$NAME" -- sh -c "$1"; } # a command in the g
 t0=$(date +%s%N)
 if ! up_json=$(L --json up "$NAME" 2>"$TMP/up.err"); then
 	fail "up: $(cat "$TMP/up.err")"
-	echo "$pass passed, $failn failed"
-	exit 1
+	lts_done
 fi
 t1=$(date +%s%N)
 ok "up_behind_verified_enforcement ($(( (t1 - t0) / 1000000 )) ms, $(echo "$up_json" | jq -r .accelerator))"
@@ -115,7 +112,7 @@ GMAC=$(echo "$up_json" | jq -r '.mac // empty')
 TAPMAC=$(cat "/sys/class/net/$TAP/address")
 DEV=$(G "ls /sys/class/net | grep -v '^lo$' | head -n1")
 [ -n "$GMAC" ] || GMAC=$(G "cat /sys/class/net/$DEV/address")
-echo "   guest $GUEST4 ${GUEST6:-no-v6} mac $GMAC on $DEV; host $HOST4 ${HOST6:-} tap mac $TAPMAC"
+echo "#   guest $GUEST4 ${GUEST6:-no-v6} mac $GMAC on $DEV; host $HOST4 ${HOST6:-} tap mac $TAPMAC"
 
 counter() { # REASON: packets from the guest, as the kernel counted them
 	L --json status "$NAME" | jq "[.sandboxes[0].counters[] | select(.reason==\"$1\" and .direction==\"from-guest\") | .packets] | add // 0"
@@ -125,7 +122,7 @@ counter() { # REASON: packets from the guest, as the kernel counted them
 snap() { L --json status "$NAME" | jq -c '[.sandboxes[0].counters[] | select(.direction=="from-guest" and .packets > 0) | {(.reason): .packets}] | add'; }
 grew() {
 	test "$(counter "$1")" -gt "$2" && return 0
-	echo "   counters now: $(snap)" >&2
+	echo "#   counters now: $(snap)" >&2
 	return 1
 }
 
@@ -154,10 +151,11 @@ with open(sys.argv[3], "ab", buffering=0) as f:
 ' "$CTRL4" "$CTRL_UDP" "$TMP/udp.got" &
 PIDS+=($!)
 : > "$TMP/udp.got"
-for _ in $(seq 50); do
-	[ "$(ss -lntuH | grep -cE ":$HOSTSVC_PORT ")$(ctrl_ns ss -lntuH | grep -cE ":($CTRL_PORT|$CTRL_UDP) ")" = 13 ] && break
-	sleep 0.1
-done
+# servers_listen: the host's service and the control namespace's TCP and UDP servers all listen
+servers_listen() {
+	[ "$(ss -lntuH | grep -cE ":$HOSTSVC_PORT ")$(ctrl_ns ss -lntuH | grep -cE ":($CTRL_PORT|$CTRL_UDP) ")" = 13 ]
+}
+wait_until -t 5 servers_listen || true
 
 L egress "$NAME" allow "$CTRL4:$CTRL_PORT" "$CTRL4:$CTRL_UDP/udp" >/dev/null
 if [ -n "$GUEST6" ]; then
@@ -223,9 +221,11 @@ check "control_guest_arp_for_gateway_still_works" G "ping -c 1 -W 3 $HOST4 >/dev
 # --- raw socket, crafted frames -------------------------------------------------
 if G "command -v latch-rawsend" >/dev/null 2>&1; then
 	: > "$TMP/udp.got"
-	check "control_crafted_udp_frame_to_allowed_destination_arrives" bash -c "
-		'$LATCH_BIN' exec $NAME -- latch-rawsend $DEV udp4 $GMAC $TAPMAC $GUEST4 $CTRL4 $CTRL_UDP crafted-ok >/dev/null &&
-		for _ in \$(seq 30); do grep -q crafted-ok '$TMP/udp.got' && exit 0; sleep 0.1; done; exit 1"
+	crafted_ok_arrives() {
+		"$LATCH_BIN" exec "$NAME" -- latch-rawsend "$DEV" udp4 "$GMAC" "$TAPMAC" "$GUEST4" "$CTRL4" "$CTRL_UDP" crafted-ok \
+			>/dev/null && wait_until -t 3 grep -q crafted-ok "$TMP/udp.got"
+	}
+	check "control_crafted_udp_frame_to_allowed_destination_arrives" crafted_ok_arrives
 	c=$(counter drop_policy)
 	G "latch-rawsend $DEV udp4 $GMAC $TAPMAC $GUEST4 $DENIED4 5000 crafted-denied" >/dev/null 2>&1 || true
 	check "crafted_frame_to_denied_address_counted_drop_policy" grew drop_policy "$c"
@@ -241,7 +241,7 @@ if G "command -v latch-rawsend" >/dev/null 2>&1; then
 	c=$(counter drop_vlan)
 	G "latch-rawsend $DEV vlan $GMAC $TAPMAC 7 $GUEST4 $CTRL4 $CTRL_UDP" >/dev/null 2>&1 || true
 	check "crafted_vlan_tagged_frame_counted_drop_vlan" grew drop_vlan "$c"
-	sleep 0.5
+	sleep 0.5 # the point: time for a frame that must not arrive (the control's came within this)
 	check_not "no_crafted_attack_frame_reached_the_listener" grep -qE 'crafted-(denied|spoof)' "$TMP/udp.got"
 else
 	fail "raw_socket_attacks: latch-rawsend is not in the image (make image)"
@@ -256,7 +256,7 @@ out=$(G "for t in iptables ip6tables nft; do command -v \$t >/dev/null && echo h
 	ip route flush dev $DEV; ip route add $HOST4 dev $DEV; ip route add default via $HOST4 dev $DEV; \
 	ip neigh flush dev $DEV; echo 1 > /proc/sys/net/ipv4/ip_forward; echo routes-rewritten" 2>&1 || true)
 check "guest_root_flushes_and_rewrites_its_routes" grep -q routes-rewritten <<<"$out"
-echo "   guest firewall tools: $(grep -o 'has-[a-z0-9]*' <<<"$out" | tr '\n' ' ')(none means nothing to flush)"
+echo "#   guest firewall tools: $(grep -o 'has-[a-z0-9]*' <<<"$out" | tr '\n' ' ')(none means nothing to flush)"
 c=$(counter drop_policy)
 check_not "after_flush_denied_v4_still_fails" get4 "$DENIED4" 80
 check_not "after_flush_denied_v4_ping_still_fails" G "ping -c 1 -W 2 $DENIED4"
@@ -266,5 +266,4 @@ check "after_flush_control_allowed_still_answers" get4 "$CTRL4" "$CTRL_PORT"
 # --- the boundary held throughout ---------------------------------------------
 check "still_enforced_after_attacks" bash -c "'$LATCH_BIN' --json status $NAME | jq -e '.sandboxes[0].enforced' >/dev/null"
 
-echo "$pass passed, $failn failed"
-[ "$failn" = 0 ]
+lts_done

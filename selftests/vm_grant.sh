@@ -35,8 +35,6 @@ FOR=20 # the grant's seconds: the checks after the approval take a few execs on 
 
 TEST=vm_grant
 . "$HERE/lib_vm.sh"
-check() { local name=$1; shift; if "$@" >/dev/null 2>&1; then ok "$name"; else fail "$name"; fi; }
-check_not() { local name=$1; shift; if "$@" >/dev/null 2>&1; then fail "$name (it succeeded)"; else ok "$name"; fi; }
 
 [ "$(id -u)" = 0 ] || skip_all "needs root"
 [ -x "$LATCH_BIN" ] || skip_all "no $LATCH_BIN; run make"
@@ -62,7 +60,7 @@ trap 'exit 130' INT TERM HUP
 vm_scratch grant
 vm_tree_image ask="$TOP/build/vm/latch-ask" # latch-ask and the agent in the guest are this tree's
 vm_ctrl_net "$POOL" "$DOCS" "$OTHER" "$DNS4" && vm_ctrl_http "$DOCS" "$PORT" && vm_ctrl_http "$OTHER" "$PORT" ||
-	{ fail "control_namespace_set_up"; echo "$pass passed, $failn failed"; exit 1; }
+	{ fail "control_namespace_set_up"; lts_done; }
 ip netns exec "$CTRL_NS" dnsmasq --no-daemon --no-resolv --no-hosts --user=root --group=root --listen-address="$DNS4" \
 	--bind-interfaces --port=53 --local-ttl=2 --host-record="docs.example,$DOCS" \
 	--host-record="other.example,$OTHER" >"$TMP/dnsmasq.log" 2>&1 &
@@ -73,21 +71,17 @@ vm_latchd
 
 if ! up_json=$(L --json up "$NAME" 2>"$TMP/up.err"); then
 	fail "up: $(tail -3 "$TMP/up.err")"
-	echo "$pass passed, $failn failed"
-	exit 1
+	lts_done
 fi
 ok "up $NAME, no kit ($(jq -r .accelerator <<<"$up_json"))"
 vm_ctrl_forward "$TAP"
 HOST4=$(jq -r .host_ip4 <<<"$up_json")
 G() { timeout 60 "$LATCH_BIN" exec "$NAME" -- sh -c "$1"; } # a command in the guest, as root
 reach() { G "echo 'GET /' | nc -w 3 $1 $PORT" 2>/dev/null | grep -q hello-from-host; }
-pending_id() {
-	for _ in $(seq 100); do
-		id=$(L --json grants "$NAME" | jq -r '[.grants[] | select(.state == "pending") | .id][0] // empty')
-		[ -n "$id" ] && { echo "$id"; return 0; }
-		sleep 0.2
-	done
-	return 1
+pending_id() { wait_until -t 20 -i 0.2 pending_known && echo "$id"; }
+pending_known() { # sets id
+	id=$(L --json grants "$NAME" | jq -r '[.grants[] | select(.state == "pending") | .id][0] // empty')
+	[ -n "$id" ]
 }
 
 check "latch-ask is in the default image" G "command -v latch-ask"
@@ -115,25 +109,26 @@ check_not "  and docs.example is still closed" reach "$DOCS"
 
 t_approve=$SECONDS
 check "latch approve ID on the host" L approve "$id"
-for _ in $(seq 20); do rc=$(G "cat /tmp/ask.rc 2>/dev/null") && [ -n "$rc" ] && break; sleep 0.5; done
+ask_returned() { rc=$(G "cat /tmp/ask.rc 2>/dev/null") && [ -n "$rc" ]; } # sets rc
+rc=
+wait_until -t 10 -i 0.5 ask_returned || true
 G "cat /tmp/ask.out" >"$TMP/ask.out" 2>&1 || true
 check "the guest's latch-ask returns approved (exit ${rc:-none})" test "${rc:-}" = 0
 check "  naming the address the host resolved" grep -q "approved: docs.example:$PORT ($DOCS)" "$TMP/ask.out"
-sed 's/^/   guest: /' "$TMP/ask.out"
+sed 's/^/#   guest: /' "$TMP/ask.out"
 check "the guest reaches docs.example's address after the approval" reach "$DOCS"
 check_not "  a control address beside it stays closed" reach "$OTHER"
 check "  the guest's resolver answers docs.example" bash -c "'$LATCH_BIN' exec $NAME -- nslookup docs.example $HOST4 | grep -q '$DOCS'"
 
 # --- the deadline
 left=$((FOR - (SECONDS - t_approve) + 2))
-[ "$left" -gt 0 ] && sleep "$left"
+[ "$left" -gt 0 ] && sleep "$left" # the point: the grant's deadline passes
 check_not "after the deadline the guest no longer reaches it" reach "$DOCS"
 audit() { L --json audit "$NAME" --kind grant | jq -r '[.entries[].decision] | join(" ")'; }
 decisions=$(audit)
-echo "   grant decisions in the audit log: $decisions"
+echo "#   grant decisions in the audit log: $decisions"
 # in order: the ask, the refusals of the two tries above to decide it from the guest, the approval, the expiry
 check "the ask, the guest's two tries to decide it, the approval and the expiry are audited" \
 	test "$decisions" = "ask refuse refuse approve expire"
 
-echo "$pass passed, $failn failed"
-[ "$failn" = 0 ]
+lts_done

@@ -21,7 +21,6 @@ TOP=$(cd "$HERE/.." && pwd)
 LATCH_BIN=${LATCH_BIN:-$TOP/build/latch}
 TEST=vm_hook
 . "$HERE/lib_vm.sh"
-check() { local n=$1; shift; if "$@"; then ok "$n"; else fail "$n"; fi; }
 
 [ "$(id -u)" = 0 ] || skip_all "needs root"
 for t in virsh libvirtd virtlogd; do command -v "$t" >/dev/null || skip_all "needs $t"; done
@@ -56,9 +55,9 @@ INST=$TMP/inst/usr/sbin
 # latch and latchd side by side, as `make install` puts them (boot install enables latchd.service)
 mkdir -p "$INST" && install -m 0755 "$LATCH_BIN" "$INST/latch" &&
 	install -m 0755 "${LATCHD_BIN:-$TOP/build/latchd}" "$INST/latchd"
-"$INST/latch" boot install >"$TMP/install.out" 2>&1 || { fail "boot install: $(cat "$TMP/install.out")"; echo "$pass passed, $failn failed"; exit 1; }
+"$INST/latch" boot install >"$TMP/install.out" 2>&1 || { fail "boot install: $(cat "$TMP/install.out")"; lts_done; }
 vm_hook_install "$MINE|$OTHER) exec '$LATCH_ROOT/etc/libvirt/hooks/qemu.d/latch' \"\$@\" ;;" ||
-	{ fail "libvirtd does not run a hook in /etc/libvirt/hooks/qemu.d (even after SIGHUP)"; echo "$pass passed, $failn failed"; exit 1; }
+	{ fail "libvirtd does not run a hook in /etc/libvirt/hooks/qemu.d (even after SIGHUP)"; lts_done; }
 
 # control: the hook runs: latch's domain with no latch state is refused by latch
 rc=0; out=$(V create "$TMP/mine.xml" 2>&1) || rc=$?
@@ -74,5 +73,4 @@ rc=0; V create "$TMP/mine.xml" >/dev/null 2>&1 || rc=$?
 check "a latch domain is refused with latch's binary gone (fails closed)" test "$rc" != 0
 check "... and does not run" bash -c "! virsh -q -c qemu:///system domstate '$MINE' 2>/dev/null | grep -q running"
 
-echo "$pass passed, $failn failed"
-[ "$failn" = 0 ]
+lts_done

@@ -39,8 +39,6 @@ KEY=sk-vm-kit-$$-$(openssl rand -hex 12)
 TEST=vm_kit
 . "$HERE/lib_vm.sh"
 . "$HERE/lib_broker.sh"
-check() { local name=$1; shift; if "$@" >/dev/null 2>&1; then ok "$name"; else fail "$name"; fi; }
-check_eq() { if [ "$2" == "$3" ]; then ok "$1"; else fail "$1: got '$2', want '$3'"; fi; }
 
 [ "$(id -u)" = 0 ] || skip_all "needs root"
 [ -x "$LATCH_BIN" ] || skip_all "no $LATCH_BIN; run make"
@@ -107,12 +105,11 @@ credentials:
 EOF
 chmod 0644 "$LATCH_ROOT/etc/latch/kits/vk.yaml"
 vm_latchd
-for _ in $(seq 50); do grep -qs '^ready' "$TMP/up.out" && break; sleep 0.1; done
+wait_until -t 5 grep -qs '^ready' "$TMP/up.out" || true
 
 if ! VM_KIT_KEY=$KEY L up "$NAME" --kit vk --profile sealed >"$TMP/up1.out" 2>&1; then
 	fail "up --kit: $(tail -5 "$TMP/up1.out")"
-	echo "$pass passed, $failn failed"
-	exit 1
+	lts_done
 fi
 ok "up $NAME --kit vk"
 check "up says what it brokers" grep -q "brokering VM_KIT_KEY -> $SRV" "$TMP/up1.out"
@@ -185,5 +182,4 @@ check_eq "and the guest's request carries the key again" \
 
 L destroy --purge "$NAME" >/dev/null 2>&1 || fail "destroy"
 check "destroy removes the kit state" test ! -e "$LATCH_ROOT/var/lib/latch/policy/$NAME.kit"
-echo "$pass passed, $failn failed"
-[ "$failn" = 0 ]
+lts_done

@@ -33,7 +33,6 @@ CTRL_PORT=18090
 
 TEST=vm_task
 . "$HERE/lib_vm.sh"
-check() { local name=$1; shift; if "$@"; then ok "$name"; else fail "$name"; fi; }
 
 [ "$(id -u)" = 0 ] || skip_all "needs root"
 [ -x "$LATCH_BIN" ] || skip_all "no $LATCH_BIN; run make"
@@ -74,8 +73,7 @@ SANDBOXES=$LATCH_ROOT/var/lib/latch/sandboxes
 
 if ! L up "$NAME" >"$TMP/up.out" 2>&1; then
 	fail "up: $(cat "$TMP/up.out")"
-	echo "$pass passed, $failn failed"
-	exit 1
+	lts_done
 fi
 ok "up $NAME"
 
@@ -111,16 +109,14 @@ L backup "$NAME" >/dev/null
 printf 'backup_interval = 2\ndns_upstream = 127.0.0.1:53999\n' >>"$CONF"
 L exec "$NAME" -- sh -c 'echo periodic > /var/lib/agent-state/memo3'
 vm_latchd
-for _ in $(seq 100); do
-	[ "$(cat "$SANDBOXES/$NAME/state/memo3" 2>/dev/null)" = periodic ] && break
-	sleep 0.2
-done
+memo3_backed_up() { [ "$(cat "$SANDBOXES/$NAME/state/memo3" 2>/dev/null)" = periodic ]; }
+wait_until -t 20 -i 0.2 memo3_backed_up || true
 check "latchd_backs_up_the_guest_state_periodically" test "$(cat "$SANDBOXES/$NAME/state/memo3" 2>/dev/null)" = periodic
 # exec and the periodic backups take turns on the agent's channel
 execs=0
 for i in 1 2 3 4 5 6; do
 	[ "$(L exec "$NAME" -- echo "turn$i" 2>/dev/null)" = "turn$i" ] && execs=$((execs + 1))
-	sleep 0.5
+	sleep 0.5 # the point: six execs spread over three backup intervals
 done
 check "exec_works_beside_periodic_backups ($execs of 6)" test "$execs" = 6
 kill -TERM "$LATCHD_PID"; wait "$LATCHD_PID" 2>/dev/null
@@ -134,7 +130,7 @@ virsh -q -c qemu:///system undefine "latch-$NAME" >/dev/null 2>&1 || true
 check "domain_undefined_by_hand" bash -c "! virsh -q -c qemu:///system dominfo latch-$NAME >/dev/null 2>&1"
 out=$(L up "$NAME" 2>&1) || true
 check "up_rebuilds_guest_and_restores_state" bash -c "[ \"\$('$LATCH_BIN' exec $NAME -- cat /var/lib/agent-state/memo2 2>/dev/null)\" = before-down ]"
-echo "$out" | grep -E "state:" | sed 's/^/   /' || true
+echo "$out" | grep -E "state:" | sed 's/^/#   /' || true
 
 # --- task: a sealed clone ---------------------------------------------------------
 # the allowed destination, behind the host (a guest never reaches the host's own addresses)
@@ -161,26 +157,22 @@ check "source_still_reaches_it" bash -c "'$LATCH_BIN' exec $NAME -- sh -c \"echo
 "$LATCH_BIN" task "$NAME" -- sh -c 'echo started; sleep 120' >"$TMP/term.out" 2>"$TMP/term.err" & # $! is latch itself
 tpid=$!
 PIDS+=($tpid)
-for _ in $(seq 600); do
-	grep -q started "$TMP/term.out" 2>/dev/null && break
-	kill -0 "$tpid" 2>/dev/null || break
-	sleep 0.1
-done
+task_started_or_gone() { grep -q started "$TMP/term.out" 2>/dev/null || ! kill -0 "$tpid" 2>/dev/null; }
+wait_until -t 60 task_started_or_gone || true
 clone=$(sed -n 's/.*clone \(task-[0-9]*\) of.*/\1/p' "$TMP/term.err" | head -1)
 check "task_clone_running_before_sigterm ($clone)" bash -c "grep -q started '$TMP/term.out' && virsh -q -c qemu:///system domstate latch-$clone 2>/dev/null | grep -q running"
 kill -TERM "$tpid"
 trc=0
-for _ in $(seq 300); do kill -0 "$tpid" 2>/dev/null || break; sleep 0.1; done
+wait_until -t 30 lts_not kill -0 "$tpid" || true
 wait "$tpid" || trc=$?
 check "task_exits_143_on_sigterm (rc $trc)" test "$trc" = 143
 check "task_clone_removed_after_sigterm" bash -c "[ -n '$clone' ] && [ ! -e /sys/class/net/lt-$clone ] && [ ! -e $BPFFS/latch/$clone ] && [ ! -e $SANDBOXES/$clone ] && ! virsh -q -c qemu:///system dominfo latch-$clone >/dev/null 2>&1"
 sed "s/^/   stderr: /" "$TMP/term.err"
-echo "   left: $(ls "$SANDBOXES" | tr '\n' ' ') $(ls /sys/class/net | grep "lt-task" || true) $(ls "$BPFFS/latch" 2>/dev/null | tr '\n' ' ') $(virsh -q -c qemu:///system list --all --name | grep task || true)"
+echo "#   left: $(ls "$SANDBOXES" | tr '\n' ' ') $(ls /sys/class/net | grep "lt-task" || true) $(ls "$BPFFS/latch" 2>/dev/null | tr '\n' ' ') $(virsh -q -c qemu:///system list --all --name | grep task || true)"
 
 out=$(L destroy "$NAME")
 check "destroy_keeps_the_guest_state_backup_and_says_so" bash -c "[ \"\$(cat '$SANDBOXES/$NAME/state/memo2')\" = before-down ] && [ ! -e '$SANDBOXES/$NAME/sandbox' ] && echo \"\$1\" | grep -q 'guest-state backup kept in'" _ "$out"
 L destroy --purge "$NAME" >/dev/null
 check "destroy_purge_removes_state_and_backup" test ! -e "$SANDBOXES/$NAME"
 
-echo "$pass passed, $failn failed"
-[ "$failn" = 0 ]
+lts_done

@@ -41,7 +41,6 @@ DENIED=203.0.113.10
 
 TEST=vm_up
 . "$HERE/lib_vm.sh"
-check() { local name=$1; shift; if "$@"; then ok "$name"; else fail "$name"; fi; }
 
 [ "$(id -u)" = 0 ] || skip_all "needs root"
 [ -x "$LATCH_BIN" ] || skip_all "no $LATCH_BIN; run make"
@@ -119,7 +118,7 @@ check "up_failure_rolls_back_tap_pins_rule_domain_state" rolled_back $rc
 
 # A guest that dies while booting: the error says so and quotes the serial console, whose log outlives the rollback.
 out=$(L up "$NAME" --image broken 2>&1); rc=$?
-echo "$out" | sed 's/^/   | /' | head -8
+echo "$out" | sed 's/^/#   | /' | head -8
 check "up_guest_dying_at_boot_says_so" says 'the guest stopped while booting'
 check "up_guest_dying_at_boot_quotes_its_console" says '| broken-init-marker'
 check "up_guest_dying_at_boot_rolled_back" rolled_back $rc
@@ -127,7 +126,7 @@ check "up_guest_dying_at_boot_console_log_kept" grep -q broken-init-marker "$CON
 
 # A guest whose agent never answers: the timeout (DUR) runs from the domain start, and the error names the slow step.
 out=$(L up "$NAME" --image hang --timeout 3s 2>&1); rc=$?
-echo "$out" | grep -m1 'slow step' | sed 's/^/   /'
+echo "$out" | grep -m1 'slow step' | sed 's/^/#   /'
 check "up_timeout_names_the_slow_step_guest_agent" says "within the boot timeout (3 s).*slow step: guest agent; .*; console log $CONSOLE"
 # ... and what the channel did: connected (QEMU's socket was there), and nothing came back
 check "up_timeout_says_what_the_channel_did" says "slow step: guest agent; [1-9][0-9]* connection(s) to [^;]*t-vm.agent, the first [0-9.]* s in, [^;]*; 0 byte(s) came back"
@@ -139,7 +138,7 @@ check "up_keep_on_failure_exits_1 ($rc)" test "$rc" = 1
 check "up_keep_on_failure_says_kept" says 'kept for inspection, still filtered'
 check "kept_guest_is_running" bash -c "virsh -q -c qemu:///system domstate latch-$NAME | grep -qx running"
 check "kept_guest_still_filtered_verified_in_the_kernel" bash -c "'$LATCH_BIN' --json status $NAME | jq -e '.sandboxes[0].enforced' >/dev/null"
-for _ in $(seq 600); do grep -q hang-init-marker "$CONSOLE" 2>/dev/null && break; sleep 0.1; done
+wait_until -t 60 grep -q hang-init-marker "$CONSOLE"
 check "kept_guest_console_logged_to_file" grep -q hang-init-marker "$CONSOLE"
 L destroy --purge "$NAME" >/dev/null 2>&1; rc=$?
 check "kept_guest_destroyed" test "$rc" = 0
@@ -152,12 +151,11 @@ up_json=$(L --json up "$NAME" 2>"$TMP/up.err"); rc=$?
 t1=$(date +%s%N)
 if [ "$rc" != 0 ]; then
 	fail "up_starts_guest_behind_verified_enforcement: exit $rc: $(cat "$TMP/up.err")"
-	echo "$pass passed, $failn failed"
-	exit 1
+	lts_done
 fi
 ok "up_starts_guest_behind_verified_enforcement ($(( (t1 - t0) / 1000000 )) ms wall)"
 echo "$up_json" >"$TMP/up.json"
-sed 's/^/   stderr: /' "$TMP/up.err"
+sed 's/^/#   stderr: /' "$TMP/up.err"
 # the steps, in the order up takes them
 step_line() { grep -n -m1 -- "$1" "$TMP/up.err" | cut -d: -f1; }
 order=""
@@ -214,10 +212,8 @@ vm_ctrl_net "$POOL.0/24" "$CTRL_ADDR" && vm_ctrl_http "$CTRL_ADDR" "$CTRL_PORT" 
 vm_ctrl_forward "$TAP"
 (cd "$TMP/www" && exec python3 -m http.server --bind "$HOST4" "$HOSTSVC_PORT" >/dev/null 2>&1) &
 PIDS+=($!)
-for _ in $(seq 50); do
-	[ -n "$(ss -ltnH "( sport = :$HOSTSVC_PORT )")" ] && break
-	sleep 0.1
-done
+hostsvc_listens() { [ -n "$(ss -ltnH "( sport = :$HOSTSVC_PORT )")" ]; }
+wait_until -t 5 hostsvc_listens
 
 # From inside the guest: busybox nc sends an HTTP/0.9 `GET /` and waits 3 s.
 # --- attacks from inside, each beside a control --------------------------------
@@ -294,5 +290,4 @@ check "destroy_purge_removes_the_backup" test "$rc" = 0 -a ! -e "$LATCH_ROOT/var
 out=$(L destroy "$NAME" --purge 2>&1); rc=$?
 check "destroy_purge_again_is_exit_4_no_sandbox" test "$rc" = 4
 
-echo "$pass passed, $failn failed"
-[ "$failn" = 0 ]
+lts_done

@@ -58,7 +58,6 @@ GUARD=ltu_guard_$$	# this test's own nft table (inet)
 
 TEST=vm_uplink
 . "$HERE/lib_vm.sh"
-check() { local name=$1; shift; if "$@" >/dev/null 2>&1; then ok "$name"; else fail "$name"; fi; }
 
 [ "$(id -u)" = 0 ] || skip_all "needs root"
 [ -x "$LATCH_BIN" ] || skip_all "no $LATCH_BIN; run make"
@@ -135,10 +134,8 @@ mkdir -p "$TMP/www"
 echo "hello-from-fake-internet" > "$TMP/www/index.html"
 (cd "$TMP/www" && exec ip netns exec "$NS" python3 -m http.server --bind "$SRV" "$SRV_PORT" >"$TMP/srv.log" 2>&1) &
 PIDS+=($!)
-for _ in $(seq 50); do
-	ip netns exec "$NS" ss -ltnH "( sport = :$SRV_PORT )" | grep -q . && break
-	sleep 0.1
-done
+srv_listens() { ip netns exec "$NS" ss -ltnH "( sport = :$SRV_PORT )" | grep -q .; }
+wait_until -t 5 srv_listens || true
 
 POOL=$(free_net ${LATCH_VM_POOLS:-198.51.100.0/26 198.51.100.64/26 203.0.113.128/26 203.0.113.192/26})
 [ -n "$POOL" ] || skip_all "no free documentation /26 for the pool on this host"
@@ -165,7 +162,7 @@ nft list table inet latch >/dev/null 2>&1 && had_latch_table=1
 uplink_row() { L --json doctor 2>/dev/null | jq -c '.checks[] | select(.check == "uplink")' >"$TMP/row.json"; cat "$TMP/row.json"; }
 row_is() { jq -e "$1" "$TMP/row.json"; }
 row=$(uplink_row)
-echo "   doctor before up: $row"
+echo "#   doctor before up: $row"
 check "doctor_sees_the_uplink_with_forwarding_off_before_up" row_is ".result == \"ok\" and (.detail | test(\"uplink $UP exists.*forwarding is off until\"))"
 cp "$CONF" "$TMP/conf.good"
 sed -i "s/^uplink = .*/uplink = ltu-none$$/" "$CONF"
@@ -178,8 +175,7 @@ rc=0
 up_json=$(L --json up "$NAME" 2>"$TMP/up.err") || rc=$?
 if [ "$rc" != 0 ]; then
 	fail "up_with_uplink: exit $rc: $(cat "$TMP/up.err") $(jq -r .error <<<"$up_json" 2>/dev/null)"
-	echo "$pass passed, $failn failed"
-	exit 1
+	lts_done
 fi
 ok "up_with_uplink (guest $(echo "$up_json" | jq -r .guest_ip4), accelerator $(echo "$up_json" | jq -r .accelerator))"
 check "guest_has_assigned_address" bash -c "'$LATCH_BIN' exec $NAME -- ip -4 addr show | grep -q 'inet $GUEST4/30'"
@@ -197,19 +193,19 @@ check "b_allow_opens_only_that_port" bash -c "! '$LATCH_BIN' exec $NAME -- sh -c
 
 # (c) masquerade: the server saw the uplink's address, never the guest's
 srcs=$(grep 'GET /' "$TMP/srv.log" | awk '{print $1}' | sort -u | tr '\n' ' ')
-echo "   server saw: ${srcs:-nothing}"
+echo "#   server saw: ${srcs:-nothing}"
 check "c_server_sees_uplink_address_not_guest" test "$srcs" = "$UPADDR "
 
 # (d) the sandbox's table: exactly latch's two routes
 tbl=$(ip route show table "$TABLE" | sed 's/ *$//' | sort)
 want=$(printf '%s\n' "$SUBNET dev $TAP proto static scope link" "default via $GW dev $UP proto static" | sort)
-echo "   table $TABLE: $(echo "$tbl" | tr '\n' ';')"
+echo "#   table $TABLE: $(echo "$tbl" | tr '\n' ';')"
 check "d_table_holds_exactly_latch_routes" test "$tbl" = "$want"
 check "d_table_has_no_route_naming_$DEFDEV" bash -c "! ip route show table $TABLE | grep -qw '$DEFDEV'"
 bad=
 for dst in "$SRV" "$OTHER" 198.51.100.250 203.0.113.1 "$DEFGW" "$LANADDR" "$HOST4"; do
 	r=$(ip route get "$dst" from "$GUEST4" iif "$TAP" 2>&1 || true)
-	echo "   route get $dst from $GUEST4 iif $TAP: $(echo "$r" | head -n1)"
+	echo "#   route get $dst from $GUEST4 iif $TAP: $(echo "$r" | head -n1)"
 	case "$dst" in
 	"$HOST4") echo "$r" | grep -q "^local $HOST4 " || bad="$bad $dst" ;; # the host's own address on the tap
 	*) echo "$r" | grep -q " via $GW dev $UP " || bad="$bad $dst" ;;
@@ -230,15 +226,15 @@ done
 check "d_allowed_but_unrouted_destinations_unreachable${bad:+ (answered:$bad)}" test -z "$bad"
 g1=$(guard to_default_dev)
 u1=$(guard guest_to_uplink)
-echo "   forwarded guest->uplink packets +$((u1 - u0)), forwarded to $DEFDEV +$((g1 - g0)) (whole run: $g1)"
+echo "#   forwarded guest->uplink packets +$((u1 - u0)), forwarded to $DEFDEV +$((g1 - g0)) (whole run: $g1)"
 check "d_guest_traffic_forwarded_to_uplink_counted" test "$u1" -gt "$u0"
 check "d_nothing_forwarded_to_${DEFDEV}" test "$g1" = 0
 
 # (e) masquerade for the sandbox's subnet only
 nft list table inet latch > "$TMP/nft.txt" 2>&1 || true
-sed 's/^/   | /' "$TMP/nft.txt"
+sed 's/^/#   | /' "$TMP/nft.txt"
 elems=$(nft -j list set inet latch masq4 | jq -c '[.nftables[] | select(.set) | .set.elem[]? | .concat | [.[0].prefix.addr + "/" + (.[0].prefix.len|tostring), .[1]]]')
-echo "   masq4 elements: $elems"
+echo "#   masq4 elements: $elems"
 if [ "$had_latch_table" = 0 ]; then
 	check "e_masq4_has_exactly_this_subnet_and_uplink" test "$elems" = "[[\"$NET.$FIRST/30\",\"$UP\"]]"
 else
@@ -260,7 +256,7 @@ check "g_doctor_sees_the_uplink_forwarding" row_is '.result == "ok" and (.detail
 echo 0 > "/proc/sys/net/ipv4/conf/$UP/forwarding"
 row=$(uplink_row)
 echo 1 > "/proc/sys/net/ipv4/conf/$UP/forwarding"
-echo "   doctor with forwarding off under a sandbox: $row"
+echo "#   doctor with forwarding off under a sandbox: $row"
 check "g_doctor_fails_uplink_forwarding_off_under_a_sandbox" row_is '.result == "FAIL" and (.fix | test("latch boot apply"))'
 check "g_up_says_where_allowed_traffic_goes" grep -q "routing: table $TABLE, default via uplink $UP" "$TMP/up.err"
 echo "$up_json" >"$TMP/up.json"
@@ -297,18 +293,17 @@ fi
 ours() { grep -E -w -- "$TAP|$UP|${SUBNET//./\\.}|lookup $TABLE" || true; }
 same_as_before() { # BEFORE NOW
 	[ "$(ours <<<"$1")" = "$(ours <<<"$2")" ] && return 0
-	diff <(ours <<<"$1") <(ours <<<"$2") | sed 's/^/   /' || true
+	diff <(ours <<<"$1") <(ours <<<"$2") | sed 's/^/#   /' || true
 	return 1
 }
 main_now=$(ip route show table main)
 rule_now=$(ip rule show)$'\n'$(ip -6 rule show)
 [ "$main_now" = "$main_before" ] ||
-	{ echo "   the main table changed meanwhile (other tests on this host, unless a line below names this one):"; diff <(echo "$main_before") <(echo "$main_now") | sed 's/^/   /' || true; }
+	{ echo "#   the main table changed meanwhile (other tests on this host, unless a line below names this one):"; diff <(echo "$main_before") <(echo "$main_now") | sed 's/^/#   /' || true; }
 check "f_main_table_as_before" same_as_before "$main_before" "$main_now"
 check "f_ip_rules_as_before" same_as_before "$rule_before"$'\n'"$rule6_before" "$rule_now"
 check "f_no_route_left_naming_$TAP" bash -c "! ip route show table all | grep -E -w '$TAP'"
 check "f_destroy_turns_uplink_forwarding_back_off" test "$(cat /proc/sys/net/ipv4/conf/"$UP"/forwarding)" = 0
 check "f_nothing_forwarded_to_${DEFDEV}_whole_run" test "$(guard to_default_dev)" = 0
 
-echo "$pass passed, $failn failed"
-[ "$failn" = 0 ]
+lts_done

@@ -38,7 +38,6 @@ OK4=198.51.100.158    # ok.example (nothing needs to answer there)
 
 TEST=vm_verify
 . "$HERE/lib_vm.sh"
-check() { local name=$1; shift; if "$@"; then ok "$name"; else fail "$name"; fi; }
 
 [ "$(id -u)" = 0 ] || skip_all "needs root"
 [ -x "$LATCH_BIN" ] || skip_all "no $LATCH_BIN; run make"
@@ -62,7 +61,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM HUP
 
 vm_scratch verify
-vm_ctrl_net "$POOL" "$DNS4" || { fail "control namespace set up"; echo "$pass passed, $failn failed"; exit 1; }
+vm_ctrl_net "$POOL" "$DNS4" || { fail "control namespace set up"; lts_done; }
 ip netns exec "$CTRL_NS" dnsmasq --no-daemon --no-resolv --no-hosts --user=root --group=root --listen-address="$DNS4" \
 	--bind-interfaces --port=53 --host-record="ok.example,$OK4" --host-record="rebind.example,10.0.0.5" \
 	>"$TMP/dnsmasq.log" 2>&1 &
@@ -78,8 +77,7 @@ vm_latchd
 
 if ! L up "$NAME" >"$TMP/up.out" 2>&1; then
 	fail "up: $(cat "$TMP/up.out")"
-	echo "$pass passed, $failn failed"
-	exit 1
+	lts_done
 fi
 ok "up $NAME"
 # the host forwards from the tap, as it does for a sandbox with an uplink: the
@@ -90,8 +88,8 @@ vm_ctrl_forward "lt-$NAME"
 verify_run() {
 	VRC=0
 	L --json verify "$NAME" "$@" >"$TMP/v.json" 2>"$TMP/v.err" || VRC=$?
-	echo "   $(jq -r '[.cases[] | "\(.case)=\(.result) (\(.saw))"] | join("; ")' "$TMP/v.json" 2>/dev/null || cat "$TMP/v.err")"
-	[ "$VRC" = 0 ] || [ ! -s "$TMP/v.err" ] || sed 's/^/   stderr: /' "$TMP/v.err"
+	echo "#   $(jq -r '[.cases[] | "\(.case)=\(.result) (\(.saw))"] | join("; ")' "$TMP/v.json" 2>/dev/null || cat "$TMP/v.err")"
+	[ "$VRC" = 0 ] || [ ! -s "$TMP/v.err" ] || sed 's/^/#   stderr: /' "$TMP/v.err"
 }
 q() { jq -r "$1" "$TMP/v.json"; }
 
@@ -125,8 +123,8 @@ check "weak profile: FAIL on exactly the 10.0.0.5 rows, and the guest really got
 	"rebinding answer 10.0.0.5/answered for ok.example (test-run in latchd),rebinding name via the resolver/NOERROR 10.0.0.5 for rebind.example"
 check "weak profile: every other row is ok" test "$(q '[.cases[] | select(.result != "ok" and .result != "FAIL")] | length')" = 0
 L egress "$NAME" profile names >/dev/null
-echo "   the table, as printed:"
-L verify "$NAME" --rebind-name rebind.example 2>&1 | sed 's/^/   | /'
+echo "#   the table, as printed:"
+L verify "$NAME" --rebind-name rebind.example 2>&1 | sed 's/^/#   | /'
 
 L egress "$NAME" allow "$DENIED4" >/dev/null
 verify_run
@@ -137,5 +135,4 @@ L egress "$NAME" revoke "$DENIED4" >/dev/null
 verify_run
 check "revoked: verify exits 0 again (exit $VRC)" test "$VRC" = 0
 
-echo "$pass passed, $failn failed"
-[ "$failn" = 0 ]
+lts_done

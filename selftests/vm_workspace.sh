@@ -45,7 +45,6 @@ TABLE=31800
 
 TEST=vm_workspace
 . "$HERE/lib_vm.sh"
-check() { local name=$1; shift; if "$@" >/dev/null 2>&1; then ok "$name"; else fail "$name"; fi; }
 
 [ "$(id -u)" = 0 ] || skip_all "needs root"
 [ -x "$LATCH_BIN" ] || skip_all "no $LATCH_BIN; run make"
@@ -99,7 +98,7 @@ BADWS=$SHARE/$'ws\nuplink = eth0'
 mkdir "$BADWS"
 rc=0
 out=$(L up "$NAME" --workspace "$BADWS" 2>&1) || rc=$?
-echo "   $out"
+echo "#   $out"
 check "workspace_with_a_newline_refused_exit_2" test "$rc" = 2 -a "$(echo "$out" | wc -l)" = 1
 check "workspace_refusal_names_control_characters" bash -c "echo \"\$1\" | grep -q 'control characters'" _ "$out"
 check "workspace_refusal_creates_nothing" bash -c "[ ! -e /sys/class/net/lt-$NAME ] && [ ! -e '$LATCH_ROOT/var/lib/latch/sandboxes/$NAME' ]"
@@ -113,8 +112,7 @@ rc=0
 L up "$NAME" --workspace "$WS" >"$TMP/up.out" 2>&1 || rc=$?
 if [ "$rc" != 0 ]; then
 	fail "up_with_workspace: exit $rc: $(cat "$TMP/up.out")"
-	echo "$pass passed, $failn failed"
-	exit 1
+	lts_done
 fi
 ok "up_with_workspace"
 
@@ -127,7 +125,7 @@ check "guest_reads_host_file" test "$out" = "hello-from-host-$$"
 # The qemu process's user: whatever the guest does, that is who owns its files on the host.
 QPID=$(pgrep -f -- "-name guest=$DOM," | head -n1 || true)
 QUID=$(stat -c %u "/proc/$QPID" 2>/dev/null || echo "?")
-echo "   qemu pid $QPID runs as uid $QUID"
+echo "#   qemu pid $QPID runs as uid $QUID"
 
 # --- the guest writes; the host sees a plain file -----------------------------------
 G sh -c 'echo written-by-guest > /workspace/fromguest' >/dev/null 2>&1 || true
@@ -146,7 +144,7 @@ sys.exit(0 if int.from_bytes(os.getxattr(p, 'user.virtfs.uid'), 'little') == 424
 G sh -c 'echo "#!/bin/sh" > /workspace/suid; chown 0:0 /workspace/suid; chmod 6755 /workspace/suid' >/dev/null 2>&1 || true
 gmode=$(G stat -c %a:%u /workspace/suid 2>/dev/null || true)
 hmode=$(stat -c %a "$WS/suid" 2>/dev/null || echo missing)
-echo "   guest sees suid as mode:uid $gmode; host mode $hmode owner $(stat -c %U "$WS/suid" 2>/dev/null)"
+echo "#   guest sees suid as mode:uid $gmode; host mode $hmode owner $(stat -c %U "$WS/suid" 2>/dev/null)"
 check "guest_chmod_6755_seen_in_guest" test "$gmode" = 6755:0
 check "guest_setuid_never_reaches_host_mode" python3 -c "
 import os, stat, sys
@@ -195,5 +193,4 @@ if [ "$rc" = 0 ]; then
 	L destroy "$NAME" >/dev/null 2>&1 || true
 fi
 
-echo "$pass passed, $failn failed"
-[ "$failn" = 0 ]
+lts_done
