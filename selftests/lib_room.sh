@@ -32,10 +32,7 @@ lts_room_cleanup() {
 			[ -w "$c/cgroup.kill" ] && echo 1 >"$c/cgroup.kill" 2>/dev/null
 		done
 	done
-	for _ in $(seq 20); do
-		grep -qs "populated 1" "$cg2/$LTS_CGNAME"/rooms/*/cgroup.events 2>/dev/null || break
-		sleep 0.05
-	done
+	wait_until -t 1 lts_not grep -qs "populated 1" "$cg2/$LTS_CGNAME"/rooms/*/cgroup.events 2>/dev/null
 	for root in $roots; do
 		d=$root/$LTS_CGNAME
 		[ -d "$d" ] || continue

@@ -66,29 +66,16 @@ printf '[Journal]\nStorage=volatile\nReadKMsg=no\nForwardToSyslog=no\nForwardToW
 	>/run/systemd/journald.conf.d/latch-selftest.conf
 "$JOURNALD" >"$LTS_TMP/journald.out" 2>&1 &
 JPID=$!
-for _ in $(seq 50); do [ -S /run/systemd/journal/socket ] && break; sleep 0.1; done
-[ -S /run/systemd/journal/socket ] || { fail setup "journald did not start: $(cat "$LTS_TMP/journald.out")"; lts_done; }
+wait_until -t 5 test -S /run/systemd/journal/socket || { fail setup "journald did not start: $(cat "$LTS_TMP/journald.out")"; lts_done; }
 
 verify() { LATCH_ROOT=$ROOT "$LATCH_BIN" audit verify 2>&1; }
-# wait_until TRIES CMD...: poll CMD every 0.1 s, at most TRIES times; 0 once it succeeds
-wait_until() {
-	local n=$1
-	shift
-	for _ in $(seq "$n"); do
-		"$@" >/dev/null 2>&1 && return 0
-		sleep 0.1
-	done
-	return 1
+# anchored N [DB]: journald has written an anchor of entry N for this log
+anchored() {
+	journalctl -q -o export MESSAGE_ID=$MSGID "LATCH_AUDIT_DB=${2:-$DB}" _UID=0 2>/dev/null |
+		grep -qx "LATCH_AUDIT_ENTRY=$1"
 }
-# anchors_seen N [DB]: wait until journald has written an anchor of entry N for this log
-anchors_seen() {
-	for _ in $(seq 50); do
-		journalctl -q -o export MESSAGE_ID=$MSGID "LATCH_AUDIT_DB=${2:-$DB}" _UID=0 2>/dev/null |
-			grep -qx "LATCH_AUDIT_ENTRY=$1" && return 0
-		sleep 0.1
-	done
-	return 1
-}
+# anchors_seen N [DB]: wait (5 s at most) until journald has written an anchor of entry N for this log
+anchors_seen() { wait_until -t 5 anchored "$@"; }
 # rehash FROM: rewrite entries FROM.. (but a prune entry) with decision 'deny' and recompute every hash after
 # them, as root who knows the scheme (docs/audit.md) could
 rehash() {
@@ -148,7 +135,8 @@ cp "$LTS_TMP/anchor.saved" "$DB.anchor"
 forge() { printf 'MESSAGE_ID=%s\nMESSAGE=forged\nLATCH_AUDIT_DB=%s\nLATCH_AUDIT_ENTRY=%s\nLATCH_AUDIT_HASH=%s\n' \
 	"$MSGID" "$DB" "$1" "$(printf '0%.0s' $(seq 64))"; }
 forge 5000 | setpriv --reuid 65534 --regid 65534 --clear-groups logger --journald
-for _ in $(seq 30); do journalctl -q MESSAGE_ID=$MSGID LATCH_AUDIT_ENTRY=5000 2>/dev/null | grep -q forged && break; sleep 0.1; done
+forged_in_journal() { journalctl -q MESSAGE_ID=$MSGID LATCH_AUDIT_ENTRY=5000 2>/dev/null | grep -q forged; }
+wait_until -t 3 forged_in_journal
 check "the forged anchor is in the journal, from uid 65534" \
 	test "$(journalctl -q -o export MESSAGE_ID=$MSGID LATCH_AUDIT_ENTRY=5000 | grep -c '^_UID=65534$')" = 1
 check "an anchor planted by a user who is not root changes nothing" grep -q "chain whole, 100 entries" <<<"$(verify)"
@@ -179,7 +167,9 @@ cp "$LTS_TMP/anchor110.saved" "$DB.anchor"
 # prune entry is anchored at once, so a forged cut or a rewrite after the prune is still named.
 t110=$(sqlite3 "$DB" "SELECT time_ns FROM entries WHERE id = 110")
 cut_s=$((t110 / 1000000000 + 1))
-while [ "$(date +%s)" -lt "$cut_s" ]; do sleep 0.2; done
+# the cut is a whole second: wait for the clock to pass it (the test's point, not a guess)
+past_cut() { [ "$(date +%s)" -ge "$cut_s" ]; }
+wait_until -t 3 -i 0.2 past_cut
 check_eq "5 entries after the second of entry 110" "$("$DRV" "$DB" 5)" "appended 111..115"
 out=$(LATCH_ROOT=$ROOT "$LATCH_BIN" --json audit prune --before "@$cut_s" 2>&1)
 check_eq "audit prune --before the second after entry 110 removes 1..110 ($out)" \
@@ -241,11 +231,11 @@ mkdir -p "$DROOT"
 LATCH_ROOT=$DROOT LATCH_BPFFS=/sys/fs/bpf/latch-selftest-$$ LATCH_CGROUP=latch-selftest-$$ \
 	unshare -n "$LATCHD" --unconfined >"$LTS_TMP/latchd.log" 2>&1 &
 DPID=$!
-if wait_until 50 grep -q "listening" "$LTS_TMP/latchd.log" && wait_until 50 dcount_is 1; then
+if wait_until -t 5 grep -q "listening" "$LTS_TMP/latchd.log" && wait_until -t 5 dcount_is 1; then
 	check "latchd's start (entry 1, the first append after a quiet period) is anchored at once" anchors_seen 1 "$DDB"
 	for n in 2 3 4; do
 		kill -HUP "$DPID"
-		wait_until 30 dcount_is "$n" || fail "latchd appends entry $n on SIGHUP" "the log holds $(dcount)"
+		wait_until -t 3 dcount_is "$n" || fail "latchd appends entry $n on SIGHUP" "the log holds $(dcount)"
 	done
 	t4=$(sqlite3 "$DDB" "SELECT time_ns FROM entries WHERE id = 4")
 	check "entries 2..4 (SIGHUP reloads, within its anchor period) are anchored too, with latchd still running" \

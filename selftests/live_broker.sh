@@ -129,22 +129,22 @@ graw() { in_g "$LTS_PY" "$NET" raw "$BROKER" "$PORT" "$@" 2>&1 | tee -a "$RESP";
 # connect NAME SNI [ARGS]: CONNECT NAME:443 through the broker, then TLS with SNI (broker_net.py connect)
 connect() { in_g "$LTS_PY" "$NET" connect "$BROKER" "$PORT" "$1" "$2" --cafile "$T/ca.pem" "${@:3}" 2>&1 | tee -a "$RESP"; }
 audit_n() { grep -c '"event":"audit"' "$T/drv.out"; }
+# counters of the driver's output (wait_counter NAME): its audit, answer, local, local-gone and meter-end lines
+counter_audits() { audit_n; }
+counter_answers() { grep -c '^ok\|^error' "$T/drv.out"; }
+counter_locals() { grep -c '"event":"local"' "$T/drv.out"; }
+counter_gone() { grep -c '"event":"local-gone"' "$T/drv.out"; }
+counter_meter_ends() { grep -c '"event":"meter-end"' "$T/drv.out"; }
 # last_audit N: the first audit line after line count N (waits up to 2 s)
 last_audit() {
-	for _ in $(seq 40); do
-		[ "$(audit_n)" -gt "$1" ] && break
-		sleep 0.05
-	done
+	wait_counter -t 2 audits -gt "$1"
 	grep '"event":"audit"' "$T/drv.out" | sed -n "$(($1 + 1))p"
 }
 cmd() { # cmd LINE: a driver command, its answer
 	local n
-	n=$(grep -c '^ok\|^error' "$T/drv.out")
+	n=$(counter_answers)
 	echo "$1" >&7
-	for _ in $(seq 40); do
-		[ "$(grep -c '^ok\|^error' "$T/drv.out")" -gt "$n" ] && break
-		sleep 0.05
-	done
+	wait_counter -t 2 answers -gt "$n"
 	grep '^ok\|^error' "$T/drv.out" | tail -1
 }
 
@@ -481,12 +481,12 @@ n=$(local_n)
 gcurl -X POST -H 'Content-Type: application/json' -d '{"hosts":["docs.example"]}' \
 	-w ' %{http_code}' "$URL/latch/grant?x=1" >"$T/local1.out" &
 lc=$!
-for _ in $(seq 40); do [ "$(local_n)" -gt "$n" ] && break; sleep 0.05; done
+wait_counter -t 2 locals -gt "$n"
 ev=$(grep '"event":"local"' "$T/drv.out" | tail -1)
 check "a /latch/ request is handed over whole (method, path, query, body, peer)" jq -e --arg g "$GUEST4" \
 	'.method == "POST" and .path == "/latch/grant" and .query == "x=1" and .body == "{\"hosts\":[\"docs.example\"]}" and .peer == $g' \
 	<<<"$ev"
-sleep 1
+sleep 1 # the point: nothing comes back while nobody answers
 check_eq "  and held while nobody answers (1 s)" "$(wc -c <"$T/local1.out")" 0
 check "  the local callback answers when it likes" grep -q "^ok answered" <<<"$(cmd "answer $(jq .n <<<"$ev") 200 {\"decision\":\"approved\"}")"
 wait "$lc"
@@ -494,7 +494,7 @@ check_eq "  and the guest gets that answer (one JSON line)" "$(tr -d '\n' <"$T/l
 check_eq "  nothing of it was audited as a route" "$(grep -c '"path":"/latch/grant","reason":"no credential route' "$T/drv.out")" 0
 n=$(grep -c '"event":"local-gone"' "$T/drv.out")
 in_g curl -s -m 1 -d x "$URL/latch/grant" >/dev/null 2>&1
-for _ in $(seq 40); do [ "$(grep -c '"event":"local-gone"' "$T/drv.out")" -gt "$n" ] && break; sleep 0.05; done
+wait_counter -t 2 gone -gt "$n"
 check_cmp "a guest that leaves before the answer is reported gone" "$(grep -c '"event":"local-gone"' "$T/drv.out")" -gt "$n"
 
 # ------------------------------------------------------------ the meter seam
@@ -502,7 +502,7 @@ n=$(grep -c '"event":"meter-end"' "$T/drv.out")
 out=$(gcurl -H "x-api-key: $PH_METER" -d '{"model":"m1","max_tokens":100}' "$URL/meter/v1/echo")
 check_eq "a metered request the meter allows is forwarded" "$(jq -r .body_len <<<"$out")" 31
 check_eq "the meter read the model" "$(grep '"event":"meter-request"' "$T/drv.out" | tail -1 | jq -r .model)" m1
-sleep 0.2
+wait_counter -t 2 meter_ends -gt "$n"
 check_eq "the meter heard the end of the exchange" \
 	"$(grep '"event":"meter-end"' "$T/drv.out" | tail -1 | jq -r .how)" complete
 # invariant: the meter sees every byte of the response the guest gets, in order, the head first, all before
@@ -524,7 +524,7 @@ meter_saw() { # meter_saw WHAT SECRET COMMAND...: the body COMMAND left in $T/mb
 	n=$(grep -c '"event":"meter-end"' "$T/drv.out")
 	rm -f "$T/mbody"
 	"$@"
-	for _ in $(seq 40); do [ "$(grep -c '"event":"meter-end"' "$T/drv.out")" -gt "$n" ] && break; sleep 0.05; done
+	wait_counter -t 2 meter_ends -gt "$n"
 	m=$(grep '"event":"meter-end"' "$T/drv.out" | tail -1)
 	check_eq "the meter saw, in order, all the guest got of $what" \
 		"$(jq -r '[.how, .response_bytes, .response_fnv, .head_first] | @tsv' <<<"$m")" \
@@ -628,7 +628,7 @@ again() { # again [CMD]: a tunnel's first request, then CMD to the driver, then 
 	in_g "$LTS_PY" "$NET" connect "$BROKER" "$PORT" allowed.test.example allowed.test.example \
 		--cafile "$T/ca.pem" --again "$T/again" >"$T/again.out" 2>&1 &
 	local c=$!
-	for _ in $(seq 60); do grep -q tls-ok "$T/again.out" && break; sleep 0.05; done
+	wait_until -t 3 grep -q tls-ok "$T/again.out"
 	[ -z "${1-}" ] || cmd "$1" >/dev/null
 	touch "$T/again"
 	wait "$c"

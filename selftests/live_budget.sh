@@ -162,7 +162,7 @@ R_RACE=$(cost "$(price gemini gemini-2.5-flash)" "$RACE_IN" 0 0 0 4000)
 # ten of the race's reservations fit, an eleventh does not
 conf "$(dollars $((R_RACE * 21 / 2)))"
 kill -HUP "$LATCHD_PID"
-for _ in $(seq 40); do grep -q "reloaded:" "$T/latchd.log" && break; sleep 0.05; done
+wait_until -t 2 grep -q "reloaded:" "$T/latchd.log"
 
 key_of() {
 	case $1 in
@@ -189,23 +189,15 @@ send() {
 }
 usage_hdr() { echo "X-Fake-Usage: in=$1,out=$2,cached=${3:-0},cw=${4:-0},cw1h=${5:-0},thoughts=${6:-0},search=${7:-0},files=${8:-0},code=${9:-0},images=${10:-0}"; }
 # audited_ws: a settlement of this sandbox that counted web searches (its fields' tokens.web_searches)
-audited_ws() {
-	for _ in $(seq 40); do
-		latch --json audit "$LTS_NAME" --kind budget 2>/dev/null |
-			jq -e 'any(.entries[]; .reason == "budget.settled.usage" and (tostring | test("web_searches")))' \
-				>/dev/null && return 0
-		sleep 0.05
-	done
-	return 1
+audited_ws() { wait_until -t 2 has_audited_ws; }
+has_audited_ws() {
+	latch --json audit "$LTS_NAME" --kind budget 2>/dev/null |
+		jq -e 'any(.entries[]; .reason == "budget.settled.usage" and (tostring | test("web_searches")))' >/dev/null
 }
 # audited KIND REASON: an entry of this sandbox with that reason (waits up to 2 s)
-audited() {
-	for _ in $(seq 40); do
-		latch --json audit "$LTS_NAME" --kind "$1" 2>/dev/null |
-			jq -e --arg r "$2" 'any(.entries[]; .reason == $r)' >/dev/null && return 0
-		sleep 0.05
-	done
-	return 1
+audited() { wait_until -t 2 has_audited "$@"; }
+has_audited() {
+	latch --json audit "$LTS_NAME" --kind "$1" 2>/dev/null | jq -e --arg r "$2" 'any(.entries[]; .reason == $r)' >/dev/null
 }
 
 # ------------------------------------------------------------ 32 requests race for the last dollar
@@ -216,10 +208,9 @@ check_eq "32 racers for the last dollar: the 10 that fit are forwarded (cap 10.5
 	"$(grep -c '^200' <<<"$out")" 10
 check_eq "and the other 22 are refused with 429" "$(grep -c '^429' <<<"$out")" 22
 refusal=$(grep -m1 '^429' <<<"$out" | cut -f2)
-for _ in $(seq 60); do
-	[ "$(jq -r '.["'"$LTS_NAME"'/gemini"].micros' <<<"$(ledger sums)")" = $((R_RACE * 10)) ] && break
-	sleep 0.05
-done
+# counter_race_micros: what the ledger holds for the race (wait_counter)
+counter_race_micros() { jq -r '.["'"$LTS_NAME"'/gemini"].micros' <<<"$(ledger sums)"; }
+wait_counter -t 3 race_micros -eq $((R_RACE * 10))
 sums=$(ledger sums)
 check_eq "the ledger holds exactly the 10 reservations" "$(jq -r '.["'"$LTS_NAME"'/gemini"].requests' <<<"$sums")" 10
 check_eq "each settled at its usage, together 10 reservations" \
@@ -251,7 +242,7 @@ check "and the broker's refusal too (kind refused)" audited refused latchd.broke
 # SIGHUP raises the cap (latch.conf's caps and the price table are re-read)
 conf 1000
 kill -HUP "$LATCHD_PID"
-for _ in $(seq 40); do [ "$(grep -c "reloaded:" "$T/latchd.log")" -ge 2 ] && break; sleep 0.05; done
+wait_counter -t 2 "match:reloaded::$T/latchd.log" -ge 2
 send gemini /v1beta/models/gemini-2.5-flash:generateContent "$RACE_BODY" --header "$(usage_hdr 1 1)"
 check_eq "after SIGHUP with a higher cap the same request is forwarded" "${OUT%%$'\t'*}" 200
 
@@ -266,7 +257,7 @@ reload() { # reload [LINE]: latch.conf again (conf 1000 LINE), and wait for latc
 	n=$(grep -c "reloaded:" "$T/latchd.log")
 	conf 1000 "${1:-}"
 	kill -HUP "$LATCHD_PID"
-	for _ in $(seq 60); do [ "$(grep -c "reloaded:" "$T/latchd.log")" -gt "$n" ] && break; sleep 0.05; done
+	wait_counter -t 3 "match:reloaded::$T/latchd.log" -gt "$n"
 }
 PDF='{"model":"claude-sonnet-4-5","max_tokens":1000,"messages":[{"role":"user","content":[{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"@PAD@"}},{"type":"text","text":"Summarise this."}]}]}'
 PDF_LEN=$((${#PDF} - 5 + 12000000))
@@ -589,12 +580,14 @@ done
 send anthropic /v1/messages "$MSG" --header "$(usage_hdr 1111 222)"
 exact "control: /v1/messages on the same route is forwarded and settled" "$(cost "$P_SON" 1111 0 0 0 222)"
 used() { latch --json usage "$LTS_NAME" | jq -r '.caps[] | select(.scope == "sandbox" and .provider == "anthropic") | .dollars_per_day.used'; }
-for _ in $(seq 40); do u0=$(used); [ "$u0" != "" ] && break; sleep 0.05; done
+used_known() { u0=$(used); [ -n "$u0" ]; } # sets u0
+wait_until -t 2 used_known
 send anthropicp /v1/messages/batches "$BATCH"
 check_eq "a kit that prices the batch endpoint forwards it" "${OUT%%$'\t'*}" 200
 check_eq "  the upstream got it" "$(tail -1 "$T/up.log" | jq -r .path)" /v1/messages/batches
 check_eq "  reserved and charged its fixed price, \$2.50" "$RES $SET $HOW" "2500000 2500000 fixed"
-for _ in $(seq 40); do [ "$(used)" = $((u0 + 2500000)) ] && break; sleep 0.05; done
+counter_used() { used; }
+wait_counter -t 2 used -eq $((u0 + 2500000))
 check_eq "  and latch usage counts the \$2.50 against anthropic's day" "$(used)" $((u0 + 2500000))
 
 # ------------------------------------------------------------ tools that have the provider fetch a URL (issue 34)
@@ -654,7 +647,7 @@ check_eq "and still meters" "$HOW" usage
 printf 'openai gpt-4o 2.50 ten 1.25 - 16384 128000\n' >"$ROOT/etc/latch/prices"
 chmod 0644 "$ROOT/etc/latch/prices"
 kill -HUP "$LATCHD_PID"
-for _ in $(seq 40); do grep -q "price table not reloaded" "$T/latchd.log" && break; sleep 0.05; done
+wait_until -t 2 grep -q "price table not reloaded" "$T/latchd.log"
 check "SIGHUP with a bad price table keeps the one in force, saying why" \
 	grep -q "price table not reloaded, the one in force stays: $ROOT/etc/latch/prices:1: " "$T/latchd.log"
 send openai /v1/chat/completions "$CHAT" --header "$(usage_hdr 1234 321 200)"
@@ -677,8 +670,9 @@ in_g "$LTS_PY" "$NET" req "http://$HOST4:$PORT/anthropic/v1/messages" --key "$(k
 	--header "$(usage_hdr 100 100)" --header "X-Fake-Mode: slow" >"$T/killed.out" 2>&1 &
 streamer=$!
 LTS_PIDS+=("$streamer")
-for _ in $(seq 40); do [ "$(ledger lastid)" -gt "$before_id" ] && break; sleep 0.05; done
-sleep 0.8 # mid-stream: a few events are through
+counter_ledger_last() { ledger lastid; }
+wait_counter -t 2 ledger_last -gt "$before_id"
+sleep 0.8 # the point: kill latchd mid-stream, once a few of the slow stream's events are through
 read -r spent_before n_before <<<"$(spend)"
 kill -KILL "$LATCHD_PID"
 { wait "$LATCHD_PID"; } 2>/dev/null

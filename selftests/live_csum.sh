@@ -48,13 +48,7 @@ send() {
 	in_h "$LTS_PY" "$SEND" "$TAP" "$TGUEST_MAC" "$TGUEST4" "$SRV_A" 5200 --token "$t" "$@"
 }
 # landed LOG TOKEN: the datagram reached that server (waits up to 1 s)
-landed() {
-	for _ in 1 2 3 4 5 6 7 8 9 10; do
-		grep -aq " udp $2 " "$1" && return 0
-		sleep 0.1
-	done
-	return 1
-}
+landed() { wait_until -t 1 grep -aq " udp $2 " "$1"; }
 
 # --- without latch: an honest request is delivered, and the forged one is rewritten to port 5300
 send base-honest --honest

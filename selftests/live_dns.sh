@@ -59,7 +59,7 @@ echo "# flood: $FLOOD queries, $n answered, drop_dns_rate $dr0 -> $dr1"
 check_cmp "flood: at least the burst less slack is answered ($n)" "${n:-0}" -ge $((BURST - 2))
 check_cmp "flood: no more than burst + rate x 2 s is answered ($n)" "${n:-999}" -le $((BURST + 2 * RATE))
 check_cmp "flood: the rest is counted under drop_dns_rate" "$dr1" -ge $((dr0 + FLOOD - BURST - 2 * RATE))
-sleep 1
+sleep 1 # the point: a second of refill at RATE/s
 check "control: after the flood, the resolver answers again within the rate" dns_ok "$HOST4"
 
 lts_done

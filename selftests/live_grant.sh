@@ -119,12 +119,11 @@ start_latchd() {
 		>>"$T/latchd.log" 2>&1 &
 	LATCHD_PID=$!
 	LTS_PIDS+=("$LATCHD_PID")
-	for _ in $(seq 50); do
-		[ -S "$ROOT/run/latch/latchd.sock" ] && latch --json grants "$LTS_NAME" 2>/dev/null | jq -e .latchd >/dev/null &&
-			return 0
-		sleep 0.1
-	done
-	return 1
+	wait_until -t 5 latchd_answers
+}
+# latchd_answers: latchd's socket is there and `latch grants` reads it
+latchd_answers() {
+	[ -S "$ROOT/run/latch/latchd.sock" ] && latch --json grants "$LTS_NAME" 2>/dev/null | jq -e .latchd >/dev/null
 }
 # q NAME: the guest asks its resolver; the status word and the answers
 q() {
@@ -208,11 +207,12 @@ check "latch grants reads its address back from the kernel" \
 	jq -e --arg e "$SRV_A:$SPORT" '[.grants[0].hosts[0].kernel[] | select(.entry == $e and .seconds_left <= 3)] | length == 1' \
 	<<<"$g"
 check_cmp "the grant is audited" "$(audit_n grant latchd.grant.grant)" -eq 1
-sleep 3.3
+sleep 3.3 # the point: the grant's 3 s run out
 check_not "after the deadline the address is closed" tcp_ok "$SRV_A" "$SPORT"
 check_not "  the IPv6 one too" tcp_ok "$SRV6_A" "$SPORT"
 check_eq "  and the name is refused again" "$(q docs.example)" "REFUSED "
-sleep 1.2 # latchd's tick notes the expiry
+counter_expiries() { audit_n expire latchd.grant.expire; }
+wait_counter -t 3 expiries -ge 1 # latchd's tick notes the expiry
 check_eq "  the expiry is audited" "$(audit_n expire latchd.grant.expire)" 1
 check_eq "  and latch grants lists nothing" "$(latch --json grants "$LTS_NAME" | jq '.grants | length')" 0
 
@@ -226,7 +226,7 @@ check "CONNECT docs.example:443 under a grant of docs.example:$DPORT alone is re
 in_g "$LTS_PY" "$LTS_NET" stream "$SRV_A" "$DPORT" --duration 3 >/dev/null 2>&1 &
 sa=$!
 LTS_PIDS+=("$sa")
-sleep 1
+sleep 1 # the point: the stream flows for a second before the deny
 t_deny=$(uptime_s)
 check "latch deny closes an active grant" latch deny "$gid"
 wait "$sa"
@@ -245,13 +245,10 @@ gpost() {
 		tr -d '\n'
 }
 # pending_id: the id of the one pending ask
-pending_id() {
-	for _ in $(seq 30); do
-		id=$(latch --json grants "$LTS_NAME" | jq -r '[.grants[] | select(.state == "pending") | .id][0] // empty')
-		[ -n "$id" ] && { echo "$id"; return 0; }
-		sleep 0.1
-	done
-	return 1
+pending_id() { wait_until -t 3 pending_known && echo "$id"; }
+pending_known() { # sets id
+	id=$(latch --json grants "$LTS_NAME" | jq -r '[.grants[] | select(.state == "pending") | .id][0] // empty')
+	[ -n "$id" ]
 }
 
 "$LATCH_BIN" completion bash >"$T/completion.bash" # made here: an ask waits only grant_ask_wait
@@ -296,7 +293,7 @@ check_eq "  completion: latch approve offers its id" "$(comp_id approve)" "$id"
 check_eq "  completion: latch deny offers its id" "$(comp_id deny)" "$id"
 check_not "  nothing is open while it waits" tcp_ok "$SRV_A" "$SPORT"
 check_eq "  its id is 16 characters of base32" "$(grep -cE '^[a-z2-7]{16}$' <<<"$id")" 1
-for _ in $(seq 30); do [ -s "$T/hooked.jsonl" ] && [ -s "$T/notified.jsonl" ] && break; sleep 0.1; done
+wait_until -t 3 test -s "$T/hooked.jsonl" -a -s "$T/notified.jsonl"
 n=$(jq -s --arg id "$id" '[.[] | select(.id == $id and .type == "latch.grant.ask")] | length' "$T/notified.jsonl")
 check_eq "notify_command got the ask as JSON on stdin" "$n" 1
 n=$(jq -s --arg id "$id" '[.[] | select(.id == $id)] | length' "$T/hooked.jsonl")
@@ -311,7 +308,8 @@ check "the document carries the reason under sandbox_says, verbatim" \
 	jq -e --arg id "$id" --arg r "$REASON1" 'select(.id == $id) | .sandbox_says == $r' "$T/hooked.jsonl"
 check_eq "  and no refused ask before it reached a notifier" \
 	"$(jq -s '[.[] | select(.type == "latch.grant.ask")] | length' "$T/notified.jsonl") $(jq -s '[.[] | select(.type == "latch.grant.ask")] | length' "$T/hooked.jsonl")" "1 1"
-for _ in $(seq 30); do [ "$(audit_n notify)" -ge 2 ] && break; sleep 0.1; done
+counter_notifies() { audit_n notify; }
+wait_counter -t 3 notifies -ge 2
 check_eq "both deliveries are audited (notify: the command's exit, the webhook's status)" \
 	"$(latch --json audit "$LTS_NAME" --kind grant | jq -r --arg id "$id" '[.entries[] | select(.decision == "notify" and .fields.id == $id) | .reason] | sort | join(" ")')" \
 	"latchd.grant.notify.command latchd.grant.notify.url"
@@ -428,15 +426,13 @@ p1=$!
 ask files.example >/dev/null 2>&1 &
 p2=$!
 LTS_PIDS+=("$p1" "$p2")
-for _ in $(seq 30); do
-	[ "$(latch --json grants "$LTS_NAME" | jq '[.grants[] | select(.state == "pending")] | length')" = 2 ] && break
-	sleep 0.1
-done
+counter_pending() { latch --json grants "$LTS_NAME" | jq '[.grants[] | select(.state == "pending")] | length'; }
+wait_counter -t 3 pending -eq 2
 notified=$(wc -l <"$T/hooked.jsonl")
 r=$(gpost '{"hosts":["files.example"]}')
 check "a third pending ask is refused (429) naming grant_asks_pending" grep -q 'grant_asks_pending.* 429$' <<<"$r"
-for i in $(seq 20); do gpost '{"hosts":["files.example"]}' >/dev/null; done
-sleep 0.5
+for _ in $(seq 20); do gpost '{"hosts":["files.example"]}' >/dev/null; done
+sleep 0.5 # the point: time for a notification that must not come
 check_eq "a burst of 20 asks reached the person not once" "$(wc -l <"$T/hooked.jsonl")" "$notified"
 check_cmp "  and was audited (refusals counted past 10 a minute)" \
 	"$(latch --json audit "$LTS_NAME" --kind grant | jq '[.entries[] | select(.reason == "latchd.grant.ask.cap")] | length')" -ge 1

@@ -66,8 +66,8 @@ dgram_arrives() {
 	TOKEN=$((TOKEN + 1))
 	in_g "$LTS_PY" -c "import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.setsockopt(socket.SOL_SOCKET, socket.SO_BROADCAST, 1); s.sendto(b'tok-$TOKEN', ('$1', ${2:-$SVC}))" 2>/dev/null
-	sleep 0.2
-	grep -q " udp tok-$TOKEN\$" "$LOG"
+	# up to LTS_T for an answer (check_not makes that LTS_T_DENY)
+	wait_until -t "$LTS_T" grep -q " udp tok-$TOKEN\$" "$LOG"
 }
 
 # --- without latch every probe gets through (so each denial below means something)

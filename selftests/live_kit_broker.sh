@@ -210,12 +210,12 @@ gsh() { in_g env -i PATH="$PATH" $(cat "$T/guest.env") sh -c "$1" 2>&1 | tee -a 
 gcurl() { in_g curl -sS -m 5 "$@" 2>&1 | tee -a "$RESP"; }
 graw() { in_g "$LTS_PY" "$NET" raw "$BROKER" "$PORT" "$@" 2>&1 | tee -a "$RESP"; }
 lcount() { latch --json audit "$LTS_NAME" --kind "$1" 2>/dev/null | jq '.entries | length'; }
+# counter_kind_entries: lcount of the kind lastafter waits on (wait_counter)
+counter_kind_entries() { lcount "$lts_counter_of_kind"; }
 # lastafter KIND N: the first entry of KIND after the first N (waits up to 2 s)
 lastafter() {
-	for _ in $(seq 40); do
-		[ "$(lcount "$1")" -gt "$2" ] && break
-		sleep 0.05
-	done
+	lts_counter_of_kind=$1
+	wait_counter -t 2 kind_entries -gt "$2"
 	latch --json audit "$LTS_NAME" --kind "$1" 2>/dev/null | jq -c ".entries[$2]"
 }
 # a long-lived guest process with the environment, whose /proc/PID/environ is grepped at the end
@@ -311,7 +311,7 @@ tunnel_audited() {
 	latch --json audit "$LTS_NAME" --kind other | jq -e 'any(.entries[]; .fields.host == "kitnet.test.example" and
 		.fields.method == "CONNECT" and .reason == "latchd.broker.connect" and .fields.bytes_out > 0)' >/dev/null
 }
-for _ in $(seq 40); do tunnel_audited && break; sleep 0.05; done
+wait_until -t 2 tunnel_audited
 check "the tunnel is audited as other, with its bytes" tunnel_audited
 out=$(connect other.test.example other.test.example)
 check "CONNECT to a name of neither, on the same address, is refused" grep -q "^HTTP/1.1 403" <<<"$out"
@@ -388,10 +388,8 @@ check_cmp "control: latchd holds the file's key while the sandbox exists" "$(mem
 check_cmp "control: latchd holds the handed key while the sandbox exists" "$(memcount "$ENV_SECRET")" -ge 1
 latch detach "$LTS_NAME" >/dev/null 2>&1
 latch detach "$NAME2" >/dev/null 2>&1
-for _ in $(seq 50); do
-	[ "$(ping_latchd | jq '.sandboxes | length')" = 0 ] && break
-	sleep 0.1
-done
+counter_latchd_sandboxes() { ping_latchd | jq '.sandboxes | length'; }
+wait_counter -t 5 latchd_sandboxes -eq 0
 check_eq "latchd let go of both sandboxes" "$(ping_latchd | jq '.sandboxes | length')" 0
 check_eq "no copy of the file's key is left in latchd" "$(memcount "$SECRET")" 0
 check_eq "no copy of the handed key is left in latchd" "$(memcount "$ENV_SECRET")" 0

@@ -191,8 +191,10 @@ r=$(in_h kdig @"$HOST4" hostask.example A +retry=0 +timeout=1 2>&1 | grep -c 'st
 check_eq "a query from the host itself gets no answer" "$r" 0
 r=$(q guestask.example)
 check_eq "control: the guest's query for an unlisted name is REFUSED" "$r" "REFUSED "
-sleep 0.5
 audited() { latch --json audit "$LTS_NAME" --kind dns 2>/dev/null | jq --arg n "$1" '[.entries[] | select(.fields.name == $n)] | length'; }
+# the host's query went first: once the guest's is audited, a row of the host's would be too
+counter_guestask() { audited guestask.example; }
+wait_counter -t 2 guestask -ge 1
 check_eq "the host's query left no audit row" "$(audited hostask.example)" 0
 check_eq "control: the guest's refusal did" "$(audited guestask.example)" 1
 
@@ -220,7 +222,8 @@ print(got)
 EOF
 )
 check_eq "300 queries pipelined on one TCP connection: the first 64 are answered, then it is cut" "$out" 64
-sleep 0.5
+counter_tcp_cuts() { latch --json audit "$LTS_NAME" --kind dns 2>/dev/null | jq '[.entries[] | select(.reason == "latchd.dns.tcp-queries")] | length'; }
+wait_counter -t 2 tcp_cuts -ge 1
 n=$(latch --json audit "$LTS_NAME" --kind dns 2>/dev/null | jq '[.entries[] | select(.reason == "latchd.dns.tcp-queries")] | length')
 check_eq "the cut is in the audit log" "$n" 1
 r=$(q ok.example A +tcp)
@@ -276,7 +279,8 @@ check "a fresh answer opens it again" tcp_ok "$WILD" 9000
 
 # --- kernel deny events reach the audit log through latchd
 tcp_ok 203.0.113.77 443 >/dev/null 2>&1
-sleep 1
+counter_kernel_denies() { latch --json audit "$LTS_NAME" --kind kernel 2>/dev/null | jq '[.entries[] | select(.reason == "drop_policy")] | length'; }
+wait_counter -t 3 kernel_denies -gt 0
 n=$(latch --json audit "$LTS_NAME" --kind kernel 2>/dev/null | jq '[.entries[] | select(.reason == "drop_policy")] | length')
 check "a kernel deny was written to the audit log" test "${n:-0}" -gt 0
 n=$(latch --json audit "$LTS_NAME" --kind dns 2>/dev/null | jq '[.entries[] | select(.reason == "latchd.dns.not-allowed")] | length')
@@ -293,7 +297,7 @@ waits_for_lock() {
 	flock "$LOCK" sh -c "sleep 1; touch '$LTS_TMP/released'" &
 	holder=$!
 	LTS_PIDS+=("$holder")
-	for _ in $(seq 50); do flock -n "$LOCK" true || break; sleep 0.02; done
+	wait_until -t 1 -i 0.02 lts_not flock -n "$LOCK" true # until the holder has it
 	"$@" >/dev/null
 	[ -e "$LTS_TMP/released" ] || waited=0
 	wait "$holder"
@@ -327,7 +331,7 @@ LTS_PIDS+=("$u_pid" "$a_pid")
 # which would count a line sent up to 10 ms before the command returned as sent after it: take
 # $EPOCHREALTIME (microseconds) the moment latch returns, less realtime's offset from boottime
 boot_off=$("$LTS_PY" -c 'import time; print("%.6f" % (time.time() - time.clock_gettime(time.CLOCK_BOOTTIME)))')
-sleep 1.5
+sleep 1.5 # the point: the streams flow under p1 before the switch
 latch egress "$LTS_NAME" profile p2 >/dev/null 2>&1
 rc=$?
 t_returned=$EPOCHREALTIME
@@ -358,7 +362,7 @@ check "the overlay is layered over p2 too" grep -q "NOERROR $SRV_C" <<<"$r"
 printf 'both.example:9000,5001\nother.example:443\n*.wild.example:443\n999.1.1.1/8\n' \
 	>"$ROOT/etc/latch/profiles/p2.txt"
 kill -HUP "$LATCHD_PID"
-sleep 1
+wait_until -t 3 grep -q "reload refused.*p2.txt:4" "$LTS_TMP/latchd.log"
 check "an invalid profile on SIGHUP is refused and logged" grep -q "reload refused.*p2.txt:4" "$LTS_TMP/latchd.log"
 r=$(q x4.wild.example)
 check_eq "nothing of the invalid file was applied" "$r" "REFUSED "
@@ -370,8 +374,9 @@ check_eq "latchd --reload of the invalid profile fails (exit 1)" "$rc" 1
 check "  naming the file and line latchd refused" grep -q "^latchd: reload refused, nothing changed: .*p2.txt:4" \
 	"$LTS_TMP/reload.err"
 printf 'both.example:9000,5001\nother.example:443\n*.wild.example:443\n' >"$ROOT/etc/latch/profiles/p2.txt"
+n=$(counter_value "match:reloaded::$LTS_TMP/latchd.log")
 kill -HUP "$LATCHD_PID"
-sleep 1
+wait_counter -t 3 "match:reloaded::$LTS_TMP/latchd.log" -gt "$n"
 r=$(q x5.wild.example)
 check "a valid profile on SIGHUP is swapped in" grep -q "NOERROR $WILD" <<<"$r"
 check_eq "control: latchd --reload of the valid one passes" "$(LATCH_ROOT=$ROOT "$LATCHD_BIN" --reload 2>&1)" \
@@ -394,7 +399,8 @@ sleep 4 # every TTL (<= 3 s) has run out with nobody to refresh it
 check_not "after SIGKILL host-name entries expire in the kernel (fail closed)" tcp_ok "$SRV_B" 443
 check "the learned names were kept on disk for the restart" grep -q " x5.wild.example$" "$ROOT/var/lib/latch/policy/$LTS_NAME.learned"
 start_latchd || fail latchd-restart "latchd did not come back: $(tail -3 "$LTS_TMP/latchd.log")"
-sleep 1
+counter_learned() { echo '{"op":"ping"}' | socat -T2 - UNIX-CONNECT:"$ROOT/run/latch/latchd.sock" | jq '.sandboxes[0].learned'; }
+wait_counter -t 3 learned -ge 1
 learned=$(echo '{"op":"ping"}' | socat -T2 - UNIX-CONNECT:"$ROOT/run/latch/latchd.sock" | jq '.sandboxes[0].learned')
 check "restarted latchd knows the names it had learned, before any new query" test "${learned:-0}" -ge 1
 r=$(q other.example)

@@ -391,10 +391,8 @@ lts_bg "$LTS_I" "$LTS_TMP/dnsmasq.out" dnsmasq --keep-in-foreground --conf-file=
 	--txt-record=ok.example,hello \
 	--address=/tunnel.example/203.0.113.99 --address=/tunnelok.example/203.0.113.19 \
 	--local=/example/ --local=/example.net/ # unknown names are NXDOMAIN, names without the type NODATA
-for _ in $(seq 50); do
-	ip netns exec "$LTS_I" kdig +retry=0 +timeout=1 "@$DNS4" ok.example A 2>/dev/null | grep -q NOERROR && break
-	sleep 0.1
-done
+upstream_answers() { ip netns exec "$LTS_I" kdig +retry=0 +timeout=1 "@$DNS4" ok.example A 2>/dev/null | grep -q NOERROR; }
+wait_until -t 5 upstream_answers
 write_spoof_server
 write_tcp_client
 lts_bg "$LTS_I" "$LTS_TMP/spoof.out" "$LTS_PY" "$LTS_TMP/lts_spoof.py" "$TRICK4" "$FORGE4" "$LTS_TMP/spoof.log" 120
@@ -665,21 +663,21 @@ check "reported as cname-chain (too long)" drv_has "^refused c1\.chain\.example 
 # ------------------------------------------------------------ cache
 
 check_eq "cache.example is answered" "$(dq "@$R4" +short cache.example A)" "203.0.113.13"
-sleep 1.1
+sleep 1.1 # the point: a second of its TTL gone, the answer comes from the cache
 check_eq "cache.example again is answered" "$(dq "@$R4" +short cache.example A)" "203.0.113.13"
 check_eq "the upstream saw cache.example once" "$(upstream_seen cache.example A)" 1
 # a report the policy took (its entries are in the kernel until the TTL) is not made again by a hit;
 # one it could not take is made again by the next hit, with the remaining TTL
 check_eq "a cache hit of a taken report is not reported again" "$(drv_count '^answered cache\.example ')" 1
 check_eq "control: unlearnable.example is answered" "$(dq "@$R4" +short unlearnable.example A)" "203.0.113.14"
-sleep 1.1
+sleep 1.1 # the point: the hit's remaining TTL is below the first answer's
 check_eq "... and answered again from the cache" "$(dq "@$R4" +short unlearnable.example A)" "203.0.113.14"
 ttls=$(sed -n 's/^answered unlearnable\.example \([0-9]*\) .*/\1/p' "$OUT" | tr '\n' ' ')
 check "a report the policy refused is made again by the hit, with the remaining TTL ($ttls)" \
 	test "$(echo "$ttls" | awk '{ print NF == 2 && $1 == '"$TTL_MAX"' && $2 < $1 }')" = 1
 check_eq "a cached rebinding answer is still REFUSED" "$(status rebind.example A)" REFUSED
 kill -USR1 "$DRV_PID"
-for _ in $(seq 20); do drv_has '^flushed$' && break; sleep 0.1; done
+wait_until -t 2 drv_has '^flushed$'
 check_eq "after a flush, cache.example is answered" "$(dq "@$R4" +short cache.example A)" "203.0.113.13"
 check_eq "and asked upstream again" "$(upstream_seen cache.example A)" 2
 check_eq "and reported afresh" "$(drv_count '^answered cache\.example ')" 2
@@ -737,7 +735,7 @@ check_eq "control: the guest still asks over TCP and is answered" "$(dq "@$R4" +
 check_eq "control: and an unlisted name from the guest is still reported" "$(status outside.example A)" REFUSED
 check "... as its refusal" test "$(sed -n "$((n_lines + 1)),\$p" "$OUT" | grep -c '^refused outside\.example A not-allowed$')" -ge 1
 kill -USR2 "$DRV_PID"
-for _ in $(seq 20); do drv_has '^stats ' && break; sleep 0.1; done
+wait_until -t 2 drv_has '^stats '
 check_cmp "all of it was counted as foreign (stats: $(grep '^stats ' "$OUT" | tail -1))" \
 	"$(grep '^stats ' "$OUT" | tail -1 | sed -n 's/.* foreign=\([0-9]*\).*/\1/p')" -ge 205
 ip -n "$LTS_I" route del 198.51.100.0/30 via "$H_UP4"
@@ -789,7 +787,7 @@ for _ in $(seq 10); do
 	s=$(status ok.example A -p 5303 +tcp)
 	[ "$s" = REFUSED ] && ctl_ok=$((ctl_ok + 1))
 	echo "# control during the bursts: $s"
-	sleep 0.1
+	sleep 0.1 # the point: ten samples spread over the bursts
 done
 wait "$burst_pid"
 t1=$(date +%s.%N)
@@ -813,7 +811,7 @@ check_eq "control: once the rate has room again, TCP is answered again" "$(tcp3 
 # ------------------------------------------------------------ the end
 
 kill -TERM "$DRV_PID"
-for _ in $(seq 30); do drv_has '^stats ' && break; sleep 0.1; done
+wait_until -t 3 drv_has '^stats '
 stats=$(grep "^stats " "$OUT" | tail -1)
 echo "# $stats"
 check "resolver_drv exits cleanly on SIGTERM with its stats" test -n "$stats"
@@ -825,9 +823,9 @@ check_cmp "stats: upstream_sent is well below the queries" "$(get upstream_sent)
 # free with a query in flight (the dead upstream holds it for 400 ms): no callback after it
 dq "@$R4" -p 5300 +short late.pipe.example A >/dev/null &
 kdig_pid=$!
-sleep 0.15
+sleep 0.15 # the point: the query is in flight (the dead upstream holds it for 400 ms) when SIGTERM comes
 kill -TERM "$DRV2_PID"
-for _ in $(seq 30); do kill -0 "$DRV2_PID" 2>/dev/null || break; sleep 0.1; done
+wait_until -t 3 lts_not kill -0 "$DRV2_PID"
 wait "$kdig_pid"
 check "SIGTERM with a query in flight: the second resolver exits" test "$(grep -c '^stats ' "$OUT2")" = 1 -a \
 	! -d "/proc/$DRV2_PID"

@@ -20,6 +20,15 @@ lts_bg "$LTS_I" "$LTS_TMP/serve-log.out" "$LTS_PY" "$LTS_NET" serve --tcp "$PORT
 lts_wait_ready "$LTS_TMP/serve-log.out" || fail setup "logging server did not start"
 
 # restart_in_mode MODE: attach in MODE (tcx or clsact), re-attach under traffic, detach
+# progs_released ID...: no BPF program of these ids is loaded any more
+progs_released() {
+	local id
+	for id in "$@"; do
+		bpftool prog show id "$id" >/dev/null 2>&1 && return 1
+	done
+	return 0
+}
+
 restart_in_mode() {
 	local mode=$1
 	declare -A mid_before
@@ -39,7 +48,7 @@ restart_in_mode() {
 	in_g "$LTS_PY" "$LTS_NET" stream "$SRV_A" "$PORT" --duration 60 >/dev/null 2>&1 &
 	stream=$!
 	LTS_PIDS+=("$stream")
-	sleep 0.5
+	sleep 0.5 # the point: the connection is open and flowing before the restart
 
 	before=$(status_json)
 	for mp in "${MAPS[@]}"; do mid_before[$mp]=$(map_id "$mp"); done
@@ -86,13 +95,7 @@ restart_in_mode() {
 
 	# the old programs are gone once nothing holds them
 	gone=0
-	for _ in $(seq 20); do
-		if ! bpftool prog show id "$prog_in0" >/dev/null 2>&1 && ! bpftool prog show id "$prog_out0" >/dev/null 2>&1; then
-			gone=1
-			break
-		fi
-		sleep 0.1
-	done
+	wait_until -t 2 progs_released "$prog_in0" "$prog_out0" && gone=1
 	check_eq "$mode: after: the replaced programs were released" "$gone" 1
 
 	# enforcement is the same on the new programs

@@ -63,6 +63,11 @@ echo mine >/tmp/m && stat -c %u /tmp/m; head -c 4 /etc/os-release >/dev/null && 
 check_eq "a root room reads no root-only file of the host (root's files are the overflow uid there)" \
 	"$(jget "$R" .output)" "$(printf 'rc=1\n65534:65534\n0\ncontrol-read')"
 
+# room_python_runs CG2: a process of this test's rooms runs python3
+room_python_runs() {
+	grep -qs python3 $(sed 's|^|/proc/|; s|$|/comm|' "$1/$LTS_CGNAME"/rooms/*/cgroup.procs 2>/dev/null)
+}
+
 # Invariant: a room cannot squat an abstract unix name of the host: no cgroup hook sees bind(), so
 # every room has a network namespace of its own, where abstract names are its own (a room with
 # network makes its IP sockets in the host's namespace through a supervisor).  The room binds
@@ -78,11 +83,8 @@ c = socket.socket(socket.AF_UNIX); c.connect("/tmp/path.sock"); a, _ = t.accept(
 i = socket.socket(socket.AF_INET6, socket.SOCK_STREAM | socket.SOCK_CLOEXEC); print("ip socket", i.family.name, i.type.name)' &
 	room_pid=$!
 	cg2=$(awk '$3 == "cgroup2" {print $2; exit}' /proc/mounts)
-	for _ in $(seq 100); do # until the room's python runs (bounded: 10 s)
-		grep -qs python3 $(sed 's|^|/proc/|; s|$|/comm|' "$cg2/$LTS_CGNAME"/rooms/*/cgroup.procs 2>/dev/null) && break
-		sleep 0.1
-	done
-	sleep 1 # the bind is python's first act
+	wait_until -t 10 room_python_runs "$cg2"
+	sleep 1 # the bind is python's first act; it says so only in the room's output, read at its end
 	host_bind=$(nsenter --net="/run/netns/$LTS_H" /usr/bin/python3 -c 'import socket
 s = socket.socket(socket.AF_UNIX)
 try:
@@ -117,14 +119,16 @@ for f in (socket.AF_INET, socket.AF_INET6):
 u = socket.socket(socket.AF_UNIX); print("unix", u.family.name)' &
 room_pid=$!
 sup='' cg2=$(awk '$3 == "cgroup2" {print $2; exit}' /proc/mounts)
-for _ in $(seq 100); do # the room's python, then the cgroup's process outside its PID namespace (10 s)
+# supervisor_found: the room's python runs, and sup is the cgroup's process outside its PID namespace
+supervisor_found() {
+	local p
 	for p in $(cat "$cg2/$LTS_CGNAME"/rooms/*/cgroup.procs 2>/dev/null); do
 		[ "$(awk '/^NSpid:/ {print NF}' "/proc/$p/status" 2>/dev/null)" = 2 ] && sup=$p
 	done
-	grep -qs python3 $(sed 's|^|/proc/|; s|$|/comm|' "$cg2/$LTS_CGNAME"/rooms/*/cgroup.procs 2>/dev/null) && [ -n "$sup" ] && break
-	sleep 0.1
-done
-sleep 1
+	room_python_runs "$cg2" && [ -n "$sup" ]
+}
+wait_until -t 10 supervisor_found
+sleep 1 # python's first socket ("before") is made; it says so only in the room's output, read at its end
 [ -n "$sup" ] && kill -KILL "$sup"
 wait "$room_pid"
 check_eq "supervisor gone: the room's AF_INET and AF_INET6 socket() fail with ENOSYS" \
@@ -235,10 +239,7 @@ mark=$((4000 + $$ % 1000))
 run_room --json run --timeout 1500ms -- sh -c "setsid sleep $mark.$$ & echo started; sleep 60" >"$R" 2>/dev/null &
 lpid=$!
 seen=0
-for _ in $(seq 40); do
-	pgrep -f "^sleep $mark.$$\$" >/dev/null && seen=1 && break
-	sleep 0.05
-done
+wait_until -t 2 pgrep -f "^sleep $mark.$$\$" && seen=1
 check_eq "control: the daemonised child runs while the room does" "$seen" 1
 wait "$lpid"
 rc=$?
@@ -308,13 +309,13 @@ check_eq "a bad option: 125 (latch's own failure)" "$?" 125
 # Invariant: a room whose latch is killed (SIGKILL) dies with it, and the next run sweeps what it left.
 run_room run -- sleep "$mark.5" >/dev/null 2>&1 &
 lpid=$!
-for _ in $(seq 40); do pgrep -f "^sleep $mark.5\$" >/dev/null && break; sleep 0.05; done
+wait_until -t 2 pgrep -f "^sleep $mark.5\$"
 check "control: the room's command runs" pgrep -f "^sleep $mark.5\$"
 lat=$(pgrep -P "$lpid" -x latch) # run_room's subshell, then latch (nsenter execs it)
 check "control: latch of that room found (pid ${lat:-none})" test -n "$lat"
 [ -n "$lat" ] && kill -KILL "$lat"
 wait "$lpid" 2>/dev/null
-for _ in $(seq 40); do pgrep -f "^sleep $mark.5\$" >/dev/null || break; sleep 0.05; done
+wait_until -t 2 lts_not pgrep -f "^sleep $mark.5\$"
 check "latch killed: the room's command dies with it" sh -c "! pgrep -f '^sleep $mark.5\$'"
 check_cmp "latch killed: its room's run directory is left behind" "$(ls "$LTS_TMP/root/run/latch/rooms" | wc -l)" -eq 1
 swept=$(run_room --json run --sweep | jq -r .swept)

@@ -110,12 +110,10 @@ start_latchd() {
 		>>"$T/latchd.log" 2>&1 &
 	LATCHD_PID=$!
 	LTS_PIDS+=("$LATCHD_PID")
-	for _ in $(seq 50); do
-		tail -n +"$from" "$T/latchd.log" | grep -q "listening" && return 0
-		sleep 0.1
-	done
-	return 1
+	wait_until -t 5 listening_since "$from"
 }
+# listening_since LINE: latchd's log says "listening" at or after LINE
+listening_since() { tail -n +"$1" "$T/latchd.log" | grep -q "listening"; }
 stop_latchd() { kill "$LATCHD_PID" 2>/dev/null; wait "$LATCHD_PID" 2>/dev/null; }
 audit_has() { run_room --json audit --kind "$1" | jq -e --arg r "$2" '[.entries[]? // .[]? | select(.reason == $r)] | length > 0' >/dev/null 2>&1; }
 status_json() { run_room --json status 2>/dev/null; }
@@ -210,7 +208,7 @@ for why in metadata lan host; do
 	if audit_has confine "latchd.confine.$why"; then ok "ssrf: audited latchd.confine.$why"
 	else fail "ssrf: audited latchd.confine.$why" "no entry"; fi
 done
-sleep 1.2 # the tick audits the kernel's count
+wait_until -t 3 audit_has confine latchd.confine.kernel # the tick audits the kernel's count
 if audit_has confine latchd.confine.kernel; then ok "ssrf: the kernel's refusals are audited (latchd.confine.kernel)"
 else fail "ssrf: the kernel's refusals are audited" "no entry"; fi
 ROOM_TEST_KEY=$SECRET room_json "$R" --kit good --workspace "$WS:rw" -- /workspace/call.sh API

@@ -28,6 +28,8 @@ TCX_TOOL=$LTS_TOP/build/selftests/tcx_tool
 
 tc_h() { ip netns exec "$LTS_H" tc "$@"; }
 tool() { ip netns exec "$LTS_H" "$TCX_TOOL" "$@"; }
+# link_released ID: the link is no longer on hg0's egress chain
+link_released() { ! tool list hg0 egress | grep -q " $1\$"; }
 # a foreign classic-BPF filter that matches every packet; with no action
 # attached, a match means "accept" on clsact (only cls_bpf is available here)
 ACCEPT_ALL=(bpf bytecode '1,6 0 0 4294967295')
@@ -57,8 +59,8 @@ TOKEN=0
 udp_arrives() {
 	TOKEN=$((TOKEN + 1))
 	in_g "$LTS_PY" "$LTS_NET" udp "$SRV_B" 5100 --payload "token-$TOKEN" --timeout 0.3 >/dev/null 2>&1
-	sleep 0.1
-	grep -q " udp token-$TOKEN\$" "$LOG"
+	# up to LTS_T for it to arrive (check_not makes that LTS_T_DENY)
+	wait_until -t "$LTS_T" grep -q " udp token-$TOKEN\$" "$LOG"
 }
 
 # status_honest: status never exits 0 (enforced) while anything reaches the denied server
@@ -66,7 +68,7 @@ status_honest() {
 	local st reach
 	latch status "$LTS_NAME" >/dev/null 2>&1
 	st=$?
-	udp_arrives
+	LTS_T=$LTS_T_DENY udp_arrives # no reply is expected: wait as for a denial
 	reach=$?
 	echo "# status exit $st, one-way datagram to the denied server arrives: $([ "$reach" = 0 ] && echo yes || echo no)"
 	[ "$st" = 0 ] && [ "$reach" != 0 ] && return 0
@@ -174,10 +176,7 @@ tcx_cases() {
 	# Invariant: latch's to-guest link removed with its pin is reported.
 	link=$(hook_field to-guest link_id)
 	check "$m: remove the to-guest link's pin" rm "$LTS_PINS/link_to_guest"
-	for _ in $(seq 20); do	# the kernel releases an unpinned link from a work queue
-		tool list hg0 egress | grep -q " $link\$" || break
-		sleep 0.1
-	done
+	wait_until -t 2 link_released "$link" # the kernel releases an unpinned link from a work queue
 	check "$m: pin removed: the link left the egress chain" eval "! ip netns exec $LTS_H $TCX_TOOL list hg0 egress | grep -q ' $link\$'"
 	check "$m: pin removed: status exits 3 and says NOT ENFORCED" status_is 3 "NOT ENFORCED"
 	check "$m: pin removed: the reason says the link is gone" grep -q "is gone" <<<"$(status_why)"

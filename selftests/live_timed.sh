@@ -55,7 +55,7 @@ streams "$SRV_A" "$SRV_B" "$duration"
 
 # SIGKILL every latch process this test started, well before the deadline:
 # freeze the loop, kill its latch child in flight (if any), then the loop
-sleep 0.8
+sleep 0.8 # the point: the streams and the status loop run a while first
 kill -STOP "$loop" 2>/dev/null
 killed=0
 for p in $(own_latch_pids); do
@@ -65,10 +65,8 @@ done
 	kill -KILL "$loop"
 	wait "$loop"
 } 2>/dev/null
-for _ in 1 2 3 4 5; do
-	[ -z "$(own_latch_pids)" ] && break
-	sleep 0.1
-done
+no_own_latch() { [ -z "$(own_latch_pids)" ]; }
+wait_until -t 0.5 no_own_latch
 echo "# SIGKILLed the status loop and $killed latch process(es) in flight"
 check_eq "no latch process of this test is left (pgrep -x latch)" "$(own_latch_pids | tr '\n' ' ')" ""
 
@@ -102,7 +100,7 @@ LONG=60
 SHORT=2
 check "allow $SRV_C:$PORT/tcp --for $LONG" latch egress "$LTS_NAME" allow "$SRV_C:$PORT/tcp" --for "$LONG"
 streams "$SRV_A" "$SRV_C" "$(awk "BEGIN{print 1 + $SHORT + $AFTER}")"
-sleep 1
+sleep 1 # the point: the connection is open and flowing when its grant is shortened
 v0=$(status_json | jq '.sandboxes[0].policy_version')
 t0=$(uptime_s)
 check "shorten: allow $SRV_C:$PORT/tcp --for $SHORT while its connection is open" \
