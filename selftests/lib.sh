@@ -104,13 +104,18 @@ ok() {
 	echo "ok $LTS_NUM $(lts_name "$*")"
 }
 
-# fail NAME [WHY...]
+# fail NAME [WHY...]: a NAME of several lines (a quoted error) is named by its first
 fail() {
 	local name=$1
 	shift
+	if [[ $name == *$'\n'* ]]; then
+		set -- "${name#*$'\n'}" "$@"
+		name=${name%%$'\n'*}
+	fi
 	LTS_FAILED=$((LTS_FAILED + 1))
 	LTS_NUM=$((LTS_NUM + 1))
-	[ $# -gt 0 ] && echo "# $name: $*"
+	# every line of WHY a diagnostic (a quoted error may run over several)
+	[ $# -gt 0 ] && printf '%s\n' "$name: $*" | sed 's/^/# /'
 	echo "not ok $LTS_NUM $(lts_name "$name")"
 	return 0
 }
@@ -195,6 +200,13 @@ lts_skip_all() {
 
 LTS_WAIT=${LTS_WAIT:-10} # seconds wait_until and wait_counter wait by default
 
+# lts_ms VAR SECS: VAR=SECS (like 2, 0.5, 1.25) in milliseconds, without a fork
+lts_ms() {
+	local i=${2%%.*} f=000
+	[[ $2 == *.* ]] && f=${2#*.}000
+	printf -v "$1" %d $((10#${i:-0} * 1000 + 10#${f:0:3}))
+}
+
 # lts_now_ms: milliseconds on a clock that never steps back (/proc/uptime), no fork
 lts_now_ms() {
 	local up
@@ -211,14 +223,17 @@ lts_now_ms() {
 # would be, and never waits past what those tries take.  Use it as a check's
 # command (check NAME wait_until ...) or before a read.
 wait_until() {
-	local secs=$LTS_WAIT every=0.1 tries start end now n=0
+	local secs=$LTS_WAIT every=0.1 secs_ms every_ms tries start end now n=0
 	while [ "${1:-}" = -t ] || [ "${1:-}" = -i ]; do
 		if [ "$1" = -t ]; then secs=$2; else every=$2; fi
 		shift 2
 	done
-	tries=$(awk -v s="$secs" -v e="$every" 'BEGIN { n = int(s / e + 0.5); print n < 1 ? 1 : n }')
+	lts_ms secs_ms "$secs"
+	lts_ms every_ms "$every"
+	tries=$(((secs_ms + every_ms / 2) / (every_ms > 0 ? every_ms : 1)))
+	[ "$tries" -ge 1 ] || tries=1
 	start=$(lts_now_ms)
-	end=$((start + $(awk -v s="$secs" 'BEGIN { printf "%d", s * 1000 }')))
+	end=$((start + secs_ms))
 	while :; do
 		"$@" >/dev/null 2>&1 && return 0
 		n=$((n + 1))
