@@ -144,23 +144,23 @@ lts_show() {
 # check NAME CMD...: ok when CMD exits 0.  CMD runs in this shell (it may set
 # variables); its output is shown only when it fails.
 check() {
-	local name=$1 out
+	local _lts_name=$1 _lts_out
 	shift
-	out=$(lts_errfile)
-	if "$@" >"$out" 2>&1; then
-		ok "$name"
+	_lts_out=$(lts_errfile)
+	if "$@" >"$_lts_out" 2>&1; then
+		ok "$_lts_name"
 	else
-		lts_show "$out"
-		fail "$name" "\`$*\` failed"
+		lts_show "$_lts_out"
+		fail "$_lts_name" "\`$*\` failed"
 	fi
 	return 0
 }
 
 # check_not NAME CMD...: ok when CMD exits non-zero (probes wait LTS_T_DENY)
 check_not() {
-	local name=$1
+	local _lts_name=$1
 	shift
-	if LTS_T=$LTS_T_DENY "$@" >/dev/null 2>&1; then fail "$name" "\`$*\` succeeded"; else ok "$name"; fi
+	if LTS_T=$LTS_T_DENY "$@" >/dev/null 2>&1; then fail "$_lts_name" "\`$*\` succeeded"; else ok "$_lts_name"; fi
 	return 0
 }
 
@@ -223,28 +223,28 @@ lts_now_ms() {
 # would be, and never waits past what those tries take.  Use it as a check's
 # command (check NAME wait_until ...) or before a read.
 wait_until() {
-	local secs=$LTS_WAIT every=0.1 secs_ms every_ms tries start end now n=0
+	local _lts_secs=$LTS_WAIT _lts_every=0.1 _lts_secs_ms _lts_every_ms _lts_tries _lts_start _lts_end _lts_now _lts_n=0
 	while [ "${1:-}" = -t ] || [ "${1:-}" = -i ]; do
-		if [ "$1" = -t ]; then secs=$2; else every=$2; fi
+		if [ "$1" = -t ]; then _lts_secs=$2; else _lts_every=$2; fi
 		shift 2
 	done
-	lts_ms secs_ms "$secs"
-	lts_ms every_ms "$every"
-	tries=$(((secs_ms + every_ms / 2) / (every_ms > 0 ? every_ms : 1)))
-	[ "$tries" -ge 1 ] || tries=1
-	start=$(lts_now_ms)
-	end=$((start + secs_ms))
+	lts_ms _lts_secs_ms "$_lts_secs"
+	lts_ms _lts_every_ms "$_lts_every"
+	_lts_tries=$(((_lts_secs_ms + _lts_every_ms / 2) / (_lts_every_ms > 0 ? _lts_every_ms : 1)))
+	[ "$_lts_tries" -ge 1 ] || _lts_tries=1
+	_lts_start=$(lts_now_ms)
+	_lts_end=$((_lts_start + _lts_secs_ms))
 	while :; do
 		"$@" >/dev/null 2>&1 && return 0
-		n=$((n + 1))
-		now=$(lts_now_ms)
-		if [ "$n" -ge "$tries" ] && [ "$now" -ge "$end" ]; then
-			now=$((now - start))
-			echo "# wait_until: \`$*\` still fails after $n tries in $((now / 1000)).$((now % 1000 / 100)) s" \
-				"(limit ${secs} s)" >&2
+		_lts_n=$((_lts_n + 1))
+		_lts_now=$(lts_now_ms)
+		if [ "$_lts_n" -ge "$_lts_tries" ] && [ "$_lts_now" -ge "$_lts_end" ]; then
+			_lts_now=$((_lts_now - _lts_start))
+			echo "# wait_until: \`$*\` still fails after $_lts_n tries in $((_lts_now / 1000)).$((_lts_now % 1000 / 100)) s" \
+				"(limit ${_lts_secs} s)" >&2
 			return 1
 		fi
-		sleep "$every"
+		sleep "$_lts_every"
 	done
 }
 
@@ -260,44 +260,44 @@ lts_not() { ! "$@"; }
 # A suite may define counter_NAME (a function printing a number) for a
 # counter of its own: wait_counter NAME reads it first.
 counter_value() {
-	local name=$1 f re
-	if declare -F "counter_$name" >/dev/null; then
-		"counter_$name"
+	local _lts_name=$1 _lts_f _lts_re
+	if declare -F "counter_$_lts_name" >/dev/null; then
+		"counter_$_lts_name"
 		return
 	fi
-	case $name in
+	case $_lts_name in
 	lines:*)
-		f=${name#lines:}
-		if [ -e "$f" ]; then wc -l <"$f"; else echo 0; fi
+		_lts_f=${_lts_name#lines:}
+		if [ -e "$_lts_f" ]; then wc -l <"$_lts_f"; else echo 0; fi
 		;;
 	match:*)
-		re=${name#match:}
-		f=${re##*:}
-		re=${re%:*}
-		grep -cE -- "$re" "$f" 2>/dev/null || true
+		_lts_re=${_lts_name#match:}
+		_lts_f=${_lts_re##*:}
+		_lts_re=${_lts_re%:*}
+		grep -cE -- "$_lts_re" "$_lts_f" 2>/dev/null || true
 		;;
-	*/*) counter "${name%%/*}" "${name#*/}" ;;
-	*) counter "$name" ;;
+	*/*) counter "${_lts_name%%/*}" "${_lts_name#*/}" ;;
+	*) counter "$_lts_name" ;;
 	esac
 }
 
 # lts_counter_is NAME OP N: counter NAME compares OP (-eq, -ge, -gt, ...) to N
 lts_counter_is() {
-	local v
-	v=$(counter_value "$1")
-	test "${v:-0}" "$2" "$3" 2>/dev/null
+	local _lts_v
+	_lts_v=$(counter_value "$1")
+	test "${_lts_v:-0}" "$2" "$3" 2>/dev/null
 }
 
 # wait_counter [-t SECS] NAME OP N: wait_until counter NAME OP N holds; on a
 # timeout the "# wait_counter: ..." line gives the counter's last value
 wait_counter() {
-	local t=()
+	local _lts_t=()
 	if [ "${1:-}" = -t ]; then
-		t=(-t "$2")
+		_lts_t=(-t "$2")
 		shift 2
 	fi
-	wait_until "${t[@]}" lts_counter_is "$1" "$2" "$3" 2>/dev/null && return 0
-	echo "# wait_counter: $1 is $(counter_value "$1"), never $2 $3 in ${t[1]:-$LTS_WAIT}s" >&2
+	wait_until "${_lts_t[@]}" lts_counter_is "$1" "$2" "$3" 2>/dev/null && return 0
+	echo "# wait_counter: $1 is $(counter_value "$1"), never $2 $3 in ${_lts_t[1]:-$LTS_WAIT}s" >&2
 	return 1
 }
 
