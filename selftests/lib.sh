@@ -92,16 +92,17 @@ SRV_UDP_PORTS=(443 5000)
 LTS_NUM=0
 echo "KTAP version 1"
 
-# lts_name NAME: NAME made safe for a result line
+# lts_name VAR NAME: VAR=NAME made safe for a result line (no fork: a check runs it)
 lts_name() {
-	local n=${1//$'\n'/ }
-	echo "${n//#/no.}"
+	local n=${2//$'\n'/ }
+	printf -v "$1" %s "${n//#/no.}"
 }
 
 ok() {
 	LTS_PASSED=$((LTS_PASSED + 1))
 	LTS_NUM=$((LTS_NUM + 1))
-	echo "ok $LTS_NUM $(lts_name "$*")"
+	lts_name _lts_shown "$*"
+	echo "ok $LTS_NUM $_lts_shown"
 }
 
 # fail NAME [WHY...]: a NAME of several lines (a quoted error) is named by its first
@@ -116,7 +117,8 @@ fail() {
 	LTS_NUM=$((LTS_NUM + 1))
 	# every line of WHY a diagnostic (a quoted error may run over several)
 	[ $# -gt 0 ] && printf '%s\n' "$name: $*" | sed 's/^/# /'
-	echo "not ok $LTS_NUM $(lts_name "$name")"
+	lts_name _lts_shown "$name"
+	echo "not ok $LTS_NUM $_lts_shown"
 	return 0
 }
 
@@ -126,13 +128,15 @@ skip() {
 	shift
 	LTS_SKIPPED=$((LTS_SKIPPED + 1))
 	LTS_NUM=$((LTS_NUM + 1))
-	echo "ok $LTS_NUM $(lts_name "$name") # SKIP $*"
+	lts_name _lts_shown "$name"
+	echo "ok $LTS_NUM $_lts_shown # SKIP $*"
 }
 
-# lts_errfile: where check keeps a command's output, to show it when it fails
+# lts_errfile VAR: VAR=where check keeps a command's output, to show it when it fails
 lts_errfile() {
 	local d=${LTS_TMP:-${TMP:-}}
-	if [ -n "$d" ] && [ -d "$d" ] && [ -w "$d" ]; then echo "$d/check.out"; else echo /dev/null; fi
+	if [ -n "$d" ] && [ -d "$d" ] && [ -w "$d" ]; then d=$d/check.out; else d=/dev/null; fi
+	printf -v "$1" %s "$d"
 }
 
 # lts_show FILE: its last lines as diagnostics (those already "# ..." kept as they are)
@@ -146,7 +150,7 @@ lts_show() {
 check() {
 	local _lts_name=$1 _lts_out
 	shift
-	_lts_out=$(lts_errfile)
+	lts_errfile _lts_out
 	if "$@" >"$_lts_out" 2>&1; then
 		ok "$_lts_name"
 	else
@@ -207,12 +211,12 @@ lts_ms() {
 	printf -v "$1" %d $((10#${i:-0} * 1000 + 10#${f:0:3}))
 }
 
-# lts_now_ms: milliseconds on a clock that never steps back (/proc/uptime), no fork
+# lts_now_ms VAR: VAR=milliseconds on a clock that never steps back (/proc/uptime), no fork
 lts_now_ms() {
 	local up
 	read -r up _ </proc/uptime
 	up=${up/./}
-	echo $((10#$up * 10))
+	printf -v "$1" %d $((10#$up * 10))
 }
 
 # wait_until [-t SECS] [-i EVERY] CMD...: run CMD (output hidden) every EVERY
@@ -232,12 +236,12 @@ wait_until() {
 	lts_ms _lts_every_ms "$_lts_every"
 	_lts_tries=$(((_lts_secs_ms + _lts_every_ms / 2) / (_lts_every_ms > 0 ? _lts_every_ms : 1)))
 	[ "$_lts_tries" -ge 1 ] || _lts_tries=1
-	_lts_start=$(lts_now_ms)
+	lts_now_ms _lts_start
 	_lts_end=$((_lts_start + _lts_secs_ms))
 	while :; do
 		"$@" >/dev/null 2>&1 && return 0
 		_lts_n=$((_lts_n + 1))
-		_lts_now=$(lts_now_ms)
+		lts_now_ms _lts_now
 		if [ "$_lts_n" -ge "$_lts_tries" ] && [ "$_lts_now" -ge "$_lts_end" ]; then
 			_lts_now=$((_lts_now - _lts_start))
 			echo "# wait_until: \`$*\` still fails after $_lts_n tries in $((_lts_now / 1000)).$((_lts_now % 1000 / 100)) s" \
