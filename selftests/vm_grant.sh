@@ -70,7 +70,7 @@ vm_root "documentation addresses only, and no uplink" pool=$POOL dns_upstream=$D
 vm_latchd
 
 if ! up_json=$(L --json up "$NAME" 2>"$TMP/up.err"); then
-	fail "up: $(tail -3 "$TMP/up.err")"
+	fail "up: $(tail -3 "$TMP/up.err")" "$(jq -r .error <<<"$up_json" 2>/dev/null)"
 	lts_done
 fi
 ok "up $NAME, no kit ($(jq -r .accelerator <<<"$up_json"))"
