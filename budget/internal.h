@@ -595,7 +595,7 @@ struct row_batch {
 int budget_batch_add(struct row_batch *rb, const struct ledger_row *r);
 int budget_batch_flush(struct row_batch *rb);
 /* The ledger's and its journal's file: the owner's, 0600, regular; -ENOENT (err untouched) when missing and !create. */
-int ledger_file_check(const char *what, const char *path, bool create, uid_t owner, char *err, size_t errlen);
+int budget_ledger_file_check(const char *what, const char *path, bool create, uid_t owner, char *err, size_t errlen);
 /* The ledger row of a settlement (its strings stay p's and b's). */
 struct ledger_row budget_settle_row(const struct budget *b, const struct pending *p, int64_t id, uint64_t now);
 int budget_write_pending(struct budget *b, struct row_batch *rb, int64_t *next, uint64_t now);

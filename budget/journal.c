@@ -109,10 +109,10 @@ static bool rec_zero(const struct jrec *r)
 	return !memcmp(r, &zero, sizeof(zero));
 }
 
-/* The ledger's rules (ledger_file_check); *missing when a reader finds none. */
+/* The ledger's rules (budget_ledger_file_check); *missing when a reader finds none. */
 static int check_file(const char *path, bool readonly, uid_t owner, bool *missing, char *err, size_t errlen)
 {
-	int ret = ledger_file_check("ledger journal", path, !readonly, owner, err, errlen);
+	int ret = budget_ledger_file_check("ledger journal", path, !readonly, owner, err, errlen);
 
 	*missing = ret == -ENOENT;
 	return *missing ? 0 : ret;

@@ -114,7 +114,7 @@ const char *budget_ledger_error(const struct ledger *l)
  * on the umask).  -ENOENT, with nothing in err, when it is missing and not
  * to be made.
  */
-int ledger_file_check(const char *what, const char *path, bool create, uid_t owner, char *err, size_t errlen)
+int budget_ledger_file_check(const char *what, const char *path, bool create, uid_t owner, char *err, size_t errlen)
 {
 	struct stat st;
 	int fd;
@@ -167,7 +167,7 @@ static int check_paths(const char *path, bool readonly, uid_t owner, char *err, 
 				  "ledger directory %s is owned by uid %u with mode %04o; fix: chown %u %s && chmod "
 				  "go-w %s",
 				  dir, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777), (unsigned)owner, dir, dir);
-	ret = ledger_file_check("ledger", path, !readonly, owner, err, errlen);
+	ret = budget_ledger_file_check("ledger", path, !readonly, owner, err, errlen);
 	if (ret == -ENOENT)
 		return latch_errf(err, errlen, ret, "ledger %s: no requests have been metered yet", path);
 	return ret;

@@ -191,8 +191,8 @@ static int services_open(struct run_latchd *ld, const char *profile, const char 
 	if (kit && !(secrets = kit_secrets(kit, ld, o, err, sizeof(err))))
 		return latch_err(RUN_EXIT_LATCH, "--kit %s: %s", kit, err);
 	latch_room_name_make(ld->name, sizeof(ld->name));
-	req = json_pack("{s:s, s:s, s:s, s:s?, s:o}", "op", "room_open", "room", ld->name, "profile", profile, "kit",
-			kit, "secrets", secrets);
+	req = json_pack("{s:s, s:s, s:s, s:s?, s:o}", "op", latchd_op_name(LATCHD_OP_ROOM_OPEN), "room", ld->name,
+			"profile", profile, "kit", kit, "secrets", secrets);
 	rc = latchd_conn_call(ld->conn, req, &ld->open_reply, 10000, err, sizeof(err));
 	json_decref(req); /* its secrets are wiped with the request line by latchd_conn_call */
 	if (rc)
@@ -225,7 +225,7 @@ static int services_open(struct run_latchd *ld, const char *profile, const char 
 static int services_ready(void *arg, const char *name, char *err, size_t errlen)
 {
 	struct run_latchd *ld = arg;
-	json_t *req = json_pack("{s:s, s:s}", "op", "room_ready", "room", name), *rep = NULL;
+	json_t *req = json_pack("{s:s, s:s}", "op", latchd_op_name(LATCHD_OP_ROOM_READY), "room", name), *rep = NULL;
 	int rc = latchd_conn_call(ld->conn, req, &rep, 60000, err, errlen);
 
 	json_decref(req);
@@ -277,8 +277,8 @@ static void services_done(struct run_latchd *ld, const char *room, json_t *field
 	if (!ld->conn)
 		ld->conn = latchd_connect(err, sizeof(err));
 	if (ld->conn) {
-		req = json_pack("{s:s, s:s, s:O, s:b}", "op", "room_done", "room", room, "result", fields, "noreply",
-				1);
+		req = json_pack("{s:s, s:s, s:O, s:b}", "op", latchd_op_name(LATCHD_OP_ROOM_DONE), "room", room,
+				"result", fields, "noreply", 1);
 		if (!latchd_conn_send(ld->conn, req, err, sizeof(err))) {
 			json_decref(req);
 			json_decref(fields);
@@ -618,10 +618,80 @@ static int run_room(struct latch_room_opts *o, char *ws, const char *profile, co
 	return rc;
 }
 
+/*
+ * One of the room's own options (its limits, user, environment, resolver)
+ * into O: 0, an exit code with its line printed, or -1 when C is none of them.
+ */
+static int room_opt(int c, char *arg, struct latch_room_opts *o)
+{
+	char err[LATCH_ERR_MAX];
+
+	switch (c) {
+	case 'a':
+		o->apply = true;
+		return 0;
+	case 't':
+		if (latch_parse_duration_ms("--timeout", arg, 1, RUN_TIMEOUT_MAX_MS, &o->timeout_ms, err, sizeof(err)))
+			return latch_err(RUN_EXIT_LATCH, "%s", err);
+		return 0;
+	case 'o': {
+		uint64_t v;
+
+		if (latch_parse_size("--output-limit", arg, 1, 1, RUN_OUTPUT_LIMIT_MAX, &v, err, sizeof(err)))
+			return latch_err(RUN_EXIT_LATCH, "%s", err);
+		o->output_limit = v;
+		return 0;
+	}
+	case 'm':
+		if (latch_parse_size("--memory", arg, 1, RUN_MEMORY_MIN, RUN_MEMORY_MAX, &o->memory, err, sizeof(err)))
+			return latch_err(RUN_EXIT_LATCH, "%s", err);
+		return 0;
+	case 'c': {
+		int64_t micros;
+
+		/* a decimal, never strtod(): it took "nan", "1e0" and "0x1" */
+		if (*arg == '$' || latch_parse_micros(arg, 1024 * 1000000ll, &micros) || micros % 1000 ||
+		    micros < 10000)
+			return latch_err(RUN_EXIT_LATCH,
+					 "--cpus: '%s' is not a number of CPUs from 0.01 to 1024 (1, 0.5, 2.25)", arg);
+		o->cpu_milli = (uint32_t)(micros / 1000);
+		return 0;
+	}
+	case 'n': {
+		uint32_t v;
+
+		if (latch_parse_uint(arg, 1, 1u << 22, &v))
+			return latch_err(RUN_EXIT_LATCH, "--pids %s: give a number of processes, like 64", arg);
+		o->pids = v;
+		return 0;
+	}
+	case 'u':
+		if (parse_user(arg, o))
+			return latch_err(RUN_EXIT_LATCH, "--user %s: give root, a user name or UID[:GID]", arg);
+		return 0;
+	case 'e':
+		if (!strchr(arg, '=') || arg[0] == '=' || o->n_env >= LATCH_ROOM_ENV_MAX)
+			return latch_err(RUN_EXIT_LATCH, "--env %s: give NAME=VALUE (at most %d)", arg,
+					 LATCH_ROOM_ENV_MAX);
+		o->env[o->n_env++] = arg;
+		return 0;
+	case 'r': {
+		struct latch_addr *a;
+
+		a = strchr(arg, ':') ? &o->net.resolver_ip6 : &o->net.resolver_ip4;
+		if (latch_parse_addr(arg, a, err, sizeof(err)))
+			return latch_err(RUN_EXIT_LATCH, "--resolver: %s", err);
+		return 0;
+	}
+	default:
+		return -1;
+	}
+}
+
 int cmd_run(int argc, char **argv)
 {
 	struct latch_room_opts o = { .output_fd = -1 };
-	char err[LATCH_ERR_MAX], *ws = NULL;
+	char *ws = NULL;
 	const char *profile = NULL, *kit = NULL;
 	bool check = false, sweep = false;
 	int c;
@@ -638,77 +708,21 @@ int cmd_run(int argc, char **argv)
 		case 'w':
 			ws = optarg;
 			break;
-		case 'a':
-			o.apply = true;
-			break;
-		case 't':
-			if (latch_parse_duration_ms("--timeout", optarg, 1, RUN_TIMEOUT_MAX_MS, &o.timeout_ms, err,
-						    sizeof(err)))
-				return latch_err(RUN_EXIT_LATCH, "%s", err);
-			break;
-		case 'o': {
-			uint64_t v;
-
-			if (latch_parse_size("--output-limit", optarg, 1, 1, RUN_OUTPUT_LIMIT_MAX, &v, err,
-					     sizeof(err)))
-				return latch_err(RUN_EXIT_LATCH, "%s", err);
-			o.output_limit = v;
-			break;
-		}
-		case 'm':
-			if (latch_parse_size("--memory", optarg, 1, RUN_MEMORY_MIN, RUN_MEMORY_MAX, &o.memory, err,
-					     sizeof(err)))
-				return latch_err(RUN_EXIT_LATCH, "%s", err);
-			break;
-		case 'c': {
-			int64_t micros;
-
-			/* a decimal, never strtod(): it took "nan", "1e0" and "0x1" */
-			if (*optarg == '$' || latch_parse_micros(optarg, 1024 * 1000000ll, &micros) || micros % 1000 ||
-			    micros < 10000)
-				return latch_err(
-					RUN_EXIT_LATCH,
-					"--cpus: '%s' is not a number of CPUs from 0.01 to 1024 (1, 0.5, 2.25)",
-					optarg);
-			o.cpu_milli = (uint32_t)(micros / 1000);
-			break;
-		}
-		case 'n': {
-			uint32_t v;
-
-			if (latch_parse_uint(optarg, 1, 1u << 22, &v))
-				return latch_err(RUN_EXIT_LATCH, "--pids %s: give a number of processes, like 64",
-						 optarg);
-			o.pids = v;
-			break;
-		}
-		case 'u':
-			if (parse_user(optarg, &o))
-				return latch_err(RUN_EXIT_LATCH, "--user %s: give root, a user name or UID[:GID]",
-						 optarg);
-			break;
-		case 'e':
-			if (!strchr(optarg, '=') || optarg[0] == '=' || o.n_env >= LATCH_ROOM_ENV_MAX)
-				return latch_err(RUN_EXIT_LATCH, "--env %s: give NAME=VALUE (at most %d)", optarg,
-						 LATCH_ROOM_ENV_MAX);
-			o.env[o.n_env++] = optarg;
-			break;
-		case 'r': {
-			struct latch_addr *a;
-
-			a = strchr(optarg, ':') ? &o.net.resolver_ip6 : &o.net.resolver_ip4;
-			if (latch_parse_addr(optarg, a, err, sizeof(err)))
-				return latch_err(RUN_EXIT_LATCH, "--resolver: %s", err);
-			break;
-		}
 		case 'C':
 			check = true;
 			break;
 		case 'S':
 			sweep = true;
 			break;
-		default:
-			return latch_err(RUN_EXIT_LATCH, "usage: latch run [OPTIONS] -- CMD... (see `latch help run`)");
+		default: {
+			int rc = room_opt(c, optarg, &o);
+
+			if (rc < 0)
+				return latch_err(RUN_EXIT_LATCH,
+						 "usage: latch run [OPTIONS] -- CMD... (see `latch help run`)");
+			if (rc)
+				return rc;
+		}
 		}
 	}
 	if (geteuid())

@@ -204,8 +204,8 @@ int latch_sandbox_verify_names(const char *name, const struct latch_config *cfg,
 		return -EIO;
 	snprintf(unlisted, sizeof(unlisted), "latch-verify-%02x%02x%02x%02x%02x%02x.invalid", rnd[0], rnd[1], rnd[2],
 		 rnd[3], rnd[4], rnd[5]);
-	req = json_pack("{s:s, s:s, s:[s, s?], s:o}", "op", "verify_names", "sandbox", name, "names", unlisted,
-			rebind_name, "answers", answers_list(cfg));
+	req = json_pack("{s:s, s:s, s:[s, s?], s:o}", "op", latchd_op_name(LATCHD_OP_VERIFY_NAMES), "sandbox", name,
+			"names", unlisted, rebind_name, "answers", answers_list(cfg));
 	rc = req ? latchd_call(req, &rep, 10000, err, sizeof(err)) : -ENOMEM;
 	json_decref(req);
 	if (rc == -ENOENT || rc == -ECONNREFUSED)
