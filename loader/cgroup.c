@@ -53,39 +53,39 @@ static const char *const prog_pin_names[CG_N_PROGS] = {
 };
 
 /* clang-format off */
-const char *const cg_map_names[CG_MAP_COUNT] = {
+const char *const loader_cg_map_names[CG_MAP_COUNT] = {
 	"room_settings", "room_exact4", "room_exact6", "room_prefix4", "room_prefix6", "room_timed4", "room_timed6",
 	"room_counters", "room_slots", "room_owners", "room_state", "room_meta", "room_orphans", "sock_verdicts",
 	"room_gate_counters", "room_types",
 };
 /* clang-format on */
 
-int cg_path(char *buf, size_t len, const char *dir, const char *file)
+int loader_cg_path(char *buf, size_t len, const char *dir, const char *file)
 {
 	int n = snprintf(buf, len, "%s/%s", dir, file);
 
 	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }
 
-int cg_map(struct latch_cg_set *set, enum cg_map m)
+int loader_cg_map(struct latch_cg_set *set, enum loader_cg_map m)
 {
 	char path[PATH_MAX];
 
-	if (set->map_fd[m] < 0 && !cg_path(path, sizeof(path), set->dir, cg_map_names[m]))
+	if (set->map_fd[m] < 0 && !loader_cg_path(path, sizeof(path), set->dir, loader_cg_map_names[m]))
 		set->map_fd[m] = bpf_obj_get(path);
 	return set->map_fd[m];
 }
 
-int cg_prog(struct latch_cg_set *set, int i)
+int loader_cg_prog(struct latch_cg_set *set, int i)
 {
 	char path[PATH_MAX];
 
-	if (set->prog_fd[i] < 0 && !cg_path(path, sizeof(path), set->dir, prog_pin_names[i]))
+	if (set->prog_fd[i] < 0 && !loader_cg_path(path, sizeof(path), set->dir, prog_pin_names[i]))
 		set->prog_fd[i] = bpf_obj_get(path);
 	return set->prog_fd[i];
 }
 
-void cg_rm_pins(const char *dir)
+void loader_cg_rm_pins(const char *dir)
 {
 	DIR *d = opendir(dir);
 	struct dirent *de;
@@ -94,7 +94,7 @@ void cg_rm_pins(const char *dir)
 	if (!d)
 		return;
 	while ((de = readdir(d)))
-		if (de->d_name[0] != '.' && !cg_path(path, sizeof(path), dir, de->d_name))
+		if (de->d_name[0] != '.' && !loader_cg_path(path, sizeof(path), dir, de->d_name))
 			unlink(path);
 	closedir(d);
 	rmdir(dir);
@@ -189,10 +189,10 @@ static int load_and_pin(const char *tmp, char *err, size_t errlen)
 		goto out;
 	}
 	for (int i = 0; i < CG_MAP_COUNT; i++) {
-		struct bpf_map *m = bpf_object__find_map_by_name(s->obj, cg_map_names[i]);
+		struct bpf_map *m = bpf_object__find_map_by_name(s->obj, loader_cg_map_names[i]);
 
-		if (!m || cg_path(path, sizeof(path), tmp, cg_map_names[i]) || bpf_map__pin(m, path)) {
-			latch_errf(err, errlen, -1, "cannot pin map %s in %s: %s", cg_map_names[i], tmp,
+		if (!m || loader_cg_path(path, sizeof(path), tmp, loader_cg_map_names[i]) || bpf_map__pin(m, path)) {
+			latch_errf(err, errlen, -1, "cannot pin map %s in %s: %s", loader_cg_map_names[i], tmp,
 				   strerror(errno));
 			goto out;
 		}
@@ -202,7 +202,7 @@ static int load_and_pin(const char *tmp, char *err, size_t errlen)
 
 		if (bpf_program__fd(p) < 0)
 			continue; /* not loaded: the kernel has no such hook */
-		if (cg_path(path, sizeof(path), tmp, prog_pin_names[i]) || bpf_program__pin(p, path)) {
+		if (loader_cg_path(path, sizeof(path), tmp, prog_pin_names[i]) || bpf_program__pin(p, path)) {
 			latch_errf(err, errlen, -1, "cannot pin %s in %s: %s", prog_pin_names[i], tmp, strerror(errno));
 			goto out;
 		}
@@ -214,7 +214,7 @@ static int load_and_pin(const char *tmp, char *err, size_t errlen)
 	btf_fd = staged.meta.btf_obj_id ? bpf_btf_get_fd_by_id(staged.meta.btf_obj_id) : -1;
 	rc = 0;
 	for (__u32 slot = 0; slot < LATCH_ROOM_SLOTS_PREMADE && !rc; slot++)
-		rc = cg_slot_make(&staged, slot, btf_fd, err, errlen);
+		rc = loader_cg_slot_make(&staged, slot, btf_fd, err, errlen);
 	if (btf_fd >= 0)
 		close(btf_fd);
 	for (int i = 0; i < CG_MAP_COUNT; i++)
@@ -230,15 +230,15 @@ static void rm_set(const char *dir)
 {
 	char slots[PATH_MAX], path[PATH_MAX + 16];
 
-	if (!cg_path(slots, sizeof(slots), dir, "slots"))
+	if (!loader_cg_path(slots, sizeof(slots), dir, "slots"))
 		for (int i = 0; i < LATCH_ROOM_MAX; i++) {
 			snprintf(path, sizeof(path), "%s/%d", slots, i);
 			if (access(path, F_OK))
 				break;
-			cg_rm_pins(path);
+			loader_cg_rm_pins(path);
 		}
 	rmdir(slots);
-	cg_rm_pins(dir);
+	loader_cg_rm_pins(dir);
 }
 
 /* Sets of older builds that no room holds a slot of any more: their pins go (attached programs stay alive). */
@@ -253,7 +253,8 @@ static void prune_old_sets(const char *parent, const char *keep)
 		int fd;
 
 		if (de->d_name[0] == '.' || !strcmp(de->d_name, keep) || !strncmp(de->d_name, "tmp-", 4) ||
-		    cg_path(dir, sizeof(dir), parent, de->d_name) || cg_path(path, sizeof(path), dir, "room_owners"))
+		    loader_cg_path(dir, sizeof(dir), parent, de->d_name) ||
+		    loader_cg_path(path, sizeof(path), dir, "room_owners"))
 			continue;
 		fd = bpf_obj_get(path);
 		if (fd >= 0 && bpf_map_get_next_key(fd, NULL, &key) && errno == ENOENT)
@@ -282,11 +283,11 @@ struct latch_cg_set *latch_cg_open(char *err, size_t errlen)
 		goto fail;
 	/* bpffs refuses names with a dot; an underscore keeps it apart from sandbox names */
 	if (latch_sandbox_dir("_cgroup", parent, sizeof(parent)) ||
-	    cg_path(set->dir, sizeof(set->dir), parent, LATCH_CG_BUILD_ID)) {
+	    loader_cg_path(set->dir, sizeof(set->dir), parent, LATCH_CG_BUILD_ID)) {
 		latch_errf(err, errlen, -1, "LATCH_BPFFS is too long");
 		goto fail;
 	}
-	if (cg_path(path, sizeof(path), set->dir, prog_pin_names[LATCH_CG_EGRESS]) || stat(path, &st)) {
+	if (loader_cg_path(path, sizeof(path), set->dir, prog_pin_names[LATCH_CG_EGRESS]) || stat(path, &st)) {
 		/* Not there: load it beside, then rename it in; whoever renames first wins. */
 		if (mkdir(parent, 0700) && errno != EEXIST) {
 			latch_errf(err, errlen, -1, "cannot create %s: %s", parent, strerror(errno));
@@ -305,7 +306,7 @@ struct latch_cg_set *latch_cg_open(char *err, size_t errlen)
 			rm_set(tmp); /* another latch pinned the same build first: use its set */
 		prune_old_sets(parent, LATCH_CG_BUILD_ID);
 	}
-	if (cg_map(set, CG_META) < 0 || bpf_map_lookup_elem(set->map_fd[CG_META], &zero, &set->meta)) {
+	if (loader_cg_map(set, CG_META) < 0 || bpf_map_lookup_elem(set->map_fd[CG_META], &zero, &set->meta)) {
 		latch_errf(err, errlen, -1,
 			   "the pinned room programs in %s are incomplete (%s); remove the directory "
 			   "when no room runs",
@@ -318,7 +319,7 @@ struct latch_cg_set *latch_cg_open(char *err, size_t errlen)
 		goto fail;
 	}
 	for (int i = 0; i < LATCH_CG_HOOK_COUNT; i++) {
-		if (cg_prog(set, i) >= 0 || i >= LATCH_CG_CONNECT_UNIX)
+		if (loader_cg_prog(set, i) >= 0 || i >= LATCH_CG_CONNECT_UNIX)
 			continue;
 		latch_errf(err, errlen, -1, "the pinned room program %s/%s is missing: %s", set->dir, prog_pin_names[i],
 			   strerror(errno));
@@ -404,7 +405,7 @@ int latch_cg_room_detach(struct latch_cg_room *room)
 	return rc;
 }
 
-uint32_t cg_map_id(int fd)
+uint32_t loader_cg_map_id(int fd)
 {
 	struct bpf_map_info info = { 0 };
 	__u32 len = sizeof(info);
@@ -412,7 +413,7 @@ uint32_t cg_map_id(int fd)
 	return fd >= 0 && !bpf_obj_get_info_by_fd(fd, &info, &len) ? info.id : 0;
 }
 
-uint32_t cg_prog_id(int fd)
+uint32_t loader_cg_prog_id(int fd)
 {
 	struct bpf_prog_info info = { 0 };
 	__u32 len = sizeof(info);
@@ -425,7 +426,7 @@ static void hook_posture(const struct latch_cg_room *room, int i, struct latch_c
 {
 	__u32 ids[64], cnt = 64, flags = 0;
 
-	h->pinned_id = cg_prog_id(room->set->prog_fd[i]);
+	h->pinned_id = loader_cg_prog_id(room->set->prog_fd[i]);
 	if (!bpf_prog_query(room->cgroup_fd, hook_attach[i], 0, &flags, ids, &cnt) && cnt > 0) {
 		h->attached_id = ids[0];
 		h->attach_flags = flags;
@@ -450,13 +451,13 @@ static bool state_ok(const struct latch_cg_room *room)
 	struct latch_cg_set *set = room->set;
 	__u32 slot, inner;
 
-	if (cg_map(set, CG_SLOTS) < 0 || bpf_map_lookup_elem(set->map_fd[CG_SLOTS], &room->id, &slot) ||
+	if (loader_cg_map(set, CG_SLOTS) < 0 || bpf_map_lookup_elem(set->map_fd[CG_SLOTS], &room->id, &slot) ||
 	    slot != room->slot)
 		return false;
-	for (size_t i = 0; i < cg_n_room_maps; i++)
-		if (cg_map(set, cg_room_maps[i].outer) < 0 ||
-		    bpf_map_lookup_elem(set->map_fd[cg_room_maps[i].outer], &slot, &inner) ||
-		    inner != cg_map_id(latch_sandbox_map_fd(room->sb, cg_room_maps[i].id)))
+	for (size_t i = 0; i < loader_cg_n_room_maps; i++)
+		if (loader_cg_map(set, loader_cg_room_maps[i].outer) < 0 ||
+		    bpf_map_lookup_elem(set->map_fd[loader_cg_room_maps[i].outer], &slot, &inner) ||
+		    inner != loader_cg_map_id(latch_sandbox_map_fd(room->sb, loader_cg_room_maps[i].id)))
 			return false;
 	return true;
 }
@@ -530,9 +531,9 @@ int latch_cg_gate_attach(struct latch_cg_set *set, int cgroup_fd, char *err, siz
 	__u32 ids[64], cnt = 64, gate;
 	bool there = false;
 
-	if (cg_prog(set, CG_GATE) < 0)
+	if (loader_cg_prog(set, CG_GATE) < 0)
 		return latch_errf(err, errlen, -1, "the room gate program is not pinned in %s", set->dir);
-	gate = cg_prog_id(set->prog_fd[CG_GATE]);
+	gate = loader_cg_prog_id(set->prog_fd[CG_GATE]);
 	if (!bpf_prog_query(cgroup_fd, BPF_CGROUP_INET_INGRESS, 0, NULL, ids, &cnt))
 		for (__u32 i = 0; i < cnt && i < 64; i++)
 			there = there || ids[i] == gate;
@@ -562,7 +563,7 @@ int latch_cg_gate_attach(struct latch_cg_set *set, int cgroup_fd, char *err, siz
 
 int latch_cg_gate_detach(struct latch_cg_set *set, int cgroup_fd)
 {
-	if (cg_prog(set, CG_GATE) < 0)
+	if (loader_cg_prog(set, CG_GATE) < 0)
 		return -ENOENT;
 	return bpf_prog_detach2(set->prog_fd[CG_GATE], cgroup_fd, BPF_CGROUP_INET_INGRESS) ? -errno : 0;
 }
@@ -589,7 +590,7 @@ static int percpu_sum(int fd, __u32 key, size_t size, uint64_t *out, int n)
 
 int latch_cg_gate_counters(struct latch_cg_set *set, uint64_t out[LATCH_ROOM_GATE_SLOTS])
 {
-	int fd = cg_map(set, CG_GATE_COUNTERS), rc = 0;
+	int fd = loader_cg_map(set, CG_GATE_COUNTERS), rc = 0;
 
 	for (__u32 i = 0; i < LATCH_ROOM_GATE_SLOTS && !rc; i++)
 		rc = percpu_sum(fd, i, sizeof(__u64), &out[i], 1);
@@ -603,7 +604,7 @@ int latch_cg_orphan_counters(struct latch_cg_set *set, uint64_t *packets)
 
 	*packets = 0;
 	for (int kind = 0; kind < LATCH_DIR_COUNT && !rc; kind++) {
-		rc = percpu_sum(cg_map(set, CG_ORPHANS), latch_counter_slot(LATCH_DROP_NO_CONFIG, kind),
+		rc = percpu_sum(loader_cg_map(set, CG_ORPHANS), latch_counter_slot(LATCH_DROP_NO_CONFIG, kind),
 				sizeof(struct latch_counter), c, 2);
 		*packets += c[0];
 	}

@@ -16,7 +16,7 @@
 #define CG_N_PROGS (LATCH_CG_HOOK_COUNT + 1)
 
 /* The set's maps, pinned under the map's own name. */
-enum cg_map {
+enum loader_cg_map {
 	CG_SETTINGS,
 	CG_EXACT4,
 	CG_EXACT6,
@@ -36,7 +36,7 @@ enum cg_map {
 	CG_MAP_COUNT,
 };
 
-extern const char *const cg_map_names[CG_MAP_COUNT];
+extern const char *const loader_cg_map_names[CG_MAP_COUNT];
 
 /*
  * A slot's own maps: what each is in the adopted sandbox, the outer map that
@@ -44,14 +44,14 @@ extern const char *const cg_map_names[CG_MAP_COUNT];
  */
 struct cg_room_map {
 	enum latch_map_id id;
-	enum cg_map outer;
+	enum loader_cg_map outer;
 	enum bpf_map_type type;
 	__u32 key_size, value_size, max_entries, flags;
 	size_t key_type, value_type; /* offsets of the BTF type ids in struct latch_room_meta */
 };
 
-extern const struct cg_room_map cg_room_maps[];
-extern const size_t cg_n_room_maps;
+extern const struct cg_room_map loader_cg_room_maps[];
+extern const size_t loader_cg_n_room_maps;
 
 struct latch_cg_set {
 	char dir[PATH_MAX];
@@ -70,16 +70,16 @@ struct latch_cg_room {
 	bool attached[LATCH_CG_HOOK_COUNT];
 };
 
-int cg_path(char *buf, size_t len, const char *dir, const char *file);
-int cg_map(struct latch_cg_set *set, enum cg_map m);
-uint32_t cg_map_id(int fd);
-void cg_rm_pins(const char *dir);
+int loader_cg_path(char *buf, size_t len, const char *dir, const char *file);
+int loader_cg_map(struct latch_cg_set *set, enum loader_cg_map m);
+uint32_t loader_cg_map_id(int fd);
+void loader_cg_rm_pins(const char *dir);
 /* The set's pinned program I (opened when first needed), or -1; a program's id, 0 when none. */
-int cg_prog(struct latch_cg_set *set, int i);
-uint32_t cg_prog_id(int fd);
+int loader_cg_prog(struct latch_cg_set *set, int i);
+uint32_t loader_cg_prog_id(int fd);
 /* The maps pinned in a slot's directory DIR; 0 or -errno (fds of what was opened stay in fd[]). */
-int cg_maps_open(const char *dir, int fd[LATCH_MAP_COUNT]);
+int loader_cg_maps_open(const char *dir, int fd[LATCH_MAP_COUNT]);
 /* Make slot S's maps and enter them in the outer maps (each entry waits for an RCU grace period). */
-int cg_slot_make(struct latch_cg_set *set, __u32 s, int btf_fd, char *err, size_t errlen);
+int loader_cg_slot_make(struct latch_cg_set *set, __u32 s, int btf_fd, char *err, size_t errlen);
 
 #endif

@@ -121,14 +121,14 @@ int latch_cg_latchd_observe(struct latch_cg_latchd *out, char *err, size_t errle
 	room.set = set;
 	room.id = st.st_ino;
 	snprintf(room.name, sizeof(room.name), "%s", LATCH_CG_LATCHD);
-	if (cg_map(set, CG_SLOTS) >= 0 && !bpf_map_lookup_elem(set->map_fd[CG_SLOTS], &room.id, &slot) &&
-	    cg_map(set, CG_OWNERS) >= 0 && !bpf_map_lookup_elem(set->map_fd[CG_OWNERS], &slot, &owner) &&
+	if (loader_cg_map(set, CG_SLOTS) >= 0 && !bpf_map_lookup_elem(set->map_fd[CG_SLOTS], &room.id, &slot) &&
+	    loader_cg_map(set, CG_OWNERS) >= 0 && !bpf_map_lookup_elem(set->map_fd[CG_OWNERS], &slot, &owner) &&
 	    owner.cgroup_id == room.id) {
 		char dir[PATH_MAX + 32];
 
 		room.slot = slot;
 		snprintf(dir, sizeof(dir), "%s/slots/%u", set->dir, slot);
-		if (!cg_maps_open(dir, fd))
+		if (!loader_cg_maps_open(dir, fd))
 			room.sb = latch_sandbox_adopt(LATCH_CG_LATCHD, fd);
 	}
 	if (room.sb) {
@@ -148,9 +148,10 @@ int latch_cg_latchd_observe(struct latch_cg_latchd *out, char *err, size_t errle
 		snprintf(out->posture.why, sizeof(out->posture.why), "no room slot leads from its cgroup's id %llu",
 			 (unsigned long long)room.id);
 	}
-	if (cg_prog(set, CG_GATE) >= 0 && !bpf_prog_query(room.cgroup_fd, BPF_CGROUP_INET_INGRESS, 0, NULL, ids, &cnt))
+	if (loader_cg_prog(set, CG_GATE) >= 0 &&
+	    !bpf_prog_query(room.cgroup_fd, BPF_CGROUP_INET_INGRESS, 0, NULL, ids, &cnt))
 		for (__u32 i = 0; i < cnt && i < 8; i++)
-			out->gate = out->gate || ids[i] == cg_prog_id(set->prog_fd[CG_GATE]);
+			out->gate = out->gate || ids[i] == loader_cg_prog_id(set->prog_fd[CG_GATE]);
 	if (!latch_cg_gate_counters(set, gate))
 		out->gate_dropped = gate[LATCH_ROOM_GATE_DROP];
 	latch_cg_close(set);

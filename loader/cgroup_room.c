@@ -26,7 +26,7 @@
 
 #define META(f) offsetof(struct latch_room_meta, f)
 
-const struct cg_room_map cg_room_maps[] = {
+const struct cg_room_map loader_cg_room_maps[] = {
 	{ LATCH_MAP_EXACT4, CG_EXACT4, BPF_MAP_TYPE_HASH, sizeof(struct latch_exact4_key), sizeof(struct latch_rules),
 	  LATCH_ROOM_POLICY_MAX, BPF_F_NO_PREALLOC, META(type_exact4_key), META(type_rules) },
 	{ LATCH_MAP_EXACT6, CG_EXACT6, BPF_MAP_TYPE_HASH, sizeof(struct latch_exact6_key), sizeof(struct latch_rules),
@@ -49,7 +49,7 @@ const struct cg_room_map cg_room_maps[] = {
 	  META(type_config) },
 };
 
-const size_t cg_n_room_maps = sizeof(cg_room_maps) / sizeof(cg_room_maps[0]);
+const size_t loader_cg_n_room_maps = sizeof(loader_cg_room_maps) / sizeof(loader_cg_room_maps[0]);
 
 static int slot_dir(const struct latch_cg_set *set, __u32 s, char *buf, size_t len)
 {
@@ -80,27 +80,28 @@ static int make_map(const struct latch_cg_set *set, int btf_fd, const struct cg_
 	return bpf_map_create(rm->type, latch_map_names[rm->id], rm->key_size, rm->value_size, rm->max_entries, &mo);
 }
 
-int cg_slot_make(struct latch_cg_set *set, __u32 s, int btf_fd, char *err, size_t errlen)
+int loader_cg_slot_make(struct latch_cg_set *set, __u32 s, int btf_fd, char *err, size_t errlen)
 {
 	char dir[PATH_MAX], path[PATH_MAX + 16];
 	int rc = 0;
 
-	if (slot_dir(set, s, dir, sizeof(dir)) || cg_path(path, sizeof(path), set->dir, "slots"))
+	if (slot_dir(set, s, dir, sizeof(dir)) || loader_cg_path(path, sizeof(path), set->dir, "slots"))
 		return latch_errf(err, errlen, -ENAMETOOLONG, "LATCH_BPFFS is too long");
 	if ((mkdir(path, 0700) && errno != EEXIST) || (mkdir(dir, 0700) && errno != EEXIST))
 		return latch_errf(err, errlen, -errno, "cannot create %s: %s", dir, strerror(errno));
-	for (size_t i = 0; i < cg_n_room_maps && !rc; i++) {
-		const struct cg_room_map *rm = &cg_room_maps[i];
+	for (size_t i = 0; i < loader_cg_n_room_maps && !rc; i++) {
+		const struct cg_room_map *rm = &loader_cg_room_maps[i];
 		int fd = make_map(set, btf_fd, rm);
 
 		if (fd < 0)
 			rc = latch_errf(err, errlen, -errno, "cannot create a room's %s map: %s",
 					latch_map_names[rm->id], strerror(errno));
-		else if (cg_path(path, sizeof(path), dir, latch_map_names[rm->id]) || bpf_obj_pin(fd, path))
+		else if (loader_cg_path(path, sizeof(path), dir, latch_map_names[rm->id]) || bpf_obj_pin(fd, path))
 			rc = latch_errf(err, errlen, -errno, "cannot pin %s: %s", path, strerror(errno));
-		else if (cg_map(set, rm->outer) < 0 || bpf_map_update_elem(set->map_fd[rm->outer], &s, &fd, BPF_ANY))
+		else if (loader_cg_map(set, rm->outer) < 0 ||
+			 bpf_map_update_elem(set->map_fd[rm->outer], &s, &fd, BPF_ANY))
 			rc = latch_errf(err, errlen, -errno, "cannot enter slot %u in %s: %s", s,
-					cg_map_names[rm->outer], strerror(errno));
+					loader_cg_map_names[rm->outer], strerror(errno));
 		if (fd >= 0)
 			close(fd);
 	}
@@ -158,7 +159,7 @@ static int slot_claim(struct latch_cg_set *set, const struct latch_room_owner *o
 {
 	__u32 inner;
 
-	if (cg_map(set, CG_OWNERS) < 0 || cg_map(set, CG_SETTINGS) < 0)
+	if (loader_cg_map(set, CG_OWNERS) < 0 || loader_cg_map(set, CG_SETTINGS) < 0)
 		return latch_errf(err, errlen, -ENOENT, "the room maps of %s are missing", set->dir);
 	for (__u32 s = 0; s < LATCH_ROOM_MAX; s++) {
 		if (bpf_map_update_elem(set->map_fd[CG_OWNERS], &s, owner, BPF_NOEXIST))
@@ -168,7 +169,7 @@ static int slot_claim(struct latch_cg_set *set, const struct latch_room_owner *o
 			return 0;
 		/* a slot never used: its maps now, once (a grace period per outer map) */
 		int btf_fd = set->meta.btf_obj_id ? bpf_btf_get_fd_by_id(set->meta.btf_obj_id) : -1;
-		int rc = cg_slot_make(set, s, btf_fd, err, errlen);
+		int rc = loader_cg_slot_make(set, s, btf_fd, err, errlen);
 
 		if (btf_fd >= 0)
 			close(btf_fd);
@@ -186,7 +187,7 @@ static void slot_unmap(struct latch_cg_set *set, __u32 slot)
 	int n = 0;
 	__u32 v;
 
-	if (cg_map(set, CG_SLOTS) < 0)
+	if (loader_cg_map(set, CG_SLOTS) < 0)
 		return;
 	while (n < LATCH_ROOM_MAX && !bpf_map_get_next_key(set->map_fd[CG_SLOTS], prev, &next)) {
 		key = next;
@@ -196,22 +197,22 @@ static void slot_unmap(struct latch_cg_set *set, __u32 slot)
 	}
 	for (int i = 0; i < n; i++) {
 		bpf_map_delete_elem(set->map_fd[CG_SLOTS], &stale[i]);
-		if (cg_map(set, CG_STATE) >= 0)
+		if (loader_cg_map(set, CG_STATE) >= 0)
 			bpf_map_delete_elem(set->map_fd[CG_STATE], &stale[i]);
 	}
 }
 
 /* The maps pinned in a slot's directory DIR; 0 or -errno (fds of what was opened stay in fd[]). */
-int cg_maps_open(const char *dir, int fd[LATCH_MAP_COUNT])
+int loader_cg_maps_open(const char *dir, int fd[LATCH_MAP_COUNT])
 {
 	char path[PATH_MAX + 16];
 
 	for (int i = 0; i < LATCH_MAP_COUNT; i++)
 		fd[i] = -1;
-	for (size_t i = 0; i < cg_n_room_maps; i++) {
-		enum latch_map_id id = cg_room_maps[i].id;
+	for (size_t i = 0; i < loader_cg_n_room_maps; i++) {
+		enum latch_map_id id = loader_cg_room_maps[i].id;
 
-		if (cg_path(path, sizeof(path), dir, latch_map_names[id]) || (fd[id] = bpf_obj_get(path)) < 0)
+		if (loader_cg_path(path, sizeof(path), dir, latch_map_names[id]) || (fd[id] = bpf_obj_get(path)) < 0)
 			return -errno;
 	}
 	return 0;
@@ -226,7 +227,7 @@ static int slot_open(const struct latch_cg_set *set, __u32 s, int fd[LATCH_MAP_C
 			fd[i] = -1;
 		return -ENAMETOOLONG;
 	}
-	return cg_maps_open(dir, fd);
+	return loader_cg_maps_open(dir, fd);
 }
 
 struct latch_sandbox *latch_cg_room_open(const char *name, char *err, size_t errlen)
@@ -243,7 +244,7 @@ struct latch_sandbox *latch_cg_room_open(const char *name, char *err, size_t err
 		errno = ENAMETOOLONG;
 		return NULL;
 	}
-	e = cg_maps_open(link, fd);
+	e = loader_cg_maps_open(link, fd);
 	sb = e ? NULL : latch_sandbox_adopt(name, fd);
 	if (!sb) {
 		for (int i = 0; i < LATCH_MAP_COUNT; i++)
@@ -295,8 +296,9 @@ struct latch_cg_room *latch_cg_room_new(struct latch_cg_set *set, const struct l
 		latch_errf(err, errlen, e, "cannot reset slot %u for the room: %s", room->slot, strerror(-e));
 		goto fail;
 	}
-	if (cg_map(set, CG_STATE) < 0 || bpf_map_update_elem(set->map_fd[CG_STATE], &room->id, &state, BPF_ANY) ||
-	    cg_map(set, CG_SLOTS) < 0 ||
+	if (loader_cg_map(set, CG_STATE) < 0 ||
+	    bpf_map_update_elem(set->map_fd[CG_STATE], &room->id, &state, BPF_ANY) ||
+	    loader_cg_map(set, CG_SLOTS) < 0 ||
 	    bpf_map_update_elem(set->map_fd[CG_SLOTS], &room->id, &room->slot, BPF_NOEXIST)) {
 		latch_errf(err, errlen, -errno, "cannot enter the room's cgroup id: %s", strerror(errno));
 		goto fail;
@@ -333,15 +335,15 @@ void latch_cg_room_remove(struct latch_cg_room *room)
 		return;
 	set = room->set;
 	/* first out of room_slots: from here its sockets pass nothing */
-	if (cg_map(set, CG_SLOTS) >= 0)
+	if (loader_cg_map(set, CG_SLOTS) >= 0)
 		bpf_map_delete_elem(set->map_fd[CG_SLOTS], &room->id);
-	if (cg_map(set, CG_STATE) >= 0)
+	if (loader_cg_map(set, CG_STATE) >= 0)
 		bpf_map_delete_elem(set->map_fd[CG_STATE], &room->id);
 	for (int i = LATCH_MAP_EXACT4; i <= LATCH_MAP_TIMED6; i++)
 		empty_map(latch_sandbox_map_fd(room->sb, i));
 	if (!rooms_dir(link, sizeof(link), room->name))
 		unlink(link);
-	if (cg_map(set, CG_OWNERS) >= 0)
+	if (loader_cg_map(set, CG_OWNERS) >= 0)
 		bpf_map_delete_elem(set->map_fd[CG_OWNERS], &room->slot);
 	latch_sandbox_free(room->sb);
 	free(room);
@@ -378,7 +380,7 @@ int latch_cg_room_sweep(struct latch_cg_set *set, const char *name)
 
 	if (!rooms_dir(link, sizeof(link), name) && !unlink(link))
 		found = 1;
-	if (cg_map(set, CG_OWNERS) < 0)
+	if (loader_cg_map(set, CG_OWNERS) < 0)
 		return found ? 0 : -ENOENT;
 	for (__u32 s = 0; s < LATCH_ROOM_MAX; s++) {
 		if (bpf_map_lookup_elem(set->map_fd[CG_OWNERS], &s, &owner) ||

@@ -20,7 +20,7 @@ int latch_policy_allow(struct latch_sandbox *sb, const struct latch_entry *e, ui
 		       char *err, size_t errlen)
 {
 	int full = e->prefixlen == (e->addr.family == AF_INET ? 32 : 128);
-	const struct kind *k = pm_kind_for(e->addr.family, full, expires_ns != 0);
+	const struct kind *k = loader_pm_kind_for(e->addr.family, full, expires_ns != 0);
 	struct latch_rules v = { 0 };
 	struct latch_config cfg;
 	uint8_t key[32];
@@ -31,8 +31,8 @@ int latch_policy_allow(struct latch_sandbox *sb, const struct latch_entry *e, ui
 	if (latch_sandbox_read_config(sb, &cfg))
 		return latch_errf(err, errlen, -EINVAL, "cannot read the config of '%s'", latch_sandbox_name(sb));
 	latch_entry_format(e, text, sizeof(text));
-	pm_key_make(k, cfg.policy_gen, e->addr.bytes, e->prefixlen, key);
-	if (!pm_lookup_exact(sb, k, key, &v))
+	loader_pm_key_make(k, cfg.policy_gen, e->addr.bytes, e->prefixlen, key);
+	if (!loader_pm_lookup_exact(sb, k, key, &v))
 		memset(&v, 0, sizeof(v));
 	if (expires_ns)
 		latch_rules_prune(&v, latch_now_boot_ns());
@@ -40,20 +40,20 @@ int latch_policy_allow(struct latch_sandbox *sb, const struct latch_entry *e, ui
 		struct latch_rule r;
 
 		latch_entry_rule(e, i, expires_ns, origin, &r);
-		shortened |= pm_rules_shortened(&v, &r);
+		shortened |= loader_pm_rules_shortened(&v, &r);
 		if (latch_rules_merge(&v, &r))
 			return latch_errf(err, errlen, -EINVAL,
 					  "%s: more than %d port rules on one address; use a range", text,
 					  LATCH_RULES_MAX);
 	}
 	/* Flags first: a trie entry must never sit where the program skips it. */
-	rc = pm_set_flags(sb, pm_have_flag(k), 0);
+	rc = loader_pm_set_flags(sb, loader_pm_have_flag(k), 0);
 	if (!rc && k->lpm) {
-		rc = pm_lpm_refresh(sb, k, cfg.policy_gen, e->addr.bytes, e->prefixlen, &v);
+		rc = loader_pm_lpm_refresh(sb, k, cfg.policy_gen, e->addr.bytes, e->prefixlen, &v);
 		if (!rc)
-			rc = pm_lpm_refresh_below(sb, k, cfg.policy_gen, e->addr.bytes, e->prefixlen);
+			rc = loader_pm_lpm_refresh_below(sb, k, cfg.policy_gen, e->addr.bytes, e->prefixlen);
 	} else if (!rc) {
-		rc = bpf_map_update_elem(pm_fd_of(sb, k), key, &v, BPF_ANY) ? -errno : 0;
+		rc = bpf_map_update_elem(loader_pm_fd_of(sb, k), key, &v, BPF_ANY) ? -errno : 0;
 	}
 	/*
 	 * A deadline moved earlier: flows carry the deadline they were allowed
@@ -61,7 +61,7 @@ int latch_policy_allow(struct latch_sandbox *sb, const struct latch_entry *e, ui
 	 * the map holds the new deadline.
 	 */
 	if (!rc && shortened)
-		rc = pm_set_flags(sb, 0, 1);
+		rc = loader_pm_set_flags(sb, 0, 1);
 	if (rc == -E2BIG)
 		return latch_errf(err, errlen, -EINVAL, "%s: with the prefixes that cover it, more than %d port rules",
 				  text, LATCH_RULES_MAX);
@@ -81,26 +81,26 @@ int latch_policy_revoke(struct latch_sandbox *sb, const struct latch_entry *e, c
 		return latch_errf(err, errlen, -EINVAL, "cannot read the config of '%s'", latch_sandbox_name(sb));
 	latch_entry_format(e, text, sizeof(text));
 	for (int timed = 0; timed < 2 && !rc; timed++) {
-		const struct kind *k = pm_kind_for(e->addr.family, full, timed);
+		const struct kind *k = loader_pm_kind_for(e->addr.family, full, timed);
 		struct latch_rules v;
 		uint8_t key[32];
 		int n;
 
-		pm_key_make(k, cfg.policy_gen, e->addr.bytes, e->prefixlen, key);
-		if (!pm_lookup_exact(sb, k, key, &v))
+		loader_pm_key_make(k, cfg.policy_gen, e->addr.bytes, e->prefixlen, key);
+		if (!loader_pm_lookup_exact(sb, k, key, &v))
 			continue;
 		n = latch_rules_remove(&v, e);
 		if (!n)
 			continue;
 		removed += n;
 		if (k->lpm) {
-			rc = pm_lpm_refresh(sb, k, cfg.policy_gen, e->addr.bytes, e->prefixlen, &v);
+			rc = loader_pm_lpm_refresh(sb, k, cfg.policy_gen, e->addr.bytes, e->prefixlen, &v);
 			if (!rc)
-				rc = pm_lpm_refresh_below(sb, k, cfg.policy_gen, e->addr.bytes, e->prefixlen);
+				rc = loader_pm_lpm_refresh_below(sb, k, cfg.policy_gen, e->addr.bytes, e->prefixlen);
 		} else if (v.n) {
-			rc = bpf_map_update_elem(pm_fd_of(sb, k), key, &v, BPF_ANY) ? -errno : 0;
+			rc = bpf_map_update_elem(loader_pm_fd_of(sb, k), key, &v, BPF_ANY) ? -errno : 0;
 		} else {
-			rc = bpf_map_delete_elem(pm_fd_of(sb, k), key) ? -errno : 0;
+			rc = bpf_map_delete_elem(loader_pm_fd_of(sb, k), key) ? -errno : 0;
 		}
 	}
 	if (rc)
@@ -111,7 +111,7 @@ int latch_policy_revoke(struct latch_sandbox *sb, const struct latch_entry *e, c
 		return -ENOENT;
 	}
 	/* Established flows to what was removed must be checked again. */
-	rc = pm_set_flags(sb, 0, 1);
+	rc = loader_pm_set_flags(sb, 0, 1);
 	return rc ? latch_errf(err, errlen, -EINVAL, "cannot bump the policy version: %s", strerror(-rc)) : 0;
 }
 
@@ -122,15 +122,15 @@ int latch_policy_revoke(struct latch_sandbox *sb, const struct latch_entry *e, c
 static int learn_merge(struct latch_sandbox *sb, const struct latch_entry *e, uint64_t expires_ns, int origin,
 		       uint8_t *key, struct latch_rules *before, struct latch_rules *v, char *err, size_t errlen)
 {
-	const struct kind *k = pm_kind_for(e->addr.family, 1, 0);
+	const struct kind *k = loader_pm_kind_for(e->addr.family, 1, 0);
 	struct latch_config cfg;
 
-	if (e->prefixlen != pm_alen(k) * 8 || !expires_ns)
+	if (e->prefixlen != loader_pm_alen(k) * 8 || !expires_ns)
 		return latch_errf(err, errlen, -EINVAL, "a learned entry is one address with a deadline");
 	if (latch_sandbox_read_config(sb, &cfg))
 		return latch_errf(err, errlen, -EINVAL, "cannot read the config of '%s'", latch_sandbox_name(sb));
-	pm_key_make(k, cfg.policy_gen, e->addr.bytes, e->prefixlen, key);
-	if (!pm_lookup_exact(sb, k, key, v))
+	loader_pm_key_make(k, cfg.policy_gen, e->addr.bytes, e->prefixlen, key);
+	if (!loader_pm_lookup_exact(sb, k, key, v))
 		memset(v, 0, sizeof(*v));
 	memcpy(before, v, sizeof(*v));
 	for (int i = 0; i < (e->n_ports ? e->n_ports : 1); i++) {
@@ -167,14 +167,14 @@ int latch_policy_learn_needed(struct latch_sandbox *sb, const struct latch_entry
 int latch_policy_learn(struct latch_sandbox *sb, const struct latch_entry *e, uint64_t expires_ns, int origin,
 		       char *err, size_t errlen)
 {
-	const struct kind *k = pm_kind_for(e->addr.family, 1, 0);
+	const struct kind *k = loader_pm_kind_for(e->addr.family, 1, 0);
 	struct latch_rules before, v;
 	uint8_t key[32];
 	int rc = learn_merge(sb, e, expires_ns, origin, key, &before, &v, err, errlen);
 
 	if (rc || !learn_changes(&before, &v))
 		return rc;
-	if (!bpf_map_update_elem(pm_fd_of(sb, k), key, &v, BPF_ANY))
+	if (!bpf_map_update_elem(loader_pm_fd_of(sb, k), key, &v, BPF_ANY))
 		return 0;
 	/*
 	 * Full: answers past their deadline stay in the map until pruned, so a
@@ -185,7 +185,7 @@ int latch_policy_learn(struct latch_sandbox *sb, const struct latch_entry *e, ui
 	rc = -errno;
 	if (rc == -E2BIG && latch_policy_prune_resolved(sb, latch_now_boot_ns()) > 0) {
 		rc = learn_merge(sb, e, expires_ns, origin, key, &before, &v, err, errlen);
-		if (rc || !bpf_map_update_elem(pm_fd_of(sb, k), key, &v, BPF_ANY))
+		if (rc || !bpf_map_update_elem(loader_pm_fd_of(sb, k), key, &v, BPF_ANY))
 			return rc;
 		rc = -errno;
 	}
@@ -200,11 +200,11 @@ int latch_policy_prune_resolved(struct latch_sandbox *sb, uint64_t before_ns)
 	if (latch_sandbox_read_config(sb, &cfg))
 		return -EIO;
 	for (int ki = 0; ki < 2; ki++) {
-		const struct kind *k = &pm_kinds[ki];
+		const struct kind *k = &loader_pm_kinds[ki];
 		uint8_t key[32], next[32];
 		void *prev = NULL;
 
-		while (bpf_map_get_next_key(pm_fd_of(sb, k), prev, next) == 0) {
+		while (bpf_map_get_next_key(loader_pm_fd_of(sb, k), prev, next) == 0) {
 			struct latch_rules v;
 			int removed = 0;
 			__u32 g;
@@ -212,13 +212,13 @@ int latch_policy_prune_resolved(struct latch_sandbox *sb, uint64_t before_ns)
 			memcpy(key, next, sizeof(key));
 			prev = key;
 			memcpy(&g, key, sizeof(g));
-			if (g != cfg.policy_gen || bpf_map_lookup_elem(pm_fd_of(sb, k), key, &v))
+			if (g != cfg.policy_gen || bpf_map_lookup_elem(loader_pm_fd_of(sb, k), key, &v))
 				continue;
 			for (__u32 i = 0; i < v.n;) {
 				const struct latch_rule *x = &v.rule[i];
 
 				if (latch_origin_resolved(x->origin) && x->expires_ns && x->expires_ns <= before_ns) {
-					pm_rules_delete_at(&v, i);
+					loader_pm_rules_delete_at(&v, i);
 					removed++;
 				} else {
 					i++;
@@ -228,8 +228,8 @@ int latch_policy_prune_resolved(struct latch_sandbox *sb, uint64_t before_ns)
 				continue;
 			pruned += removed;
 			/* nothing left: the key goes (the program treats an empty set as no entry) */
-			if (v.n ? bpf_map_update_elem(pm_fd_of(sb, k), key, &v, BPF_EXIST) :
-				  bpf_map_delete_elem(pm_fd_of(sb, k), key))
+			if (v.n ? bpf_map_update_elem(loader_pm_fd_of(sb, k), key, &v, BPF_EXIST) :
+				  bpf_map_delete_elem(loader_pm_fd_of(sb, k), key))
 				return -errno;
 		}
 	}
@@ -245,7 +245,7 @@ static int list_one(const struct kind *k, const uint8_t *key, const struct latch
 	__u32 g;
 
 	it.entry.addr.family = k->family;
-	pm_key_parse(k, key, &g, it.entry.addr.bytes, &it.entry.prefixlen);
+	loader_pm_key_parse(k, key, &g, it.entry.addr.bytes, &it.entry.prefixlen);
 	if (k->gen && g != live_gen)
 		return 0;
 	it.timed = !k->gen;
@@ -292,7 +292,7 @@ static int list_hash_batched(struct latch_sandbox *sb, const struct kind *k, __u
 		__u32 n = CHUNK;
 		LIBBPF_OPTS(bpf_map_batch_opts, bo);
 
-		if (bpf_map_lookup_batch(pm_fd_of(sb, k), inp, &out, keys, vals, &n, &bo)) {
+		if (bpf_map_lookup_batch(loader_pm_fd_of(sb, k), inp, &out, keys, vals, &n, &bo)) {
 			if (errno != ENOENT) {
 				count = inp ? count : -1; /* no batch support at all: walk */
 				break;
@@ -321,8 +321,8 @@ int latch_policy_list(struct latch_sandbox *sb, int (*fn)(const struct latch_pol
 
 	if (latch_sandbox_read_config(sb, &cfg))
 		return -EIO;
-	for (size_t ki = 0; ki < sizeof(pm_kinds) / sizeof(pm_kinds[0]); ki++) {
-		const struct kind *k = &pm_kinds[ki];
+	for (size_t ki = 0; ki < sizeof(loader_pm_kinds) / sizeof(loader_pm_kinds[0]); ki++) {
+		const struct kind *k = &loader_pm_kinds[ki];
 		uint8_t key[32], next[32];
 		void *prev = NULL;
 
@@ -335,12 +335,12 @@ int latch_policy_list(struct latch_sandbox *sb, int (*fn)(const struct latch_pol
 			}
 		}
 		/* tries have no batch lookup; they hold real prefixes only, so few keys */
-		while (bpf_map_get_next_key(pm_fd_of(sb, k), prev, next) == 0) {
+		while (bpf_map_get_next_key(loader_pm_fd_of(sb, k), prev, next) == 0) {
 			struct latch_rules v;
 
 			memcpy(key, next, sizeof(key));
 			prev = key;
-			if (bpf_map_lookup_elem(pm_fd_of(sb, k), key, &v))
+			if (bpf_map_lookup_elem(loader_pm_fd_of(sb, k), key, &v))
 				continue;
 			count += list_one(k, key, &v, cfg.policy_gen, now, fn, arg);
 		}

@@ -28,7 +28,7 @@ enum { GC_BATCH = 4096 };
 struct latch_policy_gc {
 	struct latch_sandbox *sb;
 	__u32 live_gen; /* when the collection began */
-	int kind; /* pm_kinds[0..3] (exact, prefix; v4, v6); 4: done */
+	int kind; /* loader_pm_kinds[0..3] (exact, prefix; v4, v6); 4: done */
 	__u64 cursor; /* the hash map's batch cursor, valid when resume */
 	bool resume;
 	uint8_t *keys, *del;
@@ -84,14 +84,14 @@ void latch_policy_gc_free(struct latch_policy_gc *gc)
 /* One batch of a hash map: its keys of generation gen deleted.  1 more to come, 0 at the map's end, -errno. */
 static int drop_hash_batch(struct latch_policy_gc *gc, const struct kind *k, __u32 gen, __u32 batch)
 {
-	size_t ks = pm_key_size(k);
+	size_t ks = loader_pm_key_size(k);
 	__u32 count = batch, n_del = 0;
 	__u64 out = 0;
 	int more = 1;
 	LIBBPF_OPTS(bpf_map_batch_opts, bo);
 
-	if (bpf_map_lookup_batch(pm_fd_of(gc->sb, k), gc->resume ? &gc->cursor : NULL, &out, gc->keys, gc->vals, &count,
-				 &bo)) {
+	if (bpf_map_lookup_batch(loader_pm_fd_of(gc->sb, k), gc->resume ? &gc->cursor : NULL, &out, gc->keys, gc->vals,
+				 &count, &bo)) {
 		if (errno != ENOENT)
 			return -errno;
 		more = 0; /* the last, possibly partial, batch */
@@ -103,7 +103,7 @@ static int drop_hash_batch(struct latch_policy_gc *gc, const struct kind *k, __u
 		if (g == gen)
 			memcpy(gc->del + n_del++ * ks, gc->keys + i * ks, ks);
 	}
-	if (n_del && bpf_map_delete_batch(pm_fd_of(gc->sb, k), gc->del, &n_del, &bo))
+	if (n_del && bpf_map_delete_batch(loader_pm_fd_of(gc->sb, k), gc->del, &n_del, &bo))
 		return -errno;
 	gc->cursor = out;
 	gc->resume = more;
@@ -114,12 +114,12 @@ static int drop_hash_batch(struct latch_policy_gc *gc, const struct kind *k, __u
 static int drop_trie(struct latch_sandbox *sb, const struct kind *k, __u32 gen)
 {
 	struct pm_trie_key *del;
-	int n = pm_trie_keys(sb, k, gen, NULL, 0, &del);
+	int n = loader_pm_trie_keys(sb, k, gen, NULL, 0, &del);
 
 	if (n < 0)
 		return n;
 	for (int i = 0; i < n; i++)
-		bpf_map_delete_elem(pm_fd_of(sb, k), del[i].key);
+		bpf_map_delete_elem(loader_pm_fd_of(sb, k), del[i].key);
 	free(del);
 	return 0;
 }
@@ -152,7 +152,7 @@ int latch_policy_gc_step(struct latch_policy_gc *gc, unsigned budget)
 	if (cfg.policy_gen != gc->live_gen || !(cfg.flags & LATCH_CFG_IDLE_DIRTY))
 		return 0;
 	while (gc->kind < 4 && done < budget) {
-		const struct kind *k = &pm_kinds[gc->kind];
+		const struct kind *k = &loader_pm_kinds[gc->kind];
 
 		if (k->lpm) {
 			rc = drop_trie(gc->sb, k, gc->live_gen ^ 1);
@@ -228,7 +228,7 @@ static void item_rule(const struct item_src *src, const struct latch_entry *e, i
 static int write_exact(struct latch_sandbox *sb, const struct kind *k, const struct item_src *src, int n, __u32 gen,
 		       char *err, size_t errlen)
 {
-	size_t ks = pm_key_size(k);
+	size_t ks = loader_pm_key_size(k);
 	uint32_t mask = 1, *slots = NULL, *first = NULL, *next = NULL;
 	uint8_t *keys = NULL;
 	struct latch_rules *vals = NULL;
@@ -253,16 +253,16 @@ static int write_exact(struct latch_sandbox *sb, const struct kind *k, const str
 		const struct latch_entry *e = item_entry(src, i);
 		uint32_t h;
 
-		if (e->addr.family != k->family || e->prefixlen != pm_alen(k) * 8)
+		if (e->addr.family != k->family || e->prefixlen != loader_pm_alen(k) * 8)
 			continue;
 		/* the address sits after the 4-byte generation in both exact keys */
-		h = latch_fnv1a(LATCH_FNV1A_INIT, e->addr.bytes, pm_alen(k)) & mask;
-		while (slots[h] != GROUP_NONE && memcmp(keys + slots[h] * ks + 4, e->addr.bytes, pm_alen(k)))
+		h = latch_fnv1a(LATCH_FNV1A_INIT, e->addr.bytes, loader_pm_alen(k)) & mask;
+		while (slots[h] != GROUP_NONE && memcmp(keys + slots[h] * ks + 4, e->addr.bytes, loader_pm_alen(k)))
 			h = (h + 1) & mask;
 		if (slots[h] == GROUP_NONE) {
 			slots[h] = groups;
 			first[groups] = GROUP_NONE;
-			pm_key_make(k, gen, e->addr.bytes, e->prefixlen, keys + groups * ks);
+			loader_pm_key_make(k, gen, e->addr.bytes, e->prefixlen, keys + groups * ks);
 			groups++;
 		}
 		next[i] = first[slots[h]];
@@ -293,7 +293,7 @@ static int write_exact(struct latch_sandbox *sb, const struct kind *k, const str
 				}
 			}
 		}
-		if (!rc && bpf_map_update_batch(pm_fd_of(sb, k), keys + base * ks, vals, &count, &bo))
+		if (!rc && bpf_map_update_batch(loader_pm_fd_of(sb, k), keys + base * ks, vals, &count, &bo))
 			rc = errno == E2BIG ?
 				     latch_errf(err, errlen, -E2BIG,
 						"%u addresses do not fit in %s beside the live policy (%d "
@@ -334,7 +334,7 @@ static int policy_write(struct latch_sandbox *sb, const struct item_src *src, in
 
 	/* Exact entries: merged per address, written in batches per family. */
 	for (int fam = 0; fam < 2 && !rc; fam++)
-		rc = write_exact(sb, &pm_kinds[fam], src, n, next_gen, err, errlen);
+		rc = write_exact(sb, &loader_pm_kinds[fam], src, n, next_gen, err, errlen);
 	/* Prefixes: one by one, so that covering rules are copied down. */
 	for (int i = 0; i < n && !rc; i++) {
 		const struct latch_entry *e = item_entry(src, i);
@@ -344,10 +344,10 @@ static int policy_write(struct latch_sandbox *sb, const struct item_src *src, in
 
 		if (e->prefixlen == (e->addr.family == AF_INET ? 32 : 128))
 			continue;
-		k = pm_kind_for(e->addr.family, 0, 0);
-		flags |= pm_have_flag(k);
-		pm_key_make(k, next_gen, e->addr.bytes, e->prefixlen, key);
-		if (!pm_lookup_exact(sb, k, key, &v))
+		k = loader_pm_kind_for(e->addr.family, 0, 0);
+		flags |= loader_pm_have_flag(k);
+		loader_pm_key_make(k, next_gen, e->addr.bytes, e->prefixlen, key);
+		if (!loader_pm_lookup_exact(sb, k, key, &v))
 			memset(&v, 0, sizeof(v));
 		for (int p = 0; p < (e->n_ports ? e->n_ports : 1) && !rc; p++) {
 			struct latch_rule r;
@@ -356,15 +356,15 @@ static int policy_write(struct latch_sandbox *sb, const struct item_src *src, in
 			if (latch_rules_merge_longer(&v, &r))
 				rc = latch_errf(err, errlen, -EINVAL, "too many port rules on one prefix");
 		}
-		if (!rc && pm_set_flags(sb, flags, 0))
+		if (!rc && loader_pm_set_flags(sb, flags, 0))
 			rc = latch_errf(err, errlen, -EINVAL, "cannot update the config");
-		if (!rc && (pm_lpm_refresh(sb, k, next_gen, e->addr.bytes, e->prefixlen, &v) ||
-			    pm_lpm_refresh_below(sb, k, next_gen, e->addr.bytes, e->prefixlen)))
+		if (!rc && (loader_pm_lpm_refresh(sb, k, next_gen, e->addr.bytes, e->prefixlen, &v) ||
+			    loader_pm_lpm_refresh_below(sb, k, next_gen, e->addr.bytes, e->prefixlen)))
 			rc = latch_errf(err, errlen, -EINVAL, "prefix update failed: %s", strerror(errno));
 	}
 	if (rc) {
 		for (int i = 0; i < 4; i++)
-			drop_generation(sb, &pm_kinds[i], next_gen);
+			drop_generation(sb, &loader_pm_kinds[i], next_gen);
 		return rc;
 	}
 	/* The switch: one update of the config map. */
@@ -379,7 +379,7 @@ static int policy_write(struct latch_sandbox *sb, const struct item_src *src, in
 	if (latch_sandbox_write_config(sb, &cfg)) {
 		rc = latch_errf(err, errlen, -EINVAL, "cannot switch the policy generation: %s", strerror(errno));
 		for (int i = 0; i < 4; i++)
-			drop_generation(sb, &pm_kinds[i], next_gen);
+			drop_generation(sb, &loader_pm_kinds[i], next_gen);
 		return rc;
 	}
 	/* The old generation is now the idle one: latch_policy_gc() removes it. */

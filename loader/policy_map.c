@@ -13,26 +13,26 @@
 
 #include "loader/policy_int.h"
 
-const struct kind pm_kinds[] = {
+const struct kind loader_pm_kinds[] = {
 	{ LATCH_MAP_EXACT4, AF_INET, 0, 1 },  { LATCH_MAP_EXACT6, AF_INET6, 0, 1 },
 	{ LATCH_MAP_PREFIX4, AF_INET, 1, 1 }, { LATCH_MAP_PREFIX6, AF_INET6, 1, 1 },
 	{ LATCH_MAP_TIMED4, AF_INET, 1, 0 },  { LATCH_MAP_TIMED6, AF_INET6, 1, 0 },
 };
 
-int pm_alen(const struct kind *k)
+int loader_pm_alen(const struct kind *k)
 {
 	return k->family == AF_INET ? 4 : 16;
 }
 
-const struct kind *pm_kind_for(int family, int full, int timed)
+const struct kind *loader_pm_kind_for(int family, int full, int timed)
 {
 	int base = timed ? 4 : full ? 0 : 2;
 
-	return &pm_kinds[base + (family == AF_INET6)];
+	return &loader_pm_kinds[base + (family == AF_INET6)];
 }
 
 /* Keys are {[prefixlen][gen] addr}; see latch_abi.h. */
-void pm_key_make(const struct kind *k, __u32 gen, const uint8_t *addr, int plen, uint8_t *key)
+void loader_pm_key_make(const struct kind *k, __u32 gen, const uint8_t *addr, int plen, uint8_t *key)
 {
 	size_t off = 0;
 
@@ -46,13 +46,13 @@ void pm_key_make(const struct kind *k, __u32 gen, const uint8_t *addr, int plen,
 		memcpy(key + off, &gen, 4);
 		off += 4;
 	}
-	memcpy(key + off, addr, pm_alen(k));
+	memcpy(key + off, addr, loader_pm_alen(k));
 }
 
-void pm_key_parse(const struct kind *k, const uint8_t *key, __u32 *gen, uint8_t *addr, int *plen)
+void loader_pm_key_parse(const struct kind *k, const uint8_t *key, __u32 *gen, uint8_t *addr, int *plen)
 {
 	size_t off = 0;
-	__u32 pl = pm_alen(k) * 8;
+	__u32 pl = loader_pm_alen(k) * 8;
 
 	*gen = 0;
 	if (k->lpm) {
@@ -66,11 +66,11 @@ void pm_key_parse(const struct kind *k, const uint8_t *key, __u32 *gen, uint8_t 
 		off += 4;
 	}
 	memset(addr, 0, 16);
-	memcpy(addr, key + off, pm_alen(k));
+	memcpy(addr, key + off, loader_pm_alen(k));
 	*plen = pl;
 }
 
-int pm_covers(const uint8_t *net, int plen, const uint8_t *addr)
+int loader_pm_covers(const uint8_t *net, int plen, const uint8_t *addr)
 {
 	for (int i = 0; i < plen; i++)
 		if ((net[i / 8] ^ addr[i / 8]) & (0x80 >> (i % 8)))
@@ -78,14 +78,14 @@ int pm_covers(const uint8_t *net, int plen, const uint8_t *addr)
 	return 1;
 }
 
-int pm_fd_of(struct latch_sandbox *sb, const struct kind *k)
+int loader_pm_fd_of(struct latch_sandbox *sb, const struct kind *k)
 {
 	return latch_sandbox_map_fd(sb, k->map);
 }
 
-size_t pm_key_size(const struct kind *k)
+size_t loader_pm_key_size(const struct kind *k)
 {
-	return (k->lpm ? 4 : 0) + (k->gen ? 4 : 0) + pm_alen(k);
+	return (k->lpm ? 4 : 0) + (k->gen ? 4 : 0) + loader_pm_alen(k);
 }
 
 /*
@@ -93,37 +93,37 @@ size_t pm_key_size(const struct kind *k)
  * longest covering prefix instead, which would hand a parent's rules to a
  * child as its own, so tries are walked for the key itself.
  */
-int pm_lookup_exact(struct latch_sandbox *sb, const struct kind *k, const uint8_t *key, struct latch_rules *v)
+int loader_pm_lookup_exact(struct latch_sandbox *sb, const struct kind *k, const uint8_t *key, struct latch_rules *v)
 {
 	uint8_t cur[32], next[32];
 	void *prev = NULL;
 
 	if (!k->lpm)
-		return bpf_map_lookup_elem(pm_fd_of(sb, k), key, v) == 0;
-	while (bpf_map_get_next_key(pm_fd_of(sb, k), prev, next) == 0) {
+		return bpf_map_lookup_elem(loader_pm_fd_of(sb, k), key, v) == 0;
+	while (bpf_map_get_next_key(loader_pm_fd_of(sb, k), prev, next) == 0) {
 		memcpy(cur, next, sizeof(cur));
 		prev = cur;
-		if (!memcmp(cur, key, pm_key_size(k)))
-			return bpf_map_lookup_elem(pm_fd_of(sb, k), key, v) == 0;
+		if (!memcmp(cur, key, loader_pm_key_size(k)))
+			return bpf_map_lookup_elem(loader_pm_fd_of(sb, k), key, v) == 0;
 	}
 	return 0;
 }
 
 /* Rules of the nearest covering prefix, if any. */
-int pm_lpm_ancestor(struct latch_sandbox *sb, const struct kind *k, __u32 gen, const uint8_t *addr, int plen,
-		    struct latch_rules *out)
+int loader_pm_lpm_ancestor(struct latch_sandbox *sb, const struct kind *k, __u32 gen, const uint8_t *addr, int plen,
+			   struct latch_rules *out)
 {
 	uint8_t key[32];
 
 	if (plen == 0)
 		return 0;
-	pm_key_make(k, gen, addr, plen - 1, key);
-	return bpf_map_lookup_elem(pm_fd_of(sb, k), key, out) == 0;
+	loader_pm_key_make(k, gen, addr, plen - 1, key);
+	return bpf_map_lookup_elem(loader_pm_fd_of(sb, k), key, out) == 0;
 }
 
 /* Rewrite one prefix: its own rules plus its nearest ancestor's, or delete it. */
-int pm_lpm_refresh(struct latch_sandbox *sb, const struct kind *k, __u32 gen, const uint8_t *addr, int plen,
-		   const struct latch_rules *own_in)
+int loader_pm_lpm_refresh(struct latch_sandbox *sb, const struct kind *k, __u32 gen, const uint8_t *addr, int plen,
+			  const struct latch_rules *own_in)
 {
 	struct latch_rules v = { 0 }, anc;
 	uint8_t key[32];
@@ -131,10 +131,10 @@ int pm_lpm_refresh(struct latch_sandbox *sb, const struct kind *k, __u32 gen, co
 	for (__u32 i = 0; i < own_in->n; i++)
 		if (!(own_in->rule[i].flags & LATCH_RULE_INHERITED))
 			v.rule[v.n++] = own_in->rule[i];
-	pm_key_make(k, gen, addr, plen, key);
+	loader_pm_key_make(k, gen, addr, plen, key);
 	if (!v.n)
-		return bpf_map_delete_elem(pm_fd_of(sb, k), key) && errno != ENOENT ? -errno : 0;
-	if (pm_lpm_ancestor(sb, k, gen, addr, plen, &anc)) {
+		return bpf_map_delete_elem(loader_pm_fd_of(sb, k), key) && errno != ENOENT ? -errno : 0;
+	if (loader_pm_lpm_ancestor(sb, k, gen, addr, plen, &anc)) {
 		for (__u32 i = 0; i < anc.n; i++) {
 			struct latch_rule r = anc.rule[i];
 
@@ -143,11 +143,11 @@ int pm_lpm_refresh(struct latch_sandbox *sb, const struct kind *k, __u32 gen, co
 				return -E2BIG;
 		}
 	}
-	return bpf_map_update_elem(pm_fd_of(sb, k), key, &v, BPF_ANY) ? -errno : 0;
+	return bpf_map_update_elem(loader_pm_fd_of(sb, k), key, &v, BPF_ANY) ? -errno : 0;
 }
 
-int pm_trie_keys(struct latch_sandbox *sb, const struct kind *k, __u32 gen, const uint8_t *addr, int plen,
-		 struct pm_trie_key **out)
+int loader_pm_trie_keys(struct latch_sandbox *sb, const struct kind *k, __u32 gen, const uint8_t *addr, int plen,
+			struct pm_trie_key **out)
 {
 	uint8_t key[32], next[32];
 	struct pm_trie_key *v = NULL, t;
@@ -155,11 +155,11 @@ int pm_trie_keys(struct latch_sandbox *sb, const struct kind *k, __u32 gen, cons
 	void *prev = NULL;
 	__u32 g;
 
-	while (bpf_map_get_next_key(pm_fd_of(sb, k), prev, next) == 0) {
+	while (bpf_map_get_next_key(loader_pm_fd_of(sb, k), prev, next) == 0) {
 		memcpy(key, next, sizeof(key));
 		prev = key;
-		pm_key_parse(k, key, &g, t.addr, &t.plen);
-		if (g != gen || (addr && (t.plen <= plen || !pm_covers(addr, plen, t.addr))))
+		loader_pm_key_parse(k, key, &g, t.addr, &t.plen);
+		if (g != gen || (addr && (t.plen <= plen || !loader_pm_covers(addr, plen, t.addr))))
 			continue;
 		if (n == cap) {
 			struct pm_trie_key *nv = realloc(v, (cap = cap ? cap * 2 : 64) * sizeof(*v));
@@ -183,10 +183,11 @@ static int shortest_first(const void *a, const void *b)
 }
 
 /* Refresh every prefix strictly under (addr, plen), shortest first. */
-int pm_lpm_refresh_below(struct latch_sandbox *sb, const struct kind *k, __u32 gen, const uint8_t *addr, int plen)
+int loader_pm_lpm_refresh_below(struct latch_sandbox *sb, const struct kind *k, __u32 gen, const uint8_t *addr,
+				int plen)
 {
 	struct pm_trie_key *d;
-	int n = pm_trie_keys(sb, k, gen, addr, plen, &d), rc = 0;
+	int n = loader_pm_trie_keys(sb, k, gen, addr, plen, &d), rc = 0;
 
 	if (n < 0)
 		return n;
@@ -194,14 +195,14 @@ int pm_lpm_refresh_below(struct latch_sandbox *sb, const struct kind *k, __u32 g
 	for (int i = 0; i < n && !rc; i++) {
 		struct latch_rules v;
 
-		if (bpf_map_lookup_elem(pm_fd_of(sb, k), d[i].key, &v) == 0)
-			rc = pm_lpm_refresh(sb, k, gen, d[i].addr, d[i].plen, &v);
+		if (bpf_map_lookup_elem(loader_pm_fd_of(sb, k), d[i].key, &v) == 0)
+			rc = loader_pm_lpm_refresh(sb, k, gen, d[i].addr, d[i].plen, &v);
 	}
 	free(d);
 	return rc;
 }
 
-int pm_set_flags(struct latch_sandbox *sb, __u32 flags, int bump_version)
+int loader_pm_set_flags(struct latch_sandbox *sb, __u32 flags, int bump_version)
 {
 	struct latch_config cfg;
 	int err = latch_sandbox_read_config(sb, &cfg);
@@ -216,7 +217,7 @@ int pm_set_flags(struct latch_sandbox *sb, __u32 flags, int bump_version)
 	return latch_sandbox_write_config(sb, &cfg);
 }
 
-__u32 pm_have_flag(const struct kind *k)
+__u32 loader_pm_have_flag(const struct kind *k)
 {
 	if (k->map == LATCH_MAP_PREFIX4)
 		return LATCH_CFG_HAVE_PREFIX4;

@@ -59,7 +59,7 @@ int latch_rules_merge(struct latch_rules *r, const struct latch_rule *rule)
 }
 
 /* Would merging rule into r move one of its own deadlines earlier (a permanent one included)? */
-bool pm_rules_shortened(struct latch_rules *r, const struct latch_rule *rule)
+bool loader_pm_rules_shortened(struct latch_rules *r, const struct latch_rule *rule)
 {
 	__u32 i = 0;
 	const struct latch_rule *x = rules_find(r, rule, &i);
@@ -82,7 +82,7 @@ int latch_rules_merge_longer(struct latch_rules *r, const struct latch_rule *rul
 	return 0;
 }
 
-void pm_rules_delete_at(struct latch_rules *r, __u32 i)
+void loader_pm_rules_delete_at(struct latch_rules *r, __u32 i)
 {
 	memmove(&r->rule[i], &r->rule[i + 1], (r->n - i - 1) * sizeof(r->rule[0]));
 	r->n--;
@@ -105,7 +105,7 @@ int latch_rules_remove(struct latch_rules *r, const struct latch_entry *e)
 					x->port_hi == e->ports[p].hi;
 		}
 		if (match) {
-			pm_rules_delete_at(r, i);
+			loader_pm_rules_delete_at(r, i);
 			removed++;
 		} else {
 			i++;
@@ -120,7 +120,7 @@ int latch_rules_prune(struct latch_rules *r, uint64_t now_ns)
 
 	for (__u32 i = 0; i < r->n;) {
 		if (r->rule[i].expires_ns && r->rule[i].expires_ns <= now_ns) {
-			pm_rules_delete_at(r, i);
+			loader_pm_rules_delete_at(r, i);
 			removed++;
 		} else {
 			i++;
