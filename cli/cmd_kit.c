@@ -391,9 +391,8 @@ static int kit_backend(const char *name, const char *cred, const char *alt)
 	const struct latch_kit_cred *cr;
 	struct latch_kit *kit;
 	char err[LATCH_ERR_MAX];
-	json_t *rep = NULL;
-	bool known = !strcmp(alt, "-");
-	int rc = sandbox_kit_or_fail(name, &st, &kit), ret;
+	bool known = !strcmp(alt, "-"), applied;
+	int rc = sandbox_kit_or_fail(name, &st, &kit);
 
 	if (rc)
 		return rc;
@@ -415,22 +414,14 @@ static int kit_backend(const char *name, const char *cred, const char *alt)
 					 cred, alt, names);
 	}
 	latch_kit_free(kit);
-	/* stored first: a latchd that starts (or restarts) now serves the new choice */
-	snprintf(sc->backend, sizeof(sc->backend), "%s", strcmp(alt, "-") ? alt : "");
-	if (latch_kit_state_write(name, &st, err, sizeof(err)))
+	if (latch_sandbox_kit_backend(name, &st, cred, strcmp(alt, "-") ? alt : "", &applied, err, sizeof(err)))
 		return latch_err(LATCH_EXIT_FAILED, "%s", err);
-	ret = latchd_backend(name, cred, sc->backend, &rep, err, sizeof(err));
-	if (!ret && !json_is_true(json_object_get(rep, "ok")))
-		ret = latch_errf(err, sizeof(err), -EIO, "%s", json_string_value(json_object_get(rep, "error")));
-	json_decref(rep);
-	if (ret && ret != -ENOENT && ret != -ECONNREFUSED)
-		return latch_err(LATCH_EXIT_FAILED, "%s: backend: %s", name, err);
 	if (!latch_json)
 		printf("%s: credential %s now goes to %s%s; the sandbox's URL and placeholder are unchanged\n", name,
 		       cred, strcmp(alt, "-") ? alt : "its own upstream",
-		       ret ? " (stored; latchd is not running and applies it when it starts)" : "");
+		       applied ? "" : " (stored; latchd is not running and applies it when it starts)");
 	latch_json_out(json_pack("{s:s, s:s, s:s, s:b}", "sandbox", name, "credential", cred, "alternative",
-				 sc->backend, "applied", ret == 0));
+				 sc->backend, "applied", applied));
 	return 0;
 }
 

@@ -366,6 +366,33 @@ int latch_sandbox_kit_stop(const char *name, bool remove, const struct latch_san
 	return ret;
 }
 
+int latch_sandbox_kit_backend(const char *name, struct latch_kit_state *st, const char *cred, const char *backend,
+			      bool *applied, char *err, size_t errlen)
+{
+	struct latch_kit_state_cred *sc = latch_kit_state_cred(st, cred);
+	char e[LATCH_ERR_MAX];
+	json_t *rep = NULL;
+	int ret;
+
+	*applied = false;
+	if (!sc)
+		return latch_errf(err, errlen, -ENOENT, "kit %s of %s has no credential '%s'", st->kit, name, cred);
+	snprintf(sc->backend, sizeof(sc->backend), "%s", backend);
+	ret = latch_kit_state_write(name, st, err, errlen);
+	if (ret)
+		return ret;
+	ret = latchd_backend(name, cred, sc->backend, &rep, e, sizeof(e));
+	if (!ret && !json_is_true(json_object_get(rep, "ok")))
+		ret = latch_errf(e, sizeof(e), -EIO, "%s", json_string_value(json_object_get(rep, "error")));
+	json_decref(rep);
+	if (ret == -ENOENT || ret == -ECONNREFUSED)
+		return 0;
+	if (ret)
+		return latch_errf(err, errlen, ret, "%s: backend: %s", name, e);
+	*applied = true;
+	return 0;
+}
+
 void latch_sandbox_kit_status(const char *name, const json_t *broker, bool latchd_up, json_t *o)
 {
 	struct latch_kit_state st;

@@ -88,6 +88,14 @@ int latch_sandbox_kit_give(const char *name, const struct latch_kit *kit, bool s
 /* `down` (stopped) or `destroy` (REMOVE): the kit state says so, and latchd wipes the keys now. */
 int latch_sandbox_kit_stop(const char *name, bool remove, const struct latch_sandbox_say *say);
 /*
+ * Credential CRED of NAME's kit (its state ST, read by the caller) goes to
+ * alternative BACKEND ("": its own upstream): stored first, so a latchd that
+ * starts now serves it, then told to latchd.  0 with *applied false when
+ * latchd is not running; -errno with a line in err.
+ */
+int latch_sandbox_kit_backend(const char *name, struct latch_kit_state *st, const char *cred, const char *backend,
+			      bool *applied, char *err, size_t errlen);
+/*
  * For `status`: NAME's kit as stored and, when latchd answered (LATCHD_UP),
  * as it serves it (BROKER, its ping's "broker"), as "kit" in O (null when
  * the sandbox has no kit).

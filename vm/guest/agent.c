@@ -7,7 +7,7 @@
  * the initramfs, respawned by busybox init.  It finds the virtio-serial port
  * named org.latch.agent in /sys/class/virtio-ports (or takes a device path
  * as its only argument) and serves one request at a time.  The framing is
- * documented in vm/agent_proto.h: 16-byte header {magic, type, flags, id,
+ * documented in vm/guest/agent_proto.h: 16-byte header {magic, type, flags, id,
  * len} then len bytes; EXEC carries {timeout_ms, output_limit, argc, flags}
  * and argv (and, with LAGENT_EXEC_ENV, the environment a kit gives the
  * sandbox); the answer is STDOUT/STDERR chunks then one EXIT.
