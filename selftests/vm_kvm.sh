@@ -64,8 +64,8 @@ chgrp kvm /dev/kvm && chmod 0660 /dev/kvm
 L --json doctor >"$TMP/good.json" 2>/dev/null
 row "/dev/kvm access" "$TMP/good.json" | sed 's/^/#   /'
 row libvirt "$TMP/good.json" | sed 's/^/#   /'
-check "control_qemu_user_opens_kvm_at_0660_root_kvm" jq -e '.checks[] | select(.check == "/dev/kvm access") | .result == "ok"' "$TMP/good.json" >/dev/null
-check "control_libvirt_capabilities_quick" jq -e '.checks[] | select(.check == "libvirt") | .result == "ok"' "$TMP/good.json" >/dev/null
+check "control_qemu_user_opens_kvm_at_0660_root_kvm" jq -e '.checks[] | select(.check == "/dev/kvm access") | .result == "ok"' "$TMP/good.json"
+check "control_libvirt_capabilities_quick" jq -e '.checks[] | select(.check == "libvirt") | .result == "ok"' "$TMP/good.json"
 
 # --- the fresh machine's mode ----------------------------------------------------------
 # libvirtd keeps its verdict on /dev/kvm until the device's ctime changes, in
@@ -79,10 +79,10 @@ restore_kvm
 echo "#   doctor took $(( (t1 - t0) / 1000000 )) ms with /dev/kvm 0600 root:root"
 row "/dev/kvm access" "$TMP/bad.json" | sed 's/^/#   /'
 row libvirt "$TMP/bad.json" | sed 's/^/#   /'
-check "doctor_fails_the_kvm_access_for_libvirts_qemu_user" jq -e '.checks[] | select(.check == "/dev/kvm access") | .result == "FAIL" and (.detail | test("libvirt-qemu|can.t open")) and (.detail | test("0600 root:root"))' "$TMP/bad.json" >/dev/null
-check "doctor_names_the_fix_for_it" jq -e --arg f "$FIX" '.checks[] | select(.check == "/dev/kvm access") | .fix | contains($f)' "$TMP/bad.json" >/dev/null
-check "doctor_times_libvirt_and_finds_it_slow" jq -e '.checks[] | select(.check == "libvirt") | .result == "FAIL" and (.detail | test("re-probes QEMU on every call"))' "$TMP/bad.json" >/dev/null
-check "doctor_names_the_same_fix_for_slow_libvirt" jq -e --arg f "$FIX" '.checks[] | select(.check == "libvirt") | .fix | contains($f)' "$TMP/bad.json" >/dev/null
+check "doctor_fails_the_kvm_access_for_libvirts_qemu_user" jq -e '.checks[] | select(.check == "/dev/kvm access") | .result == "FAIL" and (.detail | test("libvirt-qemu|can.t open")) and (.detail | test("0600 root:root"))' "$TMP/bad.json"
+check "doctor_names_the_fix_for_it" jq -e --arg f "$FIX" '.checks[] | select(.check == "/dev/kvm access") | .fix | contains($f)' "$TMP/bad.json"
+check "doctor_times_libvirt_and_finds_it_slow" jq -e '.checks[] | select(.check == "libvirt") | .result == "FAIL" and (.detail | test("re-probes QEMU on every call"))' "$TMP/bad.json"
+check "doctor_names_the_same_fix_for_slow_libvirt" jq -e --arg f "$FIX" '.checks[] | select(.check == "libvirt") | .fix | contains($f)' "$TMP/bad.json"
 check "doctor_exits_1_on_the_broken_mode" bash -c "jq -e '.failed >= 2' '$TMP/bad.json' >/dev/null"
 
 check "kvm_mode_restored_exactly ($(stat -c '%a %U:%G' /dev/kvm))" test "$(stat -c '%a %u %g' /dev/kvm)" = "$KVM_WAS"

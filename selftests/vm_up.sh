@@ -166,7 +166,7 @@ order=$(echo $order)
 check "up_prints_its_steps_on_stderr_in_order ($order)" test "$(echo "$order" | wc -w)" = 6 -a \
 	"$(echo "$order" | tr ' ' '\n' | sort -n | xargs)" = "$order"
 check "up_says_allowed_traffic_has_no_route_without_uplink" grep -q 'no uplink in latch.conf, so allowed traffic has no route' "$TMP/up.err"
-check "up_json_says_allowed_traffic_is_not_routed" jq -e '(.allowed_traffic_routed | not) and (.routing_note | test("no route"))' "$TMP/up.json" >/dev/null
+check "up_json_says_allowed_traffic_is_not_routed" jq -e '(.allowed_traffic_routed | not) and (.routing_note | test("no route"))' "$TMP/up.json"
 want_timeout=180000
 [ "$(echo "$up_json" | jq -r .accelerator)" = kvm ] && want_timeout=60000
 check "up_default_boot_timeout_by_accelerator ($want_timeout ms)" test "$(echo "$up_json" | jq .boot_timeout_ms)" = "$want_timeout"
