@@ -6,7 +6,7 @@
  *
  * For a profile of CIDR entries only (no host names to look up, nothing
  * learned that it still allows), `latch egress NAME profile P` makes latchd
- * (latchd/switch.c, switch_begin/switch_commit) do, before it replies:
+ * (latchd/switch.c, latchd_switch_begin/switch_commit) do, before it replies:
  *
  *   parse   latch_profile_load(DIR, P): read and parse the extends chain
  *           (the CLI does the same once more in its own process, first)

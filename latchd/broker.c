@@ -14,7 +14,7 @@
  * key is missing answers with a refusal that names the variable.  Once the
  * routes are made the engine holds the only copy of each key (locked pages,
  * left out of core dumps, wiped with the route); the buffers they passed
- * through are wiped where the bytes pass (broker_harden() says which), and
+ * through are wiped where the bytes pass (latchd_broker_harden() says which), and
  * latchd is made undumpable.
  *
  * CONNECT is allowed to the names the sandbox's policy allows (its profile,
@@ -22,7 +22,7 @@
  * looked up by latchd's own resolver (confine.c), which admits each address
  * latchd may reach to its confinement before the engine connects.  Every
  * decision goes to the audit log as kind route, refused or other, under
- * audit/'s rate limit (broker_event_audit(), rooms' too).
+ * audit/'s rate limit (latchd_broker_event_audit(), rooms' too).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -58,7 +58,7 @@ struct broker {
 	char why[LATCH_ERR_MAX]; /* why there is no listener, when there is none */
 };
 
-void broker_harden(void)
+void latchd_broker_harden(void)
 {
 	struct rlimit none = { 0, 0 };
 
@@ -77,22 +77,22 @@ void broker_harden(void)
 }
 
 /* latch.conf's limits on what the broker holds for the spend meter, and its waits: at start and at each reload */
-void broker_limits(struct latchd *ld)
+void latchd_broker_limits(struct latchd *ld)
 {
 	latch_http_set_metered_limits(ld->http, ld->conf.broker_body_max << 20, ld->conf.broker_metered_hold_max << 20);
 	latch_http_set_timeouts(ld->http, ld->conf.broker_request_idle * 1000, ld->conf.broker_hello_timeout * 1000);
 }
 
-int broker_init(struct latchd *ld, char *err, size_t errlen)
+int latchd_broker_init(struct latchd *ld, char *err, size_t errlen)
 {
 	ld->http = latch_http_new(ld->base, NULL, err, errlen);
 	if (!ld->http)
 		return -errno;
-	broker_limits(ld);
+	latchd_broker_limits(ld);
 	return 0;
 }
 
-void broker_fini(struct latchd *ld)
+void latchd_broker_fini(struct latchd *ld)
 {
 	latch_http_free(ld->http);
 	ld->http = NULL;
@@ -102,10 +102,10 @@ void broker_fini(struct latchd *ld)
 
 static bool broker_name_allowed(void *arg, const char *name, uint16_t port)
 {
-	return sandbox_name_port_allowed(arg, name, port);
+	return latchd_sandbox_name_port_allowed(arg, name, port);
 }
 
-int broker_kit_ports(const struct latch_kit *kit, const char *name, struct latch_entry *ports)
+int latchd_broker_kit_ports(const struct latch_kit *kit, const char *name, struct latch_entry *ports)
 {
 	memset(ports, 0, sizeof(*ports));
 	ports->proto = LATCH_PROTO_TCP;
@@ -128,9 +128,9 @@ int broker_kit_ports(const struct latch_kit *kit, const char *name, struct latch
  */
 static int resolve_ports(const struct sandbox *s, const char *name, struct latch_entry *ports)
 {
-	if (broker_kit_ports(s->broker ? s->broker->kit : NULL, name, ports))
+	if (latchd_broker_kit_ports(s->broker ? s->broker->kit : NULL, name, ports))
 		return 0;
-	if (!sandbox_name_port_allowed((void *)s, name, 443))
+	if (!latchd_sandbox_name_port_allowed((void *)s, name, 443))
 		return -ENOENT;
 	ports->ports[0].lo = ports->ports[0].hi = 443;
 	ports->n_ports = 1;
@@ -149,7 +149,7 @@ static int broker_resolve(void *arg, const char *name, latch_http_resolved_cb cb
 
 	if (resolve_ports(s, name, &ports))
 		return -ENOENT;
-	return confine_lookup(s->ld, s->name, name, &ports, cb, cbarg);
+	return latchd_confine_lookup(s->ld, s->name, name, &ports, cb, cbarg);
 }
 
 /* "path has a . or .. segment" -> "path-has-a-or-segment": an audit token beside the text */
@@ -173,7 +173,7 @@ static void reason_token(const char *text, char *buf, size_t len)
 	buf[n] = '\0';
 }
 
-void broker_event_audit(struct latchd *ld, const char *who, const struct latch_http_event *ev)
+void latchd_broker_event_audit(struct latchd *ld, const char *who, const struct latch_http_event *ev)
 {
 	bool refused = !strcmp(ev->kind, "refused");
 	char reason[AUDIT_TOKEN_MAX + 1];
@@ -191,7 +191,7 @@ static void broker_audit(void *arg, const struct latch_http_event *ev)
 {
 	struct sandbox *s = arg;
 
-	broker_event_audit(s->ld, s->name, ev);
+	latchd_broker_event_audit(s->ld, s->name, ev);
 }
 
 /* ---- building a sandbox's broker */
@@ -286,8 +286,9 @@ static void engine_upstream(const char *name, const struct latch_kit_upstream *u
 }
 
 /* One credential's route on the sandbox's listener. */
-int broker_route_add(struct latchd *ld, struct latch_http_sandbox *hs, const char *who, const struct latch_kit_cred *cr,
-		     const char *placeholder, const struct latch_kit_secrets *sec, char *err, size_t errlen)
+int latchd_broker_route_add(struct latchd *ld, struct latch_http_sandbox *hs, const char *who,
+			    const struct latch_kit_cred *cr, const char *placeholder,
+			    const struct latch_kit_secrets *sec, char *err, size_t errlen)
 {
 	char urls[LATCH_HTTP_UPSTREAMS_MAX][LATCH_KIT_HOST_MAX + 16];
 	struct latch_http_meter meter;
@@ -313,7 +314,7 @@ int broker_route_add(struct latchd *ld, struct latch_http_sandbox *hs, const cha
 				&r.upstreams[r.n_upstreams]);
 		r.n_upstreams++;
 	}
-	if (meter_route(ld, who, cr, &meter))
+	if (latchd_meter_route(ld, who, cr, &meter))
 		r.meter = &meter; /* the engine keeps a copy, and releases it with the route */
 	return latch_http_route_add(hs, &r, err, errlen);
 }
@@ -332,7 +333,7 @@ static int add_route(struct sandbox *s, struct broker *b, const struct latch_kit
 				  "credential %s has no placeholder in the sandbox's kit state (the kit changed since "
 				  "`latch up`); `latch down` and `latch up --kit %s` give it one",
 				  cr->name, b->kit->name);
-	ret = broker_route_add(s->ld, b->http, s->name, cr, sc->placeholder, sec, err, errlen);
+	ret = latchd_broker_route_add(s->ld, b->http, s->name, cr, sc->placeholder, sec, err, errlen);
 	if (ret)
 		return ret;
 	if (sc->backend[0] && latch_http_route_switch(b->http, cr->name, sc->backend, err, errlen))
@@ -355,8 +356,8 @@ static struct latch_http_sandbox *listen_for(struct sandbox *s, uint16_t port, c
 					     .resolve = broker_resolve,
 					     .audit = broker_audit,
 					     /* /latch/grant: the sandbox asks for a grant (grant_ask.c) */
-					     .local = grant_ask_local,
-					     .local_gone = grant_ask_gone };
+					     .local = latchd_grant_ask_local,
+					     .local_gone = latchd_grant_ask_gone };
 	const struct latch_config *c = &s->cfg;
 
 	if (c->flags & LATCH_CFG_HAVE_IP4) {
@@ -460,12 +461,12 @@ fail:
 
 /* ---- the sandbox's side */
 
-void broker_open(struct sandbox *s)
+void latchd_broker_open(struct sandbox *s)
 {
 	char err[LATCH_ERR_MAX];
 	int ret;
 
-	broker_close(s);
+	latchd_broker_close(s);
 	ret = broker_build(s, NULL, &s->broker, err, sizeof(err));
 	if (ret)
 		latchd_log("%s: kit not served: %s", s->name, err);
@@ -480,22 +481,22 @@ void broker_open(struct sandbox *s)
 			   s->name, s->broker->kit->name, s->broker->st.port, s->broker->n_routes, s->name);
 }
 
-void broker_close(struct sandbox *s)
+void latchd_broker_close(struct sandbox *s)
 {
 	broker_free(s->broker);
 	s->broker = NULL;
 }
 
-void broker_forget(struct sandbox *s)
+void latchd_broker_forget(struct sandbox *s)
 {
 	char err[LATCH_ERR_MAX];
 
-	broker_close(s);
+	latchd_broker_close(s);
 	if (latch_kit_state_remove(s->name, err, sizeof(err)))
 		latchd_log("%s: %s", s->name, err);
 }
 
-int broker_kit_egress(const struct sandbox *s, struct latch_pentry **out, int *n)
+int latchd_broker_kit_egress(const struct sandbox *s, struct latch_pentry **out, int *n)
 {
 	const struct broker *b = s->broker;
 
@@ -511,7 +512,7 @@ int broker_kit_egress(const struct sandbox *s, struct latch_pentry **out, int *n
 	return 0;
 }
 
-json_t *broker_json(const struct sandbox *s)
+json_t *latchd_broker_json(const struct sandbox *s)
 {
 	const struct broker *b = s->broker;
 	json_t *routes;
@@ -555,9 +556,9 @@ static bool egress_differs(const struct sandbox *s)
  * state now says, with these keys (and its secret_files); a sandbox without
  * a kit state, or a stopped one, has its broker closed and its keys wiped.
  */
-void broker_op_kit(struct client *c, json_t *req)
+void latchd_broker_op_kit(struct client *c, json_t *req)
 {
-	struct latchd *ld = client_latchd(c);
+	struct latchd *ld = latchd_of_client(c);
 	const char *name = json_string_value(json_object_get(req, "sandbox"));
 	json_t *handed = json_object_get(req, "secrets"), *missing;
 	char err[LATCH_ERR_MAX];
@@ -566,19 +567,19 @@ void broker_op_kit(struct client *c, json_t *req)
 	int ret;
 
 	if (!name || (handed && !json_is_object(handed)))
-		return control_reply_error(c, "kit needs \"sandbox\" (and \"secrets\" an object)");
-	sandboxes_scan(ld); /* a sandbox attached a moment ago */
-	s = sandbox_find(ld, name);
+		return latchd_control_reply_error(c, "kit needs \"sandbox\" (and \"secrets\" an object)");
+	latchd_sandboxes_scan(ld); /* a sandbox attached a moment ago */
+	s = latchd_sandbox_find(ld, name);
 	if (!s)
-		return control_reply_error(c, "no sandbox '%s'", name);
+		return latchd_control_reply_error(c, "no sandbox '%s'", name);
 	/* the old listener goes first: the new one binds the same address and port */
-	broker_close(s);
+	latchd_broker_close(s);
 	ret = broker_build(s, handed, &b, err, sizeof(err));
 	s->broker = b;
 	if (ret) {
 		latchd_log("%s: kit not served: %s", s->name, err);
 		latchd_audit(ld, s->name, "kit", "fail", "latchd.kit.hand", json_pack("{s:s}", "error", err));
-		return control_reply_error(c, "%s: %s", s->name, err);
+		return latchd_control_reply_error(c, "%s: %s", s->name, err);
 	}
 	missing = json_array();
 	for (int i = 0; b && i < b->n_routes; i++)
@@ -590,30 +591,31 @@ void broker_op_kit(struct client *c, json_t *req)
 		     b && b->http ? "latchd.kit.hand" : "latchd.kit.stop",
 		     json_pack("{s:s?, s:i, s:O}", "kit", b && b->kit ? b->kit->name : NULL, "routes",
 			       b ? b->n_routes : 0, "missing", missing));
-	control_reply(c, json_pack("{s:b, s:o, s:o, s:b}", "ok", 1, "broker", broker_json(s), "missing", missing,
-				   "egress_changed", egress_differs(s)));
+	latchd_control_reply(c, json_pack("{s:b, s:o, s:o, s:b}", "ok", 1, "broker", latchd_broker_json(s), "missing",
+					  missing, "egress_changed", egress_differs(s)));
 }
 
 /* {"op":"backend","sandbox":S,"credential":C,"alternative":A}: A "" is the credential's own upstream. */
-void broker_op_backend(struct client *c, json_t *req)
+void latchd_broker_op_backend(struct client *c, json_t *req)
 {
-	struct latchd *ld = client_latchd(c);
+	struct latchd *ld = latchd_of_client(c);
 	const char *name = json_string_value(json_object_get(req, "sandbox"));
 	const char *cred = json_string_value(json_object_get(req, "credential"));
 	const char *alt = json_string_value(json_object_get(req, "alternative"));
-	struct sandbox *s = name ? sandbox_find(ld, name) : NULL;
+	struct sandbox *s = name ? latchd_sandbox_find(ld, name) : NULL;
 	char err[LATCH_ERR_MAX];
 
 	if (!name || !cred || !alt)
-		return control_reply_error(c, "backend needs \"sandbox\", \"credential\" and \"alternative\"");
+		return latchd_control_reply_error(c, "backend needs \"sandbox\", \"credential\" and \"alternative\"");
 	if (!s || !s->broker || !s->broker->http)
-		return control_reply_error(c, "%s: no broker is serving (no kit, or the sandbox is stopped)", name);
+		return latchd_control_reply_error(c, "%s: no broker is serving (no kit, or the sandbox is stopped)",
+						  name);
 	if (latch_http_route_switch(s->broker->http, cred, alt, err, sizeof(err)))
-		return control_reply_error(c, "%s", err);
+		return latchd_control_reply_error(c, "%s", err);
 	for (int i = 0; i < s->broker->n_routes; i++)
 		if (!strcmp(s->broker->routes[i].name, cred))
 			snprintf(s->broker->routes[i].backend, sizeof(s->broker->routes[i].backend), "%s", alt);
 	latchd_audit(ld, s->name, "kit", "backend", "latchd.kit.backend",
 		     json_pack("{s:s, s:s}", "credential", cred, "alternative", *alt ? alt : "(its own)"));
-	control_reply(c, json_pack("{s:b, s:s, s:s}", "ok", 1, "credential", cred, "alternative", alt));
+	latchd_control_reply(c, json_pack("{s:b, s:s, s:s}", "ok", 1, "credential", cred, "alternative", alt));
 }

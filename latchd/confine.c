@@ -8,7 +8,7 @@
  * policy latchd writes itself (loader/cgroup.h: LATCH_CFG_LATCHD): its DNS
  * upstreams, permanently; and every address latchd looks up to connect to
  * (a kit route's upstream, a name a sandbox may CONNECT to) through
- * confine_lookup(), installed before the caller gets it, with the TTL as
+ * latchd_confine_lookup(), installed before the caller gets it, with the TTL as
  * deadline and the name's ports.  An address that is not public
  * (latch_addr_nonpublic: loopback, private, link-local, metadata...), one
  * of the host's own or one on a link of the host (the LAN, by the kernel's
@@ -52,7 +52,7 @@ static struct latch_sandbox *confine_sb(struct latchd *ld)
 }
 
 /* The DNS upstreams as latchd's permanent policy (at start and at every reload). */
-int confine_upstreams(struct latchd *ld, char *err, size_t errlen)
+int latchd_confine_upstreams(struct latchd *ld, char *err, size_t errlen)
 {
 	struct latch_policy_spec specs[LATCH_RESOLVER_UPSTREAM_MAX] = { 0 };
 	struct latch_sandbox *sb = confine_sb(ld);
@@ -72,7 +72,7 @@ int confine_upstreams(struct latchd *ld, char *err, size_t errlen)
 	return latch_policy_switch(sb, specs, ld->n_upstream, false, err, errlen);
 }
 
-int confine_start(struct latchd *ld, const uint16_t *ports, int n_ports, char *err, size_t errlen)
+int latchd_confine_start(struct latchd *ld, const uint16_t *ports, int n_ports, char *err, size_t errlen)
 {
 	struct confine *c = calloc(1, sizeof(*c));
 	struct latch_cg_posture p;
@@ -93,7 +93,7 @@ int confine_start(struct latchd *ld, const uint16_t *ports, int n_ports, char *e
 	if (!c->set)
 		return -EINVAL;
 	c->room = latch_cg_latchd_new(c->set, c->cgroup_fd, ports, n_ports, err, errlen);
-	if (!c->room || confine_upstreams(ld, err, errlen) || latch_cg_room_attach(c->room, err, errlen))
+	if (!c->room || latchd_confine_upstreams(ld, err, errlen) || latch_cg_room_attach(c->room, err, errlen))
 		return -EINVAL;
 	if (latch_cg_gate_attach(c->set, c->cgroup_fd, err, errlen))
 		return -EINVAL;
@@ -122,10 +122,10 @@ static bool own_name_allowed(void *arg, const char *name)
 
 static const char *own_addr_refused(void *arg, const struct latch_addr *a)
 {
-	return NULL; /* every address reaches confine_lookup(), which decides */
+	return NULL; /* every address reaches latchd_confine_lookup(), which decides */
 }
 
-int confine_resolver(struct latchd *ld, char *err, size_t errlen)
+int latchd_confine_resolver(struct latchd *ld, char *err, size_t errlen)
 {
 	/* on the room service network: the gate admits nobody's packets to its address */
 	struct latch_resolver_opts o = { .port = 53, .n_listen = 1, .guest.gated = true, .report_all = true };
@@ -165,7 +165,7 @@ static const char *confine_refused(const struct latch_addr *a)
 					    NULL;
 }
 
-struct confine_lookup {
+struct latchd_confine_lookup {
 	struct latchd *ld;
 	char who[LATCH_NAME_MAX + 1];
 	char name[LATCH_DNS_NAME_MAX + 1];
@@ -176,7 +176,7 @@ struct confine_lookup {
 };
 
 /* Install what latchd may reach of ADDRS (EXPLICIT: the route named it), audit the rest. */
-static void confine_install(struct confine_lookup *lk, const struct latch_addr *addrs, int n, uint32_t ttl,
+static void confine_install(struct latchd_confine_lookup *lk, const struct latch_addr *addrs, int n, uint32_t ttl,
 			    bool explicit)
 {
 	struct latch_sandbox *sb = confine_sb(lk->ld);
@@ -206,7 +206,7 @@ static void confine_install(struct confine_lookup *lk, const struct latch_addr *
 static void confine_resolved(void *arg, const char *name, const struct latch_addr *addrs, int n, uint32_t ttl,
 			     const char *why)
 {
-	struct confine_lookup *lk = arg;
+	struct latchd_confine_lookup *lk = arg;
 
 	if (n > 0)
 		confine_install(lk, addrs, n, ttl, false);
@@ -216,17 +216,17 @@ static void confine_resolved(void *arg, const char *name, const struct latch_add
 
 static void confine_literal(evutil_socket_t fd, short what, void *arg)
 {
-	struct confine_lookup *lk = arg;
+	struct latchd_confine_lookup *lk = arg;
 
 	confine_install(lk, &lk->literal, 1, EXPLICIT_TTL_S, true);
 	lk->cb(lk->cbarg, lk->name, &lk->literal, 1, EXPLICIT_TTL_S, NULL);
 	free(lk);
 }
 
-int confine_lookup(struct latchd *ld, const char *who, const char *name, const struct latch_entry *ports,
-		   latch_http_resolved_cb cb, void *cbarg)
+int latchd_confine_lookup(struct latchd *ld, const char *who, const char *name, const struct latch_entry *ports,
+			  latch_http_resolved_cb cb, void *cbarg)
 {
-	struct confine_lookup *lk = calloc(1, sizeof(*lk));
+	struct latchd_confine_lookup *lk = calloc(1, sizeof(*lk));
 	char err[LATCH_ERR_MAX];
 	int rc;
 
@@ -251,7 +251,7 @@ int confine_lookup(struct latchd *ld, const char *who, const char *name, const s
 }
 
 /* Every tick: what the kernel refused latchd since the last one goes to the audit log. */
-void confine_tick(struct latchd *ld)
+void latchd_confine_tick(struct latchd *ld)
 {
 	struct latch_sandbox *sb = confine_sb(ld);
 	struct latch_counter c[LATCH_COUNTER_SLOTS];
@@ -278,7 +278,7 @@ void confine_tick(struct latchd *ld)
 	ld->confine->dropped = total;
 }
 
-void confine_prune(struct latchd *ld, uint64_t before_ns)
+void latchd_confine_prune(struct latchd *ld, uint64_t before_ns)
 {
 	struct latch_sandbox *sb = confine_sb(ld);
 
@@ -287,7 +287,7 @@ void confine_prune(struct latchd *ld, uint64_t before_ns)
 }
 
 /* latchd stops: its cgroup, slot and programs stay (the next latchd sweeps the slot and takes a new one). */
-void confine_stop(struct latchd *ld)
+void latchd_confine_stop(struct latchd *ld)
 {
 	struct confine *c = ld->confine;
 

@@ -41,17 +41,17 @@ static void client_free(struct client *c)
 			*pp = c->next;
 			break;
 		}
-	rooms_client_gone(c->ld, c);
+	latchd_rooms_client_gone(c->ld, c);
 	/* a switch still running for this client must not answer into freed memory */
 	for (struct sandbox *s = c->ld->sandboxes; s; s = s->next)
 		if (s->sw && s->sw->client == c)
 			s->sw->client = NULL;
-	grant_client_gone(c->ld, c); /* nor a grant being resolved */
+	latchd_grant_client_gone(c->ld, c); /* nor a grant being resolved */
 	bufferevent_free(c->bev);
 	free(c);
 }
 
-void control_reply(struct client *c, json_t *obj)
+void latchd_control_reply(struct client *c, json_t *obj)
 {
 	char *text;
 
@@ -68,7 +68,7 @@ void control_reply(struct client *c, json_t *obj)
 	c->waiting = false;
 }
 
-void control_reply_error(struct client *c, const char *fmt, ...)
+void latchd_control_reply_error(struct client *c, const char *fmt, ...)
 {
 	char msg[LATCH_ERR_MAX];
 	va_list ap;
@@ -76,15 +76,15 @@ void control_reply_error(struct client *c, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	control_reply(c, json_pack("{s:b, s:s}", "ok", 0, "error", msg));
+	latchd_control_reply(c, json_pack("{s:b, s:s}", "ok", 0, "error", msg));
 }
 
-void control_wait(struct client *c)
+void latchd_control_wait(struct client *c)
 {
 	c->waiting = true;
 }
 
-struct latchd *client_latchd(const struct client *c)
+struct latchd *latchd_of_client(const struct client *c)
 {
 	return c->ld;
 }
@@ -92,7 +92,7 @@ struct latchd *client_latchd(const struct client *c)
 /* A refusal the caller can fix ("usage": true) or not. */
 static void reply_refused(struct client *c, const char *err, bool usage)
 {
-	control_reply(c, json_pack("{s:b, s:s, s:b}", "ok", 0, "error", err, "usage", usage));
+	latchd_control_reply(c, json_pack("{s:b, s:s, s:b}", "ok", 0, "error", err, "usage", usage));
 }
 
 /* ---- the ops ---- */
@@ -109,7 +109,7 @@ static json_t *sandbox_json(struct sandbox *s)
 			 s->n_learned, "resolver", "queries", (json_int_t)st.queries, "answered",
 			 (json_int_t)st.answered, "refused", (json_int_t)st.refused, "upstream_sent",
 			 (json_int_t)st.upstream_sent, "cache_hits", (json_int_t)st.cache_hits, "failed",
-			 (json_int_t)st.failed, "kit_entries", s->n_extra, "broker", broker_json(s));
+			 (json_int_t)st.failed, "kit_entries", s->n_extra, "broker", latchd_broker_json(s));
 }
 
 static void op_ping(struct client *c, json_t *req)
@@ -118,7 +118,7 @@ static void op_ping(struct client *c, json_t *req)
 
 	for (struct sandbox *s = c->ld->sandboxes; s; s = s->next)
 		json_array_append_new(list, sandbox_json(s));
-	control_reply(c, json_pack("{s:b, s:i, s:o}", "ok", 1, "pid", (int)getpid(), "sandboxes", list));
+	latchd_control_reply(c, json_pack("{s:b, s:i, s:o}", "ok", 1, "pid", (int)getpid(), "sandboxes", list));
 }
 
 /* Answered by switch.c when the switch is committed or fails. */
@@ -132,31 +132,31 @@ static void op_switch(struct client *c, json_t *req)
 	int rc;
 
 	if (!name || !pname)
-		return control_reply_error(c, "switch needs \"sandbox\" and \"profile\"");
-	sandboxes_scan(c->ld); /* a sandbox attached a moment ago */
-	s = sandbox_find(c->ld, name);
+		return latchd_control_reply_error(c, "switch needs \"sandbox\" and \"profile\"");
+	latchd_sandboxes_scan(c->ld); /* a sandbox attached a moment ago */
+	s = latchd_sandbox_find(c->ld, name);
 	if (!s)
-		return control_reply_error(c, "no sandbox '%s'", name);
+		return latchd_control_reply_error(c, "no sandbox '%s'", name);
 	if (!s->res)
-		return control_reply_error(c,
-					   "%s: no resolver (the sandbox has no resolver address); named policy "
-					   "needs one",
-					   name);
+		return latchd_control_reply_error(c,
+						  "%s: no resolver (the sandbox has no resolver address); named policy "
+						  "needs one",
+						  name);
 	if (s->sw)
-		return control_reply_error(c, "%s: a switch is already running; try again", name);
+		return latchd_control_reply_error(c, "%s: a switch is already running; try again", name);
 	if (latch_profile_name_check(pname, err, sizeof(err)))
 		return reply_refused(c, err, true);
-	rc = switch_load_profile(c->ld, pname, &p, err, sizeof(err));
+	rc = latchd_switch_load_profile(c->ld, pname, &p, err, sizeof(err));
 	if (rc) /* an unknown profile is the caller's mistake; a bad file is the host's */
 		return reply_refused(c, err, rc == -ENOENT);
 	c->waiting = true;
-	switch_begin(s, &p, c, false);
+	latchd_switch_begin(s, &p, c, false);
 }
 
 static void op_rescan(struct client *c, json_t *req)
 {
-	sandboxes_scan(c->ld);
-	control_reply(c, json_pack("{s:b}", "ok", 1));
+	latchd_sandboxes_scan(c->ld);
+	latchd_control_reply(c, json_pack("{s:b}", "ok", 1));
 }
 
 static void op_reload(struct client *c, json_t *req)
@@ -164,19 +164,26 @@ static void op_reload(struct client *c, json_t *req)
 	char err[LATCH_ERR_MAX];
 
 	if (latchd_reload_all(c->ld, err, sizeof(err)))
-		return control_reply(c, json_pack("{s:b, s:s}", "ok", 0, "error", err));
-	control_reply(c, json_pack("{s:b}", "ok", 1));
+		return latchd_control_reply(c, json_pack("{s:b, s:s}", "ok", 0, "error", err));
+	latchd_control_reply(c, json_pack("{s:b}", "ok", 1));
 }
 
 /* Each op of ctl/ctl.h's list, and the function that answers it. */
 static void (*const op_handlers[LATCHD_OP_COUNT])(struct client *c, json_t *req) = {
-	[LATCHD_OP_PING] = op_ping,	      [LATCHD_OP_RESCAN] = op_rescan,
-	[LATCHD_OP_RELOAD] = op_reload,	      [LATCHD_OP_SWITCH] = op_switch,
-	[LATCHD_OP_KIT] = broker_op_kit,      [LATCHD_OP_BACKEND] = broker_op_backend,
-	[LATCHD_OP_ROOM_OPEN] = room_op_open, [LATCHD_OP_ROOM_READY] = room_op_ready,
-	[LATCHD_OP_ROOM_DONE] = room_op_done, [LATCHD_OP_GRANT] = grant_op_grant,
-	[LATCHD_OP_GRANTS] = grant_op_grants, [LATCHD_OP_APPROVE] = grant_op_approve,
-	[LATCHD_OP_DENY] = grant_op_deny,     [LATCHD_OP_VERIFY_NAMES] = verify_op,
+	[LATCHD_OP_PING] = op_ping,
+	[LATCHD_OP_RESCAN] = op_rescan,
+	[LATCHD_OP_RELOAD] = op_reload,
+	[LATCHD_OP_SWITCH] = op_switch,
+	[LATCHD_OP_KIT] = latchd_broker_op_kit,
+	[LATCHD_OP_BACKEND] = latchd_broker_op_backend,
+	[LATCHD_OP_ROOM_OPEN] = latchd_room_op_open,
+	[LATCHD_OP_ROOM_READY] = latchd_room_op_ready,
+	[LATCHD_OP_ROOM_DONE] = latchd_room_op_done,
+	[LATCHD_OP_GRANT] = latchd_grant_op_grant,
+	[LATCHD_OP_GRANTS] = latchd_grant_op_grants,
+	[LATCHD_OP_APPROVE] = latchd_grant_op_approve,
+	[LATCHD_OP_DENY] = latchd_grant_op_deny,
+	[LATCHD_OP_VERIFY_NAMES] = latchd_verify_op,
 };
 
 static void handle(struct client *c, json_t *req)
@@ -186,11 +193,11 @@ static void handle(struct client *c, json_t *req)
 	char known[256];
 
 	if (!op)
-		return control_reply_error(c, "request without \"op\"");
+		return latchd_control_reply_error(c, "request without \"op\"");
 	if (i >= 0)
 		return op_handlers[i](c, req);
 	latchd_op_list(known, sizeof(known));
-	control_reply_error(c, "unknown op '%s'; known: %s", op, known);
+	latchd_control_reply_error(c, "unknown op '%s'; known: %s", op, known);
 }
 
 /* ---- the socket ---- */
@@ -244,7 +251,7 @@ static void on_read(struct bufferevent *bev, void *arg)
 		free(line);
 		if (!req || !json_is_object(req)) {
 			json_decref(req);
-			control_reply_error(c, "not a JSON object: %s", je.text);
+			latchd_control_reply_error(c, "not a JSON object: %s", je.text);
 			continue;
 		}
 		handle(c, req);
@@ -290,7 +297,7 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
 	ld->clients = c;
 }
 
-int control_listen(struct latchd *ld, char *err, size_t errlen)
+int latchd_control_listen(struct latchd *ld, char *err, size_t errlen)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	char dir[PATH_MAX];
@@ -321,7 +328,7 @@ int control_listen(struct latchd *ld, char *err, size_t errlen)
 }
 
 /* Stop taking requests: the listener and its socket go, and every client. */
-void control_close(struct latchd *ld)
+void latchd_control_close(struct latchd *ld)
 {
 	evconnlistener_free(ld->listener);
 	unlink(ld->sock_path);

@@ -149,7 +149,7 @@ static void on_ring(evutil_socket_t fd, short what, void *arg)
 }
 
 /* Read the sandbox's deny events from now on; without them it is served all the same. */
-void events_open(struct sandbox *s)
+void latchd_events_open(struct sandbox *s)
 {
 	s->events = latch_events_open(s->sb, on_event, s);
 	if (!s->events) {
@@ -161,7 +161,7 @@ void events_open(struct sandbox *s)
 		event_add(s->rb_ev, NULL);
 }
 
-void events_close(struct sandbox *s)
+void latchd_events_close(struct sandbox *s)
 {
 	if (s->rb_ev)
 		event_free(s->rb_ev);

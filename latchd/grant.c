@@ -65,7 +65,7 @@ static void grant_id(char *out)
 	out[k] = '\0';
 }
 
-struct grant *grant_find(struct latchd *ld, const char *id)
+struct grant *latchd_grant_find(struct latchd *ld, const char *id)
 {
 	for (struct sandbox *s = ld->sandboxes; s; s = s->next)
 		for (struct grant *g = s->grants ? s->grants->list : NULL; g; g = g->next)
@@ -74,7 +74,7 @@ struct grant *grant_find(struct latchd *ld, const char *id)
 	return NULL;
 }
 
-struct grant *grant_new(struct sandbox *s, bool asked)
+struct grant *latchd_grant_new(struct sandbox *s, bool asked)
 {
 	struct grant *g = calloc(1, sizeof(*g));
 
@@ -82,7 +82,7 @@ struct grant *grant_new(struct sandbox *s, bool asked)
 		return NULL;
 	do
 		grant_id(g->id);
-	while (grant_find(s->ld, g->id));
+	while (latchd_grant_find(s->ld, g->id));
 	g->s = s;
 	g->asked = asked;
 	g->asked_wall = time(NULL);
@@ -92,7 +92,7 @@ struct grant *grant_new(struct sandbox *s, bool asked)
 	return g;
 }
 
-void grant_drop(struct grant *g)
+void latchd_grant_drop(struct grant *g)
 {
 	struct grants *gs = g->s->grants;
 
@@ -124,7 +124,8 @@ static bool ipv4_like(const char *s)
 	return n && strspn(last, "0123456789") == (size_t)(s + n - last);
 }
 
-int grant_parse_host(const char *text, const struct latch_entry *def, struct grant_host *h, char *err, size_t errlen)
+int latchd_grant_parse_host(const char *text, const struct latch_entry *def, struct grant_host *h, char *err,
+			    size_t errlen)
 {
 	char buf[LATCH_DNS_NAME_MAX + 80], perr[LATCH_ERR_MAX], *colon, *ports = NULL;
 	const char *why;
@@ -164,7 +165,7 @@ int grant_parse_host(const char *text, const struct latch_entry *def, struct gra
 	return 0;
 }
 
-int grant_reason_check(const char *r, char *err, size_t errlen)
+int latchd_grant_reason_check(const char *r, char *err, size_t errlen)
 {
 	/* the sandbox's words go into a notification inside latch's own: nothing that could pass for latch's */
 	return latch_text_check("the reason", r, GRANT_REASON_MAX, err, errlen);
@@ -191,13 +192,13 @@ static void history_add(uint64_t *t, int *n, uint64_t now)
 	t[(*n)++] = now;
 }
 
-void grant_history_ask(struct sandbox *s, uint64_t now)
+void latchd_grant_history_ask(struct sandbox *s, uint64_t now)
 {
 	history_add(s->grants->asked, &s->grants->n_asked, now);
-	grants_save(s);
+	latchd_grants_save(s);
 }
 
-int grant_count_granted(struct sandbox *s, uint64_t now)
+int latchd_grant_count_granted(struct sandbox *s, uint64_t now)
 {
 	int n = history_count(s->grants->granted, &s->grants->n_granted, now);
 
@@ -207,12 +208,12 @@ int grant_count_granted(struct sandbox *s, uint64_t now)
 	return n;
 }
 
-int grant_count_asked(struct sandbox *s, uint64_t now)
+int latchd_grant_count_asked(struct sandbox *s, uint64_t now)
 {
 	return history_count(s->grants->asked, &s->grants->n_asked, now);
 }
 
-int grant_count_pending(struct sandbox *s)
+static int grant_count_pending(struct sandbox *s)
 {
 	int n = 0;
 
@@ -227,10 +228,10 @@ static unsigned next_free_s(const uint64_t *t, int n, uint64_t now)
 	return n && t[0] + GRANT_HOUR_NS > now ? (unsigned)((t[0] + GRANT_HOUR_NS - now) / NS_PER_S) + 1 : 0;
 }
 
-int grant_cap_granted(struct sandbox *s, uint64_t now, char *err, size_t errlen)
+int latchd_grant_cap_granted(struct sandbox *s, uint64_t now, char *err, size_t errlen)
 {
 	const struct latch_conf *c = &s->ld->conf;
-	int n = grant_count_granted(s, now);
+	int n = latchd_grant_count_granted(s, now);
 
 	if (n < (int)c->grants_per_hour)
 		return 0;
@@ -240,10 +241,10 @@ int grant_cap_granted(struct sandbox *s, uint64_t now, char *err, size_t errlen)
 			  s->name, n, c->grants_per_hour, next_free_s(s->grants->granted, s->grants->n_granted, now));
 }
 
-int grant_cap_ask(struct sandbox *s, uint64_t now, char *err, size_t errlen)
+int latchd_grant_cap_ask(struct sandbox *s, uint64_t now, char *err, size_t errlen)
 {
 	const struct latch_conf *c = &s->ld->conf;
-	int asked = grant_count_asked(s, now), pending = grant_count_pending(s);
+	int asked = latchd_grant_count_asked(s, now), pending = grant_count_pending(s);
 
 	if (asked >= (int)c->grant_asks_per_hour)
 		return latch_errf(err, errlen, -EDQUOT,
@@ -256,7 +257,7 @@ int grant_cap_ask(struct sandbox *s, uint64_t now, char *err, size_t errlen)
 				  "%d ask(s) of this sandbox already wait for a person, the cap (grant_asks_pending = "
 				  "%u); wait for their answer",
 				  pending, c->grant_asks_pending);
-	return grant_cap_granted(s, now, err, errlen);
+	return latchd_grant_cap_granted(s, now, err, errlen);
 }
 
 /* ---- addresses ---- */
@@ -413,7 +414,7 @@ out:
 	return rc;
 }
 
-int grant_close_now(struct grant *g, char *err, size_t errlen)
+int latchd_grant_close_now(struct grant *g, char *err, size_t errlen)
 {
 	int rc = put_all(g, true, err, errlen);
 
@@ -440,8 +441,8 @@ static void lookup_done(void *arg, const char *name, const struct latch_addr *ad
 			const char *why)
 {
 	struct lookup_ctx *lc = arg;
-	struct sandbox *s = sandbox_find(lc->ld, lc->sandbox);
-	struct grant *g = s && s->grants ? grant_find(lc->ld, lc->id) : NULL;
+	struct sandbox *s = latchd_sandbox_find(lc->ld, lc->sandbox);
+	struct grant *g = s && s->grants ? latchd_grant_find(lc->ld, lc->id) : NULL;
 	struct grant_host *h;
 	bool refresh = lc->refresh;
 
@@ -487,7 +488,7 @@ static int lookup_start(struct grant *g, int idx, bool refresh)
 	return rc;
 }
 
-void grant_resolve(struct grant *g, uint32_t seconds)
+void latchd_grant_resolve(struct grant *g, uint32_t seconds)
 {
 	g->state = GRANT_RESOLVING;
 	g->seconds = seconds;
@@ -559,15 +560,16 @@ static void grant_commit(struct grant *g)
 	}
 	g->state = GRANT_ACTIVE;
 	history_add(s->grants->granted, &s->grants->n_granted, now);
-	grants_save(s); /* now, not at the tick: a SIGKILL must not hand out a fresh hour */
-	grant_audit(g, g->asked ? "approve" : "grant", g->asked ? "latchd.grant.approve" : "latchd.grant.grant", NULL);
-	grant_settled(g, NULL, false);
+	latchd_grants_save(s); /* now, not at the tick: a SIGKILL must not hand out a fresh hour */
+	latchd_grant_audit(g, g->asked ? "approve" : "grant", g->asked ? "latchd.grant.approve" : "latchd.grant.grant",
+			   NULL);
+	latchd_grant_settled(g, NULL, false);
 	return;
 fail:
-	grant_audit(g, "refuse", refused ? "latchd.grant.rebinding" : "latchd.grant.resolve",
-		    json_pack("{s:s}", "error", err));
-	grant_settled(g, err, refused);
-	grant_drop(g);
+	latchd_grant_audit(g, "refuse", refused ? "latchd.grant.rebinding" : "latchd.grant.resolve",
+			   json_pack("{s:s}", "error", err));
+	latchd_grant_settled(g, err, refused);
+	latchd_grant_drop(g);
 }
 
 /* ---- the resolver's side ---- */
@@ -582,7 +584,7 @@ static bool host_open(const struct grant *g, const char *name, uint64_t now)
 	return false;
 }
 
-bool grant_name_allowed(const struct sandbox *s, const char *name)
+bool latchd_grant_name_allowed(const struct sandbox *s, const char *name)
 {
 	uint64_t now = latch_now_boot_ns();
 
@@ -592,7 +594,7 @@ bool grant_name_allowed(const struct sandbox *s, const char *name)
 	return false;
 }
 
-bool grant_name_port_allowed(const struct sandbox *s, const char *name, uint16_t port)
+bool latchd_grant_name_port_allowed(const struct sandbox *s, const char *name, uint16_t port)
 {
 	uint64_t now = latch_now_boot_ns();
 
@@ -600,7 +602,7 @@ bool grant_name_port_allowed(const struct sandbox *s, const char *name, uint16_t
 		if (g->state != GRANT_ACTIVE || g->deadline_ns <= now)
 			continue;
 		for (int i = 0; i < g->n_hosts; i++)
-			if (!strcmp(g->host[i].name, name) && entry_takes_tcp(&g->host[i].ports, port))
+			if (!strcmp(g->host[i].name, name) && latchd_entry_takes_tcp(&g->host[i].ports, port))
 				return true;
 	}
 	return false;
@@ -647,7 +649,7 @@ static int host_add_addrs(struct grant *g, struct grant_host *h, const struct la
 	return rc;
 }
 
-int grant_answered(struct sandbox *s, const char *qname, const struct latch_addr *addrs, int n)
+int latchd_grant_answered(struct sandbox *s, const char *qname, const struct latch_addr *addrs, int n)
 {
 	uint64_t now = latch_now_boot_ns();
 	int rc = 0;
@@ -690,7 +692,7 @@ static void refresh_hosts(struct grant *g, uint64_t now)
 
 /* ---- the tick ---- */
 
-void grants_tick(struct sandbox *s, uint64_t now)
+void latchd_grants_tick(struct sandbox *s, uint64_t now)
 {
 	struct grants *gs = s->grants;
 
@@ -699,17 +701,17 @@ void grants_tick(struct sandbox *s, uint64_t now)
 	for (struct grant *g = gs->list, *next; g; g = next) {
 		next = g->next;
 		if (g->state == GRANT_PENDING && now >= g->wait_until_ns) {
-			grant_audit(g, "timeout", "latchd.grant.timeout",
-				    json_pack("{s:i}", "waited_s", (int)s->ld->conf.grant_ask_wait));
-			grant_ask_answer(g, 403, "timeout", "nobody decided in time; the ask is denied");
-			grant_drop(g);
+			latchd_grant_audit(g, "timeout", "latchd.grant.timeout",
+					   json_pack("{s:i}", "waited_s", (int)s->ld->conf.grant_ask_wait));
+			latchd_grant_ask_answer(g, 403, "timeout", "nobody decided in time; the ask is denied");
+			latchd_grant_drop(g);
 		} else if (g->state == GRANT_ACTIVE && now >= g->deadline_ns) {
-			grant_audit(g, "expire", "latchd.grant.expire", NULL);
-			grant_drop(g);
+			latchd_grant_audit(g, "expire", "latchd.grant.expire", NULL);
+			latchd_grant_drop(g);
 		} else if (g->state == GRANT_ACTIVE && s->res) {
 			refresh_hosts(g, now);
 		}
 	}
 	if (gs->dirty)
-		grants_save(s);
+		latchd_grants_save(s);
 }

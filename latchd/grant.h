@@ -16,7 +16,7 @@
  *	grant_store.c	a grant as JSON (replies, audit, notifier) and NAME.grants
  *	grant_ops.c	the control socket's ops: grant, grants, approve, deny
  *	grant_ask.c	the sandbox's ask: its JSON, its checks, its answer
- *	grant_notify.c	telling the person: notify_command and notify_url
+ *	latchd_grant_notify.c	telling the person: notify_command and notify_url
  */
 #ifndef LATCH_LATCHD_GRANT_H
 #define LATCH_LATCHD_GRANT_H
@@ -87,60 +87,60 @@ struct grants {
 };
 
 /* grant.c */
-struct grant *grant_new(struct sandbox *s, bool asked);
+struct grant *latchd_grant_new(struct sandbox *s, bool asked);
 /* Out of the list and freed; its waiting request and client must have been answered. */
-void grant_drop(struct grant *g);
-struct grant *grant_find(struct latchd *ld, const char *id);
+void latchd_grant_drop(struct grant *g);
+struct grant *latchd_grant_find(struct latchd *ld, const char *id);
 /* "HOST" or "HOST:PORTS" (no address literal, no wildcard) into h; ports default to def. 0 or -EINVAL. */
-int grant_parse_host(const char *text, const struct latch_entry *def, struct grant_host *h, char *err, size_t errlen);
+int latchd_grant_parse_host(const char *text, const struct latch_entry *def, struct grant_host *h, char *err,
+			    size_t errlen);
 /*
  * A reason fit to show a person inside latch's words: at most GRANT_REASON_MAX
  * bytes of UTF-8, one line, no double quote, control, direction or invisible
  * character (latch_text_check()).  0, or -EINVAL with the line.
  */
-int grant_reason_check(const char *reason, char *err, size_t errlen);
+int latchd_grant_reason_check(const char *reason, char *err, size_t errlen);
 /* 0, or -EDQUOT with the line naming the cap: grants_per_hour; for an ask also grant_asks_per_hour and _pending. */
-int grant_cap_granted(struct sandbox *s, uint64_t now, char *err, size_t errlen);
-int grant_cap_ask(struct sandbox *s, uint64_t now, char *err, size_t errlen);
+int latchd_grant_cap_granted(struct sandbox *s, uint64_t now, char *err, size_t errlen);
+int latchd_grant_cap_ask(struct sandbox *s, uint64_t now, char *err, size_t errlen);
 /* How many of the sandbox's grants and asks count against each cap now. */
-int grant_count_granted(struct sandbox *s, uint64_t now);
-int grant_count_asked(struct sandbox *s, uint64_t now);
-int grant_count_pending(struct sandbox *s);
-void grant_history_ask(struct sandbox *s, uint64_t now); /* an ask reached the person: it counts */
+int latchd_grant_count_granted(struct sandbox *s, uint64_t now);
+int latchd_grant_count_asked(struct sandbox *s, uint64_t now);
+void latchd_grant_history_ask(struct sandbox *s, uint64_t now); /* an ask reached the person: it counts */
 /*
  * Look the names up on the host and put the grant in the kernel for SECONDS
- * from the moment its addresses are in; then grant_settled() tells the asker.
+ * from the moment its addresses are in; then latchd_grant_settled() tells the asker.
  * On failure (a name that does not resolve, or only to non-public or host
  * addresses) nothing is installed and the grant is dropped.
  */
-void grant_resolve(struct grant *g, uint32_t seconds);
+void latchd_grant_resolve(struct grant *g, uint32_t seconds);
 /*
  * Close an active grant now: its addresses get the latest deadline of the
  * other grants that hold them, or now.  The kernel cuts new flows at once
  * (established ones at their next re-check).
  */
-int grant_close_now(struct grant *g, char *err, size_t errlen);
+int latchd_grant_close_now(struct grant *g, char *err, size_t errlen);
 
 /* grant_store.c */
 /* "443,8000-8100" and "/tcp" or "/udp" when the proto is one */
-void grant_ports_text(const struct latch_entry *ports, char *buf, size_t len);
-json_t *grant_json(const struct grant *g, uint64_t now);
+void latchd_grant_ports_text(const struct latch_entry *ports, char *buf, size_t len);
+json_t *latchd_grant_json(const struct grant *g, uint64_t now);
 /* The audit entry of a grant's step (kind "grant"); extra is taken and merged in. */
-void grant_audit(const struct grant *g, const char *decision, const char *reason, json_t *extra);
-void grants_save(struct sandbox *s);
+void latchd_grant_audit(const struct grant *g, const char *decision, const char *reason, json_t *extra);
+void latchd_grants_save(struct sandbox *s);
 
 /* grant_ask.c */
-void grant_ask_local(void *arg, struct latch_http_local *req, const struct latch_http_local_request *rq);
-void grant_ask_gone(void *arg, struct latch_http_local *req);
+void latchd_grant_ask_local(void *arg, struct latch_http_local *req, const struct latch_http_local_request *rq);
+void latchd_grant_ask_gone(void *arg, struct latch_http_local *req);
 /* Answer the sandbox's waiting request (if any) with the grant's outcome. */
-void grant_ask_answer(struct grant *g, int status, const char *decision, const char *message);
+void latchd_grant_ask_answer(struct grant *g, int status, const char *decision, const char *message);
 
 /* grant_ops.c: a request's "hosts" (strings, 1..GRANT_HOSTS_MAX, none twice) into g; 0 or -EINVAL */
-int grant_hosts_set(struct grant *g, json_t *hosts, const struct latch_entry *def, char *err, size_t errlen);
+int latchd_grant_hosts_set(struct grant *g, json_t *hosts, const struct latch_entry *def, char *err, size_t errlen);
 /* grant_ops.c: the outcome of a grant resolved for the client or the ask that waits */
-void grant_settled(struct grant *g, const char *error, bool usage);
+void latchd_grant_settled(struct grant *g, const char *error, bool usage);
 
-/* grant_notify.c */
-void grant_notify(struct grant *g);
+/* latchd_grant_notify.c */
+void latchd_grant_notify(struct grant *g);
 
 #endif

@@ -4,7 +4,7 @@
  *
  * The listener serves the sandbox's guest address only (broker), and
  * this endpoint can only ask.  A valid ask becomes a pending grant, the
- * person hears of it (grant_notify.c), and the request is held until a
+ * person hears of it (latchd_grant_notify.c), and the request is held until a
  * decision comes over the root-only socket (grant_ops.c), the wait runs out
  * (grant_ask_wait), or the guest leaves (the ask is withdrawn).  Nothing a
  * request carries decides anything: another path, another method, an "id"
@@ -46,14 +46,14 @@ static void answer(struct latch_http_local *req, int status, const char *decisio
 	free(text);
 }
 
-void grant_ask_answer(struct grant *g, int status, const char *decision, const char *message)
+void latchd_grant_ask_answer(struct grant *g, int status, const char *decision, const char *message)
 {
 	json_t *more = NULL;
 
 	if (!g->http)
 		return;
 	if (status == 200) {
-		more = grant_json(g, latch_now_boot_ns());
+		more = latchd_grant_json(g, latch_now_boot_ns());
 		/* the id is for the person's side; the guest has no use for it */
 		json_object_del(more, "id");
 	}
@@ -154,7 +154,7 @@ static int ask_fields(struct sandbox *s, json_t *root, struct grant *g, char *er
 					  key);
 	}
 	if (ports_of(json_object_get(root, "ports"), &def, err, errlen) ||
-	    grant_hosts_set(g, json_object_get(root, "hosts"), &def, err, errlen))
+	    latchd_grant_hosts_set(g, json_object_get(root, "hosts"), &def, err, errlen))
 		return -EINVAL;
 	/* what a person approves is a short list of ports: "docs.example:1-65535" is not one */
 	for (int i = 0; i < g->n_hosts; i++) {
@@ -183,13 +183,13 @@ static int ask_fields(struct sandbox *s, json_t *root, struct grant *g, char *er
 	}
 	if (reason && !json_is_string(reason))
 		return latch_errf(err, errlen, -EINVAL, "\"reason\" is a string");
-	if (reason && grant_reason_check(json_string_value(reason), err, errlen))
+	if (reason && latchd_grant_reason_check(json_string_value(reason), err, errlen))
 		return -EINVAL;
 	snprintf(g->reason, sizeof(g->reason), "%s", reason ? json_string_value(reason) : "");
 	return 0;
 }
 
-void grant_ask_local(void *arg, struct latch_http_local *req, const struct latch_http_local_request *rq)
+void latchd_grant_ask_local(void *arg, struct latch_http_local *req, const struct latch_http_local_request *rq)
 {
 	struct sandbox *s = arg;
 	uint64_t now = latch_now_boot_ns();
@@ -217,7 +217,7 @@ void grant_ask_local(void *arg, struct latch_http_local *req, const struct latch
 			 root ? "another JSON value" : je.text);
 		return refused(s, req, 400, "latchd.grant.ask.json", err, NULL);
 	}
-	g = grant_new(s, true);
+	g = latchd_grant_new(s, true);
 	if (!g) {
 		json_decref(root);
 		return answer(req, 503, "refused", "out of memory; ask again", NULL);
@@ -227,7 +227,7 @@ void grant_ask_local(void *arg, struct latch_http_local *req, const struct latch
 			json_pack("{s:o}", "hosts", raw_hosts(json_object_get(root, "hosts"))));
 		goto drop;
 	}
-	if (grant_cap_ask(s, now, err, sizeof(err))) {
+	if (latchd_grant_cap_ask(s, now, err, sizeof(err))) {
 		refused(s, req, 429, "latchd.grant.ask.cap", err,
 			json_pack("{s:o}", "hosts", raw_hosts(json_object_get(root, "hosts"))));
 		goto drop;
@@ -241,17 +241,17 @@ void grant_ask_local(void *arg, struct latch_http_local *req, const struct latch
 	g->state = GRANT_PENDING;
 	g->wait_until_ns = now + (uint64_t)s->ld->conf.grant_ask_wait * NS_PER_S;
 	g->http = req;
-	grant_history_ask(s, now);
-	grant_audit(g, "ask", "latchd.grant.ask",
-		    json_pack("{s:i}", "decide_within_s", (int)s->ld->conf.grant_ask_wait));
-	grant_notify(g);
+	latchd_grant_history_ask(s, now);
+	latchd_grant_audit(g, "ask", "latchd.grant.ask",
+			   json_pack("{s:i}", "decide_within_s", (int)s->ld->conf.grant_ask_wait));
+	latchd_grant_notify(g);
 	return;
 drop:
 	json_decref(root);
-	grant_drop(g);
+	latchd_grant_drop(g);
 }
 
-void grant_ask_gone(void *arg, struct latch_http_local *req)
+void latchd_grant_ask_gone(void *arg, struct latch_http_local *req)
 {
 	struct sandbox *s = arg;
 
@@ -260,8 +260,8 @@ void grant_ask_gone(void *arg, struct latch_http_local *req)
 			continue;
 		g->http = NULL;
 		if (g->state == GRANT_PENDING) { /* nobody waits for the answer any more: the ask is withdrawn */
-			grant_audit(g, "withdraw", "latchd.grant.withdraw", NULL);
-			grant_drop(g);
+			latchd_grant_audit(g, "withdraw", "latchd.grant.withdraw", NULL);
+			latchd_grant_drop(g);
 		}
 		return;
 	}

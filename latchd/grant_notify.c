@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * grant_notify.c - telling the person that the sandbox asks.
+ * latchd_grant_notify.c - telling the person that the sandbox asks.
  *
  * Each ask goes, as one JSON document (docs/grants.md), to notify_command
  * (a program run with the document on stdin) and to notify_url (POSTed
@@ -31,7 +31,7 @@
 #include <unistd.h>
 
 #include "latchd/grant.h"
-#include "latchd/room.h" /* confine_lookup() */
+#include "latchd/room.h" /* latchd_confine_lookup() */
 
 #define SAYS_IS "the sandbox's own words, unchecked: approve the destination if you expected it, not the sentence"
 
@@ -57,7 +57,7 @@ static void hosts_text(const struct grant *g, char *buf, size_t len)
 	for (int i = 0; i < g->n_hosts && n < len; i++) {
 		char ports[160];
 
-		grant_ports_text(&g->host[i].ports, ports, sizeof(ports));
+		latchd_grant_ports_text(&g->host[i].ports, ports, sizeof(ports));
 		n += snprintf(buf + n, len - n, "%s%s:%s",
 			      i == 0		  ? "" :
 			      i == g->n_hosts - 1 ? " and " :
@@ -72,7 +72,7 @@ static char *ask_document(const struct grant *g)
 	char hosts[GRANT_HOSTS_MAX * 300], msg[GRANT_HOSTS_MAX * 300 + 8 * GRANT_REASON_MAX + 512], when[32],
 		says[8 * GRANT_REASON_MAX + 64], shown[8 * GRANT_REASON_MAX + 1];
 	time_t by = time(NULL) + (time_t)((g->wait_until_ns - latch_now_boot_ns()) / NS_PER_S);
-	json_t *doc = grant_json(g, latch_now_boot_ns()), *text;
+	json_t *doc = latchd_grant_json(g, latch_now_boot_ns()), *text;
 	struct tm tm;
 	char *out;
 
@@ -309,7 +309,7 @@ static void post_resolved(void *arg, const char *name, const struct latch_addr *
 
 /*
  * latchd is confined (confine.c): the webhook's address is looked up and
- * admitted through confine_lookup() first, like a broker upstream's; a
+ * admitted through latchd_confine_lookup() first, like a broker upstream's; a
  * public name or an address literal of the URL only.  Unconfined, libcurl
  * resolves it in the child.
  */
@@ -331,7 +331,7 @@ static void notify_url(const struct notice *n, const char *doc)
 		 host[0] == '[' ? host + 1 : host);
 	p->port = strtol(port, NULL, 10);
 	ports.ports[0].lo = ports.ports[0].hi = (uint16_t)p->port;
-	rc = confine_lookup(n->ld, n->sandbox, p->host, &ports, post_resolved, p);
+	rc = latchd_confine_lookup(n->ld, n->sandbox, p->host, &ports, post_resolved, p);
 	if (rc == -ENOTCONN) { /* unconfined: nothing to admit */
 		spawn_post(p, NULL, 0);
 		post_free(p);
@@ -348,7 +348,7 @@ out:
 	curl_url_cleanup(u);
 }
 
-void grant_notify(struct grant *g)
+void latchd_grant_notify(struct grant *g)
 {
 	struct latchd *ld = g->s->ld;
 	struct notice n;
@@ -388,7 +388,7 @@ static void child_done(struct latchd *ld, const struct notify_child *c, int stat
 		     json_pack("{s:s, s:s, s:i}", "id", c->id, "result", why, "exit", code));
 }
 
-void notifier_tick(struct latchd *ld, uint64_t now)
+void latchd_notifier_tick(struct latchd *ld, uint64_t now)
 {
 	if (!ld->notifier)
 		return;
@@ -415,13 +415,13 @@ void notifier_tick(struct latchd *ld, uint64_t now)
 	}
 }
 
-void notifier_stop(struct latchd *ld)
+void latchd_notifier_stop(struct latchd *ld)
 {
 	if (!ld->notifier)
 		return;
 	for (struct notify_child *c = ld->notifier->children; c; c = c->next)
 		c->kill_at_ns = 0; /* at shutdown a notifier still running is cut */
-	notifier_tick(ld, latch_now_boot_ns());
+	latchd_notifier_tick(ld, latch_now_boot_ns());
 	free(ld->notifier);
 	ld->notifier = NULL;
 }

@@ -11,7 +11,7 @@
  * The socket is root's alone (control.c); nothing the sandbox can reach
  * leads here: its ask endpoint (grant_ask.c) creates a pending ask and has
  * no verb that decides one.  grant and approve answer once the names are
- * resolved and the kernel holds their addresses (grant_settled()).
+ * resolved and the kernel holds their addresses (latchd_grant_settled()).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -21,7 +21,7 @@
 
 static void refuse(struct client *c, const char *err, bool usage)
 {
-	control_reply(c, json_pack("{s:b, s:s, s:b}", "ok", 0, "error", err, "usage", usage));
+	latchd_control_reply(c, json_pack("{s:b, s:s, s:b}", "ok", 0, "error", err, "usage", usage));
 }
 
 /* The sandbox a request names, served and able to resolve; NULL after refusing. */
@@ -34,8 +34,8 @@ static struct sandbox *sandbox_of(struct latchd *ld, struct client *c, json_t *r
 		refuse(c, "the request needs \"sandbox\"", true);
 		return NULL;
 	}
-	sandboxes_scan(ld); /* one attached a moment ago */
-	s = sandbox_find(ld, name);
+	latchd_sandboxes_scan(ld); /* one attached a moment ago */
+	s = latchd_sandbox_find(ld, name);
 	if (!s || !s->grants) {
 		char err[LATCH_ERR_MAX];
 
@@ -44,10 +44,10 @@ static struct sandbox *sandbox_of(struct latchd *ld, struct client *c, json_t *r
 		return NULL;
 	}
 	if (need_resolver && !s->res) {
-		control_reply_error(c,
-				    "%s: no resolver (the sandbox has no resolver address); a grant's names are "
-				    "resolved through it",
-				    name);
+		latchd_control_reply_error(c,
+					   "%s: no resolver (the sandbox has no resolver address); a grant's names are "
+					   "resolved through it",
+					   name);
 		return NULL;
 	}
 	return s;
@@ -74,7 +74,7 @@ static int seconds_of(struct latchd *ld, json_t *v, uint32_t dflt, uint32_t *out
 }
 
 /* The hosts of a request into g; 0, or -EINVAL with the line. */
-int grant_hosts_set(struct grant *g, json_t *hosts, const struct latch_entry *def, char *err, size_t errlen)
+int latchd_grant_hosts_set(struct grant *g, json_t *hosts, const struct latch_entry *def, char *err, size_t errlen)
 {
 	size_t i;
 	json_t *v;
@@ -86,7 +86,7 @@ int grant_hosts_set(struct grant *g, json_t *hosts, const struct latch_entry *de
 
 		if (!json_is_string(v))
 			return latch_errf(err, errlen, -EINVAL, "every host is a string, e.g. \"docs.example\"");
-		if (grant_parse_host(json_string_value(v), def, h, err, errlen))
+		if (latchd_grant_parse_host(json_string_value(v), def, h, err, errlen))
 			return -EINVAL;
 		for (int k = 0; k < g->n_hosts; k++)
 			if (!strcmp(g->host[k].name, h->name))
@@ -96,9 +96,9 @@ int grant_hosts_set(struct grant *g, json_t *hosts, const struct latch_entry *de
 	return 0;
 }
 
-void grant_op_grant(struct client *c, json_t *req)
+void latchd_grant_op_grant(struct client *c, json_t *req)
 {
-	struct latchd *ld = client_latchd(c);
+	struct latchd *ld = latchd_of_client(c);
 	const struct latch_entry def = { .n_ports = 1, .ports = { { 443, 443 } } };
 	const char *reason = json_string_value(json_object_get(req, "reason"));
 	struct sandbox *s = sandbox_of(ld, c, req, true);
@@ -109,44 +109,44 @@ void grant_op_grant(struct client *c, json_t *req)
 	if (!s)
 		return;
 	if (seconds_of(ld, json_object_get(req, "seconds"), ld->conf.grant_default, &seconds, err, sizeof(err)) ||
-	    (reason && grant_reason_check(reason, err, sizeof(err))))
+	    (reason && latchd_grant_reason_check(reason, err, sizeof(err))))
 		return refuse(c, err, true);
-	if (grant_cap_granted(s, latch_now_boot_ns(), err, sizeof(err))) {
+	if (latchd_grant_cap_granted(s, latch_now_boot_ns(), err, sizeof(err))) {
 		latchd_audit(ld, s->name, "grant", "refuse", "latchd.grant.cap", json_pack("{s:s}", "error", err));
 		return refuse(c, err, true);
 	}
-	g = grant_new(s, false);
+	g = latchd_grant_new(s, false);
 	if (!g)
-		return control_reply_error(c, "out of memory");
-	if (grant_hosts_set(g, json_object_get(req, "hosts"), &def, err, sizeof(err))) {
-		grant_drop(g);
+		return latchd_control_reply_error(c, "out of memory");
+	if (latchd_grant_hosts_set(g, json_object_get(req, "hosts"), &def, err, sizeof(err))) {
+		latchd_grant_drop(g);
 		return refuse(c, err, true);
 	}
 	snprintf(g->reason, sizeof(g->reason), "%s", reason ? reason : "");
 	g->client = c;
-	control_wait(c);
-	grant_resolve(g, seconds); /* answered by grant_settled() */
+	latchd_control_wait(c);
+	latchd_grant_resolve(g, seconds); /* answered by latchd_grant_settled() */
 }
 
-void grant_settled(struct grant *g, const char *error, bool usage)
+void latchd_grant_settled(struct grant *g, const char *error, bool usage)
 {
 	if (g->client) {
 		if (error)
 			refuse(g->client, error, usage);
 		else
-			control_reply(g->client,
-				      json_pack("{s:b, s:o}", "ok", 1, "grant", grant_json(g, latch_now_boot_ns())));
+			latchd_control_reply(g->client, json_pack("{s:b, s:o}", "ok", 1, "grant",
+								  latchd_grant_json(g, latch_now_boot_ns())));
 		g->client = NULL;
 	}
 	if (error)
-		grant_ask_answer(g, 403, "refused", error);
+		latchd_grant_ask_answer(g, 403, "refused", error);
 	else
-		grant_ask_answer(g, 200, "approved", NULL);
+		latchd_grant_ask_answer(g, 200, "approved", NULL);
 }
 
-void grant_op_grants(struct client *c, json_t *req)
+void latchd_grant_op_grants(struct client *c, json_t *req)
 {
-	struct latchd *ld = client_latchd(c);
+	struct latchd *ld = latchd_of_client(c);
 	struct sandbox *s = sandbox_of(ld, c, req, false);
 	const struct latch_conf *cf = &ld->conf;
 	uint64_t now = latch_now_boot_ns();
@@ -156,20 +156,21 @@ void grant_op_grants(struct client *c, json_t *req)
 		return;
 	list = json_array();
 	for (struct grant *g = s->grants->list; g; g = g->next)
-		json_array_append_new(list, grant_json(g, now));
-	control_reply(c, json_pack("{s:b, s:s, s:o, s:{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i}}", "ok", 1, "sandbox",
-				   s->name, "grants", list, "caps", "grant_default", cf->grant_default, "grant_max",
-				   cf->grant_max, "grants_per_hour", cf->grants_per_hour, "granted_last_hour",
-				   grant_count_granted(s, now), "grant_asks_per_hour", cf->grant_asks_per_hour,
-				   "asked_last_hour", grant_count_asked(s, now), "grant_asks_pending",
-				   cf->grant_asks_pending, "grant_ask_wait", cf->grant_ask_wait));
+		json_array_append_new(list, latchd_grant_json(g, now));
+	latchd_control_reply(c, json_pack("{s:b, s:s, s:o, s:{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i}}", "ok", 1,
+					  "sandbox", s->name, "grants", list, "caps", "grant_default",
+					  cf->grant_default, "grant_max", cf->grant_max, "grants_per_hour",
+					  cf->grants_per_hour, "granted_last_hour", latchd_grant_count_granted(s, now),
+					  "grant_asks_per_hour", cf->grant_asks_per_hour, "asked_last_hour",
+					  latchd_grant_count_asked(s, now), "grant_asks_pending",
+					  cf->grant_asks_pending, "grant_ask_wait", cf->grant_ask_wait));
 }
 
 /* The grant an approve or deny names; NULL after refusing. */
 static struct grant *grant_of(struct latchd *ld, struct client *c, json_t *req)
 {
 	const char *id = json_string_value(json_object_get(req, "id"));
-	struct grant *g = id ? grant_find(ld, id) : NULL;
+	struct grant *g = id ? latchd_grant_find(ld, id) : NULL;
 	char err[LATCH_ERR_MAX];
 
 	if (!g) {
@@ -182,9 +183,9 @@ static struct grant *grant_of(struct latchd *ld, struct client *c, json_t *req)
 	return g;
 }
 
-void grant_op_approve(struct client *c, json_t *req)
+void latchd_grant_op_approve(struct client *c, json_t *req)
 {
-	struct latchd *ld = client_latchd(c);
+	struct latchd *ld = latchd_of_client(c);
 	struct grant *g = grant_of(ld, c, req);
 	char err[LATCH_ERR_MAX];
 	uint32_t seconds;
@@ -199,19 +200,19 @@ void grant_op_approve(struct client *c, json_t *req)
 	if (seconds_of(ld, json_object_get(req, "seconds"), g->seconds, &seconds, err, sizeof(err)))
 		return refuse(c, err, true);
 	if (!g->s->res)
-		return control_reply_error(c, "%s: no resolver to look the names up with", g->s->name);
-	if (grant_cap_granted(g->s, latch_now_boot_ns(), err, sizeof(err))) {
-		grant_audit(g, "refuse", "latchd.grant.cap", json_pack("{s:s}", "error", err));
+		return latchd_control_reply_error(c, "%s: no resolver to look the names up with", g->s->name);
+	if (latchd_grant_cap_granted(g->s, latch_now_boot_ns(), err, sizeof(err))) {
+		latchd_grant_audit(g, "refuse", "latchd.grant.cap", json_pack("{s:s}", "error", err));
 		return refuse(c, err, true); /* the ask still waits: deny it, or approve once there is room */
 	}
 	g->client = c;
-	control_wait(c);
-	grant_resolve(g, seconds);
+	latchd_control_wait(c);
+	latchd_grant_resolve(g, seconds);
 }
 
-void grant_op_deny(struct client *c, json_t *req)
+void latchd_grant_op_deny(struct client *c, json_t *req)
 {
-	struct latchd *ld = client_latchd(c);
+	struct latchd *ld = latchd_of_client(c);
 	struct grant *g = grant_of(ld, c, req);
 	char err[LATCH_ERR_MAX];
 
@@ -222,24 +223,24 @@ void grant_op_deny(struct client *c, json_t *req)
 		return refuse(c, err, false);
 	}
 	if (g->state == GRANT_PENDING) {
-		grant_audit(g, "deny", "latchd.grant.deny", NULL);
-		grant_ask_answer(g, 403, "denied", "a person denied the ask");
-		control_reply(c, json_pack("{s:b, s:s, s:s, s:s}", "ok", 1, "id", g->id, "sandbox", g->s->name,
-					   "decision", "denied"));
-		grant_drop(g);
+		latchd_grant_audit(g, "deny", "latchd.grant.deny", NULL);
+		latchd_grant_ask_answer(g, 403, "denied", "a person denied the ask");
+		latchd_control_reply(c, json_pack("{s:b, s:s, s:s, s:s}", "ok", 1, "id", g->id, "sandbox", g->s->name,
+						  "decision", "denied"));
+		latchd_grant_drop(g);
 		return;
 	}
-	if (grant_close_now(g, err, sizeof(err))) {
-		grant_audit(g, "fail", "latchd.grant.close", json_pack("{s:s}", "error", err));
-		return control_reply_error(c, "%s: %s", g->id, err);
+	if (latchd_grant_close_now(g, err, sizeof(err))) {
+		latchd_grant_audit(g, "fail", "latchd.grant.close", json_pack("{s:s}", "error", err));
+		return latchd_control_reply_error(c, "%s: %s", g->id, err);
 	}
-	grant_audit(g, "close", "latchd.grant.close", NULL);
-	control_reply(c, json_pack("{s:b, s:s, s:s, s:s}", "ok", 1, "id", g->id, "sandbox", g->s->name, "decision",
-				   "closed"));
-	grant_drop(g);
+	latchd_grant_audit(g, "close", "latchd.grant.close", NULL);
+	latchd_control_reply(c, json_pack("{s:b, s:s, s:s, s:s}", "ok", 1, "id", g->id, "sandbox", g->s->name,
+					  "decision", "closed"));
+	latchd_grant_drop(g);
 }
 
-void grant_client_gone(struct latchd *ld, struct client *c)
+void latchd_grant_client_gone(struct latchd *ld, struct client *c)
 {
 	for (struct sandbox *s = ld->sandboxes; s; s = s->next)
 		for (struct grant *g = s->grants ? s->grants->list : NULL; g; g = g->next)

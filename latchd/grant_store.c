@@ -29,7 +29,7 @@ static const char *state_name(enum grant_state st)
 				       "active";
 }
 
-void grant_ports_text(const struct latch_entry *ports, char *buf, size_t len)
+void latchd_grant_ports_text(const struct latch_entry *ports, char *buf, size_t len)
 {
 	size_t n = 0;
 
@@ -55,7 +55,7 @@ static json_t *hosts_json(const struct grant *g, bool addresses)
 		char ports[160];
 		json_t *o;
 
-		grant_ports_text(&h->ports, ports, sizeof(ports));
+		latchd_grant_ports_text(&h->ports, ports, sizeof(ports));
 		o = json_pack("{s:s, s:s}", "name", h->name, "ports", ports);
 		if (addresses) {
 			json_t *a = json_array();
@@ -76,7 +76,7 @@ static void reason_set(json_t *o, const struct grant *g)
 		json_object_set_new(o, g->asked ? "sandbox_says" : "note", json_string(g->reason));
 }
 
-json_t *grant_json(const struct grant *g, uint64_t now)
+json_t *latchd_grant_json(const struct grant *g, uint64_t now)
 {
 	json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:o, s:i, s:I}", "id", g->id, "sandbox", g->s->name, "state",
 			      state_name(g->state), "by", g->asked ? "sandbox" : "host", "hosts",
@@ -98,7 +98,7 @@ json_t *grant_json(const struct grant *g, uint64_t now)
 	return o;
 }
 
-void grant_audit(const struct grant *g, const char *decision, const char *reason, json_t *extra)
+void latchd_grant_audit(const struct grant *g, const char *decision, const char *reason, json_t *extra)
 {
 	json_t *f = json_pack("{s:s, s:s, s:o, s:i}", "id", g->id, "by", g->asked ? "sandbox" : "host", "hosts",
 			      hosts_json(g, g->state == GRANT_ACTIVE), "seconds", (int)g->seconds);
@@ -144,7 +144,7 @@ static json_t *stored_json(const struct grant *g)
 			 (json_int_t)g->deadline_ns, "expires_at", (json_int_t)g->deadline_wall, "hosts", hosts);
 }
 
-void grants_save(struct sandbox *s)
+void latchd_grants_save(struct sandbox *s)
 {
 	struct grants *gs = s->grants;
 	char id[64], err[LATCH_ERR_MAX], *text;
@@ -186,14 +186,15 @@ static bool grant_load(struct sandbox *s, json_t *o, uint64_t now)
 	size_t i;
 
 	if (!id || strlen(id) != GRANT_ID_CHARS || deadline <= now || !json_array_size(hosts) ||
-	    json_array_size(hosts) > GRANT_HOSTS_MAX || grant_find(s->ld, id))
+	    json_array_size(hosts) > GRANT_HOSTS_MAX || latchd_grant_find(s->ld, id))
 		return false;
-	g = grant_new(s, json_is_true(json_object_get(o, "asked")));
+	g = latchd_grant_new(s, json_is_true(json_object_get(o, "asked")));
 	if (!g)
 		return false;
 	snprintf(g->id, sizeof(g->id), "%s", id);
 	snprintf(g->reason, sizeof(g->reason), "%s", json_string_value(json_object_get(o, "reason")) ?: "");
-	if (grant_reason_check(g->reason, NULL, 0)) /* a state file of an older latch: shown escaped from now on */
+	if (latchd_grant_reason_check(g->reason, NULL,
+				      0)) /* a state file of an older latch: shown escaped from now on */
 		latch_text_escape(json_string_value(json_object_get(o, "reason")), g->reason, sizeof(g->reason));
 	g->seconds = json_integer_value(json_object_get(o, "seconds"));
 	g->asked_wall = json_integer_value(json_object_get(o, "asked_at"));
@@ -227,7 +228,7 @@ static bool grant_load(struct sandbox *s, json_t *o, uint64_t now)
 	return true;
 }
 
-void grants_open(struct sandbox *s)
+void latchd_grants_open(struct sandbox *s)
 {
 	char id[64], err[LATCH_ERR_MAX], *text = NULL;
 	uint64_t now = latch_now_boot_ns();
@@ -257,18 +258,18 @@ void grants_open(struct sandbox *s)
 	s->grants->dirty = false;
 }
 
-void grants_close(struct sandbox *s)
+void latchd_grants_close(struct sandbox *s)
 {
 	if (!s->grants)
 		return;
 	if (s->grants->dirty) /* the active grants stay on disk for the next latchd (unless forgotten) */
-		grants_save(s);
+		latchd_grants_save(s);
 	while (s->grants->list) {
 		struct grant *g = s->grants->list;
 
-		control_reply_error(g->client, "%s: the sandbox went away", s->name);
+		latchd_control_reply_error(g->client, "%s: the sandbox went away", s->name);
 		g->client = NULL;
-		grant_ask_answer(g, 503, "refused", "latchd let go of this sandbox; ask again");
+		latchd_grant_ask_answer(g, 503, "refused", "latchd let go of this sandbox; ask again");
 		s->grants->list = g->next;
 		free(g);
 	}
@@ -276,7 +277,7 @@ void grants_close(struct sandbox *s)
 	s->grants = NULL;
 }
 
-void grants_forget(struct sandbox *s)
+void latchd_grants_forget(struct sandbox *s)
 {
 	char err[LATCH_ERR_MAX];
 

@@ -23,7 +23,7 @@
  *	broker.c	the credential broker: the engine (broker/) on the loop,
  *			each kit sandbox's listener and routes, the kit and backend ops
  *	meter.c		the spend caps: budget/ on each AI provider route's meter seam
- *	verify_op.c	`latch verify`'s name rows: the resolver's decisions test-run
+ *	latchd_verify_op.c	`latch verify`'s name rows: the resolver's decisions test-run
  *	room.c		rooms' services: a resolver and a broker on each room's own
  *			address (room.h)
  *	confine.c	latchd in a cgroup of its own under the room programs, and
@@ -136,7 +136,7 @@ struct sandbox {
 	 * The sandbox's kit as the credential broker serves it (broker.c): its
 	 * listener on the host address(es) and the routes, opened by
 	 * sandbox_add() beside the resolver from the stored kit state, replaced
-	 * by the kit op, and freed (every key wiped) by sandbox_free() or when
+	 * by the kit op, and freed (every key wiped) by latchd_sandbox_free() or when
 	 * the sandbox stops.  NULL: no kit.
 	 */
 	struct broker *broker;
@@ -176,7 +176,7 @@ struct latchd {
 	struct confine *confine;
 	/* meter.c: the spend caps (budget/, the ledger's sole writer) */
 	struct meter *meter;
-	struct notifier *notifier; /* grant_notify.c: the notifier processes running */
+	struct notifier *notifier; /* latchd_grant_notify.c: the notifier processes running */
 };
 
 /*
@@ -196,14 +196,14 @@ int latchd_reload(struct latchd *ld, char *err, size_t errlen);
 int latchd_reload_all(struct latchd *ld, char *err, size_t errlen);
 
 /* control.c */
-int control_listen(struct latchd *ld, char *err, size_t errlen);
-void control_close(struct latchd *ld);
+int latchd_control_listen(struct latchd *ld, char *err, size_t errlen);
+void latchd_control_close(struct latchd *ld);
 /* Answer a client; NULL (a switch nobody asked for) is fine.  obj is taken. */
-void control_reply(struct client *c, json_t *obj);
-__attribute__((format(printf, 2, 3))) void control_reply_error(struct client *c, const char *fmt, ...);
-/* The reply comes later (control_reply): read nothing more from c until then. */
-void control_wait(struct client *c);
-struct latchd *client_latchd(const struct client *c);
+void latchd_control_reply(struct client *c, json_t *obj);
+__attribute__((format(printf, 2, 3))) void latchd_control_reply_error(struct client *c, const char *fmt, ...);
+/* The reply comes later (latchd_control_reply): read nothing more from c until then. */
+void latchd_control_wait(struct client *c);
+struct latchd *latchd_of_client(const struct client *c);
 
 /* events.c */
 /* One audit entry; fields is taken (decref'd).  A failure is logged, never fatal. */
@@ -216,94 +216,90 @@ void latchd_audit_stop(struct latchd *ld);
 void latchd_audit_dns_refused(struct latchd *ld, const char *who, const char *qname, uint16_t qtype,
 			      const char *reason);
 json_t *latchd_addr_json(const struct latch_addr *a);
-void events_open(struct sandbox *s);
-void events_close(struct sandbox *s);
+void latchd_events_open(struct sandbox *s);
+void latchd_events_close(struct sandbox *s);
 
 /* sandbox.c */
-struct sandbox *sandbox_find(struct latchd *ld, const char *name);
-/*
- * Does the sandbox's policy allow this name (profile and overlay, `open`,
- * the kit's egress_allow)?  What the resolver and the broker's CONNECT ask.
- */
-bool sandbox_name_allowed(void *arg, const char *name);
+struct sandbox *latchd_sandbox_find(struct latchd *ld, const char *name);
 /*
  * The ports an answer for NAME is learned under, as compose gives them
  * (profile/profile.h, rule 4): the profile's union, then each matching kit
  * entry's.  Returns how many of ports[max] it filled; 0: not allowed (and
  * always under `open`, which needs no entries).
  */
-int sandbox_name_ports(const struct sandbox *s, const char *name, struct latch_entry *ports, int max);
+int latchd_sandbox_name_ports(const struct sandbox *s, const char *name, struct latch_entry *ports, int max);
 /*
  * Does the policy allow NAME on TCP port PORT (CONNECT)?  The port is part
  * of the match: an entry's ports (443 and 80 when it names none), a grant's
  * ports, `open`.
  */
-bool sandbox_name_port_allowed(void *arg, const char *name, uint16_t port);
+bool latchd_sandbox_name_port_allowed(void *arg, const char *name, uint16_t port);
 /* Does the entry E (a profile's, a kit's, a grant's) take TCP to PORT? */
-bool entry_takes_tcp(const struct latch_entry *e, uint16_t port);
-void sandbox_resolver_opts(struct sandbox *s, struct latch_resolver_opts *o);
-void sandbox_free(struct sandbox *s);
+bool latchd_entry_takes_tcp(const struct latch_entry *e, uint16_t port);
+void latchd_sandbox_resolver_opts(struct sandbox *s, struct latch_resolver_opts *o);
+void latchd_sandbox_free(struct sandbox *s);
 /* Does an explicit CIDR entry of the profile cover this address? (the rebinding filter's exception) */
-bool profile_cidr_covers(const struct latch_profile *p, const struct latch_addr *a);
+bool latchd_cidr_covers(const struct latch_profile *p, const struct latch_addr *a);
 /* Serve every sandbox that has pins; drop those whose pins are gone. */
-void sandboxes_scan(struct latchd *ld);
+void latchd_sandboxes_scan(struct latchd *ld);
 
 /* switch.c */
-int switch_load_profile(struct latchd *ld, const char *name, struct latch_profile *p, char *err, size_t errlen);
-void switch_begin(struct sandbox *s, struct latch_profile *p, struct client *c, bool carry_live_learned);
+int latchd_switch_load_profile(struct latchd *ld, const char *name, struct latch_profile *p, char *err, size_t errlen);
+void latchd_switch_begin(struct sandbox *s, struct latch_profile *p, struct client *c, bool carry_live_learned);
 /* The sandbox goes away: answer the switch's client, if any, and drop the switch. */
-void switch_abandon(struct sandbox *s);
+void latchd_switch_abandon(struct sandbox *s);
 /* Stop the stepwise collection of an old policy generation (sandbox going away). */
-void switch_gc_stop(struct sandbox *s);
-void switch_refresh_hosts(struct sandbox *s, uint64_t now);
-int switch_learn(struct sandbox *s, const struct latch_entry *e, uint64_t expires, int origin, char *err,
-		 size_t errlen);
+void latchd_switch_gc_stop(struct sandbox *s);
+void latchd_switch_refresh_hosts(struct sandbox *s, uint64_t now);
+int latchd_switch_learn(struct sandbox *s, const struct latch_entry *e, uint64_t expires, int origin, char *err,
+			size_t errlen);
 
 /* learned.c */
-int learned_answered(void *arg, const char *qname, const struct latch_addr *addrs, int n, uint32_t ttl);
-void learned_keep_allowed(struct sandbox *s);
-void learned_prune(struct sandbox *s, uint64_t now);
-void learned_load(struct sandbox *s);
-void learned_save(struct sandbox *s);
-void learned_remove_file(const char *name);
-void learned_free(struct sandbox *s);
+int latchd_learned_answered(void *arg, const char *qname, const struct latch_addr *addrs, int n, uint32_t ttl);
+void latchd_learned_keep_allowed(struct sandbox *s);
+void latchd_learned_prune(struct sandbox *s, uint64_t now);
+void latchd_learned_load(struct sandbox *s);
+void latchd_learned_save(struct sandbox *s);
+void latchd_learned_remove_file(const char *name);
+void latchd_learned_free(struct sandbox *s);
 void latchd_boot_id(char *buf, size_t len);
 
-/* grant.c, grant_ops.c, grant_notify.c (grant.h has the rest) */
-void grants_open(struct sandbox *s); /* its grants back from NAME.grants */
-void grants_close(struct sandbox *s); /* saved; waiting asks and clients answered */
-void grants_forget(struct sandbox *s); /* the sandbox is gone: NAME.grants goes */
+/* grant.c, grant_ops.c, latchd_grant_notify.c (grant.h has the rest) */
+void latchd_grants_open(struct sandbox *s); /* its grants back from NAME.grants */
+void latchd_grants_close(struct sandbox *s); /* saved; waiting asks and clients answered */
+void latchd_grants_forget(struct sandbox *s); /* the sandbox is gone: NAME.grants goes */
 /* Does an active grant open this normalized name?  The resolver may answer it then. */
-bool grant_name_allowed(const struct sandbox *s, const char *name);
+bool latchd_grant_name_allowed(const struct sandbox *s, const char *name);
 /* The same, on TCP port PORT among the grant's ports (CONNECT). */
-bool grant_name_port_allowed(const struct sandbox *s, const char *name, uint16_t port);
+bool latchd_grant_name_port_allowed(const struct sandbox *s, const char *name, uint16_t port);
 /* The resolver answered a granted name: its addresses join the grant, with its deadline. */
-int grant_answered(struct sandbox *s, const char *qname, const struct latch_addr *addrs, int n); /* 0 or -errno */
-void grants_tick(struct sandbox *s, uint64_t now); /* timeouts, expiry, refreshes, NAME.grants */
+int latchd_grant_answered(struct sandbox *s, const char *qname, const struct latch_addr *addrs,
+			  int n); /* 0 or -errno */
+void latchd_grants_tick(struct sandbox *s, uint64_t now); /* timeouts, expiry, refreshes, NAME.grants */
 /* ops grant, grants, approve, deny; false when OP is none of them */
-void grant_op_grant(struct client *c, json_t *req);
-void grant_op_grants(struct client *c, json_t *req);
-void grant_op_approve(struct client *c, json_t *req);
-void grant_op_deny(struct client *c, json_t *req);
-void grant_client_gone(struct latchd *ld, struct client *c);
-void notifier_tick(struct latchd *ld, uint64_t now);
-void notifier_stop(struct latchd *ld);
+void latchd_grant_op_grant(struct client *c, json_t *req);
+void latchd_grant_op_grants(struct client *c, json_t *req);
+void latchd_grant_op_approve(struct client *c, json_t *req);
+void latchd_grant_op_deny(struct client *c, json_t *req);
+void latchd_grant_client_gone(struct latchd *ld, struct client *c);
+void latchd_notifier_tick(struct latchd *ld, uint64_t now);
+void latchd_notifier_stop(struct latchd *ld);
 
 /* broker.c */
 /* First thing in main(): no core dumps or ptrace, and jansson's frees wiped (keys pass through). */
-void broker_harden(void);
-int broker_init(struct latchd *ld, char *err, size_t errlen);
-void broker_limits(struct latchd *ld); /* latch.conf's broker_body_max and broker_metered_hold_max, again */
-void broker_fini(struct latchd *ld); /* after the sandboxes */
+void latchd_broker_harden(void);
+int latchd_broker_init(struct latchd *ld, char *err, size_t errlen);
+void latchd_broker_limits(struct latchd *ld); /* latch.conf's broker_body_max and broker_metered_hold_max, again */
+void latchd_broker_fini(struct latchd *ld); /* after the sandboxes */
 /* Serve the sandbox's stored kit (secret_files only: env keys must be handed again). */
-void broker_open(struct sandbox *s);
+void latchd_broker_open(struct sandbox *s);
 /* Close its listener and wipe its keys. */
-void broker_close(struct sandbox *s);
+void latchd_broker_close(struct sandbox *s);
 /* The sandbox is gone (its pins): close, and remove its kit state. */
-void broker_forget(struct sandbox *s);
+void latchd_broker_forget(struct sandbox *s);
 /* A copy of the kit's egress_allow entries (none: *out NULL); free() it.  0 or -ENOMEM. */
-int broker_kit_egress(const struct sandbox *s, struct latch_pentry **out, int *n);
-json_t *broker_json(const struct sandbox *s);
+int latchd_broker_kit_egress(const struct sandbox *s, struct latch_pentry **out, int *n);
+json_t *latchd_broker_json(const struct sandbox *s);
 /*
  * A kit credential CR as a route on listener HS (a sandbox's or a room's):
  * PLACEHOLDER, its methods and paths, its own upstream and its TLS
@@ -311,30 +307,32 @@ json_t *broker_json(const struct sandbox *s);
  * its key from SEC or the variable or file it should have come from, and
  * the spend meter when an upstream is an AI provider's (meter.c).
  */
-int broker_route_add(struct latchd *ld, struct latch_http_sandbox *hs, const char *who, const struct latch_kit_cred *cr,
-		     const char *placeholder, const struct latch_kit_secrets *sec, char *err, size_t errlen);
+int latchd_broker_route_add(struct latchd *ld, struct latch_http_sandbox *hs, const char *who,
+			    const struct latch_kit_cred *cr, const char *placeholder,
+			    const struct latch_kit_secrets *sec, char *err, size_t errlen);
 /* The ports of KIT's upstreams (credentials' and alternatives') on host NAME, into PORTS (TCP); how many. */
-int broker_kit_ports(const struct latch_kit *kit, const char *name, struct latch_entry *ports);
+int latchd_broker_kit_ports(const struct latch_kit *kit, const char *name, struct latch_entry *ports);
 /* One broker decision as WHO's audit entry: kind route, other or refused (rate-limited). */
-void broker_event_audit(struct latchd *ld, const char *who, const struct latch_http_event *ev);
-void broker_op_kit(struct client *c, json_t *req);
-void broker_op_backend(struct client *c, json_t *req);
+void latchd_broker_event_audit(struct latchd *ld, const char *who, const struct latch_http_event *ev);
+void latchd_broker_op_kit(struct client *c, json_t *req);
+void latchd_broker_op_backend(struct client *c, json_t *req);
 
 /* meter.c */
 /* Open the ledger as its sole writer, with latch.conf's caps (before any socket: a second latchd stops here). */
-int meter_open(struct latchd *ld, char *err, size_t errlen);
-void meter_tick(struct latchd *ld);
-int meter_reload(struct latchd *ld, char *err,
-		 size_t errlen); /* SIGHUP: the price table, and latch.conf's caps as ld->conf has them */
-void meter_close(struct latchd *ld); /* after every listener */
+int latchd_meter_open(struct latchd *ld, char *err, size_t errlen);
+void latchd_meter_tick(struct latchd *ld);
+int latchd_meter_reload(struct latchd *ld, char *err,
+			size_t errlen); /* SIGHUP: the price table, and latch.conf's caps as ld->conf has them */
+void latchd_meter_close(struct latchd *ld); /* after every listener */
 /* The meter of credential CR's route for WHO into OUT; false when no upstream of it is metered. */
-bool meter_route(struct latchd *ld, const char *who, const struct latch_kit_cred *cr, struct latch_http_meter *out);
+bool latchd_meter_route(struct latchd *ld, const char *who, const struct latch_kit_cred *cr,
+			struct latch_http_meter *out);
 
-/* verify_op.c: {"op":"verify_names"}, `latch verify`'s test-runs of the resolver's decisions */
-void verify_op(struct client *c, json_t *req);
+/* latchd_verify_op.c: {"op":"verify_names"}, `latch verify`'s test-runs of the resolver's decisions */
+void latchd_verify_op(struct client *c, json_t *req);
 
 /* periodic.c */
-void periodic_run(struct latchd *ld, uint64_t now);
-void periodic_stop(struct latchd *ld);
+void latchd_periodic_run(struct latchd *ld, uint64_t now);
+void latchd_periodic_stop(struct latchd *ld);
 
 #endif

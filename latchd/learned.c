@@ -99,7 +99,7 @@ static void learned_filter(struct sandbox *s,
  * guest connects.  0 when every address is (or needs not be) in the kernel;
  * the resolver then skips this for later cache hits of the same answer.
  */
-int learned_answered(void *arg, const char *qname, const struct latch_addr *addrs, int n, uint32_t ttl)
+int latchd_learned_answered(void *arg, const char *qname, const struct latch_addr *addrs, int n, uint32_t ttl)
 {
 	struct sandbox *s = arg;
 	uint64_t expires = latch_now_boot_ns() + ttl * NS_PER_S;
@@ -108,9 +108,9 @@ int learned_answered(void *arg, const char *qname, const struct latch_addr *addr
 	json_t *list;
 	bool want;
 	/* a granted name: its addresses join the grant, with its deadline */
-	int rc = grant_answered(s, qname, addrs, n);
+	int rc = latchd_grant_answered(s, qname, addrs, n);
 	/* the profile's ports and each kit entry's (open: none, the kernel passes everything already) */
-	int n_ports = sandbox_name_ports(s, qname, ports, sizeof(ports) / sizeof(ports[0]));
+	int n_ports = latchd_sandbox_name_ports(s, qname, ports, sizeof(ports) / sizeof(ports[0]));
 
 	if (!n_ports)
 		return rc;
@@ -123,7 +123,7 @@ int learned_answered(void *arg, const char *qname, const struct latch_addr *addr
 			struct latch_entry e;
 
 			latch_profile_address_entry(&addrs[i], &ports[k], &e);
-			if (switch_learn(s, &e, expires, LATCH_ORIGIN_LEARNED, err, sizeof(err))) {
+			if (latchd_switch_learn(s, &e, expires, LATCH_ORIGIN_LEARNED, err, sizeof(err))) {
 				latchd_log("%s: learned entry for %s: %s", s->name, qname, err);
 				written = false;
 				rc = -EAGAIN;
@@ -144,11 +144,11 @@ static bool still_allowed(const struct sandbox *s, const struct learned *l, uint
 {
 	struct latch_entry ports[1];
 
-	return sandbox_name_ports(s, l->name, ports, 1) > 0;
+	return latchd_sandbox_name_ports(s, l->name, ports, 1) > 0;
 }
 
 /* After a switch: answers the new profile does not allow are gone from the kernel, so forget them. */
-void learned_keep_allowed(struct sandbox *s)
+void latchd_learned_keep_allowed(struct sandbox *s)
 {
 	learned_filter(s, still_allowed, 0);
 }
@@ -159,7 +159,7 @@ static bool within_grace(const struct sandbox *s, const struct learned *l, uint6
 }
 
 /* Forget the answers whose deadline and grace have passed (periodic.c prunes the kernel's alike). */
-void learned_prune(struct sandbox *s, uint64_t now)
+void latchd_learned_prune(struct sandbox *s, uint64_t now)
 {
 	learned_filter(s, within_grace, now);
 }
@@ -271,7 +271,7 @@ static const struct latch_kv_key learned_keys[] = {
 };
 static const struct latch_state_format learned_format = { learned_keys, 2, 0, legacy_read };
 
-void learned_save(struct sandbox *s)
+void latchd_learned_save(struct sandbox *s)
 {
 	struct learned_file lf = { .s = s };
 	char err[LATCH_ERR_MAX];
@@ -282,7 +282,7 @@ void learned_save(struct sandbox *s)
 		s->learned_dirty = false;
 }
 
-void learned_load(struct sandbox *s)
+void latchd_learned_load(struct sandbox *s)
 {
 	struct learned_file lf = { .s = s, .now = latch_now_boot_ns() };
 	char err[LATCH_ERR_MAX];
@@ -294,7 +294,7 @@ void learned_load(struct sandbox *s)
 }
 
 /* The sandbox's pins are gone: what it learned goes with it. */
-void learned_remove_file(const char *name)
+void latchd_learned_remove_file(const char *name)
 {
 	char err[LATCH_ERR_MAX];
 
@@ -302,7 +302,7 @@ void learned_remove_file(const char *name)
 		latchd_log("%s: %s", name, err);
 }
 
-void learned_free(struct sandbox *s)
+void latchd_learned_free(struct sandbox *s)
 {
 	free(s->learned);
 	free(s->learned_index);

@@ -27,10 +27,10 @@
  * SIGHUP come from here, and it is closed after the engine.
  *
  * The credential broker (broker/, wired in by broker.c): its engine is
- * made here after the event loop, on the same base (broker_init; before it,
- * broker_harden makes latchd undumpable: keys pass through it), and freed
+ * made here after the event loop, on the same base (latchd_broker_init; before it,
+ * latchd_broker_harden makes latchd undumpable: keys pass through it), and freed
  * after the sandboxes; each sandbox's listener is opened by sandbox_add() from its
- * stored kit and freed by sandbox_free().  Kits are not re-read on SIGHUP:
+ * stored kit and freed by latchd_sandbox_free().  Kits are not re-read on SIGHUP:
  * a reload would lose the keys `latch up` handed over.  It reaches the
  * policy only through the kernel and this process's sandboxes, never vm/.
  */
@@ -85,10 +85,10 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 		sd_notify(0, "WATCHDOG=1");
 
 	if (++ld->ticks % SCAN_INTERVAL_S == 0)
-		sandboxes_scan(ld);
-	confine_tick(ld);
-	periodic_run(ld, now);
-	meter_tick(ld); /* settlements' rows and the ledger's checkpoint, off every request's path */
+		latchd_sandboxes_scan(ld);
+	latchd_confine_tick(ld);
+	latchd_periodic_run(ld, now);
+	latchd_meter_tick(ld); /* settlements' rows and the ledger's checkpoint, off every request's path */
 }
 
 static void usage(FILE *f)
@@ -223,7 +223,7 @@ static int setup(struct latchd *ld, bool unconfined)
 		return 1;
 	}
 	/* the spend ledger, as its sole writer: a bad price table, an unsafe ledger or another latchd stop here */
-	if (meter_open(ld, err, sizeof(err))) {
+	if (latchd_meter_open(ld, err, sizeof(err))) {
 		latchd_log_err("%s", err);
 		return 1;
 	}
@@ -231,7 +231,7 @@ static int setup(struct latchd *ld, bool unconfined)
 	/* a sandbox's broker listens on latch.conf's broker_port (kit states keep the port they were given) */
 	if (ld->conf.broker_port != ROOM_BROKER_PORT)
 		ports[n_ports++] = ld->conf.broker_port;
-	if (!unconfined && confine_start(ld, ports, n_ports, err, sizeof(err))) {
+	if (!unconfined && latchd_confine_start(ld, ports, n_ports, err, sizeof(err))) {
 		latchd_log_err("%s", err);
 		return 1;
 	}
@@ -251,11 +251,11 @@ static int setup(struct latchd *ld, bool unconfined)
 		latchd_log_err("cannot make the event loop");
 		return 1;
 	}
-	if (broker_init(ld, err, sizeof(err))) {
+	if (latchd_broker_init(ld, err, sizeof(err))) {
 		latchd_log_err("%s", err);
 		return 1;
 	}
-	if (control_listen(ld, err, sizeof(err)) || confine_resolver(ld, err, sizeof(err))) {
+	if (latchd_control_listen(ld, err, sizeof(err)) || latchd_confine_resolver(ld, err, sizeof(err))) {
 		latchd_log_err("%s", err);
 		return 1;
 	}
@@ -281,7 +281,7 @@ int main(int argc, char **argv)
 		latchd_log_err("must run as root (it writes BPF maps and binds port 53)");
 		return 1;
 	}
-	broker_harden(); /* keys will pass through this process */
+	latchd_broker_harden(); /* keys will pass through this process */
 	setvbuf(stderr, NULL, _IOLBF, 0);
 	signal(SIGPIPE, SIG_IGN);
 	{
@@ -306,7 +306,7 @@ int main(int argc, char **argv)
 	event_add(sig_term, NULL);
 	event_add(sig_int, NULL);
 	event_add(tick, &one_s);
-	sandboxes_scan(&ld);
+	latchd_sandboxes_scan(&ld);
 	latchd_audit(&ld, "latchd", "daemon", "start", "latchd.start", json_pack("{s:i}", "pid", (int)getpid()));
 	latchd_log("listening on %s", ld.sock_path);
 	/* Type=notify: ready once the socket listens and the first scan has served every sandbox */
@@ -315,20 +315,20 @@ int main(int argc, char **argv)
 	event_base_dispatch(ld.base);
 
 	/* clean shutdown: stop taking requests, then let go of everything; the kernel keeps enforcing */
-	control_close(&ld);
+	latchd_control_close(&ld);
 	while (ld.sandboxes) {
 		struct sandbox *s = ld.sandboxes;
 
 		ld.sandboxes = s->next;
-		sandbox_free(s);
+		latchd_sandbox_free(s);
 	}
-	rooms_stop(&ld);
-	broker_fini(&ld); /* after the sandboxes' and the rooms' listeners */
-	meter_close(&ld); /* after every exchange has been settled */
-	periodic_stop(&ld);
-	notifier_stop(&ld);
+	latchd_rooms_stop(&ld);
+	latchd_broker_fini(&ld); /* after the sandboxes' and the rooms' listeners */
+	latchd_meter_close(&ld); /* after every exchange has been settled */
+	latchd_periodic_stop(&ld);
+	latchd_notifier_stop(&ld);
 	latchd_audit(&ld, "latchd", "daemon", "stop", "latchd.stop", json_pack("{s:i}", "pid", (int)getpid()));
-	confine_stop(&ld);
+	latchd_confine_stop(&ld);
 	latchd_audit_stop(&ld);
 	audit_close(ld.audit);
 	event_free(sig_hup);

@@ -193,7 +193,8 @@ static int64_t cap_or_inherit(uint64_t v)
 	return v ? (int64_t)v : BUDGET_INHERIT;
 }
 
-bool meter_route(struct latchd *ld, const char *who, const struct latch_kit_cred *cr, struct latch_http_meter *out)
+bool latchd_meter_route(struct latchd *ld, const char *who, const struct latch_kit_cred *cr,
+			struct latch_http_meter *out)
 {
 	const struct latch_kit_caps *kc = &cr->caps;
 	bool own_caps = kc->requests_per_hour || kc->requests_per_day || kc->microdollars_per_day, any = false;
@@ -228,7 +229,7 @@ bool meter_route(struct latchd *ld, const char *who, const struct latch_kit_cred
 		if ((cr->provider_tools & (1u << k)) && !budget_fetch_tool_parse(latch_kit_tool_name(k), &bt))
 			rm->allow_tools |= BUDGET_TOOL_BIT(bt);
 	}
-	/* the engine's upstreams in broker_route_add()'s order: the credential's own, then its TLS alternatives */
+	/* the engine's upstreams in latchd_broker_route_add()'s order: the credential's own, then its TLS alternatives */
 	for (int a = -1; a < cr->n_alts && rm->n_up < LATCH_HTTP_UPSTREAMS_MAX; a++) {
 		const struct latch_kit_upstream *up = a < 0 ? &cr->up : &cr->alts[a].up;
 
@@ -252,7 +253,7 @@ bool meter_route(struct latchd *ld, const char *who, const struct latch_kit_cred
 
 /* ---- latchd's side */
 
-int meter_open(struct latchd *ld, char *err, size_t errlen)
+int latchd_meter_open(struct latchd *ld, char *err, size_t errlen)
 {
 	struct budget_opts o = { .sole_writer = true, .checkpoint_thread = true, .journal = true, .fold_thread = true };
 	struct meter *m = calloc(1, sizeof(*m));
@@ -272,7 +273,7 @@ int meter_open(struct latchd *ld, char *err, size_t errlen)
 	return 0;
 }
 
-void meter_tick(struct latchd *ld)
+void latchd_meter_tick(struct latchd *ld)
 {
 	struct meter *m = ld->meter;
 	int ret = m ? budget_tick(m->b) : 0;
@@ -285,7 +286,7 @@ void meter_tick(struct latchd *ld)
 		m->tick_failures = 0;
 }
 
-int meter_reload(struct latchd *ld, char *err, size_t errlen)
+int latchd_meter_reload(struct latchd *ld, char *err, size_t errlen)
 {
 	struct budget_opts o = { 0 };
 
@@ -302,7 +303,7 @@ int meter_reload(struct latchd *ld, char *err, size_t errlen)
 	return 0;
 }
 
-void meter_close(struct latchd *ld)
+void latchd_meter_close(struct latchd *ld)
 {
 	struct meter *m = ld->meter;
 

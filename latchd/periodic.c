@@ -118,28 +118,28 @@ static void backups_tick(struct latchd *ld, uint64_t now)
 
 /* ---- the tick ---- */
 
-void periodic_run(struct latchd *ld, uint64_t now)
+void latchd_periodic_run(struct latchd *ld, uint64_t now)
 {
 	backups_tick(ld, now);
 	audit_tick(ld->audit); /* the audit log's head, if no deferred anchor took it (events.c) */
-	notifier_tick(ld, now);
+	latchd_notifier_tick(ld, now);
 	for (struct sandbox *s = ld->sandboxes; s; s = s->next) {
-		grants_tick(s, now);
-		switch_refresh_hosts(s, now);
+		latchd_grants_tick(s, now);
+		latchd_switch_refresh_hosts(s, now);
 		if (s->learned_dirty)
-			learned_save(s);
+			latchd_learned_save(s);
 		if (ld->ticks % PRUNE_INTERVAL_S == 0 && now > RESOLVED_GRACE_NS) {
 			latch_policy_prune_resolved(s->sb, now - RESOLVED_GRACE_NS);
-			learned_prune(s, now);
+			latchd_learned_prune(s, now);
 		}
 	}
 	/* every upstream address latchd reached stays in its room's map until pruned, like a guest's answers */
 	if (ld->ticks % PRUNE_INTERVAL_S == 0 && now > RESOLVED_GRACE_NS)
-		confine_prune(ld, now - RESOLVED_GRACE_NS);
+		latchd_confine_prune(ld, now - RESOLVED_GRACE_NS);
 }
 
 /* At shutdown: a backup in flight finishes on its own; collect it. */
-void periodic_stop(struct latchd *ld)
+void latchd_periodic_stop(struct latchd *ld)
 {
 	if (!ld->backup.pid)
 		return;

@@ -83,7 +83,7 @@ int latchd_reload(struct latchd *ld, char *err, size_t errlen)
 	for (struct sandbox *s = ld->sandboxes; s; s = s->next, i++) {
 		if (!s->have_profile)
 			continue;
-		if (switch_load_profile(ld, s->prof.name, &loaded[i], why, sizeof(why))) {
+		if (latchd_switch_load_profile(ld, s->prof.name, &loaded[i], why, sizeof(why))) {
 			latchd_log_err("reload refused, nothing changed: %s: %s", s->name, why);
 			latchd_audit(ld, "latchd", "config", "refuse", "latchd.reload",
 				     json_pack("{s:s, s:s}", "sandbox", s->name, "error", why));
@@ -98,7 +98,7 @@ int latchd_reload(struct latchd *ld, char *err, size_t errlen)
 	ups_changed = n_up != ld->n_upstream || memcmp(ld->upstream, up, sizeof(up)) ||
 		      memcmp(ld->upstream_port, up_port, sizeof(up_port));
 	ld->conf = c;
-	broker_limits(ld);
+	latchd_broker_limits(ld);
 	ld->n_upstream = n_up;
 	memcpy(ld->upstream, up, sizeof(up));
 	memcpy(ld->upstream_port, up_port, sizeof(up_port));
@@ -108,14 +108,15 @@ int latchd_reload(struct latchd *ld, char *err, size_t errlen)
 	 * admitted, and with them the pooled connections to them, until the
 	 * engine looks each name up again.
 	 */
-	if ((ups_changed && confine_upstreams(ld, why, sizeof(why))) || confine_resolver(ld, why, sizeof(why)))
+	if ((ups_changed && latchd_confine_upstreams(ld, why, sizeof(why))) ||
+	    latchd_confine_resolver(ld, why, sizeof(why)))
 		latchd_log("reload: latchd's own policy: %s", why);
 	i = 0;
 	for (struct sandbox *s = ld->sandboxes; s; s = s->next, i++) {
 		struct latch_resolver_opts o;
 
 		if (s->res) {
-			sandbox_resolver_opts(s, &o);
+			latchd_sandbox_resolver_opts(s, &o);
 			if (latch_resolver_reconfigure(s->res, &o, why, sizeof(why)))
 				latchd_log("%s: resolver: %s", s->name, why);
 		}
@@ -126,10 +127,10 @@ int latchd_reload(struct latchd *ld, char *err, size_t errlen)
 			latch_profile_free(&loaded[i]);
 			continue;
 		}
-		switch_begin(s, &loaded[i], NULL, false);
+		latchd_switch_begin(s, &loaded[i], NULL, false);
 	}
 	free(loaded);
-	sandboxes_scan(ld);
+	latchd_sandboxes_scan(ld);
 	latchd_audit(ld, "latchd", "config", "reload", "latchd.reload", json_pack("{s:i}", "upstreams", n_up));
 	latchd_log("reloaded: %d upstream(s), %d sandbox(es)", n_up, n);
 	return 0;
@@ -145,7 +146,7 @@ int latchd_reload_all(struct latchd *ld, char *err, size_t errlen)
 	char prices[LATCH_ERR_MAX];
 	int rc = latchd_reload(ld, err, errlen);
 
-	if (meter_reload(ld, prices, sizeof(prices)) && !rc) {
+	if (latchd_meter_reload(ld, prices, sizeof(prices)) && !rc) {
 		snprintf(err, errlen, "%s", prices);
 		rc = -EINVAL;
 	}

@@ -111,10 +111,10 @@ static bool room_connect_allowed(void *arg, const char *name, uint16_t port)
 	if (r->prof.open)
 		return true;
 	while ((pe = latch_profile_next_match(&r->prof, name, pe)))
-		if (entry_takes_tcp(&pe->entry, port))
+		if (latchd_entry_takes_tcp(&pe->entry, port))
 			return true;
 	for (int i = 0; i < r->n_extra; i++)
-		if (extra_names(&r->extra[i], name) && entry_takes_tcp(&r->extra[i].entry, port))
+		if (extra_names(&r->extra[i], name) && latchd_entry_takes_tcp(&r->extra[i].entry, port))
 			return true;
 	return false;
 }
@@ -124,7 +124,7 @@ static const char *room_addr_refused(void *arg, const struct latch_addr *a)
 	struct room_svc *r = arg;
 	const char *why = latch_addr_nonpublic(a);
 
-	return why && profile_cidr_covers(&r->prof, a) ? NULL : why;
+	return why && latchd_cidr_covers(&r->prof, a) ? NULL : why;
 }
 
 /* An answer the room gets: learned into its maps (under each matching entry's ports) before it leaves. */
@@ -166,7 +166,7 @@ static void room_refused(void *arg, const char *qname, uint16_t qtype, const cha
 /* The ports latchd may connect to NAME on for this room: its kit's upstreams there, and what its policy gives. */
 static int upstream_ports(const struct room_svc *r, const char *name, struct latch_entry *ports)
 {
-	if (!broker_kit_ports(r->kit, name, ports) && !latch_profile_match(&r->prof, name, ports) &&
+	if (!latchd_broker_kit_ports(r->kit, name, ports) && !latch_profile_match(&r->prof, name, ports) &&
 	    !extra_match(r, name, ports))
 		return -ENOENT;
 	return 0;
@@ -179,7 +179,7 @@ static int room_resolve(void *arg, const char *name, latch_http_resolved_cb cb, 
 
 	if (upstream_ports(r, name, &ports))
 		return -ENOENT;
-	return confine_lookup(r->ld, r->name, name, &ports, cb, cbarg);
+	return latchd_confine_lookup(r->ld, r->name, name, &ports, cb, cbarg);
 }
 
 /* The broker's decisions, each an audit entry of kind route, other or refused. */
@@ -187,15 +187,15 @@ static void room_broker_audit(void *arg, const struct latch_http_event *ev)
 {
 	struct room_svc *r = arg;
 
-	broker_event_audit(r->ld, r->name, ev);
+	latchd_broker_event_audit(r->ld, r->name, ev);
 }
 
 /* The kit's credentials as the engine's routes, with the secrets latch run handed over. */
 static int room_routes(struct room_svc *r, char *err, size_t errlen)
 {
 	for (int i = 0; i < r->kit->n_creds; i++) {
-		int rc = broker_route_add(r->ld, r->broker, r->name, &r->kit->creds[i], r->placeholders[i], &r->secrets,
-					  err, errlen);
+		int rc = latchd_broker_route_add(r->ld, r->broker, r->name, &r->kit->creds[i], r->placeholders[i],
+						 &r->secrets, err, errlen);
 
 		if (rc)
 			return rc;
@@ -315,9 +315,9 @@ static json_t *room_env_json(struct room_svc *r)
 	return env;
 }
 
-void room_op_open(struct client *c, json_t *req)
+void latchd_room_op_open(struct client *c, json_t *req)
 {
-	struct latchd *ld = client_latchd(c);
+	struct latchd *ld = latchd_of_client(c);
 	const char *name = json_string_value(json_object_get(req, "room"));
 	const char *profile = json_string_value(json_object_get(req, "profile"));
 	const char *kit = json_string_value(json_object_get(req, "kit"));
@@ -327,14 +327,14 @@ void room_op_open(struct client *c, json_t *req)
 	int idx = room_index(ld);
 
 	if (!name || latch_parse_name(name, err, sizeof(err)) || strncmp(name, "room-", 5))
-		return control_reply_error(c, "room_open needs \"room\": a room's name (room-PID-XXXX)");
+		return latchd_control_reply_error(c, "room_open needs \"room\": a room's name (room-PID-XXXX)");
 	if (room_find(ld, name))
-		return control_reply_error(c, "room %s is served already", name);
+		return latchd_control_reply_error(c, "room %s is served already", name);
 	if (idx < 0)
-		return control_reply_error(c, "every room service address is taken (65535 rooms)");
+		return latchd_control_reply_error(c, "every room service address is taken (65535 rooms)");
 	r = calloc(1, sizeof(*r));
 	if (!r)
-		return control_reply_error(c, "out of memory");
+		return latchd_control_reply_error(c, "out of memory");
 	r->ld = ld;
 	r->owner = c;
 	r->index = idx;
@@ -343,7 +343,7 @@ void room_op_open(struct client *c, json_t *req)
 	r->addr.family = AF_INET;
 	r->addr.v4.s_addr = htonl(LATCH_ROOM_SERVICE_NET | r->index);
 	latch_addr_format(&r->addr, a, sizeof(a));
-	if (switch_load_profile(ld, profile ? profile : "sealed", &r->prof, err, sizeof(err)) ||
+	if (latchd_switch_load_profile(ld, profile ? profile : "sealed", &r->prof, err, sizeof(err)) ||
 	    (kit && room_kit_load(r, kit, json_object_get(req, "secrets"), err, sizeof(err))))
 		goto fail;
 	memset(&o, 0, sizeof(o));
@@ -367,15 +367,15 @@ void room_op_open(struct client *c, json_t *req)
 	ld->rooms = r;
 	latchd_log("%s: serving on %s (profile %s%s%s)", r->name, a, r->prof.name, r->kit ? ", kit " : "",
 		   r->kit ? r->kit->name : "");
-	control_reply(c,
-		      json_pack("{s:b, s:s, s:s, s:i, s:i, s:o, s:i}", "ok", 1, "room", r->name, "address", a,
-				"dns_port", 53, "broker_port", r->kit ? ROOM_BROKER_PORT : 0, "env", room_env_json(r),
-				"mark", (int)latch_room_mark_of(LATCH_ROOM_SERVICE_NET | r->index)));
+	latchd_control_reply(c, json_pack("{s:b, s:s, s:s, s:i, s:i, s:o, s:i}", "ok", 1, "room", r->name, "address", a,
+					  "dns_port", 53, "broker_port", r->kit ? ROOM_BROKER_PORT : 0, "env",
+					  room_env_json(r), "mark",
+					  (int)latch_room_mark_of(LATCH_ROOM_SERVICE_NET | r->index)));
 	return;
 fail:
 	latchd_audit(ld, r->name, "room", "refuse", "latchd.room.open", json_pack("{s:s}", "error", err));
 	room_free(r);
-	control_reply(c, json_pack("{s:b, s:s}", "ok", 0, "error", err));
+	latchd_control_reply(c, json_pack("{s:b, s:s}", "ok", 0, "error", err));
 }
 
 /* Every name is in (or failed): the room's policy, one switch; room_ready is answered. */
@@ -409,10 +409,10 @@ static void room_commit(struct room_svc *r)
 		snprintf(err, sizeof(err), "%s", strerror(-rc));
 	r->entries = out.n;
 	if (rc)
-		control_reply(r->ready_client, json_pack("{s:b, s:s}", "ok", 0, "error", err));
+		latchd_control_reply(r->ready_client, json_pack("{s:b, s:s}", "ok", 0, "error", err));
 	else
-		control_reply(r->ready_client, json_pack("{s:b, s:i, s:o, s:b}", "ok", 1, "entries", out.n, "hosts",
-							 names, "uncontained", out.open));
+		latchd_control_reply(r->ready_client, json_pack("{s:b, s:i, s:o, s:b}", "ok", 1, "entries", out.n,
+								"hosts", names, "uncontained", out.open));
 	if (rc)
 		json_decref(names);
 	r->ready_client = NULL;
@@ -444,28 +444,28 @@ static void room_host_done(void *arg, const char *name, const struct latch_addr 
 		room_commit(r);
 }
 
-void room_op_ready(struct client *c, json_t *req)
+void latchd_room_op_ready(struct client *c, json_t *req)
 {
-	struct latchd *ld = client_latchd(c);
+	struct latchd *ld = latchd_of_client(c);
 	const char *name = json_string_value(json_object_get(req, "room"));
 	struct room_svc *r = name ? room_find(ld, name) : NULL;
 	char err[LATCH_ERR_MAX];
 	int total = 0;
 
 	if (!r || r->owner != c)
-		return control_reply_error(c, "no room %s opened on this connection", name ? name : "(none)");
+		return latchd_control_reply_error(c, "no room %s opened on this connection", name ? name : "(none)");
 	if (r->sb || r->ready_client)
-		return control_reply_error(c, "room %s is ready already", r->name);
+		return latchd_control_reply_error(c, "room %s is ready already", r->name);
 	r->sb = latch_cg_room_open(r->name, err, sizeof(err));
 	if (!r->sb)
-		return control_reply_error(c, "%s", err);
+		return latchd_control_reply_error(c, "%s", err);
 	for (int i = 0; i < r->prof.n; i++)
 		total += r->prof.entries[i].kind == LATCH_PENTRY_HOST;
 	for (int i = 0; i < r->n_extra; i++)
 		total += r->extra[i].kind == LATCH_PENTRY_HOST;
 	r->hosts = calloc(total ? total : 1, sizeof(*r->hosts));
 	if (!r->hosts)
-		return control_reply_error(c, "out of memory");
+		return latchd_control_reply_error(c, "out of memory");
 	for (int i = 0; i < r->prof.n + r->n_extra; i++) {
 		const struct latch_pentry *pe = i < r->prof.n ? &r->prof.entries[i] : &r->extra[i - r->prof.n];
 
@@ -473,7 +473,7 @@ void room_op_ready(struct client *c, json_t *req)
 			r->hosts[r->n_hosts++].pe = pe;
 	}
 	r->ready_client = c;
-	control_wait(c);
+	latchd_control_wait(c);
 	r->waiting = 1; /* held until every lookup is asked */
 	for (int i = 0; i < r->n_hosts; i++) {
 		struct room_lookup *lk = calloc(1, sizeof(*lk));
@@ -494,17 +494,17 @@ void room_op_ready(struct client *c, json_t *req)
 }
 
 /* room_done: the run's audit entry; the room's services, when latchd served it, go. */
-void room_op_done(struct client *c, json_t *req)
+void latchd_room_op_done(struct client *c, json_t *req)
 {
-	struct latchd *ld = client_latchd(c);
+	struct latchd *ld = latchd_of_client(c);
 	const char *name = json_string_value(json_object_get(req, "room"));
 	json_t *result = json_object_get(req, "result");
 	struct room_svc *r = name ? room_find(ld, name) : NULL;
 
 	if (!name || !json_is_object(result))
-		return control_reply_error(c, "room_done needs \"room\" and \"result\"");
+		return latchd_control_reply_error(c, "room_done needs \"room\" and \"result\"");
 	if (r && r->owner != c)
-		return control_reply_error(c, "room %s was opened on another connection", name);
+		return latchd_control_reply_error(c, "room %s was opened on another connection", name);
 	json_object_set_new(result, "served", json_boolean(r != NULL));
 	latchd_audit(ld, name, "room", json_is_true(json_object_get(result, "timed_out")) ? "timeout" : "exit",
 		     "latch.room.run", json_incref(result));
@@ -513,10 +513,10 @@ void room_op_done(struct client *c, json_t *req)
 		room_free(r);
 	}
 	if (!json_is_true(json_object_get(req, "noreply")))
-		control_reply(c, json_pack("{s:b}", "ok", 1));
+		latchd_control_reply(c, json_pack("{s:b}", "ok", 1));
 }
 
-void rooms_client_gone(struct latchd *ld, struct client *c)
+void latchd_rooms_client_gone(struct latchd *ld, struct client *c)
 {
 	for (struct room_svc **pp = &ld->rooms; *pp;) {
 		struct room_svc *r = *pp;
@@ -533,7 +533,7 @@ void rooms_client_gone(struct latchd *ld, struct client *c)
 	}
 }
 
-void rooms_stop(struct latchd *ld)
+void latchd_rooms_stop(struct latchd *ld)
 {
 	while (ld->rooms) {
 		struct room_svc *r = ld->rooms;

@@ -16,7 +16,7 @@
 
 #include "latchd/latchd.h"
 
-struct sandbox *sandbox_find(struct latchd *ld, const char *name)
+struct sandbox *latchd_sandbox_find(struct latchd *ld, const char *name)
 {
 	for (struct sandbox *s = ld->sandboxes; s; s = s->next)
 		if (!strcmp(s->name, name))
@@ -34,7 +34,7 @@ static bool extra_matches(const struct latch_pentry *pe, const char *name)
 	return pe->kind == LATCH_PENTRY_WILDCARD && latch_wildcard_match(pe->name, name);
 }
 
-int sandbox_name_ports(const struct sandbox *s, const char *name, struct latch_entry *ports, int max)
+int latchd_sandbox_name_ports(const struct sandbox *s, const char *name, struct latch_entry *ports, int max)
 {
 	char norm[LATCH_DNS_NAME_MAX + 1];
 	int n = 0;
@@ -49,19 +49,23 @@ int sandbox_name_ports(const struct sandbox *s, const char *name, struct latch_e
 	return n;
 }
 
-bool sandbox_name_allowed(void *arg, const char *name)
+/*
+ * Does the sandbox's policy allow this name (profile and overlay, `open`,
+ * the kit's egress_allow)?  What the resolver and the broker's CONNECT ask.
+ */
+static bool sandbox_name_allowed(void *arg, const char *name)
 {
 	struct sandbox *s = arg;
 	struct latch_entry ports[1];
 
-	if (grant_name_allowed(s, name))
+	if (latchd_grant_name_allowed(s, name))
 		return true; /* until the grant's deadline */
 	if (!s->have_profile)
 		return false; /* no named policy: the resolver answers nothing, the broker connects nowhere */
-	return s->prof.open || sandbox_name_ports(s, name, ports, 1) > 0;
+	return s->prof.open || latchd_sandbox_name_ports(s, name, ports, 1) > 0;
 }
 
-bool entry_takes_tcp(const struct latch_entry *e, uint16_t port)
+bool latchd_entry_takes_tcp(const struct latch_entry *e, uint16_t port)
 {
 	if (e->proto != LATCH_PROTO_ANY && e->proto != LATCH_PROTO_TCP)
 		return false;
@@ -73,13 +77,13 @@ bool entry_takes_tcp(const struct latch_entry *e, uint16_t port)
 	return false;
 }
 
-bool sandbox_name_port_allowed(void *arg, const char *name, uint16_t port)
+bool latchd_sandbox_name_port_allowed(void *arg, const char *name, uint16_t port)
 {
 	struct sandbox *s = arg;
 	char norm[LATCH_DNS_NAME_MAX + 1];
 	const struct latch_pentry *pe = NULL;
 
-	if (grant_name_port_allowed(s, name, port))
+	if (latchd_grant_name_port_allowed(s, name, port))
 		return true; /* until the grant's deadline */
 	if (!s->have_profile)
 		return false;
@@ -89,10 +93,10 @@ bool sandbox_name_port_allowed(void *arg, const char *name, uint16_t port)
 		return false;
 	/* each matching entry on its own: a udp entry's ports lend nothing to tcp */
 	while ((pe = latch_profile_next_match(&s->prof, norm, pe)))
-		if (entry_takes_tcp(&pe->entry, port))
+		if (latchd_entry_takes_tcp(&pe->entry, port))
 			return true;
 	for (int i = 0; i < s->n_extra; i++)
-		if (extra_matches(&s->extra[i], norm) && entry_takes_tcp(&s->extra[i].entry, port))
+		if (extra_matches(&s->extra[i], norm) && latchd_entry_takes_tcp(&s->extra[i].entry, port))
 			return true;
 	return false;
 }
@@ -109,7 +113,7 @@ static bool entry_covers(const struct latch_pentry *pe, const struct latch_addr 
 	return !(bits % 8 && (pe->entry.addr.bytes[full] ^ a->bytes[full]) & (0xff00 >> (bits % 8)));
 }
 
-bool profile_cidr_covers(const struct latch_profile *p, const struct latch_addr *a)
+bool latchd_cidr_covers(const struct latch_profile *p, const struct latch_addr *a)
 {
 	for (int i = 0; i < p->n; i++)
 		if (entry_covers(&p->entries[i], a))
@@ -120,7 +124,7 @@ bool profile_cidr_covers(const struct latch_profile *p, const struct latch_addr 
 /* Does an explicit CIDR entry of the profile or the kit cover this address? */
 static bool cidr_covers(const struct sandbox *s, const struct latch_addr *a)
 {
-	if (profile_cidr_covers(&s->prof, a))
+	if (latchd_cidr_covers(&s->prof, a))
 		return true;
 	for (int i = 0; i < s->n_extra; i++)
 		if (entry_covers(&s->extra[i], a))
@@ -150,7 +154,7 @@ static void refused(void *arg, const char *qname, uint16_t qtype, const char *re
 	latchd_audit_dns_refused(s->ld, s->name, qname, qtype, reason);
 }
 
-void sandbox_resolver_opts(struct sandbox *s, struct latch_resolver_opts *o)
+void latchd_sandbox_resolver_opts(struct sandbox *s, struct latch_resolver_opts *o)
 {
 	struct latchd *ld = s->ld;
 
@@ -184,26 +188,26 @@ void sandbox_resolver_opts(struct sandbox *s, struct latch_resolver_opts *o)
 	o->policy = (struct latch_resolver_policy){ .arg = s,
 						    .name_allowed = sandbox_name_allowed,
 						    .addr_refused = addr_refused,
-						    .answered = learned_answered,
+						    .answered = latchd_learned_answered,
 						    .refused = refused };
 }
 
 /* ---- lifecycle ---- */
 
-void sandbox_free(struct sandbox *s)
+void latchd_sandbox_free(struct sandbox *s)
 {
-	switch_abandon(s);
-	switch_gc_stop(s);
-	broker_close(s); /* wipes its keys */
+	latchd_switch_abandon(s);
+	latchd_switch_gc_stop(s);
+	latchd_broker_close(s); /* wipes its keys */
 	latch_resolver_free(s->res); /* cancels lookups: no callback after this */
-	grants_close(s);
+	latchd_grants_close(s);
 	if (s->learned_dirty)
-		learned_save(s);
-	events_close(s);
+		latchd_learned_save(s);
+	latchd_events_close(s);
 	latch_profile_free(&s->prof);
 	free(s->extra);
 	free(s->hosts);
-	learned_free(s);
+	latchd_learned_free(s);
 	latch_sandbox_free(s->sb);
 	free(s);
 }
@@ -218,10 +222,10 @@ static void apply_stored_profile(struct sandbox *s)
 		return;
 	if (!s->res)
 		latchd_log("%s: profile %s not applied: no resolver to look its names up with", s->name, pname);
-	else if (switch_load_profile(s->ld, pname, &p, err, sizeof(err)))
+	else if (latchd_switch_load_profile(s->ld, pname, &p, err, sizeof(err)))
 		latchd_log("%s: profile %s not applied: %s (the maps keep what they hold)", s->name, pname, err);
 	else
-		switch_begin(s, &p, NULL, true);
+		latchd_switch_begin(s, &p, NULL, true);
 }
 
 static struct sandbox *sandbox_add(struct latchd *ld, const char *name)
@@ -237,23 +241,23 @@ static struct sandbox *sandbox_add(struct latchd *ld, const char *name)
 	s->sb = latch_sandbox_open(name, err, sizeof(err));
 	if (!s->sb || latch_sandbox_read_config(s->sb, &s->cfg)) {
 		latchd_log("%s: %s", name, s->sb ? "cannot read its config" : err);
-		sandbox_free(s);
+		latchd_sandbox_free(s);
 		return NULL;
 	}
-	sandbox_resolver_opts(s, &o);
+	latchd_sandbox_resolver_opts(s, &o);
 	if (o.n_listen) {
 		s->res = latch_resolver_new(ld->base, &o, err, sizeof(err));
 		if (!s->res)
 			latchd_log("%s: resolver: %s (its guest gets no DNS answers)", name, err);
 	}
-	events_open(s);
+	latchd_events_open(s);
 	s->next = ld->sandboxes;
 	ld->sandboxes = s;
 	latchd_log("%s: serving (resolver %s)", name, s->res ? "up" : "none");
-	learned_load(s);
-	grants_open(s);
+	latchd_learned_load(s);
+	latchd_grants_open(s);
 	/* the kit before the profile: the switch composes the kit's egress_allow in */
-	broker_open(s);
+	latchd_broker_open(s);
 	apply_stored_profile(s);
 	return s;
 }
@@ -261,7 +265,7 @@ static struct sandbox *sandbox_add(struct latchd *ld, const char *name)
 static int scan_one(const char *name, void *arg)
 {
 	struct latchd *ld = arg;
-	struct sandbox *s = sandbox_find(ld, name);
+	struct sandbox *s = latchd_sandbox_find(ld, name);
 
 	if (!s)
 		s = sandbox_add(ld, name);
@@ -270,7 +274,7 @@ static int scan_one(const char *name, void *arg)
 	return 0;
 }
 
-void sandboxes_scan(struct latchd *ld)
+void latchd_sandboxes_scan(struct latchd *ld)
 {
 	for (struct sandbox *s = ld->sandboxes; s; s = s->next)
 		s->seen = false;
@@ -285,10 +289,10 @@ void sandboxes_scan(struct latchd *ld)
 		*pp = s->next;
 		latchd_log("%s: pins gone, no longer served", s->name);
 		/* what it learned goes with it, and its kit (a new sandbox of the name gets new placeholders) */
-		learned_remove_file(s->name);
+		latchd_learned_remove_file(s->name);
 		s->learned_dirty = false;
-		grants_forget(s);
-		broker_forget(s);
-		sandbox_free(s);
+		latchd_grants_forget(s);
+		latchd_broker_forget(s);
+		latchd_sandbox_free(s);
 	}
 }

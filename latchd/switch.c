@@ -38,7 +38,7 @@ struct lookup_ctx {
 	unsigned generation; /* of s->hosts, for a refresh */
 };
 
-int switch_load_profile(struct latchd *ld, const char *name, struct latch_profile *p, char *err, size_t errlen)
+int latchd_switch_load_profile(struct latchd *ld, const char *name, struct latch_profile *p, char *err, size_t errlen)
 {
 	return latch_profile_load(ld->profile_dir, name, ld->overlay, p, err, errlen);
 }
@@ -50,7 +50,8 @@ int switch_load_profile(struct latchd *ld, const char *name, struct latch_profil
  * between the read and the write, would be undone.  A cached answer, which
  * changes nothing, takes no lock.
  */
-int switch_learn(struct sandbox *s, const struct latch_entry *e, uint64_t expires, int origin, char *err, size_t errlen)
+int latchd_switch_learn(struct sandbox *s, const struct latch_entry *e, uint64_t expires, int origin, char *err,
+			size_t errlen)
 {
 	int lock, rc = latch_policy_learn_needed(s->sb, e, expires, origin);
 
@@ -100,11 +101,11 @@ static void switch_free(struct pending_switch *sw)
 	free(sw);
 }
 
-void switch_abandon(struct sandbox *s)
+void latchd_switch_abandon(struct sandbox *s)
 {
 	if (!s->sw)
 		return;
-	control_reply_error(s->sw->client, "%s: the sandbox went away during the switch", s->name);
+	latchd_control_reply_error(s->sw->client, "%s: the sandbox went away during the switch", s->name);
 	switch_free(s->sw);
 	s->sw = NULL;
 }
@@ -118,7 +119,7 @@ void switch_abandon(struct sandbox *s)
 #define GC_STEP_KEYS 4096
 static const struct timeval gc_step_interval = { 0, 1000 }; /* 1 ms */
 
-void switch_gc_stop(struct sandbox *s)
+void latchd_switch_gc_stop(struct sandbox *s)
 {
 	if (s->gc_ev)
 		event_free(s->gc_ev);
@@ -142,20 +143,20 @@ static void gc_step(evutil_socket_t fd, short what, void *arg)
 		latchd_log("%s: collecting the old policy generation: %s (the next switch collects it)", s->name,
 			   strerror(-rc));
 	if (rc <= 0)
-		switch_gc_stop(s);
+		latchd_switch_gc_stop(s);
 	else
 		evtimer_add(s->gc_ev, &gc_step_interval);
 }
 
 static void gc_schedule(struct sandbox *s)
 {
-	switch_gc_stop(s);
+	latchd_switch_gc_stop(s);
 	s->gc = latch_policy_gc_begin(s->sb);
 	if (!s->gc)
 		return; /* clean already, or no memory: the next switch's write collects it */
 	s->gc_ev = evtimer_new(s->ld->base, gc_step, s);
 	if (!s->gc_ev) {
-		switch_gc_stop(s);
+		latchd_switch_gc_stop(s);
 		return;
 	}
 	evtimer_add(s->gc_ev, &gc_step_interval);
@@ -229,7 +230,7 @@ static void switch_adopt(struct pending_switch *sw)
 	sw->extra = NULL;
 	s->hosts_generation++;
 	s->have_profile = true;
-	learned_keep_allowed(s);
+	latchd_learned_keep_allowed(s);
 	latch_resolver_flush(s->res);
 	if (latch_profile_state_write(s->name, s->prof.name, err, sizeof(err)))
 		latchd_log("%s: %s", s->name, err);
@@ -251,7 +252,7 @@ static void switch_commit(struct pending_switch *sw)
 	 * in the old generation, or a revoke be undone by the carry.
 	 */
 	if (!rc && (lock = latch_policy_lock(s->name, err, sizeof(err))) < 0) {
-		control_reply_error(sw->client, "%s: %s", s->name, err);
+		latchd_control_reply_error(sw->client, "%s: %s", s->name, err);
 		goto out;
 	}
 	if (!rc)
@@ -263,13 +264,13 @@ static void switch_commit(struct pending_switch *sw)
 	}
 	if (rc) {
 		latch_policy_unlock(lock);
-		control_reply_error(sw->client, "%s: cannot build the policy: %s", s->name, strerror(-rc));
+		latchd_control_reply_error(sw->client, "%s: cannot build the policy: %s", s->name, strerror(-rc));
 		goto out;
 	}
 	rc = latch_policy_switch(s->sb, out.specs, out.n, out.open, err, sizeof(err));
 	latch_policy_unlock(lock);
 	if (rc) {
-		control_reply_error(sw->client, "%s: %s", s->name, err);
+		latchd_control_reply_error(sw->client, "%s: %s", s->name, err);
 		latchd_audit(s->ld, s->name, "profile", "fail", "latchd.profile.switch",
 			     json_pack("{s:s, s:s, s:s}", "from", sw->from, "to", sw->prof.name, "error", err));
 		goto out;
@@ -282,10 +283,10 @@ static void switch_commit(struct pending_switch *sw)
 		     json_pack("{s:s, s:s, s:i, s:i, s:i, s:b}", "from", sw->from, "to", s->prof.name, "entries", out.n,
 			       "kit_entries", s->n_extra, "learned_kept", out.counts.learned, "uncontained",
 			       s->prof.open));
-	control_reply(sw->client,
-		      json_pack("{s:b, s:s, s:s, s:i, s:i, s:i, s:o, s:b}", "ok", 1, "sandbox", s->name, "profile",
-				s->prof.name, "entries", out.n, "kit_entries", s->n_extra, "learned_kept",
-				out.counts.learned, "hosts", hosts, "uncontained", s->prof.open));
+	latchd_control_reply(sw->client, json_pack("{s:b, s:s, s:s, s:i, s:i, s:i, s:o, s:b}", "ok", 1, "sandbox",
+						   s->name, "profile", s->prof.name, "entries", out.n, "kit_entries",
+						   s->n_extra, "learned_kept", out.counts.learned, "hosts", hosts,
+						   "uncontained", s->prof.open));
 out:
 	latch_compose_out_free(&out);
 	free(live.items);
@@ -330,13 +331,13 @@ static void switch_lookup_done(void *arg, const char *name, const struct latch_a
  * looked up first; the switch is committed, and the client answered, when
  * the last answer (or timeout) is in.
  */
-void switch_begin(struct sandbox *s, struct latch_profile *p, struct client *c, bool carry_live_learned)
+void latchd_switch_begin(struct sandbox *s, struct latch_profile *p, struct client *c, bool carry_live_learned)
 {
 	struct pending_switch *sw = calloc(1, sizeof(*sw));
 
 	if (!sw) {
 		latch_profile_free(p);
-		control_reply_error(c, "out of memory");
+		latchd_control_reply_error(c, "out of memory");
 		return;
 	}
 	sw->s = s;
@@ -346,10 +347,10 @@ void switch_begin(struct sandbox *s, struct latch_profile *p, struct client *c, 
 	sw->carry_live_learned = carry_live_learned;
 	snprintf(sw->from, sizeof(sw->from), "%s", s->have_profile ? s->prof.name : "");
 	sw->hosts = NULL;
-	if (!broker_kit_egress(s, &sw->extra, &sw->n_extra))
+	if (!latchd_broker_kit_egress(s, &sw->extra, &sw->n_extra))
 		sw->hosts = hosts_of(&sw->prof, sw->extra, sw->n_extra, &sw->n_hosts);
 	if (!sw->hosts) {
-		control_reply_error(c, "out of memory");
+		latchd_control_reply_error(c, "out of memory");
 		switch_free(sw);
 		return;
 	}
@@ -403,13 +404,13 @@ static void refresh_done(void *arg, const char *name, const struct latch_addr *a
 		struct latch_entry e;
 
 		latch_profile_address_entry(&h->addr[i], &h->pe->entry, &e);
-		if (switch_learn(s, &e, h->expires_ns, LATCH_ORIGIN_HOSTNAME, err, sizeof(err)))
+		if (latchd_switch_learn(s, &e, h->expires_ns, LATCH_ORIGIN_HOSTNAME, err, sizeof(err)))
 			latchd_log("%s: %s: %s", s->name, name, err);
 	}
 }
 
 /* Ask again for every host name whose TTL is about to run out (the last tenth, at least 5 s). */
-void switch_refresh_hosts(struct sandbox *s, uint64_t now)
+void latchd_switch_refresh_hosts(struct sandbox *s, uint64_t now)
 {
 	if (!s->have_profile || s->sw)
 		return;

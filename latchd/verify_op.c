@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * verify_op.c - `latch verify`'s name rows on latchd's root-only socket:
+ * latchd_verify_op.c - `latch verify`'s name rows on latchd's root-only socket:
  * the sandbox's resolver test-runs its own decisions on names and on
  * made-up upstream answers, and does nothing with them.
  *
@@ -60,9 +60,9 @@ static void pick_allowed(struct sandbox *s, char *out, size_t len)
 		out[0] = '\0';
 }
 
-void verify_op(struct client *c, json_t *req)
+void latchd_verify_op(struct client *c, json_t *req)
 {
-	struct latchd *ld = client_latchd(c);
+	struct latchd *ld = latchd_of_client(c);
 	const char *name = json_string_value(json_object_get(req, "sandbox"));
 	json_t *names = json_object_get(req, "names"), *answers = json_object_get(req, "answers");
 	json_t *rn = json_array(), *ra = json_array(), *v;
@@ -73,17 +73,18 @@ void verify_op(struct client *c, json_t *req)
 	if (!name || (names && !json_is_array(names)) || (answers && !json_is_array(answers))) {
 		json_decref(rn);
 		json_decref(ra);
-		return control_reply_error(c, "verify_names needs \"sandbox\", and \"names\"/\"answers\" as arrays");
+		return latchd_control_reply_error(
+			c, "verify_names needs \"sandbox\", and \"names\"/\"answers\" as arrays");
 	}
-	sandboxes_scan(ld);
-	s = sandbox_find(ld, name);
+	latchd_sandboxes_scan(ld);
+	s = latchd_sandbox_find(ld, name);
 	if (!s || !s->res) {
 		json_decref(rn);
 		json_decref(ra);
-		return control_reply_error(c,
-					   s ? "%s: no resolver (the sandbox has no resolver address)" :
-					       "no sandbox '%s' is served by latchd",
-					   name);
+		return latchd_control_reply_error(c,
+						  s ? "%s: no resolver (the sandbox has no resolver address)" :
+						      "no sandbox '%s' is served by latchd",
+						  name);
 	}
 	pick_allowed(s, allowed, sizeof(allowed));
 	json_array_foreach(names, i, v) {
@@ -102,14 +103,15 @@ void verify_op(struct client *c, json_t *req)
 		if (!text || latch_parse_addr(text, &a, NULL, 0)) {
 			json_decref(rn);
 			json_decref(ra);
-			return control_reply_error(c, "verify_names: not an address: %s",
-						   text ? text : "(not a string)");
+			return latchd_control_reply_error(c, "verify_names: not an address: %s",
+							  text ? text : "(not a string)");
 		}
 		why = latch_resolver_try_answer(s->res, &a, 1, &learn);
 		json_array_append_new(ra,
 				      json_pack("{s:s, s:s?, s:b}", "addr", text, "refused", why, "learn", learn > 0));
 	}
-	control_reply(c, json_pack("{s:b, s:s?, s:b, s:s?, s:o, s:o}", "ok", 1, "profile",
-				   s->have_profile ? s->prof.name : NULL, "open", s->have_profile && s->prof.open,
-				   "allowed_name", allowed[0] ? allowed : NULL, "names", rn, "answers", ra));
+	latchd_control_reply(c,
+			     json_pack("{s:b, s:s?, s:b, s:s?, s:o, s:o}", "ok", 1, "profile",
+				       s->have_profile ? s->prof.name : NULL, "open", s->have_profile && s->prof.open,
+				       "allowed_name", allowed[0] ? allowed : NULL, "names", rn, "answers", ra));
 }

@@ -29,16 +29,16 @@ Test(latchd_grant, a_grant_names_hosts_and_nothing_else)
 
 	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
 		err[0] = 0;
-		cr_expect_eq(grant_parse_host(refused[i], &default_port, &h, err, sizeof(err)), -EINVAL, "%s",
+		cr_expect_eq(latchd_grant_parse_host(refused[i], &default_port, &h, err, sizeof(err)), -EINVAL, "%s",
 			     refused[i]);
 		cr_expect(err[0], "%s: refused without a line", refused[i]);
 	}
 	/* controls: a host alone takes the default port; a port given is the one granted; names are folded */
-	cr_assert_eq(grant_parse_host("Docs.Example", &default_port, &h, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(latchd_grant_parse_host("Docs.Example", &default_port, &h, err, sizeof(err)), 0, "%s", err);
 	cr_expect_str_eq(h.name, "docs.example");
 	cr_expect_eq(h.ports.n_ports, 1);
 	cr_expect_eq(h.ports.ports[0].lo, 443);
-	cr_assert_eq(grant_parse_host("docs.example:7100", &default_port, &h, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(latchd_grant_parse_host("docs.example:7100", &default_port, &h, err, sizeof(err)), 0, "%s", err);
 	cr_expect_eq(h.ports.ports[0].lo, 7100);
 	cr_expect_eq(h.ports.ports[0].hi, 7100);
 }
@@ -62,13 +62,13 @@ Test(latchd_grant, grants_are_capped_over_any_hour)
 
 	caps_reset(2, 10, 3);
 	history.granted[history.n_granted++] = t0;
-	cr_expect_eq(grant_cap_granted(&sb, t0 + 1, err, sizeof(err)), 0, "one of two: %s", err);
+	cr_expect_eq(latchd_grant_cap_granted(&sb, t0 + 1, err, sizeof(err)), 0, "one of two: %s", err);
 	history.granted[history.n_granted++] = t0 + NS_PER_S;
-	cr_expect_eq(grant_cap_granted(&sb, t0 + 2 * NS_PER_S, err, sizeof(err)), -EDQUOT);
+	cr_expect_eq(latchd_grant_cap_granted(&sb, t0 + 2 * NS_PER_S, err, sizeof(err)), -EDQUOT);
 	cr_expect(strstr(err, "grants_per_hour = 2"), "%s", err);
 	/* an hour after the first, one place is free again; not a second before */
-	cr_expect_eq(grant_cap_granted(&sb, t0 + GRANT_HOUR_NS - NS_PER_S, err, sizeof(err)), -EDQUOT);
-	cr_expect_eq(grant_cap_granted(&sb, t0 + GRANT_HOUR_NS, err, sizeof(err)), 0, "%s", err);
+	cr_expect_eq(latchd_grant_cap_granted(&sb, t0 + GRANT_HOUR_NS - NS_PER_S, err, sizeof(err)), -EDQUOT);
+	cr_expect_eq(latchd_grant_cap_granted(&sb, t0 + GRANT_HOUR_NS, err, sizeof(err)), 0, "%s", err);
 }
 
 Test(latchd_grant, a_grant_being_resolved_counts_already)
@@ -79,9 +79,9 @@ Test(latchd_grant, a_grant_being_resolved_counts_already)
 
 	caps_reset(1, 10, 3);
 	history.list = &pending; /* control: an ask waiting for a person is no grant yet */
-	cr_expect_eq(grant_cap_granted(&sb, GRANT_HOUR_NS, err, sizeof(err)), 0, "%s", err);
+	cr_expect_eq(latchd_grant_cap_granted(&sb, GRANT_HOUR_NS, err, sizeof(err)), 0, "%s", err);
 	pending.next = &resolving;
-	cr_expect_eq(grant_cap_granted(&sb, GRANT_HOUR_NS, err, sizeof(err)), -EDQUOT);
+	cr_expect_eq(latchd_grant_cap_granted(&sb, GRANT_HOUR_NS, err, sizeof(err)), -EDQUOT);
 	history.list = NULL;
 }
 
@@ -92,16 +92,16 @@ Test(latchd_grant, asks_are_capped_per_hour_and_while_they_wait)
 
 	caps_reset(10, 2, 2);
 	history.asked[history.n_asked++] = GRANT_HOUR_NS;
-	cr_expect_eq(grant_cap_ask(&sb, GRANT_HOUR_NS + 1, err, sizeof(err)), 0, "%s", err);
+	cr_expect_eq(latchd_grant_cap_ask(&sb, GRANT_HOUR_NS + 1, err, sizeof(err)), 0, "%s", err);
 	history.asked[history.n_asked++] = GRANT_HOUR_NS + 1;
-	cr_expect_eq(grant_cap_ask(&sb, GRANT_HOUR_NS + 2, err, sizeof(err)), -EDQUOT);
+	cr_expect_eq(latchd_grant_cap_ask(&sb, GRANT_HOUR_NS + 2, err, sizeof(err)), -EDQUOT);
 	cr_expect(strstr(err, "grant_asks_per_hour = 2"), "%s", err);
 	/* two hours on, the asks are forgotten; two asks still waiting are the cap on their own */
 	history.list = &waiting[0];
 	waiting[0].next = &waiting[1];
-	cr_expect_eq(grant_cap_ask(&sb, 3 * GRANT_HOUR_NS, err, sizeof(err)), -EDQUOT);
+	cr_expect_eq(latchd_grant_cap_ask(&sb, 3 * GRANT_HOUR_NS, err, sizeof(err)), -EDQUOT);
 	cr_expect(strstr(err, "grant_asks_pending = 2"), "%s", err);
 	waiting[0].next = NULL;
-	cr_expect_eq(grant_cap_ask(&sb, 3 * GRANT_HOUR_NS, err, sizeof(err)), 0, "%s", err);
+	cr_expect_eq(latchd_grant_cap_ask(&sb, 3 * GRANT_HOUR_NS, err, sizeof(err)), 0, "%s", err);
 	history.list = NULL;
 }

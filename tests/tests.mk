@@ -88,10 +88,11 @@ EXPORTS_audit := latch_ audit_
 EXPORTS_broker := latch_ hb_
 EXPORTS_resolver := latch_ resolver_ dns_
 EXPORTS_sandbox := latch_
+EXPORTS_latchd := latch_ latchd_
 EXPORTS_ctl := latch_ latchd_
 EXPORTS_loader := latch_ loader_
 EXPORTS_budget := latch_ budget_
-EXPORTS_MODULES := common config kit room profile vm audit broker resolver budget sandbox ctl loader
+EXPORTS_MODULES := common config kit room profile vm audit broker resolver budget sandbox ctl loader latchd
 
 sizes:
 	$(Q)bash scripts/sizes.sh $(SIZES_SRCS)
