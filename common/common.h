@@ -240,7 +240,7 @@ int latch_state_file_read(const char *name, enum latch_state_kind kind, const st
 /* Replace it with obj, atomically, 0600 (its directory made 0700).  0 or -errno with a line in err. */
 int latch_state_file_write(const char *name, enum latch_state_kind kind, const struct latch_state_format *fmt,
 			   const char *header, const void *obj, char *err, size_t errlen);
-/* The same two for a file whose owner keeps another format (a JSON document); *text is malloc'd, NUL-ended. */
+/* The file's bytes, checked the same way (a legacy reader's input, a test's fixture); *text is malloc'd, NUL-ended. */
 int latch_state_file_read_raw(const char *name, enum latch_state_kind kind, char **text, size_t *len, char *err,
 			      size_t errlen);
 int latch_state_file_write_raw(const char *name, enum latch_state_kind kind, const void *data, size_t len, char *err,

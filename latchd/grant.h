@@ -16,7 +16,7 @@
  *	grant_store.c	a grant as JSON (replies, audit, notifier) and NAME.grants
  *	grant_ops.c	the control socket's ops: grant, grants, approve, deny
  *	grant_ask.c	the sandbox's ask: its JSON, its checks, its answer
- *	latchd_grant_notify.c	telling the person: notify_command and notify_url
+ *	grant_notify.c	telling the person: notify_command and notify_url
  */
 #ifndef LATCH_LATCHD_GRANT_H
 #define LATCH_LATCHD_GRANT_H
@@ -140,7 +140,7 @@ int latchd_grant_hosts_set(struct grant *g, json_t *hosts, const struct latch_en
 /* grant_ops.c: the outcome of a grant resolved for the client or the ask that waits */
 void latchd_grant_settled(struct grant *g, const char *error, bool usage);
 
-/* latchd_grant_notify.c */
+/* grant_notify.c */
 void latchd_grant_notify(struct grant *g);
 
 #endif

@@ -4,7 +4,7 @@
  *
  * The listener serves the sandbox's guest address only (broker), and
  * this endpoint can only ask.  A valid ask becomes a pending grant, the
- * person hears of it (latchd_grant_notify.c), and the request is held until a
+ * person hears of it (grant_notify.c), and the request is held until a
  * decision comes over the root-only socket (grant_ops.c), the wait runs out
  * (grant_ask_wait), or the guest leaves (the ask is withdrawn).  Nothing a
  * request carries decides anything: another path, another method, an "id"

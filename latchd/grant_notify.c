@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * latchd_grant_notify.c - telling the person that the sandbox asks.
+ * grant_notify.c - telling the person that the sandbox asks.
  *
  * Each ask goes, as one JSON document (docs/grants.md), to notify_command
  * (a program run with the document on stdin) and to notify_url (POSTed

@@ -7,7 +7,7 @@
  * so ("sandbox_says"), never as latch's own finding: a person approves the
  * destination, which they can judge, not the sentence, which they can't.
  *
- * NAME.grants (LATCH_STATE_GRANTS of the state API, a JSON document) holds the boot id, the last
+ * NAME.grants (LATCH_STATE_GRANTS of the state API) holds the boot id, the last
  * hour's asks and grants (what the caps count) and the active grants with
  * their boot-clock deadlines, so a restarted latchd still knows the names
  * the kernel's GRANT entries were opened for.  A file of another boot is
@@ -115,92 +115,253 @@ void latchd_grant_audit(const struct grant *g, const char *decision, const char 
 
 /* ---- NAME.grants ---- */
 
-static json_t *times_json(const uint64_t *t, int n)
+/*
+ * The file, in the state API's `key = value` lines:
+ *   boot = ID                  the boot it was written in; another boot's lines are ignored
+ *   asked = NS, granted = NS   the last hour's asks and grants (boot clock), one a line
+ *   grant = ID ASKED SECONDS ASKED_AT DEADLINE_NS EXPIRES_AT REASON...
+ *   host = NAME PROTO PORTS ADDRESSES   of the grant line above it; PORTS "any" or
+ *                                        LO-HI,...; ADDRESSES A,... or "-"
+ * The reason is last because it may hold blanks (latchd_grant_reason_check()
+ * keeps newlines and controls out of it).
+ */
+struct grants_file {
+	struct sandbox *s;
+	uint64_t now;
+	bool this_boot;
+	struct grant *cur; /* the grant the next host lines belong to; NULL: skip them */
+};
+
+static int boot_parse(void *obj, const char *value, char *msg, size_t msglen)
 {
-	json_t *a = json_array();
+	struct grants_file *gf = obj;
+	char id[64];
 
-	for (int i = 0; i < n; i++)
-		json_array_append_new(a, json_integer((json_int_t)t[i]));
-	return a;
-}
-
-static json_t *stored_json(const struct grant *g)
-{
-	json_t *hosts = json_array();
-
-	for (int i = 0; i < g->n_hosts; i++) {
-		const struct grant_host *h = &g->host[i];
-		json_t *ports = json_array(), *addrs = json_array();
-
-		for (int p = 0; p < h->ports.n_ports; p++)
-			json_array_append_new(ports, json_pack("[i, i]", h->ports.ports[p].lo, h->ports.ports[p].hi));
-		for (int k = 0; k < h->n; k++)
-			json_array_append_new(addrs, latchd_addr_json(&h->addr[k]));
-		json_array_append_new(hosts, json_pack("{s:s, s:i, s:o, s:o}", "name", h->name, "proto", h->ports.proto,
-						       "ports", ports, "addresses", addrs));
-	}
-	return json_pack("{s:s, s:b, s:i, s:s, s:I, s:I, s:I, s:o}", "id", g->id, "asked", g->asked, "seconds",
-			 (int)g->seconds, "reason", g->reason, "asked_at", (json_int_t)g->asked_wall, "deadline_ns",
-			 (json_int_t)g->deadline_ns, "expires_at", (json_int_t)g->deadline_wall, "hosts", hosts);
-}
-
-void latchd_grants_save(struct sandbox *s)
-{
-	struct grants *gs = s->grants;
-	char id[64], err[LATCH_ERR_MAX], *text;
-	json_t *list = json_array(), *doc;
-
-	for (struct grant *g = gs->list; g; g = g->next)
-		if (g->state == GRANT_ACTIVE)
-			json_array_append_new(list, stored_json(g));
 	latchd_boot_id(id, sizeof(id));
-	doc = json_pack("{s:s, s:o, s:o, s:o}", "boot", id, "asked", times_json(gs->asked, gs->n_asked), "granted",
-			times_json(gs->granted, gs->n_granted), "grants", list);
-	text = json_dumps(doc, JSON_COMPACT);
-	json_decref(doc);
-	if (text && !latch_state_file_write_raw(s->name, LATCH_STATE_GRANTS, text, strlen(text), err, sizeof(err)))
-		gs->dirty = false;
-	free(text);
+	gf->this_boot = !strcmp(value, id);
+	return 0;
 }
 
-static void times_load(json_t *a, uint64_t *t, int *n, uint64_t now)
+static void boot_print(FILE *f, const void *obj)
+{
+	char id[64];
+
+	latchd_boot_id(id, sizeof(id));
+	fprintf(f, "boot = %s\n", id);
+}
+
+/* A time of the last hour, kept; anything else is skipped (it no longer counts). */
+static void time_keep(uint64_t *t, int *n, uint64_t x, uint64_t now)
+{
+	if (*n < GRANT_HISTORY_MAX && x <= now && x + GRANT_HOUR_NS > now)
+		t[(*n)++] = x;
+}
+
+static int asked_parse(void *obj, const char *value, char *msg, size_t msglen)
+{
+	struct grants_file *gf = obj;
+
+	if (gf->this_boot)
+		time_keep(gf->s->grants->asked, &gf->s->grants->n_asked, strtoull(value, NULL, 10), gf->now);
+	return 0;
+}
+
+static int granted_parse(void *obj, const char *value, char *msg, size_t msglen)
+{
+	struct grants_file *gf = obj;
+
+	if (gf->this_boot)
+		time_keep(gf->s->grants->granted, &gf->s->grants->n_granted, strtoull(value, NULL, 10), gf->now);
+	return 0;
+}
+
+static void times_print(FILE *f, const char *key, const uint64_t *t, int n)
+{
+	for (int i = 0; i < n; i++)
+		fprintf(f, "%s = %llu\n", key, (unsigned long long)t[i]);
+}
+
+static void asked_print(FILE *f, const void *obj)
+{
+	const struct grants_file *gf = obj;
+
+	times_print(f, "asked", gf->s->grants->asked, gf->s->grants->n_asked);
+}
+
+static void granted_print(FILE *f, const void *obj)
+{
+	const struct grants_file *gf = obj;
+
+	times_print(f, "granted", gf->s->grants->granted, gf->s->grants->n_granted);
+}
+
+/* A stored grant whose deadline is still ahead, of this boot, not already known; else NULL. */
+static struct grant *grant_restore(struct sandbox *s, const char *id, bool asked, uint64_t deadline, uint64_t now)
+{
+	struct grant *g;
+
+	if (strlen(id) != GRANT_ID_CHARS || deadline <= now || latchd_grant_find(s->ld, id))
+		return NULL;
+	g = latchd_grant_new(s, asked);
+	if (!g)
+		return NULL;
+	snprintf(g->id, sizeof(g->id), "%s", id);
+	g->deadline_ns = deadline;
+	g->state = GRANT_ACTIVE;
+	return g;
+}
+
+/* The reason as stored; one an older latch let through is shown escaped from now on. */
+static void reason_restore(struct grant *g, const char *reason)
+{
+	snprintf(g->reason, sizeof(g->reason), "%s", reason);
+	if (latchd_grant_reason_check(g->reason, NULL, 0))
+		latch_text_escape(reason, g->reason, sizeof(g->reason));
+}
+
+static int grant_parse(void *obj, const char *value, char *msg, size_t msglen)
+{
+	struct grants_file *gf = obj;
+	unsigned long long deadline, asked_at, expires;
+	char id[GRANT_ID_CHARS + 2];
+	unsigned asked, seconds;
+	int reason_at = -1;
+
+	gf->cur = NULL;
+	if (!gf->this_boot ||
+	    sscanf(value, "%17s %u %u %llu %llu %llu %n", id, &asked, &seconds, &asked_at, &deadline, &expires,
+		   &reason_at) != 6 ||
+	    reason_at < 0)
+		return 0; /* a line latchd did not write is skipped, as a spent grant is */
+	gf->cur = grant_restore(gf->s, id, asked, deadline, gf->now);
+	if (!gf->cur)
+		return 0;
+	gf->cur->seconds = seconds;
+	gf->cur->asked_wall = (time_t)asked_at;
+	gf->cur->deadline_wall = (time_t)expires;
+	reason_restore(gf->cur, value + reason_at);
+	return 0;
+}
+
+/* "any" or "LO-HI,..." into e's ports; -EINVAL when it is neither. */
+static int ports_parse(const char *text, struct latch_entry *e)
+{
+	const char *p = text;
+
+	if (!strcmp(text, "any"))
+		return 0;
+	while (*p && e->n_ports < LATCH_RULES_MAX) {
+		char *end;
+		unsigned long lo = strtoul(p, &end, 10), hi;
+
+		if (*end != '-')
+			return -EINVAL;
+		hi = strtoul(end + 1, &end, 10);
+		if (lo > hi || hi > 65535 || (*end && *end != ','))
+			return -EINVAL;
+		e->ports[e->n_ports].lo = lo;
+		e->ports[e->n_ports++].hi = hi;
+		p = *end ? end + 1 : end;
+	}
+	return 0;
+}
+
+_Static_assert(LATCH_RESOLVER_ADDRS_MAX *INET6_ADDRSTRLEN < 1600, "host_parse's addrs holds every address");
+
+static int host_parse(void *obj, const char *value, char *msg, size_t msglen)
+{
+	struct grants_file *gf = obj;
+	char name[LATCH_DNS_NAME_MAX + 2], ports[512], addrs[1600];
+	struct grant_host *h;
+	unsigned proto;
+	char *a, *save;
+
+	if (!gf->cur || gf->cur->n_hosts >= GRANT_HOSTS_MAX ||
+	    sscanf(value, "%254s %u %511s %1599s", name, &proto, ports, addrs) != 4)
+		return 0;
+	h = &gf->cur->host[gf->cur->n_hosts];
+	memset(h, 0, sizeof(*h));
+	h->ports.proto = proto;
+	if (latch_dns_name_normalize(name, h->name, sizeof(h->name)) || ports_parse(ports, &h->ports))
+		return 0;
+	for (a = strtok_r(addrs, ",", &save); a && h->n < LATCH_RESOLVER_ADDRS_MAX; a = strtok_r(NULL, ",", &save)) {
+		char e[LATCH_ERR_MAX];
+
+		if (strcmp(a, "-") && !latch_parse_addr(a, &h->addr[h->n], e, sizeof(e)))
+			h->n++;
+	}
+	h->ttl_ns = gf->now; /* the TTL is unknown now: ask again soon */
+	gf->cur->n_hosts++;
+	return 0;
+}
+
+static void host_print(FILE *f, const struct grant_host *h)
+{
+	fprintf(f, "host = %s %d ", h->name, h->ports.proto);
+	if (!h->ports.n_ports)
+		fputs("any", f);
+	for (int p = 0; p < h->ports.n_ports; p++)
+		fprintf(f, "%s%u-%u", p ? "," : "", h->ports.ports[p].lo, h->ports.ports[p].hi);
+	fputc(' ', f);
+	if (!h->n)
+		fputc('-', f);
+	for (int k = 0; k < h->n; k++) {
+		char a[INET6_ADDRSTRLEN];
+
+		latch_addr_format(&h->addr[k], a, sizeof(a));
+		fprintf(f, "%s%s", k ? "," : "", a);
+	}
+	fputc('\n', f);
+}
+
+/* Every active grant, each followed by its host lines (so "host" itself prints nothing). */
+static void grants_print(FILE *f, const void *obj)
+{
+	const struct grants_file *gf = obj;
+
+	for (const struct grant *g = gf->s->grants->list; g; g = g->next) {
+		if (g->state != GRANT_ACTIVE)
+			continue;
+		fprintf(f, "grant = %s %d %u %lld %llu %lld %s\n", g->id, g->asked, g->seconds,
+			(long long)g->asked_wall, (unsigned long long)g->deadline_ns, (long long)g->deadline_wall,
+			g->reason);
+		for (int i = 0; i < g->n_hosts; i++)
+			host_print(f, &g->host[i]);
+	}
+}
+
+static void nothing_print(FILE *f, const void *obj)
+{
+}
+
+/* ---- the JSON document a latch before the state API's format wrote ---- */
+
+static void legacy_times(json_t *a, uint64_t *t, int *n, uint64_t now)
 {
 	size_t i;
 	json_t *v;
 
-	json_array_foreach(a, i, v) {
-		uint64_t x = (uint64_t)json_integer_value(v);
-
-		if (*n < GRANT_HISTORY_MAX && x <= now && x + GRANT_HOUR_NS > now)
-			t[(*n)++] = x;
-	}
+	json_array_foreach(a, i, v)
+		time_keep(t, n, (uint64_t)json_integer_value(v), now);
 }
 
-/* One stored active grant back into the list; false when it is spent or malformed. */
-static bool grant_load(struct sandbox *s, json_t *o, uint64_t now)
+static void legacy_grant(struct grants_file *gf, json_t *o)
 {
-	uint64_t deadline = (uint64_t)json_integer_value(json_object_get(o, "deadline_ns"));
 	const char *id = json_string_value(json_object_get(o, "id"));
 	json_t *hosts = json_object_get(o, "hosts"), *h;
 	struct grant *g;
 	size_t i;
 
-	if (!id || strlen(id) != GRANT_ID_CHARS || deadline <= now || !json_array_size(hosts) ||
-	    json_array_size(hosts) > GRANT_HOSTS_MAX || latchd_grant_find(s->ld, id))
-		return false;
-	g = latchd_grant_new(s, json_is_true(json_object_get(o, "asked")));
+	if (!id || !json_array_size(hosts) || json_array_size(hosts) > GRANT_HOSTS_MAX)
+		return;
+	g = grant_restore(gf->s, id, json_is_true(json_object_get(o, "asked")),
+			  (uint64_t)json_integer_value(json_object_get(o, "deadline_ns")), gf->now);
 	if (!g)
-		return false;
-	snprintf(g->id, sizeof(g->id), "%s", id);
-	snprintf(g->reason, sizeof(g->reason), "%s", json_string_value(json_object_get(o, "reason")) ?: "");
-	if (latchd_grant_reason_check(g->reason, NULL,
-				      0)) /* a state file of an older latch: shown escaped from now on */
-		latch_text_escape(json_string_value(json_object_get(o, "reason")), g->reason, sizeof(g->reason));
+		return;
+	reason_restore(g, json_string_value(json_object_get(o, "reason")) ?: "");
 	g->seconds = json_integer_value(json_object_get(o, "seconds"));
 	g->asked_wall = json_integer_value(json_object_get(o, "asked_at"));
-	g->deadline_ns = deadline;
 	g->deadline_wall = json_integer_value(json_object_get(o, "expires_at"));
-	g->state = GRANT_ACTIVE;
 	json_array_foreach(hosts, i, h) {
 		struct grant_host *gh = &g->host[g->n_hosts];
 		const char *name = json_string_value(json_object_get(h, "name"));
@@ -222,39 +383,79 @@ static bool grant_load(struct sandbox *s, json_t *o, uint64_t now)
 			    !latch_parse_addr(json_string_value(v), &gh->addr[gh->n], e, sizeof(e)))
 				gh->n++;
 		}
-		gh->ttl_ns = now; /* the TTL is unknown now: ask again soon */
+		gh->ttl_ns = gf->now;
 		g->n_hosts++;
 	}
-	return true;
+}
+
+static int legacy_read(const char *path, char *text, void *obj, char *err, size_t errlen)
+{
+	struct grants_file *gf = obj;
+	json_t *doc = json_loads(text, 0, NULL), *o;
+	char id[64];
+	size_t i;
+
+	if (!doc) {
+		snprintf(err, errlen, "%s:1: neither `key = value` lines nor the JSON an older latchd wrote", path);
+		return -EINVAL;
+	}
+	latchd_boot_id(id, sizeof(id));
+	if (!strcmp(json_string_value(json_object_get(doc, "boot")) ?: "", id)) {
+		legacy_times(json_object_get(doc, "asked"), gf->s->grants->asked, &gf->s->grants->n_asked, gf->now);
+		legacy_times(json_object_get(doc, "granted"), gf->s->grants->granted, &gf->s->grants->n_granted,
+			     gf->now);
+		json_array_foreach(json_object_get(doc, "grants"), i, o)
+			legacy_grant(gf, o);
+	}
+	json_decref(doc);
+	return 0;
+}
+
+static const struct latch_kv_key grants_keys[] = {
+	LATCH_KV_FN("boot", boot_parse, boot_print),
+	LATCH_KV_LIST_FN("asked", asked_parse, asked_print),
+	LATCH_KV_LIST_FN("granted", granted_parse, granted_print),
+	LATCH_KV_LIST_FN("grant", grant_parse, grants_print),
+	LATCH_KV_LIST_FN("host", host_parse, nothing_print),
+};
+static const struct latch_state_format grants_format = { grants_keys, 5, LATCH_KV_UNKNOWN_OK, legacy_read };
+
+void latchd_grants_save(struct sandbox *s)
+{
+	struct grants_file gf = { .s = s };
+	char err[LATCH_ERR_MAX];
+
+	if (!latch_state_file_write(s->name, LATCH_STATE_GRANTS, &grants_format,
+				    "latchd: this sandbox's asks and active grants; written by latchd", &gf, err,
+				    sizeof(err)))
+		s->grants->dirty = false; /* else the next tick tries again */
+}
+
+/* A grant restored without a host it could name is spent: nothing of it can be opened. */
+static void drop_hostless(struct sandbox *s)
+{
+	struct grant *g = s->grants->list, *next;
+
+	for (; g; g = next) {
+		next = g->next;
+		if (!g->n_hosts)
+			latchd_grant_drop(g);
+	}
 }
 
 void latchd_grants_open(struct sandbox *s)
 {
-	char id[64], err[LATCH_ERR_MAX], *text = NULL;
-	uint64_t now = latch_now_boot_ns();
-	json_t *doc = NULL, *o;
-	size_t i, len;
+	struct grants_file gf = { .s = s, .now = latch_now_boot_ns() };
+	char err[LATCH_ERR_MAX];
 	int ret;
 
 	s->grants = calloc(1, sizeof(*s->grants));
 	if (!s->grants)
 		return;
-	ret = latch_state_file_read_raw(s->name, LATCH_STATE_GRANTS, &text, &len, err, sizeof(err));
+	ret = latch_state_file_read(s->name, LATCH_STATE_GRANTS, &grants_format, &gf, err, sizeof(err));
 	if (ret && ret != -ENOENT)
 		latchd_log("%s: grants not restored: %s", s->name, err);
-	if (text)
-		doc = json_loads(text, 0, NULL);
-	free(text);
-	if (!doc)
-		return;
-	latchd_boot_id(id, sizeof(id));
-	if (!strcmp(json_string_value(json_object_get(doc, "boot")) ?: "", id)) {
-		times_load(json_object_get(doc, "asked"), s->grants->asked, &s->grants->n_asked, now);
-		times_load(json_object_get(doc, "granted"), s->grants->granted, &s->grants->n_granted, now);
-		json_array_foreach(json_object_get(doc, "grants"), i, o)
-			grant_load(s, o, now);
-	}
-	json_decref(doc);
+	drop_hostless(s);
 	s->grants->dirty = false;
 }
 

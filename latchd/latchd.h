@@ -23,7 +23,7 @@
  *	broker.c	the credential broker: the engine (broker/) on the loop,
  *			each kit sandbox's listener and routes, the kit and backend ops
  *	meter.c		the spend caps: budget/ on each AI provider route's meter seam
- *	latchd_verify_op.c	`latch verify`'s name rows: the resolver's decisions test-run
+ *	verify_op.c	`latch verify`'s name rows: the resolver's decisions test-run
  *	room.c		rooms' services: a resolver and a broker on each room's own
  *			address (room.h)
  *	confine.c	latchd in a cgroup of its own under the room programs, and
@@ -176,7 +176,7 @@ struct latchd {
 	struct confine *confine;
 	/* meter.c: the spend caps (budget/, the ledger's sole writer) */
 	struct meter *meter;
-	struct notifier *notifier; /* latchd_grant_notify.c: the notifier processes running */
+	struct notifier *notifier; /* grant_notify.c: the notifier processes running */
 };
 
 /*
@@ -264,7 +264,7 @@ void latchd_learned_remove_file(const char *name);
 void latchd_learned_free(struct sandbox *s);
 void latchd_boot_id(char *buf, size_t len);
 
-/* grant.c, grant_ops.c, latchd_grant_notify.c (grant.h has the rest) */
+/* grant.c, grant_ops.c, grant_notify.c (grant.h has the rest) */
 void latchd_grants_open(struct sandbox *s); /* its grants back from NAME.grants */
 void latchd_grants_close(struct sandbox *s); /* saved; waiting asks and clients answered */
 void latchd_grants_forget(struct sandbox *s); /* the sandbox is gone: NAME.grants goes */
@@ -328,7 +328,7 @@ void latchd_meter_close(struct latchd *ld); /* after every listener */
 bool latchd_meter_route(struct latchd *ld, const char *who, const struct latch_kit_cred *cr,
 			struct latch_http_meter *out);
 
-/* latchd_verify_op.c: {"op":"verify_names"}, `latch verify`'s test-runs of the resolver's decisions */
+/* verify_op.c: {"op":"verify_names"}, `latch verify`'s test-runs of the resolver's decisions */
 void latchd_verify_op(struct client *c, json_t *req);
 
 /* periodic.c */

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * latchd_verify_op.c - `latch verify`'s name rows on latchd's root-only socket:
+ * verify_op.c - `latch verify`'s name rows on latchd's root-only socket:
  * the sandbox's resolver test-runs its own decisions on names and on
  * made-up upstream answers, and does nothing with them.
  *
