@@ -266,7 +266,7 @@ AGENT_CFLAGS := -std=gnu11 -Os -static -Wall -Wextra -Wshadow -Wmissing-prototyp
 # latch-ask (vm/guest/ask.c) asks for a grant from inside; jansson builds its JSON, statically linked.
 GUEST_PROGS := $(BUILD)/vm/latch-agent $(BUILD)/vm/latch-rawsend $(BUILD)/vm/latch-ask
 
-$(BUILD)/vm/latch-agent: vm/guest/agent.c common/clock.c
+$(BUILD)/vm/latch-agent: vm/guest/agent.c vm/guest/agent_input.c common/clock.c
 $(BUILD)/vm/latch-rawsend: vm/guest/rawsend.c
 $(BUILD)/vm/latch-ask: vm/guest/ask.c common/units.c common/errors.c
 $(BUILD)/vm/latch-ask: GUEST_LIBS := -ljansson
@@ -279,7 +279,8 @@ $(GUEST_PROGS):
 image: $(GUEST_PROGS)
 	vm/images/image.sh $(IMAGE_DIR) $(BUILD)/vm/latch-agent
 
-# A manual proof of the image and the agent before libvirt is involved; never in `check`.
+# A proof of the image and the agent before libvirt is involved (vm-proof, never in `check`);
+# with --local, the agent alone on this host (selftests/live_agent.sh).
 $(BUILD)/selftests/agent_selftest: selftests/agent_selftest.c $(call archives_of,$(call closure,vm)) | $(BUILD)/selftests
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) -o $@ $< $(call link_with,vm)

@@ -41,3 +41,6 @@ SELFTEST_BINS += $(BUILD)/selftests/tcx_tool
 $(BUILD)/selftests/tcx_tool: selftests/tcx_tool.c $(call archives_of,$(call closure,loader)) | $(BUILD)/selftests
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) -MF $@.d -o $@ $< $(call link_with,loader)
+
+# The guest agent run on this host behind a raw pty, for live_agent.sh (selftests/agent_selftest.c --local).
+SELFTEST_BINS += $(BUILD)/selftests/agent_selftest $(BUILD)/vm/latch-agent

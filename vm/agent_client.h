@@ -33,10 +33,15 @@ struct latch_agent; /* one connection to one guest's agent */
 /* latch_agent_result.flags, beside LAGENT_EXIT_*: the host dropped output. */
 #define LATCH_AGENT_HOST_TRUNCATED (1u << 16)
 
+/* LATCH_AGENT_IO_* (vm/vm.h, for the modules that see only it) */
 struct latch_agent_exec_opts {
 	uint32_t timeout_ms; /* 0: none; the guest kills the command at this */
-	uint32_t output_limit; /* stdout+stderr bytes relayed; 0: LAGENT_OUTPUT_CAP */
+	/* stdout+stderr bytes relayed; 0: LAGENT_OUTPUT_CAP, or no cap when io != 0 (streamed, not held) */
+	uint32_t output_limit;
 	const char *const *env; /* "NAME=VALUE"s, NULL-terminated, beside the agent's own; NULL: none */
+	unsigned int io; /* LATCH_AGENT_IO_* ; 0: stdin is /dev/null as today */
+	int stdin_fd; /* read with LATCH_AGENT_IO_STDIN; its terminal's size with LATCH_AGENT_IO_TTY */
+	const char *cwd; /* NULL: the agent's default; else the command's working directory in the guest */
 };
 
 struct latch_agent_result {
@@ -92,17 +97,19 @@ int latch_agent_wait(const char *sock_path, int timeout_ms, int (*alive)(void *a
 int latch_agent_ping(struct latch_agent *a, int timeout_ms, char *release, size_t len);
 
 /*
- * Run argv (NULL-terminated) in the guest, with stdin from /dev/null.
- * stdout and stderr chunks are written to out_fd and err_fd as they arrive
- * (-1 discards).  Returns 0 when the command ran (its status is in *res),
- * -ETIMEDOUT when the guest did not finish within timeout_ms plus
- * LATCH_AGENT_GRACE_MS, -EINTR when a signal interrupted the wait (close the
- * connection to cancel the command), -EPROTO on a malformed answer, -E2BIG
- * when argv and env do not fit in one frame, -EPROTONOSUPPORT for an env
- * to an agent that did not announce LAGENT_CAP_ENV (ping first: it comes
- * with the PONG), or the agent's errno when it refused.
+ * Run argv (NULL-terminated) in the guest, with stdin from /dev/null, or
+ * as opts->io says.  stdout and stderr chunks are written to out_fd and
+ * err_fd as they arrive (-1 discards).  Returns 0 when the command ran (its
+ * status is in *res), -ETIMEDOUT when the guest did not finish within
+ * timeout_ms plus LATCH_AGENT_GRACE_MS, -EINTR when a signal interrupted
+ * the wait (close the connection to cancel the command), -EPROTO on a
+ * malformed answer, -E2BIG when argv and env do not fit in one frame,
+ * -EPROTONOSUPPORT for an env, io or cwd to an agent that did not announce
+ * the capability (LAGENT_CAP_*: ping first, they come with the PONG), or
+ * the agent's errno when it refused.
  * A write error on out_fd/err_fd is returned as is; the caller ignores
- * SIGPIPE if those may be pipes.
+ * SIGPIPE if those may be pipes.  With LATCH_AGENT_IO_TTY or _SIGNALS the
+ * signals read here are blocked during the call and restored after it.
  */
 int latch_agent_exec(struct latch_agent *a, const char *const argv[], const struct latch_agent_exec_opts *opts,
 		     int out_fd, int err_fd, struct latch_agent_result *res);

@@ -175,11 +175,20 @@ bool latch_vm_running(const char *name);
 
 /* ---- commands in the guest ---- */
 
+#define LATCH_AGENT_IO_STDIN (1u << 0) /* relay stdin_fd to the command's stdin until EOF, then EOF */
+/* run under a pty in the guest; stdout+stderr arrive as stdout; window size from stdin_fd's terminal, and its changes */
+#define LATCH_AGENT_IO_TTY (1u << 1)
+/* SIGINT, SIGTERM, SIGHUP and SIGQUIT at this process go to the command's process group while it runs */
+#define LATCH_AGENT_IO_SIGNALS (1u << 2)
+
 struct latch_vm_exec_opts {
 	uint32_t timeout_ms; /* 0: none; the guest kills the command at this */
-	uint32_t output_limit; /* stdout+stderr bytes relayed; 0: the agent's cap */
+	uint32_t output_limit; /* stdout+stderr bytes relayed; 0: the agent's cap, or none with io (streamed) */
 	/* "NAME=VALUE"s for the command's environment (a kit's), NULL-terminated; NULL: none */
 	const char *const *env;
+	unsigned int io; /* LATCH_AGENT_IO_*; 0: stdin is /dev/null */
+	int stdin_fd; /* with io: what the command reads, and the terminal whose size a pty takes */
+	const char *cwd; /* NULL: the workspace, else / ; or this directory in the guest */
 };
 
 struct latch_vm_exec_result {
@@ -192,7 +201,8 @@ struct latch_vm_exec_result {
 };
 
 /*
- * Run argv (NULL-terminated) in NAME's guest with stdin from /dev/null,
+ * Run argv (NULL-terminated) in NAME's guest with stdin from /dev/null (or
+ * as opts->io says: latch_agent_exec()),
  * writing its stdout and stderr to out_fd and err_fd as they arrive (-1
  * discards).  0 when the command ran (its status in *res); -EINTR when a
  * signal interrupted the wait (the command is cancelled); -ETIMEDOUT when the

@@ -10,7 +10,11 @@
  * documented in vm/guest/agent_proto.h: 16-byte header {magic, type, flags, id,
  * len} then len bytes; EXEC carries {timeout_ms, output_limit, argc, flags}
  * and argv (and, with LAGENT_EXEC_ENV, the environment a kit gives the
- * sandbox); the answer is STDOUT/STDERR chunks then one EXIT.
+ * sandbox); the answer is STDOUT/STDERR chunks then one EXIT.  A command
+ * started with LAGENT_EXEC_STDIN or LAGENT_EXEC_PTY (`latch exec -i/-t`,
+ * `latch shell`) also takes STDIN, STDIN_EOF, WINSZ and SIGNAL frames while
+ * it runs; under a pty (posix_openpt: no libutil in a static build) it is a
+ * session leader with the pty as its controlling terminal.
  *
  * Nothing here allocates: requests and frames live in static buffers sized
  * by LAGENT_MAX_PAYLOAD, and output past the limit is read and dropped, so
@@ -33,8 +37,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <termios.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
+#include <sys/ioctl.h>
 #include <sys/sysmacros.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
@@ -42,9 +48,8 @@
 #include <unistd.h>
 
 #include "common/common.h" /* latch_now_ms: common/clock.c is linked in alone */
-#include "vm/guest/agent_proto.h"
+#include "vm/guest/agent.h"
 
-#define HDR_LEN sizeof(struct lagent_hdr)
 #define IDLE_SLEEP_MS 50 /* poll period while the host end is closed */
 #define DRAIN_GRACE_MS 250 /* after the command exits, for its pipes to close */
 
@@ -55,6 +60,7 @@ static int sig_fd = -1;
 static uint8_t req[HDR_LEN + LAGENT_MAX_PAYLOAD + 1]; /* +1: a NUL after argv */
 static uint8_t frame[HDR_LEN + LAGENT_MAX_PAYLOAD];
 static char *cmd_argv[LAGENT_MAX_ARGC + 1];
+static const char *cmd_cwd; /* NULL: /workspace, else / */
 
 /* Every command's environment; the host's "NAME=VALUE"s (a kit's, LAGENT_EXEC_ENV) are added after them. */
 static char *const base_env[] = {
@@ -65,8 +71,7 @@ static char *const base_env[] = {
 #define N_BASE_ENV (sizeof(base_env) / sizeof(base_env[0]))
 static char *cmd_env[N_BASE_ENV + LAGENT_MAX_ENVC + 1];
 
-static void logx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void logx(const char *fmt, ...)
+void logx(const char *fmt, ...)
 {
 	va_list ap;
 
@@ -185,7 +190,8 @@ static int send_pong(uint32_t id)
 	if (uname(&u) == 0)
 		memcpy(p.release, u.release, strnlen(u.release, sizeof(p.release) - 1));
 	memcpy(frame + HDR_LEN, &p, sizeof(p));
-	return send_frame_flags(LAGENT_PONG, LAGENT_CAP_ENV, id, sizeof(p));
+	return send_frame_flags(LAGENT_PONG, LAGENT_CAP_ENV | LAGENT_CAP_STDIN | LAGENT_CAP_PTY | LAGENT_CAP_CWD, id,
+				sizeof(p));
 }
 
 /* Is S "NAME=VALUE" with a name of its own (not one of base_env's)? */
@@ -203,15 +209,27 @@ static bool env_entry_ok(const char *s)
 
 /*
  * Check that the payload is exactly argc NUL-terminated strings (and, with
- * env, "NAME=VALUE" strings after them) and point cmd_argv and cmd_env at
- * them.  Returns argc, or -EINVAL.
+ * env, "NAME=VALUE" strings after them; with cwd, an absolute directory
+ * last) and point cmd_argv, cmd_env and cmd_cwd at them.  Returns argc, or
+ * -EINVAL.
  */
-static int parse_argv(uint8_t *p, uint32_t len, uint32_t argc, bool env)
+static int parse_argv(uint8_t *p, uint32_t len, uint32_t argc, bool env, bool cwd)
 {
 	uint32_t i = 0, off = 0, e = N_BASE_ENV;
 
 	if (argc == 0 || argc > LAGENT_MAX_ARGC || len == 0 || p[len - 1] != '\0')
 		return -EINVAL;
+	cmd_cwd = NULL;
+	if (cwd) {
+		uint32_t last = len - 1;
+
+		while (last > 0 && p[last - 1] != '\0')
+			last--;
+		if (last == 0 || p[last] != '/')
+			return -EINVAL;
+		cmd_cwd = (const char *)p + last;
+		len = last;
+	}
 	memcpy(cmd_env, base_env, sizeof(base_env));
 	while (off < len) {
 		char *str = (char *)p + off;
@@ -239,21 +257,35 @@ static void kill_group(pid_t pid)
 	kill(pid, SIGKILL);
 }
 
-static void __attribute__((noreturn)) child(int out_w, int err_w)
+/*
+ * The command's side of the fork.  in_r: its stdin (-1: /dev/null); pty:
+ * the pty's slave, which becomes stdin, stdout, stderr and the controlling
+ * terminal (out_w and err_w are then unused).  All fds given are CLOEXEC:
+ * dup2 makes the copies on 0..2 inheritable, the originals must not leak.
+ */
+static void __attribute__((noreturn)) child(int in_r, int out_w, int err_w, int pty)
 {
 	sigset_t none;
-	int null_fd;
 
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	signal(SIGPIPE, SIG_DFL);
 	setsid();
-	/* CLOEXEC: dup2 makes the copy on 0 inheritable; the original must not leak. */
-	null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	if (null_fd < 0 || dup2(null_fd, 0) < 0 || dup2(out_w, 1) < 0 || dup2(err_w, 2) < 0)
+	if (pty >= 0) {
+		if (ioctl(pty, TIOCSCTTY, 0) < 0 || dup2(pty, 0) < 0 || dup2(pty, 1) < 0 || dup2(pty, 2) < 0)
+			_exit(126);
+	} else {
+		if (in_r < 0)
+			in_r = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		if (in_r < 0 || dup2(in_r, 0) < 0 || dup2(out_w, 1) < 0 || dup2(err_w, 2) < 0)
+			_exit(126);
+	}
+	if (cmd_cwd && chdir(cmd_cwd) < 0) {
+		dprintf(2, "latch-agent: cd %s: %s\n", cmd_cwd, strerror(errno));
 		_exit(126);
+	}
 	/* The workspace is where the agent's work belongs, when it exists. */
-	if (chdir("/workspace") < 0 && chdir("/") < 0)
+	if (!cmd_cwd && chdir("/workspace") < 0 && chdir("/") < 0)
 		_exit(126);
 	environ = (char **)cmd_env;
 	execvp(cmd_argv[0], cmd_argv);
@@ -261,24 +293,14 @@ static void __attribute__((noreturn)) child(int out_w, int err_w)
 	_exit(errno == ENOENT ? 127 : 126);
 }
 
-/* One command's run: its limits, its pipes and what became of it. */
-struct run {
-	uint32_t id;
-	uint64_t limit, out_bytes, sent, dropped;
-	bool truncated;
-	pid_t pid;
-	int out, err; /* the read ends of its stdout and stderr */
-	bool out_open, err_open, reaped, timed_out;
-	int status;
-	uint64_t start, deadline, reaped_at;
-};
-
 /* Forward one read's worth of a pipe, or drop it past the limit. */
 static int relay(struct run *r, int fd, uint16_t type, bool *open)
 {
 	ssize_t n = read(fd, frame + HDR_LEN, LAGENT_CHUNK);
 	uint64_t room;
 
+	if (n < 0 && errno == EIO) /* a pty master whose slave every process closed */
+		n = 0;
 	if (n < 0)
 		return (errno == EAGAIN || errno == EINTR) ? 0 : -errno;
 	if (n == 0) {
@@ -302,23 +324,36 @@ static int relay(struct run *r, int fd, uint16_t type, bool *open)
 static int exec_parse(struct run *r, uint8_t *p, uint32_t len, const char **why)
 {
 	struct lagent_exec ex;
+	uint32_t flags, off = sizeof(ex);
 
 	if (len < sizeof(ex)) {
 		*why = "exec: short request";
 		return -EINVAL;
 	}
 	memcpy(&ex, p, sizeof(ex));
-	if (le32toh(ex.flags) & ~LAGENT_EXEC_ENV) {
+	flags = le32toh(ex.flags);
+	if (flags & ~LAGENT_EXEC_FLAGS) {
 		*why = "exec: unknown flags";
 		return -EINVAL;
 	}
-	if (parse_argv(p + sizeof(ex), len - (uint32_t)sizeof(ex), le32toh(ex.argc),
-		       le32toh(ex.flags) & LAGENT_EXEC_ENV) < 0) {
-		*why = "exec: malformed argv or environment";
+	if (flags & LAGENT_EXEC_PTY) {
+		if (len < off + sizeof(r->ws)) {
+			*why = "exec: short request";
+			return -EINVAL;
+		}
+		memcpy(&r->ws, p + off, sizeof(r->ws));
+		off += sizeof(r->ws);
+	}
+	if (parse_argv(p + off, len - off, le32toh(ex.argc), flags & LAGENT_EXEC_ENV, flags & LAGENT_EXEC_CWD) < 0) {
+		*why = "exec: malformed argv, environment or directory";
 		return -EINVAL;
 	}
+	r->pty = flags & LAGENT_EXEC_PTY;
+	r->interactive = flags & (LAGENT_EXEC_STDIN | LAGENT_EXEC_PTY);
 	r->limit = le32toh(ex.output_limit);
-	if (r->limit == 0 || r->limit > LAGENT_OUTPUT_CAP)
+	if (r->limit == 0 && r->interactive)
+		r->limit = UINT64_MAX; /* streamed as it comes, never held */
+	else if (r->limit == 0 || r->limit > LAGENT_OUTPUT_CAP)
 		r->limit = LAGENT_OUTPUT_CAP;
 	r->deadline = le32toh(ex.timeout_ms); /* relative until the command starts */
 	return 0;
@@ -327,18 +362,22 @@ static int exec_parse(struct run *r, uint8_t *p, uint32_t len, const char **why)
 /*
  * Relay the command's output until it is reaped and its pipes are closed
  * (or a grace after it is reaped), killing it at its deadline or when the
- * requester leaves.  Returns 0 or -errno; the command is reaped either way.
+ * requester leaves; feed an interactive command its input.  Returns 0 or
+ * -errno; the command is reaped either way.
  */
 static int exec_wait(struct run *r)
 {
 	int ret = 0;
 
 	while (!r->reaped || r->out_open || r->err_open) {
-		struct pollfd fds[4] = {
-			{ .fd = port_fd, .events = POLLIN },
+		/* Backpressure: while its stdin is full, no frame is read from the port. */
+		bool held = r->interactive && r->in_len;
+		struct pollfd fds[5] = {
+			{ .fd = port_fd, .events = held ? 0 : POLLIN },
 			{ .fd = sig_fd, .events = POLLIN },
 			{ .fd = r->out_open ? r->out : -1, .events = POLLIN },
 			{ .fd = r->err_open ? r->err : -1, .events = POLLIN },
+			{ .fd = held && r->in >= 0 ? r->in : -1, .events = POLLOUT },
 		};
 		int timeout = -1;
 		uint64_t now = latch_now_ms();
@@ -356,7 +395,7 @@ static int exec_wait(struct run *r)
 			}
 			timeout = (int)(r->deadline - now);
 		}
-		if (poll(fds, 4, timeout) < 0) {
+		if (poll(fds, 5, timeout) < 0) {
 			if (errno == EINTR)
 				continue;
 			ret = -errno;
@@ -367,15 +406,22 @@ static int exec_wait(struct run *r)
 		 * A requester that leaves makes the port hang up.  One that
 		 * leaves and is replaced at once may flip host_connected back
 		 * before we look, but the newcomer's first frame shows up here:
-		 * clients send nothing while a command runs, so any input also
-		 * means the requester of this command is gone.
+		 * clients send nothing while a command runs but its input, so any
+		 * other frame also means the requester of this command is gone.
 		 */
-		if (fds[0].revents & (POLLHUP | POLLERR | POLLIN)) {
+		if ((fds[0].revents & (POLLHUP | POLLERR)) || ((fds[0].revents & POLLIN) && !r->interactive)) {
 			logx("%s; killing %s", fds[0].revents & POLLIN ? "new request" : "host hung up", cmd_argv[0]);
 			ret = -EPIPE;
 			kill_group(r->pid);
 			break;
 		}
+		if ((fds[0].revents & POLLIN) && (ret = input_frame(r))) {
+			logx("%s; killing %s", in_frame_held ? "new request" : "host hung up", cmd_argv[0]);
+			kill_group(r->pid);
+			break;
+		}
+		if (fds[4].revents)
+			input_flush(r);
 		if (fds[1].revents & POLLIN) {
 			struct signalfd_siginfo si;
 
@@ -386,7 +432,7 @@ static int exec_wait(struct run *r)
 				r->reaped_at = latch_now_ms();
 			}
 		}
-		if (fds[2].revents & (POLLIN | POLLHUP))
+		if (fds[2].revents & (POLLIN | POLLHUP | POLLERR))
 			ret = relay(r, r->out, LAGENT_STDOUT, &r->out_open);
 		if (!ret && (fds[3].revents & (POLLIN | POLLHUP)))
 			ret = relay(r, r->err, LAGENT_STDERR, &r->err_open);
@@ -422,10 +468,41 @@ static int send_exit(const struct run *r)
 	return send_frame(LAGENT_EXIT, r->id, sizeof(ee));
 }
 
+/* The pipes, or the pty, for R; fds[] are for do_exec() to close. */
+static int exec_fds(struct run *r, int out[2], int err[2], int in[2], int *slave)
+{
+	int ret;
+
+	if (r->pty) {
+		ret = open_pty(&r->ws, &r->out, slave);
+		if (ret)
+			return ret;
+		r->in = r->out;
+		r->err_open = false;
+		return 0;
+	}
+	if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0)
+		return -errno;
+	if (r->interactive && pipe2(in, O_CLOEXEC) < 0)
+		return -errno;
+	r->out = out[0];
+	r->err = err[0];
+	r->in = in[1]; /* r owns it from here: input_close() may close it early */
+	in[1] = -1;
+	return 0;
+}
+
+static void close_pair(int p[2])
+{
+	for (int i = 0; i < 2; i++)
+		if (p[i] >= 0)
+			close(p[i]);
+}
+
 static int do_exec(uint32_t id, uint8_t *p, uint32_t len)
 {
-	struct run r = { .id = id, .out_open = true, .err_open = true };
-	int out[2] = { -1, -1 }, err[2] = { -1, -1 };
+	struct run r = { .id = id, .out_open = true, .err_open = true, .out = -1, .err = -1, .in = -1 };
+	int out[2] = { -1, -1 }, err[2] = { -1, -1 }, in[2] = { -1, -1 }, slave = -1;
 	const char *why;
 	int ret;
 
@@ -435,8 +512,9 @@ static int do_exec(uint32_t id, uint8_t *p, uint32_t len)
 	if (host_gone())
 		return -EPIPE;
 
-	if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0) {
-		ret = send_error(id, errno, "exec: pipe");
+	ret = exec_fds(&r, out, err, in, &slave);
+	if (ret) {
+		ret = send_error(id, -ret, r.pty ? "exec: pty" : "exec: pipe");
 		goto out;
 	}
 	r.start = latch_now_ms();
@@ -448,55 +526,64 @@ static int do_exec(uint32_t id, uint8_t *p, uint32_t len)
 		goto out;
 	}
 	if (r.pid == 0)
-		child(out[1], err[1]);
+		child(in[0], out[1], err[1], slave);
+	/* Only the command holds its ends: its exit is what closes them. */
+	if (slave >= 0)
+		close(slave);
+	slave = -1;
 	close(out[1]);
 	close(err[1]);
-	out[1] = err[1] = -1;
-	fcntl(out[0], F_SETFL, O_NONBLOCK);
-	fcntl(err[0], F_SETFL, O_NONBLOCK);
-	r.out = out[0];
-	r.err = err[0];
+	close(in[0]);
+	out[1] = err[1] = in[0] = -1;
+	fcntl(r.out, F_SETFL, O_NONBLOCK);
+	if (!r.pty)
+		fcntl(r.err, F_SETFL, O_NONBLOCK);
+	if (r.in >= 0 && !r.pty)
+		fcntl(r.in, F_SETFL, O_NONBLOCK);
 	ret = exec_wait(&r);
 	if (!ret)
 		ret = send_exit(&r);
 out:
-	for (int i = 0; i < 2; i++) {
-		if (out[i] >= 0)
-			close(out[i]);
-		if (err[i] >= 0)
-			close(err[i]);
-	}
+	if (r.pty && r.out >= 0)
+		close(r.out);
+	if (!r.pty && r.in >= 0)
+		close(r.in);
+	if (slave >= 0)
+		close(slave);
+	close_pair(out);
+	close_pair(err);
+	close_pair(in);
 	return ret;
 }
 
 /*
- * Read one frame into req.  A header without the magic means we are out of
- * step with the host (an earlier session died mid-frame): slide one byte
- * and look again.  Returns 0 or -EPIPE.
+ * Read one frame into buf (req or in_frame).  A header without the magic
+ * means we are out of step with the host (an earlier session died
+ * mid-frame): slide one byte and look again.  Returns 0 or -EPIPE.
  */
-static int read_frame(struct lagent_hdr *h)
+int read_frame(uint8_t *buf, struct lagent_hdr *h)
 {
-	int ret = port_read(req, HDR_LEN);
+	int ret = port_read(buf, HDR_LEN);
 
 	while (!ret) {
-		memcpy(h, req, HDR_LEN);
+		memcpy(h, buf, HDR_LEN);
 		h->magic = le32toh(h->magic);
 		h->type = le16toh(h->type);
 		h->id = le32toh(h->id);
 		h->len = le32toh(h->len);
 		if (h->magic == LAGENT_MAGIC)
 			break;
-		memmove(req, req + 1, HDR_LEN - 1);
-		ret = port_read(req + HDR_LEN - 1, 1);
+		memmove(buf, buf + 1, HDR_LEN - 1);
+		ret = port_read(buf + HDR_LEN - 1, 1);
 	}
 	if (ret)
 		return ret;
 	if (h->len > LAGENT_MAX_PAYLOAD) {
 		/* Can't hold it; answer, then resync on the next magic. */
-		return send_error(h->id, EMSGSIZE, "request too large");
+		return send_error(h->id, EMSGSIZE, "bufuest too large");
 	}
-	ret = port_read(req + HDR_LEN, h->len);
-	req[HDR_LEN + h->len] = '\0';
+	ret = port_read(buf + HDR_LEN, h->len);
+	buf[HDR_LEN + h->len] = '\0';
 	return ret;
 }
 
@@ -504,7 +591,19 @@ static void serve(void)
 {
 	for (;;) {
 		struct lagent_hdr h;
-		int ret = read_frame(&h);
+		int ret = 0;
+
+		if (in_frame_held) {
+			/* The request that cancelled an interactive command; the NUL after it too. */
+			memcpy(&h, in_frame, HDR_LEN);
+			h.type = le16toh(h.type);
+			h.id = le32toh(h.id);
+			h.len = le32toh(h.len);
+			memcpy(req, in_frame, HDR_LEN + h.len + 1);
+			in_frame_held = false;
+		} else {
+			ret = read_frame(req, &h);
+		}
 
 		if (ret == -EPIPE) {
 			/* Nobody on the host end: wait for the next connection. */
@@ -525,6 +624,11 @@ static void serve(void)
 		case LAGENT_EXEC:
 			do_exec(h.id, req + HDR_LEN, h.len);
 			break;
+		case LAGENT_STDIN:
+		case LAGENT_STDIN_EOF:
+		case LAGENT_WINSZ:
+		case LAGENT_SIGNAL:
+			break; /* input sent before the host saw its command's EXIT */
 		default:
 			send_error(h.id, EOPNOTSUPP, "unknown request type");
 			break;

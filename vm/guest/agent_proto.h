@@ -17,8 +17,19 @@
  *     PING  id=N  no payload           agent answers PONG id=N
  *     EXEC  id=N  struct lagent_exec, then exec.argc NUL-terminated strings;
  *                 with LAGENT_EXEC_ENV in exec.flags, then "NAME=VALUE"
- *                 strings for the command's environment; the strings fill
- *                 the rest of the payload exactly
+ *                 strings for the command's environment; with
+ *                 LAGENT_EXEC_CWD, then its working directory; the strings
+ *                 fill the rest of the payload exactly.  With
+ *                 LAGENT_EXEC_PTY a struct lagent_winsz (the pty's first
+ *                 size) sits between struct lagent_exec and the strings
+ *   host -> guest while an EXEC with LAGENT_EXEC_STDIN or LAGENT_EXEC_PTY
+ *   runs, carrying that EXEC's id
+ *     STDIN       1..LAGENT_MAX_PAYLOAD bytes for the command's stdin
+ *     STDIN_EOF   no payload: close the command's stdin (under a pty: type
+ *                 the terminal's EOF character); later STDIN is dropped
+ *     WINSZ       struct lagent_winsz: the pty's new size (no pty: ignored)
+ *     SIGNAL      struct lagent_signal: to the command's process group;
+ *                 only INT, TERM, HUP, QUIT and KILL, others are ignored
  *   guest -> host, all carrying the id of the request they answer
  *     PONG        struct lagent_pong
  *     STDOUT      1..LAGENT_CHUNK bytes of the command's stdout
@@ -28,13 +39,20 @@
  *                 request the agent could not run (malformed, too big)
  *
  * One request is served at a time.  The host sends nothing while a command
- * runs; closing the connection, or sending any frame, cancels the command:
+ * runs but the input frames above, to a command that takes them; closing the
+ * connection, or sending any other frame, cancels the command:
  * the agent kills its process group and sends no EXIT for it (a frame that
  * cancelled is then served as usual).  Both rules are needed because a
  * client that disconnects and is replaced at once may never show the agent
  * a hang-up.  Output past the output limit is read and
  * dropped so the command never blocks on a full pipe; EXIT then says how
  * much was dropped.
+ *
+ * Input is flow-controlled by the one stream: the agent holds one STDIN
+ * frame at a time and reads no further frame while the command's stdin (pipe
+ * or pty) is full.  So a SIGNAL or WINSZ queued behind stdin the command
+ * does not read waits for it; a hang-up is still seen at once and kills the
+ * command, which is how the host gets out of that state.
  *
  * Capabilities ride in the PONG's header flags (LAGENT_CAP_*), which agents
  * and hosts that predate them leave 0 and ignore: the version stays 1 both
@@ -64,6 +82,10 @@
 enum lagent_type {
 	LAGENT_PING = 0x01,
 	LAGENT_EXEC = 0x02,
+	LAGENT_STDIN = 0x03,
+	LAGENT_STDIN_EOF = 0x04,
+	LAGENT_WINSZ = 0x05,
+	LAGENT_SIGNAL = 0x06,
 
 	LAGENT_PONG = 0x81,
 	LAGENT_STDOUT = 0x82,
@@ -83,19 +105,41 @@ _Static_assert(sizeof(struct lagent_hdr) == 16, "lagent_hdr is 16 bytes on the w
 
 /* PONG header flags: what this agent takes beyond version 1's first form */
 #define LAGENT_CAP_ENV (1u << 0) /* EXEC with LAGENT_EXEC_ENV */
+#define LAGENT_CAP_STDIN (1u << 1) /* EXEC with LAGENT_EXEC_STDIN, and the input frames */
+#define LAGENT_CAP_PTY (1u << 2) /* EXEC with LAGENT_EXEC_PTY */
+#define LAGENT_CAP_CWD (1u << 3) /* EXEC with LAGENT_EXEC_CWD */
 
 /* lagent_exec.flags */
 #define LAGENT_EXEC_ENV (1u << 0) /* "NAME=VALUE" strings follow argv (LAGENT_CAP_ENV) */
+#define LAGENT_EXEC_STDIN (1u << 1) /* stdin is a pipe fed by STDIN frames (LAGENT_CAP_STDIN) */
+/* stdin, stdout and stderr are one new pty, output comes as STDOUT; a
+ * struct lagent_winsz follows struct lagent_exec (LAGENT_CAP_PTY) */
+#define LAGENT_EXEC_PTY (1u << 2)
+#define LAGENT_EXEC_CWD (1u << 3) /* the payload's last string is the working directory (LAGENT_CAP_CWD) */
+#define LAGENT_EXEC_FLAGS (LAGENT_EXEC_ENV | LAGENT_EXEC_STDIN | LAGENT_EXEC_PTY | LAGENT_EXEC_CWD)
 #define LAGENT_MAX_ENVC 256
 
 struct lagent_exec {
 	uint32_t timeout_ms; /* 0: no timeout; else SIGKILL to the process group */
-	uint32_t output_limit; /* 0 or > LAGENT_OUTPUT_CAP: LAGENT_OUTPUT_CAP */
+	/* 0 or > LAGENT_OUTPUT_CAP: LAGENT_OUTPUT_CAP; 0 with STDIN or PTY: no limit (streamed) */
+	uint32_t output_limit;
 	uint32_t argc; /* 1..LAGENT_MAX_ARGC */
 	uint32_t flags; /* LAGENT_EXEC_*; other bits 0 */
 	/* followed by argc NUL-terminated strings, then (LAGENT_EXEC_ENV) the environment's */
 };
 _Static_assert(sizeof(struct lagent_exec) == 16, "lagent_exec is 16 bytes on the wire");
+
+struct lagent_winsz {
+	uint16_t rows, cols; /* 0: leave as is */
+	uint16_t xpixel, ypixel;
+};
+_Static_assert(sizeof(struct lagent_winsz) == 8, "lagent_winsz is 8 bytes on the wire");
+
+struct lagent_signal {
+	int32_t signo; /* Linux numbering */
+	uint32_t flags; /* 0; reserved */
+};
+_Static_assert(sizeof(struct lagent_signal) == 8, "lagent_signal is 8 bytes on the wire");
 
 struct lagent_pong {
 	uint32_t version; /* LAGENT_VERSION */
