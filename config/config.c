@@ -35,6 +35,7 @@ static void conf_defaults(struct latch_conf *c)
 	c->grant_asks_pending = LATCH_CONF_GRANT_ASKS_PENDING;
 	c->notify_timeout = LATCH_CONF_NOTIFY_TIMEOUT;
 	c->notify_retries = LATCH_CONF_NOTIFY_RETRIES;
+	strcpy(c->npm_registry, LATCH_CONF_NPM_REGISTRY);
 	c->broker_port = LATCH_CONF_BROKER_PORT;
 	c->broker_body_max = LATCH_CONF_BROKER_BODY_MAX;
 	c->broker_metered_hold_max = LATCH_CONF_BROKER_METERED_HOLD_MAX;
@@ -177,6 +178,33 @@ static int parse_notify_url(void *obj, const char *v, char *msg, size_t msglen)
 	return 0;
 }
 
+/* Installers are only as good as the channel's integrity hash, but a plain-text registry is still refused. */
+static int parse_npm_registry(void *obj, const char *v, char *msg, size_t msglen)
+{
+	struct latch_conf *c = obj;
+	size_t n = strlen(v);
+
+	while (n > 8 && v[n - 1] == '/')
+		n--;
+	if (strncmp(v, "https://", 8) || n <= 8 || strpbrk(v, " \t?#") || n >= sizeof(c->npm_registry))
+		return latch_errf(msg, msglen, -EINVAL,
+				  "npm_registry '%s' must be an https:// URL without a query, e.g. %s", v,
+				  LATCH_CONF_NPM_REGISTRY);
+	memcpy(c->npm_registry, v, n);
+	c->npm_registry[n] = '\0';
+	return 0;
+}
+
+static int parse_npm_ca_file(void *obj, const char *v, char *msg, size_t msglen)
+{
+	struct latch_conf *c = obj;
+
+	if (v[0] != '/' || strlen(v) >= sizeof(c->npm_ca_file))
+		return latch_errf(msg, msglen, -EINVAL, "npm_ca_file '%s' must be an absolute path", v);
+	strcpy(c->npm_ca_file, v);
+	return 0;
+}
+
 /*
  * A spend cap: `VALUE` or a comma-separated list of `[PROVIDER:]VALUE`.  A
  * bare VALUE sets openai, anthropic and gemini; PROVIDER:VALUE sets one
@@ -312,6 +340,8 @@ static const struct latch_kv_key conf_keys[] = {
 	LATCH_KV_FN("notify_url", parse_notify_url, NULL),
 	LATCH_KV_SECS("notify_timeout", struct latch_conf, notify_timeout, 1, 120),
 	LATCH_KV_U32("notify_retries", struct latch_conf, notify_retries, 0, 5, "a number of retries, 0..5"),
+	LATCH_KV_FN("npm_registry", parse_npm_registry, NULL),
+	LATCH_KV_FN("npm_ca_file", parse_npm_ca_file, NULL),
 };
 
 /* What no single key can say: the keys that depend on each other. */

@@ -108,12 +108,16 @@ struct latch_conf {
 	char notify_url[1024]; /* each ask POSTed there as JSON; "" none */
 	uint32_t notify_timeout; /* seconds for one notifier run or one POST */
 	uint32_t notify_retries; /* POSTs again after a failure */
+	/* kit setup (docs/kits.md): where npm installers are fetched, verified on the host */
+	char npm_registry[512]; /* https://HOST[:PORT][/PATH], no trailing '/' */
+	char npm_ca_file[PATH_MAX]; /* "" : the system's CA store */
 };
 
 /* Defaults when the file says nothing (the v4 pool is not for tests). */
 #define LATCH_CONF_POOL4 "10.213.0.0/16"
 #define LATCH_CONF_TABLE_BASE 21300
 #define LATCH_CONF_RULE_PRIORITY 10213
+#define LATCH_CONF_NPM_REGISTRY "https://registry.npmjs.org"
 
 /*
  * Read the config ($LATCH_ROOT/etc/latch/latch.conf).  A missing file gives
