@@ -72,7 +72,7 @@ SRCS_cli := $(wildcard cli/*.c)
 PKGS_loader := libbpf libelf zlib libnl-3.0 libnl-route-3.0
 PKGS_audit := sqlite3 libcrypto jansson libsystemd
 # kit/: libcyaml for the schema, libyaml (which it is built on) for env and the unknown-field warning
-PKGS_kit := libcyaml yaml-0.1
+PKGS_kit := libcyaml yaml-0.1 libcrypto libcurl libarchive jansson
 PKGS_vm := libnl-3.0 libnl-route-3.0 libnftables libarchive jansson libseccomp libcap
 PKGS_room := libseccomp libcap jansson
 PKGS_ctl := jansson

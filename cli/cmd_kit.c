@@ -104,6 +104,23 @@ static json_t *env_names(const struct latch_kit *kit)
 	return a;
 }
 
+/* What the kit installs: each package, its pin, and the bins the kit names (none: package.json's). */
+static json_t *setup_json(const struct latch_kit *kit)
+{
+	json_t *a = json_array();
+
+	for (int i = 0; i < kit->n_setup; i++) {
+		const struct latch_kit_npm *p = &kit->setup[i];
+		json_t *bins = json_array();
+
+		for (int b = 0; b < p->n_bins; b++)
+			json_array_append_new(bins, json_string(p->bins[b]));
+		json_array_append_new(a, json_pack("{s:s, s:s, s:s, s:o}", "npm", p->name, "version", p->version,
+						   "integrity", p->integrity, "bin", bins));
+	}
+	return a;
+}
+
 static json_t *kit_json(const struct latch_kit *kit)
 {
 	json_t *o = json_pack("{s:s, s:s, s:s, s:b}", "name", kit->name, "description", kit->description, "source",
@@ -117,6 +134,7 @@ static json_t *kit_json(const struct latch_kit *kit)
 		json_array_append_new(creds, cred_json(&kit->creds[i]));
 	json_object_set_new(o, "credentials", creds);
 	json_object_set_new(o, "env", env_names(kit));
+	json_object_set_new(o, "setup", setup_json(kit));
 	if (kit->warning[0])
 		json_object_set_new(o, "warning", json_string(kit->warning));
 	return o;
@@ -154,7 +172,7 @@ static void network_column(const struct latch_kit *kit, char *buf, size_t len)
 
 int cmd_kits(int argc, char **argv)
 {
-	char dir[PATH_MAX], err[LATCH_ERR_MAX], net[1024];
+	char dir[PATH_MAX], err[LATCH_ERR_MAX], net[1024], setup[16];
 	struct latch_kit_opts o = latch_sandbox_kit_opts(dir, sizeof(dir));
 	char first_err[LATCH_ERR_MAX] = "";
 	struct latch_kit_info *list;
@@ -167,7 +185,8 @@ int cmd_kits(int argc, char **argv)
 		return latch_err(LATCH_EXIT_FAILED, "%s", err);
 	arr = json_array();
 	if (!latch_json)
-		printf("%-10s %-*s %-9s %-8s %s\n", "KIT", NETWORK_WIDTH, "NETWORK", "KEYS", "SECRETS", "DESCRIPTION");
+		printf("%-10s %-*s %-9s %-8s %-9s %s\n", "KIT", NETWORK_WIDTH, "NETWORK", "KEYS", "SECRETS", "SETUP",
+		       "DESCRIPTION");
 	for (int i = 0; i < n; i++) {
 		struct latch_kit *kit =
 			latch_sandbox_kit_verdict(latch_kit_load(list[i].name, &o, err, sizeof(err)), err, sizeof(err));
@@ -179,10 +198,11 @@ int cmd_kits(int argc, char **argv)
 			if (!n_bad++)
 				snprintf(first_err, sizeof(first_err), "%s", err);
 			if (!latch_json && list[i].file)
-				printf("%-10s %-*s %-9s %-8s INVALID: see `latch kit check %s/%s.yaml`\n", list[i].name,
-				       NETWORK_WIDTH, "-", "-", "-", dir, list[i].name);
+				printf("%-10s %-*s %-9s %-8s %-9s INVALID: see `latch kit check %s/%s.yaml`\n",
+				       list[i].name, NETWORK_WIDTH, "-", "-", "-", "-", dir, list[i].name);
 			else if (!latch_json)
-				printf("%-10s %-*s %-9s %-8s INVALID\n", list[i].name, NETWORK_WIDTH, "-", "-", "-");
+				printf("%-10s %-*s %-9s %-8s %-9s INVALID\n", list[i].name, NETWORK_WIDTH, "-", "-",
+				       "-", "-");
 			if (!latch_json)
 				fprintf(stderr, "latch: %s\n", err);
 			json_array_append_new(arr, json_pack("{s:s, s:b, s:b, s:s}", "name", list[i].name, "builtin",
@@ -190,9 +210,12 @@ int cmd_kits(int argc, char **argv)
 			continue;
 		}
 		network_column(kit, net, sizeof(net));
+		if (kit->n_setup)
+			snprintf(setup, sizeof(setup), "%d pinned", kit->n_setup);
 		if (!latch_json)
-			printf("%-10s %-*s %-9s %-8s %s\n", kit->name, NETWORK_WIDTH, net,
-			       kit->n_creds ? "brokered" : "none", kit_secrets_word(kit), kit->description);
+			printf("%-10s %-*s %-9s %-8s %-9s %s\n", kit->name, NETWORK_WIDTH, net,
+			       kit->n_creds ? "brokered" : "none", kit_secrets_word(kit), kit->n_setup ? setup : "-",
+			       kit->description);
 		k = kit_json(kit);
 		json_object_set_new(k, "file", json_boolean(list[i].file));
 		json_object_set_new(k, "shadows_builtin", json_boolean(list[i].file && list[i].builtin));
@@ -204,6 +227,8 @@ int cmd_kits(int argc, char **argv)
 	if (!latch_json)
 		printf("\nbrokered: the key stays on this machine and the sandbox holds a placeholder\n"
 		       "secrets: whether this shell's environment (or the secret_file) has the key; never its value\n"
+		       "setup: npm packages pinned by exact version and sha512, verified on this machine before "
+		       "install\n"
 		       "kits in %s override built-ins of the same name\n",
 		       dir);
 	out = json_pack("{s:s, s:o}", "dir", dir, "kits", arr);
@@ -280,6 +305,15 @@ static void print_check(const struct latch_kit *kit)
 	}
 	for (int i = 0; i < kit->n_creds; i++)
 		print_cred(&kit->creds[i]);
+	for (int i = 0; i < kit->n_setup; i++) {
+		const struct latch_kit_npm *p = &kit->setup[i];
+
+		printf("latch: setup: npm %s@%s, verified by %.20s... before install; bins:", p->name, p->version,
+		       p->integrity);
+		for (int b = 0; b < p->n_bins; b++)
+			printf(" %s", p->bins[b]);
+		printf("%s\n", p->n_bins ? "" : " its package.json's");
+	}
 	printf("latch: the sandbox gets");
 	for (int i = 0; i < kit->n_creds; i++)
 		for (int e = 0; e < kit->creds[i].n_env; e++)
@@ -425,15 +459,77 @@ static int kit_backend(const char *name, const char *cred, const char *alt)
 	return 0;
 }
 
+/* ---- latch kit fetch KIT, latch kit pin KIT NAME@VERSION */
+
+/* Fetch and verify every installer of KIT (a name, or a file as `kit check` reads it) into the cache. */
+static int kit_fetch(const char *name)
+{
+	char dir[PATH_MAX], err[LATCH_SANDBOX_ERR_MAX];
+	struct latch_kit_opts o = latch_sandbox_kit_opts(dir, sizeof(dir));
+	struct latch_npm_tarball t[LATCH_KIT_SETUP_MAX];
+	struct latch_kit *kit;
+	json_t *pkgs;
+
+	if (latch_need_root("kit"))
+		return LATCH_EXIT_USAGE;
+	kit = strchr(name, '/') ?
+		      latch_sandbox_kit_verdict(latch_kit_load_file(name, &o, err, sizeof(err)), err, sizeof(err)) :
+		      latch_sandbox_kit_open_checked(name, err, sizeof(err));
+	if (!kit)
+		return latch_err(errno == ENOMEM ? LATCH_EXIT_FAILED : LATCH_EXIT_USAGE, "%s", err);
+	if (latch_sandbox_setup_fetch(kit, t, &latch_say, err, sizeof(err))) {
+		latch_kit_free(kit);
+		return latch_err(LATCH_EXIT_FAILED, "%s", err);
+	}
+	pkgs = json_array();
+	for (int i = 0; i < kit->n_setup; i++) {
+		json_t *bins = json_array();
+
+		for (int b = 0; b < t[i].n_bins; b++)
+			json_array_append_new(bins, json_pack("{s:s, s:s}", "name", t[i].bins[b].name, "path",
+							      t[i].bins[b].path));
+		json_array_append_new(pkgs, json_pack("{s:s, s:s, s:s, s:b, s:I, s:o}", "npm", kit->setup[i].name,
+						      "version", kit->setup[i].version, "file", t[i].file, "cached",
+						      t[i].cached, "bytes", (json_int_t)t[i].size, "bin", bins));
+	}
+	latch_sandbox_setup_close(kit, t);
+	if (!latch_json)
+		printf("kit %s: %d installer%s verified%s\n", kit->name, kit->n_setup, kit->n_setup == 1 ? "" : "s",
+		       kit->n_setup ? " and cached" : " (the kit installs nothing)");
+	latch_json_out(json_pack("{s:s, s:o}", "kit", kit->name, "setup", pkgs));
+	latch_kit_free(kit);
+	return LATCH_EXIT_OK;
+}
+
+static int kit_pin(const char *kit, const char *spec)
+{
+	char path[PATH_MAX], integrity[LATCH_NPM_INTEGRITY_MAX + 1], err[LATCH_SANDBOX_ERR_MAX];
+
+	if (latch_need_root("kit"))
+		return LATCH_EXIT_USAGE;
+	if (latch_sandbox_kit_pin(kit, spec, path, sizeof(path), integrity, &latch_say, err, sizeof(err)))
+		return latch_err(errno == ENOMEM ? LATCH_EXIT_FAILED : LATCH_EXIT_USAGE, "%s", err);
+	if (!latch_json)
+		printf("kit %s: %s pinned (%s) in %s; `latch kit fetch %s` fetches and verifies it\n", kit, spec,
+		       integrity, path, kit);
+	latch_json_out(
+		json_pack("{s:s, s:s, s:s, s:s}", "kit", kit, "pinned", spec, "integrity", integrity, "file", path));
+	return LATCH_EXIT_OK;
+}
+
 int cmd_kit(int argc, char **argv)
 {
 	if (argc == 3 && !strcmp(argv[1], "check"))
 		return kit_check(argv[2]);
+	if (argc == 3 && !strcmp(argv[1], "fetch"))
+		return kit_fetch(argv[2]);
+	if (argc == 4 && !strcmp(argv[1], "pin"))
+		return kit_pin(argv[2], argv[3]);
 	if (argc == 3 && !strcmp(argv[2], "secrets"))
 		return kit_secrets(argv[1]);
 	if (argc == 5 && !strcmp(argv[2], "backend"))
 		return kit_backend(argv[1], argv[3], argv[4]);
 	return latch_err(LATCH_EXIT_USAGE,
-			 "usage: latch kit check FILE | kit NAME secrets | kit NAME backend CREDENTIAL "
-			 "ALTERNATIVE|-");
+			 "usage: latch kit check FILE | kit fetch KIT | kit pin KIT NAME@VERSION | kit NAME secrets | "
+			 "kit NAME backend CREDENTIAL ALTERNATIVE|-");
 }

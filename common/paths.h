@@ -24,6 +24,8 @@
 #define LATCH_AUDIT_DB LATCH_VAR_DIR "/audit.db"
 #define LATCH_LEDGER_DB LATCH_VAR_DIR "/ledger.db"
 #define LATCH_IMAGES_DIR LATCH_VAR_DIR "/images"
+/* kit setup's npm tarballs, each named by its sha512 (root's, 0700; files 0600) */
+#define LATCH_NPM_CACHE_DIR LATCH_VAR_DIR "/cache/npm"
 /* per-sandbox state files of the host-side modules (latch_state_file_path()) */
 #define LATCH_POLICY_DIR LATCH_VAR_DIR "/policy"
 /* a VM sandbox's directory: its record and its guest-state backup */

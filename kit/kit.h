@@ -70,6 +70,13 @@
 #define LATCH_KIT_PRICED_STARS 4 /* '*'s in one priced endpoint's path */
 #define LATCH_KIT_FILE_MAX (256 * 1024) /* bytes of a kit file */
 #define LATCH_KIT_SECRET_MAX 8192 /* bytes of one secret */
+#define LATCH_KIT_SETUP_MAX 8 /* setup entries: the packages a kit installs */
+#define LATCH_NPM_NAME_MAX 214 /* npm's own limit, scope included */
+#define LATCH_NPM_VERSION_MAX 64
+#define LATCH_SHA512_LEN 64
+#define LATCH_NPM_INTEGRITY_MAX 100 /* "sha512-" and 88 base64 characters */
+#define LATCH_NPM_BINS_MAX 8 /* commands one package links into the guest's PATH */
+#define LATCH_NPM_BIN_NAME_MAX 64
 
 /* Who bills a credential's requests: budget/ keeps caps per provider. */
 enum latch_provider {
@@ -165,6 +172,21 @@ struct latch_kit_cred {
 	unsigned provider_tools; /* allow_provider_tools: bits 1u << enum latch_kit_tool */
 };
 
+/*
+ * One installer of a kit's `setup`: an npm package pinned to an exact
+ * version and the registry's sha512 integrity.  Its tarball is fetched and
+ * checked on the host (kit/setup.c) and nothing else about it is trusted.
+ */
+struct latch_kit_npm {
+	char name[LATCH_NPM_NAME_MAX + 1]; /* "@scope/name" or "name" */
+	char version[LATCH_NPM_VERSION_MAX + 1]; /* exact: 1.2.3, 0.171.0-linux-x64 */
+	char integrity[LATCH_NPM_INTEGRITY_MAX + 1]; /* "sha512-<base64>", as written */
+	unsigned char sha512[LATCH_SHA512_LEN]; /* the same, decoded */
+	/* bin: paths in the package, each linked under its base name; none: package.json's bin */
+	char bins[LATCH_NPM_BINS_MAX][LATCH_KIT_PATH_MAX + 1];
+	int n_bins;
+};
+
 struct latch_kit {
 	char name[LATCH_KIT_NAME_MAX + 1];
 	char description[LATCH_KIT_DESC_MAX + 1];
@@ -178,6 +200,8 @@ struct latch_kit {
 	char *egress_text;
 	struct latch_kit_cred *creds;
 	int n_creds;
+	struct latch_kit_npm *setup; /* what the kit installs in the guest, in order */
+	int n_setup;
 	/* "" or the one warning: the fields of the file latch does not read */
 	char warning[LATCH_ERR_MAX];
 };
@@ -224,6 +248,82 @@ struct latch_kit_info {
  * each once.  DIR may be NULL (built-ins only) or missing.  Caller frees *out.
  */
 int latch_kit_list(const char *dir, struct latch_kit_info **out, int *n, char *err, size_t errlen);
+
+/* ---- setup: a kit's npm installers, fetched and verified on the host (npm.c, setup.c) */
+
+/* npm's name rules: "name" or "@scope/name", lower-case URL-safe, at most 214. */
+bool latch_npm_name_ok(const char *s);
+/* A bin's path: relative, inside the package, of plain characters, no "." or ".." component. */
+bool latch_npm_bin_path_ok(const char *s);
+/* An exact semver version (1.2.3, 1.2.3-rc.1, 0.171.0-linux-x64): no range, tag or "latest". */
+bool latch_npm_version_ok(const char *s);
+/* "sha512-<88 base64>" into its 64 bytes.  0 or -EINVAL (sha1, another hash, bad base64). */
+int latch_npm_integrity_parse(const char *s, unsigned char sha512[LATCH_SHA512_LEN]);
+/* npm's layout: REGISTRY/NAME/-/BASE-VERSION.tgz.  0 or -ENAMETOOLONG. */
+int latch_npm_tarball_url(const char *registry, const struct latch_kit_npm *p, char *buf, size_t len);
+
+#define LATCH_NPM_TARBALL_MAX (512ull << 20) /* the largest tarball fetched (Claude Code's is 196 MB) */
+#define LATCH_NPM_TIMEOUT 900 /* s: one tarball's whole fetch */
+
+/* Where installers come from: latch.conf's npm_registry and npm_ca_file. */
+struct latch_npm_source {
+	const char *registry; /* https://HOST[/PATH] */
+	const char *ca_file; /* NULL or "": the system's CA store */
+	const char *cache_dir; /* NULL: $LATCH_ROOT/var/lib/latch/cache/npm */
+	uint32_t timeout; /* s; 0: LATCH_NPM_TIMEOUT */
+};
+
+/* A command the package gives: /usr/local/bin/NAME -> the package's PATH. */
+struct latch_npm_bin {
+	char name[LATCH_NPM_BIN_NAME_MAX + 1];
+	char path[LATCH_KIT_PATH_MAX + 1]; /* relative, inside the package */
+};
+
+/* A tarball whose bytes matched the pin's sha512: install from fd, never from a path. */
+struct latch_npm_tarball {
+	int fd; /* read-only, at offset 0; -1: none */
+	uint64_t size;
+	bool cached; /* it was in the cache (and was hashed again) */
+	char file[PATH_MAX]; /* the cache file it is (messages only) */
+	struct latch_npm_bin bins[LATCH_NPM_BINS_MAX];
+	int n_bins;
+};
+
+/*
+ * P's tarball, verified.  From the cache when it is there (a root-owned 0600
+ * file named by the hash, hashed again now: a mismatch removes it and is
+ * refused); else fetched from SRC's registry over verified TLS (https only,
+ * 3 redirects, LATCH_NPM_TARBALL_MAX, the timeout), hashed as it arrives
+ * into an unnamed file of the cache directory that gets its name only when
+ * the hash matched, so a mismatch keeps nothing.  Then package.json is read
+ * from it (its name and version must be P's) for the bins, unless the kit
+ * names them.  0 with *out (close it with latch_npm_tarball_close), or
+ * -errno with one line in err naming the package (a mismatch: -EBADMSG with
+ * the expected and the got hash).
+ */
+int latch_npm_fetch(const struct latch_kit_npm *p, const struct latch_npm_source *src, struct latch_npm_tarball *out,
+		    char *err, size_t errlen);
+/* Accepts a closed one. */
+void latch_npm_tarball_close(struct latch_npm_tarball *t);
+/*
+ * What `latch kit pin` asks the registry: NAME@VERSION's dist.integrity,
+ * which must be sha512.  0 or -errno with one line in err.
+ */
+int latch_npm_registry_integrity(const struct latch_npm_source *src, const char *name, const char *version,
+				 char out[LATCH_NPM_INTEGRITY_MAX + 1], char *err, size_t errlen);
+/*
+ * KIT's text (TEXT, LEN bytes, SOURCE in messages) with the setup entry of
+ * package NAME pinned to VERSION and INTEGRITY: only those two values are
+ * rewritten, the rest of the file stays byte for byte.  *out is
+ * NUL-terminated, the caller's to free.  0 or -errno with one line in err
+ * (-ENOENT: the kit installs no package NAME).
+ */
+int latch_kit_pin_text(const char *text, size_t len, const char *source, const char *name, const char *version,
+		       const char *integrity, char **out, char *err, size_t errlen);
+/* KIT's text: its built-in's, or its file's read again under the file checks.  Caller frees. */
+int latch_kit_text(const struct latch_kit *kit, char **text, size_t *len, char *err, size_t errlen);
+/* The built-in kit NAME's text, or NULL. */
+const char *latch_kit_builtin_text(const char *name);
 
 /* ---- placeholders */
 

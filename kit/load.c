@@ -81,7 +81,7 @@ out:
 	return ret;
 }
 
-static const char *builtin_text(const char *name)
+const char *latch_kit_builtin_text(const char *name)
 {
 	for (size_t i = 0; i < N_BUILTIN; i++)
 		if (!strcmp(latch_builtin_kits[i].name, name))
@@ -242,7 +242,7 @@ struct latch_kit *latch_kit_load(const char *name, const struct latch_kit_opts *
 		errno = -ret;
 		return kit;
 	}
-	builtin = builtin_text(name);
+	builtin = latch_kit_builtin_text(name);
 	if (!builtin) {
 		kit_names(dir, names, sizeof(names));
 		latch_errf(err, errlen, -ENOENT, "no kit '%s'; the kits are %s (see latch kits; yours go in %s/NAME%s)",
@@ -269,6 +269,7 @@ void latch_kit_free(struct latch_kit *kit)
 	free(kit->egress);
 	free(kit->egress_text);
 	free(kit->creds);
+	free(kit->setup);
 	free(kit);
 }
 

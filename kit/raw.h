@@ -50,6 +50,12 @@ struct raw_cred {
 	unsigned allow_provider_tools_count;
 };
 
+struct raw_setup {
+	char *npm, *version, *integrity;
+	char **bin;
+	unsigned bin_count;
+};
+
 struct raw_kit {
 	char *name, *description, *provider;
 	char **command;
@@ -58,6 +64,8 @@ struct raw_kit {
 	unsigned egress_allow_count;
 	struct raw_cred *credentials;
 	unsigned credentials_count;
+	struct raw_setup *setup;
+	unsigned setup_count;
 };
 
 /* What the document walk found beside libcyaml. */
@@ -97,6 +105,9 @@ int kit_check_path(struct kit_ctx *c, const char *field, const char *s, bool all
 int kit_check_caps(struct kit_ctx *c, const struct raw_caps *r, struct latch_kit_caps *caps);
 int kit_check_priced(struct kit_ctx *c, const struct raw_cred *r, struct latch_kit_cred *cr);
 int kit_check_tools(struct kit_ctx *c, const struct raw_cred *r, struct latch_kit_cred *cr);
+
+/* npm.c: the kit's setup entries into kit->setup; 0 or kit_fail()'s -EINVAL. */
+int kit_check_setup(struct kit_ctx *c, const struct raw_kit *raw, struct latch_kit *kit);
 
 /* validate.c: check RAW and build the kit; 0 or -errno with one line in err. */
 int kit_build(const struct raw_kit *raw, const struct raw_doc *doc, const char *source, const char *default_name,

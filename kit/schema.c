@@ -89,6 +89,19 @@ static const cyaml_schema_value_t cred_entry = {
 };
 
 #define CREDS_KEY "credentials"
+#define SETUP_KEY "setup"
+
+static const cyaml_schema_field_t setup_fields[] = {
+	OPT_STR("npm", struct raw_setup, npm),
+	OPT_STR("version", struct raw_setup, version),
+	OPT_STR("integrity", struct raw_setup, integrity),
+	OPT_LIST("bin", struct raw_setup, bin, &string_entry),
+	CYAML_FIELD_END,
+};
+
+static const cyaml_schema_value_t setup_entry = {
+	CYAML_VALUE_MAPPING(CYAML_FLAG_DEFAULT, struct raw_setup, setup_fields),
+};
 
 static const cyaml_schema_field_t kit_fields[] = {
 	OPT_STR("name", struct raw_kit, name),
@@ -97,6 +110,7 @@ static const cyaml_schema_field_t kit_fields[] = {
 	OPT_LIST("command", struct raw_kit, command, &string_entry),
 	OPT_LIST("egress_allow", struct raw_kit, egress_allow, &string_entry),
 	OPT_LIST(CREDS_KEY, struct raw_kit, credentials, &cred_entry),
+	OPT_LIST(SETUP_KEY, struct raw_kit, setup, &setup_entry),
 	CYAML_FIELD_END,
 };
 
@@ -274,9 +288,11 @@ static int walk_value(struct walk *w, yaml_node_t *v, const cyaml_schema_field_t
 			return alias_error(w, *it);
 		if (entry->type == CYAML_MAPPING && item->type == YAML_MAPPING_NODE) {
 			char sub[128];
-			const char *name = mapping_scalar(w, item, "name");
+			bool is_setup = !strcmp(f->key, SETUP_KEY);
+			const char *name = mapping_scalar(w, item, is_setup ? "npm" : "name");
 			bool is_cred = !strcmp(f->key, CREDS_KEY);
 			const char *what = is_cred			       ? "credential" :
+					   is_setup			       ? "setup" :
 					   !strcmp(f->key, "priced_endpoints") ? "priced endpoint" :
 										 "alternative";
 			int idx = is_cred ? (int)(it - v->data.sequence.items.start) : cred;
@@ -287,6 +303,15 @@ static int walk_value(struct walk *w, yaml_node_t *v, const cyaml_schema_field_t
 				snprintf(sub, sizeof(sub), "%s%s %d: ", where, what,
 					 (int)(it - v->data.sequence.items.start) + 1);
 			ret = walk_mapping(w, item, entry->mapping.fields, sub, idx);
+		} else if (entry->type == CYAML_MAPPING && item->type == YAML_SCALAR_NODE &&
+			   !strcmp(f->key, SETUP_KEY)) {
+			/* kosa8 writes commands here; a command installs whatever it fetches, unverified */
+			ret = latch_errf_at(
+				w->err, w->errlen, -EINVAL, w->source, line_of(item),
+				"%ssetup entry \"%.60s\" is a command, and latch will not run an installer "
+				"it cannot verify; write {npm: NAME, version: EXACT, integrity: sha512-...} "
+				"(docs/kits.md)",
+				where, scalar_of(item) ? scalar_of(item) : "");
 		} else if (item->type == YAML_SCALAR_NODE && !scalar_of(item)) {
 			ret = latch_errf_at(w->err, w->errlen, -EINVAL, w->source, line_of(item),
 					    "%s%s has a NUL byte (\\0); remove it", where, f->key);

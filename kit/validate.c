@@ -680,6 +680,8 @@ int kit_build(const struct raw_kit *raw, const struct raw_doc *doc, const char *
 			return -EINVAL;
 		kit->n_creds++;
 	}
+	if (kit_check_setup(&c, raw, kit))
+		return -EINVAL;
 	if (doc->unknown[0])
 		snprintf(
 			kit->warning, sizeof(kit->warning),

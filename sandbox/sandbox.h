@@ -85,6 +85,25 @@ int latch_sandbox_admit_port(const char *name, uint16_t port, char *err, size_t 
  */
 int latch_sandbox_kit_give(const char *name, const struct latch_kit *kit, bool switch_after, json_t *out,
 			   const struct latch_sandbox_say *say, char *err, size_t errlen);
+/*
+ * Every installer of KIT's setup, fetched (or taken from the cache) and held
+ * to its sha512 (kit/kit.h, latch_npm_fetch), in order, into out[0..n_setup):
+ * all or none.  Says one line a package.  0, or -errno with the failing
+ * package's line in err (nothing is open then).
+ */
+int latch_sandbox_setup_fetch(const struct latch_kit *kit, struct latch_npm_tarball *out,
+			      const struct latch_sandbox_say *say, char *err, size_t errlen);
+void latch_sandbox_setup_close(const struct latch_kit *kit, struct latch_npm_tarball *t);
+/*
+ * `latch kit pin KIT NAME@VERSION`: the registry's sha512 integrity of that
+ * version (latch.conf's npm_registry), written with the version into KIT's
+ * setup entry for NAME in $LATCH_ROOT/etc/latch/kits/KIT.yaml (a copy of
+ * the built-in when KIT is one; the rest of the text unchanged), atomically.
+ * PATH gets the file, INTEGRITY (LATCH_NPM_INTEGRITY_MAX + 1) the hash.
+ * 0 or -errno with one line in err.
+ */
+int latch_sandbox_kit_pin(const char *kit_name, const char *spec, char *path, size_t pathlen, char *integrity,
+			  const struct latch_sandbox_say *say, char *err, size_t errlen);
 /* `down` (stopped) or `destroy` (REMOVE): the kit state says so, and latchd wipes the keys now. */
 int latch_sandbox_kit_stop(const char *name, bool remove, const struct latch_sandbox_say *say);
 /*

@@ -336,7 +336,7 @@ check_eq "completion: latch audit -> the sandboxes, verify and prune" "$(comp au
 check_eq "completion: latch audit --kind gr -> grant" "$(comp audit --kind gr)" grant
 check_eq "completion: latch audit --kind k -> kernel kit" "$(comp audit --kind k)" "kernel kit"
 check_eq "completion: latch ls -> nothing (ls takes no argument)" "$(comp ls '')" ""
-check_eq "completion: latch kit -> check and the sandboxes" "$(comp kit '')" "$(sorted check $sbx)"
+check_eq "completion: latch kit -> check, fetch, pin and the sandboxes" "$(comp kit '')" "$(sorted check fetch pin $sbx)"
 check_eq "completion: latch kit NAME -> backend secrets" "$(comp kit "$N" '')" "backend secrets"
 check_eq "completion: latch kit check FILE -> files, not kit's verbs" "$(comp kit check "$LTS_TMP/ws-")" "$LTS_TMP/ws-$$"
 check_eq "completion: latch boot -> its sub-verbs" "$(comp boot '')" "apply install uninstall"
