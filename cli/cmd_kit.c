@@ -517,6 +517,28 @@ static int kit_pin(const char *kit, const char *spec)
 	return LATCH_EXIT_OK;
 }
 
+/* Install NAME's kit's setup into its running guest, every installer verified first. */
+static int kit_setup(const char *name)
+{
+	struct latch_kit_state st;
+	struct latch_kit *kit;
+	char err[LATCH_SANDBOX_ERR_MAX];
+	int rc = sandbox_kit_or_fail(name, &st, &kit);
+
+	if (rc)
+		return rc;
+	if (latch_sandbox_kit_setup(name, kit, &latch_say, err, sizeof(err))) {
+		latch_kit_free(kit);
+		return latch_err(LATCH_EXIT_FAILED, "%s", err);
+	}
+	if (!latch_json)
+		printf("%s: kit %s's setup installed (%d package%s)\n", name, kit->name, kit->n_setup,
+		       kit->n_setup == 1 ? "" : "s");
+	latch_json_out(json_pack("{s:s, s:s, s:i}", "sandbox", name, "kit", kit->name, "installed", kit->n_setup));
+	latch_kit_free(kit);
+	return LATCH_EXIT_OK;
+}
+
 int cmd_kit(int argc, char **argv)
 {
 	if (argc == 3 && !strcmp(argv[1], "check"))
@@ -527,9 +549,12 @@ int cmd_kit(int argc, char **argv)
 		return kit_pin(argv[2], argv[3]);
 	if (argc == 3 && !strcmp(argv[2], "secrets"))
 		return kit_secrets(argv[1]);
+	if (argc == 3 && !strcmp(argv[2], "setup"))
+		return kit_setup(argv[1]);
 	if (argc == 5 && !strcmp(argv[2], "backend"))
 		return kit_backend(argv[1], argv[3], argv[4]);
 	return latch_err(LATCH_EXIT_USAGE,
-			 "usage: latch kit check FILE | kit fetch KIT | kit pin KIT NAME@VERSION | kit NAME secrets | "
+			 "usage: latch kit check FILE | kit fetch KIT | kit pin KIT NAME@VERSION | kit NAME setup | "
+			 "kit NAME secrets | "
 			 "kit NAME backend CREDENTIAL ALTERNATIVE|-");
 }

@@ -244,16 +244,19 @@ const struct latch_cmd latch_cmds[] = {
 	  "the kits: built-ins and /etc/latch/kits, the network each adds and where its keys are", NULL, "latch kits" },
 	/* no sub-verb prefixes: `check` stands first, `secrets` and `backend` after a NAME */
 	{ "kit", cmd_kit,
-	  "kit check FILE\n       kit fetch KIT\n       kit pin KIT NAME@VERSION\n       kit NAME secrets\n"
+	  "kit check FILE\n       kit fetch KIT\n       kit pin KIT NAME@VERSION\n       kit NAME setup\n"
+	  "       kit NAME secrets\n"
 	  "       kit NAME backend CREDENTIAL ALTERNATIVE|-",
 	  "check a kit file as latch up would load it, starting nothing; fetch a kit's installers and verify them "
 	  "against their sha512 pins into the cache; pin a setup package to a newer version (the registry's sha512, "
-	  "written to /etc/latch/kits/KIT.yaml); hand latchd a sandbox's keys from this environment again; send a "
+	  "written to /etc/latch/kits/KIT.yaml); install a sandbox's kit setup into its guest once every installer "
+	  "verified; hand latchd a sandbox's keys from this environment again; send a "
 	  "credential to an alternative upstream (- its own), URL and placeholder kept",
 	  NULL,
 	  "latch kit check /etc/latch/kits/claude.yaml\n"
 	  "sudo latch kit fetch claude\n"
 	  "sudo latch kit pin gemini @google/gemini-cli@0.62.0\n"
+	  "latch kit agent1 setup\n"
 	  "ANTHROPIC_API_KEY=... latch kit agent1 secrets\n"
 	  "latch kit agent1 backend openai groq\nlatch kit agent1 backend openai -" },
 	{ "env", cmd_env, "env NAME", "what a sandbox's kit gives it: NAME=VALUE lines (placeholders, never keys)",

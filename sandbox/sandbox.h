@@ -95,6 +95,17 @@ int latch_sandbox_setup_fetch(const struct latch_kit *kit, struct latch_npm_tarb
 			      const struct latch_sandbox_say *say, char *err, size_t errlen);
 void latch_sandbox_setup_close(const struct latch_kit *kit, struct latch_npm_tarball *t);
 /*
+ * `latch kit NAME setup` (and `latch agent run` before the agent starts):
+ * KIT's installers fetched and verified (latch_sandbox_setup_fetch), all of
+ * them, then each streamed from its hashed descriptor into NAME's running
+ * guest: unpacked at /opt/latch/npm/PKG@VERSION, its bins linked into
+ * /usr/local/bin.  Nothing runs in the guest unless every installer
+ * verified.  A kit without setup is 0 at once.  0 or -errno with one line
+ * in err (an agent without stdin: -EPROTONOSUPPORT, "rebuild the image").
+ */
+int latch_sandbox_kit_setup(const char *name, const struct latch_kit *kit, const struct latch_sandbox_say *say,
+			    char *err, size_t errlen);
+/*
  * `latch kit pin KIT NAME@VERSION`: the registry's sha512 integrity of that
  * version (latch.conf's npm_registry), written with the version into KIT's
  * setup entry for NAME in $LATCH_ROOT/etc/latch/kits/KIT.yaml (a copy of

@@ -15,11 +15,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "config/config.h"
 #include "sandbox/sandbox.h"
+#include "vm/vm.h"
+
+#define INSTALL_ROOT "/opt/latch/npm" /* in the guest: NAME@VERSION under it */
+#define INSTALL_TIMEOUT_MS (15 * 60 * 1000) /* a 200 MB tarball into a TCG guest */
 
 static void note(const struct latch_sandbox_say *say, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void note(const struct latch_sandbox_say *say, const char *fmt, ...)
@@ -73,6 +78,114 @@ void latch_sandbox_setup_close(const struct latch_kit *kit, struct latch_npm_tar
 {
 	for (int i = 0; i < kit->n_setup; i++)
 		latch_npm_tarball_close(&t[i]);
+}
+
+/* ---- into the guest */
+
+/*
+ * Run in the guest as `sh -c SCRIPT sh DIR [BIN PATH]...`, the tarball on
+ * stdin: unpacked beside DIR, its one top directory (npm's "package/")
+ * moved into DIR's place, each bin linked into /usr/local/bin.  A bin that
+ * is a link, or resolves outside the package, is refused: chmod would
+ * follow it anywhere in the guest.  Every word comes in as an argument,
+ * never into the script's text.
+ */
+static const char install_script[] =
+	"set -eu\n"
+	"d=$1; shift\n"
+	"fail() { echo \"latch: $*\" >&2; exit 1; }\n"
+	"rm -rf \"$d.x\"; mkdir -p \"$d.x\" /usr/local/bin\n"
+	"tar -xzf - -C \"$d.x\" || fail 'the tarball did not unpack'\n"
+	"[ \"$(ls -A \"$d.x\" | wc -l)\" -eq 1 ] || fail 'the tarball is not one package directory'\n"
+	"top=\"$d.x/$(ls -A \"$d.x\")\"\n"
+	"[ -d \"$top\" ] && [ ! -L \"$top\" ] || fail 'the tarball is not one package directory'\n"
+	"rm -rf \"$d\"; mv \"$top\" \"$d\"; rmdir \"$d.x\"\n"
+	"while [ $# -ge 2 ]; do\n"
+	"\tcase $(readlink -f \"$d/$2\") in \"$d\"/*) ;; *) fail \"bin $2 leaves the package\" ;; esac\n"
+	"\t[ -f \"$d/$2\" ] && [ ! -L \"$d/$2\" ] || fail \"bin $2 is not a file of the package\"\n"
+	"\tchmod a+rx \"$d/$2\"; ln -sfn \"$d/$2\" \"/usr/local/bin/$1\"; shift 2\n"
+	"done\n";
+
+/* The last line the install wrote on stderr (held in FD), for the one-line error. */
+static void last_line(int fd, char *buf, size_t len)
+{
+	off_t end = lseek(fd, 0, SEEK_END), start = end > (off_t)len - 1 ? end - (off_t)len + 1 : 0;
+	ssize_t n = end > 0 ? pread(fd, buf, len - 1, start) : 0;
+	char *nl;
+
+	buf[n > 0 ? n : 0] = '\0';
+	while ((nl = strrchr(buf, '\n')) && !nl[1])
+		*nl = '\0';
+	if ((nl = strrchr(buf, '\n')))
+		memmove(buf, nl + 1, strlen(nl + 1) + 1);
+	for (char *c = buf; *c; c++)
+		if ((unsigned char)*c < 0x20 || *c == 0x7f)
+			*c = '?'; /* guest text */
+}
+
+static int install_one(const char *name, const struct latch_kit_npm *p, const struct latch_npm_tarball *t, char *err,
+		       size_t errlen)
+{
+	char dir[sizeof(INSTALL_ROOT) + LATCH_NPM_NAME_MAX + LATCH_NPM_VERSION_MAX + 4], e[LATCH_ERR_MAX], why[200];
+	const char *argv[6 + 2 * LATCH_NPM_BINS_MAX] = { "/bin/sh", "-c", install_script, "sh", dir };
+	struct latch_vm_exec_opts o = {
+		.timeout_ms = INSTALL_TIMEOUT_MS,
+		.io = LATCH_AGENT_IO_STDIN,
+		.stdin_fd = t->fd,
+		.cwd = "/",
+	};
+	struct latch_vm_exec_result r;
+	int n = 5, errfd = memfd_create("latch-setup-stderr", MFD_CLOEXEC), ret;
+
+	if (errfd < 0)
+		return latch_errf(err, errlen, -errno, "setup %s@%s: %s", p->name, p->version, strerror(errno));
+	snprintf(dir, sizeof(dir), INSTALL_ROOT "/%s@%s", p->name, p->version);
+	for (int b = 0; b < t->n_bins; b++) {
+		argv[n++] = t->bins[b].name;
+		argv[n++] = t->bins[b].path;
+	}
+	lseek(t->fd, 0, SEEK_SET); /* the descriptor that was hashed, from its first byte */
+	ret = latch_vm_exec(name, argv, &o, -1, errfd, &r, e, sizeof(e));
+	if (ret == -EPROTONOSUPPORT)
+		ret = latch_errf(err, errlen, ret,
+				 "setup %s@%s: the guest's agent cannot take a tarball on stdin; rebuild the image "
+				 "(latch image build --force) and start the sandbox again",
+				 p->name, p->version);
+	else if (ret)
+		ret = latch_errf(err, errlen, ret, "setup %s@%s: %s", p->name, p->version, e);
+	else if (r.status) {
+		last_line(errfd, why, sizeof(why));
+		ret = latch_errf(err, errlen, -EIO, "setup %s@%s: installing into %s's guest failed (exit %d)%s%s",
+				 p->name, p->version, name, r.status, why[0] ? ": " : "", why);
+	}
+	close(errfd);
+	return ret;
+}
+
+int latch_sandbox_kit_setup(const char *name, const struct latch_kit *kit, const struct latch_sandbox_say *say,
+			    char *err, size_t errlen)
+{
+	struct latch_npm_tarball t[LATCH_KIT_SETUP_MAX];
+	int ret;
+
+	if (!kit->n_setup)
+		return 0;
+	if (!latch_vm_running(name))
+		return latch_errf(err, errlen, -ESRCH, "%s: its guest is not running; `latch up %s` first", name, name);
+	/* every installer verified before the first byte of any goes into the guest */
+	ret = latch_sandbox_setup_fetch(kit, t, say, err, errlen);
+	if (ret)
+		return ret;
+	note(say, "setup: all %d installer%s verified; installing into %s's guest", kit->n_setup,
+	     kit->n_setup == 1 ? "" : "s", name);
+	for (int i = 0; !ret && i < kit->n_setup; i++) {
+		ret = install_one(name, &kit->setup[i], &t[i], err, errlen);
+		for (int b = 0; !ret && b < t[i].n_bins; b++)
+			note(say, "setup %s@%s installed: /usr/local/bin/%s", kit->setup[i].name, kit->setup[i].version,
+			     t[i].bins[b].name);
+	}
+	latch_sandbox_setup_close(kit, t);
+	return ret;
 }
 
 /* ---- latch kit pin KIT NAME@VERSION */
