@@ -128,5 +128,23 @@ check_eq "unpacked under /opt/latch/npm/NAME@VERSION" \
 check_eq "the registry was asked once for it (the second setup took the cache)" \
 	"$(grep -c '^/hello-agent/-/' "$TMP/registry.log")" 1
 
+# --- a verified package whose bin is a link out of it: refused in the guest, nothing chmod-ed through it
+d=$TMP/pkg-link-agent-1.0.0
+mkdir -p "$d/package/bin" "$REG/link-agent/-"
+printf '{"name": "link-agent", "version": "1.0.0", "bin": {"link-agent": "bin/run.sh"}}\n' >"$d/package/package.json"
+ln -s /root/latch-target "$d/package/bin/run.sh"
+tar -C "$d" -czf "$REG/link-agent/-/link-agent-1.0.0.tgz" package
+LINK=$(printf 'sha512-%s' "$(openssl dgst -sha512 -binary "$REG/link-agent/-/link-agent-1.0.0.tgz" | base64 -w0)")
+L exec "$NAME" -- sh -c 'echo private >/root/latch-target && chmod 0600 /root/latch-target' ||
+	fail "could not make the guest's file"
+{ printf 'name: vs\ncommand: [hello-agent]\nsetup:\n'; entry link-agent "$LINK"; } >"$KIT"
+rc=0
+L kit "$NAME" setup >"$TMP/link.out" 2>"$TMP/link.err" || rc=$?
+check_eq "a bin that is a link out of its package is refused" "$rc" 1
+check "in the guest's words" grep -q "installing into $NAME's guest failed (exit 1): latch: bin bin/run.sh leaves the package" \
+	"$TMP/link.err"
+check_eq "the link's target kept its mode" "$(L exec "$NAME" -- stat -c %a /root/latch-target)" 600
+check_eq "and no command was linked for it" "$(L exec "$NAME" -- sh -c 'ls /usr/local/bin/link-agent 2>/dev/null; echo end')" end
+
 L destroy --purge "$NAME" >/dev/null 2>&1 || fail "destroy"
 lts_done
