@@ -77,3 +77,34 @@ Test(conf_words, duration_keys_take_the_one_grammar)
 	cr_expect_eq(c.grant_max, 3600);
 	cr_expect_eq(c.grant_ask_wait, 90);
 }
+
+/* Invariant: kit setup fetches only over https, from one URL without a query; the default is npm's registry. */
+Test(conf_words, npm_registry_is_https_only)
+{
+	static const char *const bad[] = {
+		"npm_registry = http://registry.npmjs.org\n",
+		"npm_registry = ftp://192.0.2.1/\n",
+		"npm_registry = https://\n",
+		"npm_registry = https://192.0.2.1/?token=x\n",
+		"npm_registry = registry.npmjs.org\n",
+		"npm_ca_file = ca.pem\n",
+	};
+	struct latch_conf c;
+	char err[512];
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		cr_expect_eq(conf_of(bad[i], &c, err, sizeof(err)), -EINVAL, "accepted: %s", bad[i]);
+		cr_expect(strstr(err, "latch.conf:1: ") &&
+				  strstr(err, bad[i][4] == 'r' ? "npm_registry" : "npm_ca_file"),
+			  "%s", err);
+	}
+	/* controls: the default, a mirror (a trailing '/' dropped), a CA file */
+	cr_assert_eq(conf_of("pool = 10.213.0.0/16\n", &c, err, sizeof(err)), 0, "%s", err);
+	cr_expect_str_eq(c.npm_registry, "https://registry.npmjs.org");
+	cr_expect_str_eq(c.npm_ca_file, "");
+	cr_assert_eq(conf_of("npm_registry = https://192.0.2.1:8443/npm/\nnpm_ca_file = /etc/latch/npm-ca.pem\n", &c,
+			     err, sizeof(err)),
+		     0, "%s", err);
+	cr_expect_str_eq(c.npm_registry, "https://192.0.2.1:8443/npm");
+	cr_expect_str_eq(c.npm_ca_file, "/etc/latch/npm-ca.pem");
+}
