@@ -11,8 +11,8 @@
 #   LATCH_LAZY_LIBS   their -l names (what lazy_stubs.sh stubs)
 
 ifeq ($(ARCH),x86)
-LATCH_LAZY_PKGS := libarchive libnftables sqlite3 libcrypto libcyaml yaml-0.1
-LATCH_LAZY_LIBS := archive nftables sqlite3 crypto cyaml yaml
+LATCH_LAZY_PKGS := libarchive libnftables sqlite3 libcrypto libcyaml yaml-0.1 libcurl
+LATCH_LAZY_LIBS := archive nftables sqlite3 crypto cyaml yaml curl
 LATCH_LAZY_OBJS := $(BUILD)/lazy/stubs.o $(BUILD)/lazy/resolve.o
 endif
 
