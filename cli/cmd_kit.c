@@ -504,11 +504,16 @@ static int kit_fetch(const char *name)
 static int kit_pin(const char *kit, const char *spec)
 {
 	char path[PATH_MAX], integrity[LATCH_NPM_INTEGRITY_MAX + 1], err[LATCH_SANDBOX_ERR_MAX];
+	bool fixable;
+	int ret;
 
 	if (latch_need_root("kit"))
 		return LATCH_EXIT_USAGE;
-	if (latch_sandbox_kit_pin(kit, spec, path, sizeof(path), integrity, &latch_say, err, sizeof(err)))
-		return latch_err(errno == ENOMEM ? LATCH_EXIT_FAILED : LATCH_EXIT_USAGE, "%s", err);
+	ret = latch_sandbox_kit_pin(kit, spec, path, sizeof(path), integrity, &latch_say, err, sizeof(err));
+	/* what the user can fix in the words given (2), or what failed on the way, the registry or a write (1) */
+	fixable = ret == -EINVAL || ret == -ENOENT || ret == -EPERM || ret == -ELOOP;
+	if (ret)
+		return latch_err(fixable ? LATCH_EXIT_USAGE : LATCH_EXIT_FAILED, "%s", err);
 	if (!latch_json)
 		printf("kit %s: %s pinned (%s) in %s; `latch kit fetch %s` fetches and verifies it\n", kit, spec,
 		       integrity, path, kit);

@@ -145,6 +145,10 @@ run "a version the registry has only sha1 for is not pinned" 2 kit pin good good
 check "as unverifiable" grep -qF "good-agent@0.9.0: unverifiable: the registry gives no sha512 integrity" "$LTS_TMP/err"
 check "the kit file is unchanged" cmp -s "$KITS/good.yaml" "$LTS_TMP/good.before"
 run "a range is not pinned" 2 kit pin good good-agent@^1.1.0
+run "a version the registry does not have is not pinned" 1 kit pin good good-agent@7.7.7
+check "saying the registry's answer" grep -qF "good-agent@7.7.7: fetching https://$SRV_A/good-agent/7.7.7 failed" "$LTS_TMP/err"
+run "a package the kit does not install is not pinned" 2 kit pin good other-agent@1.0.0
+check "the kit file is still unchanged" cmp -s "$KITS/good.yaml" "$LTS_TMP/good.before"
 run "kit pin good good-agent@1.1.0" 0 kit pin good good-agent@1.1.0
 check "the file holds the new version" grep -qx '    version: "1.1.0"' "$KITS/good.yaml"
 check "and the registry's sha512" grep -qxF "    integrity: \"$NEW\"" "$KITS/good.yaml"
