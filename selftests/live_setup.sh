@@ -11,7 +11,8 @@
 # in one line naming the package and both hashes, and nothing is cached; a
 # tampered cache file is refused and removed, and the next fetch is clean; a
 # sha1-only pin is refused before the registry is asked; a registry whose
-# certificate does not verify is refused; `kit pin` writes the registry's
+# certificate does not verify is refused, and so is a redirect to plain http
+# (which serves the very bytes); `kit pin` writes the registry's
 # sha512, and refuses a version the registry gives only sha1 for.
 # shellcheck source=selftests/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -78,6 +79,10 @@ kit "$KITS/weak.yaml" good-agent 1.0.0 "sha1-$(openssl dgst -sha1 -binary "$REG/
 lts_bg "$LTS_I" "$LTS_TMP/reg.out" "$LTS_PY" "$LTS_DIR/npm_registry.py" --addr "$SRV_A" --root "$REG" \
 	--cert "$LTS_TMP/pki/srv.pem" --key "$LTS_TMP/pki/srv.key" --log "$LOG" --lifetime "${LTS_LIMIT:-120}"
 lts_wait_ready "$LTS_TMP/reg.out" || { fail setup "the fake registry did not start"; lts_done; }
+# the same files over plain http, for the redirect test: a client that followed it would get good bytes
+lts_bg "$LTS_I" "$LTS_TMP/reg80.out" "$LTS_PY" "$LTS_DIR/npm_registry.py" --addr "$SRV_A" --port 80 --plain \
+	--root "$REG" --log "$LOG" --lifetime "${LTS_LIMIT:-120}"
+lts_wait_ready "$LTS_TMP/reg80.out" || { fail setup "the plain registry did not start"; lts_done; }
 
 gets() { grep -c "^/$1/-/" "$LOG"; }
 cached() { find "$CACHE" -type f 2>/dev/null | wc -l; }
@@ -133,6 +138,20 @@ check "it says the fetch failed" grep -qF "setup good-agent@1.0.0: fetching http
 check_eq "nothing was cached" "$(cached)" 0
 printf 'npm_registry = https://%s/\nnpm_ca_file = %s\n' "$SRV_A" "$LTS_TMP/pki/ca.pem" >"$ROOT/etc/latch/latch.conf"
 run "control: with its CA it is fetched" 0 kit fetch good
+
+# ---- a redirect is followed over https only: to plain http it is refused, to https it is followed
+rm -f "$CACHE/$HEX.tgz"
+mv "$REG/good-agent/-/good-agent-1.0.0.tgz" "$REG/good-agent/-/moved.tgz"
+echo "http://$SRV_A/good-agent/-/moved.tgz" >"$REG/good-agent/-/good-agent-1.0.0.tgz.redirect"
+run "a redirect to plain http is refused" 1 kit fetch good
+check "it says the fetch failed" grep -qF "setup good-agent@1.0.0: fetching https://$SRV_A/good-agent/-/good-agent-1.0.0.tgz failed" "$LTS_TMP/err"
+check_eq "nothing was cached" "$(cached)" 0
+check_eq "and the plain http server was never asked" "$(grep -c moved.tgz "$LOG")" 0
+echo "https://$SRV_A/good-agent/-/moved.tgz" >"$REG/good-agent/-/good-agent-1.0.0.tgz.redirect"
+run "control: a redirect to https is followed, and verified" 0 kit fetch good
+check "it was fetched from where it moved" grep -qx "/good-agent/-/moved.tgz" "$LOG"
+rm "$REG/good-agent/-/good-agent-1.0.0.tgz.redirect"
+mv "$REG/good-agent/-/moved.tgz" "$REG/good-agent/-/good-agent-1.0.0.tgz"
 
 # ---- kit pin: the registry's sha512 for a newer version, written into the kit file
 NEW=$(pkg good-agent 1.1.0 newer)
