@@ -493,9 +493,11 @@ static int kit_fetch(const char *name)
 						      t[i].cached, "bytes", (json_int_t)t[i].size, "bin", bins));
 	}
 	latch_sandbox_setup_close(kit, t);
-	if (!latch_json)
-		printf("kit %s: %d installer%s verified%s\n", kit->name, kit->n_setup, kit->n_setup == 1 ? "" : "s",
-		       kit->n_setup ? " and cached" : " (the kit installs nothing)");
+	if (!latch_json && !kit->n_setup)
+		printf("kit %s installs nothing (it has no setup)\n", kit->name);
+	else if (!latch_json)
+		printf("kit %s: %d installer%s verified and cached\n", kit->name, kit->n_setup,
+		       kit->n_setup == 1 ? "" : "s");
 	latch_json_out(json_pack("{s:s, s:o}", "kit", kit->name, "setup", pkgs));
 	latch_kit_free(kit);
 	return LATCH_EXIT_OK;

@@ -60,6 +60,8 @@ int latch_sandbox_setup_fetch(const struct latch_kit *kit, struct latch_npm_tarb
 
 	for (int i = 0; i < kit->n_setup; i++)
 		out[i].fd = -1;
+	if (!kit->n_setup)
+		return 0; /* nothing to fetch: latch.conf is not even read */
 	ret = npm_source(&conf, &src, err, errlen);
 	for (int i = 0; !ret && i < kit->n_setup; i++) {
 		const struct latch_kit_npm *p = &kit->setup[i];
