@@ -72,6 +72,7 @@ static json_t *obs_json(const struct latch_vm_observed *o)
 		json_object_set_new(j, "why", json_null());
 	json_object_set_new(j, "domain", o->libvirt_ok ? json_string(o->dom.state) : json_null());
 	json_object_set_new(j, "accelerator", *o->dom.accel ? json_string(o->dom.accel) : json_null());
+	json_object_set_new(j, "cpu_mode", *o->dom.cpu_mode ? json_string(o->dom.cpu_mode) : json_null());
 	json_object_set_new(j, "routing",
 			    json_pack("{s:b, s:b, s:b, s:b, s:b}", "tap_up", o->net.up, "rule", o->net.rule4,
 				      "default_route", o->net.default4, "unreachable", o->net.unreachable4,
@@ -94,8 +95,9 @@ static void obs_print(const struct latch_vm_observed *o)
 	       o->pins && o->posture.enforced ? " (verified in the kernel)" : "");
 	if (o->pins && !o->posture.enforced)
 		printf("  why:         %s\n", o->posture.why);
-	printf("  domain:      " LATCH_DOMAIN_PREFIX "%s %s, accelerator %s (observed)\n", s->name,
-	       o->libvirt_ok ? o->dom.state : "unknown (libvirt unreachable)", *o->dom.accel ? o->dom.accel : "-");
+	printf("  domain:      " LATCH_DOMAIN_PREFIX "%s %s, accelerator %s, cpu %s (observed)\n", s->name,
+	       o->libvirt_ok ? o->dom.state : "unknown (libvirt unreachable)", *o->dom.accel ? o->dom.accel : "-",
+	       *o->dom.cpu_mode ? o->dom.cpu_mode : "-");
 	printf("  tap:         %s (%s), hooks: from-guest prog %u, to-guest prog %u\n", s->tap,
 	       o->net.tap ? (o->net.up ? "up" : "down") : "MISSING", o->posture.hook[LATCH_DIR_FROM_GUEST].attached_id,
 	       o->posture.hook[LATCH_DIR_TO_GUEST].attached_id);
@@ -592,13 +594,14 @@ int latch_vm_status_lines(const char *name, json_t *o)
 		return -ENOENT;
 	json_object_set_new(o, "domain", ob.libvirt_ok ? json_string(ob.dom.state) : json_null());
 	json_object_set_new(o, "accelerator", *ob.dom.accel ? json_string(ob.dom.accel) : json_null());
+	json_object_set_new(o, "cpu_mode", *ob.dom.cpu_mode ? json_string(ob.dom.cpu_mode) : json_null());
 	json_object_set_new(o, "routing_table", json_integer(ob.st.table));
 	json_object_set_new(o, "allowed_traffic_routed", json_boolean(*ob.st.uplink != '\0'));
 	json_object_set_new(o, "routing_note", *ob.st.uplink ? json_null() : json_string(NO_ROUTE));
 	if (!latch_json) {
-		printf("  domain:   " LATCH_DOMAIN_PREFIX "%s %s, accelerator %s (observed)\n", name,
+		printf("  domain:   " LATCH_DOMAIN_PREFIX "%s %s, accelerator %s, cpu %s (observed)\n", name,
 		       ob.libvirt_ok ? ob.dom.state : "unknown (libvirt unreachable)",
-		       *ob.dom.accel ? ob.dom.accel : "-");
+		       *ob.dom.accel ? ob.dom.accel : "-", *ob.dom.cpu_mode ? ob.dom.cpu_mode : "-");
 		printf("  routing:  table %u, %s, rule %s\n", ob.st.table,
 		       ob.net.default4 ? (ob.net.unreachable4 ? "unreachable default" : "default via uplink") :
 					 "NO default route",

@@ -188,6 +188,21 @@ check "status_says_allowed_traffic_has_no_route" bash -c "'$LATCH_BIN' status $N
 check "status_json_says_allowed_traffic_is_not_routed" test "$(echo "$st" | jq '.sandboxes[0].allowed_traffic_routed')" = false
 check "ls_lists_sandbox_enforced" bash -c "'$LATCH_BIN' --json ls | jq -e '.sandboxes[] | select(.sandbox==\"$NAME\" and .enforced and .domain==\"running\")' >/dev/null"
 
+# --- the guest CPU: agents' native binaries use SSE4.2 and AVX2 (Claude Code's dies of SIGILL on
+# libvirt's default qemu64); read from the guest's /proc/cpuinfo, the live XML, and status
+if [ "$want" = kvm ]; then want_cpu=host-passthrough; else want_cpu=maximum; fi
+L exec "$NAME" -- sh -c 'grep -m1 "^flags" /proc/cpuinfo' >"$TMP/cpuflags" 2>&1
+echo "#   guest cpu flags: $(tr -s ' ' <"$TMP/cpuflags" | cut -c1-400)"
+for fl in sse4_2 avx avx2; do
+	check "guest_cpu_has_$fl" grep -qw "$fl" "$TMP/cpuflags"
+done
+check "control: guest_cpu_flags_read (sse2 there on any x86_64)" grep -qw sse2 "$TMP/cpuflags"
+virsh -q -c qemu:///system dumpxml "latch-$NAME" >"$TMP/live.xml" 2>&1
+check "live_xml_asks_for_cpu_$want_cpu" grep -q "<cpu mode=.$want_cpu." "$TMP/live.xml"
+check "live_xml_has_no_qemu64" bash -c "! grep -q qemu64 '$TMP/live.xml'"
+check_eq "status_json_shows_cpu_mode" "$(echo "$st" | jq -r '.sandboxes[0].cpu_mode')" "$want_cpu"
+check "status_text_shows_cpu_mode" bash -c "'$LATCH_BIN' status $NAME | grep -q 'accelerator $want, cpu $want_cpu (observed)'"
+
 # --- the host side, observed with tools latch does not use ---------------------
 check "tap_up_with_host_address" bash -c "ip -o addr show dev $TAP | grep -q ' $HOST4/30 '"
 check "rule_from_subnet_to_own_table" bash -c "ip rule show | grep -q 'from $POOL.0/30 lookup $TABLE'"

@@ -373,3 +373,50 @@ Test(domain_xml, logs_the_serial_console_to_a_file)
 	cr_expect(!strstr(xml, "<log "), "a log without a path: %s", xml);
 	free(xml);
 }
+
+/* agents' native binaries need SSE4/AVX: never libvirt's default qemu64 (SIGILL) */
+Test(domain_xml, asks_for_a_cpu_that_runs_agent_binaries)
+{
+	struct latch_domain_opts o = { .memory_mib = 256, .cpus = 1 };
+	char *xml;
+
+	snprintf(o.name, sizeof(o.name), "t-xml");
+	snprintf(o.tap, sizeof(o.tap), "lt-t-xml");
+	xml = latch_domain_xml(&o);
+	cr_assert_not_null(xml);
+	cr_expect(strstr(xml, "<domain type='qemu'>") && strstr(xml, "  <cpu mode='maximum'/>\n"), "TCG: %s", xml);
+	cr_expect(!strstr(xml, "qemu64"), "%s", xml);
+	free(xml);
+	o.kvm = true;
+	xml = latch_domain_xml(&o);
+	cr_assert_not_null(xml);
+	cr_expect(strstr(xml, "<domain type='kvm'>") && strstr(xml, "  <cpu mode='host-passthrough'/>\n"), "KVM: %s",
+		  xml);
+	free(xml);
+}
+
+/* status reports the CPU the live XML shows, whatever libvirt expanded it to */
+Test(domain_xml, cpu_mode_read_back_from_live_xml)
+{
+	char buf[48];
+
+	cr_expect_eq(latch_domain_cpu_from_xml("<domain type='qemu'>\n  <cpu mode='maximum' check='none' "
+					       "migratable='on'/>\n</domain>",
+					       buf, sizeof(buf)),
+		     0);
+	cr_expect_str_eq(buf, "maximum");
+	cr_expect_eq(latch_domain_cpu_from_xml("<cpu check=\"none\" mode=\"host-passthrough\"/>", buf, sizeof(buf)), 0);
+	cr_expect_str_eq(buf, "host-passthrough");
+	cr_expect_eq(latch_domain_cpu_from_xml("<cpu mode='custom' match='exact' check='full'>\n    <model "
+					       "fallback='forbid'>qemu64</model>\n    <feature policy='require' "
+					       "name='x2apic'/>\n  </cpu>",
+					       buf, sizeof(buf)),
+		     0);
+	cr_expect_str_eq(buf, "custom qemu64");
+	/* control: no cpu element, or one with no mode, says nothing */
+	cr_expect_eq(latch_domain_cpu_from_xml("<domain><clock offset='utc'/></domain>", buf, sizeof(buf)), -ENOENT);
+	cr_expect_str_eq(buf, "");
+	cr_expect_eq(latch_domain_cpu_from_xml("<cpu match='exact'><model>x</model></cpu>", buf, sizeof(buf)), -ENOENT);
+	/* an attribute whose name ends in mode is not mode */
+	cr_expect_eq(latch_domain_cpu_from_xml("<cpu xmode='maximum'/>", buf, sizeof(buf)), -ENOENT);
+}

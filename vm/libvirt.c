@@ -235,8 +235,13 @@ char *latch_domain_xml(const struct latch_domain_opts *o)
 	xesc(f, o->cmdline);
 	fprintf(f, "</cmdline>\n  </os>\n");
 	fprintf(f, "  <features><acpi/></features>\n");
-	if (o->kvm)
-		fprintf(f, "  <cpu mode='host-passthrough'/>\n");
+	/*
+	 * Agents' native binaries use SSE4 and AVX: libvirt's default qemu64
+	 * model kills them with SIGILL.  Under KVM the host's own CPU (a
+	 * transient guest never migrates, so nothing is lost by naming every
+	 * host feature); under TCG everything QEMU can emulate (-cpu max).
+	 */
+	fprintf(f, "  <cpu mode='%s'/>\n", o->kvm ? LATCH_CPU_MODE_KVM : LATCH_CPU_MODE_TCG);
 	fprintf(f, "  <clock offset='utc'/>\n");
 	/* a guest that panics or reboots stops; it never comes back unobserved */
 	fprintf(f, "  <on_poweroff>destroy</on_poweroff>\n  <on_reboot>destroy</on_reboot>\n"
@@ -283,6 +288,47 @@ char *latch_domain_xml(const struct latch_domain_opts *o)
 		return NULL;
 	}
 	return buf;
+}
+
+/* The value of attribute attr (quoted either way) inside the tag that starts at tag. */
+static bool xml_attr(const char *tag, const char *attr, char *buf, size_t len)
+{
+	const char *end = strchr(tag, '>'), *p = tag, *q;
+	size_t alen = strlen(attr);
+
+	while (end && (p = strstr(p, attr)) && p < end) {
+		if (p[-1] == ' ' && p[alen] == '=' && (p[alen + 1] == '\'' || p[alen + 1] == '"')) {
+			q = strchr(p + alen + 2, p[alen + 1]);
+			if (!q || q > end || (size_t)(q - (p + alen + 2)) >= len)
+				return false;
+			snprintf(buf, len, "%.*s", (int)(q - (p + alen + 2)), p + alen + 2);
+			return true;
+		}
+		p += alen;
+	}
+	return false;
+}
+
+int latch_domain_cpu_from_xml(const char *xml, char *buf, size_t len)
+{
+	const char *cpu = strstr(xml, "<cpu "), *model, *end;
+	char mode[32];
+
+	*buf = '\0';
+	if (!cpu || !xml_attr(cpu, "mode", mode, sizeof(mode)))
+		return -ENOENT;
+	if (strcmp(mode, "custom")) {
+		snprintf(buf, len, "%s", mode);
+		return 0;
+	}
+	/* a named model: say which (qemu64 is what libvirt picks when the XML names none) */
+	model = strstr(cpu, "<model");
+	end = strstr(cpu, "</cpu>");
+	if (model && (!end || model < end) && (model = strchr(model, '>')) && (end = strchr(model, '<')))
+		snprintf(buf, len, "custom %.*s", (int)(end - model - 1), model + 1);
+	else
+		snprintf(buf, len, "custom");
+	return 0;
 }
 
 static virDomainPtr lookup(struct latch_virt *v, const char *name)
@@ -422,6 +468,7 @@ int latch_domain_info(struct latch_virt *v, const char *name, struct latch_domai
 				snprintf(info->accel, sizeof(info->accel), "kvm");
 			else if (strstr(x, "<domain type='qemu'") || strstr(x, "<domain type=\"qemu\""))
 				snprintf(info->accel, sizeof(info->accel), "tcg");
+			latch_domain_cpu_from_xml(x, info->cpu_mode, sizeof(info->cpu_mode));
 			free(x);
 		}
 	}

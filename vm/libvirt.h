@@ -11,7 +11,8 @@
  * so latch-managed domains can be recognised (by the boot hook, by `ls`).
  *
  * The accelerator is chosen by probing (/dev/kvm and vmx/svm in cpuinfo) and
- * reported as observed: the `type` of the running domain's live XML.
+ * reported as observed: the `type` of the running domain's live XML; so is
+ * the guest CPU (host-passthrough under KVM, libvirt's `maximum` under TCG).
  */
 #ifndef LATCH_VM_LIBVIRT_H
 #define LATCH_VM_LIBVIRT_H
@@ -50,6 +51,16 @@ void latch_virt_close(struct latch_virt *v);
 
 /* KVM usable here: /dev/kvm openable and vmx or svm among the cpu flags.  why says which is missing. */
 bool latch_kvm_usable(char *why, size_t len);
+
+/* The guest CPU a domain asks for, by accelerator (see latch_domain_xml). */
+#define LATCH_CPU_MODE_KVM "host-passthrough"
+#define LATCH_CPU_MODE_TCG "maximum"
+
+/*
+ * The CPU of a domain's XML as "MODE" (maximum, host-passthrough,
+ * host-model) or "custom MODEL"; -ENOENT and "" when it has no <cpu mode=>.
+ */
+int latch_domain_cpu_from_xml(const char *xml, char *buf, size_t len);
 
 /* The domain XML for o; returns a malloc'd string or NULL (errno set). */
 char *latch_domain_xml(const struct latch_domain_opts *o);

@@ -72,6 +72,7 @@ struct latch_domain_info {
 	bool latch_managed; /* carries latch's metadata element */
 	char state[16]; /* running, shutoff, paused, ... */
 	char accel[8]; /* "kvm" or "tcg", from the live XML; "" when not running */
+	char cpu_mode[48]; /* the live XML's <cpu mode=> ("custom MODEL" for a named model); "" : none seen */
 };
 
 /* The host side of a sandbox's link, read back. */
