@@ -4,7 +4,8 @@
 # debian_proof.sh - `make vm-debian-proof`: build the `debian` guest image
 # (slow: debootstrap) and show that `latch up --image debian` boots it behind
 # verified enforcement: systemd up, the agent answering `latch exec`, the
-# assigned address, a denied destination refused, and `destroy` cleaning up.
+# assigned address, node at the image's pinned version (and npm, git, rg),
+# a denied destination refused, and `destroy` cleaning up.
 # Not part of `make check` (minutes of debootstrap and a systemd boot on TCG).
 #
 # Same traffic rules as the selftests: a documentation pool the host does not
@@ -63,6 +64,15 @@ x sh -c 'systemctl is-system-running --wait 2>/dev/null || systemctl --failed --
 x systemctl is-active latch-agent.service latch-net.service
 x ip -4 addr show
 x findmnt /
+# node from the image's pin (vm/images/image_debian.sh), what the built-in kits' CLIs run on
+pin=$(sed -n 's/^NODE_VERSION=//p' "$TOP/vm/images/image_debian.sh")
+x sh -c 'node --version; npm --version; git --version; rg --version | head -n1; bash --version | head -n1'
+got=$("$LATCH_BIN" exec "$NAME" --timeout 60 -- node --version)
+if [ "$got" != "v$pin" ]; then
+	echo "FAIL: node --version in the guest says '$got', the image's pin is $pin"
+	exit 1
+fi
+echo "   node $got, as pinned"
 echo "\$ latch exec $NAME -- ping -c 1 -W 2 203.0.113.10   (denied; must fail)"
 if "$LATCH_BIN" exec "$NAME" -- ping -c 1 -W 2 203.0.113.10; then
 	echo "FAIL: the denied destination answered"

@@ -202,6 +202,9 @@ check "live_xml_asks_for_cpu_$want_cpu" grep -q "<cpu mode=.$want_cpu." "$TMP/li
 check "live_xml_has_no_qemu64" bash -c "! grep -q qemu64 '$TMP/live.xml'"
 check_eq "status_json_shows_cpu_mode" "$(echo "$st" | jq -r '.sandboxes[0].cpu_mode')" "$want_cpu"
 check "status_text_shows_cpu_mode" bash -c "'$LATCH_BIN' status $NAME | grep -q 'accelerator $want, cpu $want_cpu (observed)'"
+# the default image carries no node (the Debian image does: debian_proof.sh); up refuses a kit that needs it
+check_not "default_image_has_no_node" L exec "$NAME" -- sh -c 'command -v node'
+check "control: default_image_has_sh" L exec "$NAME" -- sh -c 'command -v sh'
 
 # --- the host side, observed with tools latch does not use ---------------------
 check "tap_up_with_host_address" bash -c "ip -o addr show dev $TAP | grep -q ' $HOST4/30 '"

