@@ -180,6 +180,18 @@ int latch_sandbox_down(const char *name, int timeout_ms, const struct latch_sand
 int latch_sandbox_destroy(const char *name, bool purge, const struct latch_sandbox_say *say,
 			  struct latch_vm_destroy_result *dr, enum latch_vm_fail *fail, char *err, size_t errlen);
 
+/* ---- does an image carry what a kit's agent needs (sandbox/image_fit.c) */
+
+/* The node major KIT's agent needs (its command's program: claude, gemini, codex); 0: none. */
+int latch_sandbox_kit_node_major(const struct latch_kit *kit);
+/* The node major IMAGE_DIR's manifest.txt says the image carries; 0: none; -errno: no manifest. */
+int latch_sandbox_image_node_major(const char *image_dir);
+/*
+ * 0 when IMAGE (a name in latch.conf's images) carries what KIT needs; else
+ * -ENOEXEC and one line in err naming the image to build.  For `up` and `agent run`.
+ */
+int latch_sandbox_image_fits(const struct latch_kit *kit, const char *image, char *err, size_t errlen);
+
 /* ---- attach */
 
 /*

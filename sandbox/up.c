@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ctl/ctl.h"
@@ -223,6 +224,26 @@ static int up_join(const struct latch_sandbox_up_opts *o, const struct latch_kit
 	return ret;
 }
 
+/* The kit's agent can run on the sandbox's image (a sandbox that exists keeps the image it has). */
+static int up_image_fits(const struct latch_sandbox_up_opts *o, bool fresh, const struct latch_kit *kit,
+			 struct latch_sandbox_up_result *res, char *err, size_t errlen)
+{
+	struct latch_vm_observed *obs = NULL;
+	char e[LATCH_ERR_MAX];
+	const char *image = o->vm.image;
+	int ret;
+
+	if (!kit)
+		return 0;
+	if (!fresh && (obs = calloc(1, sizeof(*obs))) && !latch_vm_observe(o->vm.name, obs) && obs->have_state)
+		image = obs->st.image;
+	ret = latch_sandbox_image_fits(kit, image, e, sizeof(e));
+	free(obs);
+	if (ret)
+		return up_fail(res, LATCH_VM_FAIL_INPUT, ret, err, errlen, "up %s: %s", o->vm.name, e);
+	return 0;
+}
+
 int latch_sandbox_up(const struct latch_sandbox_up_opts *o, struct latch_sandbox_up_result *res, char *err,
 		     size_t errlen)
 {
@@ -240,6 +261,11 @@ int latch_sandbox_up(const struct latch_sandbox_up_opts *o, struct latch_sandbox
 	ret = up_kit_choose(o, fresh, &kit, res, err, errlen);
 	if (ret)
 		return ret;
+	ret = up_image_fits(o, fresh, kit, res, err, errlen);
+	if (ret) {
+		latch_kit_free(kit);
+		return ret;
+	}
 	if (kit && !fresh && up_is_running(o->vm.name)) {
 		ret = up_kit_again(o, kit, res, err, errlen);
 	} else if ((ret = latch_vm_up(&o->vm, &res->vm, &res->fail, e, sizeof(e)))) {

@@ -15,6 +15,8 @@
 #   - the guest can't reach the upstream itself (sealed, and no route);
 #   - `down` wipes the key from latchd; `up` without the key refuses
 #     naming the variable; `up` of the running sandbox with it hands it again.
+#   - a kit whose agent needs node (gemini) on an image without it (the
+#     default) is refused before anything exists, naming the image to build.
 #
 # Test traffic never leaves the machine: the pool is a documentation /26
 # the host does not use, with no uplink (`unreachable default`); the
@@ -81,6 +83,25 @@ POOL=$(python3 "$HERE/free_net.py" ${LATCH_KIT_POOLS:-203.0.113.192/26 198.51.10
 [ -n "$POOL" ] || skip_all "no free documentation /26 for the pool on this host"
 vm_root "documentation addresses only, and no uplink" pool=$POOL dns_upstream=127.0.0.1:53999
 broker_test_pki "$TMP" "IP:$SRV" || fail "could not make the test CA"
+
+# --- a kit whose agent needs node, on an image that has none (the default): refused before anything
+# exists, in one line naming the image to build (a sandbox whose agent can't run is never started)
+rc=0
+refuse=$(L up t-kitnode --kit gemini 2>&1) || rc=$?
+check_eq "up --kit gemini on the default image exits 2" "$rc" 2
+check_eq "in one line that names the image to build" "$refuse" \
+	"latch: up t-kitnode: kit gemini needs node >= 20 and image default has none: build the Debian image: latch image build --image debian, then up with --image debian"
+check "and creates nothing" bash -c "! ip link show lt-t-kitnode >/dev/null 2>&1 && \
+	! '$LATCH_BIN' --json ls | jq -e '.sandboxes[] | select(.sandbox == \"t-kitnode\")' >/dev/null"
+# control: an image whose manifest carries node 22 passes the check (and fails later: it has no kernel)
+mkdir -p "$TMP/nodeimg/debian"
+printf 'node 22.23.5 sha512-AAAA npm 10.9.9 sha512-AAAA\n' >"$TMP/nodeimg/debian/manifest.txt"
+cp "$CONF" "$TMP/conf.saved"
+sed -i "s|^images = .*|images = $TMP/nodeimg|" "$CONF"
+out=$(L up t-kitnode --kit gemini --image debian 2>&1) || true
+check "control: it refuses an image without node only ($out)" grep -q 'debian' <<<"$out"
+check_not "control: an image with node 22 passes it" grep -q 'needs node' <<<"$out"
+cp "$TMP/conf.saved" "$CONF"
 ip netns exec "$NS" python3 "$HERE/broker_net.py" serve --addr "$SRV" --port 443 --cert "$TMP/srv.pem" \
 	--key "$TMP/srv.key" --log "$TMP/up.log" --lifetime 400 >"$TMP/up.out" 2>&1 &
 PIDS+=($!)
