@@ -23,6 +23,8 @@ PKGS=(
 	diffutils bubblewrap
 	# the default guest image
 	busybox-static cpio kmod xz-utils zstd libc6-dev
+	# the debian image's recipe (live_image_pin.sh runs it up to its node pin check)
+	debootstrap qemu-utils e2fsprogs
 )
 
 # /dev/kvm: with no udev running (a fresh microVM, a container host) the kernel
