@@ -35,6 +35,7 @@ struct latch_http_sandbox;
 #define LATCH_HTTP_METHODS_MAX 16
 #define LATCH_HTTP_PATHS_MAX 32
 #define LATCH_HTTP_UPSTREAMS_MAX 8 /* the credential's own upstream and its alternatives */
+#define LATCH_HTTP_FORMS_MAX 2 /* other headers an upstream's clients send its key in */
 #define LATCH_HTTP_ROUTE_NAME_MAX 32
 
 /* How a forwarded exchange ended (audit and meter). */
@@ -130,6 +131,10 @@ void latch_http_meter_resume(struct latch_http_hold *hold, const char *refusal);
  * requests get a refusal naming it; both NULL means the upstream takes no
  * credential (a local server).  header and scheme: the secret is sent as
  * `header: scheme secret` (scheme "Bearer " or "" as the kit says).
+ * also (n_also): other forms its clients send the key in, taken as the
+ * placeholder too (Anthropic's SDK sends `Authorization: Bearer` where
+ * Claude Code sends `x-api-key`); the secret then goes upstream in the form
+ * the request used, never in two.
  * ca_file: a PEM bundle to verify with instead of the system store.
  * base_path ("" or NULL: none) goes before the request's path, as in
  * `https://api.groq.com` + `/openai` for `/v1/chat/completions`.
@@ -144,6 +149,10 @@ struct latch_http_upstream {
 	const char *scheme;
 	const char *ca_file;
 	const char *base_path; /* "/openai": absolute, no trailing '/' */
+	struct latch_http_form {
+		const char *header, *scheme;
+	} also[LATCH_HTTP_FORMS_MAX];
+	int n_also;
 };
 
 /*

@@ -393,17 +393,48 @@ static bool eq_ct(const char *a, size_t alen, const char *b)
 	return alen == blen && !CRYPTO_memcmp(a, b, blen);
 }
 
-enum hb_refusal hb_placeholder_check(const struct hb_head *head, const struct hb_ph_rule *rule, const char **presented,
-				     size_t *presented_len)
+/* Which of RULE's forms header H is: 0 its header, i its also[i - 1], -1 none. */
+static int form_of(const struct hb_header *h, const struct hb_ph_rule *rule)
+{
+	if (hb_token_eq(h->name, h->name_len, rule->header))
+		return 0;
+	for (int i = 0; i < rule->n_also; i++)
+		if (hb_token_eq(h->name, h->name_len, rule->also[i].header))
+			return i + 1;
+	return -1;
+}
+
+/* Does V hold SCHEME then exactly PLACEHOLDER?  The scheme in any case, as HTTP reads it. */
+static bool form_holds(const char *v, size_t len, const char *scheme, const char *placeholder)
+{
+	size_t n = strlen(scheme);
+
+	return len >= n && !strncasecmp(v, scheme, n) && eq_ct(v + n, len - n, placeholder);
+}
+
+/* The placeholder came in form F (header H): two forms at once would leave two keys to choose from. */
+static bool form_taken(struct hb_ph_seen *seen, const struct hb_header *h, int f)
+{
+	if (seen->form >= 0 && seen->form != f) {
+		seen->where = h;
+		return true;
+	}
+	if (seen->form < 0) {
+		seen->form = f;
+		seen->first = h;
+	}
+	return false;
+}
+
+enum hb_refusal hb_placeholder_check(const struct hb_head *head, const struct hb_ph_rule *rule, struct hb_ph_seen *seen)
 {
 	static __thread char pw[512];
 	struct hb_ph_set own;
 	const struct hb_ph_set *set = rule->prepared;
-	size_t scheme_len = strlen(rule->scheme), header_len = strlen(rule->header), pw_len;
-	bool found = false, offered = false;
+	size_t pw_len;
+	bool offered = false;
 
-	*presented = NULL;
-	*presented_len = 0;
+	*seen = (struct hb_ph_seen){ .form = -1 };
 	if (!set) {
 		hb_ph_set_prep(&own, rule->placeholders, rule->n_placeholders);
 		set = &own;
@@ -412,40 +443,50 @@ enum hb_refusal hb_placeholder_check(const struct hb_head *head, const struct hb
 		return HB_PH_URL;
 	for (int i = 0; i < head->n; i++) {
 		const struct hb_header *h = &head->h[i];
-		bool configured = h->name_len == header_len && !strncasecmp(h->name, rule->header, header_len);
+		int f = form_of(h, rule);
+		const char *scheme = f > 0 ? rule->also[f - 1].scheme : rule->scheme;
 		bool authz = hb_token_eq(h->name, h->name_len, "authorization");
 
-		if (configured && h->value_len >= scheme_len && !strncasecmp(h->value, rule->scheme, scheme_len) &&
-		    eq_ct(h->value + scheme_len, h->value_len - scheme_len, rule->placeholder)) {
-			offered = found = true;
+		if (f >= 0 && form_holds(h->value, h->value_len, scheme, rule->placeholder)) {
+			offered = true;
+			if (form_taken(seen, h, f))
+				return HB_PH_OTHER_HEADER;
 			continue;
 		}
-		if ((configured || authz) && basic_password(h->value, h->value_len, pw, sizeof(pw), &pw_len)) {
+		if ((f >= 0 || authz) && basic_password(h->value, h->value_len, pw, sizeof(pw), &pw_len)) {
 			offered = true;
 			if (eq_ct(pw, pw_len, rule->placeholder)) {
-				found = true;
+				/* git's password: the key goes upstream in the kit's own form */
+				if (form_taken(seen, h, 0))
+					return HB_PH_OTHER_HEADER;
 				continue;
 			}
-			*presented = pw;
-			*presented_len = pw_len;
+			seen->presented = pw;
+			seen->presented_len = pw_len;
 			continue;
 		}
-		if (!configured) { /* (Authorization here is only stripped, unless it carries a placeholder) */
-			if (holds_placeholder(h->value, h->value_len, rule, set))
+		if (f < 0) { /* (Authorization here is only stripped, unless it carries a placeholder) */
+			if (holds_placeholder(h->value, h->value_len, rule, set)) {
+				seen->where = h;
+				seen->first = NULL; /* not a second form: a header of no form at all */
 				return HB_PH_OTHER_HEADER;
-		} else { /* something else where the placeholder belongs: name what it was */
-			size_t skip = h->value_len >= scheme_len && !strncasecmp(h->value, rule->scheme, scheme_len) ?
-					      scheme_len :
-					      0;
-
-			offered = true;
-			*presented = h->value + skip;
-			*presented_len = h->value_len - skip;
+			}
+			continue;
 		}
+		/* another form's header is stripped too, unless it carries a placeholder: a wrong one, named */
+		if (f > 0 && !holds_placeholder(h->value, h->value_len, rule, set) &&
+		    !memmem(h->value, h->value_len, "latch-placeholder-", 18))
+			continue;
+		/* something else where the placeholder belongs: name what it was */
+		size_t n = strlen(scheme), skip = h->value_len >= n && !strncasecmp(h->value, scheme, n) ? n : 0;
+
+		offered = true;
+		seen->presented = h->value + skip;
+		seen->presented_len = h->value_len - skip;
 	}
-	if (*presented)
+	if (seen->presented)
 		return HB_PH_WRONG; /* a wrong one beside a right one is still wrong */
-	if (found)
+	if (seen->form >= 0)
 		return HB_OK;
 	return offered ? HB_PH_WRONG : HB_PH_MISSING;
 }

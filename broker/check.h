@@ -246,20 +246,36 @@ bool hb_target_route(const char *t, size_t len, char name[33], const char **rest
 bool hb_prefix_covers(const char *prefix, const char *path, size_t path_len);
 
 /*
- * 4. The placeholder.  header/scheme: where the route wants it;
- * placeholders (n): every placeholder of the sandbox (any of them in the
- * URL or in another header is refused).  On HB_PH_WRONG, *presented and
- * *presented_len point at what was sent instead (to name another sandbox's).
+ * 4. The placeholder.  header/scheme: where the route wants it; also (n_also):
+ * the other forms its provider's clients send it in (Anthropic's SDK:
+ * Authorization "Bearer " beside x-api-key), each as good as the first, but
+ * never two at once; placeholders (n): every placeholder of the sandbox (any
+ * of them in the URL or in another header is refused).  What *seen says:
+ * HB_OK: form, the form it came in (0: header/scheme, i: also[i - 1]);
+ * HB_PH_WRONG: presented (presented_len), what was sent instead (to name
+ * another sandbox's); HB_PH_OTHER_HEADER: where, the header that held it,
+ * and first, the form it also came in (NULL when none).
  */
 struct hb_ph_set;
+struct hb_ph_form {
+	const char *header, *scheme;
+};
 struct hb_ph_rule {
 	const char *header, *scheme, *placeholder;
 	const char *const *placeholders;
 	int n_placeholders;
 	const struct hb_ph_set *prepared; /* hb_ph_set_prep() of placeholders, or NULL: made at each check */
+	const struct hb_ph_form *also;
+	int n_also;
 };
-enum hb_refusal hb_placeholder_check(const struct hb_head *head, const struct hb_ph_rule *rule, const char **presented,
-				     size_t *presented_len);
+struct hb_ph_seen {
+	const char *presented;
+	size_t presented_len;
+	int form;
+	const struct hb_header *where, *first;
+};
+enum hb_refusal hb_placeholder_check(const struct hb_head *head, const struct hb_ph_rule *rule,
+				     struct hb_ph_seen *seen);
 /* Is NEEDLE (a placeholder) in S, as sent or percent-decoded, in any case? */
 bool hb_contains_placeholder(const char *s, size_t len, const char *needle);
 /*

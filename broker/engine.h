@@ -63,6 +63,8 @@ struct hb_target {
 	char *secret_var, *header, *scheme;
 	char *base_path; /* "" or "/openai": put before the request's path */
 	size_t authority_len, header_len, scheme_len, base_path_len; /* their strlen(), for each request's head */
+	struct hb_ph_form also[LATCH_HTTP_FORMS_MAX]; /* the other forms a client may send the placeholder in */
+	int n_also;
 	SSL_CTX *ctx;
 	SSL_SESSION *session;
 	/* the last resolution (a literal: its one address), until addr_until */
@@ -130,6 +132,7 @@ struct hb_gconn {
 	uint64_t linger_until;
 	http_parser parser;
 	struct hb_head head;
+	int ph_form; /* the form the head's placeholder came in: 0 the target's header, i its also[i - 1] */
 	char *headbuf;
 	struct hb_exchange *x;
 	struct hb_exchange *spare; /* the last exchange, wiped, for the next request (hb_exchange_end) */

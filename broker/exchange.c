@@ -43,6 +43,17 @@ static bool hop_by_hop(const struct hb_header *hd, const struct hb_header *conn)
 	return conn && hb_list_has(conn->value, conn->value_len, hd->name, hd->name_len);
 }
 
+/* Is H one of the headers the target's key goes in (the kit's, or another form's)?  The guest's is replaced. */
+static bool credential_header(const struct hb_header *h, const struct hb_target *t)
+{
+	if (h->name_len == t->header_len && !strncasecmp(h->name, t->header, t->header_len))
+		return true;
+	for (int i = 0; i < t->n_also; i++)
+		if (hb_token_eq(h->name, h->name_len, t->also[i].header))
+			return true;
+	return false;
+}
+
 static void wipe_free(const void *data, size_t len, void *arg)
 {
 	explicit_bzero((void *)data, len);
@@ -75,10 +86,19 @@ static void request_head(struct hb_w *w, const struct hb_exchange *x, const bool
 		hb_w_put(w, hd->h[i].value, hd->h[i].value_len);
 		hb_w_put(w, "\r\n", 2);
 	}
-	if (t->secret.mem) {
-		hb_w_put(w, t->header, t->header_len);
-		hb_w_put(w, ": ", 2);
-		hb_w_put(w, t->scheme, t->scheme_len);
+	if (t->secret.mem) { /* in the form the guest sent the placeholder in: the upstream takes them all */
+		const struct hb_ph_form *f =
+			x->g->ph_form > 0 && x->g->ph_form <= t->n_also ? &t->also[x->g->ph_form - 1] : NULL;
+
+		if (f) {
+			hb_w_str(w, f->header);
+			hb_w_put(w, ": ", 2);
+			hb_w_str(w, f->scheme);
+		} else {
+			hb_w_put(w, t->header, t->header_len);
+			hb_w_put(w, ": ", 2);
+			hb_w_put(w, t->scheme, t->scheme_len);
+		}
 		hb_w_put(w, t->secret.mem, t->secret.len);
 		hb_w_put(w, "\r\n", 2);
 	}
@@ -107,10 +127,11 @@ void hb_build_request(struct hb_exchange *x, int64_t body_len)
 				 t->scheme_len + t->secret.len };
 
 	for (int i = 0; i < hd->n; i++) {
-		keep[i] = !hop_by_hop(&hd->h[i], conn) && !(hd->h[i].name_len == t->header_len &&
-							    !strncasecmp(hd->h[i].name, t->header, t->header_len));
+		keep[i] = !hop_by_hop(&hd->h[i], conn) && !credential_header(&hd->h[i], t);
 		w.cap += hd->h[i].name_len + hd->h[i].value_len + 4;
 	}
+	for (int i = 0; i < t->n_also; i++) /* the secret may go in another form than the kit's */
+		w.cap += strlen(t->also[i].header) + strlen(t->also[i].scheme);
 	/*
 	 * One contiguous head: one SSL_write, one TLS record, one syscall (an evbuffer of several chains costs
 	 * one of each per chain).  It holds the secret: wiped when sent.  Its bound: the fixed lines (method,

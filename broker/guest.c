@@ -379,6 +379,18 @@ static bool path_refused(struct hb_gconn *g, const struct hb_route *r, const cha
 	return true;
 }
 
+/* "x-api-key or Authorization (Bearer)": where target T takes the placeholder, for a refusal. */
+static void forms_named(const struct hb_target *t, char *buf, size_t len)
+{
+	size_t n = (size_t)snprintf(buf, len, "%s", t->header);
+
+	for (int i = 0; i < t->n_also && n < len; i++)
+		n += (size_t)snprintf(buf + n, len - n, "%s%s%s%.*s%s", i + 1 == t->n_also ? " or " : ", ",
+				      t->also[i].header, *t->also[i].scheme ? " (" : "",
+				      (int)strcspn(t->also[i].scheme, " "), t->also[i].scheme,
+				      *t->also[i].scheme ? ")" : "");
+}
+
 /* Check 4, the placeholder (and the secret it stands for). */
 static bool placeholder_refused(struct hb_gconn *g, const struct hb_route *r, bool *answer)
 {
@@ -389,32 +401,45 @@ static bool placeholder_refused(struct hb_gconn *g, const struct hb_route *r, bo
 				   .placeholder = r->placeholder,
 				   .placeholders = sb->placeholders,
 				   .n_placeholders = sb->n_placeholders,
-				   .prepared = &sb->ph_set };
-	const char *presented;
-	size_t presented_len;
+				   .prepared = &sb->ph_set,
+				   .also = t->also,
+				   .n_also = t->n_also };
+	struct hb_ph_seen seen;
 	enum hb_refusal ref;
+	char forms[160];
 
-	ref = hb_placeholder_check(&g->head, &rule, &presented, &presented_len);
-	if (ref == HB_PH_WRONG && presented) {
+	ref = hb_placeholder_check(&g->head, &rule, &seen);
+	if (ref == HB_PH_WRONG && seen.presented) {
 		for (struct latch_http_sandbox *o = sb->h->sandboxes; o; o = o->next)
 			for (struct hb_route *orr = o->routes; o != sb && orr; orr = orr->next)
-				if (strlen(orr->placeholder) == presented_len &&
-				    !CRYPTO_memcmp(orr->placeholder, presented, presented_len))
+				if (strlen(orr->placeholder) == seen.presented_len &&
+				    !CRYPTO_memcmp(orr->placeholder, seen.presented, seen.presented_len))
 					ref = HB_PH_OTHER_SANDBOX;
 	}
+	forms_named(t, forms, sizeof(forms));
 	switch (ref) {
 	case HB_OK:
+		g->ph_form = seen.form;
 		break;
 	case HB_PH_URL:
 		*answer = hb_refuse(g, ref,
 				    "latch: the placeholder was also sent in the URL; send it only in the %s header",
-				    t->header);
+				    forms);
 		return true;
 	case HB_PH_OTHER_HEADER:
-		*answer = hb_refuse(g, ref,
-				    "latch: the placeholder was sent in a header other than %s; credential %s takes it "
-				    "only there (or as the Basic auth password)",
-				    t->header, r->name);
+		if (seen.first)
+			*answer =
+				hb_refuse(g, ref,
+					  "latch: the placeholder was sent in both %.*s and %.*s; credential %s takes "
+					  "it in one of them",
+					  (int)seen.first->name_len, seen.first->name, (int)seen.where->name_len,
+					  seen.where->name, r->name);
+		else
+			*answer = hb_refuse(
+				g, ref,
+				"latch: the placeholder was sent in the %.*s header, not in %s; credential %s "
+				"takes it only there (or as the Basic auth password)",
+				(int)seen.where->name_len, seen.where->name, forms, r->name);
 		return true;
 	case HB_PH_OTHER_SANDBOX:
 		*answer = hb_refuse(
@@ -426,7 +451,7 @@ static bool placeholder_refused(struct hb_gconn *g, const struct hb_route *r, bo
 			g, ref,
 			"latch: credential %s needs this sandbox's placeholder in the %s header (%s<placeholder>) "
 			"or as the Basic auth password",
-			r->name, t->header, t->scheme);
+			r->name, forms, t->scheme);
 		return true;
 	}
 	if (!t->secret.mem && t->secret_var) {

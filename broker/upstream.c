@@ -215,6 +215,23 @@ int hb_target_init(struct latch_http *h, struct hb_target *t, const struct latch
 				  u->url, u->header ? u->header : "");
 	if (u->scheme && strcspn(u->scheme, "\r\n") != strlen(u->scheme))
 		return latch_errf(err, errlen, -EINVAL, "upstream %s: scheme must be one line", u->url);
+	if (u->n_also < 0 || u->n_also > LATCH_HTTP_FORMS_MAX)
+		return latch_errf(err, errlen, -EINVAL, "upstream %s: at most %d other key forms", u->url,
+				  LATCH_HTTP_FORMS_MAX);
+	for (int i = 0; i < u->n_also; i++) {
+		const struct latch_http_form *f = &u->also[i];
+
+		if (!is_token(f->header) || !strcasecmp(f->header, u->header) ||
+		    (f->scheme && strcspn(f->scheme, "\r\n") != strlen(f->scheme)))
+			return latch_errf(err, errlen, -EINVAL,
+					  "upstream %s: another key form's header \"%s\" must be a token other than "
+					  "%s, its scheme one line",
+					  u->url, f->header ? f->header : "", u->header);
+		if (!(t->also[i].header = strdup(f->header)) ||
+		    !(t->also[i].scheme = strdup(f->scheme ? f->scheme : "")))
+			return latch_errf(err, errlen, -ENOMEM, "broker: out of memory");
+		t->n_also = i + 1;
+	}
 	if (u->secret &&
 	    (u->secret_len < 4 || u->secret_len > HB_SECRET_MAX || memchr(u->secret, '\r', u->secret_len) ||
 	     memchr(u->secret, '\n', u->secret_len) || memchr(u->secret, 0, u->secret_len)))
@@ -263,6 +280,11 @@ void hb_target_fini(struct hb_target *t)
 	free(t->name);
 	free(t->header);
 	free(t->scheme);
+	for (int i = 0; i < t->n_also; i++) {
+		free((char *)t->also[i].header);
+		free((char *)t->also[i].scheme);
+	}
+	t->n_also = 0;
 	free(t->secret_var);
 	free(t->base_path);
 	t->name = t->header = t->scheme = t->secret_var = t->base_path = NULL;

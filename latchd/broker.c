@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -268,6 +269,28 @@ static void url_of(const struct latch_kit_upstream *up, char *buf, size_t len)
 	latch_kit_upstream_url(&bare, buf, len);
 }
 
+/*
+ * The other forms UP's provider's own clients send the key in, each taken
+ * as the placeholder and answered upstream in the same form.  Anthropic:
+ * Claude Code sends x-api-key, the TypeScript SDK (1.17) Authorization:
+ * Bearer, and the API reads either.  OpenAI's clients send only
+ * Authorization: Bearer, Gemini's (@google/genai) only x-goog-api-key; a
+ * key in Gemini's query (?key=) stays refused: it would be in the URL, which
+ * logs keep.  Only for the provider's own header and scheme: a kit that
+ * chose another form (a proxy in front of the API) gets that form alone.
+ */
+static void client_forms(const struct latch_kit_upstream *up, struct latch_http_upstream *u)
+{
+	static const struct latch_http_form x_api_key = { "x-api-key", "" }, bearer = { "Authorization", "Bearer " };
+
+	if (up->provider != LATCH_PROVIDER_ANTHROPIC)
+		return;
+	if (!strcasecmp(up->header, "x-api-key") && !up->scheme[0])
+		u->also[u->n_also++] = bearer;
+	else if (!strcasecmp(up->header, "Authorization") && !strcmp(up->scheme, "Bearer "))
+		u->also[u->n_also++] = x_api_key;
+}
+
 /* UP as the engine's upstream; the strings point into UP, URL and SEC. */
 static void engine_upstream(const char *name, const struct latch_kit_upstream *up, const char *route,
 			    const struct latch_kit_secrets *sec, char *url, size_t urllen,
@@ -280,6 +303,7 @@ static void engine_upstream(const char *name, const struct latch_kit_upstream *u
 					   .scheme = up->scheme,
 					   .ca_file = up->ca_file[0] ? up->ca_file : NULL,
 					   .base_path = up->base_path };
+	client_forms(up, u);
 	u->secret = latch_kit_secret_get(sec, route, &u->secret_len);
 	if (!u->secret) /* the refusal names where the key should have come from */
 		u->secret_var = up->secret_var[0] ? up->secret_var : up->secret_file;

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0-only
+# lts-limit: 300 (about 150 s on a busy testbed)
 # live_kit_broker.sh - the credential broker through latchd: `latch attach
 # --kit` on the guest link of selftests/lib.sh, latchd serving it.
 #
@@ -62,7 +63,7 @@ lts_bg "$LTS_I" "$T/dnsmasq.out" dnsmasq --no-daemon --no-resolv --no-hosts --us
 	--host-record="kitnet.test.example,$SRV_B" --host-record="other.test.example,$SRV_B" \
 	--host-record="lan.test.example,127.0.0.1" --host-record="pdef.test.example,$SRV_B" \
 	--host-record="p8443.test.example,$SRV_B" --host-record="k8443.test.example,$SRV_B"
-broker_test_upstreams "$T" 150 || { fail setup "upstream did not start"; lts_done; }
+broker_test_upstreams "$T" 300 || { fail setup "upstream did not start"; lts_done; }
 
 # ------------------------------------------------------------ latch.conf, profile, kit
 mkdir -p "$ROOT/etc/latch/profiles" "$ROOT/etc/latch/kits"
@@ -103,6 +104,19 @@ credentials:
     env:
       ENVKEY_URL: "{{url}}"
       ENVKEY_KEY: "{{placeholder}}"
+  - name: anth
+    upstream: https://api.test.example
+    secret_file: $T/secret
+    header: x-api-key
+    provider: anthropic
+    methods: [GET]
+    paths: [/v1/echo]
+    priced_endpoints:
+      - {method: GET, path: /v1/echo, dollars_per_request: 0}
+    ca_file: $T/ca.pem
+    env:
+      ANTH_URL: "{{url}}"
+      ANTH_KEY: "{{placeholder}}"
   - name: git
     upstream: https://api.test.example
     secret_file: $T/git-secret
@@ -164,7 +178,7 @@ check_eq "latchd serves the kit's broker" "$(ping_latchd | jq -r '.sandboxes[0].
 	"$(printf 'tk\ttrue')"
 check_eq "status reads the kit back from latchd" \
 	"$(latch --json status "$LTS_NAME" | jq -r '.sandboxes[0].kit | [.name, .served.listening] | @tsv')" "$(printf 'tk\ttrue')"
-check "and names the key that is missing" grep -q "kit: .*tk, port 8119: broker listening, 6 route(s); keys missing: LTS_NOKEY_API_KEY" \
+check "and names the key that is missing" grep -q "kit: .*tk, port 8119: broker listening, 7 route(s); keys missing: LTS_NOKEY_API_KEY" \
 	<<<"$(latch status "$LTS_NAME")"
 
 # another sandbox with the same kit, on a device of its own: its placeholders are another sandbox's
@@ -219,7 +233,7 @@ lastafter() {
 	latch --json audit "$LTS_NAME" --kind "$1" 2>/dev/null | jq -c ".entries[$2]"
 }
 # a long-lived guest process with the environment, whose /proc/PID/environ is grepped at the end
-ip netns exec "$LTS_G" env -i PATH="$PATH" $(cat "$T/guest.env") sleep 120 &
+ip netns exec "$LTS_G" env -i PATH="$PATH" $(cat "$T/guest.env") sleep 300 &
 LTS_PIDS+=($!)
 GUEST_SLEEP=$!
 
@@ -252,6 +266,39 @@ check_eq "the broker answers on the host's IPv6 address too" "$(jq -r .path <<<"
 out=$(gsh 'curl -sS -m 5 -H "x-api-key: $ENVKEY_KEY" "$ENVKEY_URL/v1/echo"')
 check_eq "the upstream got the key handed from latch's environment" \
 	"$(tail -1 "$T/up.log" | jq -r '.headers[] | select(.[0] == "x-api-key") | .[1]')" "$ENV_SECRET"
+# invariant: an anthropic credential takes the placeholder in either form its clients send (Claude Code's
+# x-api-key, the TypeScript SDK's Authorization: Bearer), sends the key upstream in that one form only, and
+# refuses it in both at once or in any other header, naming the header
+PH_ANTH=$(envof "$LTS_NAME" ANTH_KEY)
+# upstream_auth: the key headers of the upstream's last request, "x-api-key=V;authorization=V;"
+upstream_auth() {
+	tail -1 "$T/up.log" | jq -r '[.headers[] | select(.[0] | ascii_downcase | . == "x-api-key" or . == "authorization")
+		| "\(.[0] | ascii_downcase)=\(.[1]);"] | add // ""'
+}
+out=$(gsh 'curl -sS -m 5 -H "x-api-key: $ANTH_KEY" "$ANTH_URL/v1/echo"')
+check_eq "control: the placeholder in x-api-key is forwarded" "$(jq -r .path <<<"$out")" /v1/echo
+check_eq "  with the key in x-api-key alone" "$(upstream_auth)" "x-api-key=$SECRET;"
+out=$(gsh 'curl -sS -m 5 -H "Authorization: Bearer $ANTH_KEY" "$ANTH_URL/v1/echo"')
+check_eq "the placeholder as Authorization: Bearer is forwarded (Anthropic's SDK)" "$(jq -r .path <<<"$out")" /v1/echo
+check_eq "  with the key in Authorization alone, as the client sent it" "$(upstream_auth)" "authorization=Bearer $SECRET;"
+out=$(gsh 'curl -sS -m 5 -H "Authorization: Bearer junk" -H "x-api-key: $ANTH_KEY" "$ANTH_URL/v1/echo"')
+check_eq "a non-placeholder Authorization beside x-api-key is dropped, the key sent once" "$(upstream_auth)" \
+	"x-api-key=$SECRET;"
+out=$(gsh 'curl -sS -m 5 -w "\n%{http_code}" -H "x-api-key: $ANTH_KEY" -H "Authorization: Bearer $ANTH_KEY" \
+	"$ANTH_URL/v1/echo"')
+check_eq "the placeholder in both forms at once is refused" "$(tail -1 <<<"$out")" 403
+check "  naming both headers" grep -q "latch: the placeholder was sent in both x-api-key and Authorization" <<<"$out"
+out=$(gsh 'curl -sS -m 5 -w "\n%{http_code}" -H "X-Goog-Api-Key: $ANTH_KEY" "$ANTH_URL/v1/echo"')
+check_eq "the placeholder in an unrelated header is refused" "$(tail -1 <<<"$out")" 403
+check "  naming it and the forms it takes" \
+	grep -q "latch: the placeholder was sent in the X-Goog-Api-Key header, not in x-api-key or Authorization (Bearer)" \
+	<<<"$out"
+out=$(gsh 'curl -sS -m 5 -w "\n%{http_code}" -H "Authorization: Bearer $ANTH_KEY" "$ECHO_URL/v1/echo"')
+check_eq "another route's placeholder in Authorization is still refused" "$(tail -1 <<<"$out")" 403
+out=$(gsh 'curl -sS -m 5 -w "\n%{http_code}" -H "x-api-key: $ECHO_KEY" "$ECHO_URL/v1/echo"')
+check_eq "an openai-shaped route (Authorization: Bearer) takes no x-api-key form" "$(tail -1 <<<"$out")" 403
+check_eq "the upstream never saw a placeholder" "$(grep -c latch-placeholder- "$T/up.log")" 0
+
 out=$(gsh 'curl -sS -m 5 -H "Authorization: Bearer $ECHO_KEY" "$ECHO_URL/v1/reflect"')
 check "a key the upstream reflects reaches the guest as stars" grep -q "you sent: Bearer \*\{${#SECRET}\}" <<<"$out"
 

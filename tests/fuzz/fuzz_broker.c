@@ -243,9 +243,11 @@ static void route_checks(const struct hb_head *hd)
 {
 	static const char *const phs[] = { "latch-placeholder-00112233445566778899aabbccddeeff",
 					   "latch-placeholder-ffeeddccbbaa99887766554433221100" };
-	struct hb_ph_rule rule = { "Authorization", "Bearer ", phs[0], phs, 2 };
-	const char *rest, *presented;
-	size_t rest_len, presented_len;
+	static const struct hb_ph_form also[] = { { "x-api-key", "" } }; /* Anthropic's two forms */
+	struct hb_ph_rule rule = { "Authorization", "Bearer ", phs[0], phs, 2, NULL, also, 1 };
+	struct hb_ph_seen seen, seen2;
+	const char *rest;
+	size_t rest_len;
 	char name[33], host[254];
 
 	if (hd->connect) {
@@ -259,15 +261,18 @@ static void route_checks(const struct hb_head *hd)
 	if (!hb_target_route(hd->target, hd->target_len, name, &rest, &rest_len))
 		return;
 	hb_prefix_covers("/v1/messages", rest, rest_len);
-	enum hb_refusal ref = hb_placeholder_check(hd, &rule, &presented, &presented_len);
+	enum hb_refusal ref = hb_placeholder_check(hd, &rule, &seen);
 	static struct hb_ph_set set;
-	const char *presented2;
-	size_t presented2_len;
+
+	/* a verdict of OK names the one form the key goes out in; a refusal of another header names it */
+	if ((ref == HB_OK && (seen.form < 0 || seen.form > 1)) || (ref == HB_PH_OTHER_HEADER && !seen.where))
+		abort();
 
 	/* the set latchd prepares when its routes change gives the verdict the check makes without it */
 	hb_ph_set_prep(&set, phs, 2);
 	rule.prepared = &set;
-	if (hb_placeholder_check(hd, &rule, &presented2, &presented2_len) != ref || presented2_len != presented_len)
+	if (hb_placeholder_check(hd, &rule, &seen2) != ref || seen2.presented_len != seen.presented_len ||
+	    seen2.form != seen.form)
 		abort();
 }
 
