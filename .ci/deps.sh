@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0-only
-# Install the Debian 12 packages latch builds, runs and tests with.
+# Install the Debian 12 packages latch builds, runs and tests with, and the
+# pinned npm clients of .ci/clients the broker is tested with.
 # Safe to run twice: apt-get only installs what is missing.
 set -euo pipefail
 
@@ -46,6 +47,35 @@ kvm_mode() {
 		echo "deps: /dev/kvm was $now; set it to 0660 root:kvm, as Debian's udev rule would (libvirt's qemu user needs it)"
 }
 
+# The real API clients selftests/live_clients.sh runs through the broker
+# (Claude Code, Codex CLI, Gemini CLI, the openai and @anthropic-ai/sdk
+# libraries, and node 22 for those that need it), pinned with their sha512 in
+# .ci/clients/package-lock.json and installed with `npm ci` into one prefix.
+# Quick when that lock is already installed there.
+CLIENTS=${LATCH_CLIENTS:-/opt/latch-clients}
+clients() {
+	local src
+	src="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/clients"
+	if cmp -s "$src/package-lock.json" "$CLIENTS/package-lock.json" &&
+		cmp -s "$src/package-lock.json" "$CLIENTS/.installed" 2>/dev/null; then
+		echo "deps: the test clients of .ci/clients are in $CLIENTS"
+		return 0
+	fi
+	if ! command -v npm >/dev/null; then
+		[ "$(id -u)" = 0 ] || { echo "deps: no npm to install the test clients with; run as root" >&2; return 1; }
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends npm >/dev/null
+	fi
+	echo "deps: installing the test clients of .ci/clients into $CLIENTS (npm ci)"
+	rm -f "$CLIENTS/.installed"
+	mkdir -p "$CLIENTS"
+	cp "$src/package.json" "$src/package-lock.json" "$CLIENTS/"
+	# the lock's sha512 is checked for every package; install scripts link Claude Code's native binary
+	(cd "$CLIENTS" && npm ci --no-audit --no-fund --loglevel=error --engine-strict=false) >/dev/null
+	"$CLIENTS/node_modules/.bin/claude" --version >/dev/null ||
+		{ echo "deps: $CLIENTS/node_modules/.bin/claude --version fails" >&2; return 1; }
+	cp "$src/package-lock.json" "$CLIENTS/.installed"
+}
+
 missing=()
 for p in "${PKGS[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -53,6 +83,7 @@ done
 if [ ${#missing[@]} -eq 0 ]; then
 	echo "deps: all ${#PKGS[@]} packages present"
 	kvm_mode
+	clients
 	exit 0
 fi
 if [ "$(id -u)" != 0 ]; then
@@ -64,3 +95,4 @@ export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 kvm_mode
+clients
