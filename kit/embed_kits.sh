@@ -10,8 +10,9 @@ echo "	const char *text;"
 echo "} latch_builtin_kits[] = {"
 for f in "$@"; do
 	printf '\t{ "%s",\n' "$(basename "$f" .yaml)"
-	# each line a C string: backslashes and double quotes escaped, the line break kept
-	awk '{ gsub(/\\/, "\\\\"); gsub(/"/, "\\\""); printf "\t  \"%s\\n\"\n", $0 }' "$f"
+	# each line a C string: backslashes and double quotes escaped, the line break kept (a
+	# replacement's "\\\\" is one backslash to awk's gsub, mawk and gawk alike: two are eight)
+	awk '{ gsub(/\\/, "\\\\\\\\"); gsub(/"/, "\\\""); printf "\t  \"%s\\n\"\n", $0 }' "$f"
 	printf '\t},\n'
 done
 echo "};"
