@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0-only
 """budget_net.py - fake AI provider upstreams and the guest's clients for live_budget.sh.
 
-  serve --addr A --port P --cert C --key K --log FILE
+  serve --addr A --port P --cert C --key K --log FILE [--usage in=N,out=N,...]
       One HTTPS/1.1 server (keep-alive) that answers in the shape of the provider
       its Host names (openai.*, anthropic.*, gemini.*), as their API references
       document it, streamed or not:
@@ -19,6 +19,10 @@
                  POST ...:streamGenerateContent               one JSON array, element by element
                  POST /v1beta/openai/chat/completions          its OpenAI-compatible endpoint:
                                               answered as OpenAI's chat completions
+      A real client (live_clients.sh) sends no X-Fake-* header: --usage gives the counts
+      reported then (none: zeros).  OpenAI's Responses stream carries the message item's
+      events as the API sends them (output_item.added, content_part.added, the deltas,
+      output_text.done, content_part.done, output_item.done), which Codex needs.
       The test steers each request with headers the broker passes on:
         X-Fake-Usage: in=N,out=N,cached=N,cw=N,cw1h=N,thoughts=N,search=N,files=N,code=N,images=N
                       the counts to report
@@ -71,10 +75,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 FAKE_TEXT = 'Hi! data: {"usage":{"prompt_tokens":0}}\n\nevent: message_delta\ndata: {"usage":{"output_tokens":1}}\n\n'
 
 
-def counts(headers):
+def counts(headers, default=""):
     c = {"in": 0, "out": 0, "cached": 0, "cw": 0, "cw1h": 0, "thoughts": 0, "search": 0, "files": 0, "code": 0,
          "images": 0}
-    for part in (headers.get("X-Fake-Usage") or "").split(","):
+    for part in (headers.get("X-Fake-Usage") or default or "").split(","):
         k, _, v = part.partition("=")
         if k.strip() in c:
             c[k.strip()] = int(v)
@@ -209,7 +213,7 @@ class Upstream(BaseHTTPRequestHandler):
         mode = self.headers.get("X-Fake-Mode", "ok")
         if mode == "hold":
             time.sleep(1.0)
-        c = counts(self.headers)
+        c = counts(self.headers, self.server.usage)
         host = (self.headers.get("Host") or "").split(".")[0]
         if mode == "spend":
             c["out"] = spend(req, host)
@@ -280,10 +284,22 @@ class Upstream(BaseHTTPRequestHandler):
         for i, call in enumerate(calls):  # each call's item, as it is added and done
             for n in ("response.output_item.added", "response.output_item.done"):
                 ev.append((n, {"type": n, "sequence_number": len(ev), "output_index": i, "item": call}))
-        ev += [("response.output_text.delta", {"type": "response.output_text.delta", "sequence_number": len(ev),
-                                               "delta": FAKE_TEXT}),
-               ("response.completed", {"type": "response.completed", "sequence_number": len(ev) + 1,
-                                       "response": resp})]
+        i = len(calls)  # the message item: added, its part, the text, then each done, as the API sends them
+        item = {"id": "msg_1", "type": "message", "status": "in_progress", "role": "assistant", "content": []}
+        part = {"type": "output_text", "text": "", "annotations": []}
+        done = dict(item, status="completed", content=[dict(part, text=FAKE_TEXT)])
+        for n, e in [("response.output_item.added", {"output_index": i, "item": item}),
+                     ("response.content_part.added", {"item_id": "msg_1", "output_index": i, "content_index": 0,
+                                                      "part": part}),
+                     ("response.output_text.delta", {"item_id": "msg_1", "output_index": i, "content_index": 0,
+                                                     "delta": FAKE_TEXT}),
+                     ("response.output_text.done", {"item_id": "msg_1", "output_index": i, "content_index": 0,
+                                                    "text": FAKE_TEXT}),
+                     ("response.content_part.done", {"item_id": "msg_1", "output_index": i, "content_index": 0,
+                                                     "part": dict(part, text=FAKE_TEXT)}),
+                     ("response.output_item.done", {"output_index": i, "item": done}),
+                     ("response.completed", {"response": resp})]:
+            ev.append((n, dict({"type": n, "sequence_number": len(ev)}, **e)))
         self.start_stream("text/event-stream")
         self.stream([b"event: %s\ndata: %s\n\n" % (n.encode(), json.dumps(e).encode()) for n, e in ev], mode)
 
@@ -386,7 +402,7 @@ def serve(a):
     cls = type("S", (ThreadingHTTPServer,), {"daemon_threads": True, "request_queue_size": 128})
     s = cls((a.addr, a.port), Upstream)
     s.socket = ctx.wrap_socket(s.socket, server_side=True)
-    s.log, s.log_lock = a.log, threading.Lock()
+    s.log, s.log_lock, s.usage = a.log, threading.Lock(), a.usage
     threading.Thread(target=s.serve_forever, daemon=True).start()
     print("ready", flush=True)
     time.sleep(a.lifetime)
@@ -530,6 +546,7 @@ def main():
     p.add_argument("--key", required=True)
     p.add_argument("--log", required=True)
     p.add_argument("--lifetime", type=float, default=300)
+    p.add_argument("--usage", default="", help="the counts a request without X-Fake-Usage reports")
     for name in ("req", "race"):
         p = sub.add_parser(name)
         p.add_argument("url")
