@@ -450,6 +450,14 @@ static int64_t charge_of(struct budget *b, struct budget_ticket *t, enum budget_
 		*why = "free";
 		return 0;
 	}
+	/*
+	 * A client that stops reading at a stream's last event (Codex at
+	 * response.completed) cuts before the upstream's closing chunk: the
+	 * provider finished and billed the usage read, so it is charged.  A cut
+	 * anywhere earlier, or by the upstream, is charged the reservation.
+	 */
+	if (how == BUDGET_END_GUEST_CUT && t->status >= 200 && t->status < 300 && budget_usage_ended(&t->usage))
+		how = BUDGET_END_COMPLETE;
 	if (how != BUDGET_END_COMPLETE) {
 		*why = end_name(how);
 		return t->reserved;

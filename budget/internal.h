@@ -227,6 +227,7 @@ struct usage_parser {
 	/* results so far */
 	struct usage_acc run; /* Anthropic's stream: message_start's, updated by each message_delta */
 	bool have_usage, final, error, bad, done_marker;
+	bool ended; /* a stream's last event was read (message_stop, response.completed, [DONE] after usage) */
 	bool tier_dear; /* OpenAI: the response's service_tier says priority (or a tier latch does not know) */
 	struct budget_tokens tokens;
 };
@@ -236,6 +237,8 @@ void budget_usage_init(struct usage_parser *u, enum budget_format f);
 void budget_usage_reuse(struct usage_parser *u, enum budget_format f);
 void budget_usage_feed(struct usage_parser *u, const void *data, size_t len);
 enum usage_result budget_usage_finish(struct usage_parser *u, struct budget_tokens *out);
+/* A stream read to its last event: what may still follow is framing, never usage. */
+bool budget_usage_ended(const struct usage_parser *u);
 void budget_usage_free(struct usage_parser *u);
 const char *budget_usage_result_name(enum usage_result r);
 

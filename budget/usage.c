@@ -434,9 +434,11 @@ static void on_event(void *arg, const char *event, bool done_marker, bool json_o
 	bool sse = u->sse != NULL;
 
 	if (!json_ok) {
-		if (done_marker)
+		if (done_marker) {
 			u->done_marker = true;
-		else
+			u->ended = u->format == BUDGET_FORMAT_OPENAI_CHAT &&
+				   u->have_usage; /* usage comes before [DONE] */
+		} else
 			u->bad = true; /* an event that is neither JSON nor [DONE] */
 		clear_event(u);
 		return;
@@ -459,6 +461,7 @@ static void on_event(void *arg, const char *event, bool done_marker, bool json_o
 		} else if (!strcmp(type, "response.completed") || !strcmp(type, "response.incomplete")) {
 			take_usage(u, openai_tokens(&u->ev[0], false, &u->tokens));
 			responses_calls(u);
+			u->ended = true;
 		} else if (!strcmp(type, "response.failed") || !strcmp(type, "error")) {
 			u->error = true;
 		}
@@ -482,6 +485,7 @@ static void on_event(void *arg, const char *event, bool done_marker, bool json_o
 				}
 		} else if (!strcmp(type, "message_stop")) {
 			take_usage(u, anthropic_tokens(&u->run, &u->tokens));
+			u->ended = true;
 		}
 		break;
 	default: /* Gemini: counted as the chunks pass, read at the end */
@@ -628,6 +632,11 @@ enum usage_result budget_usage_finish(struct usage_parser *u, struct budget_toke
 		return USAGE_NONE;
 	*out = u->tokens;
 	return USAGE_OK;
+}
+
+bool budget_usage_ended(const struct usage_parser *u)
+{
+	return u->sse && u->ended && u->have_usage && u->final && !u->bad && !u->error;
 }
 
 void budget_usage_free(struct usage_parser *u)

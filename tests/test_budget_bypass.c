@@ -58,7 +58,12 @@ Test(budget_bypass, a_cut_stream_is_charged_the_reservation)
 		cr_expect_eq(r.charged, r.reserved, "%s: charged %lld of %lld", cuts[i].how, (long long)r.charged,
 			     (long long)r.reserved);
 		cr_expect_str_eq(r.settle_note.decision, "", "charged as reserved: nothing differs, nothing to log");
-		/* the whole stream, but an ending other than complete: still the reservation */
+		/*
+		 * the whole stream, but the upstream's ending other than complete: still the reservation
+		 * (the guest's cut after the last event is charged its usage: the test below)
+		 */
+		if (cuts[i].end == BUDGET_END_GUEST_CUT)
+			continue;
 		r = bt_exchange(b, "a1", BUDGET_ANTHROPIC, "POST", "/v1/messages", anthropic_body, 200, sse, len, 64, 0,
 				cuts[i].end);
 		cr_expect_eq(r.charged, r.reserved, "%s after the last byte", cuts[i].how);
@@ -494,6 +499,78 @@ Test(budget_bypass, server_side_input_reserves_the_context)
 	cr_expect_eq(file, chained);
 	/* control: the body's own size, in x 1.25 + 1000, rounded up once */
 	cr_expect_eq(plain, (in * 1250000 + 1000000000LL + 999999) / 1000000, "%lld", (long long)plain);
+	budget_close(b);
+}
+
+/*
+ * A client that stops reading at a stream's last event (Codex closes at
+ * response.completed, before the upstream's closing chunk) is charged the
+ * usage it was sent: the provider finished.  Invariant: only a guest cut
+ * after the last event, of a 2xx stream, is; a cut before it, a cut by the
+ * upstream, and a Gemini stream (no last event says it ended) are charged
+ * the reservation.
+ */
+Test(budget_bypass, a_guest_cut_after_the_last_event_is_charged_its_usage)
+{
+	static const char responses_sse[] =
+		"event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"output\":[]}}\n\n"
+		"event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"output\":[],"
+		"\"usage\":{\"input_tokens\":20,\"output_tokens\":10}}}\n\n";
+	static const char responses_body[] =
+		"{\"model\":\"gpt-5-nano\",\"max_output_tokens\":1000,\"input\":\"hi\",\"stream\":true}";
+	static const char gemini_sse[] = "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"hi\"}]}}],"
+					 "\"usageMetadata\":{\"promptTokenCount\":20,\"candidatesTokenCount\":10}}\n\n";
+	static const char gemini_body[] = "{\"contents\":[{\"parts\":[{\"text\":\"hi\"}]}]}";
+	struct budget *b = open_default();
+	size_t alen, clen;
+	char *asse = bt_fixture("anthropic.sse", &alen), *csse = bt_fixture("openai_chat.sse", &clen);
+	struct bt_result r, whole;
+
+	/* Anthropic: cut after message_stop is the whole stream's charge */
+	whole = bt_exchange(b, "a1", BUDGET_ANTHROPIC, "POST", "/v1/messages", anthropic_body, 200, asse, alen, 64, 0,
+			    BUDGET_END_COMPLETE);
+	r = bt_exchange(b, "a1", BUDGET_ANTHROPIC, "POST", "/v1/messages", anthropic_body, 200, asse, alen, 64, 0,
+			BUDGET_END_GUEST_CUT);
+	cr_expect_str_eq(r.how, "usage");
+	cr_expect_eq(r.charged, whole.charged);
+	cr_expect_lt(r.charged, r.reserved);
+	/* control: the upstream cutting at the same place is still charged the reservation */
+	r = bt_exchange(b, "a1", BUDGET_ANTHROPIC, "POST", "/v1/messages", anthropic_body, 200, asse, alen, 64, 0,
+			BUDGET_END_UPSTREAM_CUT);
+	cr_expect_eq(r.charged, r.reserved, "%s", r.how);
+	/* control: the guest cutting just before message_stop is too */
+	r = bt_exchange(b, "a1", BUDGET_ANTHROPIC, "POST", "/v1/messages", anthropic_body, 200, asse, alen, 64,
+			strstr(asse, "event: message_stop") - asse, BUDGET_END_GUEST_CUT);
+	cr_expect_eq(r.charged, r.reserved, "%s", r.how);
+
+	/* OpenAI Responses: cut after response.completed */
+	whole = bt_exchange(b, "a1", BUDGET_OPENAI, "POST", "/v1/responses", responses_body, 200, responses_sse,
+			    strlen(responses_sse), 7, 0, BUDGET_END_COMPLETE);
+	r = bt_exchange(b, "a1", BUDGET_OPENAI, "POST", "/v1/responses", responses_body, 200, responses_sse,
+			strlen(responses_sse), 7, 0, BUDGET_END_GUEST_CUT);
+	cr_expect_str_eq(r.how, "usage");
+	cr_expect_eq(r.charged, whole.charged, "%lld against %lld", (long long)r.charged, (long long)whole.charged);
+	cr_expect_lt(r.charged, r.reserved);
+
+	/* OpenAI chat: cut after [DONE] (the usage chunk comes before it); control: cut between the two */
+	r = bt_exchange(b, "a1", BUDGET_OPENAI, "POST", "/v1/chat/completions",
+			"{\"model\":\"gpt-4o-mini\",\"stream\":true,\"stream_options\":{\"include_usage\":true},"
+			"\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}",
+			200, csse, clen, 64, 0, BUDGET_END_GUEST_CUT);
+	cr_expect_str_eq(r.how, "usage");
+	cr_expect_lt(r.charged, r.reserved);
+	r = bt_exchange(b, "a1", BUDGET_OPENAI, "POST", "/v1/chat/completions",
+			"{\"model\":\"gpt-4o-mini\",\"stream\":true,\"stream_options\":{\"include_usage\":true},"
+			"\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}",
+			200, csse, clen, 64, strstr(csse, "data: [DONE]") - csse, BUDGET_END_GUEST_CUT);
+	cr_expect_eq(r.charged, r.reserved, "%s", r.how);
+
+	/* control: a Gemini stream has no last event: a guest cut after all of it is the reservation */
+	r = bt_exchange(b, "a1", BUDGET_GEMINI, "POST", "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
+			gemini_body, 200, gemini_sse, strlen(gemini_sse), 0, 0, BUDGET_END_GUEST_CUT);
+	cr_expect_eq(r.charged, r.reserved, "%s", r.how);
+	free(asse);
+	free(csse);
 	budget_close(b);
 }
 
