@@ -22,6 +22,7 @@ PKGS=(
 	curl git nginx-light libnginx-mod-http-echo wrk openssl
 	# rooms: diff -u for a workspace's changes; bubblewrap is the benchmark's reference
 	diffutils bubblewrap
+	tmux # vm_tty.sh: latch exec -it on a real pty, keys in and the screen back
 	# the default guest image
 	busybox-static cpio kmod xz-utils zstd libc6-dev
 	# the debian image's recipe (live_image_pin.sh runs it up to its node pin check)

@@ -118,6 +118,7 @@ int cmd_down(int argc, char **argv);
 int cmd_destroy(int argc, char **argv);
 int cmd_ls(int argc, char **argv);
 int cmd_exec(int argc, char **argv);
+int cmd_shell(int argc, char **argv);
 int cmd_image(int argc, char **argv);
 int cmd_backup(int argc, char **argv);
 int cmd_restore(int argc, char **argv);
@@ -158,5 +159,12 @@ struct audit_entry;
 int latch_audit_follow(struct audit_filter *f, int (*print)(const struct audit_entry *e, void *arg));
 /* For `status`: a VM sandbox's domain, accelerator and routing; -ENOENT when NAME is no VM. */
 int latch_vm_status_lines(const char *name, json_t *o);
+
+/*
+ * The terminal on fd in raw mode (cli/tty.c) until latch_tty_restore(), which
+ * also runs at exit and on SIGTERM, SIGHUP, SIGQUIT and SIGINT.  0 or -errno.
+ */
+int latch_tty_raw(int fd);
+void latch_tty_restore(void);
 
 #endif

@@ -15,6 +15,7 @@
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -491,35 +492,126 @@ static int command_args(int argc, char **argv, const char *what, uint32_t *timeo
 	return latch_need_root(what) ? code : 0;
 }
 
+/*
+ * exec's -i, -t, -it (-ti), --interactive and --tty, before or after NAME
+ * and before `--`: taken out of argv (into *io) so command_args sees what
+ * it always did.  *timed: --timeout was given (an interactive command has
+ * no deadline unless asked).
+ */
+static void exec_io_args(int *argc, char **argv, unsigned int *io, bool *timed)
+{
+	int w = 1, r = 1;
+
+	*io = 0;
+	*timed = false;
+	for (; r < *argc && strcmp(argv[r], "--"); r++) {
+		const char *a = argv[r];
+
+		if (!strcmp(a, "-i") || !strcmp(a, "--interactive"))
+			*io |= LATCH_AGENT_IO_STDIN;
+		else if (!strcmp(a, "-t") || !strcmp(a, "--tty"))
+			*io |= LATCH_AGENT_IO_TTY;
+		else if (!strcmp(a, "-it") || !strcmp(a, "-ti"))
+			*io |= LATCH_AGENT_IO_STDIN | LATCH_AGENT_IO_TTY;
+		else {
+			*timed |= !strcmp(a, "--timeout");
+			argv[w++] = argv[r];
+		}
+	}
+	while (r < *argc)
+		argv[w++] = argv[r++];
+	argv[w] = NULL;
+	*argc = w;
+}
+
+/* The kit's environment, and TERM for a pty (the user's, so the guest draws for the terminal it is on). */
+static int exec_env(char **env, int n_env, unsigned int io, char *term, size_t len, char ***out)
+{
+	const char *t = getenv("TERM");
+	char **all;
+
+	*out = env; /* NULL when the sandbox has no kit */
+	if (!(io & LATCH_AGENT_IO_TTY))
+		return 0;
+	all = calloc((size_t)n_env + 2, sizeof(*all));
+	if (!all)
+		return -ENOMEM;
+	for (int k = 0; k < n_env; k++)
+		all[k] = env[k];
+	/* a TERM a shell would choke on is not passed on: the guest's default is fine */
+	snprintf(term, len, "TERM=%s", t && *t && strlen(t) < 64 && !strpbrk(t, "=\n\t ") ? t : "xterm-256color");
+	all[n_env] = term;
+	*out = all;
+	return 0;
+}
+
+/*
+ * Run argv in NAME's guest as `latch exec` does: the kit's environment,
+ * and with io (-i, -t) stdin and the user's terminal.  The terminal goes
+ * raw only for the run and is restored before any message.
+ */
+static int exec_in_guest(const char *name, char **argv, struct latch_vm_exec_opts *eo, int out_fd, int err_fd,
+			 struct latch_vm_exec_result *r, char *err, size_t errlen)
+{
+	struct latch_kit_state st;
+	char **env = NULL, **all, term[80];
+	int ret, n_env;
+
+	/* the kit's environment (its URLs and placeholders), as `latch env` prints it */
+	if (latch_sandbox_env(name, &env, &n_env, &st, err, errlen))
+		return -EINVAL;
+	if (exec_env(env, n_env, eo->io, term, sizeof(term), &all)) {
+		latch_kit_env_free(env);
+		return latch_errf(err, errlen, -ENOMEM, "out of memory");
+	}
+	eo->env = (const char *const *)all;
+	eo->stdin_fd = STDIN_FILENO;
+	/* without a pty, Ctrl-C (SIGINT) and SIGTERM/SIGHUP at latch go to the guest's command */
+	if ((eo->io & LATCH_AGENT_IO_STDIN) && !(eo->io & LATCH_AGENT_IO_TTY))
+		eo->io |= LATCH_AGENT_IO_SIGNALS;
+	ret = (eo->io & LATCH_AGENT_IO_TTY) ? latch_tty_raw(STDIN_FILENO) : 0;
+	if (ret)
+		latch_errf(err, errlen, ret, "exec -t: the terminal on stdin: %s", strerror(-ret));
+	else
+		ret = latch_vm_exec(name, (const char *const *)argv, eo, out_fd, err_fd, r, err, errlen);
+	latch_tty_restore();
+	if (all != env)
+		free(all);
+	latch_kit_env_free(env);
+	return ret;
+}
+
 int cmd_exec(int argc, char **argv)
 {
 	struct latch_vm_exec_opts eo = { 0 };
-	struct latch_vm_exec_result r;
-	struct latch_kit_state st;
-	char err[LATCH_ERR_MAX], **env = NULL;
-	int i, ret, n_env, out_fd = STDOUT_FILENO, err_fd = STDERR_FILENO;
+	struct latch_vm_exec_result r = { 0 };
+	char err[LATCH_ERR_MAX];
+	int i, ret, out_fd = STDOUT_FILENO, err_fd = STDERR_FILENO;
+	bool timed;
 
+	exec_io_args(&argc, argv, &eo.io, &timed);
 	ret = command_args(argc, argv, "exec", &eo.timeout_ms, &i);
 	if (ret)
 		return ret;
+	if (eo.io && !timed)
+		eo.timeout_ms = 0; /* a shell or an agent at the terminal: as long as the user likes */
+	if ((eo.io & LATCH_AGENT_IO_TTY) && !isatty(STDIN_FILENO))
+		return latch_err(LATCH_EXIT_CMD_LATCH,
+				 "exec -t: stdin is not a terminal, so there is none to give the guest; use -i for a "
+				 "pipe");
+	if ((eo.io & LATCH_AGENT_IO_TTY) && latch_json)
+		return latch_err(LATCH_EXIT_CMD_LATCH, "exec -t: a terminal's bytes are no JSON; drop --json or -t");
 	if (!latch_vm_exists(argv[1]))
 		return latch_err(LATCH_EXIT_CMD_LATCH, "no VM sandbox '%s' (see `latch ls`)", argv[1]);
-	/* the kit's environment (its URLs and placeholders), as `latch env` prints it */
-	if (latch_sandbox_env(argv[1], &env, &n_env, &st, err, sizeof(err)))
-		return latch_err(LATCH_EXIT_CMD_LATCH, "%s", err);
-	eo.env = (const char *const *)env;
 	signal(SIGPIPE, SIG_IGN);
 	/* under --json the output is collected and goes into the object */
 	if (latch_json) {
 		out_fd = memfd_create("latch-exec-out", MFD_CLOEXEC);
 		err_fd = memfd_create("latch-exec-err", MFD_CLOEXEC);
-		if (out_fd < 0 || err_fd < 0) {
-			latch_kit_env_free(env);
+		if (out_fd < 0 || err_fd < 0)
 			return latch_err(LATCH_EXIT_CMD_LATCH, "memfd_create: %s", strerror(errno));
-		}
 	}
-	ret = latch_vm_exec(argv[1], (const char *const *)argv + i, &eo, out_fd, err_fd, &r, err, sizeof(err));
-	latch_kit_env_free(env);
+	ret = exec_in_guest(argv[1], argv + i, &eo, out_fd, err_fd, &r, err, sizeof(err));
 	if (ret) {
 		if (latch_json) {
 			close(out_fd);
@@ -539,6 +631,41 @@ int cmd_exec(int argc, char **argv)
 		latch_json_out(j);
 	}
 	return r.timed_out ? LATCH_EXIT_CMD_TIMEOUT : r.status;
+}
+
+/*
+ * `latch shell NAME`: exec -it NAME -- a login shell, bash where the guest
+ * has it (asked in the guest, in the same run), else sh; in the workspace
+ * when there is one, with the kit's environment.
+ */
+int cmd_shell(int argc, char **argv)
+{
+	static char *login[] = { "/bin/sh", "-c",
+				 "if command -v bash >/dev/null 2>&1; then exec bash -l; else exec /bin/sh -l; fi",
+				 NULL };
+	struct latch_vm_exec_opts eo = { .io = LATCH_AGENT_IO_STDIN | LATCH_AGENT_IO_TTY };
+	struct latch_vm_exec_result r = { 0 };
+	char err[LATCH_ERR_MAX];
+	int ret;
+
+	if (argc != 2)
+		return latch_err(LATCH_EXIT_CMD_LATCH, "usage: latch shell NAME");
+	if (latch_parse_name(argv[1], err, sizeof(err)))
+		return latch_err(LATCH_EXIT_CMD_LATCH, "%s", err);
+	if (latch_need_root("shell"))
+		return LATCH_EXIT_CMD_LATCH;
+	if (!isatty(STDIN_FILENO))
+		return latch_err(LATCH_EXIT_CMD_LATCH,
+				 "shell: stdin is not a terminal; for a pipe, `latch exec -i %s -- sh`", argv[1]);
+	if (latch_json)
+		return latch_err(LATCH_EXIT_CMD_LATCH, "shell: a terminal's bytes are no JSON; drop --json");
+	if (!latch_vm_exists(argv[1]))
+		return latch_err(LATCH_EXIT_CMD_LATCH, "no VM sandbox '%s' (see `latch ls`)", argv[1]);
+	signal(SIGPIPE, SIG_IGN);
+	ret = exec_in_guest(argv[1], login, &eo, STDOUT_FILENO, STDERR_FILENO, &r, err, sizeof(err));
+	if (ret)
+		return latch_err(LATCH_EXIT_CMD_LATCH, "%s", err);
+	return r.status;
 }
 
 static volatile sig_atomic_t task_stop;

@@ -96,8 +96,14 @@ static const struct latch_opt destroy_opts[] = {
 
 static const struct latch_opt exec_opts[] = {
 	{ "timeout", 0, "DUR",
-	  "the guest kills CMD after DUR (1s..24h; default 10m); a guest that never answers costs at "
-	  "most DUR and a few seconds" },
+	  "the guest kills CMD after DUR (1s..24h; default 10m, none with -i or -t); a guest that never answers "
+	  "costs at most DUR and a few seconds" },
+	{ "interactive", 'i', NULL, "relay stdin to CMD until its end; Ctrl-C, SIGTERM and SIGHUP at latch go to CMD",
+	  true },
+	{ "tty", 't', NULL,
+	  "run CMD under a pty in the guest with this terminal raw: keys, its size and resizes go to CMD "
+	  "(Ctrl-C is CMD's); -it for both; refused when stdin is not a terminal",
+	  true },
 	{ NULL },
 };
 
@@ -219,10 +225,17 @@ const struct latch_cmd latch_cmds[] = {
 	  destroy_opts, "latch destroy agent1\nlatch destroy agent1 --purge" },
 	{ "ls", cmd_ls, "ls", "VM sandboxes with their domain state and observed posture", NULL,
 	  "latch ls\nlatch --json ls" },
-	{ "exec", cmd_exec, "exec NAME [--timeout DUR] -- CMD...",
-	  "run a command in a VM sandbox's guest; relays its output and exits with its status; 124 when the "
-	  "deadline passed, 125 when latch failed (no sandbox, no answer), 126/127 when CMD could not run",
-	  exec_opts, "latch exec agent1 -- uname -a\nlatch exec agent1 --timeout 30s -- grep -v x /etc/hosts" },
+	{ "exec", cmd_exec, "exec [-i] [-t] NAME [--timeout DUR] -- CMD...",
+	  "run a command in a VM sandbox's guest, in its workspace with the kit's environment; relays its output "
+	  "and exits with its status (128+N for signal N); 124 when the deadline passed, 125 when latch failed "
+	  "(no sandbox, no answer, the guest went away), 126/127 when CMD could not run",
+	  exec_opts,
+	  "latch exec agent1 -- uname -a\nlatch exec agent1 --timeout 30s -- grep -v x /etc/hosts\n"
+	  "echo hi | latch exec -i agent1 -- cat\nlatch exec -it agent1 -- top" },
+	{ "shell", cmd_shell, "shell NAME",
+	  "a login shell in a VM sandbox's guest at this terminal (`exec -it NAME --` bash -l, or sh -l where the "
+	  "guest has no bash), in its workspace with the kit's environment; exits with the shell's status",
+	  NULL, "latch shell agent1" },
 	{ "backup", cmd_backup, "backup NAME | backup --all",
 	  "copy the guest's state directory (/var/lib/agent-state) to the host; `down` does it first", backup_opts,
 	  "latch backup agent1\nlatch --json backup --all" },
@@ -605,7 +618,8 @@ int main(int argc, char **argv)
 	if (rc)
 		return finish(rc);
 	if (needs_host_view(cmd) && latch_host_view_check(why, sizeof(why)))
-		return finish(latch_err(cmd->fn == cmd_exec || cmd->fn == cmd_task || cmd->fn == cmd_run ?
+		return finish(latch_err(cmd->fn == cmd_exec || cmd->fn == cmd_shell || cmd->fn == cmd_task ||
+							cmd->fn == cmd_run ?
 						LATCH_EXIT_CMD_LATCH :
 						LATCH_EXIT_FAILED,
 					"%s", why));

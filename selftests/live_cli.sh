@@ -195,6 +195,7 @@ probes=(
 	"destroy|destroy nosuch @|destroy takes one NAME|2"
 	"ls|ls @|ls takes no arguments|2"
 	"exec|exec nosuch @ -- true|exec needs -- and a command|125"
+	"shell|shell nosuch @|usage: latch shell NAME|125"
 	"backup|backup nosuch @|backup takes one NAME|2"
 	"backup:--all|backup @|backup takes one NAME|2"
 	"restore|restore nosuch @|restore takes one NAME|2"
@@ -249,6 +250,7 @@ for c in $cmds; do
 	ncmd=$((ncmd + 1))
 	while IFS=$'\t' read -r spelled _; do
 		[ -n "$spelled" ] || continue
+		spelled=${spelled#-?, } # "-i, --interactive": the long form
 		o=${spelled%% *}
 		v=
 		[ "$o" != "$spelled" ] && v=${sample[$o]:-x}

@@ -67,6 +67,11 @@ int latch_vm_exec(const char *name, const char *const argv[], const struct latch
 	res->answered = true;
 	ret = latch_agent_exec(a, argv, &eo, out_fd, err_fd, &r);
 	latch_agent_close(a); /* cancels a command still running */
+	if (ret == -ECONNRESET || ret == -EPIPE)
+		return latch_errf(err, errlen, ret,
+				  "exec in %s: the guest's agent channel closed mid-command (did the guest stop? see "
+				  "`latch status %s`)",
+				  name, name);
 	if (ret == -EINTR || ret == -ETIMEDOUT)
 		return latch_errf(err, errlen, ret, "exec in %s: %s", name, strerror(-ret));
 	if (ret == -EPROTONOSUPPORT)
