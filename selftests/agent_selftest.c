@@ -21,6 +21,7 @@
  * agent, its commands and the client are the real ones.  Output is KTAP
  * for selftests/run.sh (selftests/live_agent.sh).
  */
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -401,6 +402,84 @@ static void reap(pid_t pid)
 		waitpid(pid, NULL, 0);
 }
 
+/* Append one frame to buf at *off. */
+static void put_frame(uint8_t *buf, size_t *off, uint16_t type, uint32_t id, const void *payload, uint32_t len)
+{
+	struct lagent_hdr h = {
+		.magic = htole32(LAGENT_MAGIC), .type = htole16(type), .id = htole32(id), .len = htole32(len)
+	};
+
+	memcpy(buf + *off, &h, sizeof(h));
+	memcpy(buf + *off + sizeof(h), payload, len);
+	*off += sizeof(h) + len;
+}
+
+/*
+ * Invariant: the agent passes on only the signals a user's keys and latch's
+ * forwarding make (INT, TERM, HUP, QUIT, KILL); any other number in a SIGNAL
+ * frame is ignored.  Raw frames, since the client never sends another:
+ * `sh -c 'sleep 1; echo SURVIVED'` with stdin, then SIGNAL signo.  The
+ * shell's status, or -1.
+ */
+static int raw_signal_run(const char *sock, int32_t signo, char *out, size_t outlen)
+{
+	static const char cmd[] = "sh\0-c\0sleep 1; echo SURVIVED";
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	struct lagent_exec ex = { .timeout_ms = htole32(20000),
+				  .argc = htole32(3),
+				  .flags = htole32(LAGENT_EXEC_STDIN) };
+	struct lagent_signal sg = { .signo = (int32_t)htole32((uint32_t)signo) };
+	uint8_t buf[256], in[4096];
+	size_t off = 0, have = 0, used = 0;
+	uint32_t id = 0x5e5e0000u + (uint32_t)signo;
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), status = -1;
+	long long until = now_ms() + 20000;
+
+	memcpy(buf + sizeof(struct lagent_hdr), &ex, sizeof(ex));
+	memcpy(buf + sizeof(struct lagent_hdr) + sizeof(ex), cmd, sizeof(cmd));
+	put_frame(buf, &off, LAGENT_EXEC, id, buf + sizeof(struct lagent_hdr), (uint32_t)(sizeof(ex) + sizeof(cmd)));
+	put_frame(buf, &off, LAGENT_SIGNAL, id, &sg, sizeof(sg));
+	out[0] = '\0';
+	snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", sock);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0 || write(fd, buf, off) != (ssize_t)off)
+		goto out;
+	while (status < 0 && now_ms() < until) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		struct lagent_hdr h;
+		ssize_t n;
+
+		if (poll(&p, 1, 1000) <= 0)
+			continue;
+		n = read(fd, in + have, sizeof(in) - have);
+		if (n <= 0)
+			break;
+		have += (size_t)n;
+		while (have - used >= sizeof(h)) {
+			memcpy(&h, in + used, sizeof(h));
+			if (have - used < sizeof(h) + le32toh(h.len))
+				break;
+			if (le32toh(h.id) == id && le16toh(h.type) == LAGENT_STDOUT)
+				snprintf(out + strlen(out), outlen - strlen(out), "%.*s", (int)le32toh(h.len),
+					 (const char *)in + used + sizeof(h));
+			if (le32toh(h.id) == id && le16toh(h.type) == LAGENT_EXIT) {
+				struct lagent_exit ee;
+
+				memcpy(&ee, in + used + sizeof(h), sizeof(ee));
+				status = le32toh(ee.how) == LAGENT_SIGNALED ? 128 + (int)le32toh((uint32_t)ee.code) :
+									      (int)le32toh((uint32_t)ee.code);
+			}
+			used += sizeof(h) + le32toh(h.len);
+		}
+		memmove(in, in + used, have - used);
+		have -= used;
+		used = 0;
+	}
+out:
+	if (fd >= 0)
+		close(fd);
+	return status;
+}
+
 /* stdin, the pty, window sizes, signals and the working directory: what an agent with the new caps takes. */
 static void local_cases(struct latch_agent **ap, const char *sock, int out_fd, int err_fd)
 {
@@ -544,7 +623,19 @@ static void local_cases(struct latch_agent **ap, const char *sock, int out_fd, i
 
 		ret = latch_agent_exec(b, a_cat, &o, out_fd, err_fd, &res);
 		check(ret == -EPROTONOSUPPORT, "stdin to an agent that did not announce it: EPROTONOSUPPORT");
+	}
+	{
+		char out[256];
+		int st;
+
 		latch_agent_close(b);
+		b = NULL;
+		st = raw_signal_run(sock, SIGUSR1, out, sizeof(out));
+		say("  raw SIGNAL %d: status %d, stdout %s", SIGUSR1, st, out[0] ? out : "(none)\n");
+		check(st == 0 && !strcmp(out, "SURVIVED\n"), "a SIGNAL outside the allow-list is ignored");
+		st = raw_signal_run(sock, SIGTERM, out, sizeof(out));
+		say("  raw SIGNAL %d: status %d, stdout %s", SIGTERM, st, out[0] ? out : "(none)\n");
+		check(st == 128 + SIGTERM && !out[0], "control: SIGTERM in the same frame is passed on");
 	}
 	close(tm);
 	close(ts);

@@ -126,8 +126,8 @@ int input_frame(struct run *r)
 		sg.signo = (int32_t)le32toh((uint32_t)sg.signo);
 		if (!signal_allowed(sg.signo))
 			logx("signal %d is not one the host may send; ignored", sg.signo);
-		else if (!r->reaped)
-			kill(-r->pid, sg.signo);
+		else if (!r->reaped && kill(-r->pid, sg.signo) < 0)
+			kill(r->pid, sg.signo); /* sent at once: the command may not have reached setsid() */
 		break;
 	}
 	return 0;
