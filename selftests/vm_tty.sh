@@ -72,11 +72,14 @@ type_line() { T send-keys -t t -l "$1"; T send-keys -t t Enter; }
 on_screen() { screen | grep -qF -- "$1"; }
 # Markers the test waits for are computed in the guest (READY$((6*7)) -> READY42), so the
 # typed command line, which the screen shows too, never matches them.
-# run_in_pane TAG CMD: CMD in the pane, then its status and the terminal's settings, in files
+# run_in_pane TAG CMD: CMD in the pane (latch's own stderr kept in TAG.err: a -t
+# session's guest output is all stdout), then its status and the terminal's settings
 run_in_pane() {
-	rm -f "$TMP/$1.rc" "$TMP/$1.stty"
-	type_line "$2; echo \$? > $TMP/$1.rc; stty -a > $TMP/$1.stty"
+	rm -f "$TMP/$1.rc" "$TMP/$1.stty" "$TMP/$1.err"
+	type_line "$2 2>>$TMP/$1.err; echo \$? > $TMP/$1.rc; stty -a > $TMP/$1.stty"
 }
+# said TAG: what latch said on stderr, for a failure's diagnostics
+said() { echo "latch said: $(tr '\n' '|' <"$TMP/$1.err" 2>/dev/null)"; }
 done_in_pane() { [ -s "$TMP/$1.rc" ] && [ -s "$TMP/$1.stty" ]; }
 # restored TAG: the settings latch left have canonical mode and echo, as a terminal must
 restored() { grep -qw icanon "$TMP/$1.stty" && grep -qw echo "$TMP/$1.stty" && ! grep -qw -- -icanon "$TMP/$1.stty"; }
@@ -86,7 +89,11 @@ wait_until -t 10 test -s "$TMP/host.size"
 echo "#   the pane's terminal: $(cat "$TMP/host.size") (rows cols)"
 
 # --- a shell in the guest: its pty has the pane's size, and follows a resize -----------
-run_in_pane sh "$LATCH_BIN exec -it $NAME -- sh"
+# (the guest's command prints the first marker itself: keys typed after a latch that
+# failed at once would reach the pane's host shell, which answers echo and stty alike)
+in_guest() { [ ! -e "$TMP/$1.rc" ]; } # TAG: its latch still runs
+run_in_pane sh "$LATCH_BIN exec -it $NAME -- sh -c 'echo GUEST-\$((6*7)); exec sh'"
+check "the guest shell starts ($(said sh))" wait_until -t 60 on_screen GUEST-42
 type_line "echo READY\$((6*7))"
 check "the guest shell answers keys" wait_until -t 60 on_screen READY42
 type_line "stty size; echo SIZE-\$((1+1))"
@@ -98,16 +105,19 @@ sleep 1
 type_line "stty size; echo SIZE-\$((2+2))"
 wait_until -t 20 on_screen SIZE-4
 check_eq "a resize reaches the guest pty" "$(screen | grep -E '^[0-9]+ [0-9]+$' | tail -n1)" "40 120"
+check "... still in the guest's shell" in_guest sh
 type_line "exit 3"
 check "latch exits when the guest shell does" wait_until -t 30 done_in_pane sh
-check_eq "... with the shell's status" "$(cat "$TMP/sh.rc" 2>/dev/null)" 3
+check_eq "... with the shell's status ($(said sh))" "$(cat "$TMP/sh.rc" 2>/dev/null)" 3
 check "the host terminal is restored after a normal end" restored sh
 
 # --- latch shell: a login shell, the same terminal handling --------------------------------
 type_line "clear"
 run_in_pane shell "$LATCH_BIN shell $NAME"
+wait_until -t 60 on_screen '# ' # the guest's root prompt (the pane's host shell says host$)
 type_line "echo SH-\$((40+2))-\$(pwd)"
 check "latch shell gives a shell at the terminal" wait_until -t 60 on_screen "SH-42-/"
+check "... in the guest ($(said shell))" in_guest shell
 type_line "exit 4"
 check "latch shell ends with the shell" wait_until -t 30 done_in_pane shell
 check_eq "... with its status" "$(cat "$TMP/shell.rc" 2>/dev/null)" 4
@@ -155,7 +165,7 @@ check "... in one latch: line" test "$(wc -l <<<"$out")" = 1 -a "${out#latch: }"
 
 # --- the guest destroyed under a session: the terminal is restored, latch says so ----------
 type_line "clear"
-run_in_pane kill "$LATCH_BIN exec -it $NAME -- sh -c 'echo DOOMED-\$((6*7)); exec sleep 1000' 2>$TMP/kill.err"
+run_in_pane kill "$LATCH_BIN exec -it $NAME -- sh -c 'echo DOOMED-\$((6*7)); exec sleep 1000'"
 wait_until -t 60 on_screen DOOMED-42
 virsh -q -c qemu:///system destroy "latch-$NAME" >/dev/null 2>&1
 check "latch ends when the guest is destroyed" wait_until -t 30 done_in_pane kill
