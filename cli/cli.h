@@ -123,6 +123,7 @@ int cmd_image(int argc, char **argv);
 int cmd_backup(int argc, char **argv);
 int cmd_restore(int argc, char **argv);
 int cmd_task(int argc, char **argv);
+int cmd_agent(int argc, char **argv); /* cmd_agent.c */
 int cmd_boot(int argc, char **argv);
 int cmd_audit(int argc, char **argv);
 int cmd_usage(int argc, char **argv);

@@ -334,6 +334,41 @@ static void check_latchd_confined(struct check *c)
 			 "systemctl start latchd");
 }
 
+struct orphans {
+	char names[400], fix[256];
+	int n;
+};
+
+static int orphan_cb(const char *name, const char *kit, uint32_t pid, void *arg)
+{
+	struct orphans *o = arg;
+	size_t len = strlen(o->names), flen = strlen(o->fix);
+
+	snprintf(o->names + len, sizeof(o->names) - len, "%s%s (kit %s, pid %u)", o->n ? ", " : "", name, kit, pid);
+	snprintf(o->fix + flen, sizeof(o->fix) - flen, "%slatch destroy --purge %s", o->n ? "; " : "", name);
+	o->n++;
+	return 0;
+}
+
+/* Sandboxes of a `latch agent run` that was killed: nothing removed them. */
+static void check_agent_orphans(struct check *c)
+{
+	struct orphans o = { .n = 0 };
+	char d[600];
+	int n = latch_sandbox_agent_orphans(orphan_cb, &o);
+
+	c->name = "agent sandboxes";
+	if (n < 0) {
+		snprintf(d, sizeof(d), "the owner marks can't be read: %s", strerror(-n));
+		set(c, WARN, d, "run `sudo latch doctor`");
+	} else if (n == 0) {
+		set(c, OK, "none left by a killed `latch agent run`", NULL);
+	} else {
+		snprintf(d, sizeof(d), "%d left by a killed `latch agent run`: %s", n, o.names);
+		set(c, WARN, d, o.fix);
+	}
+}
+
 /* A room made and run here, `true` in it, read back (latch run --check has the details). */
 static void check_rooms(struct check *c)
 {
@@ -379,6 +414,7 @@ int cmd_doctor(int argc, char **argv)
 	check_latchd(&c[n++]);
 	check_latchd_confined(&c[n++]);
 	check_rooms(&c[n++]);
+	check_agent_orphans(&c[n++]);
 	for (int i = 0; i < n; i++) {
 		if (c[i].level == FAIL)
 			failed++;

@@ -31,6 +31,7 @@ static const char *const egress_verbs[] = { "allow", "revoke", "show", "profile"
 static const char *const boot_verbs[] = { "install", "uninstall", "apply", NULL };
 static const char *const image_verbs[] = { "build", NULL };
 static const char *const completion_verbs[] = { "bash", NULL };
+static const char *const agent_verbs[] = { "run", NULL };
 
 /* A row (of the options or the commands) may stop after any field: the ones left out are NULL or 0. */
 #pragma GCC diagnostic push
@@ -114,6 +115,15 @@ static const struct latch_opt backup_opts[] = {
 
 static const struct latch_opt task_opts[] = {
 	{ "timeout", 0, "DUR", "the guest kills CMD after DUR (1s..24h; default 10m)" },
+	{ NULL },
+};
+
+static const struct latch_opt agent_opts[] = {
+	{ "workspace", 'w', "DIR", "the host directory the agent works in, at /workspace (default: this one)", true },
+	{ "keep", 'k', NULL, "keep the sandbox after the agent exits (`latch destroy --purge NAME` removes it)" },
+	{ "dry-run", 'n', NULL, "say the kit, image, workspace, network and routes, and start nothing" },
+	{ "name", 'N', "NAME", "the sandbox's name (default agent-KIT-N, the first free)" },
+	{ "image", 'i', "I", "the guest image: default or debian" },
 	{ NULL },
 };
 
@@ -253,6 +263,15 @@ const struct latch_cmd latch_cmds[] = {
 	{ "image", cmd_image, "image build [--image default|debian] [--force]",
 	  "build a guest image into the image cache; a current image is kept unless --force", image_opts,
 	  "latch image build\nlatch image build --image debian", image_verbs, 1 },
+	{ "agent", cmd_agent, "agent run [-w DIR] [--keep] [--dry-run] [--name NAME] [--image I] KIT [-- ARGS...]",
+	  "run a kit's agent in a new VM sandbox: the workspace at /workspace, the network closed but for the "
+	  "kit's and its broker, the kit's command with ARGS; the sandbox is removed when the agent exits (also "
+	  "on Ctrl-C, SIGTERM, SIGHUP) unless --keep; exits with the agent's status, 125 when latch failed",
+	  agent_opts,
+	  "latch agent run -w ~/code/api claude\n"
+	  "latch agent run --dry-run claude\n"
+	  "latch agent run shell -- -c 'make test'",
+	  agent_verbs, 1, true },
 	{ "kits", cmd_kits, "kits",
 	  "the kits: built-ins and /etc/latch/kits, the network each adds and where its keys are", NULL, "latch kits" },
 	/* no sub-verb prefixes: `check` stands first, `secrets` and `backend` after a NAME */

@@ -211,6 +211,7 @@ enum latch_state_kind {
 	LATCH_STATE_LEARNED, /* policy/NAME.learned: the names its resolver answered (latchd/) */
 	LATCH_STATE_GRANTS, /* policy/NAME.grants: its asks and active grants (latchd/) */
 	LATCH_STATE_VM, /* sandboxes/NAME/sandbox: a VM sandbox's slot and guest (vm/) */
+	LATCH_STATE_AGENT, /* policy/NAME.agent: the `latch agent run` that owns it (sandbox/) */
 	LATCH_STATE_KINDS
 };
 
@@ -249,7 +250,7 @@ int latch_state_file_write_raw(const char *name, enum latch_state_kind kind, con
 int latch_state_file_remove(const char *name, enum latch_state_kind kind, char *err, size_t errlen);
 /*
  * The sandbox is gone: remove what was kept of it under its name (profile,
- * learned names, grants), so a new sandbox of the name inherits nothing.
+ * learned names, grants, an agent run's owner mark), so a new sandbox of the name inherits nothing.
  * Its kit and VM record have their own removal (they undo more than a file).
  * 0, or the first error with a line in err (it goes on with the others).
  */

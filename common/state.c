@@ -30,6 +30,7 @@ static const struct {
 	[LATCH_STATE_GRANTS] = { LATCH_POLICY_DIR "/%s.grants", LATCH_FILE_CONFIG },
 	/* NAME/state/ is the guest's state backup (vm/guest_state.h): this record is NAME/sandbox */
 	[LATCH_STATE_VM] = { LATCH_SANDBOX_DIR_FMT "/sandbox", LATCH_FILE_CONFIG },
+	[LATCH_STATE_AGENT] = { LATCH_POLICY_DIR "/%s.agent", LATCH_FILE_CONFIG },
 };
 
 int latch_state_file_path(const char *name, enum latch_state_kind kind, char *buf, size_t len)
@@ -208,7 +209,8 @@ int latch_state_file_remove(const char *name, enum latch_state_kind kind, char *
 
 int latch_state_forget(const char *name, char *err, size_t errlen)
 {
-	static const enum latch_state_kind gone[] = { LATCH_STATE_PROFILE, LATCH_STATE_LEARNED, LATCH_STATE_GRANTS };
+	static const enum latch_state_kind gone[] = { LATCH_STATE_PROFILE, LATCH_STATE_LEARNED, LATCH_STATE_GRANTS,
+						      LATCH_STATE_AGENT };
 	char e[LATCH_ERR_MAX];
 	int ret = 0;
 

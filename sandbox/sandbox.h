@@ -250,4 +250,52 @@ int latch_sandbox_verify_names(const char *name, const struct latch_config *cfg,
  */
 json_t *latch_confinement_report(char *line, size_t len, int *level);
 
+/* ---- latch agent run (agent.c) */
+
+struct latch_sandbox_agent_opts {
+	const char *kit; /* a kit name, or a kit file in the kits directory */
+	char workspace[PATH_MAX]; /* the host directory the guest gets at /workspace, resolved */
+	const char *name; /* NULL: agent-KIT-N, the first free (KIT-N when that is too long for a tap) */
+	const char *image; /* NULL: the default image */
+	uint32_t memory_mib; /* 0: the default */
+	const char *const *args; /* after the kit's command words, NULL-terminated (may be NULL) */
+	bool keep; /* the sandbox stays after the agent exited on its own */
+	bool dry_run; /* resolve and say everything, create nothing */
+	void (*step)(const char *line, void *arg); /* up's boot steps (NULL: quiet) */
+	void *step_arg;
+	struct latch_sandbox_say say;
+};
+
+struct latch_sandbox_agent_result {
+	char name[LATCH_NAME_MAX + 1];
+	enum latch_vm_fail fail; /* on a failure of latch's own, its kind */
+	bool ran; /* the command ran to its end: status is its */
+	int status; /* as a shell reports it: its exit code, or 128 + signal */
+	int signal; /* the run was stopped by this signal (SIGINT, SIGTERM, SIGHUP), else 0 */
+	bool removed; /* the sandbox is gone again */
+	/* from the run's start: up began, enforcement verified, domain started, agent answered, ready, setup, command */
+	int64_t ms_up_began, ms_enforced, ms_domain, ms_agent, ms_ready, ms_setup, ms_command;
+};
+
+/*
+ * `latch agent run`: the kit (a name, or its file in the kits directory)
+ * and the workspace checked, kosa8's lines said, sandboxes of killed runs
+ * removed; then (unless dry_run) the sandbox claimed with an owner mark, up
+ * with the kit, the workspace and profile sealed, the kit's setup, the
+ * kit's command in the guest; then the sandbox removed (unless keep and
+ * the command ended on its own).  SIGINT, SIGTERM and SIGHUP are blocked
+ * for the call and stop it at the next step (res->signal).  0 when the
+ * command ran or a signal stopped it; -errno with a line in err and
+ * res->fail.
+ */
+int latch_sandbox_agent_run(const struct latch_sandbox_agent_opts *o, struct latch_sandbox_agent_result *res, char *err,
+			    size_t errlen);
+/*
+ * fn for each sandbox whose `latch agent run` is gone (killed: its PID is
+ * no longer that process); fn returning non-zero stops.  The count, or -errno.
+ */
+int latch_sandbox_agent_orphans(int (*fn)(const char *name, const char *kit, uint32_t pid, void *arg), void *arg);
+/* Remove an agent sandbox whole: as `latch destroy --purge`, its kit state and owner mark too. */
+int latch_sandbox_agent_remove(const char *name, const struct latch_sandbox_say *say, char *err, size_t errlen);
+
 #endif

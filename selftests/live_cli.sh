@@ -121,7 +121,7 @@ opts_of() { # FILE: the --options its parser knows (getopt tables and strcmp)
 }
 # each file's options must be in the --help of one of the commands it parses for
 for pair in cmd_sandbox.c:attach cmd_vm.c:up,down,destroy,exec,task cmd_run.c:run cmd_audit.c:audit \
-	cmd_audit_ops.c:audit cmd_egress.c:egress cmd_image.c:image cmd_vmstate.c:backup,boot; do
+	cmd_audit_ops.c:audit cmd_egress.c:egress cmd_image.c:image cmd_vmstate.c:backup,boot cmd_agent.c:agent; do
 	help=
 	for cmd in ${pair#*:}; do help="$help$("$LATCH_BIN" ${cmd//,/ } --help 2>&1)"; done
 	help=
@@ -200,6 +200,7 @@ probes=(
 	"backup:--all|backup @|backup takes one NAME|2"
 	"restore|restore nosuch @|restore takes one NAME|2"
 	"task|task nosuch @ -- true|task needs -- and a command|125"
+	"agent|agent run @ --zz-after|agent run: unknown or incomplete option '%'|125"
 	"boot|boot @|usage: latch boot install|2"
 	"image|image build @ --image nosuch-image|usage: latch image build|2"
 	"kits|kits @|usage: latch kits|2"
@@ -250,7 +251,7 @@ for c in $cmds; do
 	ncmd=$((ncmd + 1))
 	while IFS=$'\t' read -r spelled _; do
 		[ -n "$spelled" ] || continue
-		spelled=${spelled#-?, } # "-i, --interactive": the long form
+		spelled=${spelled#-[a-zA-Z], } # "-w, --workspace DIR": the long spelling is probed
 		o=${spelled%% *}
 		v=
 		[ "$o" != "$spelled" ] && v=${sample[$o]:-x}
