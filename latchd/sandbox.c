@@ -244,6 +244,16 @@ static struct sandbox *sandbox_add(struct latchd *ld, const char *name)
 		latchd_sandbox_free(s);
 		return NULL;
 	}
+	/*
+	 * Its maps are pinned while the programs load, before the config is
+	 * written: one seen then has no addresses yet (no resolver, no broker
+	 * address, for good).  A later scan takes it, as the caller's own
+	 * request does once attach is done.
+	 */
+	if (!s->cfg.abi_version) {
+		latchd_sandbox_free(s);
+		return NULL;
+	}
 	latchd_sandbox_resolver_opts(s, &o);
 	if (o.n_listen) {
 		s->res = latch_resolver_new(ld->base, &o, err, sizeof(err));
