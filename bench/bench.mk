@@ -5,6 +5,7 @@
 # dnsmasq, a 65,536-entry profile switch beside nftables).
 #   make bench                  3 reps of everything (about 6-8 minutes, root)
 #   BENCH_REPS=5 make bench     more reps; see bench/run.sh for other knobs
+#   make bench-agent            latch agent run on a real guest (bench/agent.sh; root, libvirt)
 #   make bench-budget           the spend meter alone (bench/budget.c; BENCH_BUDGET_ARGS="N N_FULL REPS
 #                               [FOLD_EVERY [CONFIGS [SHAPES]]]", e.g. "20000 10 3 512 scan,journal small")
 
@@ -58,3 +59,11 @@ bench: $(BUILD)/latch $(BUILD)/latchd $(BENCH_BINS) $(BUILD)/bench/budget
 	$(Q)$(BUILD)/bench/budget $(BENCH_BUDGET_ARGS) 2>/dev/null
 
 .PHONY: bench-budget
+
+# `latch agent run` on a real guest (bench/agent.sh): dry-run, time to ready, setup, first output
+bench-agent: $(BUILD)/latch $(BUILD)/latchd
+	$(Q)BUILD=$(BUILD) bash bench/agent.sh
+
+bench: bench-agent
+
+.PHONY: bench-agent

@@ -397,8 +397,17 @@ static int run_resolve(const struct latch_sandbox_agent_opts *o, struct latch_ki
 	if ((ret = latch_conf_load(&conf, e, sizeof(e))))
 		return run_fail(res, LATCH_VM_FAIL_INPUT, ret, err, errlen, e);
 	*port = (uint16_t)conf.broker_port;
+	return 0;
+}
+
+/* The sandbox's name: --name, checked and free, or the first free agent-KIT-N. */
+static int run_name(const struct latch_sandbox_agent_opts *o, const struct latch_kit *kit,
+		    struct latch_sandbox_agent_result *res, char *err, size_t errlen)
+{
+	char e[LATCH_SANDBOX_ERR_MAX];
+
 	if (!o->name)
-		return name_pick((*kit)->name, res->name, sizeof(res->name), e, sizeof(e)) ?
+		return name_pick(kit->name, res->name, sizeof(res->name), e, sizeof(e)) ?
 			       run_fail(res, LATCH_VM_FAIL_INPUT, -EEXIST, err, errlen, e) :
 			       0;
 	snprintf(res->name, sizeof(res->name), "%s", o->name);
@@ -704,8 +713,11 @@ int latch_sandbox_agent_run(const struct latch_sandbox_agent_opts *o, struct lat
 	sigprocmask(SIG_BLOCK, &stops, &old);
 	if ((ret = run_resolve(o, &kit, &port, res, err, errlen)))
 		goto out;
+	/* first, so that their names are free again */
 	if (!o->dry_run)
 		latch_sandbox_agent_orphans(orphan_remove, (void *)&o->say);
+	if ((ret = run_name(o, kit, res, err, errlen)))
+		goto out;
 	say_plan(o, kit, res->name, port);
 	if (o->dry_run) {
 		agent_say(&o->say, LATCH_SANDBOX_NOTE, "--dry-run, stopping before creating the sandbox");
