@@ -67,10 +67,11 @@ export BENCH_AGENT_KEY=sk-bench-$$
 LATCHD_PID=
 cleanup() {
 	local root n
+	set +e # every step is tried; what is already gone is no failure
 	"$LATCH" destroy --purge "$NAME" >/dev/null 2>&1
 	for n in 1 2 3; do "$LATCH" destroy --purge "agent-$KIT-$n" >/dev/null 2>&1; done
 	[ -n "$LATCHD_PID" ] && kill "$LATCHD_PID" 2>/dev/null && wait "$LATCHD_PID" 2>/dev/null
-	for root in $(awk '$3 == "cgroup2" {print $2}' /proc/mounts); do
+	for root in $(awk '$3 == "cgroup2" || $3 == "cgroup" {print $2}' /proc/mounts); do
 		find "$root/$LATCH_CGROUP" -depth -type d -exec rmdir {} + 2>/dev/null
 	done
 	rm -rf "$LATCH_BPFFS" "$OUT/save.img"
@@ -146,7 +147,7 @@ if good:
     print("  %-16s %8.0f  (+%6.0f)  exec over the agent channel, the guest runs sh" % ("first output", fo, fo - prev))
     tot = med([r["total"] for r in good])
     print("  %-16s %8.0f  (+%6.0f)  the agent's exit, destroy --purge" % ("whole run", tot, tot - fo))
-save_ms, save_mb, restored_ms, ping_ms = open(out + "/restore.txt").split()
+save_ms, save_mb, restored_ms, ping_ms = open(out + "/restore.txt").read().split()
 print("  design option: virsh save %s ms (%s MiB image); virsh restore %s ms; agent answers %s ms after restore began"
       % (save_ms, save_mb, restored_ms, ping_ms))
 PY

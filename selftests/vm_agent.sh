@@ -160,8 +160,10 @@ run_bg() { # OUT ARGS...: a run in the background, its PID in RUN
 	RUN=$!
 	RUNS+=("$RUN")
 }
+# started OUT: the agent said it sleeps, or the run ended (the check after says which)
+started() { grep -q '^sleeping' "$1" || ! kill -0 "$RUN" 2>/dev/null; }
 run_bg "$TMP/term.out" -- sleep
-wait_until -t 300 grep -q '^sleeping' "$TMP/term.out" || fail "the agent did not start: $(tail -3 "$TMP/term.out")"
+wait_until -t 300 started "$TMP/term.out" && grep -q '^sleeping' "$TMP/term.out" || fail "the agent did not start: $(tail -3 "$TMP/term.out")"
 check "control: doctor does not name a live run's sandbox" \
 	bash -c "'$LATCH_BIN' doctor 2>&1 | grep -q 'agent sandboxes *none left'"
 kill -TERM "$RUN"
@@ -173,7 +175,7 @@ check_eq "... and nothing is left" "$(left "$NAME")" ""
 
 # --- SIGTERM while the sandbox comes up: taken when up returns, before the command runs
 run_bg "$TMP/termup.out"
-wait_until -t 120 virsh dominfo "latch-$NAME" >/dev/null 2>&1 || fail "the domain never appeared"
+wait_until -t 120 virsh dominfo "latch-$NAME" || fail "the domain never appeared"
 kill -TERM "$RUN"
 rc=0
 wait "$RUN" || rc=$?
@@ -183,7 +185,7 @@ check_eq "... and nothing is left" "$(left "$NAME")" ""
 
 # --- SIGKILL: the sandbox stays, marked; doctor names it; the next run removes it
 run_bg "$TMP/kill.out" -- sleep
-wait_until -t 300 grep -q '^sleeping' "$TMP/kill.out" || fail "the agent did not start: $(tail -3 "$TMP/kill.out")"
+wait_until -t 300 started "$TMP/kill.out" && grep -q '^sleeping' "$TMP/kill.out" || fail "the agent did not start: $(tail -3 "$TMP/kill.out")"
 KILLED=$RUN
 kill -KILL "$RUN"
 wait "$RUN" 2>/dev/null || true
