@@ -18,7 +18,10 @@
 #     up, tear it down and latch exits 143, leaving nothing;
 #   - SIGKILL leaves the sandbox, marked: `latch doctor` names it with the
 #     command that removes it (control: a live run's is not named), and the
-#     next `agent run` removes it, saying so.
+#     next `agent run` removes it, saying so;
+#   - a mark whose PID now belongs to another process (another start time)
+#     is no live owner: doctor names it and the next run removes it
+#     (control: a mark of a live process with its start time is left alone).
 #
 # Test traffic never leaves the machine: the pool is a documentation /26 the
 # host does not use, with no uplink (`unreachable default`); the kit's
@@ -109,6 +112,24 @@ left() {
 }
 export VM_AGENT_KEY=$KEY
 
+# --- the owner mark: its PID alone does not make a run alive; a PID reused by another process is
+# no owner (its start time differs).  Two marks by hand, no sandbox behind them: t-live names a
+# live process with its start time (control), t-reused the same PID with another start time.
+mkdir -p "$POLICY"
+chmod 0700 "$POLICY"
+sleep 900 &
+SLEEPER=$!
+PIDS+=("$SLEEPER")
+START=$(sed 's/.*) //' "/proc/$SLEEPER/stat" | cut -d' ' -f20) # field 22, after "PID (COMM) "
+mark() { printf '# vm_agent.sh\npid = %s\nstart = %s\nkit = %s\n' "$2" "$3" "$KIT" >"$POLICY/$1.agent"
+	chmod 0600 "$POLICY/$1.agent"; }
+mark t-live "$SLEEPER" "$START"
+mark t-reused "$SLEEPER" $((START + 1))
+"$LATCH_BIN" doctor >"$TMP/doctor0.out" 2>&1 || true
+check "doctor names a mark whose PID now belongs to another process" \
+	grep -q "agent sandboxes .*t-reused (kit $KIT, pid $SLEEPER)" "$TMP/doctor0.out"
+check_not "control: doctor does not name a mark whose process lives" grep -q "t-live" "$TMP/doctor0.out"
+
 # --- --dry-run: says everything, starts nothing
 rc=0
 L agent run --dry-run -w "$WS" "$KIT" >"$TMP/dry.out" 2>&1 || rc=$?
@@ -140,6 +161,10 @@ check "it has the kit's URL" grep -qE '^url=http://[0-9.]+:[0-9]+/echo$' "$TMP/r
 check_eq "the key is nowhere in its output" "$(grep -c "$KEY" "$TMP/run1.out" "$TMP/run1.err" | awk -F: '{ s += $2 } END { print s }')" 0
 check "latch said the sandbox was ready" grep -qE "^latch: sandbox $NAME ready in [0-9]+ ms" "$TMP/run1.err"
 check "latch said the sandbox was removed" grep -q "^latch: sandbox $NAME removed" "$TMP/run1.err"
+check "the run removed the reused-PID mark's sandbox, saying so" \
+	grep -q "^latch: removed sandbox t-reused (kit $KIT): its \`latch agent run\` (pid $SLEEPER) was killed" "$TMP/run1.err"
+check "control: and left the live run's mark" test -e "$POLICY/t-live.agent"
+rm -f "$POLICY/t-live.agent"
 check_eq "after the agent exits nothing is left" "$(left "$NAME")" ""
 
 # --- control: --keep keeps it, and ARGS follow the kit's command
