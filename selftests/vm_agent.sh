@@ -14,8 +14,9 @@
 #     tap, no pins, no broker in latchd, no kit state, no owner mark
 #     (control: --keep keeps it);
 #   - --dry-run starts nothing: no domain, no tap, no state;
-#   - SIGTERM while the agent runs, and SIGTERM while the sandbox comes
-#     up, tear it down and latch exits 143, leaving nothing;
+#   - SIGTERM and SIGHUP while the agent runs, and SIGTERM while the
+#     sandbox comes up, tear it down and latch exits 128+N, leaving nothing
+#     (SIGINT is the same path; a background job of a script ignores it);
 #   - SIGKILL leaves the sandbox, marked: `latch doctor` names it with the
 #     command that removes it (control: a live run's is not named), and the
 #     next `agent run` removes it, saying so;
@@ -196,6 +197,16 @@ rc=0
 wait "$RUN" || rc=$?
 check_eq "SIGTERM while the agent runs: latch exits 143" "$rc" 143
 check "... saying the sandbox was removed" grep -q "^latch: sandbox $NAME removed" "$TMP/term.out"
+check_eq "... and nothing is left" "$(left "$NAME")" ""
+
+# --- SIGHUP (the terminal closed) while the agent runs
+run_bg "$TMP/hup.out" -- sleep
+wait_until -t 300 started "$TMP/hup.out" && grep -q '^sleeping' "$TMP/hup.out" ||
+	fail "the agent did not start: $(tail -3 "$TMP/hup.out")"
+kill -HUP "$RUN"
+rc=0
+wait "$RUN" || rc=$?
+check_eq "SIGHUP while the agent runs: latch exits 129" "$rc" 129
 check_eq "... and nothing is left" "$(left "$NAME")" ""
 
 # --- SIGTERM while the sandbox comes up: taken when up returns, before the command runs
