@@ -132,6 +132,8 @@ Test(sandbox_state, paths_are_the_ones_latch_kept)
 	cr_expect_str_eq(path_of("sb1", LATCH_STATE_GRANTS), want);
 	snprintf(want, sizeof(want), "%s/var/lib/latch/sandboxes/sb1/sandbox", root);
 	cr_expect_str_eq(path_of("sb1", LATCH_STATE_VM), want);
+	snprintf(want, sizeof(want), "%s/var/lib/latch/policy/sb1.agent", root);
+	cr_expect_str_eq(path_of("sb1", LATCH_STATE_AGENT), want);
 }
 
 /* Invariant: a name never walks out of the state directory. */
@@ -283,11 +285,14 @@ Test(sandbox_state, forget_removes_what_was_kept)
 	put("sb1", LATCH_STATE_LEARNED, "l\n", 0600);
 	put("sb1", LATCH_STATE_GRANTS, "{}\n", 0600);
 	put("sb1", LATCH_STATE_KIT, "k\n", 0600);
+	put("sb1", LATCH_STATE_AGENT, "pid = 1\n", 0600);
 	put("sb2", LATCH_STATE_LEARNED, "other\n", 0600);
 	cr_assert_eq(latch_state_forget("sb1", err, sizeof(err)), 0, "%s", err);
 	cr_expect_neq(access(path_of("sb1", LATCH_STATE_PROFILE), F_OK), 0);
 	cr_expect_neq(access(path_of("sb1", LATCH_STATE_LEARNED), F_OK), 0);
 	cr_expect_neq(access(path_of("sb1", LATCH_STATE_GRANTS), F_OK), 0);
+	/* an agent run's owner mark: a new sandbox of the name is no killed run's */
+	cr_expect_neq(access(path_of("sb1", LATCH_STATE_AGENT), F_OK), 0);
 	cr_expect_eq(access(path_of("sb1", LATCH_STATE_KIT), F_OK), 0, "the kit goes by latch_kit_state_remove");
 	cr_expect_eq(access(path_of("sb2", LATCH_STATE_LEARNED), F_OK), 0, "another sandbox's files stay");
 	cr_expect_eq(latch_state_forget("sb1", err, sizeof(err)), 0, "already gone: 0");
