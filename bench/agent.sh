@@ -47,6 +47,7 @@ chmod 0755 "$OUT/ws"
 	echo "# bench/agent.sh: documentation addresses only, no uplink"
 	echo "pool = $POOL"
 	echo "dns_upstream = 127.0.0.1:53997"
+	echo "table_base = 32200" # routing tables of its own, away from the host's and the tests'
 	echo "images = ${LATCH_IMAGES:-/var/lib/latch/images}"
 } >"$LATCH_ROOT/etc/latch/latch.conf"
 cat >"$LATCH_ROOT/etc/latch/kits/$KIT.yaml" <<'EOF'
@@ -84,14 +85,14 @@ LATCHD_PID=$!
 for _ in $(seq 50); do [ -S "$LATCH_ROOT/run/latch/latchd.sock" ] && break; sleep 0.1; done
 
 log "dry-run: $ROUNDS rounds (load: $(cut -d' ' -f1-3 /proc/loadavg))"
-for i in $(seq "$ROUNDS"); do
+for _ in $(seq "$ROUNDS"); do
 	s=$(date +%s%N)
 	"$LATCH" agent run --dry-run -w "$OUT/ws" "$KIT" >/dev/null 2>&1
 	echo $((($(date +%s%N) - s) / 1000)) >>"$OUT/dry.us"
 done
 
 log "run: $RUNS runs of a kit whose command prints one line"
-for i in $(seq "$RUNS"); do
+for _ in $(seq "$RUNS"); do
 	python3 - "$LATCH" "$OUT/ws" "$KIT" >>"$OUT/runs.jsonl" 2>>"$OUT/runs.err" <<'PY'
 import json, subprocess, sys, time
 latch, ws, kit = sys.argv[1:4]
