@@ -108,7 +108,7 @@ left() {
 	[ -e "$POLICY/$1.profile" ] && w="$w profile"
 	[ -e "$LATCH_ROOT/var/lib/latch/sandboxes/$1" ] && w="$w sandbox-dir"
 	# latchd must answer: one that does not would pass for "nothing left"
-	# (a refused connect was seen twice in ~40 runs, with latchd serving before and after: asked up to 3 times)
+	# (one run of six saw a refused connect twice, latchd serving before and after: asked up to 3 times)
 	for _ in 1 2 3; do
 		ping=$(echo '{"op":"ping"}' | socat -T5 - UNIX-CONNECT:"$LATCH_ROOT/run/latch/latchd.sock" 2>&1)
 		jq -e .sandboxes >/dev/null 2>&1 <<<"$ping" && break
