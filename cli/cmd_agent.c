@@ -31,6 +31,16 @@ static json_t *run_json(const struct latch_sandbox_agent_opts *o, const struct l
 			 (json_int_t)r->ms_command);
 }
 
+/* The user's terminal raw while the agent has it (its pty echoes and edits), restored after. */
+static void terminal_switch(void *arg, bool raw)
+{
+	(void)arg;
+	if (raw)
+		latch_tty_raw(STDIN_FILENO);
+	else
+		latch_tty_restore();
+}
+
 static int agent_run(int argc, char **argv)
 {
 	static struct latch_sandbox_agent_opts o;
@@ -77,6 +87,9 @@ static int agent_run(int argc, char **argv)
 	if (!realpath(ws ? ws : ".", o.workspace))
 		return latch_err(LATCH_EXIT_CMD_LATCH, "workspace %s: %s; give a directory with -w DIR", ws ? ws : ".",
 				 strerror(errno));
+	/* a terminal on both ends, as ssh decides on a pty: a script's pipe gets the bytes as they are */
+	if (isatty(STDIN_FILENO) && isatty(STDOUT_FILENO) && !latch_json)
+		o.terminal = terminal_switch;
 	if (!o.dry_run && latch_need_root("agent run"))
 		return LATCH_EXIT_CMD_LATCH;
 	ret = latch_sandbox_agent_run(&o, &r, err, sizeof(err));

@@ -357,7 +357,9 @@ static void say_plan(const struct latch_sandbox_agent_opts *o, const struct latc
 		agent_say(s, LATCH_SANDBOX_NOTE, "  route /%s on the broker (port %u) -> %s%s", cr->name, port, url,
 			  cr->n_paths ? "" : " (every path)");
 	}
-	/* LEAD: when sandbox/setup.c lands, say the kit's setup packages (name@version, integrity) here */
+	for (int i = 0; i < kit->n_setup; i++)
+		agent_say(s, LATCH_SANDBOX_NOTE, "setup %s@%s, held to %.*s... (fetched and checked on the host)",
+			  kit->setup[i].name, kit->setup[i].version, 22, kit->setup[i].integrity);
 	say_list(s, "command: ", kit->command, kit->n_command, o->args, "");
 }
 
@@ -397,6 +399,9 @@ static int run_resolve(const struct latch_sandbox_agent_opts *o, struct latch_ki
 	if ((ret = latch_conf_load(&conf, e, sizeof(e))))
 		return run_fail(res, LATCH_VM_FAIL_INPUT, ret, err, errlen, e);
 	*port = (uint16_t)conf.broker_port;
+	/* a kit whose agent the image can't run, said now (--dry-run too), not after a boot */
+	if ((ret = latch_sandbox_image_fits(*kit, o->image ? o->image : LATCH_VM_DEFAULT_IMAGE, e, sizeof(e))))
+		return run_fail(res, LATCH_VM_FAIL_INPUT, ret, err, errlen, e);
 	return 0;
 }
 
@@ -438,16 +443,19 @@ static int stop_pending(const sigset_t *stops)
 }
 
 /*
- * The kit's command in the guest, with the kit's environment, its output on
- * ours; the guest's agent runs it in /workspace.  The one call to switch
- * when vm/ gives exec a terminal (LATCH_AGENT_IO_TTY | LATCH_AGENT_IO_STDIN,
- * stdin_fd 0, cwd "/workspace"): the user's terminal attached.  Until then
- * stdin is /dev/null and the output is capped at the agent's limit.
+ * The kit's command in the guest, with the kit's environment, in
+ * /workspace, our stdin its stdin and its output on ours, unbounded (it is
+ * streamed).  With a terminal on stdin it gets a pty of the terminal's size
+ * (Ctrl-C is then a byte for the guest's line discipline, as over ssh -t).
  */
-static int command_exec(const char *name, const char *const *argv, const char *const *env,
+static int command_exec(const char *name, const char *const *argv, const char *const *env, bool tty,
 			struct latch_vm_exec_result *r, char *err, size_t errlen)
 {
-	struct latch_vm_exec_opts eo = { .env = env };
+	struct latch_vm_exec_opts eo = {
+		.env = env,
+		.io = LATCH_AGENT_IO_STDIN | (tty ? LATCH_AGENT_IO_TTY : 0),
+		.stdin_fd = STDIN_FILENO,
+	};
 
 	return latch_vm_exec(name, argv, &eo, STDOUT_FILENO, STDERR_FILENO, r, err, errlen);
 }
@@ -468,7 +476,7 @@ static void on_child_stop(int sig)
 
 /* The child: the command, then its report on fd; never returns. */
 static __attribute__((noreturn)) void command_child(const char *name, const char *const *argv, const char *const *env,
-						    const sigset_t *old, int fd, pid_t parent)
+						    bool tty, const sigset_t *old, int fd, pid_t parent)
 {
 	struct sigaction sa = { .sa_handler = on_child_stop }; /* no SA_RESTART: the wait ends with -EINTR */
 	struct command_report rep = { 0 };
@@ -484,7 +492,7 @@ static __attribute__((noreturn)) void command_child(const char *name, const char
 	signal(SIGHUP, SIG_IGN);
 	signal(SIGPIPE, SIG_IGN);
 	sigprocmask(SIG_SETMASK, old, NULL);
-	rep.ret = command_exec(name, argv, env, &r, rep.err, sizeof(rep.err));
+	rep.ret = command_exec(name, argv, env, tty, &r, rep.err, sizeof(rep.err));
 	rep.status = r.status;
 	if (write(fd, &rep, sizeof(rep)) != (ssize_t)sizeof(rep))
 		_exit(1);
@@ -516,8 +524,9 @@ static bool child_reaped(pid_t pid, int ms)
  * stops the child (SIGTERM, then SIGKILL after a grace) and is returned in
  * res->signal.  0 when the command ran (res->status) or was stopped.
  */
-static int command_run(const char *name, const char *const *argv, const char *const *env, const sigset_t *stops,
-		       const sigset_t *old, struct latch_sandbox_agent_result *res, char *err, size_t errlen)
+static int command_run(const struct latch_sandbox_agent_opts *o, const char *name, const char *const *argv,
+		       const char *const *env, const sigset_t *stops, const sigset_t *old,
+		       struct latch_sandbox_agent_result *res, char *err, size_t errlen)
 {
 	struct command_report rep = { .ret = -ECHILD };
 	sigset_t waitset = *stops;
@@ -535,7 +544,7 @@ static int command_run(const char *name, const char *const *argv, const char *co
 	}
 	if (pid == 0) {
 		close(pfd[0]);
-		command_child(name, argv, env, old, pfd[1], parent);
+		command_child(name, argv, env, o->terminal != NULL, old, pfd[1], parent);
 	}
 	close(pfd[1]);
 	sigaddset(&waitset, SIGCHLD);
@@ -636,11 +645,29 @@ static int run_up(const struct latch_sandbox_agent_opts *o, const struct latch_k
 static int run_setup(const struct latch_sandbox_agent_opts *o, const struct latch_kit *kit,
 		     struct latch_sandbox_agent_result *res, char *err, size_t errlen)
 {
-	(void)o;
-	(void)kit;
-	(void)res;
-	(void)err;
-	(void)errlen;
+	int ret = latch_sandbox_kit_setup(res->name, kit, &o->say, err, errlen);
+
+	if (ret)
+		res->fail = LATCH_VM_FAIL_RUNTIME;
+	return ret;
+}
+
+/*
+ * Every installer fetched (or found in the cache) and held to its pin
+ * before the sandbox exists: an unverifiable one refuses the run with
+ * nothing started, and the install after boot reads the cache.
+ */
+static int run_verify_setup(const struct latch_sandbox_agent_opts *o, const struct latch_kit *kit,
+			    struct latch_sandbox_agent_result *res, char *err, size_t errlen)
+{
+	struct latch_npm_tarball t[LATCH_KIT_SETUP_MAX];
+	int ret = latch_sandbox_setup_fetch(kit, t, &o->say, err, errlen);
+
+	if (ret) {
+		res->fail = LATCH_VM_FAIL_RUNTIME;
+		return ret;
+	}
+	latch_sandbox_setup_close(kit, t);
 	return 0;
 }
 
@@ -663,8 +690,12 @@ static int run_in_guest(const struct latch_sandbox_agent_opts *o, const struct l
 	if (!ret) {
 		say_list(&o->say, "running kit setup, then: ", argv, kit->n_command, o->args, "");
 		res->ms_command = latch_now_ms() - t0;
-		ret = command_run(res->name, (const char *const *)argv, (const char *const *)env, stops, old, res, err,
-				  errlen);
+		if (o->terminal)
+			o->terminal(o->terminal_arg, true);
+		ret = command_run(o, res->name, (const char *const *)argv, (const char *const *)env, stops, old, res,
+				  err, errlen);
+		if (o->terminal)
+			o->terminal(o->terminal_arg, false);
 	}
 	free(argv);
 	latch_kit_env_free(env);
@@ -723,6 +754,8 @@ int latch_sandbox_agent_run(const struct latch_sandbox_agent_opts *o, struct lat
 		agent_say(&o->say, LATCH_SANDBOX_NOTE, "--dry-run, stopping before creating the sandbox");
 		goto out;
 	}
+	if ((ret = run_verify_setup(o, kit, res, err, errlen)))
+		goto out;
 	if ((ret = mark_claim(res->name, kit->name, err, errlen))) {
 		res->fail = LATCH_VM_FAIL_RUNTIME;
 		goto out;

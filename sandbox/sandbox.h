@@ -264,6 +264,13 @@ struct latch_sandbox_agent_opts {
 	void (*step)(const char *line, void *arg); /* up's boot steps (NULL: quiet) */
 	void *step_arg;
 	struct latch_sandbox_say say;
+	/*
+	 * NULL: stdin is not a terminal, the command gets no pty.  Else the
+	 * command runs under a pty of stdin's size, and this puts the user's
+	 * terminal in raw mode (raw true) before it and back after it.
+	 */
+	void (*terminal)(void *arg, bool raw);
+	void *terminal_arg;
 };
 
 struct latch_sandbox_agent_result {
