@@ -182,10 +182,13 @@ int latch_sandbox_destroy(const char *name, bool purge, const struct latch_sandb
 
 /* ---- does an image carry what a kit's agent needs (sandbox/image_fit.c) */
 
-/* The node major KIT's agent needs (its command's program: claude, gemini, codex); 0: none. */
-int latch_sandbox_kit_node_major(const struct latch_kit *kit);
-/* The node major IMAGE_DIR's manifest.txt says the image carries; 0: none; -errno: no manifest. */
-int latch_sandbox_image_node_major(const char *image_dir);
+/*
+ * The node major KIT's agent needs (0: none), and in *glibc whether it is a
+ * native glibc build: by its setup's packages, else its command's program.
+ */
+int latch_sandbox_kit_needs(const struct latch_kit *kit, bool *glibc);
+/* The node major IMAGE_DIR's manifest.txt says the image carries (0: none; -errno: no manifest); *glibc: Debian's libc. */
+int latch_sandbox_image_node_major(const char *image_dir, bool *glibc);
 /*
  * 0 when IMAGE (a name in latch.conf's images) carries what KIT needs; else
  * -ENOEXEC and one line in err naming the image to build.  For `up` and `agent run`.

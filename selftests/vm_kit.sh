@@ -90,7 +90,7 @@ rc=0
 refuse=$(L up t-kitnode --kit gemini 2>&1) || rc=$?
 check_eq "up --kit gemini on the default image exits 2" "$rc" 2
 check_eq "in one line that names the image to build" "$refuse" \
-	"latch: up t-kitnode: kit gemini needs node >= 20 and image default has none: build the Debian image: latch image build --image debian, then up with --image debian"
+	"latch: up t-kitnode: kit gemini needs node >= 20 and image default has no node: build the Debian image: latch image build --image debian, then up with --image debian"
 check "and creates nothing" bash -c "! ip link show lt-t-kitnode >/dev/null 2>&1 && \
 	! '$LATCH_BIN' --json ls | jq -e '.sandboxes[] | select(.sandbox == \"t-kitnode\")' >/dev/null"
 # control: an image whose manifest carries node 22 passes the check (and fails later: it has no kernel)

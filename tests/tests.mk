@@ -9,7 +9,7 @@ UNIT_SRCS := $(wildcard tests/test_*.c)
 
 # broker: its pure head reading and checks (the linker takes only those objects from its archive)
 # resolver: its wire parsing (tests/test_resolver_wire.c); latchd: its grant logic (tests/test_latchd_grant.c)
-UNIT_USES := latchd budget vm profile kit audit config loader broker ctl resolver common
+UNIT_USES := latchd sandbox budget vm profile kit audit config loader broker ctl resolver common
 
 UNIT_OBJS := $(call objs_of,$(UNIT_SRCS))
 ALL_OBJS += $(UNIT_OBJS)
