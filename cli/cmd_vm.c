@@ -604,6 +604,11 @@ int cmd_exec(int argc, char **argv)
 	if (!latch_vm_exists(argv[1]))
 		return latch_err(LATCH_EXIT_CMD_LATCH, "no VM sandbox '%s' (see `latch ls`)", argv[1]);
 	signal(SIGPIPE, SIG_IGN);
+	/* without a pty, the guest's bytes must not drive the user's terminal; a pipe or file gets them exact */
+	if (!(eo.io & LATCH_AGENT_IO_TTY) && !latch_json) {
+		eo.escape_out = isatty(STDOUT_FILENO);
+		eo.escape_err = isatty(STDERR_FILENO);
+	}
 	/* under --json the output is collected and goes into the object */
 	if (latch_json) {
 		out_fd = memfd_create("latch-exec-out", MFD_CLOEXEC);

@@ -455,6 +455,9 @@ static int command_exec(const char *name, const char *const *argv, const char *c
 		.env = env,
 		.io = LATCH_AGENT_IO_STDIN | (tty ? LATCH_AGENT_IO_TTY : 0),
 		.stdin_fd = STDIN_FILENO,
+		/* without a pty, the guest's bytes must not drive a terminal: a pipe or file gets them exact */
+		.escape_out = !tty && isatty(STDOUT_FILENO),
+		.escape_err = !tty && isatty(STDERR_FILENO),
 	};
 
 	return latch_vm_exec(name, argv, &eo, STDOUT_FILENO, STDERR_FILENO, r, err, errlen);

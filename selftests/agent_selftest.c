@@ -637,6 +637,30 @@ static void local_cases(struct latch_agent **ap, const char *sock, int out_fd, i
 		say("  raw SIGNAL %d: status %d, stdout %s", SIGTERM, st, out[0] ? out : "(none)\n");
 		check(st == 128 + SIGTERM && !out[0], "control: SIGTERM in the same frame is passed on");
 	}
+	/* Output for a terminal without a pty: no escape sequence of the guest's reaches it; a pipe gets the bytes. */
+	for (int escape = 1; escape >= 0; escape--) {
+		static const char *const a_esc[] = { "printf", "a\\033]0;title\\007b\\r\\tc\\n", NULL };
+		struct latch_agent_exec_opts o = { .escape_out = escape };
+		struct latch_agent_result res;
+		char got[128] = "";
+		int p[2] = { -1, -1 };
+		ssize_t n = -1;
+
+		if (!pipe2(p, O_CLOEXEC) && !latch_agent_connect(sock, &b) &&
+		    !latch_agent_exec(b, a_esc, &o, p[1], -1, &res))
+			n = read(p[0], got, sizeof(got) - 1);
+		got[n > 0 ? n : 0] = '\0';
+		latch_agent_close(b);
+		b = NULL;
+		close(p[0]);
+		close(p[1]);
+		if (escape)
+			check(!strcmp(got, "a^[]0;title^Gb^M\tc\n"),
+			      "escaped: ESC, BEL and CR in caret notation, tab and newline kept");
+		else
+			check(!strcmp(got, "a\033]0;title\007b\r\tc\n"),
+			      "control: without escaping the bytes are exact");
+	}
 	close(tm);
 	close(ts);
 }

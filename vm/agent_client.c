@@ -445,8 +445,38 @@ struct exec_sink {
 	uint32_t id;
 	uint64_t limit;
 	int out_fd, err_fd;
+	bool escape_out, escape_err;
 	struct latch_agent_result *res;
 };
+
+/*
+ * The guest's bytes for a terminal it must not drive: every control
+ * character but newline and tab in caret notation, as `cat -v` writes it
+ * (ESC is ^[, so no escape sequence reaches the terminal: no title, no
+ * clipboard, no cursor moved over latch's own lines).  UTF-8 passes.
+ */
+static int write_escaped(int fd, const uint8_t *p, size_t n)
+{
+	uint8_t out[2 * LAGENT_CHUNK];
+	size_t o = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (o + 2 > sizeof(out)) {
+			int ret = write_all(fd, out, o);
+
+			if (ret)
+				return ret;
+			o = 0;
+		}
+		if ((p[i] < 0x20 && p[i] != '\n' && p[i] != '\t') || p[i] == 0x7f) {
+			out[o++] = '^';
+			out[o++] = p[i] ^ 0x40;
+		} else {
+			out[o++] = p[i];
+		}
+	}
+	return write_all(fd, out, o);
+}
 
 /* One frame from the agent: 1 to go on, 0 when the command ended (EXIT), or -errno. */
 static int on_frame(const struct exec_sink *k, const struct lagent_hdr *h, const uint8_t *p)
@@ -461,6 +491,7 @@ static int on_frame(const struct exec_sink *k, const struct lagent_hdr *h, const
 	case LAGENT_STDOUT:
 	case LAGENT_STDERR: {
 		int fd = h->type == LAGENT_STDOUT ? k->out_fd : k->err_fd;
+		bool escape = h->type == LAGENT_STDOUT ? k->escape_out : k->escape_err;
 		uint64_t n = h->len;
 
 		if (res->relayed + n > k->limit) {
@@ -468,7 +499,7 @@ static int on_frame(const struct exec_sink *k, const struct lagent_hdr *h, const
 			res->flags |= LATCH_AGENT_HOST_TRUNCATED;
 		}
 		if (fd >= 0 && n) {
-			int ret = write_all(fd, p, (size_t)n);
+			int ret = escape ? write_escaped(fd, p, (size_t)n) : write_all(fd, p, (size_t)n);
 
 			if (ret)
 				return ret;
@@ -712,6 +743,10 @@ int latch_agent_exec(struct latch_agent *a, const char *const argv[], const stru
 	struct exec_sink k = { .id = a->next_id++, .out_fd = out_fd, .err_fd = err_fd, .res = res };
 	int ret;
 
+	if (opts) {
+		k.escape_out = opts->escape_out;
+		k.escape_err = opts->escape_err;
+	}
 	memset(res, 0, sizeof(*res));
 	if (limit > LAGENT_OUTPUT_CAP)
 		limit = LAGENT_OUTPUT_CAP;

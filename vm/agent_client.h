@@ -42,6 +42,8 @@ struct latch_agent_exec_opts {
 	unsigned int io; /* LATCH_AGENT_IO_* ; 0: stdin is /dev/null as today */
 	int stdin_fd; /* read with LATCH_AGENT_IO_STDIN; its terminal's size with LATCH_AGENT_IO_TTY */
 	const char *cwd; /* NULL: the agent's default; else the command's working directory in the guest */
+	/* stdout's / stderr's control characters written visibly (^[ for ESC): they go to a terminal without a pty */
+	bool escape_out, escape_err;
 };
 
 struct latch_agent_result {

@@ -60,6 +60,8 @@ int latch_vm_exec(const char *name, const char *const argv[], const struct latch
 		eo.io = opts->io;
 		eo.stdin_fd = opts->stdin_fd;
 		eo.cwd = opts->cwd;
+		eo.escape_out = opts->escape_out;
+		eo.escape_err = opts->escape_err;
 	}
 	ret = latch_agent_open_sandbox(name, 5000, &a, err, errlen);
 	if (ret)

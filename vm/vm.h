@@ -183,6 +183,8 @@ bool latch_vm_running(const char *name);
 #define LATCH_AGENT_IO_SIGNALS (1u << 2)
 
 struct latch_vm_exec_opts {
+	/* stdout's / stderr's control characters written visibly (^[ for ESC): for a terminal the guest must not drive */
+	bool escape_out, escape_err;
 	uint32_t timeout_ms; /* 0: none; the guest kills the command at this */
 	uint32_t output_limit; /* stdout+stderr bytes relayed; 0: the agent's cap, or none with io (streamed) */
 	/* "NAME=VALUE"s for the command's environment (a kit's), NULL-terminated; NULL: none */
