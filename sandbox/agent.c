@@ -38,24 +38,6 @@
 /* A child that ignores SIGTERM this long after it was sent one gets SIGKILL. */
 #define AGENT_CHILD_GRACE_MS 2000
 
-__attribute__((format(printf, 3, 4))) static void agent_say(const struct latch_sandbox_say *s,
-							    enum latch_sandbox_say_kind kind, const char *fmt, ...)
-{
-	char *line;
-	va_list ap;
-	int n;
-
-	if (!s || !s->fn)
-		return;
-	va_start(ap, fmt);
-	n = vasprintf(&line, fmt, ap);
-	va_end(ap);
-	if (n < 0)
-		return;
-	s->fn(s->arg, kind, line);
-	free(line);
-}
-
 /* ---- the owner mark */
 
 struct agent_mark {
@@ -290,11 +272,12 @@ static int orphan_remove(const char *name, const char *kit, uint32_t pid, void *
 	char e[LATCH_SANDBOX_ERR_MAX];
 
 	if (latch_sandbox_agent_remove(name, NULL, e, sizeof(e)))
-		agent_say(say, LATCH_SANDBOX_WARN, "sandbox %s of a killed `latch agent run` (pid %u) NOT removed: %s",
-			  name, pid, e);
+		latch_sandbox_sayf(say, LATCH_SANDBOX_WARN,
+				   "sandbox %s of a killed `latch agent run` (pid %u) NOT removed: %s", name, pid, e);
 	else
-		agent_say(say, LATCH_SANDBOX_NOTE,
-			  "removed sandbox %s (kit %s): its `latch agent run` (pid %u) was killed", name, kit, pid);
+		latch_sandbox_sayf(say, LATCH_SANDBOX_NOTE,
+				   "removed sandbox %s (kit %s): its `latch agent run` (pid %u) was killed", name, kit,
+				   pid);
 	return 0;
 }
 
@@ -326,7 +309,7 @@ static void say_list(const struct latch_sandbox_say *s, const char *head, char *
 		fprintf(f, strpbrk(more[i], " \t'\"") || !*more[i] ? " '%s'" : " %s", more[i]);
 	fputs(tail, f);
 	if (!fclose(f))
-		agent_say(s, LATCH_SANDBOX_NOTE, "%s", line);
+		latch_sandbox_sayf(s, LATCH_SANDBOX_NOTE, "%s", line);
 	free(line);
 }
 
@@ -336,30 +319,32 @@ static void say_plan(const struct latch_sandbox_agent_opts *o, const struct latc
 {
 	const struct latch_sandbox_say *s = &o->say;
 
-	agent_say(s, LATCH_SANDBOX_NOTE, "kit %s (%s), image %s, sandbox %s", kit->name, kit->source,
-		  o->image ? o->image : LATCH_VM_DEFAULT_IMAGE, name);
-	agent_say(s, LATCH_SANDBOX_NOTE, "workspace %s -> /workspace (nothing else on the host is visible)",
-		  o->workspace);
+	latch_sandbox_sayf(s, LATCH_SANDBOX_NOTE, "kit %s (%s), image %s, sandbox %s", kit->name, kit->source,
+			   o->image ? o->image : LATCH_VM_DEFAULT_IMAGE, name);
+	latch_sandbox_sayf(s, LATCH_SANDBOX_NOTE, "workspace %s -> /workspace (nothing else on the host is visible)",
+			   o->workspace);
 	if (kit->n_egress)
 		say_list(s, "network closed except the kit's egress_allow (", kit->egress, kit->n_egress, NULL,
 			 ") and the egress broker");
 	else
-		agent_say(s, LATCH_SANDBOX_NOTE, "network closed except through the egress broker");
+		latch_sandbox_sayf(s, LATCH_SANDBOX_NOTE, "network closed except through the egress broker");
 	for (int i = 0; i < kit->n_creds; i++) {
 		const struct latch_kit_cred *cr = &kit->creds[i];
 		char url[LATCH_KIT_HOST_MAX + LATCH_KIT_PATH_MAX + 32];
 
-		agent_say(s, LATCH_SANDBOX_NOTE, "brokering %s -> %s (the sandbox holds a placeholder, never the key)",
-			  cr->up.secret_var[0] ? cr->up.secret_var : cr->up.secret_file, cr->up.host);
+		latch_sandbox_sayf(s, LATCH_SANDBOX_NOTE,
+				   "brokering %s -> %s (the sandbox holds a placeholder, never the key)",
+				   cr->up.secret_var[0] ? cr->up.secret_var : cr->up.secret_file, cr->up.host);
 		if (!o->dry_run)
 			continue;
 		latch_kit_upstream_url(&cr->up, url, sizeof(url));
-		agent_say(s, LATCH_SANDBOX_NOTE, "  route /%s on the broker (port %u) -> %s%s", cr->name, port, url,
-			  cr->n_paths ? "" : " (every path)");
+		latch_sandbox_sayf(s, LATCH_SANDBOX_NOTE, "  route /%s on the broker (port %u) -> %s%s", cr->name, port,
+				   url, cr->n_paths ? "" : " (every path)");
 	}
 	for (int i = 0; i < kit->n_setup; i++)
-		agent_say(s, LATCH_SANDBOX_NOTE, "setup %s@%s, held to %.*s... (fetched and checked on the host)",
-			  kit->setup[i].name, kit->setup[i].version, 22, kit->setup[i].integrity);
+		latch_sandbox_sayf(s, LATCH_SANDBOX_NOTE,
+				   "setup %s@%s, held to %.*s... (fetched and checked on the host)", kit->setup[i].name,
+				   kit->setup[i].version, 22, kit->setup[i].integrity);
 	say_list(s, "command: ", kit->command, kit->n_command, o->args, "");
 }
 
@@ -682,7 +667,8 @@ static int run_in_guest(const struct latch_sandbox_agent_opts *o, const struct l
 	char **argv = NULL, **env = NULL;
 	int ret;
 
-	agent_say(&o->say, LATCH_SANDBOX_NOTE, "sandbox %s ready in %lld ms", res->name, (long long)res->ms_ready);
+	latch_sandbox_sayf(&o->say, LATCH_SANDBOX_NOTE, "sandbox %s ready in %lld ms", res->name,
+			   (long long)res->ms_ready);
 	if ((res->signal = stop_pending(stops)))
 		return 0;
 	ret = run_setup(o, kit, res, err, errlen);
@@ -715,18 +701,18 @@ static void run_end(const struct latch_sandbox_agent_opts *o, struct latch_sandb
 
 	if (keep) {
 		latch_state_file_remove(res->name, LATCH_STATE_AGENT, e, sizeof(e));
-		agent_say(&o->say, LATCH_SANDBOX_NOTE, "sandbox %s kept (`latch destroy --purge %s` removes it)",
-			  res->name, res->name);
+		latch_sandbox_sayf(&o->say, LATCH_SANDBOX_NOTE,
+				   "sandbox %s kept (`latch destroy --purge %s` removes it)", res->name, res->name);
 		return;
 	}
 	if (latch_sandbox_agent_remove(res->name, NULL, e, sizeof(e))) {
-		agent_say(&o->say, LATCH_SANDBOX_WARN, "sandbox %s NOT removed: %s", res->name, e);
+		latch_sandbox_sayf(&o->say, LATCH_SANDBOX_WARN, "sandbox %s NOT removed: %s", res->name, e);
 		if (!ret) /* the agent's status would hide it: a leftover is latch's failure */
 			latch_errf(err, errlen, -EIO, "sandbox %s NOT removed: %s", res->name, e);
 		return;
 	}
 	res->removed = true;
-	agent_say(&o->say, LATCH_SANDBOX_NOTE, "sandbox %s removed", res->name);
+	latch_sandbox_sayf(&o->say, LATCH_SANDBOX_NOTE, "sandbox %s removed", res->name);
 }
 
 int latch_sandbox_agent_run(const struct latch_sandbox_agent_opts *o, struct latch_sandbox_agent_result *res, char *err,
@@ -754,7 +740,7 @@ int latch_sandbox_agent_run(const struct latch_sandbox_agent_opts *o, struct lat
 		goto out;
 	say_plan(o, kit, res->name, port);
 	if (o->dry_run) {
-		agent_say(&o->say, LATCH_SANDBOX_NOTE, "--dry-run, stopping before creating the sandbox");
+		latch_sandbox_sayf(&o->say, LATCH_SANDBOX_NOTE, "--dry-run, stopping before creating the sandbox");
 		goto out;
 	}
 	if ((ret = run_verify_setup(o, kit, res, err, errlen)))
@@ -773,7 +759,7 @@ int latch_sandbox_agent_run(const struct latch_sandbox_agent_opts *o, struct lat
 		ret = -EIO;
 	}
 	if (res->signal)
-		agent_say(&o->say, LATCH_SANDBOX_NOTE, "stopped by signal %d", res->signal);
+		latch_sandbox_sayf(&o->say, LATCH_SANDBOX_NOTE, "stopped by signal %d", res->signal);
 out:
 	latch_kit_free(kit);
 	sigprocmask(SIG_SETMASK, &old, NULL);

@@ -20,8 +20,7 @@
 #include "config/config.h"
 #include "sandbox/sandbox.h"
 
-__attribute__((format(printf, 3, 4))) static void say(const struct latch_sandbox_say *s,
-						      enum latch_sandbox_say_kind kind, const char *fmt, ...)
+void latch_sandbox_sayf(const struct latch_sandbox_say *s, enum latch_sandbox_say_kind kind, const char *fmt, ...)
 {
 	char *line;
 	va_list ap;
@@ -159,7 +158,7 @@ static void warn_line(const char *line, void *arg)
 {
 	struct warnings *w = arg;
 
-	say(w->say, LATCH_SANDBOX_WARN, "%s", line);
+	latch_sandbox_sayf(w->say, LATCH_SANDBOX_WARN, "%s", line);
 	json_array_append_new(w->list, json_string(line));
 }
 
@@ -246,7 +245,7 @@ int latch_sandbox_env(const char *name, char ***env, int *n, struct latch_kit_st
 /* What the sandbox is told about its kit (as kosa8 says it). */
 static void say_kit(const struct latch_kit *kit, const struct latch_kit_state *st, const struct latch_sandbox_say *s)
 {
-	say(s, LATCH_SANDBOX_NOTE, "kit %s (%s)", kit->name, kit->source);
+	latch_sandbox_sayf(s, LATCH_SANDBOX_NOTE, "kit %s (%s)", kit->name, kit->source);
 	if (kit->n_egress) {
 		char *line = NULL;
 		size_t len = 0;
@@ -257,16 +256,16 @@ static void say_kit(const struct latch_kit *kit, const struct latch_kit_state *s
 			for (int i = 0; i < kit->n_egress; i++)
 				fprintf(f, "%s %s", i ? "," : "", kit->egress[i]);
 			if (!fclose(f))
-				say(s, LATCH_SANDBOX_NOTE, "%s", line);
+				latch_sandbox_sayf(s, LATCH_SANDBOX_NOTE, "%s", line);
 		}
 		free(line);
 	}
 	for (int i = 0; i < kit->n_creds; i++) {
 		const struct latch_kit_upstream *up = &kit->creds[i].up;
 
-		say(s, LATCH_SANDBOX_NOTE,
-		    "brokering %s -> %s on port %u (the sandbox holds a placeholder, never the key)",
-		    up->secret_var[0] ? up->secret_var : up->secret_file, up->host, st->port);
+		latch_sandbox_sayf(s, LATCH_SANDBOX_NOTE,
+				   "brokering %s -> %s on port %u (the sandbox holds a placeholder, never the key)",
+				   up->secret_var[0] ? up->secret_var : up->secret_file, up->host, st->port);
 	}
 }
 
@@ -295,8 +294,8 @@ static int kit_given(const char *name, const struct latch_kit *kit, bool switch_
 	char e[LATCH_ERR_MAX];
 
 	if (kit && json_is_object(b) && !json_is_true(json_object_get(b, "listening")))
-		say(s, LATCH_SANDBOX_WARN, "%s: the broker is not listening: %s", name,
-		    json_string_value(json_object_get(b, "why")) ?: "?");
+		latch_sandbox_sayf(s, LATCH_SANDBOX_WARN, "%s: the broker is not listening: %s", name,
+				   json_string_value(json_object_get(b, "why")) ?: "?");
 	if (switch_after && json_is_true(json_object_get(rep, "egress_changed")) && switch_stored(name, e, sizeof(e)))
 		return latch_errf(err, errlen, -EIO, "%s: the kit's network: %s", name, e);
 	return 0;
@@ -319,7 +318,7 @@ int latch_sandbox_kit_give(const char *name, const struct latch_kit *kit, bool s
 		note = "latchd is not running: its broker opens when latchd starts, and keys from the environment must "
 		       "then be handed again (`latch kit NAME secrets`)";
 		if (kit)
-			say(s, LATCH_SANDBOX_NOTE, "warning: %s", note);
+			latch_sandbox_sayf(s, LATCH_SANDBOX_NOTE, "warning: %s", note);
 		ret = 0;
 	} else if (ret) {
 		json_decref(w.list);
@@ -359,7 +358,7 @@ int latch_sandbox_kit_stop(const char *name, bool remove, const struct latch_san
 		explicit_bzero(&st, sizeof(st));
 	}
 	if (ret)
-		say(s, LATCH_SANDBOX_WARN, "%s: its kit: %s", name, err);
+		latch_sandbox_sayf(s, LATCH_SANDBOX_WARN, "%s: its kit: %s", name, err);
 	/* latchd closes the broker and wipes its keys now (not running: it holds none) */
 	latchd_kit(name, NULL, &rep, err, sizeof(err));
 	json_decref(rep);

@@ -43,6 +43,9 @@ struct latch_sandbox_say {
 	void (*fn)(void *arg, enum latch_sandbox_say_kind kind, const char *line);
 	void *arg;
 };
+/* One line through S (nothing when S or its fn is NULL), printf-style. */
+void latch_sandbox_sayf(const struct latch_sandbox_say *s, enum latch_sandbox_say_kind kind, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
 /* ---- a sandbox's kit */
 

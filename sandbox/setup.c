@@ -26,20 +26,6 @@
 #define INSTALL_ROOT "/opt/latch/npm" /* in the guest: NAME@VERSION under it */
 #define INSTALL_TIMEOUT_MS (15 * 60 * 1000) /* a 200 MB tarball into a TCG guest */
 
-static void note(const struct latch_sandbox_say *say, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void note(const struct latch_sandbox_say *say, const char *fmt, ...)
-{
-	char line[LATCH_ERR_MAX];
-	va_list ap;
-
-	if (!say || !say->fn)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
-	va_end(ap);
-	say->fn(say->arg, LATCH_SANDBOX_NOTE, line);
-}
-
 /* latch.conf's registry and CA into SRC (pointing into CONF). */
 static int npm_source(struct latch_conf *conf, struct latch_npm_source *src, char *err, size_t errlen)
 {
@@ -68,8 +54,10 @@ int latch_sandbox_setup_fetch(const struct latch_kit *kit, struct latch_npm_tarb
 
 		ret = latch_npm_fetch(p, &src, &out[i], err, errlen);
 		if (!ret)
-			note(say, "setup %s@%s verified: sha512 matches the kit's pin (%s, %llu KiB)", p->name,
-			     p->version, out[i].cached ? "cached" : "fetched", (unsigned long long)(out[i].size >> 10));
+			latch_sandbox_sayf(say, LATCH_SANDBOX_NOTE,
+					   "setup %s@%s verified: sha512 matches the kit's pin (%s, %llu KiB)", p->name,
+					   p->version, out[i].cached ? "cached" : "fetched",
+					   (unsigned long long)(out[i].size >> 10));
 	}
 	if (ret)
 		latch_sandbox_setup_close(kit, out);
@@ -178,13 +166,13 @@ int latch_sandbox_kit_setup(const char *name, const struct latch_kit *kit, const
 	ret = latch_sandbox_setup_fetch(kit, t, say, err, errlen);
 	if (ret)
 		return ret;
-	note(say, "setup: all %d installer%s verified; installing into %s's guest", kit->n_setup,
-	     kit->n_setup == 1 ? "" : "s", name);
+	latch_sandbox_sayf(say, LATCH_SANDBOX_NOTE, "setup: all %d installer%s verified; installing into %s's guest",
+			   kit->n_setup, kit->n_setup == 1 ? "" : "s", name);
 	for (int i = 0; !ret && i < kit->n_setup; i++) {
 		ret = install_one(name, &kit->setup[i], &t[i], err, errlen);
 		for (int b = 0; !ret && b < t[i].n_bins; b++)
-			note(say, "setup %s@%s installed: /usr/local/bin/%s", kit->setup[i].name, kit->setup[i].version,
-			     t[i].bins[b].name);
+			latch_sandbox_sayf(say, LATCH_SANDBOX_NOTE, "setup %s@%s installed: /usr/local/bin/%s",
+					   kit->setup[i].name, kit->setup[i].version, t[i].bins[b].name);
 	}
 	latch_sandbox_setup_close(kit, t);
 	return ret;
@@ -259,7 +247,8 @@ int latch_sandbox_kit_pin(const char *kit_name, const char *spec, char *path, si
 		latch_errf(err, errlen, ret, "%s: %s", path, strerror(-ret));
 		goto out;
 	}
-	note(say, "kit %s: %s pinned to %s (%s), written to %s", kit->name, name, version, integrity, path);
+	latch_sandbox_sayf(say, LATCH_SANDBOX_NOTE, "kit %s: %s pinned to %s (%s), written to %s", kit->name, name,
+			   version, integrity, path);
 out:
 	latch_kit_free(check);
 	latch_kit_free(kit);
