@@ -406,6 +406,19 @@ static bool status_line_ok(const char *line, size_t len)
 	return len == 12 || line[12] == ' ';
 }
 
+/* A Content-Length value's digits (anything else is http-parser's to refuse) fit in an int64_t. */
+static bool cl_fits_int64(const char *v, size_t len)
+{
+	uint64_t n = 0;
+
+	for (size_t i = 0; i < len && v[i] >= '0' && v[i] <= '9'; i++) {
+		if (n > ((uint64_t)INT64_MAX - (uint64_t)(v[i] - '0')) / 10)
+			return false;
+		n = n * 10 + (uint64_t)(v[i] - '0');
+	}
+	return true;
+}
+
 enum hb_refusal hb_resp_head_read(const char *buf, size_t len, size_t head_max, size_t *head_len,
 				  struct hb_resp_index *ix, char *shrt, size_t cap, size_t *short_len)
 {
@@ -446,6 +459,10 @@ enum hb_refusal hb_resp_head_read(const char *buf, size_t len, size_t head_max, 
 	for (int k = 0; k < ix->n; k++) {
 		const struct hb_hdr *h = &ix->hdr[k];
 
+		/* past INT64_MAX, as in a request: no upstream sends that, and a signed reading of it would be "none" */
+		if (h->name_len == 14 && !strncasecmp(buf + h->name, "content-length", 14) &&
+		    !cl_fits_int64(buf + h->value, h->value_len))
+			return HB_CL_INVALID;
 		if (h->name_len >= 17 && !strncasecmp(buf + h->name, "transfer-encoding", 17) &&
 		    (h->name_len != 17 || n_te++ || !hb_token_eq(buf + h->value, h->value_len, "chunked") ||
 		     memchr(buf + h->value + h->value_len, '\t', lines.cr[k] - h->value - h->value_len)))

@@ -284,6 +284,27 @@ Test(head, a_content_length_past_int64_is_refused)
 	cr_expect_eq(h.content_length, INT64_MAX);
 }
 
+/* The same of a response head (the fuzzer found it there too); control: INT64_MAX itself is read. */
+Test(head, a_response_content_length_past_int64_is_refused)
+{
+	static const char refused[] = "HTTP/1.1 200 OK\r\nContent-Length: 11111111111111111142\r\n\r\n";
+	static const char edge[] = "HTTP/1.1 200 OK\r\nContent-Length: 9223372036854775808\r\n\r\n";
+	static const char passed[] = "HTTP/1.1 200 OK\r\nContent-Length: 9223372036854775807\r\n\r\n";
+	static struct hb_hdr hdr[HB_HEADERS_MAX];
+	struct hb_resp_index ix = { .hdr = hdr };
+	size_t head_len, short_len;
+	char shrt[1024];
+
+	cr_expect_eq(hb_resp_head_read(refused, sizeof(refused) - 1, 16384, &head_len, &ix, shrt, sizeof(shrt),
+				       &short_len),
+		     HB_CL_INVALID);
+	cr_expect_eq(hb_resp_head_read(edge, sizeof(edge) - 1, 16384, &head_len, &ix, shrt, sizeof(shrt), &short_len),
+		     HB_CL_INVALID);
+	cr_expect_eq(hb_resp_head_read(passed, sizeof(passed) - 1, 16384, &head_len, &ix, shrt, sizeof(shrt),
+				       &short_len),
+		     HB_OK);
+}
+
 Test(head, a_response_transfer_encoding_is_one_chunked_or_none)
 {
 	/* http-parser decodes the first as chunked (gzip to the guest) and reads the rest to the connection's end */
