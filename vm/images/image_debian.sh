@@ -76,7 +76,23 @@ exec 9>"$CACHE/.lock"
 flock 9
 
 NODE_PIN="node $NODE_VERSION $NODE_INTEGRITY npm $NPM_VERSION $NPM_INTEGRITY"
-if [ "$force" = 0 ] && image_current && grep -qxF "$NODE_PIN" "$CACHE/manifest.txt"; then
+# local_inputs: the manifest's input lines this host decides alone (the kernel and the
+# suite's packages need apt); an image built with another agent is stale, whatever
+# its outputs' hashes say (the agent's protocol changes with it)
+local_inputs() {
+	recipe_inputs
+	printf '%s\n' "$NODE_PIN"
+	printf 'busybox %s\n' "$(sha "$BUSYBOX")"
+	printf 'agent %s\n' "$(sha "$AGENT")"
+	[ -z "$ASK" ] || printf 'ask %s\n' "$(sha "$ASK")"
+}
+inputs_current() {
+	local l
+	while IFS= read -r l; do
+		grep -qxF "$l" "$CACHE/manifest.txt" || return 1
+	done < <(local_inputs)
+}
+if [ "$force" = 0 ] && image_current && inputs_current; then
 	say "image in $CACHE is current ($(sed -n 's/^kernel_release //p' "$CACHE/manifest.txt"), built $(sed -n 's/^built //p' "$CACHE/manifest.txt")); --force rebuilds"
 	exit 0
 fi
