@@ -77,6 +77,34 @@ clients() {
 	cp "$src/package-lock.json" "$CLIENTS/.installed"
 }
 
+# The built-in claude kit's pinned installer, as the registry serves it, for
+# selftests/vm_claude.sh's fake registry (tests never reach the real one):
+# packed once into $CLIENTS/tarballs, kept only when its sha512 is the kit's pin.
+tarballs() {
+	local kit pkg ver pin dir f got
+	kit="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/kit/kits/claude.yaml"
+	pkg=$(sed -n 's/^  - npm: "\(.*\)"$/\1/p' "$kit")
+	ver=$(sed -n 's/^    version: "\(.*\)"$/\1/p' "$kit")
+	pin=$(sed -n 's/^    integrity: "\(.*\)"$/\1/p' "$kit")
+	dir=$CLIENTS/tarballs
+	f=$dir/$(printf '%s' "${pkg#@}" | tr / -)-$ver.tgz
+	sum() { printf 'sha512-%s' "$(openssl dgst -sha512 -binary "$1" | base64 -w0)"; }
+	if [ -f "$f" ] && [ "$(sum "$f")" = "$pin" ]; then
+		echo "deps: $pkg@$ver's tarball is in $dir"
+		return 0
+	fi
+	echo "deps: packing $pkg@$ver into $dir (npm pack)"
+	mkdir -p "$dir"
+	rm -f "$f"
+	(cd "$dir" && npm pack --loglevel=error "$pkg@$ver") >/dev/null
+	got=$(sum "$f")
+	if [ "$got" != "$pin" ]; then
+		rm -f "$f"
+		echo "deps: $pkg@$ver's tarball is $got, the kit's pin is $pin; removed" >&2
+		return 1
+	fi
+}
+
 missing=()
 for p in "${PKGS[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -85,6 +113,7 @@ if [ ${#missing[@]} -eq 0 ]; then
 	echo "deps: all ${#PKGS[@]} packages present"
 	kvm_mode
 	clients
+	tarballs
 	exit 0
 fi
 if [ "$(id -u)" != 0 ]; then
@@ -97,3 +126,4 @@ apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 kvm_mode
 clients
+tarballs
