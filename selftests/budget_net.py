@@ -214,7 +214,7 @@ class Upstream(BaseHTTPRequestHandler):
         if mode == "hold":
             time.sleep(1.0)
         c = counts(self.headers, self.server.usage)
-        host = (self.headers.get("Host") or "").split(".")[0]
+        host = self.server.provider or (self.headers.get("Host") or "").split(".")[0]
         if mode == "spend":
             c["out"] = spend(req, host)
             c["in"] = spend_input(req, c["in"])
@@ -402,7 +402,7 @@ def serve(a):
     cls = type("S", (ThreadingHTTPServer,), {"daemon_threads": True, "request_queue_size": 128})
     s = cls((a.addr, a.port), Upstream)
     s.socket = ctx.wrap_socket(s.socket, server_side=True)
-    s.log, s.log_lock, s.usage = a.log, threading.Lock(), a.usage
+    s.log, s.log_lock, s.usage, s.provider = a.log, threading.Lock(), a.usage, a.provider
     threading.Thread(target=s.serve_forever, daemon=True).start()
     print("ready", flush=True)
     time.sleep(a.lifetime)
@@ -547,6 +547,7 @@ def main():
     p.add_argument("--log", required=True)
     p.add_argument("--lifetime", type=float, default=300)
     p.add_argument("--usage", default="", help="the counts a request without X-Fake-Usage reports")
+    p.add_argument("--provider", default="", help="answer as this provider whatever the Host (an upstream by address)")
     for name in ("req", "race"):
         p = sub.add_parser(name)
         p.add_argument("url")
