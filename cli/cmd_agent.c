@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
  * cmd_agent.c - `latch agent run [-w DIR] [--keep] [--dry-run] [--name
- * NAME] [--image I] KIT [-- ARGS...]`: an agent in a throwaway VM sandbox
+ * NAME] [--image I] [--memory SIZE] KIT [-- ARGS...]`: an agent in a throwaway VM sandbox
  * (sandbox/agent.c does the work and says its lines).
  *
  * It relays the agent's status, so latch's own failures are 125, as
@@ -69,6 +69,16 @@ static int agent_run(int argc, char **argv)
 		case 'i':
 			o.image = optarg;
 			break;
+		case 'm': {
+			uint64_t bytes;
+
+			/* as `up --memory`: a bare number is MiB */
+			if (latch_parse_size("--memory", optarg, 1 << 20, 64ull << 20, 64ull << 30, &bytes, err,
+					     sizeof(err)))
+				return latch_err(LATCH_EXIT_CMD_LATCH, "agent run: %s", err);
+			o.memory_mib = (uint32_t)(bytes >> 20);
+			break;
+		}
 		default:
 			return latch_err(LATCH_EXIT_CMD_LATCH,
 					 "agent run: unknown or incomplete option '%s'; see `latch help agent`",
@@ -106,5 +116,5 @@ int cmd_agent(int argc, char **argv)
 	if (argc >= 2 && !strcmp(argv[1], "run"))
 		return agent_run(argc - 1, argv + 1);
 	return latch_err(LATCH_EXIT_CMD_LATCH, "usage: latch agent run [-w DIR] [--keep] [--dry-run] [--name NAME] "
-					       "[--image I] KIT [-- ARGS...]");
+					       "[--image I] [--memory SIZE] KIT [-- ARGS...]");
 }
