@@ -292,6 +292,11 @@ vm-proof: image $(BUILD)/selftests/agent_selftest
 vm-debian-proof: all
 	selftests/debian_proof.sh
 
+# Claude Code at the desk in a debian guest (selftests/vm_claude.sh: the image, ~196 MB of setup
+# streamed into the guest, the agent's run); never in `check`.
+vm-claude: all
+	bash selftests/run.sh vm_claude
+
 include broker/broker.mk
 include tests/tests.mk
 include room/room.mk
@@ -343,4 +348,4 @@ demo-netns:
 clean:
 	rm -rf $(BUILD)
 
-.PHONY: arrows arrows-test all deps format format-check check unit selftest selftest-bins bench demo demo-netns clean image vm-proof vm-debian-proof pkgs-ok
+.PHONY: arrows arrows-test all deps format format-check check unit selftest selftest-bins bench demo demo-netns clean image vm-proof vm-debian-proof vm-claude pkgs-ok
