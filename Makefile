@@ -293,7 +293,7 @@ vm-debian-proof: all
 	selftests/debian_proof.sh
 
 # Claude Code at the desk in a debian guest (selftests/vm_claude.sh: the image, ~196 MB of setup
-# streamed into the guest, the agent's run); never in `check`.
+# streamed into the guest, the agent's run); `check` runs it too, this target alone.
 vm-claude: all
 	bash selftests/run.sh vm_claude
 

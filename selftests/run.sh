@@ -44,9 +44,6 @@ tests=()
 [ -x build/selftests/policy_api ] && tests+=(build/selftests/policy_api)
 [ -x build/selftests/room_cg ] && tests+=(build/selftests/room_cg)
 for t in selftests/live_*.sh selftests/vm_*.sh; do
-	# vm_claude only when named (`make vm-claude`): the debian image and Claude Code's
-	# 196 MB into a TCG guest do not fit check's time (docs/agents.md, "Tested with")
-	[ "$t" = selftests/vm_claude.sh ] && [ $# = 0 ] && continue
 	[ -e "$t" ] && tests+=("$t")
 done
 if [ $# -gt 0 ]; then
