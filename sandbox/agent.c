@@ -595,7 +595,7 @@ static int run_up(const struct latch_sandbox_agent_opts *o, const struct latch_k
 	memset(&uo, 0, sizeof(uo));
 	snprintf(uo.vm.name, sizeof(uo.vm.name), "%s", res->name);
 	snprintf(uo.vm.image, sizeof(uo.vm.image), "%s", o->image ? o->image : LATCH_VM_DEFAULT_IMAGE);
-	uo.vm.memory_mib = o->memory_mib ? o->memory_mib : LATCH_VM_DEFAULT_MEMORY;
+	uo.vm.memory_mib = o->memory_mib ? o->memory_mib : LATCH_AGENT_DEFAULT_MEMORY;
 	uo.vm.cpus = LATCH_VM_DEFAULT_CPUS;
 	snprintf(uo.vm.workspace, sizeof(uo.vm.workspace), "%s", o->workspace);
 	uo.vm.step = o->step;

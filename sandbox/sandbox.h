@@ -258,12 +258,19 @@ json_t *latch_confinement_report(char *line, size_t len, int *level);
 
 /* ---- latch agent run (agent.c) */
 
+/*
+ * An agent's guest memory unless --memory says otherwise: Claude Code's
+ * native build dies for want of memory in up's default (256 MiB), and node
+ * agents want as much.
+ */
+#define LATCH_AGENT_DEFAULT_MEMORY 1024
+
 struct latch_sandbox_agent_opts {
 	const char *kit; /* a kit name, or a kit file in the kits directory */
 	char workspace[PATH_MAX]; /* the host directory the guest gets at /workspace, resolved */
 	const char *name; /* NULL: agent-KIT-N, the first free (KIT-N when that is too long for a tap) */
 	const char *image; /* NULL: the default image */
-	uint32_t memory_mib; /* 0: the default */
+	uint32_t memory_mib; /* 0: LATCH_AGENT_DEFAULT_MEMORY */
 	const char *const *args; /* after the kit's command words, NULL-terminated (may be NULL) */
 	bool keep; /* the sandbox stays after the agent exited on its own */
 	bool dry_run; /* resolve and say everything, create nothing */
