@@ -157,7 +157,8 @@ struct sse {
 	bool has_data;
 	size_t data_len;
 	char data_head[8];
-	bool bom_checked;
+	bool bom_checked; /* the stream's first bytes were held to a BOM */
+	uint8_t bom_len; /* of a BOM's bytes, matched so far */
 	uint64_t events;
 	struct jscan js; /* per event: reset at its first data line */
 };

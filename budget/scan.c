@@ -619,15 +619,37 @@ static size_t line_end(const char *p, size_t n, size_t i)
 	return cr ? (size_t)(cr - p) : e;
 }
 
+static void sse_lines(struct sse *s, const char *p, size_t n);
+
+/*
+ * A stream's leading BOM is dropped (the SSE spec), however the bytes were
+ * cut: matched byte by byte across feeds, and a partial match that turns
+ * out not to be one is read as the stream's first bytes.  Read only when
+ * the BOM was whole in the first feed, a cut stream and the whole one were
+ * two readings (fuzz_scan).
+ */
 void budget_sse_feed(struct sse *s, const char *p, size_t n)
+{
+	static const char bom[3] = { '\xef', '\xbb', '\xbf' };
+	size_t i = 0;
+
+	while (!s->bom_checked && i < n) {
+		if (p[i] != bom[s->bom_len]) {
+			s->bom_checked = true;
+			sse_lines(s, bom, s->bom_len);
+			break;
+		}
+		i++;
+		if (++s->bom_len == 3)
+			s->bom_checked = true;
+	}
+	sse_lines(s, p + i, n - i);
+}
+
+static void sse_lines(struct sse *s, const char *p, size_t n)
 {
 	size_t i = 0, e;
 
-	if (!s->bom_checked && n) {
-		s->bom_checked = true;
-		if (n >= 3 && !memcmp(p, "\xef\xbb\xbf", 3))
-			i = 3;
-	}
 	while (i < n) {
 		char c = p[i];
 

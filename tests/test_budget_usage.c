@@ -123,6 +123,35 @@ static size_t gzip_fixture(const char *name, unsigned char *z, size_t cap)
 }
 
 /* A gzip'd body (the guest asked for it) is read through zlib, chunk by chunk. */
+/*
+ * A stream's leading BOM is dropped however the bytes are cut: byte by byte
+ * the BOM was read as part of the first field's name (fuzz_scan: "unreadable
+ * whole, no_usage when cut").  Control: a BOM-less stream, and the same
+ * bytes whole.
+ */
+Test(budget_usage, a_bom_cut_anywhere_is_one_reading)
+{
+	static const char sse[] =
+		"\xef\xbb\xbf" /* before a data line: glued to its name, the line would be lost */
+		"data: {\"type\":\"message_start\",\"message\":{\"usage\":"
+		"{\"input_tokens\":12,\"output_tokens\":1}}}\n\n"
+		"event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":7}}\n\n"
+		"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
+	struct budget_tokens whole, cut;
+
+	cr_assert_eq(parse(sse, sizeof(sse) - 1, BUDGET_FORMAT_ANTHROPIC, 0, &whole), USAGE_OK);
+	cr_expect_eq(whole.input, 12);
+	cr_expect_eq(whole.output, 7);
+	for (size_t chunk = 1; chunk <= 4; chunk++) {
+		cr_assert_eq(parse(sse, sizeof(sse) - 1, BUDGET_FORMAT_ANTHROPIC, chunk, &cut), USAGE_OK, "chunk %zu",
+			     chunk);
+		cr_expect_eq(cut.input, 12, "chunk %zu", chunk);
+		cr_expect_eq(cut.output, 7, "chunk %zu", chunk);
+	}
+	cr_assert_eq(parse(sse + 3, sizeof(sse) - 4, BUDGET_FORMAT_ANTHROPIC, 1, &cut), USAGE_OK);
+	cr_expect_eq(cut.output, 7);
+}
+
 Test(budget_usage, gzip_body_is_inflated_as_it_passes)
 {
 	unsigned char z[8192];
