@@ -147,6 +147,36 @@ vm_latchd() {
 	wait_until -t 5 test -S "$LATCH_ROOT/run/latch/latchd.sock" || true
 }
 
+# vm_left N: what is left of sandbox N under LATCH_ROOT, one word each ("": nothing):
+# its domain, tap, pins, kit state, owner mark, profile, sandbox directory,
+# and latchd's sandbox (asked over its socket)
+vm_left() {
+	local policy=$LATCH_ROOT/var/lib/latch/policy
+	local w= ping
+	virsh dominfo "latch-$1" >/dev/null 2>&1 && w="$w domain"
+	ip link show "lt-$1" >/dev/null 2>&1 && w="$w tap"
+	[ -n "$(find "$BPFFS" -path "*$1*" 2>/dev/null | head -1)" ] && w="$w pins"
+	[ -e "$policy/$1.kit" ] && w="$w kit-state"
+	[ -e "$policy/$1.agent" ] && w="$w owner-mark"
+	[ -e "$policy/$1.profile" ] && w="$w profile"
+	[ -e "$LATCH_ROOT/var/lib/latch/sandboxes/$1" ] && w="$w sandbox-dir"
+	# latchd must answer: one that does not would pass for "nothing left"
+	# (one run of six saw a refused connect twice, latchd serving before and after: asked up to 3 times)
+	for _ in 1 2 3; do
+		ping=$(echo '{"op":"ping"}' | socat -T5 - UNIX-CONNECT:"$LATCH_ROOT/run/latch/latchd.sock" 2>&1)
+		jq -e .sandboxes >/dev/null 2>&1 <<<"$ping" && break
+		sleep 1
+	done
+	if ! jq -e .sandboxes >/dev/null 2>&1 <<<"$ping"; then
+		w="$w latchd-no-answer"
+		echo "# latchd did not answer the ping: $ping; its log's tail:" >&2
+		tail -5 "$TMP/latchd.log" | sed 's/^/#   /' >&2
+	elif [ -n "$(jq -r --arg n "$1" '.sandboxes[] | select(.name == $n) | .name' <<<"$ping")" ]; then
+		w="$w latchd"
+	fi
+	echo "${w# }"
+}
+
 # vm_images: IMAGES=$TMP/images, with `default` a link to the real default
 # image (LATCH_IMAGES, as `make image` built it); call before vm_root, which
 # then points latch.conf's `images` there.

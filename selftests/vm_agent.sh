@@ -97,32 +97,8 @@ echo "marker-$$" >"$WS/marker"
 vm_latchd
 
 POLICY=$LATCH_ROOT/var/lib/latch/policy
-# left N: what is left of sandbox N, one word each ("" : nothing)
-left() {
-	local w= ping
-	virsh dominfo "latch-$1" >/dev/null 2>&1 && w="$w domain"
-	ip link show "lt-$1" >/dev/null 2>&1 && w="$w tap"
-	[ -n "$(find "$BPFFS" -path "*$1*" 2>/dev/null | head -1)" ] && w="$w pins"
-	[ -e "$POLICY/$1.kit" ] && w="$w kit-state"
-	[ -e "$POLICY/$1.agent" ] && w="$w owner-mark"
-	[ -e "$POLICY/$1.profile" ] && w="$w profile"
-	[ -e "$LATCH_ROOT/var/lib/latch/sandboxes/$1" ] && w="$w sandbox-dir"
-	# latchd must answer: one that does not would pass for "nothing left"
-	# (one run of six saw a refused connect twice, latchd serving before and after: asked up to 3 times)
-	for _ in 1 2 3; do
-		ping=$(echo '{"op":"ping"}' | socat -T5 - UNIX-CONNECT:"$LATCH_ROOT/run/latch/latchd.sock" 2>&1)
-		jq -e .sandboxes >/dev/null 2>&1 <<<"$ping" && break
-		sleep 1
-	done
-	if ! jq -e .sandboxes >/dev/null 2>&1 <<<"$ping"; then
-		w="$w latchd-no-answer"
-		echo "# latchd did not answer the ping: $ping; its log's tail:" >&2
-		tail -5 "$TMP/latchd.log" | sed 's/^/#   /' >&2
-	elif [ -n "$(jq -r --arg n "$1" '.sandboxes[] | select(.name == $n) | .name' <<<"$ping")" ]; then
-		w="$w latchd"
-	fi
-	echo "${w# }"
-}
+# left N: what is left of sandbox N (lib_vm.sh)
+left() { vm_left "$1"; }
 export VM_AGENT_KEY=$KEY
 
 # --- the owner mark: its PID alone does not make a run alive; a PID reused by another process is

@@ -148,29 +148,8 @@ WS=$TMP/ws
 mkdir -p "$WS"
 chmod 0755 "$WS"
 
-POLICY=$LATCH_ROOT/var/lib/latch/policy
-# left N: what is left of sandbox N, one word each ("" : nothing); vm_agent.sh's
-left() {
-	local w= ping
-	virsh dominfo "latch-$1" >/dev/null 2>&1 && w="$w domain"
-	ip link show "lt-$1" >/dev/null 2>&1 && w="$w tap"
-	[ -n "$(find "$BPFFS" -path "*$1*" 2>/dev/null | head -1)" ] && w="$w pins"
-	[ -e "$POLICY/$1.kit" ] && w="$w kit-state"
-	[ -e "$POLICY/$1.agent" ] && w="$w owner-mark"
-	[ -e "$POLICY/$1.profile" ] && w="$w profile"
-	[ -e "$LATCH_ROOT/var/lib/latch/sandboxes/$1" ] && w="$w sandbox-dir"
-	for _ in 1 2 3; do
-		ping=$(echo '{"op":"ping"}' | socat -T5 - UNIX-CONNECT:"$LATCH_ROOT/run/latch/latchd.sock" 2>&1)
-		jq -e .sandboxes >/dev/null 2>&1 <<<"$ping" && break
-		sleep 1
-	done
-	if ! jq -e .sandboxes >/dev/null 2>&1 <<<"$ping"; then
-		w="$w latchd-no-answer"
-	elif [ -n "$(jq -r --arg n "$1" '.sandboxes[] | select(.name == $n) | .name' <<<"$ping")" ]; then
-		w="$w latchd"
-	fi
-	echo "${w# }"
-}
+# left N: what is left of sandbox N (lib_vm.sh)
+left() { vm_left "$1"; }
 # stamped FILE: stdin's lines into FILE, each after the seconds since the epoch
 stamped() { while IFS= read -r l; do printf '%s %s\n' "$(date +%s.%N)" "$l"; done >"$1"; }
 
