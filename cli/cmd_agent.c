@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * cmd_agent.c - `latch agent run [-w DIR] [--keep] [--dry-run] [--name
+ * cmd_agent.c - `latch agent run [-w DIR] [--keep] [--dry-run] [--cold] [--name
  * NAME] [--image I] [--memory SIZE] KIT [-- ARGS...]`: an agent in a throwaway VM sandbox
  * (sandbox/agent.c does the work and says its lines).
  *
@@ -22,13 +22,15 @@
 /* What the run did, as JSON: the sandbox, how it ended, the times. */
 static json_t *run_json(const struct latch_sandbox_agent_opts *o, const struct latch_sandbox_agent_result *r)
 {
-	return json_pack("{s:s, s:s, s:b, s:b, s:b, s:i, s:i, s:b, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I}}", "sandbox",
-			 r->name, "kit", o->kit, "dry_run", o->dry_run, "kept", o->keep && !r->removed, "ran", r->ran,
-			 "status", r->status, "signal", r->signal, "removed", r->removed, "ms", "up_began",
-			 (json_int_t)r->ms_up_began, "enforced", (json_int_t)r->ms_enforced, "domain_started",
-			 (json_int_t)r->ms_domain, "agent_answered", (json_int_t)r->ms_agent, "ready",
-			 (json_int_t)r->ms_ready, "setup_done", (json_int_t)r->ms_setup, "command_started",
-			 (json_int_t)r->ms_command);
+	return json_pack(
+		"{s:s, s:s, s:b, s:b, s:b, s:i, s:i, s:b, s:s, s:s, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}}",
+		"sandbox", r->name, "kit", o->kit, "dry_run", o->dry_run, "kept", o->keep && !r->removed, "ran", r->ran,
+		"status", r->status, "signal", r->signal, "removed", r->removed, "started",
+		r->warm ? "restored" : "booted", "template", r->template_id, "ms", "template_made",
+		(json_int_t)r->ms_template, "up_began", (json_int_t)r->ms_up_began, "enforced",
+		(json_int_t)r->ms_enforced, "domain_started", (json_int_t)r->ms_domain, "agent_answered",
+		(json_int_t)r->ms_agent, "ready", (json_int_t)r->ms_ready, "setup_done", (json_int_t)r->ms_setup,
+		"command_started", (json_int_t)r->ms_command);
 }
 
 /* The user's terminal raw while the agent has it (its pty echoes and edits), restored after. */
@@ -65,6 +67,9 @@ static int agent_run(int argc, char **argv)
 			break;
 		case 'N':
 			o.name = optarg;
+			break;
+		case 'c':
+			o.cold = true;
 			break;
 		case 'i':
 			o.image = optarg;
@@ -116,5 +121,5 @@ int cmd_agent(int argc, char **argv)
 	if (argc >= 2 && !strcmp(argv[1], "run"))
 		return agent_run(argc - 1, argv + 1);
 	return latch_err(LATCH_EXIT_CMD_LATCH, "usage: latch agent run [-w DIR] [--keep] [--dry-run] [--name NAME] "
-					       "[--image I] [--memory SIZE] KIT [-- ARGS...]");
+					       "[--image I] [--memory SIZE] [--cold] KIT [-- ARGS...]");
 }

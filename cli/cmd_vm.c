@@ -71,6 +71,7 @@ static json_t *obs_json(const struct latch_vm_observed *o)
 		json_object_set_new(j, "why", json_string("no pinned enforcement"));
 	else
 		json_object_set_new(j, "why", json_null());
+	json_object_set_new(j, "template", *s->template_id ? json_string(s->template_id) : json_null());
 	json_object_set_new(j, "domain", o->libvirt_ok ? json_string(o->dom.state) : json_null());
 	json_object_set_new(j, "accelerator", *o->dom.accel ? json_string(o->dom.accel) : json_null());
 	json_object_set_new(j, "cpu_mode", *o->dom.cpu_mode ? json_string(o->dom.cpu_mode) : json_null());
@@ -113,6 +114,9 @@ static void obs_print(const struct latch_vm_observed *o)
 		printf("  note:        %s\n", NO_ROUTE);
 	printf("  guest image: %s, %u MiB, %u cpu(s)%s%s\n", s->image, s->memory_mib, s->cpus,
 	       *s->workspace ? ", workspace " : "", s->workspace);
+	if (*s->template_id)
+		printf("  started:     restored from the image's template %s (a warm start), not booted\n",
+		       s->template_id);
 }
 
 static int fail_code(enum latch_vm_fail f)

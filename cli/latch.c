@@ -124,7 +124,9 @@ static const struct latch_opt agent_opts[] = {
 	{ "dry-run", 'n', NULL, "say the kit, image, workspace, network and routes, and start nothing" },
 	{ "name", 'N', "NAME", "the sandbox's name (default agent-KIT-N, the first free)" },
 	{ "image", 'i', "I", "the guest image: default or debian" },
-	{ "memory", 'm', "SIZE", "guest memory, 64M..64G; a bare number is MiB (default 256; Claude Code needs 1G)" },
+	{ "memory", 'm', "SIZE", "guest memory, 64M..64G; a bare number is MiB (default 1G, what Claude Code needs)" },
+	{ "cold", 'c', NULL,
+	  "boot the guest rather than restore the saved template of its image and size (made on first use)" },
 	{ NULL },
 };
 
@@ -265,7 +267,8 @@ const struct latch_cmd latch_cmds[] = {
 	  "build a guest image into the image cache; a current image is kept unless --force", image_opts,
 	  "latch image build\nlatch image build --image debian", image_verbs, 1 },
 	{ "agent", cmd_agent,
-	  "agent run [-w DIR] [--keep] [--dry-run] [--name NAME] [--image I] [--memory SIZE] KIT [-- ARGS...]",
+	  "agent run [-w DIR] [--keep] [--dry-run] [--name NAME] [--image I] [--memory SIZE] [--cold] KIT "
+	  "[-- ARGS...]",
 	  "run a kit's agent in a new VM sandbox: the workspace at /workspace, the network closed but for the "
 	  "kit's and its broker, the kit's command with ARGS; the sandbox is removed when the agent exits (also "
 	  "on Ctrl-C, SIGTERM, SIGHUP) unless --keep; exits with the agent's status, 125 when latch failed",

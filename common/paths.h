@@ -24,6 +24,8 @@
 #define LATCH_AUDIT_DB LATCH_VAR_DIR "/audit.db"
 #define LATCH_LEDGER_DB LATCH_VAR_DIR "/ledger.db"
 #define LATCH_IMAGES_DIR LATCH_VAR_DIR "/images"
+/* a warm-started sandbox's disk over its image (vm/template.h): NAME.qcow2 */
+#define LATCH_OVERLAYS_DIR LATCH_VAR_DIR "/overlays"
 /* kit setup's npm tarballs, each named by its sha512 (root's, 0700; files 0600) */
 #define LATCH_NPM_CACHE_DIR LATCH_VAR_DIR "/cache/npm"
 /* per-sandbox state files of the host-side modules (latch_state_file_path()) */

@@ -598,6 +598,7 @@ static int run_up(const struct latch_sandbox_agent_opts *o, const struct latch_k
 	uo.vm.memory_mib = o->memory_mib ? o->memory_mib : LATCH_AGENT_DEFAULT_MEMORY;
 	uo.vm.cpus = LATCH_VM_DEFAULT_CPUS;
 	snprintf(uo.vm.workspace, sizeof(uo.vm.workspace), "%s", o->workspace);
+	uo.vm.warm = !o->cold;
 	uo.vm.step = o->step;
 	uo.vm.step_arg = o->step_arg;
 	/* the kit's network and its broker, nothing else */
@@ -622,14 +623,21 @@ static int run_up(const struct latch_sandbox_agent_opts *o, const struct latch_k
 	res->ms_domain = res->ms_up_began + ur.vm.ms_domain;
 	res->ms_agent = res->ms_up_began + ur.vm.ms_agent;
 	res->ms_ready = latch_now_ms() - t0;
+	if (ur.vm.template_made)
+		latch_sandbox_sayf(
+			&o->say, LATCH_SANDBOX_NOTE,
+			"template %s of image %s made in %lld ms: later runs of this image and size restore it",
+			ur.vm.template_id, uo.vm.image, (long long)ur.vm.ms_template);
+	if (!o->cold && !ur.vm.warm)
+		latch_sandbox_sayf(&o->say, LATCH_SANDBOX_NOTE, "warm start failed (%s): the guest was booted",
+				   ur.vm.warm_note);
+	res->warm = ur.vm.warm;
+	res->ms_template = ur.vm.ms_template;
+	snprintf(res->template_id, sizeof(res->template_id), "%s", ur.vm.obs.st.template_id);
 	return 0;
 }
 
-/*
- * The kit's setup in the guest before its command: LEAD: call helper
- * "setup"'s sandbox/setup.c here (fetch and verify every package on the
- * host, then install into RES->name's guest), its failure failing the run.
- */
+/* The kit's setup in the guest before its command (sandbox/setup.c); its failure fails the run. */
 static int run_setup(const struct latch_sandbox_agent_opts *o, const struct latch_kit *kit,
 		     struct latch_sandbox_agent_result *res, char *err, size_t errlen)
 {
@@ -667,8 +675,9 @@ static int run_in_guest(const struct latch_sandbox_agent_opts *o, const struct l
 	char **argv = NULL, **env = NULL;
 	int ret;
 
-	latch_sandbox_sayf(&o->say, LATCH_SANDBOX_NOTE, "sandbox %s ready in %lld ms", res->name,
-			   (long long)res->ms_ready);
+	latch_sandbox_sayf(&o->say, LATCH_SANDBOX_NOTE, "sandbox %s ready in %lld ms (%s%s)", res->name,
+			   (long long)res->ms_ready, res->warm ? "restored from template " : "booted",
+			   res->warm ? res->template_id : "");
 	if ((res->signal = stop_pending(stops)))
 		return 0;
 	ret = run_setup(o, kit, res, err, errlen);

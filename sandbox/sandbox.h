@@ -274,6 +274,7 @@ struct latch_sandbox_agent_opts {
 	const char *const *args; /* after the kit's command words, NULL-terminated (may be NULL) */
 	bool keep; /* the sandbox stays after the agent exited on its own */
 	bool dry_run; /* resolve and say everything, create nothing */
+	bool cold; /* boot the guest; else restore the image's template (vm/template.h), booting if that fails */
 	void (*step)(const char *line, void *arg); /* up's boot steps (NULL: quiet) */
 	void *step_arg;
 	struct latch_sandbox_say say;
@@ -293,6 +294,9 @@ struct latch_sandbox_agent_result {
 	int status; /* as a shell reports it: its exit code, or 128 + signal */
 	int signal; /* the run was stopped by this signal (SIGINT, SIGTERM, SIGHUP), else 0 */
 	bool removed; /* the sandbox is gone again */
+	bool warm; /* the guest was restored from a template, not booted */
+	char template_id[48]; /* which; "" when booted */
+	int64_t ms_template; /* making the template first took (0: it was there) */
 	/* from the run's start: up began, enforcement verified, domain started, agent answered, ready, setup, command */
 	int64_t ms_up_began, ms_enforced, ms_domain, ms_agent, ms_ready, ms_setup, ms_command;
 };

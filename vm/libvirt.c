@@ -44,6 +44,7 @@ struct latch_virt {
 	X(virConnectOpenReadOnly)    \
 	X(virConnectClose)           \
 	X(virConnectGetLibVersion)   \
+	X(virConnectGetVersion)      \
 	X(virConnectGetCapabilities) \
 	X(virDomainLookupByName)     \
 	X(virDomainFree)             \
@@ -55,7 +56,9 @@ struct latch_virt {
 	X(virDomainGetState)         \
 	X(virDomainDestroy)          \
 	X(virDomainGetMetadata)      \
-	X(virDomainGetXMLDesc)
+	X(virDomainGetXMLDesc)       \
+	X(virDomainSave)             \
+	X(virDomainRestore)
 
 /* Each member is a pointer to the function of the same name, typed by its prototype. */
 static struct {
@@ -225,6 +228,10 @@ char *latch_domain_xml(const struct latch_domain_opts *o)
 		return NULL;
 	fprintf(f, "<domain type='%s'>\n", o->kvm ? "kvm" : "qemu");
 	fprintf(f, "  <name>" LATCH_DOMAIN_PREFIX "%s</name>\n", o->name);
+	if (*o->uuid)
+		fprintf(f, "  <uuid>%s</uuid>\n", o->uuid); /* checked hex and dashes: latch_domain_define() */
+	if (o->genid)
+		fputs("  <genid/>\n", f); /* libvirt picks it; vm/template.c gives each restore its own */
 	fprintf(f, "  <metadata><latch:sandbox xmlns:latch='" LATCH_XMLNS "' name='%s'/></metadata>\n", o->name);
 	fprintf(f, "  <memory unit='MiB'>%u</memory>\n  <vcpu>%u</vcpu>\n", o->memory_mib, o->cpus);
 	fprintf(f, "  <os>\n    <type arch='x86_64'>hvm</type>\n    <kernel>");
@@ -247,7 +254,22 @@ char *latch_domain_xml(const struct latch_domain_opts *o)
 	fprintf(f, "  <on_poweroff>destroy</on_poweroff>\n  <on_reboot>destroy</on_reboot>\n"
 		   "  <on_crash>destroy</on_crash>\n");
 	fprintf(f, "  <devices>\n");
-	if (image_disk(o->kernel, disk, sizeof(disk))) {
+	if (*o->overlay && image_disk(o->kernel, disk, sizeof(disk))) {
+		/*
+		 * A disk of its own over the image, which a saved guest needs
+		 * (libvirt will not save one with a transient disk); the image
+		 * under it is still never relabelled nor written.
+		 */
+		fprintf(f, "    <disk type='file' device='disk'>\n"
+			   "      <driver name='qemu' type='qcow2'/>\n      <source file='");
+		xesc(f, o->overlay);
+		fprintf(f, "'/>\n      <backingStore type='file'>\n        <format type='qcow2'/>\n"
+			   "        <source file='");
+		xesc(f, disk);
+		fprintf(f, "'>\n          <seclabel model='dac' relabel='no'/>\n        </source>\n"
+			   "        <backingStore/>\n      </backingStore>\n"
+			   "      <target dev='vda' bus='virtio'/>\n    </disk>\n");
+	} else if (image_disk(o->kernel, disk, sizeof(disk))) {
 		fprintf(f, "    <disk type='file' device='disk'>\n"
 			   "      <driver name='qemu' type='qcow2'/>\n      <source file='");
 		xesc(f, disk);
@@ -269,7 +291,8 @@ char *latch_domain_xml(const struct latch_domain_opts *o)
 	if (*o->workspace) {
 		fprintf(f, "    <filesystem type='mount' accessmode='mapped'>\n      <source dir='");
 		xesc(f, o->workspace);
-		fprintf(f, "'/>\n      <target dir='workspace'/>\n    </filesystem>\n");
+		fprintf(f, "'/>\n      <target dir='%s'/>\n    </filesystem>\n",
+			*o->workspace_tag ? o->workspace_tag : "workspace");
 	}
 	if (*o->console_log) {
 		/* virtlogd keeps the console in a file: the evidence when a boot fails */
@@ -364,6 +387,51 @@ int latch_domain_create(struct latch_virt *v, const struct latch_domain_opts *o,
 		lv.virDomainFree(d);
 		return -EIO;
 	}
+	lv.virDomainFree(d);
+	return 0;
+}
+
+int latch_virt_versions(struct latch_virt *v, unsigned long *lib, unsigned long *hypervisor)
+{
+	return lv.virConnectGetLibVersion(v->conn, lib) < 0 || lv.virConnectGetVersion(v->conn, hypervisor) < 0 ? -EIO :
+														  0;
+}
+
+int latch_domain_save(struct latch_virt *v, const char *name, const char *path, char *err, size_t errlen)
+{
+	virDomainPtr d = lookup(v, name);
+	int r;
+
+	if (!d)
+		return latch_errf(err, errlen, -ENOENT, "no domain " LATCH_DOMAIN_PREFIX "%s", name);
+	r = lv.virDomainSave(d, path);
+	if (r < 0)
+		latch_errf(err, errlen, -EIO, "libvirt could not save " LATCH_DOMAIN_PREFIX "%s: %s", name, lasterr());
+	lv.virDomainFree(d);
+	return r < 0 ? -EIO : 0;
+}
+
+int latch_domain_restore(struct latch_virt *v, const char *path, char *err, size_t errlen)
+{
+	if (lv.virDomainRestore(v->conn, path) < 0)
+		return latch_errf(err, errlen, -EIO, "libvirt could not restore %s: %s", path, lasterr());
+	return 0;
+}
+
+int latch_domain_define(struct latch_virt *v, const struct latch_domain_opts *o, char *err, size_t errlen)
+{
+	virDomainPtr d;
+	char *xml;
+
+	if (strspn(o->uuid, "0123456789abcdef-") != strlen(o->uuid) || strlen(o->uuid) != 36)
+		return latch_errf(err, errlen, -EINVAL, "a domain to define needs its uuid, not '%s'", o->uuid);
+	xml = latch_domain_xml(o);
+	if (!xml)
+		return latch_errf(err, errlen, -ENOMEM, "out of memory building the domain XML");
+	d = lv.virDomainDefineXML(v->conn, xml);
+	free(xml);
+	if (!d)
+		return latch_errf(err, errlen, -EINVAL, "libvirt refused the domain: %s", lasterr());
 	lv.virDomainFree(d);
 	return 0;
 }

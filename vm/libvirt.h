@@ -43,6 +43,11 @@ struct latch_domain_opts {
 	char agent_sock[PATH_MAX];
 	char workspace[PATH_MAX]; /* "" : none */
 	char console_log[PATH_MAX]; /* the serial console's log file (virtlogd writes it); "" : none */
+	/* a warm start's template and its restored copies (vm/template.h) */
+	char uuid[40]; /* "" : libvirt picks one */
+	bool genid; /* a VM generation ID: a restored guest's kernel reseeds its random generator */
+	char workspace_tag[32]; /* the 9p mount tag; "" : "workspace", which the guest mounts at boot */
+	char overlay[PATH_MAX]; /* "" : the image's disk as a transient vda; else this qcow2 over it */
 };
 
 /* Connect to qemu:///system; NULL with a line in err when libvirtd is not there. */
@@ -73,6 +78,15 @@ int latch_domain_stop(struct latch_virt *v, const char *name, int timeout_ms, bo
 int latch_domain_remove(struct latch_virt *v, const char *name, char *err, size_t errlen);
 
 int latch_domain_info(struct latch_virt *v, const char *name, struct latch_domain_info *info);
+
+/* libvirt's and the hypervisor's (QEMU's) versions, as major * 1000000 + minor * 1000 + micro. */
+int latch_virt_versions(struct latch_virt *v, unsigned long *lib, unsigned long *hypervisor);
+
+/* Save a running domain's memory to path (the domain stops); restore one, its XML as the file says. */
+int latch_domain_save(struct latch_virt *v, const char *name, const char *path, char *err, size_t errlen);
+int latch_domain_restore(struct latch_virt *v, const char *path, char *err, size_t errlen);
+/* Make a running domain persistent: o is what it boots next time (o->uuid must be the domain's). */
+int latch_domain_define(struct latch_virt *v, const struct latch_domain_opts *o, char *err, size_t errlen);
 
 /* Start an already defined (shut off) domain. */
 int latch_domain_start(struct latch_virt *v, const char *name, char *err, size_t errlen);

@@ -29,6 +29,7 @@
 #include "vm/agent_client.h"
 #include "vm/libvirt.h"
 #include "vm/sandbox_vm.h"
+#include "vm/template.h"
 #include "vm/state.h"
 
 __attribute__((format(printf, 5, 6))) static int ufail(char *err, size_t errlen, enum latch_vm_fail *fail,
@@ -47,7 +48,7 @@ __attribute__((format(printf, 5, 6))) static int ufail(char *err, size_t errlen,
 	return ret;
 }
 
-__attribute__((format(printf, 2, 3))) static void step(const struct latch_vm_up_opts *o, const char *fmt, ...)
+void latch_vm_step(const struct latch_vm_up_opts *o, const char *fmt, ...)
 {
 	char line[LATCH_ERR_MAX];
 	va_list ap;
@@ -147,7 +148,7 @@ int latch_vm_enforce_fresh(const struct latch_vm_state *st, char *err, size_t er
 }
 
 /* The domain of a state: the image's kernel and initrd, addresses on the command line. */
-static int domain_opts(const struct latch_vm_state *st, struct latch_domain_opts *d, char *accel_why, size_t whylen)
+int latch_vm_domain_opts(const struct latch_vm_state *st, struct latch_domain_opts *d, char *accel_why, size_t whylen)
 {
 	char g4[64], h4[64], g6[64], h6[64];
 
@@ -227,7 +228,7 @@ static int boot_guest(struct latch_virt *v, const struct latch_vm_state *st, boo
 	int ret, timeout;
 
 	*started = false;
-	if (domain_opts(st, &d, res->accel_why, sizeof(res->accel_why)))
+	if (latch_vm_domain_opts(st, &d, res->accel_why, sizeof(res->accel_why)))
 		return latch_errf(err, errlen, -ENAMETOOLONG, "image path %s is too long", st->image_dir);
 	timeout = o->boot_timeout_ms > 0 ? o->boot_timeout_ms :
 		  d.kvm			 ? LATCH_VM_BOOT_TIMEOUT_KVM_MS :
@@ -249,10 +250,10 @@ static int boot_guest(struct latch_virt *v, const struct latch_vm_state *st, boo
 	*started = true;
 	res->ms_domain = latch_now_ms() - t0;
 	latch_domain_info(v, st->name, &di);
-	step(o, "domain " LATCH_DOMAIN_PREFIX "%s started in %.1f s, accelerator %s (%s)", st->name, dom_ms / 1000.0,
-	     *di.accel ? di.accel : "?", res->accel_why);
-	step(o, "waiting for the guest agent (boot timeout %d s from the domain start; console log %s)", timeout / 1000,
-	     d.console_log);
+	latch_vm_step(o, "domain " LATCH_DOMAIN_PREFIX "%s started in %.1f s, accelerator %s (%s)", st->name,
+		      dom_ms / 1000.0, *di.accel ? di.accel : "?", res->accel_why);
+	latch_vm_step(o, "waiting for the guest agent (boot timeout %d s from the domain start; console log %s)",
+		      timeout / 1000, d.console_log);
 	ret = latch_agent_wait(d.agent_sock, (int)(t_start + timeout - latch_now_ms()), domain_alive,
 			       &(struct domain_watch){ v, st->name, err, errlen }, res->release, sizeof(res->release),
 			       &seen);
@@ -279,8 +280,8 @@ static int boot_guest(struct latch_virt *v, const struct latch_vm_state *st, boo
 		return ret;
 	}
 	res->ms_agent = latch_now_ms() - t0;
-	step(o, "agent answered in %.1f s after the domain started: guest kernel %s",
-	     (latch_now_ms() - t_start) / 1000.0, res->release);
+	latch_vm_step(o, "agent answered in %.1f s after the domain started: guest kernel %s",
+		      (latch_now_ms() - t_start) / 1000.0, res->release);
 	return 0;
 }
 
@@ -311,6 +312,7 @@ static void teardown(struct latch_virt *v, const struct latch_vm_state *st)
 	latch_net_tap_delete(st->tap, e, sizeof(e));
 	if (!latch_vm_agent_path(st->name, sock, sizeof(sock)))
 		unlink(sock);
+	latch_template_overlay_remove(st->name);
 	latch_state_remove(st->name);
 }
 
@@ -328,7 +330,7 @@ static int verify_enforced(const struct latch_vm_up_opts *o, const struct latch_
 			     "enforcement on %s could not be verified (%s); no domain was started", st->tap,
 			     p.enforced ? e : p.why);
 	res->ms_enforced = latch_now_ms() - t0;
-	step(o, "enforcement verified on %s in the kernel (%lld ms)", st->tap, (long long)res->ms_enforced);
+	latch_vm_step(o, "enforcement verified on %s in the kernel (%lld ms)", st->tap, (long long)res->ms_enforced);
 	return 0;
 }
 
@@ -343,12 +345,13 @@ static int route(const struct latch_vm_up_opts *o, const struct latch_vm_state *
 	if (ret)
 		return ret;
 	if (*st->uplink)
-		step(o, "routing: table %u, default via uplink %s", st->table, st->uplink);
+		latch_vm_step(o, "routing: table %u, default via uplink %s", st->table, st->uplink);
 	else
-		step(o,
-		     "routing: table %u, unreachable default: no uplink in latch.conf, so allowed traffic has no "
-		     "route",
-		     st->table);
+		latch_vm_step(
+			o,
+			"routing: table %u, unreachable default: no uplink in latch.conf, so allowed traffic has no "
+			"route",
+			st->table);
 	return 0;
 }
 
@@ -360,7 +363,7 @@ static int ensure_image(const struct latch_vm_up_opts *o, const struct latch_vm_
 
 	if (latch_vm_image_present(st->image_dir))
 		return 0;
-	step(o, "building the %s image in %s", st->image, st->image_dir);
+	latch_vm_step(o, "building the %s image in %s", st->image, st->image_dir);
 	res->image_built = true;
 	return latch_vm_image_build_into(st->image, st->image_dir, false, &recipe_exit, err, errlen);
 }
@@ -403,7 +406,7 @@ static int restart(const struct latch_vm_up_opts *o, struct latch_vm_up_result *
 			    st->tap, o->name);
 		goto out;
 	}
-	step(o, "sandbox %s is down: starting it again behind the same tap, enforcement and state", o->name);
+	latch_vm_step(o, "sandbox %s is down: starting it again behind the same tap, enforcement and state", o->name);
 	ret = verify_enforced(o, st, true, t0, res, fail, err, errlen);
 	if (!ret)
 		ret = route(o, st, err, errlen);
@@ -505,6 +508,8 @@ static int allocate(const struct latch_vm_up_opts *o, const struct latch_conf *c
 	st->memory_mib = o->memory_mib;
 	st->cpus = o->cpus;
 	ret = latch_state_allocate(conf, st, err, errlen);
+	if (!ret && o->warm)
+		memcpy(st->mac, (uint8_t[6])LATCH_TEMPLATE_MAC, sizeof(st->mac)); /* a restored guest keeps it */
 	if (!ret)
 		ret = latch_net_check_free(&st->subnet4, 30, err, errlen);
 	if (!ret && st->subnet6.family)
@@ -556,7 +561,7 @@ int latch_vm_up(const struct latch_vm_up_opts *o, struct latch_vm_up_result *res
 	ret = latch_net_tap_create(st->tap, &tap_created, err, errlen);
 	if (ret)
 		goto rollback;
-	step(o, "tap %s created, down and bare", st->tap);
+	latch_vm_step(o, "tap %s created, down and bare", st->tap);
 
 	/* 3. enforcement on it */
 	if (latch_vm_enforce_fresh(st, e, sizeof(e))) {
@@ -571,8 +576,8 @@ int latch_vm_up(const struct latch_vm_up_opts *o, struct latch_vm_up_result *res
 	if (!ret)
 		ret = ensure_image(o, st, res, err, errlen);
 
-	/* 7. the domain, 8. the agent */
-	if (!ret)
+	/* 7. the domain, 8. the agent: restored from a template when asked and it works, else booted */
+	if (!ret && !(o->warm && latch_vm_warm_start(v, st, o, res, t0) == 0))
 		ret = boot_guest(v, st, false, o, res, t0, &started, err, errlen);
 	if (ret && started && o->keep_on_failure) {
 		res->kept = true; /* the tap's enforcement stays with it */
@@ -670,6 +675,8 @@ static int destroy_stateless(struct latch_virt *v, const char *name, bool purge,
 		latch_sandbox_detach(name, e, sizeof(e));
 	if (!ret)
 		ret = latch_net_tap_delete(tap, err, errlen);
+	if (!ret)
+		latch_template_overlay_remove(name);
 	if (!ret && purge)
 		ret = latch_state_purge(name);
 	return ret;
@@ -721,6 +728,7 @@ int latch_vm_destroy(const char *name, bool purge, struct latch_vm_destroy_resul
 		unlink(path);
 	if (!latch_vm_console_path(name, path, sizeof(path)))
 		unlink(path);
+	latch_template_overlay_remove(name); /* a warm start's disk */
 	/* the state goes last, and only when the rest is gone: it is how a retry finds them */
 	if (!ret)
 		ret = purge ? latch_state_purge(name) : latch_state_remove(name);

@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "vm/net.h"
 #include "vm/vm.h"
@@ -22,6 +23,21 @@ int latch_vm_enforce_fresh(const struct latch_vm_state *st, char *err, size_t er
 void latch_vm_net_opts(const struct latch_vm_state *st, struct latch_net_opts *n);
 /* The serial console's log file of NAME (virtlogd writes it while the guest runs). */
 int latch_vm_console_path(const char *name, char *buf, size_t len);
+
+/* up's progress line, through o->step when there is one. */
+__attribute__((format(printf, 2, 3))) void latch_vm_step(const struct latch_vm_up_opts *o, const char *fmt, ...);
+/* The domain a cold boot of st gets; accel_why says why KVM or TCG. */
+struct latch_domain_opts;
+int latch_vm_domain_opts(const struct latch_vm_state *st, struct latch_domain_opts *d, char *accel_why, size_t whylen);
+/*
+ * Steps 7 and 8 of up as a warm start (vm/template.h): the template made if
+ * there is none, restored on st's tap, the guest adopted, the domain made
+ * persistent for a later cold start.  On failure nothing of it is left, the
+ * step line and res->warm_note say why, and the caller boots instead.
+ */
+struct latch_virt;
+int latch_vm_warm_start(struct latch_virt *v, struct latch_vm_state *st, const struct latch_vm_up_opts *o,
+			struct latch_vm_up_result *res, int64_t t0);
 
 /* The image in dir is there: its vmlinuz and initrd.img are readable. */
 bool latch_vm_image_present(const char *dir);

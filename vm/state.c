@@ -86,6 +86,7 @@ static const struct latch_kv_key state_keys[] = {
 	U32("memory_mib", memory_mib, 16, 1 << 20, "MiB, 16..1048576"),
 	U32("cpus", cpus, 1, 256, "1..256"),
 	ST("workspace", workspace, NULL),
+	ST("template", template_id, NULL),
 };
 #define N_STATE_KEYS ((int)(sizeof(state_keys) / sizeof(state_keys[0])))
 /* unknown keys are from a newer latch: keep going */

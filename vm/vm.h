@@ -64,6 +64,7 @@ struct latch_vm_state {
 	uint32_t memory_mib;
 	uint32_t cpus;
 	char workspace[PATH_MAX]; /* "" : none */
+	char template_id[48]; /* "" : booted; else the template it was restored from (vm/template.h) */
 };
 
 /* A domain as libvirt reports it now. */
@@ -105,6 +106,8 @@ struct latch_vm_up_opts {
 	int boot_timeout_ms; /* domain start to the agent's answer; 0: by accelerator */
 	/* a guest that fails to boot is left as it is (still filtered) for inspection */
 	bool keep_on_failure;
+	/* restore the image's template guest instead of a boot (vm/template.h); a boot when that fails */
+	bool warm;
 	/* each step as it happens, one line without a newline (may be NULL) */
 	void (*step)(const char *line, void *arg);
 	void *step_arg;
@@ -122,6 +125,12 @@ struct latch_vm_up_result {
 	bool restored; /* the host copy of the guest state was put back */
 	uint64_t restored_bytes;
 	char restore_note[LATCH_ERR_MAX]; /* why it was not, when there was one to restore */
+	/* opts.warm: */
+	bool warm; /* the guest was restored from a template, not booted */
+	char template_id[48]; /* the template asked for (vm/template.h) */
+	bool template_made; /* the template was made (booted and saved) first */
+	int64_t ms_template; /* making it took */
+	char warm_note[LATCH_ERR_MAX]; /* why the warm start failed and the guest was booted */
 	/* on a failed boot */
 	bool kept; /* keep_on_failure: the guest was left for inspection */
 	char console_log[PATH_MAX]; /* the serial console's log file */
