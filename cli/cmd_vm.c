@@ -734,6 +734,10 @@ int latch_vm_status_lines(const char *name, json_t *o)
 	json_object_set_new(o, "routing_table", json_integer(ob.st.table));
 	json_object_set_new(o, "allowed_traffic_routed", json_boolean(*ob.st.uplink != '\0'));
 	json_object_set_new(o, "routing_note", *ob.st.uplink ? json_null() : json_string(NO_ROUTE));
+	json_object_set_new(o, "template", *ob.st.template_id ? json_string(ob.st.template_id) : json_null());
+	if (!latch_json && *ob.st.template_id)
+		printf("  started:  restored from the image's template %s (a warm start), not booted\n",
+		       ob.st.template_id);
 	if (!latch_json) {
 		printf("  domain:   " LATCH_DOMAIN_PREFIX "%s %s, accelerator %s, cpu %s (observed)\n", name,
 		       ob.libvirt_ok ? ob.dom.state : "unknown (libvirt unreachable)",

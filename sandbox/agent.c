@@ -629,7 +629,7 @@ static int run_up(const struct latch_sandbox_agent_opts *o, const struct latch_k
 			"template %s of image %s made in %lld ms: later runs of this image and size restore it",
 			ur.vm.template_id, uo.vm.image, (long long)ur.vm.ms_template);
 	if (!o->cold && !ur.vm.warm)
-		latch_sandbox_sayf(&o->say, LATCH_SANDBOX_NOTE, "warm start failed (%s): the guest was booted",
+		latch_sandbox_sayf(&o->say, LATCH_SANDBOX_WARN, "warm start failed (%s): the guest was booted",
 				   ur.vm.warm_note);
 	res->warm = ur.vm.warm;
 	res->ms_template = ur.vm.ms_template;

@@ -149,7 +149,7 @@ vm_latchd() {
 
 # vm_left N: what is left of sandbox N under LATCH_ROOT, one word each ("": nothing):
 # its domain, tap, pins, kit state, owner mark, profile, sandbox directory,
-# and latchd's sandbox (asked over its socket)
+# a warm start's disk, and latchd's sandbox (asked over its socket)
 vm_left() {
 	local policy=$LATCH_ROOT/var/lib/latch/policy
 	local w= ping
@@ -160,6 +160,7 @@ vm_left() {
 	[ -e "$policy/$1.agent" ] && w="$w owner-mark"
 	[ -e "$policy/$1.profile" ] && w="$w profile"
 	[ -e "$LATCH_ROOT/var/lib/latch/sandboxes/$1" ] && w="$w sandbox-dir"
+	[ -e "$LATCH_ROOT/var/lib/latch/overlays/$1.qcow2" ] && w="$w overlay" # a warm start's disk
 	# latchd must answer: one that does not would pass for "nothing left"
 	# (one run of six saw a refused connect twice, latchd serving before and after: asked up to 3 times)
 	for _ in 1 2 3; do

@@ -35,8 +35,8 @@ static int template_ready(struct latch_virt *v, const struct latch_vm_state *st,
 	if (r || !res->template_made)
 		return r;
 	res->ms_template = latch_now_ms() - t1;
-	latch_vm_step(o, "template %s of image %s made in %.1f s (a boot and a save, once per image and size)",
-		      t->id, st->image, res->ms_template / 1000.0);
+	latch_vm_step(o, "template %s of image %s made in %.1f s (a boot and a save, once per image and size)", t->id,
+		      st->image, res->ms_template / 1000.0);
 	return 0;
 }
 
@@ -90,8 +90,9 @@ int latch_vm_warm_start(struct latch_virt *v, struct latch_vm_state *st, const s
 		goto fail;
 	res->warm = true;
 	res->ms_agent = latch_now_ms() - t0;
-	latch_vm_step(o, "guest adopted in %.1f s after the restore began: clock, addresses, workspace, "
-			 "random generator reseeded; guest kernel %s",
+	latch_vm_step(o,
+		      "guest adopted in %.1f s after the restore began: clock, addresses, workspace, "
+		      "random generator reseeded; guest kernel %s",
 		      (latch_now_ms() - t1) / 1000.0, res->release);
 	return 0;
 

@@ -33,8 +33,7 @@ struct save_header {
 	uint32_t unused[14];
 };
 
-int latch_template_locate(const struct latch_vm_state *st, bool kvm, struct latch_template *t, char *err,
-			  size_t errlen)
+int latch_template_locate(const struct latch_vm_state *st, bool kvm, struct latch_template *t, char *err, size_t errlen)
 {
 	uint32_t h;
 
@@ -74,8 +73,8 @@ static int read_small(const char *path, char *buf, size_t len)
 }
 
 /* What a template is made from; any change in it makes a new one. */
-static int inputs_text(struct latch_virt *v, const struct latch_vm_state *st, const struct latch_template *t,
-		       char *buf, size_t len, char *err, size_t errlen)
+static int inputs_text(struct latch_virt *v, const struct latch_vm_state *st, const struct latch_template *t, char *buf,
+		       size_t len, char *err, size_t errlen)
 {
 	char manifest[8192], path[PATH_MAX];
 	unsigned long lib, hv;
@@ -111,8 +110,8 @@ static int lock_template(const struct latch_template *t, char *err, size_t errle
 
 static int run_qemu_img(const char *backing, const char *overlay, char *err, size_t errlen)
 {
-	char *argv[] = { "qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", (char *)backing,
-			 (char *)overlay, NULL };
+	char *argv[] = { "qemu-img",	  "create",	   "-q", "-f", "qcow2", "-F", "qcow2", "-b",
+			 (char *)backing, (char *)overlay, NULL };
 	int status;
 	pid_t pid;
 
@@ -351,9 +350,12 @@ static int xml_escaped(const char *s, char *buf, size_t len)
 	size_t o = 0;
 
 	for (; *s; s++) {
-		const char *r = *s == '&' ? "&amp;" : *s == '<' ? "&lt;" : *s == '>' ? "&gt;" : *s == '\'' ? "&apos;" :
-			    *s == '"'			? "&quot;" :
-							  NULL;
+		const char *r = *s == '&'  ? "&amp;" :
+				*s == '<'  ? "&lt;" :
+				*s == '>'  ? "&gt;" :
+				*s == '\'' ? "&apos;" :
+				*s == '"'  ? "&quot;" :
+					     NULL;
 		size_t n = r ? strlen(r) : 1;
 
 		if (o + n >= len)
@@ -366,8 +368,8 @@ static int xml_escaped(const char *s, char *buf, size_t len)
 }
 
 /* The saved XML with st's identity in place of the template's (or the last restore's). */
-static int restore_xml(char **xml, const struct latch_vm_state *st, const struct latch_template *t,
-		       const char *overlay, const char *uuid)
+static int restore_xml(char **xml, const struct latch_vm_state *st, const struct latch_template *t, const char *overlay,
+		       const char *uuid)
 {
 	char dom[LATCH_NAME_MAX + 16], genid[40], sock[PATH_MAX], log[PATH_MAX], ws[PATH_MAX * 6], ov[PATH_MAX * 6];
 	int r;
@@ -501,8 +503,9 @@ static const char adopt_script[] =
 int latch_template_adopt(const char *sock, const struct latch_vm_state *st, char *err, size_t errlen)
 {
 	char g4[64], h4[64], g6[64] = "", h6[64] = "", epoch[24], tenths[16], out[512] = "";
-	const char *argv[] = { "/bin/sh", "-c", adopt_script, "latch-adopt", g4, h4, g6, h6, epoch,
-			       *st->workspace ? "1" : "0", tenths, NULL };
+	const char *argv[] = { "/bin/sh", "-c", adopt_script, "latch-adopt", g4,
+			       h4,	  g6,	h6,	      epoch,	     *st->workspace ? "1" : "0",
+			       tenths,	  NULL };
 	struct latch_agent_exec_opts eo = { .timeout_ms = LATCH_TEMPLATE_RESEED_WAIT_MS + 10000 };
 	struct latch_agent_result res;
 	struct latch_agent *a;

@@ -33,7 +33,10 @@
 #include "vm/vm.h"
 
 /* The MAC every template's NIC has, and so every warm sandbox's guest. */
-#define LATCH_TEMPLATE_MAC { 0x52, 0x54, 0x00, 0x6c, 0x74, 0x01 }
+#define LATCH_TEMPLATE_MAC                         \
+	{                                          \
+		0x52, 0x54, 0x00, 0x6c, 0x74, 0x01 \
+	}
 /* The 9p tag of a template's workspace device: the guest's boot mounts only "workspace". */
 #define LATCH_TEMPLATE_WORKSPACE_TAG "workspace-late"
 /* How long an adopted guest gets to show its kernel reseeded. */
