@@ -590,6 +590,7 @@ static int run_up(const struct latch_sandbox_agent_opts *o, const struct latch_k
 {
 	static struct latch_sandbox_up_opts uo;
 	static struct latch_sandbox_up_result ur;
+	static char inputs[LATCH_KIT_SETUP_MAX * 1024];
 	int ret;
 
 	memset(&uo, 0, sizeof(uo));
@@ -599,6 +600,9 @@ static int run_up(const struct latch_sandbox_agent_opts *o, const struct latch_k
 	uo.vm.cpus = LATCH_VM_DEFAULT_CPUS;
 	snprintf(uo.vm.workspace, sizeof(uo.vm.workspace), "%s", o->workspace);
 	uo.vm.warm = !o->cold;
+	/* a warm start of a kit with setup restores a guest that has it installed, verified when it was made */
+	if (uo.vm.warm)
+		latch_sandbox_setup_template(kit, &uo.vm, inputs, sizeof(inputs));
 	uo.vm.step = o->step;
 	uo.vm.step_arg = o->step_arg;
 	/* the kit's network and its broker, nothing else */
@@ -632,6 +636,7 @@ static int run_up(const struct latch_sandbox_agent_opts *o, const struct latch_k
 		latch_sandbox_sayf(&o->say, LATCH_SANDBOX_WARN, "warm start failed (%s): the guest was booted",
 				   ur.vm.warm_note);
 	res->warm = ur.vm.warm;
+	res->setup_in_template = ur.vm.warm && uo.vm.template_prepare;
 	res->ms_template = ur.vm.ms_template;
 	snprintf(res->template_id, sizeof(res->template_id), "%s", ur.vm.obs.st.template_id);
 	return 0;
@@ -673,14 +678,20 @@ static int run_in_guest(const struct latch_sandbox_agent_opts *o, const struct l
 			size_t errlen)
 {
 	char **argv = NULL, **env = NULL;
-	int ret;
+	int ret = 0;
 
 	latch_sandbox_sayf(&o->say, LATCH_SANDBOX_NOTE, "sandbox %s ready in %lld ms (%s%s)", res->name,
 			   (long long)res->ms_ready, res->warm ? "restored from template " : "booted",
 			   res->warm ? res->template_id : "");
 	if ((res->signal = stop_pending(stops)))
 		return 0;
-	ret = run_setup(o, kit, res, err, errlen);
+	if (res->setup_in_template)
+		latch_sandbox_sayf(
+			&o->say, LATCH_SANDBOX_NOTE,
+			"setup: in the template (its %d installer%s verified and installed when it was made)",
+			kit->n_setup, kit->n_setup == 1 ? "" : "s");
+	else
+		ret = run_setup(o, kit, res, err, errlen);
 	res->ms_setup = latch_now_ms() - t0;
 	if (ret || (res->signal = stop_pending(stops)))
 		return ret;

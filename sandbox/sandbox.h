@@ -109,6 +109,13 @@ void latch_sandbox_setup_close(const struct latch_kit *kit, struct latch_npm_tar
 int latch_sandbox_kit_setup(const char *name, const struct latch_kit *kit, const struct latch_sandbox_say *say,
 			    char *err, size_t errlen);
 /*
+ * A warm start's template for KIT (vm/template.h) with its setup in it: vm's
+ * template tag, inputs (written to buf) and the step that installs the setup,
+ * verified as for a sandbox, into the template's guest before it is saved.
+ * Nothing for a kit without setup.
+ */
+void latch_sandbox_setup_template(const struct latch_kit *kit, struct latch_vm_up_opts *vm, char *buf, size_t len);
+/*
  * `latch kit pin KIT NAME@VERSION`: the registry's sha512 integrity of that
  * version (latch.conf's npm_registry), written with the version into KIT's
  * setup entry for NAME in $LATCH_ROOT/etc/latch/kits/KIT.yaml (a copy of
@@ -295,6 +302,7 @@ struct latch_sandbox_agent_result {
 	int signal; /* the run was stopped by this signal (SIGINT, SIGTERM, SIGHUP), else 0 */
 	bool removed; /* the sandbox is gone again */
 	bool warm; /* the guest was restored from a template, not booted */
+	bool setup_in_template; /* ... one that holds the kit's setup, so none ran */
 	char template_id[48]; /* which; "" when booted */
 	int64_t ms_template; /* making the template first took (0: it was there) */
 	/* from the run's start: up began, enforcement verified, domain started, agent answered, ready, setup, command */

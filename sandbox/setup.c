@@ -178,6 +178,45 @@ int latch_sandbox_kit_setup(const char *name, const struct latch_kit *kit, const
 	return ret;
 }
 
+/* What a template holding the kit's setup is made of: one line per package, its pin and its bins. */
+static int setup_inputs(const struct latch_kit *kit, char *buf, size_t len, char *tag, size_t taglen)
+{
+	size_t off = 0;
+	int n;
+
+	for (int i = 0; i < kit->n_setup; i++) {
+		const struct latch_kit_npm *p = &kit->setup[i];
+
+		n = snprintf(buf + off, len - off, "setup %s@%s %s", p->name, p->version, p->integrity);
+		for (int b = 0; n > 0 && (size_t)n < len - off && b < p->n_bins; b++)
+			n += snprintf(buf + off + n, len - off - n, " %s", p->bins[b]);
+		if (n < 0 || (size_t)n + 1 >= len - off)
+			return -ENAMETOOLONG;
+		off += (size_t)n;
+		buf[off++] = '\n';
+		buf[off] = '\0';
+	}
+	snprintf(tag, taglen, "s%08x", latch_fnv1a(2166136261u, buf, off));
+	return 0;
+}
+
+/* The kit's setup installed into a template's guest before it is saved: verified as for a sandbox. */
+static int setup_into_template(const char *guest, void *arg, char *err, size_t errlen)
+{
+	static const struct latch_sandbox_say quiet;
+
+	return latch_sandbox_kit_setup(guest, arg, &quiet, err, errlen);
+}
+
+void latch_sandbox_setup_template(const struct latch_kit *kit, struct latch_vm_up_opts *vm, char *buf, size_t len)
+{
+	if (!kit->n_setup || setup_inputs(kit, buf, len, vm->template_tag, sizeof(vm->template_tag)))
+		return; /* a template of the image alone; the setup is installed after the restore */
+	vm->template_inputs = buf;
+	vm->template_prepare = setup_into_template;
+	vm->template_arg = (void *)kit;
+}
+
 /* ---- latch kit pin KIT NAME@VERSION */
 
 /* "NAME@VERSION" (NAME may be "@scope/name") into its two halves, checked. */

@@ -23,6 +23,9 @@
 #   - `latch usage` and the ledger charged the fake's usage at the table's
 #     prices;
 #   - after the agent exits nothing of the sandbox is left;
+#   - the first run makes the image's template with the kit's setup in it
+#     (installed once every installer verified), and a second run restores
+#     it: Claude Code answers with no setup run and no template made;
 #   - the image carries this tree's guest agent (`latch image build --image
 #     debian` rebuilds an image built with another one);
 #   - attack: the registry serves other bytes than the pin: the run is refused
@@ -164,8 +167,10 @@ check_not "before the sandbox existed (no 'ready')" grep -q "ready in" "$TMP/bad
 check_eq "nothing was created" "$(left "$NAME")" ""
 check_eq "nothing was kept in the npm cache" "$(ls -A "$LATCH_ROOT/var/lib/latch/cache/npm" 2>/dev/null | wc -l)" 0
 
-# --- the run: the real tarball, Claude Code answers through the broker
+# --- the run: the real tarball, Claude Code answers through the broker; the run makes the
+# template with the kit's setup in it (one of an earlier run is removed first)
 cp "$TARBALL" "$TGZ"
+rm -f "${LATCH_IMAGES:-/var/lib/latch/images}/debian/templates/m1024-c1-tcg-s"*
 price() {
 	L --json usage --prices | jq -r --arg m "$1" \
 		'.prices[] | select(.provider == "anthropic" and .model == $m and .above == 0) | "\(.input) \(.output)"'
@@ -181,19 +186,36 @@ sleep 1 # the stamping reader's last lines
 check_eq "latch exits 0, the agent's status" "$rc" 0 || tail -8 "$TMP/run.out" "$TMP/run.err" | sed 's/^/#   /'
 check "the answer comes back on latch's stdout (the fake's text)" grep -qF 'Hi! data:' "$TMP/run.out"
 ts() { awk -v p="$1" 'index($0, p) { print $1; exit }' "$TMP/run.err"; }
-v=$(ts "$PKG@$VERSION verified") r=$(ts "ready in") i=$(ts "$PKG@$VERSION installed") e=$(ts "removed")
-echo "# agent run: ${RUN_S} s in all; verified->ready $(jq -n "$r - $v | floor" 2>/dev/null) s;" \
-	"setup streamed and installed in $(jq -n "$i - $r | floor" 2>/dev/null) s; the agent and teardown" \
-	"$(jq -n "$e - $i | floor" 2>/dev/null) s"
-check "it says where the bin went" grep -q "$PKG@$VERSION installed: /usr/local/bin/claude" "$TMP/run.err"
-check_eq "the registry was asked for the tarball (once per run)" "$(grep -c "^/$PKG/-/" "$TMP/registry.log")" 2
+v=$(ts "$PKG@$VERSION verified") r=$(ts "ready in") e=$(ts "removed")
+echo "# agent run (the template made, with the setup in it): ${RUN_S} s in all; verified->ready" \
+	"$(jq -n "$r - $v | floor" 2>/dev/null) s; the agent and teardown $(jq -n "$e - $r | floor" 2>/dev/null) s"
+grep -h "template\|ready in" "$TMP/run.err" | sed 's/^[0-9.]* /# /'
+check "the first run made the template, with the kit's setup" \
+	grep -q "latch: template m1024-c1-tcg-s[0-9a-f]* of image debian made in" "$TMP/run.err"
+check "... and restored its guest from it, whose setup was done" grep -q "setup: in the template" "$TMP/run.err"
+
+# --- again: the template restored, Claude Code already in it, answering at once
+t=$SECONDS
+rc=0
+L agent run --image debian --memory 1G -w "$WS" "$KIT" -- -p "say hi" --model "$MODEL" >"$TMP/run2.out" 2> >(stamped "$TMP/run2.err") || rc=$?
+RUN_S=$((SECONDS - t))
+sleep 1
+check_eq "a second run: latch exits 0" "$rc" 0 || tail -8 "$TMP/run2.out" "$TMP/run2.err" | sed 's/^/#   /'
+check "... the answer comes back" grep -qF 'Hi! data:' "$TMP/run2.out"
+check_not "... making no template" grep -q "template .* made in" "$TMP/run2.err"
+check "... restored from the one with the setup" grep -q "ready in [0-9]* ms (restored from template m1024-c1-tcg-s" \
+	"$TMP/run2.err"
+grep -h "ready in" "$TMP/run2.err" | sed 's/^[0-9.]* /# /'
+echo "# second agent run: ${RUN_S} s in all, to the answer and the teardown"
+check_eq "the registry was asked for the tarball (once per fetch: the bad one, the good one)" \
+	"$(grep -c "^/$PKG/-/" "$TMP/registry.log")" 2
 check_cmp "the upstream got its requests" "$(wc -l <"$TMP/up.log")" -ge 1
 got=$(jq -r '[.headers[] | select(.[0] | ascii_downcase | . == "x-api-key" or . == "authorization") |
 	"\(.[0] | ascii_downcase)=\(.[1])"] | join(";")' "$TMP/up.log" | sort -u)
 check_eq "the upstream saw the real key in x-api-key, once a request" "$got" "x-api-key=$KEY"
 check_eq "the upstream never saw a placeholder" "$(grep -c latch-placeholder- "$TMP/up.log")" 0
 check_eq "every request went to /v1/messages" "$(jq -r .path "$TMP/up.log" | grep -cv '^/v1/messages')" 0
-check_eq "the key is in none of latch's output" "$(cat "$TMP/run.out" "$TMP/run.err" "$TMP/bad.out" "$TMP/bad.err" |
+check_eq "the key is in none of latch's output" "$(cat "$TMP/run.out" "$TMP/run.err" "$TMP/run2.out" "$TMP/run2.err" "$TMP/bad.out" "$TMP/bad.err" |
 	grep -c "$KEY")" 0
 check_eq "latchd's log holds no key" "$(grep -c "$KEY" "$TMP/latchd.log")" 0
 # each request's settlement, from the ledger: the fake's usage at the table's prices, to the micro-dollar

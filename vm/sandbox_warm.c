@@ -27,11 +27,11 @@ static int template_ready(struct latch_virt *v, const struct latch_vm_state *st,
 	int timeout = o->boot_timeout_ms > 0 ? o->boot_timeout_ms :
 		      d->kvm		     ? LATCH_VM_BOOT_TIMEOUT_KVM_MS :
 					       LATCH_VM_BOOT_TIMEOUT_TCG_MS;
-	int r = latch_template_locate(st, d->kvm, t, err, errlen);
+	int r = latch_template_locate(st, d->kvm, o, t, err, errlen);
 
 	snprintf(res->template_id, sizeof(res->template_id), "%s", t->id);
 	if (!r)
-		r = latch_template_ensure(v, st, d->kvm, timeout, t, &res->template_made, err, errlen);
+		r = latch_template_ensure(v, st, d->kvm, timeout, o, t, &res->template_made, err, errlen);
 	if (r || !res->template_made)
 		return r;
 	res->ms_template = latch_now_ms() - t1;

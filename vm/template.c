@@ -33,12 +33,14 @@ struct save_header {
 	uint32_t unused[14];
 };
 
-int latch_template_locate(const struct latch_vm_state *st, bool kvm, struct latch_template *t, char *err, size_t errlen)
+int latch_template_locate(const struct latch_vm_state *st, bool kvm, const struct latch_vm_up_opts *o,
+			  struct latch_template *t, char *err, size_t errlen)
 {
 	uint32_t h;
 
 	memset(t, 0, sizeof(*t));
-	snprintf(t->id, sizeof(t->id), "m%u-c%u-%s", st->memory_mib, st->cpus, kvm ? "kvm" : "tcg");
+	snprintf(t->id, sizeof(t->id), "m%u-c%u-%s%s%.23s", st->memory_mib, st->cpus, kvm ? "kvm" : "tcg",
+		 *o->template_tag ? "-" : "", o->template_tag);
 	h = latch_fnv1a(2166136261u, st->image_dir, strlen(st->image_dir));
 	h = latch_fnv1a(h, t->id, strlen(t->id));
 	snprintf(t->token, sizeof(t->token), "tpl-%08x", h);
@@ -73,8 +75,8 @@ static int read_small(const char *path, char *buf, size_t len)
 }
 
 /* What a template is made from; any change in it makes a new one. */
-static int inputs_text(struct latch_virt *v, const struct latch_vm_state *st, const struct latch_template *t, char *buf,
-		       size_t len, char *err, size_t errlen)
+static int inputs_text(struct latch_virt *v, const struct latch_vm_state *st, const struct latch_vm_up_opts *o,
+		       const struct latch_template *t, char *buf, size_t len, char *err, size_t errlen)
 {
 	char manifest[8192], path[PATH_MAX];
 	unsigned long lib, hv;
@@ -87,8 +89,9 @@ static int inputs_text(struct latch_virt *v, const struct latch_vm_state *st, co
 		return latch_errf(err, errlen, r, "cannot read %s: %s", path, strerror(-r));
 	if (latch_virt_versions(v, &lib, &hv))
 		return latch_errf(err, errlen, -EIO, "libvirt did not say its versions");
-	r = snprintf(buf, len, "format %d\ntemplate %s\nlibvirt %lu\nhypervisor %lu\ncpu %s\n%s", TEMPLATE_FORMAT,
-		     t->id, lib, hv, strstr(t->id, "kvm") ? LATCH_CPU_MODE_KVM : LATCH_CPU_MODE_TCG, manifest);
+	r = snprintf(buf, len, "format %d\ntemplate %s\nlibvirt %lu\nhypervisor %lu\ncpu %s\n%s%s", TEMPLATE_FORMAT,
+		     t->id, lib, hv, strstr(t->id, "-kvm") ? LATCH_CPU_MODE_KVM : LATCH_CPU_MODE_TCG,
+		     o->template_inputs ? o->template_inputs : "", manifest);
 	return r > 0 && (size_t)r < len ? 0 : latch_errf(err, errlen, -EFBIG, "%s is too big", path);
 }
 
@@ -161,7 +164,7 @@ static int template_opts(const struct latch_vm_state *st, bool kvm, const struct
 
 /* Boot the template on a tap that stays down and bare, wait for its agent, save it. */
 static int make_template(struct latch_virt *v, const struct latch_domain_opts *d, const struct latch_template *t,
-			 int boot_timeout_ms, char *err, size_t errlen)
+			 const struct latch_vm_up_opts *o, int boot_timeout_ms, char *err, size_t errlen)
 {
 	char tmp[PATH_MAX + 8], e[LATCH_ERR_MAX], backing[PATH_MAX];
 	struct latch_agent_wait_stats seen;
@@ -197,6 +200,13 @@ static int make_template(struct latch_virt *v, const struct latch_domain_opts *d
 			latch_errf(err, errlen, r, "the template guest's agent did not answer (console log %s)",
 				   d->console_log);
 	}
+	if (!r && o->template_prepare) {
+		char pe[LATCH_ERR_MAX];
+
+		r = o->template_prepare(t->token, o->template_arg, pe, sizeof(pe));
+		if (r)
+			latch_errf(err, errlen, r, "preparing the template: %s", pe);
+	}
 	snprintf(tmp, sizeof(tmp), "%s.new", t->save);
 	unlink(tmp);
 	if (!r)
@@ -211,14 +221,15 @@ static int make_template(struct latch_virt *v, const struct latch_domain_opts *d
 }
 
 int latch_template_ensure(struct latch_virt *v, const struct latch_vm_state *st, bool kvm, int boot_timeout_ms,
-			  const struct latch_template *t, bool *made, char *err, size_t errlen)
+			  const struct latch_vm_up_opts *o, const struct latch_template *t, bool *made, char *err,
+			  size_t errlen)
 {
 	char want[9216], have[9216];
 	struct latch_domain_opts d;
 	int lock, r;
 
 	*made = false;
-	r = inputs_text(v, st, t, want, sizeof(want), err, errlen);
+	r = inputs_text(v, st, o, t, want, sizeof(want), err, errlen);
 	if (r)
 		return r;
 	lock = lock_template(t, err, errlen);
@@ -232,7 +243,7 @@ int latch_template_ensure(struct latch_virt *v, const struct latch_vm_state *st,
 	if (r)
 		latch_errf(err, errlen, r, "image path %s is too long", st->image_dir);
 	else
-		r = make_template(v, &d, t, boot_timeout_ms, err, errlen);
+		r = make_template(v, &d, t, o, boot_timeout_ms, err, errlen);
 	if (!r)
 		r = latch_write_atomic(t->inputs, 0600, want, strlen(want));
 	if (r) {

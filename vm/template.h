@@ -43,7 +43,7 @@
 #define LATCH_TEMPLATE_RESEED_WAIT_MS 3000
 
 struct latch_template {
-	char id[48]; /* mMEM-cCPUS-ACCEL: what status shows */
+	char id[48]; /* mMEM-cCPUS-ACCEL[-TAG]: what status shows */
 	char token[16]; /* tpl-XXXXXXXX: the template domain's name while it boots */
 	char dir[PATH_MAX]; /* IMAGE_DIR/templates */
 	char save[PATH_MAX]; /* dir/ID.save */
@@ -53,17 +53,19 @@ struct latch_template {
 	char empty[PATH_MAX]; /* dir/empty: the template's workspace, and a restored one's without */
 };
 
-/* Names and paths of the template for st's image, size and accelerator. */
-int latch_template_locate(const struct latch_vm_state *st, bool kvm, struct latch_template *t, char *err,
-			  size_t errlen);
+/* Names and paths of the template for st's image, size and accelerator, and what o adds to it. */
+int latch_template_locate(const struct latch_vm_state *st, bool kvm, const struct latch_vm_up_opts *o,
+			  struct latch_template *t, char *err, size_t errlen);
 
 /*
- * Make the template when there is none current (a boot, then a save; the
- * template's domain and tap are gone after).  *made says whether it was made
- * now.  boot_timeout_ms bounds the boot.  Holds the template's lock.
+ * Make the template when there is none current (a boot, o's prepare step,
+ * then a save; the template's domain and tap are gone after).  *made says
+ * whether it was made now.  boot_timeout_ms bounds the boot.  Holds the
+ * template's lock.
  */
 int latch_template_ensure(struct latch_virt *v, const struct latch_vm_state *st, bool kvm, int boot_timeout_ms,
-			  const struct latch_template *t, bool *made, char *err, size_t errlen);
+			  const struct latch_vm_up_opts *o, const struct latch_template *t, bool *made, char *err,
+			  size_t errlen);
 
 /*
  * Restore the template as st's domain, on st's tap, under a new UUID (written

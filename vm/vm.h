@@ -108,6 +108,16 @@ struct latch_vm_up_opts {
 	bool keep_on_failure;
 	/* restore the image's template guest instead of a boot (vm/template.h); a boot when that fails */
 	bool warm;
+	/*
+	 * What the template holds beyond the image (a kit's setup): its mark in
+	 * the template's id ("" : nothing), the exact inputs it is made from,
+	 * and what puts it into the template's guest (named guest: exec it as
+	 * a sandbox of that name) before the save.
+	 */
+	char template_tag[24];
+	const char *template_inputs;
+	int (*template_prepare)(const char *guest, void *arg, char *err, size_t errlen);
+	void *template_arg;
 	/* each step as it happens, one line without a newline (may be NULL) */
 	void (*step)(const char *line, void *arg);
 	void *step_arg;
