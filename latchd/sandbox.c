@@ -272,23 +272,37 @@ static struct sandbox *sandbox_add(struct latchd *ld, const char *name)
 	return s;
 }
 
-static int scan_one(const char *name, void *arg)
+/* A sandbox latchd serves is seen when its name is pinned with the maps latchd holds. */
+static int scan_seen(const char *name, void *arg)
 {
-	struct latchd *ld = arg;
-	struct sandbox *s = latchd_sandbox_find(ld, name);
+	struct sandbox *s = latchd_sandbox_find(arg, name);
 
-	if (!s)
-		s = sandbox_add(ld, name);
-	if (s)
+	if (s && latch_sandbox_still_pinned(s->sb))
 		s->seen = true;
 	return 0;
 }
 
+static int scan_new(const char *name, void *arg)
+{
+	struct latchd *ld = arg;
+	struct sandbox *s = latchd_sandbox_find(ld, name);
+
+	if (!s && (s = sandbox_add(ld, name)))
+		s->seen = true;
+	return 0;
+}
+
+/*
+ * Pins that are gone let go of, then the new ones served.  A name pinned
+ * again since the last scan (detach and attach, a CNI DEL and ADD) is a new
+ * sandbox: kept, latchd would write its policy into the old maps, which
+ * nothing enforces with, and the new ones would stay empty.
+ */
 void latchd_sandboxes_scan(struct latchd *ld)
 {
 	for (struct sandbox *s = ld->sandboxes; s; s = s->next)
 		s->seen = false;
-	latch_sandbox_list(scan_one, ld);
+	latch_sandbox_list(scan_seen, ld);
 	for (struct sandbox **pp = &ld->sandboxes; *pp;) {
 		struct sandbox *s = *pp;
 
@@ -305,4 +319,5 @@ void latchd_sandboxes_scan(struct latchd *ld)
 		latchd_broker_forget(s);
 		latchd_sandbox_free(s);
 	}
+	latch_sandbox_list(scan_new, ld);
 }

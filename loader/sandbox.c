@@ -468,6 +468,29 @@ void latch_sandbox_free(struct latch_sandbox *sb)
 	free(sb);
 }
 
+static uint32_t map_id_of(int fd)
+{
+	struct bpf_map_info info = { 0 };
+	__u32 len = sizeof(info);
+
+	return fd >= 0 && !bpf_obj_get_info_by_fd(fd, &info, &len) ? info.id : 0;
+}
+
+bool latch_sandbox_still_pinned(const struct latch_sandbox *sb)
+{
+	char path[PATH_MAX];
+	uint32_t held = map_id_of(sb->fd[LATCH_MAP_SETTINGS]), pinned;
+	int fd;
+
+	if (latch_pin_path(sb->name, latch_map_names[LATCH_MAP_SETTINGS], path, sizeof(path)))
+		return false;
+	fd = bpf_obj_get(path);
+	pinned = map_id_of(fd);
+	if (fd >= 0)
+		close(fd);
+	return held && held == pinned;
+}
+
 const char *latch_sandbox_name(const struct latch_sandbox *sb)
 {
 	return sb->name;

@@ -97,6 +97,13 @@ struct latch_sandbox *latch_sandbox_open(const char *name, char *err, size_t err
  */
 struct latch_sandbox *latch_sandbox_adopt(const char *name, const int fd[LATCH_MAP_COUNT]);
 void latch_sandbox_free(struct latch_sandbox *sb);
+/*
+ * Are SB's maps still the ones pinned under its name?  False once the
+ * sandbox was removed, and also when it was removed and made again under
+ * the same name (a detach and attach, a CNI DEL and ADD): its holder then
+ * has maps nothing enforces with any more.
+ */
+bool latch_sandbox_still_pinned(const struct latch_sandbox *sb);
 const char *latch_sandbox_name(const struct latch_sandbox *sb);
 int latch_sandbox_map_fd(const struct latch_sandbox *sb, enum latch_map_id id);
 int latch_sandbox_read_config(const struct latch_sandbox *sb, struct latch_config *cfg);
