@@ -34,7 +34,7 @@ endif
 # header).  `latchd` is the daemon (latchd/main.c is its binary's main);
 # `cli` is the latch command.  docs/ARCHITECTURE.md's graph is `make arrows`
 # (build/map.ok checks it).
-MODULES := common loader audit config profile kit vm room ctl resolver broker budget latchd sandbox
+MODULES := common loader audit config profile kit vm room ctl resolver broker budget latchd sandbox cni
 USES_common :=
 USES_loader := common
 USES_audit := common
@@ -50,6 +50,8 @@ USES_budget := config common
 USES_latchd := ctl resolver broker budget profile kit audit config loader common
 USES_sandbox := vm ctl kit profile config loader common
 USES_cli := sandbox vm room ctl budget profile kit audit config loader common
+# cni: latch-cni, the chained CNI plugin (cni/main.c is its binary's main)
+USES_cni := sandbox ctl kit profile loader common
 
 SRCS_common := $(wildcard common/*.c)
 SRCS_loader := $(wildcard loader/*.c)
@@ -67,6 +69,8 @@ LATCHD_MAIN := latchd/main.c
 SRCS_latchd := $(filter-out $(LATCHD_MAIN),$(wildcard latchd/*.c))
 SRCS_sandbox := $(wildcard sandbox/*.c)
 SRCS_cli := $(wildcard cli/*.c)
+CNI_MAIN := cni/main.c
+SRCS_cni := $(filter-out $(CNI_MAIN),$(wildcard cni/*.c))
 
 # The Debian packages each module builds against (pkg-config names).
 PKGS_loader := libbpf libelf zlib libnl-3.0 libnl-route-3.0
@@ -84,6 +88,8 @@ PKGS_budget := sqlite3 jansson zlib libxxhash
 PKGS_latchd := ldns libevent libevent_openssl openssl jansson libnl-3.0 libnl-route-3.0 libsystemd libcurl
 PKGS_sandbox := jansson
 PKGS_cli := jansson libcap
+# libcrypto: the sandbox name's SHA-256 of the container id
+PKGS_cni := jansson libnl-3.0 libnl-route-3.0 libcrypto
 # libvirt: headers only; vm/libvirt.c loads libvirt.so.0 with dlopen when a
 # command first needs libvirtd (linked in, it costs every command ~25 ms)
 PKGS_HEADERS_ONLY := libvirt
@@ -109,7 +115,7 @@ EXTRA_LIBS_cli := -lcap
 EXTRA_LIBS_broker := -lhttp_parser
 extra_libs = $(sort $(foreach m,$(1),$(EXTRA_LIBS_$(m))))
 # archives in link order: users before what they use
-LINK_ORDER := sandbox vm room latchd resolver broker ctl kit profile budget audit config loader common
+LINK_ORDER := cni sandbox vm room latchd resolver broker ctl kit profile budget audit config loader common
 archives_of = $(foreach m,$(LINK_ORDER),$(if $(filter $(m),$(1)),$(BUILD)/lib$(m).a))
 # $(call link_with,MODULES): the archives and libraries a binary using MODULES needs
 link_with = $(call archives_of,$(call closure,$(1))) $(call pkg_libs,$(call closure,$(1))) \
@@ -129,9 +135,9 @@ SKELS := $(patsubst bpf/%.bpf.c,$(BUILD)/%.skel.h,$(BPF_SRCS))
 
 # objects under build/obj/: build/latchd is the daemon's binary, so its module's objects can't sit in build/latchd/
 objs_of = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
-ALL_OBJS := $(foreach m,$(MODULES) cli,$(call objs_of,$(SRCS_$(m)))) $(call objs_of,$(LATCHD_MAIN))
+ALL_OBJS := $(foreach m,$(MODULES) cli,$(call objs_of,$(SRCS_$(m)))) $(call objs_of,$(LATCHD_MAIN) $(CNI_MAIN))
 
-all: $(BUILD)/latch $(BUILD)/latchd $(BUILD)/map.ok $(BPF_OBJS) $(BUILD)/vm/latch-agent $(BUILD)/vm/latch-rawsend $(BUILD)/vm/latch-ask
+all: $(BUILD)/latch $(BUILD)/latchd $(BUILD)/latch-cni $(BUILD)/map.ok $(BPF_OBJS) $(BUILD)/vm/latch-agent $(BUILD)/vm/latch-rawsend $(BUILD)/vm/latch-ask
 
 # The module graph, one line a module (docs/ARCHITECTURE.md quotes it).
 arrows_print = $(foreach m,cli $(MODULES),printf '%-8s -> %s\n' $(m) "$(or $(strip $(USES_$(m))),nothing)";)
@@ -234,13 +240,14 @@ $(BUILD)/lib%.a:
 # (scripts/symbols.sh).  The binaries wait for it, so a call across a missing
 # arrow fails the build even where the link would succeed.
 symbol_files = $(if $(filter cli,$(1)),$(call objs_of,$(SRCS_cli)),$(BUILD)/lib$(1).a) \
-	       $(if $(filter latchd,$(1)),$(call objs_of,$(LATCHD_MAIN)))
+	       $(if $(filter latchd,$(1)),$(call objs_of,$(LATCHD_MAIN))) \
+	       $(if $(filter cni,$(1)),$(call objs_of,$(CNI_MAIN)))
 $(BUILD)/symbols.ok: Makefile scripts/symbols.sh $(foreach m,$(MODULES) cli,$(call symbol_files,$(m)))
 	$(call msg,SYMBOLS,modules)
 	$(Q){ $(foreach m,$(MODULES) cli,printf '%s|%s|%s|%s\n' $(m) "$(strip $(USES_$(m)))" \
 		"$(call closure,$(USES_$(m)))" "$(strip $(call symbol_files,$(m)))";) } | bash scripts/symbols.sh
 	$(Q)touch $@
-$(BUILD)/latch $(BUILD)/latchd: | $(BUILD)/symbols.ok
+$(BUILD)/latch $(BUILD)/latchd $(BUILD)/latch-cni: | $(BUILD)/symbols.ok
 
 # Each check above refusing a copy of the tree with a forbidden include, call
 # or map (scripts/arrows_test.sh); part of `make check`.
@@ -257,6 +264,11 @@ $(BUILD)/latch: $(LATCH_OBJS) $(LATCH_ARCHIVES) $(LATCH_LAZY_OBJS)
 $(BUILD)/latchd: $(call objs_of,$(LATCHD_MAIN)) $(call archives_of,$(call closure,latchd))
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) -o $@ $(call objs_of,$(LATCHD_MAIN)) $(call link_with,latchd)
+
+# The chained CNI plugin (cni/cni.h); `make install` puts it beside latch and links it into /opt/cni/bin.
+$(BUILD)/latch-cni: $(call objs_of,$(CNI_MAIN)) $(call archives_of,$(call closure,cni))
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(CFLAGS) -o $@ $(call objs_of,$(CNI_MAIN)) $(call link_with,cni)
 
 # The default guest image, its agent and latch-rawsend (the attack selftest's
 # raw frame sender); `selftests/run.sh` runs `make image` before the guest tests.

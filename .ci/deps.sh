@@ -23,6 +23,7 @@ PKGS=(
 	# rooms: diff -u for a workspace's changes; bubblewrap is the benchmark's reference
 	diffutils bubblewrap
 	tmux # vm_tty.sh: latch exec -it on a real pty, keys in and the screen back
+	containernetworking-plugins # live_cni.sh: bridge and host-local ahead of latch-cni in a chain
 	# the default guest image
 	busybox-static cpio kmod xz-utils zstd libc6-dev
 	# the debian image's recipe (live_image_pin.sh runs it up to its node pin check)

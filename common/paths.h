@@ -18,6 +18,8 @@
 #define LATCH_PROFILES_DIR LATCH_ETC_DIR "/profiles"
 #define LATCH_ALLOWLIST_FILE LATCH_ETC_DIR "/allowlist.txt"
 #define LATCH_PRICES_FILE LATCH_ETC_DIR "/prices"
+/* latch-cni: a pod's namespace (or namespace/pod) to its profile and kit */
+#define LATCH_CNI_PODS_FILE LATCH_ETC_DIR "/cni-pods"
 
 /* ---- var: what latch keeps across reboots ---- */
 #define LATCH_VAR_DIR "var/lib/latch"

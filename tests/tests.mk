@@ -77,7 +77,7 @@ check: fuzz-resolver-short
 # function over 100 unless it says why (scripts/sizes.sh); each module's
 # archive exports only names with its prefixes (scripts/exports.sh).  latchd
 # is out of exports: only its own binary and tests link it.
-SIZES_SRCS = $(foreach m,$(MODULES) cli,$(SRCS_$(m))) $(LATCHD_MAIN) $(wildcard vm/guest/*.c)
+SIZES_SRCS = $(foreach m,$(MODULES) cli,$(SRCS_$(m))) $(LATCHD_MAIN) $(CNI_MAIN) $(wildcard vm/guest/*.c)
 EXPORTS_common := latch_
 EXPORTS_config := latch_
 EXPORTS_kit := latch_ kit_
@@ -92,7 +92,8 @@ EXPORTS_latchd := latch_ latchd_
 EXPORTS_ctl := latch_ latchd_
 EXPORTS_loader := latch_ loader_
 EXPORTS_budget := latch_ budget_
-EXPORTS_MODULES := common config kit room profile vm audit broker resolver budget sandbox ctl loader latchd
+EXPORTS_cni := latch_
+EXPORTS_MODULES := common config kit room profile vm audit broker resolver budget sandbox ctl loader latchd cni
 
 sizes:
 	$(Q)bash scripts/sizes.sh $(SIZES_SRCS)
