@@ -2,7 +2,8 @@
 # install.mk - latch's version, `make install` / `make uninstall`, the man
 # pages and the bash completion (docs/install.md says what goes where, and why).
 #
-#   make install [PREFIX=/usr/local] [DESTDIR=]     latch and latchd in $(PREFIX)/sbin,
+#   make install [PREFIX=/usr/local] [DESTDIR=]     latch, latchd and latch-cni in $(PREFIX)/sbin
+#        (latch-cni linked from $(CNIBINDIR)),
 #        the image recipes and guest programs in $(PREFIX)/lib/latch, the
 #        systemd units, /etc/latch/latch.conf (never overwritten), man pages,
 #        the bash completion, and a manifest of what it wrote
@@ -46,6 +47,8 @@ SYSCONFDIR ?= /etc
 UNITDIR ?= $(PREFIX)/lib/systemd/system
 TMPFILESDIR ?= $(PREFIX)/lib/tmpfiles.d
 MANDIR ?= $(PREFIX)/share/man
+# where container runtimes look for CNI plugins: latch-cni is linked there from SBINDIR
+CNIBINDIR ?= /opt/cni/bin
 COMPLETIONDIR ?= $(PREFIX)/share/bash-completion/completions
 # what install wrote, for uninstall: one path a line, and the conf's sha256 when install created it
 MANIFEST := $(LIBDIR)/latch/install.manifest
@@ -75,6 +78,9 @@ install: all man $(BUILD)/latch.bash-completion
 	$(Q)mkdir -p $(DESTDIR)$(LIBDIR)/latch && : > $(DESTDIR)$(MANIFEST).new
 	$(Q)$(call inst,0755,$(BUILD)/latch,$(SBINDIR)/latch)
 	$(Q)$(call inst,0755,$(BUILD)/latchd,$(SBINDIR)/latchd)
+	$(Q)$(call inst,0755,$(BUILD)/latch-cni,$(SBINDIR)/latch-cni)
+	$(Q)mkdir -p $(DESTDIR)$(CNIBINDIR) && ln -sfn $(SBINDIR)/latch-cni $(DESTDIR)$(CNIBINDIR)/latch-cni && \
+		echo '$(CNIBINDIR)/latch-cni' >> $(DESTDIR)$(MANIFEST).new
 	$(Q)$(foreach f,image.sh image_debian.sh,$(call inst,0755,vm/images/$(f),$(LIBDIR)/latch/$(f)) &&) true
 	$(Q)$(call inst,0644,vm/images/lib.sh,$(LIBDIR)/latch/lib.sh)
 	$(Q)$(foreach f,latch-agent latch-rawsend latch-ask,$(call inst,0755,$(BUILD)/vm/$(f),$(LIBDIR)/latch/$(f)) &&) true

@@ -42,6 +42,9 @@ check "installed latch --help" bash -c "'$L' --help | grep -q '^usage: latch'"
 rc=0; LATCH_ROOT=$T/root "$L" --json doctor >"$T/doctor.json" 2>/dev/null || rc=$?
 check "installed latch doctor runs (exit 0 or 1, one JSON document)" bash -c "[ $rc -le 1 ] && jq -e '.checks | length > 5' '$T/doctor.json' >/dev/null"
 check "latchd beside latch" test -x "$D/usr/sbin/latchd"
+check_eq "latch-cni beside latch, linked where runtimes look for CNI plugins" \
+	"$(readlink "$D/opt/cni/bin/latch-cni")" /usr/sbin/latch-cni
+check "the installed latch-cni answers VERSION" bash -c "echo '{\"cniVersion\":\"1.0.0\"}' | CNI_COMMAND=VERSION '$D/usr/sbin/latch-cni' | jq -e '.supportedVersions | index(\"1.0.0\")' >/dev/null"
 check "image recipes and guest programs in lib/latch" bash -c "[ -x '$D/usr/lib/latch/image.sh' ] && [ -x '$D/usr/lib/latch/latch-agent' ] && [ -f '$D/usr/lib/latch/lib.sh' ]"
 # Invariant: the installed image recipes put every guest program into the image; without latch-ask
 # a guest can't ask for a grant.  Asked the way image.sh asks (lib.sh's image_args and guest_tool),
@@ -53,7 +56,7 @@ check_eq "control: the installed recipes pick the installed agent and latch-raws
 	"agent=$I/latch-agent rawsend=$I/latch-rawsend"
 check_eq "the installed recipes pick the installed latch-ask" "${picked##* }" "ask=$I/latch-ask"
 check "latch-ask is installed static, as the initramfs needs" bash -c "[ -x '$I/latch-ask' ] && ! readelf -l '$I/latch-ask' | grep -q INTERP"
-for p in man8/latch.8 man8/latchd.8 man5/latch.conf.5 man5/latch-profile.5 man5/latch-kit.5; do
+for p in man8/latch.8 man8/latchd.8 man8/latch-cni.8 man5/latch.conf.5 man5/latch-profile.5 man5/latch-kit.5; do
 	check "man page $p renders" bash -c "man -l '$D/usr/share/man/$p.gz' 2>/dev/null | grep -q '^NAME'"
 done
 check "bash completion installed" bash -c "source '$D/usr/share/bash-completion/completions/latch'; COMP_WORDS=(latch sta); COMP_CWORD=1; _latch; [ \"\${COMPREPLY[*]}\" = status ]"
