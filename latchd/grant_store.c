@@ -478,6 +478,12 @@ void latchd_grants_close(struct sandbox *s)
 	s->grants = NULL;
 }
 
+void latchd_grants_disown(struct sandbox *s)
+{
+	if (s->grants)
+		s->grants->dirty = false;
+}
+
 void latchd_grants_forget(struct sandbox *s)
 {
 	char err[LATCH_ERR_MAX];

@@ -268,6 +268,7 @@ void latchd_boot_id(char *buf, size_t len);
 void latchd_grants_open(struct sandbox *s); /* its grants back from NAME.grants */
 void latchd_grants_close(struct sandbox *s); /* saved; waiting asks and clients answered */
 void latchd_grants_forget(struct sandbox *s); /* the sandbox is gone: NAME.grants goes */
+void latchd_grants_disown(struct sandbox *s); /* NAME was pinned again: its NAME.grants is the new one's */
 /* Does an active grant open this normalized name?  The resolver may answer it then. */
 bool latchd_grant_name_allowed(const struct sandbox *s, const char *name);
 /* The same, on TCP port PORT among the grant's ports (CONNECT). */

@@ -311,6 +311,14 @@ void latchd_sandboxes_scan(struct latchd *ld)
 			continue;
 		}
 		*pp = s->next;
+		if (latch_sandbox_exists(s->name)) {
+			/* pinned again: the files under the name are the new sandbox's, nothing of the old goes over them */
+			latchd_log("%s: pinned again, the new pins served", s->name);
+			s->learned_dirty = false;
+			latchd_grants_disown(s);
+			latchd_sandbox_free(s);
+			continue;
+		}
 		latchd_log("%s: pins gone, no longer served", s->name);
 		/* what it learned goes with it, and its kit (a new sandbox of the name gets new placeholders) */
 		latchd_learned_remove_file(s->name);
