@@ -111,9 +111,10 @@ nothing_of() {
 		! ip netns exec "$LTS_H" tc -j qdisc show dev "$2" | jq -r '.[].kind' | grep -qx clsact ||
 			{ echo "# clsact left on $2" >&2; return 1; }
 	fi
+	# latchd first: until it has let go, it may still write what it learned
+	wait_until -t 10 latchd_forgot "$1" || { echo "# latchd still serves $1" >&2; return 1; }
 	st=$(find "$ROOT/var/lib/latch/policy" -name "$1.*" 2>/dev/null)
 	[ -z "$st" ] || { echo "# state left: $st" >&2; return 1; }
-	wait_until -t 10 latchd_forgot "$1" || { echo "# latchd still serves $1" >&2; return 1; }
 }
 latchd_forgot() { ! latch --json status 2>/dev/null | jq -e --arg n "$1" '.. | strings | select(. == $n)' >/dev/null; }
 # json_is TEXT JQ-ARGS...: TEXT is JSON and the filter holds (jq -e alone passes on empty input)
@@ -127,6 +128,19 @@ is_cni_error() {
 # --- VERSION
 out=$(echo '{"cniVersion": "1.0.0"}' | cni "$CNI_BIN" VERSION "" "")
 check "VERSION lists 0.4.0 and 1.0.0" json_is "$out" '.supportedVersions | index("0.4.0") and index("1.0.0")'
+
+# --- input refused before anything exists
+ID0=lts-pod0-$$
+rc=0
+out=$(cni "$CNI_BIN" ADD "$ID0" "" <<<'{"cniVersion": "9.9.9", "name": "x", "type": "latch-cni"}' 2>/dev/null) || rc=$?
+check "an unknown cniVersion: CNI error 1" eval '[ "$rc" = 1 ] && [ -n "$out" ] && jq -e ".code == 1" <<<"$out" >/dev/null'
+rc=0
+out=$(cni "$CNI_BIN" ADD "$ID0" "$P1" <<<"$LATCH_CONF" 2>/dev/null) || rc=$?
+check "ADD without prevResult (not chained): CNI error 7 that says so" \
+	eval '[ "$rc" = 1 ] && is_cni_error "$out" 7 && jq -e ".msg | contains(\"chained\")" <<<"$out" >/dev/null'
+rc=0
+out=$(cni "$CNI_BIN" ADD "$ID0" "$P1" <<<'{"cniVersion": "1.0.0", "name": "x", "type": "latch-cni", "latch": {"profile": "cnitest", "egress": "open"}}' 2>/dev/null) || rc=$?
+check "an unknown field in the latch section: CNI error 2" eval '[ "$rc" = 1 ] && is_cni_error "$out" 2'
 
 # --- the pods with the main plugin alone: the baselines
 ID1=lts-pod1-$$
@@ -254,6 +268,29 @@ rc=0
 out=$(latch_add "$ID1" "$P1" "$R1" "$(jq -c '. + {runtimeConfig: {latch: {profile: "cnitest"}}}' <<<"$SEALED_CONF")" 2>&1) || rc=$?
 check_eq "ADD with runtimeConfig's latch.profile cnitest over a sealed config exits 0" "$rc" 0
 check "runtimeConfig's profile applies: pod1 reaches $SRV_A:80" pod_tcp "$P1" "$SRV_A" 80
+
+# a kit: its state stored for latchd, and gone with DEL; a kit that does not exist fails ADD and leaves nothing
+latch_cmd DEL "$ID1" "$P1" "$R1" >/dev/null 2>&1
+rc=0
+out=$(latch_add "$ID1" "$P1" "$R1" '{"cniVersion": "1.0.0", "name": "x", "type": "latch-cni", "latch": {"profile": "cnitest", "kit": "nosuchkit"}}' 2>/dev/null) || rc=$?
+check "ADD with an unknown kit: CNI error 7 naming it" \
+	eval '[ "$rc" = 1 ] && is_cni_error "$out" 7 && jq -e ".msg | contains(\"nosuchkit\")" <<<"$out" >/dev/null'
+check "the refused ADD left nothing" nothing_of "$SB1" "$V1"
+rc=0
+out=$(latch_add "$ID1" "$P1" "$R1" '{"cniVersion": "1.0.0", "name": "x", "type": "latch-cni", "latch": {"profile": "cnitest", "kit": "shell"}}' 2>&1) || rc=$?
+check_eq "ADD with kit shell exits 0 ($out)" "$rc" 0
+check "the kit's state is stored for latchd" test -f "$ROOT/var/lib/latch/policy/$SB1.kit"
+check "with the kit, pod1 still reaches its profile's $SRV_A:80" pod_tcp "$P1" "$SRV_A" 80
+check_not "with the kit, pod1 still does not reach unlisted $SRV_B:80" pod_tcp "$P1" "$SRV_B" 80
+latch_cmd DEL "$ID1" "$P1" "$R1" >/dev/null 2>&1
+check "DEL took the kit's state and everything else" nothing_of "$SB1" "$V1"
+
+# CNI 0.4.0, as older runtimes send it: the same ADD, the result in 0.4.0
+rc=0
+out=$(latch_add "$ID1" "$P1" "$(jq -c '.cniVersion = "0.4.0"' <<<"$R1")" "$(jq -c '.cniVersion = "0.4.0"' <<<"$LATCH_CONF")" 2>&1) || rc=$?
+check_eq "ADD in CNI 0.4.0 exits 0" "$rc" 0
+check "its result is prevResult in 0.4.0" json_is "$out" '.cniVersion == "0.4.0" and (.ips | length) == 2'
+check "pod1 added in 0.4.0 reaches $SRV_A:80" pod_tcp "$P1" "$SRV_A" 80
 
 # a DEL after the pod's netns and veth are gone (a reboot, a runtime that lost it): no CNI_NETNS
 cni "$CNI_PLUGINS/bridge" DEL "$ID1" "$P1" <<<"$BRIDGE_CONF" >/dev/null
