@@ -24,6 +24,7 @@ PKGS=(
 	diffutils bubblewrap
 	tmux # vm_tty.sh: latch exec -it on a real pty, keys in and the screen back
 	containernetworking-plugins # live_cni.sh: bridge and host-local ahead of latch-cni in a chain
+	python3-yaml # make k8s-check: deploy/kubernetes/check.py parses the node agent's manifests
 	# the default guest image
 	busybox-static cpio kmod xz-utils zstd libc6-dev
 	# the debian image's recipe (live_image_pin.sh runs it up to its node pin check)

@@ -77,6 +77,14 @@ check: fuzz-resolver-short
 # function over 100 unless it says why (scripts/sizes.sh); each module's
 # archive exports only names with its prefixes (scripts/exports.sh).  latchd
 # is out of exports: only its own binary and tests link it.
+# The node agent's Kubernetes manifests, for structure (no cluster runs here: docs/kubernetes.md),
+# and the check refusing a copy that breaks each of its rules.
+k8s-check:
+	$(Q)python3 deploy/kubernetes/check.py deploy/kubernetes/latch-node.yaml docs/kubernetes.md
+	$(Q)bash deploy/kubernetes/check_test.sh
+check: k8s-check
+.PHONY: k8s-check
+
 SIZES_SRCS = $(foreach m,$(MODULES) cli,$(SRCS_$(m))) $(LATCHD_MAIN) $(CNI_MAIN) $(wildcard vm/guest/*.c)
 EXPORTS_common := latch_
 EXPORTS_config := latch_
