@@ -298,6 +298,19 @@ rc=0
 out=$(jq -c '. + {prevResult: {}}' <<<"$LATCH_CONF" | cni "$CNI_BIN" DEL "$ID1" "") || rc=$?
 check_eq "DEL of pod1 without its netns exits 0 ($out)" "$rc" 0
 check "DEL without the netns left nothing of $SB1" nothing_of "$SB1" ""
+
+# --- STATUS, and ADD without latchd: nothing could resolve the profile or serve the pod
+rc=0
+out=$(cni "$CNI_BIN" STATUS "" "" <<<"$LATCH_CONF" 2>&1) || rc=$?
+check_eq "STATUS with latchd answering exits 0, says nothing ($out)" "$rc:$out" "0:"
+kill -TERM "$LATCHD_PID" && wait_until -t 5 lts_not kill -0 "$LATCHD_PID"
+rc=0
+out=$(cni "$CNI_BIN" STATUS "" "" <<<"$LATCH_CONF" 2>/dev/null) || rc=$?
+check "STATUS without latchd: CNI error 50" eval '[ "$rc" = 1 ] && is_cni_error "$out" 50'
+rc=0
+out=$(latch_add "$ID2" "$P2" "$R2" 2>/dev/null) || rc=$?
+check "ADD without latchd: CNI error 11 (try again later)" eval '[ "$rc" = 1 ] && is_cni_error "$out" 11'
+check "... and it left nothing" test ! -e "$LTS_BPFFS/latch/$SB2"
 cni "$CNI_PLUGINS/bridge" DEL "$ID2" "$P2" <<<"$BRIDGE_CONF" >/dev/null
 
 lts_done
