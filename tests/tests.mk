@@ -9,7 +9,8 @@ UNIT_SRCS := $(wildcard tests/test_*.c)
 
 # broker: its pure head reading and checks (the linker takes only those objects from its archive)
 # resolver: its wire parsing (tests/test_resolver_wire.c); latchd: its grant logic (tests/test_latchd_grant.c)
-UNIT_USES := latchd sandbox budget vm profile kit audit config loader broker ctl resolver common
+# cni: latch-cni's config, pod file and prevResult (tests/test_cni.c)
+UNIT_USES := cni latchd sandbox budget vm profile kit audit config loader broker ctl resolver common
 
 UNIT_OBJS := $(call objs_of,$(UNIT_SRCS))
 ALL_OBJS += $(UNIT_OBJS)
