@@ -51,7 +51,7 @@ USES_latchd := ctl resolver broker budget profile kit audit config loader common
 USES_sandbox := vm ctl kit profile config loader common
 USES_cli := sandbox vm room ctl budget profile kit audit config loader common
 # cni: latch-cni, the chained CNI plugin (cni/main.c is its binary's main)
-USES_cni := sandbox ctl kit profile loader common
+USES_cni := sandbox ctl kit profile audit loader common
 
 SRCS_common := $(wildcard common/*.c)
 SRCS_loader := $(wildcard loader/*.c)

@@ -207,15 +207,25 @@ int latch_cni_add(const struct latch_cni_env *env, const struct latch_cni_conf *
 	ret = add_attached(name, c, &o, e);
 	if (ret && remove_all(name, &ignored))
 		snprintf(e->details, sizeof(e->details), "and cleaning up failed: %.*s", 900, ignored.msg);
+	if (!ret)
+		latch_cni_audit(name, "attach", "cni.add", env, o.ifname);
 	return ret;
 }
 
 int latch_cni_del(const struct latch_cni_env *env, struct latch_cni_error *e)
 {
 	char name[LATCH_NAME_MAX + 1];
+	bool had;
 	int ret = env_name(env, name, e);
 
-	return ret ?: remove_all(name, e);
+	if (ret)
+		return ret;
+	had = latch_sandbox_exists(name);
+	ret = remove_all(name, e);
+	/* a DEL with nothing to remove (the second, or after a failed ADD) records nothing */
+	if (!ret && had)
+		latch_cni_audit(name, "detach", "cni.del", env, NULL);
+	return ret;
 }
 
 /* The pinned config against what ADD would attach now. */

@@ -115,6 +115,10 @@ int latch_cni_prev_addrs(const struct latch_cni_env *env, const json_t *prev, st
 /* The sandbox name of a container's interface: "cni-" and 16 hex of SHA-256(id, ifname), so DEL needs no state. */
 int latch_cni_sandbox_name(const char *container_id, const char *ifname, char name[LATCH_NAME_MAX + 1]);
 
+/* Record NAME's DECISION ("attach", "detach") for ENV's container in the audit log; a failure is a warning. */
+void latch_cni_audit(const char *name, const char *decision, const char *reason, const struct latch_cni_env *env,
+		     const char *device);
+
 /* The commands; ADD and CHECK print nothing: main.c writes prevResult when they return 0. */
 int latch_cni_add(const struct latch_cni_env *env, const struct latch_cni_conf *c, struct latch_cni_error *e);
 int latch_cni_del(const struct latch_cni_env *env, struct latch_cni_error *e);

@@ -181,6 +181,8 @@ out=$(latch_add "$ID1" "$P1" "$R1" 2>"$LTS_TMP/add1.err") || rc=$?
 check_eq "ADD pod1 exits 0 ($(head -c 300 "$LTS_TMP/add1.err"))" "$rc" 0
 check "ADD's output is prevResult passed through" json_is "$out" --argjson r "$R1" '. == $r'
 check "status: $SB1 is enforced on $V1" eval "latch status $SB1 >/dev/null"
+check "the audit log records the ADD, naming the container and the device" \
+	eval 'latch audit "$SB1" | grep "cni.add" | grep -F "$ID1" | grep -qF "$V1"'
 # Invariant (a limit, docs/cni.md): latchd serves one resolver per address, so a second
 # container on the same gateway is refused before anything exists, not left without DNS.
 rc=0
@@ -222,6 +224,7 @@ check "CHECK after the program left the link: CNI error 101" is_cni_error "$out"
 rc=0
 out=$(latch_cmd DEL "$ID1" "$P1" "$R1" 2>&1) || rc=$?
 check_eq "DEL pod1 exits 0 ($out)" "$rc" 0
+check "the audit log records the DEL" eval 'latch audit "$SB1" | grep "cni.del" | grep -qF "$ID1"'
 check "DEL left nothing of $SB1 (pins, links, state, latchd)" nothing_of "$SB1" "$V1"
 check "after DEL pod1 reaches unlisted $SRV_B:80 again: no filter is left on its link" pod_tcp "$P1" "$SRV_B" 80
 rc=0
