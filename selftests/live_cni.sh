@@ -112,11 +112,16 @@ nothing_of() {
 			{ echo "# clsact left on $2" >&2; return 1; }
 	fi
 	# latchd first: until it has let go, it may still write what it learned
-	wait_until -t 10 latchd_forgot "$1" || { echo "# latchd still serves $1" >&2; return 1; }
+	wait_until -t 15 latchd_forgot "$1" || { echo "# latchd still serves $1" >&2; return 1; }
 	st=$(find "$ROOT/var/lib/latch/policy" -name "$1.*" 2>/dev/null)
 	[ -z "$st" ] || { echo "# state left: $st" >&2; return 1; }
 }
-latchd_forgot() { ! latch --json status 2>/dev/null | jq -e --arg n "$1" '.. | strings | select(. == $n)' >/dev/null; }
+# latchd_forgot NAME: latchd's last word on NAME is that its pins went (or it never served it)
+latchd_forgot() {
+	local last
+	last=$(grep -E "^latchd: $1: (serving|pins gone|pinned again)" "$LTS_TMP/latchd.log" | tail -n 1)
+	[ -z "$last" ] || [[ $last == *"pins gone"* ]]
+}
 # json_is TEXT JQ-ARGS...: TEXT is JSON and the filter holds (jq -e alone passes on empty input)
 json_is() { [ -n "$1" ] && jq -e "${@:2}" <<<"$1" >/dev/null; }
 # is_cni_error OUT CODE: OUT is one CNI error object with CODE, a "latch: " msg and the cniVersion
@@ -301,6 +306,23 @@ rc=0
 out=$(jq -c '. + {prevResult: {}}' <<<"$LATCH_CONF" | cni "$CNI_BIN" DEL "$ID1" "") || rc=$?
 check_eq "DEL of pod1 without its netns exits 0 ($out)" "$rc" 0
 check "DEL without the netns left nothing of $SB1" nothing_of "$SB1" ""
+
+# --- ptp, the other veth plugin: the pod's link is its own L3 link, so latchd's resolver answers it there
+ip -n "$LTS_H" link del "$BR"
+PTP_CONF=$(jq -c '.type = "ptp" | del(.bridge, .isGateway)' <<<"$BRIDGE_CONF")
+R3=$(cni "$CNI_PLUGINS/ptp" ADD "$ID1" "$P1" <<<"$PTP_CONF") || { fail setup "ptp ADD pod1: $R3"; lts_done; }
+check "baseline: pod1 on ptp reaches unlisted $SRV_B:80 without latch" pod_tcp "$P1" "$SRV_B" 80
+rc=0
+out=$(latch_add "$ID1" "$P1" "$R3" 2>&1) || rc=$?
+check_eq "ADD after ptp exits 0 ($out)" "$rc" 0
+check "pod1 on ptp reaches $SRV_A:80 (its profile)" pod_tcp "$P1" "$SRV_A" 80
+check_not "pod1 on ptp does not reach unlisted $SRV_B:80" pod_tcp "$P1" "$SRV_B" 80
+check_not "pod1 on ptp does not reach its gateway $GW4:8080" pod_tcp "$P1" "$GW4" 8080
+check "pod1 on ptp gets an answer from latchd's resolver on its gateway" \
+	eval '[ "$(in_pod "$P1" "$LTS_PY" "$LTS_NET" dns "$GW4" --wait "$LTS_T")" -gt 0 ]'
+jq -c --argjson prev "$R3" '. + {prevResult: $prev}' <<<"$LATCH_CONF" | cni "$CNI_BIN" DEL "$ID1" "$P1" >/dev/null
+check "DEL after ptp left nothing" nothing_of "$SB1" ""
+cni "$CNI_PLUGINS/ptp" DEL "$ID1" "$P1" <<<"$PTP_CONF" >/dev/null
 
 # --- STATUS, and ADD without latchd: nothing could resolve the profile or serve the pod
 rc=0
