@@ -195,18 +195,20 @@ check "the first run made the template, with the kit's setup" \
 check "... and restored its guest from it, whose setup was done" grep -q "setup: in the template" "$TMP/run.err"
 
 # --- again: the template restored, Claude Code already in it, answering at once
-t=$SECONDS
+t=$(date +%s.%N)
 rc=0
-L agent run --image debian --memory 1G -w "$WS" "$KIT" -- -p "say hi" --model "$MODEL" >"$TMP/run2.out" 2> >(stamped "$TMP/run2.err") || rc=$?
-RUN_S=$((SECONDS - t))
+L agent run --image debian --memory 1G -w "$WS" "$KIT" -- -p "say hi" --model "$MODEL" > >(stamped "$TMP/run2.out") 2> >(stamped "$TMP/run2.err") || rc=$?
+RUN_S=$(jq -n "$(date +%s.%N) - $t | floor")
 sleep 1
+ts2() { awk -v p="$1" 'index($0, p) { print $1; exit }' "$2"; }
+echo "# second agent run, from latch's start: ready $(jq -n "$(ts2 "ready in" "$TMP/run2.err") - $t" 2>/dev/null) s," \
+	"the answer $(jq -n "$(ts2 "Hi! data:" "$TMP/run2.out") - $t" 2>/dev/null) s, the whole run with the teardown ${RUN_S} s"
 check_eq "a second run: latch exits 0" "$rc" 0 || tail -8 "$TMP/run2.out" "$TMP/run2.err" | sed 's/^/#   /'
 check "... the answer comes back" grep -qF 'Hi! data:' "$TMP/run2.out"
 check_not "... making no template" grep -q "template .* made in" "$TMP/run2.err"
 check "... restored from the one with the setup" grep -q "ready in [0-9]* ms (restored from template m1024-c1-tcg-s" \
 	"$TMP/run2.err"
 grep -h "ready in" "$TMP/run2.err" | sed 's/^[0-9.]* /# /'
-echo "# second agent run: ${RUN_S} s in all, to the answer and the teardown"
 check_eq "the registry was asked for the tarball (once per fetch: the bad one, the good one)" \
 	"$(grep -c "^/$PKG/-/" "$TMP/registry.log")" 2
 check_cmp "the upstream got its requests" "$(wc -l <"$TMP/up.log")" -ge 1
