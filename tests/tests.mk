@@ -74,6 +74,27 @@ fuzz-resolver-short:
 .PHONY: fuzz-resolver fuzz-resolver-short
 check: fuzz-resolver-short
 
+# libFuzzer over the ClientHello reader of the tc program (bpf/latch_tls.h,
+# compiled for user space): bytes past the ones given never change a verdict,
+# a prefix reads MORE or what the whole reads.
+#   make fuzz-tls        FUZZ_SECS (120) seconds over tests/fuzz/corpus_tls
+#   make fuzz-tls-short  the same for 20 s (part of `make check`)
+$(BUILD)/tests/fuzz_tls: tests/fuzz/fuzz_tls.c bpf/latch_tls.h | $(BUILD)/tests
+	$(call msg,CLANG,$@)
+	$(Q)$(CLANG) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -std=gnu11 \
+		-D_GNU_SOURCE -I. -o $@ tests/fuzz/fuzz_tls.c
+
+fuzz-tls: $(BUILD)/tests/fuzz_tls
+	$(Q)mkdir -p $(BUILD)/fuzz-corpus-tls
+	$(Q)$(BUILD)/tests/fuzz_tls -max_total_time=$(FUZZ_SECS) -max_len=2100 -print_final_stats=1 \
+		$(BUILD)/fuzz-corpus-tls tests/fuzz/corpus_tls
+
+fuzz-tls-short:
+	$(Q)$(MAKE) --no-print-directory fuzz-tls FUZZ_SECS=20
+
+.PHONY: fuzz-tls fuzz-tls-short
+check: fuzz-tls-short
+
 # Sizes and exports (issue 35): no product file over 800 lines and no
 # function over 100 unless it says why (scripts/sizes.sh); each module's
 # archive exports only names with its prefixes (scripts/exports.sh).  latchd
