@@ -50,44 +50,48 @@
  * to the counters and to deny events.  Codes are dense in each half:
  * latch_counter_slot() depends on it.
  */
-#define LATCH_REASONS(X)                                                                                \
-	X(PASS_FLOW, 1, "pass_flow", "packet of a flow already allowed")                                \
-	X(PASS_HOST_SERVICE, 2, "pass_host_service", "to a configured host-address port")               \
-	X(PASS_DNS, 3, "pass_dns", "to the resolver, within the bucket")                                \
-	X(PASS_POLICY, 4, "pass_policy", "permanent exact or prefix entry")                             \
-	X(PASS_TIMED, 5, "pass_timed", "timed entry before its deadline")                               \
-	X(PASS_ARP, 6, "pass_arp", "ARP between guest and host")                                        \
-	X(PASS_ND, 7, "pass_nd", "IPv6 neighbour discovery with the host")                              \
-	X(PASS_RETURN, 8, "pass_return", "into the guest: reply on a guest flow")                       \
-	X(PASS_LEARNED, 9, "pass_learned", "address the latch resolver answered, within its TTL")       \
-	X(PASS_OPEN, 10, "pass_open", "the sandbox runs the `open` profile: uncontained")               \
-	X(DROP_MALFORMED, -200, "drop_malformed", "truncated or inconsistent headers")                  \
-	X(DROP_VLAN, -201, "drop_vlan", "802.1Q/802.1ad tag, in-band or offloaded")                     \
-	X(DROP_ETHERTYPE, -202, "drop_ethertype", "not IPv4, IPv6 or ARP")                              \
-	X(DROP_SPOOF_MAC, -203, "drop_spoof_mac", "source MAC is not the assigned one")                 \
-	X(DROP_SPOOF_IP, -204, "drop_spoof_ip", "source IP is not the assigned one")                    \
-	X(DROP_ARP, -205, "drop_arp", "ARP not between guest and host")                                 \
-	X(DROP_ND, -206, "drop_nd", "ICMPv6 ND/MLD not towards the host")                               \
-	X(DROP_FRAGMENT, -207, "drop_fragment", "IPv4 fragment or IPv6 fragment header")                \
-	X(DROP_IP_OPTIONS, -208, "drop_ip_options", "IPv4 options (source routing etc.)")               \
-	X(DROP_EXT_HDR, -209, "drop_ext_hdr", "IPv6 routing header or too deep a chain")                \
-	X(DROP_PROTO, -210, "drop_proto", "not TCP, UDP or ICMP echo (tunnels too)")                    \
-	X(DROP_HOST_PORT, -211, "drop_host_port", "host address, port not a host service")              \
-	X(DROP_DNS_NOT_RESOLVER, -212, "drop_dns_not_resolver", "port 53 to anything but the resolver") \
-	X(DROP_DNS_RATE, -213, "drop_dns_rate", "DNS bucket empty")                                     \
-	X(DROP_POLICY, -214, "drop_policy", "no entry allows the destination")                          \
-	X(DROP_NO_FLOW, -215, "drop_no_flow", "into the guest, not a reply")                            \
-	X(DROP_NO_CONFIG, -216, "drop_no_config", "config map missing or unset")                        \
-	X(DROP_HOST_ADDR, -217, "drop_host_addr",                                                       \
-	  "another address of the host, broadcast or multicast: the host would not forward it")         \
-	X(DROP_CSUM, -218, "drop_csum", "checksum offload request whose start or offset is not the L4 checksum's")
+#define LATCH_REASONS(X)                                                                                           \
+	X(PASS_FLOW, 1, "pass_flow", "packet of a flow already allowed")                                           \
+	X(PASS_HOST_SERVICE, 2, "pass_host_service", "to a configured host-address port")                          \
+	X(PASS_DNS, 3, "pass_dns", "to the resolver, within the bucket")                                           \
+	X(PASS_POLICY, 4, "pass_policy", "permanent exact or prefix entry")                                        \
+	X(PASS_TIMED, 5, "pass_timed", "timed entry before its deadline")                                          \
+	X(PASS_ARP, 6, "pass_arp", "ARP between guest and host")                                                   \
+	X(PASS_ND, 7, "pass_nd", "IPv6 neighbour discovery with the host")                                         \
+	X(PASS_RETURN, 8, "pass_return", "into the guest: reply on a guest flow")                                  \
+	X(PASS_LEARNED, 9, "pass_learned", "address the latch resolver answered, within its TTL")                  \
+	X(PASS_OPEN, 10, "pass_open", "the sandbox runs the `open` profile: uncontained")                          \
+	X(DROP_MALFORMED, -200, "drop_malformed", "truncated or inconsistent headers")                             \
+	X(DROP_VLAN, -201, "drop_vlan", "802.1Q/802.1ad tag, in-band or offloaded")                                \
+	X(DROP_ETHERTYPE, -202, "drop_ethertype", "not IPv4, IPv6 or ARP")                                         \
+	X(DROP_SPOOF_MAC, -203, "drop_spoof_mac", "source MAC is not the assigned one")                            \
+	X(DROP_SPOOF_IP, -204, "drop_spoof_ip", "source IP is not the assigned one")                               \
+	X(DROP_ARP, -205, "drop_arp", "ARP not between guest and host")                                            \
+	X(DROP_ND, -206, "drop_nd", "ICMPv6 ND/MLD not towards the host")                                          \
+	X(DROP_FRAGMENT, -207, "drop_fragment", "IPv4 fragment or IPv6 fragment header")                           \
+	X(DROP_IP_OPTIONS, -208, "drop_ip_options", "IPv4 options (source routing etc.)")                          \
+	X(DROP_EXT_HDR, -209, "drop_ext_hdr", "IPv6 routing header or too deep a chain")                           \
+	X(DROP_PROTO, -210, "drop_proto", "not TCP, UDP or ICMP echo (tunnels too)")                               \
+	X(DROP_HOST_PORT, -211, "drop_host_port", "host address, port not a host service")                         \
+	X(DROP_DNS_NOT_RESOLVER, -212, "drop_dns_not_resolver", "port 53 to anything but the resolver")            \
+	X(DROP_DNS_RATE, -213, "drop_dns_rate", "DNS bucket empty")                                                \
+	X(DROP_POLICY, -214, "drop_policy", "no entry allows the destination")                                     \
+	X(DROP_NO_FLOW, -215, "drop_no_flow", "into the guest, not a reply")                                       \
+	X(DROP_NO_CONFIG, -216, "drop_no_config", "config map missing or unset")                                   \
+	X(DROP_HOST_ADDR, -217, "drop_host_addr",                                                                  \
+	  "another address of the host, broadcast or multicast: the host would not forward it")                    \
+	X(DROP_CSUM, -218, "drop_csum", "checksum offload request whose start or offset is not the L4 checksum's") \
+	X(DROP_SNI_OTHER, -219, "drop_sni_other", "TLS server name not answered for that address")                 \
+	X(DROP_SNI_NONE, -220, "drop_sni_none", "ClientHello without a server name, name-checked")                 \
+	X(DROP_SNI_ECH, -221, "drop_sni_ech", "ClientHello with encrypted_client_hello, name-checked")             \
+	X(DROP_SNI_UNREAD, -222, "drop_sni_unread", "first data, name-checked: no ClientHello read")
 
 enum latch_reason {
 #define LATCH_REASON_ENUM(id, code, name, text) LATCH_##id = (code),
 	LATCH_REASONS(LATCH_REASON_ENUM)
 #undef LATCH_REASON_ENUM
 		LATCH_PASS_LAST = LATCH_PASS_OPEN,
-	LATCH_DROP_LAST = LATCH_DROP_CSUM,
+	LATCH_DROP_LAST = LATCH_DROP_SNI_UNREAD,
 };
 
 #define LATCH_PASS_COUNT LATCH_PASS_LAST
@@ -327,9 +331,55 @@ _Static_assert(sizeof(struct latch_flow6_key) == 24, "latch_flow6_key layout");
 struct latch_flow {
 	__u64 expires_ns; /* deadline of the entry that allowed it; 0 none */
 	__u32 policy_version; /* config.policy_version when allowed */
-	__s32 reason; /* the pass reason that allowed it */
+	/*
+	 * The pass reason that allowed it; for a flow LATCH_FLOW_SNI_REFUSED,
+	 * the drop reason every later packet gets.  (Was an __s32: a pinned
+	 * entry of before reads the same, its upper half being 0.)
+	 */
+	__s16 reason;
+	__u8 sni; /* enum latch_flow_sni */
+	__u8 pad;
 };
 _Static_assert(sizeof(struct latch_flow) == 16, "latch_flow layout");
+
+/*
+ * Names all the way down: a TCP flow that a resolved name's entry passed,
+ * to an address and port in the names map, shows its ClientHello before
+ * anything else of it passes the fast paths.
+ */
+enum latch_flow_sni {
+	LATCH_FLOW_SNI_NONE = 0, /* not name-checked, or checked and passed */
+	LATCH_FLOW_SNI_WAIT = 1, /* name-checked: its first data must name an answered name */
+	LATCH_FLOW_SNI_REFUSED = 2, /* refused: every later packet drops under flow.reason */
+	LATCH_FLOW_SNI_PASSED = 3, /* checked and passed; never in flow_hot (see latch_tc.bpf.c) */
+};
+
+/* The one port whose flows are name-checked (docs/INVARIANTS.md says why only it). */
+#define LATCH_SNI_PORT 443
+
+/*
+ * names: HASH, the names the resolver answered at each address and port
+ * (resolver/, latchd/learned.c).  name_hash is latch_tls_hash() of the
+ * name (bpf/latch_tls.h); the key with name_hash 0 says the address and
+ * port are name-checked at all (today every key is at LATCH_SNI_PORT).  The
+ * value is the answer's deadline on the boot clock.
+ */
+#ifndef LATCH_NAMES_MAX
+#define LATCH_NAMES_MAX 16384
+#endif
+struct latch_name_key {
+	__u8 addr[16]; /* v4 in the first 4 bytes, the rest 0 */
+	__u16 port; /* host byte order */
+	__u8 family; /* 4 or 6 */
+	__u8 pad[5];
+	__u64 name_hash; /* 0: the address and port are name-checked */
+};
+_Static_assert(sizeof(struct latch_name_key) == 32, "latch_name_key layout");
+
+struct latch_name {
+	__u64 expires_ns; /* boot clock */
+};
+_Static_assert(sizeof(struct latch_name) == 8, "latch_name layout");
 
 /*
  * flow_hot: per-CPU, the last flow that passed from the guest on this CPU.
@@ -386,8 +436,9 @@ struct latch_event {
 	__u8 dst_addr[16];
 	__u8 src_mac[6];
 	__u8 pad3[2];
+	__u64 name_hash; /* DROP_SNI_*: latch_tls_hash() of the name the guest sent, 0 none */
 };
-_Static_assert(sizeof(struct latch_event) == 72, "latch_event layout");
+_Static_assert(sizeof(struct latch_event) == 80, "latch_event layout");
 _Static_assert(__builtin_offsetof(struct latch_event, src_addr) == 28, "latch_event layout");
 
 /* ====================================================================

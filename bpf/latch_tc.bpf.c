@@ -23,6 +23,7 @@
 #include "latch_rules.h"
 #include "latch_policy.h"
 #include "latch_guard.h"
+#include "latch_tls.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -108,6 +109,27 @@ struct {
 	__type(value, struct latch_flow_hot);
 } flow_hot SEC(".maps");
 
+/* names: the names the resolver answered at each address and port (latch_abi.h). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, LATCH_NAMES_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct latch_name_key);
+	__type(value, struct latch_name);
+} names SEC(".maps");
+
+/* tls_scratch: per-CPU, the first data of a name-checked flow, for latch_tls_parse(). */
+struct tls_scratch {
+	__u8 b[LATCH_TLS_READ];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct tls_scratch);
+} tls_scratch SEC(".maps");
+
 /* counters: per-CPU packets and bytes by (reason, direction), plus stats. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -170,7 +192,8 @@ static __always_inline int bucket_take(struct latch_bucket *b, __u32 rate, __u32
 	return ok;
 }
 
-static __always_inline void deny_event(const struct latch_config *cfg, const struct latch_pkt *p, int reason, int dir)
+static __always_inline void deny_event(const struct latch_config *cfg, const struct latch_pkt *p, int reason, int dir,
+				       __u64 name_hash)
 {
 	__u32 zero = 0, suppressed = 0;
 	struct latch_bucket *b = bpf_map_lookup_elem(&event_bucket, &zero);
@@ -200,19 +223,27 @@ static __always_inline void deny_event(const struct latch_config *cfg, const str
 	__builtin_memcpy(e->src_addr, p->saddr, 16);
 	__builtin_memcpy(e->dst_addr, p->daddr, 16);
 	__builtin_memcpy(e->src_mac, p->smac, 6);
+	e->name_hash = name_hash;
 	bpf_ringbuf_submit(e, 0);
 	count(LATCH_STAT_SLOT(LATCH_STAT_EVENTS_SENT), 0);
 }
 
-static __always_inline int verdict(struct __sk_buff *skb, const struct latch_config *cfg, const struct latch_pkt *p,
-				   int reason, int dir)
+/* The verdict, counted; a drop also sends an event naming NAME_HASH (a refused server name's, else 0). */
+static __always_inline int verdict_named(struct __sk_buff *skb, const struct latch_config *cfg,
+					 const struct latch_pkt *p, int reason, int dir, __u64 name_hash)
 {
 	count(latch_counter_slot(reason, dir), skb->len);
 	if (reason > 0)
 		return TC_ACT_OK;
 	if (cfg)
-		deny_event(cfg, p, reason, dir);
+		deny_event(cfg, p, reason, dir, name_hash);
 	return TC_ACT_SHOT;
+}
+
+static __always_inline int verdict(struct __sk_buff *skb, const struct latch_config *cfg, const struct latch_pkt *p,
+				   int reason, int dir)
+{
+	return verdict_named(skb, cfg, p, reason, dir, 0);
 }
 
 /* The policy walk (latch_policy.h) over this sandbox's own maps. */
@@ -356,14 +387,125 @@ static __always_inline void *flow_lookup(const struct latch_pkt *p, int from_gue
 	return bpf_map_lookup_elem(&flow6, key);
 }
 
-static __always_inline void flow_store(const struct latch_pkt *p, void *key, __u32 version, int reason, __u64 expires)
+static __always_inline void flow_store(const struct latch_pkt *p, void *key, __u32 version, int reason, __u64 expires,
+				       __u8 sni)
 {
-	struct latch_flow f = { .expires_ns = expires, .policy_version = version, .reason = reason };
+	struct latch_flow f = { .expires_ns = expires, .policy_version = version, .reason = reason, .sni = sni };
 
 	if (p->family == 4)
 		bpf_map_update_elem(&flow4, key, &f, BPF_ANY);
 	else
 		bpf_map_update_elem(&flow6, key, &f, BPF_ANY);
+}
+
+/* ---- names all the way down: the ClientHello of a name-checked flow ---- */
+
+/* Is NAME_HASH (0: any name) recorded for the packet's destination and port, and, unless 0, before its deadline? */
+static __always_inline int name_recorded(const struct latch_pkt *p, __u64 name_hash, __u64 now)
+{
+	struct latch_name_key k;
+	struct latch_name *v;
+
+	__builtin_memset(&k, 0, sizeof(k));
+	if (p->family == 4)
+		__builtin_memcpy(k.addr, p->daddr, 4);
+	else
+		__builtin_memcpy(k.addr, p->daddr, 16);
+	k.family = p->family;
+	k.port = bpf_ntohs(p->dport);
+	k.name_hash = name_hash;
+	v = bpf_map_lookup_elem(&names, &k);
+	if (!v)
+		return 0;
+	/* the "checked" key counts however old: a name gone stale must not turn the check off */
+	return !name_hash || now < v->expires_ns;
+}
+
+/*
+ * A new TCP flow that a resolved name's entry passed, to a port where the
+ * resolver recorded names for that address: its first data is judged
+ * before anything else of it passes.  Flows passed by an address (exact,
+ * prefix, grant) are never name-checked.
+ */
+static __always_inline __u8 sni_wanted(const struct latch_pkt *p, int reason)
+{
+	if (reason != LATCH_PASS_LEARNED || p->proto != IPPROTO_TCP || p->dport != bpf_htons(LATCH_SNI_PORT))
+		return LATCH_FLOW_SNI_NONE;
+	return name_recorded(p, 0, 0) ? LATCH_FLOW_SNI_WAIT : LATCH_FLOW_SNI_NONE;
+}
+
+/*
+ * Judge the TCP payload of a name-checked flow's packet.  0: no payload (a
+ * bare ACK: the flow still waits); 1: a ClientHello naming a name the
+ * resolver answered for this address and port, before its deadline; else
+ * the drop reason, with *name_hash the name the guest sent (0 none).  The
+ * whole ClientHello must sit in this one segment up to its last extension
+ * header; one split before that is refused (docs/INVARIANTS.md).
+ *
+ * A global function, as latch_rules_allow is: the verifier walks the
+ * reader once, on its own, instead of at each call site.
+ */
+__noinline int latch_sni_judge(struct __sk_buff *skb, const struct latch_pkt *p, __u64 *now, __u64 *name_hash)
+{
+	struct latch_tls_hello hello;
+	struct tls_scratch *sc;
+	__u32 zero = 0, end, off, n;
+	__be16 ip_len;
+	__u8 doff;
+	int v;
+
+	if (!skb || !p || !now || !name_hash)
+		return LATCH_DROP_SNI_UNREAD;
+	/* where the IP packet ends: what follows it in the frame is padding */
+	if (bpf_skb_load_bytes(skb, ETH_HLEN + (p->family == 4 ? 2 : 4), &ip_len, 2) ||
+	    bpf_skb_load_bytes(skb, p->l4_off + 12, &doff, 1))
+		return LATCH_DROP_MALFORMED;
+	end = ETH_HLEN + bpf_ntohs(ip_len) + (p->family == 4 ? 0 : 40);
+	if (end > skb->len)
+		end = skb->len;
+	off = p->l4_off + (doff >> 4) * 4;
+	if (off >= end)
+		return 0;
+	n = end - off;
+	if (n > LATCH_TLS_READ)
+		n = LATCH_TLS_READ;
+	/* 1..LATCH_TLS_READ as the verifier can see it (n is that already) */
+	n = ((n - 1) & LATCH_TLS_MASK) + 1;
+	sc = bpf_map_lookup_elem(&tls_scratch, &zero);
+	if (!sc || bpf_skb_load_bytes(skb, off, sc->b, n))
+		return LATCH_DROP_SNI_UNREAD;
+	v = latch_tls_parse(sc->b, n, &hello);
+	if (v == LATCH_TLS_NO_SNI)
+		return LATCH_DROP_SNI_NONE;
+	if (v == LATCH_TLS_ECH)
+		return LATCH_DROP_SNI_ECH;
+	if (v != LATCH_TLS_NAME)
+		return LATCH_DROP_SNI_UNREAD;
+	*name_hash = hello.name_hash;
+	if (!*now)
+		*now = bpf_ktime_get_boot_ns();
+	return name_recorded(p, hello.name_hash, *now) ? 1 : LATCH_DROP_SNI_OTHER;
+}
+
+/*
+ * A packet of flow F, which waits for its ClientHello: judge it, and
+ * remember the verdict in F.  A pass counts under PASS (the flow's, or the
+ * new flow's own reason for its SYN).
+ */
+static __always_inline int sni_verdict(struct __sk_buff *skb, const struct latch_config *cfg, const struct latch_pkt *p,
+				       struct latch_flow *f, __u64 *now, int pass)
+{
+	__u64 name_hash = 0;
+	int r = latch_sni_judge(skb, p, now, &name_hash);
+
+	if (r >= 0) {
+		if (r > 0)
+			f->sni = LATCH_FLOW_SNI_PASSED;
+		return verdict(skb, cfg, p, pass, LATCH_DIR_FROM_GUEST);
+	}
+	f->reason = r;
+	f->sni = LATCH_FLOW_SNI_REFUSED;
+	return verdict_named(skb, cfg, p, r, LATCH_DIR_FROM_GUEST, name_hash);
 }
 
 /* Is a recorded flow still good without asking the policy again? */
@@ -601,16 +743,38 @@ static __always_inline int from_guest(struct __sk_buff *skb, const bool csum_che
 		return verdict(skb, cfg, &p, LATCH_PASS_FLOW, LATCH_DIR_FROM_GUEST);
 
 	f = p.family == 4 ? bpf_map_lookup_elem(&flow4, &key.k4) : bpf_map_lookup_elem(&flow6, &key.k6);
+	if (f && f->sni != LATCH_FLOW_SNI_NONE) {
+		/* a new SYN on a name-checked flow's ports is a new flow, with a ClientHello of its own */
+		if (p.tcp_syn)
+			f = NULL;
+		else if (f->sni == LATCH_FLOW_SNI_REFUSED)
+			return verdict(skb, cfg, &p, f->reason, LATCH_DIR_FROM_GUEST);
+	}
+	/*
+	 * A name-checked flow never enters flow_hot: another CPU's flow_hot
+	 * could still hold the ports of an earlier flow and pass the next
+	 * one's ClientHello unread.  It pays the flow table on every packet.
+	 */
 	if (f && !is_dns(&p) && flow_current(f, version, &now)) {
-		if (hot)
+		if (f->sni == LATCH_FLOW_SNI_WAIT)
+			return sni_verdict(skb, cfg, &p, f, &now, LATCH_PASS_FLOW);
+		if (hot && f->sni == LATCH_FLOW_SNI_NONE)
 			hot_store(hot, &key, &p, version, f->expires_ns);
 		return verdict(skb, cfg, &p, LATCH_PASS_FLOW, LATCH_DIR_FROM_GUEST);
 	}
 
 	reason = decide_destination(skb, cfg, &p, 1, f != NULL, &now, &expires);
 	if (reason > 0 && !(f && flow_current(f, version, &now))) {
-		flow_store(&p, &key, version, reason, expires);
-		if (hot && !is_dns(&p))
+		__u8 sni = f ? f->sni : sni_wanted(&p, reason);
+
+		flow_store(&p, &key, version, reason, expires, sni);
+		if (sni == LATCH_FLOW_SNI_WAIT) {
+			f = p.family == 4 ? bpf_map_lookup_elem(&flow4, &key.k4) : bpf_map_lookup_elem(&flow6, &key.k6);
+			if (!f)
+				return verdict(skb, cfg, &p, LATCH_DROP_SNI_UNREAD, LATCH_DIR_FROM_GUEST);
+			return sni_verdict(skb, cfg, &p, f, &now, reason);
+		}
+		if (hot && !is_dns(&p) && sni == LATCH_FLOW_SNI_NONE)
 			hot_store(hot, &key, &p, version, expires);
 	}
 	return verdict(skb, cfg, &p, reason, LATCH_DIR_FROM_GUEST);
@@ -701,6 +865,7 @@ int latch_to_guest(struct __sk_buff *skb)
 			bpf_map_delete_elem(&flow6, &key);
 		return verdict(skb, cfg, &p, LATCH_DROP_NO_FLOW, LATCH_DIR_TO_GUEST);
 	}
-	flow_store(&out, &key, version, reason, expires);
+	/* a refused flow keeps its refusal (the reason its packets drop under) */
+	flow_store(&out, &key, version, f->sni == LATCH_FLOW_SNI_REFUSED ? f->reason : reason, expires, f->sni);
 	return verdict(skb, cfg, &p, LATCH_PASS_RETURN, LATCH_DIR_TO_GUEST);
 }

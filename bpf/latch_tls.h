@@ -53,7 +53,7 @@ struct latch_tls_hello {
 	__u16 exts; /* extensions read */
 };
 
-/* FNV-1a, 64 bits: the hash a name is recorded under. */
+/* FNV-1a, 64 bits: the hash a name is recorded under; never 0 (the names map's "checked" key). */
 #define LATCH_TLS_HASH_INIT 0xcbf29ce484222325ULL
 #define LATCH_TLS_HASH_PRIME 0x100000001b3ULL
 
@@ -76,7 +76,7 @@ static __always_inline __u64 latch_tls_hash(const char *name, __u32 len)
 		len--;
 	for (__u32 i = 0; i < LATCH_TLS_NAME_MAX && i < len; i++)
 		h = latch_tls_hash_byte(h, (__u8)name[i]);
-	return h;
+	return h ? h : 1;
 }
 
 /* buf[off], big endian, 1..3 bytes; the caller checked off + n <= len. */
@@ -217,6 +217,8 @@ static __always_inline int latch_tls_parse(const __u8 *buf, __u32 len, struct la
 			break;
 		hello->name_hash = latch_tls_hash_byte(hello->name_hash, buf[(hello->name_off + i) & LATCH_TLS_MASK]);
 	}
+	if (!hello->name_hash)
+		hello->name_hash = 1;
 	return LATCH_TLS_NAME;
 }
 

@@ -35,6 +35,7 @@
 
 #include "bpf/latch_abi.h"
 #include "latch_tc.skel.h"
+#include "bpf/latch_tls.h"
 #include "loader/sandbox.h"
 
 #define TC_ACT_OK 0
@@ -94,6 +95,13 @@ struct pkt {
 	uint16_t arp_op;
 	const char *arp_sha; /* NULL: the frame's source MAC */
 	const struct pkt *quote; /* ICMP error: the packet it quotes */
+	const struct hello *data; /* TCP: this payload after the header */
+};
+
+/* A TCP payload: a ClientHello from tests/fixtures/tls/, loaded by load_hellos(). */
+struct hello {
+	uint8_t b[2048];
+	size_t len;
 };
 
 struct t;
@@ -210,7 +218,9 @@ static size_t build_l4(const struct pkt *k, uint8_t *b)
 		b[12] = 5 << 4;
 		b[13] = k->tcp_flags;
 		put16(b + 14, 65535);
-		return 20;
+		if (k->data)
+			memcpy(b + 20, k->data->b, k->data->len);
+		return 20 + (k->data ? k->data->len : 0);
 	case IPPROTO_UDP:
 		/* 32 bytes of payload, a DNS query's size: long enough for the fast paths' bound */
 		memset(b, 0, 40);
@@ -371,7 +381,7 @@ static void reverse(const struct pkt *in, struct pkt *out)
 static int run(struct t *t, int dir, const struct pkt *k, size_t *len)
 {
 	const struct bpf_program *prog = dir == FROM ? t->from_prog : t->skel->progs.latch_to_guest;
-	uint8_t buf[512];
+	uint8_t buf[2560];
 	size_t n = build(k, dir, buf);
 	LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = buf, .data_size_in = n, .repeat = 1);
 	int err;
@@ -585,6 +595,7 @@ static int reset(struct t *t)
 
 	clear_map(t->skel->maps.flow4);
 	clear_map(t->skel->maps.flow6);
+	clear_map(t->skel->maps.names);
 	err |= clear_flow_hot(t);
 	err |= bpf_map_update_elem(bpf_map__fd(t->skel->maps.dns_bucket), &zero, &zero_bucket, 0);
 	err |= bpf_map_update_elem(bpf_map__fd(t->skel->maps.event_bucket), &zero, &zero_bucket, 0);
@@ -930,6 +941,164 @@ static int wrong_abi(struct t *t, const struct row *r)
 }
 
 /* Packet shorthands.  The guest's side always uses GUEST_PORT. */
+/* ---- names all the way down: the ClientHello of a name-checked flow ---- */
+
+#define TCP_PSH 0x08
+#define SNI_NAME "api.example.com"
+#define SNI_OTHER "www.example.com" /* the same length: the fixture's lengths stay right */
+#define SNI4 "198.51.100.40"
+#define SNI6 "2001:db8:6::40"
+
+static struct hello hello_tls13, hello_tls12, hello_curl13, hello_curl12, hello_big, hello_other13, hello_other12,
+	hello_nosni, hello_ech, hello_cut, hello_http;
+
+/* tests/fixtures/tls/FILE, with its server name spelt AS (same length) when AS is not NULL. */
+static int load_hello(const char *file, const char *as, struct hello *h)
+{
+	char path[256];
+	FILE *f;
+	uint8_t *at;
+
+	snprintf(path, sizeof(path), "tests/fixtures/tls/%s", file);
+	f = fopen(path, "rb");
+	if (!f)
+		return -1;
+	h->len = fread(h->b, 1, sizeof(h->b), f);
+	fclose(f);
+	if (!as)
+		return h->len > 9 ? 0 : -1;
+	at = memmem(h->b, h->len, SNI_NAME, strlen(SNI_NAME));
+	if (!at || strlen(as) != strlen(SNI_NAME))
+		return -1;
+	memcpy(at, as, strlen(as));
+	return 0;
+}
+
+/* The first extension of type FROM in H becomes TO (curl's padding becomes ECH). */
+static int retype_ext(struct hello *h, uint16_t from, uint16_t to)
+{
+	size_t off = 9 + 2 + 32, end;
+
+	off += 1 + h->b[off];
+	off += 2 + (h->b[off] << 8 | h->b[off + 1]);
+	off += 1 + h->b[off];
+	end = off + 2 + (h->b[off] << 8 | h->b[off + 1]);
+	for (off += 2; off + 4 <= end; off += 4 + (h->b[off + 2] << 8 | h->b[off + 3]))
+		if ((h->b[off] << 8 | h->b[off + 1]) == from) {
+			put16(h->b + off, to);
+			return 0;
+		}
+	return -1;
+}
+
+static int load_hellos(void)
+{
+	static const char http[] = "GET / HTTP/1.1\r\nHost: " SNI_NAME "\r\n\r\n";
+	int err = 0;
+
+	err |= load_hello("openssl_tls13.bin", NULL, &hello_tls13);
+	err |= load_hello("openssl_tls12.bin", NULL, &hello_tls12);
+	err |= load_hello("curl_tls13.bin", NULL, &hello_curl13);
+	err |= load_hello("curl_tls12.bin", NULL, &hello_curl12);
+	err |= load_hello("openssl_ffdhe8192.bin", NULL, &hello_big);
+	err |= load_hello("openssl_tls13.bin", SNI_OTHER, &hello_other13);
+	err |= load_hello("curl_tls12.bin", SNI_OTHER, &hello_other12);
+	err |= load_hello("openssl_nosni.bin", NULL, &hello_nosni);
+	err |= load_hello("curl_tls13.bin", NULL, &hello_ech);
+	err |= retype_ext(&hello_ech, 0x0015, 0xfe0d);
+	/* cut before its server name: the name would come in the next segment */
+	err |= load_hello("openssl_tls13.bin", NULL, &hello_cut);
+	hello_cut.len = 100;
+	memcpy(hello_http.b, http, sizeof(http) - 1);
+	hello_http.len = sizeof(http) - 1;
+	return err ? -1 : 0;
+}
+
+/* Record NAME (NULL: the "checked" key) at ADDR:443 until DEADLINE, as latchd does for an answer. */
+static int name_record(struct t *t, const char *a, const char *name, uint64_t deadline)
+{
+	struct latch_name_key k = { .port = LATCH_SNI_PORT, .family = is_v6(a) ? 6 : 4 };
+	struct latch_name v = { .expires_ns = deadline };
+
+	if (is_v6(a))
+		ip6(a, k.addr);
+	else
+		ip4(a, k.addr);
+	k.name_hash = name ? latch_tls_hash(name, strlen(name)) : 0;
+	return bpf_map_update_elem(bpf_map__fd(t->skel->maps.names), &k, &v, 0);
+}
+
+/* The resolver answered SNI_NAME with the row's address (v4 or v6), names recorded, NAME_DEADLINE for the name. */
+static int sni_answer(struct t *t, const struct row *r, uint64_t name_deadline)
+{
+	uint64_t hour = boot_ns() + 3600ULL * 1000000000ULL;
+	struct latch_rule l = tcp(443, 443, hour);
+
+	l.origin = LATCH_ORIGIN_LEARNED;
+	if ((is_v6(r->pkt.dst) ? exact6(t, 0, r->pkt.dst, RULES(l)) : exact4(t, 0, r->pkt.dst, RULES(l))) ||
+	    name_record(t, r->pkt.dst, NULL, hour))
+		return -1;
+	return name_record(t, r->pkt.dst, SNI_NAME, name_deadline);
+}
+
+/* The row's flow, opened: its SYN, from the guest. */
+static int sni_syn(struct t *t, const struct row *r)
+{
+	struct pkt syn = r->pkt;
+
+	syn.tcp_flags = TCP_SYN;
+	syn.data = NULL;
+	return run(t, FROM, &syn, NULL) == OK ? 0 : -1;
+}
+
+/* The row's flow, to an answered address, opened. */
+static int sni_open(struct t *t, const struct row *r)
+{
+	return sni_answer(t, r, boot_ns() + 3600ULL * 1000000000ULL) || sni_syn(t, r);
+}
+
+/* ... the same, the name's answer past its deadline (the address's entry still good). */
+static int sni_open_stale_name(struct t *t, const struct row *r)
+{
+	return sni_answer(t, r, boot_ns() - 1000000000ULL) || sni_syn(t, r);
+}
+
+/* ... and its ClientHello named D; the row is a later packet. */
+static int sni_open_sent(struct t *t, const struct row *r, const struct hello *d, int want)
+{
+	struct pkt k = r->pkt;
+
+	k.data = d;
+	k.tcp_flags = TCP_ACK | TCP_PSH;
+	return sni_open(t, r) || run(t, FROM, &k, NULL) != want ? -1 : 0;
+}
+
+static int sni_open_refused(struct t *t, const struct row *r)
+{
+	return sni_open_sent(t, r, &hello_other13, SHOT);
+}
+
+static int sni_open_passed(struct t *t, const struct row *r)
+{
+	return sni_open_sent(t, r, &hello_tls13, OK);
+}
+
+/* ... passed, and then a new SYN on the same ports: a new connection. */
+static int sni_open_passed_then_syn(struct t *t, const struct row *r)
+{
+	return sni_open_passed(t, r) || sni_syn(t, r);
+}
+
+/* The address allowed by address (the baseline's exact entry), and names recorded for it anyway. */
+static int sni_by_address(struct t *t, const struct row *r)
+{
+	uint64_t hour = boot_ns() + 3600ULL * 1000000000ULL;
+
+	if (name_record(t, r->pkt.dst, NULL, hour) || name_record(t, r->pkt.dst, SNI_NAME, hour))
+		return -1;
+	return sni_syn(t, r);
+}
+
 #define TCP4(s, d, dp) .src = s, .dst = d, .proto = IPPROTO_TCP, .sport = GUEST_PORT, .dport = dp, .tcp_flags = TCP_SYN
 #define UDP4(s, d, dp) .src = s, .dst = d, .proto = IPPROTO_UDP, .sport = GUEST_PORT, .dport = dp
 #define PING4(s, d) .src = s, .dst = d, .proto = IPPROTO_ICMP, .icmp_type = 8, .icmp_id = 0x4242
@@ -1872,6 +2041,135 @@ static const struct row table[] = {
 	  .verdict = SHOT,
 	  .reason = LATCH_DROP_NO_CONFIG,
 	  .setup = wrong_abi },
+/*
+	 * Names all the way down: a TCP flow to an address the resolver answered
+	 * for a name passes its first data only if that data is a ClientHello
+	 * naming a name answered for that address and port, without ECH.  Each
+	 * refusal sits beside the allowed name on the same flow (control).
+	 */
+#define SNI_DATA(s, d, h)                                                                                            \
+	.src = s, .dst = d, .proto = IPPROTO_TCP, .sport = GUEST_PORT, .dport = 443, .tcp_flags = TCP_ACK | TCP_PSH, \
+	.data = h
+	{ .name = "sni: v4 the answered name passes",
+	  .dir = FROM,
+	  .pkt = { SNI_DATA(GUEST4, SNI4, &hello_tls13) },
+	  .verdict = OK,
+	  .reason = LATCH_PASS_FLOW,
+	  .setup = sni_open },
+	{ .name = "sni: v4 another name on the answered address is refused",
+	  .dir = FROM,
+	  .pkt = { SNI_DATA(GUEST4, SNI4, &hello_other13) },
+	  .verdict = SHOT,
+	  .reason = LATCH_DROP_SNI_OTHER,
+	  .setup = sni_open },
+	{ .name = "sni: v6 the answered name passes",
+	  .dir = FROM,
+	  .pkt = { SNI_DATA(GUEST6, SNI6, &hello_tls13) },
+	  .verdict = OK,
+	  .reason = LATCH_PASS_FLOW,
+	  .setup = sni_open },
+	{ .name = "sni: v6 another name on the answered address is refused",
+	  .dir = FROM,
+	  .pkt = { SNI_DATA(GUEST6, SNI6, &hello_other13) },
+	  .verdict = SHOT,
+	  .reason = LATCH_DROP_SNI_OTHER,
+	  .setup = sni_open },
+	{ .name = "sni: curl's TLS 1.3 ClientHello passes",
+	  .dir = FROM,
+	  .pkt = { SNI_DATA(GUEST4, SNI4, &hello_curl13) },
+	  .verdict = OK,
+	  .reason = LATCH_PASS_FLOW,
+	  .setup = sni_open },
+	{ .name = "sni: curl's TLS 1.2 ClientHello passes",
+	  .dir = FROM,
+	  .pkt = { SNI_DATA(GUEST4, SNI4, &hello_curl12) },
+	  .verdict = OK,
+	  .reason = LATCH_PASS_FLOW,
+	  .setup = sni_open },
+	{ .name = "sni: openssl's TLS 1.2 ClientHello passes",
+	  .dir = FROM,
+	  .pkt = { SNI_DATA(GUEST4, SNI4, &hello_tls12) },
+	  .verdict = OK,
+	  .reason = LATCH_PASS_FLOW,
+	  .setup = sni_open },
+	{ .name = "sni: TLS 1.2 naming another name is refused",
+	  .dir = FROM,
+	  .pkt = { SNI_DATA(GUEST4, SNI4, &hello_other12) },
+	  .verdict = SHOT,
+	  .reason = LATCH_DROP_SNI_OTHER,
+	  .setup = sni_open },
+	{ .name = "sni: a 1.2 KB ClientHello (8192-bit key share) in one segment passes",
+	  .dir = FROM,
+	  .pkt = { SNI_DATA(GUEST4, SNI4, &hello_big) },
+	  .verdict = OK,
+	  .reason = LATCH_PASS_FLOW,
+	  .setup = sni_open },
+	{ .name = "sni: a ClientHello without a server name is refused",
+	  .dir = FROM,
+	  .pkt = { SNI_DATA(GUEST4, SNI4, &hello_nosni) },
+	  .verdict = SHOT,
+	  .reason = LATCH_DROP_SNI_NONE,
+	  .setup = sni_open },
+	{ .name = "sni: a ClientHello with encrypted_client_hello is refused",
+	  .dir = FROM,
+	  .pkt = { SNI_DATA(GUEST4, SNI4, &hello_ech) },
+	  .verdict = SHOT,
+	  .reason = LATCH_DROP_SNI_ECH,
+	  .setup = sni_open },
+	{ .name = "sni: a ClientHello whose name is in the next segment is refused",
+	  .dir = FROM,
+	  .pkt = { SNI_DATA(GUEST4, SNI4, &hello_cut) },
+	  .verdict = SHOT,
+	  .reason = LATCH_DROP_SNI_UNREAD,
+	  .setup = sni_open },
+	{ .name = "sni: plain text to a name-checked port is refused",
+	  .dir = FROM,
+	  .pkt = { SNI_DATA(GUEST4, SNI4, &hello_http) },
+	  .verdict = SHOT,
+	  .reason = LATCH_DROP_SNI_UNREAD,
+	  .setup = sni_open },
+	{ .name = "sni: a bare ACK before the ClientHello passes",
+	  .dir = FROM,
+	  .pkt = { SNI_DATA(GUEST4, SNI4, NULL) },
+	  .verdict = OK,
+	  .reason = LATCH_PASS_FLOW,
+	  .setup = sni_open },
+	{ .name = "sni: a refused flow stays refused, whatever it sends next",
+	  .dir = FROM,
+	  .pkt = { SNI_DATA(GUEST4, SNI4, &hello_tls13) },
+	  .verdict = SHOT,
+	  .reason = LATCH_DROP_SNI_OTHER,
+	  .setup = sni_open_refused },
+	{ .name = "sni: a new SYN on a refused flow's ports is a new flow",
+	  .dir = FROM,
+	  .pkt = { TCP4(GUEST4, SNI4, 443) },
+	  .verdict = OK,
+	  .reason = LATCH_PASS_LEARNED,
+	  .setup = sni_open_refused },
+	{ .name = "sni: a flow that passed its check passes its later data",
+	  .dir = FROM,
+	  .pkt = { SNI_DATA(GUEST4, SNI4, &hello_other13) },
+	  .verdict = OK,
+	  .reason = LATCH_PASS_FLOW,
+	  .setup = sni_open_passed },
+	{ .name = "sni: a new connection on a passed flow's ports is checked again",
+	  .dir = FROM,
+	  .pkt = { SNI_DATA(GUEST4, SNI4, &hello_other13) },
+	  .verdict = SHOT,
+	  .reason = LATCH_DROP_SNI_OTHER,
+	  .setup = sni_open_passed_then_syn },
+	{ .name = "sni: a name whose answer expired is refused",
+	  .dir = FROM,
+	  .pkt = { SNI_DATA(GUEST4, SNI4, &hello_tls13) },
+	  .verdict = SHOT,
+	  .reason = LATCH_DROP_SNI_OTHER,
+	  .setup = sni_open_stale_name },
+	{ .name = "sni: an address allowed as an address is not name-checked",
+	  .dir = FROM,
+	  .pkt = { SNI_DATA(GUEST4, "198.51.100.10", &hello_other13) },
+	  .verdict = OK,
+	  .reason = LATCH_PASS_FLOW,
+	  .setup = sni_by_address },
 };
 
 /* Which reason slot(s) grew between two snapshots, for a message. */
@@ -2043,6 +2341,33 @@ static void test_events(struct t *t, struct tally *n)
 }
 
 /*
+ * A refused server name is reported with the address and the hash of the
+ * name the guest sent (latch_tls_hash), so that audit can say which.
+ */
+static void test_sni_event(struct t *t, struct tally *n)
+{
+	const struct row r = { .pkt = { SNI_DATA(GUEST4, SNI4, &hello_other13) } };
+	uint8_t dst[16] = { 0 };
+	char why[256] = "";
+	bool ok;
+
+	ip4(SNI4, dst);
+	if (reset(t) || sni_open(t, &r)) {
+		report(n, "sni: the refusal's event names the address and the name's hash", false, "setup failed",
+		       NULL);
+		return;
+	}
+	drain_events(t);
+	run(t, FROM, &r.pkt, NULL);
+	ring_buffer__consume(t->rb);
+	ok = t->n_ev == 1 && t->ev[0].reason == LATCH_DROP_SNI_OTHER && !memcmp(t->ev[0].dst_addr, dst, 16) &&
+	     ntohs(t->ev[0].dst_port) == 443 && t->ev[0].name_hash == latch_tls_hash(SNI_OTHER, strlen(SNI_OTHER));
+	snprintf(why, sizeof(why), "%d events, first reason %s hash %llx", t->n_ev,
+		 t->n_ev ? reason_name(t->ev[0].reason) : "-", t->n_ev ? (unsigned long long)t->ev[0].name_hash : 0ULL);
+	report(n, "sni: the refusal's event names the address and the name's hash", ok, why, NULL);
+}
+
+/*
  * latch_from_guest_nocsum, loaded on kernels before 6.2, is latch_from_guest
  * without the checksum-offload check (which test runs can't reach: their
  * skbs are never CHECKSUM_PARTIAL).  Every row must get the same verdict
@@ -2131,6 +2456,10 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	baseline_config(&t.cfg);
+	if (load_hellos()) {
+		fprintf(stderr, "prog_table: cannot read tests/fixtures/tls/ (run from the source tree)\n");
+		return 1;
+	}
 
 	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
 		enum outcome o = run_row(&t, &table[i], why, sizeof(why));
@@ -2143,6 +2472,7 @@ int main(int argc, char **argv)
 		}
 	}
 	test_events(&t, &n);
+	test_sni_event(&t, &n);
 	test_nocsum_variant(&t, &n);
 
 	if (n.skipped)
