@@ -134,6 +134,13 @@ static int on_event(const struct latch_event *ev, void *ctx)
 		json_object_set_new(f, "proto", json_integer(ev->proto));
 		if (ev->dst_port)
 			json_object_set_new(f, "dport", json_integer(ntohs(ev->dst_port)));
+		/* drop_sni_*: the name the guest sent, as the hash the names map keys it by */
+		if (ev->name_hash) {
+			char hex[17];
+
+			snprintf(hex, sizeof(hex), "%016llx", (unsigned long long)ev->name_hash);
+			json_object_set_new(f, "sni_hash", json_string(hex));
+		}
 	} else {
 		json_object_set_new(f, "ethertype", json_integer(ev->eth_proto));
 	}

@@ -256,6 +256,9 @@ int latchd_switch_learn(struct sandbox *s, const struct latch_entry *e, uint64_t
 
 /* learned.c */
 int latchd_learned_answered(void *arg, const char *qname, const struct latch_addr *addrs, int n, uint32_t ttl);
+/* Record NAME at E's address in the names map when E reaches the TLS port (learned.c); 0 or -errno. */
+int latchd_learned_name(struct sandbox *s, const char *name, const struct latch_entry *e, uint64_t expires, char *err,
+			size_t errlen);
 void latchd_learned_keep_allowed(struct sandbox *s);
 void latchd_learned_prune(struct sandbox *s, uint64_t now);
 void latchd_learned_load(struct sandbox *s);

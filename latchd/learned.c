@@ -94,6 +94,37 @@ static void learned_filter(struct sandbox *s,
 	s->learned_dirty = true;
 }
 
+/* Does E let TCP reach LATCH_SNI_PORT, the port the tc program name-checks? */
+static bool reaches_sni_port(const struct latch_entry *e)
+{
+	if (e->proto != LATCH_PROTO_ANY && e->proto != LATCH_PROTO_TCP)
+		return false;
+	if (!e->n_ports)
+		return true;
+	for (int i = 0; i < e->n_ports; i++)
+		if (e->ports[i].lo <= LATCH_SNI_PORT && LATCH_SNI_PORT <= e->ports[i].hi)
+			return true;
+	return false;
+}
+
+/*
+ * The name travels with the address: before E's rule lets the guest reach
+ * its address, NAME is recorded there, so the tc program holds the flow's
+ * TLS server name to it.  A room (no names map) is not name-checked.
+ */
+int latchd_learned_name(struct sandbox *s, const char *name, const struct latch_entry *e, uint64_t expires, char *err,
+			size_t errlen)
+{
+	int rc;
+
+	if (!reaches_sni_port(e))
+		return 0;
+	rc = latch_names_record(s->sb, &e->addr, name, expires);
+	if (rc == -EOPNOTSUPP)
+		return 0;
+	return rc ? latch_errf(err, errlen, rc, "names map: %s", strerror(-rc)) : 0;
+}
+
 /*
  * Runs before the reply leaves latchd: the entry is in the kernel when the
  * guest connects.  0 when every address is (or needs not be) in the kernel;
@@ -123,7 +154,9 @@ int latchd_learned_answered(void *arg, const char *qname, const struct latch_add
 			struct latch_entry e;
 
 			latch_profile_address_entry(&addrs[i], &ports[k], &e);
-			if (latchd_switch_learn(s, &e, expires, LATCH_ORIGIN_LEARNED, err, sizeof(err))) {
+			/* the name first: an address the guest can reach is never one the kernel can't name-check */
+			if (latchd_learned_name(s, qname, &e, expires, err, sizeof(err)) ||
+			    latchd_switch_learn(s, &e, expires, LATCH_ORIGIN_LEARNED, err, sizeof(err))) {
 				latchd_log("%s: learned entry for %s: %s", s->name, qname, err);
 				written = false;
 				rc = -EAGAIN;

@@ -130,6 +130,7 @@ void latchd_periodic_run(struct latchd *ld, uint64_t now)
 			latchd_learned_save(s);
 		if (ld->ticks % PRUNE_INTERVAL_S == 0 && now > RESOLVED_GRACE_NS) {
 			latch_policy_prune_resolved(s->sb, now - RESOLVED_GRACE_NS);
+			latch_names_prune(s->sb, now - RESOLVED_GRACE_NS);
 			latchd_learned_prune(s, now);
 		}
 	}

@@ -236,6 +236,25 @@ static void switch_adopt(struct pending_switch *sw)
 		latchd_log("%s: %s", s->name, err);
 }
 
+/* The profile's host names, recorded at their addresses before the policy lets the guest reach them. */
+static int record_host_names(struct sandbox *s, const struct latch_compose_in *in, char *err, size_t errlen)
+{
+	for (int i = 0; i < in->n_hosts; i++) {
+		const struct latch_compose_host *h = &in->hosts[i];
+
+		for (int k = 0; k < h->n; k++) {
+			struct latch_entry e;
+			int rc;
+
+			latch_profile_address_entry(&h->addr[k], &h->pe->entry, &e);
+			rc = latchd_learned_name(s, h->pe->name, &e, h->expires_ns, err, errlen);
+			if (rc)
+				return rc;
+		}
+	}
+	return 0;
+}
+
 static void switch_commit(struct pending_switch *sw)
 {
 	struct sandbox *s = sw->s;
@@ -262,6 +281,8 @@ static void switch_commit(struct pending_switch *sw)
 		in.n_live = live.n;
 		rc = latch_profile_compose(&in, &out);
 	}
+	if (!rc)
+		rc = record_host_names(s, &in, err, sizeof(err));
 	if (rc) {
 		latch_policy_unlock(lock);
 		latchd_control_reply_error(sw->client, "%s: cannot build the policy: %s", s->name, strerror(-rc));
@@ -404,7 +425,8 @@ static void refresh_done(void *arg, const char *name, const struct latch_addr *a
 		struct latch_entry e;
 
 		latch_profile_address_entry(&h->addr[i], &h->pe->entry, &e);
-		if (latchd_switch_learn(s, &e, h->expires_ns, LATCH_ORIGIN_HOSTNAME, err, sizeof(err)))
+		if (latchd_learned_name(s, h->pe->name, &e, h->expires_ns, err, sizeof(err)) ||
+		    latchd_switch_learn(s, &e, h->expires_ns, LATCH_ORIGIN_HOSTNAME, err, sizeof(err)))
 			latchd_log("%s: %s: %s", s->name, name, err);
 	}
 }

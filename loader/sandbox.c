@@ -40,6 +40,7 @@ const char *const latch_map_names[LATCH_MAP_COUNT] = {
 	[LATCH_MAP_DNS_BUCKET] = "dns_bucket",
 	[LATCH_MAP_EVENT_BUCKET] = "event_bucket",
 	[LATCH_MAP_EVENTS] = "events",
+	[LATCH_MAP_NAMES] = "names",
 };
 
 struct latch_sandbox {
@@ -436,6 +437,9 @@ struct latch_sandbox *latch_sandbox_open(const char *name, char *err, size_t err
 	for (int i = 0; i < LATCH_MAP_COUNT; i++) {
 		latch_pin_path(name, latch_map_names[i], path, sizeof(path));
 		sb->fd[i] = bpf_obj_get(path);
+		/* pins of a latch before the names map: nothing there is name-checked until a re-attach */
+		if (sb->fd[i] < 0 && i == LATCH_MAP_NAMES && errno == ENOENT)
+			continue;
 		if (sb->fd[i] < 0) {
 			latch_errf(err, errlen, -1, "sandbox '%s' is missing its pinned map %s: %s", name, path,
 				   strerror(errno));

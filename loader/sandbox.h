@@ -36,6 +36,7 @@ enum latch_map_id {
 	LATCH_MAP_DNS_BUCKET,
 	LATCH_MAP_EVENT_BUCKET,
 	LATCH_MAP_EVENTS,
+	LATCH_MAP_NAMES,
 	LATCH_MAP_COUNT,
 };
 
@@ -108,6 +109,18 @@ const char *latch_sandbox_name(const struct latch_sandbox *sb);
 int latch_sandbox_map_fd(const struct latch_sandbox *sb, enum latch_map_id id);
 int latch_sandbox_read_config(const struct latch_sandbox *sb, struct latch_config *cfg);
 int latch_sandbox_write_config(const struct latch_sandbox *sb, const struct latch_config *cfg);
+
+/*
+ * Names all the way down (loader/names.c): NAME answered at address A until
+ * EXPIRES_NS, recorded in the names map for its TLS port, with A marked
+ * name-checked.  A deadline only grows.  0, -EOPNOTSUPP for a sandbox
+ * without the map (a room, or pins of an older latch), or -errno.
+ */
+int latch_names_record(struct latch_sandbox *sb, const struct latch_addr *a, const char *name, uint64_t expires_ns);
+/* Remove the records whose deadline is before BEFORE_NS; the count, or -errno. */
+int latch_names_prune(struct latch_sandbox *sb, uint64_t before_ns);
+/* Does the names map mark A name-checked?  1, 0, or -errno. */
+int latch_names_checked(const struct latch_sandbox *sb, const struct latch_addr *a);
 
 /* Observed posture of one direction's hook. */
 struct latch_hook_state {

@@ -486,6 +486,8 @@ LTS_T=${LTS_T:-2}
 LTS_T_DENY=${LTS_T_DENY:-0.5}
 
 tcp_ok() { in_g "$LTS_PY" "$LTS_NET" tcp "$@" --timeout "$LTS_T"; }      # HOST PORT [--bind SRC]
+# tls_ok HOST PORT NAME: a TLS ClientHello naming NAME ('': none), then the line, echoed (name-checked ports)
+tls_ok() { in_g "$LTS_PY" "$LTS_NET" tcp "$1" "$2" --sni "$3" --timeout "$LTS_T"; }
 udp_ok() { in_g "$LTS_PY" "$LTS_NET" udp "$@" --timeout "$LTS_T"; }      # HOST PORT [--bind SRC]
 ping_ok() { in_g "$LTS_PY" "$LTS_NET" ping "$@" --timeout "$LTS_T"; }    # HOST [--bind SRC]
 # dns_answered HOST [--count N] [--tcp]: prints how many queries were answered

@@ -153,7 +153,7 @@ marks_active() { latch egress "$LTS_NAME" profile | grep -q "^\* $1 "; }
 check "the profile list marks p1 active" marks_active p1
 applied() { latch --json status "$LTS_NAME" | jq -e --arg p "$1" '.sandboxes[0].profile_applied == $p' >/dev/null; }
 check "status reports p1 as applied, as latchd says" applied p1
-check "a host name of the profile was resolved by the host" tcp_ok "$SRV_A" 443
+check "a host name of the profile was resolved by the host" tls_ok "$SRV_A" 443 ok.example
 check "a CIDR entry of the profile passes" tcp_ok "$SRV_C" 443
 check_not "an address of no entry stays closed" tcp_ok "$SRV_B" 443
 
@@ -173,7 +173,7 @@ check_not "the CDN's address is closed before any answer" tcp_ok "$CDN" 443
 r=$(q www.site.example)
 check_eq "www.site.example (under *.site.example:443) is answered through its 2-link chain" "$r" \
 	"NOERROR www.site.example.global.example.net. edge.cdn.example.net. $CDN "
-check "its answer opened the CDN's address on the name's port (443)" tcp_ok "$CDN" 443
+check "its answer opened the CDN's address on the name's port (443)" tls_ok "$CDN" 443 www.site.example
 check_not "but not on any other port (8080)" tcp_ok "$CDN" 8080
 r=$(q edge.cdn.example.net)
 check_eq "the chain's end, asked by itself, is REFUSED" "$r" "REFUSED "
@@ -182,7 +182,7 @@ check_eq "the chain's end, asked by itself, is REFUSED" "$r" "REFUSED "
 check_not "a wildcard's address is closed before any answer" tcp_ok "$WILD" 443
 r=$(q x1.wild.example)
 check "a name under the wildcard resolves" grep -q "NOERROR $WILD" <<<"$r"
-check "its answer opened the address (learned entry)" tcp_ok "$WILD" 443
+check "its answer opened the address (learned entry)" tls_ok "$WILD" 443 x1.wild.example
 r=$(q wild.example)
 check_eq "the wildcard's apex is not allowed" "$r" "REFUSED "
 
@@ -308,7 +308,7 @@ check "a switch waits while the policy lock is held" waits_for_lock latch egress
 # a learned answer's write reads, merges and writes back the address's rules:
 # unlocked, a revoke landing in between would be undone
 check "a learned answer waits for the lock before its write" waits_for_lock q lk1.wild.example
-check "... and its entry is live once written" tcp_ok "$WILD" 443
+check "... and its entry is live once written" tls_ok "$WILD" 443 lk1.wild.example
 latch egress "$LTS_NAME" revoke 203.0.113.78:443 >/dev/null
 
 # --- what a switch must keep: a grant, a hand-added entry, the overlay
@@ -346,12 +346,12 @@ before_sw=$(awk -v a="$SRV_A" -v t="$t_switch" '$2 == a && $5 + 0 <= t + 0 { n++
 check "control: the removed destination's stream flowed before the switch" test "$before_sw" -gt 10
 echo "# switch returned by $t_switch; lines to $SRV_A sent later that arrived: $(awk -v a="$SRV_A" -v t="$t_switch" '$2 == a && $5 + 0 > t + 0 { printf("%s ", $5) }' "$LTS_TMP/serve9000.log")"
 check_eq "nothing sent to the removed destination after the switch returned arrived" "$after" 0
-check_not "a new flow to the removed name's address is dropped" tcp_ok "$SRV_A" 443
+check_not "a new flow to the removed name's address is dropped" tls_ok "$SRV_A" 443 ok.example
 r=$(q ok.example)
 check_eq "the removed name is now REFUSED" "$r" "REFUSED "
 r=$(q other.example)
 check "p2's name resolves" grep -q "NOERROR $SRV_B" <<<"$r"
-check "p2's host name passes" tcp_ok "$SRV_B" 443
+check "p2's host name passes" tls_ok "$SRV_B" 443 other.example
 check "the grant survived the switch" tcp_ok "$SRV_B" 7000
 check "the hand-added entry survived the switch" tcp_ok "$SRV_C" 8080
 check_not "p1's CIDR entry is gone after the switch" tcp_ok "$SRV_C" 443
@@ -384,7 +384,7 @@ check_eq "control: latchd --reload of the valid one passes" "$(LATCH_ROOT=$ROOT 
 
 # --- host names are asked again before their TTL runs out
 sleep 4 # past every TTL (<= 3 s)
-check "a host name stays open past its TTL while latchd refreshes it" tcp_ok "$SRV_B" 443
+check "a host name stays open past its TTL while latchd refreshes it" tls_ok "$SRV_B" 443 other.example
 
 # --- SIGKILL: the kernel keeps enforcing; a restart picks up where it was
 kill -KILL "$LATCHD_PID"
@@ -396,7 +396,7 @@ check "and says the stored profile is not verified without latchd" grep -q "p2 s
 check "doctor warns that latchd is not answering" doctor_says warn
 check_not "after SIGKILL DNS to another server is still dropped" dns_ok "$SRV_DNS"
 sleep 4 # every TTL (<= 3 s) has run out with nobody to refresh it
-check_not "after SIGKILL host-name entries expire in the kernel (fail closed)" tcp_ok "$SRV_B" 443
+check_not "after SIGKILL host-name entries expire in the kernel (fail closed)" tls_ok "$SRV_B" 443 other.example
 check "the learned names were kept on disk for the restart" grep -q " x5.wild.example$" "$ROOT/var/lib/latch/policy/$LTS_NAME.learned"
 start_latchd || fail latchd-restart "latchd did not come back: $(tail -3 "$LTS_TMP/latchd.log")"
 counter_learned() { echo '{"op":"ping"}' | socat -T2 - UNIX-CONNECT:"$ROOT/run/latch/latchd.sock" | jq '.sandboxes[0].learned'; }
@@ -405,7 +405,7 @@ learned=$(echo '{"op":"ping"}' | socat -T2 - UNIX-CONNECT:"$ROOT/run/latch/latch
 check "restarted latchd knows the names it had learned, before any new query" test "${learned:-0}" -ge 1
 r=$(q other.example)
 check "restarted latchd serves the stored profile" grep -q "NOERROR $SRV_B" <<<"$r"
-check "restarted latchd refreshed the host names" tcp_ok "$SRV_B" 443
+check "restarted latchd refreshed the host names" tls_ok "$SRV_B" 443 other.example
 r=$(q ok.example)
 check_eq "and still refuses what the profile does not allow" "$r" "REFUSED "
 
