@@ -47,6 +47,12 @@
  *                its recorded flow, REPEAT times (LATCH_PASS_DNS): the parse
  *                and the policy are skipped, the DNS bucket is charged each
  *                time (its rate set out of the run's reach meanwhile).
+ *   sni_first    the first data of a name-checked flow (a learned rule for
+ *                DST:443, the name recorded): curl's 517-byte ClientHello
+ *                read and its name looked up, measured by difference as
+ *                hit_policy is, the flow put back to waiting each pair.
+ *   sni_cached   that flow's later packets, REPEAT times: a name-checked
+ *                flow never enters flow_hot, so each takes the flow table.
  *   tc_pass      bench_progs' one-instruction tc program: the framework floor.
  *
  * Prints one line per measurement: "n=N case=CASE rep=R ns=NS".
@@ -65,6 +71,7 @@
 #include <unistd.h>
 
 #include "bpf/latch_abi.h"
+#include "bpf/latch_tls.h"
 #include "loader/loader.h"
 #include "latch_tc.skel.h"
 #include "bench_progs.skel.h"
@@ -305,6 +312,108 @@ static void clear_flow_hot(const struct size_ctx *c)
 		die("flow_hot clear: %s", strerror(errno));
 }
 
+/* The ClientHello the name-checked cases send: curl's, TLS 1.3, naming api.example.com (517 bytes). */
+#define SNI_HELLO "tests/fixtures/tls/curl_tls13.bin"
+#define SNI_NAME "api.example.com"
+
+/* Ethernet + IPv4 + TCP (ACK, PSH) to daddr:443 carrying the ClientHello; its length. */
+static size_t hello_segment(uint8_t *b, size_t cap, const char *daddr)
+{
+	uint8_t hello[2048], *tcp;
+	FILE *f = fopen(SNI_HELLO, "rb");
+	size_t n;
+
+	if (!f)
+		die("%s: %s (run from the top of the tree)", SNI_HELLO, strerror(errno));
+	n = fread(hello, 1, sizeof(hello), f);
+	fclose(f);
+	if (54 + n > cap || 54 + n > 0xffff)
+		die("%s: too long", SNI_HELLO);
+	tcp = eth_ip4(b, 54 + n, IPPROTO_TCP, daddr);
+	b[14 + 2] = (40 + n) >> 8;
+	b[14 + 3] = (40 + n) & 0xff;
+	tcp[0] = GUEST_PORT >> 8;
+	tcp[1] = GUEST_PORT & 0xff;
+	tcp[2] = 443 >> 8;
+	tcp[3] = 443 & 0xff;
+	tcp[12] = 5 << 4;
+	tcp[13] = 0x18;
+	tcp[14] = tcp[15] = 0xff;
+	memcpy(tcp + 20, hello, n);
+	return 54 + n;
+}
+
+/*
+ * The resolver answered SNI_NAME with DST: a learned rule for TCP 443 beside
+ * the list's rule, and the name recorded in the names map (loader/names.c).
+ */
+static void sni_answer(const struct size_ctx *c)
+{
+	struct latch_exact4_key k = { .gen = 0 };
+	struct latch_name_key nk = { .port = 443, .family = 4 };
+	struct latch_name nv = { .expires_ns = ~0ULL };
+	struct latch_rule r = {
+		.port_lo = 443, .port_hi = 443, .proto = LATCH_PROTO_TCP, .origin = LATCH_ORIGIN_LEARNED
+	};
+	struct latch_rules v;
+
+	inet_pton(AF_INET, dst, &k.addr);
+	if (bpf_map_lookup_elem(bpf_map__fd(c->s->maps.exact4), &k, &v))
+		die("exact4: DST is not in the list");
+	r.expires_ns = ~0ULL;
+	latch_rules_merge(&v, &r);
+	if (bpf_map_update_elem(bpf_map__fd(c->s->maps.exact4), &k, &v, BPF_ANY))
+		die("exact4: %s", strerror(errno));
+	memcpy(nk.addr, &k.addr, 4);
+	nk.name_hash = 0;
+	if (bpf_map_update_elem(bpf_map__fd(c->s->maps.names), &nk, &nv, BPF_ANY))
+		die("names: %s", strerror(errno));
+	nk.name_hash = latch_tls_hash(SNI_NAME, strlen(SNI_NAME));
+	if (bpf_map_update_elem(bpf_map__fd(c->s->maps.names), &nk, &nv, BPF_ANY))
+		die("names: %s", strerror(errno));
+}
+
+/*
+ * Names all the way down: a name-checked flow's first data (its
+ * ClientHello read and the name looked up), by difference as hit_policy
+ * is (the flow put back to waiting before each pair), and its later
+ * packets, which take the flow table (never flow_hot).
+ */
+static void bench_sni(const struct size_ctx *c, int r, int floor_fd, unsigned int floor_ns, long *diff)
+{
+	uint8_t seg[2048];
+	size_t len = hello_segment(seg, sizeof(seg), dst);
+	struct latch_flow4_key fk = { .remote_port = htons(443),
+				      .local_port = htons(GUEST_PORT),
+				      .proto = IPPROTO_TCP };
+	struct latch_config cfg;
+	struct latch_flow waiting = { .reason = LATCH_PASS_LEARNED, .sni = LATCH_FLOW_SNI_WAIT };
+	int fd = bpf_program__fd(c->s->progs.latch_from_guest), flow_fd = bpf_map__fd(c->s->maps.flow4);
+	__u32 zero = 0;
+	uint64_t before;
+
+	sni_answer(c);
+	if (bpf_map_lookup_elem(bpf_map__fd(c->s->maps.settings), &zero, &cfg))
+		die("settings: %s", strerror(errno));
+	waiting.policy_version = cfg.policy_version;
+	inet_pton(AF_INET, dst, &fk.remote_addr);
+	before = counter(c->s, LATCH_PASS_FLOW);
+	for (int i = 0; i < pairs; i++) {
+		if (bpf_map_update_elem(flow_fd, &fk, &waiting, BPF_ANY))
+			die("flow4: %s", strerror(errno));
+		clear_flow_hot(c);
+		diff[i] = -(long)run(floor_fd, seg, len, 1, TC_ACT_OK);
+		diff[i] += run(fd, seg, len, 1, TC_ACT_OK);
+	}
+	if (counter(c->s, LATCH_PASS_FLOW) - before != (uint64_t)pairs)
+		die("sni_first: the ClientHello was not passed once per pair");
+	out(c->n, "sni_first", r, floor_ns + median(diff, pairs));
+	before = counter(c->s, LATCH_PASS_FLOW);
+	out(c->n, "sni_cached", r, run(fd, seg, len, repeat, TC_ACT_OK));
+	if (counter(c->s, LATCH_PASS_FLOW) - before != repeat)
+		die("sni_cached: not every packet took the flow path");
+}
+
 /* One rep of every case on one loaded copy. */
 static void bench_rep(const struct size_ctx *c, int r, int floor_fd)
 {
@@ -389,6 +498,8 @@ static void bench_rep(const struct size_ctx *c, int r, int floor_fd)
 	if (counter(c->s, LATCH_PASS_DNS) - before != repeat)
 		die("dns_cached: not every query passed as DNS");
 	set_dns_rate(c->s, LATCH_DEFAULT_DNS_RATE, LATCH_DEFAULT_DNS_BURST);
+
+	bench_sni(c, r, floor_fd, floor_ns, diff);
 }
 
 int main(int argc, char **argv)

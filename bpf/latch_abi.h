@@ -351,7 +351,10 @@ enum latch_flow_sni {
 	LATCH_FLOW_SNI_NONE = 0, /* not name-checked, or checked and passed */
 	LATCH_FLOW_SNI_WAIT = 1, /* name-checked: its first data must name an answered name */
 	LATCH_FLOW_SNI_REFUSED = 2, /* refused: every later packet drops under flow.reason */
-	LATCH_FLOW_SNI_PASSED = 3, /* checked and passed; never in flow_hot (see latch_tc.bpf.c) */
+	LATCH_FLOW_SNI_PASSED = 3, /* checked and passed */
+	/* the same two, on a host of more CPUs than hot_forget() clears: never in flow_hot */
+	LATCH_FLOW_SNI_WAIT_NOHOT = 4,
+	LATCH_FLOW_SNI_NOHOT = 5,
 };
 
 /* The one port whose flows are name-checked (docs/INVARIANTS.md says why only it). */

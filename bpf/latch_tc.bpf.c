@@ -500,7 +500,7 @@ static __always_inline int sni_verdict(struct __sk_buff *skb, const struct latch
 
 	if (r >= 0) {
 		if (r > 0)
-			f->sni = LATCH_FLOW_SNI_PASSED;
+			f->sni = f->sni == LATCH_FLOW_SNI_WAIT ? LATCH_FLOW_SNI_PASSED : LATCH_FLOW_SNI_NOHOT;
 		return verdict(skb, cfg, p, pass, LATCH_DIR_FROM_GUEST);
 	}
 	f->reason = r;
@@ -549,6 +549,49 @@ static __always_inline void hot_store(struct latch_flow_hot *h, const union flow
 		__builtin_memcpy((__u8 *)&h->wire4 + 6, &p->dport, 2);
 		h->proto4 = p->proto;
 	}
+}
+
+/* CPUs whose flow_hot a new name-checked flow clears; past it, the flow never goes hot. */
+#define LATCH_HOT_CPUS_MAX 8192
+
+struct hot_forget_ctx {
+	union flow_key key;
+	__u32 family;
+	__u32 done; /* set at the first CPU past the last */
+};
+
+static long hot_forget_cpu(__u32 cpu, void *arg)
+{
+	struct hot_forget_ctx *c = arg;
+	__u32 zero = 0;
+	struct latch_flow_hot *h = bpf_map_lookup_percpu_elem(&flow_hot, &zero, cpu);
+
+	if (!h) {
+		c->done = 1;
+		return 1;
+	}
+	if (hot_matches(h, &c->key, c->family)) {
+		h->family = 0;
+		h->wire4 = 0;
+		h->proto4 = 0;
+	}
+	return 0;
+}
+
+/*
+ * A new name-checked flow: no CPU's flow_hot may still hold its ports (an
+ * earlier connection's on them, allowed or checked), or there its
+ * ClientHello would pass unread.  Runs before the SYN is passed on, so
+ * before any data of the new connection can reach another CPU.  Returns 0
+ * when every CPU was looked at, -1 when there were more than
+ * LATCH_HOT_CPUS_MAX (the flow must then stay out of flow_hot).
+ */
+static __always_inline int hot_forget(const union flow_key *k, __u32 family)
+{
+	struct hot_forget_ctx c = { .key = *k, .family = family };
+
+	bpf_loop(LATCH_HOT_CPUS_MAX, hot_forget_cpu, &c, 0);
+	return c.done ? 0 : -1;
 }
 
 /*
@@ -751,14 +794,14 @@ static __always_inline int from_guest(struct __sk_buff *skb, const bool csum_che
 			return verdict(skb, cfg, &p, f->reason, LATCH_DIR_FROM_GUEST);
 	}
 	/*
-	 * A name-checked flow never enters flow_hot: another CPU's flow_hot
-	 * could still hold the ports of an earlier flow and pass the next
-	 * one's ClientHello unread.  It pays the flow table on every packet.
+	 * A name-checked flow enters flow_hot once it passed its check (its
+	 * SYN cleared every CPU's flow_hot of its ports: hot_forget);
+	 * one LATCH_FLOW_SNI_NOHOT never does.
 	 */
 	if (f && !is_dns(&p) && flow_current(f, version, &now)) {
-		if (f->sni == LATCH_FLOW_SNI_WAIT)
+		if (f->sni == LATCH_FLOW_SNI_WAIT || f->sni == LATCH_FLOW_SNI_WAIT_NOHOT)
 			return sni_verdict(skb, cfg, &p, f, &now, LATCH_PASS_FLOW);
-		if (hot && f->sni == LATCH_FLOW_SNI_NONE)
+		if (hot && (f->sni == LATCH_FLOW_SNI_NONE || f->sni == LATCH_FLOW_SNI_PASSED))
 			hot_store(hot, &key, &p, version, f->expires_ns);
 		return verdict(skb, cfg, &p, LATCH_PASS_FLOW, LATCH_DIR_FROM_GUEST);
 	}
@@ -767,14 +810,16 @@ static __always_inline int from_guest(struct __sk_buff *skb, const bool csum_che
 	if (reason > 0 && !(f && flow_current(f, version, &now))) {
 		__u8 sni = f ? f->sni : sni_wanted(&p, reason);
 
+		if (sni == LATCH_FLOW_SNI_WAIT && !f && hot_forget(&key, p.family))
+			sni = LATCH_FLOW_SNI_WAIT_NOHOT;
 		flow_store(&p, &key, version, reason, expires, sni);
-		if (sni == LATCH_FLOW_SNI_WAIT) {
+		if (sni == LATCH_FLOW_SNI_WAIT || sni == LATCH_FLOW_SNI_WAIT_NOHOT) {
 			f = p.family == 4 ? bpf_map_lookup_elem(&flow4, &key.k4) : bpf_map_lookup_elem(&flow6, &key.k6);
 			if (!f)
 				return verdict(skb, cfg, &p, LATCH_DROP_SNI_UNREAD, LATCH_DIR_FROM_GUEST);
 			return sni_verdict(skb, cfg, &p, f, &now, reason);
 		}
-		if (hot && !is_dns(&p) && sni == LATCH_FLOW_SNI_NONE)
+		if (hot && !is_dns(&p) && (sni == LATCH_FLOW_SNI_NONE || sni == LATCH_FLOW_SNI_PASSED))
 			hot_store(hot, &key, &p, version, expires);
 	}
 	return verdict(skb, cfg, &p, reason, LATCH_DIR_FROM_GUEST);

@@ -20,6 +20,7 @@
  * FAIL once it passes, so that the fix flips it.  -v shows libbpf debug.
  */
 #include <arpa/inet.h>
+#include <sched.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -1087,6 +1088,31 @@ static int sni_open_passed(struct t *t, const struct row *r)
 static int sni_open_passed_then_syn(struct t *t, const struct row *r)
 {
 	return sni_open_passed(t, r) || sni_syn(t, r);
+}
+
+static int on_cpu(struct t *t, int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu % t->ncpus, &set);
+	return sched_setaffinity(0, sizeof(set), &set);
+}
+
+/*
+ * ... passed and went hot on CPU 0 (a second packet stores it in flow_hot),
+ * then a new SYN on the same ports from CPU 1; the row runs on CPU 0, whose
+ * flow_hot the SYN must have cleared.
+ */
+static int sni_hot_then_syn_elsewhere(struct t *t, const struct row *r)
+{
+	struct pkt k = r->pkt;
+
+	k.data = &hello_tls13;
+	k.tcp_flags = TCP_ACK | TCP_PSH;
+	if (on_cpu(t, 0) || sni_open_passed(t, r) || run(t, FROM, &k, NULL) != OK || on_cpu(t, 1) || sni_syn(t, r))
+		return -1;
+	return on_cpu(t, 0);
 }
 
 /* The address allowed by address (the baseline's exact entry), and names recorded for it anyway. */
@@ -2158,6 +2184,12 @@ static const struct row table[] = {
 	  .verdict = SHOT,
 	  .reason = LATCH_DROP_SNI_OTHER,
 	  .setup = sni_open_passed_then_syn },
+	{ .name = "sni: a new connection's ClientHello is checked on a CPU whose flow_hot held its ports",
+	  .dir = FROM,
+	  .pkt = { SNI_DATA(GUEST4, SNI4, &hello_other13) },
+	  .verdict = SHOT,
+	  .reason = LATCH_DROP_SNI_OTHER,
+	  .setup = sni_hot_then_syn_elsewhere },
 	{ .name = "sni: a name whose answer expired is refused",
 	  .dir = FROM,
 	  .pkt = { SNI_DATA(GUEST4, SNI4, &hello_tls13) },
