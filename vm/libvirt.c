@@ -192,30 +192,53 @@ void latch_virt_close(struct latch_virt *v)
 	free(v);
 }
 
+/* The entity that stands for c in an XML attribute or text; NULL when c stands for itself. */
+static const char *xml_entity(char c)
+{
+	switch (c) {
+	case '&':
+		return "&amp;";
+	case '<':
+		return "&lt;";
+	case '>':
+		return "&gt;";
+	case '\'':
+		return "&apos;";
+	case '"':
+		return "&quot;";
+	default:
+		return NULL;
+	}
+}
+
 /* Append s to the buffer, escaped for an XML attribute or text. */
 static void xesc(FILE *f, const char *s)
 {
 	for (; *s; s++) {
-		switch (*s) {
-		case '&':
-			fputs("&amp;", f);
-			break;
-		case '<':
-			fputs("&lt;", f);
-			break;
-		case '>':
-			fputs("&gt;", f);
-			break;
-		case '\'':
-			fputs("&apos;", f);
-			break;
-		case '"':
-			fputs("&quot;", f);
-			break;
-		default:
+		const char *e = xml_entity(*s);
+
+		if (e)
+			fputs(e, f);
+		else
 			fputc(*s, f);
-		}
 	}
+}
+
+int latch_xml_escape(const char *s, char *buf, size_t len)
+{
+	size_t o = 0;
+
+	for (; *s; s++) {
+		const char *e = xml_entity(*s);
+		size_t n = e ? strlen(e) : 1;
+
+		if (o + n >= len)
+			return -ENAMETOOLONG;
+		memcpy(buf + o, e ? e : s, n);
+		o += n;
+	}
+	buf[o] = '\0';
+	return 0;
 }
 
 char *latch_domain_xml(const struct latch_domain_opts *o)

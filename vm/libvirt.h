@@ -67,6 +67,9 @@ bool latch_kvm_usable(char *why, size_t len);
  */
 int latch_domain_cpu_from_xml(const char *xml, char *buf, size_t len);
 
+/* s escaped for an XML attribute or text into buf; -ENAMETOOLONG when it does not fit. */
+int latch_xml_escape(const char *s, char *buf, size_t len);
+
 /* The domain XML for o; returns a malloc'd string or NULL (errno set). */
 char *latch_domain_xml(const struct latch_domain_opts *o);
 

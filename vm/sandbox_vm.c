@@ -178,17 +178,16 @@ int latch_vm_domain_opts(const struct latch_vm_state *st, struct latch_domain_op
 	return latch_vm_console_path(st->name, d->console_log, sizeof(d->console_log));
 }
 
-struct domain_watch {
-	struct latch_virt *v;
-	const char *name;
-	char *err;
-	size_t errlen;
-};
-
-/* latch_agent_wait()'s question between attempts: a guest that stopped never answers. */
-static int domain_alive(void *arg)
+int latch_vm_boot_timeout(const struct latch_vm_up_opts *o, bool kvm)
 {
-	struct domain_watch *w = arg;
+	return o->boot_timeout_ms > 0 ? o->boot_timeout_ms :
+	       kvm		      ? LATCH_VM_BOOT_TIMEOUT_KVM_MS :
+					LATCH_VM_BOOT_TIMEOUT_TCG_MS;
+}
+
+int latch_vm_domain_alive(void *arg)
+{
+	struct latch_vm_domain_watch *w = arg;
 	struct latch_domain_info di;
 
 	latch_domain_info(w->v, w->name, &di);
@@ -230,9 +229,7 @@ static int boot_guest(struct latch_virt *v, const struct latch_vm_state *st, boo
 	*started = false;
 	if (latch_vm_domain_opts(st, &d, res->accel_why, sizeof(res->accel_why)))
 		return latch_errf(err, errlen, -ENAMETOOLONG, "image path %s is too long", st->image_dir);
-	timeout = o->boot_timeout_ms > 0 ? o->boot_timeout_ms :
-		  d.kvm			 ? LATCH_VM_BOOT_TIMEOUT_KVM_MS :
-					   LATCH_VM_BOOT_TIMEOUT_TCG_MS;
+	timeout = latch_vm_boot_timeout(o, d.kvm);
 	res->boot_timeout_ms = timeout;
 	snprintf(res->console_log, sizeof(res->console_log), "%s", d.console_log);
 	snprintf(dir, sizeof(dir), "%s", d.console_log);
@@ -254,9 +251,9 @@ static int boot_guest(struct latch_virt *v, const struct latch_vm_state *st, boo
 		      dom_ms / 1000.0, *di.accel ? di.accel : "?", res->accel_why);
 	latch_vm_step(o, "waiting for the guest agent (boot timeout %d s from the domain start; console log %s)",
 		      timeout / 1000, d.console_log);
-	ret = latch_agent_wait(d.agent_sock, (int)(t_start + timeout - latch_now_ms()), domain_alive,
-			       &(struct domain_watch){ v, st->name, err, errlen }, res->release, sizeof(res->release),
-			       &seen);
+	ret = latch_agent_wait(d.agent_sock, (int)(t_start + timeout - latch_now_ms()), latch_vm_domain_alive,
+			       &(struct latch_vm_domain_watch){ v, st->name, err, errlen }, res->release,
+			       sizeof(res->release), &seen);
 	if (ret == -ETIMEDOUT) {
 		char what[PATH_MAX + 160];
 

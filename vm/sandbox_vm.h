@@ -24,6 +24,18 @@ void latch_vm_net_opts(const struct latch_vm_state *st, struct latch_net_opts *n
 /* The serial console's log file of NAME (virtlogd writes it while the guest runs). */
 int latch_vm_console_path(const char *name, char *buf, size_t len);
 
+struct latch_virt;
+/* The boot timeout: o's, else by accelerator. */
+int latch_vm_boot_timeout(const struct latch_vm_up_opts *o, bool kvm);
+/* latch_agent_wait()'s question between attempts: a guest that stopped never answers (a line in err). */
+struct latch_vm_domain_watch {
+	struct latch_virt *v;
+	const char *name;
+	char *err;
+	size_t errlen;
+};
+int latch_vm_domain_alive(void *arg);
+
 /* up's progress line, through o->step when there is one. */
 __attribute__((format(printf, 2, 3))) void latch_vm_step(const struct latch_vm_up_opts *o, const char *fmt, ...);
 /* The domain a cold boot of st gets; accel_why says why KVM or TCG. */
@@ -35,7 +47,6 @@ int latch_vm_domain_opts(const struct latch_vm_state *st, struct latch_domain_op
  * persistent for a later cold start.  On failure nothing of it is left, the
  * step line and res->warm_note say why, and the caller boots instead.
  */
-struct latch_virt;
 int latch_vm_warm_start(struct latch_virt *v, struct latch_vm_state *st, const struct latch_vm_up_opts *o,
 			struct latch_vm_up_result *res, int64_t t0);
 

@@ -24,9 +24,7 @@ static int template_ready(struct latch_virt *v, const struct latch_vm_state *st,
 			  char *err, size_t errlen)
 {
 	int64_t t1 = latch_now_ms();
-	int timeout = o->boot_timeout_ms > 0 ? o->boot_timeout_ms :
-		      d->kvm		     ? LATCH_VM_BOOT_TIMEOUT_KVM_MS :
-					       LATCH_VM_BOOT_TIMEOUT_TCG_MS;
+	int timeout = latch_vm_boot_timeout(o, d->kvm);
 	int r = latch_template_locate(st, d->kvm, o, t, err, errlen);
 
 	snprintf(res->template_id, sizeof(res->template_id), "%s", t->id);
@@ -77,7 +75,7 @@ int latch_vm_warm_start(struct latch_virt *v, struct latch_vm_state *st, const s
 			   WARM_AGENT_TIMEOUT_MS / 1000);
 		goto fail;
 	}
-	r = latch_template_adopt(d.agent_sock, st, e, sizeof(e));
+	r = latch_template_adopt(st, e, sizeof(e));
 	if (r)
 		goto fail;
 	/* what a later `up` of a stopped sandbox boots: a cold start under the same UUID */

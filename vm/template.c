@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -125,20 +126,6 @@ static int run_qemu_img(const char *backing, const char *overlay, char *err, siz
 	return 0;
 }
 
-struct template_watch {
-	struct latch_virt *v;
-	const char *token;
-};
-
-static int template_alive(void *arg)
-{
-	struct template_watch *w = arg;
-	struct latch_domain_info di;
-
-	latch_domain_info(w->v, w->token, &di);
-	return strcmp(di.state, "running") ? -EIO : 0;
-}
-
 static int template_opts(const struct latch_vm_state *st, bool kvm, const struct latch_template *t,
 			 struct latch_domain_opts *d)
 {
@@ -167,6 +154,7 @@ static int make_template(struct latch_virt *v, const struct latch_domain_opts *d
 			 const struct latch_vm_up_opts *o, int boot_timeout_ms, char *err, size_t errlen)
 {
 	char tmp[PATH_MAX + 8], e[LATCH_ERR_MAX], backing[PATH_MAX];
+	struct latch_vm_domain_watch watch = { v, t->token, err, errlen };
 	struct latch_agent_wait_stats seen;
 	bool created;
 	int r;
@@ -194,9 +182,8 @@ static int make_template(struct latch_virt *v, const struct latch_domain_opts *d
 	unlink(d->agent_sock);
 	r = latch_domain_create(v, d, err, errlen);
 	if (!r) {
-		r = latch_agent_wait(d->agent_sock, boot_timeout_ms, template_alive,
-				     &(struct template_watch){ v, t->token }, NULL, 0, &seen);
-		if (r)
+		r = latch_agent_wait(d->agent_sock, boot_timeout_ms, latch_vm_domain_alive, &watch, NULL, 0, &seen);
+		if (r == -ETIMEDOUT)
 			latch_errf(err, errlen, r, "the template guest's agent did not answer (console log %s)",
 				   d->console_log);
 	}
@@ -356,28 +343,6 @@ static int xml_set(char **xml, const char *anchor, const char *limit, const char
 	return n ? 0 : -ENOENT;
 }
 
-static int xml_escaped(const char *s, char *buf, size_t len)
-{
-	size_t o = 0;
-
-	for (; *s; s++) {
-		const char *r = *s == '&'  ? "&amp;" :
-				*s == '<'  ? "&lt;" :
-				*s == '>'  ? "&gt;" :
-				*s == '\'' ? "&apos;" :
-				*s == '"'  ? "&quot;" :
-					     NULL;
-		size_t n = r ? strlen(r) : 1;
-
-		if (o + n >= len)
-			return -ENAMETOOLONG;
-		memcpy(buf + o, r ? r : s, n);
-		o += n;
-	}
-	buf[o] = '\0';
-	return 0;
-}
-
 /* The saved XML with st's identity in place of the template's (or the last restore's). */
 static int restore_xml(char **xml, const struct latch_vm_state *st, const struct latch_template *t, const char *overlay,
 		       const char *uuid)
@@ -388,8 +353,8 @@ static int restore_xml(char **xml, const struct latch_vm_state *st, const struct
 	snprintf(dom, sizeof(dom), LATCH_DOMAIN_PREFIX "%s", st->name);
 	new_uuid(genid);
 	if (latch_vm_agent_path(st->name, sock, sizeof(sock)) || latch_vm_console_path(st->name, log, sizeof(log)) ||
-	    xml_escaped(*st->workspace ? st->workspace : t->empty, ws, sizeof(ws)) ||
-	    xml_escaped(overlay, ov, sizeof(ov)))
+	    latch_xml_escape(*st->workspace ? st->workspace : t->empty, ws, sizeof(ws)) ||
+	    latch_xml_escape(overlay, ov, sizeof(ov)))
 		return -ENAMETOOLONG;
 	r = xml_set(xml, NULL, NULL, "<name>", "</name>", dom, false);
 	r = r ?: xml_set(xml, NULL, NULL, "<uuid>", "</uuid>", uuid, false);
@@ -511,18 +476,19 @@ static const char adopt_script[] =
 	"	sleep 0.1\n"
 	"done\n";
 
-int latch_template_adopt(const char *sock, const struct latch_vm_state *st, char *err, size_t errlen)
+int latch_template_adopt(const struct latch_vm_state *st, char *err, size_t errlen)
 {
-	char g4[64], h4[64], g6[64] = "", h6[64] = "", epoch[24], tenths[16], out[512] = "";
+	char g4[64], h4[64], g6[64] = "", h6[64] = "", epoch[24], tenths[16], out[256] = "", e[LATCH_ERR_MAX];
 	const char *argv[] = { "/bin/sh", "-c", adopt_script, "latch-adopt", g4,
 			       h4,	  g6,	h6,	      epoch,	     *st->workspace ? "1" : "0",
 			       tenths,	  NULL };
-	struct latch_agent_exec_opts eo = { .timeout_ms = LATCH_TEMPLATE_RESEED_WAIT_MS + 10000 };
-	struct latch_agent_result res;
-	struct latch_agent *a;
-	int p[2], r;
+	struct latch_vm_exec_opts eo = { .timeout_ms = LATCH_TEMPLATE_RESEED_WAIT_MS + 10000, .cwd = "/" };
+	struct latch_vm_exec_result res;
+	int fd = memfd_create("latch-adopt", MFD_CLOEXEC), r;
 	ssize_t n;
 
+	if (fd < 0)
+		return latch_errf(err, errlen, -errno, "memfd: %s", strerror(errno));
 	latch_addr_format(&st->guest4, g4, sizeof(g4));
 	strcat(g4, "/30");
 	latch_addr_format(&st->host4, h4, sizeof(h4));
@@ -533,26 +499,18 @@ int latch_template_adopt(const char *sock, const struct latch_vm_state *st, char
 	}
 	snprintf(epoch, sizeof(epoch), "%lld", (long long)time(NULL));
 	snprintf(tenths, sizeof(tenths), "%d", LATCH_TEMPLATE_RESEED_WAIT_MS / 100);
-	if (pipe2(p, O_CLOEXEC | O_NONBLOCK))
-		return latch_errf(err, errlen, -errno, "pipe: %s", strerror(errno));
-	r = latch_agent_connect(sock, &a);
-	if (!r) {
-		eo.output_limit = sizeof(out) - 1; /* its one line, when it fails; a pipe holds it */
-		r = latch_agent_exec(a, argv, &eo, p[1], p[1], &res);
-		latch_agent_close(a);
-	}
-	n = read(p[0], out, sizeof(out) - 1);
-	close(p[0]);
-	close(p[1]);
+	r = latch_vm_exec(st->name, argv, &eo, fd, fd, &res, e, sizeof(e));
+	n = pread(fd, out, sizeof(out) - 1, 0);
+	close(fd);
 	out[n > 0 ? n : 0] = '\0';
 	out[strcspn(out, "\n")] = '\0';
 	for (char *c = out; *c; c++) /* guest text */
 		if (*c < 0x20 || *c == 0x7f)
 			*c = '?';
 	if (r)
-		return latch_errf(err, errlen, r, "the restored guest's agent: %s", strerror(-r));
-	if (latch_agent_status(&res))
-		return latch_errf(err, errlen, -EIO, "adopting the restored guest failed (status %d): %.200s",
-				  latch_agent_status(&res), *out ? out : "no output");
+		return latch_errf(err, errlen, r, "the restored guest's agent: %s", e);
+	if (res.status)
+		return latch_errf(err, errlen, -EIO, "adopting the restored guest failed (status %d): %s", res.status,
+				  *out ? out : "no output");
 	return 0;
 }

@@ -76,10 +76,10 @@ int latch_template_restore(struct latch_virt *v, const struct latch_template *t,
 			   char *uuid, char *err, size_t errlen);
 
 /*
- * Over the guest's agent at sock: set its clock, addresses, routes and
- * resolver, mount st's workspace, and wait for its kernel's reseed.
+ * Over st's guest agent: set its clock, addresses, routes and resolver,
+ * mount st's workspace, and wait for its kernel's reseed.
  */
-int latch_template_adopt(const char *sock, const struct latch_vm_state *st, char *err, size_t errlen);
+int latch_template_adopt(const struct latch_vm_state *st, char *err, size_t errlen);
 
 /* st's copy of a template's disk, and its removal (0 when there is none). */
 int latch_template_overlay_path(const char *name, char *buf, size_t len);
